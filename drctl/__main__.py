@@ -1,0 +1,3 @@
+from drctl.cli.main import run
+
+run()

@@ -1,0 +1,79 @@
+"""Shared CLI plumbing: config loading, error rendering, async running, output modes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from drctl.config import ConfigError, FleetConfig, UnknownRegionError, load_config
+
+T = TypeVar("T")
+
+console = Console()
+err_console = Console(stderr=True)
+
+DEFAULT_CONFIG = "config/fleet.yaml"
+
+ConfigOpt = Annotated[
+    Path,
+    typer.Option("--config", "-c", help="Fleet config file.", envvar="DRCTL_CONFIG", show_default=True),
+]
+
+
+class Output(str, Enum):
+    table = "table"
+    json = "json"
+
+
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="Output format.")]
+
+
+class UserError(Exception):
+    """A mistake the user can fix. Rendered without a traceback; exit code 2 unless given."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def fail(message: str, exit_code: int = 2) -> NoReturn:
+    raise UserError(message, exit_code)
+
+
+def load(path: Path) -> FleetConfig:
+    return load_config(path)
+
+
+def run_async(fn: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(fn())  # type: ignore[arg-type]
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def render_error(exc: BaseException) -> int:
+    """Render any known error in one place and return the exit code."""
+    from drctl.temporal import TemporalUnreachable
+
+    if isinstance(exc, ConfigError):
+        err_console.print(f"error: invalid config {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    if isinstance(exc, UnknownRegionError):
+        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    if isinstance(exc, UserError):
+        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return exc.exit_code
+    if isinstance(exc, TemporalUnreachable):
+        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 3
+    raise exc

@@ -1,0 +1,72 @@
+"""drctl command line. Thin: parse, start/signal/query a workflow, render."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from drctl.cli.common import err_console, render_error
+
+app = typer.Typer(
+    name="drctl",
+    help="Disaster recovery and migration for multi-region LLM inference fleets, on Temporal.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Each module registers its commands on `app`; a module missing from the tree is skipped so the
+# CLI keeps working while a command group is under construction on a branch.
+_COMMAND_MODULES = [
+    "drctl.cli.config_cmd",
+    "drctl.cli.dev",
+    "drctl.cli.worker",
+    "drctl.cli.status",
+    "drctl.cli.failover",
+    "drctl.cli.ops",
+    "drctl.cli.upgrade",
+    "drctl.cli.backup",
+    "drctl.cli.drill",
+]
+
+for _name in _COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(_name)
+    except ModuleNotFoundError as _exc:
+        if _exc.name != _name:
+            raise
+        continue
+    _mod.register(app)
+
+
+def run() -> None:
+    code = 0
+    try:
+        app(standalone_mode=False)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - the one place errors are rendered
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            code = 1
+        elif isinstance(exc, click.ClickException):
+            exc.show()
+            code = exc.exit_code
+        else:
+            code = render_error(exc)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The Temporal SDK's runtime can abort at interpreter exit (sdk-python#300); the work is done
+    # and flushed, so leave without running interpreter teardown.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    run()

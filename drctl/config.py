@@ -1,0 +1,442 @@
+"""Fleet configuration: one pydantic tree, loaded from YAML.
+
+Every field carries a description and units live in field names. Relative paths in the file are
+resolved against the directory that holds the file, so `drctl -c config/fleet.yaml` works from
+any working directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+TRACKS = ("stable", "canary", "blue", "green")
+Track = Literal["stable", "canary", "blue", "green"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- Kubernetes --------------------------------------------------------------------------------
+
+
+class KubeConfig(_Model):
+    api_url: str | None = Field(
+        None, description="Kubernetes API URL used without a kubeconfig (the dev stack's emulated cluster)."
+    )
+    context: str | None = Field(None, description="kubeconfig context for this region's cluster.")
+    kubeconfig_path: str | None = Field(None, description="kubeconfig file; default is the client's default.")
+    namespace: str = Field("inference", description="Namespace that holds the inference workload.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KubeConfig:
+        if not self.api_url and not self.context:
+            raise ValueError("set either api_url or context")
+        if self.api_url and self.context:
+            raise ValueError("set api_url or context, not both")
+        return self
+
+
+# --- Regions -----------------------------------------------------------------------------------
+
+
+class RegionConfig(_Model):
+    name: str = Field(..., description="Region name, e.g. us-west-1.", pattern=r"^[a-z0-9][a-z0-9-]{1,40}$")
+    weight: int = Field(..., ge=0, le=256, description="Configured global traffic weight (relative).")
+    replicas: int = Field(2, ge=0, le=64, description="Replicas of the stable Deployment at steady state.")
+    max_replicas: int = Field(
+        8, ge=1, le=256, description="Upper bound on replicas when pre-scaling to absorb failover traffic."
+    )
+    gateway_url: str = Field(..., description="Region gateway base URL, probed for region health.")
+    kube: KubeConfig = Field(..., description="How to reach this region's Kubernetes API.")
+    task_queue: str | None = Field(
+        None,
+        description="Temporal task queue served by this region's worker; default drctl-<region>.",
+    )
+    route53_set_identifier: str | None = Field(
+        None, description="SetIdentifier of this region's weighted record; default the region name."
+    )
+    gateway_runtime_socket: str | None = Field(
+        None, description="HAProxy runtime API socket of this region's gateway (regional tier 'haproxy')."
+    )
+    devstack_admin_url: str | None = Field(
+        None, description="Dev stack only: the node agent's fault and replica admin API for this region."
+    )
+
+    @property
+    def queue(self) -> str:
+        return self.task_queue or f"drctl-{self.name}"
+
+    @property
+    def set_identifier(self) -> str:
+        return self.route53_set_identifier or self.name
+
+
+# --- Workload ----------------------------------------------------------------------------------
+
+
+class WorkloadConfig(_Model):
+    app: str = Field("llm", description="App label and Deployment name prefix: <app>-<track>.")
+    model: str = Field("fleetsim-tiny", description="Served model name, as /v1/models reports it.")
+    image: str = Field("vllm/vllm-openai:v0.6.3", description="Stable image of the inference server.")
+    container_port: int = Field(8000, ge=1, le=65535, description="Container port of the inference server.")
+
+    def deployment_name(self, track: str) -> str:
+        return f"{self.app}-{track}"
+
+
+# --- Health ------------------------------------------------------------------------------------
+
+
+class HealthConfig(_Model):
+    interval_s: float = Field(10.0, gt=0, description="Seconds between health checks of every region.")
+    probe_timeout_s: float = Field(2.0, gt=0, description="Timeout of one probe request, seconds.")
+    failure_threshold: int = Field(3, ge=1, le=20, description="Consecutive failed checks that mark a region UNHEALTHY.")
+    recovery_threshold: int = Field(
+        3, ge=1, le=50, description="Consecutive good checks that return a RECOVERING region to HEALTHY (hysteresis)."
+    )
+    fast_confirm_interval_s: float = Field(
+        1.0, gt=0, description="Seconds between re-probes after a first failure (fast confirm)."
+    )
+    fast_confirm: bool = Field(True, description="Re-probe quickly after a first failure instead of waiting interval_s.")
+    ttft_degraded_ms: float = Field(2000.0, gt=0, description="TTFT above which a probe counts as degraded, ms.")
+    error_rate_degraded: float = Field(
+        0.25, gt=0, le=1, description="Fraction of failing replica probes above which a region is DEGRADED."
+    )
+    probe_concurrency: int = Field(8, ge=1, le=64, description="Maximum concurrent probe requests.")
+    fail_on_degraded: bool = Field(True, description="Count a DEGRADED region as a failed check.")
+
+    @model_validator(mode="after")
+    def _interval_longer_than_timeout(self) -> HealthConfig:
+        if self.interval_s <= self.probe_timeout_s:
+            raise ValueError(
+                f"interval_s ({self.interval_s}) must be longer than probe_timeout_s ({self.probe_timeout_s})"
+            )
+        return self
+
+
+class ObjectivesConfig(_Model):
+    rto_target_s: float = Field(30.0, gt=0, description="Recovery time objective: fault to traffic fully served, s.")
+    rpo_target_s: float = Field(5.0, ge=0, description="Recovery point objective, seconds.")
+
+
+class FailoverConfig(_Model):
+    policy: Literal["automatic", "manual"] = Field("automatic", description="Fail over automatically on UNHEALTHY.")
+    require_approval: bool = Field(False, description="Wait for `drctl ops approve` before shifting traffic.")
+    approval_timeout_s: float = Field(900.0, gt=0, description="How long an approval gate waits, seconds.")
+    verify_requests: int = Field(20, ge=1, le=1000, description="Requests through the global endpoint to verify a shift.")
+    verify_timeout_s: float = Field(15.0, gt=0, description="Deadline for the post-shift verification, seconds.")
+    rollout_timeout_s: float = Field(120.0, gt=0, description="Deadline for a pre-scale rollout, seconds.")
+
+
+class FailbackConfig(_Model):
+    stabilization_window_s: float = Field(30.0, ge=0, description="Source must stay healthy this long first, s.")
+    steps: int = Field(3, ge=1, le=20, description="Number of weight steps back to the configured weights.")
+    step_interval_s: float = Field(10.0, ge=0, description="Pause and analysis time per step, seconds.")
+
+
+# --- Traffic tiers -----------------------------------------------------------------------------
+
+
+class HAProxyGlobal(_Model):
+    kind: Literal["haproxy"] = Field(..., description="Global tier provider kind.")
+    runtime_socket: str = Field(..., description="HAProxy runtime API unix socket of the global frontend.")
+    backend: str = Field("global", description="Backend whose servers are the region gateways (named by region).")
+
+
+class Route53Global(_Model):
+    kind: Literal["route53"] = Field(..., description="Global tier provider kind.")
+    hosted_zone_id: str = Field(..., description="Route 53 hosted zone ID (or the zone name, looked up).")
+    record_name: str = Field(..., description="Weighted record name, e.g. api.example.com.")
+    record_type: Literal["A", "AAAA", "CNAME"] = Field("CNAME", description="Record type.")
+    ttl_s: int = Field(30, ge=0, le=86400, description="Record TTL, seconds.")
+    targets: dict[str, str] = Field(
+        ..., description="Record value per region: the region's load balancer name or address."
+    )
+
+
+class HAProxyRegional(_Model):
+    kind: Literal["haproxy"] = Field(..., description="Regional tier provider kind.")
+    backend: str = Field("region", description="Backend in each region gateway whose servers are the tracks.")
+
+
+class GatewayApiRegional(_Model):
+    kind: Literal["gateway-api"] = Field(..., description="Regional tier provider kind.")
+    httproute: str = Field("llm", description="HTTPRoute whose backendRefs are the track Services.")
+
+
+class TrafficConfig(_Model):
+    global_endpoint: str = Field(..., description="The one URL clients use; failover is verified through it.")
+    global_tier: Annotated[HAProxyGlobal | Route53Global, Field(discriminator="kind")] = Field(
+        ..., alias="global", description="Who sets region weights."
+    )
+    regional_tier: Annotated[HAProxyRegional | GatewayApiRegional, Field(discriminator="kind")] = Field(
+        ..., alias="regional", description="Who sets track weights inside a region."
+    )
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --- Infrastructure ----------------------------------------------------------------------------
+
+
+class TemporalTLS(_Model):
+    client_cert_path: str = Field(..., description="mTLS client certificate (PEM).")
+    client_key_path: str = Field(..., description="mTLS client key (PEM).")
+    server_root_ca_cert_path: str | None = Field(None, description="CA bundle for the server certificate.")
+    domain: str | None = Field(None, description="TLS server name override.")
+
+
+class TemporalConfig(_Model):
+    address: str = Field("127.0.0.1:7233", description="Temporal frontend host:port.")
+    namespace: str = Field("default", description="Temporal namespace.")
+    task_queue: str = Field("drctl", description="Task queue for workflows and region-neutral activities.")
+    ui_url: str = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
+    tls: TemporalTLS | None = Field(None, description="mTLS settings (Temporal Cloud or a TLS cluster).")
+    api_key_env: str | None = Field(None, description="Environment variable holding a Temporal Cloud API key.")
+
+
+class AwsConfig(_Model):
+    region: str = Field("us-east-1", description="AWS region for S3 and the Route 53 client.")
+    endpoint_url: str | None = Field(None, description="AWS endpoint override (moto server in the dev stack).")
+
+
+class VeleroConfig(_Model):
+    kind: Literal["velero"] = Field("velero", description="Backup provider kind.")
+    namespace: str = Field("velero", description="Namespace of Velero's Backup and Restore objects.")
+    storage_location: str = Field("default", description="BackupStorageLocation name.")
+    bucket: str = Field("drctl-backups", description="Object store bucket behind the storage location.")
+    ttl: str = Field("720h0m0s", description="Backup TTL, in Velero's duration format.")
+    timeout_s: float = Field(300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase.")
+    partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
+
+
+class UpgradeConfig(_Model):
+    steps_percent: list[int] = Field([5, 25, 50, 100], description="Canary weight steps, percent.")
+    step_pause_s: float = Field(10.0, ge=0, description="Analysis window per step, seconds.")
+    max_error_rate: float = Field(0.05, ge=0, le=1, description="Canary error rate above which analysis fails.")
+    max_ttft_p99_ratio: float = Field(2.0, gt=1, description="Canary TTFT p99 / stable TTFT p99 above which it fails.")
+    max_ttft_p50_ratio: float = Field(1.5, gt=1, description="Canary TTFT p50 / stable TTFT p50 above which it fails.")
+    min_samples: int = Field(20, ge=1, description="Fewer samples than this per track make a step inconclusive.")
+    scale_down_delay_s: float = Field(30.0, ge=0, description="Blue-green: keep blue this long after the switch.")
+    approval_between_regions: bool = Field(False, description="Wait for approval between region waves.")
+
+    @field_validator("steps_percent")
+    @classmethod
+    def _steps(cls, v: list[int]) -> list[int]:
+        if not v or any(s <= 0 or s > 100 for s in v) or v != sorted(set(v)) or v[-1] != 100:
+            raise ValueError("steps must be increasing percentages in 1..100 ending at 100")
+        return v
+
+
+class DrillConfig(_Model):
+    allowed_targets: list[str] = Field(
+        default_factory=list, description="Regions a drill may inject faults into; empty allows none."
+    )
+    history_bucket: str = Field("drctl-drills", description="S3 bucket for drill reports.")
+    fault_injector: Literal["devstack", "kubernetes"] = Field(
+        "kubernetes", description="How experiments inject faults: the dev stack's node agent, or the Kubernetes API."
+    )
+    load_rps: float = Field(5.0, gt=0, le=100, description="Bounded load through the global endpoint during a drill.")
+    timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
+
+
+class DevStackConfig(_Model):
+    state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
+    stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
+
+
+class FleetConfig(_Model):
+    name: str = Field(..., description="Fleet name; workflow IDs and search attributes carry it.", pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
+    regions: list[RegionConfig] = Field(..., min_length=1, description="Regions of the fleet, active-active.")
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="The inference workload.")
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Health monitoring.")
+    objectives: ObjectivesConfig = Field(default_factory=ObjectivesConfig, description="RTO and RPO targets.")
+    failover: FailoverConfig = Field(default_factory=FailoverConfig, description="Failover policy.")
+    failback: FailbackConfig = Field(default_factory=FailbackConfig, description="Failback policy.")
+    traffic: TrafficConfig = Field(..., description="Traffic tiers.")
+    temporal: TemporalConfig = Field(default_factory=TemporalConfig, description="Temporal connection.")
+    aws: AwsConfig = Field(default_factory=AwsConfig, description="AWS client settings.")
+    backup: VeleroConfig = Field(default_factory=VeleroConfig, description="Backup provider.")
+    upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
+    drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
+    devstack: DevStackConfig | None = Field(None, description="Embedded dev stack settings (dev only).")
+    source_path: str | None = Field(None, description="Set by the loader: the file this came from.", exclude=True)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> FleetConfig:
+        names = [r.name for r in self.regions]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate regions: {', '.join(dupes)}")
+        if sum(r.weight for r in self.regions) <= 0:
+            raise ValueError("region weights cannot be normalised: they sum to 0")
+        g = self.traffic.global_tier
+        if isinstance(g, Route53Global):
+            missing = [n for n in names if n not in g.targets]
+            if missing:
+                raise ValueError(f"traffic.global.targets has no record value for: {', '.join(missing)}")
+        if isinstance(self.traffic.regional_tier, HAProxyRegional):
+            missing = [r.name for r in self.regions if not r.gateway_runtime_socket]
+            if missing:
+                raise ValueError(
+                    f"regional tier 'haproxy' needs gateway_runtime_socket on regions: {', '.join(missing)}"
+                )
+        unknown = [t for t in self.drills.allowed_targets if t not in names]
+        if unknown:
+            raise ValueError(f"drills.allowed_targets names unknown regions: {', '.join(unknown)}")
+        return self
+
+    # --- helpers used everywhere ----------------------------------------------------------------
+
+    def region(self, name: str) -> RegionConfig:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise UnknownRegionError(name, [r.name for r in self.regions])
+
+    @property
+    def region_names(self) -> list[str]:
+        return [r.name for r in self.regions]
+
+    @property
+    def weights(self) -> dict[str, int]:
+        return {r.name: r.weight for r in self.regions}
+
+    def normalised_weights(self) -> dict[str, float]:
+        total = sum(r.weight for r in self.regions)
+        return {r.name: r.weight / total for r in self.regions}
+
+    def state_dir(self) -> Path:
+        return Path(self.devstack.state_dir if self.devstack else ".drctl/dev")
+
+
+class UnknownRegionError(ValueError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(f"unknown region {name!r}; known regions: {', '.join(known)}")
+        self.name = name
+        self.known = known
+
+
+class ConfigProblem(BaseModel):
+    path: str
+    message: str
+    line: int | None = None
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used. Carries every problem, each with its field path."""
+
+    def __init__(self, file: str, problems: list[ConfigProblem]) -> None:
+        self.file = file
+        self.problems = problems
+        lines = [f"{file}: {len(problems)} problem(s)"]
+        for p in problems:
+            where = f"line {p.line}: " if p.line else ""
+            lines.append(f"  - {where}{p.path}: {p.message}")
+        super().__init__("\n".join(lines))
+
+
+_PATH_KEYS = {
+    ("devstack", "state_dir"),
+    ("traffic", "global", "runtime_socket"),
+    ("temporal", "tls", "client_cert_path"),
+    ("temporal", "tls", "client_key_path"),
+    ("temporal", "tls", "server_root_ca_cert_path"),
+}
+
+
+def _resolve_paths(data: dict, base: Path) -> None:
+    """Make relative file paths absolute against the config file's directory."""
+
+    def fix(obj: dict, key: str) -> None:
+        v = obj.get(key)
+        if isinstance(v, str) and v and not Path(v).is_absolute():
+            obj[key] = str((base / v).resolve())
+
+    for keys in _PATH_KEYS:
+        obj = data
+        for k in keys[:-1]:
+            obj = obj.get(k) if isinstance(obj, dict) else None
+            if obj is None:
+                break
+        if isinstance(obj, dict):
+            fix(obj, keys[-1])
+    for region in data.get("regions") or []:
+        if isinstance(region, dict):
+            fix(region, "gateway_runtime_socket")
+            if isinstance(region.get("kube"), dict):
+                fix(region["kube"], "kubeconfig_path")
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("haproxy", "route53", "gateway-api") and out.endswith(("global", "regional")):
+            continue  # the discriminator's branch name is noise in a field path
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _raw_checks(data: dict) -> list[ConfigProblem]:
+    """Cross-field checks on the raw data, so they are reported even when fields also fail.
+
+    The model validator repeats them for configs built in code; here they must not wait for every
+    field to be valid, because a user fixes a file faster when they see all of its problems at once.
+    """
+    regions = data.get("regions")
+    if not isinstance(regions, list):
+        return []
+    problems: list[ConfigProblem] = []
+    names = [r.get("name") for r in regions if isinstance(r, dict)]
+    for i, r in enumerate(regions):
+        if isinstance(r, dict) and r.get("name") is not None and names.index(r.get("name")) != i:
+            problems.append(ConfigProblem(path=f"regions[{i}].name", message=f"duplicate region {r['name']!r}"))
+    weights = [r.get("weight") for r in regions if isinstance(r, dict)]
+    if weights and all(isinstance(w, int) for w in weights) and sum(weights) <= 0:
+        problems.append(
+            ConfigProblem(path="regions[*].weight", message="weights cannot be normalised: they sum to 0")
+        )
+    return problems
+
+
+def parse_config(text: str, file: str = "<string>", base_dir: Path | None = None) -> FleetConfig:
+    """Parse and validate a fleet config. Raises ConfigError listing every problem."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(file, [ConfigProblem(path="(yaml)", message=f"YAML syntax: {problem}", line=line)]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(file, [ConfigProblem(path="(top level)", message="expected a mapping of fleet settings")])
+    if base_dir is not None:
+        _resolve_paths(data, base_dir)
+    data["source_path"] = file
+    try:
+        return FleetConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = _raw_checks(data)
+        for err in exc.errors():
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key"
+            problems.append(ConfigProblem(path=_loc(err["loc"]), message=msg))
+        raise ConfigError(file, problems) from None
+
+
+def load_config(path: str | Path) -> FleetConfig:
+    """Load a fleet config file. Raises ConfigError (never a traceback for user mistakes)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(str(p), [ConfigProblem(path="(file)", message=f"cannot read: {exc.strerror}")]) from None
+    return parse_config(text, file=str(p), base_dir=p.resolve().parent)

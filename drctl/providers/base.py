@@ -1,0 +1,70 @@
+"""Small protocols the activities code against. Implementations are plain Python, no Temporal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from drctl.models.health import RegionProbe
+
+
+class GlobalTraffic(Protocol):
+    """Global tier: region weights (Route 53 weighted records, HAProxy global backend)."""
+
+    def get_weights(self) -> dict[str, int]: ...
+
+    def set_weights(self, weights: dict[str, int]) -> None:
+        """Apply all region weights at once (one change batch / one runtime session)."""
+
+
+class RegionalTraffic(Protocol):
+    """Regional tier: track weights inside one region (stable/canary/blue/green)."""
+
+    def get_track_weights(self, region: str) -> dict[str, int]: ...
+
+    def set_track_weights(self, region: str, weights: dict[str, int]) -> None: ...
+
+
+class DeploymentState(BaseModel):
+    name: str
+    namespace: str
+    generation: int = 0
+    observed_generation: int = 0
+    replicas: int = Field(0, description="spec.replicas")
+    updated_replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    image: str | None = None
+    hpa_min_replicas: int | None = None
+    hpa_max_replicas: int | None = None
+
+    @property
+    def rolled_out(self) -> bool:
+        """The condition `kubectl rollout status` waits for."""
+        return (
+            self.observed_generation >= self.generation
+            and self.updated_replicas >= self.replicas
+            and self.available_replicas >= self.replicas
+            and self.ready_replicas >= self.replicas
+        )
+
+
+class Platform(Protocol):
+    """One region's Kubernetes cluster."""
+
+    region: str
+
+    def get_deployment(self, name: str) -> DeploymentState: ...
+
+    def scale(self, name: str, replicas: int) -> DeploymentState:
+        """Set spec.replicas and, where an HPA targets the Deployment, its minReplicas."""
+
+    def wait_rollout(
+        self, name: str, timeout_s: float, on_progress: Callable[[DeploymentState], None] | None = None
+    ) -> DeploymentState: ...
+
+
+class Prober(Protocol):
+    async def probe_region(self, region: str) -> RegionProbe: ...
