@@ -1,0 +1,105 @@
+"""`drctl config validate`: valid files pass with a summary; each broken file exits 2 naming the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from drctl.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = (ROOT / "config" / "fleet.yaml").read_text()
+
+
+def drctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "drctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize("name", ["fleet.yaml", "fleet.example.yaml"])
+def test_shipped_configs_are_valid(name: str) -> None:
+    result = drctl("config", "validate", str(ROOT / "config" / name))
+    assert result.returncode == 0, result.stderr
+    assert "is valid" in result.stdout
+    assert "us-west-1" in result.stdout and "us-east-1" in result.stdout
+
+
+def test_defaults_match_the_reference_deployment() -> None:
+    cfg = load_config(ROOT / "config" / "fleet.yaml")
+    assert cfg.weights == {"us-west-1": 60, "us-east-1": 40}
+    assert [r.replicas for r in cfg.regions] == [2, 2]
+    assert cfg.health.interval_s == 10 and cfg.health.failure_threshold == 3
+    assert cfg.objectives.rto_target_s == 30 and cfg.objectives.rpo_target_s == 5
+
+
+def _mutate(old: str, new: str) -> str:
+    assert old in GOOD, old
+    return GOOD.replace(old, new, 1)
+
+
+# (case name, file text, field path that must be named, words the message must contain)
+BROKEN = [
+    ("yaml-syntax", _mutate("  failure_threshold: 3", "  failure_threshold: [3"), "line ", "YAML syntax"),
+    ("unknown-key", _mutate("  interval_s: 10", "  interval_s: 10\n  intervall_s: 5"), "health.intervall_s", "unknown key"),
+    ("wrong-type", _mutate("    weight: 60", "    weight: sixty"), "regions[0].weight", "integer"),
+    ("duplicate-region", _mutate("  - name: us-east-1", "  - name: us-west-1"), "regions[1].name", "duplicate region"),
+    (
+        "weights-zero",
+        _mutate("    weight: 60", "    weight: 0").replace("    weight: 40", "    weight: 0"),
+        "regions[*].weight",
+        "cannot be normalised",
+    ),
+    ("negative-weight", _mutate("    weight: 40", "    weight: -5"), "regions[1].weight", "greater than or equal"),
+    ("interval-vs-timeout", _mutate("  probe_timeout_s: 2", "  probe_timeout_s: 10"), "health", "must be longer than probe_timeout_s"),
+    (
+        "provider-mismatch",
+        _mutate("    kind: haproxy\n    runtime_socket", "    kind: route53\n    runtime_socket"),
+        "traffic.global.runtime_socket",
+        "unknown key",
+    ),
+    ("unknown-provider", _mutate("  regional:\n    kind: haproxy", "  regional:\n    kind: nginx"), "traffic.regional", "kind"),
+    ("missing-field", _mutate("    gateway_url: http://127.0.0.1:8420\n", ""), "regions[1].gateway_url", "Field required"),
+    ("not-a-mapping", "- just\n- a list\n", "(top level)", "mapping"),
+    ("drill-target", _mutate("  allowed_targets: [us-west-1, us-east-1]", "  allowed_targets: [eu-west-9]"), "(top level)", "eu-west-9"),
+]
+
+
+@pytest.mark.parametrize(("case", "text", "field", "words"), BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_config_exits_2_naming_the_field(tmp_path: Path, case: str, text: str, field: str, words: str) -> None:
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(text)
+    result = drctl("config", "validate", str(path))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert str(path) in result.stderr
+    assert field in result.stderr, result.stderr
+    assert words in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
+    text = _mutate("    weight: 60", "    weight: sixty")
+    text = text.replace("  interval_s: 10", "  interval_s: 10\n  bogus: 1")
+    with pytest.raises(ConfigError) as err:
+        path = tmp_path / "two.yaml"
+        path.write_text(text)
+        load_config(path)
+    paths = {p.path for p in err.value.problems}
+    assert {"regions[0].weight", "health.bogus"} <= paths
+
+
+def test_missing_file_is_a_clear_error() -> None:
+    result = drctl("config", "validate", "/nonexistent/fleet.yaml")
+    assert result.returncode == 2
+    assert "/nonexistent/fleet.yaml" in result.stderr and "cannot read" in result.stderr
+
+
+def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "fleet.yaml"
+    path.write_text(GOOD)
+    cfg = load_config(path)
+    assert cfg.state_dir() == (tmp_path / ".drctl" / "dev").resolve()
