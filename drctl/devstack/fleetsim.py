@@ -1,0 +1,242 @@
+"""fleetsim: an OpenAI-compatible stand-in for one vLLM replica (see docs/devstack.md, "fleetsim").
+
+Run as `python -m drctl.devstack.fleetsim --host 127.0.0.1 --port P`. The node agent spawns one
+per replica, so this module imports only the standard library and aiohttp to start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from aiohttp import web
+
+from drctl.devstack.fleetsim_faults import HANG_MAX_S, Faults, FaultSpec, validated_fault_patch
+from drctl.devstack.fleetsim_metrics import CONTENT_TYPE, EngineStats, render
+from drctl.devstack.fleetsim_openai import (
+    MAX_TOKENS_CAP,
+    BadRequest,
+    Generation,
+    full_response,
+    parse_request,
+    sse,
+    stream_chunk,
+    usage_chunk,
+)
+
+
+class SettingsError(ValueError):
+    """An invalid FLEETSIM_* environment value; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class FleetsimSettings:
+    region: str = "local"
+    track: str = "stable"
+    replica: str = "fleetsim"
+    version: str = "dev"
+    model: str = "fleetsim-tiny"
+    ttft_ms: float = 30.0
+    itl_ms: float = 5.0
+    error_rate: float = 0.0
+    max_num_seqs: int = 16
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> FleetsimSettings:
+        """Read FLEETSIM_* variables (default: os.environ); raise SettingsError on a bad value."""
+        env = os.environ if env is None else env
+        d = cls()
+
+        def text(name: str, default: str) -> str:
+            value = env.get(f"FLEETSIM_{name}", default).strip()
+            if not value:
+                raise SettingsError(f"FLEETSIM_{name} must not be empty")
+            return value
+
+        def number(name: str, default: float, lo: float, hi: float, kind: type = float) -> Any:
+            raw = env.get(f"FLEETSIM_{name}")
+            if raw is None or raw.strip() == "":
+                return default
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise SettingsError(f"FLEETSIM_{name}={raw!r} is not a valid {kind.__name__}") from None
+            if not lo <= value <= hi:
+                raise SettingsError(f"FLEETSIM_{name}={raw!r} must be between {lo} and {hi}")
+            return value
+
+        return cls(
+            region=text("REGION", d.region), track=text("TRACK", d.track), replica=text("REPLICA", d.replica),
+            version=text("VERSION", d.version), model=text("MODEL", d.model),
+            ttft_ms=number("TTFT_MS", d.ttft_ms, 0, 600_000), itl_ms=number("ITL_MS", d.itl_ms, 0, 60_000),
+            error_rate=number("ERROR_RATE", d.error_rate, 0, 1),
+            max_num_seqs=number("MAX_NUM_SEQS", d.max_num_seqs, 1, 100_000, int),
+        )  # fmt: skip
+
+
+def _error(status: int, message: str, kind: str, param: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    return web.json_response(body, status=status)
+
+
+def build_app(settings: FleetsimSettings) -> web.Application:
+    """The fleetsim aiohttp application for one replica."""
+    stats = EngineStats(model=settings.model, max_num_seqs=settings.max_num_seqs)
+    faults = Faults(settings.error_rate)
+    slots = asyncio.Semaphore(settings.max_num_seqs)  # vLLM's max_num_seqs: the rest wait in queue
+    identity = {"X-Fleetsim-Region": settings.region, "X-Fleetsim-Track": settings.track,
+                "X-Fleetsim-Replica": settings.replica, "X-Fleetsim-Version": settings.version}  # fmt: skip
+
+    async def add_identity(_request: web.Request, response: web.StreamResponse) -> None:
+        response.headers.update(identity)
+
+    @web.middleware
+    async def fault_gate(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path.startswith("/admin/"):
+            return await handler(request)
+        if not faults.spec.hang or await faults.hold():
+            if faults.closing or faults.spec.down:
+                return _error(503, "fleetsim replica is down", "ServiceUnavailableError")
+        else:
+            return _error(504, f"request held by hang fault for {HANG_MAX_S:.0f}s", "TimeoutError")
+        if request.path.startswith("/v1/") and faults.should_fail():
+            return _error(500, "fleetsim injected error", "InternalServerError")
+        return await handler(request)
+
+    async def health(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def models(_request: web.Request) -> web.Response:
+        entry = {"id": settings.model, "object": "model", "created": int(time.time()), "owned_by": "fleetsim",
+                 "root": settings.model, "max_model_len": MAX_TOKENS_CAP * 4}  # fmt: skip
+        return web.json_response({"object": "list", "data": [entry]})
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(body=render(stats).encode(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def fault(request: web.Request) -> web.Response:
+        if request.method == "DELETE":
+            faults.update(FaultSpec())
+        elif request.method == "POST":
+            try:
+                patch = validated_fault_patch(await request.json())
+            except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+                return _error(400, f"invalid fault: {exc}", "BadRequestError")
+            faults.update(FaultSpec(**{**asdict(faults.spec), **patch}))
+        return web.json_response({**asdict(faults.spec), "held_requests": faults.held})
+
+    async def generate(request: web.Request, chat: bool) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        arrival = loop.time()
+        try:
+            body = await request.json()
+            gen = parse_request(body, chat)
+        except json.JSONDecodeError:
+            return _error(400, "request body is not valid JSON", "BadRequestError")
+        except BadRequest as exc:
+            return _error(400, str(exc), "BadRequestError", exc.param)
+        if body["model"] != settings.model:  # vLLM answers an unknown model with 404
+            return _error(404, f"The model `{body['model']}` does not exist.", "NotFoundError", "model")
+        stats.waiting += 1
+        try:
+            await slots.acquire()
+        finally:
+            stats.waiting -= 1
+        stats.running += 1
+        try:
+            return await _emit(request, gen, loop, arrival)
+        finally:
+            stats.running -= 1
+            slots.release()
+
+    async def _emit(
+        request: web.Request, gen: Generation, loop: asyncio.AbstractEventLoop, arrival: float
+    ) -> web.StreamResponse:
+        stats.prompt_tokens += gen.prompt_tokens
+        head = {"id": f"{'chatcmpl' if gen.chat else 'cmpl'}-{uuid.uuid4().hex}", "created": int(time.time()),
+                "model": settings.model}  # fmt: skip
+        # Tokens are scheduled against absolute times so per-token overhead does not add up.
+        first_at = loop.time() + (settings.ttft_ms + faults.spec.added_latency_ms) / 1000
+        itl_s = settings.itl_ms / 1000
+        tokens = gen.tokens()
+        stream: web.StreamResponse | None = None
+        try:
+            for i, token in enumerate(tokens):
+                await asyncio.sleep(max(0.0, first_at + i * itl_s - loop.time()))
+                if i == 0:
+                    stats.ttft.observe(loop.time() - arrival)
+                stats.generation_tokens += 1
+                if not gen.stream:
+                    continue
+                if stream is None:  # headers go out with the first token, so header time is TTFT too
+                    stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+                    await stream.prepare(request)
+                finish = "length" if i == len(tokens) - 1 else None
+                await stream.write(sse(stream_chunk(gen, head, i, token, finish)))
+            if stream is not None:
+                if gen.include_usage:
+                    await stream.write(sse(usage_chunk(gen, head)))
+                await stream.write(sse("[DONE]"))
+                await stream.write_eof()
+        except ConnectionResetError:
+            # The client hung up mid-stream; vLLM aborts such a request, so it is not counted a success.
+            assert stream is not None
+            return stream
+        stats.record_success("length")
+        if stream is None:
+            return web.json_response(full_response(gen, head, "".join(tokens)))
+        return stream
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await generate(request, chat=False)
+
+    async def chat_completions(request: web.Request) -> web.StreamResponse:
+        return await generate(request, chat=True)
+
+    async def on_shutdown(_app: web.Application) -> None:
+        faults.release_all()
+
+    app = web.Application(middlewares=[fault_gate])
+    app.on_response_prepare.append(add_identity)
+    app.on_shutdown.append(on_shutdown)
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    for method in ("GET", "POST", "DELETE"):
+        app.router.add_route(method, "/admin/fault", fault)
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m drctl.devstack.fleetsim", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    try:
+        settings = FleetsimSettings.from_env()
+    except SettingsError as exc:
+        print(f"fleetsim: invalid environment: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    banner = f"fleetsim {settings.replica} ({settings.region}/{settings.track}, {settings.model} " \
+             f"{settings.version}) on http://{args.host}:{args.port}"  # fmt: skip
+    try:
+        # run_app turns SIGTERM into a graceful stop; a short shutdown_timeout keeps rolling restarts quick.
+        web.run_app(build_app(settings), host=args.host, port=args.port, shutdown_timeout=5.0,
+                    print=lambda _msg: print(banner, flush=True))  # fmt: skip
+    except OSError as exc:
+        print(f"fleetsim: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

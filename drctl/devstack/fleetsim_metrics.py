@@ -1,0 +1,108 @@
+"""fleetsim's engine statistics, rendered as Prometheus text under vLLM's metric names.
+
+The drctl probe reads these exactly as it would read a real vLLM server's /metrics, so the names,
+the `model_name` label and the TTFT histogram buckets follow vLLM. Rendering is done by hand
+instead of through prometheus_client to keep replica start-up cheap and avoid a dependency.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+# vLLM's bucket edges for vllm:time_to_first_token_seconds (vllm/v1/metrics/loggers.py).
+TTFT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass
+class Histogram:
+    """A cumulative-on-render histogram: counts are kept per bucket, summed when rendered."""
+
+    edges: tuple[float, ...] = TTFT_BUCKETS_S
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        # One slot per finite edge plus the +Inf overflow slot.
+        self.counts = [0] * (len(self.edges) + 1)
+
+    def observe(self, value: float) -> None:
+        # bisect_left puts a value equal to an edge into that edge's bucket (Prometheus `le`).
+        self.counts[bisect_left(self.edges, value)] += 1
+        self.total += value
+        self.count += 1
+
+
+@dataclass
+class EngineStats:
+    """Live counters of one fleetsim replica; the request handlers update them in place."""
+
+    model: str
+    max_num_seqs: int
+    running: int = 0
+    waiting: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    success_by_reason: dict[str, int] = field(default_factory=dict)
+    ttft: Histogram = field(default_factory=Histogram)
+
+    @property
+    def cache_usage(self) -> float:
+        """KV-cache fill as vLLM reports it (0..1): here one slot per running sequence."""
+        return min(1.0, self.running / self.max_num_seqs)
+
+    def record_success(self, finish_reason: str) -> None:
+        self.success_by_reason[finish_reason] = self.success_by_reason.get(finish_reason, 0) + 1
+
+
+def _fmt(value: float) -> str:
+    if value == float("inf"):
+        return "+Inf"
+    return repr(float(value))
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render(stats: EngineStats) -> str:
+    """The Prometheus text exposition (format 0.0.4) of `stats`."""
+    label = f'model_name="{_escape(stats.model)}"'
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, str, float]]) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for suffix, extra, value in samples:
+            labels = label + (f",{extra}" if extra else "")
+            lines.append(f"{name}{suffix}{{{labels}}} {_fmt(value)}")
+
+    scalars: tuple[tuple[str, str, str, float], ...] = (
+        ("vllm:num_requests_running", "gauge", "Requests in model execution batches.", stats.running),
+        ("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", stats.waiting),
+        ("vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (1 = full).", stats.cache_usage),
+        ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage (1 = full).", stats.cache_usage),
+        ("vllm:prompt_tokens_total", "counter", "Prefill tokens processed.", stats.prompt_tokens),
+        ("vllm:generation_tokens_total", "counter", "Generation tokens processed.", stats.generation_tokens),
+    )
+    for name, kind, help_text, value in scalars:
+        metric(name, kind, help_text, [("", "", value)])
+    reasons = sorted(stats.success_by_reason.items()) or [("length", 0)]
+    success = [("", f'finished_reason="{_escape(r)}"', float(n)) for r, n in reasons]
+    metric("vllm:request_success_total", "counter", "Successfully processed requests.", success)
+
+    hist = stats.ttft
+    buckets: list[tuple[str, str, float]] = []
+    cumulative = 0
+    for edge, n in zip((*hist.edges, float("inf")), hist.counts, strict=True):
+        cumulative += n
+        buckets.append(("_bucket", f'le="{_fmt(edge)}"', cumulative))
+    buckets += [("_sum", "", hist.total), ("_count", "", hist.count)]
+    metric("vllm:time_to_first_token_seconds", "histogram", "Time to first token in seconds.", buckets)
+    return "\n".join(lines) + "\n"
