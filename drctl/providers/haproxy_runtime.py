@@ -1,92 +1,280 @@
-"""HAProxy runtime API client over a unix socket (one command per connection)."""
+"""HAProxy 2.6 runtime API client over the stats unix socket (`level admin`).
+
+Every call opens one connection. Several commands go into one connection as a single
+`;`-separated line in interactive ("prompt") mode: HAProxy executes the whole line back to back
+inside one CLI session, and the `\\n> ` prompt it prints after each command lets us split the reply
+per command exactly. (Non-interactive mode ends replies with a bare newline, but some messages,
+e.g. "Server deleted.", carry no trailing newline of their own, so replies cannot be told apart.)
+
+HAProxy reports errors as free text, so errors are detected by what success looks like for each
+command (verified against 2.6.12): anything else is a refusal.
+"""
 
 from __future__ import annotations
 
+import re
 import socket
+import time
 from dataclasses import dataclass
+
+_PROMPT = "\n> "
+# The CLI reads a command line into one buffer (tune.bufsize, 16 kB by default); stay well below.
+_MAX_LINE_BYTES = 8000
+
+# Commands whose only successful reply is empty (HAProxy 2.6 prints nothing on success).
+_SILENT = re.compile(
+    r"^(set weight |set server \S+ (state|weight) |enable (server|health|agent) |"
+    r"disable (server|health|agent) |shutdown sessions server |set maxconn server |prompt$|quit$)"
+)
+# Commands with a fixed success reply.
+_EXPECT: list[tuple[re.Pattern[str], re.Pattern[str]]] = [
+    (re.compile(r"^add server "), re.compile(r"New server registered\.")),
+    (re.compile(r"^del server "), re.compile(r"Server deleted\.")),
+    (re.compile(r"^get weight "), re.compile(r"\d+ \(initial \d+\)")),
+    (re.compile(r"^show servers state"), re.compile(r"1\n# be_id .*", re.S)),
+]
+# For any other command: the first words of 2.6's error messages.
+_ERROR_START = re.compile(
+    r"^(Unknown command|No such|Can't find|Permission denied|Require|Missing|Invalid|Absolute weight|"
+    r"Relative weight|Only servers|Server still|unknown keyword|Backend is using|Empty weight)",
+    re.I,
+)
+# `del server` refusals that clear once connections drain.
+_DEL_BUSY = re.compile(r"still has|connections attached|queue", re.I)
+
+# srv_admin_state flags (src/server.h): FMAINT|IMAINT|CMAINT|RMAINT|HMAINT, and FDRAIN|IDRAIN.
+_ADMIN_MAINT = 0x01 | 0x02 | 0x04 | 0x20 | 0x40
+_ADMIN_DRAIN = 0x08 | 0x10
+_CHECK_RESULTS = {"0": "unknown", "1": "neutral", "2": "failed", "3": "passed", "4": "condpass"}
 
 
 class HAProxyError(RuntimeError):
     """HAProxy refused a command or could not be reached."""
 
+    def __init__(self, message: str, *, command: str | None = None, reply: str | None = None) -> None:
+        super().__init__(message)
+        self.command = command
+        self.reply = reply
+
 
 @dataclass(frozen=True)
 class ServerState:
+    """One row of `show servers state`."""
+
     backend: str
     name: str
     address: str
     port: int
-    weight: int
+    weight: int  # srv_uweight: what `set weight` sets
+    initial_weight: int  # srv_iweight: the weight from the config file
     operational: bool  # srv_op_state == 2 (running)
-    admin_maint: bool  # administratively in maintenance
+    admin_maint: bool  # in maintenance for any reason (forced, inherited, config, resolution, health)
+    draining: bool
+    check_result: str  # unknown, neutral, failed, passed, condpass
+
+
+def _reply_ok(cmd: str, reply: str) -> bool:
+    text = reply.strip("\n")
+    if _SILENT.match(cmd):
+        return text == ""
+    for pattern, ok in _EXPECT:
+        if pattern.match(cmd):
+            return ok.fullmatch(text) is not None
+    return _ERROR_START.match(text) is None
+
+
+def parse_servers_state(reply: str, backend: str | None = None) -> list[ServerState]:
+    """Parse `show servers state` output (format version 1), by the column names in its header."""
+    lines = reply.strip("\n").splitlines()
+    if len(lines) < 2 or lines[0].strip() != "1" or not lines[1].startswith("# "):
+        raise HAProxyError(f"unexpected `show servers state` output: {reply[:200]!r}", reply=reply)
+    cols = lines[1][2:].split()
+    out: list[ServerState] = []
+    for line in lines[2:]:
+        if not line.strip():
+            continue
+        row = dict(zip(cols, line.split(), strict=False))
+        if backend is not None and row.get("be_name") != backend:
+            continue
+        try:
+            admin = int(row["srv_admin_state"])
+            port = row.get("srv_port", "0")
+            out.append(
+                ServerState(
+                    backend=row["be_name"],
+                    name=row["srv_name"],
+                    address=row["srv_addr"],
+                    port=int(port) if port.isdigit() else 0,
+                    weight=int(row["srv_uweight"]),
+                    initial_weight=int(row["srv_iweight"]),
+                    operational=row["srv_op_state"] == "2",
+                    admin_maint=bool(admin & _ADMIN_MAINT),
+                    draining=bool(admin & _ADMIN_DRAIN),
+                    check_result=_CHECK_RESULTS.get(row.get("srv_check_result", "0"), "unknown"),
+                )
+            )
+        except (KeyError, ValueError) as exc:
+            raise HAProxyError(f"unparsable `show servers state` row {line!r}: {exc}", reply=reply) from exc
+    return out
 
 
 class HAProxyRuntime:
+    """Runtime API of one HAProxy process."""
+
     def __init__(self, socket_path: str, timeout_s: float = 2.0) -> None:
         self.socket_path = socket_path
         self.timeout_s = timeout_s
 
-    def command(self, cmd: str) -> str:
+    # --- transport ------------------------------------------------------------------------------
+
+    def _exchange(self, line: str) -> str:
+        deadline = time.monotonic() + self.timeout_s
+        chunks: list[bytes] = []
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(self.timeout_s)
                 s.connect(self.socket_path)
-                s.sendall(cmd.encode() + b"\n")
-                chunks = []
+                s.sendall(line.encode() + b"\n")
                 while True:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"no complete reply within {self.timeout_s}s")
                     data = s.recv(65536)
                     if not data:
                         break
                     chunks.append(data)
         except OSError as exc:
             raise HAProxyError(f"HAProxy runtime API at {self.socket_path} unreachable: {exc}") from exc
-        out = b"".join(chunks).decode(errors="replace")
-        low = out.lower()
-        if any(m in low for m in ("unknown command", "no such", "require", "not found", "invalid", "error")):
-            if not low.startswith("#"):  # `show` output starts with a header and may contain these words
-                raise HAProxyError(f"HAProxy rejected {cmd!r}: {out.strip()}")
-        return out
+        return b"".join(chunks).decode(errors="replace")
+
+    def raw_commands(self, cmds: list[str]) -> list[str]:
+        """Send commands as one line in one connection; return each reply, without checking them."""
+        if not cmds:
+            return []
+        for cmd in cmds:
+            if not cmd.strip() or any(c in cmd for c in ";\n\r"):
+                raise ValueError(f"not a single runtime API command: {cmd!r}")
+        line = "; ".join(["prompt", *cmds, "quit"])
+        if len(line.encode()) > _MAX_LINE_BYTES:
+            raise ValueError(f"{len(cmds)} commands do not fit in one runtime API line ({len(line)} bytes)")
+        out = self._exchange(line)
+        parts = out.split(_PROMPT)
+        # One part per command, plus the reply of `prompt` before the first prompt and the empty
+        # tail after the prompt that follows the last command (`quit` prints nothing).
+        if len(parts) != len(cmds) + 2 or parts[0] != "" or parts[-1] != "":
+            raise HAProxyError(f"cannot split the runtime API reply per command: {out[:300]!r}", reply=out)
+        return parts[1:-1]
+
+    def commands(self, cmds: list[str]) -> list[str]:
+        """Run several commands back to back in one connection; raise if any was refused.
+
+        HAProxy keeps going after a refused command, so the caller learns about every refusal
+        (all are named in the error) and decides how to compensate.
+        """
+        replies = self.raw_commands(cmds)
+        failed = [(c, r.strip()) for c, r in zip(cmds, replies, strict=True) if not _reply_ok(c, r)]
+        if failed:
+            detail = "; ".join(f"{c!r}: {r or '(empty reply)'}" for c, r in failed)
+            raise HAProxyError(
+                f"HAProxy at {self.socket_path} refused {detail}", command=failed[0][0], reply=failed[0][1]
+            )
+        return [r.strip("\n") for r in replies]
+
+    def command(self, cmd: str) -> str:
+        return self.commands([cmd])[0]
+
+    # --- servers --------------------------------------------------------------------------------
 
     def servers(self, backend: str) -> list[ServerState]:
-        out = self.command(f"show servers state {backend}")
-        lines = [ln for ln in out.splitlines() if ln and not ln.startswith("#") and not ln.startswith("1")]
-        result = []
-        # Format (version 1): be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state
-        #   srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result ...
-        #   srv_port is field 18.
-        for ln in lines:
-            f = ln.split()
-            if len(f) < 19 or f[1] != backend:
-                continue
-            result.append(
-                ServerState(
-                    backend=f[1],
-                    name=f[3],
-                    address=f[4],
-                    port=int(f[18]) if f[18].isdigit() else 0,
-                    weight=int(f[7]),
-                    operational=f[5] == "2",
-                    admin_maint=(int(f[6]) & 0x1) != 0 or (int(f[6]) & 0x20) != 0,
-                )
-            )
-        return result
+        return parse_servers_state(self.command(f"show servers state {backend}"), backend)
 
     def get_weights(self, backend: str) -> dict[str, int]:
         return {s.name: s.weight for s in self.servers(backend)}
 
+    def set_weights(self, backend: str, weights: dict[str, int]) -> None:
+        """Set several server weights in one connection; on a refusal, restore the earlier ones."""
+        for server, w in weights.items():
+            if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 256:
+                raise ValueError(f"{server}: HAProxy weight must be an integer 0..256, got {w!r}")
+        before = self.get_weights(backend)
+        missing = sorted(set(weights) - set(before))
+        if missing:
+            raise HAProxyError(
+                f"backend {backend!r} at {self.socket_path} has no server {', '.join(missing)}"
+            )
+        cmds = [f"set weight {backend}/{s} {w}" for s, w in weights.items()]
+        replies = self.raw_commands(cmds)
+        if all(_reply_ok(c, r) for c, r in zip(cmds, replies, strict=True)):
+            return
+        bad = [(c, r.strip()) for c, r in zip(cmds, replies, strict=True) if not _reply_ok(c, r)]
+        refused = "; ".join(f"{c!r}: {r}" for c, r in bad)
+        # Partial application would leave a mix nobody asked for: put back what was there.
+        try:
+            self.commands([f"set weight {backend}/{s} {before[s]}" for s in weights])
+        except HAProxyError as exc:
+            raise HAProxyError(
+                f"HAProxy at {self.socket_path} refused {refused}; restoring the earlier weights failed too: {exc}",
+                command=bad[0][0],
+                reply=bad[0][1],
+            ) from exc
+        raise HAProxyError(
+            f"HAProxy at {self.socket_path} refused {refused}; earlier weights restored",
+            command=bad[0][0],
+            reply=bad[0][1],
+        )
+
     def set_weight(self, backend: str, server: str, weight: int) -> None:
-        if not 0 <= weight <= 256:
-            raise ValueError(f"HAProxy weight must be 0..256, got {weight}")
-        self.command(f"set weight {backend}/{server} {weight}")
+        self.set_weights(backend, {server: weight})
 
-    def add_server(self, backend: str, server: str, address: str, port: int, *, check_path: str | None) -> None:
-        opts = f" check inter 1s fall 1 rise 1" if check_path else ""
-        self.command(f"add server {backend}/{server} {address}:{port}{opts}")
-        if check_path:
-            self.command(f"enable health {backend}/{server}")
-        self.command(f"enable server {backend}/{server}")
+    def add_server(
+        self,
+        backend: str,
+        server: str,
+        address: str,
+        port: int,
+        *,
+        check: bool = True,
+        weight: int | None = None,
+        inter_ms: int = 1000,
+        fall: int = 2,
+        rise: int = 1,
+    ) -> None:
+        """Add a dynamic server and put it in service.
 
-    def del_server(self, backend: str, server: str) -> None:
-        self.command(f"disable server {backend}/{server}")
-        self.command(f"shutdown sessions server {backend}/{server}")
-        self.command(f"del server {backend}/{server}")
+        Dynamic servers start in maintenance with checks off. The check itself (e.g. `GET /health`)
+        is whatever the backend's `option httpchk` says; without it, a TCP connect check.
+        """
+        spec = f"add server {backend}/{server} {address}:{port}"
+        if weight is not None:
+            spec += f" weight {weight}"
+        if check:
+            spec += f" check inter {inter_ms}ms fall {fall} rise {rise}"
+        # Separate connection for the add: if the name already exists, the enables that follow
+        # must not touch the existing server (which may be in maintenance on purpose).
+        self.command(spec)
+        self.commands(
+            ([f"enable health {backend}/{server}"] if check else [])
+            + [f"set server {backend}/{server} state ready"]
+        )
+
+    def del_server(
+        self, backend: str, server: str, *, timeout_s: float = 5.0, missing_ok: bool = False
+    ) -> None:
+        """Drain a server out of service, kill its sessions, and delete it once no connection is left."""
+        try:
+            self.commands(
+                [f"set server {backend}/{server} state maint", f"shutdown sessions server {backend}/{server}"]
+            )
+        except HAProxyError as exc:
+            if missing_ok and "No such server" in (exc.reply or ""):
+                return
+            raise
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.command(f"del server {backend}/{server}")
+                return
+            except HAProxyError as exc:
+                # Killed sessions and idle connections are released asynchronously.
+                if not _DEL_BUSY.search(exc.reply or "") or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)

@@ -1,0 +1,159 @@
+"""Gateway API regional tier: track weights are the backendRefs weights of one HTTPRoute per region.
+
+The route (`traffic.regional.httproute`, in the region's namespace) points at the track Services
+`<app>-<track>`. A weight change is one PUT of the whole route carrying the resourceVersion read
+just before, so the new weights land together or not at all. kubernetes exceptions propagate;
+the activities layer maps them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from drctl.config import TRACKS, FleetConfig, GatewayApiRegional
+from drctl.providers.kubernetes import REQUEST_TIMEOUT, api_client_for
+from drctl.providers.weights import validate_weights
+
+GROUP, VERSION, PLURAL = "gateway.networking.k8s.io", "v1", "httproutes"
+# Gateway API: backendRef weight is 0..1,000,000; an omitted weight means 1.
+GATEWAY_MAX_WEIGHT = 1_000_000
+_DEFAULT_WEIGHT = 1
+# Retries after a 409: another writer updated the route between our read and our write.
+_CONFLICT_RETRIES = 3
+
+
+class GatewayApiRegionalTraffic:
+    """Implements RegionalTraffic with HTTPRoute backendRefs weights, one route per region."""
+
+    def __init__(
+        self,
+        api_clients: dict[str, client.ApiClient],
+        namespaces: dict[str, str],
+        route: str,
+        app: str,
+    ) -> None:
+        self.custom = {r: client.CustomObjectsApi(c) for r, c in api_clients.items()}
+        self.core = {r: client.CoreV1Api(c) for r, c in api_clients.items()}
+        self.namespaces = dict(namespaces)
+        self.route = route
+        self.app = app
+        self._track_of = {f"{app}-{t}": t for t in TRACKS}
+
+    @classmethod
+    def from_config(cls, cfg: FleetConfig) -> GatewayApiRegionalTraffic:
+        tier = cfg.traffic.regional_tier
+        if not isinstance(tier, GatewayApiRegional):
+            raise ValueError(f"traffic.regional.kind is {tier.kind!r}, not 'gateway-api'")
+        return cls(
+            {r.name: api_client_for(r.kube) for r in cfg.regions},
+            {r.name: r.kube.namespace for r in cfg.regions},
+            tier.httproute,
+            cfg.workload.app,
+        )
+
+    def _check_region(self, region: str) -> None:
+        if region not in self.custom:
+            raise ValueError(f"unknown region {region!r}; known: {', '.join(self.custom)}")
+
+    def _read(self, region: str) -> dict[str, Any]:
+        obj = self.custom[region].get_namespaced_custom_object(
+            GROUP, VERSION, self.namespaces[region], PLURAL, self.route, _request_timeout=REQUEST_TIMEOUT
+        )
+        return cast(dict[str, Any], obj)
+
+    def _track_refs(self, rule: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The rule's backendRefs that are track Services, by track."""
+        out = {}
+        for ref in rule.get("backendRefs") or []:
+            if (
+                ref.get("kind", "Service") == "Service"
+                and ref.get("group", "") == ""
+                and ref.get("name") in self._track_of
+            ):
+                out[self._track_of[ref["name"]]] = ref
+        return out
+
+    def _weights_of(self, route: dict[str, Any]) -> dict[str, int]:
+        for rule in (route.get("spec") or {}).get("rules") or []:
+            refs = self._track_refs(rule)
+            if refs:
+                return {t: int(refs[t].get("weight", _DEFAULT_WEIGHT)) for t in TRACKS if t in refs}
+        return {}
+
+    def get_track_weights(self, region: str) -> dict[str, int]:
+        """Weights of the tracks the route references (tracks without a backendRef are left out)."""
+        self._check_region(region)
+        return self._weights_of(self._read(region))
+
+    def set_track_weights(self, region: str, weights: dict[str, int]) -> None:
+        """Set track weights in every rule that routes to track Services; others keep theirs.
+
+        A track with no backendRef yet gets one, pointing at its Service's first port, when its
+        weight is above 0; a track without a Service is refused rather than routed into a 500.
+        """
+        self._check_region(region)
+        validate_weights(weights, TRACKS, max_weight=GATEWAY_MAX_WEIGHT, what="track")
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            route = self._read(region)
+            current = self._weights_of(route)
+            validate_weights(
+                weights,
+                TRACKS,
+                max_weight=GATEWAY_MAX_WEIGHT,
+                what="track",
+                current={t: 0 for t in TRACKS} | current,
+            )
+            new = self._with_weights(region, route, weights)
+            try:
+                self.custom[region].replace_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    self.namespaces[region],
+                    PLURAL,
+                    self.route,
+                    new,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+                return
+            except ApiException as exc:
+                if exc.status != 409 or attempt == _CONFLICT_RETRIES:
+                    raise
+
+    def _with_weights(self, region: str, route: dict[str, Any], weights: dict[str, int]) -> dict[str, Any]:
+        new = copy.deepcopy(route)
+        rules = [r for r in (new.get("spec") or {}).get("rules") or [] if self._track_refs(r)]
+        if not rules:
+            raise ValueError(
+                f"HTTPRoute {self.namespaces[region]}/{self.route} in {region} has no rule routing to a "
+                f"track Service ({', '.join(self._track_of)})"
+            )
+        for rule in rules:
+            refs = self._track_refs(rule)
+            for track, weight in weights.items():
+                if track in refs:
+                    refs[track]["weight"] = weight
+                elif weight > 0:
+                    rule["backendRefs"].append(self._new_ref(region, track, weight))
+        return new
+
+    def _new_ref(self, region: str, track: str, weight: int) -> dict[str, Any]:
+        name = f"{self.app}-{track}"
+        try:
+            svc = self.core[region].read_namespaced_service(
+                name, self.namespaces[region], _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                raise ValueError(
+                    f"track {track!r} has no Service {self.namespaces[region]}/{name} in {region}; "
+                    "deploy the track before sending it traffic"
+                ) from None
+            raise
+        ports = (svc.spec.ports if svc.spec else None) or []
+        if not ports:
+            raise ValueError(f"Service {self.namespaces[region]}/{name} in {region} exposes no port")
+        return {"group": "", "kind": "Service", "name": name, "port": ports[0].port, "weight": weight}

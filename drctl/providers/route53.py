@@ -1,0 +1,170 @@
+"""Route 53 global tier: one weighted record per region (SetIdentifier), all under one name.
+
+A weight change is one ChangeResourceRecordSets call with one UPSERT per region, which Route 53
+applies atomically, then a wait until the change is INSYNC on its authoritative servers.
+botocore errors propagate unchanged; the activities layer maps them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import boto3
+
+from drctl.config import FleetConfig, Route53Global
+from drctl.providers.weights import validate_weights
+
+ROUTE53_MAX_WEIGHT = 255
+
+
+def _fqdn(name: str) -> str:
+    return name if name.endswith(".") else name + "."
+
+
+def route53_client(cfg: FleetConfig) -> Any:
+    """A boto3 Route 53 client honouring aws.endpoint_url (moto in the dev stack)."""
+    return boto3.client("route53", region_name=cfg.aws.region, endpoint_url=cfg.aws.endpoint_url)
+
+
+class Route53GlobalTraffic:
+    """Weighted records `record_name` of one hosted zone; region → SetIdentifier and record value."""
+
+    def __init__(
+        self,
+        client: Any,
+        zone: str,
+        record_name: str,
+        record_type: str,
+        ttl_s: int,
+        targets: dict[str, str],
+        set_identifiers: dict[str, str] | None = None,
+        insync_timeout_s: float = 120.0,
+        insync_poll_s: float = 2.0,
+    ) -> None:
+        """Args:
+        zone: hosted zone ID (`Z...` or `/hostedzone/Z...`), or a zone name (contains a dot) to look up.
+        targets: record value per region.
+        set_identifiers: SetIdentifier per region; default the region name.
+        """
+        self.client = client
+        self.zone = zone
+        self.record_name = _fqdn(record_name)
+        self.record_type = record_type
+        self.ttl_s = ttl_s
+        self.targets = dict(targets)
+        self.set_identifiers = {r: (set_identifiers or {}).get(r, r) for r in targets}
+        self.insync_timeout_s = insync_timeout_s
+        self.insync_poll_s = insync_poll_s
+        self._zone_id: str | None = None
+
+    @classmethod
+    def from_config(cls, cfg: FleetConfig, client: Any | None = None) -> Route53GlobalTraffic:
+        tier = cfg.traffic.global_tier
+        if not isinstance(tier, Route53Global):
+            raise ValueError(f"traffic.global.kind is {tier.kind!r}, not 'route53'")
+        return cls(
+            client or route53_client(cfg),
+            tier.hosted_zone_id,
+            tier.record_name,
+            tier.record_type,
+            tier.ttl_s,
+            {r: tier.targets[r] for r in cfg.region_names},
+            {r.name: r.set_identifier for r in cfg.regions},
+        )
+
+    @property
+    def regions(self) -> list[str]:
+        return list(self.targets)
+
+    def zone_id(self) -> str:
+        """The hosted zone ID, looked up by name once when the config gives a name."""
+        if self._zone_id is None:
+            if "." not in self.zone.strip("."):
+                self._zone_id = self.zone.removeprefix("/hostedzone/")
+            else:
+                name = _fqdn(self.zone)
+                found = self.client.list_hosted_zones_by_name(DNSName=name, MaxItems="100")["HostedZones"]
+                ids = [z["Id"].removeprefix("/hostedzone/") for z in found if z["Name"] == name]
+                if len(ids) != 1:
+                    raise LookupError(
+                        f"{len(ids)} hosted zones are named {name!r}; give traffic.global.hosted_zone_id"
+                    )
+                self._zone_id = ids[0]
+        return self._zone_id
+
+    def _records(self) -> list[dict[str, Any]]:
+        """The weighted record sets of record_name/record_type (paged: a name may hold many)."""
+        out: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "HostedZoneId": self.zone_id(),
+            "StartRecordName": self.record_name,
+            "StartRecordType": self.record_type,
+        }
+        while True:
+            page = self.client.list_resource_record_sets(**kwargs)
+            for rrs in page["ResourceRecordSets"]:
+                if rrs["Name"] != self.record_name or rrs["Type"] != self.record_type:
+                    # Listing is sorted by name then type, so the first other record ends the set.
+                    return out
+                out.append(rrs)
+            if not page.get("IsTruncated"):
+                return out
+            kwargs.update(
+                StartRecordName=page["NextRecordName"],
+                StartRecordType=page["NextRecordType"],
+                **(
+                    {"StartRecordIdentifier": page["NextRecordIdentifier"]}
+                    if "NextRecordIdentifier" in page
+                    else {}
+                ),
+            )
+
+    def get_weights(self) -> dict[str, int]:
+        """Weight of each region that has a weighted record; regions without one are left out."""
+        by_id = {sid: region for region, sid in self.set_identifiers.items()}
+        return {
+            by_id[rrs["SetIdentifier"]]: int(rrs["Weight"])
+            for rrs in self._records()
+            if rrs.get("SetIdentifier") in by_id and "Weight" in rrs
+        }
+
+    def set_weights(self, weights: dict[str, int]) -> None:
+        """UPSERT every given region's record in one change batch, then wait for INSYNC."""
+        validate_weights(weights, self.regions, max_weight=ROUTE53_MAX_WEIGHT, what="region")
+        if set(weights) != set(self.regions):
+            current = {r: 0 for r in self.regions} | self.get_weights()
+            validate_weights(
+                weights, self.regions, max_weight=ROUTE53_MAX_WEIGHT, what="region", current=current
+            )
+        changes = [
+            {
+                "Action": "UPSERT",
+                "ResourceRecordSet": {
+                    "Name": self.record_name,
+                    "Type": self.record_type,
+                    "SetIdentifier": self.set_identifiers[region],
+                    "Weight": weight,
+                    "TTL": self.ttl_s,
+                    "ResourceRecords": [{"Value": self.targets[region]}],
+                },
+            }
+            for region, weight in weights.items()
+        ]
+        resp = self.client.change_resource_record_sets(
+            HostedZoneId=self.zone_id(),
+            ChangeBatch={"Comment": f"drctl: region weights {weights}"[:256], "Changes": changes},
+        )
+        self.wait_insync(resp["ChangeInfo"])
+
+    def wait_insync(self, change_info: dict[str, Any]) -> None:
+        """Poll GetChange until INSYNC (Route 53 usually needs well under a minute)."""
+        deadline = time.monotonic() + self.insync_timeout_s
+        info = change_info
+        while info["Status"] != "INSYNC":
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Route 53 change {info['Id']} still {info['Status']} after {self.insync_timeout_s}s"
+                )
+            time.sleep(self.insync_poll_s)
+            info = self.client.get_change(Id=info["Id"])["ChangeInfo"]

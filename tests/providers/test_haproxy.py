@@ -1,0 +1,323 @@
+"""HAProxy traffic providers and runtime client against a real HAProxy 2.6.
+
+Topology (two HAProxy processes, as in the dev stack): the global frontend balances between a
+region gateway (us-west-1, tracks stable/canary) and a plain backend standing in for us-east-1.
+Every backend is a tiny HTTP server whose body names it, so the measured split is what a user of
+the global endpoint would see.
+"""
+
+from __future__ import annotations
+
+import collections
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from drctl.providers.haproxy import HAProxyGlobalTraffic, HAProxyRegionalTraffic
+from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
+from tests.helpers import free_port, wait_until
+
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+REQUESTS = 200
+
+_DEFAULTS = """
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 5s
+    timeout server 5s
+"""
+
+
+def _backend_server(name: str) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            body = name.encode()
+            self.send_response(200)
+            self.send_header("X-Served-By", name)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class Stack:
+    def __init__(self, tmp: Path) -> None:
+        self.backends = {n: _backend_server(n) for n in ("stable", "canary", "east")}
+        self.port = {n: s.server_address[1] for n, s in self.backends.items()}
+        self.global_port, self.gateway_port, self.pool_port = free_port(), free_port(), free_port()
+        self.dead_port = free_port()  # nothing listens here: a server that fails its health check
+        self.global_sock, self.gateway_sock = str(tmp / "global.sock"), str(tmp / "us-west-1.sock")
+        p = self.port
+        global_cfg = f"""
+global
+    stats socket {self.global_sock} mode 600 level admin
+{_DEFAULTS}
+frontend global
+    bind 127.0.0.1:{self.global_port}
+    default_backend global
+backend global
+    balance roundrobin
+    server us-west-1 127.0.0.1:{self.gateway_port} weight 60
+    server us-east-1 127.0.0.1:{p["east"]} weight 40
+"""
+        gateway_cfg = f"""
+global
+    stats socket {self.gateway_sock} mode 600 level admin
+{_DEFAULTS}
+frontend gateway
+    bind 127.0.0.1:{self.gateway_port}
+    default_backend region
+backend region
+    balance roundrobin
+    server stable 127.0.0.1:{p["stable"]} weight 100
+    server canary 127.0.0.1:{p["canary"]} weight 0
+frontend pool
+    bind 127.0.0.1:{self.pool_port}
+    default_backend track_stable
+backend track_stable
+    balance roundrobin
+    option httpchk GET /health
+    server seed 127.0.0.1:{p["stable"]}
+backend hashed
+    balance source
+    server a 127.0.0.1:{p["stable"]}
+    server b 127.0.0.1:{p["canary"]}
+"""
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for name, cfg in (("global", global_cfg), ("us-west-1", gateway_cfg)):
+            path = tmp / f"{name}.cfg"
+            path.write_text(cfg)
+            log = (tmp / f"{name}.log").open("wb")
+            self.procs.append(subprocess.Popen([HAPROXY, "-db", "-f", str(path)], stdout=log, stderr=log))
+        self.global_rt, self.gateway_rt = HAProxyRuntime(self.global_sock), HAProxyRuntime(self.gateway_sock)
+        try:
+            wait_until(lambda: self._up(self.global_rt, "global"), timeout_s=10, what="global haproxy up")
+            wait_until(lambda: self._up(self.gateway_rt, "region"), timeout_s=10, what="gateway haproxy up")
+        except BaseException:
+            self.close()  # the fixture never yields, so nothing else would stop the processes
+            raise
+
+    def _up(self, rt: HAProxyRuntime, backend: str) -> bool:
+        for proc in self.procs:
+            assert proc.poll() is None, f"haproxy exited with {proc.returncode}: {proc.args!r}"
+        try:
+            return bool(rt.servers(backend))
+        except HAProxyError:  # the socket appears a moment after the process starts
+            return False
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        for server in self.backends.values():
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    s = Stack(tmp_path_factory.mktemp("haproxy"))
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def global_traffic(stack: Stack) -> HAProxyGlobalTraffic:
+    return HAProxyGlobalTraffic(stack.global_rt, "global", ["us-west-1", "us-east-1"])
+
+
+@pytest.fixture(scope="module")
+def regional(stack: Stack) -> HAProxyRegionalTraffic:
+    return HAProxyRegionalTraffic({"us-west-1": stack.gateway_rt}, "region")
+
+
+@pytest.fixture(autouse=True)
+def reset_weights(stack: Stack) -> None:
+    stack.global_rt.set_weights("global", {"us-west-1": 60, "us-east-1": 40})
+    stack.gateway_rt.set_weights("region", {"stable": 100, "canary": 0})
+
+
+def served_by(port: int, n: int = REQUESTS) -> collections.Counter[str]:
+    """Send n requests (bounded, 2 s each) and count which backend answered each."""
+    counts: collections.Counter[str] = collections.Counter()
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=2.0) as client:
+        for _ in range(n):
+            r = client.get("/")
+            assert r.status_code == 200, r.text
+            assert r.headers["X-Served-By"] == r.text
+            counts[r.text] += 1
+    return counts
+
+
+def pct(counts: collections.Counter[str], *names: str) -> float:
+    return 100.0 * sum(counts[n] for n in names) / sum(counts.values())
+
+
+def test_show_servers_state_is_parsed(stack: Stack) -> None:
+    servers = {s.name: s for s in stack.global_rt.servers("global")}
+    assert set(servers) == {"us-west-1", "us-east-1"}
+    east = servers["us-east-1"]
+    assert (east.address, east.port, east.weight, east.initial_weight) == (
+        "127.0.0.1",
+        stack.port["east"],
+        40,
+        40,
+    )
+    assert east.operational and not east.admin_maint and not east.draining
+
+
+def test_global_weights_move_measured_traffic(stack: Stack, global_traffic: HAProxyGlobalTraffic) -> None:
+    assert global_traffic.get_weights() == {"us-west-1": 60, "us-east-1": 40}
+    counts = served_by(stack.global_port)
+    assert abs(pct(counts, "stable", "canary") - 60) <= 10, counts
+
+    global_traffic.set_weights({"us-west-1": 0, "us-east-1": 100})
+
+    state = {s.name: s.weight for s in stack.global_rt.servers("global")}
+    assert state == {"us-west-1": 0, "us-east-1": 100}
+    assert global_traffic.get_weights() == state
+    assert served_by(stack.global_port) == {"east": REQUESTS}
+
+
+def test_regional_track_weights_move_measured_traffic(stack: Stack, regional: HAProxyRegionalTraffic) -> None:
+    assert regional.get_track_weights("us-west-1") == {"stable": 100, "canary": 0}
+    assert served_by(stack.gateway_port) == {"stable": REQUESTS}
+
+    regional.set_track_weights("us-west-1", {"stable": 75, "canary": 25})
+
+    assert stack.gateway_rt.get_weights("region") == {"stable": 75, "canary": 25}
+    counts = served_by(stack.gateway_port)
+    assert abs(pct(counts, "canary") - 25) <= 10, counts
+    # Through the global tier too: west's 60 % is split 75/25 by the gateway.
+    counts = served_by(stack.global_port)
+    assert abs(pct(counts, "canary") - 15) <= 10, counts
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"us-west-1": 50, "eu-west-9": 50}, "eu-west-9"),
+        ({"us-west-1": 257, "us-east-1": 1}, "us-west-1"),
+        ({"us-west-1": 10, "us-east-1": -1}, "us-east-1"),
+        ({"us-west-1": True, "us-east-1": 1}, "us-west-1"),
+        ({"us-west-1": 0, "us-east-1": 0}, "all zero"),
+        ({"us-east-1": 0, "us-west-1": 2.5}, "us-west-1"),
+        ({}, "no region weights"),
+    ],
+)
+def test_bad_global_weights_rejected_before_any_change(
+    stack: Stack, global_traffic: HAProxyGlobalTraffic, weights: dict[str, int], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        global_traffic.set_weights(weights)
+    assert stack.global_rt.get_weights("global") == {"us-west-1": 60, "us-east-1": 40}
+
+
+def test_partial_update_keeps_other_weights_and_cannot_zero_everything(
+    stack: Stack, global_traffic: HAProxyGlobalTraffic, regional: HAProxyRegionalTraffic
+) -> None:
+    global_traffic.set_weights({"us-east-1": 0})
+    assert global_traffic.get_weights() == {"us-west-1": 60, "us-east-1": 0}
+    with pytest.raises(ValueError, match="all zero"):
+        global_traffic.set_weights({"us-west-1": 0})
+    with pytest.raises(ValueError, match="all zero"):
+        regional.set_track_weights("us-west-1", {"stable": 0})
+    assert global_traffic.get_weights() == {"us-west-1": 60, "us-east-1": 0}
+    assert regional.get_track_weights("us-west-1") == {"stable": 100, "canary": 0}
+
+
+def test_regional_rejects_unknown_region_track_and_missing_server(
+    stack: Stack, regional: HAProxyRegionalTraffic
+) -> None:
+    with pytest.raises(ValueError, match="us-east-1"):
+        regional.set_track_weights("us-east-1", {"stable": 1})
+    with pytest.raises(ValueError, match="purple"):
+        regional.set_track_weights("us-west-1", {"stable": 1, "purple": 1})
+    # blue is a valid track, but this gateway has no server for it: HAProxy's state is wrong.
+    with pytest.raises(HAProxyError, match="blue"):
+        regional.set_track_weights("us-west-1", {"stable": 50, "blue": 50})
+    assert stack.gateway_rt.get_weights("region") == {"stable": 100, "canary": 0}
+
+
+def test_refused_weight_is_rolled_back(stack: Stack) -> None:
+    # `balance source` is a static algorithm: HAProxy accepts weight 0 but refuses 50, so the
+    # first command of the batch applies and the second fails; the client must undo the first.
+    before = stack.gateway_rt.get_weights("hashed")
+    with pytest.raises(HAProxyError, match="static LB algorithm"):
+        stack.gateway_rt.set_weights("hashed", {"a": 0, "b": 50})
+    assert stack.gateway_rt.get_weights("hashed") == before
+
+
+def test_commands_batch_returns_each_reply_and_names_refusals(stack: Stack) -> None:
+    rt = stack.global_rt
+    replies = rt.commands(
+        ["get weight global/us-west-1", "set weight global/us-west-1 7", "get weight global/us-west-1"]
+    )
+    assert replies == ["60 (initial 60)", "", "7 (initial 60)"]
+    with pytest.raises(HAProxyError) as err:
+        rt.commands(
+            ["set weight global/us-west-1 8", "set weight global/nope 1", "get weight global/us-west-1"]
+        )
+    assert err.value.command == "set weight global/nope 1"
+    assert err.value.reply == "No such server."
+    assert rt.get_weights("global")["us-west-1"] == 8  # HAProxy has no transactions: earlier ones stick
+    with pytest.raises(ValueError, match="single runtime API command"):
+        rt.commands(["set weight global/us-west-1 1; set weight global/us-east-1 1"])
+
+
+def test_exact_errors(stack: Stack, tmp_path: Path) -> None:
+    with pytest.raises(HAProxyError, match="Can't find backend"):
+        stack.global_rt.servers("nope")
+    with pytest.raises(HAProxyError, match="Unknown command"):
+        stack.global_rt.command("frobnicate all")
+    with pytest.raises(HAProxyError, match="has no server for region"):
+        HAProxyGlobalTraffic(stack.global_rt, "global", ["us-west-1", "ap-south-1"]).get_weights()
+    with pytest.raises(HAProxyError, match="unreachable"):
+        HAProxyRuntime(str(tmp_path / "missing.sock")).servers("global")
+
+
+def test_dynamic_servers_with_health_checks(stack: Stack) -> None:
+    rt = stack.gateway_rt
+    rt.add_server("track_stable", "llm-stable-1", "127.0.0.1", stack.port["canary"], inter_ms=100, fall=1)
+    rt.add_server("track_stable", "llm-stable-2", "127.0.0.1", stack.dead_port, inter_ms=100, fall=1)
+
+    def states() -> dict[str, tuple[bool, str]]:
+        return {s.name: (s.operational, s.check_result) for s in rt.servers("track_stable")}
+
+    wait_until(
+        lambda: (
+            states().get("llm-stable-1") == (True, "passed")
+            and states().get("llm-stable-2") == (False, "failed")
+        ),
+        timeout_s=10,
+        what="health checks settle",
+    )
+    # Requests reach the new server; the failing one gets none.
+    assert set(served_by(stack.pool_port, 40)) == {"stable", "canary"}
+    with pytest.raises(HAProxyError, match="Already exists"):
+        rt.add_server("track_stable", "llm-stable-1", "127.0.0.1", stack.port["canary"])
+
+    rt.del_server("track_stable", "llm-stable-1")
+    rt.del_server("track_stable", "llm-stable-2")
+    assert set(states()) == {"seed"}
+    assert served_by(stack.pool_port, 40) == {"stable": 40}
+    with pytest.raises(HAProxyError, match="No such server"):
+        rt.del_server("track_stable", "llm-stable-1")
+    rt.del_server("track_stable", "llm-stable-1", missing_ok=True)

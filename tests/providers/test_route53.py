@@ -1,0 +1,193 @@
+"""Route 53 global tier against a real moto server subprocess.
+
+moto's request recorder (`/moto-api/recorder/*`) logs every API call the provider makes, which is
+how these tests prove a weight shift is exactly one change batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.exceptions
+import httpx
+import pytest
+
+from drctl.config import FleetConfig, parse_config
+from drctl.providers.route53 import Route53GlobalTraffic
+from drctl.providers.traffic_factory import global_traffic
+from tests.helpers import free_port, wait_until
+
+VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+TARGETS = {"us-west-1": "west.lb.example.net", "us-east-1": "east.lb.example.net"}
+
+
+@pytest.fixture(scope="module")
+def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert proc.poll() is None, f"moto_server exited with {proc.returncode}"
+        try:
+            return httpx.get(f"{url}/moto-api/data.json", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(up, timeout_s=30, what="moto server up")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(autouse=True)
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # moto accepts any credentials, but botocore refuses to sign without some.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+
+
+def fleet(moto_url: str, zone: str, domain: str = "example.com") -> FleetConfig:
+    """A fleet whose global tier is Route 53 zone `zone` (an ID or a name), record api.<domain>."""
+    return parse_config(
+        f"""
+name: r53
+regions:
+  - {{name: us-west-1, weight: 60, gateway_url: "http://127.0.0.1:1", kube: {{api_url: "http://127.0.0.1:2"}}}}
+  - {{name: us-east-1, weight: 40, gateway_url: "http://127.0.0.1:3", kube: {{api_url: "http://127.0.0.1:4"}},
+      route53_set_identifier: use1}}
+traffic:
+  global_endpoint: http://api.{domain}
+  global:
+    kind: route53
+    hosted_zone_id: "{zone}"
+    record_name: api.{domain}
+    ttl_s: 15
+    targets: {json.dumps(TARGETS)}
+  regional: {{kind: gateway-api}}
+aws: {{region: us-east-1, endpoint_url: "{moto_url}"}}
+"""
+    )
+
+
+@pytest.fixture
+def zone(moto_url: str) -> tuple[str, str]:
+    """A fresh hosted zone per test: (name, id)."""
+    client = boto3.client("route53", region_name="us-east-1", endpoint_url=moto_url)
+    name = f"t{uuid.uuid4().hex[:8]}.example.com"
+    zid = client.create_hosted_zone(Name=name, CallerReference=name)["HostedZone"]["Id"]
+    return name, zid
+
+
+def record_sets(moto_url: str, zone_id: str, name: str) -> dict[str, tuple[int, int, str]]:
+    client = boto3.client("route53", region_name="us-east-1", endpoint_url=moto_url)
+    sets = client.list_resource_record_sets(HostedZoneId=zone_id)["ResourceRecordSets"]
+    return {
+        s["SetIdentifier"]: (s["Weight"], s["TTL"], s["ResourceRecords"][0]["Value"])
+        for s in sets
+        if s["Name"] == f"api.{name}." and s["Type"] == "CNAME"
+    }
+
+
+class Recorder:
+    """moto's server-side log of the API calls made while it is on."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __enter__(self) -> Recorder:
+        httpx.post(f"{self.url}/moto-api/recorder/reset-recording").raise_for_status()
+        httpx.post(f"{self.url}/moto-api/recorder/start-recording").raise_for_status()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        httpx.post(f"{self.url}/moto-api/recorder/stop-recording").raise_for_status()
+        text = httpx.get(f"{self.url}/moto-api/recorder/download-recording").text
+        self.calls: list[dict[str, Any]] = [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def change_batches(self) -> list[str]:
+        """Decoded XML bodies of every ChangeResourceRecordSets call."""
+        out = []
+        for call in self.calls:
+            if call["method"] == "POST" and re.search(r"/hostedzone/[^/]+/rrset/?$", call["url"]):
+                body = call["body"]
+                out.append(base64.b64decode(body).decode() if not body.lstrip().startswith("<") else body)
+        return out
+
+
+def test_set_read_back_and_shift_in_one_batch(moto_url: str, zone: tuple[str, str]) -> None:
+    name, zid = zone
+    r53 = global_traffic(fleet(moto_url, zid, name))
+    assert isinstance(r53, Route53GlobalTraffic)
+    assert r53.get_weights() == {}
+
+    r53.set_weights({"us-west-1": 60, "us-east-1": 40})
+    assert r53.get_weights() == {"us-west-1": 60, "us-east-1": 40}
+    assert record_sets(moto_url, zid, name) == {
+        "us-west-1": (60, 15, TARGETS["us-west-1"]),
+        "use1": (40, 15, TARGETS["us-east-1"]),
+    }
+
+    with Recorder(moto_url) as rec:
+        r53.set_weights({"us-west-1": 0, "us-east-1": 100})
+    batches = rec.change_batches()
+    assert len(batches) == 1, batches
+    assert batches[0].count("<Change>") == 2
+    assert batches[0].count("<Action>UPSERT</Action>") == 2
+    assert record_sets(moto_url, zid, name) == {
+        "us-west-1": (0, 15, TARGETS["us-west-1"]),
+        "use1": (100, 15, TARGETS["us-east-1"]),
+    }
+    assert r53.get_weights() == {"us-west-1": 0, "us-east-1": 100}
+
+
+def test_zone_looked_up_by_name_and_partial_update(moto_url: str, zone: tuple[str, str]) -> None:
+    name, zid = zone
+    r53 = Route53GlobalTraffic.from_config(fleet(moto_url, name, name))
+    assert r53.zone_id() == zid.removeprefix("/hostedzone/")
+    r53.set_weights({"us-west-1": 60, "us-east-1": 40})
+    with Recorder(moto_url) as rec:
+        r53.set_weights({"us-east-1": 0})
+    assert [b.count("<Change>") for b in rec.change_batches()] == [1]
+    assert r53.get_weights() == {"us-west-1": 60, "us-east-1": 0}
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"us-west-1": 256, "us-east-1": 1}, "us-west-1"),
+        ({"us-west-1": 1, "eu-west-9": 1}, "eu-west-9"),
+        ({"us-west-1": 0, "us-east-1": 0}, "all zero"),
+        ({"us-west-1": 0}, "all zero"),  # us-east-1 is already 0
+        ({"us-west-1": "50"}, "us-west-1"),
+    ],
+)
+def test_bad_weights_send_nothing(
+    moto_url: str, zone: tuple[str, str], weights: dict[str, int], message: str
+) -> None:
+    name, zid = zone
+    r53 = Route53GlobalTraffic.from_config(fleet(moto_url, zid, name))
+    r53.set_weights({"us-west-1": 10, "us-east-1": 0})
+    with Recorder(moto_url) as rec, pytest.raises(ValueError, match=message):
+        r53.set_weights(weights)
+    assert rec.change_batches() == []
+    assert r53.get_weights() == {"us-west-1": 10, "us-east-1": 0}
+
+
+def test_aws_errors_propagate(moto_url: str) -> None:
+    r53 = Route53GlobalTraffic.from_config(fleet(moto_url, "ZNOSUCHZONE0000"))
+    with pytest.raises(botocore.exceptions.ClientError, match="NoSuchHostedZone"):
+        r53.set_weights({"us-west-1": 1, "us-east-1": 1})
+    with pytest.raises(LookupError, match="nosuch.example.org"):
+        Route53GlobalTraffic.from_config(fleet(moto_url, "nosuch.example.org")).get_weights()
