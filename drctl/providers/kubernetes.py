@@ -1,0 +1,306 @@
+"""One region's Kubernetes cluster: Deployments, their HPA, rollout status (official sync client).
+
+Every API call goes through `_call`, which turns client exceptions into `ProviderError` carrying
+the error table's verdict and the verb and resource that failed, so an activity can report
+"Forbidden: patch deployments/scale inference/llm-stable: ..." instead of a bare 403.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import urllib3.exceptions
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from pydantic import BaseModel
+
+from drctl.config import KubeConfig, RegionConfig
+from drctl.providers.base import DeploymentState
+from drctl.providers.errors import ProviderError, RolloutTimeout, classify
+
+T = TypeVar("T")
+
+# Object patches are sent as JSON merge patches: the client would otherwise pick strategic merge,
+# which custom resources and some API servers (and the dev stack's emulator) do not accept.
+MERGE = "application/merge-patch+json"
+# Manifests stay plain dicts (the client serializes them verbatim), so fields the typed models do
+# not know survive; `_raw` hands them over as Any because the client's stubs name only its models.
+# (connect, read) seconds per request, so a hung API server cannot stall an activity forever.
+REQUEST_TIMEOUT = (5.0, 30.0)
+
+
+def api_client_for(kube: KubeConfig) -> client.ApiClient:
+    """An ApiClient for one region: a plain URL (dev stack), else a kubeconfig context."""
+    if kube.api_url:
+        cfg = client.Configuration(host=kube.api_url.rstrip("/"))
+        return client.ApiClient(cfg)
+    return config.new_client_from_config(config_file=kube.kubeconfig_path, context=kube.context)
+
+
+class Capacity(BaseModel):
+    name: str
+    ready_replicas: int
+    max_replicas: int
+
+
+class KubernetesPlatform:
+    """Implements `drctl.providers.base.Platform` for one region."""
+
+    def __init__(
+        self, region: RegionConfig, api_client: client.ApiClient | None = None, poll_interval_s: float = 1.0
+    ) -> None:
+        self.region = region.name
+        self.namespace = region.kube.namespace
+        self.default_max_replicas = region.max_replicas
+        self.poll_interval_s = poll_interval_s
+        self.api_client = api_client or api_client_for(region.kube)
+        self.apps = client.AppsV1Api(self.api_client)
+        self.core = client.CoreV1Api(self.api_client)
+        self.autoscaling = client.AutoscalingV2Api(self.api_client)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    def _call(self, action: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise ProviderError(classify(exc, action=f"{action} (cluster of {self.region})")) from exc
+
+    def _where(self, resource: str, name: str) -> str:
+        return f"{resource} {self.namespace}/{name}"
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def _hpa_for(self, name: str) -> Any | None:
+        """The HPA whose scaleTargetRef is this Deployment (HPAs need not share its name)."""
+        hpas = self._call(
+            f"list horizontalpodautoscalers in {self.namespace}",
+            lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(
+                self.namespace, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+        for hpa in hpas.items:
+            ref = hpa.spec.scale_target_ref
+            if ref.kind == "Deployment" and ref.name == name:
+                return hpa
+        return None
+
+    def _read(self, name: str) -> Any:
+        return self._call(
+            f"get {self._where('deployments', name)}",
+            lambda: self.apps.read_namespaced_deployment(
+                name, self.namespace, _request_timeout=REQUEST_TIMEOUT
+            ),
+        )
+
+    def _state(self, dep: Any, hpa: Any | None) -> DeploymentState:
+        status = dep.status
+        containers = dep.spec.template.spec.containers if dep.spec.template.spec else []
+        return DeploymentState(
+            name=dep.metadata.name,
+            namespace=dep.metadata.namespace or self.namespace,
+            generation=dep.metadata.generation or 0,
+            observed_generation=(status.observed_generation if status else None) or 0,
+            replicas=dep.spec.replicas if dep.spec.replicas is not None else 1,
+            updated_replicas=(status.updated_replicas if status else None) or 0,
+            ready_replicas=(status.ready_replicas if status else None) or 0,
+            available_replicas=(status.available_replicas if status else None) or 0,
+            image=containers[0].image if containers else None,
+            hpa_min_replicas=hpa.spec.min_replicas if hpa else None,
+            hpa_max_replicas=hpa.spec.max_replicas if hpa else None,
+        )
+
+    def get_deployment(self, name: str) -> DeploymentState:
+        return self._state(self._read(name), self._hpa_for(name))
+
+    def capacity(self, name: str) -> Capacity:
+        """Ready replicas now, and how far the Deployment may grow (HPA max, else the region's max)."""
+        state = self.get_deployment(name)
+        top = state.hpa_max_replicas if state.hpa_max_replicas is not None else self.default_max_replicas
+        return Capacity(name=name, ready_replicas=state.ready_replicas, max_replicas=top)
+
+    # --- scale and rollout ------------------------------------------------------------------------
+
+    def scale(self, name: str, replicas: int) -> DeploymentState:
+        """Set spec.replicas through /scale; keep an HPA targeting the Deployment from undoing it.
+
+        The HPA is changed first: its controller enforces minReplicas, so scaling up before
+        raising it (or down before lowering it) would be reverted on its next sync.
+        """
+        if replicas < 0:
+            raise ValueError(f"replicas must be >= 0, got {replicas}")
+        hpa = self._hpa_for(name)
+        if hpa is not None:
+            # HPA minReplicas must be >= 1 (scale-to-zero is an alpha feature gate).
+            spec: dict[str, int] = {"minReplicas": max(1, replicas)}
+            if replicas > hpa.spec.max_replicas:
+                spec["maxReplicas"] = replicas
+            hpa_name = hpa.metadata.name
+            self._call(
+                f"patch {self._where('horizontalpodautoscalers', hpa_name)}",
+                lambda: self.autoscaling.patch_namespaced_horizontal_pod_autoscaler(
+                    hpa_name,
+                    self.namespace,
+                    {"spec": spec},
+                    _content_type=MERGE,
+                    _request_timeout=REQUEST_TIMEOUT,
+                ),
+            )
+        self._call(
+            f"patch {self._where('deployments/scale', name)}",
+            lambda: self.apps.patch_namespaced_deployment_scale(
+                name,
+                self.namespace,
+                {"spec": {"replicas": replicas}},
+                _content_type=MERGE,
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+        return self.get_deployment(name)
+
+    @staticmethod
+    def _missing(dep: Any, state: DeploymentState) -> str | None:
+        """What `kubectl rollout status` would still wait for; None when rolled out."""
+        gaps = []
+        if state.observed_generation < state.generation:
+            gaps.append(f"observedGeneration {state.observed_generation} < generation {state.generation}")
+        if state.updated_replicas < state.replicas:
+            gaps.append(f"updatedReplicas {state.updated_replicas}/{state.replicas}")
+        total = (dep.status.replicas if dep.status else None) or 0
+        if total > state.updated_replicas:
+            gaps.append(f"{total - state.updated_replicas} old replicas pending termination")
+        if state.available_replicas < state.replicas:
+            gaps.append(f"availableReplicas {state.available_replicas}/{state.replicas}")
+        if state.ready_replicas < state.replicas:
+            gaps.append(f"readyReplicas {state.ready_replicas}/{state.replicas}")
+        return "; ".join(gaps) or None
+
+    @staticmethod
+    def _deadline_exceeded(dep: Any) -> str | None:
+        for cond in (dep.status.conditions if dep.status else None) or []:
+            if cond.type == "Progressing" and cond.reason == "ProgressDeadlineExceeded":
+                return f"Progressing: ProgressDeadlineExceeded: {cond.message or ''}".rstrip(": ")
+        return None
+
+    def wait_rollout(
+        self,
+        name: str,
+        timeout_s: float,
+        on_progress: Callable[[DeploymentState], None] | None = None,
+    ) -> DeploymentState:
+        """Poll until rolled out, like `kubectl rollout status`; raise RolloutTimeout otherwise.
+
+        on_progress is called on every poll (activities heartbeat from it), not only on change.
+        """
+        deadline = time.monotonic() + timeout_s
+        hpa = self._hpa_for(name)
+        while True:
+            dep = self._read(name)
+            state = self._state(dep, hpa)
+            if on_progress is not None:
+                on_progress(state)
+            missing = self._missing(dep, state)
+            if missing is None:
+                return state
+            # The controller itself gave up: waiting out our own deadline would only delay the verdict.
+            stuck = self._deadline_exceeded(dep)
+            if stuck:
+                raise RolloutTimeout(state, timeout_s, f"{stuck}; {missing}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RolloutTimeout(state, timeout_s, missing)
+            time.sleep(min(self.poll_interval_s, remaining))
+
+    # --- manifests (upgrade and migration work) --------------------------------------------------
+
+    def apply_deployment(self, manifest: dict[str, Any]) -> DeploymentState:
+        """Create the Deployment, or replace its spec if it exists (status stays the controller's)."""
+        name = manifest["metadata"]["name"]
+        where = self._where("deployments", name)
+        try:
+            self.apps.create_namespaced_deployment(
+                self.namespace, _raw(manifest), _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise ProviderError(classify(exc, action=f"create {where}")) from exc
+            current = self._read(name)
+            body = _with_resource_version(
+                manifest, current.metadata.resource_version if current.metadata else None
+            )
+            self._call(
+                f"replace {where}",
+                lambda: self.apps.replace_namespaced_deployment(
+                    name,
+                    self.namespace,
+                    _raw(body),
+                    _request_timeout=REQUEST_TIMEOUT,
+                ),
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise ProviderError(classify(exc, action=f"create {where}")) from exc
+        return self.get_deployment(name)
+
+    def delete_deployment(self, name: str) -> bool:
+        """Delete the Deployment; False if it was already gone (deleting is idempotent)."""
+        try:
+            self._call(
+                f"delete {self._where('deployments', name)}",
+                lambda: self.apps.delete_namespaced_deployment(
+                    name, self.namespace, _request_timeout=REQUEST_TIMEOUT
+                ),
+            )
+        except ProviderError as exc:
+            if exc.error.kind == "NotFound":
+                return False
+            raise
+        return True
+
+    def apply_service(self, manifest: dict[str, Any]) -> None:
+        """Create the Service, or replace it keeping its clusterIP (immutable once allocated)."""
+        name = manifest["metadata"]["name"]
+        where = self._where("services", name)
+        try:
+            self.core.create_namespaced_service(
+                self.namespace,
+                _raw(manifest),
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise ProviderError(classify(exc, action=f"create {where}")) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise ProviderError(classify(exc, action=f"create {where}")) from exc
+        current = self._call(
+            f"get {where}",
+            lambda: self.core.read_namespaced_service(name, self.namespace, _request_timeout=REQUEST_TIMEOUT),
+        )
+        body = _with_resource_version(
+            manifest, current.metadata.resource_version if current.metadata else None
+        )
+        cluster_ip = current.spec.cluster_ip if current.spec else None
+        if cluster_ip and not body.get("spec", {}).get("clusterIP"):
+            body["spec"] = {**body.get("spec", {}), "clusterIP": cluster_ip}
+        self._call(
+            f"replace {where}",
+            lambda: self.core.replace_namespaced_service(
+                name,
+                self.namespace,
+                _raw(body),
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+
+
+def _with_resource_version(manifest: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
+    """A replace must name the version it replaces, so a concurrent writer's change is not lost (409)."""
+    meta = {**manifest.get("metadata", {}), "resourceVersion": resource_version}
+    return {**manifest, "metadata": meta}
+
+
+def _raw(manifest: dict[str, Any]) -> Any:
+    return manifest

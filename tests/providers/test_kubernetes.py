@@ -1,0 +1,232 @@
+"""KubernetesPlatform against the dev stack's emulated API server (drctl.devstack.kube).
+
+The cluster runs on a background loop because the official client is synchronous. No controller
+runs here: the tests write Deployment status through /status themselves, as the Deployment
+controller (or the dev stack's node agent) would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import aiohttp.web
+import attrs
+import pytest
+from kmock import Server
+from kmock._internal import rendering
+from kubernetes import client
+
+from drctl.config import KubeConfig, RegionConfig
+from drctl.devstack.kube import RegionCluster
+from drctl.providers.base import DeploymentState
+from drctl.providers.errors import ProviderError, RolloutTimeout, classify
+from drctl.providers.kubernetes import MERGE, KubernetesPlatform
+from tests.helpers import free_port, wait_until
+from tests.providers.loop_thread import LoopThread
+
+NS = "inference"
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+@attrs.define(kw_only=True)
+class RbacCluster(RegionCluster):
+    """The emulated API server plus RBAC denials, answered as a real API server words them."""
+
+    denied: set[tuple[str, str]] = attrs.field(factory=set)  # (verb, "deployments/scale")
+
+    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        res = request.resource
+        if res is not None and res.plural:
+            resource = res.plural + (f"/{request.subresource}" if request.subresource else "")
+            method = request.method.value
+            verb = _VERBS.get(method) or ("get" if request.name else "list")
+            if (verb, resource) in self.denied:
+                message = (f'{resource.split("/")[0]}.{res.group or "core"} "{request.name}" is forbidden: User '
+                           f'"system:serviceaccount:drctl:drctl" cannot {verb} resource "{resource}" in API group '
+                           f'"{res.group}" in the namespace "{request.namespace}"')  # fmt: skip
+                body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "message": message, "reason": "Forbidden", "code": 403}  # fmt: skip
+                return aiohttp.web.json_response(body, status=403)
+        return await super()._handle(request)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[RbacCluster, str]]:
+    lt = LoopThread()
+    port = free_port()
+
+    async def make() -> RbacCluster:
+        return RbacCluster()
+
+    emulator = lt.run(make())  # built on its loop: it creates asyncio primitives
+    lt.enter(emulator)
+    lt.enter(Server(emulator, host="127.0.0.1", port=port))
+    yield emulator, f"http://127.0.0.1:{port}"
+    lt.close()
+
+
+@pytest.fixture(scope="module")
+def platform(cluster: tuple[RbacCluster, str]) -> Iterator[KubernetesPlatform]:
+    region = RegionConfig(name="us-west-1", weight=60, max_replicas=5, gateway_url="http://127.0.0.1:1",
+                          kube=KubeConfig(api_url=cluster[1], namespace=NS))  # fmt: skip
+    p = KubernetesPlatform(region, poll_interval_s=0.05)
+    yield p
+    p.close()
+
+
+def _manifest(name: str, replicas: int = 2, image: str = "vllm/vllm-openai:v0.6.3") -> dict[str, Any]:
+    labels = {"app": "llm", "drctl.io/track": name.rsplit("-", 1)[-1]}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "server", "image": image}]}}},
+    }  # fmt: skip
+
+
+def _hpa(name: str, target: str, lo: int, hi: int) -> Any:
+    return {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                 "minReplicas": lo, "maxReplicas": hi},
+    }  # fmt: skip
+
+
+def _write_status(p: KubernetesPlatform, name: str, **status: Any) -> None:
+    """Play the Deployment controller: write status through the /status subresource."""
+    p.apps.patch_namespaced_deployment_status(name, NS, {"status": status}, _content_type=MERGE)
+
+
+def _deploy(p: KubernetesPlatform, name: str, replicas: int, hpa: tuple[int, int] | None = None) -> DeploymentState:
+    p.delete_deployment(name)
+    if hpa:
+        auto = client.AutoscalingV2Api(p.api_client)
+        try:
+            auto.delete_namespaced_horizontal_pod_autoscaler(f"{name}-autoscaler", NS)
+        except client.ApiException:
+            pass
+        auto.create_namespaced_horizontal_pod_autoscaler(NS, _hpa(f"{name}-autoscaler", name, *hpa))
+    return p.apply_deployment(_manifest(name, replicas))
+
+
+def test_get_deployment_finds_hpa_by_scale_target(platform: KubernetesPlatform) -> None:
+    _deploy(platform, "llm-stable", 2, hpa=(2, 4))
+    state = platform.get_deployment("llm-stable")
+    assert (state.name, state.namespace, state.replicas, state.generation) == ("llm-stable", NS, 2, 1)
+    assert (state.hpa_min_replicas, state.hpa_max_replicas) == (2, 4)
+    assert state.image == "vllm/vllm-openai:v0.6.3"
+    cap = platform.capacity("llm-stable")
+    assert (cap.ready_replicas, cap.max_replicas) == (0, 4)
+
+
+def test_scale_moves_hpa_bounds(platform: KubernetesPlatform) -> None:
+    _deploy(platform, "llm-stable", 2, hpa=(2, 4))
+    up = platform.scale("llm-stable", 3)
+    assert (up.replicas, up.hpa_min_replicas, up.hpa_max_replicas) == (3, 3, 4)
+    # What the cluster holds, read independently of the provider:
+    raw = client.AutoscalingV2Api(platform.api_client).read_namespaced_horizontal_pod_autoscaler(
+        "llm-stable-autoscaler", NS)
+    assert (raw.spec.min_replicas, raw.spec.max_replicas) == (3, 4)
+    scale: Any = platform.apps.read_namespaced_deployment_scale("llm-stable", NS)
+    assert scale.spec.replicas == 3
+
+    beyond = platform.scale("llm-stable", 6)  # past the HPA max: the max is raised, not the request cut
+    assert (beyond.replicas, beyond.hpa_min_replicas, beyond.hpa_max_replicas) == (6, 6, 6)
+    down = platform.scale("llm-stable", 0)  # minReplicas never drops below 1
+    assert (down.replicas, down.hpa_min_replicas, down.hpa_max_replicas) == (0, 1, 6)
+
+
+def test_scale_without_hpa(platform: KubernetesPlatform) -> None:
+    _deploy(platform, "llm-canary", 1)
+    state = platform.scale("llm-canary", 2)
+    assert (state.replicas, state.hpa_min_replicas, state.generation) == (2, None, 2)
+    assert platform.capacity("llm-canary").max_replicas == 5  # region max_replicas when no HPA
+    with pytest.raises(ProviderError) as info:
+        platform.get_deployment("llm-nope")
+    assert (info.value.error.kind, info.value.error.retryable) == ("NotFound", False)
+
+
+def test_forbidden_scale_is_non_retryable_and_named(
+    cluster: tuple[RbacCluster, str], platform: KubernetesPlatform
+) -> None:
+    _deploy(platform, "llm-blue", 1)
+    cluster[0].denied.add(("patch", "deployments/scale"))
+    try:
+        with pytest.raises(ProviderError) as info:
+            platform.scale("llm-blue", 3)
+    finally:
+        cluster[0].denied.clear()
+    err = classify(info.value)
+    assert (err.kind, err.retryable) == ("Forbidden", False)
+    assert err.message.startswith("Forbidden: patch deployments/scale inference/llm-blue (cluster of us-west-1): HTTP 403")
+    assert 'cannot patch resource "deployments/scale"' in err.message
+    assert platform.get_deployment("llm-blue").replicas == 1  # nothing changed
+
+
+def test_wait_rollout_follows_status(platform: KubernetesPlatform) -> None:
+    state = _deploy(platform, "llm-green", 2)
+    _write_status(platform, "llm-green", observedGeneration=state.generation, replicas=1, updatedReplicas=1,
+                  readyReplicas=1, availableReplicas=1)  # fmt: skip
+    seen: list[DeploymentState] = []
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(platform.wait_rollout, "llm-green", 20.0, seen.append)
+        wait_until(lambda: seen, timeout_s=5, what="first progress report")
+        assert not fut.done() and seen[0].available_replicas == 1
+        _write_status(platform, "llm-green", observedGeneration=state.generation, replicas=2, updatedReplicas=2,
+                      readyReplicas=2, availableReplicas=2)  # fmt: skip
+        done = fut.result(timeout=10)
+    assert done.rolled_out and done.available_replicas == 2
+
+
+def test_wait_rollout_times_out_naming_what_is_missing(platform: KubernetesPlatform) -> None:
+    state = _deploy(platform, "llm-green", 2)
+    platform.scale("llm-green", 3)  # generation moves on; the "controller" has not seen it
+    _write_status(platform, "llm-green", observedGeneration=state.generation, replicas=2, updatedReplicas=2,
+                  readyReplicas=2, availableReplicas=2)  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(RolloutTimeout) as info:
+        platform.wait_rollout("llm-green", 0.5)
+    assert time.monotonic() - started < 3
+    assert "observedGeneration 1 < generation 2" in str(info.value)
+    assert "updatedReplicas 2/3" in str(info.value) and "availableReplicas 2/3" in str(info.value)
+    assert info.value.state.replicas == 3
+    err = classify(info.value)
+    assert (err.kind, err.retryable) == ("RolloutTimeout", False)
+
+
+def test_wait_rollout_stops_at_progress_deadline(platform: KubernetesPlatform) -> None:
+    state = _deploy(platform, "llm-green", 2)
+    cond = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+            "message": 'ReplicaSet "llm-green-5d4f" has timed out progressing.'}  # fmt: skip
+    _write_status(platform, "llm-green", observedGeneration=state.generation, replicas=2, updatedReplicas=1,
+                  readyReplicas=1, availableReplicas=1, conditions=[cond])  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(RolloutTimeout) as info:
+        platform.wait_rollout("llm-green", 30.0)
+    assert time.monotonic() - started < 5  # the controller's verdict, not our 30 s deadline
+    assert "ProgressDeadlineExceeded" in str(info.value)
+
+
+def test_apply_replaces_and_delete_is_idempotent(platform: KubernetesPlatform) -> None:
+    first = _deploy(platform, "llm-blue", 2)
+    _write_status(platform, "llm-blue", observedGeneration=1, replicas=2, updatedReplicas=2, readyReplicas=2,
+                  availableReplicas=2)  # fmt: skip
+    second = platform.apply_deployment(_manifest("llm-blue", 2, image="vllm/vllm-openai:v0.7.0"))
+    assert second.image == "vllm/vllm-openai:v0.7.0"
+    assert second.generation == first.generation + 1
+    assert second.available_replicas == 2  # status is the controller's, untouched by a replace
+    assert not second.rolled_out  # observedGeneration lags the new spec
+    svc: Any = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "llm-blue", "namespace": NS},
+           "spec": {"selector": {"app": "llm"}, "ports": [{"port": 80, "targetPort": 8000}]}}  # fmt: skip
+    platform.apply_service(svc)
+    svc["spec"]["ports"][0]["port"] = 8080
+    platform.apply_service(svc)
+    stored: Any = platform.core.read_namespaced_service("llm-blue", NS)
+    assert stored.spec.ports[0].port == 8080
+    assert platform.delete_deployment("llm-blue") is True
+    assert platform.delete_deployment("llm-blue") is False

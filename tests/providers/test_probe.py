@@ -1,0 +1,272 @@
+"""InferenceProber against real fleetsim servers, with faults injected through /admin/fault.
+
+One fleetsim stands in for the region gateway and two for its replicas; a small aiohttp app
+answers the region admin API's `GET /replicas` with them, as the dev stack's node agent does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import kmock
+import pytest
+from aiohttp import web
+from kubernetes import client
+
+from drctl.config import FleetConfig, parse_config
+from drctl.devstack.fleetsim import FleetsimSettings, build_app
+from drctl.devstack.kube import RegionCluster
+from drctl.models.health import ProbeStatus, RegionProbe
+from drctl.providers import prom
+from drctl.providers.probe import InferenceProber
+from tests.helpers import assert_eventually, free_port
+from tests.providers.loop_thread import LoopThread
+
+TIMEOUT_S = 0.5
+TTFT_DEGRADED_MS = 300.0  # fleetsim's TTFT is 30 ms; x20 is well past this
+
+
+class Stack:
+    def __init__(self) -> None:
+        self.urls: dict[str, str] = {}
+        self.listed: list[dict[str, Any]] = []  # what GET /replicas answers
+        self.admin_url = ""
+        self.runners: list[web.AppRunner] = []
+
+    async def serve(self, app: web.Application) -> str:
+        runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        self.runners.append(runner)
+        return f"http://127.0.0.1:{port}"
+
+    async def fault(self, name: str, **spec: Any) -> None:
+        async with httpx.AsyncClient(timeout=2) as http:
+            if spec:
+                (await http.post(f"{self.urls[name]}/admin/fault", json=spec)).raise_for_status()
+            else:
+                (await http.delete(f"{self.urls[name]}/admin/fault")).raise_for_status()
+
+    def list_replicas(self, *names: str) -> None:
+        self.listed = [{"pod": n, "deployment": "llm-stable", "track": "stable", "port": int(self.urls[n].rsplit(":", 1)[1]),
+                        "pid": 0, "state": "running"} for n in names]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+async def stack() -> AsyncIterator[Stack]:
+    s = Stack()
+    for name in ("gateway", "r0", "r1"):
+        s.urls[name] = await s.serve(build_app(FleetsimSettings(region="us-west-1", replica=name)))
+
+    async def replicas(_request: web.Request) -> web.Response:
+        return web.json_response(s.listed)
+
+    admin = web.Application()
+    admin.router.add_get("/replicas", replicas)
+    s.admin_url = await s.serve(admin)
+    yield s
+    for runner in s.runners:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def clean(stack: Stack) -> AsyncIterator[Stack]:
+    stack.list_replicas("r0", "r1")
+    yield stack
+    for name in ("gateway", "r0", "r1"):
+        await stack.fault(name)
+
+
+def _cfg(gateway_url: str, admin_url: str, model: str = "fleetsim-tiny", kube_url: str = "http://127.0.0.1:1") -> FleetConfig:
+    admin = f"devstack_admin_url: {admin_url}" if admin_url else ""
+    return parse_config(f"""
+name: probe-test
+regions:
+  - name: us-west-1
+    weight: 60
+    gateway_url: {gateway_url}
+    {admin}
+    kube: {{api_url: "{kube_url}", namespace: inference}}
+workload: {{model: {model}}}
+health: {{interval_s: 5, probe_timeout_s: {TIMEOUT_S}, ttft_degraded_ms: {TTFT_DEGRADED_MS}}}
+traffic:
+  global_endpoint: http://127.0.0.1:1
+  global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}
+  regional: {{kind: gateway-api}}
+""")
+
+
+async def _probe(stack: Stack, gateway: str = "", **kw: Any) -> RegionProbe:
+    cfg = _cfg(gateway or stack.urls["gateway"], stack.admin_url, **kw)
+    return await InferenceProber(cfg).probe_region("us-west-1")
+
+
+async def test_healthy_region(clean: Stack) -> None:
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.HEALTHY, p.reason
+    assert "2/2 replicas healthy" in p.reason
+    assert [r.target for r in p.replicas] == ["r0", "r1"]
+    for t in [p.gateway, *p.replicas]:
+        assert t.status == ProbeStatus.HEALTHY and t.error_class is None and t.models_ok
+        assert t.ttft_ms is not None and 20 <= t.ttft_ms < TTFT_DEGRADED_MS
+        assert t.latency_ms is not None and t.kv_cache_usage is not None and t.queue_depth == 0
+    assert p.failing_fraction == 0 and p.ttft_p50_ms is not None and p.probed_at
+
+
+async def test_slow_ttft_is_degraded_not_down(clean: Stack) -> None:
+    await clean.fault("gateway", added_latency_ms=30 * 19)  # TTFT x20
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.DEGRADED, p.reason
+    assert p.gateway.ttft_ms is not None and p.gateway.ttft_ms >= 550
+    assert p.reason.startswith("gateway degraded: slow TTFT")
+
+
+async def test_half_failing_gateway_is_degraded(clean: Stack) -> None:
+    await clean.fault("gateway", error_rate=0.5)
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.DEGRADED, p.reason
+    assert p.gateway.error_class == "http_5xx"
+    assert "inference requests failed" in p.reason
+
+
+async def test_one_of_two_replicas_down_is_degraded(clean: Stack) -> None:
+    await clean.fault("r1", down=True)
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.DEGRADED, p.reason
+    assert p.failing_fraction == 0.5
+    assert p.reason == "1/2 replicas failing: r1 http_5xx"
+
+
+async def test_no_replica_serving_is_down(clean: Stack) -> None:
+    await clean.fault("r0", down=True)
+    await clean.fault("r1", error_rate=1.0)
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.DOWN
+    assert p.reason.startswith("no replica serving (0/2); r0: http_5xx")
+    assert p.replicas[1].error_class == "http_5xx" and (p.replicas[1].error or "").startswith("completion failed")
+
+
+async def test_gateway_down_fault(clean: Stack) -> None:
+    await clean.fault("gateway", down=True)
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.DOWN
+    assert p.gateway.error_class == "http_5xx"
+    assert p.reason.startswith(f"gateway {clean.urls['gateway']}: http_5xx")
+
+
+async def test_missing_model(clean: Stack) -> None:
+    p = await _probe(clean, model="llama-3-70b")
+    assert p.status == ProbeStatus.DOWN
+    assert {t.error_class for t in [p.gateway, *p.replicas]} == {"model_missing"}
+    assert "model 'llama-3-70b' not served" in p.reason
+
+
+async def test_hang_is_timeout_within_bound(clean: Stack) -> None:
+    for name in ("gateway", "r0", "r1"):
+        await clean.fault(name, hang=True)
+    started = time.monotonic()
+    p = await _probe(clean)
+    elapsed = time.monotonic() - started
+    assert p.status == ProbeStatus.DOWN
+    assert {t.error_class for t in [p.gateway, *p.replicas]} == {"timeout"}
+    assert elapsed < TIMEOUT_S + 1.0, f"probe of a hung region took {elapsed:.2f}s"
+
+
+async def test_unlisted_and_unlistable_replicas(clean: Stack) -> None:
+    clean.list_replicas()
+    p = await _probe(clean)
+    assert (p.status, p.reason) == (ProbeStatus.DOWN, "no replicas registered for the region")
+    # An unreachable admin API is no verdict on the region: the gateway decides.
+    cfg = _cfg(clean.urls["gateway"], f"http://127.0.0.1:{free_port()}")
+    p = await InferenceProber(cfg).probe_region("us-west-1")
+    assert p.status == ProbeStatus.HEALTHY
+    assert "replica list unavailable: ConnectError" in p.reason
+
+
+async def test_killed_gateway_process(clean: Stack) -> None:
+    port = free_port()
+    env = {**os.environ, "FLEETSIM_REPLICA": "gw-proc", "FLEETSIM_REGION": "us-west-1"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "drctl.devstack.fleetsim", "--host", "127.0.0.1", "--port", str(port),
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    gateway = f"http://127.0.0.1:{port}"
+    try:
+        async def serving() -> bool:
+            return (await _probe(clean, gateway=gateway)).status == ProbeStatus.HEALTHY
+
+        await assert_eventually(serving, timeout_s=15, what="fleetsim subprocess serving")
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(proc.wait(), 5)
+        started = time.monotonic()
+        p = await _probe(clean, gateway=gateway)
+        assert time.monotonic() - started < TIMEOUT_S + 0.5
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await asyncio.wait_for(proc.wait(), 5)
+    assert p.status == ProbeStatus.DOWN
+    assert p.gateway.error_class == "connect"
+    assert p.reason.startswith(f"gateway {gateway}: connect: ConnectError")
+
+
+async def test_metrics_parser_reads_fleetsim(clean: Stack) -> None:
+    async with httpx.AsyncClient(timeout=2) as http:
+        text = (await http.get(f"{clean.urls['r0']}/metrics")).text
+    samples = prom.parse_samples(text)
+    assert samples[prom.VLLM_RUNNING] == 0 and samples[prom.VLLM_WAITING] == 0
+    assert 0 <= samples[prom.VLLM_KV_CACHE] <= 1
+    odd = 'vllm:num_requests_waiting{model_name="a b",x="q\\"}"} 3\nvllm:num_requests_waiting{model_name="c"} 4 1700000\nbad line\nx NaN\n'
+    assert prom.parse_samples(odd) == {"vllm:num_requests_waiting": 7.0}
+
+
+async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
+    """Production's replica source: the EndpointSlices of the track Services, not-ready ones included."""
+    lt = LoopThread()
+    port = free_port()
+    try:
+        cluster = lt.run(_make_cluster())
+        lt.enter(cluster)
+        lt.enter(kmock.Server(cluster, host="127.0.0.1", port=port))
+        api = client.DiscoveryV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}")))
+        for pod, ready in (("r0", True), ("r1", False)):
+            api.create_namespaced_endpoint_slice("inference", _slice(f"llm-stable-{pod}", "llm-stable", pod,
+                                                                     int(clean.urls[pod].rsplit(":", 1)[1]), ready))
+        # A slice of some other Service is not a replica of the fleet.
+        api.create_namespaced_endpoint_slice("inference", _slice("other-x", "other", "x", 1, True))
+        await clean.fault("r1", down=True)
+        cfg = _cfg(clean.urls["gateway"], "", kube_url=f"http://127.0.0.1:{port}")
+        p = await InferenceProber(cfg).probe_region("us-west-1")
+    finally:
+        lt.close()
+    assert [(r.target, r.url, r.status) for r in p.replicas] == [
+        ("r0", clean.urls["r0"], ProbeStatus.HEALTHY), ("r1", clean.urls["r1"], ProbeStatus.DOWN)]
+    assert p.status == ProbeStatus.DEGRADED and p.reason == "1/2 replicas failing: r1 http_5xx"
+
+
+async def _make_cluster() -> RegionCluster:
+    return RegionCluster()
+
+
+def _slice(name: str, service: str, pod: str, port: int, ready: bool) -> Any:
+    return {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+        "metadata": {"name": name, "namespace": "inference", "labels": {"kubernetes.io/service-name": service}},
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": ready},
+                       "targetRef": {"kind": "Pod", "name": pod, "namespace": "inference"}}],
+        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+    }  # fmt: skip
+
+
+async def test_malformed_gateway_url_is_a_result_not_an_exception(clean: Stack) -> None:
+    p = await _probe(clean, gateway="http://127.0.0.1:notaport")
+    assert p.status == ProbeStatus.DOWN
+    assert p.gateway.error_class == "probe_error" and "InvalidURL" in (p.gateway.error or "")
