@@ -32,9 +32,11 @@ TARGETS = {"us-west-1": "west.lb.example.net", "us-east-1": "east.lb.example.net
 @pytest.fixture(scope="module")
 def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
+    workdir = tmp_path_factory.mktemp("moto")
+    log = (workdir / "moto.log").open("wb")
+    # cwd: moto's recorder writes its `moto_recording` file into the working directory.
     proc = subprocess.Popen(
-        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log, cwd=workdir
     )
     url = f"http://127.0.0.1:{port}"
 
