@@ -1,0 +1,331 @@
+"""The node agent: turns tracked Deployments into fleetsim processes and reports their status.
+
+It plays kubelet, ReplicaSet, Deployment and HPA controllers at once, just enough for drctl:
+replicas named `<deployment>-<n>`, restarted when they die (unless a fault keeps them down),
+replaced surge-style when the pod template changes, registered in the region gateway's
+`backend track_<track>` once they pass /health, and a Deployment status like the real controller's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+
+from drctl.devstack.deployment_status import deployment_status, hpa_target
+from drctl.devstack.haproxy_conf import track_backend
+from drctl.devstack.kube import RegionCluster
+from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
+
+DEPLOYMENTS, HPAS = "apps/v1/deployments", "autoscaling/v2/horizontalpodautoscalers"
+TRACK_LABEL = "drctl.io/track"
+_CRASH_WINDOW_S = 10.0  # a replica dying sooner than this after start is restarted with backoff
+
+
+class GatewayHandle(Protocol):
+    """What the agent needs from the supervised region gateway."""
+
+    runtime: HAProxyRuntime
+    epoch: int  # bumped on each HAProxy start: dynamic servers must be added again
+
+    @property
+    def usable(self) -> bool: ...
+
+
+@dataclass
+class Replica:
+    pod: str
+    namespace: str
+    deployment: str
+    track: str
+    template_hash: str
+    port: int
+    proc: asyncio.subprocess.Process
+    started_at: float = field(default_factory=time.monotonic)
+    state: str = "starting"  # starting | running | killed | frozen
+    ready: bool = False
+    stay_down: bool = False
+    registered_epoch: int = -1
+    faults_applied: bool = False
+    health_failures: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"pod": self.pod, "deployment": self.deployment, "track": self.track, "port": self.port,
+                "pid": self.proc.pid, "state": self.state}
+
+
+def die_with_parent() -> None:
+    # PR_SET_PDEATHSIG: if the region process is SIGKILLed, its replicas do not linger as orphans.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def _template_hash(dep: dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(dep["spec"].get("template", {}), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class NodeAgent:
+    def __init__(self, cluster: RegionCluster, region: str, gateway: GatewayHandle, state_dir: Path) -> None:
+        self.cluster, self.region, self.gateway, self.state_dir = cluster, region, gateway, state_dir
+        self.replicas: dict[str, Replica] = {}  # by pod name
+        self.inference_faults: dict[str, dict[str, Any]] = {}  # track or "*" -> fleetsim fault body
+        self._hold_until: dict[str, float] = {}  # pod -> earliest restart (crash-loop backoff)
+        self._crashes: dict[str, int] = {}
+        self._progress: dict[str, dict[str, Any]] = {}  # deployment -> conditions memory
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._last_health = 0.0
+        self._session: aiohttp.ClientSession | None = None
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1.0))
+        try:
+            while True:
+                self.cluster.changed.clear()
+                try:
+                    await self.reconcile()
+                except Exception as exc:  # one bad object must not stop the whole region
+                    print(f"node agent: reconcile failed: {exc!r}", file=sys.stderr, flush=True)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.cluster.changed.wait(), 0.2)
+        finally:
+            await self.shutdown()
+
+    async def reconcile(self) -> None:
+        self._reap()
+        deployments = [d for d in self.cluster.list_objects(DEPLOYMENTS) if TRACK_LABEL in (d["metadata"].get("labels") or {})]
+        hpas = self.cluster.list_objects(HPAS)
+        keys = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in deployments}
+        for r in list(self.replicas.values()):
+            if (r.namespace, r.deployment) not in keys:
+                self._stop(r)
+        await self._check_health()
+        for dep in deployments:
+            target = hpa_target(dep, hpas)
+            if target is not None and target != dep["spec"].get("replicas", 1):
+                # As the HPA controller would: write the new count back to the Deployment's spec.
+                await self.cluster.patch_object(DEPLOYMENTS, dep["metadata"]["namespace"], dep["metadata"]["name"],
+                                         {"spec": {"replicas": target}})
+                continue
+            await self._converge(dep)
+        await self._register()
+        for dep in deployments:
+            await self._write_status(dep, hpas)
+        self._write_state_file()
+
+    def _reap(self) -> None:
+        now = time.monotonic()
+        for r in list(self.replicas.values()):
+            if r.proc.returncode is None:
+                continue
+            if r.registered_epoch >= 0:
+                self._unregister_later(r)
+            if r.stay_down:
+                r.state, r.ready = "killed", False
+                continue
+            del self.replicas[r.pod]
+            crashes = self._crashes.get(r.pod, 0) + 1 if now - r.started_at < _CRASH_WINDOW_S else 0
+            self._crashes[r.pod] = crashes
+            self._hold_until[r.pod] = now + min(10.0, 0.2 * 2 ** (crashes - 1)) if crashes > 1 else now
+
+    async def _converge(self, dep: dict[str, Any]) -> None:
+        ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
+        desired, h = int(dep["spec"].get("replicas", 1)), _template_hash(dep)
+        mine = sorted((r for r in self.replicas.values() if (r.namespace, r.deployment) == (ns, name)), key=_index)
+        current = [r for r in mine if r.template_hash == h]
+        old = [r for r in mine if r.template_hash != h]
+        # Scale down: drop the newest and least ready first.
+        for r in sorted(current, key=lambda r: (r.ready, -_index(r)))[: max(0, len(current) - desired)]:
+            self._stop(r)
+        current = [r for r in current if r.pod in self.replicas]
+        # Rolling update, maxSurge 1 / maxUnavailable 0: an old replica goes only once a new one is
+        # ready to take its place (or the Deployment scaled to 0); stopping before spawning keeps
+        # at most desired + 1 processes.
+        ready_new = sum(1 for r in current if r.ready)
+        for r in sorted(old, key=lambda r: (r.ready, _index(r))):
+            if ready_new + sum(1 for o in old if o.pod in self.replicas) <= desired and desired > 0:
+                break
+            self._stop(r)
+        missing = desired - len(current)
+        if any(o.pod in self.replicas for o in old) and missing > 0:
+            missing = 0 if any(r.state == "starting" for r in current) else 1
+        for _ in range(max(0, missing)):
+            if not await self._spawn(dep, h):
+                break
+
+    async def _spawn(self, dep: dict[str, Any], h: str) -> bool:
+        ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
+        taken = {r.pod for r in self.replicas.values()}
+        pod = next(f"{name}-{n}" for n in range(len(taken) + 1) if f"{name}-{n}" not in taken)
+        if self._hold_until.get(pod, 0.0) > time.monotonic():
+            return False
+        container = ((dep["spec"].get("template") or {}).get("spec") or {}).get("containers", [{}])[0]
+        image = container.get("image", "")
+        tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
+        track = dep["metadata"]["labels"][TRACK_LABEL]
+        env = {**os.environ, **{e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e}}
+        env.update(FLEETSIM_REGION=self.region, FLEETSIM_TRACK=track, FLEETSIM_REPLICA=pod, FLEETSIM_VERSION=tag)
+        port = _free_port()
+        log_dir = self.state_dir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with await asyncio.to_thread(open, log_dir / f"fleetsim-{self.region}-{pod}.log", "ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "drctl.devstack.fleetsim", "--host", "127.0.0.1", "--port", str(port),
+                stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
+                preexec_fn=die_with_parent,
+            )
+        self.replicas[pod] = Replica(pod=pod, namespace=ns, deployment=name, track=track, template_hash=h,
+                                     port=port, proc=proc)
+        return True
+
+    def _stop(self, r: Replica) -> None:
+        self.replicas.pop(r.pod, None)
+        task = asyncio.create_task(self._terminate(r))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    async def _terminate(self, r: Replica) -> None:
+        if r.registered_epoch >= 0 and self.gateway.usable:
+            with contextlib.suppress(HAProxyError):
+                await asyncio.to_thread(self.gateway.runtime.del_server, track_backend(r.track), r.pod, missing_ok=True)
+        if r.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                r.proc.send_signal(signal.SIGCONT)
+                r.proc.terminate()
+            try:
+                await asyncio.wait_for(r.proc.wait(), 3.0)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    r.proc.kill()
+                await r.proc.wait()
+
+    def _unregister_later(self, r: Replica) -> None:
+        epoch, r.registered_epoch = r.registered_epoch, -1
+        if epoch != self.gateway.epoch or not self.gateway.usable:
+            return  # that HAProxy is gone, and its dynamic servers with it
+
+        async def unregister() -> None:
+            with contextlib.suppress(HAProxyError):
+                await asyncio.to_thread(self.gateway.runtime.del_server, track_backend(r.track), r.pod, missing_ok=True)
+
+        task = asyncio.create_task(unregister())
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    # --- readiness, faults, registration ----------------------------------------------------------
+
+    async def _check_health(self) -> None:
+        now = time.monotonic()
+        recheck_running = now - self._last_health >= 1.0
+        if recheck_running:
+            self._last_health = now
+        todo = [r for r in self.replicas.values() if r.state == "starting" or (r.state == "running" and recheck_running)]
+        await asyncio.gather(*(self._probe(r) for r in todo))
+
+    async def _probe(self, r: Replica) -> None:
+        assert self._session is not None
+        base = f"http://127.0.0.1:{r.port}"
+        try:
+            if not r.faults_applied:
+                # Faults go on before readiness, so a replica started during an inference fault
+                # never serves a healthy request it should not.
+                fault = self.fault_for(r.track)
+                async with self._session.post(f"{base}/admin/fault", json=fault) if fault else \
+                        self._session.get(f"{base}/admin/fault") as resp:  # fmt: skip
+                    if resp.status != 200:
+                        return
+                r.faults_applied = True
+            async with self._session.get(f"{base}/health") as resp:
+                ok = resp.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            ok = False
+        if r.proc.returncode is not None or r.state not in ("starting", "running"):
+            return  # killed or frozen while we were asking
+        if ok:
+            r.ready, r.state, r.health_failures = True, "running", 0
+        elif r.state == "running":
+            r.health_failures += 1
+            r.ready = r.health_failures < 2  # like failureThreshold: one blip is not unready
+
+    def fault_for(self, track: str) -> dict[str, Any]:
+        return {**self.inference_faults.get("*", {}), **self.inference_faults.get(track, {})}
+
+    async def _register(self) -> None:
+        if not self.gateway.usable:
+            return
+        epoch = self.gateway.epoch
+        for r in list(self.replicas.values()):
+            if r.ready and r.state == "running" and r.registered_epoch != epoch:
+                try:
+                    await asyncio.to_thread(self._add_server, r)
+                    r.registered_epoch = epoch
+                except HAProxyError as exc:
+                    print(f"node agent: cannot register {r.pod}: {exc}", file=sys.stderr, flush=True)
+
+    def _add_server(self, r: Replica) -> None:
+        backend = track_backend(r.track)
+        # A server of that name may be left from a replica that died before it was removed.
+        self.gateway.runtime.del_server(backend, r.pod, missing_ok=True)
+        self.gateway.runtime.add_server(backend, r.pod, "127.0.0.1", r.port, check=True)
+
+    # --- status -----------------------------------------------------------------------------------
+
+    async def _write_status(self, dep: dict[str, Any], hpas: list[dict[str, Any]]) -> None:
+        ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
+        mine = [r for r in self.replicas.values() if (r.namespace, r.deployment) == (ns, name)]
+        memory = self._progress.setdefault(f"{ns}/{name}", {})
+        status = deployment_status(dep, mine, _template_hash(dep), memory)
+        if status != dep.get("status"):
+            with contextlib.suppress(Exception):  # deleted meanwhile: nothing to report on
+                await self.cluster.patch_object(DEPLOYMENTS, ns, name, {"status": status}, subresource="status")
+        for hpa in hpas:
+            ref = hpa["spec"].get("scaleTargetRef") or {}
+            if hpa["metadata"].get("namespace") == ns and ref.get("name") == name:
+                hs = {"currentReplicas": status["replicas"], "desiredReplicas": int(dep["spec"].get("replicas", 1))}
+                if {k: (hpa.get("status") or {}).get(k) for k in hs} != hs:
+                    await self.cluster.patch_object(HPAS, ns, hpa["metadata"]["name"], {"status": hs}, subresource="status")
+
+    def _write_state_file(self) -> None:
+        data = {"region": self.region, "gateway_pid": getattr(self.gateway, "pid", None), "replicas": [r.describe() for r in sorted(self.replicas.values(), key=_index)]}
+        path = self.state_dir / f"replicas-{self.region}.json"
+        text = json.dumps(data, indent=1)
+        if not path.exists() or path.read_text() != text:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+
+    async def shutdown(self) -> None:
+        for r in list(self.replicas.values()):
+            with contextlib.suppress(ProcessLookupError):
+                r.proc.kill()  # the gateway goes down with us, so no need to deregister
+        for r in list(self.replicas.values()):
+            await r.proc.wait()
+        self.replicas.clear()
+        for task in list(self._stopping):
+            task.cancel()
+        if self._session is not None:
+            await self._session.close()
+
+
+def _index(r: Replica) -> int:
+    tail = r.pod.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0

@@ -1,0 +1,92 @@
+"""Readiness checks for each dev-stack component: does it answer the way its clients need?
+
+Each check returns None when ready, else a short reason (shown when the deadline passes).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+
+import httpx
+
+from drctl.config import FleetConfig, RegionConfig
+
+Check = Callable[[], "str | None"]
+TIMEOUT_S = 3.0
+
+
+def completion_body(cfg: FleetConfig) -> dict:
+    return {"model": cfg.workload.model, "prompt": "ping", "max_tokens": 1}
+
+
+def answers_completion(base_url: str, cfg: FleetConfig) -> str | None:
+    try:
+        r = httpx.post(f"{base_url.rstrip('/')}/v1/completions", json=completion_body(cfg), timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"{base_url}: {type(exc).__name__}: {exc}"
+    return None if r.status_code == 200 else f"{base_url}/v1/completions answered {r.status_code}"
+
+
+def temporal_ready(temporal_bin: str, cfg: FleetConfig) -> str | None:
+    # The CLI does a real gRPC round trip (DescribeNamespace), without an event loop in this process.
+    argv = [temporal_bin, "operator", "namespace", "describe", "--address", cfg.temporal.address,
+            "--namespace", cfg.temporal.namespace, "--command-timeout", "3s"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return "namespace describe timed out"
+    if done.returncode != 0:
+        return (done.stderr or done.stdout).strip().splitlines()[-1:][0] if (done.stderr or done.stdout) else "failed"
+    return None
+
+
+def http_answers(url: str) -> str | None:
+    try:
+        httpx.get(url, timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"{url}: {type(exc).__name__}"
+    return None
+
+
+def deployments_ready(region: RegionConfig) -> str | None:
+    """Every track Deployment in the region's namespace has readyReplicas == spec.replicas."""
+    assert region.kube.api_url
+    url = f"{region.kube.api_url.rstrip('/')}/apis/apps/v1/namespaces/{region.kube.namespace}/deployments"
+    try:
+        r = httpx.get(url, timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"{url}: {type(exc).__name__}"
+    if r.status_code != 200:
+        return f"{url} answered {r.status_code}"
+    items = [d for d in r.json().get("items", []) if "drctl.io/track" in (d["metadata"].get("labels") or {})]
+    if not items:
+        return "no track Deployments yet"
+    for d in items:
+        want = d.get("spec", {}).get("replicas", 1)
+        ready = (d.get("status") or {}).get("readyReplicas") or 0
+        if ready != want:
+            return f"Deployment {d['metadata']['name']}: readyReplicas {ready}/{want}"
+    return None
+
+
+def region_ready(region: RegionConfig, cfg: FleetConfig) -> str | None:
+    assert region.kube.api_url
+    for check in (
+        lambda: _status_200(f"{region.kube.api_url.rstrip('/')}/version"),  # type: ignore[union-attr]
+        lambda: _status_200(f"{region.devstack_admin_url.rstrip('/')}/replicas") if region.devstack_admin_url else None,
+        lambda: deployments_ready(region),
+        lambda: answers_completion(region.gateway_url, cfg),
+    ):
+        reason = check()
+        if reason:
+            return reason
+    return None
+
+
+def _status_200(url: str) -> str | None:
+    try:
+        r = httpx.get(url, timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"{url}: {type(exc).__name__}"
+    return None if r.status_code == 200 else f"{url} answered {r.status_code}"

@@ -1,0 +1,212 @@
+"""A real region process: replicas behind its gateway, restarts, faults and scaling."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+
+from drctl.devstack.haproxy_conf import region_socket
+from drctl.providers.haproxy_runtime import HAProxyRuntime
+from tests.devstack.regionproc import RegionProcess
+from tests.fleetcfg import short_tmp_dir, write_fleet_config
+from tests.helpers import wait_until
+
+REGION, DEPLOYMENT = "us-west-1", "llm-stable"
+
+
+@pytest.fixture(scope="module")
+def region() -> Iterator[RegionProcess]:
+    directory = short_tmp_dir()
+    try:
+        with RegionProcess(write_fleet_config(directory), REGION) as rp:
+            yield rp
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def apps(region: RegionProcess) -> Iterator[k8s.AppsV1Api]:
+    cfg = k8s.Configuration()
+    cfg.host = region.region_cfg.kube.api_url
+    with k8s.ApiClient(cfg) as api:
+        yield k8s.AppsV1Api(api)
+
+
+@pytest.fixture
+def ns(region: RegionProcess) -> str:
+    return region.region_cfg.kube.namespace
+
+
+@pytest.fixture(autouse=True)
+def back_to_steady_state(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> Iterator[None]:
+    yield
+    region.admin.post("/faults/clear").raise_for_status()
+    apps.patch_namespaced_deployment_scale(DEPLOYMENT, ns, {"spec": {"replicas": 2}})
+    wait_until(lambda: ready(apps, ns) == 2 and len(running(region)) == 2, timeout_s=20, what="2 ready replicas")
+
+
+def ready(apps: k8s.AppsV1Api, ns: str) -> int:
+    return apps.read_namespaced_deployment_status(DEPLOYMENT, ns).status.ready_replicas or 0
+
+
+def running(region: RegionProcess) -> list[dict]:
+    return [r for r in region.admin.get("/replicas").json() if r["state"] == "running"]
+
+
+def test_two_replicas_serve_through_the_gateway(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
+    dep = apps.read_namespaced_deployment(DEPLOYMENT, ns)
+    assert dep.status.observed_generation == dep.metadata.generation
+    assert (dep.status.ready_replicas, dep.status.updated_replicas) == (2, 2)
+    conditions = {c.type: (c.status, c.reason) for c in dep.status.conditions}
+    assert conditions["Available"] == ("True", "MinimumReplicasAvailable")
+    assert conditions["Progressing"] == ("True", "NewReplicaSetAvailable")
+
+    served_by = set()
+    for _ in range(8):
+        resp = region.gateway.post("/v1/completions", json={"model": "fleetsim-tiny", "prompt": "hi", "max_tokens": 2})
+        assert resp.status_code == 200
+        assert resp.headers["X-Fleetsim-Region"] == REGION
+        assert resp.headers["X-Fleetsim-Version"] == "v0.6.3"
+        served_by.add(resp.headers["X-Fleetsim-Replica"])
+    assert served_by == {f"{DEPLOYMENT}-0", f"{DEPLOYMENT}-1"}
+    state = json.loads((region.cfg.state_dir() / f"replicas-{REGION}.json").read_text())
+    assert sorted(r["pod"] for r in state["replicas"]) == sorted(served_by)
+
+
+def test_sigkilled_replica_is_replaced(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
+    victim = running(region)[0]
+    os.kill(victim["pid"], signal.SIGKILL)
+    wait_until(lambda: ready(apps, ns) < 2, timeout_s=10, what="the kill to be noticed")
+
+    def replaced() -> bool:
+        pods = {r["pod"]: r for r in running(region)}
+        return len(pods) == 2 and pods[victim["pod"]]["pid"] != victim["pid"] and ready(apps, ns) == 2
+
+    wait_until(replaced, timeout_s=20, what="a new process for the killed pod and readyReplicas back to 2")
+
+
+def test_stay_down_kill_keeps_the_replica_down(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
+    resp = region.admin.post("/faults/replicas", json={"action": "kill", "track": "stable", "count": 1, "stay_down": True})
+    (pod,) = resp.json()["affected"]
+    status_file = region.cfg.state_dir() / f"replicas-{REGION}.json"
+
+    def settled() -> bool:
+        # Status and the state file come from the same reconcile pass that decided not to restart.
+        status = apps.read_namespaced_deployment_status(DEPLOYMENT, ns).status
+        states = {r["pod"]: r["state"] for r in json.loads(status_file.read_text())["replicas"]}
+        return status.ready_replicas == 1 and status.replicas == 1 and states.get(pod) == "killed"
+
+    wait_until(settled, timeout_s=10, what="the killed replica to stay down")
+    assert {r["pod"]: r["state"] for r in region.admin.get("/replicas").json()}[pod] == "killed"
+    assert region.admin.get("/faults").json()["replicas"] == [
+        {"pod": pod, "track": "stable", "state": "killed", "stay_down": True}
+    ]
+    assert region.gateway.get("/health").status_code == 200  # the other replica still serves
+
+    region.admin.post("/faults/clear").raise_for_status()
+    wait_until(lambda: ready(apps, ns) == 2, timeout_s=20, what="restart after clear")
+
+
+def test_gateway_kill_and_restore(region: RegionProcess) -> None:
+    assert region.admin.post("/faults/gateway", json={"action": "kill"}).json() == {"gateway": "killed"}
+    with pytest.raises(httpx.ConnectError):
+        region.gateway.get("/health")
+    assert region.admin.get("/faults").json()["gateway"] == "killed"
+
+    region.admin.post("/faults/gateway", json={"action": "restore"}).raise_for_status()
+
+    def serving() -> bool:
+        try:
+            resp = region.gateway.get("/v1/models")
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200 and resp.headers.get("X-Fleetsim-Region") == REGION
+
+    wait_until(serving, timeout_s=15, what="the gateway to serve again")
+    assert region.admin.get("/faults").json()["gateway"] is None
+
+
+def test_scale_to_three(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
+    apps.patch_namespaced_deployment_scale(DEPLOYMENT, ns, {"spec": {"replicas": 3}})
+    wait_until(lambda: ready(apps, ns) == 3, timeout_s=20, what="3 ready replicas")
+    runtime = HAProxyRuntime(region_socket(region.cfg, region.region_cfg))
+
+    def three_servers() -> list[str]:
+        servers = [s.name for s in runtime.servers("track_stable") if s.operational]
+        return sorted(servers) if len(servers) == 3 else []
+
+    assert wait_until(three_servers, timeout_s=10, what="3 servers in track_stable") == [
+        f"{DEPLOYMENT}-{n}" for n in range(3)
+    ]
+    assert apps.read_namespaced_deployment(DEPLOYMENT, ns).status.replicas == 3
+
+
+def test_template_change_rolls_replicas_without_errors(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
+    dep = apps.read_namespaced_deployment(DEPLOYMENT, ns)
+    dep.spec.template.spec.containers[0].image = "vllm/vllm-openai:v0.7.0"
+    apps.replace_namespaced_deployment(DEPLOYMENT, ns, dep)
+    codes: list[int] = []
+
+    def rolled() -> bool:
+        codes.append(region.gateway.get("/v1/models").status_code)
+        s = apps.read_namespaced_deployment_status(DEPLOYMENT, ns).status
+        return (s.updated_replicas, s.ready_replicas, s.replicas) == (2, 2, 2) and s.observed_generation == dep.metadata.generation + 1
+
+    wait_until(rolled, timeout_s=30, interval_s=0.05, what="the rollout to finish")
+    assert set(codes) == {200}
+    versions = {region.gateway.get("/v1/models").headers["X-Fleetsim-Version"] for _ in range(6)}
+    assert versions == {"v0.7.0"}
+
+
+def test_hpa_min_replicas_raises_the_deployment(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
+    hpa = k8s.AutoscalingV2Api(apps.api_client)
+    hpa.patch_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns, {"spec": {"minReplicas": 3}})
+    try:
+        wait_until(lambda: apps.read_namespaced_deployment(DEPLOYMENT, ns).spec.replicas == 3, timeout_s=10,
+                   what="the HPA to raise spec.replicas")
+        wait_until(lambda: ready(apps, ns) == 3, timeout_s=20, what="3 ready replicas")
+        assert hpa.read_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns).status.desired_replicas == 3
+    finally:
+        hpa.patch_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns, {"spec": {"minReplicas": 2}})
+
+
+def test_inference_fault_fans_out_and_clears(region: RegionProcess) -> None:
+    resp = region.admin.post("/faults/inference", json={"track": "stable", "error_rate": 1.0})
+    assert resp.json()["affected"] == sorted(r["pod"] for r in running(region))
+    body = {"model": "fleetsim-tiny", "prompt": "hi", "max_tokens": 1}
+    assert region.gateway.post("/v1/completions", json=body).status_code == 500
+    assert region.admin.get("/faults").json()["inference"] == {"stable": {"error_rate": 1.0}}
+    assert region.admin.post("/faults/inference", json={"error_rate": 2}).status_code == 400
+    region.admin.post("/faults/clear").raise_for_status()
+    assert region.gateway.post("/v1/completions", json=body).status_code == 200
+
+
+def test_canary_deployment_joins_its_track_and_leaves_on_delete(
+    region: RegionProcess, apps: k8s.AppsV1Api, ns: str
+) -> None:
+    canary = apps.read_namespaced_deployment(DEPLOYMENT, ns)
+    canary.metadata = k8s.V1ObjectMeta(name="llm-canary", labels={"app": "llm", "drctl.io/track": "canary"})
+    canary.spec.replicas = 1
+    canary.status = None
+    apps.create_namespaced_deployment(ns, canary)
+    runtime = HAProxyRuntime(region_socket(region.cfg, region.region_cfg))
+    wait_until(lambda: [s.name for s in runtime.servers("track_canary")] == ["llm-canary-0"], timeout_s=20,
+               what="the canary replica in track_canary")
+    runtime.set_weight("region", "canary", 100)
+    runtime.set_weight("region", "stable", 0)
+    try:
+        assert region.gateway.get("/v1/models").headers["X-Fleetsim-Track"] == "canary"
+    finally:
+        runtime.set_weight("region", "stable", 100)
+        runtime.set_weight("region", "canary", 0)
+    apps.delete_namespaced_deployment("llm-canary", ns)
+    wait_until(lambda: not [r for r in region.admin.get("/replicas").json() if r["track"] == "canary"],
+               timeout_s=10, what="the canary replica to stop")
+    wait_until(lambda: runtime.servers("track_canary") == [], timeout_s=10, what="track_canary to empty")
