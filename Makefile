@@ -1,0 +1,36 @@
+# drctl developer targets. Each one installs into .venv what it needs, so they work on a fresh
+# Debian machine with Python 3.11 (`make demo` and `make test` also need `haproxy` from apt).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.drctl-installed
+CONFIG ?= config/fleet.yaml
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: venv test demo down lint
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# Staged on purpose: resolved in one command with everything else, pip backtracks through
+	# dozens of botocore releases; with boto3 and moto settled first it resolves at once.
+	$(BIN)/pip install --quiet 'boto3>=1.44,<1.45' 'botocore>=1.44,<1.45' 'moto[server]>=5.2,<5.3'
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: venv
+	$(BIN)/pytest -q
+
+demo: venv
+	$(BIN)/drctl dev up -c $(CONFIG)
+	# ---- demo steps (failover, failback, drill) go below this line ----
+
+down: venv
+	$(BIN)/drctl dev down -c $(CONFIG)
+
+lint: venv
+	$(BIN)/ruff check drctl tests workflows activities
+	$(BIN)/mypy drctl
+	$(BIN)/lint-imports

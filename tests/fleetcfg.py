@@ -1,0 +1,79 @@
+"""Write a test fleet config: the reference two-region fleet on free loopback ports.
+
+HAProxy runtime sockets are unix sockets, whose paths must stay under ~100 characters, so the
+state dir lives in a short directory under /tmp rather than pytest's deep tmp_path.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.helpers import free_port
+
+
+def short_tmp_dir(prefix: str = "drctl-") -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def _ports(n: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < n:
+        p = free_port()
+        if p not in ports:
+            ports.append(p)
+    return ports
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    for k, v in over.items():
+        base[k] = _merge(dict(base[k]), v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return base
+
+
+def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
+    temporal, ui, moto, glob, stats, *region_ports = _ports(11)
+    regions = []
+    for i, (name, weight) in enumerate([("us-west-1", 60), ("us-east-1", 40)]):
+        gw, kube, admin = region_ports[i * 3 : i * 3 + 3]
+        regions.append({
+            "name": name,
+            "weight": weight,
+            "replicas": 2,
+            "gateway_url": f"http://127.0.0.1:{gw}",
+            "gateway_runtime_socket": f"s/haproxy/{name}.sock",
+            "devstack_admin_url": f"http://127.0.0.1:{admin}",
+            "kube": {"api_url": f"http://127.0.0.1:{kube}"},
+        })
+    return {
+        "name": "test",
+        "regions": regions,
+        "workload": {"app": "llm", "model": "fleetsim-tiny", "image": "vllm/vllm-openai:v0.6.3"},
+        "traffic": {
+            "global_endpoint": f"http://127.0.0.1:{glob}",
+            "global": {"kind": "haproxy", "runtime_socket": "s/haproxy/global.sock"},
+            "regional": {"kind": "haproxy"},
+        },
+        "temporal": {"address": f"127.0.0.1:{temporal}", "ui_url": f"http://127.0.0.1:{ui}", "namespace": namespace},
+        "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
+        "drills": {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"},
+        "devstack": {"state_dir": "s", "stats_port": stats},
+    }
+
+
+def write_fleet_config(
+    directory: Path | None = None, overrides: dict[str, Any] | None = None, namespace: str = "default"
+) -> Path:
+    """Write fleet.yaml into `directory` (a fresh short /tmp dir by default) and return its path.
+
+    `overrides` is deep-merged into the generated data, e.g. {"health": {"interval_s": 3}}.
+    Relative paths in it resolve against the file's directory, like any fleet config.
+    """
+    directory = directory or short_tmp_dir()
+    data = _merge(fleet_config_data(namespace), overrides or {})
+    path = directory / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
