@@ -1,0 +1,67 @@
+"""Backup and restore activities (Velero), run on the region's own task queue.
+
+Sync: the kubernetes client blocks, so these run on the worker's thread pool. They heartbeat the
+Backup's phase and item count on every poll, so a stuck Velero shows in the UI.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from drctl.config import FleetConfig
+from drctl.models.upgrade import BackupInfo, BackupRequest, RestoreRequest
+from drctl.providers.errors import classify
+from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
+
+
+def _app_error(exc: BaseException, action: str) -> ApplicationError:
+    if isinstance(exc, (BackupFailed, BackupTimeout)):
+        # The workflow reads the object's last state from the details to report it.
+        return ApplicationError(str(exc), exc.info.model_dump(mode="json"), type=exc.error.kind, non_retryable=True)
+    err = classify(exc, action)
+    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable)
+
+
+def _heartbeat(info: BackupInfo) -> None:
+    activity.heartbeat({"phase": info.phase, "items": info.items})
+
+
+class BackupActivities:
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.cfg = cfg
+        self._providers: dict[str, VeleroBackupProvider] = {}
+        self._lock = threading.Lock()
+
+    def _provider(self, region: str) -> VeleroBackupProvider:
+        # Built on first use: a worker must start while a cluster is unreachable.
+        with self._lock:
+            if region not in self._providers:
+                self._providers[region] = VeleroBackupProvider(self.cfg, region)
+            return self._providers[region]
+
+    @activity.defn(name="create_backup")
+    def create_backup(self, req: BackupRequest) -> BackupInfo:
+        """Create a Backup and wait until Velero finishes it; fails unless the policy accepts it."""
+        activity.logger.info("backup %s of %s in %s", req.name, req.namespaces, req.region)
+        try:
+            return self._provider(req.region).backup(req, on_progress=_heartbeat)
+        except Exception as exc:
+            raise _app_error(exc, f"backup {req.name} in {req.region}") from exc
+
+    @activity.defn(name="restore_backup")
+    def restore_backup(self, req: RestoreRequest) -> BackupInfo:
+        activity.logger.info("restore %s from backup %s in %s", req.name, req.backup_name, req.region)
+        try:
+            return self._provider(req.region).restore(req, on_progress=_heartbeat)
+        except Exception as exc:
+            raise _app_error(exc, f"restore {req.name} in {req.region}") from exc
+
+
+def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    acts = BackupActivities(cfg)
+    return [acts.create_backup, acts.restore_backup]

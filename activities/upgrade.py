@@ -1,0 +1,173 @@
+"""Upgrade activities: candidate tracks, track weights, promotion, warm-up and analysis.
+
+Kubernetes and HAProxy calls are sync (blocking clients, thread pool); warm-up and analysis are
+async httpx against the track's replicas and heartbeat as requests complete.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from drctl.config import FleetConfig
+from drctl.models.ops import RegionRequest
+from drctl.models.upgrade import (
+    AnalysisRequest,
+    AnalysisResult,
+    PromoteRequest,
+    RegionTrackRequest,
+    Release,
+    TrackDeployRequest,
+    TrackRef,
+    TrackWeightsRequest,
+    WarmupRequest,
+    WarmupResult,
+    judge,
+)
+from drctl.providers.base import RegionalTraffic
+from drctl.providers.errors import classify
+from drctl.providers.kubernetes import KubernetesPlatform
+from drctl.providers.replicas import AutoReplicaSource
+from drctl.providers.track_analysis import measure_pair, run_requests
+from drctl.providers.traffic_factory import regional_traffic
+from drctl.providers.workload import Workload
+
+# Per-request deadline of synthetic traffic: a hung replica counts as an error, not a stall.
+REQUEST_TIMEOUT_S = 5.0
+MAX_REQUESTS_PER_TRACK = 200
+
+
+def _app_error(exc: BaseException, action: str) -> ApplicationError:
+    err = classify(exc, action)
+    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable)
+
+
+class UpgradeActivities:
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.cfg = cfg
+        self._workloads: dict[str, Workload] = {}
+        self._traffic: RegionalTraffic | None = None
+        self._lock = threading.Lock()
+        self._replicas = AutoReplicaSource(cfg)
+
+    # Providers are built on first use: a worker must start while a cluster or gateway is down.
+    def _workload(self, region: str) -> Workload:
+        with self._lock:
+            if region not in self._workloads:
+                platform = KubernetesPlatform(self.cfg.region(region), poll_interval_s=0.5)
+                self._workloads[region] = Workload(self.cfg, platform)
+            return self._workloads[region]
+
+    def _tier(self) -> RegionalTraffic:
+        with self._lock:
+            if self._traffic is None:
+                self._traffic = regional_traffic(self.cfg)
+            return self._traffic
+
+    # --- tracks ---------------------------------------------------------------------------------
+
+    @activity.defn(name="deploy_track")
+    def deploy_track(self, req: TrackDeployRequest) -> RegionTrackRequest:
+        """Create (or update) the canary/green Deployment and Service from the stable ones."""
+        activity.logger.info("deploying %s %s with %s x%d", req.region, req.track, req.release.image, req.replicas)
+        try:
+            self._workload(req.region).deploy_track(req.track, req.release, req.replicas)
+        except Exception as exc:
+            raise _app_error(exc, f"deploy {req.track} in {req.region}") from exc
+        return RegionTrackRequest(region=req.region, track=req.track)
+
+    @activity.defn(name="remove_track")
+    def remove_track(self, req: RegionTrackRequest) -> bool:
+        try:
+            return self._workload(req.region).remove_track(req.track)
+        except Exception as exc:
+            raise _app_error(exc, f"remove {req.track} in {req.region}") from exc
+
+    @activity.defn(name="set_stable_release")
+    def set_stable_release(self, req: PromoteRequest) -> Release:
+        """Roll the stable Deployment to the release (the workflow then waits for the rollout)."""
+        try:
+            self._workload(req.region).set_stable_release(req.release)
+        except Exception as exc:
+            raise _app_error(exc, f"set stable in {req.region} to {req.release.image}") from exc
+        return req.release
+
+    @activity.defn(name="get_stable_release")
+    def get_stable_release(self, req: RegionRequest) -> Release:
+        try:
+            return self._workload(req.region).stable_release()
+        except Exception as exc:
+            raise _app_error(exc, f"read the stable release in {req.region}") from exc
+
+    # --- track weights --------------------------------------------------------------------------
+
+    @activity.defn(name="set_track_weights")
+    def set_track_weights(self, req: TrackWeightsRequest) -> TrackWeightsRequest:
+        """Apply track weights in one region and return what the tier reports afterwards."""
+        if sum(req.weights.values()) <= 0:
+            raise ApplicationError(
+                f"refusing to set every track weight in {req.region} to 0: {req.weights}",
+                type="AllWeightsZero", non_retryable=True,
+            )
+        activity.logger.info("track weights in %s: %s", req.region, req.weights)
+        try:
+            self._tier().set_track_weights(req.region, req.weights)
+            return TrackWeightsRequest(region=req.region, weights=self._tier().get_track_weights(req.region))
+        except Exception as exc:
+            raise _app_error(exc, f"set track weights in {req.region} to {req.weights}") from exc
+
+    @activity.defn(name="get_track_weights")
+    def get_track_weights(self, req: RegionRequest) -> TrackWeightsRequest:
+        try:
+            return TrackWeightsRequest(region=req.region, weights=self._tier().get_track_weights(req.region))
+        except Exception as exc:
+            raise _app_error(exc, f"read track weights in {req.region}") from exc
+
+    # --- synthetic traffic ----------------------------------------------------------------------
+
+    async def _urls(self, ref: TrackRef) -> list[str]:
+        try:
+            found = await self._replicas.replicas(self.cfg.region(ref.region))
+        except Exception as exc:
+            raise _app_error(exc, f"list replicas of {ref}") from exc
+        return [r.url for r in found if r.track == ref.track]
+
+    @activity.defn(name="warm_up")
+    async def warm_up(self, req: WarmupRequest) -> WarmupResult:
+        """Synthetic prompts straight to each replica of the track, before it gets any weight."""
+        urls = await self._urls(TrackRef(region=req.region, track=req.track))
+        if not urls:
+            raise ApplicationError(f"{req.region}/{req.track} has no replicas to warm up", type="NoReplicas")
+        results = await run_requests(
+            urls, self.cfg.workload.model, req.prompts * len(urls), 0.0, REQUEST_TIMEOUT_S,
+            on_progress=lambda n: activity.heartbeat(n),
+        )
+        ok = sum(r is not None for r in results)
+        return WarmupResult(region=req.region, track=req.track, replicas=len(urls), ok=ok, failed=len(results) - ok)
+
+    @activity.defn(name="analyze_tracks")
+    async def analyze_tracks(self, req: AnalysisRequest) -> AnalysisResult:
+        """Candidate vs baseline error rate and TTFT p50/p99, measured in the same window."""
+        cand_urls, base_urls = await self._urls(req.candidate), await self._urls(req.baseline)
+        per_track = min(MAX_REQUESTS_PER_TRACK, max(req.limits.min_samples, math.ceil(req.window_s * 4)))
+        activity.logger.info("analysis %s vs %s: %d requests each over %gs", req.candidate, req.baseline,
+                             per_track, req.window_s)
+        cand, base = await measure_pair(
+            (str(req.candidate), cand_urls), (str(req.baseline), base_urls), self.cfg.workload.model,
+            req.window_s, per_track if cand_urls and base_urls else 0, REQUEST_TIMEOUT_S,
+            on_progress=lambda n: activity.heartbeat(n),
+        )
+        return judge(cand, base, req.limits)
+
+
+def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    acts = UpgradeActivities(cfg)
+    return [
+        acts.deploy_track, acts.remove_track, acts.set_stable_release, acts.get_stable_release,
+        acts.set_track_weights, acts.get_track_weights, acts.warm_up, acts.analyze_tracks,
+    ]

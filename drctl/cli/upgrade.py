@@ -1,0 +1,249 @@
+"""`drctl upgrade` (canary / blue-green behind a backup), `drctl upgrade promote|abort|pause|resume|status`,
+and `drctl migrate`."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from drctl.cli.common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    Output,
+    OutputOpt,
+    UserError,
+    console,
+    err_console,
+    load,
+    print_json,
+    run_async,
+)
+from drctl.cli.ops import watch
+from drctl.config import FleetConfig
+from drctl.models.upgrade import (
+    MigrationResult,
+    Outcome,
+    Strategy,
+    UpgradeResult,
+    UpgradeStatus,
+    migration_request,
+    upgrade_request,
+)
+from drctl.operations import FleetBusyError, start_operation
+from drctl.temporal import connect, ui_link
+
+# A container image reference with an explicit tag or digest: an upgrade must name what it ships.
+_IMAGE = re.compile(
+    r"^(?:[a-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127}|@sha256:[a-f0-9]{64})$"
+)
+NoWait = Annotated[bool, typer.Option("--no-wait", help="Start and return; follow it in the UI or `drctl upgrade status`.")]
+
+
+def new_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:4]}"
+
+
+def parse_image(image: str) -> str:
+    if not _IMAGE.match(image):
+        raise UserError(f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)")
+    return image
+
+
+def parse_steps(text: str) -> list[int]:
+    try:
+        steps = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UserError(f"bad --steps {text!r}: expected comma-separated percentages, e.g. 5,25,50,100") from None
+    if not steps or any(s <= 0 or s > 100 for s in steps) or steps != sorted(set(steps)) or steps[-1] != 100:
+        raise UserError(f"bad --steps {text!r}: percentages must be increasing, within 1..100, and end at 100")
+    return steps
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise UserError(f"bad --env {p!r}: expected NAME=VALUE")
+        env[key] = value
+    return env
+
+
+def _render(res: UpgradeResult | MigrationResult, link: str) -> None:
+    t = Table(title=f"{type(res).__name__.removesuffix('Result').lower()}: {res.outcome.value}")
+    t.add_column("")
+    t.add_column("")
+    t.add_row("reason", res.reason)
+    if res.failed_metric:
+        t.add_row("failed metric", res.failed_metric)
+    if res.backup:
+        t.add_row("backup", f"{res.backup.name} ({res.backup.phase}, {res.backup.items} items)")
+    for w in getattr(res, "waves", []):
+        last = w.analyses[-1].reason if w.analyses else "-"
+        t.add_row(f"wave {w.region}", f"{w.outcome.value if w.outcome else '…'} at {w.step_percent} %: {last}")
+    if isinstance(res, MigrationResult):
+        t.add_row("global weights", str(res.weights))
+    console.print(t)
+    console.print(f"UI: {link}")
+
+
+async def _start_and_watch(cfg: FleetConfig, run_fn: Any, req: Any, operation: str, wid: str, result_type: type,
+                           no_wait: bool, output: Output, **where: Any) -> tuple[Any, str]:
+    client = await connect(cfg)
+    try:
+        handle = await start_operation(client, cfg, run_fn, req, operation=operation, workflow_id=wid, **where)
+    except FleetBusyError as exc:
+        raise UserError(str(exc), exit_code=1) from None
+    link = ui_link(cfg, wid, handle.result_run_id)
+    err_console.print(f"{operation} started: {wid}\nUI: {link}")
+    if no_wait:
+        if output is Output.json:
+            print_json({"workflow_id": wid, "run_id": handle.result_run_id, "ui_link": link})
+        return None, link
+    return await watch(handle, result_type, show=output is Output.table), link
+
+
+def _finish(res: Any, link: str, output: Output) -> None:
+    if res is None:
+        return
+    if output is Output.json:
+        print_json({"ui_link": link, "result": res.model_dump(mode="json")})
+    else:
+        _render(res, link)
+    if res.outcome is not Outcome.SUCCEEDED:
+        raise typer.Exit(1)
+
+
+def _workflow_id(cfg: FleetConfig, kind: str, ident: str) -> str:
+    return ident if ident.startswith(f"{kind}/") else f"{kind}/{cfg.name}/{ident}"
+
+
+def register(app: typer.Typer) -> None:
+    upgrade_app = typer.Typer(help="Upgrade the fleet behind a Velero backup: canary or blue-green, region by region.",
+                              invoke_without_command=True, no_args_is_help=False)
+    app.add_typer(upgrade_app, name="upgrade")
+
+    @upgrade_app.callback()
+    def upgrade(
+        ctx: typer.Context,
+        image: Annotated[str | None, typer.Option("--image", help="New image, with a tag or digest.")] = None,
+        strategy: Annotated[Strategy, typer.Option("--strategy", help="canary or blue-green.")] = Strategy.CANARY,
+        steps: Annotated[str | None, typer.Option("--steps", help="Canary weights, e.g. 5,25,50,100 (default from config).")] = None,
+        regions: Annotated[str | None, typer.Option("--regions", help="Comma-separated waves, in order (default: all).")] = None,
+        env: Annotated[list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")] = [],  # noqa: B006
+        config: ConfigOpt = Path(DEFAULT_CONFIG),
+        no_wait: NoWait = False,
+        output: OutputOpt = Output.table,
+    ) -> None:
+        """Start an upgrade (`drctl upgrade --image IMG`), or manage one (subcommands)."""
+        if ctx.invoked_subcommand:
+            return
+        if not image:
+            raise UserError("--image is required, e.g. drctl upgrade --image vllm/vllm-openai:v0.6.4")
+        cfg = load(config)
+        parse_image(image)
+        step_list = parse_steps(steps) if steps else None
+        waves = [r.strip() for r in regions.split(",") if r.strip()] if regions else None
+        for r in waves or []:
+            cfg.region(r)  # unknown region: exit 2 listing the known ones
+        if waves is not None and len(set(waves)) != len(waves):
+            raise UserError(f"--regions names a region twice: {regions}")
+        req = upgrade_request(cfg, new_id(), image, strategy, waves, step_list, parse_env(env))
+        from workflows.upgrade import Upgrade
+
+        wid = f"upgrade/{cfg.name}/{req.upgrade_id}"
+        res, link = run_async(lambda: _start_and_watch(cfg, Upgrade.run, req, "upgrade", wid, UpgradeResult,
+                                                       no_wait, output, target=",".join(req.regions)))
+        _finish(res, link, output)
+
+    def _control(name: str, verb: str) -> None:
+        @upgrade_app.command(name)
+        def command(
+            upgrade_id: Annotated[str, typer.Argument(help="Upgrade id (or full workflow id upgrade/<fleet>/<id>).")],
+            reason: Annotated[str, typer.Option("--reason", help="Why, for the audit trail.")] = f"{verb} from the CLI",
+            config: ConfigOpt = Path(DEFAULT_CONFIG),
+        ) -> None:
+            cfg = load(config)
+            wid = _workflow_id(cfg, "upgrade", upgrade_id)
+
+            async def go() -> Any:
+                from temporalio.client import WorkflowUpdateFailedError
+
+                handle = (await connect(cfg)).get_workflow_handle(wid)
+                try:
+                    return await handle.execute_update(name, {"reason": reason, "by": "cli"})
+                except WorkflowUpdateFailedError as exc:
+                    raise UserError(f"{name} refused: {exc.cause}", exit_code=1) from None
+                except Exception as exc:  # noqa: BLE001 - RPC errors: unknown id, finished workflow
+                    raise UserError(f"cannot {name} {wid}: {exc}", exit_code=1) from None
+
+            ack = run_async(go)
+            console.print(getattr(ack, "message", None) or (ack.get("message") if isinstance(ack, dict) else ack))
+            console.print(f"UI: {ui_link(cfg, wid)}")
+
+        command.__doc__ = f"{verb.capitalize()} a running upgrade."
+
+    for name, verb in (("promote", "promote"), ("abort", "abort"), ("pause", "pause"), ("resume", "resume")):
+        _control(name, verb)
+
+    @upgrade_app.command("status")
+    def status(
+        upgrade_id: Annotated[str, typer.Argument(help="Upgrade id (or full workflow id).")],
+        config: ConfigOpt = Path(DEFAULT_CONFIG),
+        output: OutputOpt = Output.table,
+    ) -> None:
+        """Phase, region, step, pause state and last analysis of an upgrade."""
+        cfg = load(config)
+        wid = _workflow_id(cfg, "upgrade", upgrade_id)
+
+        async def go() -> UpgradeStatus:
+            handle = (await connect(cfg)).get_workflow_handle(wid)
+            try:
+                return await handle.query("status", result_type=UpgradeStatus)
+            except Exception as exc:  # noqa: BLE001
+                raise UserError(f"cannot read {wid}: {exc}", exit_code=1) from None
+
+        st = run_async(go)
+        if output is Output.json:
+            print_json(st.model_dump(mode="json"))
+            return
+        console.print(f"{wid}: phase [bold]{st.phase}[/] region {st.region or '-'} step {st.step_percent} %"
+                      + (f" [yellow]PAUSED[/] ({st.pause_reason})" if st.paused else ""))
+        for w in st.waves:
+            last = w.analyses[-1] if w.analyses else None
+            console.print(f"  {w.region}: {w.outcome.value if w.outcome else 'in progress'}"
+                          + (f" — {last.verdict.value}: {last.reason}" if last else ""))
+        console.print(f"UI: {ui_link(cfg, wid)}")
+
+    @app.command("migrate")
+    def migrate(
+        from_: Annotated[str, typer.Option("--from", help="Source region (its cluster is backed up).")],
+        to: Annotated[str, typer.Option("--to", help="Target region (the backup is restored there).")],
+        target_namespace: Annotated[str | None, typer.Option("--target-namespace", help="Namespace in the target.")] = None,
+        steps: Annotated[str | None, typer.Option("--steps", help="Share of the source's traffic moved per step.")] = None,
+        decommission: Annotated[bool, typer.Option("--decommission", help="Scale the source to zero at the end.")] = False,
+        config: ConfigOpt = Path(DEFAULT_CONFIG),
+        no_wait: NoWait = False,
+        output: OutputOpt = Output.table,
+    ) -> None:
+        """Move the workload from one region's cluster to another's, and its traffic after it."""
+        cfg = load(config)
+        cfg.region(from_)
+        cfg.region(to)
+        if from_ == to:
+            raise UserError(f"--from and --to are both {to}")
+        req = migration_request(cfg, new_id(), from_, to, target_namespace, parse_steps(steps) if steps else None,
+                                decommission)
+        from workflows.migrate import Migration
+
+        wid = f"migrate/{cfg.name}/{req.migration_id}"
+        res, link = run_async(lambda: _start_and_watch(cfg, Migration.run, req, "migrate", wid, MigrationResult,
+                                                       no_wait, output, source=from_, target=to))
+        _finish(res, link, output)

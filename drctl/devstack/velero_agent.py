@@ -1,0 +1,315 @@
+"""The dev stack's Velero: completes Backup and Restore objects for real, against moto S3.
+
+It runs inside each region process and talks to that region's emulated cluster over the
+Kubernetes API, like the real Velero server does. Backups land in the shared bucket in Velero's
+object layout, so a Restore in another region's cluster finds a backup taken elsewhere:
+
+    backups/<name>/velero-backup.json      the Backup object
+    backups/<name>/<name>.tar.gz           resources/<resource>[.<group>]/namespaces/<ns>/<name>.json
+
+A missing bucket, an unknown storage location or any S3 error fails the backup with a reason,
+which is how tests make a backup fail without faking the product's side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import tarfile
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+import boto3
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from drctl.config import FleetConfig
+
+log = logging.getLogger("drctl.devstack.velero")
+
+# (group, version, plural, kind): what a backup of the inference namespace holds in the dev stack.
+RESOURCES: list[tuple[str, str, str, str]] = [
+    ("apps", "v1", "deployments", "Deployment"),
+    ("", "v1", "services", "Service"),
+    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
+    ("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute"),
+]
+# Server-owned metadata that must not travel to another cluster.
+_STRIP_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ttl(ttl: str) -> timedelta:
+    """Velero's Go duration, e.g. 720h0m0s."""
+    total, num = 0.0, ""
+    units = {"h": 3600, "m": 60, "s": 1}
+    for ch in ttl:
+        if ch.isdigit() or ch == ".":
+            num += ch
+        elif ch in units and num:
+            total += float(num) * units[ch]
+            num = ""
+    return timedelta(seconds=total)
+
+
+def _path(group: str, version: str, plural: str, ns: str | None = None, name: str | None = None) -> str:
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    out = base + (f"/namespaces/{ns}" if ns else "") + f"/{plural}"
+    return out + (f"/{name}" if name else "")
+
+
+def _matches(obj: dict[str, Any], selector: dict[str, Any] | None) -> bool:
+    want = (selector or {}).get("matchLabels") or {}
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in want.items())
+
+
+class KubeError(RuntimeError):
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(f"HTTP {status}: {text[:200]}")
+        self.status = status
+
+
+class VeleroAgent:
+    def __init__(self, cfg: FleetConfig, region: str, poll_s: float = 0.2) -> None:
+        self.cfg = cfg
+        self.region = region
+        self.poll_s = poll_s
+        self.api_url = (cfg.region(region).kube.api_url or "").rstrip("/")
+        self.ns = cfg.backup.namespace
+        self.s3 = boto3.client(
+            "s3",
+            endpoint_url=cfg.aws.endpoint_url,
+            region_name=cfg.aws.region,
+            aws_access_key_id="drctl-dev",
+            aws_secret_access_key="drctl-dev",
+            config=BotoConfig(retries={"max_attempts": 2}, connect_timeout=2, read_timeout=5),
+        )
+        self._session: aiohttp.ClientSession | None = None
+        self._namespaces: set[str] = set()
+
+    # --- Kubernetes API ---------------------------------------------------------------------
+
+    async def _req(self, method: str, path: str, body: Any = None, params: dict | None = None) -> Any:
+        assert self._session is not None
+        headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else {}
+        async with self._session.request(
+            method, self.api_url + path, json=body, params=params, headers=headers
+        ) as resp:
+            text = await resp.text()
+            if resp.status >= 300:
+                raise KubeError(resp.status, text)
+            return json.loads(text) if text else None
+
+    async def _set_status(self, plural: str, name: str, status: dict[str, Any]) -> None:
+        await self._req("PATCH", _path("velero.io", "v1", plural, self.ns, name), {"status": status})
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Reconcile until cancelled. One bad object never stops the loop."""
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as self._session:
+            while True:
+                try:
+                    await self.reconcile_once()
+                except Exception:  # noqa: BLE001 - the agent is a long-lived server loop
+                    log.exception("velero agent pass failed in %s", self.region)
+                await asyncio.sleep(self.poll_s)
+
+    async def reconcile_once(self) -> None:
+        for plural, handler in (("backups", self._do_backup), ("restores", self._do_restore)):
+            try:
+                listing = await self._req("GET", _path("velero.io", "v1", plural, self.ns))
+            except KubeError as exc:
+                if exc.status == 404:
+                    continue  # namespace not there yet
+                raise
+            for obj in (listing or {}).get("items", []):
+                if (obj.get("status") or {}).get("phase", "New") in ("", "New"):
+                    await handler(obj)
+
+    # --- Backup -----------------------------------------------------------------------------
+
+    async def _do_backup(self, backup: dict[str, Any]) -> None:
+        name = backup["metadata"]["name"]
+        spec = backup.get("spec") or {}
+        started = _now()
+        location = spec.get("storageLocation") or self.cfg.backup.storage_location
+        try:
+            bsl = await self._req("GET", _path("velero.io", "v1", "backupstoragelocations", self.ns, location))
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            await self._set_status(
+                "backups",
+                name,
+                {"phase": "FailedValidation", "validationErrors": [f"backup storage location {location!r} not found"]},
+            )
+            return
+        # As in Velero, the storage location names the bucket; the config's bucket is the default.
+        bucket = ((bsl.get("spec") or {}).get("objectStorage") or {}).get("bucket") or self.cfg.backup.bucket
+        await self._set_status("backups", name, {"phase": "InProgress", "startTimestamp": started})
+        try:
+            items = await self._collect(spec)
+            status = {
+                "phase": "Completed",
+                "startTimestamp": started,
+                "completionTimestamp": _now(),
+                "expiration": (datetime.now(UTC) + _ttl(spec.get("ttl") or self.cfg.backup.ttl)).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
+                "progress": {"totalItems": len(items), "itemsBackedUp": len(items)},
+                "version": 1,
+            }
+            backup["status"] = status
+            await asyncio.to_thread(self._upload, bucket, name, backup, items)
+        except (ClientError, BotoCoreError) as exc:
+            log.warning("backup %s failed: %s", name, exc)
+            await self._set_status(
+                "backups", name, {"phase": "Failed", "failureReason": f"object store: {exc}", "completionTimestamp": _now()}
+            )
+            return
+        await self._set_status("backups", name, status)
+        log.info("backup %s completed: %d items", name, len(items))
+
+    async def _collect(self, spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        selector = spec.get("labelSelector")
+        params = None
+        if selector and selector.get("matchLabels"):
+            params = {"labelSelector": ",".join(f"{k}={v}" for k, v in selector["matchLabels"].items())}
+        items: list[tuple[str, dict[str, Any]]] = []
+        for ns in spec.get("includedNamespaces") or []:
+            for group, version, plural, kind in RESOURCES:
+                try:
+                    listing = await self._req("GET", _path(group, version, plural, ns), params=params)
+                except KubeError as exc:
+                    if exc.status == 404:
+                        continue
+                    raise
+                for obj in (listing or {}).get("items", []):
+                    if not _matches(obj, selector):
+                        continue
+                    # List items may omit kind and apiVersion; a restore needs both.
+                    obj.setdefault("apiVersion", f"{group}/{version}" if group else version)
+                    obj.setdefault("kind", kind)
+                    res = f"{plural}.{group}" if group else plural
+                    items.append((f"resources/{res}/namespaces/{ns}/{obj['metadata']['name']}.json", obj))
+        return items
+
+    def _upload(self, bucket: str, name: str, backup: dict[str, Any], items: list[tuple[str, dict[str, Any]]]) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for member, obj in items:
+                data = json.dumps(obj, indent=2).encode()
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        self.s3.put_object(Bucket=bucket, Key=f"backups/{name}/{name}.tar.gz", Body=buf.getvalue())
+        self.s3.put_object(
+            Bucket=bucket, Key=f"backups/{name}/velero-backup.json", Body=json.dumps(backup, indent=2).encode()
+        )
+
+    # --- Restore ----------------------------------------------------------------------------
+
+    def _download(self, backup_name: str) -> list[dict[str, Any]]:
+        key = f"backups/{backup_name}/{backup_name}.tar.gz"
+        body = self.s3.get_object(Bucket=self.cfg.backup.bucket, Key=key)["Body"].read()
+        out: list[dict[str, Any]] = []
+        with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+            for member in tar.getmembers():
+                f = tar.extractfile(member)
+                if f is not None and member.name.startswith("resources/"):
+                    out.append(json.loads(f.read()))
+        return out
+
+    async def _do_restore(self, restore: dict[str, Any]) -> None:
+        name = restore["metadata"]["name"]
+        spec = restore.get("spec") or {}
+        started = _now()
+        await self._set_status("restores", name, {"phase": "InProgress", "startTimestamp": started})
+        try:
+            objects = await asyncio.to_thread(self._download, spec.get("backupName", ""))
+        except (ClientError, BotoCoreError) as exc:
+            await self._set_status(
+                "restores",
+                name,
+                {"phase": "FailedValidation", "failureReason": f"backup {spec.get('backupName')!r} unreadable: {exc}",
+                 "completionTimestamp": _now()},
+            )
+            return
+        mapping: dict[str, str] = spec.get("namespaceMapping") or {}
+        policy = spec.get("existingResourcePolicy") or "none"
+        restored = warnings = errors = 0
+        for obj in objects:
+            try:
+                outcome = await self._restore_one(obj, mapping, policy, spec.get("backupName", ""), name)
+            except KubeError as exc:
+                log.warning("restore %s: %s/%s failed: %s", name, obj.get("kind"), obj["metadata"].get("name"), exc)
+                errors += 1
+                continue
+            restored += outcome == "restored"
+            warnings += outcome == "skipped"
+        phase = "Completed" if not errors else ("PartiallyFailed" if restored else "Failed")
+        await self._set_status(
+            "restores",
+            name,
+            {"phase": phase, "startTimestamp": started, "completionTimestamp": _now(), "warnings": warnings,
+             "errors": errors, "progress": {"totalItems": len(objects), "itemsRestored": restored}},
+        )
+        log.info("restore %s %s: %d restored, %d skipped, %d errors", name, phase, restored, warnings, errors)
+
+    async def _restore_one(
+        self, obj: dict[str, Any], mapping: dict[str, str], policy: str, backup_name: str, restore_name: str
+    ) -> str:
+        api_version: str = obj["apiVersion"]
+        group, _, version = api_version.rpartition("/")
+        plural = next(p for g, _, p, k in RESOURCES if g == group and k == obj.get("kind"))
+        meta = obj["metadata"]
+        ns = mapping.get(meta.get("namespace", ""), meta.get("namespace", ""))
+        for key in _STRIP_META:
+            meta.pop(key, None)
+        meta["namespace"] = ns
+        meta.setdefault("labels", {}).update({"velero.io/backup-name": backup_name, "velero.io/restore-name": restore_name})
+        obj.pop("status", None)
+        if obj.get("kind") == "Service":
+            # ClusterIPs belong to the source cluster; the target allocates its own.
+            (obj.get("spec") or {}).pop("clusterIP", None)
+            (obj.get("spec") or {}).pop("clusterIPs", None)
+        await self._ensure_namespace(ns)
+        try:
+            await self._req("POST", _path(group, version, plural, ns), obj)
+            return "restored"
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+        if policy != "update":
+            return "skipped"  # Velero's default: an existing object is left alone, with a warning
+        current = await self._req("GET", _path(group, version, plural, ns, meta["name"]))
+        if current.get("metadata", {}).get("resourceVersion"):
+            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await self._req("PUT", _path(group, version, plural, ns, meta["name"]), obj)
+        return "restored"
+
+    async def _ensure_namespace(self, ns: str) -> None:
+        """Create the target namespace as Velero does. kmock 0.8's path parser cannot serve the
+        cluster-scoped /api/v1/namespaces collection (HTTP 500), and the emulator does not require a
+        namespace to exist before objects go in it, so a failed create only loses the Namespace object."""
+        if ns in self._namespaces:
+            return
+        try:
+            await self._req("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        except KubeError as exc:
+            if exc.status != 409:
+                log.debug("namespace %s not created: %s", ns, exc)
+        self._namespaces.add(ns)
+
+
+async def run_velero_agent(cfg: FleetConfig, region: str) -> None:
+    """Entry point for the region process: `asyncio.create_task(run_velero_agent(cfg, region))`."""
+    await VeleroAgent(cfg, region).run()

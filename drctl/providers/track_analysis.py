@@ -1,0 +1,119 @@
+"""Measure a track's replicas with bounded synthetic inference traffic: warm-up and analysis.
+
+Requests go straight to the replicas of one track (never through the gateway), so a canary at 5 %
+weight still yields as many samples as stable in the same window, and warm-up traffic reaches a
+track before it carries any user traffic. TTFT is the time to the first streamed token, measured
+by the client, the way a user experiences it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+
+import httpx
+
+from drctl.models.upgrade import TrackSample
+
+PROMPTS = (
+    "Summarise the benefits of blue-green deployments in one sentence.",
+    "Translate 'the fleet is healthy' into French.",
+    "List three prime numbers.",
+    "What is the capital of Portugal?",
+)
+MAX_CONCURRENCY = 4
+
+
+def percentile(values: list[float], pct: float) -> float | None:
+    """Nearest-rank percentile; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+async def _one(http: httpx.AsyncClient, url: str, model: str, prompt: str) -> float | None:
+    """TTFT in ms of one streamed completion; None when it failed."""
+    body = {"model": model, "prompt": prompt, "max_tokens": 2, "stream": True}
+    start = time.monotonic()
+    try:
+        async with http.stream("POST", f"{url.rstrip('/')}/v1/completions", json=body) as resp:
+            if resp.status_code != 200:
+                await resp.aread()
+                return None
+            ttft: float | None = None
+            async for line in resp.aiter_lines():
+                if ttft is None and line.startswith("data:") and line.strip() != "data: [DONE]":
+                    ttft = (time.monotonic() - start) * 1000
+                if line.strip() == "data: [DONE]":
+                    return ttft
+            return None  # stream cut before [DONE]: the user saw a broken answer
+    except httpx.HTTPError:
+        return None
+
+
+async def run_requests(
+    urls: list[str],
+    model: str,
+    count: int,
+    spread_s: float,
+    timeout_s: float,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[float | None]:
+    """`count` requests round-robin over `urls`, started evenly over `spread_s` seconds.
+
+    Bounded in count, concurrency and time: each request has `timeout_s`, and nothing starts after
+    spread_s.
+    """
+    if not urls or count <= 0:
+        return []
+    results: list[float | None] = []
+    sem = asyncio.Semaphore(MAX_CONCURRENCY)
+    gap = spread_s / count if spread_s > 0 else 0.0
+    limits = httpx.Limits(max_connections=MAX_CONCURRENCY * 2, max_keepalive_connections=MAX_CONCURRENCY)
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as http:
+
+        async def fire(i: int) -> None:
+            async with sem:
+                results.append(await _one(http, urls[i % len(urls)], model, PROMPTS[i % len(PROMPTS)]))
+            if on_progress:
+                on_progress(len(results))
+
+        tasks = []
+        for i in range(count):
+            tasks.append(asyncio.create_task(fire(i)))
+            if gap:
+                await asyncio.sleep(gap)
+        await asyncio.gather(*tasks)
+    return results
+
+
+def summarise(name: str, results: list[float | None]) -> TrackSample:
+    ttfts = [r for r in results if r is not None]
+    return TrackSample(
+        track=name,
+        requests=len(results),
+        errors=len(results) - len(ttfts),
+        ttft_p50_ms=percentile(ttfts, 50),
+        ttft_p99_ms=percentile(ttfts, 99),
+    )
+
+
+async def measure_pair(
+    candidate: tuple[str, list[str]],
+    baseline: tuple[str, list[str]],
+    model: str,
+    window_s: float,
+    per_track: int,
+    timeout_s: float,
+    on_progress: Callable[[int], None] | None = None,
+) -> tuple[TrackSample, TrackSample]:
+    """Both tracks in the same window, so a shared slowdown (the node, the network) cancels out."""
+    cand, base = await asyncio.gather(
+        run_requests(candidate[1], model, per_track, window_s, timeout_s, on_progress),
+        run_requests(baseline[1], model, per_track, window_s, timeout_s),
+    )
+    return summarise(candidate[0], cand), summarise(baseline[0], base)

@@ -1,0 +1,197 @@
+"""Migration: claim → back up the source → back up the target (the rollback point) → restore the
+source's backup into the target with namespace mapping → scale, wait ready, warm up → shift global
+traffic in steps with analysis (target vs source, same window) → optionally decommission the source.
+
+Any failure or abort before the end puts the global weights back and restores the target's own
+backup, so the target cluster returns to what it was.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models import ops
+    from drctl.models.ops import (
+        AbortInput,
+        ClaimInput,
+        ClaimResult,
+        DeploymentStatus,
+        OperationProgress,
+        ScaleInput,
+        SetWeightsInput,
+        WaitRolloutInput,
+        Weights,
+    )
+    from drctl.models.upgrade import (
+        AnalysisRequest,
+        BackupInfo,
+        BackupRequest,
+        MigrationRequest,
+        MigrationResult,
+        MigrationStatus,
+        Outcome,
+        RestoreRequest,
+        TrackRef,
+        WarmupRequest,
+        WarmupResult,
+    )
+    from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows.progressive import Control, Stop, reason_of
+
+
+def step_weights(before: dict[str, int], source: str, target: str, pct: int) -> dict[str, int]:
+    """Move pct % of the source's weight to the target; other regions keep theirs."""
+    moved = round(before[source] * pct / 100)
+    return {**before, source: before[source] - moved, target: before.get(target, 0) + moved}
+
+
+@workflow.defn(name="Migration")
+class Migration:
+    def __init__(self) -> None:
+        self.phases = Phases("migrate", "Migration")
+        self.ctl = Control(self.phases)
+        self.state = MigrationStatus()
+
+    @workflow.query(name=ops.QUERY_PROGRESS)
+    def progress(self) -> OperationProgress:
+        return self.phases.progress()
+
+    @workflow.query(name="status")
+    def status(self) -> MigrationStatus:
+        return self.state.model_copy(update={"phase": self.phases.phase})
+
+    @workflow.update(name=ops.UPDATE_ABORT)
+    def abort(self, inp: AbortInput) -> str:
+        self.ctl.abort_reason = f"{inp.reason} (by {inp.by})"
+        return f"abort requested in phase {self.phases.phase}"
+
+    @abort.validator
+    def _validate_abort(self, inp: AbortInput) -> None:
+        self.ctl.check_running()
+        if self.phases.phase == "decommission":
+            raise ValueError("traffic has fully moved and the source is being decommissioned")
+
+    def _q(self, req: MigrationRequest, region: str, seconds: float = 30) -> dict[str, Any]:
+        return region_bound(req.spec.region(region).queue, seconds)
+
+    async def _backup(self, req: MigrationRequest, region: str, name: str, ns: str) -> BackupInfo:
+        return await self.ctl.abortable(workflow.execute_activity(
+            "create_backup", BackupRequest(region=region, name=name, namespaces=[ns], label_selector={"app": req.app}),
+            result_type=BackupInfo, summary=f"backup {name} in {region}", heartbeat_timeout=timedelta(seconds=30),
+            **self._q(req, region, 600)))
+
+    async def _restore(self, req: MigrationRequest, name: str, backup: str, mapping: dict[str, str]) -> BackupInfo:
+        return await workflow.execute_activity(
+            "restore_backup", RestoreRequest(region=req.target, name=name, backup_name=backup,
+                                             namespace_mapping=mapping, existing_resource_policy="update"),
+            result_type=BackupInfo, summary=f"restore {backup} into {req.target}",
+            heartbeat_timeout=timedelta(seconds=30), **self._q(req, req.target, 600))
+
+    async def _weights(self, req: MigrationRequest, weights: dict[str, int], why: str) -> dict[str, int]:
+        got = await workflow.execute_activity(
+            "set_global_weights", SetWeightsInput(weights=weights, reason=why), result_type=Weights,
+            summary=f"global weights {fmt_weights(weights)}", task_queue=req.spec.region(req.target).queue, **fast())
+        self.state.weights = got.weights
+        self.phases.note("global weights", fmt_weights(got.weights))
+        return got.weights
+
+    @workflow.run
+    async def run(self, req: MigrationRequest) -> MigrationResult:
+        info = workflow.info()
+        self.phases.title = f"Migration of `{req.spec.fleet}` from `{req.source}` to `{req.target}`"
+        res = MigrationResult(migration_id=req.migration_id, source=req.source, target=req.target,
+                              outcome=Outcome.FAILED, reason="")
+        workflow.upsert_search_attributes([sa.SOURCE_REGION.value_set(req.source),
+                                           sa.TARGET_REGION.value_set(req.target)])
+        rollback_point: str | None = None
+        weights_before: dict[str, int] | None = None
+        try:
+            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
+            await workflow.execute_activity(
+                "claim_fleet", ClaimInput(fleet=req.spec.fleet, operation="migrate", workflow_id=info.workflow_id,
+                                          run_id=info.run_id, started_at=workflow.now()),
+                result_type=ClaimResult, summary=f"claim fleet {req.spec.fleet}", **fast(15))
+            self.phases.enter("backup", f"Velero backup of `{req.namespace}` in `{req.source}`, and of the target")
+            name = f"migrate-{req.migration_id}"
+            try:
+                res.backup = self.state.backup = await self._backup(req, req.source, name, req.namespace)
+                await self._backup(req, req.target, f"{name}-rollback", req.target_namespace)
+            except (ActivityError, ApplicationError) as exc:
+                raise Stop(Outcome.BACKUP_FAILED, f"backup failed, nothing changed: {reason_of(exc)}") from exc
+            rollback_point = f"{name}-rollback"
+            self.phases.enter("restore", f"restore into `{req.target}` as `{req.target_namespace}`")
+            mapping = {req.namespace: req.target_namespace} if req.namespace != req.target_namespace else {}
+            res.restore = self.state.restore = await self._restore(req, name, name, mapping)
+            await self._ready(req)
+            weights_before = (await workflow.execute_activity(
+                "get_global_weights", result_type=Weights, summary="read global weights",
+                task_queue=req.spec.region(req.target).queue, **fast())).weights
+            for pct in req.steps_percent:
+                self.ctl.check_abort()
+                self.phases.enter(f"shift-{pct}", f"{pct} % of `{req.source}`'s traffic to `{req.target}`")
+                res.weights = await self._weights(req, step_weights(weights_before, req.source, req.target, pct),
+                                                  f"migrate {pct} %")
+                self.state.step_percent = pct
+                await self.ctl.analyse(AnalysisRequest(
+                    candidate=TrackRef(region=req.target, track="stable"),
+                    baseline=TrackRef(region=req.source, track="stable"),
+                    window_s=req.step_pause_s, limits=req.limits), req.spec.region(req.target).queue,
+                    3, self.state.analyses)
+            if req.decommission_source:
+                self.phases.enter("decommission", f"scaling `{req.source}` to zero")
+                await workflow.execute_activity(
+                    "scale_deployment", ScaleInput(region=req.source, replicas=0, deployment=f"{req.app}-stable"),
+                    result_type=DeploymentStatus, summary=f"decommission {req.source}", **self._q(req, req.source))
+                res.decommissioned = True
+            res.outcome, res.reason = Outcome.SUCCEEDED, f"workload and traffic moved to {req.target}"
+        except Stop as stop:
+            res.outcome, res.reason, res.failed_metric = stop.outcome, stop.reason, stop.metric
+        except (ActivityError, ApplicationError) as exc:
+            res.outcome, res.reason = Outcome.ROLLED_BACK, reason_of(exc)
+        if res.outcome not in (Outcome.SUCCEEDED, Outcome.BACKUP_FAILED):
+            await self._rollback(req, res, weights_before, rollback_point)
+        self.ctl.finished = True
+        self.phases.finish(ops.PHASE_DONE if res.outcome is Outcome.SUCCEEDED else ops.PHASE_FAILED,
+                           f"{res.outcome.value}: {res.reason}")
+        workflow.upsert_search_attributes([sa.VERDICT.value_set(res.outcome.value)])
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return res
+
+    async def _ready(self, req: MigrationRequest) -> None:
+        """The target carries its own share plus the source's: scale it, wait, warm it up."""
+        replicas = min(req.spec.region(req.target).max_replicas,
+                       req.spec.region(req.target).replicas + req.spec.region(req.source).replicas)
+        name = f"{req.app}-stable"
+        self.phases.enter("ready", f"`{req.target}` to {replicas} replicas, ready and warm")
+        await workflow.execute_activity(
+            "scale_deployment", ScaleInput(region=req.target, replicas=replicas, deployment=name),
+            result_type=DeploymentStatus, summary=f"scale {req.target} to {replicas}", **self._q(req, req.target))
+        timeout = req.spec.rollout_timeout_s
+        await self.ctl.abortable(workflow.execute_activity(
+            "wait_rollout", WaitRolloutInput(region=req.target, timeout_s=timeout, deployment=name),
+            result_type=DeploymentStatus, summary=f"wait for {name} in {req.target}",
+            **(self._q(req, req.target, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=15),
+                                                          "retry_policy": NO_RETRY})))
+        warm = await self.ctl.abortable(workflow.execute_activity(
+            "warm_up", WarmupRequest(region=req.target, track="stable", prompts=req.warmup_prompts),
+            result_type=WarmupResult, summary=f"warm up {req.target}", heartbeat_timeout=timedelta(seconds=30),
+            **self._q(req, req.target, 120)))
+        self.phases.note("warm-up", f"{warm.ok} ok / {warm.failed} failed on {warm.replicas} replicas")
+
+    async def _rollback(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None,
+                        rollback_point: str | None) -> None:
+        self.phases.enter(ops.PHASE_COMPENSATE, f"rolling back: {res.reason}")
+        if weights is not None:
+            res.weights = await self._weights(req, weights, "migration rollback")
+        if rollback_point is not None:
+            await self._restore(req, f"{rollback_point}-{workflow.uuid4().hex[:6]}", rollback_point, {})
+        self.phases.note("rollback", "global weights and the target cluster restored")
+
+
+WORKFLOWS = [Migration]
