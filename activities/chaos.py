@@ -1,0 +1,273 @@
+"""Drill activities: run a Chaos Toolkit experiment under load, and watch the operations it causes.
+
+`run_experiment` runs `chaos run --journal-path` as a subprocess because chaoslib's
+`run_experiment` installs signal handlers and so only works on a main thread. It heartbeats while
+the subprocess runs; when the activity is cancelled it sends SIGTERM, which chaoslib turns into an
+interruption that still plays the rollbacks (strategy `always`), and waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.reports import ReportStore
+from drctl.chaos.journal import judge
+from drctl.chaos.validate import ExperimentInvalid, validate_experiment
+from drctl.config import FleetConfig
+from drctl.models.drill import (
+    ExperimentOutcome,
+    ExperimentRunInput,
+    JournalVerdict,
+    LoadSample,
+    MonitorCheck,
+    MonitorCheckInput,
+    Observation,
+    ObserveInput,
+)
+from drctl.operations import FleetBusyError, start_operation
+
+_HEARTBEAT_S = 2.0
+_ROLLBACK_GRACE_S = 60.0  # how long a cancelled experiment may spend in its rollbacks
+_MAX_SAMPLES = 20_000
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _load(url: str, model: str, rps: float, deadline: float, samples: list[LoadSample], timeout_s: float) -> None:
+    """Open-loop load: one 1-token completion every 1/rps seconds until cancelled or the deadline."""
+    body = {"model": model, "prompt": "drill load", "max_tokens": 1}
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=0)
+    inflight: set[asyncio.Task[None]] = set()
+
+    async def one(client: httpx.AsyncClient) -> None:
+        t0, started = _now(), time.monotonic()
+        try:
+            resp = await client.post(url, json=body)
+            ok, region = resp.status_code == 200, resp.headers.get("X-Fleetsim-Region")
+        except httpx.HTTPError:
+            ok, region = False, None
+        samples.append(LoadSample(t=t0, ok=ok, region=region, latency_ms=round((time.monotonic() - started) * 1000, 1)))
+
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
+        try:
+            while time.monotonic() < deadline and len(samples) + len(inflight) < _MAX_SAMPLES:
+                if len(inflight) < 64:  # a hung endpoint must not grow the task set without bound
+                    task = asyncio.create_task(one(client))
+                    inflight.add(task)
+                    task.add_done_callback(inflight.discard)
+                await asyncio.sleep(1.0 / rps)
+        finally:
+            # Requests already sent finish (bounded by timeout_s) so the tail of the window is seen.
+            if inflight:
+                await asyncio.wait(set(inflight), timeout=timeout_s + 1)
+
+
+def _read_run(journal_path: Path, log: Path) -> tuple[dict[str, Any], str]:
+    """The journal (empty if chaos wrote none or a partial one) and the tail of chaos's log."""
+    journal: dict[str, Any] = {}
+    if journal_path.exists():
+        with contextlib.suppress(ValueError):
+            journal = json.loads(journal_path.read_text())
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:]) if log.exists() else ""
+    return journal, tail
+
+
+class ChaosActivities:
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.cfg = cfg
+
+    def _workdir(self, inp: ExperimentRunInput) -> tuple[Path, Path]:
+        workdir = Path(tempfile.mkdtemp(prefix="drctl-drill-"))
+        exp_path = workdir / f"{inp.plan.name}.{inp.plan.fmt}"
+        exp_path.write_text(inp.plan.text)
+        conf = dict(inp.plan.configuration)
+        conf.update(
+            fleet_config=str(Path(self.cfg.source_path).resolve()) if self.cfg.source_path else "",
+            global_endpoint=self.cfg.traffic.global_endpoint,
+            target_region=inp.plan.target_region,
+        )
+        (workdir / "vars.json").write_text(json.dumps({"configuration": conf}))
+        return workdir, exp_path
+
+    @activity.defn(name="drill_run_experiment")
+    async def run_experiment(self, inp: ExperimentRunInput) -> ExperimentOutcome:
+        """Run the experiment under load and judge its journal."""
+        workdir, exp_path = self._workdir(inp)
+        try:
+            # The worker checks the allow-list again with its own config: it is the one that injects.
+            validate_experiment(exp_path, self.cfg, inp.plan.target_region)
+        except ExperimentInvalid as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise ApplicationError(str(exc), type="ExperimentInvalid", non_retryable=True) from None
+        journal_path = workdir / "journal.json"
+        samples: list[LoadSample] = []
+        started_at = _now()
+        deadline = time.monotonic() + inp.timeout_s
+        load = asyncio.create_task(
+            _load(self.cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions", self.cfg.workload.model,
+                  inp.load_rps, deadline, samples, self.cfg.health.probe_timeout_s)
+        )
+        cancelled = False
+        proc: asyncio.subprocess.Process | None = None
+        try:
+            await asyncio.sleep(inp.warmup_s)
+            cmd = [sys.executable, "-m", "chaostoolkit", "--no-version-check", "--log-file", str(workdir / "chaos.log"),
+                   "run", "--journal-path", str(journal_path), "--rollback-strategy", "always",
+                   "--var-file", str(workdir / "vars.json"), str(exp_path)]
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, cwd=workdir, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            while proc.returncode is None:
+                activity.heartbeat({"pid": proc.pid, "samples": len(samples)})
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), timeout=_HEARTBEAT_S)
+                if time.monotonic() > deadline and proc.returncode is None:
+                    await self._interrupt(proc)
+        except asyncio.CancelledError:
+            cancelled = True
+            if proc is not None and proc.returncode is None:
+                await asyncio.shield(self._interrupt(proc))
+        finally:
+            load.cancel()
+            await asyncio.gather(load, return_exceptions=True)
+        outcome = await self._outcome(inp, journal_path, workdir, proc, samples, started_at, cancelled)
+        shutil.rmtree(workdir, ignore_errors=True)
+        if cancelled:
+            raise asyncio.CancelledError()
+        return outcome
+
+    async def _interrupt(self, proc: asyncio.subprocess.Process) -> None:
+        """SIGTERM (chaoslib interrupts and runs the rollbacks), then SIGKILL after a grace period."""
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=_ROLLBACK_GRACE_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+    async def _outcome(
+        self, inp: ExperimentRunInput, journal_path: Path, workdir: Path, proc: Any,
+        samples: list[LoadSample], started_at: datetime, cancelled: bool,
+    ) -> ExperimentOutcome:
+        journal, tail = await asyncio.to_thread(_read_run, journal_path, workdir / "chaos.log")
+        verdict = judge(journal) if journal else JournalVerdict(reasons=["chaos run wrote no journal"])
+        key: str | None = None
+        if journal:
+            try:
+                key = await asyncio.to_thread(ReportStore(self.cfg).put_journal, inp.workflow_id, journal)
+            except Exception as exc:  # noqa: BLE001 - a drill's verdict must not be lost to S3 trouble
+                activity.logger.warning("could not store the journal of %s: %s", inp.workflow_id, exc)
+        if cancelled:
+            activity.logger.info("drill %s cancelled; rollbacks: %s", inp.workflow_id, verdict.rollbacks_ok)
+        return ExperimentOutcome(
+            exit_code=proc.returncode if proc is not None else None, verdict=verdict, journal_key=key,
+            journal={k: journal.get(k) for k in ("status", "deviated", "start", "end", "duration")},
+            load=sorted(samples, key=lambda s: s.t), started_at=started_at, ended_at=_now(),
+            cancelled=cancelled, log_tail=tail,
+        )
+
+    @activity.defn(name="drill_observe")
+    async def observe(self, inp: ObserveInput) -> Observation:
+        """Find the run of `workflow_id` started since `since` and wait (bounded) for it to close.
+
+        With timeout 0 it only looks. With `start_if_missing` (failback) it starts the workflow when
+        nobody did within the timeout's first half, then waits for whichever run exists.
+        """
+        client = activity.client()
+        handle = client.get_workflow_handle(inp.workflow_id)
+        obs = Observation(found=False, workflow_id=inp.workflow_id)
+        started = time.monotonic()
+        give_up = started + inp.timeout_s
+        while True:
+            activity.heartbeat(obs.status)
+            try:
+                desc = await handle.describe()
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                desc = None
+            if desc is not None and desc.start_time >= inp.since:
+                obs.found, obs.run_id, obs.started_at = True, desc.run_id, desc.start_time
+                obs.status = desc.status.name if desc.status else None
+                if desc.status != WorkflowExecutionStatus.RUNNING:
+                    obs.closed_at = desc.close_time
+                    if desc.status == WorkflowExecutionStatus.COMPLETED:
+                        result = await client.get_workflow_handle(inp.workflow_id, run_id=desc.run_id).result()
+                        obs.result = result if isinstance(result, dict) else {"value": result}
+                    return obs
+            elif inp.start_if_missing and not obs.started_by_drill and time.monotonic() > started + inp.timeout_s / 2:
+                obs.started_by_drill = await self._start_failback(inp)
+            if time.monotonic() >= give_up:
+                if obs.found:
+                    obs.error = f"{inp.workflow_id} still {obs.status} after {inp.timeout_s:g}s"
+                return obs
+            await asyncio.sleep(0.5)
+
+    @activity.defn(name="drill_monitor_check")
+    async def monitor_check(self, inp: MonitorCheckInput) -> MonitorCheck:
+        """What the FleetMonitor says about the fleet, as preflight problems."""
+        handle = activity.client().get_workflow_handle(f"monitor/{inp.fleet}")
+        try:
+            desc = await handle.describe()
+            if desc.status != WorkflowExecutionStatus.RUNNING:
+                return MonitorCheck(running=False)
+            status = await handle.query("status")
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return MonitorCheck(running=False)
+            raise
+        problems: list[str] = []
+        if status.get("alert"):
+            problems.append(f"the monitor raises {status['alert']}")
+        if status.get("paused"):
+            problems.append("the monitor is paused: nothing would detect the fault")
+        for name, tracker in (status.get("regions") or {}).items():
+            if tracker.get("state") != "HEALTHY":
+                problems.append(f"the monitor sees {name} {tracker.get('state')}: {tracker.get('last_reason') or ''}".rstrip(": "))
+        for rec in status.get("failed_over") or []:
+            problems.append(f"{rec.get('source')} is failed over to {rec.get('target')} and awaits failback")
+        if status.get("active_failover"):
+            problems.append(f"a failover is running: {status['active_failover'].get('workflow_id')}")
+        return MonitorCheck(running=True, policy=status.get("policy"), problems=problems)
+
+    async def _start_failback(self, inp: ObserveInput) -> bool:
+        from drctl.models.failover import FailbackInput
+
+        if inp.spec is None:
+            return False
+        arg = FailbackInput(spec=inp.spec, region=inp.region, initiator="drill")
+        try:
+            await start_operation(activity.client(), self.cfg, "Failback", arg, operation="failback",
+                                  workflow_id=inp.workflow_id, target=inp.region)
+        except FleetBusyError as exc:
+            # Someone (the monitor) started one at the same moment: observe that one instead.
+            activity.logger.info("failback already started elsewhere: %s", exc)
+            return False
+        return True
+
+
+def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    acts = ChaosActivities(cfg)
+    return [acts.run_experiment, acts.observe, acts.monitor_check]

@@ -1,0 +1,171 @@
+"""Fault actions for Chaos Toolkit experiments, acting through the platform.
+
+`drills.fault_injector` picks the path:
+- `devstack`: the region admin API of the dev stack (docs/devstack.md), which kills, freezes or
+  slows real fleetsim and HAProxy processes;
+- `kubernetes`: the region's Kubernetes API: scale the track Deployment to 0 (its replica count is
+  kept in an annotation so a rollback in another process restores it) and delete pods.
+
+Every action refuses a region outside `drills.allowed_targets` before touching anything, and
+raises when nothing was hurt, so a fault that did not happen never reads as injected.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from drctl.chaos import ensure_allowed, fleet
+from drctl.config import FleetConfig, RegionConfig
+
+RESTORE_ANNOTATION = "drctl.io/drill-restore-replicas"
+_ADMIN_TIMEOUT_S = 10.0
+
+
+class FaultNotInjected(Exception):
+    """The platform accepted the call but hurt nothing, or cannot inject this fault at all."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _target(configuration: dict[str, Any] | None, region: str) -> tuple[FleetConfig, RegionConfig]:
+    cfg = fleet(configuration)
+    region_cfg = cfg.region(region)
+    ensure_allowed(cfg, region)
+    return cfg, region_cfg
+
+
+def _admin(region: RegionConfig, path: str, body: dict[str, Any] | None = None) -> Any:
+    if not region.devstack_admin_url:
+        raise FaultNotInjected(f"region {region.name} has no devstack_admin_url in the fleet config")
+    url = region.devstack_admin_url.rstrip("/") + path
+    resp = httpx.post(url, json=body if body is not None else {}, timeout=_ADMIN_TIMEOUT_S)
+    resp.raise_for_status()
+    return resp.json() if resp.content else {}
+
+
+def _apps(region: RegionConfig) -> Any:
+    from kubernetes import client, config
+
+    if region.kube.api_url:
+        conf = client.Configuration()
+        conf.host = region.kube.api_url
+        return client.AppsV1Api(client.ApiClient(conf))
+    api = config.new_client_from_config(config_file=region.kube.kubeconfig_path, context=region.kube.context)
+    return client.AppsV1Api(api)
+
+
+def _core(region: RegionConfig) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(_apps(region).api_client)
+
+
+def _unsupported(cfg: FleetConfig, what: str) -> FaultNotInjected:
+    return FaultNotInjected(
+        f"fault '{what}' needs the devstack injector; drills.fault_injector is {cfg.drills.fault_injector!r}"
+    )
+
+
+def _injected(region: str, fault: str, affected: list[str], **extra: Any) -> dict[str, Any]:
+    if not affected:
+        raise FaultNotInjected(f"{fault} in {region}: nothing matched, nothing was hurt")
+    return {"injected": True, "fault": fault, "region": region, "affected": affected, "at": _now(), **extra}
+
+
+def kill_region_replicas(
+    region: str, track: str = "stable", configuration: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Region outage: every replica of the track goes down and stays down until `clear_faults`."""
+    cfg, rc = _target(configuration, region)
+    if cfg.drills.fault_injector == "devstack":
+        out = _admin(rc, "/faults/replicas", {"action": "kill", "track": track, "stay_down": True})
+        return _injected(region, "region-outage", list(out.get("affected", [])))
+    apps = _apps(rc)
+    name, ns = cfg.workload.deployment_name(track), rc.kube.namespace
+    dep = apps.read_namespaced_deployment(name, ns)
+    replicas = int(dep.spec.replicas or 0)
+    if replicas == 0:
+        raise FaultNotInjected(f"deployment {ns}/{name} in {region} already has 0 replicas")
+    annotations = dict(dep.metadata.annotations or {})
+    # Keep the first recorded count: a second outage on top of the first must not restore to 0.
+    annotations.setdefault(RESTORE_ANNOTATION, str(replicas))
+    # An HPA stops acting on a target scaled to 0, so the outage holds until the rollback.
+    apps.patch_namespaced_deployment(
+        name, ns, {"metadata": {"annotations": annotations}, "spec": {"replicas": 0}}
+    )
+    return _injected(region, "region-outage", [f"{name}:{replicas}->0"])
+
+
+def kill_replicas(
+    region: str, count: int = 1, track: str = "stable", configuration: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Lose `count` replicas; the platform brings them back (the drill checks it does not fail over)."""
+    if count < 1:
+        raise ValueError("count must be at least 1")
+    cfg, rc = _target(configuration, region)
+    if cfg.drills.fault_injector == "devstack":
+        out = _admin(rc, "/faults/replicas", {"action": "kill", "track": track, "count": count})
+        return _injected(region, "replica-loss", list(out.get("affected", [])))
+    core = _core(rc)
+    selector = f"app={cfg.workload.app},drctl.io/track={track}"
+    pods = core.list_namespaced_pod(rc.kube.namespace, label_selector=selector).items
+    victims = sorted(p.metadata.name for p in pods)[:count]
+    for pod in victims:
+        core.delete_namespaced_pod(pod, rc.kube.namespace)
+    return _injected(region, "replica-loss", victims)
+
+
+def degrade_region(
+    region: str,
+    added_latency_ms: float = 0.0,
+    error_rate: float = 0.0,
+    track: str = "stable",
+    configuration: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Region degradation: slower first tokens and a fraction of 500s on every replica of the track."""
+    if added_latency_ms <= 0 and error_rate <= 0:
+        raise ValueError("give added_latency_ms > 0 or error_rate > 0")
+    if not 0 <= error_rate <= 1:
+        raise ValueError("error_rate must be within 0..1")
+    cfg, rc = _target(configuration, region)
+    if cfg.drills.fault_injector != "devstack":
+        raise _unsupported(cfg, "degrade_region")
+    body = {"track": track, "added_latency_ms": added_latency_ms, "error_rate": error_rate}
+    out = _admin(rc, "/faults/inference", body)
+    affected = out.get("affected") if isinstance(out, dict) else None
+    # The admin API applies inference faults to later replicas too; without a list it names none.
+    return _injected(region, "region-degradation", list(affected or [f"{region}/{track}"]), **body)
+
+
+def kill_gateway(region: str, configuration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Region gateway loss: the gateway process dies and stays down until `clear_faults`."""
+    cfg, rc = _target(configuration, region)
+    if cfg.drills.fault_injector != "devstack":
+        raise _unsupported(cfg, "kill_gateway")
+    out = _admin(rc, "/faults/gateway", {"action": "kill"})
+    affected = out.get("affected") if isinstance(out, dict) else None
+    return _injected(region, "gateway-loss", list(affected or [f"{region}/gateway"]))
+
+
+def clear_faults(region: str, track: str = "stable", configuration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Rollback: undo every fault in the region (restart, thaw, restore the gateway, restore replicas)."""
+    cfg, rc = _target(configuration, region)
+    if cfg.drills.fault_injector == "devstack":
+        _admin(rc, "/faults/clear")
+        return {"cleared": True, "region": region, "at": _now()}
+    apps = _apps(rc)
+    name, ns = cfg.workload.deployment_name(track), rc.kube.namespace
+    dep = apps.read_namespaced_deployment(name, ns)
+    saved = (dep.metadata.annotations or {}).get(RESTORE_ANNOTATION)
+    if saved is None:
+        return {"cleared": True, "region": region, "restored": None, "at": _now()}
+    annotations = {k: v for k, v in (dep.metadata.annotations or {}).items() if k != RESTORE_ANNOTATION}
+    # A merge patch only deletes a key given as null; the kept ones are written back unchanged.
+    patch = {"metadata": {"annotations": {**annotations, RESTORE_ANNOTATION: None}}, "spec": {"replicas": int(saved)}}
+    apps.patch_namespaced_deployment(name, ns, patch)
+    return {"cleared": True, "region": region, "restored": f"{name}:{saved}", "at": _now()}

@@ -1,0 +1,176 @@
+"""`drctl drill`: run, dry-run, history, report, and the weekly schedule of chaos drills."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from drctl.chaos.validate import ExperimentInvalid, validate_experiment
+from drctl.cli.common import ConfigOpt, Output, OutputOpt, UserError, console, load, print_json, run_async
+from drctl.config import FleetConfig
+from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
+from drctl.models.ops import FleetSpec
+from drctl.temporal import connect, ui_link
+
+drill_app = typer.Typer(help="Chaos drills that measure the real RTO.", no_args_is_help=True)
+
+TargetOpt = Annotated[str | None, typer.Option("--target", help="Region to hurt (default: the experiment's).")]
+
+
+def plan_for(cfg: FleetConfig, experiment: Path, target: str | None) -> ExperimentPlan:
+    try:
+        return validate_experiment(experiment, cfg, target)
+    except ExperimentInvalid as exc:
+        raise UserError(f"invalid experiment {exc}") from None
+
+
+def drill_input(cfg: FleetConfig, plan: ExperimentPlan, alternatives: list[ExperimentPlan] | None = None) -> DrillInput:
+    # Failover + failback stabilisation + steps bound how long the failback may take.
+    fb = cfg.failback.stabilization_window_s + cfg.failback.steps * (cfg.failback.step_interval_s + 15) + 60
+    return DrillInput(spec=FleetSpec.from_config(cfg), plan=plan, alternatives=alternatives or [],
+                      rto_target_s=cfg.objectives.rto_target_s, load_rps=cfg.drills.load_rps,
+                      timeout_s=cfg.drills.timeout_s, failback_timeout_s=fb)
+
+
+def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
+    console.print(f"[bold]Drill plan[/bold] (dry run: nothing is injected) for fleet [cyan]{cfg.name}[/cyan]")
+    rows = [
+        ("experiment", f"{plan.name}: {plan.title}"),
+        ("target region", plan.target_region),
+        ("fault injector", cfg.drills.fault_injector),
+        ("steady-state probes", ", ".join(plan.probes)),
+        ("fault actions", ", ".join(plan.fault_actions)),
+        ("rollbacks", ", ".join(plan.rollbacks)),
+        ("expects failover", "yes" if plan.expect_failover else "no (a failover fails the drill)"),
+        ("RTO target", f"{cfg.objectives.rto_target_s:g} s"),
+        ("load", f"{cfg.drills.load_rps:g} req/s through {cfg.traffic.global_endpoint}"),
+        ("allowed targets", ", ".join(cfg.drills.allowed_targets)),
+    ]
+    for k, v in rows:
+        console.print(f"  {k:<20} {v}", markup=False, highlight=False)
+
+
+def _summary(r: DrillReport) -> None:
+    color = {"PASS": "green", "FAILED": "red", "ABORTED": "yellow"}[r.verdict.value]
+    console.print(f"[bold {color}]{r.verdict.value}[/bold {color}] {r.id}")
+    rto = f"{r.measured_rto_s:.1f} s" if r.measured_rto_s is not None else "n/a"
+    console.print(f"  measured RTO {rto} (target {r.rto_target_s:g} s); error window {r.error_window_s:.1f} s; "
+                  f"{r.errors}/{r.requests} requests failed", markup=False, highlight=False)
+    for why in r.reasons:
+        console.print(f"  - {why}", markup=False, highlight=False)
+
+
+@drill_app.command("run")
+def run_cmd(
+    experiment: Annotated[Path, typer.Argument(help="Chaos Toolkit experiment (JSON or YAML).")],
+    config: ConfigOpt = Path("config/fleet.yaml"),
+    target: TargetOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")] = False,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Start the drill and return.")] = False,
+    output: OutputOpt = Output.table,
+) -> None:
+    """Run a drill now. Exits 0 only on PASS; 2 for an invalid experiment."""
+    cfg = load(config)
+    plan = plan_for(cfg, experiment, target)
+    if dry_run:
+        if output is Output.json:
+            print_json(plan.model_dump(mode="json", exclude={"text"}))
+        else:
+            _print_plan(cfg, plan)
+        return
+    from drctl.operations import FleetBusyError, start_operation
+
+    async def go() -> DrillReport | None:
+        client = await connect(cfg)
+        wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
+        try:
+            handle = await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
+                                           workflow_id=wid, target=plan.target_region)
+        except FleetBusyError as exc:
+            raise UserError(str(exc), exit_code=1) from None
+        console.print(f"drill {wid} started: {ui_link(cfg, wid)}", markup=False, highlight=False)
+        if no_wait:
+            return None
+        with console.status(f"running {plan.name} against {plan.target_region}…"):
+            return DrillReport.model_validate(await handle.result())
+
+    report = run_async(go)
+    if report is None:
+        return
+    if output is Output.json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        _summary(report)
+    if report.verdict.value != "PASS":
+        raise typer.Exit(1)
+
+
+def _trend(reports: list[DrillReport]) -> dict[str, str]:
+    """Per report id: its RTO against the previous drill of the same experiment."""
+    out: dict[str, str] = {}
+    last: dict[str, float] = {}
+    for r in sorted(reports, key=lambda r: r.started_at):
+        prev = last.get(r.experiment)
+        if r.measured_rto_s is None:
+            out[r.id] = ""
+            continue
+        if prev is None:
+            out[r.id] = "first"
+        else:
+            delta = r.measured_rto_s - prev
+            out[r.id] = "=" if abs(delta) < 0.05 else (f"↑ +{delta:.1f}s" if delta > 0 else f"↓ {delta:.1f}s")
+        last[r.experiment] = r.measured_rto_s
+    return out
+
+
+@drill_app.command("history")
+def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, output: OutputOpt = Output.table) -> None:
+    """Past drills: date, experiment, verdict, measured RTO against target, trend."""
+    from activities.reports import ReportStore
+
+    cfg = load(config)
+    reports = ReportStore(cfg).list(cfg.name, limit)
+    if output is Output.json:
+        print_json([r.model_dump(mode="json", exclude={"journal"}) for r in reports])
+        return
+    trend = _trend(reports)
+    table = Table(title=f"Drills of fleet {cfg.name}")
+    for col in ("date", "experiment", "target", "verdict", "RTO / target", "error window", "trend", "id"):
+        table.add_column(col)
+    for r in reports:
+        rto = f"{r.measured_rto_s:.1f}s" if r.measured_rto_s is not None else "-"
+        table.add_row(r.started_at.strftime("%Y-%m-%d %H:%M"), r.experiment, r.target_region, r.verdict.value,
+                      f"{rto} / {r.rto_target_s:g}s", f"{r.error_window_s:.1f}s", trend.get(r.id, ""), r.id)
+    # Piped output gets rich's 80 columns, which would cut drill ids a script or grep needs whole.
+    (console if console.is_terminal else Console(width=200)).print(table)
+
+
+@drill_app.command("report")
+def report_cmd(drill_id: Annotated[str, typer.Argument(help="drill/<fleet>/<ts>")],
+               config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = Output.table) -> None:
+    """One drill's full report (markdown, or JSON with --output json)."""
+    from activities.reports import ReportStore
+
+    cfg = load(config)
+    store = ReportStore(cfg)
+    try:
+        if output is Output.json:
+            print_json(store.get(drill_id).model_dump(mode="json"))
+        else:
+            console.print(store.get_markdown(drill_id), markup=False, highlight=False)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    except store.s3.exceptions.NoSuchKey:
+        raise UserError(f"no report for {drill_id} in s3://{store.bucket}", exit_code=1) from None
+
+
+def register(app: typer.Typer) -> None:
+    from drctl.cli.drill_schedule import schedule_app
+
+    drill_app.add_typer(schedule_app, name="schedule")
+    app.add_typer(drill_app, name="drill")

@@ -1,0 +1,195 @@
+"""`drctl drill schedule`: weekly drills on Temporal Schedules (overlap policy SKIP).
+
+`drctl drill schedule --cron "0 3 * * MON" --jitter 30m -e experiments/region-outage.json` creates
+(or replaces) the schedule; `list`, `pause`, `resume`, `delete` and `trigger` manage it. With several
+`-e`, each run picks one of them at random.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from temporalio.client import (
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleState,
+    ScheduleUpdate,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from drctl.cli.common import ConfigOpt, Output, OutputOpt, UserError, console, load, print_json, run_async
+from drctl.config import FleetConfig
+from drctl.operations import search_attributes
+from drctl.temporal import connect
+
+schedule_app = typer.Typer(help="Weekly drills on Temporal Schedules.", invoke_without_command=True)
+
+_JITTER = re.compile(r"^(\d+)([smhd])$")
+NameOpt = Annotated[str, typer.Option("--name", help="Schedule name; one fleet can have several.")]
+
+
+def _jitter(text: str | None) -> timedelta | None:
+    if not text:
+        return None
+    m = _JITTER.match(text.strip())
+    if not m:
+        raise UserError(f"--jitter {text!r}: use a number and a unit, e.g. 30m, 90s, 2h")
+    return timedelta(seconds=int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)])
+
+
+def schedule_id(cfg: FleetConfig, name: str) -> str:
+    return f"drill-schedule/{cfg.name}/{name}"
+
+
+def _cron(expr: str) -> str:
+    fields = expr.split()
+    if len(fields) != 5:
+        raise UserError(f"--cron {expr!r}: expected 5 fields (minute hour day-of-month month day-of-week)")
+    return expr
+
+
+@schedule_app.callback()
+def schedule_cmd(
+    ctx: typer.Context,
+    cron: Annotated[str | None, typer.Option("--cron", help='Cron expression, UTC, e.g. "0 3 * * MON".')] = None,
+    jitter: Annotated[str | None, typer.Option("--jitter", help="Random delay per run, e.g. 30m.")] = None,
+    experiment: Annotated[list[Path] | None, typer.Option("--experiment", "-e", help="Experiment file; repeat to pick at random.")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="Region to hurt (default: each experiment's).")] = None,
+    name: NameOpt = "weekly",
+    config: ConfigOpt = Path("config/fleet.yaml"),
+) -> None:
+    """Create or replace a drill schedule (with --cron), or manage schedules with a subcommand."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if cron is None:
+        raise UserError("give --cron to create a schedule, or a subcommand: list, pause, resume, delete, trigger")
+    if not experiment:
+        raise UserError("give at least one --experiment file")
+    from drctl.cli.drill import drill_input, plan_for
+
+    cfg = load(config)
+    plans = [plan_for(cfg, p, target) for p in experiment]  # every file is validated before scheduling
+    spec = ScheduleSpec(cron_expressions=[_cron(cron)], jitter=_jitter(jitter))
+    sid = schedule_id(cfg, name)
+    action = ScheduleActionStartWorkflow(
+        "ChaosDrill", drill_input(cfg, plans[0], plans[1:]), id=f"drill/{cfg.name}/{name}",
+        task_queue=cfg.temporal.task_queue, typed_search_attributes=search_attributes(cfg.name, "drill"),
+        memo={"fleet": cfg.name, "operation": "drill", "initiator": f"schedule {sid}"},
+    )
+    schedule = Schedule(action=action, spec=spec, policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+                        state=ScheduleState(note=f"drills: {', '.join(p.name for p in plans)}"))
+
+    async def go() -> list[str]:
+        client = await connect(cfg)
+        try:
+            handle = await client.create_schedule(sid, schedule)
+        except ScheduleAlreadyRunningError:
+            handle = client.get_schedule_handle(sid)
+            await handle.update(lambda _: ScheduleUpdate(schedule=schedule))
+        desc = await handle.describe()
+        return [t.isoformat() for t in desc.info.next_action_times[:3]]
+
+    nxt = run_async(go)
+    console.print(f"schedule {sid}: {cron}" + (f" ±{jitter}" if jitter else "") + f"; next runs {', '.join(nxt)}",
+                  markup=False, highlight=False)
+
+
+@schedule_app.command("list")
+def list_cmd(config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = Output.table) -> None:
+    """Drill schedules of this fleet with their next run times."""
+    cfg = load(config)
+    prefix = schedule_id(cfg, "")
+
+    async def go() -> list[dict[str, object]]:
+        client = await connect(cfg)
+        rows: list[dict[str, object]] = []
+        async for entry in await client.list_schedules():
+            if not entry.id.startswith(prefix):
+                continue
+            desc = await client.get_schedule_handle(entry.id).describe()
+            spec = desc.schedule.spec
+            rows.append({
+                "id": entry.id,
+                "cron": ", ".join(spec.cron_expressions) or _calendar_text(spec),
+                "jitter": str(spec.jitter) if spec.jitter else "",
+                "paused": desc.schedule.state.paused,
+                "note": desc.schedule.state.note or "",
+                "next_runs": [t.isoformat() for t in desc.info.next_action_times[:5]],
+            })
+        return rows
+
+    rows = run_async(go)
+    if output is Output.json:
+        print_json(rows)
+        return
+    table = Table(title=f"Drill schedules of fleet {cfg.name}")
+    for col in ("id", "schedule", "jitter", "state", "next runs"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["id"]), str(r["cron"]), str(r["jitter"]), "paused" if r["paused"] else "active",
+                      "\n".join(str(t) for t in r["next_runs"]))  # type: ignore[union-attr]
+    # Piped output gets rich's 80 columns, which would cut the schedule ids scripts need whole.
+    (console if console.is_terminal else Console(width=200)).print(table)
+
+
+def _calendar_text(spec: ScheduleSpec) -> str:
+    # The server may store a cron expression as calendar specs; show them rather than nothing.
+    return "; ".join(str(c) for c in spec.calendars)
+
+
+def _handle_op(config: Path, name: str, op: str) -> None:
+    cfg = load(config)
+    sid = schedule_id(cfg, name)
+
+    async def go() -> None:
+        handle = (await connect(cfg)).get_schedule_handle(sid)
+        try:
+            if op == "pause":
+                await handle.pause(note="paused with drctl")
+            elif op == "resume":
+                await handle.unpause(note="resumed with drctl")
+            elif op == "delete":
+                await handle.delete()
+            else:
+                await handle.trigger(overlap=ScheduleOverlapPolicy.SKIP)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise UserError(f"no drill schedule {sid} (see `drctl drill schedule list`)") from None
+            raise
+
+    run_async(go)
+    console.print(f"schedule {sid}: {op}{'d' if op.endswith('e') else 'ed'}", markup=False, highlight=False)
+
+
+@schedule_app.command("pause")
+def pause_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
+    """Pause a drill schedule."""
+    _handle_op(config, name, "pause")
+
+
+@schedule_app.command("resume")
+def resume_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
+    """Resume a paused drill schedule."""
+    _handle_op(config, name, "resume")
+
+
+@schedule_app.command("delete")
+def delete_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
+    """Delete a drill schedule."""
+    _handle_op(config, name, "delete")
+
+
+@schedule_app.command("trigger")
+def trigger_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
+    """Run a scheduled drill now (skipped if one is already running)."""
+    _handle_op(config, name, "trigger")

@@ -1,0 +1,210 @@
+"""Chaos drill models: workflow and activity I/O, the journal verdict, the report, and the pure
+arithmetic that turns load samples and a fault time into a measured RTO and error window.
+
+The arithmetic lives here, free of Temporal, so the workflow, the CLI and unit tests agree on it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from drctl.models.ops import FleetSpec
+
+OPERATION = "drill"
+
+
+class Verdict(str, Enum):
+    PASS = "PASS"
+    FAILED = "FAILED"
+    ABORTED = "ABORTED"
+
+
+class ExperimentPlan(BaseModel):
+    """A validated experiment: what it will hurt and what the drill expects to happen."""
+
+    path: str
+    name: str = Field(description="File stem, e.g. region-outage; reports group by it.")
+    title: str
+    text: str = Field(description="The experiment file's content, so the worker runs what was validated.")
+    fmt: str = Field("json", description="json or yaml.")
+    target_region: str
+    expect_failover: bool
+    fault_actions: list[str] = Field(default_factory=list, description="Method actions, in order.")
+    probes: list[str] = Field(default_factory=list)
+    rollbacks: list[str] = Field(default_factory=list)
+    configuration: dict[str, Any] = Field(default_factory=dict, description="Resolved configuration.")
+
+
+class DrillInput(BaseModel):
+    spec: FleetSpec
+    plan: ExperimentPlan
+    alternatives: list[ExperimentPlan] = Field(
+        default_factory=list, description="Scheduled drills: the run picks one of plan + these at random."
+    )
+    rto_target_s: float
+    load_rps: float
+    timeout_s: float
+    failback_timeout_s: float = Field(300.0, description="Bound on waiting for the failback to finish.")
+    initiator: str = "cli"
+
+
+class LoadSample(BaseModel):
+    t: datetime
+    ok: bool
+    region: str | None = None
+    latency_ms: float = 0.0
+
+
+class JournalVerdict(BaseModel):
+    """What a Chaos Toolkit journal really says. Status `completed` alone proves nothing."""
+
+    status: str | None = None
+    steady_state_before_met: bool | None = None
+    steady_state_after_met: bool | None = None
+    deviated: bool = False
+    fault_injected: bool = False
+    fault_at: datetime | None = Field(None, description="End of the first successful fault action.")
+    failed_actions: list[str] = Field(default_factory=list)
+    failed_probes: list[str] = Field(default_factory=list)
+    rollbacks_expected: int = 0
+    rollbacks_ok: int = 0
+    rollbacks_failed: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list, description="Every problem found, one line each.")
+    aborted: bool = Field(False, description="Nothing was injected because a precondition failed.")
+
+    @property
+    def ok(self) -> bool:
+        return not self.reasons
+
+
+class ExperimentRunInput(BaseModel):
+    plan: ExperimentPlan
+    workflow_id: str
+    load_rps: float
+    timeout_s: float
+    warmup_s: float = Field(1.0, description="Load before the experiment starts, to see the baseline.")
+
+
+class ExperimentOutcome(BaseModel):
+    exit_code: int | None
+    verdict: JournalVerdict
+    journal_key: str | None = None
+    journal: dict[str, Any] = Field(default_factory=dict)
+    load: list[LoadSample] = Field(default_factory=list)
+    started_at: datetime
+    ended_at: datetime
+    cancelled: bool = False
+    log_tail: str = ""
+
+
+class MonitorCheckInput(BaseModel):
+    fleet: str
+
+
+class MonitorCheck(BaseModel):
+    running: bool
+    policy: str | None = None
+    problems: list[str] = Field(default_factory=list)
+
+
+class ObserveInput(BaseModel):
+    workflow_id: str = Field(description="failover/<fleet> or failback/<fleet>.")
+    since: datetime = Field(description="Only a run started at or after this counts.")
+    timeout_s: float
+    start_if_missing: bool = Field(False, description="Failback only: start it when nobody did.")
+    spec: FleetSpec | None = None
+    region: str | None = None
+
+
+class Observation(BaseModel):
+    found: bool
+    workflow_id: str
+    run_id: str | None = None
+    status: str | None = Field(None, description="Temporal status: COMPLETED, FAILED, RUNNING, ...")
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+    result: dict[str, Any] = Field(default_factory=dict)
+    started_by_drill: bool = False
+    error: str | None = None
+
+
+class DrillReport(BaseModel):
+    id: str = Field(description="The drill's workflow id, drill/<fleet>/<ts>.")
+    fleet: str
+    experiment: str
+    title: str
+    target_region: str
+    verdict: Verdict
+    reasons: list[str] = Field(default_factory=list)
+    started_at: datetime
+    finished_at: datetime
+    fault_injected: bool = False
+    fault_at: datetime | None = None
+    expect_failover: bool
+    measured_rto_s: float | None = Field(None, description="Fault to traffic fully served elsewhere (load).")
+    failover_done_after_s: float | None = Field(None, description="Fault to the failover workflow closing.")
+    rto_target_s: float
+    error_window_s: float = Field(0.0, description="First to last failed user request after the fault.")
+    requests: int = 0
+    errors: int = 0
+    served_by: dict[str, int] = Field(default_factory=dict)
+    failover: Observation | None = None
+    failover_phases: list[dict[str, Any]] = Field(default_factory=list)
+    failover_rto_s: float | None = Field(None, description="The failover workflow's own RTO figure.")
+    failback: Observation | None = None
+    journal: JournalVerdict | None = None
+    journal_key: str | None = None
+    phases: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ReportQuery(BaseModel):
+    fleet: str
+    limit: int = 50
+
+
+class ReportKey(BaseModel):
+    id: str
+
+
+# --- pure arithmetic ---------------------------------------------------------------------------
+
+
+class LoadFigures(BaseModel):
+    requests: int
+    errors: int
+    served_by: dict[str, int]
+    error_window_s: float
+    recovered_at: datetime | None = Field(None, description="Start of the clean streak that ends the load.")
+
+
+def load_figures(samples: list[LoadSample], fault_at: datetime | None, target: str | None) -> LoadFigures:
+    """Error window and recovery time seen by users after the fault.
+
+    A request after the fault is "bad" when it failed or, when `target` is given (a failover is
+    expected), was served by the target.
+    Recovery is the first sample of the final streak with no bad request; the error window spans
+    the first to the last failed request after the fault.
+    """
+    served: dict[str, int] = {}
+    for s in samples:
+        if s.ok:
+            served[s.region or "?"] = served.get(s.region or "?", 0) + 1
+    errors = sum(not s.ok for s in samples)
+    after = sorted((s for s in samples if fault_at is None or s.t >= fault_at), key=lambda s: s.t)
+    failed = [s.t for s in after if not s.ok]
+    window = (failed[-1] - failed[0]).total_seconds() if failed else 0.0
+    recovered: datetime | None = None
+    if fault_at is not None and after:
+        for s in after:
+            bad = not s.ok or (target is not None and s.region == target)
+            if bad:
+                recovered = None
+            elif recovered is None:
+                recovered = s.t
+    return LoadFigures(
+        requests=len(samples), errors=errors, served_by=served, error_window_s=round(window, 3), recovered_at=recovered
+    )

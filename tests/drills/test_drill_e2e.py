@@ -1,0 +1,168 @@
+"""Drills end to end on the dev stack: real monitor, failover, failback, chaos subprocess and S3."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from temporalio.client import Client
+
+from drctl.chaos.validate import validate_experiment
+from drctl.cli.drill import drill_input
+from drctl.config import FleetConfig
+from drctl.models.drill import DrillReport, Verdict
+from drctl.models.failover import MonitorStatus
+from drctl.models.health import RegionState
+from drctl.operations import start_operation
+from tests.helpers import assert_eventually
+from tests.workflows.conftest import StartWorkers, admin, weights
+
+pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+
+REPO = Path(__file__).resolve().parents[2]
+DRCTL = str(REPO / ".venv" / "bin" / "drctl")
+EXPERIMENTS = REPO / "experiments"
+
+
+def write_cfg(cfg: FleetConfig, directory: Path) -> Path:
+    """The workers' config as a file, so the CLI talks to the same queues and fleet."""
+    path = directory / f"drill-{cfg.temporal.task_queue}.yaml"
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return path
+
+
+async def drctl(*args: str) -> tuple[int, str, str]:
+    """The CLI as a user runs it; async so the in-process workers keep serving meanwhile."""
+    proc = await asyncio.create_subprocess_exec(DRCTL, *args, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 240)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def watched(client: Client, cfg: FleetConfig) -> None:
+    from drctl.cli.failover import start_monitor
+
+    handle, _ = await start_monitor(client, cfg)
+
+    async def healthy() -> bool:
+        st = await handle.query("status", result_type=MonitorStatus)
+        return st.iteration >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
+
+    await assert_eventually(healthy, timeout_s=30, what="monitor sees both regions healthy")
+
+
+async def run_drill(client: Client, cfg: FleetConfig, experiment: Path, target: str = "us-west-1") -> DrillReport:
+    plan = validate_experiment(experiment, cfg, target)
+    wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
+    handle = await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
+                                   workflow_id=wid, target=target)
+    return DrillReport.model_validate(await asyncio.wait_for(handle.result(), 180))
+
+
+def replica_states(cfg: FleetConfig, region: str) -> list[str]:
+    return [r["state"] for r in admin(cfg, region, "/replicas")]
+
+
+async def test_drill_on_an_unhealthy_fleet_is_aborted_without_injecting(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
+    before = replica_states(cfg, "us-west-1")
+    report = await run_drill(temporal_client, cfg, EXPERIMENTS / "region-outage.json")
+    assert report.verdict is Verdict.ABORTED, report
+    assert any("us-east-1 is" in r for r in report.reasons), report.reasons
+    assert not report.fault_injected and report.journal is None
+    assert replica_states(cfg, "us-west-1") == before == ["running"] * len(before)
+    assert weights(cfg) == cfg.weights
+
+
+async def test_drill_whose_fault_action_fails_is_failed(
+    start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
+) -> None:
+    cfg = await start_workers()
+    await watched(temporal_client, cfg)
+    # A fault aimed at a track with no replicas: the platform hurts nothing, so the action fails.
+    exp = json.loads((EXPERIMENTS / "region-outage.json").read_text())
+    exp["method"][0]["provider"]["arguments"]["track"] = "canary"
+    path = tmp_path / "outage-of-nothing.json"
+    path.write_text(json.dumps(exp))
+    report = await run_drill(temporal_client, cfg, path)
+    assert report.verdict is Verdict.FAILED, report
+    assert not report.fault_injected
+    assert any("kill-all-target-region-replicas" in r for r in report.reasons), report.reasons
+    assert weights(cfg) == cfg.weights
+
+
+async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path
+) -> None:
+    cfg = await start_workers()
+    await watched(temporal_client, cfg)
+    cfg_file = write_cfg(cfg, fleet_config_path.parent)
+    code, out, err = await drctl("drill", "run", str(EXPERIMENTS / "region-outage.json"), "-c", str(cfg_file),
+                                 "--output", "json")
+    assert code == 0, f"{out}\n{err}"
+    report = DrillReport.model_validate_json(out[out.index("{"):])
+    assert report.verdict is Verdict.PASS, report.reasons
+    assert report.fault_injected and report.measured_rto_s is not None
+    assert 0 < report.measured_rto_s < 30
+    assert report.failover and report.failover.found and report.failover_rto_s is not None
+    assert [p["phase"] for p in report.failover_phases][:2] == ["claim", "preflight"]
+    assert report.failback and report.failback.status == "COMPLETED"
+    assert weights(cfg) == cfg.weights  # failed back to 60/40
+    assert report.served_by.get("us-east-1", 0) > 0
+
+    code, out, err = await drctl("drill", "history", "-c", str(cfg_file), "--output", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    mine = [r for r in rows if r["id"] == report.id]
+    assert mine and mine[0]["verdict"] == "PASS" and mine[0]["measured_rto_s"] == report.measured_rto_s
+    code, out, err = await drctl("drill", "history", "-c", str(cfg_file))
+    assert code == 0 and "region-outage" in out and f"{report.measured_rto_s:.1f}s / 30s" in out, out
+    code, out, _ = await drctl("drill", "report", report.id, "-c", str(cfg_file))
+    assert code == 0 and "PASS" in out and "Measured RTO" in out
+
+
+async def test_replica_loss_drill_passes_without_failover(
+    start_workers: StartWorkers, temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = await start_workers()
+    await watched(temporal_client, cfg)
+    monkeypatch.setenv("DRCTL_OBSERVE_S", "6")  # long enough for several probe rounds at 2 s
+    report = await run_drill(temporal_client, cfg, EXPERIMENTS / "replica-loss.json")
+    assert report.verdict is Verdict.PASS, report.reasons
+    assert report.fault_injected and report.failover is None
+    assert set(report.served_by) >= {"us-west-1", "us-east-1"}
+    assert weights(cfg) == cfg.weights
+
+
+async def test_schedule_lists_weekly_next_runs(temporal_client: Client, fleet_config_path: Path) -> None:
+    cfg_path = str(fleet_config_path)
+    name = f"weekly-{datetime.now(UTC).strftime('%H%M%S%f')}"
+    code, out, err = await drctl("drill", "schedule", "--cron", "0 3 * * MON", "--jitter", "30m", "--name", name,
+                                 "-e", str(EXPERIMENTS / "region-outage.json"),
+                                 "-e", str(EXPERIMENTS / "gateway-loss.json"), "-c", cfg_path)
+    assert code == 0, err
+    try:
+        code, out, err = await drctl("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
+        assert code == 0, err
+        row = next(r for r in json.loads(out) if r["id"].endswith(f"/{name}"))
+        runs = [datetime.fromisoformat(t) for t in row["next_runs"]]
+        assert len(runs) >= 3 and not row["paused"]
+        for t in runs:  # Mondays 03:00 UTC, plus at most the 30 min jitter
+            base = t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+            assert base.weekday() == 0 and base.hour == 3, t
+        for a, b in zip(runs, runs[1:], strict=False):
+            assert abs((b - a) - timedelta(days=7)) <= timedelta(minutes=30), (a, b)
+        code, out, _ = await drctl("drill", "schedule", "list", "-c", cfg_path)
+        assert code == 0 and name in out
+        assert (await drctl("drill", "schedule", "pause", "--name", name, "-c", cfg_path))[0] == 0
+        code, out, _ = await drctl("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
+        assert next(r for r in json.loads(out) if r["id"].endswith(f"/{name}"))["paused"] is True
+    finally:
+        assert (await drctl("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0

@@ -1,0 +1,140 @@
+"""Broken experiment files: `drctl drill run` refuses each with exit 2 before any fault is sent."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from drctl.chaos.validate import validate_experiment
+from drctl.config import load_config
+from tests.fleetcfg import fleet_config_data, short_tmp_dir
+from tests.helpers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+DRCTL = str(REPO / ".venv" / "bin" / "drctl")
+OUTAGE = json.loads((REPO / "experiments" / "region-outage.json").read_text())
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    hits: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        _Recorder.hits.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{"affected": ["would-have-been-hurt"]}')
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def admin_recorder() -> Iterator[str]:
+    """Stands where the region admin API would be, and records every fault call it receives."""
+    port = free_port()
+    server = ThreadingHTTPServer(("127.0.0.1", port), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}"
+    server.shutdown()
+
+
+def _config(directory: Path, admin: str, allowed: list[str], injector: str = "devstack") -> Path:
+    data = fleet_config_data()
+    for r in data["regions"]:
+        r["devstack_admin_url"] = admin
+    data["drills"] = {"allowed_targets": allowed, "fault_injector": injector}
+    path = directory / f"fleet-{'-'.join(allowed) or 'none'}-{injector}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _mutate(fn: Any) -> dict[str, Any]:
+    exp = copy.deepcopy(OUTAGE)
+    fn(exp)
+    return exp
+
+
+def _action(exp: dict[str, Any]) -> dict[str, Any]:
+    return exp["method"][0]
+
+
+# name → (file content or experiment, which config, expected words in the error)
+CASES: dict[str, tuple[Any, str, str]] = {
+    "json-syntax.json": ('{"title": "x",\n  "method": [', "both", "JSON syntax error at line 2"),
+    "yaml-syntax.yaml": ("title: [unclosed\nmethod: {", "both", "YAML syntax error"),
+    "not-a-mapping.json": ("[1, 2, 3]", "both", "must be a mapping"),
+    "missing-method.json": (_mutate(lambda e: e.pop("method")), "both", "missing required key(s): method"),
+    "no-rollbacks.json": (_mutate(lambda e: e.update(rollbacks=[])), "both", "rollbacks are required"),
+    "no-expectation.json": (_mutate(lambda e: e.pop("extensions")), "both", "expect_failover"),
+    "unknown-module.json": (_mutate(lambda e: _action(e)["provider"].update(module="drctl.chaos.nope")), "both",
+                            "cannot import module 'drctl.chaos.nope'"),
+    "unknown-func.json": (_mutate(lambda e: _action(e)["provider"].update(func="explode")), "both",
+                          "has no function 'explode'"),
+    "bad-argument.json": (_mutate(lambda e: _action(e)["provider"]["arguments"].update(regoin="x")), "both",
+                          "regoin"),
+    "bad-tolerance.json": (_mutate(lambda e: e["steady-state-hypothesis"]["probes"][0].update(
+        tolerance={"type": "range", "range": [1]})), "both", "not a valid Chaos Toolkit experiment"),
+    "foreign-action.json": (_mutate(lambda e: e["method"].insert(0, {
+        "type": "action", "name": "rm", "provider": {"type": "process", "path": "true"}})), "both",
+        "drills run only drctl.chaos.actions actions"),
+    "unknown-region.json": (_mutate(lambda e: _action(e)["provider"]["arguments"].update(region="mars-1")), "both",
+                            "unknown region 'mars-1'"),
+    "target-not-allowed.json": (OUTAGE, "east-only", "'us-west-1' is not an allowed drill target"),
+    "devstack-only-fault.json": (json.loads((REPO / "experiments" / "gateway-loss.json").read_text()), "kube",
+                                 "kill_gateway needs drills.fault_injector devstack"),
+}
+
+
+def test_each_broken_experiment_exits_2_before_any_fault(admin_recorder: str) -> None:
+    work = short_tmp_dir("drctl-val-")
+    configs = {
+        "both": _config(work, admin_recorder, ["us-west-1", "us-east-1"]),
+        "east-only": _config(work, admin_recorder, ["us-east-1"]),
+        "kube": _config(work, admin_recorder, ["us-west-1", "us-east-1"], "kubernetes"),
+    }
+    procs = {}
+    for name, (content, cfg, _) in CASES.items():
+        path = work / name
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        # Not a dry run: a valid experiment here would really be started.
+        procs[name] = subprocess.Popen([DRCTL, "drill", "run", str(path), "-c", str(configs[cfg])],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    failures = []
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=60)
+        expected = CASES[name][2]
+        if proc.returncode != 2 or expected not in err or "Traceback" in err:
+            failures.append(f"{name}: exit {proc.returncode}, stderr {err.strip()!r}")
+    assert not failures, "\n".join(failures)
+    assert _Recorder.hits == [], f"a fault call was sent: {_Recorder.hits}"
+
+
+def test_shipped_experiments_are_valid_and_say_what_they_expect(tmp_path: Path, admin_recorder: str) -> None:
+    cfg = load_config(_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"]))
+    expect = {"region-outage": True, "region-degradation": True, "gateway-loss": True, "replica-loss": False}
+    for name, failover in expect.items():
+        plan = validate_experiment(REPO / "experiments" / f"{name}.json", cfg, target="us-east-1")
+        assert plan.expect_failover is failover
+        assert plan.target_region == "us-east-1"
+        assert plan.configuration["fleet_config"] == str(Path(cfg.source_path or "").resolve())
+        assert plan.rollbacks == ["clear-target-region-faults"]
+
+
+def test_dry_run_prints_the_plan_and_injects_nothing(tmp_path: Path, admin_recorder: str) -> None:
+    cfg = _config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"])
+    proc = subprocess.run([DRCTL, "drill", "run", str(REPO / "experiments" / "region-outage.json"), "--dry-run",
+                           "-c", str(cfg), "--target", "us-east-1"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing is injected" in proc.stdout and "us-east-1" in proc.stdout
+    assert "kill-all-target-region-replicas" in proc.stdout
+    assert _Recorder.hits == []

@@ -1,0 +1,245 @@
+"""ChaosDrill (`drill/<fleet>/<ts>`): prove the failover meets its RTO by really breaking a region.
+
+claim → preflight (fleet healthy, monitor watching, weights as configured) → experiment under load
+→ observe the monitor's failover → fail back → verdict → report (S3 and the result).
+
+A drill never blocks a failover or failback (they are what it measures), and it never injects
+twice: the experiment activity has no retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models import ops
+    from drctl.models.drill import (
+        OPERATION,
+        DrillInput,
+        DrillReport,
+        ExperimentOutcome,
+        ExperimentRunInput,
+        MonitorCheck,
+        MonitorCheckInput,
+        Observation,
+        ObserveInput,
+        ReportKey,
+        Verdict,
+        load_figures,
+    )
+    from drctl.models.ops import ClaimInput, ClaimResult, OperationProgress, ProbeBatch, ProbeRequest, Weights
+    from workflows.common import NO_RETRY, Phases, fast
+
+_ROLLBACK_GRACE_S = 90.0
+_PREFLIGHT_ATTEMPTS = 3
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.cause if isinstance(exc, ActivityError) and exc.cause else exc
+    return str(cause)
+
+
+def _secs(a: datetime | None, b: datetime | None) -> float | None:
+    return round((b - a).total_seconds(), 3) if a and b else None
+
+
+@workflow.defn(name="ChaosDrill")
+class ChaosDrill:
+    def __init__(self) -> None:
+        self.phases = Phases(OPERATION, "Chaos drill")
+
+    @workflow.query(name=ops.QUERY_PROGRESS)
+    def progress(self) -> OperationProgress:
+        return self.phases.progress()
+
+    @workflow.run
+    async def run(self, inp: DrillInput) -> DrillReport:
+        if inp.alternatives:
+            # Weekly drills inject a random fault, so the fleet is not tuned to one rehearsed failure.
+            inp = inp.model_copy(update={"plan": workflow.random().choice([inp.plan, *inp.alternatives])})
+        info, spec, plan = workflow.info(), inp.spec, inp.plan
+        # Scheduled runs start without search attributes; set them so `drctl ops` and the UI see it.
+        workflow.upsert_search_attributes([
+            sa.FLEET.value_set(spec.fleet), sa.OPERATION.value_set(OPERATION),
+            sa.TARGET_REGION.value_set(plan.target_region),
+        ])
+        self.phases.title = f"Drill `{plan.name}` on `{spec.fleet}`, target `{plan.target_region}`"
+        report = DrillReport(
+            id=info.workflow_id, fleet=spec.fleet, experiment=plan.name, title=plan.title,
+            target_region=plan.target_region, verdict=Verdict.ABORTED, started_at=workflow.now(),
+            finished_at=workflow.now(), expect_failover=plan.expect_failover, rto_target_s=inp.rto_target_s,
+        )
+        try:
+            problems = await self._preflight(inp)
+            if problems:
+                report.reasons = [f"preflight: {p}" for p in problems]
+                return await self._finish(report)
+            outcome = await self._experiment(inp)
+            await self._judge(inp, outcome, report)
+        except asyncio.CancelledError:
+            report.verdict = Verdict.ABORTED
+            report.reasons.append("cancelled: the experiment was interrupted and its rollbacks ran")
+            return await self._finish(report)
+        except (ActivityError, ApplicationError) as exc:
+            report.verdict = Verdict.ABORTED if not report.fault_injected else Verdict.FAILED
+            report.reasons.append(_cause(exc))
+        return await self._finish(report)
+
+    async def _preflight(self, inp: DrillInput) -> list[str]:
+        spec, info = inp.spec, workflow.info()
+        self.phases.enter(ops.PHASE_CLAIM, "checking that no incompatible operation holds the fleet")
+        try:
+            await workflow.execute_activity(
+                "claim_fleet", ClaimInput(fleet=spec.fleet, operation=OPERATION, workflow_id=info.workflow_id,
+                                          run_id=info.run_id, started_at=workflow.now()),
+                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
+            )
+        except ActivityError as exc:
+            return [_cause(exc)]
+        self.phases.enter(ops.PHASE_PREFLIGHT, "fleet healthy, monitor watching, weights as configured")
+        # One slow probe is a blip, not an unhealthy fleet: only problems that persist over a few
+        # probe intervals abort the drill.
+        problems: list[str] = []
+        for attempt in range(_PREFLIGHT_ATTEMPTS):
+            if attempt:
+                await workflow.sleep(spec.interval_s)
+            problems = await self._health(inp)
+            if not problems:
+                break
+        return problems
+
+    async def _health(self, inp: DrillInput) -> list[str]:
+        spec, plan = inp.spec, inp.plan
+        problems: list[str] = []
+        if plan.target_region not in spec.region_names:
+            problems.append(f"target {plan.target_region!r} is not a region of the fleet")
+        batch, weights, monitor = await asyncio.gather(
+            workflow.execute_activity("probe_regions", ProbeRequest(regions=spec.region_names), result_type=ProbeBatch,
+                                      summary="probe all regions", **fast(spec.probe_timeout_s * 4 + 5)),
+            workflow.execute_activity("get_global_weights", result_type=Weights, summary="read global weights", **fast()),
+            workflow.execute_activity("drill_monitor_check", MonitorCheckInput(fleet=spec.fleet), result_type=MonitorCheck,
+                                      summary="ask the monitor", **fast(20)),
+        )
+        for probe in batch.probes:
+            if probe.status.value != "HEALTHY":
+                problems.append(f"{probe.region} is {probe.status.value}: {probe.reason}")
+        if weights.weights != spec.weights:
+            problems.append(f"global weights {weights.weights} differ from the configured {spec.weights}")
+        problems += monitor.problems
+        if plan.expect_failover and not monitor.running:
+            problems.append(f"monitor/{spec.fleet} is not running: nothing would detect the fault and fail over")
+        if plan.expect_failover and monitor.running and monitor.policy != "automatic":
+            problems.append(f"the monitor's policy is {monitor.policy}: the fault would not fail over")
+        return problems
+
+    async def _experiment(self, inp: DrillInput) -> ExperimentOutcome:
+        plan = inp.plan
+        self.phases.enter("experiment", f"load through the global endpoint, then `chaos run {plan.name}`")
+        return await workflow.execute_activity(
+            "drill_run_experiment",
+            ExperimentRunInput(plan=plan, workflow_id=workflow.info().workflow_id, load_rps=inp.load_rps,
+                               timeout_s=inp.timeout_s),
+            result_type=ExperimentOutcome, summary=f"chaos run {plan.name} on {plan.target_region}",
+            start_to_close_timeout=timedelta(seconds=inp.timeout_s + _ROLLBACK_GRACE_S + 30),
+            heartbeat_timeout=timedelta(seconds=20),
+            # Never retried: a second attempt would inject the fault a second time.
+            retry_policy=NO_RETRY,
+            # Wait for the subprocess to finish its rollbacks before the drill moves on.
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+
+    async def _observe(self, inp: ObserveInput, timeout_s: float) -> Observation:
+        return await workflow.execute_activity(
+            "drill_observe", inp, result_type=Observation, summary=f"observe {inp.workflow_id}",
+            start_to_close_timeout=timedelta(seconds=timeout_s + 30), heartbeat_timeout=timedelta(seconds=15),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+
+    async def _judge(self, inp: DrillInput, out: ExperimentOutcome, report: DrillReport) -> None:
+        spec, plan, v = inp.spec, inp.plan, out.verdict
+        report.journal, report.journal_key = v, out.journal_key
+        report.fault_injected, report.fault_at = v.fault_injected, v.fault_at
+        report.reasons += v.reasons
+        figures = load_figures(out.load, v.fault_at, plan.target_region if plan.expect_failover else None)
+        report.requests, report.errors, report.served_by = figures.requests, figures.errors, figures.served_by
+        report.error_window_s = figures.error_window_s
+        if v.fault_at and figures.recovered_at:
+            report.measured_rto_s = max(0.0, _secs(v.fault_at, figures.recovered_at) or 0.0)
+        if v.aborted:
+            report.verdict = Verdict.ABORTED
+            return
+        if not v.fault_injected:
+            report.verdict = Verdict.FAILED
+            return
+        failover_id = f"failover/{spec.fleet}"
+        if not plan.expect_failover:
+            self.phases.enter("observe", "checking that no failover started")
+            fo = await self._observe(ObserveInput(workflow_id=failover_id, since=out.started_at, timeout_s=0), 0)
+            if fo.found:
+                report.failover = fo
+                report.reasons.append(f"a failover ran ({fo.workflow_id} {fo.status}) though this fault must not cause one")
+        else:
+            await self._observe_failover(inp, out, report, failover_id)
+        report.verdict = Verdict.PASS if not report.reasons else Verdict.FAILED
+
+    async def _observe_failover(self, inp: DrillInput, out: ExperimentOutcome, report: DrillReport, wid: str) -> None:
+        spec, plan = inp.spec, inp.plan
+        self.phases.enter("observe-failover", f"waiting for `{wid}`")
+        budget = inp.rto_target_s + spec.verify_timeout_s + 30
+        fo = await self._observe(ObserveInput(workflow_id=wid, since=out.started_at, timeout_s=budget), budget)
+        report.failover = fo
+        result = fo.result
+        report.failover_phases = list(result.get("phases") or [])
+        report.failover_rto_s = result.get("rto_s")
+        if not fo.found:
+            report.reasons.append(f"no failover started within {budget:g}s of the fault")
+            return
+        report.failover_done_after_s = _secs(report.fault_at, fo.closed_at)
+        if fo.status != "COMPLETED" or result.get("status") != "succeeded":
+            report.reasons.append(f"failover {fo.status} {result.get('status') or ''}: {result.get('error') or fo.error or ''}".strip())
+            return
+        if (report.failover_done_after_s or 0) > inp.rto_target_s:
+            report.reasons.append(
+                f"failover finished {report.failover_done_after_s:.1f}s after the fault, over the {inp.rto_target_s:g}s RTO target")
+        if report.measured_rto_s is None:
+            report.reasons.append("the load never saw traffic fully served elsewhere after the fault")
+        elif report.measured_rto_s > inp.rto_target_s:
+            report.reasons.append(f"measured RTO {report.measured_rto_s:.1f}s is over the {inp.rto_target_s:g}s target")
+        self.phases.enter("failback", f"waiting for `failback/{spec.fleet}` (starting it if nobody does)")
+        fb = await self._observe(
+            ObserveInput(workflow_id=f"failback/{spec.fleet}", since=fo.closed_at or out.started_at,
+                         timeout_s=inp.failback_timeout_s, start_if_missing=True, spec=spec, region=plan.target_region),
+            inp.failback_timeout_s,
+        )
+        report.failback = fb
+        if not fb.found or fb.status != "COMPLETED" or fb.result.get("status") not in ("succeeded", "not_needed"):
+            why = fb.result.get("error") or fb.error or fb.status or "never started"
+            report.reasons.append(f"failback did not succeed: {fb.result.get('status') or ''} {why}".strip())
+
+    async def _finish(self, report: DrillReport) -> DrillReport:
+        report.finished_at = workflow.now()
+        self.phases.finish(ops.PHASE_DONE if report.verdict is Verdict.PASS else ops.PHASE_FAILED,
+                           f"**{report.verdict.value}** " + "; ".join(report.reasons))
+        report.phases = [t.model_dump(mode="json") for t in self.phases.timings]
+        workflow.upsert_search_attributes([sa.VERDICT.value_set(report.verdict.value)])
+        try:
+            await workflow.execute_activity(
+                "drill_store_report", report, result_type=ReportKey, summary="store the drill report in S3",
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),
+            )
+        except ActivityError as exc:
+            # The result still carries the report; history is the loss, and it is said here.
+            report.reasons.append(f"report not stored in S3: {_cause(exc)}")
+        return report
+
+
+WORKFLOWS: list[type] = [ChaosDrill]
+
+__all__ = ["WORKFLOWS", "ChaosDrill"]
