@@ -14,7 +14,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from drctl.config import FleetConfig
-from drctl.models.upgrade import BackupInfo, BackupRequest, RestoreRequest
+from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.errors import classify
 from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
 

@@ -15,19 +15,16 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from drctl.config import FleetConfig
+from drctl.models.analysis import AnalysisRequest, AnalysisResult, TrackRef, judge
 from drctl.models.ops import RegionRequest
 from drctl.models.upgrade import (
-    AnalysisRequest,
-    AnalysisResult,
     PromoteRequest,
     RegionTrackRequest,
     Release,
     TrackDeployRequest,
-    TrackRef,
     TrackWeightsRequest,
     WarmupRequest,
     WarmupResult,
-    judge,
 )
 from drctl.providers.base import RegionalTraffic
 from drctl.providers.errors import classify

@@ -19,6 +19,7 @@ WORKFLOW_MODULES = [
     "workflows.failback",
     "workflows.upgrade",
     "workflows.migrate",
+    "workflows.backup",
     "workflows.drill",
 ]
 

@@ -17,30 +17,23 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
     from drctl.models import ops
+    from drctl.models.analysis import AnalysisRequest, TrackRef
+    from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+    from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
     from drctl.models.ops import (
         AbortInput,
+        Capacity,
         ClaimInput,
         ClaimResult,
         DeploymentStatus,
         OperationProgress,
+        RegionRequest,
         ScaleInput,
         SetWeightsInput,
         WaitRolloutInput,
         Weights,
     )
-    from drctl.models.upgrade import (
-        AnalysisRequest,
-        BackupInfo,
-        BackupRequest,
-        MigrationRequest,
-        MigrationResult,
-        MigrationStatus,
-        Outcome,
-        RestoreRequest,
-        TrackRef,
-        WarmupRequest,
-        WarmupResult,
-    )
+    from drctl.models.upgrade import Outcome, WarmupRequest, WarmupResult
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
     from workflows.progressive import Control, Stop, reason_of
 
@@ -57,6 +50,8 @@ class Migration:
         self.phases = Phases("migrate", "Migration")
         self.ctl = Control(self.phases)
         self.state = MigrationStatus()
+        # The target's size before the migration scaled it up; None until read (nothing scaled yet).
+        self.target_replicas_before: int | None = None
 
     @workflow.query(name=ops.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
@@ -154,6 +149,8 @@ class Migration:
             res.outcome, res.reason, res.failed_metric = stop.outcome, stop.reason, stop.metric
         except (ActivityError, ApplicationError) as exc:
             res.outcome, res.reason = Outcome.ROLLED_BACK, reason_of(exc)
+        if res.outcome is not Outcome.SUCCEEDED:
+            res.failed_step = self.phases.phase
         if res.outcome not in (Outcome.SUCCEEDED, Outcome.BACKUP_FAILED):
             await self._rollback(req, res, weights_before, rollback_point)
         self.ctl.finished = True
@@ -169,6 +166,10 @@ class Migration:
                        req.spec.region(req.target).replicas + req.spec.region(req.source).replicas)
         name = f"{req.app}-stable"
         self.phases.enter("ready", f"`{req.target}` to {replicas} replicas, ready and warm")
+        before = await workflow.execute_activity(
+            "get_capacity", RegionRequest(region=req.target), result_type=Capacity,
+            summary=f"read {req.target}'s size before scaling", **self._q(req, req.target))
+        self.target_replicas_before = before.replicas
         await workflow.execute_activity(
             "scale_deployment", ScaleInput(region=req.target, replicas=replicas, deployment=name),
             result_type=DeploymentStatus, summary=f"scale {req.target} to {replicas}", **self._q(req, req.target))
@@ -186,12 +187,43 @@ class Migration:
 
     async def _rollback(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None,
                         rollback_point: str | None) -> None:
-        self.phases.enter(ops.PHASE_COMPENSATE, f"rolling back: {res.reason}")
-        if weights is not None:
-            res.weights = await self._weights(req, weights, "migration rollback")
-        if rollback_point is not None:
-            await self._restore(req, f"{rollback_point}-{workflow.uuid4().hex[:6]}", rollback_point, {})
-        self.phases.note("rollback", "global weights and the target cluster restored")
+        """Traffic first (users first), then the target cluster. Each step runs even when the one
+        before it failed, and the result records what each did, so an operator knows what is left."""
+        self.phases.enter(ops.PHASE_COMPENSATE, f"rolling back after `{res.failed_step}`: {res.reason}")
+        if weights is None:
+            res.rollback.append("global weights untouched: traffic had not moved yet")
+        else:
+            try:
+                res.weights = await self._weights(req, weights, "migration rollback")
+                res.rollback.append(f"global weights back to {fmt_weights(res.weights)} (before the migration)")
+            except (ActivityError, ApplicationError) as exc:
+                res.outcome = Outcome.FAILED
+                res.rollback.append(f"FAILED to put global weights back to {fmt_weights(weights)}: {reason_of(exc)}")
+        if self.target_replicas_before is not None:
+            # Scale down before the restore: the raised HPA minReplicas would otherwise hold the
+            # restored Deployment at the migration's size (a restore only re-applies specs).
+            n = self.target_replicas_before
+            try:
+                await workflow.execute_activity(
+                    "scale_deployment", ScaleInput(region=req.target, replicas=n, deployment=f"{req.app}-stable"),
+                    result_type=DeploymentStatus, summary=f"scale {req.target} back to {n}",
+                    **self._q(req, req.target))
+                res.rollback.append(f"{req.target} scaled back to {n} replicas")
+            except (ActivityError, ApplicationError) as exc:
+                res.outcome = Outcome.FAILED
+                res.rollback.append(f"FAILED to scale {req.target} back to {n} replicas: {reason_of(exc)}")
+        if rollback_point is None:
+            res.rollback.append(f"{req.target} untouched: nothing had been restored there")
+        else:
+            name = f"{rollback_point}-{workflow.uuid4().hex[:6]}"
+            try:
+                done = await self._restore(req, name, rollback_point, {})
+                res.rollback.append(f"{req.target} restored from its own backup {rollback_point} "
+                                    f"(restore {done.name}: {done.phase}, {done.items} items)")
+            except (ActivityError, ApplicationError) as exc:
+                res.outcome = Outcome.FAILED
+                res.rollback.append(f"FAILED to restore {req.target} from {rollback_point}: {reason_of(exc)}")
+        self.phases.note("rollback", "; ".join(res.rollback))
 
 
 WORKFLOWS = [Migration]

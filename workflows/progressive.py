@@ -16,7 +16,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models.upgrade import AnalysisRequest, AnalysisResult, Outcome, Verdict
+    from drctl.models.analysis import AnalysisRequest, AnalysisResult, Verdict
+    from drctl.models.upgrade import Outcome
     from workflows.common import Phases
 
 T = TypeVar("T")
@@ -79,8 +80,10 @@ class Control:
     async def abortable(self, work: Awaitable[T]) -> T:
         """Run `work` (an activity) but give up on it as soon as an abort arrives."""
         task: asyncio.Future[T] = asyncio.ensure_future(work)
-        stopper = asyncio.ensure_future(workflow.wait_condition(lambda: self.abort_reason is not None))
-        await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
+        stopper: asyncio.Future[Any] = asyncio.ensure_future(
+            workflow.wait_condition(lambda: self.abort_reason is not None))
+        waiters: list[asyncio.Future[Any]] = [task, stopper]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
             task.cancel()
             stopper.cancel()

@@ -1,4 +1,8 @@
-"""`drctl backup create|list|describe` and `drctl restore`: Velero Backup and Restore objects."""
+"""`drctl backup create|list|describe` and `drctl restore`: Velero Backup and Restore objects.
+
+`create` and `restore` start the Backup / Restore workflows (durable, visible in the Temporal UI);
+`list` and `describe` read the region's Velero objects directly.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,13 @@ import re
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.live import Live
 from rich.table import Table
+from temporalio.client import WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from drctl.cli.common import (
     DEFAULT_CONFIG,
@@ -19,12 +25,25 @@ from drctl.cli.common import (
     OutputOpt,
     UserError,
     console,
+    err_console,
     load,
     print_json,
+    run_async,
 )
-from drctl.models.upgrade import BackupInfo, BackupRequest, RestoreRequest
+from drctl.cli.ops import watch
+from drctl.config import FleetConfig
+from drctl.models.backup import (
+    BackupInfo,
+    BackupJob,
+    BackupJobResult,
+    BackupRequest,
+    RestoreJob,
+    RestoreRequest,
+)
+from drctl.operations import search_attributes, start_operation
 from drctl.providers.errors import ProviderError
-from drctl.providers.velero import BackupFailed, VeleroBackupProvider
+from drctl.providers.velero import VeleroBackupProvider
+from drctl.temporal import connect, ui_link
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 RegionOpt = Annotated[str | None, typer.Option("--region", help="Region whose cluster to use (default: the first).")]
@@ -47,23 +66,43 @@ def _table(items: list[BackupInfo], title: str) -> Table:
     return t
 
 
-def _wait(provider_call, title: str, output: Output) -> BackupInfo:  # type: ignore[no-untyped-def]
-    """Run a create-and-wait call, showing the object's phase live; exit 1 when the policy rejects it."""
-    try:
-        if output is Output.json:
-            return provider_call(None)
-        with Live(console=console, refresh_per_second=4) as live:
-            return provider_call(lambda i: live.update(_table([i], title)))
-    except BackupFailed as exc:
-        if output is Output.json:
-            print_json({"error": str(exc), "object": exc.info.model_dump(mode="json")})
-        raise UserError(str(exc), exit_code=1) from None
-    except ProviderError as exc:
-        raise UserError(str(exc), exit_code=1) from None
+async def _follow(cfg: FleetConfig, handle: WorkflowHandle[Any, Any], output: Output) -> tuple[BackupJobResult, str]:
+    link = ui_link(cfg, handle.id, handle.result_run_id)
+    err_console.print(f"started: {handle.id}\nUI: {link}", markup=False, highlight=False)
+    return await watch(handle, BackupJobResult, show=output is Output.table), link
+
+
+def _finish(res: BackupJobResult, link: str, output: Output, workflow_id: str) -> None:
+    """Print the object; exit 1 when the policy rejected it (the reason names the phase)."""
+    info = res.info.model_dump(mode="json") if res.info else None
+    if output is Output.json:
+        body = {**(info or {}), "workflow_id": workflow_id, "ui_link": link}
+        print_json(body if res.ok else {"error": res.reason, "object": info, "workflow_id": workflow_id,
+                                        "ui_link": link})
+    elif res.info is not None:
+        console.print(_table([res.info], f"{res.kind.lower()} in {res.region}"))
+    if not res.ok:
+        raise UserError(f"{res.reason} (see {link})", exit_code=1)
+    if output is Output.table and res.info is not None:
+        i = res.info
+        what = f"expires {i.expiration}" if res.kind == "Backup" else f"{i.warnings} warnings"
+        console.print(f"{res.kind.lower()} {i.name}: {i.phase}, {i.items} items, {what}")
+        console.print(f"UI: {link}", markup=False, highlight=False)
 
 
 def _region(cfg, region: str | None) -> str:  # type: ignore[no-untyped-def]
     return cfg.region(region).name if region else cfg.region_names[0]
+
+
+def _refuse_existing(cfg: FleetConfig, region: str, name: str) -> None:
+    """Velero names are unique: re-using one would silently report the old backup as this one."""
+    try:
+        VeleroBackupProvider(cfg, region).describe_backup(name)
+    except ProviderError as exc:
+        if exc.error.kind == "NotFound":
+            return
+        raise UserError(str(exc), exit_code=1) from None
+    raise UserError(f"backup {name!r} already exists in {region}; pick another --name")
 
 
 def register(app: typer.Typer) -> None:
@@ -82,12 +121,27 @@ def register(app: typer.Typer) -> None:
         r = _region(cfg, region)
         req = BackupRequest(region=r, name=_name(name, "manual"), namespaces=[cfg.region(r).kube.namespace],
                             label_selector={"app": cfg.workload.app})
-        provider = VeleroBackupProvider(cfg, r)
-        info = _wait(lambda cb: provider.backup(req, on_progress=cb), f"backup in {r}", output)
-        if output is Output.json:
-            print_json(info.model_dump(mode="json"))
-        else:
-            console.print(f"backup {info.name}: {info.phase}, {info.items} items, expires {info.expiration}")
+        _refuse_existing(cfg, r, req.name)
+        job = BackupJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
+        wid = f"backup/{cfg.name}/{req.name}"
+
+        async def go() -> tuple[BackupJobResult, str]:
+            from workflows.backup import Backup
+
+            client = await connect(cfg)
+            try:
+                # A backup changes no workload, so it runs beside any operation (no fleet claim).
+                handle = await client.start_workflow(
+                    Backup.run, job, id=wid, task_queue=cfg.temporal.task_queue,
+                    search_attributes=search_attributes(cfg.name, "backup", target=r),
+                    memo={"fleet": cfg.name, "operation": "backup", "target": r},
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
+            except WorkflowAlreadyStartedError:
+                raise UserError(f"backup {req.name} is already being taken: {ui_link(cfg, wid)}", exit_code=1) from None
+            return await _follow(cfg, handle, output)
+
+        res, link = run_async(go)
+        _finish(res, link, output, wid)
 
     @backup_app.command("list")
     def list_cmd(region: RegionOpt = None, config: ConfigOpt = Path(DEFAULT_CONFIG),
@@ -143,9 +197,18 @@ def register(app: typer.Typer) -> None:
             mapping[src] = dst
         req = RestoreRequest(region=r, name=_name(None, f"restore-{backup}"[:40]), backup_name=backup,
                              namespace_mapping=mapping, existing_resource_policy=policy)  # type: ignore[arg-type]
-        provider = VeleroBackupProvider(cfg, r)
-        info = _wait(lambda cb: provider.restore(req, on_progress=cb), f"restore in {r}", output)
-        if output is Output.json:
-            print_json(info.model_dump(mode="json"))
-        else:
-            console.print(f"restore {info.name}: {info.phase}, {info.items} items restored, {info.warnings} warnings")
+        job = RestoreJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
+        wid = f"restore/{cfg.name}/{req.name}"
+
+        async def go() -> tuple[BackupJobResult, str]:
+            from workflows.backup import Restore
+
+            client = await connect(cfg)
+            # A restore overwrites workload objects: exclusive, like any mutating operation
+            # (FleetBusyError names the running one and exits 3).
+            handle = await start_operation(client, cfg, Restore.run, job, operation="restore", workflow_id=wid,
+                                           target=r, memo={"backup": backup})
+            return await _follow(cfg, handle, output)
+
+        res, link = run_async(go)
+        _finish(res, link, output, wid)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from drctl.cli.common import (
@@ -26,13 +27,12 @@ from drctl.cli.common import (
 )
 from drctl.cli.ops import watch
 from drctl.config import FleetConfig
+from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import (
-    MigrationResult,
     Outcome,
     Strategy,
     UpgradeResult,
     UpgradeStatus,
-    migration_request,
     upgrade_request,
 )
 from drctl.operations import FleetBusyError, start_operation
@@ -76,7 +76,8 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def _render(res: UpgradeResult | MigrationResult, link: str) -> None:
+def render(res: UpgradeResult | MigrationResult, link: str, out: Console = console) -> None:
+    """The result table: outcome, reason, backup, each wave, and what every region now runs."""
     t = Table(title=f"{type(res).__name__.removesuffix('Result').lower()}: {res.outcome.value}")
     t.add_column("")
     t.add_column("")
@@ -88,10 +89,16 @@ def _render(res: UpgradeResult | MigrationResult, link: str) -> None:
     for w in getattr(res, "waves", []):
         last = w.analyses[-1].reason if w.analyses else "-"
         t.add_row(f"wave {w.region}", f"{w.outcome.value if w.outcome else '…'} at {w.step_percent} %: {last}")
+    for r in getattr(res, "releases", []):
+        t.add_row(f"release {r.region}", f"{r.image} ({r.state})")
     if isinstance(res, MigrationResult):
+        if res.failed_step:
+            t.add_row("failed at", res.failed_step)
+        for step in res.rollback:
+            t.add_row("rollback", step)
         t.add_row("global weights", str(res.weights))
-    console.print(t)
-    console.print(f"UI: {link}")
+    out.print(t)
+    out.print(f"UI: {link}", markup=False, highlight=False)
 
 
 async def _start_and_watch(cfg: FleetConfig, run_fn: Any, req: Any, operation: str, wid: str, result_type: type,
@@ -116,7 +123,7 @@ def _finish(res: Any, link: str, output: Output) -> None:
     if output is Output.json:
         print_json({"ui_link": link, "result": res.model_dump(mode="json")})
     else:
-        _render(res, link)
+        render(res, link)
     if res.outcome is not Outcome.SUCCEEDED:
         raise typer.Exit(1)
 

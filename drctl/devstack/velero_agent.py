@@ -2,10 +2,8 @@
 
 It runs inside each region process and talks to that region's emulated cluster over the
 Kubernetes API, like the real Velero server does. Backups land in the shared bucket in Velero's
-object layout, so a Restore in another region's cluster finds a backup taken elsewhere:
-
-    backups/<name>/velero-backup.json      the Backup object
-    backups/<name>/<name>.tar.gz           resources/<resource>[.<group>]/namespaces/<ns>/<name>.json
+object layout (`drctl.devstack.velero_store`), so a Restore in another region's cluster finds a
+backup taken elsewhere.
 
 A missing bucket, an unknown storage location or any S3 error fails the backup with a reason,
 which is how tests make a backup fail without faking the product's side.
@@ -14,19 +12,16 @@ which is how tests make a backup fail without faking the product's side.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import logging
-import tarfile
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
-import boto3
-from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from drctl.config import FleetConfig
+from drctl.devstack.velero_store import BackupStore, go_duration
 
 log = logging.getLogger("drctl.devstack.velero")
 
@@ -43,19 +38,6 @@ _STRIP_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "man
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _ttl(ttl: str) -> timedelta:
-    """Velero's Go duration, e.g. 720h0m0s."""
-    total, num = 0.0, ""
-    units = {"h": 3600, "m": 60, "s": 1}
-    for ch in ttl:
-        if ch.isdigit() or ch == ".":
-            num += ch
-        elif ch in units and num:
-            total += float(num) * units[ch]
-            num = ""
-    return timedelta(seconds=total)
 
 
 def _path(group: str, version: str, plural: str, ns: str | None = None, name: str | None = None) -> str:
@@ -83,14 +65,7 @@ class VeleroAgent:
         self.poll_s = poll_s
         self.api_url = (cfg.region(region).kube.api_url or "").rstrip("/")
         self.ns = cfg.backup.namespace
-        self.s3 = boto3.client(
-            "s3",
-            endpoint_url=cfg.aws.endpoint_url,
-            region_name=cfg.aws.region,
-            aws_access_key_id="drctl-dev",
-            aws_secret_access_key="drctl-dev",
-            config=BotoConfig(retries={"max_attempts": 2}, connect_timeout=2, read_timeout=5),
-        )
+        self.store = BackupStore(cfg)
         self._session: aiohttp.ClientSession | None = None
         self._namespaces: set[str] = set()
 
@@ -161,14 +136,14 @@ class VeleroAgent:
                 "phase": "Completed",
                 "startTimestamp": started,
                 "completionTimestamp": _now(),
-                "expiration": (datetime.now(UTC) + _ttl(spec.get("ttl") or self.cfg.backup.ttl)).strftime(
+                "expiration": (datetime.now(UTC) + go_duration(spec.get("ttl") or self.cfg.backup.ttl)).strftime(
                     "%Y-%m-%dT%H:%M:%SZ"
                 ),
                 "progress": {"totalItems": len(items), "itemsBackedUp": len(items)},
                 "version": 1,
             }
             backup["status"] = status
-            await asyncio.to_thread(self._upload, bucket, name, backup, items)
+            await asyncio.to_thread(self.store.upload, bucket, name, backup, items)
         except (ClientError, BotoCoreError) as exc:
             log.warning("backup %s failed: %s", name, exc)
             await self._set_status(
@@ -202,31 +177,7 @@ class VeleroAgent:
                     items.append((f"resources/{res}/namespaces/{ns}/{obj['metadata']['name']}.json", obj))
         return items
 
-    def _upload(self, bucket: str, name: str, backup: dict[str, Any], items: list[tuple[str, dict[str, Any]]]) -> None:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            for member, obj in items:
-                data = json.dumps(obj, indent=2).encode()
-                info = tarfile.TarInfo(member)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        self.s3.put_object(Bucket=bucket, Key=f"backups/{name}/{name}.tar.gz", Body=buf.getvalue())
-        self.s3.put_object(
-            Bucket=bucket, Key=f"backups/{name}/velero-backup.json", Body=json.dumps(backup, indent=2).encode()
-        )
-
     # --- Restore ----------------------------------------------------------------------------
-
-    def _download(self, backup_name: str) -> list[dict[str, Any]]:
-        key = f"backups/{backup_name}/{backup_name}.tar.gz"
-        body = self.s3.get_object(Bucket=self.cfg.backup.bucket, Key=key)["Body"].read()
-        out: list[dict[str, Any]] = []
-        with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
-            for member in tar.getmembers():
-                f = tar.extractfile(member)
-                if f is not None and member.name.startswith("resources/"):
-                    out.append(json.loads(f.read()))
-        return out
 
     async def _do_restore(self, restore: dict[str, Any]) -> None:
         name = restore["metadata"]["name"]
@@ -234,7 +185,7 @@ class VeleroAgent:
         started = _now()
         await self._set_status("restores", name, {"phase": "InProgress", "startTimestamp": started})
         try:
-            objects = await asyncio.to_thread(self._download, spec.get("backupName", ""))
+            objects = await asyncio.to_thread(self.store.download, spec.get("backupName", ""))
         except (ClientError, BotoCoreError) as exc:
             await self._set_status(
                 "restores",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import httpx
 
-from drctl.models.upgrade import TrackSample
+from drctl.models.analysis import TrackSample
 
 PROMPTS = (
     "Summarise the benefits of blue-green deployments in one sentence.",

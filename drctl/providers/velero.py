@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from drctl.config import FleetConfig
-from drctl.models.upgrade import (
+from drctl.models.backup import (
     BACKUP_FAILED_PHASES,
     BACKUP_OK,
     PARTIALLY_FAILED,
@@ -128,7 +128,8 @@ class VeleroBackupProvider:
         if req.label_selector:
             body["spec"]["labelSelector"] = {"matchLabels": dict(req.label_selector)}
         try:
-            obj = self.api.create_namespaced_custom_object(GROUP, VERSION, self.settings.namespace, "backups", body)
+            obj = cast(dict[str, Any], self.api.create_namespaced_custom_object(
+                GROUP, VERSION, self.settings.namespace, "backups", body))
         except ApiException as exc:
             if exc.status != 409:
                 raise ProviderError(classify(exc, f"create backups/{req.name} in {self.region}")) from exc
@@ -168,7 +169,8 @@ class VeleroBackupProvider:
             },
         }
         try:
-            obj = self.api.create_namespaced_custom_object(GROUP, VERSION, self.settings.namespace, "restores", body)
+            obj = cast(dict[str, Any], self.api.create_namespaced_custom_object(
+                GROUP, VERSION, self.settings.namespace, "restores", body))
         except ApiException as exc:
             if exc.status != 409:
                 raise ProviderError(classify(exc, f"create restores/{req.name} in {self.region}")) from exc

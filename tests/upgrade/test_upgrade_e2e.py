@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from temporalio.client import Client
 
@@ -83,6 +84,8 @@ async def test_good_canary_becomes_stable_region_by_region(upgrade_env: FleetCon
     res = await _run(temporal_client, cfg, req, watch)
     assert res.outcome is Outcome.SUCCEEDED, res.reason
     assert [w.region for w in res.waves] == ["us-west-1", "us-east-1"]
+    assert [(r.region, r.image, r.state) for r in res.releases] == [
+        ("us-west-1", image, "upgraded"), ("us-east-1", image, "upgraded")]
     for region in cfg.region_names:
         assert _stable_container(cfg, region).image == image
         assert "llm-canary" not in _deployments(cfg, region)
@@ -111,6 +114,7 @@ async def test_bad_release_rolls_back_and_names_the_metric(upgrade_env: FleetCon
     assert res.outcome is Outcome.ROLLED_BACK, res
     assert res.failed_metric == "error_rate" and "error rate" in res.reason
     assert res.failed_region == "us-west-1"
+    assert [(r.region, r.image, r.state) for r in res.releases] == [("us-west-1", before, "rolled-back")]
     # Stable never dropped below its weight before the bad (first) step: 100 - 25.
     assert min(s["us-west-1"]["stable"] for s in watch.samples) >= 75
     assert _track_weights(cfg, "us-west-1")["stable"] == 100 and _track_weights(cfg, "us-west-1")["canary"] == 0
@@ -154,3 +158,21 @@ async def test_blue_green_switches_and_abort_is_instant(upgrade_env: FleetConfig
     assert res.outcome is Outcome.ABORTED and "test rollback" in res.reason
     assert _stable_container(cfg, "us-west-1").image == before
     assert "llm-green" not in _deployments(cfg, "us-west-1")
+
+
+async def test_later_region_rolls_back_earlier_wave_stays_upgraded(upgrade_env: FleetConfig,
+                                                                   temporal_client: Client) -> None:
+    cfg = upgrade_env
+    before = _stable_container(cfg, "us-east-1").image
+    image = f"vllm/vllm-openai:v0.10.{uuid.uuid4().int % 1000}"
+    # Only us-east-1's canary misbehaves (the fault is re-applied to replicas started later).
+    admin = (cfg.region("us-east-1").devstack_admin_url or "").rstrip("/")
+    async with httpx.AsyncClient(timeout=10) as http:
+        (await http.post(f"{admin}/faults/inference", json={"track": "canary", "error_rate": 0.6})).raise_for_status()
+    res = await _run(temporal_client, cfg, _request(cfg, image, steps_percent=[50, 100]))
+    assert res.outcome is Outcome.ROLLED_BACK and res.failed_region == "us-east-1", res
+    assert [(r.region, r.image, r.state) for r in res.releases] == [
+        ("us-west-1", image, "upgraded"), ("us-east-1", before, "rolled-back")]
+    assert f"us-west-1 already promoted, still on {image} (mixed fleet)" in res.reason
+    assert _stable_container(cfg, "us-west-1").image == image
+    assert _stable_container(cfg, "us-east-1").image == before

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from drctl.models.upgrade import BackupInfo, BackupRequest, RestoreRequest
+from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.velero import BackupFailed, VeleroBackupProvider, judge_phase
 from tests.upgrade.conftest import BackupStack
 

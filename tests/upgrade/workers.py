@@ -7,7 +7,9 @@ import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+import yaml
 from temporalio.client import Client
 
 from drctl.config import FleetConfig
@@ -32,3 +34,10 @@ async def running_worker(client: Client, cfg: FleetConfig) -> AsyncIterator[None
         finally:
             await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def write_config(cfg: FleetConfig, directory: Path) -> Path:
+    """`cfg` (fresh queues) as a file beside the session config, so relative paths still resolve."""
+    path = directory / f"fleet-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return path

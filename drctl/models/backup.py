@@ -1,0 +1,76 @@
+"""Models of Velero backups and restores: provider, activity and workflow I/O.
+
+Workflows import these through `imports_passed_through`, so this module stays free of I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+BACKUP_OK = "Completed"
+BACKUP_FAILED_PHASES = ("Failed", "FailedValidation")
+PARTIALLY_FAILED = "PartiallyFailed"
+TERMINAL_PHASES = (BACKUP_OK, PARTIALLY_FAILED, *BACKUP_FAILED_PHASES)
+
+
+class BackupRequest(BaseModel):
+    region: str = Field(description="Region whose cluster runs the backup.")
+    name: str = Field(description="Backup object name (unique in the Velero namespace).")
+    namespaces: list[str] = Field(description="spec.includedNamespaces.")
+    label_selector: dict[str, str] = Field(default_factory=dict, description="spec.labelSelector.matchLabels.")
+    ttl: str | None = Field(None, description="spec.ttl; default backup.ttl.")
+
+
+class BackupInfo(BaseModel):
+    """A Backup or Restore object as Velero reports it."""
+
+    kind: Literal["Backup", "Restore"] = "Backup"
+    name: str
+    region: str
+    phase: str = Field("", description="status.phase; empty until the controller picks it up.")
+    backup_name: str | None = Field(None, description="Restores: spec.backupName.")
+    namespaces: list[str] = Field(default_factory=list)
+    items: int = Field(0, description="Items backed up or restored (status.progress).")
+    errors: int = 0
+    warnings: int = 0
+    failure_reason: str | None = None
+    started: str | None = None
+    completed: str | None = None
+    expiration: str | None = None
+    storage_location: str | None = None
+
+
+class RestoreRequest(BaseModel):
+    region: str = Field(description="Region whose cluster runs the restore (the target).")
+    name: str
+    backup_name: str
+    namespace_mapping: dict[str, str] = Field(default_factory=dict, description="spec.namespaceMapping.")
+    existing_resource_policy: Literal["none", "update"] = Field(
+        "update", description="spec.existingResourcePolicy: leave or update objects that already exist."
+    )
+
+
+# --- The Backup and Restore workflows (`drctl backup create`, `drctl restore`) ---------------------
+
+
+class BackupJob(BaseModel):
+    fleet: str
+    queue: str = Field(description="Task queue of the region whose cluster runs the backup.")
+    request: BackupRequest
+
+
+class RestoreJob(BaseModel):
+    fleet: str
+    queue: str = Field(description="Task queue of the region whose cluster runs the restore.")
+    request: RestoreRequest
+
+
+class BackupJobResult(BaseModel):
+    kind: Literal["Backup", "Restore"]
+    name: str
+    region: str
+    ok: bool = Field(description="True when the object reached a phase the policy accepts.")
+    reason: str
+    info: BackupInfo | None = Field(None, description="The object as Velero last reported it.")

@@ -1,0 +1,209 @@
+"""One upgrade wave (a region): deploy the candidate, canary steps or blue-green switch with
+analysis, promote into stable; on failure or abort, roll that region back.
+
+Not a workflow on its own: `workflows.upgrade.Upgrade` runs one `WaveSteps.run` per region and
+owns the update handlers, which change the shared `Control`.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models import ops
+    from drctl.models.analysis import AnalysisRequest, TrackRef
+    from drctl.models.ops import DeploymentStatus, ScaleInput, WaitRolloutInput
+    from drctl.models.upgrade import (
+        Outcome,
+        PromoteRequest,
+        RegionRelease,
+        RegionTrackRequest,
+        RegionWave,
+        Release,
+        Strategy,
+        TrackDeployRequest,
+        TrackWeightsRequest,
+        UpgradeRequest,
+        UpgradeResult,
+        UpgradeStatus,
+        WarmupRequest,
+        WarmupResult,
+    )
+    from workflows.common import NO_RETRY, Phases, region_bound
+    from workflows.progressive import Control, Stop, reason_of
+
+
+def ended_on(req: UpgradeRequest, waves: list[RegionWave], before: dict[str, Release]) -> list[RegionRelease]:
+    """Per region, the release it ends on: promoted waves keep the new one, the rest their old one."""
+    outcome = {w.region: w.outcome for w in waves}
+    out: list[RegionRelease] = []
+    for region in req.regions:
+        if region not in before:
+            continue  # never read: the upgrade stopped before touching anything
+        if outcome.get(region) is Outcome.SUCCEEDED:
+            out.append(RegionRelease(region=region, image=req.release.image, state="upgraded"))
+        else:
+            state = "rolled-back" if region in outcome else "not-started"
+            out.append(RegionRelease(region=region, image=before[region].image, state=state))  # type: ignore[arg-type]
+    return out
+
+
+class WaveSteps:
+    def __init__(self, phases: Phases, ctl: Control, state: UpgradeStatus) -> None:
+        self.phases = phases
+        self.ctl = ctl
+        self.state = state
+        # True while a canary or green serves: only then can an operator promote it.
+        self.candidate_live = False
+        # Stable's release per region, read before anything changed; rollback restores it.
+        self.before: dict[str, Release] = {}
+        # Regions whose stable Deployment promotion has started to change.
+        self.promoting: set[str] = set()
+
+    async def run(self, req: UpgradeRequest, region: str, res: UpgradeResult) -> None:
+        """One region: deploy the candidate, step or switch with analysis, promote; roll back on failure."""
+        wave = RegionWave(region=region)
+        self.state.waves.append(wave)
+        self.state.region = region
+        self.ctl.promote_requested = False
+        workflow.upsert_search_attributes([sa.TARGET_REGION.value_set(region)])
+        track = "canary" if req.strategy is Strategy.CANARY else "green"
+        try:
+            if req.strategy is Strategy.CANARY:
+                await self._canary(req, region, wave)
+            else:
+                await self._blue_green(req, region, wave)
+        except Stop as stop:
+            wave.outcome, wave.reason = stop.outcome, stop.reason
+            res.failed_region = region
+            await self._rollback(req, region, track, stop.reason)
+            raise
+        except (ActivityError, ApplicationError) as exc:
+            wave.outcome, wave.reason = Outcome.ROLLED_BACK, reason_of(exc)
+            res.failed_region = region
+            await self._rollback(req, region, track, wave.reason)
+            raise Stop(Outcome.ROLLED_BACK, f"{region}: {wave.reason}") from exc
+        wave.outcome, wave.reason = Outcome.SUCCEEDED, f"{req.release.image} stable in {region}"
+
+    def _q(self, req: UpgradeRequest, region: str, seconds: float = 30) -> dict[str, Any]:
+        return region_bound(req.spec.region(region).queue, seconds)
+
+    async def _weights(self, req: UpgradeRequest, region: str, weights: dict[str, int]) -> None:
+        await self.ctl.abortable(workflow.execute_activity(
+            "set_track_weights", TrackWeightsRequest(region=region, weights=weights), result_type=TrackWeightsRequest,
+            summary=f"{region} track weights " + " / ".join(f"{k} {v}" for k, v in weights.items()),
+            **self._q(req, region),
+        ))
+        self.phases.note(f"weights {region}", " / ".join(f"{k} {v}" for k, v in weights.items()))
+
+    async def _ready(self, req: UpgradeRequest, region: str, track: str, replicas: int | None = None) -> None:
+        name = f"{req.app}-{track}"
+        if replicas is not None:
+            await self.ctl.abortable(workflow.execute_activity(
+                "scale_deployment", ScaleInput(region=region, replicas=replicas, deployment=name),
+                result_type=DeploymentStatus, summary=f"scale {name} to {replicas}", **self._q(req, region)))
+        timeout = req.spec.rollout_timeout_s
+        opts = self._q(req, region, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=15),
+                                                     "retry_policy": NO_RETRY}
+        await self.ctl.abortable(workflow.execute_activity(
+            "wait_rollout", WaitRolloutInput(region=region, timeout_s=timeout, deployment=name),
+            result_type=DeploymentStatus, summary=f"wait for {name} in {region}", **opts))
+
+    async def _deploy(self, req: UpgradeRequest, region: str, track: str, replicas: int) -> None:
+        self.phases.enter(f"deploy-{track}", f"`{req.app}-{track}` with `{req.release.image}` ×{replicas} in `{region}`")
+        await self.ctl.abortable(workflow.execute_activity(
+            "deploy_track", TrackDeployRequest(region=region, track=track, release=req.release, replicas=replicas),
+            result_type=RegionTrackRequest, summary=f"deploy {track} in {region}",
+            **self._q(req, region)))
+        await self._ready(req, region, track)
+        self.phases.enter("warm-up", f"{req.warmup_prompts} prompts per {track} replica in `{region}`")
+        warm = await self.ctl.abortable(workflow.execute_activity(
+            "warm_up", WarmupRequest(region=region, track=track, prompts=req.warmup_prompts),
+            result_type=WarmupResult, summary=f"warm up {track} in {region}",
+            heartbeat_timeout=timedelta(seconds=30), **self._q(req, region, 120)))
+        self.phases.note(f"warm-up {region}", f"{warm.ok} ok / {warm.failed} failed on {warm.replicas} replicas")
+
+    def _analysis(self, req: UpgradeRequest, region: str, track: str) -> AnalysisRequest:
+        return AnalysisRequest(candidate=TrackRef(region=region, track=track),
+                               baseline=TrackRef(region=region, track="stable"),
+                               window_s=req.step_pause_s, limits=req.limits)
+
+    async def _canary(self, req: UpgradeRequest, region: str, wave: RegionWave) -> None:
+        full = req.spec.region(region).replicas
+        current = 1
+        await self._deploy(req, region, "canary", current)
+        self.candidate_live = True
+        for pct in req.steps_percent:
+            await self.ctl.hold()
+            if self.ctl.promote_requested:
+                break
+            needed = max(1, math.ceil(full * pct / 100))
+            if needed > current:  # the canary must carry its share before it gets it
+                self.phases.enter("scale-canary", f"canary to {needed} replicas for {pct} %")
+                await self._ready(req, region, "canary", needed)
+                current = needed
+            self.phases.enter(f"step-{pct}", f"`{region}`: canary {pct} %, analysing for {req.step_pause_s:g}s")
+            await self._weights(req, region, {"stable": 100 - pct, "canary": pct})
+            wave.step_percent = self.state.step_percent = pct
+            if await self.ctl.analyse(self._analysis(req, region, "canary"), req.spec.region(region).queue,
+                                      req.max_inconclusive, wave.analyses) is None:
+                break
+        await self._promote(req, region, "canary")
+
+    async def _blue_green(self, req: UpgradeRequest, region: str, wave: RegionWave) -> None:
+        await self._deploy(req, region, "green", req.spec.region(region).replicas)
+        self.phases.enter("preview", f"`{region}`: green in preview, compared with blue (stable)")
+        self.candidate_live = True
+        queue = req.spec.region(region).queue
+        await self.ctl.analyse(self._analysis(req, region, "green"), queue, req.max_inconclusive, wave.analyses)
+        self.ctl.check_abort()
+        self.phases.enter("switch", f"`{region}`: all traffic to green; blue kept {req.scale_down_delay_s:g}s")
+        await self._weights(req, region, {"stable": 0, "green": 100})
+        wave.step_percent = self.state.step_percent = 100
+        # Blue keeps running through the delay, so an abort or a failed check flips back at once.
+        try:
+            await workflow.wait_condition(lambda: self.ctl.abort_reason is not None or self.ctl.promote_requested,
+                                          timeout=timedelta(seconds=req.scale_down_delay_s))
+        except TimeoutError:
+            pass
+        self.ctl.check_abort()
+        await self._promote(req, region, "green")
+
+    async def _promote(self, req: UpgradeRequest, region: str, track: str) -> None:
+        """Stable takes the new image by a rolling update, then carries all traffic again."""
+        self.ctl.check_abort()
+        self.phases.enter("promote", f"`{region}`: stable rolls to `{req.release.image}`, then {track} is removed")
+        # From here on stable may run the new release: a rollback must put the old one back.
+        self.promoting.add(region)
+        await self.ctl.abortable(workflow.execute_activity(
+            "set_stable_release", PromoteRequest(region=region, release=req.release), result_type=Release,
+            summary=f"stable to {req.release.image} in {region}", **self._q(req, region)))
+        await self._ready(req, region, "stable")
+        self.candidate_live = False
+        await self._weights(req, region, {"stable": 100, track: 0})
+        await workflow.execute_activity("remove_track", RegionTrackRequest(region=region, track=track),
+                                        result_type=bool, summary=f"remove {track} in {region}",
+                                        **self._q(req, region))
+
+    async def _rollback(self, req: UpgradeRequest, region: str, track: str, why: str) -> None:
+        """Weights to stable first (users first), then stable's old image if it moved, then the candidate."""
+        self.phases.enter(ops.PHASE_COMPENSATE, f"rolling `{region}` back: {why}")
+        self.candidate_live = False
+        await workflow.execute_activity(
+            "set_track_weights", TrackWeightsRequest(region=region, weights={"stable": 100, track: 0}),
+            result_type=TrackWeightsRequest, summary=f"{region}: all traffic back to stable", **self._q(req, region))
+        old = self.before.get(region)
+        if old is not None and region in self.promoting:
+            await workflow.execute_activity(
+                "set_stable_release", PromoteRequest(region=region, release=old), result_type=Release,
+                summary=f"stable back to {old.image}", **self._q(req, region))
+        await workflow.execute_activity("remove_track", RegionTrackRequest(region=region, track=track),
+                                        result_type=bool, summary=f"remove {track} in {region}",
+                                        **self._q(req, region))
+        self.phases.note(f"rollback {region}", why)
