@@ -73,6 +73,11 @@ def render_error(exc: BaseException) -> int:
     if isinstance(exc, UserError):
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return exc.exit_code
+    from drctl.operations import FleetBusyError
+
+    if isinstance(exc, FleetBusyError):
+        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 3
     if isinstance(exc, TemporalUnreachable):
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 3

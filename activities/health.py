@@ -1,0 +1,31 @@
+"""Probe activities: the inference-aware health check of regions, run on the main task queue."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+
+from drctl.config import FleetConfig
+from drctl.models.health import RegionProbe
+from drctl.models.ops import ProbeBatch, ProbeRequest, RegionRequest
+from drctl.providers.probe import InferenceProber
+
+
+class HealthActivities:
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.prober = InferenceProber(cfg)
+
+    @activity.defn(name="probe_regions")
+    async def probe_regions(self, inp: ProbeRequest) -> ProbeBatch:
+        return ProbeBatch(probes=await self.prober.probe_regions(inp.regions))
+
+    @activity.defn(name="probe_region")
+    async def probe_region(self, inp: RegionRequest) -> RegionProbe:
+        return await self.prober.probe_region(inp.region)
+
+
+def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    acts = HealthActivities(cfg)
+    return [acts.probe_regions, acts.probe_region]

@@ -1,0 +1,117 @@
+"""Region-bound platform activities: capacity, scale, rollout wait (run on the region's queue).
+
+Sync: the kubernetes client blocks, so these run on the worker's thread pool. One
+KubernetesPlatform per region, built on first use so a worker starts while a cluster is down.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from drctl.config import FleetConfig
+from drctl.models.ops import Capacity, DeploymentStatus, RegionRequest, ScaleInput, WaitRolloutInput
+from drctl.providers.base import DeploymentState, Platform
+from drctl.providers.errors import RolloutTimeout, classify
+from drctl.providers.kubernetes import KubernetesPlatform
+
+# Slice of a rollout wait between heartbeats: the heartbeat must not depend on how often the
+# provider reports progress.
+_WAIT_SLICE_S = 3.0
+
+
+def _app_error(exc: BaseException, action: str) -> ApplicationError:
+    err = classify(exc, action)
+    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable)
+
+
+def _status(region: str, d: DeploymentState) -> DeploymentStatus:
+    return DeploymentStatus(
+        region=region,
+        deployment=d.name,
+        replicas=d.replicas,
+        ready_replicas=d.ready_replicas,
+        updated_replicas=d.updated_replicas,
+        available_replicas=d.available_replicas,
+        rolled_out=d.rolled_out,
+    )
+
+
+class PlatformActivities:
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.cfg = cfg
+        self._platforms: dict[str, Platform] = {}
+        self._lock = threading.Lock()
+
+    def _platform(self, region: str) -> Platform:
+        with self._lock:
+            if region not in self._platforms:
+                self._platforms[region] = KubernetesPlatform(self.cfg.region(region))
+            return self._platforms[region]
+
+    def _deployment(self, name: str | None) -> str:
+        return name or self.cfg.workload.deployment_name("stable")
+
+    @activity.defn(name="get_capacity")
+    def get_capacity(self, inp: RegionRequest) -> Capacity:
+        name = self._deployment(None)
+        try:
+            d = self._platform(inp.region).get_deployment(name)
+        except Exception as exc:
+            raise _app_error(exc, f"read deployment {name} in {inp.region}") from exc
+        region = self.cfg.region(inp.region)
+        return Capacity(
+            region=inp.region,
+            deployment=name,
+            replicas=d.replicas,
+            ready_replicas=d.ready_replicas,
+            # The HPA's max is the platform's own bound; the config's is drctl's. Obey the tighter.
+            max_replicas=min(region.max_replicas, d.hpa_max_replicas or region.max_replicas),
+            hpa_min_replicas=d.hpa_min_replicas,
+            hpa_max_replicas=d.hpa_max_replicas,
+        )
+
+    @activity.defn(name="scale_deployment")
+    def scale_deployment(self, inp: ScaleInput) -> DeploymentStatus:
+        name = self._deployment(inp.deployment)
+        activity.logger.info("scaling %s in %s to %d", name, inp.region, inp.replicas)
+        try:
+            return _status(inp.region, self._platform(inp.region).scale(name, inp.replicas))
+        except Exception as exc:
+            raise _app_error(exc, f"scale {name} in {inp.region} to {inp.replicas}") from exc
+
+    @activity.defn(name="wait_rollout")
+    def wait_rollout(self, inp: WaitRolloutInput) -> DeploymentStatus:
+        """Wait like `kubectl rollout status`, heartbeating the replica counts as they move."""
+        name = self._deployment(inp.deployment)
+        platform = self._platform(inp.region)
+        deadline = time.monotonic() + inp.timeout_s
+
+        def progress(d: DeploymentState) -> None:
+            activity.heartbeat(_status(inp.region, d).model_dump())
+
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                d = platform.wait_rollout(name, max(0.1, min(_WAIT_SLICE_S, left)), on_progress=progress)
+                return _status(inp.region, d)
+            except RolloutTimeout as exc:
+                progress(exc.state)
+                if time.monotonic() >= deadline:
+                    raise ApplicationError(
+                        f"{name} in {inp.region} not rolled out after {inp.timeout_s:g}s: {exc.missing}",
+                        type="RolloutTimeout",
+                        non_retryable=True,
+                    ) from exc
+            except Exception as exc:
+                raise _app_error(exc, f"wait for rollout of {name} in {inp.region}") from exc
+
+
+def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    acts = PlatformActivities(cfg)
+    return [acts.get_capacity, acts.scale_deployment, acts.wait_rollout]

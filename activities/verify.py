@@ -1,0 +1,67 @@
+"""Verify a traffic shift the way users see it: completions through the global endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from temporalio import activity
+
+from drctl.config import FleetConfig
+from drctl.models.ops import VerifyInput, VerifyResult
+
+# A few requests in flight at once: fast enough to verify in about a second, small enough not
+# to be a load test against a fleet that just lost a region.
+_CONCURRENCY = 4
+
+
+class VerifyActivities:
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.url = cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions"
+        self.model = cfg.workload.model
+
+    @activity.defn(name="verify_global")
+    async def verify_global(self, inp: VerifyInput) -> VerifyResult:
+        """Send `requests` 1-token completions; count successes per serving region and errors."""
+        result = VerifyResult(total=0, ok=0, errors=0)
+        sem = asyncio.Semaphore(_CONCURRENCY)
+        # No keep-alive: every request is a new connection, so the global tier balances each one
+        # with the weights in force now, as a new user's request would be.
+        limits = httpx.Limits(max_connections=_CONCURRENCY, max_keepalive_connections=0)
+        body = {"model": self.model, "prompt": "drctl verify", "max_tokens": 1}
+
+        async def one(client: httpx.AsyncClient) -> None:
+            async with sem:
+                try:
+                    resp = await client.post(self.url, json=body)
+                    resp.raise_for_status()
+                    resp.json()
+                except (httpx.HTTPError, ValueError) as exc:
+                    result.errors += 1
+                    if len(result.error_samples) < 5:
+                        result.error_samples.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                    return
+                result.ok += 1
+                region = resp.headers.get("X-Fleetsim-Region")
+                if region:
+                    result.by_region[region] = result.by_region.get(region, 0) + 1
+                else:
+                    result.unattributed += 1
+
+        async with httpx.AsyncClient(timeout=inp.request_timeout_s, limits=limits) as client:
+            tasks = [asyncio.create_task(one(client)) for _ in range(inp.requests)]
+            done, pending = await asyncio.wait(tasks, timeout=inp.timeout_s)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+                result.errors += len(pending)
+                result.error_samples.append(f"{len(pending)} request(s) unfinished after {inp.timeout_s:g}s")
+        result.total = inp.requests
+        return result
+
+
+def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    return [VerifyActivities(cfg).verify_global]

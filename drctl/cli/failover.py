@@ -1,0 +1,289 @@
+"""`drctl failover`, `drctl failback`, `drctl monitor start|stop|status`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from drctl import search_attributes as sa
+from drctl.cli.common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    Output,
+    OutputOpt,
+    UserError,
+    console,
+    err_console,
+    load,
+    print_json,
+    run_async,
+)
+from drctl.cli.ops import watch
+from drctl.config import FleetConfig
+from drctl.models.failover import (
+    FailbackInput,
+    FailbackResult,
+    FailoverInput,
+    FailoverPlan,
+    FailoverResult,
+    MonitorInput,
+    MonitorStatus,
+    needed_replicas,
+    shift_weights,
+)
+from drctl.models.ops import FleetSpec
+from drctl.operations import start_operation
+from drctl.temporal import connect, ui_link
+
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+NoWait = Annotated[bool, typer.Option("--no-wait", help="Start and return; follow it in the UI or `drctl ops show`.")]
+
+
+def dry_run_plan(cfg: FleetConfig, target: str, source: str | None) -> FailoverPlan:
+    """The plan the workflow would follow, read from the providers; changes nothing."""
+    from drctl.providers.kubernetes import KubernetesPlatform
+    from drctl.providers.traffic_factory import global_traffic
+
+    weights = global_traffic(cfg).get_weights()
+    sources = [source] if source else [r for r, w in weights.items() if r != target and w > 0]
+    after = dict(weights)
+    for s in sources:
+        after = shift_weights(after, s, target)
+    dep = KubernetesPlatform(cfg.region(target)).get_deployment(cfg.workload.deployment_name("stable"))
+    max_r = min(cfg.region(target).max_replicas, dep.hpa_max_replicas or cfg.region(target).max_replicas)
+    needed = needed_replicas(dep.replicas, sum(weights.values()), weights.get(target, 0))
+    problems = [] if max_r >= needed else [f"needs {needed} replicas in {target}, max {max_r}"]
+    return FailoverPlan(
+        source=",".join(sources) or None, target=target, weights_before=weights, weights_after=after,
+        target_replicas_before=dep.replicas, target_replicas_needed=min(needed, 10**4),
+        target_replicas_planned=max(dep.replicas, min(needed, max_r)), max_replicas=max_r,
+        capacity_ok=max_r >= needed, mode="normal", problems=problems,
+    )
+
+
+def _confirm(yes: bool, question: str) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UserError("refusing to change traffic without confirmation: pass --yes (stdin is not a terminal)")
+    typer.confirm(question, abort=True)
+
+
+def _render_failover(res: FailoverResult, link: str) -> None:
+    t = Table(title=f"failover {res.source or '?'} → {res.target}: {res.status}")
+    t.add_column("")
+    t.add_column("")
+    t.add_row("weights", f"{res.weights_before} → {res.weights_after or res.weights_before}")
+    if res.target_replicas is not None:
+        t.add_row(f"{res.target} replicas", str(res.target_replicas))
+    if res.rto_s is not None:
+        t.add_row("measured RTO", f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})")
+    if res.verify:
+        t.add_row("verify", f"{res.verify.ok}/{res.verify.total} ok, served by {res.verify.by_region}")
+    for p in res.phases:
+        t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
+    if res.compensated:
+        t.add_row("compensation", res.compensated)
+    if res.error:
+        t.add_row("error", res.error)
+    console.print(t)
+    console.print(f"UI: {link}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("failover")
+    def failover(
+        to: Annotated[str, typer.Option("--to", help="Region that takes the traffic.")],
+        config: ConfigOpt = Path(DEFAULT_CONFIG),
+        from_: Annotated[str | None, typer.Option("--from", help="Region to drain; default every other region.")] = None,
+        emergency: Annotated[bool, typer.Option("--emergency", help="Shift first, scale after.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Override target health and capacity refusals.")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+        yes: Yes = False,
+        no_wait: NoWait = False,
+        output: OutputOpt = Output.table,
+    ) -> None:
+        """Move the fleet's traffic to one region, through the Failover workflow."""
+        cfg = load(config)
+        cfg.region(to)
+        if from_:
+            cfg.region(from_)
+            if from_ == to:
+                raise UserError(f"--from and --to are both {to}")
+        if dry_run:
+            plan = dry_run_plan(cfg, to, from_)
+            if output is Output.json:
+                print_json({"dry_run": True, "plan": plan.model_dump(mode="json")})
+                return
+            console.print(f"[bold]dry run[/] (nothing changed): failover {plan.source} → {to}")
+            console.print(f"  global weights: {plan.weights_before} → {plan.weights_after}")
+            console.print(f"  {to} replicas: {plan.target_replicas_before} → {plan.target_replicas_planned} "
+                          f"(needed {plan.target_replicas_needed}, max {plan.max_replicas})")
+            for p in plan.problems:
+                console.print(f"  [red]would refuse:[/] {p}")
+            return
+        _confirm(yes, f"Move all traffic of fleet {cfg.name!r} to {to}?")
+        inp = FailoverInput(spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force)
+        res, link = run_async(lambda: _run_failover(cfg, inp, no_wait, output))
+        if res is None:
+            return
+        if output is Output.json:
+            print_json({"workflow_id": f"failover/{cfg.name}", "ui_link": link, "result": res.model_dump(mode="json")})
+        else:
+            _render_failover(res, link)
+        if res.status != "succeeded":
+            raise typer.Exit(1)
+
+    @app.command("failback")
+    def failback(
+        config: ConfigOpt = Path(DEFAULT_CONFIG),
+        region: Annotated[str | None, typer.Option("--region", help="The recovered region (default: any below its weight).")] = None,
+        yes: Yes = False,
+        no_wait: NoWait = False,
+        output: OutputOpt = Output.table,
+    ) -> None:
+        """Return traffic to the configured weights in steps, checking health at each step."""
+        cfg = load(config)
+        if region:
+            cfg.region(region)
+        _confirm(yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?")
+        inp = FailbackInput(spec=FleetSpec.from_config(cfg), region=region)
+
+        async def go() -> tuple[FailbackResult | None, str]:
+            from workflows.failback import Failback
+
+            client = await connect(cfg)
+            wid = f"failback/{cfg.name}"
+            handle = await start_operation(client, cfg, Failback.run, inp, operation="failback", workflow_id=wid,
+                                           target=region)
+            link = ui_link(cfg, wid, handle.result_run_id)
+            err_console.print(f"failback started: {link}")
+            if no_wait:
+                return None, link
+            return await watch(handle, show=output is Output.table), link
+
+        res, link = run_async(go)
+        if res is None:
+            return
+        if output is Output.json:
+            print_json({"ui_link": link, "result": res.model_dump(mode="json")})
+        else:
+            console.print(f"failback {res.status}: {res.weights_before} → {res.weights_after}; "
+                          f"steps {res.steps_done}/{res.steps_planned}; scaled back {res.scaled_back or '-'}")
+            if res.error:
+                console.print(f"error: {res.error}")
+            console.print(f"UI: {link}")
+        if res.status not in ("succeeded", "not_needed"):
+            raise typer.Exit(1)
+
+    _register_monitor(app)
+
+
+async def _run_failover(cfg: FleetConfig, inp: FailoverInput, no_wait: bool, output: Output) -> tuple[FailoverResult | None, str]:
+    from workflows.failover import Failover
+
+    client = await connect(cfg)
+    wid = f"failover/{cfg.name}"
+    handle = await start_operation(client, cfg, Failover.run, inp, operation="failover", workflow_id=wid,
+                                   source=inp.source, target=inp.target, memo={"initiator": "cli"})
+    link = ui_link(cfg, wid, handle.result_run_id)
+    err_console.print(f"failover started: {link}")
+    if no_wait:
+        if output is Output.json:
+            print_json({"workflow_id": wid, "run_id": handle.result_run_id, "ui_link": link})
+        return None, link
+    return await watch(handle, show=output is Output.table), link
+
+
+def _monitor_id(cfg: FleetConfig) -> str:
+    return f"monitor/{cfg.name}"
+
+
+async def start_monitor(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandle[Any, Any], bool]:
+    """Start the fleet's monitor unless it runs; returns (handle, started)."""
+    from workflows.monitor import FleetMonitor
+
+    wid = _monitor_id(cfg)
+    try:
+        desc = await client.get_workflow_handle(wid).describe()
+        if desc.status and desc.status.name == "RUNNING":
+            return client.get_workflow_handle(wid), False
+    except RPCError:
+        pass
+    attrs = TypedSearchAttributes([SearchAttributePair(sa.FLEET, cfg.name), SearchAttributePair(sa.OPERATION, "monitor"),
+                                   SearchAttributePair(sa.PHASE, "watching")])
+    handle = await client.start_workflow(
+        FleetMonitor.run, MonitorInput(spec=FleetSpec.from_config(cfg)), id=wid, task_queue=cfg.temporal.task_queue,
+        search_attributes=attrs, memo={"fleet": cfg.name}, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    return handle, True
+
+
+async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
+    try:
+        return await client.get_workflow_handle(_monitor_id(cfg)).query("status", result_type=MonitorStatus)
+    except RPCError:
+        return None
+
+
+def _register_monitor(app: typer.Typer) -> None:
+    mon = typer.Typer(help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True)
+    app.add_typer(mon, name="monitor")
+
+    @mon.command("start")
+    def start(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
+        """Start watching every region (idempotent)."""
+        cfg = load(config)
+
+        async def go() -> tuple[str, bool]:
+            handle, started = await start_monitor(await connect(cfg), cfg)
+            return ui_link(cfg, handle.id), started
+
+        link, started = run_async(go)
+        console.print(f"monitor {'started' if started else 'already running'}: {link}")
+
+    @mon.command("stop")
+    def stop(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
+        """Stop the monitor (a failover it started keeps running)."""
+        cfg = load(config)
+
+        async def go() -> None:
+            try:
+                await (await connect(cfg)).get_workflow_handle(_monitor_id(cfg)).cancel()
+            except RPCError as exc:
+                raise UserError(f"monitor {_monitor_id(cfg)} is not running ({exc.message})") from None
+
+        run_async(go)
+        console.print(f"monitor {_monitor_id(cfg)} stopping")
+
+    @mon.command("status")
+    def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
+        """The monitor's view: per-region state, policy, alert."""
+        cfg = load(config)
+        st = run_async(lambda: _status(cfg))
+        if st is None:
+            raise UserError(f"monitor {_monitor_id(cfg)} is not running; start it with `drctl monitor start`", 1)
+        if output is Output.json:
+            print_json(st.model_dump(mode="json"))
+            return
+        if st.alert:
+            console.print(f"[bold red]ALERT {st.alert}[/]")
+        t = Table(title=f"monitor {cfg.name}: policy {st.policy}{' (paused)' if st.paused else ''}, round {st.iteration}")
+        for col in ("region", "state", "fails", "oks", "last probe", "ttft p50 ms"):
+            t.add_column(col)
+        for r in st.regions.values():
+            t.add_row(r.region, r.state.value, str(r.consecutive_failures), str(r.consecutive_successes),
+                      f"{r.last_status.value if r.last_status else '-'} {r.last_reason}",
+                      f"{r.last_ttft_ms:.0f}" if r.last_ttft_ms is not None else "-")
+        console.print(t)
+
+
+async def _status(cfg: FleetConfig) -> MonitorStatus | None:
+    return await monitor_status(await connect(cfg), cfg)

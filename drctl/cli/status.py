@@ -1,0 +1,112 @@
+"""`drctl status`: per region the monitor's state, fresh probe figures, global weight, replicas; plus
+running operations. Each source is read independently, so one unreachable piece shows as an error
+in its cell instead of hiding the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from drctl.cli.common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    Output,
+    OutputOpt,
+    console,
+    load,
+    print_json,
+    run_async,
+)
+from drctl.config import FleetConfig
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:120]
+
+
+async def collect(cfg: FleetConfig) -> dict[str, Any]:
+    from drctl.cli.failover import monitor_status
+    from drctl.operations import running_operations
+    from drctl.providers.kubernetes import KubernetesPlatform
+    from drctl.providers.probe import InferenceProber
+    from drctl.providers.traffic_factory import global_traffic
+    from drctl.temporal import connect
+
+    out: dict[str, Any] = {"fleet": cfg.name, "regions": {r.name: {"configured_weight": r.weight} for r in cfg.regions}}
+
+    def weights() -> dict[str, int]:
+        return global_traffic(cfg).get_weights()
+
+    def replicas(region: str) -> dict[str, int]:
+        d = KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable"))
+        return {"replicas": d.replicas, "ready": d.ready_replicas}
+
+    async def temporal() -> tuple[Any, Any]:
+        client = await connect(cfg)
+        return await monitor_status(client, cfg), await running_operations(client, cfg)
+
+    tasks = [asyncio.to_thread(weights), InferenceProber(cfg).probe_regions(cfg.region_names), temporal(),
+             *(asyncio.to_thread(replicas, r) for r in cfg.region_names)]
+    w, probes, tmp, *reps = await asyncio.gather(*tasks, return_exceptions=True)
+    for i, name in enumerate(cfg.region_names):
+        reg = out["regions"][name]
+        reg["weight"] = w.get(name) if isinstance(w, dict) else None
+        reg["replicas"] = reps[i] if isinstance(reps[i], dict) else {"error": _short(reps[i])}
+        if isinstance(probes, list):
+            p = probes[i]
+            reg["probe"] = {"status": p.status.value, "reason": p.reason, "ttft_p50_ms": p.ttft_p50_ms,
+                            "failing_fraction": p.failing_fraction, "duration_ms": p.duration_ms}
+    if not isinstance(w, dict):
+        out["weights_error"] = _short(w)
+    if not isinstance(probes, list):
+        out["probe_error"] = _short(probes)
+    if isinstance(tmp, tuple):
+        mon, ops = tmp
+        out["monitor"] = {"running": mon is not None, "policy": mon.policy if mon else None,
+                          "alert": mon.alert if mon else None, "paused": mon.paused if mon else None}
+        for name in cfg.region_names:
+            out["regions"][name]["state"] = mon.regions[name].state.value if mon and name in mon.regions else None
+        out["operations"] = [o.model_dump(mode="json") for o in ops]
+    else:
+        out["temporal_error"] = _short(tmp)
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("status")
+    def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
+        """The fleet now: region states, probe figures, global weights, replicas, running operations."""
+        cfg = load(config)
+        data = run_async(lambda: collect(cfg))
+        if output is Output.json:
+            print_json(data)
+            return
+        mon = data.get("monitor") or {}
+        if mon.get("alert"):
+            console.print(f"[bold red]ALERT {mon['alert']}[/]")
+        t = Table(title=f"fleet {cfg.name}" + (f" (monitor: {mon.get('policy')})" if mon.get("running") else " (monitor not running)"))
+        for col in ("region", "state", "probe", "ttft p50 ms", "weight", "configured", "replicas (ready)"):
+            t.add_column(col)
+        for name, r in data["regions"].items():
+            p = r.get("probe") or {}
+            rep = r.get("replicas") or {}
+            t.add_row(name, r.get("state") or "-", f"{p.get('status', '-')} {p.get('reason', '')}".strip(),
+                      f"{p['ttft_p50_ms']:.0f}" if p.get("ttft_p50_ms") is not None else "-",
+                      str(r.get("weight", "-")), str(r["configured_weight"]),
+                      f"{rep['replicas']} ({rep['ready']})" if "replicas" in rep else rep.get("error", "-"))
+        console.print(t)
+        for key in ("weights_error", "probe_error", "temporal_error"):
+            if key in data:
+                console.print(f"[yellow]{key.replace('_', ' ')}:[/] {data[key]}")
+        ops = data.get("operations") or []
+        if ops:
+            console.print("running operations:")
+            for o in ops:
+                console.print(f"  {o['workflow_id']} ({o['operation']}, phase {o.get('phase')}) {o.get('ui_link') or ''}")
+        elif "operations" in data:
+            console.print("no running operations")

@@ -1,0 +1,275 @@
+"""Failover, failback and monitor models, and the pure logic they share (weights, capacity, states).
+
+The logic lives next to the models, free of Temporal, so the workflows, the CLI's dry run and the
+unit tests all compute the same plan.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from drctl.models.health import ProbeStatus, RegionProbe, RegionState
+from drctl.models.ops import FleetSpec, PhaseTiming, VerifyResult
+
+ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
+NO_FAILOVER_TARGET = "NO_FAILOVER_TARGET"
+
+
+# --- pure plan logic ---------------------------------------------------------------------------
+
+
+def shift_weights(current: dict[str, int], source: str, target: str) -> dict[str, int]:
+    """Source to 0, target takes the source's share; never all zero."""
+    new = dict(current)
+    moved = new.get(source, 0)
+    new[source] = 0
+    new[target] = new.get(target, 0) + moved
+    if sum(new.values()) <= 0:
+        # Everything was already 0 except nothing: keep the target serving rather than black-hole.
+        new[target] = 1
+    return {k: min(v, 256) for k, v in new.items()}
+
+
+def needed_replicas(target_replicas: int, total_weight: int, target_weight: int) -> int:
+    """Replicas the target needs to carry the whole load at today's per-replica load."""
+    if target_replicas <= 0:
+        target_replicas = 1
+    if target_weight <= 0:
+        # The target serves nothing today, so its per-replica load is unknown: ask for the most.
+        return 10**6
+    return math.ceil(target_replicas * total_weight / target_weight)
+
+
+def failback_plan(current: dict[str, int], configured: dict[str, int], steps: int) -> list[dict[str, int]]:
+    """Linear steps from current to configured weights; the last step is exactly configured."""
+    plan: list[dict[str, int]] = []
+    for i in range(1, steps + 1):
+        frac = i / steps
+        step = {r: round(current.get(r, 0) + (w - current.get(r, 0)) * frac) for r, w in configured.items()}
+        if sum(step.values()) <= 0:
+            continue
+        if not plan or plan[-1] != step:
+            plan.append(step)
+    if not plan or plan[-1] != configured:
+        plan.append(dict(configured))
+    return plan
+
+
+def probe_passes(probe: RegionProbe, fail_on_degraded: bool) -> bool:
+    """Whether one check counts as good for the region state machine."""
+    if probe.status is ProbeStatus.DOWN:
+        return False
+    if probe.status is ProbeStatus.DEGRADED and fail_on_degraded:
+        # Only what users see counts: replicas failing behind a gateway that still serves well is
+        # lost capacity the platform replaces (a flapping replica), not a reason to move traffic.
+        return probe.gateway.status is ProbeStatus.HEALTHY
+    return True
+
+
+# --- the monitor's per-region state machine ----------------------------------------------------
+
+
+class RegionTracker(BaseModel):
+    region: str
+    state: RegionState = RegionState.HEALTHY
+    consecutive_failures: int = 0
+    consecutive_successes: int = 0
+    since: datetime | None = Field(None, description="When the current state began.")
+    first_failure_at: datetime | None = None
+    last_good_at: datetime | None = None
+    last_status: ProbeStatus | None = None
+    last_reason: str = ""
+    last_ttft_ms: float | None = None
+    last_failing_fraction: float = 0.0
+    last_probed_at: datetime | None = None
+
+    def observe(self, passed: bool, at: datetime, failure_threshold: int, recovery_threshold: int) -> bool:
+        """Feed one check; returns True when the state changed."""
+        before = self.state
+        if passed:
+            self.consecutive_failures = 0
+            self.consecutive_successes += 1
+            self.last_good_at = at
+            if self.state is RegionState.SUSPECT:
+                self.state = RegionState.HEALTHY  # one blip, never confirmed: no hysteresis needed
+                self.first_failure_at = None
+            elif self.state is RegionState.UNHEALTHY:
+                self.state = RegionState.RECOVERING
+            if self.state is RegionState.RECOVERING and self.consecutive_successes >= recovery_threshold:
+                self.state = RegionState.HEALTHY
+                self.first_failure_at = None
+        else:
+            self.consecutive_successes = 0
+            self.consecutive_failures += 1
+            if self.state is RegionState.HEALTHY:
+                self.first_failure_at = at
+                self.state = RegionState.SUSPECT
+            elif self.state is RegionState.RECOVERING:
+                self.state = RegionState.UNHEALTHY  # relapse: recovery must start over
+            if self.state is RegionState.SUSPECT and self.consecutive_failures >= failure_threshold:
+                self.state = RegionState.UNHEALTHY
+        if self.state is not before:
+            self.since = at
+            return True
+        return False
+
+    def record_probe(self, probe: RegionProbe, at: datetime) -> None:
+        self.last_status = probe.status
+        self.last_reason = probe.reason
+        self.last_ttft_ms = probe.ttft_p50_ms
+        self.last_failing_fraction = probe.failing_fraction
+        self.last_probed_at = at
+
+
+def pick_target(trackers: dict[str, RegionTracker], source: str, weights: dict[str, int]) -> str | None:
+    """The healthiest other region: HEALTHY before RECOVERING, then the larger configured weight."""
+    rank = {RegionState.HEALTHY: 0, RegionState.RECOVERING: 1}
+    candidates = [t for name, t in trackers.items() if name != source and t.state in rank]
+    if not candidates:
+        return None
+    candidates.sort(key=lambda t: (rank[t.state], -weights.get(t.region, 0), t.region))
+    return candidates[0].region
+
+
+# --- failover ----------------------------------------------------------------------------------
+
+
+class FailoverInput(BaseModel):
+    spec: FleetSpec
+    target: str
+    source: str | None = Field(None, description="Default: every other region with weight moves to the target.")
+    emergency: bool = Field(False, description="Shift first, scale after (the source is already failing).")
+    force: bool = Field(False, description="Skip the target health and capacity refusals.")
+    require_approval: bool | None = Field(None, description="Override the fleet's approval policy.")
+    fault_at: datetime | None = Field(None, description="Detection or fault time for the RTO; default: start.")
+    last_good_at: datetime | None = Field(None, description="Last good probe before the fault, if known.")
+    initiator: str = "cli"
+    reason: str = ""
+
+
+class FailoverPlan(BaseModel):
+    source: str | None
+    target: str
+    weights_before: dict[str, int]
+    weights_after: dict[str, int]
+    target_replicas_before: int
+    target_replicas_needed: int
+    target_replicas_planned: int
+    max_replicas: int
+    capacity_ok: bool
+    mode: Literal["normal", "emergency"]
+    problems: list[str] = Field(default_factory=list)
+
+
+class FailoverResult(BaseModel):
+    status: Literal["succeeded", "failed", "refused", "aborted"]
+    source: str | None
+    target: str
+    plan: FailoverPlan | None = None
+    weights_before: dict[str, int] = Field(default_factory=dict)
+    weights_after: dict[str, int] = Field(default_factory=dict)
+    target_replicas: int | None = None
+    verify: VerifyResult | None = None
+    phases: list[PhaseTiming] = Field(default_factory=list)
+    started_at: datetime
+    fault_at: datetime
+    shifted_at: datetime | None = None
+    verified_at: datetime | None = None
+    rto_s: float | None = Field(None, description="fault_at to verified traffic fully served elsewhere.")
+    rto_upper_bound_s: float | None = Field(None, description="From the last good probe, when known.")
+    rto_target_s: float
+    rto_met: bool | None = None
+    compensated: Literal["restored_weights", "left_on_target_source_dead"] | None = None
+    error: str | None = None
+    approved_by: str | None = None
+
+
+# --- failback ----------------------------------------------------------------------------------
+
+
+class FailbackInput(BaseModel):
+    spec: FleetSpec
+    region: str | None = Field(None, description="The recovered region; default every region below its weight.")
+    stabilization_window_s: float | None = Field(None, description="Override; the monitor passes 0 (it watched).")
+    initiator: str = "cli"
+
+
+class FailbackResult(BaseModel):
+    status: Literal["succeeded", "rolled_back", "failed", "not_needed"]
+    weights_before: dict[str, int] = Field(default_factory=dict)
+    weights_after: dict[str, int] = Field(default_factory=dict)
+    steps_done: int = 0
+    steps_planned: int = 0
+    scaled_back: dict[str, int] = Field(default_factory=dict)
+    phases: list[PhaseTiming] = Field(default_factory=list)
+    error: str | None = None
+
+
+# --- monitor -----------------------------------------------------------------------------------
+
+
+class FailoverRecord(BaseModel):
+    workflow_id: str
+    run_id: str | None = None
+    source: str
+    target: str
+    started_at: datetime
+    status: str = "running"
+    rto_s: float | None = None
+    finished_at: datetime | None = None
+
+
+class MonitorInput(BaseModel):
+    spec: FleetSpec
+    max_iterations: int = Field(500, description="Continue as new after this many probe rounds.")
+    state: MonitorState | None = Field(None, description="Carried across continue-as-new.")
+
+
+class MonitorState(BaseModel):
+    """Everything the monitor carries across continue-as-new."""
+
+    spec: FleetSpec
+    max_iterations: int = 500
+    policy: Literal["automatic", "manual"]
+    paused: bool = False
+    trackers: dict[str, RegionTracker]
+    iteration: int = 0
+    total_iterations: int = 0
+    alert: str | None = None
+    failed_over: list[FailoverRecord] = Field(default_factory=list, description="Awaiting failback.")
+    last_failover: FailoverRecord | None = None
+    last_failback: str | None = None
+    next_failover_attempt_at: datetime | None = None
+
+    @classmethod
+    def initial(cls, inp: MonitorInput) -> MonitorState:
+        return cls(
+            spec=inp.spec,
+            max_iterations=inp.max_iterations,
+            policy=inp.spec.policy,
+            trackers={r.name: RegionTracker(region=r.name) for r in inp.spec.regions},
+        )
+
+
+class MonitorStatus(BaseModel):
+    fleet: str
+    policy: str
+    paused: bool
+    alert: str | None
+    iteration: int
+    regions: dict[str, RegionTracker]
+    active_failover: FailoverRecord | None = None
+    failed_over: list[FailoverRecord] = Field(default_factory=list)
+    last_failover: FailoverRecord | None = None
+    last_failback: str | None = None
+
+
+class PolicyUpdate(BaseModel):
+    policy: Literal["automatic", "manual"]
+
+
+MonitorInput.model_rebuild()

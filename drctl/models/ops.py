@@ -1,0 +1,252 @@
+"""Operation models shared by every mutating workflow (failover, failback, upgrade, migrate, drill).
+
+Workflows receive a `FleetSpec` snapshot instead of reading the config file: a workflow cannot do
+I/O, and a snapshot keeps a running operation's view of the fleet stable while the file changes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from drctl.config import FleetConfig
+from drctl.models.health import RegionProbe
+
+# ApplicationError.type raised when another mutating operation already holds the fleet.
+FLEET_BUSY = "FleetBusy"
+# ApplicationError.type raised when an operator aborts an operation through `drctl ops abort`.
+ABORTED = "Aborted"
+
+# Handler names every mutating workflow offers, so `drctl ops` drives any of them alike.
+QUERY_PROGRESS = "progress"
+UPDATE_APPROVE = "approve"
+UPDATE_ABORT = "abort"
+
+# Phases written to DrctlPhase (operations add their own; these are the shared ones).
+PHASE_PENDING = "pending"
+PHASE_CLAIM = "claim"
+PHASE_PREFLIGHT = "preflight"
+PHASE_AWAITING_APPROVAL = "awaiting-approval"
+PHASE_SCALE = "scale"
+PHASE_SHIFT = "shift"
+PHASE_VERIFY = "verify"
+PHASE_COMPENSATE = "compensate"
+PHASE_DONE = "done"
+PHASE_FAILED = "failed"
+
+
+class OperationInfo(BaseModel):
+    """A running (or recent) operation as visibility reports it."""
+
+    workflow_id: str
+    run_id: str | None = None
+    operation: str
+    fleet: str
+    phase: str | None = None
+    source: str | None = None
+    target: str | None = None
+    status: str = "RUNNING"
+    start_time: datetime | None = None
+    ui_link: str | None = None
+
+
+class RegionSpec(BaseModel):
+    name: str
+    weight: int
+    replicas: int
+    max_replicas: int
+    queue: str = Field(description="Task queue served by this region's worker.")
+
+
+class FleetSpec(BaseModel):
+    """What a workflow needs to know about the fleet, snapshotted from the config at start."""
+
+    fleet: str
+    task_queue: str
+    regions: list[RegionSpec]
+    deployment: str = Field(description="The stable Deployment name, <app>-stable.")
+    interval_s: float
+    probe_timeout_s: float
+    failure_threshold: int
+    recovery_threshold: int
+    fast_confirm: bool
+    fast_confirm_interval_s: float
+    fail_on_degraded: bool
+    rto_target_s: float
+    policy: Literal["automatic", "manual"]
+    require_approval: bool
+    approval_timeout_s: float
+    verify_requests: int
+    verify_timeout_s: float
+    rollout_timeout_s: float
+    stabilization_window_s: float
+    failback_steps: int
+    failback_step_interval_s: float
+
+    @classmethod
+    def from_config(cls, cfg: FleetConfig) -> FleetSpec:
+        h, f, b = cfg.health, cfg.failover, cfg.failback
+        return cls(
+            fleet=cfg.name,
+            task_queue=cfg.temporal.task_queue,
+            regions=[
+                RegionSpec(name=r.name, weight=r.weight, replicas=r.replicas, max_replicas=r.max_replicas, queue=r.queue)
+                for r in cfg.regions
+            ],
+            deployment=cfg.workload.deployment_name("stable"),
+            interval_s=h.interval_s,
+            probe_timeout_s=h.probe_timeout_s,
+            failure_threshold=h.failure_threshold,
+            recovery_threshold=h.recovery_threshold,
+            fast_confirm=h.fast_confirm,
+            fast_confirm_interval_s=h.fast_confirm_interval_s,
+            fail_on_degraded=h.fail_on_degraded,
+            rto_target_s=cfg.objectives.rto_target_s,
+            policy=f.policy,
+            require_approval=f.require_approval,
+            approval_timeout_s=f.approval_timeout_s,
+            verify_requests=f.verify_requests,
+            verify_timeout_s=f.verify_timeout_s,
+            rollout_timeout_s=f.rollout_timeout_s,
+            stabilization_window_s=b.stabilization_window_s,
+            failback_steps=b.steps,
+            failback_step_interval_s=b.step_interval_s,
+        )
+
+    def region(self, name: str) -> RegionSpec:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise ValueError(f"unknown region {name!r}; known regions: {', '.join(self.region_names)}")
+
+    @property
+    def region_names(self) -> list[str]:
+        return [r.name for r in self.regions]
+
+    @property
+    def weights(self) -> dict[str, int]:
+        return {r.name: r.weight for r in self.regions}
+
+
+class PhaseTiming(BaseModel):
+    phase: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    duration_s: float | None = None
+
+
+class OperationProgress(BaseModel):
+    """What the `progress` query returns: enough for the CLI's live view."""
+
+    operation: str
+    phase: str
+    details: str = ""
+    awaiting_approval: bool = False
+    phases: list[PhaseTiming] = Field(default_factory=list)
+
+
+class ApproveInput(BaseModel):
+    approver: str = Field("operator", description="Who approved, for the audit trail.")
+    comment: str = ""
+
+
+class AbortInput(BaseModel):
+    reason: str = Field("aborted by operator", min_length=1)
+    by: str = "operator"
+
+
+# --- Activity I/O shared by every workflow that moves traffic or scales ----------------------------
+
+
+class RegionRequest(BaseModel):
+    region: str
+
+
+class ProbeRequest(BaseModel):
+    regions: list[str]
+
+
+class ProbeBatch(BaseModel):
+    """One probe round: a result per region (the prober never raises for an unhealthy target)."""
+
+    probes: list[RegionProbe]
+
+
+class Weights(BaseModel):
+    weights: dict[str, int]
+
+
+class SetWeightsInput(BaseModel):
+    weights: dict[str, int]
+    reason: str = ""
+    # Regions that must not receive traffic (known DOWN); the activity refuses such a change.
+    forbid_traffic_to: list[str] = Field(default_factory=list)
+
+
+class Capacity(BaseModel):
+    region: str
+    deployment: str
+    replicas: int
+    ready_replicas: int
+    max_replicas: int
+    hpa_min_replicas: int | None = None
+    hpa_max_replicas: int | None = None
+
+
+class ScaleInput(BaseModel):
+    region: str
+    replicas: int
+    deployment: str | None = Field(None, description="Default: the stable Deployment.")
+
+
+class WaitRolloutInput(BaseModel):
+    region: str
+    timeout_s: float
+    deployment: str | None = None
+
+
+class DeploymentStatus(BaseModel):
+    region: str
+    deployment: str
+    replicas: int
+    ready_replicas: int
+    updated_replicas: int
+    available_replicas: int
+    rolled_out: bool
+
+
+class VerifyInput(BaseModel):
+    requests: int = Field(ge=1, le=1000)
+    timeout_s: float = Field(gt=0, description="Deadline for the whole batch.")
+    request_timeout_s: float = 3.0
+
+
+class VerifyResult(BaseModel):
+    total: int
+    ok: int
+    errors: int
+    by_region: dict[str, int] = Field(default_factory=dict, description="Successes per X-Fleetsim-Region.")
+    unattributed: int = Field(0, description="Successes without a region header.")
+    error_samples: list[str] = Field(default_factory=list)
+
+    def served_by(self, regions: list[str]) -> int:
+        return sum(self.by_region.get(r, 0) for r in regions)
+
+
+class ClaimInput(BaseModel):
+    fleet: str
+    operation: str
+    workflow_id: str
+    run_id: str
+    started_at: datetime
+
+
+class ClaimResult(BaseModel):
+    claimed: bool
+    compatible_running: list[OperationInfo] = Field(default_factory=list)
+
+
+class RunningOpsInput(BaseModel):
+    fleet: str

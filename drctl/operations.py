@@ -1,0 +1,129 @@
+"""Client-side operation control: who holds the fleet, and starting an operation exclusively.
+
+Used by every CLI that starts a mutating workflow. The workflow repeats the check in its
+`claim_fleet` activity, so two clients racing past this check are still safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecution, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from drctl import search_attributes as sa
+from drctl.config import FleetConfig
+from drctl.models.ops import PHASE_PENDING, OperationInfo
+from drctl.temporal import ui_link
+
+MUTATING = ("failover", "failback", "upgrade", "migrate", "drill", "restore")
+
+# A drill exists to cause a failover (and the failback after it), so those may run beside it.
+_COMPATIBLE = {frozenset({"drill", "failover"}), frozenset({"drill", "failback"})}
+
+
+class FleetBusyError(RuntimeError):
+    """Another mutating operation holds the fleet."""
+
+    def __init__(self, fleet: str, running: OperationInfo) -> None:
+        where = f" ({running.ui_link})" if running.ui_link else ""
+        phase = f", phase {running.phase}" if running.phase else ""
+        super().__init__(
+            f"fleet {fleet!r} is busy: {running.operation} {running.workflow_id} is running{phase}{where}; "
+            "wait for it to finish or abort it with `drctl ops abort`"
+        )
+        self.fleet = fleet
+        self.running = running
+
+
+def compatible(a: str, b: str) -> bool:
+    return frozenset({a, b}) in _COMPATIBLE
+
+
+def visibility_query(fleet: str) -> str:
+    ops = ", ".join(f"'{o}'" for o in MUTATING)
+    return f"DrctlFleet = '{fleet}' AND ExecutionStatus = 'Running' AND DrctlOperation IN ({ops})"
+
+
+def operation_info(ex: WorkflowExecution, fleet: str, ui_base: FleetConfig | None = None) -> OperationInfo:
+    attrs = ex.typed_search_attributes
+    return OperationInfo(
+        workflow_id=ex.id,
+        run_id=ex.run_id,
+        operation=attrs.get(sa.OPERATION) or "?",
+        fleet=attrs.get(sa.FLEET) or fleet,
+        phase=attrs.get(sa.PHASE),
+        source=attrs.get(sa.SOURCE_REGION),
+        target=attrs.get(sa.TARGET_REGION),
+        status=ex.status.name if ex.status else "UNKNOWN",
+        start_time=ex.start_time,
+        ui_link=ui_link(ui_base, ex.id, ex.run_id) if ui_base else None,
+    )
+
+
+async def list_operations(client: Client, fleet: str, query: str, cfg: FleetConfig | None, limit: int = 50) -> list[OperationInfo]:
+    found: list[OperationInfo] = []
+    async for ex in client.list_workflows(query, limit=limit):
+        found.append(operation_info(ex, fleet, cfg))
+    found.sort(key=lambda o: (o.start_time is None, o.start_time))
+    return found
+
+
+async def running_operations(client: Client, cfg: FleetConfig) -> list[OperationInfo]:
+    """Mutating operations running on this fleet, oldest first."""
+    return await list_operations(client, cfg.name, visibility_query(cfg.name), cfg)
+
+
+def search_attributes(
+    fleet: str, operation: str, source: str | None = None, target: str | None = None
+) -> TypedSearchAttributes:
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(sa.FLEET, fleet),
+        SearchAttributePair(sa.OPERATION, operation),
+        SearchAttributePair(sa.PHASE, PHASE_PENDING),
+    ]
+    if source:
+        pairs.append(SearchAttributePair(sa.SOURCE_REGION, source))
+    if target:
+        pairs.append(SearchAttributePair(sa.TARGET_REGION, target))
+    return TypedSearchAttributes(pairs)
+
+
+async def start_operation(
+    client: Client,
+    cfg: FleetConfig,
+    workflow_run_fn: Any,
+    arg: Any,
+    *,
+    operation: str,
+    workflow_id: str,
+    task_queue: str | None = None,
+    source: str | None = None,
+    target: str | None = None,
+    memo: Mapping[str, Any] | None = None,
+) -> WorkflowHandle[Any, Any]:
+    """Start a mutating operation unless an incompatible one runs; raises FleetBusyError naming it."""
+    for op in await running_operations(client, cfg):
+        if op.workflow_id != workflow_id and not compatible(op.operation, operation):
+            raise FleetBusyError(cfg.name, op)
+    try:
+        return await client.start_workflow(
+            workflow_run_fn,
+            arg,
+            id=workflow_id,
+            task_queue=task_queue or cfg.temporal.task_queue,
+            search_attributes=search_attributes(cfg.name, operation, source, target),
+            memo={"fleet": cfg.name, "operation": operation, "source": source, "target": target, **(memo or {})},
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        )
+    except WorkflowAlreadyStartedError:
+        # Same workflow id already running (visibility lagged behind): name it all the same.
+        running = OperationInfo(
+            workflow_id=workflow_id,
+            operation=operation,
+            fleet=cfg.name,
+            ui_link=ui_link(cfg, workflow_id),
+        )
+        raise FleetBusyError(cfg.name, running) from None

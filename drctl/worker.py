@@ -1,0 +1,66 @@
+"""The drctl worker: workflows and region-neutral activities on the main queue, plus one worker per
+served region on that region's queue.
+
+Every worker registers the same activities; which worker runs a call is decided by the task queue
+the workflow names (region-bound calls go to the region's queue). Running `drctl worker --region R`
+in region R therefore keeps failovers to R working when every other region is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from drctl import registry
+from drctl.config import FleetConfig
+from drctl.temporal import connect
+
+log = logging.getLogger("drctl.worker")
+
+
+def build_workers(client: Client, cfg: FleetConfig, regions: list[str] | None, executor: ThreadPoolExecutor,
+                  *, main: bool = True) -> list[Worker]:
+    """Workers for the main queue (when `main`) and each served region (default: all of them)."""
+    served = regions if regions is not None else cfg.region_names
+    for r in served:
+        cfg.region(r)  # raises UnknownRegionError listing the known regions
+    activities = registry.activities(cfg)
+    workers: list[Worker] = []
+    if main:
+        workers.append(Worker(client, task_queue=cfg.temporal.task_queue, workflows=registry.workflows(),
+                              activities=activities, activity_executor=executor))
+    for r in served:
+        workers.append(Worker(client, task_queue=cfg.region(r).queue, activities=activities,
+                              activity_executor=executor))
+    return workers
+
+
+async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main: bool = True,
+                     client: Client | None = None, stop: asyncio.Event | None = None) -> None:
+    """Run until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully."""
+    client = client or await connect(cfg)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread (tests run it in a task)
+            pass
+    with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:
+        workers = build_workers(client, cfg, regions, executor, main=main)
+        queues = [w.task_queue for w in workers]
+        log.info("drctl worker serving task queues %s on %s", queues, cfg.temporal.address)
+        runs = [asyncio.create_task(w.run()) for w in workers]
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
+        # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
+        await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+        stopper.cancel()
+        for t in runs:
+            if t.done() and t.exception() is not None and not stop.is_set():
+                raise t.exception()  # type: ignore[misc]

@@ -1,0 +1,110 @@
+"""Workflow test fixtures: drctl's real workers, in-process, against the session dev stack.
+
+Every test gets fresh task queues (uuid), so a worker left from another test never picks up its
+tasks, and a test can choose which region workers exist (static-stability tests leave one out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest_asyncio
+import yaml
+from temporalio.client import Client
+
+from drctl.config import FleetConfig
+from drctl.providers.traffic_factory import global_traffic
+from drctl.worker import run_worker
+
+StartWorkers = Callable[..., Awaitable[FleetConfig]]
+DRCTL = Path(sys.executable).parent / "drctl"
+
+
+def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
+    """The test fleet with short probe intervals and windows, and fresh task queues."""
+    tag = uuid.uuid4().hex[:8]
+    h = {"interval_s": 2.0, "probe_timeout_s": 1.0, "fast_confirm_interval_s": 0.5, "failure_threshold": 3,
+         "recovery_threshold": 2, **health}
+    return cfg.model_copy(update={
+        "temporal": cfg.temporal.model_copy(update={"task_queue": f"drctl-test-{tag}"}),
+        "regions": [r.model_copy(update={"task_queue": f"drctl-test-{tag}-{r.name}"}) for r in cfg.regions],
+        "health": cfg.health.model_copy(update=h),
+        "failover": cfg.failover.model_copy(update={"verify_requests": 10, "verify_timeout_s": 10.0,
+                                                    "rollout_timeout_s": 60.0}),
+        "failback": cfg.failback.model_copy(update={"stabilization_window_s": 3.0, "steps": 2, "step_interval_s": 1.0}),
+    })
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def start_workers(temporal_client: Client, fleet_config: FleetConfig, reset_fleet: None
+                        ) -> AsyncIterator[StartWorkers]:
+    """`await start_workers(regions=None, cfg=None, **health)` → the FleetConfig the workers serve."""
+    stops: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    async def start(regions: list[str] | None = None, cfg: FleetConfig | None = None, **health: Any) -> FleetConfig:
+        cfg = cfg or fast_config(fleet_config, **health)
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_worker(cfg, regions, client=temporal_client, stop=stop))
+        stops.append((stop, task))
+        return cfg
+
+    yield start
+    for stop, _task in stops:
+        stop.set()
+    for _stop, task in stops:
+        await asyncio.wait_for(task, 30)
+    await _terminate_fleet_workflows(temporal_client, fleet_config)
+
+
+async def _terminate_fleet_workflows(client: Client, cfg: FleetConfig) -> None:
+    """Nothing of one test may keep running into the next (a monitor would fail over again)."""
+    async for ex in client.list_workflows(f"DrctlFleet = '{cfg.name}' AND ExecutionStatus = 'Running'"):
+        await client.get_workflow_handle(ex.id, run_id=ex.run_id).terminate("test teardown")
+
+
+def weights(cfg: FleetConfig) -> dict[str, int]:
+    return global_traffic(cfg).get_weights()
+
+
+async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
+    """Regions serving n completions through the global endpoint (new connection each)."""
+    counts: dict[str, int] = {}
+    limits = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=5, limits=limits) as client:
+        for _ in range(n):
+            try:
+                r = await client.post(cfg.traffic.global_endpoint + "/v1/completions",
+                                      json={"model": cfg.workload.model, "prompt": "x", "max_tokens": 1})
+                key = r.headers.get("X-Fleetsim-Region", "?") if r.status_code == 200 else f"HTTP {r.status_code}"
+            except httpx.HTTPError as exc:
+                key = type(exc).__name__
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def admin(cfg: FleetConfig, region: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    url = (cfg.region(region).devstack_admin_url or "").rstrip("/") + path
+    r = httpx.post(url, json=body, timeout=10) if body is not None or path.endswith("clear") else httpx.get(url, timeout=10)
+    r.raise_for_status()
+    return r.json() if r.content else None
+
+
+def write_config(cfg: FleetConfig, directory: Path) -> Path:
+    """Write an in-memory config (fresh queues, short intervals) for a CLI or worker subprocess."""
+    path = directory / f"fleet-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return path
+
+
+def drctl(*args: str, input_text: str | None = None, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI as a user would; stdin is not a TTY unless input is given through it."""
+    return subprocess.run([str(DRCTL), *args], capture_output=True, text=True, input=input_text or "",
+                          timeout=timeout_s, env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"})

@@ -1,0 +1,155 @@
+"""`drctl failover` as a user runs it, and a worker SIGKILLed mid-failover."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from drctl.config import FleetConfig
+from drctl.models.failover import FailoverInput, FailoverResult
+from drctl.models.ops import FleetSpec, OperationProgress
+from drctl.operations import start_operation
+from tests.helpers import assert_eventually
+from tests.workflows.conftest import DRCTL, StartWorkers, drctl, fast_config, weights, write_config
+from tests.workflows.test_failover import replicas
+from workflows.failover import Failover
+
+pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+
+
+async def test_cli_failover_moves_haproxy_weights_and_exits_0(
+    start_workers: StartWorkers, fleet_config_path: Path
+) -> None:
+    cfg = await start_workers()
+    path = write_config(cfg, fleet_config_path.parent)
+    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+    assert f"{cfg.temporal.ui_url}/namespaces/{cfg.temporal.namespace}/workflows/failover%2F{cfg.name}" in proc.stderr
+    assert "succeeded" in proc.stdout and "measured RTO" in proc.stdout
+
+
+async def test_cli_dry_run_changes_nothing_and_bad_input_exits_2(
+    start_workers: StartWorkers, fleet_config_path: Path, fleet_config: FleetConfig
+) -> None:
+    cfg = await start_workers()
+    path = write_config(cfg, fleet_config_path.parent)
+    before = (weights(cfg), replicas(cfg, "us-east-1"))
+    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--dry-run", "-o", "json", "-c", str(path))
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)["plan"]
+    assert plan["weights_after"] == {"us-west-1": 0, "us-east-1": 100} and plan["target_replicas_planned"] == 5
+    assert (weights(cfg), replicas(cfg, "us-east-1")) == before
+
+    unknown = await asyncio.to_thread(drctl, "failover", "--to", "eu-west-9", "--yes", "-c", str(path))
+    assert unknown.returncode == 2 and "us-west-1" in unknown.stderr and "us-east-1" in unknown.stderr
+    unconfirmed = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "-c", str(path))
+    assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr
+    assert weights(cfg) == before[0]
+
+
+async def test_cli_second_failover_refused_naming_the_first(
+    start_workers: StartWorkers, fleet_config_path: Path, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
+    path = write_config(gated, fleet_config_path.parent)
+    first = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "--no-wait", "-c", str(path))
+    assert first.returncode == 0, first.stderr
+    second = await asyncio.to_thread(drctl, "failover", "--to", "us-west-1", "--yes", "-c", str(path))
+    assert second.returncode == 3, second.stdout + second.stderr
+    assert f"failover/{cfg.name}" in second.stderr and cfg.temporal.ui_url in second.stderr
+    approve = await asyncio.to_thread(drctl, "ops", "approve", f"failover/{cfg.name}", "-c", str(path))
+    assert approve.returncode == 0, approve.stderr
+    handle = temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult)
+    res = await asyncio.wait_for(handle.result(), 90)
+    assert res.status == "succeeded" and res.approved_by
+    assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+
+
+async def test_worker_sigkilled_mid_failover_resumes_after_restart(
+    fleet_config: FleetConfig, fleet_config_path: Path, temporal_client: Client, reset_fleet: None
+) -> None:
+    cfg = fast_config(fleet_config)
+    path = write_config(cfg, fleet_config_path.parent)
+    log = path.with_suffix(".log").open("w")
+
+    def worker() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([str(DRCTL), "worker", "-c", str(path)], stdout=log, stderr=subprocess.STDOUT)
+
+    proc = worker()
+    try:
+        handle = await start_operation(
+            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        )
+
+        async def scaling() -> bool:
+            p = await handle.query("progress", result_type=OperationProgress)
+            return p.phase == "scale"
+
+        await assert_eventually(scaling, timeout_s=30, interval_s=0.05, what="failover in its scale phase")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert weights(cfg) == cfg.weights  # killed before the shift
+        proc = worker()
+        res = await asyncio.wait_for(handle.result(), 120)
+        assert res.status == "succeeded", res.error
+        assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+        assert replicas(cfg, "us-east-1") == 5
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        async for ex in temporal_client.list_workflows(f"DrctlFleet = '{cfg.name}' AND ExecutionStatus = 'Running'"):
+            await temporal_client.get_workflow_handle(ex.id).terminate("test teardown")
+
+
+async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_config_path: Path) -> None:
+    cfg = await start_workers()
+    path = write_config(cfg, fleet_config_path.parent)
+    start = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(path))
+    assert start.returncode == 0 and "monitor started" in start.stdout, start.stderr
+    again = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(path))
+    assert "already running" in again.stdout
+
+    async def monitor_rounds() -> dict | None:
+        p = await asyncio.to_thread(drctl, "monitor", "status", "-o", "json", "-c", str(path))
+        st = json.loads(p.stdout) if p.returncode == 0 else None
+        return st if st and st["iteration"] >= 1 else None
+
+    st = await assert_eventually(monitor_rounds, timeout_s=30, interval_s=0.5, what="monitor status")
+    assert st["regions"]["us-west-1"]["state"] == "HEALTHY" and st["alert"] is None
+
+    status = await asyncio.to_thread(drctl, "status", "-o", "json", "-c", str(path))
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    west = data["regions"]["us-west-1"]
+    assert west["weight"] == 60 and west["replicas"]["replicas"] == 2 and west["probe"]["status"] == "HEALTHY"
+    assert data["monitor"]["running"] and data["operations"] == []
+    table = await asyncio.to_thread(drctl, "status", "-c", str(path))
+    assert table.returncode == 0 and "us-east-1" in table.stdout and "no running operations" in table.stdout
+
+    ops = await asyncio.to_thread(drctl, "ops", "list", "-o", "json", "-c", str(path))
+    assert ops.returncode == 0 and json.loads(ops.stdout) == []
+    stop = await asyncio.to_thread(drctl, "monitor", "stop", "-c", str(path))
+    assert stop.returncode == 0, stop.stderr
+
+
+async def test_cli_temporal_unreachable_names_the_address(fleet_config: FleetConfig, fleet_config_path: Path) -> None:
+    from tests.helpers import free_port
+
+    addr = f"127.0.0.1:{free_port()}"
+    cfg = fleet_config.model_copy(update={"temporal": fleet_config.temporal.model_copy(update={"address": addr})})
+    path = write_config(cfg, fleet_config_path.parent)
+    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
+    assert proc.returncode == 3 and addr in proc.stderr and "Traceback" not in proc.stderr

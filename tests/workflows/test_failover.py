@@ -1,0 +1,204 @@
+"""Failover against the real dev stack: manual (static stability), automatic, exclusion, both down."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from temporalio.client import Client
+
+from drctl.config import FleetConfig
+from drctl.models.failover import ALL_REGIONS_UNHEALTHY, FailoverInput, FailoverResult, MonitorStatus
+from drctl.models.health import RegionState
+from drctl.models.ops import FleetSpec
+from drctl.operations import FleetBusyError, running_operations, start_operation
+from drctl.providers.kubernetes import KubernetesPlatform
+from tests.helpers import assert_eventually
+from tests.workflows.conftest import StartWorkers, admin, served_by, weights
+from workflows.failover import Failover
+
+pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+
+
+def replicas(cfg: FleetConfig, region: str) -> int:
+    return KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
+
+
+async def test_manual_failover_completes_without_the_source_regions_worker(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    # Static stability: only the main queue and us-east-1's queue have a worker.
+    cfg = await start_workers(regions=["us-east-1"])
+    handle = await start_operation(
+        temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+    )
+    res = await asyncio.wait_for(handle.result(), 90)
+    assert res.status == "succeeded", res.error
+    assert res.source == "us-west-1"
+    assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+    assert await served_by(cfg) == {"us-east-1": 20}
+    assert replicas(cfg, "us-east-1") == 5  # ceil(2 × 100/40)
+    assert [p.phase for p in res.phases][:5] == ["claim", "preflight", "scale", "shift", "verify"]
+    assert res.rto_s is not None and res.verify is not None and res.verify.by_region == {"us-east-1": 10}
+
+
+async def test_second_failover_is_refused_naming_the_first(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    spec = FleetSpec.from_config(cfg)
+    first = await start_operation(
+        temporal_client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1", require_approval=True),
+        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+    )
+    await assert_eventually(lambda: _phase(first, "awaiting-approval"), timeout_s=20, what="first at its gate")
+    # Through the client-side check: refused with the first's id and UI link.
+    with pytest.raises(FleetBusyError) as busy:
+        await start_operation(temporal_client, cfg, Failover.run, FailoverInput(spec=spec, target="us-west-1"),
+                              operation="failover", workflow_id=f"failover/{cfg.name}-other")
+    assert f"failover/{cfg.name}" in str(busy.value) and cfg.temporal.ui_url in str(busy.value)
+    # Past the client-side check (a racing client): the workflow's own claim refuses it.
+    second = await temporal_client.start_workflow(
+        Failover.run, FailoverInput(spec=spec, target="us-west-1"), id=f"failover/{cfg.name}-race",
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=__import__("drctl.operations").operations.search_attributes(cfg.name, "failover"),
+    )
+    res = await asyncio.wait_for(second.result(), 30)
+    assert res.status == "refused" and f"failover/{cfg.name}" in (res.error or "")
+    assert weights(cfg) == cfg.weights  # neither moved anything
+    await first.execute_update("abort", {"reason": "test done"}, result_type=str)
+    aborted = await first.result()
+    assert aborted.status == "aborted" and weights(cfg) == cfg.weights
+    assert not await running_operations(temporal_client, cfg)
+
+
+async def _phase(handle: object, phase: str) -> bool:
+    from drctl.models.ops import OperationProgress
+
+    p = await handle.query("progress", result_type=OperationProgress)  # type: ignore[attr-defined]
+    return p.phase == phase
+
+
+async def _monitor(client: Client, cfg: FleetConfig) -> object:
+    from drctl.cli.failover import start_monitor
+
+    handle, started = await start_monitor(client, cfg)
+    assert started
+    return handle
+
+
+async def _status(handle: object) -> MonitorStatus:
+    return await handle.query("status", result_type=MonitorStatus)  # type: ignore[attr-defined]
+
+
+async def test_region_down_fails_over_automatically_then_fails_back(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    mon = await _monitor(temporal_client, cfg)
+    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    killed = admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    assert killed["affected"]
+
+    async def failed_over() -> MonitorStatus | None:
+        st = await _status(mon)
+        return st if st.failed_over else None
+
+    await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover")
+    res = await temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult).result()
+    assert res.status == "succeeded" and res.source == "us-west-1" and res.target == "us-east-1"
+    assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
+    assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+    assert await served_by(cfg) == {"us-east-1": 20}
+    await assert_eventually(lambda: _is(replicas(cfg, "us-east-1") == 5), timeout_s=30, what="us-east-1 scaled up")
+
+    admin(cfg, "us-west-1", "/faults/clear")
+    await assert_eventually(lambda: _is(weights(cfg) == cfg.weights), timeout_s=90, interval_s=0.5,
+                            what="failback to 60/40")
+    await assert_eventually(lambda: _is(replicas(cfg, "us-east-1") == 2), timeout_s=30, what="us-east-1 scaled back")
+    counts = await served_by(cfg, 40)
+    assert set(counts) == {"us-west-1", "us-east-1"}, counts
+
+
+async def _is(v: bool) -> bool:
+    return v
+
+
+async def _healthy_rounds(mon: object) -> bool:
+    st = await _status(mon)
+    return st.iteration >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
+
+
+async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, temporal_client: Client) -> None:
+    cfg = await start_workers()
+    mon = await _monitor(temporal_client, cfg)
+    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    start = (await _status(mon)).iteration
+    seen: set[str] = set()
+
+    async def watch_for(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            st = await _status(mon)
+            west = st.regions["us-west-1"]
+            seen.add(west.last_status.value if west.last_status else "-")
+            assert west.state is not RegionState.UNHEALTHY and st.active_failover is None, st
+            await asyncio.sleep(0.3)  # sampling cadence of the observation, not a wait for a result
+
+    # A replica that dies and is replaced, again and again...
+    for _ in range(3):
+        assert admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "count": 1})["affected"]
+        await watch_for(2)
+    # ...and one that stays dead for several probe rounds while the gateway keeps serving.
+    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "count": 1, "stay_down": True})
+    await watch_for(8)
+    st = await _status(mon)
+    assert "DEGRADED" in seen, seen  # the probe did see the lost replica
+    assert st.iteration >= start + 6 and not st.failed_over and st.last_failover is None, st
+    assert weights(cfg) == cfg.weights
+
+
+async def test_both_regions_down_never_zero_everywhere(start_workers: StartWorkers, temporal_client: Client) -> None:
+    cfg = await start_workers()
+    mon = await _monitor(temporal_client, cfg)
+    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    for region in cfg.region_names:
+        admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    samples: list[dict[str, int]] = []
+
+    async def alerted() -> bool:
+        samples.append(weights(cfg))
+        return (await _status(mon)).alert == ALL_REGIONS_UNHEALTHY
+
+    await assert_eventually(alerted, timeout_s=30, interval_s=0.2, what="ALL_REGIONS_UNHEALTHY")
+    for _ in range(10):  # keep sampling a few more rounds: the alert must hold and nothing move
+        await alerted()
+        await asyncio.sleep(0.3)
+    assert all(sum(s.values()) > 0 for s in samples) and all(s == cfg.weights for s in samples)
+    st = await _status(mon)
+    assert st.alert == ALL_REGIONS_UNHEALTHY and st.last_failover is None
+    desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
+    assert desc.typed_search_attributes.get(__import__("drctl.search_attributes").search_attributes.PHASE) == ALL_REGIONS_UNHEALTHY
+
+
+async def test_monitor_continues_as_new_keeping_its_state(start_workers: StartWorkers, temporal_client: Client) -> None:
+    from drctl.models.failover import MonitorInput
+    from workflows.monitor import FleetMonitor
+
+    cfg = await start_workers(interval_s=1.5)
+    handle = await temporal_client.start_workflow(
+        FleetMonitor.run, MonitorInput(spec=FleetSpec.from_config(cfg), max_iterations=2),
+        id=f"monitor/{cfg.name}", task_queue=cfg.temporal.task_queue,
+        search_attributes=__import__("drctl.operations").operations.search_attributes(cfg.name, "monitor"),
+    )
+    await temporal_client.get_workflow_handle(handle.id).signal("pause")  # state that must survive
+
+    async def continued() -> MonitorStatus | None:
+        desc = await temporal_client.get_workflow_handle(handle.id).describe()
+        st = await _status(temporal_client.get_workflow_handle(handle.id))
+        return st if desc.run_id != handle.first_execution_run_id and st.iteration >= 3 else None
+
+    st = await assert_eventually(continued, timeout_s=30, interval_s=0.3, what="monitor continued as new")
+    assert st.paused  # carried across continue-as-new

@@ -1,0 +1,168 @@
+"""Failback (`failback/<fleet>`): stabilise, then step back to the configured weights with analysis.
+
+Each step is checked with a real probe of the regions gaining traffic; a regression rolls back
+one step and ends the failback (the monitor tries again after another stabilisation window).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models import ops
+    from drctl.models.failover import FailbackInput, FailbackResult, failback_plan, probe_passes
+    from drctl.models.health import RegionProbe
+    from drctl.models.ops import (
+        Capacity,
+        ClaimInput,
+        ClaimResult,
+        DeploymentStatus,
+        OperationProgress,
+        ProbeBatch,
+        ProbeRequest,
+        RegionRequest,
+        ScaleInput,
+        SetWeightsInput,
+        Weights,
+    )
+    from workflows.common import Phases, fast, fmt_weights, region_bound
+    from workflows.failover import _reason
+
+PHASE_STABILIZE = "stabilize"
+PHASE_SCALE_BACK = "scale-back"
+
+
+@workflow.defn(name="Failback")
+class Failback:
+    def __init__(self) -> None:
+        self.phases = Phases("failback", "Failback")
+
+    @workflow.query(name=ops.QUERY_PROGRESS)
+    def progress(self) -> OperationProgress:
+        return self.phases.progress()
+
+    @workflow.run
+    async def run(self, inp: FailbackInput) -> FailbackResult:
+        spec = inp.spec
+        info = workflow.info()
+        self.phases.title = f"Failback of fleet `{spec.fleet}`"
+        res = FailbackResult(status="failed")
+        try:
+            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
+            await workflow.execute_activity(
+                "claim_fleet", ClaimInput(fleet=spec.fleet, operation="failback", workflow_id=info.workflow_id,
+                                          run_id=info.run_id, started_at=workflow.now()),
+                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
+            )
+            # Read on the main queue first only to learn which region gains traffic; every change
+            # is then made on that region's queue, which must be alive for the failback to make sense.
+            current = (await workflow.execute_activity(
+                "get_global_weights", result_type=Weights, summary="read global weights", **fast())).weights
+            res.weights_before = dict(current)
+            configured = spec.weights
+            gaining = [r for r, w in configured.items() if w > current.get(r, 0)]
+            if inp.region and inp.region not in gaining and current != configured:
+                gaining.insert(0, inp.region)
+            if gaining:
+                workflow.upsert_search_attributes([sa.TARGET_REGION.value_set(gaining[0])])
+            if current != configured:
+                await self._stabilize(inp, gaining)
+                await self._steps(inp, current, configured, gaining, res)
+            else:
+                res.status = "not_needed"
+            if res.status in ("succeeded", "not_needed"):
+                await self._scale_back(inp, res)
+                res.weights_after = res.weights_after or current
+            return self._end(res, ops.PHASE_DONE if res.status != "rolled_back" else ops.PHASE_FAILED)
+        except (ActivityError, ApplicationError) as exc:
+            res.error = _reason(exc)
+            return self._end(res, ops.PHASE_FAILED)
+
+    async def _probe(self, spec: ops.FleetSpec, regions: list[str]) -> list[RegionProbe]:
+        batch = await workflow.execute_activity(
+            "probe_regions", ProbeRequest(regions=regions), result_type=ProbeBatch,
+            summary=f"probe {', '.join(regions)}", **fast(spec.probe_timeout_s * 4 + 5))
+        return batch.probes
+
+    async def _stabilize(self, inp: FailbackInput, regions: list[str]) -> None:
+        spec = inp.spec
+        window = spec.stabilization_window_s if inp.stabilization_window_s is None else inp.stabilization_window_s
+        if not regions:
+            return
+        self.phases.enter(PHASE_STABILIZE, f"{', '.join(regions)} must stay healthy for {window:g} s")
+        if window <= 0:
+            # The caller watched the window already; still never hand traffic to a failing region.
+            failing = [p for p in await self._probe(spec, regions) if not probe_passes(p, spec.fail_on_degraded)]
+            if failing:
+                raise ApplicationError("; ".join(f"{p.region} is {p.status.value}: {p.reason}" for p in failing),
+                                       type="NotHealthy")
+            return
+        # Bounded: a region that keeps flapping ends the failback instead of holding the fleet forever.
+        deadline = workflow.now() + timedelta(seconds=window * 4 + spec.interval_s * 3)
+        healthy_since = None
+        while workflow.now() < deadline:
+            probes = await self._probe(spec, regions)
+            if all(probe_passes(p, spec.fail_on_degraded) for p in probes):
+                healthy_since = healthy_since or workflow.now()
+                if (workflow.now() - healthy_since).total_seconds() >= window:
+                    return
+            else:
+                healthy_since = None
+            await workflow.sleep(min(spec.interval_s, window))
+        raise ApplicationError(f"{', '.join(regions)} did not stay healthy for {window:g} s", type="NotStable")
+
+    async def _steps(self, inp: FailbackInput, current: dict[str, int], configured: dict[str, int],
+                     gaining: list[str], res: FailbackResult) -> None:
+        spec = inp.spec
+        tq = spec.region(gaining[0]).queue if gaining else spec.task_queue
+        plan = failback_plan(current, configured, spec.failback_steps)
+        res.steps_planned = len(plan)
+        previous = current
+        for i, step in enumerate(plan, 1):
+            self.phases.enter(f"step-{i}-of-{len(plan)}", f"weights {fmt_weights(step)}")
+            got = await workflow.execute_activity(
+                "set_global_weights", SetWeightsInput(weights=step, reason=f"failback step {i}/{len(plan)}"),
+                result_type=Weights, summary=f"failback step {i}: {fmt_weights(step)}", task_queue=tq, **fast())
+            res.weights_after = got.weights
+            if spec.failback_step_interval_s > 0:
+                await workflow.sleep(spec.failback_step_interval_s)
+            probes = await self._probe(spec, gaining) if gaining else []
+            failing = [p for p in probes if not probe_passes(p, spec.fail_on_degraded)]
+            if failing:
+                why = "; ".join(f"{p.region} {p.status.value}: {p.reason}" for p in failing)
+                self.phases.note("regression", why)
+                got = await workflow.execute_activity(
+                    "set_global_weights", SetWeightsInput(weights=previous, reason=f"failback rollback: {why}"),
+                    result_type=Weights, summary=f"roll back to {fmt_weights(previous)}", task_queue=tq, **fast())
+                res.weights_after = got.weights
+                res.status, res.error = "rolled_back", f"step {i} regressed ({why}); rolled back one step"
+                return
+            res.steps_done = i
+            previous = step
+        res.status = "succeeded"
+
+    async def _scale_back(self, inp: FailbackInput, res: FailbackResult) -> None:
+        spec = inp.spec
+        self.phases.enter(PHASE_SCALE_BACK, "returning pre-scaled regions to their configured replicas")
+        for r in spec.regions:
+            cap = await workflow.execute_activity(
+                "get_capacity", RegionRequest(region=r.name), result_type=Capacity,
+                summary=f"capacity of {r.name}", **region_bound(r.queue))
+            if cap.replicas > r.replicas:
+                await workflow.execute_activity(
+                    "scale_deployment", ScaleInput(region=r.name, replicas=r.replicas), result_type=DeploymentStatus,
+                    summary=f"scale {r.name} back to {r.replicas}", **region_bound(r.queue))
+                res.scaled_back[r.name] = r.replicas
+
+    def _end(self, res: FailbackResult, phase: str) -> FailbackResult:
+        self.phases.finish(phase, f"{res.status}: {fmt_weights(res.weights_after)} {res.error or ''}")
+        workflow.upsert_search_attributes([sa.VERDICT.value_set(res.status)])
+        res.phases = list(self.phases.timings)
+        return res
+
+
+WORKFLOWS = [Failback]

@@ -1,0 +1,340 @@
+"""Failover: claim → preflight → (approval) → scale/shift → verify → record RTO; compensate on failure.
+
+Static stability: everything that must happen for the target to take traffic (read/set global
+weights, verify, scale the target) runs on the TARGET region's task queue, so the failed region's
+worker is never needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models import ops
+    from drctl.models.failover import (
+        FailoverInput,
+        FailoverPlan,
+        FailoverResult,
+        needed_replicas,
+        probe_passes,
+        shift_weights,
+    )
+    from drctl.models.health import ProbeStatus, RegionProbe
+    from drctl.models.ops import (
+        AbortInput,
+        ApproveInput,
+        Capacity,
+        ClaimInput,
+        ClaimResult,
+        DeploymentStatus,
+        OperationProgress,
+        RegionRequest,
+        ScaleInput,
+        SetWeightsInput,
+        VerifyInput,
+        VerifyResult,
+        WaitRolloutInput,
+        Weights,
+    )
+    from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+
+
+class Aborted(Exception):
+    pass
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost message: ActivityError wraps the ApplicationError the activity raised."""
+    while isinstance(exc, (ActivityError, ChildWorkflowError)) and exc.cause is not None:
+        exc = exc.cause
+    return str(exc)
+
+
+@workflow.defn(name="Failover")
+class Failover:
+    @workflow.init
+    def __init__(self, inp: FailoverInput) -> None:
+        self.phases = Phases("failover", "Failover")
+        self.approved_by: str | None = None
+        self.abort_reason: str | None = None
+        self.shifted = False
+        self.finished = False
+        # Known from the first activation, so an early `approve` is judged against the real gate.
+        self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
+
+    # --- handlers ---------------------------------------------------------------------------------
+
+    @workflow.query(name=ops.QUERY_PROGRESS)
+    def progress(self) -> OperationProgress:
+        return self.phases.progress()
+
+    @workflow.update(name=ops.UPDATE_APPROVE)
+    def approve(self, inp: ApproveInput) -> str:
+        self.approved_by = inp.approver
+        return f"approved by {inp.approver}"
+
+    @approve.validator
+    def _validate_approve(self, inp: ApproveInput) -> None:
+        if not self.require_approval:
+            raise ValueError("this failover has no approval gate")
+        if self.approved_by or self.abort_reason or self.finished:
+            raise ValueError(f"nothing to approve: phase {self.phases.phase}")
+
+    @workflow.update(name=ops.UPDATE_ABORT)
+    def abort(self, inp: AbortInput) -> str:
+        self.abort_reason = f"{inp.reason} (by {inp.by})"
+        return f"abort requested in phase {self.phases.phase}"
+
+    @abort.validator
+    def _validate_abort(self, inp: AbortInput) -> None:
+        if self.finished:
+            raise ValueError("the failover has already finished")
+        if self.shifted:
+            # After the shift an abort would leave traffic half-way; `drctl failback` undoes it.
+            raise ValueError("traffic has already shifted; run `drctl failback` to move it back")
+
+    # --- run --------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: FailoverInput) -> FailoverResult:
+        res = await self._run(inp)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return res
+
+    async def _run(self, inp: FailoverInput) -> FailoverResult:
+        spec = inp.spec
+        info = workflow.info()
+        started = workflow.now()
+        res = FailoverResult(
+            status="failed", source=inp.source, target=inp.target, started_at=started,
+            fault_at=inp.fault_at or started, rto_target_s=spec.rto_target_s,
+        )
+        mode = "emergency" if inp.emergency else "normal"
+        self.phases.title = f"Failover of fleet `{spec.fleet}` to `{inp.target}` ({mode})"
+        tq = spec.region(inp.target).queue
+        try:
+            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
+            await workflow.execute_activity(
+                "claim_fleet", ClaimInput(fleet=spec.fleet, operation="failover", workflow_id=info.workflow_id,
+                                          run_id=info.run_id, started_at=started),
+                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
+            )
+            plan = await self._preflight(inp, tq)
+            res.plan, res.source, res.weights_before = plan, plan.source, plan.weights_before
+            if plan.problems:
+                res.status, res.error = "refused", "; ".join(plan.problems)
+                return self._end(res, ops.PHASE_FAILED, f"refused: {res.error}")
+            await self._approval_gate(inp)
+            if res.approved_by is None:
+                res.approved_by = self.approved_by
+            if not inp.emergency:
+                res.target_replicas = await self._scale(inp, plan, tq)
+            self._check_abort()
+            await self._shift(inp, plan, tq, res)
+            res.verify = await self._verify(inp, plan, tq)
+            res.verified_at = workflow.now()
+            res.rto_s = round((res.verified_at - res.fault_at).total_seconds(), 3)
+            if inp.last_good_at:
+                res.rto_upper_bound_s = round((res.verified_at - inp.last_good_at).total_seconds(), 3)
+            res.rto_met = res.rto_s <= spec.rto_target_s
+            self.phases.note("measured RTO", f"{res.rto_s} s (target {spec.rto_target_s:g} s)")
+            if inp.emergency:
+                try:
+                    res.target_replicas = await self._scale(inp, plan, tq)
+                except (ActivityError, ApplicationError) as exc:
+                    # Traffic is already served by the target; a lagging scale-up is reported, not undone.
+                    res.error = f"traffic shifted but scaling the target failed: {_reason(exc)}"
+            res.status = "succeeded"
+            return self._end(res, ops.PHASE_DONE, f"traffic on `{inp.target}`; RTO {res.rto_s} s")
+        except Aborted:
+            res.status, res.error = "aborted", self.abort_reason
+            return self._end(res, ops.PHASE_FAILED, f"aborted: {self.abort_reason}")
+        except (ActivityError, ApplicationError) as exc:
+            res.error = _reason(exc)
+            if isinstance(exc, ActivityError) and getattr(exc.cause, "type", None) == ops.FLEET_BUSY:
+                res.status = "refused"
+            if self.shifted:
+                await self._compensate(inp, res, tq)
+            return self._end(res, ops.PHASE_FAILED, f"{res.status}: {res.error}")
+
+    # --- phases -----------------------------------------------------------------------------------
+
+    async def _preflight(self, inp: FailoverInput, tq: str) -> FailoverPlan:
+        spec = inp.spec
+        self.phases.enter(ops.PHASE_PREFLIGHT, "reading weights, target health and capacity")
+        weights = (await workflow.execute_activity(
+            "get_global_weights", result_type=Weights, summary="read global weights", task_queue=tq, **fast(),
+        )).weights
+        sources = [inp.source] if inp.source else [r for r, w in weights.items() if r != inp.target and w > 0]
+        after = dict(weights)
+        for s in sources:
+            after = shift_weights(after, s, inp.target)
+        problems: list[str] = []
+        if inp.source == inp.target:
+            problems.append("source and target are the same region")
+        probe_task = None
+        if not inp.force:
+            probe_task = workflow.execute_activity(
+                "probe_region", RegionRequest(region=inp.target), result_type=RegionProbe,
+                summary=f"probe target {inp.target}", **fast(spec.probe_timeout_s * 4 + 5),
+            )
+        cap_task = workflow.execute_activity(
+            "get_capacity", RegionRequest(region=inp.target), result_type=Capacity,
+            summary=f"capacity of {inp.target}", **region_bound(tq, 30),
+        )
+        probe, cap = await asyncio.gather(probe_task or _none(), cap_task)
+        if probe is not None:
+            # Emergency mode accepts a slow target (anything beats a dead source) but never a dead one.
+            # Normal mode judges the target as the monitor does (probe_passes).
+            bad = probe.status is ProbeStatus.DOWN or (
+                not inp.emergency and not probe_passes(probe, spec.fail_on_degraded))
+            if bad:
+                problems.append(f"target {inp.target} is {probe.status.value}: {probe.reason} (use --force to override)")
+        total = sum(weights.values())
+        needed = needed_replicas(cap.replicas, total, weights.get(inp.target, 0))
+        ok = cap.max_replicas >= needed
+        if not ok and not inp.force:
+            problems.append(
+                f"target {inp.target} cannot carry the load: needs {needed} replicas, max {cap.max_replicas} "
+                "(use --force to override)"
+            )
+        plan = FailoverPlan(
+            source=",".join(sources) or None, target=inp.target, weights_before=weights, weights_after=after,
+            target_replicas_before=cap.replicas, target_replicas_needed=min(needed, 10**4),
+            target_replicas_planned=max(cap.replicas, min(needed, cap.max_replicas)), max_replicas=cap.max_replicas,
+            capacity_ok=ok, mode="emergency" if inp.emergency else "normal", problems=problems,
+        )
+        workflow.upsert_search_attributes([sa.SOURCE_REGION.value_set(plan.source or ""),
+                                           sa.TARGET_REGION.value_set(inp.target)])
+        self.phases.note("weights", f"{fmt_weights(weights)} → {fmt_weights(after)}")
+        self.phases.note("target replicas", f"{cap.replicas} → {plan.target_replicas_planned} (max {cap.max_replicas})")
+        return plan
+
+    async def _approval_gate(self, inp: FailoverInput) -> None:
+        if not self.require_approval:
+            return
+        self.phases.awaiting_approval = True
+        self.phases.enter(ops.PHASE_AWAITING_APPROVAL, "waiting for `drctl ops approve` (or abort)")
+        try:
+            await workflow.wait_condition(
+                lambda: self.approved_by is not None or self.abort_reason is not None,
+                timeout=timedelta(seconds=inp.spec.approval_timeout_s),
+            )
+        except TimeoutError:
+            self.abort_reason = f"no approval within {inp.spec.approval_timeout_s:g} s"
+        finally:
+            self.phases.awaiting_approval = False
+        self._check_abort()
+        self.phases.note("approved by", self.approved_by or "")
+
+    async def _scale(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> int:
+        if plan.target_replicas_planned <= plan.target_replicas_before:
+            return plan.target_replicas_before
+        n = plan.target_replicas_planned
+        self.phases.enter(ops.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
+        await self._abortable(workflow.execute_activity(
+            "scale_deployment", ScaleInput(region=inp.target, replicas=n), result_type=DeploymentStatus,
+            summary=f"scale {inp.target} to {n}", **region_bound(tq, 30),
+        ))
+        timeout = inp.spec.rollout_timeout_s
+        # Retried (a rollout wait is idempotent): a worker killed mid-wait is noticed by the heartbeat
+        # timeout and the wait resumes on another worker. RolloutTimeout itself is non-retryable.
+        opts = region_bound(tq, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=10)}
+        st = await self._abortable(workflow.execute_activity(
+            "wait_rollout", WaitRolloutInput(region=inp.target, timeout_s=timeout), result_type=DeploymentStatus,
+            summary=f"wait for {n} ready replicas in {inp.target}", **opts,
+        ))
+        return st.replicas
+
+    async def _shift(self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult) -> None:
+        self.phases.enter(ops.PHASE_SHIFT, f"global weights {fmt_weights(plan.weights_after)}")
+        # Mark before the call: if the worker dies mid-call the weights may already be applied.
+        self.shifted = True
+        got = await workflow.execute_activity(
+            "set_global_weights", SetWeightsInput(weights=plan.weights_after, reason=f"failover to {inp.target}"),
+            result_type=Weights, summary=f"shift traffic to {inp.target}", task_queue=tq, **fast(),
+        )
+        res.weights_after = got.weights
+        res.shifted_at = workflow.now()
+
+    async def _verify(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> VerifyResult:
+        spec = inp.spec
+        sources = [s for s in (plan.source or "").split(",") if s]
+        self.phases.enter(ops.PHASE_VERIFY, f"{spec.verify_requests} requests through the global endpoint")
+        deadline = workflow.now() + timedelta(seconds=spec.verify_timeout_s)
+        last: VerifyResult | None = None
+        attempt = 0
+        while workflow.now() < deadline:
+            attempt += 1
+            left = max(1.0, (deadline - workflow.now()).total_seconds())
+            last = await workflow.execute_activity(
+                "verify_global", VerifyInput(requests=spec.verify_requests, timeout_s=min(left, 10.0)),
+                result_type=VerifyResult, summary=f"verify attempt {attempt}", task_queue=tq,
+                start_to_close_timeout=timedelta(seconds=min(left, 10.0) + 5), retry_policy=NO_RETRY,
+            )
+            if last.ok == last.total and last.served_by(sources) == 0:
+                self.phases.note("verify", f"{last.ok}/{last.total} ok, by region {last.by_region}")
+                return last
+            await workflow.sleep(0.5)
+        raise ApplicationError(f"verification failed before {spec.verify_timeout_s:g}s: {last}", type="VerifyFailed")
+
+    async def _compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
+        self.phases.enter(ops.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights")
+        sources = [s for s in (res.source or "").split(",") if s]
+        dead = []
+        for s in sources:
+            try:
+                p = await workflow.execute_activity("probe_region", RegionRequest(region=s), result_type=RegionProbe,
+                                                    summary=f"probe source {s}", **fast(inp.spec.probe_timeout_s * 4 + 5))
+                if p.status is ProbeStatus.DOWN:
+                    dead.append(s)
+            except ActivityError:
+                dead.append(s)
+        if dead:
+            # Moving traffic back to a dead region would turn a partial outage into a full one.
+            res.compensated = "left_on_target_source_dead"
+            self.phases.note("compensation", f"left on {inp.target}: {', '.join(dead)} is DOWN")
+            return
+        got = await workflow.execute_activity(
+            "set_global_weights", SetWeightsInput(weights=res.weights_before, reason="failover compensation"),
+            result_type=Weights, summary="restore previous weights", task_queue=tq, **fast(),
+        )
+        res.weights_after = got.weights
+        res.compensated = "restored_weights"
+        self.phases.note("compensation", f"restored {fmt_weights(got.weights)}")
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _check_abort(self) -> None:
+        if self.abort_reason is not None:
+            raise Aborted(self.abort_reason)
+
+    async def _abortable(self, call: Any) -> Any:
+        task = asyncio.ensure_future(call)
+        await workflow.wait_condition(lambda: task.done() or self.abort_reason is not None)
+        if not task.done():
+            task.cancel()
+            raise Aborted(self.abort_reason)
+        return task.result()
+
+    def _end(self, res: FailoverResult, phase: str, details: str) -> FailoverResult:
+        res.phases = self.phases.timings
+        self.finished = True
+        self.phases.finish(phase, details)
+        workflow.upsert_search_attributes([sa.VERDICT.value_set(res.status)])
+        workflow.upsert_memo({"status": res.status, "rto_s": res.rto_s, "compensated": res.compensated})
+        res.phases = list(self.phases.timings)
+        return res
+
+
+async def _none() -> None:
+    return None
+
+
+WORKFLOWS = [Failover]

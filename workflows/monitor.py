@@ -1,0 +1,258 @@
+"""FleetMonitor (`monitor/<fleet>`): the endless probe loop, region state machines, auto failover.
+
+All state lives in one MonitorState, carried across continue-as-new. Failover and Failback are
+started as children with parent_close_policy ABANDON: a monitor continuing as new (or being
+stopped) must never cancel a failover half-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models.failover import (
+        ALL_REGIONS_UNHEALTHY,
+        NO_FAILOVER_TARGET,
+        FailbackInput,
+        FailbackResult,
+        FailoverInput,
+        FailoverRecord,
+        FailoverResult,
+        MonitorInput,
+        MonitorState,
+        MonitorStatus,
+        PolicyUpdate,
+        pick_target,
+        probe_passes,
+    )
+    from drctl.models.health import RegionState
+    from drctl.models.ops import ProbeBatch, ProbeRequest
+    from workflows.common import fast
+
+WATCHING = "watching"
+
+
+def _attrs(fleet: str, operation: str, source: str, target: str | None) -> TypedSearchAttributes:
+    pairs = [SearchAttributePair(sa.FLEET, fleet), SearchAttributePair(sa.OPERATION, operation),
+             SearchAttributePair(sa.PHASE, "pending"), SearchAttributePair(sa.SOURCE_REGION, source)]
+    if target:
+        pairs.append(SearchAttributePair(sa.TARGET_REGION, target))
+    return TypedSearchAttributes(pairs)
+
+
+@workflow.defn(name="FleetMonitor")
+class FleetMonitor:
+    @workflow.init
+    def __init__(self, inp: MonitorInput) -> None:
+        # Built here, not in run: a signal or query may arrive in the very first activation.
+        self.s: MonitorState = inp.state or MonitorState.initial(inp)
+        self.child: asyncio.Task[None] | None = None
+        self.active: FailoverRecord | None = None
+        self.poke = False
+
+    # --- handlers ---------------------------------------------------------------------------------
+
+    @workflow.query(name="status")
+    def status(self) -> MonitorStatus:
+        s = self._state()
+        return MonitorStatus(
+            fleet=s.spec.fleet, policy=s.policy, paused=s.paused, alert=s.alert, iteration=s.total_iterations,
+            regions=s.trackers, active_failover=self.active, failed_over=s.failed_over,
+            last_failover=s.last_failover, last_failback=s.last_failback,
+        )
+
+    @workflow.signal
+    def pause(self) -> None:
+        self._state().paused = True
+        self.poke = True
+
+    @workflow.signal
+    def resume(self) -> None:
+        self._state().paused = False
+        self.poke = True
+
+    @workflow.update
+    def set_policy(self, inp: PolicyUpdate) -> str:
+        before = self._state().policy
+        self._state().policy = inp.policy
+        self.poke = True
+        return f"policy {before} → {inp.policy}"
+
+    @set_policy.validator
+    def _validate_policy(self, inp: PolicyUpdate) -> None:
+        if inp.policy not in ("automatic", "manual"):
+            raise ValueError(f"policy must be automatic or manual, got {inp.policy!r}")
+
+    def _state(self) -> MonitorState:
+        return self.s
+
+    # --- loop -------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: MonitorInput) -> None:
+        s = self.s
+        s.iteration = 0
+        workflow.upsert_search_attributes([sa.PHASE.value_set(WATCHING)])
+        while True:
+            round_start = workflow.now()
+            if not s.paused:
+                await self._round()
+            s.iteration += 1
+            s.total_iterations += 1
+            self._render()
+            if (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()) and self.child is None:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
+            fast_confirm = s.spec.fast_confirm and any(
+                t.state is RegionState.SUSPECT for t in s.trackers.values())
+            period = s.spec.fast_confirm_interval_s if fast_confirm else s.spec.interval_s
+            left = period - (workflow.now() - round_start).total_seconds()
+            self.poke = False
+            if left > 0:
+                try:
+                    await workflow.wait_condition(lambda: self.poke, timeout=timedelta(seconds=left))
+                except TimeoutError:
+                    pass
+
+    async def _round(self) -> None:
+        s = self._state()
+        spec = s.spec
+        try:
+            batch = await workflow.execute_activity(
+                "probe_regions", ProbeRequest(regions=spec.region_names), result_type=ProbeBatch,
+                summary="probe all regions", **fast(spec.probe_timeout_s * 4 + 5),
+            )
+        except ActivityError as exc:
+            # Our own probe machinery failing says nothing about the regions: never fail over on it.
+            workflow.logger.warning("probe round failed, regions unchanged: %s", exc.cause or exc)
+            return
+        now = workflow.now()
+        for probe in batch.probes:
+            t = s.trackers.get(probe.region)
+            if t is None:
+                continue
+            t.record_probe(probe, now)
+            if t.observe(probe_passes(probe, spec.fail_on_degraded), now, spec.failure_threshold,
+                         spec.recovery_threshold):
+                workflow.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
+        self._decide(now)
+
+    def _decide(self, now: object) -> None:
+        s = self._state()
+        states = [t.state for t in s.trackers.values()]
+        s.alert = None
+        if RegionState.UNHEALTHY in states and all(x in (RegionState.UNHEALTHY, RegionState.SUSPECT) for x in states):
+            s.alert = ALL_REGIONS_UNHEALTHY
+            workflow.logger.error("%s: every region of fleet %s is unhealthy; traffic is left where it is",
+                                  ALL_REGIONS_UNHEALTHY, s.spec.fleet)
+            return
+        if s.policy != "automatic" or self.child is not None:
+            return
+        if s.next_failover_attempt_at is not None and workflow.now() < s.next_failover_attempt_at:
+            return
+        moved = {r.source for r in s.failed_over}
+        for name, t in s.trackers.items():
+            if t.state is RegionState.UNHEALTHY and name not in moved:
+                target = pick_target(s.trackers, name, s.spec.weights)
+                if target is None:
+                    s.alert = NO_FAILOVER_TARGET
+                    workflow.logger.error("%s: %s is unhealthy and no region can take its traffic",
+                                          NO_FAILOVER_TARGET, name)
+                    return
+                self.child = asyncio.ensure_future(self._failover(name, target))
+                return
+        window = timedelta(seconds=s.spec.stabilization_window_s)
+        for rec in s.failed_over:
+            t = s.trackers[rec.source]
+            if t.state is RegionState.HEALTHY and t.since is not None and workflow.now() - t.since >= window:
+                self.child = asyncio.ensure_future(self._failback(rec))
+                return
+
+    async def _failover(self, source: str, target: str) -> None:
+        s = self._state()
+        t = s.trackers[source]
+        wid = f"failover/{s.spec.fleet}"
+        rec = FailoverRecord(workflow_id=wid, source=source, target=target, started_at=workflow.now())
+        self.active = rec
+        try:
+            handle = await workflow.start_child_workflow(
+                "Failover",
+                FailoverInput(spec=s.spec, target=target, source=source, emergency=True, fault_at=t.first_failure_at,
+                              last_good_at=t.last_good_at, initiator="monitor",
+                              reason=f"{source} UNHEALTHY: {t.last_reason}"),
+                id=wid, task_queue=s.spec.task_queue, result_type=FailoverResult,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                search_attributes=_attrs(s.spec.fleet, "failover", source, target),
+                memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": "monitor"},
+                static_summary=f"automatic failover {source} → {target}",
+            )
+            rec.run_id = handle.first_execution_run_id
+            result: FailoverResult = await handle
+            rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
+            if result.status == "succeeded":
+                s.failed_over.append(rec)
+            else:
+                self._back_off(f"failover {result.status}: {result.error}")
+        except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
+            rec.status, rec.finished_at = "not started" if isinstance(exc, WorkflowAlreadyStartedError) else "error", workflow.now()
+            self._back_off(f"failover {source} → {target} did not run: {exc}")
+        finally:
+            s.last_failover = rec
+            self.active = None
+            self.child = None
+            self.poke = True
+
+    async def _failback(self, rec: FailoverRecord) -> None:
+        s = self._state()
+        wid = f"failback/{s.spec.fleet}"
+        try:
+            result: FailbackResult = await workflow.execute_child_workflow(
+                "Failback", FailbackInput(spec=s.spec, region=rec.source, stabilization_window_s=0, initiator="monitor"),
+                id=wid, task_queue=s.spec.task_queue, result_type=FailbackResult,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                search_attributes=_attrs(s.spec.fleet, "failback", rec.target, rec.source),
+                memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": "monitor"},
+                static_summary=f"automatic failback to {rec.source}",
+            )
+            s.last_failback = f"{result.status} at {workflow.now().isoformat()}"
+            if result.status in ("succeeded", "not_needed"):
+                s.failed_over = [r for r in s.failed_over if r.source != rec.source]
+            else:
+                self._back_off(f"failback {result.status}: {result.error}")
+        except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
+            s.last_failback = f"error: {exc}"
+            self._back_off(f"failback to {rec.source} did not run: {exc}")
+        finally:
+            self.child = None
+            self.poke = True
+
+    def _back_off(self, why: str) -> None:
+        s = self._state()
+        # Retrying every round would start a workflow every few seconds against the same obstacle.
+        delay = max(30.0, 3 * s.spec.interval_s)
+        s.next_failover_attempt_at = workflow.now() + timedelta(seconds=delay)
+        workflow.logger.warning("%s; next attempt in %.0f s", why, delay)
+
+    def _render(self) -> None:
+        s = self._state()
+        phase = s.alert or ("paused" if s.paused else WATCHING)
+        workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
+        lines = [f"## Fleet `{s.spec.fleet}` monitor", f"policy **{s.policy}**, round {s.total_iterations}"]
+        if s.alert:
+            lines.insert(1, f"# 🚨 {s.alert}: no region can take traffic; weights left unchanged")
+        lines.append("\n| region | state | fails | oks | last probe |\n|---|---|---|---|---|")
+        for t in s.trackers.values():
+            lines.append(f"| {t.region} | {t.state.value} | {t.consecutive_failures} | {t.consecutive_successes} "
+                         f"| {t.last_status.value if t.last_status else '-'} {t.last_reason} |")
+        if self.active:
+            lines.append(f"\nfailover running: {self.active.source} → {self.active.target}")
+        workflow.set_current_details("\n".join(lines))
+
+
+WORKFLOWS = [FleetMonitor]
