@@ -23,9 +23,17 @@ $(STAMP): pyproject.toml
 test: venv
 	$(BIN)/pytest -q
 
+# The main job on the embedded dev stack: stack + one worker per region + the health monitor, then
+# an operator's failover of all traffic to us-east-1, with its phases, measured RTO and UI link.
 demo: venv
 	$(BIN)/drctl dev up -c $(CONFIG)
-	# ---- demo steps (failover, failback, drill) go below this line ----
+	$(BIN)/drctl monitor start -c $(CONFIG)
+	$(BIN)/drctl status -c $(CONFIG)
+	$(BIN)/drctl failover -c $(CONFIG) --to us-east-1 --yes
+	$(BIN)/drctl status -c $(CONFIG)
+	@echo
+	@echo "Temporal UI: http://127.0.0.1:8233  (workflows monitor/dev and failover/dev)"
+	@echo "Back to 60/40: $(BIN)/drctl failback -c $(CONFIG) --yes    Stop everything: make down"
 
 down: venv
 	$(BIN)/drctl dev down -c $(CONFIG)

@@ -29,6 +29,9 @@ def register(app: typer.Typer) -> None:
     def up_cmd(
         config: ConfigOpt = Path(DEFAULT_CONFIG),
         timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the stack to serve.")] = 180.0,
+        workers: Annotated[
+            bool, typer.Option("--workers/--no-workers", help="Also run one drctl worker per region.")
+        ] = True,
     ) -> None:
         """Start what is not running (idempotent) and wait until the whole stack serves."""
         from drctl.devstack import stack
@@ -36,7 +39,7 @@ def register(app: typer.Typer) -> None:
         cfg = load(config)
         try:
             with console.status("starting the dev stack and waiting until every component serves..."):
-                info = stack.up(cfg, config, timeout_s=timeout_s)
+                info = stack.up(cfg, config, timeout_s=timeout_s, workers=workers)
         except stack.StackError as exc:
             message = str(exc)
             if exc.log:
@@ -56,6 +59,9 @@ def register(app: typer.Typer) -> None:
                 table.add_row(f"{r.name} admin API", r.admin_url)
         table.add_row("moto (S3, Route 53)", info.moto_url)
         table.add_row("HAProxy stats", info.stats_url)
+        for name in info.pids:
+            if name.startswith("worker-"):
+                table.add_row(f"drctl {name}", f"pid {info.pids[name]}, log {info.state_dir}/logs/{name}.log")
         table.add_row("state dir", info.state_dir)
         console.print(table)
         kept = [n for n in info.pids if n not in info.started]

@@ -5,6 +5,7 @@ Each check returns None when ready, else a short reason (shown when the deadline
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 
@@ -39,6 +40,23 @@ def temporal_ready(temporal_bin: str, cfg: FleetConfig) -> str | None:
     if done.returncode != 0:
         return (done.stderr or done.stdout).strip().splitlines()[-1:][0] if (done.stderr or done.stdout) else "failed"
     return None
+
+
+def worker_polling(temporal_bin: str, cfg: FleetConfig, task_queue: str) -> str | None:
+    """A worker counts as ready once Temporal sees it polling its task queue."""
+    argv = [temporal_bin, "task-queue", "describe", "--task-queue", task_queue, "--address", cfg.temporal.address,
+            "--namespace", cfg.temporal.namespace, "--command-timeout", "3s", "-o", "json"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return "task-queue describe timed out"
+    if done.returncode != 0:
+        return "task-queue describe failed"
+    try:
+        pollers = json.loads(done.stdout).get("pollers") or []
+    except ValueError:
+        return "task-queue describe answered no JSON"
+    return None if pollers else f"no worker polls {task_queue} yet"
 
 
 def http_answers(url: str) -> str | None:

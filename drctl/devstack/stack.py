@@ -89,7 +89,7 @@ def _tool(name: str, fallback: str | None = None) -> str:
     return found
 
 
-def components(cfg: FleetConfig, config_path: Path) -> list[Component]:
+def components(cfg: FleetConfig, config_path: Path, workers: bool = False) -> list[Component]:
     s = state_dir(cfg)
     t = cfg.temporal
     temporal = Component(
@@ -122,7 +122,15 @@ def components(cfg: FleetConfig, config_path: Path) -> list[Component]:
             ports[f"{r.name} admin API"] = _port(r.devstack_admin_url, f"regions[{r.name}].devstack_admin_url")
         argv = [sys.executable, "-m", "drctl.devstack.region", "--config", str(config_path.resolve()), "--region", r.name]
         regions.append(Component(f"region-{r.name}", argv, ports, env))
-    return [temporal, moto, *regions, haproxy]
+    # One worker per region, as in production: each serves the main queue and its own region's
+    # queue, so a failover to a region needs only that region's worker (static stability).
+    drctl_workers = [
+        Component(f"worker-{r.name}",
+                  [sys.executable, "-m", "drctl", "worker", "--config", str(config_path.resolve()), "--region", r.name],
+                  {}, env)
+        for r in cfg.regions
+    ] if workers else []
+    return [temporal, moto, *regions, haproxy, *drctl_workers]
 
 
 def _pid_path(s: Path, name: str) -> Path:
@@ -142,10 +150,14 @@ def _read_record(s: Path) -> dict:
         return {"components": {}}
 
 
-def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0) -> StackInfo:
-    """Start whatever is not running, wait until the whole stack serves, and describe it."""
+def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: bool = False) -> StackInfo:
+    """Start whatever is not running, wait until the whole stack serves, and describe it.
+
+    With `workers`, one `drctl worker --region R` per region joins the stack (the demo's setup);
+    tests run their own workers on private task queues instead.
+    """
     s = state_dir(cfg)
-    comps = components(cfg, config_path)
+    comps = components(cfg, config_path, workers)
     by_name = {c.name: c for c in comps}
     keep: dict[str, int] = {}
     restart: dict[str, int] = {}
@@ -202,6 +214,9 @@ def _wait_ready(cfg: FleetConfig, s: Path, comps: list[Component], pids: dict[st
     }
     for r in cfg.regions:
         checks[f"region-{r.name}"] = lambda r=r: readiness.region_ready(r, cfg)  # type: ignore[misc]
+        if f"worker-{r.name}" in pids:
+            checks[f"worker-{r.name}"] = lambda r=r: readiness.worker_polling(  # type: ignore[misc]
+                temporal_bin, cfg, r.queue)
     by_name = {c.name: c for c in comps}
     pending = dict(checks)
     reasons: dict[str, str] = {}
@@ -253,7 +268,8 @@ def status(cfg: FleetConfig, config_path: Path | None = None) -> list[ComponentS
     s = state_dir(cfg)
     path = config_path or Path(cfg.source_path or "fleet.yaml")
     out = []
-    for comp in components(cfg, path):
+    recorded_names = set(_read_record(s)["components"])
+    for comp in components(cfg, path, workers=any(n.startswith("worker-") for n in recorded_names)):
         pid = processes.read_pid(_pid_path(s, comp.name))
         recorded = _read_record(s)["components"].get(comp.name, {}).get("argv") or comp.argv
         alive = pid is not None and processes.is_ours(pid, recorded)
