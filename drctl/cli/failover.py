@@ -41,6 +41,7 @@ from drctl.models.failover import (
 from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
 from drctl.temporal import connect, ui_link
+from workflows.common import fmt_weights
 
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 NoWait = Annotated[bool, typer.Option("--no-wait", help="Start and return; follow it in the UI or `drctl ops show`.")]
@@ -80,7 +81,7 @@ def _render_failover(res: FailoverResult, link: str) -> None:
     t = Table(title=f"failover {res.source or '?'} → {res.target}: {res.status}")
     t.add_column("")
     t.add_column("")
-    t.add_row("weights", f"{res.weights_before} → {res.weights_after or res.weights_before}")
+    t.add_row("weights", f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after or res.weights_before)}")
     if res.target_replicas is not None:
         t.add_row(f"{res.target} replicas", str(res.target_replicas))
     if res.rto_s is not None:
@@ -123,7 +124,7 @@ def register(app: typer.Typer) -> None:
                 print_json({"dry_run": True, "plan": plan.model_dump(mode="json")})
                 return
             console.print(f"[bold]dry run[/] (nothing changed): failover {plan.source} → {to}")
-            console.print(f"  global weights: {plan.weights_before} → {plan.weights_after}")
+            console.print(f"  global weights: {fmt_weights(plan.weights_before)} → {fmt_weights(plan.weights_after)}")
             console.print(f"  {to} replicas: {plan.target_replicas_before} → {plan.target_replicas_planned} "
                           f"(needed {plan.target_replicas_needed}, max {plan.max_replicas})")
             for p in plan.problems:
@@ -175,7 +176,7 @@ def register(app: typer.Typer) -> None:
         if output is Output.json:
             print_json({"ui_link": link, "result": res.model_dump(mode="json")})
         else:
-            console.print(f"failback {res.status}: {res.weights_before} → {res.weights_after}; "
+            console.print(f"failback {res.status}: {fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}; "
                           f"steps {res.steps_done}/{res.steps_planned}; scaled back {res.scaled_back or '-'}")
             if res.error:
                 console.print(f"error: {res.error}")
