@@ -3,7 +3,9 @@
 `run_experiment` runs `chaos run --journal-path` as a subprocess because chaoslib's
 `run_experiment` installs signal handlers and so only works on a main thread. It heartbeats while
 the subprocess runs; when the activity is cancelled it sends SIGTERM, which chaoslib turns into an
-interruption that still plays the rollbacks (strategy `always`), and waits for them.
+interruption that still plays the rollbacks (strategy `always`), waits for them, and then returns
+the interrupted run's outcome (`cancelled=True`) rather than raising: the drill's report needs the
+journal to say whether the rollbacks really ran.
 """
 
 from __future__ import annotations
@@ -144,7 +146,11 @@ class ChaosActivities:
                 if time.monotonic() > deadline and proc.returncode is None:
                     await self._interrupt(proc)
         except asyncio.CancelledError:
+            # Answered, not propagated: the outcome below is the answer to the cancel request.
             cancelled = True
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
             if proc is not None and proc.returncode is None:
                 await asyncio.shield(self._interrupt(proc))
         finally:
@@ -152,17 +158,20 @@ class ChaosActivities:
             await asyncio.gather(load, return_exceptions=True)
         outcome = await self._outcome(inp, journal_path, workdir, proc, samples, started_at, cancelled)
         shutil.rmtree(workdir, ignore_errors=True)
-        if cancelled:
-            raise asyncio.CancelledError()
         return outcome
 
     async def _interrupt(self, proc: asyncio.subprocess.Process) -> None:
         """SIGTERM (chaoslib interrupts and runs the rollbacks), then SIGKILL after a grace period."""
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=_ROLLBACK_GRACE_S)
-        except TimeoutError:
+        give_up = time.monotonic() + _ROLLBACK_GRACE_S
+        while proc.returncode is None and time.monotonic() < give_up:
+            # Keep heartbeating: rollbacks may outlast the heartbeat timeout, which would otherwise
+            # fail the activity while the fault is still being undone.
+            activity.heartbeat({"pid": proc.pid, "interrupting": True})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), timeout=_HEARTBEAT_S)
+        if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()

@@ -11,12 +11,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import boto3
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillReport, ReportKey, ReportQuery
+from drctl.providers import aws
 from drctl.providers.errors import classify
 
 _MAX_LISTED = 500
@@ -59,12 +59,7 @@ def render_markdown(r: DrillReport) -> str:
 class ReportStore:
     def __init__(self, cfg: FleetConfig) -> None:
         self.bucket = cfg.drills.history_bucket
-        creds: dict[str, str] = {}
-        if cfg.aws.endpoint_url and boto3.Session().get_credentials() is None:
-            # An endpoint override is an emulator (moto in the dev stack), which accepts any keys;
-            # without some, botocore refuses to sign. Real AWS always uses the normal credential chain.
-            creds = {"aws_access_key_id": "drctl-dev", "aws_secret_access_key": "drctl-dev"}
-        self.s3 = boto3.client("s3", region_name=cfg.aws.region, endpoint_url=cfg.aws.endpoint_url, **creds)
+        self.s3 = aws.client(cfg, "s3")
 
     def put_journal(self, drill_id: str, journal: dict[str, Any]) -> str:
         fleet, ts = _split(drill_id)

@@ -5,6 +5,11 @@ claim → preflight (fleet healthy, monitor watching, weights as configured) →
 
 A drill never blocks a failover or failback (they are what it measures), and it never injects
 twice: the experiment activity has no retries.
+
+Stopping a drill: `drctl ops abort drill/...` (the `abort` update, with a reason) or a Temporal
+workflow cancel. Either one cancels the experiment activity, which interrupts `chaos run` so its
+rollbacks play, and returns the interrupted journal; the report is ABORTED with the reason and
+says whether the rollbacks ran.
 """
 
 from __future__ import annotations
@@ -32,8 +37,17 @@ with workflow.unsafe.imports_passed_through():
         ReportKey,
         Verdict,
         load_figures,
+        mark_stopped,
     )
-    from drctl.models.ops import ClaimInput, ClaimResult, OperationProgress, ProbeBatch, ProbeRequest, Weights
+    from drctl.models.ops import (
+        AbortInput,
+        ClaimInput,
+        ClaimResult,
+        OperationProgress,
+        ProbeBatch,
+        ProbeRequest,
+        Weights,
+    )
     from workflows.common import NO_RETRY, Phases, fast
 
 _ROLLBACK_GRACE_S = 90.0
@@ -53,10 +67,30 @@ def _secs(a: datetime | None, b: datetime | None) -> float | None:
 class ChaosDrill:
     def __init__(self) -> None:
         self.phases = Phases(OPERATION, "Chaos drill")
+        self.abort_reason: str | None = None
+        self.experiment_done = False
+        self._experiment: workflow.ActivityHandle[ExperimentOutcome] | None = None
 
     @workflow.query(name=ops.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
         return self.phases.progress()
+
+    @workflow.update(name=ops.UPDATE_ABORT)
+    def abort(self, inp: AbortInput) -> str:
+        self.abort_reason = f"{inp.reason} (by {inp.by})"
+        if self._experiment is not None and not self._experiment.done():
+            self._experiment.cancel()
+            return "stopping the experiment; its rollbacks run before the drill reports ABORTED"
+        return f"aborting in phase {self.phases.phase}, before any fault is injected"
+
+    @abort.validator
+    def _validate_abort(self, inp: AbortInput) -> None:
+        if self.abort_reason:
+            raise ValueError("an abort is already under way")
+        if self.experiment_done:
+            # The fault is already rolled back; what still runs is the failover or failback itself.
+            raise ValueError("the experiment has finished and its rollbacks ran; abort the failover or "
+                             "failback operation instead")
 
     @workflow.run
     async def run(self, inp: DrillInput) -> DrillReport:
@@ -80,11 +114,18 @@ class ChaosDrill:
             if problems:
                 report.reasons = [f"preflight: {p}" for p in problems]
                 return await self._finish(report)
-            outcome = await self._experiment(inp)
+            if self.abort_reason:
+                report.reasons = [f"aborted before any fault: {self.abort_reason}"]
+                return await self._finish(report)
+            outcome = await self._experiment_run(inp)
+            if outcome.cancelled:
+                mark_stopped(report, outcome, self.abort_reason or "workflow cancel")
+                return await self._finish(report)
             await self._judge(inp, outcome, report)
         except asyncio.CancelledError:
+            # Cancelled outside the experiment (preflight, observing): nothing of ours is injected.
             report.verdict = Verdict.ABORTED
-            report.reasons.append("cancelled: the experiment was interrupted and its rollbacks ran")
+            report.reasons.append(f"cancelled in phase {self.phases.phase}: {self.abort_reason or 'workflow cancel'}")
             return await self._finish(report)
         except (ActivityError, ApplicationError) as exc:
             report.verdict = Verdict.ABORTED if not report.fault_injected else Verdict.FAILED
@@ -138,10 +179,10 @@ class ChaosDrill:
             problems.append(f"the monitor's policy is {monitor.policy}: the fault would not fail over")
         return problems
 
-    async def _experiment(self, inp: DrillInput) -> ExperimentOutcome:
+    async def _experiment_run(self, inp: DrillInput) -> ExperimentOutcome:
         plan = inp.plan
         self.phases.enter("experiment", f"load through the global endpoint, then `chaos run {plan.name}`")
-        return await workflow.execute_activity(
+        self._experiment = workflow.start_activity(
             "drill_run_experiment",
             ExperimentRunInput(plan=plan, workflow_id=workflow.info().workflow_id, load_rps=inp.load_rps,
                                timeout_s=inp.timeout_s),
@@ -153,6 +194,12 @@ class ChaosDrill:
             # Wait for the subprocess to finish its rollbacks before the drill moves on.
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
+        try:
+            # A workflow cancel reaches the activity through this await; the activity answers it
+            # with the interrupted run's outcome (cancelled=True) once the rollbacks are done.
+            return await self._experiment
+        finally:
+            self.experiment_done = True
 
     async def _observe(self, inp: ObserveInput, timeout_s: float) -> Observation:
         return await workflow.execute_activity(

@@ -136,8 +136,9 @@ def list_cmd(config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = 
     for col in ("id", "schedule", "jitter", "state", "next runs"):
         table.add_column(col)
     for r in rows:
-        table.add_row(str(r["id"]), str(r["cron"]), str(r["jitter"]), "paused" if r["paused"] else "active",
-                      "\n".join(str(t) for t in r["next_runs"]))  # type: ignore[union-attr]
+        next_runs = r["next_runs"]
+        runs = "\n".join(str(t) for t in next_runs) if isinstance(next_runs, list) else ""
+        table.add_row(str(r["id"]), str(r["cron"]), str(r["jitter"]), "paused" if r["paused"] else "active", runs)
     # Piped output gets rich's 80 columns, which would cut the schedule ids scripts need whole.
     (console if console.is_terminal else Console(width=200)).print(table)
 

@@ -82,13 +82,20 @@ def deployment_status(
 
 
 def hpa_target(dep: dict[str, Any], hpas: list[dict[str, Any]]) -> int | None:
-    """Replicas an HPA on `dep` asks for: max(spec.replicas, minReplicas) capped at maxReplicas."""
+    """Replicas an HPA on `dep` asks for: max(spec.replicas, minReplicas) capped at maxReplicas.
+
+    None when no HPA targets `dep`, or when `dep` is scaled to 0 (the HPA is then inactive).
+    """
     ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
     for hpa in hpas:
         ref = hpa["spec"].get("scaleTargetRef") or {}
         if hpa["metadata"].get("namespace") == ns and ref.get("kind", "Deployment") == "Deployment" and ref.get("name") == name:
             replicas = int(dep["spec"].get("replicas", 1))
             low = int(hpa["spec"].get("minReplicas", 1))
+            if replicas == 0 and low > 0:
+                # Kubernetes' implicit maintenance mode: a target scaled to 0 by hand is left alone
+                # until someone scales it up again (drills and decommissions rely on it).
+                return None
             high = int(hpa["spec"].get("maxReplicas", max(low, replicas)))
             return min(max(replicas, low), high)
     return None

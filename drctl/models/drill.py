@@ -208,3 +208,25 @@ def load_figures(samples: list[LoadSample], fault_at: datetime | None, target: s
     return LoadFigures(
         requests=len(samples), errors=errors, served_by=served, error_window_s=round(window, 3), recovered_at=recovered
     )
+
+
+def mark_stopped(report: DrillReport, out: ExperimentOutcome, why: str) -> None:
+    """ABORTED: the experiment was stopped on request; say why, and whether the fault was undone."""
+    v = out.verdict
+    report.verdict = Verdict.ABORTED
+    report.journal, report.journal_key = v, out.journal_key
+    report.fault_injected, report.fault_at = v.fault_injected, v.fault_at
+    figures = load_figures(out.load, v.fault_at, None)
+    report.requests, report.errors, report.served_by = figures.requests, figures.errors, figures.served_by
+    report.error_window_s = figures.error_window_s
+    report.reasons.append(f"aborted during the experiment: {why}")
+    if out.exit_code is None:
+        report.reasons.append("stopped before `chaos run` started: nothing was injected")
+    elif not out.journal.get("status"):
+        report.reasons.append("`chaos run` left no journal, so whether its rollbacks ran is unknown: check the region")
+    elif v.rollbacks_failed or v.rollbacks_ok < v.rollbacks_expected:
+        failed = ", ".join(v.rollbacks_failed) or "not run"
+        report.reasons.append(
+            f"rollbacks incomplete ({v.rollbacks_ok}/{v.rollbacks_expected} succeeded; {failed}): check the region")
+    else:
+        report.reasons.append(f"the experiment was interrupted and its {v.rollbacks_ok} rollback(s) succeeded")

@@ -10,9 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import boto3
-
 from drctl.config import FleetConfig, Route53Global
+from drctl.providers import aws
 from drctl.providers.weights import validate_weights
 
 ROUTE53_MAX_WEIGHT = 255
@@ -24,7 +23,7 @@ def _fqdn(name: str) -> str:
 
 def route53_client(cfg: FleetConfig) -> Any:
     """A boto3 Route 53 client honouring aws.endpoint_url (moto in the dev stack)."""
-    return boto3.client("route53", region_name=cfg.aws.region, endpoint_url=cfg.aws.endpoint_url)
+    return aws.client(cfg, "route53")
 
 
 class Route53GlobalTraffic:

@@ -8,6 +8,7 @@ platform provider's API client, so errors come out of the same error table.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from drctl.config import FleetConfig
@@ -22,6 +23,7 @@ _SERVER_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "ma
 
 def read_manifest(platform: KubernetesPlatform, kind: str, name: str) -> dict[str, Any]:
     """A Deployment or Service as a plain dict, as the API server returned it."""
+    fn: Callable[[], Any]
     if kind == "Deployment":
         fn = lambda: platform.apps.read_namespaced_deployment(name, platform.namespace, _request_timeout=REQUEST_TIMEOUT)  # noqa: E731
     else:

@@ -1,0 +1,34 @@
+"""boto3 clients for the fleet's AWS account, or for the emulator `aws.endpoint_url` points at.
+
+The one place that decides credentials: real AWS always goes through boto3's normal credential
+chain. Only when `aws.endpoint_url` is set (moto in the dev stack, which accepts any keys) and that
+chain finds nothing are dummy keys given, because botocore refuses to sign a request without some.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+
+from drctl.config import FleetConfig
+
+EMULATOR_KEYS = {"aws_access_key_id": "drctl-dev", "aws_secret_access_key": "drctl-dev"}
+
+
+def credentials_for(cfg: FleetConfig, session: boto3.Session | None = None) -> dict[str, str]:
+    """Explicit credentials to pass to boto3: dummy ones for a keyless emulator, else none."""
+    if not cfg.aws.endpoint_url:
+        return {}
+    if (session or boto3.Session()).get_credentials() is not None:
+        return {}
+    return dict(EMULATOR_KEYS)
+
+
+def client(cfg: FleetConfig, service: str) -> Any:
+    """A boto3 client for `service` in `aws.region`, honouring `aws.endpoint_url`."""
+    # One session decides and signs: boto3's default session caches the credentials it first saw,
+    # so checking a fresh session but building on the default one could disagree.
+    session = boto3.Session()
+    return session.client(service, region_name=cfg.aws.region, endpoint_url=cfg.aws.endpoint_url,
+                          **credentials_for(cfg, session))

@@ -1,0 +1,91 @@
+"""drills.fault_injector: kubernetes: the region outage scales the track Deployment to 0 through
+the Kubernetes API and the rollback restores it, against the dev stack's emulated cluster, whose
+node agent really stops and starts the replicas."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from drctl.chaos import actions
+from drctl.chaos.validate import validate_experiment
+from drctl.config import FleetConfig, load_config
+from tests.conftest import apps_api
+from tests.drills.e2e import EXPERIMENTS
+from tests.helpers import wait_until
+from tests.workflows.conftest import admin
+
+pytestmark = [pytest.mark.devstack]
+
+REGION = "us-west-1"
+
+
+@pytest.fixture
+def kube_cfg(fleet_config: FleetConfig, fleet_config_path: Path, reset_fleet: None) -> FleetConfig:
+    """The session stack's config with fault_injector kubernetes, beside it so relative paths hold."""
+    data = yaml.safe_load(fleet_config_path.read_text())
+    data["drills"]["fault_injector"] = "kubernetes"
+    path = fleet_config_path.parent / "fleet-kube-injector.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_config(path)
+
+
+def _pids(cfg: FleetConfig, deployment: str) -> list[int]:
+    return [r["pid"] for r in admin(cfg, REGION, "/replicas") if r["deployment"] == deployment]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _region_serves(cfg: FleetConfig) -> bool:
+    body = {"model": cfg.workload.model, "prompt": "x", "max_tokens": 1}
+    try:
+        return httpx.post(cfg.region(REGION).gateway_url + "/v1/completions", json=body, timeout=3).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_outage_scales_to_zero_and_rollback_restores(kube_cfg: FleetConfig) -> None:
+    conf: dict[str, Any] = {"fleet_config": kube_cfg.source_path}
+    rc = kube_cfg.region(REGION)
+    name, ns = kube_cfg.workload.deployment_name("stable"), rc.kube.namespace
+    apps = apps_api(rc.kube.api_url or "")
+    before = _pids(kube_cfg, name)
+    assert len(before) == rc.replicas and all(_alive(p) for p in before)
+    # Every shipped outage experiment is valid with this injector; the devstack-only ones are not.
+    assert validate_experiment(EXPERIMENTS / "region-outage.json", kube_cfg, REGION).target_region == REGION
+
+    out = actions.kill_region_replicas(REGION, configuration=conf)
+    try:
+        assert out["injected"] and out["affected"] == [f"{name}:{rc.replicas}->0"]
+        dep: Any = apps.read_namespaced_deployment(name, ns)
+        assert dep.spec.replicas == 0
+        assert dep.metadata.annotations[actions.RESTORE_ANNOTATION] == str(rc.replicas)
+        # The node agent stops the replicas for real, and its HPA leaves a Deployment at 0 alone.
+        wait_until(lambda: _pids(kube_cfg, name) == [] and not any(_alive(p) for p in before),
+                   timeout_s=20, what="replicas of a Deployment scaled to 0 stopped")
+        wait_until(lambda: not _region_serves(kube_cfg), timeout_s=10, what="the region stops serving")
+        assert apps.read_namespaced_deployment(name, ns).spec.replicas == 0
+        # Nothing left to hurt: a second outage says so instead of claiming an injection.
+        with pytest.raises(actions.FaultNotInjected, match="already has 0 replicas"):
+            actions.kill_region_replicas(REGION, configuration=conf)
+    finally:
+        cleared = actions.clear_faults(REGION, configuration=conf)
+    assert cleared["restored"] == f"{name}:{rc.replicas}"
+    dep = apps.read_namespaced_deployment(name, ns)
+    assert dep.spec.replicas == rc.replicas
+    assert actions.RESTORE_ANNOTATION not in (dep.metadata.annotations or {})
+    wait_until(lambda: len(_pids(kube_cfg, name)) == rc.replicas, timeout_s=30, what="replicas started again")
+    wait_until(lambda: _region_serves(kube_cfg), timeout_s=30, what="the region serves again")
+    # A rollback with nothing recorded is a no-op, not a guess at the replica count.
+    assert actions.clear_faults(REGION, configuration=conf)["restored"] is None
