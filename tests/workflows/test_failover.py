@@ -137,6 +137,7 @@ async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, 
     await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
     start = (await _status(mon)).iteration
     seen: set[str] = set()
+    failing: list[float] = []
 
     async def watch_for(seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -144,6 +145,7 @@ async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, 
             st = await _status(mon)
             west = st.regions["us-west-1"]
             seen.add(west.last_status.value if west.last_status else "-")
+            failing.append(west.last_failing_fraction)
             assert west.state is not RegionState.UNHEALTHY and st.active_failover is None, st
             await asyncio.sleep(0.3)  # sampling cadence of the observation, not a wait for a result
 
@@ -155,7 +157,8 @@ async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, 
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "count": 1, "stay_down": True})
     await watch_for(8)
     st = await _status(mon)
-    assert "DEGRADED" in seen, seen  # the probe did see the lost replica
+    # The probe did see the lost replica (not vacuous): as DEGRADED, or at least as a failing share.
+    assert "DEGRADED" in seen or max(failing) > 0, (seen, failing)
     assert st.iteration >= start + 6 and not st.failed_over and st.last_failover is None, st
     assert weights(cfg) == cfg.weights
 
