@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: venv
+test: lint
 	$(BIN)/pytest -q
 
 # The main job on the embedded dev stack: stack + one worker per region + the health monitor, then
@@ -39,6 +39,6 @@ down: venv
 	$(BIN)/drctl dev down -c $(CONFIG)
 
 lint: venv
-	$(BIN)/ruff check drctl tests workflows activities
-	$(BIN)/mypy drctl
+	$(BIN)/ruff check drctl tests workflows activities bench
+	$(BIN)/mypy drctl workflows activities
 	$(BIN)/lint-imports

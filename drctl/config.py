@@ -8,7 +8,7 @@ any working directory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -358,7 +358,7 @@ def _resolve_paths(data: dict, base: Path) -> None:
             obj[key] = str((base / v).resolve())
 
     for keys in _PATH_KEYS:
-        obj = data
+        obj: Any = data
         for k in keys[:-1]:
             obj = obj.get(k) if isinstance(obj, dict) else None
             if obj is None:
@@ -399,7 +399,8 @@ def _raw_checks(data: dict) -> list[ConfigProblem]:
         if isinstance(r, dict) and r.get("name") is not None and names.index(r.get("name")) != i:
             problems.append(ConfigProblem(path=f"regions[{i}].name", message=f"duplicate region {r['name']!r}"))
     weights = [r.get("weight") for r in regions if isinstance(r, dict)]
-    if weights and all(isinstance(w, int) for w in weights) and sum(weights) <= 0:
+    ints = [w for w in weights if isinstance(w, int)]
+    if weights and len(ints) == len(weights) and sum(ints) <= 0:
         problems.append(
             ConfigProblem(path="regions[*].weight", message="weights cannot be normalised: they sum to 0")
         )

@@ -25,7 +25,7 @@ from drctl.cli.common import (
 from drctl.config import FleetConfig
 
 
-def _short(exc: BaseException) -> str:
+def _short(exc: object) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:120]
 
 
