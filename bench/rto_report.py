@@ -1,0 +1,176 @@
+"""RTO benchmark figures: one Trial per injected fault, and the pure summaries printed from them.
+
+Kept apart from the runner so the arithmetic (percentiles, windows, ratios) is testable on real
+trial records without bringing a stack up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from drctl.models.drill import LoadSample
+
+Policy = Literal["drctl", "baseline"]
+Kind = Literal["down", "slow", "errors"]
+POLICIES: tuple[Policy, ...] = ("drctl", "baseline")
+KINDS: tuple[Kind, ...] = ("down", "slow", "errors")
+# "degraded" on the command line means both degraded fault shapes of the issue: TTFT x20 and 50 % errors.
+KIND_ALIASES: dict[str, tuple[Kind, ...]] = {"degraded": ("slow", "errors")}
+
+
+class Trial(BaseModel):
+    """One injected fault and what it cost. Times are seconds; None means it never happened."""
+
+    policy: Policy
+    kind: Kind
+    trial: int
+    offset_s: float = Field(description="Random wait after the monitor's first round, before the fault.")
+    fault_at: datetime = Field(description="Wall clock when the fault was injected (t0).")
+    failover_status: str | None = Field(None, description="The Failover workflow's own result status.")
+    detect_s: float | None = Field(None, description="t0 → the Failover workflow started.")
+    first_failed_probe_s: float | None = Field(None, description="t0 → the monitor's first failed probe.")
+    shift_s: float | None = Field(None, description="Failover start → global weights shifted.")
+    orchestration_s: float | None = Field(None, description="Failover start → workflow closed.")
+    rto_s: float | None = Field(None, description="t0 → traffic verified on the other region.")
+    workflow_rto_s: float | None = Field(None, description="The workflow's RTO (from its first failed probe).")
+    error_window_s: float | None = Field(None, description="First → last bad user request after t0.")
+    bad_requests: int = 0
+    requests: int = 0
+    fully_moved: bool = False
+    error: str | None = None
+
+
+def expand_kinds(spec: str) -> list[Kind]:
+    """`down,degraded` → [down, slow, errors]; raises ValueError naming an unknown kind."""
+    out: list[Kind] = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        kinds = KIND_ALIASES.get(part) or ((part,) if part in KINDS else None)
+        if kinds is None:
+            known = ", ".join([*KINDS, *KIND_ALIASES])
+            raise ValueError(f"unknown fault kind {part!r}; known: {known}")
+        out += [k for k in kinds if k not in out]  # type: ignore[misc]
+    if not out:
+        raise ValueError("no fault kind given")
+    return out
+
+
+def error_window(samples: Iterable[LoadSample], t0: datetime, slo_ms: float) -> tuple[float | None, int]:
+    """(first → last bad request sent after t0, how many were bad).
+
+    A request is bad when it failed or took longer than the latency SLO: a user waiting 20 times
+    the usual TTFT is hurt as surely as one who gets a 500. No bad request gives (0.0, 0).
+    """
+    bad = sorted(s.t for s in samples if s.t >= t0 and (not s.ok or s.latency_ms > slo_ms))
+    if not bad:
+        return 0.0, 0
+    return round((bad[-1] - bad[0]).total_seconds(), 3), len(bad)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linearly interpolated percentile (q in 0..100, numpy's default); None for no values.
+
+    Interpolated rather than nearest-rank: with two trials nearest-rank p50 is simply the faster
+    one, which would flatter whichever policy had the luckier fault phase.
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return round(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo), 3)
+
+
+class Row(BaseModel):
+    policy: Policy
+    kind: Kind
+    trials: int
+    succeeded: int
+    detect_p50: float | None
+    detect_max: float | None
+    orch_p50: float | None
+    orch_max: float | None
+    window_p50: float | None
+    window_max: float | None
+    rto_p50: float | None
+    rto_max: float | None
+    rto_met: int = Field(description="Trials whose RTO was within the target.")
+    moved: int = Field(description="Trials that ended with traffic fully on the other region.")
+
+
+def _stat(trials: list[Trial], field: str) -> tuple[float | None, float | None]:
+    vals = [v for t in trials if (v := getattr(t, field)) is not None]
+    return percentile(vals, 50), (max(vals) if vals else None)
+
+
+def summarise(trials: Sequence[Trial], rto_target_s: float) -> list[Row]:
+    """One row per policy × kind that has trials, in POLICIES × KINDS order."""
+    rows: list[Row] = []
+    for policy in POLICIES:
+        for kind in KINDS:
+            group = [t for t in trials if t.policy == policy and t.kind == kind]
+            if not group:
+                continue
+            d, o, w, r = (_stat(group, f) for f in ("detect_s", "orchestration_s", "error_window_s", "rto_s"))
+            rows.append(Row(
+                policy=policy, kind=kind, trials=len(group),
+                succeeded=sum(t.failover_status == "succeeded" for t in group),
+                detect_p50=d[0], detect_max=d[1], orch_p50=o[0], orch_max=o[1],
+                window_p50=w[0], window_max=w[1], rto_p50=r[0], rto_max=r[1],
+                rto_met=sum(t.rto_s is not None and t.rto_s <= rto_target_s for t in group),
+                moved=sum(t.fully_moved for t in group),
+            ))
+    return rows
+
+
+def ratios(rows: Sequence[Row]) -> dict[str, dict[str, float | None]]:
+    """Per kind: baseline p50 / drctl p50 for detection and error window (>1 means drctl is faster)."""
+    out: dict[str, dict[str, float | None]] = {}
+    by = {(r.policy, r.kind): r for r in rows}
+    for kind in KINDS:
+        base, ours = by.get(("baseline", kind)), by.get(("drctl", kind))
+        if base is None or ours is None:
+            continue
+        out[kind] = {
+            "detection": _ratio(base.detect_p50, ours.detect_p50),
+            "error_window": _ratio(base.window_p50, ours.window_p50),
+            "rto": _ratio(base.rto_p50, ours.rto_p50),
+        }
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return round(a / b, 2)
+
+
+def _pair(p50: float | None, mx: float | None) -> str:
+    f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    return f"{f(p50)}/{f(mx)}"
+
+
+def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
+    """Plain text: seconds as p50/max; 'ok' counts succeeded failovers, 'met' RTOs within target."""
+    head = ["policy", "kind", "n", "ok", "detect s", "orchestr s", "err window s", "RTO s", f"met<={rto_target_s:g}s",
+            "moved"]
+    body = [[r.policy, r.kind, str(r.trials), str(r.succeeded), _pair(r.detect_p50, r.detect_max),
+             _pair(r.orch_p50, r.orch_max), _pair(r.window_p50, r.window_max), _pair(r.rto_p50, r.rto_max),
+             f"{r.rto_met}/{r.trials}", f"{r.moved}/{r.trials}"] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    out = [line(head), line(["-" * w for w in widths]), *(line(b) for b in body)]
+    rs = ratios(rows)
+    if rs:
+        out.append("")
+        out.append("ratio baseline/drctl (p50; >1 means drctl is faster):")
+        f = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
+        for kind, r in rs.items():
+            out.append(f"  {kind:<7} detection {f(r['detection'])}  error window {f(r['error_window'])}  "
+                       f"RTO {f(r['rto'])}")
+    return "\n".join(out)
