@@ -12,7 +12,12 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ActivityError,
+    CancelledError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
@@ -129,6 +134,8 @@ class FleetMonitor:
                 summary="probe all regions", **fast(spec.probe_timeout_s * 4 + 5),
             )
         except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise  # `drctl monitor stop` cancelled us mid-probe: stop, don't swallow it (sdk-python#620)
             # Our own probe machinery failing says nothing about the regions: never fail over on it.
             workflow.logger.warning("probe round failed, regions unchanged: %s", exc.cause or exc)
             return
