@@ -184,29 +184,35 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
     for sub in ("pids", "logs", "haproxy"):
         (s / sub).mkdir(parents=True, exist_ok=True)
     record = _read_record(s)
-    started = []
-    for comp in comps:
-        if comp.name in keep:
+    started: list[str] = []
+    pids: dict[str, int] = {}
+    # Workers connect to Temporal as they start, so they go in a second wave, once the rest serves.
+    base = [c for c in comps if not c.name.startswith("worker-")]
+    for wave in (base, [c for c in comps if c.name.startswith("worker-")]):
+        if not wave:
             continue
-        if comp.name == "haproxy-global":
-            from drctl.devstack.haproxy_conf import render_global
+        for comp in wave:
+            if comp.name in keep:
+                continue
+            if comp.name == "haproxy-global":
+                from drctl.devstack.haproxy_conf import render_global
 
-            (s / "haproxy" / "global.cfg").write_text(render_global(cfg))
-        env = {**os.environ, **comp.env}
-        pid = processes.spawn(comp.argv, s / "logs" / f"{comp.name}.log", _pid_path(s, comp.name), env)
-        record["components"][comp.name] = {"pid": pid, "argv": comp.argv, "ports": comp.ports}
-        started.append(comp.name)
-    for name, pid in keep.items():
-        record["components"].setdefault(name, {"pid": pid, "argv": by_name[name].argv, "ports": by_name[name].ports})
-    pids = {c.name: keep.get(c.name) or record["components"][c.name]["pid"] for c in comps}
-    record.update(state_dir=str(s), config_path=str(config_path.resolve()))
-    (s / "stack.json").write_text(json.dumps(record, indent=2))
-    _wait_ready(cfg, s, comps, pids, timeout_s)
+                (s / "haproxy" / "global.cfg").write_text(render_global(cfg))
+            env = {**os.environ, **comp.env}
+            pid = processes.spawn(comp.argv, s / "logs" / f"{comp.name}.log", _pid_path(s, comp.name), env)
+            record["components"][comp.name] = {"pid": pid, "argv": comp.argv, "ports": comp.ports}
+            started.append(comp.name)
+        for name, pid in keep.items():
+            record["components"].setdefault(name, {"pid": pid, "argv": by_name[name].argv, "ports": by_name[name].ports})
+        pids.update({c.name: keep.get(c.name) or record["components"][c.name]["pid"] for c in wave})
+        record.update(state_dir=str(s), config_path=str(config_path.resolve()))
+        (s / "stack.json").write_text(json.dumps(record, indent=2))
+        _wait_ready(cfg, s, wave, pids, timeout_s, temporal_bin=comps[0].argv[0])
     return _info(cfg, config_path, s, pids, started)
 
 
-def _wait_ready(cfg: FleetConfig, s: Path, comps: list[Component], pids: dict[str, int], timeout_s: float) -> None:
-    temporal_bin = comps[0].argv[0]
+def _wait_ready(cfg: FleetConfig, s: Path, comps: list[Component], pids: dict[str, int], timeout_s: float,
+                temporal_bin: str) -> None:
     checks: dict[str, readiness.Check] = {
         "temporal": lambda: readiness.temporal_ready(temporal_bin, cfg),
         "moto": lambda: readiness.http_answers(cfg.aws.endpoint_url or ""),
@@ -218,7 +224,7 @@ def _wait_ready(cfg: FleetConfig, s: Path, comps: list[Component], pids: dict[st
             checks[f"worker-{r.name}"] = lambda r=r: readiness.worker_polling(  # type: ignore[misc]
                 temporal_bin, cfg, r.queue)
     by_name = {c.name: c for c in comps}
-    pending = dict(checks)
+    pending = {name: check for name, check in checks.items() if name in by_name}
     reasons: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
     while pending:
