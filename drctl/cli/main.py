@@ -42,6 +42,22 @@ for _name in _COMMAND_MODULES:
     _mod.register(app)
 
 
+def _click_classes(name: str) -> tuple[type[BaseException], ...]:
+    """Typer 0.29 vendors click as typer._click; older typers use click itself. Match both."""
+    import click
+
+    vendored = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    found = [getattr(click.exceptions, name)]
+    for module in (importlib.import_module(vendored.__module__), typer):
+        if hasattr(module, name):
+            found.append(getattr(module, name))
+    return tuple(found)
+
+
+_CLICK_ERRORS = _click_classes("ClickException")
+_CLICK_ABORT = _click_classes("Abort")
+
+
 def run() -> None:
     code = 0
     try:
@@ -52,12 +68,11 @@ def run() -> None:
         err_console.print("interrupted")
         code = 130
     except Exception as exc:  # noqa: BLE001 - the one place errors are rendered
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, _CLICK_ABORT):
+            err_console.print("aborted")
             code = 1
-        elif isinstance(exc, click.ClickException):
-            exc.show()
+        elif isinstance(exc, _CLICK_ERRORS):
+            exc.show()  # usage errors: the usage line and what was wrong, exit 2
             code = exc.exit_code
         else:
             code = render_error(exc)
