@@ -72,8 +72,8 @@ def run() -> None:
             err_console.print("aborted")
             code = 1
         elif isinstance(exc, _CLICK_ERRORS):
-            exc.show()  # usage errors: the usage line and what was wrong, exit 2
-            code = exc.exit_code
+            exc.show()  # type: ignore[attr-defined]  # usage line and what was wrong
+            code = exc.exit_code  # type: ignore[attr-defined]  # 2 for usage errors
         else:
             code = render_error(exc)
     sys.stdout.flush()
