@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
@@ -21,6 +22,7 @@ from temporalio.client import (
     ScheduleAlreadyRunningError,
     ScheduleOverlapPolicy,
     SchedulePolicy,
+    ScheduleRange,
     ScheduleSpec,
     ScheduleState,
     ScheduleUpdate,
@@ -143,9 +145,29 @@ def list_cmd(config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = 
     (console if console.is_terminal else Console(width=200)).print(table)
 
 
+_FULL = {"minute": (0, 59), "hour": (0, 23), "day_of_month": (1, 31), "month": (1, 12), "day_of_week": (0, 6)}
+_DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
+
+
 def _calendar_text(spec: ScheduleSpec) -> str:
-    # The server may store a cron expression as calendar specs; show them rather than nothing.
-    return "; ".join(str(c) for c in spec.calendars)
+    """The server stores a cron expression as calendar specs; render them back as cron fields."""
+
+    def field(name: str, ranges: Sequence[ScheduleRange]) -> str:
+        lo, hi = _FULL[name]
+        if not ranges or (len(ranges) == 1 and (ranges[0].start, ranges[0].end or ranges[0].start) == (lo, hi)
+                          and ranges[0].step in (0, 1)):
+            return "*"
+        parts = []
+        for r in ranges:
+            end = max(r.end, r.start)
+            name_of = (lambda v: _DAYS[v % 7]) if name == "day_of_week" else str
+            text = name_of(r.start) if end == r.start else f"{name_of(r.start)}-{name_of(end)}"
+            parts.append(text + (f"/{r.step}" if r.step > 1 else ""))
+        return ",".join(parts)
+
+    return "; ".join(
+        " ".join(field(n, getattr(c, n)) for n in _FULL) for c in spec.calendars
+    )
 
 
 def _handle_op(config: Path, name: str, op: str) -> None:

@@ -106,6 +106,7 @@ async def test_schedule_lists_weekly_next_runs(temporal_client: Client, fleet_co
         row = next(r for r in json.loads(out) if r["id"].endswith(f"/{name}"))
         runs = [datetime.fromisoformat(t) for t in row["next_runs"]]
         assert len(runs) >= 3 and not row["paused"]
+        assert row["cron"] == "0 3 * * MON", row  # shown as the operator wrote it, not as calendar specs
         for t in runs:  # Mondays 03:00 UTC, plus at most the 30 min jitter
             base = t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
             assert base.weekday() == 0 and base.hour == 3, t
