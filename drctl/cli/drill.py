@@ -11,7 +11,17 @@ from rich.console import Console
 from rich.table import Table
 
 from drctl.chaos.validate import ExperimentInvalid, validate_experiment
-from drctl.cli.common import ConfigOpt, Output, OutputOpt, UserError, console, load, print_json, run_async
+from drctl.cli.common import (
+    ConfigOpt,
+    Output,
+    OutputOpt,
+    UserError,
+    console,
+    err_console,
+    load,
+    print_json,
+    run_async,
+)
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
 from drctl.models.ops import FleetSpec
@@ -93,10 +103,11 @@ def run_cmd(
                                            workflow_id=wid, target=plan.target_region)
         except FleetBusyError as exc:
             raise UserError(str(exc), exit_code=1) from None
-        console.print(f"drill {wid} started: {ui_link(cfg, wid)}", markup=False, highlight=False)
+        # stderr: stdout stays clean for `-o json`
+        err_console.print(f"drill {wid} started: {ui_link(cfg, wid)}", markup=False, highlight=False)
         if no_wait:
             return None
-        with console.status(f"running {plan.name} against {plan.target_region}…"):
+        with err_console.status(f"running {plan.name} against {plan.target_region}…"):
             return DrillReport.model_validate(await handle.result())
 
     report = run_async(go)

@@ -61,7 +61,10 @@ _CLICK_ABORT = _click_classes("Abort")
 def run() -> None:
     code = 0
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns typer.Exit's code instead of raising it.
+        returned = app(standalone_mode=False)
+        if isinstance(returned, int):
+            code = returned
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:

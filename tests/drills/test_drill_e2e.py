@@ -17,12 +17,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
 
 async def test_drill_on_an_unhealthy_fleet_is_aborted_without_injecting(
-    start_workers: StartWorkers, temporal_client: Client
+    start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
 ) -> None:
     cfg = await start_workers()
     admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
     before = replica_states(cfg, "us-west-1")
-    report = await run_drill(temporal_client, cfg, EXPERIMENTS / "region-outage.json")
+    # Through the CLI, as an operator runs it: a drill that is not PASS exits non-zero.
+    code, out, err = await drctl("drill", "run", str(EXPERIMENTS / "region-outage.json"), "-o", "json",
+                                 "-c", str(write_cfg(cfg, tmp_path)))
+    assert code == 1, (out, err)
+    report = DrillReport.model_validate(json.loads(out))
     assert report.verdict is Verdict.ABORTED, report
     assert any("us-east-1 is" in r for r in report.reasons), report.reasons
     assert not report.fault_injected and report.journal is None

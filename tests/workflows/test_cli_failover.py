@@ -16,7 +16,7 @@ from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.ops import FleetSpec, OperationProgress
 from drctl.operations import start_operation
 from tests.helpers import assert_eventually
-from tests.workflows.conftest import DRCTL, StartWorkers, drctl, fast_config, weights, write_config
+from tests.workflows.conftest import DRCTL, StartWorkers, admin, drctl, fast_config, weights, write_config
 from tests.workflows.test_failover import replicas
 from workflows.failover import Failover
 
@@ -33,6 +33,18 @@ async def test_cli_failover_moves_haproxy_weights_and_exits_0(
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
     assert f"{cfg.temporal.ui_url}/namespaces/{cfg.temporal.namespace}/workflows/failover%2F{cfg.name}" in proc.stderr
     assert "succeeded" in proc.stdout and "measured RTO" in proc.stdout
+
+
+async def test_cli_failover_to_an_unhealthy_region_is_refused_and_exits_1(
+    start_workers: StartWorkers, fleet_config_path: Path
+) -> None:
+    cfg = await start_workers()
+    path = write_config(cfg, fleet_config_path.parent)
+    admin(cfg, "us-east-1", "/faults/inference", {"down": True})
+    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "us-east-1" in proc.stdout and "succeeded" not in proc.stdout
+    assert weights(cfg) == cfg.weights  # refused in preflight: nothing moved
 
 
 async def test_cli_dry_run_changes_nothing_and_bad_input_exits_2(
