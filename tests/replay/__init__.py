@@ -1,0 +1,1 @@
+"""Replay tests: recorded workflow histories must still replay against the current workflow code."""
