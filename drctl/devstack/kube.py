@@ -59,6 +59,9 @@ def _now() -> str:
     return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_DELETE_RETURNS_OBJECT = {"services", "pods"}
+
+
 @attrs.define(kw_only=True)
 class RegionCluster(kmock.KubernetesEmulator):
     """One region's API server. `changed` is set on every write, for in-process controllers."""
@@ -257,6 +260,8 @@ class RegionCluster(kmock.KubernetesEmulator):
                 raise ApiError(422, "Invalid", f"cannot apply patch: {exc}") from None
             return await self._update(key, ns, name, old, new, subresource)
 
+    # The API server answers a Service (or Pod) DELETE with the deleted object, not a Status, and
+    # the kubernetes client deserialises it as such (delete_namespaced_service -> V1Service).
     async def delete_object(self, key: str, ns: str | None, name: str) -> dict[str, Any]:
         async with self._lock:
             old = self.read_object(key, ns, name)
@@ -265,6 +270,8 @@ class RegionCluster(kmock.KubernetesEmulator):
                 return await self._store(key, ns, name, old, "MODIFIED")
             await self._drop(key, ns, name, old)
         group, _, plural = _split_key(key)
+        if plural in _DELETE_RETURNS_OBJECT:
+            return old
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {"name": name, "group": group, "kind": plural, "uid": old["metadata"]["uid"]}}
 

@@ -136,6 +136,10 @@ async def test_core_hpa_and_custom_objects(api: k8s.ApiClient) -> None:
     svc = await call(core.create_namespaced_service, NS, {"metadata": {"name": "llm-stable"},
                                                            "spec": {"ports": [{"port": 80}]}})
     assert svc.spec.ports[0].port == 80
+    scratch = await call(core.create_namespaced_service, NS, {"metadata": {"name": "scratch"},
+                                                               "spec": {"ports": [{"port": 81}]}})
+    deleted = await call(core.delete_namespaced_service, "scratch", NS)  # the client expects a V1Service
+    assert deleted.metadata.name == "scratch" and deleted.metadata.uid == scratch.metadata.uid
 
     body = {"metadata": {"name": "llm-stable"}, "spec": {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm-stable"},
