@@ -8,9 +8,20 @@ STAMP := $(VENV)/.drctl-installed
 CONFIG ?= config/fleet.yaml
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: venv test demo down lint
+.PHONY: deps venv test demo down lint
 
-venv: $(STAMP)
+# System packages from Debian: HAProxy (the dev stack's gateways) and venv support for Python.
+# As root this installs them; otherwise through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+deps:
+	@command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || { \
+	    echo "installing haproxy from Debian"; \
+	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+	@test -x $(BIN)/python || $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+	    echo "installing python3-venv from Debian"; \
+	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
+
+venv: deps $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
