@@ -7,12 +7,15 @@ import asyncio
 import pytest
 from temporalio.client import Client
 
+from drctl import search_attributes as sa
+from drctl.config import FleetConfig
 from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
-from tests.workflows.conftest import StartWorkers, admin, served_by, weights
+from tests.helpers import assert_eventually
+from tests.workflows.conftest import StartWorkers, admin, fast_config, served_by, weights
 from tests.workflows.test_failover import replicas
 from workflows.failback import Failback
 
@@ -48,3 +51,56 @@ async def test_failback_refuses_while_the_region_is_down(start_workers: StartWor
     res: FailbackResult = await asyncio.wait_for(handle.result(), 60)
     assert res.status == "failed" and "us-west-1 is DOWN" in (res.error or "")
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}  # no traffic handed to a dead region
+
+
+async def test_failback_rolls_back_one_step_when_the_region_regresses(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    base = fast_config(fleet_config)
+    # Four steps (0/100 → 15/85 → 30/70 → 45/55 → 60/40) with an interval long enough to break
+    # us-west-1 while it holds step 1's share, before the post-step probe looks at it.
+    cfg = await start_workers(cfg=base.model_copy(update={
+        "failback": base.failback.model_copy(update={"steps": 4, "step_interval_s": 4.0})}))
+    global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
+    seen: list[dict[str, int]] = []
+    stop = asyncio.Event()
+
+    async def record_weights() -> None:
+        # Every distinct state the global tier passes through, read from HAProxy itself.
+        # One last read after the stop: the rollback may land between two samples and the result.
+        while True:
+            stopping = stop.is_set()
+            w = await asyncio.to_thread(weights, cfg)
+            if not seen or seen[-1] != w:
+                seen.append(w)
+            if stopping:
+                return
+            await asyncio.sleep(0.05)
+
+    recorder = asyncio.create_task(record_weights())
+    try:
+        handle = await start_operation(temporal_client, cfg, Failback.run,
+                                       FailbackInput(spec=FleetSpec.from_config(cfg)),
+                                       operation="failback", workflow_id=f"failback/{cfg.name}")
+
+        async def at_step_one() -> bool:
+            return weights(cfg) == {"us-west-1": 15, "us-east-1": 85}
+
+        await assert_eventually(at_step_one, timeout_s=20, interval_s=0.05, what="failback step 1 applied")
+        admin(cfg, "us-west-1", "/faults/inference", {"error_rate": 1.0})
+        res: FailbackResult = await asyncio.wait_for(handle.result(), 30)
+    finally:
+        stop.set()
+        await recorder
+    assert res.status == "rolled_back", res
+    assert (res.error or "").startswith("step 1 regressed (us-west-1 ") and "rolled back one step" in (res.error or "")
+    assert (res.steps_done, res.steps_planned) == (0, 4)
+    assert res.weights_after == weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+    # Back down to the previous step's value, never past it, never through an all-zero state.
+    assert [w["us-west-1"] for w in seen] == [0, 15, 0], seen
+    assert all(sum(w.values()) > 0 for w in seen), seen
+    phases = [p.phase for p in res.phases]
+    assert "step-1-of-4" in phases and "step-2-of-4" not in phases and "scale-back" not in phases
+    desc = await handle.describe()
+    assert desc.typed_search_attributes.get(sa.VERDICT) == "rolled_back"
+    assert await served_by(cfg, 20) == {"us-east-1": 20}  # users are still served, by us-east-1
