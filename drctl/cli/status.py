@@ -90,16 +90,24 @@ def register(app: typer.Typer) -> None:
         if mon.get("alert"):
             console.print(f"[bold red]ALERT {mon['alert']}[/]")
         t = Table(title=f"fleet {cfg.name}" + (f" (monitor: {mon.get('policy')})" if mon.get("running") else " (monitor not running)"))
-        for col in ("region", "state", "probe", "ttft p50 ms", "weight", "configured", "replicas (ready)"):
-            t.add_column(col)
+        for col in ("region", "state", "probe", "TTFT p50", "weight", "config", "replicas"):
+            t.add_column(col, no_wrap=True)
+        reasons = []
         for name, r in data["regions"].items():
             p = r.get("probe") or {}
             rep = r.get("replicas") or {}
-            t.add_row(name, r.get("state") or "-", f"{p.get('status', '-')} {p.get('reason', '')}".strip(),
-                      f"{p['ttft_p50_ms']:.0f}" if p.get("ttft_p50_ms") is not None else "-",
+            # Long texts (probe reasons, API errors) go under the table so the columns stay readable.
+            if p.get("reason"):
+                reasons.append(f"{name}: {p['reason']}")
+            if "replicas" not in rep and rep.get("error"):
+                reasons.append(f"{name} replicas: {rep['error']}")
+            t.add_row(name, r.get("state") or "-", p.get("status", "-"),
+                      f"{p['ttft_p50_ms']:.0f} ms" if p.get("ttft_p50_ms") is not None else "-",
                       str(r.get("weight", "-")), str(r["configured_weight"]),
-                      f"{rep['replicas']} ({rep['ready']})" if "replicas" in rep else rep.get("error", "-"))
+                      f"{rep['ready']}/{rep['replicas']} ready" if "replicas" in rep else "unknown")
         console.print(t)
+        for line in reasons:
+            console.print(f"  {line}", markup=False, highlight=False)
         for key in ("weights_error", "probe_error", "temporal_error"):
             if key in data:
                 console.print(f"[yellow]{key.replace('_', ' ')}:[/] {data[key]}")
