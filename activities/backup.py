@@ -13,9 +13,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.errors import app_error
 from drctl.config import FleetConfig
 from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
-from drctl.providers.errors import classify
 from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
 
 
@@ -23,8 +23,7 @@ def _app_error(exc: BaseException, action: str) -> ApplicationError:
     if isinstance(exc, (BackupFailed, BackupTimeout)):
         # The workflow reads the object's last state from the details to report it.
         return ApplicationError(str(exc), exc.info.model_dump(mode="json"), type=exc.error.kind, non_retryable=True)
-    err = classify(exc, action)
-    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable)
+    return app_error(exc, action)
 
 
 def _heartbeat(info: BackupInfo) -> None:

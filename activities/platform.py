@@ -14,20 +14,16 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.errors import app_error
 from drctl.config import FleetConfig
 from drctl.models.ops import Capacity, DeploymentStatus, RegionRequest, ScaleInput, WaitRolloutInput
 from drctl.providers.base import DeploymentState, Platform
-from drctl.providers.errors import RolloutTimeout, classify
+from drctl.providers.errors import RolloutTimeout
 from drctl.providers.kubernetes import KubernetesPlatform
 
 # Slice of a rollout wait between heartbeats: the heartbeat must not depend on how often the
 # provider reports progress.
 _WAIT_SLICE_S = 3.0
-
-
-def _app_error(exc: BaseException, action: str) -> ApplicationError:
-    err = classify(exc, action)
-    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable)
 
 
 def _status(region: str, d: DeploymentState) -> DeploymentStatus:
@@ -63,7 +59,7 @@ class PlatformActivities:
         try:
             d = self._platform(inp.region).get_deployment(name)
         except Exception as exc:
-            raise _app_error(exc, f"read deployment {name} in {inp.region}") from exc
+            raise app_error(exc, f"read deployment {name} in {inp.region}") from exc
         region = self.cfg.region(inp.region)
         return Capacity(
             region=inp.region,
@@ -83,7 +79,7 @@ class PlatformActivities:
         try:
             return _status(inp.region, self._platform(inp.region).scale(name, inp.replicas))
         except Exception as exc:
-            raise _app_error(exc, f"scale {name} in {inp.region} to {inp.replicas}") from exc
+            raise app_error(exc, f"scale {name} in {inp.region} to {inp.replicas}") from exc
 
     @activity.defn(name="wait_rollout")
     def wait_rollout(self, inp: WaitRolloutInput) -> DeploymentStatus:
@@ -109,7 +105,7 @@ class PlatformActivities:
                         non_retryable=True,
                     ) from exc
             except Exception as exc:
-                raise _app_error(exc, f"wait for rollout of {name} in {inp.region}") from exc
+                raise app_error(exc, f"wait for rollout of {name} in {inp.region}") from exc
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

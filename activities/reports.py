@@ -12,12 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from activities.errors import app_error
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillReport, ReportKey, ReportQuery
 from drctl.providers import aws
-from drctl.providers.errors import classify
 
 _MAX_LISTED = 500
 
@@ -120,16 +119,14 @@ class ReportActivities:
         try:
             return ReportKey(id=self.store.put(report))
         except Exception as exc:  # noqa: BLE001 - mapped through the one error table
-            err = classify(exc, f"store drill report in s3://{self.store.bucket}")
-            raise ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable) from exc
+            raise app_error(exc, f"store drill report in s3://{self.store.bucket}") from exc
 
     @activity.defn(name="drill_list_reports")
     def list_reports(self, query: ReportQuery) -> list[DrillReport]:
         try:
             return self.store.list(query.fleet, query.limit)
         except Exception as exc:  # noqa: BLE001
-            err = classify(exc, f"list drill reports in s3://{self.store.bucket}")
-            raise ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable) from exc
+            raise app_error(exc, f"list drill reports in s3://{self.store.bucket}") from exc
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

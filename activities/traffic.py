@@ -12,16 +12,11 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.errors import app_error
 from drctl.config import FleetConfig
 from drctl.models.ops import SetWeightsInput, Weights
 from drctl.providers.base import GlobalTraffic
-from drctl.providers.errors import classify
 from drctl.providers.traffic_factory import global_traffic
-
-
-def _app_error(exc: BaseException, action: str) -> ApplicationError:
-    err = classify(exc, action)
-    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable)
 
 
 class TrafficActivities:
@@ -40,7 +35,7 @@ class TrafficActivities:
         try:
             return Weights(weights=self._tier().get_weights())
         except Exception as exc:
-            raise _app_error(exc, "read global weights") from exc
+            raise app_error(exc, "read global weights") from exc
 
     @activity.defn(name="set_global_weights")
     def set_global_weights(self, inp: SetWeightsInput) -> Weights:
@@ -63,7 +58,7 @@ class TrafficActivities:
             self._tier().set_weights(inp.weights)
             return Weights(weights=self._tier().get_weights())
         except Exception as exc:
-            raise _app_error(exc, f"set global weights {inp.weights}") from exc
+            raise app_error(exc, f"set global weights {inp.weights}") from exc
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

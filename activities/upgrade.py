@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.errors import app_error
 from drctl.config import FleetConfig
 from drctl.models.analysis import AnalysisRequest, AnalysisResult, TrackRef, judge
 from drctl.models.ops import RegionRequest
@@ -27,7 +28,6 @@ from drctl.models.upgrade import (
     WarmupResult,
 )
 from drctl.providers.base import RegionalTraffic
-from drctl.providers.errors import classify
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.replicas import AutoReplicaSource
 from drctl.providers.track_analysis import measure_pair, run_requests
@@ -37,11 +37,6 @@ from drctl.providers.workload import Workload
 # Per-request deadline of synthetic traffic: a hung replica counts as an error, not a stall.
 REQUEST_TIMEOUT_S = 5.0
 MAX_REQUESTS_PER_TRACK = 200
-
-
-def _app_error(exc: BaseException, action: str) -> ApplicationError:
-    err = classify(exc, action)
-    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable)
 
 
 class UpgradeActivities:
@@ -75,7 +70,7 @@ class UpgradeActivities:
         try:
             self._workload(req.region).deploy_track(req.track, req.release, req.replicas)
         except Exception as exc:
-            raise _app_error(exc, f"deploy {req.track} in {req.region}") from exc
+            raise app_error(exc, f"deploy {req.track} in {req.region}") from exc
         return RegionTrackRequest(region=req.region, track=req.track)
 
     @activity.defn(name="remove_track")
@@ -83,7 +78,7 @@ class UpgradeActivities:
         try:
             return self._workload(req.region).remove_track(req.track)
         except Exception as exc:
-            raise _app_error(exc, f"remove {req.track} in {req.region}") from exc
+            raise app_error(exc, f"remove {req.track} in {req.region}") from exc
 
     @activity.defn(name="set_stable_release")
     def set_stable_release(self, req: PromoteRequest) -> Release:
@@ -91,7 +86,7 @@ class UpgradeActivities:
         try:
             self._workload(req.region).set_stable_release(req.release)
         except Exception as exc:
-            raise _app_error(exc, f"set stable in {req.region} to {req.release.image}") from exc
+            raise app_error(exc, f"set stable in {req.region} to {req.release.image}") from exc
         return req.release
 
     @activity.defn(name="get_stable_release")
@@ -99,7 +94,7 @@ class UpgradeActivities:
         try:
             return self._workload(req.region).stable_release()
         except Exception as exc:
-            raise _app_error(exc, f"read the stable release in {req.region}") from exc
+            raise app_error(exc, f"read the stable release in {req.region}") from exc
 
     # --- track weights --------------------------------------------------------------------------
 
@@ -116,14 +111,14 @@ class UpgradeActivities:
             self._tier().set_track_weights(req.region, req.weights)
             return TrackWeightsRequest(region=req.region, weights=self._tier().get_track_weights(req.region))
         except Exception as exc:
-            raise _app_error(exc, f"set track weights in {req.region} to {req.weights}") from exc
+            raise app_error(exc, f"set track weights in {req.region} to {req.weights}") from exc
 
     @activity.defn(name="get_track_weights")
     def get_track_weights(self, req: RegionRequest) -> TrackWeightsRequest:
         try:
             return TrackWeightsRequest(region=req.region, weights=self._tier().get_track_weights(req.region))
         except Exception as exc:
-            raise _app_error(exc, f"read track weights in {req.region}") from exc
+            raise app_error(exc, f"read track weights in {req.region}") from exc
 
     # --- synthetic traffic ----------------------------------------------------------------------
 
@@ -131,7 +126,7 @@ class UpgradeActivities:
         try:
             found = await self._replicas.replicas(self.cfg.region(ref.region))
         except Exception as exc:
-            raise _app_error(exc, f"list replicas of {ref}") from exc
+            raise app_error(exc, f"list replicas of {ref}") from exc
         return [r.url for r in found if r.track == ref.track]
 
     @activity.defn(name="warm_up")

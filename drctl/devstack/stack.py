@@ -184,6 +184,8 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
     for sub in ("pids", "logs", "haproxy"):
         (s / sub).mkdir(parents=True, exist_ok=True)
     record = _read_record(s)
+    for name, pid in keep.items():
+        record["components"].setdefault(name, {"pid": pid, "argv": by_name[name].argv, "ports": by_name[name].ports})
     started: list[str] = []
     pids: dict[str, int] = {}
     # Workers connect to Temporal as they start, so they go in a second wave, once the rest serves.
@@ -202,8 +204,6 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
             pid = processes.spawn(comp.argv, s / "logs" / f"{comp.name}.log", _pid_path(s, comp.name), env)
             record["components"][comp.name] = {"pid": pid, "argv": comp.argv, "ports": comp.ports}
             started.append(comp.name)
-        for name, pid in keep.items():
-            record["components"].setdefault(name, {"pid": pid, "argv": by_name[name].argv, "ports": by_name[name].ports})
         pids.update({c.name: keep.get(c.name) or record["components"][c.name]["pid"] for c in wave})
         record.update(state_dir=str(s), config_path=str(config_path.resolve()))
         (s / "stack.json").write_text(json.dumps(record, indent=2))
@@ -274,10 +274,10 @@ def status(cfg: FleetConfig, config_path: Path | None = None) -> list[ComponentS
     s = state_dir(cfg)
     path = config_path or Path(cfg.source_path or "fleet.yaml")
     out = []
-    recorded_names = set(_read_record(s)["components"])
-    for comp in components(cfg, path, workers=any(n.startswith("worker-") for n in recorded_names)):
+    record = _read_record(s)["components"]
+    for comp in components(cfg, path, workers=any(n.startswith("worker-") for n in record)):
         pid = processes.read_pid(_pid_path(s, comp.name))
-        recorded = _read_record(s)["components"].get(comp.name, {}).get("argv") or comp.argv
+        recorded = record.get(comp.name, {}).get("argv") or comp.argv
         alive = pid is not None and processes.is_ours(pid, recorded)
         ports = {label: {"port": p, "open": processes.port_open(p)} for label, p in comp.ports.items()}
         out.append(ComponentStatus(name=comp.name, pid=pid, alive=alive, ports=ports))

@@ -36,15 +36,20 @@ def _retag(labels: dict[str, str] | None, track: str) -> dict[str, str]:
     return {**(labels or {}), TRACK_LABEL: track}
 
 
-def candidate_deployment(stable: dict[str, Any], name: str, track: str, release: Release, replicas: int) -> dict[str, Any]:
-    """The stable Deployment with a new name, track label, release and replica count."""
-    dep = apply_release(stable, release)
-    dep.pop("status", None)
-    meta = dep["metadata"]
+def _as_new_object(obj: dict[str, Any], name: str, track: str) -> None:
+    """In place: drop what the server set on the original, rename it and move it to `track`."""
+    obj.pop("status", None)
+    meta = obj["metadata"]
     for key in _SERVER_META:
         meta.pop(key, None)
     meta["name"] = name
     meta["labels"] = _retag(meta.get("labels"), track)
+
+
+def candidate_deployment(stable: dict[str, Any], name: str, track: str, release: Release, replicas: int) -> dict[str, Any]:
+    """The stable Deployment with a new name, track label, release and replica count."""
+    dep = apply_release(stable, release)
+    _as_new_object(dep, name, track)
     spec = dep["spec"]
     spec["replicas"] = replicas
     # A distinct selector keeps the stable ReplicaSet and the candidate's apart.
@@ -76,12 +81,7 @@ def release_of(deployment: dict[str, Any]) -> Release:
 
 def candidate_service(stable: dict[str, Any], name: str, track: str) -> dict[str, Any]:
     svc = copy.deepcopy(stable)
-    svc.pop("status", None)
-    meta = svc["metadata"]
-    for key in _SERVER_META:
-        meta.pop(key, None)
-    meta["name"] = name
-    meta["labels"] = _retag(meta.get("labels"), track)
+    _as_new_object(svc, name, track)
     spec = svc.setdefault("spec", {})
     for key in ("clusterIP", "clusterIPs"):  # allocated per Service by the cluster
         spec.pop(key, None)
