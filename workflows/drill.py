@@ -41,14 +41,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.ops import (
         AbortInput,
-        ClaimInput,
-        ClaimResult,
         OperationProgress,
         ProbeBatch,
         ProbeRequest,
         Weights,
     )
+    from drctl.outcome import error_type, failed
     from workflows.common import NO_RETRY, Phases, fast
+    from workflows.lock import acquire_fleet, release_fleet
 
 _ROLLBACK_GRACE_S = 90.0
 _PREFLIGHT_ATTEMPTS = 3
@@ -70,6 +70,8 @@ class ChaosDrill:
         self.abort_reason: str | None = None
         self.experiment_done = False
         self._experiment: workflow.ActivityHandle[ExperimentOutcome] | None = None
+        self.locked = False
+        self.busy = False
 
     @workflow.query(name=ops.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
@@ -94,6 +96,17 @@ class ChaosDrill:
 
     @workflow.run
     async def run(self, inp: DrillInput) -> DrillReport:
+        try:
+            report = await self._run(inp)
+        finally:
+            if self.locked:
+                await release_fleet(inp.spec.fleet)
+        if report.verdict is not Verdict.PASS:
+            # Red in the workflow list; the details carry the whole report.
+            raise failed(f"drill {report.verdict.value}: {'; '.join(report.reasons)}", report, busy=self.busy)
+        return report
+
+    async def _run(self, inp: DrillInput) -> DrillReport:
         if inp.alternatives:
             # Weekly drills inject a random fault, so the fleet is not tuned to one rehearsed failure.
             inp = inp.model_copy(update={"plan": workflow.random().choice([inp.plan, *inp.alternatives])})
@@ -133,16 +146,14 @@ class ChaosDrill:
         return await self._finish(report)
 
     async def _preflight(self, inp: DrillInput) -> list[str]:
-        spec, info = inp.spec, workflow.info()
-        self.phases.enter(ops.PHASE_CLAIM, "checking that no incompatible operation holds the fleet")
+        spec = inp.spec
+        self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {spec.fleet}")
         try:
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=spec.fleet, operation=OPERATION, workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=workflow.now()),
-                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
-            )
-        except ActivityError as exc:
+            await acquire_fleet(spec.fleet, OPERATION)
+        except (ActivityError, ApplicationError) as exc:
+            self.busy = error_type(exc) == ops.FLEET_BUSY
             return [_cause(exc)]
+        self.locked = True
         self.phases.enter(ops.PHASE_PREFLIGHT, "fleet healthy, monitor watching, weights as configured")
         # One slow probe is a blip, not an unhealthy fleet: only problems that persist over a few
         # probe intervals abort the drill.

@@ -30,8 +30,6 @@ with workflow.unsafe.imports_passed_through():
         AbortInput,
         ApproveInput,
         Capacity,
-        ClaimInput,
-        ClaimResult,
         DeploymentStatus,
         OperationProgress,
         RegionRequest,
@@ -42,7 +40,9 @@ with workflow.unsafe.imports_passed_through():
         WaitRolloutInput,
         Weights,
     )
+    from drctl.outcome import error_type, failed
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows.lock import acquire_fleet, release_fleet
 
 
 class Aborted(Exception):
@@ -65,6 +65,8 @@ class Failover:
         self.abort_reason: str | None = None
         self.shifted = False
         self.finished = False
+        self.locked = False
+        self.busy = False
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
 
@@ -103,13 +105,19 @@ class Failover:
 
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
-        res = await self._run(inp)
+        try:
+            res = await self._run(inp)
+        finally:
+            if self.locked:
+                await release_fleet(inp.spec.fleet)
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if res.status != "succeeded":
+            # Failed in the workflow list, red; the details carry the whole result for every reader.
+            raise failed(f"failover to {res.target} {res.status}: {res.error}", res, busy=self.busy)
         return res
 
     async def _run(self, inp: FailoverInput) -> FailoverResult:
         spec = inp.spec
-        info = workflow.info()
         started = workflow.now()
         res = FailoverResult(
             status="failed", source=inp.source, target=inp.target, started_at=started,
@@ -119,12 +127,13 @@ class Failover:
         self.phases.title = f"Failover of fleet `{spec.fleet}` to `{inp.target}` ({mode})"
         tq = spec.region(inp.target).queue
         try:
-            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=spec.fleet, operation="failover", workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=started),
-                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
-            )
+            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {spec.fleet}")
+            grant = await acquire_fleet(spec.fleet, "failover")
+            self.locked = True
+            # DR first: maintenance holding the fleet was told to yield; the failover goes on at once.
+            res.preempted = [h.workflow_id for h in grant.preempted]
+            if res.preempted:
+                self.phases.note("preempted", ", ".join(res.preempted))
             plan = await self._preflight(inp, tq)
             res.plan, res.source, res.weights_before = plan, plan.source, plan.weights_before
             if plan.problems:
@@ -157,8 +166,8 @@ class Failover:
             return self._end(res, ops.PHASE_FAILED, f"aborted: {self.abort_reason}")
         except (ActivityError, ApplicationError) as exc:
             res.error = _reason(exc)
-            if isinstance(exc, ActivityError) and getattr(exc.cause, "type", None) == ops.FLEET_BUSY:
-                res.status = "refused"
+            if error_type(exc) == ops.FLEET_BUSY:
+                res.status, self.busy = "refused", True
             if self.shifted:
                 await self._compensate(inp, res, tq)
             return self._end(res, ops.PHASE_FAILED, f"{res.status}: {res.error}")

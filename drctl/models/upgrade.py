@@ -54,6 +54,8 @@ class Outcome(StrEnum):
     ABORTED = "ABORTED"
     BACKUP_FAILED = "BACKUP_FAILED"
     FAILED = "FAILED"
+    # Yielded to a failover (DR first): traffic steps rolled back or stopped; the reason says which.
+    PREEMPTED = "PREEMPTED"
 
 
 class RegionWave(BaseModel):
