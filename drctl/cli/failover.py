@@ -91,6 +91,8 @@ def _render_failover(res: FailoverResult, link: str) -> None:
         t.add_row("verify", f"{res.verify.ok}/{res.verify.total} ok, served by {res.verify.by_region}")
     for p in res.phases:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
+    if res.preempted:
+        t.add_row("preempted (DR first)", ", ".join(res.preempted))
     if res.compensated:
         t.add_row("compensation", res.compensated)
     if res.error:
