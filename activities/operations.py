@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import WithStartWorkflowOperation, WorkflowExecutionStatus
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from drctl import search_attributes as sa
@@ -31,8 +32,26 @@ class OperationActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
 
+    def _client(self) -> Client:
+        return activity.client()
+
     async def _running(self, fleet: str) -> list[OperationInfo]:
-        return await list_operations(activity.client(), fleet, visibility_query(fleet), self.cfg)
+        return await list_operations(self._client(), fleet, visibility_query(fleet), self.cfg)
+
+    async def _check_queue(self, wid: str) -> None:
+        """A lock run on another task queue would never answer us: say so instead of hanging."""
+        try:
+            desc = await self._client().get_workflow_handle(wid).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return
+            raise
+        queue = self.cfg.temporal.task_queue
+        if desc.status == WorkflowExecutionStatus.RUNNING and desc.task_queue != queue:
+            raise ApplicationError(
+                f"{wid} runs on task queue {desc.task_queue!r} but this worker serves {queue!r}: "
+                f"every worker of a fleet must share temporal.task_queue (or terminate {wid} once no "
+                "operation runs)", type="LockQueueMismatch", non_retryable=True)
 
     @activity.defn(name="acquire_fleet")
     async def acquire_fleet(self, req: LockRequest) -> LockGrant:
@@ -42,6 +61,7 @@ class OperationActivities:
         (and the lock answers a holder it already granted with a grant again).
         """
         wid = lock_id(req.fleet)
+        await self._check_queue(wid)
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             "FleetLock", LockInput(fleet=req.fleet), id=wid, task_queue=self.cfg.temporal.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -49,7 +69,7 @@ class OperationActivities:
                                                      SearchAttributePair(sa.OPERATION, "lock")]),
             static_summary=f"lock of fleet {req.fleet}",
         )
-        grant: LockGrant = await activity.client().execute_update_with_start_workflow(
+        grant: LockGrant = await self._client().execute_update_with_start_workflow(
             UPDATE_ACQUIRE, req, start_workflow_operation=start, result_type=LockGrant,
             id=f"acquire/{req.holder.workflow_id}/{req.holder.run_id}",
         )
@@ -60,7 +80,7 @@ class OperationActivities:
     @activity.defn(name="lock_holders_closed")
     async def holders_closed(self, inp: AliveInput) -> AliveResult:
         """Holders whose run is no longer open: they crashed or were terminated without releasing."""
-        client = activity.client()
+        client = self._client()
         closed = []
         for h in inp.holders:
             try:

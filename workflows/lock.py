@@ -24,7 +24,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.lock import (
@@ -125,7 +125,7 @@ class FleetLock:
                                reason=f"{me.operation} {me.workflow_id} takes the fleet (DR comes first)")
         try:
             await workflow.get_external_workflow_handle(h.workflow_id, run_id=h.run_id).signal(SIGNAL_PREEMPT, notice)
-        except ApplicationError:
+        except FailureError:
             # The holder's run is gone: nothing left to yield, just forget it.
             self.holders = [x for x in self.holders if x is not h]
             grant.evicted.append(h)
@@ -186,7 +186,7 @@ async def release_fleet(fleet: str) -> None:
     try:
         await workflow.get_external_workflow_handle(lock_id(fleet)).signal(
             SIGNAL_RELEASE, LockRelease(workflow_id=info.workflow_id, run_id=info.run_id))
-    except ApplicationError as exc:
+    except FailureError as exc:
         # The lock is gone (terminated by hand): there is nothing to release.
         workflow.logger.warning("lock %s not released: %s", lock_id(fleet), exc)
 
