@@ -164,3 +164,32 @@ async def test_refused_failover_is_failed_in_temporal_and_the_cli_says_why(
     assert shown.returncode == 0, shown.stderr
     info = json.loads(shown.stdout)
     assert info["status"] == "FAILED" and info["result"]["status"] == "refused", info
+
+
+async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    from drctl.cli.failover import start_monitor
+    from drctl.models.failover import MonitorStatus
+
+    cfg = await start_workers()
+    held = cfg.model_copy(update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 300.0})})
+    # A failback holds the fleet (it is stabilising us-west-1), so the monitor's failover is busy.
+    global_traffic(cfg).set_weights({"us-west-1": 30, "us-east-1": 70})
+    fb = await temporal_client.start_workflow(
+        Failback.run, FailbackInput(spec=FleetSpec.from_config(held)), id=f"failback/{cfg.name}",
+        task_queue=cfg.temporal.task_queue, search_attributes=search_attributes(cfg.name, "failback"))
+    await assert_eventually(lambda: _holders_are(temporal_client, cfg, [fb.id]), timeout_s=30, what="failback holds")
+    mon, started = await start_monitor(temporal_client, cfg)
+    assert started
+    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+
+    async def refused() -> MonitorStatus | None:
+        st = await mon.query("status", result_type=MonitorStatus)
+        return st if st.last_failover and st.last_failover.status != "running" else None
+
+    st = await assert_eventually(refused, timeout_s=90, interval_s=0.5, what="the monitor's failover to end")
+    # The child ended Failed (FleetBusy); the monitor still read its result, not just "error".
+    assert st.last_failover is not None and st.last_failover.status == "refused", st.last_failover
+    desc = await temporal_client.get_workflow_handle(f"failover/{cfg.name}").describe()
+    assert desc.status == WorkflowExecutionStatus.FAILED
