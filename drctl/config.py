@@ -28,16 +28,22 @@ class KubeConfig(_Model):
     api_url: str | None = Field(
         None, description="Kubernetes API URL used without a kubeconfig (the dev stack's emulated cluster)."
     )
-    context: str | None = Field(None, description="kubeconfig context for this region's cluster.")
+    context: str | None = Field(
+        None, description="kubeconfig context for this region's cluster (exec auth, e.g. EKS, works)."
+    )
     kubeconfig_path: str | None = Field(None, description="kubeconfig file; default is the client's default.")
+    in_cluster: bool = Field(
+        False, description="Use the pod's service account: the region whose cluster the worker runs in."
+    )
     namespace: str = Field("inference", description="Namespace that holds the inference workload.")
 
     @model_validator(mode="after")
     def _one_source(self) -> KubeConfig:
-        if not self.api_url and not self.context:
-            raise ValueError("set either api_url or context")
-        if self.api_url and self.context:
-            raise ValueError("set api_url or context, not both")
+        # None of them is allowed: like kubectl, the client then uses the pod's service account
+        # when it runs in a pod, else the kubeconfig's current context.
+        sources = [k for k in ("api_url", "context", "in_cluster") if getattr(self, k)]
+        if len(sources) > 1:
+            raise ValueError(f"set only one of api_url, context, in_cluster (got {', '.join(sources)})")
         return self
 
 
@@ -249,6 +255,13 @@ class DevStackConfig(_Model):
     stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
 
 
+class WorkerConfig(_Model):
+    graceful_shutdown_s: float = Field(
+        60.0, ge=0, le=3600,
+        description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
+    )
+
+
 class FleetConfig(_Model):
     name: str = Field(..., description="Fleet name; workflow IDs and search attributes carry it.", pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
     regions: list[RegionConfig] = Field(..., min_length=1, description="Regions of the fleet, active-active.")
@@ -263,6 +276,7 @@ class FleetConfig(_Model):
     backup: VeleroConfig = Field(default_factory=VeleroConfig, description="Backup provider.")
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
     drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
+    worker: WorkerConfig = Field(default_factory=WorkerConfig, description="The drctl worker process.")
     devstack: DevStackConfig | None = Field(None, description="Embedded dev stack settings (dev only).")
     source_path: str | None = Field(None, description="Set by the loader: the file this came from.", exclude=True)
 
@@ -354,7 +368,8 @@ def _resolve_paths(data: dict, base: Path) -> None:
 
     def fix(obj: dict, key: str) -> None:
         v = obj.get(key)
-        if isinstance(v, str) and v and not Path(v).is_absolute():
+        # A `tcp://host:port` runtime address is not a file path.
+        if isinstance(v, str) and v and "://" not in v and not Path(v).is_absolute():
             obj[key] = str((base / v).resolve())
 
     for keys in _PATH_KEYS:
