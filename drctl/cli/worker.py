@@ -42,3 +42,22 @@ def register(app: typer.Typer) -> None:
             cfg.region(r)  # unknown region: exit 2 listing the known ones
         logs.setup(log_format.value, cfg, region or None)
         run_async(lambda: run_worker(cfg, region or None, main=not no_main))
+
+    @app.command("eks-token")
+    def eks_token(
+        cluster_name: Annotated[str, typer.Option("--cluster-name", help="EKS cluster name.")],
+        aws_region: Annotated[str, typer.Option("--region", help="AWS region of the cluster.")],
+    ) -> None:
+        """Print an EKS ExecCredential (a kubeconfig exec plugin, like `aws eks get-token`)."""
+        import json
+
+        import botocore.exceptions
+
+        from drctl.cli.common import UserError
+        from drctl.providers.eks_token import exec_credential
+
+        try:
+            cred = exec_credential(cluster_name, aws_region)
+        except botocore.exceptions.NoCredentialsError as exc:
+            raise UserError(f"no AWS credentials for the EKS token of {cluster_name}: {exc}", exit_code=1) from None
+        typer.echo(json.dumps(cred))

@@ -171,3 +171,70 @@ def test_unknown_context_is_a_clear_error(tmp_path: Path) -> None:
 def test_two_sources_are_refused() -> None:
     with pytest.raises(ValueError, match="only one of api_url, context, in_cluster.*context, in_cluster"):
         KubeConfig(context="x", in_cluster=True)
+
+
+# --- `drctl eks-token`: the exec plugin the Kubernetes overlays' kubeconfig runs -------------------
+
+_FAKE_AWS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+             "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _decode(token: str) -> str:
+    import base64
+
+    assert token.startswith("k8s-aws-v1.")
+    body = token.removeprefix("k8s-aws-v1.")
+    return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()
+
+
+def _assert_eks_url(url: str, cluster_region: str) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(url)
+    q = parse_qs(parts.query)
+    assert parts.scheme == "https" and parts.netloc == f"sts.{cluster_region}.amazonaws.com"
+    assert q["Action"] == ["GetCallerIdentity"] and q["X-Amz-Expires"] == ["60"]
+    # The cluster name is signed in, so a token for one cluster is refused by another.
+    assert "x-k8s-aws-id" in q["X-Amz-SignedHeaders"][0].split(";")
+    assert q["X-Amz-Credential"][0].startswith("AKIDEXAMPLE/") and f"/{cluster_region}/sts/" in q["X-Amz-Credential"][0]
+
+
+def test_eks_token_as_the_kubeconfig_exec_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    for k, v in _FAKE_AWS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("PYTHONPATH", str(_ROOT))
+    for server in _serve(None):
+        kubeconfig = {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "east", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+            "contexts": [{"name": "us-east-1", "context": {"cluster": "east", "user": "eks"}}],
+            "users": [{"name": "eks", "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+                "args": ["-m", "drctl", "eks-token", "--cluster-name", "prod-east", "--region", "us-east-1"],
+                "interactiveMode": "Never"}}}],
+        }
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig))
+        _list_pods(api_client_for(KubeConfig(context="us-east-1", kubeconfig_path=str(path))))
+    (auth,) = _Recorder.seen
+    assert auth and auth.startswith("Bearer ")
+    _assert_eks_url(_decode(auth.removeprefix("Bearer ")), "us-east-1")
+
+
+def test_eks_token_output_and_missing_credentials() -> None:
+    import subprocess
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(_ROOT), **_FAKE_AWS}
+    cmd = [sys.executable, "-m", "drctl", "eks-token", "--cluster-name", "prod-west", "--region", "us-west-1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    cred = json.loads(out.stdout)
+    assert cred["kind"] == "ExecCredential" and cred["status"]["expirationTimestamp"].endswith("Z")
+    _assert_eks_url(_decode(cred["status"]["token"]), "us-west-1")
+    env.pop("AWS_ACCESS_KEY_ID")
+    env.pop("AWS_SECRET_ACCESS_KEY")
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**env, "AWS_EC2_METADATA_DISABLED": "true"},
+                         timeout=60)
+    assert out.returncode == 1 and "no AWS credentials for the EKS token of prod-west" in out.stderr
