@@ -250,16 +250,16 @@ class DrillConfig(_Model):
     timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
 
 
-class DevStackConfig(_Model):
-    state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
-    stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
-
-
 class WorkerConfig(_Model):
     graceful_shutdown_s: float = Field(
         60.0, ge=0, le=3600,
         description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
     )
+
+
+class DevStackConfig(_Model):
+    state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
+    stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
 
 
 class FleetConfig(_Model):
@@ -368,8 +368,7 @@ def _resolve_paths(data: dict, base: Path) -> None:
 
     def fix(obj: dict, key: str) -> None:
         v = obj.get(key)
-        # A `tcp://host:port` runtime address is not a file path.
-        if isinstance(v, str) and v and "://" not in v and not Path(v).is_absolute():
+        if isinstance(v, str) and v and not Path(v).is_absolute():
             obj[key] = str((base / v).resolve())
 
     for keys in _PATH_KEYS:

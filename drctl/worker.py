@@ -62,10 +62,10 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
         log.info("drctl worker for fleet %r serving task queues %s on %s", cfg.name, queues, cfg.temporal.address)
         runs = [asyncio.create_task(w.run()) for w in workers]
         stopper = asyncio.create_task(stop.wait())
-        await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
             log.info("stopping: running activities have %gs to finish", cfg.worker.graceful_shutdown_s)
-        # Shutdown lets running activities finish (up to the graceful timeout) so no work is lost twice.
+        # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
         await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
         log.info("drctl worker stopped")
         stopper.cancel()
