@@ -251,8 +251,9 @@ class DrillConfig(_Model):
 
 
 class WorkerConfig(_Model):
+    # The default fits Kubernetes' default terminationGracePeriodSeconds (30 s) with time to exit.
     graceful_shutdown_s: float = Field(
-        60.0, ge=0, le=3600,
+        25.0, ge=0, le=3600,
         description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
     )
 
