@@ -20,7 +20,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import notify as ev
@@ -46,7 +46,8 @@ class Notify:
         for hook, out in zip(inp.webhooks, outcomes, strict=True):
             if isinstance(out, BaseException):
                 cause = out.cause if isinstance(out, ActivityError) and out.cause else out
-                res.failed[hook.name] = str(cause)
+                # .message: str() of an ApplicationError repeats its type, which the message already leads with.
+                res.failed[hook.name] = cause.message if isinstance(cause, FailureError) else str(cause)
             else:
                 res.delivered.append(hook.name)
         if res.failed:

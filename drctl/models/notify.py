@@ -38,8 +38,11 @@ class WebhookSpec(BaseModel):
         return event.kind in self.events and (self.format != "pagerduty" or event.action is not None)
 
 
+TEST_EVENT = "notify.test"
+
+
 class Event(BaseModel):
-    kind: NotifyEvent
+    kind: NotifyEvent | Literal["notify.test"]
     fleet: str
     summary: str = Field(description="One line, as a chat message or an incident title shows it.")
     severity: Severity
@@ -145,3 +148,10 @@ def upgrade_rolled_back(fleet: str, wid: str, at: datetime, *, image: str, outco
         workflow_id=wid, region=region, at=at,
         details={"image": image, "outcome": outcome, "region": region, "reason": reason, "failed_metric": metric},
     )
+
+
+def ping_event(fleet: str, wid: str, at: datetime, *, by: str) -> Event:
+    """`drctl notify test`: proves the worker's URLs and keys work. PagerDuty opens an info incident."""
+    return Event(kind="notify.test", fleet=fleet, severity="info", action="trigger", dedup_key=dedup_key(fleet, "test"),
+                 summary=f"[{fleet}] drctl test notification from {by}; safe to resolve", workflow_id=wid, at=at,
+                 details={"sent_by": by})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
 from tests.helpers import assert_eventually
 from tests.receiver import Receiver, closed_port_url, receiver
-from tests.workflows.conftest import StartWorkers, fast_config, weights
+from tests.workflows.conftest import StartWorkers, drctl, fast_config, weights, write_config
 from workflows.failover import Failover
 from workflows.notify import Notify
 
@@ -128,3 +129,45 @@ async def test_a_receiver_that_hangs_neither_fails_nor_holds_the_failover(
 
 async def _got(rec: Receiver, path: str, n: int) -> bool:
     return len(rec.bodies(path)) >= n
+
+
+async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    from drctl.cli.failover import start_monitor
+    from drctl.models.failover import ALL_REGIONS_UNHEALTHY
+    from tests.workflows.conftest import admin
+
+    with receiver() as rec:
+        base = fast_config(fleet_config)
+        manual = base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})})
+        cfg = await start_workers(cfg=with_hooks(manual, WebhookConfig(
+            name="chat", format="slack", url=rec.url + "/slack", events=["alert.raised", "alert.resolved"])))
+        await start_monitor(temporal_client, cfg)
+        for region in cfg.region_names:
+            admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        await assert_eventually(lambda: _got(rec, "/slack", 1), timeout_s=60, interval_s=0.3, what="alert raised")
+        for region in cfg.region_names:
+            admin(cfg, region, "/faults/clear")
+        await assert_eventually(lambda: _got(rec, "/slack", 2), timeout_s=90, interval_s=0.3, what="alert resolved")
+    raised, resolved = (b["text"] for b in rec.bodies("/slack")[:2])
+    assert raised.startswith(f":rotating_light: [{cfg.name}] {ALL_REGIONS_UNHEALTHY}: us-west-1 ") and "UNHEALTHY" in raised
+    assert resolved.startswith(f":white_check_mark: [{cfg.name}] {ALL_REGIONS_UNHEALTHY} resolved")
+
+
+async def test_cli_notify_test_goes_through_the_worker_and_reports_each_webhook(
+    start_workers: StartWorkers, fleet_config: FleetConfig, fleet_config_path: Path
+) -> None:
+    with receiver() as good, receiver([(400, 0)]) as bad:
+        cfg = await start_workers(cfg=with_hooks(fast_config(fleet_config), WebhookConfig(name="ops", url=good.url),
+                                                 WebhookConfig(name="broken", url=bad.url)))
+        path = write_config(cfg, fleet_config_path.parent)
+        one = await asyncio.to_thread(drctl, "notify", "test", "--webhook", "ops", "-c", str(path))
+        both = await asyncio.to_thread(drctl, "notify", "test", "-c", str(path))
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert "delivered ops" in one.stdout and f"/workflows/notify%2F{cfg.name}" in one.stderr
+    assert both.returncode == 1, both.stdout + both.stderr
+    assert "delivered ops" in both.stdout and "failed    broken: Invalid: webhook broken (json): HTTP 400" in both.stdout
+    assert [b["kind"] for b in good.bodies()] == ["notify.test", "notify.test"] and len(bad.posts) == 1
+    unknown = await asyncio.to_thread(drctl, "notify", "test", "--webhook", "nope", "-c", str(path))
+    assert unknown.returncode == 2 and "unknown webhook nope; configured: ops, broken" in unknown.stderr
