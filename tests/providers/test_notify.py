@@ -153,3 +153,12 @@ def test_bad_webhook_config_names_the_field(hook: dict[str, object], message: st
 def test_duplicate_webhook_names_are_refused() -> None:
     with pytest.raises(ValueError, match="duplicate webhook names: a"):
         NotificationsConfig(webhooks=[WebhookConfig(name="a", url="http://x"), WebhookConfig(name="a", url="http://y")])
+
+
+def test_the_readme_notifications_example_is_valid_config() -> None:
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("### Notifications", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    cfg = NotificationsConfig.model_validate(yaml.safe_load(block)["notifications"])
+    assert [(w.name, w.format) for w in cfg.webhooks] == [("sre-slack", "slack"), ("pagerduty", "pagerduty")]
