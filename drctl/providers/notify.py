@@ -20,8 +20,11 @@ from drctl.config import PAGERDUTY_EVENTS_URL, WebhookConfig
 from drctl.models.notify import Event
 from drctl.providers.errors import ErrorClass, ProviderError, classify
 
-# Slack shows at most 10 fields in a section; details beyond that stay in the generic JSON format.
+# Slack refuses a section with more than 10 fields or a field over 2000 characters (invalid_blocks),
+# so cut to fit; the generic JSON format keeps everything.
 _SLACK_FIELDS = 10
+_SLACK_FIELD_CHARS = 1900
+_SLACK_TEXT_CHARS = 2900
 _EMOJI = {"critical": ":rotating_light:", "error": ":x:", "warning": ":warning:", "info": ":white_check_mark:"}
 
 
@@ -31,8 +34,9 @@ def render_json(event: Event, link: str | None) -> dict[str, Any]:
 
 def render_slack(event: Event, link: str | None) -> dict[str, Any]:
     """An incoming-webhook message: `text` is the notification fallback, `blocks` the rich view."""
-    text = f"{_EMOJI[event.severity]} {event.summary}"
-    fields = [{"type": "mrkdwn", "text": f"*{k}*\n{v}"} for k, v in event.details.items() if v not in (None, "")]
+    text = f"{_EMOJI[event.severity]} {event.summary}"[:_SLACK_TEXT_CHARS]
+    fields = [{"type": "mrkdwn", "text": f"*{k}*\n{v}"[:_SLACK_FIELD_CHARS]}
+              for k, v in event.details.items() if v not in (None, "")]
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
     if fields:
         blocks.append({"type": "section", "fields": fields[:_SLACK_FIELDS]})

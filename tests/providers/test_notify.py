@@ -51,6 +51,13 @@ async def test_slack_format_has_text_and_blocks() -> None:
     assert LINK in body["blocks"][2]["elements"][0]["text"]
 
 
+def test_slack_cuts_long_details_to_what_slack_accepts() -> None:
+    e = failed().model_copy(update={"details": {f"k{i}": "x" * 5000 for i in range(15)}})
+    body = notify.render_slack(e, LINK)
+    assert len(body["blocks"][1]["fields"]) == 10
+    assert all(len(f["text"]) <= 2000 for f in body["blocks"][1]["fields"])
+
+
 async def test_pagerduty_trigger_then_resolve_share_a_dedup_key(tmp_path: Path) -> None:
     key_file = tmp_path / "pd-key"
     key_file.write_text("R0UT1NGKEY\n")

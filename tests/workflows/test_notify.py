@@ -171,3 +171,14 @@ async def test_cli_notify_test_goes_through_the_worker_and_reports_each_webhook(
     assert [b["kind"] for b in good.bodies()] == ["notify.test", "notify.test"] and len(bad.posts) == 1
     unknown = await asyncio.to_thread(drctl, "notify", "test", "--webhook", "nope", "-c", str(path))
     assert unknown.returncode == 2 and "unknown webhook nope; configured: ops, broken" in unknown.stderr
+
+
+async def test_no_interested_webhook_schedules_nothing(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    with receiver() as rec:
+        hook = WebhookConfig(name="drills-only", url=rec.url, events=["drill.verdict"])
+        cfg = await start_workers(cfg=with_hooks(fast_config(fleet_config), hook))
+        res, handle = await _failover(temporal_client, cfg)
+    assert res.status == "succeeded", res.error
+    assert await _children(handle) == [] and rec.posts == []  # no command, no history event, no POST
