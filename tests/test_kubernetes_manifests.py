@@ -141,7 +141,8 @@ def test_secrets_are_references_not_values(rendered: tuple[str, list[dict[str, A
     secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     env = {e["valueFrom"]["secretKeyRef"]["name"] for e in pod["containers"][0]["env"] if "valueFrom" in e}
     assert {"drctl-temporal-tls", "drctl-payload-key", "drctl-inference-token", "drctl-kubeconfig"} <= secrets
-    assert "drctl-temporal" in env
+    env |= {e["secretRef"]["name"] for e in pod["containers"][0].get("envFrom", []) if "secretRef" in e}
+    assert {"drctl-temporal", "drctl-notifications"} <= env
     assert fleet_of(objs).temporal.api_key_env == "TEMPORAL_API_KEY"
 
 

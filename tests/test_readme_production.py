@@ -56,6 +56,7 @@ def test_secret_table_matches_the_manifests() -> None:
     pod = one(render("us-west-1"), "Deployment")["spec"]["template"]["spec"]
     referenced = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     referenced |= {e["valueFrom"]["secretKeyRef"]["name"] for e in pod["containers"][0]["env"] if "valueFrom" in e}
+    referenced |= {e["secretRef"]["name"] for e in pod["containers"][0].get("envFrom", []) if "secretRef" in e}
     assert named == referenced
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     for path in re.findall(r"`(/(?:etc|var)/[\w/.-]+)`", _section()):
