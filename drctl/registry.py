@@ -22,6 +22,7 @@ WORKFLOW_MODULES = [
     "workflows.migrate",
     "workflows.backup",
     "workflows.drill",
+    "workflows.notify",
 ]
 
 ACTIVITY_MODULES = [
@@ -34,6 +35,7 @@ ACTIVITY_MODULES = [
     "activities.upgrade",
     "activities.chaos",
     "activities.reports",
+    "activities.notify",
 ]
 
 

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.outcome import error_type, failed
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
     from workflows.lock import acquire_fleet, release_fleet
+    from workflows.notify import Notifier
 
 
 class Aborted(Exception):
@@ -67,6 +68,7 @@ class Failover:
         self.finished = False
         self.locked = False
         self.busy = False
+        self.notes = Notifier(inp.spec)
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
 
@@ -105,11 +107,13 @@ class Failover:
 
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
+        self.notes.failover_started(inp)
         try:
             res = await self._run(inp)
         finally:
             if self.locked:
                 await release_fleet(inp.spec.fleet)
+        await self.notes.failover_ended(res)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if res.status != "succeeded":
             # Failed in the workflow list, red; the details carry the whole result for every reader.

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.ops import ProbeBatch, ProbeRequest
     from drctl.outcome import result_from
     from workflows.common import fast
+    from workflows.notify import Notifier
 
 WATCHING = "watching"
 R = TypeVar("R", FailoverResult, FailbackResult)
@@ -74,6 +75,7 @@ class FleetMonitor:
         self.child: asyncio.Task[None] | None = None
         self.active: FailoverRecord | None = None
         self.poke = False
+        self.notes = Notifier(self.s.spec, alert=self.s.alert)
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -126,6 +128,7 @@ class FleetMonitor:
             s.total_iterations += 1
             self._render()
             if (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()) and self.child is None:
+                await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
             fast_confirm = s.spec.fast_confirm and any(
@@ -163,6 +166,7 @@ class FleetMonitor:
                          spec.recovery_threshold):
                 workflow.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
         self._decide(now)
+        self.notes.monitor_alert(s)
 
     def _decide(self, now: object) -> None:
         s = self._state()

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.outcome import failed
     from workflows.common import Phases, region_bound
     from workflows.lock import acquire_fleet, release_fleet
+    from workflows.notify import Notifier
     from workflows.progressive import Control, Stop, error_type, reason_of
     from workflows.upgrade_wave import WaveSteps, ended_on
 
@@ -172,6 +173,7 @@ class Upgrade:
         self.phases.finish(ops.PHASE_DONE if res.outcome is Outcome.SUCCEEDED else ops.PHASE_FAILED,
                            f"{res.outcome.value}: {res.reason}")
         workflow.upsert_search_attributes([sa.VERDICT.value_set(res.outcome.value)])
+        await Notifier(req.spec).upgrade_ended(res)
         return res, locked
 
     async def _read_releases(self, req: UpgradeRequest) -> None:
