@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         LockRelease,
         LockRequest,
         LockState,
+        PreemptNotice,
         blocks,
         compatible,
         lock_id,
@@ -119,8 +120,6 @@ class FleetLock:
         return grant
 
     async def _preempt(self, h: Holder, me: Holder, grant: LockGrant) -> None:
-        from drctl.models.lock import PreemptNotice
-
         notice = PreemptNotice(by_workflow_id=me.workflow_id, by_operation=me.operation,
                                reason=f"{me.operation} {me.workflow_id} takes the fleet (DR comes first)")
         try:
