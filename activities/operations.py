@@ -38,7 +38,7 @@ class OperationActivities:
     async def _running(self, fleet: str) -> list[OperationInfo]:
         return await list_operations(self._client(), fleet, visibility_query(fleet), self.cfg)
 
-    async def _check_queue(self, wid: str) -> None:
+    async def _check_queue(self, wid: str, req: LockRequest) -> None:
         """A lock run on another task queue would never answer us: say so instead of hanging."""
         try:
             desc = await self._client().get_workflow_handle(wid).describe()
@@ -47,11 +47,20 @@ class OperationActivities:
                 return
             raise
         queue = self.cfg.temporal.task_queue
-        if desc.status == WorkflowExecutionStatus.RUNNING and desc.task_queue != queue:
-            raise ApplicationError(
-                f"{wid} runs on task queue {desc.task_queue!r} but this worker serves {queue!r}: "
-                f"every worker of a fleet must share temporal.task_queue (or terminate {wid} once no "
-                "operation runs)", type="LockQueueMismatch", non_retryable=True)
+        if desc.status != WorkflowExecutionStatus.RUNNING or desc.task_queue == queue:
+            return
+        fleet = wid.removeprefix("lock/")
+        running = [o for o in await self._running(fleet) if o.workflow_id != req.holder.workflow_id]
+        if not running:
+            # Left by workers of an older config (temporal.task_queue changed) and held by nobody
+            # running: end it, and this request starts a new lock on our queue.
+            activity.logger.warning("terminating %s on stale task queue %s", wid, desc.task_queue)
+            await self._client().get_workflow_handle(wid).terminate(f"stale: no worker serves {desc.task_queue}")
+            return
+        raise ApplicationError(
+            f"{wid} runs on task queue {desc.task_queue!r} but this worker serves {queue!r}, and "
+            f"{', '.join(o.workflow_id for o in running)} still run: every worker of a fleet must share "
+            "temporal.task_queue", type="LockQueueMismatch", non_retryable=True)
 
     @activity.defn(name="acquire_fleet")
     async def acquire_fleet(self, req: LockRequest) -> LockGrant:
@@ -61,7 +70,7 @@ class OperationActivities:
         (and the lock answers a holder it already granted with a grant again).
         """
         wid = lock_id(req.fleet)
-        await self._check_queue(wid)
+        await self._check_queue(wid, req)
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             "FleetLock", LockInput(fleet=req.fleet), id=wid, task_queue=self.cfg.temporal.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -41,12 +41,16 @@ def temporal_list(cfg: FleetConfig, query: str) -> list[dict[str, object]]:
 
 
 async def _holders(client: Client, cfg: FleetConfig) -> list[str]:
+    handle = client.get_workflow_handle(lock_id(cfg.name))
     try:
-        st = await client.get_workflow_handle(lock_id(cfg.name)).query(QUERY_HOLDERS, result_type=LockState)
+        desc = await handle.describe()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            return []  # no lock run yet (nobody asked), or it ended (nobody holds the fleet)
+            return []  # no lock run yet: nobody asked
         raise
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        return []  # the lock ends when nobody holds the fleet (and a closed run's queue may have no worker)
+    st = await handle.query(QUERY_HOLDERS, result_type=LockState)
     return [h.workflow_id for h in st.holders]
 
 
@@ -193,3 +197,23 @@ async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
     assert st.last_failover is not None and st.last_failover.status == "refused", st.last_failover
     desc = await temporal_client.get_workflow_handle(f"failover/{cfg.name}").describe()
     assert desc.status == WorkflowExecutionStatus.FAILED
+
+
+async def test_a_lock_left_on_a_task_queue_nobody_serves_is_replaced(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    from drctl.models.lock import Holder, LockInput
+
+    cfg = await start_workers()
+    # As after a config change of temporal.task_queue: a lock run whose queue no worker polls,
+    # naming a holder that no longer runs.
+    ghost = Holder(workflow_id=f"upgrade/{cfg.name}/gone", run_id="gone", operation="upgrade")
+    stale = await temporal_client.start_workflow(
+        "FleetLock", LockInput(fleet=cfg.name, holders=[ghost]), id=lock_id(cfg.name),
+        task_queue=f"{cfg.temporal.task_queue}-old", search_attributes=search_attributes(cfg.name, "lock"))
+    handle = await start_operation(temporal_client, cfg, Failback.run, FailbackInput(spec=FleetSpec.from_config(cfg)),
+                                   operation="failback", workflow_id=f"failback/{cfg.name}")
+    res = await asyncio.wait_for(result_of(handle, FailbackResult), 60)
+    assert res.status == "not_needed", res
+    old = temporal_client.get_workflow_handle(lock_id(cfg.name), run_id=stale.result_run_id)
+    assert (await old.describe()).status == WorkflowExecutionStatus.TERMINATED
