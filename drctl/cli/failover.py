@@ -87,7 +87,9 @@ def _render_failover(res: FailoverResult, link: str) -> None:
     if res.rto_s is not None:
         t.add_row("measured RTO", f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})")
     if res.verify:
-        t.add_row("verify", f"{res.verify.ok}/{res.verify.total} ok, served by {res.verify.by_region}")
+        v = res.verify
+        extra = f", {v.unattributed} without the `{v.region_header}` header" if v.unattributed else ""
+        t.add_row("verify", f"{v.ok}/{v.total} ok, served by {v.by_region}{extra}")
     for p in res.phases:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
     if res.compensated:
