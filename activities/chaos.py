@@ -55,7 +55,8 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-async def _load(cfg: FleetConfig, rps: float, deadline: float, samples: list[LoadSample], headers: dict[str, str]) -> None:
+async def _load(cfg: FleetConfig, rps: float, deadline: float, samples: list[LoadSample], headers: dict[str, str],
+                timeout_s: float) -> None:
     """Open-loop load: one 1-token completion every 1/rps seconds until cancelled or the deadline.
 
     The serving region comes from the header the regional gateways set (traffic.region_header).
@@ -74,7 +75,6 @@ async def _load(cfg: FleetConfig, rps: float, deadline: float, samples: list[Loa
             ok, region = False, None
         samples.append(LoadSample(t=t0, ok=ok, region=region, latency_ms=round((time.monotonic() - started) * 1000, 1)))
 
-    timeout_s = cfg.health.probe_timeout_s
     async with httpx.AsyncClient(timeout=timeout_s, limits=limits, headers=headers) as client:
         try:
             while time.monotonic() < deadline and len(samples) + len(inflight) < _MAX_SAMPLES:
@@ -135,7 +135,8 @@ class ChaosActivities:
         samples: list[LoadSample] = []
         started_at = _now()
         deadline = time.monotonic() + inp.timeout_s
-        load = asyncio.create_task(_load(self.cfg, inp.load_rps, deadline, samples, headers))
+        load = asyncio.create_task(
+            _load(self.cfg, inp.load_rps, deadline, samples, headers, self.cfg.health.probe_timeout_s))
         cancelled = False
         proc: asyncio.subprocess.Process | None = None
         try:
