@@ -7,6 +7,7 @@ fleetsim's api-key mode behaves as vLLM's middleware: /v1/* needs `Authorization
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,10 +15,12 @@ import httpx
 import pytest
 from aiohttp import web
 
+from drctl.chaos import probes
 from drctl.config import FleetConfig, parse_config
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
+from drctl.providers.track_analysis import run_requests
 from tests.helpers import free_port
 
 KEY = "sk-test-4f1d2c9e"
@@ -144,3 +147,37 @@ def test_auth_config_needs_exactly_one_source() -> None:
         with pytest.raises(ConfigError) as err:
             _cfg(base, bad)
         assert "workload.auth" in str(err.value)
+
+
+def test_fleetsim_reads_the_key_from_vllms_variable() -> None:
+    assert FleetsimSettings.from_env({"VLLM_API_KEY": KEY}).api_key == KEY
+    assert FleetsimSettings.from_env({}).api_key is None
+
+
+async def test_warmup_and_analysis_traffic_carries_the_token(region: AuthedRegion) -> None:
+    urls = [region.urls["r0"], region.urls["r1"]]
+    with_token = await run_requests(urls, "fleetsim-tiny", 4, 0.0, 5.0, headers={"Authorization": f"Bearer {KEY}"})
+    anonymous = await run_requests(urls, "fleetsim-tiny", 4, 0.0, 5.0)
+    assert all(t is not None for t in with_token) and anonymous == [None] * 4
+
+
+async def test_drill_probes_send_the_token_from_the_fleet_config(
+    region: AuthedRegion, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(f"""
+name: auth-drill
+regions:
+  - {{name: us-west-1, weight: 1, gateway_url: "{region.urls['gateway']}", kube: {{api_url: "http://127.0.0.1:1"}}}}
+workload: {{model: fleetsim-tiny, auth: {{token_env: {ENV}}}}}
+traffic:
+  global_endpoint: {region.urls["gateway"]}
+  global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}
+  regional: {{kind: gateway-api}}
+""")
+    conf = {"fleet_config": str(path)}
+    # In a thread: the probes are sync (Chaos Toolkit calls them so) and the servers share this loop.
+    monkeypatch.setenv(ENV, KEY)
+    assert await asyncio.to_thread(probes.global_success_ratio, requests=3, configuration=conf) == 1.0
+    monkeypatch.setenv(ENV, "sk-wrong")
+    assert await asyncio.to_thread(probes.global_success_ratio, requests=3, configuration=conf) == 0.0
