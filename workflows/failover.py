@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         Weights,
     )
     from workflows.common import Phases, fast, fmt_weights, region_bound
+    from workflows.notify import Notifier
 
 # Verify attempts are repeated by the workflow; this only replaces an attempt that was lost.
 _VERIFY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=1.0,
@@ -70,6 +71,7 @@ class Failover:
         self.abort_reason: str | None = None
         self.shifted = False
         self.finished = False
+        self.notes = Notifier(inp.spec)
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
 
@@ -108,7 +110,9 @@ class Failover:
 
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
+        self.notes.failover_started(inp)
         res = await self._run(inp)
+        await self.notes.failover_ended(res)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return res
 

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.ops import ProbeBatch, ProbeRequest
     from workflows.common import fast
+    from workflows.notify import Notifier
 
 WATCHING = "watching"
 
@@ -61,6 +62,7 @@ class FleetMonitor:
         self.child: asyncio.Task[None] | None = None
         self.active: FailoverRecord | None = None
         self.poke = False
+        self.notes = Notifier(self.s.spec, alert=self.s.alert)
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -113,6 +115,7 @@ class FleetMonitor:
             s.total_iterations += 1
             self._render()
             if (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()) and self.child is None:
+                await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
             fast_confirm = s.spec.fast_confirm and any(
@@ -160,6 +163,7 @@ class FleetMonitor:
             s.alert = PROBE_AUTH_REFUSED
             workflow.logger.error("%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
                                   PROBE_AUTH_REFUSED, ", ".join(refused))
+        self.notes.monitor_alert(s)
 
     def _decide(self, now: object) -> None:
         s = self._state()
