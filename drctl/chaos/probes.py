@@ -44,7 +44,10 @@ def _model(configuration: dict[str, Any] | None) -> str:
     try:
         return fleet(configuration).workload.model
     except ValueError:
-        return str((configuration or {}).get("model", "fleetsim-tiny"))
+        model = (configuration or {}).get("model")
+        if not model:
+            raise ValueError("experiment configuration names neither 'fleet_config' nor 'model'") from None
+        return str(model)
 
 
 def _complete(client: httpx.Client, url: str, model: str, header: str) -> str | None:
