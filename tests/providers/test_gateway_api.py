@@ -201,3 +201,15 @@ def test_ensure_region_header_extends_an_existing_modifier_once(
     # Already labelled: nothing is written (no new resourceVersion, no watch event for the gateway).
     assert gw.ensure_region_header("us-west-1") is False
     assert read_route(kube)["metadata"]["resourceVersion"] == after["metadata"]["resourceVersion"]
+
+
+def test_worker_start_labels_its_regions_routes_and_survives_a_missing_one(
+    cfg: FleetConfig, kube: tuple[Any, Any], route: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    from drctl.worker import _label_routes
+
+    with caplog.at_level("INFO", logger="drctl.worker"):
+        _label_routes(cfg, ["us-west-1", "us-east-1"])  # us-east-1's namespace has no route: a warning
+    [mod] = _modifiers(read_route(kube)["spec"]["rules"][1])
+    assert mod["responseHeaderModifier"]["set"] == [{"name": "x-drctl-region", "value": "us-west-1"}]
+    assert "could not label the HTTPRoute of us-east-1" in caplog.text
