@@ -22,6 +22,7 @@ from drctl.providers.auth import AuthConfigError, auth_headers
 # A few requests in flight at once: fast enough to verify in about a second, small enough not
 # to be a load test against a fleet that just lost a region.
 _CONCURRENCY = 4
+_HEARTBEAT_S = 1.0
 
 
 class VerifyActivities:
@@ -65,9 +66,18 @@ class VerifyActivities:
                 else:
                     result.unattributed += 1
 
+        async def alive() -> None:
+            # A worker that died mid-batch is noticed at the heartbeat timeout, not at the end of
+            # start-to-close, so the retried attempt still fits in the verify deadline.
+            while True:
+                activity.heartbeat(result.ok + result.errors)
+                await asyncio.sleep(_HEARTBEAT_S)
+
         async with httpx.AsyncClient(timeout=inp.request_timeout_s, limits=limits, headers=headers) as client:
+            beat = asyncio.create_task(alive())
             tasks = [asyncio.create_task(one(client)) for _ in range(inp.requests)]
             done, pending = await asyncio.wait(tasks, timeout=inp.timeout_s)
+            beat.cancel()
             for t in pending:
                 t.cancel()
             if pending:

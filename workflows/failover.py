@@ -302,7 +302,7 @@ class Failover:
             last = await workflow.execute_activity(
                 "verify_global", VerifyInput(requests=spec.verify_requests, timeout_s=min(left, 10.0)),
                 result_type=VerifyResult, summary=f"verify attempt {attempt}", task_queue=tq,
-                start_to_close_timeout=timedelta(seconds=min(left, 10.0) + 5),
+                start_to_close_timeout=timedelta(seconds=min(left, 10.0) + 5), heartbeat_timeout=timedelta(seconds=5),
                 # A lost attempt (worker restart, timeout) is retried by the server until the deadline
                 # rather than ending the failover; a bad token (AuthConfigError) is not retried.
                 schedule_to_close_timeout=timedelta(seconds=left + 5), retry_policy=_VERIFY_RETRY,

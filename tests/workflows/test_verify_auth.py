@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio import activity
+from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -90,7 +91,7 @@ async def test_lost_verify_attempt_is_retried_until_the_deadline(
     async def hangs_once(inp: VerifyInput) -> VerifyResult:
         calls.append(1)
         if len(calls) == 1:
-            await asyncio.sleep(3600)  # a worker that took the attempt and froze: only its timeout ends it
+            await asyncio.sleep(3600)  # a worker that took the attempt and froze: no heartbeat, no answer
         return await real(inp)
 
     acts = [a for a in acts if a is not real] + [hangs_once]
@@ -106,6 +107,11 @@ async def test_lost_verify_attempt_is_retried_until_the_deadline(
             res = await asyncio.wait_for(handle.result(), 90)
     assert res.status == "succeeded", res.error
     assert len(calls) == 2 and res.verify is not None and res.verify.by_region == {"us-east-1": 10}
+    # The frozen attempt was given up at its heartbeat timeout, not at the end of start-to-close.
+    started = [e.activity_task_started_event_attributes for e in (await handle.fetch_history()).events
+               if e.HasField("activity_task_started_event_attributes")]
+    [retried] = [a for a in started if a.attempt == 2]
+    assert retried.last_failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT
 
 
 # --- a fleet behind bearer auth ----------------------------------------------------------------
