@@ -147,12 +147,12 @@ class Failover:
             self._check_abort()
             await self._shift(inp, plan, tq, res)
             res.verify = await self._verify(inp, plan, tq)
+            unverified = ""
             if res.verify.unattributed:
                 # Served, but nothing proves by whom: no RTO is claimed, and the result says why.
-                res.status = "unverified"
-                res.error = (f"{res.verify.unattributed}/{res.verify.ok} answers carried no "
-                             f"`{res.verify.region_header}` header, so the serving region is unknown; "
-                             "make the regional gateways set it (see traffic.region_header)")
+                unverified = (f"{res.verify.unattributed}/{res.verify.ok} answers carried no "
+                              f"`{res.verify.region_header}` header, so the serving region is unknown; "
+                              "make the regional gateways set it (see traffic.region_header)")
                 self.phases.note("verify", f"unverified: {res.verify.unattributed} unattributed")
             else:
                 res.verified_at = workflow.now()
@@ -167,7 +167,8 @@ class Failover:
                 except (ActivityError, ApplicationError) as exc:
                     # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                     res.error = f"traffic shifted but scaling the target failed: {_reason(exc)}"
-            if res.status == "unverified":
+            if unverified:
+                res.status, res.error = "unverified", "; ".join(e for e in (unverified, res.error) if e)
                 return self._end(res, ops.PHASE_DONE, f"traffic shifted to `{inp.target}`, unverified: {res.error}")
             res.status = "succeeded"
             return self._end(res, ops.PHASE_DONE, f"traffic on `{inp.target}`; RTO {res.rto_s} s")
