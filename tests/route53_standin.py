@@ -5,7 +5,7 @@ only once every authoritative server has the change (AWS: "generally within 60 s
 refuses requests with Throttling (5 requests/s per account) or PriorRequestNotComplete. This proxy
 forwards everything to moto, except that:
 - ChangeResourceRecordSets answers PENDING, and GetChange keeps answering PENDING for `pending_s`
-  after the change was accepted;
+  (its value when the change was accepted) after the change was accepted;
 - errors queued with `inject(operation, code)` are answered instead of forwarding, once each;
 - `on_visible(change_id)`, when set, runs `visible_after_s` after each accepted change: the moment
   resolvers start returning the new answer (a test uses it to move the emulated clients' traffic).
@@ -52,7 +52,8 @@ class Route53StandIn:
         self.visible_after_s = visible_after_s
         self.on_visible: Callable[[str], None] | None = None
         self.calls: Counter[str] = Counter()
-        self.changes: dict[str, float] = {}  # change id (no /change/ prefix) → monotonic accept time
+        # change id (no /change/ prefix) → (monotonic accept time, pending_s when it was accepted)
+        self.changes: dict[str, tuple[float, float]] = {}
         self._errors: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
@@ -78,7 +79,7 @@ class Route53StandIn:
 
     def status(self, change_id: str) -> str:
         accepted = self.changes.get(change_id.removeprefix("/change/"))
-        if accepted is not None and time.monotonic() - accepted < self.pending_s:
+        if accepted is not None and time.monotonic() - accepted[0] < accepted[1]:
             return "PENDING"
         return "INSYNC"
 
@@ -107,6 +108,7 @@ class Route53StandIn:
         body = req.rfile.read(int(req.headers.get("Content-Length") or 0))
         with self._lock:
             self.calls[op] += 1
+            pending_s = self.pending_s  # as the request arrived: a test may change it once it is counted
             queued = self._errors.get(op)
             error = queued.pop(0) if queued else None
         if error is not None:
@@ -123,7 +125,7 @@ class Route53StandIn:
             assert cid, text
             change_id = cid.group(1).decode()
             with self._lock:
-                self.changes[change_id] = time.monotonic()
+                self.changes[change_id] = (time.monotonic(), pending_s)
             text = re.sub(rb"<Status>INSYNC</Status>", b"<Status>PENDING</Status>", text)
             if self.on_visible is not None:
                 timer = threading.Timer(self.visible_after_s, self.on_visible, args=(change_id,))

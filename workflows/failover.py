@@ -164,7 +164,8 @@ class Failover:
                 res.status = "refused"
             if self.shifted:
                 if res.changes:
-                    global_weights.stop_wait(self._propagation, res.changes[0], "the failover is compensating")
+                    await global_weights.settle_wait(self._propagation, res.changes[0], "the failover compensated")
+                    res.propagated_at = res.changes[0].propagated_at
                 await self._compensate(inp, res, tq)
             return self._end(res, ops.PHASE_FAILED, f"{res.status}: {res.error}")
 

@@ -98,12 +98,16 @@ async def finish_wait(task: asyncio.Task[Any] | None, change: GlobalChange) -> N
                        "the weights are applied, check the change id with the provider")
 
 
-def stop_wait(task: asyncio.Task[Any] | None, change: GlobalChange, why: str) -> None:
-    """Abandon a wait that no longer matters (the change is being undone)."""
-    if task is not None and not task.done():
-        task.cancel()
-        change.propagation = "unknown"
-        change.note = f"stopped waiting for propagation: {why}"
+async def settle_wait(task: asyncio.Task[Any] | None, change: GlobalChange, why: str) -> None:
+    """Record a wait that has ended, or abandon one still running (the change is being undone)."""
+    if task is None:
+        return
+    if task.done():
+        await finish_wait(task, change)
+        return
+    task.cancel()
+    change.propagation = "unknown"
+    change.note = f"stopped waiting for propagation: {why}"
 
 
 async def apply_and_wait(tq: str, weights: dict[str, int], reason: str, summary: str, timeout_s: float) -> GlobalChange:

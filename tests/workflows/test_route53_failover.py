@@ -23,6 +23,7 @@ from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
+from tests.helpers import assert_eventually
 from tests.route53_standin import Route53StandIn
 from tests.workflows.conftest import StartWorkers, fast_config, served_by
 from workflows.failback import Failback
@@ -144,3 +145,34 @@ async def test_throttled_and_never_insync_change_still_fails_over_without_compen
     # Two refusals retried with backoff by the activity, then one accepted batch: three requests in all.
     assert standin.calls["ChangeResourceRecordSets"] == 3
     assert await activity_attempts(handle, "set_global_weights") == [3]
+
+
+async def test_failed_verification_compensates_and_records_both_changes(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
+) -> None:
+    """Clients never see the shift (no follow_dns): verification fails, and the restore is recorded like the shift."""
+    name, zid = zone
+    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
+        cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
+        handle = await start_operation(
+            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        )
+        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        standin.pending_s = 3  # the restore propagates in 3 s; the shift stays PENDING
+        res = await asyncio.wait_for(handle.result(), 150)
+    assert res.status == "failed" and res.error and "verification failed" in res.error
+    assert res.compensated == "restored_weights"
+    assert res.weights_after == cfg.weights
+    shift, restore = res.changes
+    # The shift's wait was still running: abandoned, said so, never waited out its 60 s deadline.
+    assert shift.propagation == "unknown" and shift.note and "compensated" in shift.note
+    assert res.propagated_at is None
+    assert restore.propagation == "insync" and restore.propagated_at is not None
+    assert (restore.propagated_at - restore.applied_at).total_seconds() >= 2
+    assert standin.calls["ChangeResourceRecordSets"] == 2
+    assert await activity_attempts(handle, "set_global_weights") == [1, 1]
+
+
+async def _changes(standin: Route53StandIn, n: int) -> bool:
+    return standin.calls["ChangeResourceRecordSets"] >= n
