@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import global_weights
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows.notify import Notifier
 
 
 class Aborted(Exception):
@@ -67,6 +68,7 @@ class Failover:
         self.finished = False
         # The background wait for the shift to be INSYNC (Route 53); None on a synchronous tier.
         self._propagation: asyncio.Task[Any] | None = None
+        self.notes = Notifier(inp.spec)
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
 
@@ -105,7 +107,9 @@ class Failover:
 
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
+        self.notes.failover_started(inp)
         res = await self._run(inp)
+        await self.notes.failover_ended(res)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return res
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from drctl.config import FleetConfig
 from drctl.models.health import RegionProbe
+from drctl.models.notify import WebhookSpec
 
 # ApplicationError.type raised when another mutating operation already holds the fleet.
 FLEET_BUSY = "FleetBusy"
@@ -89,6 +90,8 @@ class FleetSpec(BaseModel):
     global_ttl_s: float = Field(0.0, description="Global tier record TTL (Route 53), 0 for HAProxy, s.")
     global_propagation_timeout_s: float = Field(
         180.0, description="How long an operation waits for a global weight change to be INSYNC, s.")
+    # Defaulted: histories recorded before notifications existed must still replay.
+    webhooks: list[WebhookSpec] = Field(default_factory=list, description="Webhooks (no URLs or keys).")
 
     @property
     def verify_deadline_s(self) -> float:
@@ -125,6 +128,7 @@ class FleetSpec(BaseModel):
             failback_step_interval_s=b.step_interval_s,
             global_ttl_s=float(getattr(cfg.traffic.global_tier, "ttl_s", 0)),
             global_propagation_timeout_s=float(getattr(cfg.traffic.global_tier, "propagation_timeout_s", 180.0)),
+            webhooks=[WebhookSpec.from_config(w) for w in cfg.notifications.webhooks],
         )
 
     def region(self, name: str) -> RegionSpec:
