@@ -13,6 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
+from drctl import metrics
 from drctl.config import FleetConfig
 from drctl.models.ops import SetWeightsInput, Weights
 from drctl.providers.base import GlobalTraffic
@@ -33,9 +34,11 @@ class TrafficActivities:
     @activity.defn(name="get_global_weights")
     def get_global_weights(self) -> Weights:
         try:
-            return Weights(weights=self._tier().get_weights())
+            weights = self._tier().get_weights()
         except Exception as exc:
             raise app_error(exc, "read global weights") from exc
+        metrics.record_weights(self.cfg.name, weights)
+        return Weights(weights=weights)
 
     @activity.defn(name="set_global_weights")
     def set_global_weights(self, inp: SetWeightsInput) -> Weights:
@@ -56,9 +59,11 @@ class TrafficActivities:
         activity.logger.info("setting global weights %s (%s)", inp.weights, inp.reason)
         try:
             self._tier().set_weights(inp.weights)
-            return Weights(weights=self._tier().get_weights())
+            weights = self._tier().get_weights()
         except Exception as exc:
             raise app_error(exc, f"set global weights {inp.weights}") from exc
+        metrics.record_weights(self.cfg.name, weights)
+        return Weights(weights=weights)
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

@@ -212,6 +212,10 @@ class VeleroConfig(_Model):
     ttl: str = Field("720h0m0s", description="Backup TTL, in Velero's duration format.")
     timeout_s: float = Field(300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase.")
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
+    max_age_s: float = Field(
+        93600.0, gt=0,
+        description="Newest successful backup may be this old before the alert fires: the schedule's period plus slack, s.",
+    )
 
 
 class UpgradeConfig(_Model):
@@ -244,9 +248,26 @@ class DrillConfig(_Model):
     timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
 
 
+class WorkerConfig(_Model):
+    http_port: int = Field(
+        9464, ge=0, le=65535,
+        description="Port of the worker's HTTP endpoint (/metrics, /healthz, /readyz); 0 disables it.",
+    )
+    http_host: str = Field("0.0.0.0", description="Address the worker's HTTP endpoint binds to.")
+    sdk_metrics: bool = Field(
+        True, description="Include the Temporal SDK's own metrics (temporal_*) in /metrics.",
+    )
+
+
 class DevStackConfig(_Model):
     state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
     stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
+    prometheus_port: int = Field(9090, ge=1, le=65535, description="Port of the dev stack's Prometheus.")
+    scrape_interval_s: float = Field(2.0, gt=0, le=60, description="How often the dev stack's Prometheus scrapes, s.")
+    worker_http_port: int = Field(
+        9464, ge=1, le=65535,
+        description="HTTP port of the first dev-stack worker; each further region's worker takes the next one.",
+    )
 
 
 class FleetConfig(_Model):
@@ -263,6 +284,7 @@ class FleetConfig(_Model):
     backup: VeleroConfig = Field(default_factory=VeleroConfig, description="Backup provider.")
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
     drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
+    worker: WorkerConfig = Field(default_factory=WorkerConfig, description="The drctl worker process.")
     devstack: DevStackConfig | None = Field(None, description="Embedded dev stack settings (dev only).")
     source_path: str | None = Field(None, description="Set by the loader: the file this came from.", exclude=True)
 

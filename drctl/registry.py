@@ -33,6 +33,7 @@ ACTIVITY_MODULES = [
     "activities.upgrade",
     "activities.chaos",
     "activities.reports",
+    "activities.outcomes",
 ]
 
 

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         Weights,
     )
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows.telemetry import record_outcome
 
 
 class Aborted(Exception):
@@ -104,6 +105,7 @@ class Failover:
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
         res = await self._run(inp)
+        await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return res
 

@@ -22,6 +22,11 @@ def register(app: typer.Typer) -> None:
         no_main: Annotated[
             bool, typer.Option("--no-main", help="Serve only region queues, not workflows (a region-local worker).")
         ] = False,
+        http_port: Annotated[
+            int | None,
+            typer.Option("--http-port", min=0, max=65535,
+                         help="Port of /metrics, /healthz and /readyz (default: worker.http_port; 0 disables)."),
+        ] = None,
     ) -> None:
         """Run drctl's workflows and activities: the main queue plus each served region's queue."""
         from drctl.worker import run_worker
@@ -34,5 +39,5 @@ def register(app: typer.Typer) -> None:
             cfg.region(r).queue for r in (region or cfg.region_names)
         ]
         err_console.print(f"drctl worker for fleet {cfg.name!r} on {cfg.temporal.address}: queues {', '.join(queues)}")
-        run_async(lambda: run_worker(cfg, region or None, main=not no_main))
+        run_async(lambda: run_worker(cfg, region or None, main=not no_main, http_port=http_port))
         err_console.print("worker stopped")
