@@ -1,5 +1,6 @@
 # drctl developer targets. Each one installs into .venv what it needs, so they work on a fresh
-# Debian machine with Python 3.11 (`make demo` and `make test` also need `haproxy` from apt).
+# Debian machine with Python 3.11 (`make demo` and `make test` also need `haproxy`, `prometheus` and
+# `prometheus-alertmanager` from apt; `make deps` installs them).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -10,13 +11,20 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: deps venv test demo down lint
 
-# System packages from Debian: HAProxy (the dev stack's gateways) and venv support for Python.
+# System packages from Debian: HAProxy (the dev stack's gateways), Prometheus (its metrics; promtool
+# tests the alert rules), Alertmanager's amtool (checks the example config), and venv support.
 # As root this installs them; otherwise through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || { \
 	    echo "installing haproxy from Debian"; \
 	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	    echo "installing prometheus (and promtool) from Debian"; \
+	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+	@command -v amtool >/dev/null || { \
+	    echo "installing prometheus-alertmanager (amtool) from Debian"; \
+	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-alertmanager; }
 	@test -x $(BIN)/python || $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
 	    echo "installing python3-venv from Debian"; \
 	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
