@@ -63,12 +63,14 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
         workers = build_workers(client, cfg, regions, executor, main=main)
         queues = [w.task_queue for w in workers]
         log.info("drctl worker serving task queues %s on %s", queues, cfg.temporal.address)
-        runs = [asyncio.create_task(w.run()) for w in workers]
-        stopper = asyncio.create_task(stop.wait())
+        # The HTTP endpoint binds first (a taken port fails before any poller starts) and stays up
+        # through shutdown, so /readyz reports the drain and the last metrics can be scraped.
         async with serve(cfg, client, lambda: workers, port, sdk_url):
+            runs = [asyncio.create_task(w.run()) for w in workers]
+            stopper = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
-        # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
-        await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+            # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
+            await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
         stopper.cancel()
         for t in runs:
             if t.done() and t.exception() is not None and not stop.is_set():

@@ -38,6 +38,10 @@ def sdk_metrics_runtime() -> tuple[Runtime, str]:
     return Runtime(telemetry=TelemetryConfig(metrics=prom)), f"http://127.0.0.1:{port}/metrics"
 
 
+class EndpointError(RuntimeError):
+    """The HTTP endpoint cannot listen (port taken, address not local)."""
+
+
 class WorkerHTTP:
     def __init__(self, cfg: FleetConfig, client: Client, workers: Callable[[], Sequence[Worker]],
                  sdk_metrics_url: str | None = None) -> None:
@@ -103,7 +107,12 @@ async def serve(cfg: FleetConfig, client: Client, workers: Callable[[], Sequence
     runner = web.AppRunner(http.app(), access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, cfg.worker.http_host, port).start()
+        try:
+            await web.TCPSite(runner, cfg.worker.http_host, port).start()
+        except OSError as exc:
+            raise EndpointError(
+                f"the worker's HTTP endpoint cannot listen on {cfg.worker.http_host}:{port}: {exc.strerror or exc}; "
+                "choose another worker.http_port (or --http-port; 0 disables the endpoint)") from None
         log.info("worker HTTP endpoint on %s:%d (/metrics, /healthz, /readyz)", cfg.worker.http_host, port)
         yield http
     finally:

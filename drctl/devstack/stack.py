@@ -130,7 +130,7 @@ def components(cfg: FleetConfig, config_path: Path, workers: bool = False) -> li
     drctl_workers = [
         Component(f"worker-{r.name}",
                   [sys.executable, "-m", "drctl", "worker", "--config", str(config_path.resolve()), "--region", r.name,
-                   "--http-port", str(prometheus.worker_port(cfg, r.name))],
+                   "--http-port", str(prometheus.worker_port(cfg, r.name)), "--http-host", "127.0.0.1"],
                   {f"{r.name} worker metrics": prometheus.worker_port(cfg, r.name)}, env)
         for r in cfg.regions
     ] if workers else []
