@@ -1,7 +1,8 @@
 """Generate the drctl Grafana dashboard (deploy/grafana/drctl.json) from this one description.
 
-    python deploy/grafana/build.py           # rewrite drctl.json
-    python deploy/grafana/build.py --check   # exit 1 if drctl.json differs from what this builds
+    python deploy/grafana/build.py                 # rewrite drctl.json
+    python deploy/grafana/build.py --out FILE      # write it elsewhere
+    python deploy/grafana/build.py --check         # exit 1 if drctl.json differs from what this builds
 
 Plain JSON (dashboard schema 39) with no SDK dependency. Every query aggregates across workers,
 because each drctl worker exports the same fleet-wide figures. A test runs every `expr` below
@@ -10,6 +11,7 @@ against the dev stack's Prometheus.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -127,12 +129,21 @@ def render() -> str:
     return json.dumps(dashboard(), indent=2) + "\n"
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="deploy/grafana/build.py", description="Generate the drctl Grafana dashboard.")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"Where to write it (default {OUT.name} beside this script).")
+    parser.add_argument("--check", action="store_true", help="Only check that drctl.json is up to date.")
+    args = parser.parse_args(argv)
     text = render()
-    if "--check" in sys.argv[1:]:
+    if args.check:
         if not OUT.exists() or OUT.read_text() != text:
             print(f"{OUT} is out of date: run python deploy/grafana/build.py", file=sys.stderr)
-            sys.exit(1)
-    else:
-        OUT.write_text(text)
-        print(f"wrote {OUT}")
+            return 1
+        return 0
+    args.out.write_text(text)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
