@@ -21,6 +21,7 @@ WORKFLOW_MODULES = [
     "workflows.migrate",
     "workflows.backup",
     "workflows.drill",
+    "workflows.notify",
 ]
 
 ACTIVITY_MODULES = [
@@ -34,6 +35,7 @@ ACTIVITY_MODULES = [
     "activities.chaos",
     "activities.reports",
     "activities.outcomes",
+    "activities.notify",
 ]
 
 

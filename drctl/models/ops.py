@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from drctl.config import FleetConfig
 from drctl.models.health import RegionProbe
+from drctl.models.notify import WebhookSpec
 
 # ApplicationError.type raised when another mutating operation already holds the fleet.
 FLEET_BUSY = "FleetBusy"
@@ -84,6 +85,8 @@ class FleetSpec(BaseModel):
     stabilization_window_s: float
     failback_steps: int
     failback_step_interval_s: float
+    # Defaulted: histories recorded before notifications existed must still replay.
+    webhooks: list[WebhookSpec] = Field(default_factory=list, description="Webhooks (no URLs or keys).")
 
     @classmethod
     def from_config(cls, cfg: FleetConfig) -> FleetSpec:
@@ -113,6 +116,7 @@ class FleetSpec(BaseModel):
             stabilization_window_s=b.stabilization_window_s,
             failback_steps=b.steps,
             failback_step_interval_s=b.step_interval_s,
+            webhooks=[WebhookSpec.from_config(w) for w in cfg.notifications.webhooks],
         )
 
     def region(self, name: str) -> RegionSpec:
