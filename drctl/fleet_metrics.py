@@ -27,6 +27,7 @@ from drctl.config import FleetConfig
 from drctl.models.failover import MonitorStatus
 from drctl.operations import list_operations, visibility_query
 from drctl.providers.traffic_factory import global_traffic
+from drctl.providers.velero import VeleroBackupProvider
 
 log = logging.getLogger("drctl.metrics")
 
@@ -42,6 +43,8 @@ class FleetReader:
         self.timeout_s = timeout_s
         self._last = self._last_weights = self._last_history = float("-inf")
         self._lock = asyncio.Lock()
+        self._history_task: asyncio.Task[None] | None = None
+        self._velero: dict[str, VeleroBackupProvider] = {}
         metrics.init_fleet(cfg.name, cfg.region_names, cfg.objectives.rto_target_s, cfg.backup.max_age_s)
 
     async def refresh(self) -> None:
@@ -54,9 +57,11 @@ class FleetReader:
             if now - self._last_weights >= self.weights_interval_s:
                 self._last_weights = now
                 reads.append(asyncio.to_thread(self._weights))
-            if now - self._last_history >= self.history_interval_s:
+            if now - self._last_history >= self.history_interval_s and self._history_task is None:
+                # In the background: listing S3 and every cluster may take longer than a scrape may.
                 self._last_history = now
-                reads.append(asyncio.to_thread(self._history))
+                self._history_task = asyncio.create_task(asyncio.to_thread(self._history))
+                self._history_task.add_done_callback(self._history_done)
             results = await asyncio.gather(*(asyncio.wait_for(r, self.timeout_s) for r in reads),
                                            return_exceptions=True)
             for r in results:
@@ -88,13 +93,17 @@ class FleetReader:
         for op in ops:
             metrics.OPERATIONS.labels(fleet=fleet, operation=op.operation, phase=op.phase or "pending").inc()
 
+    def _history_done(self, task: asyncio.Task[None]) -> None:
+        self._history_task = None
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("reading drill and backup history for metrics failed: %s", task.exception())
+
     def _weights(self) -> None:
         metrics.record_weights(self.cfg.name, global_traffic(self.cfg).get_weights())
 
     def _history(self) -> None:
         # Imported here: the report store lives with the activities that write it.
         from activities.reports import ReportStore
-        from drctl.providers.velero import VeleroBackupProvider
 
         fleet = self.cfg.name
         try:
@@ -106,7 +115,8 @@ class FleetReader:
             log.warning("reading drill history for metrics failed: %s", exc)
         for region in self.cfg.region_names:
             try:
-                done = [b for b in VeleroBackupProvider(self.cfg, region).list_backups()
+                velero = self._velero.setdefault(region, VeleroBackupProvider(self.cfg, region))
+                done = [b for b in velero.list_backups()
                         if b.phase == "Completed" and b.completed]
             except Exception as exc:  # noqa: BLE001
                 log.warning("listing backups in %s for metrics failed: %s", region, exc)

@@ -27,6 +27,7 @@ from drctl.models.drill import DrillReport, Verdict
 from drctl.models.ops import ProbeRequest
 from drctl.models.outcome import OutcomeInput
 from drctl.temporal import connect
+from tests.helpers import assert_eventually
 
 pytestmark = pytest.mark.devstack
 
@@ -107,8 +108,12 @@ async def test_drill_reports_count_verdicts_and_the_last_pass_survives_a_restart
     env.run(ReportActivities(other).store_report, _report(other.name, Verdict.PASS, passed_at, 10.0))
     metrics.LAST_PASSING_DRILL.remove(other.name)
     reader = FleetReader(other, await connect(other))
-    await reader.refresh()
-    assert _value("drctl_last_passing_drill_timestamp_seconds", fleet=other.name) == passed_at.timestamp()
+    await reader.refresh()  # starts the history read in the background
+
+    async def last_pass() -> bool:
+        return _value("drctl_last_passing_drill_timestamp_seconds", fleet=other.name) == passed_at.timestamp()
+
+    await assert_eventually(last_pass, timeout_s=20, interval_s=0.2, what="last pass read from the history")
     assert _value("drctl_monitor_running", fleet=other.name) == 0  # no monitor/<fleet> workflow exists
 
 
