@@ -29,16 +29,22 @@ class KubeConfig(_Model):
     api_url: str | None = Field(
         None, description="Kubernetes API URL used without a kubeconfig (the dev stack's emulated cluster)."
     )
-    context: str | None = Field(None, description="kubeconfig context for this region's cluster.")
+    context: str | None = Field(
+        None, description="kubeconfig context for this region's cluster (exec auth, e.g. EKS, works)."
+    )
     kubeconfig_path: str | None = Field(None, description="kubeconfig file; default is the client's default.")
+    in_cluster: bool = Field(
+        False, description="Use the pod's service account: the region whose cluster the worker runs in."
+    )
     namespace: str = Field("inference", description="Namespace that holds the inference workload.")
 
     @model_validator(mode="after")
     def _one_source(self) -> KubeConfig:
-        if not self.api_url and not self.context:
-            raise ValueError("set either api_url or context")
-        if self.api_url and self.context:
-            raise ValueError("set api_url or context, not both")
+        # None of them is allowed: like kubectl, the client then uses the pod's service account
+        # when it runs in a pod, else the kubeconfig's current context.
+        sources = [k for k in ("api_url", "context", "in_cluster") if getattr(self, k)]
+        if len(sources) > 1:
+            raise ValueError(f"set only one of api_url, context, in_cluster (got {', '.join(sources)})")
         return self
 
 
@@ -250,6 +256,11 @@ class DrillConfig(_Model):
 
 
 class WorkerConfig(_Model):
+    # The default fits Kubernetes' default terminationGracePeriodSeconds (30 s) with time to exit.
+    graceful_shutdown_s: float = Field(
+        25.0, ge=0, le=3600,
+        description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
+    )
     http_port: int = Field(
         9464, ge=0, le=65535,
         description="Port of the worker's HTTP endpoint (/metrics, /healthz, /readyz); 0 disables it.",

@@ -75,10 +75,11 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
         "temporal": {"address": f"127.0.0.1:{temporal}", "ui_url": f"http://127.0.0.1:{ui}", "namespace": namespace},
         "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
         "drills": {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"},
-        # Workers the tests run in-process serve no HTTP endpoint; `drctl dev up`'s workers take
-        # worker_http_port and the next port (region order), so that one must be free as well.
-        "worker": {"http_port": 0},
         "devstack": {"state_dir": "s", "stats_port": stats, "prometheus_port": prom, "worker_http_port": worker_http},
+        # Test teardown stops workers before it ends workflows; a still-running activity must not
+        # hold that up for a production-length grace period. Workers the tests run in-process serve
+        # no HTTP endpoint; `drctl dev up`'s workers take worker_http_port and the next port.
+        "worker": {"graceful_shutdown_s": 2, "http_port": 0},
     }
 
 
