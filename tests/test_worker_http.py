@@ -61,6 +61,15 @@ async def test_endpoint_serves_health_readiness_and_metrics_then_stops(
             assert f'drctl_failovers_total{{fleet="{cfg.name}",result="failed"}} 0.0' in text
             assert f'drctl_rto_target_seconds{{fleet="{cfg.name}"}} {cfg.objectives.rto_target_s}' in text
             assert "temporal_num_pollers{" in text and f'task_queue="{cfg.temporal.task_queue}"' in text
+            assert (await http.get(f"{base}/nope")).status_code == 404
+            assert (await http.post(f"{base}/metrics")).status_code == 405
+        # Not HTTP at all: a 400, and the endpoint keeps serving.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"garbage\r\n\r\n")
+        assert (await asyncio.wait_for(reader.read(), 10)).startswith(b"HTTP/1.1 400 ")
+        writer.close()
+        async with httpx.AsyncClient(timeout=10) as http:
+            assert (await http.get(f"{base}/healthz")).status_code == 200
     finally:
         stop.set()
         await asyncio.wait_for(task, 60)
@@ -69,8 +78,8 @@ async def test_endpoint_serves_health_readiness_and_metrics_then_stops(
 
 async def test_readyz_is_503_without_running_workers(fleet_config: FleetConfig, dev_stack: stack.StackInfo) -> None:
     http = WorkerHTTP(fleet_config, await connect(fleet_config), lambda: [])
-    r = await http.readyz(None)  # type: ignore[arg-type]
-    assert r.status == 503 and "not ready" in (r.text or "")
+    r = await http.readyz()
+    assert r.status == 503 and "not ready" in r.text
 
 
 def test_taken_port_exits_2_naming_it(fleet_config_path: Path, dev_stack: stack.StackInfo) -> None:
