@@ -255,6 +255,10 @@ class VeleroConfig(_Model):
     ttl: str = Field("720h0m0s", description="Backup TTL, in Velero's duration format.")
     timeout_s: float = Field(300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase.")
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
+    max_age_s: float = Field(
+        93600.0, gt=0,
+        description="Newest successful backup may be this old before the alert fires: the schedule's period plus slack, s.",
+    )
 
 
 class UpgradeConfig(_Model):
@@ -292,6 +296,14 @@ class WorkerConfig(_Model):
     graceful_shutdown_s: float = Field(
         25.0, ge=0, le=3600,
         description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
+    )
+    http_port: int = Field(
+        9464, ge=0, le=65535,
+        description="Port of the worker's HTTP endpoint (/metrics, /healthz, /readyz); 0 disables it.",
+    )
+    http_host: str = Field("0.0.0.0", description="Address the worker's HTTP endpoint binds to.")
+    sdk_metrics: bool = Field(
+        True, description="Include the Temporal SDK's own metrics (temporal_*) in /metrics.",
     )
 
 
@@ -356,6 +368,12 @@ class NotificationsConfig(_Model):
 class DevStackConfig(_Model):
     state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
     stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
+    prometheus_port: int = Field(9090, ge=1, le=65535, description="Port of the dev stack's Prometheus.")
+    scrape_interval_s: float = Field(2.0, gt=0, le=60, description="How often the dev stack's Prometheus scrapes, s.")
+    worker_http_port: int = Field(
+        9464, ge=1, le=65535,
+        description="HTTP port of the first dev-stack worker; each further region's worker takes the next one.",
+    )
 
 
 class FleetConfig(_Model):

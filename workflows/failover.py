@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import global_weights
     from workflows.common import Phases, fast, fmt_weights, region_bound
     from workflows.notify import Notifier
+    from workflows.telemetry import record_outcome
 
 # Verify attempts are repeated by the workflow; this only replaces an attempt that was lost.
 _VERIFY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=1.0,
@@ -115,6 +116,7 @@ class Failover:
         self.notes.failover_started(inp)
         res = await self._run(inp)
         await self.notes.failover_ended(res)
+        await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return res
 
