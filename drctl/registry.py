@@ -35,6 +35,7 @@ ACTIVITY_MODULES = [
     "activities.upgrade",
     "activities.chaos",
     "activities.reports",
+    "activities.outcomes",
     "activities.notify",
 ]
 

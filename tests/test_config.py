@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,15 +18,22 @@ GOOD = (ROOT / "config" / "fleet.yaml").read_text()
 
 def drctl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "drctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-m", "drctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"},  # long paths must not wrap the status line
     )
 
 
-@pytest.mark.parametrize("name", ["fleet.yaml", "fleet.example.yaml"])
+SHIPPED = ["config/fleet.yaml", "config/fleet.example.yaml", "deploy/compose/fleet.yaml",
+           "deploy/kubernetes/overlays/us-west-1/fleet.yaml", "deploy/kubernetes/overlays/us-east-1/fleet.yaml"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_configs_are_valid(name: str) -> None:
-    result = drctl("config", "validate", str(ROOT / "config" / name))
+    result = drctl("config", "validate", str(ROOT / name))
     assert result.returncode == 0, result.stderr
     assert "is valid" in result.stdout
+    # A shipped config must not defeat its own objectives (e.g. a TTL longer than the RTO allows).
+    assert "warning" not in result.stdout + result.stderr
     assert "us-west-1" in result.stdout and "us-east-1" in result.stdout
 
 
@@ -103,3 +112,22 @@ def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
     path.write_text(GOOD)
     cfg = load_config(path)
     assert cfg.state_dir() == (tmp_path / ".drctl" / "dev").resolve()
+
+
+def test_route53_ttl_longer_than_the_rto_budget_warns_but_is_valid(tmp_path: Path) -> None:
+    example = (ROOT / "config" / "fleet.example.yaml").read_text()
+    assert "ttl_s: 10\n" in example
+    path = tmp_path / "fleet.yaml"
+    path.write_text(example.replace("ttl_s: 10\n", "ttl_s: 60\n"))
+    result = drctl("config", "validate", str(path))
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "is valid" in out
+    assert "warning: traffic.global.ttl_s: TTL 60 s exceeds the RTO budget" in out
+    assert "rto_target_s 30 s minus detection ~12 s" in out and "leaves 18 s" in out
+    as_json = drctl("config", "validate", str(path), "--output", "json")
+    assert as_json.returncode == 0
+    assert [w["path"] for w in json.loads(as_json.stdout)["warnings"]] == ["traffic.global.ttl_s"]
+    # The shipped example keeps its TTL inside the budget: no warning.
+    clean = drctl("config", "validate", str(ROOT / "config" / "fleet.example.yaml"))
+    assert clean.returncode == 0 and "warning" not in clean.stdout

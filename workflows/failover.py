@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -34,16 +35,21 @@ with workflow.unsafe.imports_passed_through():
         OperationProgress,
         RegionRequest,
         ScaleInput,
-        SetWeightsInput,
         VerifyInput,
         VerifyResult,
         WaitRolloutInput,
         Weights,
     )
     from drctl.outcome import error_type, failed
-    from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows import global_weights
+    from workflows.common import Phases, fast, fmt_weights, region_bound
     from workflows.lock import acquire_fleet, release_fleet
     from workflows.notify import Notifier
+    from workflows.telemetry import record_outcome
+
+# Verify attempts are repeated by the workflow; this only replaces an attempt that was lost.
+_VERIFY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=1.0,
+                            non_retryable_error_types=["AuthConfigError"])
 
 
 class Aborted(Exception):
@@ -68,6 +74,8 @@ class Failover:
         self.finished = False
         self.locked = False
         self.busy = False
+        # The background wait for the shift to be INSYNC (Route 53); None on a synchronous tier.
+        self._propagation: asyncio.Task[Any] | None = None
         self.notes = Notifier(inp.spec)
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
@@ -114,6 +122,7 @@ class Failover:
             if self.locked:
                 await release_fleet(inp.spec.fleet)
         await self.notes.failover_ended(res)
+        await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if res.status != "succeeded":
             # Failed in the workflow list, red; the details carry the whole result for every reader.
@@ -151,18 +160,30 @@ class Failover:
             self._check_abort()
             await self._shift(inp, plan, tq, res)
             res.verify = await self._verify(inp, plan, tq)
-            res.verified_at = workflow.now()
-            res.rto_s = round((res.verified_at - res.fault_at).total_seconds(), 3)
-            if inp.last_good_at:
-                res.rto_upper_bound_s = round((res.verified_at - inp.last_good_at).total_seconds(), 3)
-            res.rto_met = res.rto_s <= spec.rto_target_s
-            self.phases.note("measured RTO", f"{res.rto_s} s (target {spec.rto_target_s:g} s)")
+            unverified = ""
+            if res.verify.unattributed:
+                # Served, but nothing proves by whom: no RTO is claimed, and the result says why.
+                unverified = (f"{res.verify.unattributed}/{res.verify.ok} answers carried no "
+                              f"`{res.verify.region_header}` header, so the serving region is unknown; "
+                              "make the regional gateways set it (see traffic.region_header)")
+                self.phases.note("verify", f"unverified: {res.verify.unattributed} unattributed")
+            else:
+                res.verified_at = workflow.now()
+                res.rto_s = round((res.verified_at - res.fault_at).total_seconds(), 3)
+                if inp.last_good_at:
+                    res.rto_upper_bound_s = round((res.verified_at - inp.last_good_at).total_seconds(), 3)
+                res.rto_met = res.rto_s <= spec.rto_target_s
+                self.phases.note("measured RTO", f"{res.rto_s} s (target {spec.rto_target_s:g} s)")
             if inp.emergency:
                 try:
                     res.target_replicas = await self._scale(inp, plan, tq)
                 except (ActivityError, ApplicationError) as exc:
                     # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                     res.error = f"traffic shifted but scaling the target failed: {_reason(exc)}"
+            await self._await_propagation(res)
+            if unverified:
+                res.status, res.error = "unverified", "; ".join(e for e in (unverified, res.error) if e)
+                return self._end(res, ops.PHASE_DONE, f"traffic shifted to `{inp.target}`, unverified: {res.error}")
             res.status = "succeeded"
             return self._end(res, ops.PHASE_DONE, f"traffic on `{inp.target}`; RTO {res.rto_s} s")
         except Aborted:
@@ -173,6 +194,9 @@ class Failover:
             if error_type(exc) == ops.FLEET_BUSY:
                 res.status, self.busy = "refused", True
             if self.shifted:
+                if res.changes:
+                    await global_weights.settle_wait(self._propagation, res.changes[0], "the failover compensated")
+                    res.propagated_at = res.changes[0].propagated_at
                 await self._compensate(inp, res, tq)
             return self._end(res, ops.PHASE_FAILED, f"{res.status}: {res.error}")
 
@@ -269,19 +293,44 @@ class Failover:
         self.phases.enter(ops.PHASE_SHIFT, f"global weights {fmt_weights(plan.weights_after)}")
         # Mark before the call: if the worker dies mid-call the weights may already be applied.
         self.shifted = True
-        got = await workflow.execute_activity(
-            "set_global_weights", SetWeightsInput(weights=plan.weights_after, reason=f"failover to {inp.target}"),
-            result_type=Weights, summary=f"shift traffic to {inp.target}", task_queue=tq, **fast(),
-        )
-        res.weights_after = got.weights
-        res.shifted_at = workflow.now()
+        change = await global_weights.apply(tq, plan.weights_after, f"failover to {inp.target}",
+                                            f"shift traffic to {inp.target}")
+        res.changes.append(change)
+        res.weights_after = change.weights
+        res.shifted_at = res.weights_applied_at = change.applied_at
+        res.propagated_at = change.propagated_at
+        # Verification starts now, while the tier propagates: clients follow DNS as it spreads, and
+        # the verify deadline already allows for the TTL. The wait only records when it is done.
+        self._propagation = global_weights.start_wait(tq, change, inp.spec.global_propagation_timeout_s)
+        if self._propagation is not None:
+            self.phases.note("propagation", f"change {change.change_id} PENDING since {change.applied_at:%H:%M:%S}")
+
+    async def _await_propagation(self, res: FailoverResult) -> None:
+        """Record when the shift was in effect everywhere; a slow propagation is noted, never a failure."""
+        if self._propagation is None or not res.changes:
+            return
+        change = res.changes[0]
+        if not self._propagation.done():
+            self.phases.enter(ops.PHASE_PROPAGATE, f"verified; waiting for change {change.change_id} to be INSYNC")
+        await global_weights.finish_wait(self._propagation, change)
+        res.propagated_at = change.propagated_at
+        self.phases.note("propagation", change.note or f"{change.propagation} at {change.propagated_at:%H:%M:%S}")
 
     async def _verify(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> VerifyResult:
+        """Repeat verification until every answer is good and none comes from a source region.
+
+        Returns as soon as that holds with every answer attributed, or with none attributed (no
+        gateway sets the region header: waiting cannot change that). A partly attributed batch
+        is retried until the deadline, then returned as it is; the caller reports `unverified`.
+        """
         spec = inp.spec
         sources = [s for s in (plan.source or "").split(",") if s]
         self.phases.enter(ops.PHASE_VERIFY, f"{spec.verify_requests} requests through the global endpoint")
-        deadline = workflow.now() + timedelta(seconds=spec.verify_timeout_s)
+        # verify_deadline_s = verify_timeout_s + the global tier's TTL: resolvers may serve the old
+        # answer that long after the change.
+        deadline = workflow.now() + timedelta(seconds=spec.verify_deadline_s)
         last: VerifyResult | None = None
+        served = False
         attempt = 0
         while workflow.now() < deadline:
             attempt += 1
@@ -289,13 +338,20 @@ class Failover:
             last = await workflow.execute_activity(
                 "verify_global", VerifyInput(requests=spec.verify_requests, timeout_s=min(left, 10.0)),
                 result_type=VerifyResult, summary=f"verify attempt {attempt}", task_queue=tq,
-                start_to_close_timeout=timedelta(seconds=min(left, 10.0) + 5), retry_policy=NO_RETRY,
+                start_to_close_timeout=timedelta(seconds=min(left, 10.0) + 5), heartbeat_timeout=timedelta(seconds=5),
+                # A lost attempt (worker restart, timeout) is retried by the server until the deadline
+                # rather than ending the failover; a bad token (AuthConfigError) is not retried.
+                schedule_to_close_timeout=timedelta(seconds=left + 5), retry_policy=_VERIFY_RETRY,
             )
-            if last.ok == last.total and last.served_by(sources) == 0:
-                self.phases.note("verify", f"{last.ok}/{last.total} ok, by region {last.by_region}")
+            served = last.ok == last.total and last.served_by(sources) == 0
+            if served and last.unattributed in (0, last.ok):
+                self.phases.note("verify", f"{last.ok}/{last.total} ok, by region {last.by_region}"
+                                           + (f", {last.unattributed} unattributed" if last.unattributed else ""))
                 return last
             await workflow.sleep(0.5)
-        raise ApplicationError(f"verification failed before {spec.verify_timeout_s:g}s: {last}", type="VerifyFailed")
+        if last is not None and served:
+            return last
+        raise ApplicationError(f"verification failed before {spec.verify_deadline_s:g}s: {last}", type="VerifyFailed")
 
     async def _compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
         self.phases.enter(ops.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights")
@@ -314,13 +370,14 @@ class Failover:
             res.compensated = "left_on_target_source_dead"
             self.phases.note("compensation", f"left on {inp.target}: {', '.join(dead)} is DOWN")
             return
-        got = await workflow.execute_activity(
-            "set_global_weights", SetWeightsInput(weights=res.weights_before, reason="failover compensation"),
-            result_type=Weights, summary="restore previous weights", task_queue=tq, **fast(),
-        )
-        res.weights_after = got.weights
+        # Waits for propagation too: the fleet is released only once the restore is in effect (or the
+        # wait's deadline says it is still pending), so the next operation does not race it.
+        change = await global_weights.apply_and_wait(tq, res.weights_before, "failover compensation",
+                                                     "restore previous weights", inp.spec.global_propagation_timeout_s)
+        res.changes.append(change)
+        res.weights_after = change.weights
         res.compensated = "restored_weights"
-        self.phases.note("compensation", f"restored {fmt_weights(got.weights)}")
+        self.phases.note("compensation", f"restored {fmt_weights(change.weights)} ({change.propagation})")
 
     # --- helpers ----------------------------------------------------------------------------------
 

@@ -14,9 +14,11 @@ from pydantic import BaseModel, Field
 
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.ops import FleetSpec, PhaseTiming, VerifyResult
+from drctl.models.traffic import GlobalChange
 
 ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
 NO_FAILOVER_TARGET = "NO_FAILOVER_TARGET"
+PROBE_AUTH_REFUSED = "PROBE_AUTH_REFUSED"
 
 
 # --- pure plan logic ---------------------------------------------------------------------------
@@ -61,8 +63,8 @@ def failback_plan(current: dict[str, int], configured: dict[str, int], steps: in
 
 def probe_passes(probe: RegionProbe, fail_on_degraded: bool) -> bool:
     """Whether one check counts as good for the region state machine."""
-    if probe.status is ProbeStatus.DOWN:
-        return False
+    if probe.status in (ProbeStatus.DOWN, ProbeStatus.AUTH):
+        return False  # AUTH: health unknown, so never counted good (the monitor skips it instead)
     if probe.status is ProbeStatus.DEGRADED and fail_on_degraded:
         # Only what users see counts: replicas failing behind a gateway that still serves well is
         # lost capacity the platform replaces (a flapping replica), not a reason to move traffic.
@@ -166,7 +168,9 @@ class FailoverPlan(BaseModel):
 
 
 class FailoverResult(BaseModel):
-    status: Literal["succeeded", "failed", "refused", "aborted"]
+    status: Literal["succeeded", "unverified", "failed", "refused", "aborted"] = Field(
+        description="unverified: traffic shifted and served, but no answer named the serving region."
+    )
     source: str | None
     target: str
     plan: FailoverPlan | None = None
@@ -178,6 +182,10 @@ class FailoverResult(BaseModel):
     started_at: datetime
     fault_at: datetime
     shifted_at: datetime | None = None
+    weights_applied_at: datetime | None = Field(None, description="When the global tier accepted the shift.")
+    propagated_at: datetime | None = Field(
+        None, description="When the tier reported the shift in effect everywhere (Route 53 INSYNC); None: not confirmed.")
+    changes: list[GlobalChange] = Field(default_factory=list, description="Every global weight change made, in order.")
     verified_at: datetime | None = None
     rto_s: float | None = Field(None, description="fault_at to verified traffic fully served elsewhere.")
     rto_upper_bound_s: float | None = Field(None, description="From the last good probe, when known.")
@@ -206,6 +214,7 @@ class FailbackResult(BaseModel):
     steps_done: int = 0
     steps_planned: int = 0
     scaled_back: dict[str, int] = Field(default_factory=dict)
+    changes: list[GlobalChange] = Field(default_factory=list, description="Every global weight change made, in order.")
     phases: list[PhaseTiming] = Field(default_factory=list)
     error: str | None = None
 
