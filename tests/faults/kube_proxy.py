@@ -10,7 +10,9 @@ assert how often the client (or Temporal's retry policy) came back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,7 @@ class Fault:
     retry_after_s: int | None = None
     message: str = ""
     hits: int = field(default=0, init=False)
+    at: list[float] = field(default_factory=list, init=False)  # monotonic time of each hit
 
     def matches(self, request: web.Request) -> bool:
         return request.method == self.method and re.fullmatch(self.path, request.path) is not None
@@ -39,6 +42,7 @@ class KubeFaultProxy:
         self.upstream = upstream.rstrip("/")
         self.faults: list[Fault] = []
         self._session: aiohttp.ClientSession | None = None
+        self._closing: asyncio.Event | None = None
 
     def add(self, fault: Fault) -> Fault:
         self.faults.append(fault)
@@ -47,8 +51,13 @@ class KubeFaultProxy:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
+        app.on_shutdown.append(self._release)
         app.on_cleanup.append(self._close)
         return app
+
+    async def _release(self, _app: web.Application) -> None:
+        if self._closing is not None:
+            self._closing.set()  # stalled requests end with the proxy, so its shutdown is not held
 
     async def _close(self, _app: web.Application) -> None:
         if self._session is not None:
@@ -58,13 +67,18 @@ class KubeFaultProxy:
         for fault in self.faults:
             if fault.matches(request):
                 fault.hits += 1
+                fault.at.append(time.monotonic())
                 if fault.hits <= fault.times:
                     return await self._inject(fault, request)
         return await self._forward(request)
 
     async def _inject(self, fault: Fault, request: web.Request) -> web.StreamResponse:
         if fault.status == 0:
-            await asyncio.sleep(3600)  # the client's read timeout must end this, not the proxy
+            # The client's read timeout must end this, not the proxy (bounded by the proxy's shutdown).
+            self._closing = self._closing or asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), timeout=3600)
+            raise web.HTTPServiceUnavailable()
         reason = _REASONS.get(fault.status, "InternalError")
         message = fault.message or f"injected {fault.status} on {request.method} {request.path}"
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
