@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel, Field
 
 from drctl.providers.base import DeploymentState
-from drctl.providers.haproxy_runtime import HAProxyError
+from drctl.providers.haproxy_runtime import HAProxyBadReply, HAProxyError
 
 
 class ErrorClass(BaseModel):
@@ -175,6 +175,10 @@ def classify(exc: BaseException, action: str | None = None) -> ErrorClass:
     if isinstance(exc, urllib3.exceptions.HTTPError):
         # The kubernetes client surfaces refused connections and read timeouts as urllib3 errors.
         return ErrorClass(kind="Unavailable", retryable=True, message=f"Unavailable: {what}{exc}")
+    if isinstance(exc, HAProxyBadReply):
+        # A reply cut short by a reload heals; a socket that is not HAProxy's fails every attempt,
+        # and the call site's retry policy bounds those with this message naming the socket.
+        return ErrorClass(kind="HAProxyBadReply", retryable=True, message=f"HAProxyBadReply: {what}{exc}")
     if isinstance(exc, HAProxyError):
         # An unreachable socket (HAProxy restarting) heals; a rejected command will be rejected again.
         reachable = not isinstance(exc.__cause__, OSError)
