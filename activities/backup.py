@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
 from drctl.config import FleetConfig
-from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+from drctl.models.backup import PARTIALLY_FAILED, BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
 
 
@@ -48,9 +48,14 @@ class BackupActivities:
         """Create a Backup and wait until Velero finishes it; fails unless the policy accepts it."""
         activity.logger.info("backup %s of %s in %s", req.name, req.namespaces, req.region)
         try:
-            return self._provider(req.region).backup(req, on_progress=_heartbeat)
+            info = self._provider(req.region).backup(req, on_progress=_heartbeat)
         except Exception as exc:
             raise _app_error(exc, f"backup {req.name} in {req.region}") from exc
+        if info.phase == PARTIALLY_FAILED:
+            # Accepted by backup.partially_failed_ok, but never passed off as a clean backup.
+            activity.logger.warning("backup %s in %s is PartiallyFailed (%d errors, %d warnings), accepted by "
+                                    "backup.partially_failed_ok", info.name, info.region, info.errors, info.warnings)
+        return info
 
     @activity.defn(name="restore_backup")
     def restore_backup(self, req: RestoreRequest) -> BackupInfo:
