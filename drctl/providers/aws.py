@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+from botocore.config import Config as BotoConfig
 
 from drctl.config import FleetConfig
 
@@ -25,10 +26,10 @@ def credentials_for(cfg: FleetConfig, session: boto3.Session | None = None) -> d
     return dict(EMULATOR_KEYS)
 
 
-def client(cfg: FleetConfig, service: str) -> Any:
+def client(cfg: FleetConfig, service: str, config: BotoConfig | None = None) -> Any:
     """A boto3 client for `service` in `aws.region`, honouring `aws.endpoint_url`."""
     # One session decides and signs: boto3's default session caches the credentials it first saw,
     # so checking a fresh session but building on the default one could disagree.
     session = boto3.Session()
     return session.client(service, region_name=cfg.aws.region, endpoint_url=cfg.aws.endpoint_url,
-                          **credentials_for(cfg, session))
+                          config=config, **credentials_for(cfg, session))

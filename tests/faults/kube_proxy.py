@@ -1,4 +1,4 @@
-"""A loopback proxy in front of a Kubernetes API server that injects the faults real ones produce.
+"""A loopback proxy in front of a Kubernetes API server (or S3) that injects the faults real ones produce.
 
 Everything is forwarded untouched to the upstream (a kmock `RegionCluster`) unless a `Fault`
 matches the request: then the proxy answers as a real API server does under that condition (a
@@ -30,6 +30,7 @@ class Fault:
     times: int = 1_000_000  # the first N matching requests fail; later ones pass through
     retry_after_s: int | None = None
     message: str = ""
+    body: str | None = None  # a raw reply instead of a Kubernetes Status (e.g. S3's XML error)
     hits: int = field(default=0, init=False)
     at: list[float] = field(default_factory=list, init=False)  # monotonic time of each hit
 
@@ -79,6 +80,8 @@ class KubeFaultProxy:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), timeout=3600)
             raise web.HTTPServiceUnavailable()
+        if fault.body is not None:
+            return web.Response(text=fault.body, status=fault.status, content_type="application/xml")
         reason = _REASONS.get(fault.status, "InternalError")
         message = fault.message or f"injected {fault.status} on {request.method} {request.path}"
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
