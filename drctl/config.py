@@ -160,7 +160,16 @@ class Route53Global(_Model):
     hosted_zone_id: str = Field(..., description="Route 53 hosted zone ID (or the zone name, looked up).")
     record_name: str = Field(..., description="Weighted record name, e.g. api.example.com.")
     record_type: Literal["A", "AAAA", "CNAME"] = Field("CNAME", description="Record type.")
-    ttl_s: int = Field(30, ge=0, le=86400, description="Record TTL, seconds.")
+    ttl_s: int = Field(
+        30, ge=0, le=86400,
+        description="Record TTL, seconds. Resolvers keep the old answer this long after a change, so the "
+        "failover's verification window is failover.verify_timeout_s + ttl_s.",
+    )
+    propagation_timeout_s: float = Field(
+        180.0, gt=0, le=3600,
+        description="How long an operation waits for a weight change to be INSYNC before it records the "
+        "change as still pending and goes on, seconds (AWS: generally within 60 s).",
+    )
     targets: dict[str, str] = Field(
         ..., description="Record value per region: the region's load balancer name or address."
     )
@@ -219,6 +228,10 @@ class VeleroConfig(_Model):
     ttl: str = Field("720h0m0s", description="Backup TTL, in Velero's duration format.")
     timeout_s: float = Field(300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase.")
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
+    max_age_s: float = Field(
+        93600.0, gt=0,
+        description="Newest successful backup may be this old before the alert fires: the schedule's period plus slack, s.",
+    )
 
 
 class UpgradeConfig(_Model):
@@ -256,6 +269,14 @@ class WorkerConfig(_Model):
     graceful_shutdown_s: float = Field(
         25.0, ge=0, le=3600,
         description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
+    )
+    http_port: int = Field(
+        9464, ge=0, le=65535,
+        description="Port of the worker's HTTP endpoint (/metrics, /healthz, /readyz); 0 disables it.",
+    )
+    http_host: str = Field("0.0.0.0", description="Address the worker's HTTP endpoint binds to.")
+    sdk_metrics: bool = Field(
+        True, description="Include the Temporal SDK's own metrics (temporal_*) in /metrics.",
     )
 
 
@@ -320,6 +341,12 @@ class NotificationsConfig(_Model):
 class DevStackConfig(_Model):
     state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
     stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
+    prometheus_port: int = Field(9090, ge=1, le=65535, description="Port of the dev stack's Prometheus.")
+    scrape_interval_s: float = Field(2.0, gt=0, le=60, description="How often the dev stack's Prometheus scrapes, s.")
+    worker_http_port: int = Field(
+        9464, ge=1, le=65535,
+        description="HTTP port of the first dev-stack worker; each further region's worker takes the next one.",
+    )
 
 
 class FleetConfig(_Model):

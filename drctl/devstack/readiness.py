@@ -67,6 +67,15 @@ def http_answers(url: str) -> str | None:
     return None
 
 
+def http_ok(url: str) -> str | None:
+    """The URL answers 200 (Prometheus's /-/ready answers 503 until it has loaded its TSDB)."""
+    try:
+        r = httpx.get(url, timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"{url}: {type(exc).__name__}"
+    return None if r.status_code == 200 else f"{url}: HTTP {r.status_code}"
+
+
 def deployments_ready(region: RegionConfig) -> str | None:
     """Every track Deployment in the region's namespace has readyReplicas == spec.replicas."""
     assert region.kube.api_url

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
-from botocore.config import Config as BotoConfig
 
 from drctl.config import FleetConfig
 
@@ -26,8 +25,8 @@ def credentials_for(cfg: FleetConfig, session: boto3.Session | None = None) -> d
     return dict(EMULATOR_KEYS)
 
 
-def client(cfg: FleetConfig, service: str, config: BotoConfig | None = None) -> Any:
-    """A boto3 client for `service` in `aws.region`, honouring `aws.endpoint_url`."""
+def client(cfg: FleetConfig, service: str, config: Any = None) -> Any:
+    """A boto3 client for `service` in `aws.region`, honouring `aws.endpoint_url`; `config`: a botocore Config."""
     # One session decides and signs: boto3's default session caches the credentials it first saw,
     # so checking a fresh session but building on the default one could disagree.
     session = boto3.Session()
