@@ -18,7 +18,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from drctl import registry
-from drctl.config import FleetConfig
+from drctl.config import FleetConfig, GatewayApiRegional
 from drctl.temporal import connect
 from drctl.worker_http import sdk_metrics_runtime, serve
 
@@ -64,6 +64,8 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread (tests run it in a task)
             pass
+    if isinstance(cfg.traffic.regional_tier, GatewayApiRegional):
+        await asyncio.to_thread(_label_routes, cfg, regions if regions is not None else cfg.region_names)
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:
         workers = build_workers(client, cfg, regions, executor, main=main)
         queues = [w.task_queue for w in workers]
@@ -83,3 +85,20 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
         for t in runs:
             if t.done() and t.exception() is not None and not stop.is_set():
                 raise t.exception()  # type: ignore[misc]
+
+
+def _label_routes(cfg: FleetConfig, regions: list[str]) -> None:
+    """Each region's worker makes its HTTPRoute name the region in `traffic.region_header`.
+
+    Best effort: a cluster that is down now must not keep the worker from serving; weight
+    changes write the same filter, and until it exists verification reports `unverified`.
+    """
+    from drctl.providers.gateway_api import GatewayApiRegionalTraffic
+
+    tier = GatewayApiRegionalTraffic.from_config(cfg)
+    for r in regions:
+        try:
+            if tier.ensure_region_header(r):
+                log.info("HTTPRoute of %s now sets %s: %s", r, cfg.traffic.region_header, r)
+        except Exception as exc:  # noqa: BLE001 - logged and retried by the next weight change
+            log.warning("could not label the HTTPRoute of %s with %s: %s", r, cfg.traffic.region_header, exc)
