@@ -84,6 +84,9 @@ class FleetSpec(BaseModel):
     stabilization_window_s: float
     failback_steps: int
     failback_step_interval_s: float
+    # Optional (absent from specs recorded before they existed): failover capacity sizing.
+    max_rps_per_replica: float | None = None
+    peak_rps: float | None = None
 
     @classmethod
     def from_config(cls, cfg: FleetConfig) -> FleetSpec:
@@ -113,6 +116,8 @@ class FleetSpec(BaseModel):
             stabilization_window_s=b.stabilization_window_s,
             failback_steps=b.steps,
             failback_step_interval_s=b.step_interval_s,
+            max_rps_per_replica=cfg.workload.max_rps_per_replica,
+            peak_rps=cfg.workload.peak_rps,
         )
 
     def region(self, name: str) -> RegionSpec:
@@ -172,6 +177,8 @@ class ProbeBatch(BaseModel):
     """One probe round: a result per region (the prober never raises for an unhealthy target)."""
 
     probes: list[RegionProbe]
+    unresolved: dict[str, str] = Field(
+        default_factory=dict, description="Regions the worker's config does not define, with why: not probed.")
 
 
 class Weights(BaseModel):
