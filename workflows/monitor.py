@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         MonitorState,
         MonitorStatus,
         PolicyUpdate,
-        pick_target,
+        choose_target,
         probe_passes,
     )
     from drctl.models.health import RegionState
@@ -202,7 +202,7 @@ class FleetMonitor:
         moved = {r.source for r in s.failed_over}
         for name, t in s.trackers.items():
             if t.state is RegionState.UNHEALTHY and name not in moved:
-                target = self._target(name)
+                target = choose_target(s, name, workflow.now())
                 if target is None:
                     s.alert = NO_FAILOVER_TARGET
                     workflow.logger.error("%s: %s is unhealthy and no region can take its traffic",
@@ -221,15 +221,6 @@ class FleetMonitor:
             if t.state is RegionState.HEALTHY and t.since is not None and workflow.now() - t.since >= window:
                 self.child = asyncio.ensure_future(self._failback(rec))
                 return
-
-    def _target(self, source: str) -> str | None:
-        """A healthy region whose failover has not just failed, else (after the back-off) the one that did."""
-        s = self._state()
-        now = workflow.now()
-        s.avoid_targets = {r: until for r, until in s.avoid_targets.items() if until > now}
-        unresolved = set(s.unresolved)
-        return (pick_target(s.trackers, source, s.spec.weights, exclude=unresolved | set(s.avoid_targets))
-                or pick_target(s.trackers, source, s.spec.weights, exclude=unresolved))
 
     async def _failover(self, source: str, target: str) -> None:
         s = self._state()

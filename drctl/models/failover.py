@@ -116,6 +116,20 @@ def pick_target(trackers: dict[str, RegionTracker], source: str, weights: dict[s
     return candidates[0].region
 
 
+def choose_target(state: MonitorState, source: str, now: datetime) -> str | None:
+    """The monitor's failover target for `source`.
+
+    A healthy region whose failover has not just failed comes first (a target whose worker is dead
+    would fail again); only when no other region is left is a recently failed target tried again.
+    Regions the worker cannot resolve are never chosen. Expired avoidances are dropped from `state`.
+    """
+    state.avoid_targets = {r: until for r, until in state.avoid_targets.items() if until > now}
+    unresolved = set(state.unresolved)
+    weights = state.spec.weights
+    return (pick_target(state.trackers, source, weights, exclude=unresolved | set(state.avoid_targets))
+            or pick_target(state.trackers, source, weights, exclude=unresolved))
+
+
 # --- failover ----------------------------------------------------------------------------------
 
 

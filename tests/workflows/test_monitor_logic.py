@@ -107,3 +107,19 @@ def test_degraded_counts_as_failed_only_when_configured_and_user_visible() -> No
     assert probe_passes(_probe(ProbeStatus.DEGRADED), False)
     # One replica down behind a gateway that serves fine: a flapping replica, not a failing region.
     assert probe_passes(_probe(ProbeStatus.DEGRADED, gateway=ProbeStatus.HEALTHY), True)
+
+
+def test_monitor_tries_the_next_healthy_region_before_retrying_a_failed_one() -> None:
+    from drctl.models.failover import MonitorInput, MonitorState, choose_target
+    from tests.workflows.test_failover_plan import spec
+
+    st = MonitorState.initial(MonitorInput(spec=spec([("a", 50, 5), ("b", 30, 3), ("c", 20, 2)])))
+    st.trackers["a"].state = U
+    assert choose_target(st, "a", T0) == "b"
+    st.avoid_targets["b"] = T0 + timedelta(seconds=300)  # the failover to b failed (its worker is dead)
+    assert choose_target(st, "a", T0) == "c"
+    st.avoid_targets["c"] = T0 + timedelta(seconds=300)
+    assert choose_target(st, "a", T0) == "b"  # nothing else left: retry rather than give up
+    st.unresolved = {"b": "worker has no region b"}
+    assert choose_target(st, "a", T0) == "c"  # never a region the worker cannot reach
+    assert choose_target(st, "a", T0 + timedelta(seconds=301)) == "c" and st.avoid_targets == {}
