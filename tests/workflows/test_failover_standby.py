@@ -25,6 +25,18 @@ from workflows.failover import Failover
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
 
+async def region_calls(client: Client, workflow_id: str, main_queue: str) -> list[tuple[str, float]]:
+    """(activity, schedule-to-start seconds) of every activity the workflow sent to a region's queue."""
+    out = []
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    for e in history.events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            a = e.activity_task_scheduled_event_attributes
+            if a.task_queue.name != main_queue:
+                out.append((a.activity_type.name, a.schedule_to_start_timeout.ToTimedelta().total_seconds()))
+    return out
+
+
 def active_passive(cfg: FleetConfig) -> FleetConfig:
     """us-west-1 serves everything with 3 replicas; us-east-1 is a warm standby at weight 0."""
     sizes = {"us-west-1": (100, 3), "us-east-1": (0, 2)}
@@ -74,6 +86,11 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     admin(cfg, "us-west-1", "/faults/clear")
     await assert_eventually(lambda: _is(weights(cfg) == {"us-west-1": 100, "us-east-1": 0}), timeout_s=90,
                             interval_s=0.5, what="failback to the configured 100/0")
+    # No wait without a bound: every call to a region's queue carried a schedule-to-start timeout.
+    calls = [c for wid in (f"failover/{cfg.name}", f"failback/{cfg.name}")
+             for c in await region_calls(temporal_client, wid, cfg.temporal.task_queue)]
+    assert all(0 < s <= 60 for _, s in calls), calls
+    assert {"get_global_weights", "set_global_weights", "verify_global", "get_capacity"} <= {n for n, _ in calls}, calls
 
 
 async def test_failover_to_a_region_without_a_worker_fails_fast_naming_the_queue(
