@@ -153,3 +153,31 @@ async def test_monitor_alerts_on_a_region_the_worker_cannot_resolve(
     assert all(st.regions[r].last_probed_at is not None for r in cfg.region_names)
     desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
     assert desc.typed_search_attributes.get(sa.PHASE) == REGION_UNRESOLVED
+
+
+async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_at_once(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    # Two regions, us-east-1's worker down: the monitor's failover fails naming the queue, and the
+    # monitor marks us-east-1 to be avoided (with a third region it would go there next; here it can
+    # only retry after its back-off, never every round).
+    cfg = await start_workers(regions=["us-west-1"])
+    mon = await _monitor(temporal_client, cfg)
+    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    started = time.monotonic()
+
+    async def failed() -> MonitorStatus | None:
+        s = await _status(mon)
+        return s if s.last_failover and s.last_failover.status not in ("running",) else None
+
+    st = await assert_eventually(failed, timeout_s=120, interval_s=0.5, what="the monitor's failover to end")
+    assert time.monotonic() - started < 90 + 20  # detection (a few probe rounds) + the bounded queue wait
+    assert st.last_failover is not None and st.last_failover.target == "us-east-1"
+    assert st.last_failover.status != "succeeded" and "us-east-1" in st.avoid_targets
+    res = await temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult).result()
+    assert cfg.region("us-east-1").queue in (res.error or ""), res.error
+    await asyncio.sleep(5)  # several probe rounds (2 s interval): no new failover inside the back-off
+    again = await _status(mon)
+    assert again.active_failover is None and again.last_failover == st.last_failover
+    assert weights(cfg) == cfg.weights
