@@ -302,6 +302,8 @@ def _register_monitor(app: typer.Typer) -> None:
             return
         if st.alert:
             console.print(f"[bold red]ALERT {st.alert}[/]")
+        for why in st.unresolved.values():
+            console.print(f"[red]not probed:[/] {why}")
         t = Table(title=f"monitor {cfg.name}: policy {st.policy}{' (paused)' if st.paused else ''}, round {st.iteration}")
         for col in ("region", "state", "fails", "oks", "last probe", "ttft p50 ms"):
             t.add_column(col)

@@ -110,7 +110,9 @@ async def test_failover_to_a_region_without_a_worker_fails_fast_naming_the_queue
     assert not await running_operations(temporal_client, cfg)  # the fleet is released
 
 
-async def test_abort_during_preflight_ends_the_failover(start_workers: StartWorkers, temporal_client: Client) -> None:
+async def test_abort_during_preflight_ends_the_failover(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path
+) -> None:
     cfg = await start_workers(regions=["us-west-1"])  # preflight waits on us-east-1's queue
     handle = await start_operation(
         temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
@@ -124,10 +126,12 @@ async def test_abort_during_preflight_ends_the_failover(start_workers: StartWork
 
     await assert_eventually(in_preflight, timeout_s=20, interval_s=0.1, what="failover in preflight")
     started = time.monotonic()
-    await handle.execute_update("abort", {"reason": "wrong region"}, result_type=str)
+    proc = await asyncio.to_thread(drctl, "ops", "abort", handle.id, "--reason", "wrong region", "-c",
+                                   str(write_config(cfg, fleet_config_path.parent)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     res = await asyncio.wait_for(handle.result(), 20)
     assert res.status == "aborted" and "wrong region" in (res.error or "")
-    assert time.monotonic() - started < 10  # not after the 30 s queue wait
+    assert time.monotonic() - started < 20  # ended by the abort, not by the 30 s queue wait
     assert weights(cfg) == cfg.weights
 
 
