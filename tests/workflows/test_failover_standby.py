@@ -63,6 +63,11 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     assert st.weights == {"us-west-1": 100, "us-east-1": 0} and st.iteration >= 2  # same run, state kept
     again = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(ap, fleet_config_path.parent)))
     assert again.returncode == 0 and "follows this config already" in again.stdout, again.stdout
+    # A config the running monitor cannot follow is refused with the reason, and changes nothing.
+    moved = ap.model_copy(update={"temporal": ap.temporal.model_copy(update={"task_queue": "elsewhere"})})
+    bad = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(moved, fleet_config_path.parent)))
+    assert bad.returncode == 2 and "task_queue" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    assert (await _status(mon)).weights == {"us-west-1": 100, "us-east-1": 0}
 
     killed = admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     assert killed["affected"]
