@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         Weights,
     )
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, no_worker, region_bound
+    from workflows.notify import Notifier
 
 
 class Aborted(Exception):
@@ -64,6 +65,7 @@ class Failover:
         self.abort_reason: str | None = None
         self.shifted = False
         self.finished = False
+        self.notes = Notifier(inp.spec)
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
 
@@ -102,7 +104,9 @@ class Failover:
 
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
+        self.notes.failover_started(inp)
         res = await self._run(inp)
+        await self.notes.failover_ended(res)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return res
 

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
     from drctl.models.ops import FleetSpec, ProbeBatch, ProbeRequest
     from workflows.common import fast
+    from workflows.notify import Notifier
 
 WATCHING = "watching"
 _ALERT_TEXT = {
@@ -69,6 +70,7 @@ class FleetMonitor:
         self.poke = False
         self.pending_spec: FleetSpec | None = None
         self.applied: list[str] = []
+        self.notes = Notifier(self.s.spec, alert=self.s.alert)
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -125,6 +127,7 @@ class FleetMonitor:
         if self.pending_spec is None:
             return
         self.applied = apply_spec(self._state(), self.pending_spec)
+        self.notes.spec = self._state().spec  # webhooks follow the config too
         self.pending_spec = None
         workflow.logger.info("monitor follows the changed config: %s", "; ".join(self.applied) or "no change")
 
@@ -145,6 +148,7 @@ class FleetMonitor:
             self._render()
             if (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()) and self.child is None:
                 self._apply_pending()  # an update waiting for the next round must finish before continue-as-new
+                await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
             fast_confirm = s.spec.fast_confirm and any(
@@ -186,6 +190,7 @@ class FleetMonitor:
                          spec.recovery_threshold):
                 workflow.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
         self._decide(now)
+        self.notes.monitor_alert(s)
 
     def _decide(self, now: object) -> None:
         s = self._state()

@@ -30,6 +30,7 @@ _COMMAND_MODULES = [
     "drctl.cli.upgrade",
     "drctl.cli.backup",
     "drctl.cli.drill",
+    "drctl.cli.notify",
 ]
 
 for _name in _COMMAND_MODULES:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from drctl.config import FleetConfig
 from drctl.models.health import RegionProbe
+from drctl.models.notify import WebhookSpec
 
 # ApplicationError.type raised when another mutating operation already holds the fleet.
 FLEET_BUSY = "FleetBusy"
@@ -87,6 +88,8 @@ class FleetSpec(BaseModel):
     # Optional (absent from specs recorded before they existed): failover capacity sizing.
     max_rps_per_replica: float | None = None
     peak_rps: float | None = None
+    # Defaulted: histories recorded before notifications existed must still replay.
+    webhooks: list[WebhookSpec] = Field(default_factory=list, description="Webhooks (no URLs or keys).")
 
     @classmethod
     def from_config(cls, cfg: FleetConfig) -> FleetSpec:
@@ -118,6 +121,7 @@ class FleetSpec(BaseModel):
             failback_step_interval_s=b.step_interval_s,
             max_rps_per_replica=cfg.workload.max_rps_per_replica,
             peak_rps=cfg.workload.peak_rps,
+            webhooks=[WebhookSpec.from_config(w) for w in cfg.notifications.webhooks],
         )
 
     def region(self, name: str) -> RegionSpec:
