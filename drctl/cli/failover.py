@@ -83,6 +83,9 @@ def _render_failover(res: FailoverResult, link: str) -> None:
     t.add_row("weights", f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after or res.weights_before)}")
     if res.target_replicas is not None:
         t.add_row(f"{res.target} replicas", str(res.target_replicas))
+    if res.plan is not None and res.plan.shortfall:
+        t.add_row("capacity shortfall", f"needs {res.plan.target_replicas_needed} ({res.plan.sizing}); "
+                                        f"max_replicas {res.plan.max_replicas}")
     if res.rto_s is not None:
         t.add_row("measured RTO", f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})")
     if res.verify:

@@ -18,7 +18,15 @@ from drctl.models.ops import FleetSpec, RegionSpec
 from drctl.operations import running_operations, start_operation
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, drctl, served_by, weights, write_config
+from tests.workflows.conftest import (
+    StartWorkers,
+    admin,
+    drctl,
+    fast_config,
+    served_by,
+    weights,
+    write_config,
+)
 from tests.workflows.test_failover import _healthy_rounds, _is, _monitor, _status, replicas
 from workflows.failover import Failover
 
@@ -190,3 +198,23 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
     again = await _status(mon)
     assert again.active_failover is None and again.last_failover == st.last_failover
     assert weights(cfg) == cfg.weights
+
+
+async def test_target_at_max_replicas_refused_normally_but_an_emergency_shifts_and_reports_the_shortfall(
+    start_workers: StartWorkers, fleet_config_path: Path, fleet_config: FleetConfig
+) -> None:
+    base = fast_config(fleet_config)
+    cfg = await start_workers(cfg=base.model_copy(update={"regions": [
+        r.model_copy(update={"max_replicas": 3}) if r.name == "us-east-1" else r for r in base.regions]}))
+    path = str(write_config(cfg, fleet_config_path.parent))
+    normal = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", path)
+    assert normal.returncode == 1, normal.stdout + normal.stderr
+    flat = " ".join(normal.stdout.split())  # the table wraps long errors
+    assert "needs 4 replicas" in flat and "max_replicas 3" in flat and "--force" in flat, normal.stdout
+    assert weights(cfg) == cfg.weights
+
+    emergency = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--emergency", "--yes", "-c", path)
+    assert emergency.returncode == 0, emergency.stdout + emergency.stderr
+    assert "capacity shortfall" in emergency.stdout and "succeeded" in emergency.stdout, emergency.stdout
+    assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+    await assert_eventually(lambda: _is(replicas(cfg, "us-east-1") == 3), timeout_s=30, what="us-east-1 at its max")
