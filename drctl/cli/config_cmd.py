@@ -31,7 +31,8 @@ def register(app: typer.Typer) -> None:
         for col in ("region", "weight", "share", "replicas", "kubernetes", "gateway"):
             table.add_column(col)
         for r in cfg.regions:
-            kube = r.kube.api_url or f"context {r.kube.context}"
+            kube = r.kube.api_url or (f"context {r.kube.context}" if r.kube.context else
+                                      "in-cluster" if r.kube.in_cluster else "in-cluster or current context")
             table.add_row(r.name, str(r.weight), f"{norm[r.name]:.0%}", str(r.replicas), kube, r.gateway_url)
         console.print(table)
         h, o = cfg.health, cfg.objectives
