@@ -1,8 +1,9 @@
 """FleetMonitor (`monitor/<fleet>`): the endless probe loop, region state machines, auto failover.
 
-All state lives in one MonitorState, carried across continue-as-new. Failover and Failback are
-started as children with parent_close_policy ABANDON: a monitor continuing as new (or being
-stopped) must never cancel a failover half-way.
+All state lives in one MonitorState, carried across continue-as-new. `drctl monitor start` against
+a running monitor sends the current config through the `update_spec` update, applied between
+rounds. Failover and Failback are started as children with parent_close_policy ABANDON: a monitor
+continuing as new (or being stopped) must never cancel a failover half-way.
 """
 
 from __future__ import annotations
