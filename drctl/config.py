@@ -173,7 +173,16 @@ class Route53Global(_Model):
     hosted_zone_id: str = Field(..., description="Route 53 hosted zone ID (or the zone name, looked up).")
     record_name: str = Field(..., description="Weighted record name, e.g. api.example.com.")
     record_type: Literal["A", "AAAA", "CNAME"] = Field("CNAME", description="Record type.")
-    ttl_s: int = Field(30, ge=0, le=86400, description="Record TTL, seconds.")
+    ttl_s: int = Field(
+        30, ge=0, le=86400,
+        description="Record TTL, seconds. Resolvers keep the old answer this long after a change, so the "
+        "failover's verification window is failover.verify_timeout_s + ttl_s.",
+    )
+    propagation_timeout_s: float = Field(
+        180.0, gt=0, le=3600,
+        description="How long an operation waits for a weight change to be INSYNC before it records the "
+        "change as still pending and goes on, seconds (AWS: generally within 60 s).",
+    )
     targets: dict[str, str] = Field(
         ..., description="Record value per region: the region's load balancer name or address."
     )
