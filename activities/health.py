@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
 
+from drctl import metrics
 from drctl.config import FleetConfig
 from drctl.models.health import RegionProbe
 from drctl.models.ops import ProbeBatch, ProbeRequest, RegionRequest
@@ -16,6 +18,7 @@ from drctl.providers.probe import InferenceProber
 class HealthActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
+        self.fleet = cfg.name
         self.prober = InferenceProber(cfg)
 
     @activity.defn(name="probe_regions")
@@ -28,11 +31,16 @@ class HealthActivities:
                f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
             for r in inp.regions if r not in known
         }
-        return ProbeBatch(probes=await self.prober.probe_regions(known), unresolved=unresolved)
+        probes = await self.prober.probe_regions(known)
+        for p in probes:
+            metrics.record_probe(self.fleet, p, time.time())
+        return ProbeBatch(probes=probes, unresolved=unresolved)
 
     @activity.defn(name="probe_region")
     async def probe_region(self, inp: RegionRequest) -> RegionProbe:
-        return await self.prober.probe_region(inp.region)
+        probe = await self.prober.probe_region(inp.region)
+        metrics.record_probe(self.fleet, probe, time.time())
+        return probe
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

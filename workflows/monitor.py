@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import (
         ALL_REGIONS_UNHEALTHY,
         NO_FAILOVER_TARGET,
+        PROBE_AUTH_REFUSED,
         REGION_UNRESOLVED,
         FailbackInput,
         FailbackResult,
@@ -38,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         choose_target,
         probe_passes,
     )
-    from drctl.models.health import RegionState
+    from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
     from drctl.models.ops import FleetSpec, ProbeBatch, ProbeRequest
     from workflows.common import fast
@@ -49,6 +50,7 @@ _ALERT_TEXT = {
     ALL_REGIONS_UNHEALTHY: "no region can take traffic; weights left unchanged",
     NO_FAILOVER_TARGET: "an unhealthy region has no healthy region to fail over to",
     REGION_UNRESOLVED: "the worker's config lacks regions this monitor watches; they are not probed",
+    PROBE_AUTH_REFUSED: "replicas refuse drctl's token; check workload.auth",
 }
 
 
@@ -182,15 +184,25 @@ class FleetMonitor:
             for why in batch.unresolved.values():
                 workflow.logger.error("%s: %s", REGION_UNRESOLVED, why)
         s.unresolved = batch.unresolved
+        refused: list[str] = []
         for probe in batch.probes:
             t = s.trackers.get(probe.region)
             if t is None:
                 continue
             t.record_probe(probe, now)
+            if probe.status is ProbeStatus.AUTH:
+                # The region answers but refuses drctl's token: a config error to fix, not an outage
+                # to fail over from. Its state stays as it was; the alert below says why.
+                refused.append(probe.region)
+                continue
             if t.observe(probe_passes(probe, spec.fail_on_degraded), now, spec.failure_threshold,
                          spec.recovery_threshold):
                 workflow.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
         self._decide(now)
+        if refused and s.alert is None:
+            s.alert = PROBE_AUTH_REFUSED
+            workflow.logger.error("%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
+                                  PROBE_AUTH_REFUSED, ", ".join(refused))
         self.notes.monitor_alert(s)
 
     def _decide(self, now: object) -> None:
@@ -249,7 +261,9 @@ class FleetMonitor:
             rec.run_id = handle.first_execution_run_id
             result: FailoverResult = await handle
             rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
-            if result.status == "succeeded":
+            if result.status in ("succeeded", "unverified"):
+                # Unverified still moved the traffic: it awaits failback like a verified failover
+                # (failing over again would only repeat the same unproven shift).
                 s.failed_over.append(rec)
                 s.avoid_targets.pop(target, None)
             else:

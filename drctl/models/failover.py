@@ -31,6 +31,7 @@ NO_FAILOVER_TARGET = "NO_FAILOVER_TARGET"
 # A region in the monitor's spec that the worker's config cannot resolve: it is neither probed nor
 # a failover target until the configs agree again.
 REGION_UNRESOLVED = "REGION_UNRESOLVED"
+PROBE_AUTH_REFUSED = "PROBE_AUTH_REFUSED"
 
 
 # --- pure plan logic ---------------------------------------------------------------------------
@@ -148,7 +149,9 @@ class FailoverInput(BaseModel):
 
 
 class FailoverResult(BaseModel):
-    status: Literal["succeeded", "failed", "refused", "aborted"]
+    status: Literal["succeeded", "unverified", "failed", "refused", "aborted"] = Field(
+        description="unverified: traffic shifted and served, but no answer named the serving region."
+    )
     source: str | None
     target: str
     plan: FailoverPlan | None = None

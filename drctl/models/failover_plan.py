@@ -140,8 +140,8 @@ def capacity_of(region: str, deployment: str, replicas: int, ready_replicas: int
 
 def probe_passes(probe: RegionProbe, fail_on_degraded: bool) -> bool:
     """Whether one check counts as good for the region state machine."""
-    if probe.status is ProbeStatus.DOWN:
-        return False
+    if probe.status in (ProbeStatus.DOWN, ProbeStatus.AUTH):
+        return False  # AUTH: health unknown, so never counted good (the monitor skips it instead)
     if probe.status is ProbeStatus.DEGRADED and fail_on_degraded:
         # Only what users see counts: replicas failing behind a gateway that still serves well is
         # lost capacity the platform replaces (a flapping replica), not a reason to move traffic.
