@@ -272,7 +272,7 @@ class FleetMonitor:
             rec.status, rec.finished_at = "not started" if isinstance(exc, WorkflowAlreadyStartedError) else "error", workflow.now()
             self._back_off(f"failover {source} → {target} did not run: {exc}")
         finally:
-            if rec.status != "succeeded":
+            if rec.status not in ("succeeded", "unverified"):
                 # The next attempt goes to another healthy region first (this one's worker may be dead).
                 s.avoid_targets[target] = workflow.now() + timedelta(seconds=max(300.0, 10 * s.spec.interval_s))
             s.last_failover = rec
