@@ -110,6 +110,19 @@ class WorkloadConfig(_Model):
     model: str = Field("fleetsim-tiny", description="Served model name, as /v1/models reports it.")
     image: str = Field("vllm/vllm-openai:v0.6.3", description="Stable image of the inference server.")
     container_port: int = Field(8000, ge=1, le=65535, description="Container port of the inference server.")
+    max_rps_per_replica: float | None = Field(
+        None, gt=0, description="Requests per second one replica serves within its latency target; with peak_rps, "
+        "sizes a failover target (otherwise the source's configured replicas move with its share)."
+    )
+    peak_rps: float | None = Field(
+        None, gt=0, description="Expected peak requests per second of the whole fleet, through the global endpoint."
+    )
+
+    @model_validator(mode="after")
+    def _capacity_pair(self) -> WorkloadConfig:
+        if (self.max_rps_per_replica is None) != (self.peak_rps is None):
+            raise ValueError("set max_rps_per_replica and peak_rps together (failover sizing needs both)")
+        return self
     auth: WorkloadAuth | None = Field(
         None, description="Bearer token for the inference servers' /v1 API; none means anonymous requests."
     )

@@ -22,9 +22,8 @@ with workflow.unsafe.imports_passed_through():
         FailoverInput,
         FailoverPlan,
         FailoverResult,
-        needed_replicas,
-        probe_passes,
-        shift_weights,
+        plan_failover,
+        target_problem,
     )
     from drctl.models.health import ProbeStatus, RegionProbe
     from drctl.models.ops import (
@@ -42,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.outcome import error_type, failed
     from workflows import global_weights
-    from workflows.common import Phases, fast, fmt_weights, region_bound
+    from workflows.common import Phases, fast, fmt_weights, no_worker, region_bound
     from workflows.lock import acquire_fleet, release_fleet
     from workflows.notify import Notifier
     from workflows.telemetry import record_outcome
@@ -147,7 +146,8 @@ class Failover:
             res.preempted = [h.workflow_id for h in grant.preempted]
             if res.preempted:
                 self.phases.note("preempted", ", ".join(res.preempted))
-            plan = await self._preflight(inp, tq)
+            # Abortable: a preflight waiting on a slow or dead region must not outlive `drctl ops abort`.
+            plan = await self._abortable(self._preflight(inp, tq))
             res.plan, res.source, res.weights_before = plan, plan.source, plan.weights_before
             if plan.problems:
                 res.status, res.error = "refused", "; ".join(plan.problems)
@@ -180,6 +180,7 @@ class Failover:
                 except (ActivityError, ApplicationError) as exc:
                     # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                     res.error = f"traffic shifted but scaling the target failed: {_reason(exc)}"
+            self._note_shortfall(plan)
             await self._await_propagation(res)
             if unverified:
                 res.status, res.error = "unverified", "; ".join(e for e in (unverified, res.error) if e)
@@ -190,7 +191,7 @@ class Failover:
             res.status, res.error = "aborted", self.abort_reason
             return self._end(res, ops.PHASE_FAILED, f"aborted: {self.abort_reason}")
         except (ActivityError, ApplicationError) as exc:
-            res.error = _reason(exc)
+            res.error = no_worker(exc, tq) or _reason(exc)
             if error_type(exc) == ops.FLEET_BUSY:
                 res.status, self.busy = "refused", True
             if self.shifted:
@@ -208,13 +209,6 @@ class Failover:
         weights = (await workflow.execute_activity(
             "get_global_weights", result_type=Weights, summary="read global weights", task_queue=tq, **fast(),
         )).weights
-        sources = [inp.source] if inp.source else [r for r, w in weights.items() if r != inp.target and w > 0]
-        after = dict(weights)
-        for s in sources:
-            after = shift_weights(after, s, inp.target)
-        problems: list[str] = []
-        if inp.source == inp.target:
-            problems.append("source and target are the same region")
         probe_task = None
         if not inp.force:
             probe_task = workflow.execute_activity(
@@ -226,31 +220,13 @@ class Failover:
             summary=f"capacity of {inp.target}", **region_bound(tq, 30),
         )
         probe, cap = await asyncio.gather(probe_task or _none(), cap_task)
-        if probe is not None:
-            # Emergency mode accepts a slow target (anything beats a dead source) but never a dead one.
-            # Normal mode judges the target as the monitor does (probe_passes).
-            bad = probe.status is ProbeStatus.DOWN or (
-                not inp.emergency and not probe_passes(probe, spec.fail_on_degraded))
-            if bad:
-                problems.append(f"target {inp.target} is {probe.status.value}: {probe.reason} (use --force to override)")
-        total = sum(weights.values())
-        needed = needed_replicas(cap.replicas, total, weights.get(inp.target, 0))
-        ok = cap.max_replicas >= needed
-        if not ok and not inp.force:
-            problems.append(
-                f"target {inp.target} cannot carry the load: needs {needed} replicas, max {cap.max_replicas} "
-                "(use --force to override)"
-            )
-        plan = FailoverPlan(
-            source=",".join(sources) or None, target=inp.target, weights_before=weights, weights_after=after,
-            target_replicas_before=cap.replicas, target_replicas_needed=min(needed, 10**4),
-            target_replicas_planned=max(cap.replicas, min(needed, cap.max_replicas)), max_replicas=cap.max_replicas,
-            capacity_ok=ok, mode="emergency" if inp.emergency else "normal", problems=problems,
-        )
+        plan = plan_failover(spec, weights, inp.target, inp.source, cap, emergency=inp.emergency, force=inp.force,
+                             target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded))
         workflow.upsert_search_attributes([sa.SOURCE_REGION.value_set(plan.source or ""),
                                            sa.TARGET_REGION.value_set(inp.target)])
-        self.phases.note("weights", f"{fmt_weights(weights)} → {fmt_weights(after)}")
-        self.phases.note("target replicas", f"{cap.replicas} → {plan.target_replicas_planned} (max {cap.max_replicas})")
+        self.phases.note("weights", f"{fmt_weights(weights)} → {fmt_weights(plan.weights_after)}")
+        self.phases.note("target replicas", f"{cap.replicas} → {plan.target_replicas_planned} of "
+                                            f"{plan.target_replicas_needed} needed (max {cap.max_replicas})")
         return plan
 
     async def _approval_gate(self, inp: FailoverInput) -> None:
@@ -380,6 +356,12 @@ class Failover:
         self.phases.note("compensation", f"restored {fmt_weights(change.weights)} ({change.propagation})")
 
     # --- helpers ----------------------------------------------------------------------------------
+
+    def _note_shortfall(self, plan: FailoverPlan) -> None:
+        if plan.shortfall:
+            # Reported, never a refusal in an emergency: traffic on a short target beats a dead source.
+            self.phases.note("capacity shortfall", f"{plan.target} needs {plan.target_replicas_needed} replicas "
+                                                   f"({plan.sizing}); max_replicas {plan.max_replicas}")
 
     def _check_abort(self) -> None:
         if self.abort_reason is not None:

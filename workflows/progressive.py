@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from drctl.models.analysis import AnalysisRequest, AnalysisResult, Verdict
     from drctl.models.upgrade import Outcome
-    from workflows.common import Phases
+    from workflows.common import QUEUE_WAIT_S, Phases
 
 T = TypeVar("T")
 
@@ -144,6 +144,7 @@ class Control:
             opts: dict[str, Any] = {
                 "task_queue": queue,
                 "start_to_close_timeout": timedelta(seconds=req.window_s + 60),
+                "schedule_to_start_timeout": timedelta(seconds=QUEUE_WAIT_S),
                 "heartbeat_timeout": timedelta(seconds=30),
                 "retry_policy": ANALYSIS_RETRY,
             }
