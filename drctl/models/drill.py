@@ -29,8 +29,9 @@ class ExperimentPlan(BaseModel):
     path: str
     name: str = Field(description="File stem, e.g. region-outage; reports group by it.")
     title: str
-    text: str = Field(description="The experiment file's content, so the worker runs what was validated.")
-    fmt: str = Field("json", description="json or yaml.")
+    text: str = Field(description="Canonical experiment (configuration resolved): what the worker checks and runs.")
+    sha256: str = Field("", description="sha256 of `text`; the worker refuses a text that does not match.")
+    fmt: str = Field("json", description="Format of `text`; canonical texts are json.")
     target_region: str
     expect_failover: bool
     fault_actions: list[str] = Field(default_factory=list, description="Method actions, in order.")
