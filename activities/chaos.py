@@ -299,5 +299,7 @@ class ChaosActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    from activities import drill_faults
+
     acts = ChaosActivities(cfg)
-    return [acts.run_experiment, acts.observe, acts.monitor_check]
+    return [acts.run_experiment, acts.observe, acts.monitor_check, *drill_faults.build(cfg)]

@@ -30,6 +30,7 @@ _FORBIDDEN_KEYS = {"controls": "controls load arbitrary python modules",
                    "secrets": "secrets read credentials from the environment or a vault"}
 # chaoslib fills these itself; given as arguments they would replace the checked configuration.
 _RESERVED_ARGS = ("configuration", "secrets")
+_CREDENTIAL = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -103,6 +104,13 @@ def _check_provider(where: str, provider: Any, conf: dict[str, Any], cfg: FleetC
         raise BoundaryViolation(f"{where}: provider type {kind!r} is not allowed in a drill (only python and http)")
 
 
+def _env_allowed(name: str, env_key: Any) -> bool:
+    """drctl's documented keys, or DRCTL_<NAME> for a knob `name`; never a credential-like name."""
+    if CONFIG_ENV.get(name) == env_key:
+        return True
+    return env_key == f"DRCTL_{name.upper()}" and not _CREDENTIAL.search(name)
+
+
 def _check_configuration(exp: dict[str, Any]) -> None:
     for key, value in (exp.get("configuration") or {}).items():
         if not (isinstance(value, dict) and "type" in value):
@@ -110,10 +118,10 @@ def _check_configuration(exp: dict[str, Any]) -> None:
         if value.get("type") != "env":
             raise BoundaryViolation(
                 f"configuration.{key}: dynamic configuration of type {value.get('type')!r} is not allowed in a drill")
-        if CONFIG_ENV.get(key) != value.get("key"):
+        if not _env_allowed(key, value.get("key")):
             raise BoundaryViolation(
-                f"configuration.{key}: may not read environment variable {value.get('key')!r}; "
-                f"a drill reads only {', '.join(f'{k}<-{v}' for k, v in CONFIG_ENV.items())}")
+                f"configuration.{key}: may not read environment variable {value.get('key')!r}; a drill reads only "
+                f"{', '.join(f'{k}<-{v}' for k, v in CONFIG_ENV.items())} and <name><-DRCTL_<NAME> (no secrets)")
 
 
 def check_boundary(exp: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig, configuration_only: bool = False) -> None:

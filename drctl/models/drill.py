@@ -231,3 +231,17 @@ def mark_stopped(report: DrillReport, out: ExperimentOutcome, why: str) -> None:
             f"rollbacks incomplete ({v.rollbacks_ok}/{v.rollbacks_expected} succeeded; {failed}): check the region")
     else:
         report.reasons.append(f"the experiment was interrupted and its {v.rollbacks_ok} rollback(s) succeeded")
+
+
+class ClearFaultsInput(BaseModel):
+    """Clear the drill faults in `region`: the experiment's own rollbacks may not have run."""
+
+    region: str
+    workflow_id: str
+    reason: str = Field(description="Why the workflow clears: abort, timeout, lost worker.")
+
+
+class ClearFaultsResult(BaseModel):
+    region: str
+    cleared: bool
+    detail: str = ""

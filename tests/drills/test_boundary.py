@@ -51,6 +51,8 @@ def _cases(marker: Path, recorder: str) -> dict[str, tuple[Any, str]]:
                                   "dynamic configuration of type 'probe'"),
         "configuration-reads-secret-env": (lambda e: e["configuration"].update(
             aws={"type": "env", "key": "AWS_SECRET_ACCESS_KEY"}), "may not read environment variable"),
+        "configuration-reads-drctl-token": (lambda e: e["configuration"].update(
+            api_token={"type": "env", "key": "DRCTL_API_TOKEN"}), "may not read environment variable"),
         "configuration-renamed-env": (lambda e: e["configuration"].update(
             target_region={"type": "env", "key": "HOME"}), "may not read environment variable 'HOME'"),
         "controls-experiment": (lambda e: e.update(controls=[
