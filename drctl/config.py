@@ -185,10 +185,27 @@ class TrafficConfig(_Model):
 
 
 class TemporalTLS(_Model):
-    client_cert_path: str = Field(..., description="mTLS client certificate (PEM).")
-    client_key_path: str = Field(..., description="mTLS client key (PEM).")
+    client_cert_path: str | None = Field(None, description="mTLS client certificate (PEM); omit with an API key.")
+    client_key_path: str | None = Field(None, description="mTLS client key (PEM); set with client_cert_path.")
     server_root_ca_cert_path: str | None = Field(None, description="CA bundle for the server certificate.")
     domain: str | None = Field(None, description="TLS server name override.")
+
+    @model_validator(mode="after")
+    def _cert_and_key(self) -> TemporalTLS:
+        if bool(self.client_cert_path) != bool(self.client_key_path):
+            raise ValueError("set client_cert_path and client_key_path together (mTLS), or neither (API key)")
+        return self
+
+
+class CodecConfig(_Model):
+    keys_env: str | None = Field(None, description="Env var with `id=base64key` entries, first one current.")
+    keys_file: str | None = Field(None, description="File with `id=base64key` lines, first one current.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CodecConfig:
+        if bool(self.keys_env) == bool(self.keys_file):
+            raise ValueError("set exactly one of keys_env and keys_file")
+        return self
 
 
 class TemporalConfig(_Model):
@@ -198,6 +215,9 @@ class TemporalConfig(_Model):
     ui_url: str = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
     tls: TemporalTLS | None = Field(None, description="mTLS settings (Temporal Cloud or a TLS cluster).")
     api_key_env: str | None = Field(None, description="Environment variable holding a Temporal Cloud API key.")
+    codec: CodecConfig | None = Field(
+        None, description="AES-GCM payload encryption for the worker and the CLI (docs: drctl codec-server)."
+    )
 
 
 class AwsConfig(_Model):
