@@ -357,6 +357,9 @@ class FleetConfig(_Model):
             raise ValueError("region weights cannot be normalised: they sum to 0")
         g = self.traffic.global_tier
         if isinstance(g, Route53Global):
+            over = [f"{r.name}={r.weight}" for r in self.regions if r.weight > 255]
+            if over:
+                raise ValueError(f"Route 53 weights are 0..255; too large: {', '.join(over)}")
             missing = [n for n in names if n not in g.targets]
             if missing:
                 raise ValueError(f"traffic.global.targets has no record value for: {', '.join(missing)}")
@@ -450,7 +453,8 @@ def _resolve_paths(data: dict, base: Path) -> None:
     for hook in (notifications.get("webhooks") or []) if isinstance(notifications, dict) else []:
         if isinstance(hook, dict):
             fix(hook, "routing_key_file")
-    for region in data.get("regions") or []:
+    regions = data.get("regions")
+    for region in regions if isinstance(regions, list) else []:
         if isinstance(region, dict):
             fix(region, "gateway_runtime_socket")
             if isinstance(region.get("kube"), dict):

@@ -15,8 +15,9 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -24,6 +25,7 @@ from drctl.chaos.boundary import BoundaryViolation, canonical, check_boundary, d
 from drctl.config import FleetConfig
 from drctl.models.drill import ExperimentPlan
 
+T = TypeVar("T")
 ACTIONS_MODULE = "drctl.chaos.actions"
 # Faults the Kubernetes injector cannot produce (docs: scale to 0, delete pods only).
 _DEVSTACK_ONLY = {"degrade_region", "kill_gateway"}
@@ -169,6 +171,17 @@ def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: Fl
             )
 
 
+def _guarded(path: str, step: str, fn: Callable[[], T]) -> T:
+    """Run one validation step; chaoslib answers some malformed documents with a bare TypeError or
+    AttributeError, which must reach the user as a refusal naming the step, not as a traceback."""
+    try:
+        return fn()
+    except (ExperimentInvalid, BoundaryViolation):
+        raise
+    except Exception as exc:  # noqa: BLE001 - see above
+        raise ExperimentInvalid(path, f"{step}: malformed experiment ({type(exc).__name__}: {exc})") from None
+
+
 def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None = None) -> ExperimentPlan:
     """Validate `path` for a drill on `cfg`, optionally aimed at `target`; raise ExperimentInvalid."""
     p = Path(path)
@@ -187,14 +200,15 @@ def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None =
     try:
         safe_name(p.stem)
         check_boundary(exp, {}, cfg, configuration_only=True)
-        conf = _resolve_configuration(name, exp, {k: v for k, v in overrides.items() if k in exp["configuration"]})
+        conf = _guarded(name, "configuration", lambda: _resolve_configuration(
+            name, exp, {k: v for k, v in overrides.items() if k in exp["configuration"]}))
         # Nothing is imported before this check: an import can run code.
-        check_boundary(exp, conf, cfg)
+        _guarded(name, "drill boundary", lambda: check_boundary(exp, conf, cfg))
     except BoundaryViolation as exc:
         raise ExperimentInvalid(name, str(exc)) from None
     _check_imports(name, exp)
-    _chaoslib_valid(name, exp)
-    _check_targets(name, exp, conf, cfg)
+    _guarded(name, "Chaos Toolkit validation", lambda: _chaoslib_valid(name, exp))
+    _guarded(name, "fault targets", lambda: _check_targets(name, exp, conf, cfg))
     target_region = str(conf.get("target_region"))
     if target_region not in cfg.drills.allowed_targets:
         raise ExperimentInvalid(name, f"target_region {target_region!r} is not an allowed drill target")
