@@ -105,7 +105,7 @@ class RegionAdmin:
     async def fault_inference(self, request: web.Request) -> web.Response:
         body = InferenceFault.model_validate(await request.json())
         self._own(body)
-        fault = body.model_dump(exclude_none=True, exclude={"track"})
+        fault = body.model_dump(exclude_none=True, exclude={"track", "owner"})
         key = body.track or "*"
         self.agent.inference_faults[key] = {**self.agent.inference_faults.get(key, {}), **fault}
         targets = [r for r in self.agent.replicas.values()
