@@ -29,16 +29,22 @@ class KubeConfig(_Model):
     api_url: str | None = Field(
         None, description="Kubernetes API URL used without a kubeconfig (the dev stack's emulated cluster)."
     )
-    context: str | None = Field(None, description="kubeconfig context for this region's cluster.")
+    context: str | None = Field(
+        None, description="kubeconfig context for this region's cluster (exec auth, e.g. EKS, works)."
+    )
     kubeconfig_path: str | None = Field(None, description="kubeconfig file; default is the client's default.")
+    in_cluster: bool = Field(
+        False, description="Use the pod's service account: the region whose cluster the worker runs in."
+    )
     namespace: str = Field("inference", description="Namespace that holds the inference workload.")
 
     @model_validator(mode="after")
     def _one_source(self) -> KubeConfig:
-        if not self.api_url and not self.context:
-            raise ValueError("set either api_url or context")
-        if self.api_url and self.context:
-            raise ValueError("set api_url or context, not both")
+        # None of them is allowed: like kubectl, the client then uses the pod's service account
+        # when it runs in a pod, else the kubeconfig's current context.
+        sources = [k for k in ("api_url", "context", "in_cluster") if getattr(self, k)]
+        if len(sources) > 1:
+            raise ValueError(f"set only one of api_url, context, in_cluster (got {', '.join(sources)})")
         return self
 
 
@@ -154,7 +160,16 @@ class Route53Global(_Model):
     hosted_zone_id: str = Field(..., description="Route 53 hosted zone ID (or the zone name, looked up).")
     record_name: str = Field(..., description="Weighted record name, e.g. api.example.com.")
     record_type: Literal["A", "AAAA", "CNAME"] = Field("CNAME", description="Record type.")
-    ttl_s: int = Field(30, ge=0, le=86400, description="Record TTL, seconds.")
+    ttl_s: int = Field(
+        30, ge=0, le=86400,
+        description="Record TTL, seconds. Resolvers keep the old answer this long after a change, so the "
+        "failover's verification window is failover.verify_timeout_s + ttl_s.",
+    )
+    propagation_timeout_s: float = Field(
+        180.0, gt=0, le=3600,
+        description="How long an operation waits for a weight change to be INSYNC before it records the "
+        "change as still pending and goes on, seconds (AWS: generally within 60 s).",
+    )
     targets: dict[str, str] = Field(
         ..., description="Record value per region: the region's load balancer name or address."
     )
@@ -265,6 +280,14 @@ class DrillConfig(_Model):
     timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
 
 
+class WorkerConfig(_Model):
+    # The default fits Kubernetes' default terminationGracePeriodSeconds (30 s) with time to exit.
+    graceful_shutdown_s: float = Field(
+        25.0, ge=0, le=3600,
+        description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
+    )
+
+
 # --- Notifications -----------------------------------------------------------------------------
 
 NotifyEvent = Literal[
@@ -342,6 +365,7 @@ class FleetConfig(_Model):
     backup: VeleroConfig = Field(default_factory=VeleroConfig, description="Backup provider.")
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
     drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
+    worker: WorkerConfig = Field(default_factory=WorkerConfig, description="The drctl worker process.")
     notifications: NotificationsConfig = Field(
         default_factory=NotificationsConfig, description="Webhooks that hear about failovers, alerts, drills, upgrades.")
     devstack: DevStackConfig | None = Field(None, description="Embedded dev stack settings (dev only).")

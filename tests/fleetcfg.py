@@ -61,6 +61,9 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
         "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
         "drills": {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"},
         "devstack": {"state_dir": "s", "stats_port": stats},
+        # Test teardown stops workers before it ends workflows; a still-running activity must not
+        # hold that up for a production-length grace period.
+        "worker": {"graceful_shutdown_s": 2},
     }
 
 

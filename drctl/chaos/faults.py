@@ -40,14 +40,12 @@ def admin(region: RegionConfig, path: str, body: dict[str, Any] | None = None, m
 
 
 def apps_api(region: RegionConfig) -> Any:
-    from kubernetes import client, config
+    from kubernetes import client
 
-    if region.kube.api_url:
-        conf = client.Configuration()
-        conf.host = region.kube.api_url
-        return client.AppsV1Api(client.ApiClient(conf))
-    api = config.new_client_from_config(config_file=region.kube.kubeconfig_path, context=region.kube.context)
-    return client.AppsV1Api(api)
+    from drctl.providers.kube_client import api_client_for
+
+    # The same credentials as the worker's own calls (in-cluster, kubeconfig or exec auth).
+    return client.AppsV1Api(api_client_for(region.kube))
 
 
 def _held_deployment(cfg: FleetConfig, region: RegionConfig, track: str, apps: Any) -> Any | None:

@@ -24,8 +24,6 @@ def register(app: typer.Typer) -> None:
             "--token-env", help="Env var holding a bearer token every /encode and /decode must present.")] = None,
     ) -> None:
         """Decrypt and encrypt payloads for the Temporal UI's remote codec setting."""
-        from aiohttp import web
-
         from drctl.codec import CodecKeyError, codec_for
         from drctl.codec_server import CodecServer
 
@@ -46,4 +44,8 @@ def register(app: typer.Typer) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         err_console.print(f"codec server on http://{host}:{port} for origins {', '.join(origins)}"
                           + (" (bearer token required)" if token else ""), markup=False, highlight=False)
-        web.run_app(CodecServer(codec, origins, token).app(), host=host, port=port, print=None)
+        httpd = CodecServer(codec, origins, token).serve(host, port)
+        try:
+            httpd.serve_forever()
+        finally:
+            httpd.server_close()
