@@ -15,6 +15,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import app_error
+from drctl import metrics
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillReport, ReportKey, ReportQuery
 from drctl.providers import aws
@@ -122,9 +123,12 @@ class ReportActivities:
     @activity.defn(name="drill_store_report")
     def store_report(self, report: DrillReport) -> ReportKey:
         try:
-            return ReportKey(id=self.store.put(report))
+            key = ReportKey(id=self.store.put(report))
         except Exception as exc:  # noqa: BLE001 - mapped through the one error table
             raise app_error(exc, f"store drill report in s3://{self.store.bucket}") from exc
+        # Recorded once the report is stored: the drill's one durable end, reached once per drill.
+        metrics.record_drill(report.fleet, report.verdict.value, report.measured_rto_s, report.finished_at.timestamp())
+        return key
 
     @activity.defn(name="drill_list_reports")
     def list_reports(self, query: ReportQuery) -> list[DrillReport]:

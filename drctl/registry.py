@@ -34,6 +34,7 @@ ACTIVITY_MODULES = [
     "activities.upgrade",
     "activities.chaos",
     "activities.reports",
+    "activities.outcomes",
     "activities.notify",
 ]
 

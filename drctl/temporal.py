@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 
 from drctl.codec import CodecKeyError, codec_for
 from drctl.config import FleetConfig
@@ -65,14 +66,15 @@ def connect_options(cfg: FleetConfig) -> dict[str, Any]:
     return {"namespace": t.namespace, "data_converter": converter, "tls": tls, "api_key": api_key}
 
 
-async def connect(cfg: FleetConfig) -> Client:
+async def connect(cfg: FleetConfig, runtime: Runtime | None = None) -> Client:
     """Connect with the pydantic data converter (encrypting when `temporal.codec` is set).
 
+    `runtime`: the SDK runtime to use, e.g. one exporting SDK metrics (default: the SDK's default).
     Raises TemporalConfigError for a missing key or file, TemporalUnreachable with the address.
     """
     options = connect_options(cfg)  # small PEM and key files, read once at connect time
     try:
-        return await Client.connect(cfg.temporal.address, **options)
+        return await Client.connect(cfg.temporal.address, runtime=runtime, **options)
     except Exception as exc:  # the SDK raises RuntimeError with a transport message
         raise TemporalUnreachable(cfg.temporal.address, exc) from None
 

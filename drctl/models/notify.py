@@ -102,7 +102,7 @@ def failover_ended(fleet: str, wid: str, at: datetime, *, status: str, source: s
                      summary=f"[{fleet}] failover to {target} succeeded: {rto}", workflow_id=wid, region=target,
                      at=at, details=details)
     # A failover that did not run (refused, aborted) leaves the fleet as it was; one that failed may not.
-    severity: Severity = "critical" if status == "failed" else "error"
+    severity: Severity = "critical" if status in ("failed", "unverified") else "error"
     return Event(kind="failover.failed", fleet=fleet, severity=severity, action="trigger", dedup_key=key,
                  summary=f"[{fleet}] failover to {target} {status}: {error or 'no reason given'}", workflow_id=wid,
                  region=target, at=at, details=details)
