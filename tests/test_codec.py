@@ -134,15 +134,15 @@ def _raw_history(address: str, wid: str) -> str:
     return proc.stdout
 
 
-def _payloads(node: Any) -> Iterator[dict[str, Any]]:
+def _payloads(node: Any, where: str = "") -> Iterator[dict[str, Any]]:
     if isinstance(node, dict):
         if "data" in node and "metadata" in node:
-            yield node
-        for v in node.values():
-            yield from _payloads(v)
+            yield {**node, "where": where}
+        for k, v in node.items():
+            yield from _payloads(v, f"{where}.{k}")
     elif isinstance(node, list):
         for v in node:
-            yield from _payloads(v)
+            yield from _payloads(v, where)
 
 
 def _found(raw: str, secret: str) -> bool:
@@ -208,7 +208,8 @@ def test_planted_secrets_are_absent_from_raw_history_and_readable_through_the_co
         assert "X-Namespace" in pre.headers["Access-Control-Allow-Headers"]
         other = httpx.options(url, headers={"Origin": "http://evil.example"}, timeout=10)
         assert "Access-Control-Allow-Origin" not in other.headers
-        payloads = [p for raw in histories.values() for p in _payloads(json.loads(raw))]
+        payloads = [{k: v for k, v in p.items() if k != "where"}
+                    for raw in histories.values() for p in _payloads(json.loads(raw))]
         body = {"payloads": payloads}
         denied = httpx.post(url, json=body, headers={"Origin": ui, "X-Namespace": "default"}, timeout=10)
         assert denied.status_code == 401
@@ -222,3 +223,35 @@ def test_planted_secrets_are_absent_from_raw_history_and_readable_through_the_co
     finally:
         server.terminate()
         server.wait(20)
+
+
+def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp_path: Path) -> None:
+    """The worker decrypts the input, runs the workflow code and encrypts what it records."""
+    env = {"DRCTL_CODEC_KEYS": f"k1={K1}"}
+    cfg_path = _cfg_file(tmp_path, {"address": temporal_dev, "codec": {"keys_env": "DRCTL_CODEC_KEYS"},
+                                    "task_queue": f"codec-{time.monotonic_ns()}"})
+    up = _drctl("upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
+                "-o", "json", "-c", str(cfg_path), env=env)
+    assert up.returncode == 0, up.stderr
+    wid = json.loads(up.stdout)["workflow_id"]
+    worker = subprocess.Popen([str(BIN / "drctl"), "worker", "-c", str(cfg_path)], env={**os.environ, **env},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def scheduled() -> bool:
+            events = json.loads(_raw_history(temporal_dev, wid))["events"]
+            return any(e.get("eventType") == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" for e in events)
+
+        # An activity scheduled means the worker read the encrypted input and ran the workflow.
+        wait_until(scheduled, timeout_s=90, what="the worker ran the encrypted workflow")
+        raw = _raw_history(temporal_dev, wid)
+        assert not _found(raw, HF_TOKEN)
+        plain = {p["where"] for p in _payloads(json.loads(raw))
+                 if base64.b64decode(p["metadata"].get("encoding", "")) != b"binary/encrypted"}
+        # Search attributes stay plain by design (the server indexes them): fleet, operation, phase,
+        # region names; every other payload is ciphertext.
+        assert plain and all(".searchAttributes.indexedFields.Drctl" in w for w in plain), plain
+    finally:
+        worker.terminate()
+        worker.wait(60)
+        subprocess.run([str(BIN / "temporal"), "workflow", "terminate", "-w", wid, "--address", temporal_dev],
+                       capture_output=True, timeout=60)
