@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -45,6 +45,7 @@ from drctl.models.drill import (
     ObserveInput,
 )
 from drctl.operations import FleetBusyError, start_operation
+from drctl.outcome import details_from
 from drctl.providers.auth import AuthConfigError, auth_headers
 
 _HEARTBEAT_S = 2.0
@@ -252,9 +253,8 @@ class ChaosActivities:
                 obs.status = desc.status.name if desc.status else None
                 if desc.status != WorkflowExecutionStatus.RUNNING:
                     obs.closed_at = desc.close_time
-                    if desc.status == WorkflowExecutionStatus.COMPLETED:
-                        result = await client.get_workflow_handle(inp.workflow_id, run_id=desc.run_id).result()
-                        obs.result = result if isinstance(result, dict) else {"value": result}
+                    if desc.status in (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.FAILED):
+                        obs.result = await _result(client.get_workflow_handle(inp.workflow_id, run_id=desc.run_id))
                     return obs
             elif inp.start_if_missing and not obs.started_by_drill and time.monotonic() > started + inp.timeout_s / 2:
                 obs.started_by_drill = await self._start_failback(inp)
@@ -305,6 +305,17 @@ class ChaosActivities:
             activity.logger.info("failback already started elsewhere: %s", exc)
             return False
         return True
+
+
+async def _result(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
+    """A closed operation's result: returned when it succeeded, in the failure's details when not."""
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as exc:
+        result = details_from(exc)
+        if result is None:
+            return {"error": str(exc.cause or exc)}
+    return result if isinstance(result, dict) else {"value": result}
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

@@ -14,6 +14,7 @@ from typing import Any
 from drctl.config import FleetConfig
 
 WORKFLOW_MODULES = [
+    "workflows.lock",
     "workflows.monitor",
     "workflows.failover",
     "workflows.failback",

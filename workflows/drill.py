@@ -43,18 +43,43 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.ops import (
         AbortInput,
-        ClaimInput,
-        ClaimResult,
         OperationProgress,
         ProbeBatch,
         ProbeRequest,
         Weights,
     )
+    from drctl.outcome import error_type, failed
     from workflows.common import NO_RETRY, Phases, fast
+    from workflows.lock import acquire_fleet, release_fleet
     from workflows.notify import Notifier
 
 _ROLLBACK_GRACE_S = 90.0
 _PREFLIGHT_ATTEMPTS = 3
+
+
+# S3 can be down or throttling (503 SlowDown) for minutes: keep retrying, with backoff, this long.
+REPORT_UPLOAD_WINDOW = timedelta(minutes=15)
+REPORT_UPLOAD_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                                  maximum_interval=timedelta(seconds=60))
+
+
+async def store_report(report: DrillReport, give_up_after: timedelta = REPORT_UPLOAD_WINDOW) -> None:
+    """Upload the report, retrying through an S3 outage. If S3 stays down, the report is not lost:
+    it is the workflow's result, and its reasons say that the upload failed and why."""
+    try:
+        await workflow.execute_activity(
+            "drill_store_report", report, result_type=ReportKey, summary="store the drill report in S3",
+            start_to_close_timeout=timedelta(seconds=30), schedule_to_close_timeout=give_up_after,
+            retry_policy=REPORT_UPLOAD_RETRY,
+        )
+    except ActivityError as exc:
+        # A schedule-to-close timeout wraps the last S3 error: name both.
+        why, last = _cause(exc), exc.cause
+        while last is not None and getattr(last, "cause", None) is not None:
+            last = getattr(last, "cause")  # noqa: B009 - `cause` exists only on Temporal's failures
+        if last is not None and str(last) not in why:
+            why = f"{why}; last error: {last}"
+        report.reasons.append(f"report not stored in S3 (it is in this workflow's result): {why}")
 
 
 def _cause(exc: BaseException) -> str:
@@ -74,6 +99,8 @@ class ChaosDrill:
         self.experiment_done = False
         self._experiment: workflow.ActivityHandle[ExperimentOutcome] | None = None
         self._experiment_ok = False
+        self.locked = False
+        self.busy = False
 
     @workflow.query(name=ops.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
@@ -98,6 +125,17 @@ class ChaosDrill:
 
     @workflow.run
     async def run(self, inp: DrillInput) -> DrillReport:
+        try:
+            report = await self._run(inp)
+        finally:
+            if self.locked:
+                await release_fleet(inp.spec.fleet)
+        if report.verdict is not Verdict.PASS:
+            # Red in the workflow list; the details carry the whole report.
+            raise failed(f"drill {report.verdict.value}: {'; '.join(report.reasons)}", report, busy=self.busy)
+        return report
+
+    async def _run(self, inp: DrillInput) -> DrillReport:
         if inp.alternatives:
             # Weekly drills inject a random fault, so the fleet is not tuned to one rehearsed failure.
             inp = inp.model_copy(update={"plan": workflow.random().choice([inp.plan, *inp.alternatives])})
@@ -165,16 +203,14 @@ class ChaosDrill:
             report.reasons.append(f"drill faults in {region} cleared by the workflow ({reason})")
 
     async def _preflight(self, inp: DrillInput) -> list[str]:
-        spec, info = inp.spec, workflow.info()
-        self.phases.enter(ops.PHASE_CLAIM, "checking that no incompatible operation holds the fleet")
+        spec = inp.spec
+        self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {spec.fleet}")
         try:
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=spec.fleet, operation=OPERATION, workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=workflow.now()),
-                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
-            )
-        except ActivityError as exc:
+            await acquire_fleet(spec.fleet, OPERATION)
+        except (ActivityError, ApplicationError) as exc:
+            self.busy = error_type(exc) == ops.FLEET_BUSY
             return [_cause(exc)]
+        self.locked = True
         self.phases.enter(ops.PHASE_PREFLIGHT, "fleet healthy, monitor watching, weights as configured")
         # One slow probe is a blip, not an unhealthy fleet: only problems that persist over a few
         # probe intervals abort the drill.
@@ -309,15 +345,7 @@ class ChaosDrill:
                            f"**{report.verdict.value}** " + "; ".join(report.reasons))
         report.phases = [t.model_dump(mode="json") for t in self.phases.timings]
         workflow.upsert_search_attributes([sa.VERDICT.value_set(report.verdict.value)])
-        try:
-            await workflow.execute_activity(
-                "drill_store_report", report, result_type=ReportKey, summary="store the drill report in S3",
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),
-            )
-        except ActivityError as exc:
-            # The result still carries the report; history is the loss, and it is said here.
-            report.reasons.append(f"report not stored in S3: {_cause(exc)}")
+        await store_report(report)
         await self.notes.drill_verdict(report)
         return report
 

@@ -31,8 +31,6 @@ with workflow.unsafe.imports_passed_through():
         AbortInput,
         ApproveInput,
         Capacity,
-        ClaimInput,
-        ClaimResult,
         DeploymentStatus,
         OperationProgress,
         RegionRequest,
@@ -42,8 +40,10 @@ with workflow.unsafe.imports_passed_through():
         WaitRolloutInput,
         Weights,
     )
+    from drctl.outcome import error_type, failed
     from workflows import global_weights
     from workflows.common import Phases, fast, fmt_weights, region_bound
+    from workflows.lock import acquire_fleet, release_fleet
     from workflows.notify import Notifier
     from workflows.telemetry import record_outcome
 
@@ -72,6 +72,8 @@ class Failover:
         self.abort_reason: str | None = None
         self.shifted = False
         self.finished = False
+        self.locked = False
+        self.busy = False
         # The background wait for the shift to be INSYNC (Route 53); None on a synchronous tier.
         self._propagation: asyncio.Task[Any] | None = None
         self.notes = Notifier(inp.spec)
@@ -114,15 +116,21 @@ class Failover:
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
         self.notes.failover_started(inp)
-        res = await self._run(inp)
+        try:
+            res = await self._run(inp)
+        finally:
+            if self.locked:
+                await release_fleet(inp.spec.fleet)
         await self.notes.failover_ended(res)
         await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if res.status != "succeeded":
+            # Failed in the workflow list, red; the details carry the whole result for every reader.
+            raise failed(f"failover to {res.target} {res.status}: {res.error}", res, busy=self.busy)
         return res
 
     async def _run(self, inp: FailoverInput) -> FailoverResult:
         spec = inp.spec
-        info = workflow.info()
         started = workflow.now()
         res = FailoverResult(
             status="failed", source=inp.source, target=inp.target, started_at=started,
@@ -132,12 +140,13 @@ class Failover:
         self.phases.title = f"Failover of fleet `{spec.fleet}` to `{inp.target}` ({mode})"
         tq = spec.region(inp.target).queue
         try:
-            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=spec.fleet, operation="failover", workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=started),
-                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
-            )
+            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {spec.fleet}")
+            grant = await acquire_fleet(spec.fleet, "failover")
+            self.locked = True
+            # DR first: maintenance holding the fleet was told to yield; the failover goes on at once.
+            res.preempted = [h.workflow_id for h in grant.preempted]
+            if res.preempted:
+                self.phases.note("preempted", ", ".join(res.preempted))
             plan = await self._preflight(inp, tq)
             res.plan, res.source, res.weights_before = plan, plan.source, plan.weights_before
             if plan.problems:
@@ -182,8 +191,8 @@ class Failover:
             return self._end(res, ops.PHASE_FAILED, f"aborted: {self.abort_reason}")
         except (ActivityError, ApplicationError) as exc:
             res.error = _reason(exc)
-            if isinstance(exc, ActivityError) and getattr(exc.cause, "type", None) == ops.FLEET_BUSY:
-                res.status = "refused"
+            if error_type(exc) == ops.FLEET_BUSY:
+                res.status, self.busy = "refused", True
             if self.shifted:
                 if res.changes:
                     await global_weights.settle_wait(self._propagation, res.changes[0], "the failover compensated")

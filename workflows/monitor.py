@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -39,10 +40,23 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.ops import ProbeBatch, ProbeRequest
+    from drctl.outcome import result_from
     from workflows.common import fast
     from workflows.notify import Notifier
 
 WATCHING = "watching"
+R = TypeVar("R", FailoverResult, FailbackResult)
+
+
+async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: type[R]) -> R:
+    """The child's result: returned when it succeeded, carried by its failure when it did not."""
+    try:
+        return await handle
+    except ChildWorkflowError as exc:
+        res = result_from(exc, model)
+        if res is None:
+            raise  # failed without a result (terminated, a bug): reported as an error by the caller
+        return res
 
 
 def _attrs(fleet: str, operation: str, source: str, target: str | None) -> TypedSearchAttributes:
@@ -215,7 +229,7 @@ class FleetMonitor:
                 static_summary=f"automatic failover {source} → {target}",
             )
             rec.run_id = handle.first_execution_run_id
-            result: FailoverResult = await handle
+            result = await _child_result(handle, FailoverResult)
             rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
             if result.status in ("succeeded", "unverified"):
                 # Unverified still moved the traffic: it awaits failback like a verified failover
@@ -236,7 +250,7 @@ class FleetMonitor:
         s = self._state()
         wid = f"failback/{s.spec.fleet}"
         try:
-            result: FailbackResult = await workflow.execute_child_workflow(
+            handle = await workflow.start_child_workflow(
                 "Failback", FailbackInput(spec=s.spec, region=rec.source, stabilization_window_s=0, initiator="monitor"),
                 id=wid, task_queue=s.spec.task_queue, result_type=FailbackResult,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
@@ -244,6 +258,7 @@ class FleetMonitor:
                 memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": "monitor"},
                 static_summary=f"automatic failback to {rec.source}",
             )
+            result = await _child_result(handle, FailbackResult)
             s.last_failback = f"{result.status} at {workflow.now().isoformat()}"
             if result.status in ("succeeded", "not_needed"):
                 s.failed_over = [r for r in s.failed_over if r.source != rec.source]

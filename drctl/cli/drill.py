@@ -93,32 +93,33 @@ def run_cmd(
         else:
             _print_plan(cfg, plan)
         return
-    from drctl.operations import FleetBusyError, start_operation
+    from drctl.operations import start_operation
+    from drctl.outcome import Finished, finished
 
-    async def go() -> DrillReport | None:
+    async def go() -> Finished[DrillReport] | None:
         client = await connect(cfg)
         wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-        try:
-            handle = await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
-                                           workflow_id=wid, target=plan.target_region)
-        except FleetBusyError as exc:
-            raise UserError(str(exc), exit_code=1) from None
+        # A busy fleet raises FleetBusyError, rendered in one place with exit code 3.
+        handle = await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
+                                       workflow_id=wid, target=plan.target_region)
         # stderr: stdout stays clean for `-o json`
         err_console.print(f"drill {wid} started: {ui_link(cfg, wid)}", markup=False, highlight=False)
         if no_wait:
             return None
         with err_console.status(f"running {plan.name} against {plan.target_region}…"):
-            return DrillReport.model_validate(await handle.result())
+            # A drill that did not PASS ends Failed; its report is in the failure's details.
+            return await finished(handle, DrillReport)
 
-    report = run_async(go)
-    if report is None:
+    done = run_async(go)
+    if done is None:
         return
+    report = done.result
     if output is Output.json:
         print_json(report.model_dump(mode="json"))
     else:
         _summary(report)
     if report.verdict.value != "PASS":
-        raise typer.Exit(1)
+        raise typer.Exit(3 if done.busy else 1)
 
 
 def _trend(reports: list[DrillReport]) -> dict[str, str]:

@@ -25,7 +25,7 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
-from drctl.cli.ops import watch
+from drctl.cli.ops import exit_code, watch
 from drctl.config import FleetConfig
 from drctl.models.failover import (
     FailbackInput,
@@ -41,6 +41,7 @@ from drctl.models.failover import (
 from drctl.models.ops import FleetSpec
 from drctl.models.traffic import GlobalChange
 from drctl.operations import start_operation
+from drctl.outcome import Finished
 from drctl.temporal import connect, ui_link
 from workflows.common import fmt_weights
 
@@ -102,6 +103,8 @@ def _render_failover(res: FailoverResult, link: str) -> None:
         t.add_row("global change", fmt_change(c))
     for p in res.phases:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
+    if res.preempted:
+        t.add_row("preempted (DR first)", ", ".join(res.preempted))
     if res.compensated:
         t.add_row("compensation", res.compensated)
     if res.error:
@@ -144,15 +147,15 @@ def register(app: typer.Typer) -> None:
             return
         _confirm(yes, f"Move all traffic of fleet {cfg.name!r} to {to}?")
         inp = FailoverInput(spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force)
-        res, link = run_async(lambda: _run_failover(cfg, inp, no_wait, output))
-        if res is None:
+        done, link = run_async(lambda: _run_failover(cfg, inp, no_wait, output))
+        if done is None:
             return
+        res = done.result
         if output is Output.json:
             print_json({"workflow_id": f"failover/{cfg.name}", "ui_link": link, "result": res.model_dump(mode="json")})
         else:
             _render_failover(res, link)
-        if res.status != "succeeded":
-            raise typer.Exit(1)
+        raise typer.Exit(exit_code(done))
 
     @app.command("failback")
     def failback(
@@ -169,7 +172,7 @@ def register(app: typer.Typer) -> None:
         _confirm(yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?")
         inp = FailbackInput(spec=FleetSpec.from_config(cfg), region=region)
 
-        async def go() -> tuple[FailbackResult | None, str]:
+        async def go() -> tuple[Finished[FailbackResult] | None, str]:
             from workflows.failback import Failback
 
             client = await connect(cfg)
@@ -180,11 +183,12 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"failback started: {link}")
             if no_wait:
                 return None, link
-            return await watch(handle, show=output is Output.table), link
+            return await watch(handle, FailbackResult, show=output is Output.table), link
 
-        res, link = run_async(go)
-        if res is None:
+        done, link = run_async(go)
+        if done is None:
             return
+        res = done.result
         if output is Output.json:
             print_json({"ui_link": link, "result": res.model_dump(mode="json")})
         else:
@@ -195,13 +199,13 @@ def register(app: typer.Typer) -> None:
             if res.error:
                 console.print(f"error: {res.error}")
             console.print(f"UI: {link}")
-        if res.status not in ("succeeded", "not_needed"):
-            raise typer.Exit(1)
+        raise typer.Exit(exit_code(done))
 
     _register_monitor(app)
 
 
-async def _run_failover(cfg: FleetConfig, inp: FailoverInput, no_wait: bool, output: Output) -> tuple[FailoverResult | None, str]:
+async def _run_failover(cfg: FleetConfig, inp: FailoverInput, no_wait: bool, output: Output
+                        ) -> tuple[Finished[FailoverResult] | None, str]:
     from workflows.failover import Failover
 
     client = await connect(cfg)
@@ -214,7 +218,7 @@ async def _run_failover(cfg: FleetConfig, inp: FailoverInput, no_wait: bool, out
         if output is Output.json:
             print_json({"workflow_id": wid, "run_id": handle.result_run_id, "ui_link": link})
         return None, link
-    return await watch(handle, show=output is Output.table), link
+    return await watch(handle, FailoverResult, show=output is Output.table), link
 
 
 def _monitor_id(cfg: FleetConfig) -> str:

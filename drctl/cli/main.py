@@ -13,6 +13,8 @@ from drctl.cli.common import err_console, render_error
 app = typer.Typer(
     name="drctl",
     help="Disaster recovery and migration for multi-region LLM inference fleets, on Temporal.",
+    epilog="Exit codes, the same for every command: 0 succeeded; 1 ran and did not succeed (the result says "
+           "why); 2 usage or validation error; 3 nothing started: the fleet is busy, or Temporal is unreachable.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

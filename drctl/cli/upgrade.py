@@ -25,17 +25,17 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
-from drctl.cli.ops import watch
+from drctl.cli.ops import exit_code, watch
 from drctl.config import FleetConfig
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import (
-    Outcome,
     Strategy,
     UpgradeResult,
     UpgradeStatus,
     upgrade_request,
 )
-from drctl.operations import FleetBusyError, start_operation
+from drctl.operations import start_operation
+from drctl.outcome import Finished
 from drctl.temporal import connect, ui_link
 
 # A container image reference with an explicit tag or digest: an upgrade must name what it ships.
@@ -91,6 +91,8 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = conso
         t.add_row(f"wave {w.region}", f"{w.outcome.value if w.outcome else '…'} at {w.step_percent} %: {last}")
     for r in getattr(res, "releases", []):
         t.add_row(f"release {r.region}", f"{r.image} ({r.state})")
+        for line in getattr(r, "left_behind", []):
+            t.add_row(f"left behind {r.region}", line)
     if isinstance(res, MigrationResult):
         if res.failed_step:
             t.add_row("failed at", res.failed_step)
@@ -104,10 +106,8 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = conso
 async def _start_and_watch(cfg: FleetConfig, run_fn: Any, req: Any, operation: str, wid: str, result_type: type,
                            no_wait: bool, output: Output, **where: Any) -> tuple[Any, str]:
     client = await connect(cfg)
-    try:
-        handle = await start_operation(client, cfg, run_fn, req, operation=operation, workflow_id=wid, **where)
-    except FleetBusyError as exc:
-        raise UserError(str(exc), exit_code=1) from None
+    # A busy fleet raises FleetBusyError, rendered in one place with exit code 3.
+    handle = await start_operation(client, cfg, run_fn, req, operation=operation, workflow_id=wid, **where)
     link = ui_link(cfg, wid, handle.result_run_id)
     err_console.print(f"{operation} started: {wid}\nUI: {link}")
     if no_wait:
@@ -117,15 +117,15 @@ async def _start_and_watch(cfg: FleetConfig, run_fn: Any, req: Any, operation: s
     return await watch(handle, result_type, show=output is Output.table), link
 
 
-def _finish(res: Any, link: str, output: Output) -> None:
-    if res is None:
+def _finish(done: Finished[Any] | None, link: str, output: Output) -> None:
+    if done is None:
         return
+    res = done.result
     if output is Output.json:
         print_json({"ui_link": link, "result": res.model_dump(mode="json")})
     else:
         render(res, link)
-    if res.outcome is not Outcome.SUCCEEDED:
-        raise typer.Exit(1)
+    raise typer.Exit(exit_code(done))
 
 
 def _workflow_id(cfg: FleetConfig, kind: str, ident: str) -> str:

@@ -210,6 +210,7 @@ class FailoverResult(BaseModel):
     compensated: Literal["restored_weights", "left_on_target_source_dead"] | None = None
     error: str | None = None
     approved_by: str | None = None
+    preempted: list[str] = Field(default_factory=list, description="Maintenance operations told to yield to this failover.")
 
 
 # --- failback ----------------------------------------------------------------------------------

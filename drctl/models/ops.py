@@ -253,18 +253,5 @@ class VerifyResult(BaseModel):
         return sum(self.by_region.get(r, 0) for r in regions)
 
 
-class ClaimInput(BaseModel):
-    fleet: str
-    operation: str
-    workflow_id: str
-    run_id: str
-    started_at: datetime
-
-
-class ClaimResult(BaseModel):
-    claimed: bool
-    compatible_running: list[OperationInfo] = Field(default_factory=list)
-
-
 class RunningOpsInput(BaseModel):
     fleet: str

@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillReport, Verdict
-from tests.drills.e2e import DRCTL, start_drill, write_cfg
+from tests.drills.e2e import DRCTL, result_of, start_drill, write_cfg
 from tests.drills.test_drill_faults_e2e import NO_FAULTS, _fault_held, _held_outage
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import StartWorkers, admin, fast_config
@@ -71,7 +71,7 @@ async def test_the_drill_workflow_clears_its_fault_when_its_worker_dies(
     cfg, handle = await _killed_mid_drill(temporal_client, fleet_config_path.parent, tmp_path, fleet_config)
     # The new worker's sweep leaves the fault alone: its drill still runs, and clears it itself.
     await start_workers(cfg=cfg)
-    report = DrillReport.model_validate(await asyncio.wait_for(handle.result(), 150))
+    report = await asyncio.wait_for(result_of(handle, DrillReport), 150)
     assert report.verdict is not Verdict.PASS
     assert any("drill faults in us-west-1 cleared by the workflow" in r for r in report.reasons), report.reasons
     assert admin(cfg, "us-west-1", "/faults") == NO_FAULTS

@@ -13,6 +13,7 @@ from drctl.models.failover import ALL_REGIONS_UNHEALTHY, FailoverInput, Failover
 from drctl.models.health import RegionState
 from drctl.models.ops import FleetSpec
 from drctl.operations import FleetBusyError, running_operations, start_operation
+from drctl.outcome import finished, result_of
 from drctl.providers.kubernetes import KubernetesPlatform
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import StartWorkers, admin, served_by, weights
@@ -65,11 +66,14 @@ async def test_second_failover_is_refused_naming_the_first(
         task_queue=cfg.temporal.task_queue,
         search_attributes=__import__("drctl.operations").operations.search_attributes(cfg.name, "failover"),
     )
-    res = await asyncio.wait_for(second.result(), 30)
+    # The fleet lock refuses it; it ends Failed (red in the UI) with FleetBusy, its result in the details.
+    refused = await asyncio.wait_for(finished(second, FailoverResult), 30)
+    res = refused.result
+    assert refused.failed and refused.busy
     assert res.status == "refused" and f"failover/{cfg.name}" in (res.error or "")
     assert weights(cfg) == cfg.weights  # neither moved anything
     await first.execute_update("abort", {"reason": "test done"}, result_type=str)
-    aborted = await first.result()
+    aborted = await result_of(first, FailoverResult)
     assert aborted.status == "aborted" and weights(cfg) == cfg.weights
     assert not await running_operations(temporal_client, cfg)
 
