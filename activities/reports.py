@@ -8,6 +8,7 @@ part of the drill id `drill/<fleet>/<ts>`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,13 @@ _MAX_LISTED = 500
 _S3_CONFIG = BotoConfig(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=15)
 
 
+_ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,120}$")
+
+
 def _split(drill_id: str) -> tuple[str, str]:
     parts = drill_id.split("/")
-    if len(parts) != 3 or parts[0] != "drill" or not parts[1] or not parts[2]:
+    # The parts become object keys: nothing that reads as a path step ('..') or carries odd bytes.
+    if len(parts) != 3 or parts[0] != "drill" or not all(_ID_PART.match(x) and ".." not in x for x in parts[1:]):
         raise ValueError(f"not a drill id: {drill_id!r} (expected drill/<fleet>/<timestamp>)")
     return parts[1], parts[2]
 

@@ -240,10 +240,27 @@ class TrafficConfig(_Model):
 
 
 class TemporalTLS(_Model):
-    client_cert_path: str = Field(..., description="mTLS client certificate (PEM).")
-    client_key_path: str = Field(..., description="mTLS client key (PEM).")
+    client_cert_path: str | None = Field(None, description="mTLS client certificate (PEM); omit with an API key.")
+    client_key_path: str | None = Field(None, description="mTLS client key (PEM); set with client_cert_path.")
     server_root_ca_cert_path: str | None = Field(None, description="CA bundle for the server certificate.")
     domain: str | None = Field(None, description="TLS server name override.")
+
+    @model_validator(mode="after")
+    def _cert_and_key(self) -> TemporalTLS:
+        if bool(self.client_cert_path) != bool(self.client_key_path):
+            raise ValueError("set client_cert_path and client_key_path together (mTLS), or neither (API key)")
+        return self
+
+
+class CodecConfig(_Model):
+    keys_env: str | None = Field(None, description="Env var with `id=base64key` entries, first one current.")
+    keys_file: str | None = Field(None, description="File with `id=base64key` lines, first one current.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CodecConfig:
+        if bool(self.keys_env) == bool(self.keys_file):
+            raise ValueError("set exactly one of keys_env and keys_file")
+        return self
 
 
 class TemporalConfig(_Model):
@@ -253,6 +270,9 @@ class TemporalConfig(_Model):
     ui_url: str = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
     tls: TemporalTLS | None = Field(None, description="mTLS settings (Temporal Cloud or a TLS cluster).")
     api_key_env: str | None = Field(None, description="Environment variable holding a Temporal Cloud API key.")
+    codec: CodecConfig | None = Field(
+        None, description="AES-GCM payload encryption for the worker and the CLI (docs: drctl codec-server)."
+    )
 
 
 class AwsConfig(_Model):
@@ -419,6 +439,9 @@ class FleetConfig(_Model):
             raise ValueError("region weights cannot be normalised: they sum to 0")
         g = self.traffic.global_tier
         if isinstance(g, Route53Global):
+            over = [f"{r.name}={r.weight}" for r in self.regions if r.weight > 255]
+            if over:
+                raise ValueError(f"Route 53 weights are 0..255; too large: {', '.join(over)}")
             missing = [n for n in names if n not in g.targets]
             if missing:
                 raise ValueError(f"traffic.global.targets has no record value for: {', '.join(missing)}")
@@ -515,7 +538,8 @@ def _resolve_paths(data: dict, base: Path) -> None:
     for hook in (notifications.get("webhooks") or []) if isinstance(notifications, dict) else []:
         if isinstance(hook, dict):
             fix(hook, "routing_key_file")
-    for region in data.get("regions") or []:
+    regions = data.get("regions")
+    for region in regions if isinstance(regions, list) else []:
         if isinstance(region, dict):
             fix(region, "gateway_runtime_socket")
             if isinstance(region.get("kube"), dict):

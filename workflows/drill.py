@@ -26,6 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import ops
     from drctl.models.drill import (
         OPERATION,
+        ClearFaultsInput,
+        ClearFaultsResult,
         DrillInput,
         DrillReport,
         ExperimentOutcome,
@@ -96,6 +98,7 @@ class ChaosDrill:
         self.abort_reason: str | None = None
         self.experiment_done = False
         self._experiment: workflow.ActivityHandle[ExperimentOutcome] | None = None
+        self._experiment_ok = False
         self.locked = False
         self.busy = False
 
@@ -160,17 +163,44 @@ class ChaosDrill:
             outcome = await self._experiment_run(inp)
             if outcome.cancelled:
                 mark_stopped(report, outcome, self.abort_reason or "workflow cancel")
+                await self._clear_faults(inp, report, f"abort: {self.abort_reason or 'workflow cancel'}")
                 return await self._finish(report)
             await self._judge(inp, outcome, report)
         except asyncio.CancelledError:
             # Cancelled outside the experiment (preflight, observing): nothing of ours is injected.
             report.verdict = Verdict.ABORTED
             report.reasons.append(f"cancelled in phase {self.phases.phase}: {self.abort_reason or 'workflow cancel'}")
+            if self._experiment is not None:
+                await self._clear_faults(inp, report, "cancelled while the experiment ran")
             return await self._finish(report)
         except (ActivityError, ApplicationError) as exc:
             report.verdict = Verdict.ABORTED if not report.fault_injected else Verdict.FAILED
             report.reasons.append(_cause(exc))
+            if self._experiment is not None and not self._experiment_ok:
+                # The experiment activity died (its worker was killed, or it timed out): its
+                # rollbacks may never have run, so the drill clears the target itself.
+                await self._clear_faults(inp, report, f"the experiment did not finish: {_cause(exc)}")
         return await self._finish(report)
+
+    async def _clear_faults(self, inp: DrillInput, report: DrillReport, reason: str) -> None:
+        if not workflow.patched("drill-clear-faults"):
+            return
+        region = inp.plan.target_region
+        try:
+            res = await workflow.execute_activity(
+                "drill_clear_faults", ClearFaultsInput(region=region, workflow_id=workflow.info().workflow_id,
+                                                       reason=reason),
+                result_type=ClearFaultsResult, summary=f"clear drill faults in {region}",
+                start_to_close_timeout=timedelta(seconds=60),
+                # Clearing is idempotent, and a fault left behind hurts users: retry for a while.
+                retry_policy=RetryPolicy(maximum_attempts=10, initial_interval=timedelta(seconds=1),
+                                         maximum_interval=timedelta(seconds=10)),
+            )
+        except ActivityError as exc:
+            report.reasons.append(f"faults in {region} NOT cleared after {reason}: {_cause(exc)}")
+            return
+        if res.cleared:
+            report.reasons.append(f"drill faults in {region} cleared by the workflow ({reason})")
 
     async def _preflight(self, inp: DrillInput) -> list[str]:
         spec = inp.spec
@@ -235,7 +265,9 @@ class ChaosDrill:
         try:
             # A workflow cancel reaches the activity through this await; the activity answers it
             # with the interrupted run's outcome (cancelled=True) once the rollbacks are done.
-            return await self._experiment
+            outcome = await self._experiment
+            self._experiment_ok = True
+            return outcome
         finally:
             self.experiment_done = True
 

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import ops
     from drctl.models.analysis import AnalysisRequest, TrackRef
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+    from drctl.models.failover import cap_weights
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
     from drctl.models.ops import (
@@ -42,7 +43,8 @@ with workflow.unsafe.imports_passed_through():
 def step_weights(before: dict[str, int], source: str, target: str, pct: int) -> dict[str, int]:
     """Move pct % of the source's weight to the target; other regions keep theirs."""
     moved = round(before[source] * pct / 100)
-    return {**before, source: before[source] - moved, target: before.get(target, 0) + moved}
+    # Capped like a failover's shift: the target's weight plus the moved share can pass 255.
+    return cap_weights({**before, source: before[source] - moved, target: before.get(target, 0) + moved})
 
 
 @workflow.defn(name="Migration")

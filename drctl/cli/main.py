@@ -33,6 +33,7 @@ _COMMAND_MODULES = [
     "drctl.cli.backup",
     "drctl.cli.drill",
     "drctl.cli.notify",
+    "drctl.cli.codec",
 ]
 
 for _name in _COMMAND_MODULES:
@@ -61,11 +62,12 @@ _CLICK_ERRORS = _click_classes("ClickException")
 _CLICK_ABORT = _click_classes("Abort")
 
 
-def run() -> None:
+def invoke(args: list[str] | None = None) -> int:
+    """Run one command line and return its exit code; every error is rendered here, never raised."""
     code = 0
     try:
         # Without standalone mode click returns typer.Exit's code instead of raising it.
-        returned = app(standalone_mode=False)
+        returned = app(args=args, standalone_mode=False)
         if isinstance(returned, int):
             code = returned
     except SystemExit as exc:
@@ -82,6 +84,11 @@ def run() -> None:
             code = exc.exit_code  # type: ignore[attr-defined]  # 2 for usage errors
         else:
             code = render_error(exc)
+    return code
+
+
+def run() -> None:
+    code = invoke()
     sys.stdout.flush()
     sys.stderr.flush()
     # The Temporal SDK's runtime can abort at interpreter exit (sdk-python#300); the work is done

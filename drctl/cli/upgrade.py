@@ -51,7 +51,7 @@ def new_id() -> str:
 
 
 def parse_image(image: str) -> str:
-    if not _IMAGE.match(image):
+    if not _IMAGE.fullmatch(image):  # fullmatch: `$` alone would let a trailing newline through
         raise UserError(f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)")
     return image
 
@@ -156,7 +156,7 @@ def register(app: typer.Typer) -> None:
             raise UserError("--image is required, e.g. drctl upgrade --image vllm/vllm-openai:v0.6.4")
         cfg = load(config)
         parse_image(image)
-        step_list = parse_steps(steps) if steps else None
+        step_list = parse_steps(steps) if steps is not None else None  # --steps "" is a mistake, not the default
         waves = [r.strip() for r in regions.split(",") if r.strip()] if regions else None
         for r in waves or []:
             cfg.region(r)  # unknown region: exit 2 listing the known ones

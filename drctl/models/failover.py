@@ -13,7 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failover models' one import path)
+    WEIGHT_CAP,
     FailoverPlan,
+    cap_weights,
     capacity_of,
     needed_replicas,
     plan_failover,

@@ -24,7 +24,23 @@ def shift_weights(current: dict[str, int], source: str, target: str) -> dict[str
     if sum(new.values()) <= 0:
         # Everything was already 0 except nothing: keep the target serving rather than black-hole.
         new[target] = 1
-    return {k: min(v, 256) for k, v in new.items()}
+    return cap_weights(new)
+
+
+# The smallest per-record limit of the global tiers: Route 53 takes 0..255, HAProxy 0..256.
+WEIGHT_CAP = 255
+
+
+def cap_weights(weights: dict[str, int], max_weight: int = WEIGHT_CAP) -> dict[str, int]:
+    """Scale weights down so the largest is `max_weight`, keeping the shares (a serving region stays >= 1).
+
+    Moving a region's weight onto another can exceed what one record holds (200 + 100 > 255); clipping
+    only the largest would change who serves how much, so all are scaled.
+    """
+    top = max(weights.values(), default=0)
+    if top <= max_weight:
+        return dict(weights)
+    return {k: max(1, round(v * max_weight / top)) if v > 0 else 0 for k, v in weights.items()}
 
 
 def _share(weights: dict[str, int], region: str) -> float:

@@ -20,7 +20,7 @@ from tests.workflows.conftest import StartWorkers, admin, served_by, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
-NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}}
+NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}, "owners": []}
 
 
 def assert_passed_with_failover(report: DrillReport, cfg: FleetConfig) -> None:
