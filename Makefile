@@ -10,13 +10,17 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: deps venv test demo down lint
 
-# System packages from Debian: HAProxy (the dev stack's gateways) and venv support for Python.
+# System packages from Debian: HAProxy (the dev stack's gateways), rclone (bucket replication) and
+# venv support for Python.
 # As root this installs them; otherwise through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || { \
 	    echo "installing haproxy from Debian"; \
 	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+	@command -v rclone >/dev/null || { \
+	    echo "installing rclone from Debian"; \
+	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rclone; }
 	@test -x $(BIN)/python || $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
 	    echo "installing python3-venv from Debian"; \
 	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }

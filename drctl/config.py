@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from drctl.config_data import DataConfig
+
 TRACKS = ("stable", "canary", "blue", "green")
 Track = Literal["stable", "canary", "blue", "green"]
 
@@ -263,6 +265,7 @@ class FleetConfig(_Model):
     backup: VeleroConfig = Field(default_factory=VeleroConfig, description="Backup provider.")
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
     drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
+    data: DataConfig = Field(default_factory=DataConfig, description="Model artifact and state bucket replication.")
     devstack: DevStackConfig | None = Field(None, description="Embedded dev stack settings (dev only).")
     source_path: str | None = Field(None, description="Set by the loader: the file this came from.", exclude=True)
 
@@ -288,6 +291,9 @@ class FleetConfig(_Model):
         unknown = [t for t in self.drills.allowed_targets if t not in names]
         if unknown:
             raise ValueError(f"drills.allowed_targets names unknown regions: {', '.join(unknown)}")
+        bad = [f"{path} ({r})" for path, r in self.data.regions_named() if r not in names]
+        if bad:
+            raise ValueError(f"data names unknown regions: {', '.join(bad)}")
         return self
 
     # --- helpers used everywhere ----------------------------------------------------------------

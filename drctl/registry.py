@@ -21,6 +21,7 @@ WORKFLOW_MODULES = [
     "workflows.migrate",
     "workflows.backup",
     "workflows.drill",
+    "workflows.replicate",
 ]
 
 ACTIVITY_MODULES = [
@@ -33,6 +34,7 @@ ACTIVITY_MODULES = [
     "activities.upgrade",
     "activities.chaos",
     "activities.reports",
+    "activities.replicate",
 ]
 
 

@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
         Weights,
     )
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows.rpo import PATCH as RPO_PATCH
+    from workflows.rpo import rpo_preflight
 
 
 class Aborted(Exception):
@@ -126,6 +128,8 @@ class Failover:
                 result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
             )
             plan = await self._preflight(inp, tq)
+            if workflow.patched(RPO_PATCH):
+                res.data_loss = await rpo_preflight(self.phases, inp, plan, tq)
             res.plan, res.source, res.weights_before = plan, plan.source, plan.weights_before
             if plan.problems:
                 res.status, res.error = "refused", "; ".join(plan.problems)

@@ -90,6 +90,10 @@ def _render_failover(res: FailoverResult, link: str) -> None:
         t.add_row("verify", f"{res.verify.ok}/{res.verify.total} ok, served by {res.verify.by_region}")
     for p in res.phases:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
+    if res.data_loss:
+        d = res.data_loss
+        lag = "unknown" if d.lag_s is None else f"{d.lag_s:.1f} s"
+        t.add_row("data-loss exposure", f"{lag}, {d.objects} object(s) (RPO {d.rpo_target_s:g} s)")
     if res.compensated:
         t.add_row("compensation", res.compensated)
     if res.error:

@@ -30,6 +30,7 @@ _COMMAND_MODULES = [
     "drctl.cli.upgrade",
     "drctl.cli.backup",
     "drctl.cli.drill",
+    "drctl.cli.replicate",
 ]
 
 for _name in _COMMAND_MODULES:

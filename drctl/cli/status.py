@@ -50,9 +50,15 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
         client = await connect(cfg)
         return await monitor_status(client, cfg), await running_operations(client, cfg)
 
+    from drctl.cli.replicate import measure_all
+
     tasks = [asyncio.to_thread(weights), InferenceProber(cfg).probe_regions(cfg.region_names), temporal(),
-             *(asyncio.to_thread(replicas, r) for r in cfg.region_names)]
-    w, probes, tmp, *reps = await asyncio.gather(*tasks, return_exceptions=True)
+             measure_all(cfg), *(asyncio.to_thread(replicas, r) for r in cfg.region_names)]
+    w, probes, tmp, lags, *reps = await asyncio.gather(*tasks, return_exceptions=True)
+    if cfg.data.buckets:
+        out["rpo_target_s"] = cfg.objectives.rpo_target_s
+        out["replication"] = ([r.model_dump(mode="json") for r in lags] if isinstance(lags, list)
+                              else [{"error": _short(lags)}])
     for i, name in enumerate(cfg.region_names):
         reg = out["regions"][name]
         reg["weight"] = w.get(name) if isinstance(w, dict) else None
@@ -111,6 +117,10 @@ def register(app: typer.Typer) -> None:
         for key in ("weights_error", "probe_error", "temporal_error"):
             if key in data:
                 console.print(f"[yellow]{key.replace('_', ' ')}:[/] {data[key]}")
+        if data.get("replication"):
+            from drctl.cli.replicate import render_lag
+
+            render_lag(data["replication"], data["rpo_target_s"])
         ops = data.get("operations") or []
         if ops:
             console.print("running operations:")

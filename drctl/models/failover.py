@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.ops import FleetSpec, PhaseTiming, VerifyResult
+from drctl.models.rpo import DataLossExposure
 
 ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
 NO_FAILOVER_TARGET = "NO_FAILOVER_TARGET"
@@ -186,6 +187,7 @@ class FailoverResult(BaseModel):
     compensated: Literal["restored_weights", "left_on_target_source_dead"] | None = None
     error: str | None = None
     approved_by: str | None = None
+    data_loss: DataLossExposure | None = Field(None, description="Replication lag accepted (emergency or --force).")
 
 
 # --- failback ----------------------------------------------------------------------------------

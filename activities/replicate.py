@@ -1,0 +1,87 @@
+"""Replication activities: one rclone run per replica pair, lag measurement, the failover's RPO check.
+
+Sync activities (rclone is a blocking subprocess) on the worker's thread pool. A transfer
+heartbeats rclone's once-a-second stats, so a stuck copy shows in the UI and a dead worker is
+noticed by the heartbeat timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+
+from activities.errors import app_error
+from drctl.config import FleetConfig
+from drctl.models.rpo import (
+    LagBatch,
+    LagRequest,
+    ReplicaPair,
+    ReplicationRun,
+    RpoCheck,
+    RpoCheckInput,
+    TransferStats,
+    replica_pairs,
+)
+from drctl.providers.errors import ProviderError
+from drctl.providers.rclone import Rclone
+
+
+def _heartbeat(stats: TransferStats) -> None:
+    activity.heartbeat(stats.model_dump())
+
+
+class ReplicateActivities:
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.cfg = cfg
+        self.rclone = Rclone(cfg)
+
+    @activity.defn(name="replicate_pair")
+    def replicate_pair(self, pair: ReplicaPair) -> ReplicationRun:
+        """rclone copy|sync, then rclone check and the lag it leaves."""
+        started = datetime.now(UTC)
+        error = None
+        try:
+            stats = self.rclone.transfer(pair, on_progress=_heartbeat)
+        except ProviderError as exc:
+            if not exc.error.retryable:
+                raise app_error(exc, f"replicate {pair.key}") from exc
+            # A partial run still moved data; the check below tells how far behind it left the replica.
+            stats, error = TransferStats(errors=1), str(exc)
+        activity.heartbeat({"phase": "check"})
+        lag = self.rclone.measure_lag(pair)
+        return ReplicationRun(
+            bucket=pair.bucket, source_region=pair.source_region, replica_region=pair.replica_region, mode=pair.mode,
+            started_at=started, finished_at=datetime.now(UTC), ok=error is None and lag.error is None,
+            stats=stats, check_ok=lag.error is None and lag.unreplicated == 0, lag=lag, error=error or lag.error,
+        )
+
+    @activity.defn(name="measure_lag")
+    def measure_lag(self, req: LagRequest) -> LagBatch:
+        return LagBatch(reports=[self.rclone.measure_lag(p) for p in req.buckets])
+
+    @activity.defn(name="check_rpo")
+    def check_rpo(self, inp: RpoCheckInput) -> RpoCheck:
+        """Lag of every replica the target holds, against objectives.rpo_target_s (from the worker's config)."""
+        check = RpoCheck(target=inp.target, rpo_target_s=self.cfg.objectives.rpo_target_s)
+        for pair in replica_pairs(self.cfg):
+            if pair.replica_region != inp.target:
+                continue
+            activity.heartbeat({"measuring": pair.key})
+            rep = self.rclone.measure_lag(pair)
+            check.reports.append(rep)
+            if rep.error:
+                check.errors.append(f"{pair.key}: {rep.error}")
+            else:
+                check.lag_s = max(check.lag_s or 0.0, rep.lag_s or 0.0)
+                check.objects_behind += rep.unreplicated
+        if check.errors:
+            check.lag_s = None
+        return check
+
+
+def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    acts = ReplicateActivities(cfg)
+    return [acts.replicate_pair, acts.measure_lag, acts.check_rpo]
