@@ -15,6 +15,7 @@ from temporalio import activity
 
 from activities.errors import app_error
 from drctl.config import FleetConfig
+from drctl.models.release import compare
 from drctl.models.rpo import (
     LagBatch,
     LagRequest,
@@ -27,6 +28,7 @@ from drctl.models.rpo import (
 )
 from drctl.providers.errors import ProviderError
 from drctl.providers.rclone import Rclone
+from drctl.providers.release import ReleaseReader
 
 
 def _heartbeat(stats: TransferStats) -> None:
@@ -66,11 +68,16 @@ class ReplicateActivities:
     def check_rpo(self, inp: RpoCheckInput) -> RpoCheck:
         """Lag of every replica the target holds, against objectives.rpo_target_s (from the worker's config)."""
         check = RpoCheck(target=inp.target, rpo_target_s=self.cfg.objectives.rpo_target_s)
+        if inp.parity and inp.sources:
+            reader = ReleaseReader(self.cfg)
+            target = reader.read(inp.target)
+            check.parity = [compare(reader.read(s), target) for s in inp.sources]
+        rclone = Rclone(self.cfg, timeout_s=inp.timeout_s)
         for pair in replica_pairs(self.cfg):
             if pair.replica_region != inp.target:
                 continue
             activity.heartbeat({"measuring": pair.key})
-            rep = self.rclone.measure_lag(pair)
+            rep = rclone.measure_lag(pair)
             check.reports.append(rep)
             if rep.error:
                 check.errors.append(f"{pair.key}: {rep.error}")

@@ -1,8 +1,11 @@
-"""The failover's RPO preflight: how far behind the target's replicas are, and what that allows.
+"""The failover's data preflight: replication lag of the target's replicas against the RPO, and
+release parity of the target with the source.
 
-Normal mode refuses a target whose replication lag exceeds objectives.rpo_target_s (with --force it
-proceeds and records the exposure); emergency mode always proceeds and records the data-loss
-exposure, because the source is already failing and waiting cannot bring its data back.
+Normal mode refuses a target whose lag exceeds objectives.rpo_target_s, or that would serve a
+different model than the source; with --force it proceeds and records the exposure. Emergency mode
+always proceeds and records the data-loss exposure, because the source is already failing and
+waiting cannot bring its data back; it skips the release comparison, which needs the source's
+cluster, and bounds the lag check tightly so the RTO does not pay for a dead source's S3.
 """
 
 from __future__ import annotations
@@ -22,18 +25,22 @@ PATCH = "rpo-preflight"
 
 
 async def rpo_preflight(phases: Phases, inp: FailoverInput, plan: FailoverPlan, tq: str) -> DataLossExposure | None:
-    """Adds a refusal to plan.problems, or returns the exposure the failover accepts."""
+    """Adds refusals to plan.problems, or returns the exposure the failover accepts."""
+    bound = 8.0 if inp.emergency else 30.0
+    sources = [s for s in (plan.source or "").split(",") if s]
     try:
         # One attempt: the failover is racing its RTO, and an unmeasurable lag is itself the answer.
         check: RpoCheck = await workflow.execute_activity(
-            "check_rpo", RpoCheckInput(target=inp.target), result_type=RpoCheck,
-            summary=f"replication lag of {inp.target}", task_queue=tq, retry_policy=NO_RETRY,
-            start_to_close_timeout=timedelta(seconds=30), schedule_to_start_timeout=timedelta(seconds=30),
-            heartbeat_timeout=timedelta(seconds=15),
+            "check_rpo", RpoCheckInput(target=inp.target, sources=sources, parity=not inp.emergency,
+                                       timeout_s=bound - 3),
+            result_type=RpoCheck, summary=f"replication lag and release parity of {inp.target}", task_queue=tq,
+            retry_policy=NO_RETRY, start_to_close_timeout=timedelta(seconds=bound),
+            schedule_to_start_timeout=timedelta(seconds=30), heartbeat_timeout=timedelta(seconds=bound),
         )
     except ActivityError as exc:
         # The RPO target lives in the workers' config; unknown here, and irrelevant to an unknown lag.
         check = RpoCheck(target=inp.target, rpo_target_s=0.0, errors=[reason_of(exc)])
+    _parity(phases, inp, plan, check)
     if not check.reports and not check.errors:
         return None  # the target holds no replicas: nothing to lose
     lag = "unknown" if check.lag_s is None else f"{check.lag_s:.1f} s"
@@ -47,3 +54,12 @@ async def rpo_preflight(phases: Phases, inp: FailoverInput, plan: FailoverPlan, 
                                 forced=not inp.emergency, detail=check.describe() if check.exceeded else "in sync")
     phases.note("data-loss exposure", f"{lag}, {exposure.objects} object(s)")
     return exposure
+
+
+def _parity(phases: Phases, inp: FailoverInput, plan: FailoverPlan, check: RpoCheck) -> None:
+    for p in check.parity:
+        text = "; ".join(p.drift + p.errors) or "in parity"
+        phases.note(f"release {p.target} vs {p.source}", text)
+        if p.model_differs and not inp.force:
+            plan.problems.append(f"release drift: {inp.target} serves a different model than {p.source}: "
+                                 f"{'; '.join(p.drift)} (use --force to override)")

@@ -1,11 +1,8 @@
-"""`drctl replicate start|stop|status`: the fleet's Replicate workflow (replicate/<fleet>), and the
-live replication-lag figures `drctl status` shows."""
+"""`drctl replicate start|stop|status`: the fleet's Replicate workflow (replicate/<fleet>)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.table import Table
@@ -25,8 +22,9 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
+from drctl.cli.data_status import lag_cell
 from drctl.config import FleetConfig
-from drctl.models.rpo import LagReport, ReplicateInput, ReplicateStatus, replica_pairs
+from drctl.models.rpo import ReplicateInput, ReplicateStatus, replica_pairs
 from drctl.temporal import connect, ui_link
 
 
@@ -66,36 +64,6 @@ async def replication_status(client: Client, cfg: FleetConfig) -> ReplicateStatu
         return await client.get_workflow_handle(replicate_id(cfg)).query("status", result_type=ReplicateStatus)
     except RPCError:
         return None
-
-
-async def measure_all(cfg: FleetConfig) -> list[LagReport]:
-    """Lag of every replica, measured now with rclone (what `drctl status` shows)."""
-    from drctl.providers.rclone import Rclone
-
-    rc = Rclone(cfg, timeout_s=min(cfg.data.check_timeout_s, 30.0))
-    return list(await asyncio.gather(*(asyncio.to_thread(rc.measure_lag, p) for p in replica_pairs(cfg))))
-
-
-def lag_cell(lag_s: float | None, rpo_s: float) -> str:
-    if lag_s is None:
-        return "unknown"
-    return f"{lag_s:.1f} s" + (" > RPO" if lag_s > rpo_s else "")
-
-
-def render_lag(reports: list[dict[str, Any]], rpo_s: float) -> None:
-    t = Table(title=f"replication lag (RPO target {rpo_s:g} s)")
-    for col in ("bucket", "source", "replica", "lag", "behind", "objects"):
-        t.add_column(col, no_wrap=True)
-    for r in reports:
-        if "bucket" not in r:  # the measurement as a whole failed; its error is printed below
-            continue
-        t.add_row(r["bucket"], r["source_region"], r["replica_region"], lag_cell(r.get("lag_s"), rpo_s),
-                  str(r.get("missing", 0) + r.get("differ", 0)), str(r.get("source_objects", 0)))
-    console.print(t)
-    for r in reports:
-        if r.get("error"):
-            where = f"{r['bucket']}/{r['replica_region']}" if "bucket" in r else "replication lag"
-            console.print(f"  {where}: {r['error']}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from drctl.config import FleetConfig
+from drctl.models.release import ParityReport
 
 
 class ReplicaPair(BaseModel):
@@ -107,14 +108,18 @@ class LagBatch(BaseModel):
 
 class RpoCheckInput(BaseModel):
     target: str = Field(description="The failover target; every replica held there is measured.")
+    sources: list[str] = Field(default_factory=list, description="Regions whose release the target must match.")
+    parity: bool = Field(True, description="Compare releases too (emergency mode skips it: the source is failing).")
+    timeout_s: float = Field(20.0, description="Bound on each rclone call of the check.")
 
 
 class RpoCheck(BaseModel):
-    """The failover preflight's RPO verdict for one target region."""
+    """The failover preflight's RPO verdict for one target region, and its release parity."""
 
     target: str
     rpo_target_s: float
     reports: list[LagReport] = Field(default_factory=list)
+    parity: list[ParityReport] = Field(default_factory=list)
     lag_s: float | None = Field(None, description="Worst lag over the target's replicas; None if unmeasurable.")
     objects_behind: int = 0
     errors: list[str] = Field(default_factory=list)

@@ -10,8 +10,11 @@ from typing import Any
 
 import boto3
 import pytest
+from kubernetes import client as k8s
 
+from drctl.config import FleetConfig
 from drctl.devstack.moto_seed import MODEL_FILES
+from tests.conftest import apps_api
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import StartWorkers, drctl, weights, write_config
 
@@ -92,3 +95,52 @@ async def test_lag_refuses_a_normal_failover_until_replication_catches_up(
         assert last["mode"] == "sync"
     finally:
         client.put_object(Bucket=replica, Key=ADAPTER, Body=MODEL_FILES[ADAPTER])
+
+
+def set_model(cfg: FleetConfig, region: str, model: str) -> None:
+    """Change what the region's stable Deployment serves, as a drifted release would."""
+    r = cfg.region(region)
+    apps = apps_api(r.kube.api_url or "")
+    name = cfg.workload.deployment_name("stable")
+    dep = apps.read_namespaced_deployment(name, r.kube.namespace)
+    c = dep.spec.template.spec.containers[0]
+    c.env = [e for e in c.env or [] if e.name != "FLEETSIM_MODEL"] + [k8s.V1EnvVar(name="FLEETSIM_MODEL", value=model)]
+    apps.replace_namespaced_deployment(name, r.kube.namespace, dep)
+
+
+async def test_release_drift_is_shown_and_a_different_model_refuses_a_normal_failover(
+    start_workers: StartWorkers, fleet_config_path: Path
+) -> None:
+    cfg = await start_workers()
+    path = write_config(cfg, fleet_config_path.parent)
+    proc = await asyncio.to_thread(drctl, "status", "-o", "json", "-c", str(path))
+    east = next(r for r in json.loads(proc.stdout)["releases"] if r["region"] == "us-east-1")
+    assert east["parity"]["drift"] == [] and east["served_models"] == [cfg.workload.model], east
+    set_model(cfg, "us-east-1", "fleetsim-other")
+    try:
+        async def drifted() -> dict[str, Any]:
+            p = await asyncio.to_thread(drctl, "status", "-o", "json", "-c", str(path))
+            row = next(r for r in json.loads(p.stdout)["releases"] if r["region"] == "us-east-1")
+            assert row["served_models"] == ["fleetsim-other"], row
+            return row
+
+        row = await assert_eventually(drifted, timeout_s=60, interval_s=1, what="us-east-1 serving another model")
+        assert row["parity"]["model_differs"] and row["model"] == "fleetsim-other"
+        table = await asyncio.to_thread(drctl, "status", "-c", str(path))
+        assert "release parity" in table.stdout and "model fleetsim-other in us-east-1" in table.stdout, table.stdout
+
+        refused = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        out = " ".join(refused.stdout.split())
+        assert "serves a different model than us-west-1" in out, out
+        assert weights(cfg) == cfg.weights
+        # --force gets past the preflight; the verification then meets what the refusal warned of: the
+        # target answers the fleet's model with 404, so the failover compensates and traffic stays.
+        forced = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "--force", "-o", "json",
+                                         "-c", str(path))
+        res = json.loads(forced.stdout)["result"]
+        assert [p["phase"] for p in res["phases"]][-3:] == ["shift", "verify", "compensate"], res["phases"]
+        assert res["status"] == "failed" and res["compensated"] == "restored_weights" and "404" in res["error"]
+        assert weights(cfg) == cfg.weights
+    finally:
+        set_model(cfg, "us-east-1", cfg.workload.model)
