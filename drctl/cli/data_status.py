@@ -62,9 +62,22 @@ async def releases(cfg: FleetConfig) -> list[dict[str, Any]]:
     return out
 
 
+async def last_backups(cfg: FleetConfig) -> list[dict[str, Any]]:
+    """Age of the newest Completed Velero backup per region: the cluster-state side of the RPO."""
+    from drctl.providers.velero_schedule import LastBackup, VeleroSchedules
+
+    def last(region: str) -> LastBackup:
+        return VeleroSchedules(cfg, region).last_successful()
+
+    got = await asyncio.gather(*(asyncio.to_thread(last, r) for r in cfg.region_names))
+    return [b.model_dump(mode="json") for b in got]
+
+
 async def collect(cfg: FleetConfig) -> dict[str, Any]:
-    lags, rels = await asyncio.gather(measure_all(cfg), releases(cfg), return_exceptions=True)
+    lags, rels, backups = await asyncio.gather(measure_all(cfg), releases(cfg), last_backups(cfg),
+                                               return_exceptions=True)
     out: dict[str, Any] = {"releases": rels if isinstance(rels, list) else [{"error": f"{type(rels).__name__}: {rels}"}]}
+    out["last_backup"] = backups if isinstance(backups, list) else [{"error": f"{type(backups).__name__}: {backups}"}]
     if cfg.data.buckets:
         out["rpo_target_s"] = cfg.objectives.rpo_target_s
         out["replication"] = ([r.model_dump(mode="json") for r in lags] if isinstance(lags, list)
@@ -75,6 +88,7 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
 def render(data: dict[str, Any]) -> None:
     if data.get("replication"):
         _render_lag(data["replication"], data["rpo_target_s"])
+    _render_backups(data.get("last_backup") or [])
     rels = data.get("releases") or []
     if not rels:
         return
@@ -97,3 +111,26 @@ def render(data: dict[str, Any]) -> None:
     console.print(t)
     for line in notes:
         console.print(f"  {line}", markup=False, highlight=False)
+
+
+def _render_backups(rows: list[dict[str, Any]]) -> None:
+    cells = []
+    for b in rows:
+        if "region" not in b:
+            cells.append(f"error {b.get('error')}")
+        elif b.get("error"):
+            cells.append(f"{b['region']} unknown ({b['error'][:80]})")
+        elif b.get("age_s") is None:
+            cells.append(f"{b['region']} none")
+        else:
+            cells.append(f"{b['region']} {_age(b['age_s'])} ago ({b['name']})")
+    if cells:
+        console.print("last successful backup: " + "; ".join(cells), markup=False, highlight=False)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
