@@ -127,6 +127,17 @@ def _held(cfg: FleetConfig, prefix: str) -> set[str]:
     return keys
 
 
+def _forget(cfg: FleetConfig, prefix: str) -> None:
+    """Delete a trial's objects from both buckets: on a shared stack, unreplicated leftovers would be
+    replication lag that refuses every later normal failover."""
+    s3 = aws_client(cfg, "s3")
+    for bucket in (SOURCE_BUCKET, TARGET_BUCKET):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+
+
 async def trial(cfg: FleetConfig, client: Any, interval_s: float, n: int, rate: float, rng: random.Random) -> Trial:
     prefix = f"rpo-{uuid.uuid4().hex[:8]}"
     await start_replication(client, cfg)
@@ -150,6 +161,7 @@ async def trial(cfg: FleetConfig, client: Any, interval_s: float, n: int, rate: 
                                                  emergency=True, fault_at=fault_at, initiator="bench/rpo"),
         operation="failover", workflow_id=f"failover/{cfg.name}", target=TARGET)
     res: FailoverResult = await asyncio.wait_for(handle.result(), 120)
+    await asyncio.to_thread(_forget, cfg, prefix)
     d = res.data_loss
     return Trial(interval_s=interval_s, trial=n, written=sum(1 for _, t in writes if t <= fault_at), lost=lost,
                  window_s=window, exposure_s=d.lag_s if d else None, exposure_objects=d.objects if d else None,
@@ -195,10 +207,18 @@ async def run(args: argparse.Namespace, base: Path) -> list[Trial]:
     return trials
 
 
+def _with_state_bucket(path: Path) -> Path:
+    """The private stack's config names the state bucket, so the stack's moto creates it at start."""
+    data = yaml.safe_load(path.read_text())
+    data["data"] = {"buckets": [{**STATE, "interval_s": 2}]}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     own = args.config is None
-    base = args.config or rto_fleet.write_bench_config(interval_s=10, threshold=3)
+    base = args.config or _with_state_bucket(rto_fleet.write_bench_config(interval_s=10, threshold=3))
     cfg = load_config(base)
     try:
         if own:
