@@ -17,6 +17,8 @@ from activities.errors import app_error
 from drctl.config import FleetConfig
 from drctl.models.release import compare
 from drctl.models.rpo import (
+    ArtifactsInput,
+    ArtifactsResult,
     LagBatch,
     LagRequest,
     ReplicaPair,
@@ -60,6 +62,21 @@ class ReplicateActivities:
             stats=stats, check_ok=lag.error is None and lag.unreplicated == 0, lag=lag, error=error or lag.error,
         )
 
+    @activity.defn(name="copy_artifacts")
+    def copy_artifacts(self, inp: ArtifactsInput) -> ArtifactsResult:
+        """A migration's model artifacts: copy each source bucket into its replica in the target, then check."""
+        out = ArtifactsResult()
+        for b in self.cfg.data.buckets:
+            if b.source.region != inp.source:
+                continue
+            pair = next((p for p in replica_pairs(self.cfg) if p.bucket == b.name and p.replica_region == inp.target),
+                        None)
+            if pair is None:
+                out.skipped.append(b.name)
+                continue
+            out.runs.append(self.replicate_pair(pair))
+        return out
+
     @activity.defn(name="measure_lag")
     def measure_lag(self, req: LagRequest) -> LagBatch:
         return LagBatch(reports=[self.rclone.measure_lag(p) for p in req.buckets])
@@ -91,4 +108,4 @@ class ReplicateActivities:
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
     acts = ReplicateActivities(cfg)
-    return [acts.replicate_pair, acts.measure_lag, acts.check_rpo]
+    return [acts.replicate_pair, acts.copy_artifacts, acts.measure_lag, acts.check_rpo]

@@ -36,6 +36,8 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.upgrade import Outcome, WarmupRequest, WarmupResult
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
     from workflows.progressive import Control, Stop, reason_of
+    from workflows.rpo import MIGRATE_PATCH as MIGRATE_ARTIFACTS
+    from workflows.rpo import migrate_artifacts
 
 
 def step_weights(before: dict[str, int], source: str, target: str, pct: int) -> dict[str, int]:
@@ -112,6 +114,8 @@ class Migration:
                 "claim_fleet", ClaimInput(fleet=req.spec.fleet, operation="migrate", workflow_id=info.workflow_id,
                                           run_id=info.run_id, started_at=workflow.now()),
                 result_type=ClaimResult, summary=f"claim fleet {req.spec.fleet}", **fast(15))
+            if workflow.patched(MIGRATE_ARTIFACTS):
+                res.artifacts = await migrate_artifacts(self.phases, req)
             self.phases.enter("backup", f"Velero backup of `{req.namespace}` in `{req.source}`, and of the target")
             name = f"migrate-{req.migration_id}"
             try:

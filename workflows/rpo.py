@@ -17,11 +17,14 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailoverInput, FailoverPlan
-    from drctl.models.rpo import DataLossExposure, RpoCheck, RpoCheckInput
-    from workflows.common import NO_RETRY, Phases
-    from workflows.progressive import reason_of
+    from drctl.models.migration import MigrationRequest
+    from drctl.models.rpo import ArtifactsInput, ArtifactsResult, DataLossExposure, RpoCheck, RpoCheckInput
+    from drctl.models.upgrade import Outcome
+    from workflows.common import NO_RETRY, Phases, region_bound
+    from workflows.progressive import Stop, reason_of
 
 PATCH = "rpo-preflight"
+MIGRATE_PATCH = "migrate-artifacts"
 
 
 async def rpo_preflight(phases: Phases, inp: FailoverInput, plan: FailoverPlan, tq: str) -> DataLossExposure | None:
@@ -63,3 +66,24 @@ def _parity(phases: Phases, inp: FailoverInput, plan: FailoverPlan, check: RpoCh
         if p.model_differs and not inp.force:
             plan.problems.append(f"release drift: {inp.target} serves a different model than {p.source}: "
                                  f"{'; '.join(p.drift)} (use --force to override)")
+
+
+async def migrate_artifacts(phases: Phases, req: MigrationRequest) -> ArtifactsResult:
+    """Copy the model artifacts into the target with rclone and verify them, before any restore or
+    traffic: a target restored without its model would fail every request it is sent."""
+    phases.enter("artifacts", f"rclone copy of model artifacts `{req.source}` → `{req.target}`, then rclone check")
+    try:
+        got: ArtifactsResult = await workflow.execute_activity(
+            "copy_artifacts", ArtifactsInput(source=req.source, target=req.target), result_type=ArtifactsResult,
+            summary=f"copy artifacts {req.source} → {req.target}", heartbeat_timeout=timedelta(seconds=30),
+            **region_bound(req.spec.region(req.target).queue, 900))
+    except ActivityError as exc:
+        raise Stop(Outcome.FAILED, f"model artifacts not copied, nothing changed: {reason_of(exc)}") from exc
+    runs = ", ".join(f"{r.bucket}: {r.stats.transfers} objects, {r.stats.bytes} bytes, "
+                     f"check {'ok' if r.check_ok else 'FAILED'}" for r in got.runs)
+    phases.note("artifacts", runs or "no bucket replicates into the target")
+    if not got.verified:
+        bad = [f"{r.bucket}: {r.error or f'{r.lag.unreplicated} object(s) differ'}" for r in got.runs
+               if not (r.ok and r.check_ok)]
+        raise Stop(Outcome.FAILED, f"model artifacts in {req.target} failed verification: {'; '.join(bad)}")
+    return got

@@ -147,6 +147,22 @@ class DataLossExposure(BaseModel):
     detail: str
 
 
+class ArtifactsInput(BaseModel):
+    source: str
+    target: str
+
+
+class ArtifactsResult(BaseModel):
+    """A migration's artifact copy: one rclone run per bucket whose source is the migration's source."""
+
+    runs: list[ReplicationRun] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list, description="Buckets with no replica in the target region.")
+
+    @property
+    def verified(self) -> bool:
+        return all(r.ok and r.check_ok for r in self.runs)
+
+
 # --- the Replicate workflow ---------------------------------------------------------------------
 
 

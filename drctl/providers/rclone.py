@@ -156,6 +156,9 @@ class Rclone:
             code = proc.wait()
         finally:
             killer.cancel()
+            if proc.poll() is None:  # the caller gave up (e.g. a cancelled activity): leave no rclone behind
+                proc.kill()
+                proc.wait()
         if code != 0:
             detail = _last_error(lines) if code > 0 else f"killed after {self.timeout_s:g} s"
             raise RcloneError(f"{pair.mode} {pair.source_bucket} → {pair.replica_region}/{pair.replica_bucket}",
