@@ -124,6 +124,14 @@ class RpoCheck(BaseModel):
     objects_behind: int = 0
     errors: list[str] = Field(default_factory=list)
 
+    def lag_at(self, fault_at: datetime | None) -> float | None:
+        """The worst lag as it stood at `fault_at`: objects written after the fault cannot be lost to it,
+        and a lag measured later has grown by the time since (its oldest object only got older)."""
+        if self.lag_s is None or fault_at is None:
+            return self.lag_s
+        at = [max(0.0, (r.lag_s or 0.0) - max(0.0, (r.measured_at - fault_at).total_seconds())) for r in self.reports]
+        return round(max(at, default=0.0), 3)
+
     @property
     def exceeded(self) -> bool:
         return bool(self.errors) or (self.lag_s is not None and self.lag_s > self.rpo_target_s)
@@ -140,7 +148,8 @@ class RpoCheck(BaseModel):
 class DataLossExposure(BaseModel):
     """What a failover accepted to lose: recorded in the result and the UI."""
 
-    lag_s: float | None
+    lag_s: float | None = Field(description="Replication lag at the fault (measured lag less the time since the fault).")
+    measured_lag_s: float | None = Field(None, description="Lag as the preflight measured it, after the fault.")
     objects: int
     rpo_target_s: float
     forced: bool = Field(description="A normal failover with --force; False for emergency mode.")

@@ -65,3 +65,12 @@ def test_parse_stats_reads_rclone_json_log_lines() -> None:
     st = parse_stats(line)
     assert st is not None and (st.transfers, st.bytes, st.checks, st.deletes, st.elapsed_s) == (2, 1234, 3, 1, 0.51)
     assert parse_stats('{"level":"info","msg":"copied"}') is None and parse_stats("not json") is None
+
+
+def test_lag_at_the_fault_discounts_the_time_since() -> None:
+    reps = [LagReport(bucket="s", source_region="w", replica_region="e", measured_at=NOW, lag_s=5.5, missing=1),
+            LagReport(bucket="m", source_region="w", replica_region="e", measured_at=NOW, lag_s=0.0)]
+    check = RpoCheck(target="e", rpo_target_s=5, reports=reps, lag_s=5.5, objects_behind=1)
+    assert check.lag_at(NOW - timedelta(seconds=5)) == 0.5
+    assert check.lag_at(NOW - timedelta(seconds=9)) == 0.0
+    assert check.lag_at(None) == 5.5
