@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
         config: ConfigOpt = Path(DEFAULT_CONFIG),
         from_: Annotated[str | None, typer.Option("--from", help="Region to drain; default every other region.")] = None,
         emergency: Annotated[bool, typer.Option("--emergency", help="Shift first, scale after.")] = False,
-        force: Annotated[bool, typer.Option("--force", help="Override target health and capacity refusals.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Override refusals: target health, capacity, replication lag over the RPO, model drift.")] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
         yes: Yes = False,
         no_wait: NoWait = False,

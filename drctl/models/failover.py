@@ -144,7 +144,7 @@ class FailoverInput(BaseModel):
     target: str
     source: str | None = Field(None, description="Default: every other region with weight moves to the target.")
     emergency: bool = Field(False, description="Shift first, scale after (the source is already failing).")
-    force: bool = Field(False, description="Skip the target health and capacity refusals.")
+    force: bool = Field(False, description="Skip the refusals: target health, capacity, replication lag, model drift.")
     require_approval: bool | None = Field(None, description="Override the fleet's approval policy.")
     fault_at: datetime | None = Field(None, description="Detection or fault time for the RTO; default: start.")
     last_good_at: datetime | None = Field(None, description="Last good probe before the fault, if known.")
