@@ -7,11 +7,14 @@ noticed by the heartbeat timeout.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from activities.errors import app_error
 from drctl.config import FleetConfig
@@ -22,10 +25,12 @@ from drctl.models.rpo import (
     LagBatch,
     LagRequest,
     ReplicaPair,
+    ReplicateStatus,
     ReplicationRun,
     RpoCheck,
     RpoCheckInput,
     TransferStats,
+    estimate_from_last_run,
     replica_pairs,
 )
 from drctl.providers.errors import ProviderError
@@ -82,28 +87,44 @@ class ReplicateActivities:
         return LagBatch(reports=[self.rclone.measure_lag(p) for p in req.buckets])
 
     @activity.defn(name="check_rpo")
-    def check_rpo(self, inp: RpoCheckInput) -> RpoCheck:
-        """Lag of every replica the target holds, against objectives.rpo_target_s (from the worker's config)."""
+    async def check_rpo(self, inp: RpoCheckInput) -> RpoCheck:
+        """Lag of every replica the target holds, against objectives.rpo_target_s (from the worker's config).
+
+        Async so it can ask the Replicate workflow for its last runs; the blocking reads run in threads.
+        """
         check = RpoCheck(target=inp.target, rpo_target_s=self.cfg.objectives.rpo_target_s)
         if inp.parity and inp.sources:
             reader = ReleaseReader(self.cfg)
-            target = reader.read(inp.target)
-            check.parity = [compare(reader.read(s), target) for s in inp.sources]
+            rels = await asyncio.gather(*(asyncio.to_thread(reader.read, r) for r in [inp.target, *inp.sources]))
+            check.parity = [compare(src, rels[0]) for src in rels[1:]]
+        activity.heartbeat({"measuring": inp.target})
         rclone = Rclone(self.cfg, timeout_s=inp.timeout_s)
-        for pair in replica_pairs(self.cfg):
-            if pair.replica_region != inp.target:
-                continue
-            activity.heartbeat({"measuring": pair.key})
-            rep = rclone.measure_lag(pair)
+        pairs = [p for p in replica_pairs(self.cfg) if p.replica_region == inp.target]
+        reports = list(await asyncio.gather(*(asyncio.to_thread(rclone.measure_lag, p) for p in pairs)))
+        if any(r.error for r in reports):
+            # A dead source region cannot be read; the last verified replication run bounds the loss.
+            last = await self._last_runs()
+            now = datetime.now(UTC)
+            reports = [estimate_from_last_run(p, last[p.key], now, r.error) if r.error and p.key in last else r
+                       for p, r in zip(pairs, reports, strict=True)]
+        for rep in reports:
             check.reports.append(rep)
             if rep.error:
-                check.errors.append(f"{pair.key}: {rep.error}")
+                check.errors.append(f"{rep.bucket}/{rep.replica_region}: {rep.error}")
             else:
                 check.lag_s = max(check.lag_s or 0.0, rep.lag_s or 0.0)
                 check.objects_behind += rep.unreplicated
         if check.errors:
             check.lag_s = None
         return check
+
+    async def _last_runs(self) -> dict[str, ReplicationRun]:
+        try:
+            st = await activity.client().get_workflow_handle(f"replicate/{self.cfg.name}").query(
+                "status", result_type=ReplicateStatus)
+        except (RPCError, WorkflowQueryFailedError, RuntimeError):
+            return {}  # replication not running: nothing to estimate from
+        return {ps.pair.key: ps.last for ps in st.pairs if ps.last is not None and ps.last.lag.lag_s is not None}
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

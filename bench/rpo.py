@@ -4,9 +4,9 @@
 
 For each replication interval, each trial: start `replicate/<fleet>` on the state bucket only, write
 objects into the primary's (us-west-1) state bucket at a steady rate, kill the primary region at a
-random moment after two intervals, take what the standby's bucket holds at that moment (the source
-is gone from then on), fail over in emergency mode, and count the objects written before the fault
-that the target lacks. The data-loss window is the fault time minus the write time of the newest
+random moment after two intervals (its replicas, and drctl's link to its S3 endpoint), take what the
+standby's bucket holds at that moment, fail over in emergency mode, and count the objects written
+before the fault that the target lacks. The data-loss window is the fault time minus the write time of the newest
 object the target has. p50/p95 over trials are printed against `objectives.rpo_target_s`, next to
 the exposure the failover itself recorded from its lag check.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import shutil
@@ -33,6 +34,7 @@ if __package__ in (None, ""):  # run as `python bench/rpo.py`: make the repo roo
 
 import yaml
 from pydantic import BaseModel
+from temporalio.service import RPCError
 
 from bench import rto_fleet
 from bench.rto_report import percentile
@@ -41,6 +43,7 @@ from drctl.config import FleetConfig, load_config
 from drctl.devstack import stack
 from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.ops import FleetSpec
+from drctl.models.rpo import ReplicateStatus
 from drctl.operations import start_operation
 from drctl.providers.aws import client as aws_client
 from workflows.failover import Failover
@@ -51,6 +54,49 @@ STATE: dict[str, Any] = {"name": "state", "source": {"region": SOURCE, "bucket":
                          "replicas": [{"region": TARGET, "bucket": TARGET_BUCKET}], "mode": "copy"}
 
 
+class SourceLink:
+    """A TCP forwarder between drctl (replication, the failover's lag check) and the source region's
+    S3 endpoint. Cutting it is the region outage as drctl sees it: the source's store unreachable,
+    while the bench itself still reads both buckets directly to count what was lost."""
+
+    def __init__(self, upstream: str) -> None:
+        host, _, port = upstream.removeprefix("http://").partition(":")
+        self.upstream = (host, int(port or 80))
+        self.port = 0
+        self.server: asyncio.Server | None = None
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    async def open(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    def cut(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        for w in list(self.writers):
+            w.close()
+        self.writers.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_r, up_w = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.close()
+            return
+        self.writers |= {writer, up_w}
+        await asyncio.gather(self._pipe(reader, up_w), self._pipe(up_r, writer), return_exceptions=True)
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            while data := await src.read(65536):
+                dst.write(data)
+                await dst.drain()
+        finally:
+            self.writers.discard(dst)
+            dst.close()
+
+
 class Trial(BaseModel):
     interval_s: float
     trial: int
@@ -59,6 +105,7 @@ class Trial(BaseModel):
     window_s: float
     exposure_s: float | None
     exposure_objects: int | None
+    exposure_detail: str = ""
     failover: str
 
 
@@ -94,11 +141,13 @@ def loss(writes: list[tuple[str, datetime]], held: set[str], fault_at: datetime)
     return lost, round((fault_at - newest).total_seconds(), 3)
 
 
-def bench_config(base: Path, interval_s: float) -> FleetConfig:
-    """The stack's config with only the state bucket replicated, every interval_s, on fresh queues."""
+def bench_config(base: Path, interval_s: float, link_port: int) -> FleetConfig:
+    """The stack's config with only the state bucket replicated, every interval_s, on fresh queues,
+    and the source region's S3 endpoint reached through the bench's cuttable link."""
     data = yaml.safe_load(base.read_text())
     tag = uuid.uuid4().hex[:6]
-    data["data"] = {"buckets": [{**STATE, "interval_s": interval_s}]}
+    data["data"] = {"buckets": [{**STATE, "interval_s": interval_s}],
+                    "endpoints": {SOURCE: {"endpoint_url": f"http://127.0.0.1:{link_port}"}}}
     data.setdefault("temporal", {})["task_queue"] = f"drctl-rpo-{tag}"
     for r in data["regions"]:
         r["task_queue"] = f"drctl-rpo-{tag}-{r['name']}"
@@ -127,6 +176,18 @@ def _held(cfg: FleetConfig, prefix: str) -> set[str]:
     return keys
 
 
+async def _first_run(client: Any, cfg: FleetConfig, timeout_s: float = 60.0) -> None:
+    """Until replication has completed a run: the fault must hit a replication in its steady state."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(RPCError):
+            st = await client.get_workflow_handle(replicate_id(cfg)).query("status", result_type=ReplicateStatus)
+            if st.total_runs >= 1:
+                return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"no replication run completed within {timeout_s:g} s")
+
+
 def _forget(cfg: FleetConfig, prefix: str) -> None:
     """Delete a trial's objects from both buckets: on a shared stack, unreplicated leftovers would be
     replication lag that refuses every later normal failover."""
@@ -138,20 +199,23 @@ def _forget(cfg: FleetConfig, prefix: str) -> None:
                 s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
 
 
-async def trial(cfg: FleetConfig, client: Any, interval_s: float, n: int, rate: float, rng: random.Random) -> Trial:
+async def trial(cfg: FleetConfig, client: Any, link: SourceLink, interval_s: float, n: int, rate: float,
+                rng: random.Random) -> Trial:
     prefix = f"rpo-{uuid.uuid4().hex[:8]}"
+    await link.open()
     await start_replication(client, cfg)
     stop = asyncio.Event()
     writes: list[tuple[str, datetime]] = []
     writer = asyncio.create_task(_writer(cfg, prefix, rate, stop, writes))
     try:
+        await _first_run(client, cfg)
         await asyncio.sleep(2 * interval_s + rng.uniform(0, interval_s))
         rto_fleet.inject(cfg, SOURCE, "down", 0.0)
+        link.cut()
         fault_at = datetime.now(UTC)
         stop.set()
         # The source region is gone: what the standby holds now is all it will ever get from it.
         held = await asyncio.to_thread(_held, cfg, prefix)
-        await client.get_workflow_handle(replicate_id(cfg)).terminate("bench: source region killed")
     finally:
         stop.set()
         await writer
@@ -161,11 +225,12 @@ async def trial(cfg: FleetConfig, client: Any, interval_s: float, n: int, rate: 
                                                  emergency=True, fault_at=fault_at, initiator="bench/rpo"),
         operation="failover", workflow_id=f"failover/{cfg.name}", target=TARGET)
     res: FailoverResult = await asyncio.wait_for(handle.result(), 120)
+    await client.get_workflow_handle(replicate_id(cfg)).terminate("bench: trial over")
     await asyncio.to_thread(_forget, cfg, prefix)
     d = res.data_loss
     return Trial(interval_s=interval_s, trial=n, written=sum(1 for _, t in writes if t <= fault_at), lost=lost,
                  window_s=window, exposure_s=d.lag_s if d else None, exposure_objects=d.objects if d else None,
-                 failover=res.status)
+                 exposure_detail=d.detail if d else "", failover=res.status)
 
 
 def format_table(trials: list[Trial], rpo_target_s: float) -> str:
@@ -194,14 +259,17 @@ def _one(v: float | None) -> str:
 async def run(args: argparse.Namespace, base: Path) -> list[Trial]:
     rng = random.Random(args.seed)
     trials: list[Trial] = []
+    link = SourceLink(load_config(base).aws.endpoint_url or "")
+    await link.open()  # picks the port the configs name; each trial reopens it on the same port
+    link.cut()
     for interval in args.intervals:
-        cfg = bench_config(base, interval)
+        cfg = bench_config(base, interval, link.port)
         async with rto_fleet.running_worker(cfg) as client:
             for n in range(1, args.trials + 1):
                 await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
-                t = await trial(cfg, client, interval, n, args.rate, rng)
+                t = await trial(cfg, client, link, interval, n, args.rate, rng)
                 print(f"interval {interval:g}s trial {n}: {t.lost}/{t.written} objects lost, window {t.window_s:.2f} s, "
-                      f"failover {t.failover}, exposure recorded {_one(t.exposure_s)} s", flush=True)
+                      f"failover {t.failover}, exposure recorded {_one(t.exposure_s)} s ({t.exposure_detail})", flush=True)
                 trials.append(t)
             await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
     return trials

@@ -56,7 +56,8 @@ async def rpo_preflight(phases: Phases, inp: FailoverInput, plan: FailoverPlan, 
     at_fault = check.lag_at(inp.fault_at) if inp.emergency else check.lag_s
     exposure = DataLossExposure(lag_s=at_fault, measured_lag_s=check.lag_s, objects=check.objects_behind,
                                 rpo_target_s=check.rpo_target_s, forced=not inp.emergency,
-                                detail=check.describe() if check.exceeded else "in sync")
+                                detail=check.describe() if check.exceeded else
+                                f"lag {lag} within the RPO of {check.rpo_target_s:g} s")
     shown = "unknown" if at_fault is None else f"{at_fault:.1f} s"
     phases.note("data-loss exposure", f"{shown} at the fault, {exposure.objects} object(s)")
     return exposure

@@ -67,10 +67,24 @@ class LagReport(BaseModel):
     source_objects: int = 0
     oldest_unreplicated: str | None = Field(None, description="Path of the object that sets the lag.")
     error: str | None = None
+    estimated_from: datetime | None = Field(
+        None, description="Source unreachable: an upper bound from the last replication check at this time "
+                          "(its lag plus the time since, as anything written after it may be lost).")
 
     @property
     def unreplicated(self) -> int:
         return self.missing + self.differ
+
+
+def estimate_from_last_run(pair: ReplicaPair, last: ReplicationRun, now: datetime, why: str) -> LagReport:
+    """A replica's lag when its source cannot be read: at most the lag the last check found plus the
+    time since that check, since every object written after it may be missing."""
+    since = max(0.0, (now - last.lag.measured_at).total_seconds())
+    return LagReport(bucket=pair.bucket, source_region=pair.source_region, replica_region=pair.replica_region,
+                     measured_at=now, lag_s=round((last.lag.lag_s or 0.0) + since, 3), missing=last.lag.missing,
+                     differ=last.lag.differ, source_objects=last.lag.source_objects,
+                     oldest_unreplicated=last.lag.oldest_unreplicated, estimated_from=last.lag.measured_at,
+                     error=None if last.lag.lag_s is not None else why)
 
 
 def compute_lag(objects: list[SourceObject], missing: set[str], differ: set[str], now: datetime) -> tuple[float, str | None]:
@@ -141,8 +155,10 @@ class RpoCheck(BaseModel):
             return f"replication lag of {self.target} unknown: {'; '.join(self.errors)}"
         worst = max(self.reports, key=lambda r: r.lag_s or 0.0, default=None)
         where = f" ({worst.bucket}: {worst.oldest_unreplicated})" if worst and worst.oldest_unreplicated else ""
+        est = " (estimated from the last replication run: source unreachable)" if any(
+            r.estimated_from for r in self.reports) else ""
         return (f"replication lag of {self.target} is {self.lag_s or 0:.1f} s > RPO {self.rpo_target_s:g} s, "
-                f"{self.objects_behind} object(s) not replicated{where}")
+                f"{self.objects_behind} object(s) not replicated{where}{est}")
 
 
 class DataLossExposure(BaseModel):

@@ -74,3 +74,20 @@ def test_lag_at_the_fault_discounts_the_time_since() -> None:
     assert check.lag_at(NOW - timedelta(seconds=5)) == 0.5
     assert check.lag_at(NOW - timedelta(seconds=9)) == 0.0
     assert check.lag_at(None) == 5.5
+
+
+def test_an_unreadable_source_is_bounded_by_the_last_replication_check() -> None:
+    from drctl.models.rpo import ReplicaPair, ReplicationRun, TransferStats, estimate_from_last_run
+
+    pair = ReplicaPair(bucket="state", source_region="w", source_bucket="a-w", replica_region="e", replica_bucket="a-e")
+    checked = NOW - timedelta(seconds=4)
+    last = ReplicationRun(bucket="state", source_region="w", replica_region="e", mode="copy", started_at=checked,
+                          finished_at=checked, ok=True, stats=TransferStats(), check_ok=True,
+                          lag=LagReport(bucket="state", source_region="w", replica_region="e", measured_at=checked,
+                                        lag_s=1.5, missing=2))
+    rep = estimate_from_last_run(pair, last, NOW, "connection refused")
+    assert (rep.lag_s, rep.missing, rep.error, rep.estimated_from) == (5.5, 2, None, checked)
+    check = RpoCheck(target="e", rpo_target_s=5, reports=[rep], lag_s=rep.lag_s, objects_behind=2)
+    # At a fault 1 s after that check: 1.5 s of lag then, plus 1 s of writes since, may be lost.
+    assert check.lag_at(checked + timedelta(seconds=1)) == 2.5
+    assert "estimated from the last replication run" in check.describe()
