@@ -124,7 +124,7 @@ class ReplicateActivities:
                 "status", result_type=ReplicateStatus)
         except (RPCError, WorkflowQueryFailedError, RuntimeError):
             return {}  # replication not running: nothing to estimate from
-        return {ps.pair.key: ps.last for ps in st.pairs if ps.last is not None and ps.last.lag.lag_s is not None}
+        return {ps.pair.key: ps.last_verified for ps in st.pairs if ps.last_verified is not None}
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

@@ -89,6 +89,8 @@ class Replicate:
                 ps.last = ps.last.model_copy(update={"ok": False, "error": reason_of(exc)})
         else:
             ps.last = run
+            if run.lag.lag_s is not None:
+                ps.last_verified = run
             ps.runs += 1
             self.state.total_runs += 1
             self.state.total_transfers += run.stats.transfers

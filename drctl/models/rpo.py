@@ -208,6 +208,9 @@ class PairState(BaseModel):
     runs: int = 0
     failures: int = 0
     last: ReplicationRun | None = None
+    last_verified: ReplicationRun | None = Field(
+        None, description="The last run whose check measured the lag: what a failover falls back on when the "
+                          "source is unreachable.")
 
 
 class ReplicateState(BaseModel):
