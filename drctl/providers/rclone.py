@@ -167,8 +167,9 @@ class Rclone:
 
     def _run(self, action: str, argv: list[str], remotes: dict[str, str], ok_codes: tuple[int, ...] = (0,)) -> str:
         try:
-            done = subprocess.run([_binary(), *argv], capture_output=True, text=True, timeout=self.timeout_s,
-                                  env=self.env(remotes))
+            # Few, short retries: an unreachable store must answer "unknown" within the caller's bound.
+            done = subprocess.run([_binary(), *argv, "--contimeout", "3s", "--low-level-retries", "2", "--retries", "1"],
+                                  capture_output=True, text=True, timeout=self.timeout_s, env=self.env(remotes))
         except subprocess.TimeoutExpired:
             raise RcloneError(action, -1, f"no answer within {self.timeout_s:g} s") from None
         if done.returncode not in ok_codes:
@@ -203,16 +204,16 @@ class Rclone:
 
     def measure_lag(self, pair: ReplicaPair) -> LagReport:
         """Lag of one replica: never raises, an unreachable bucket is reported in `error`."""
+        # The listing is the snapshot: objects written after it are not seen, so the lag is as of its start.
+        listed_at = datetime.now(UTC)
         report = LagReport(bucket=pair.bucket, source_region=pair.source_region, replica_region=pair.replica_region,
-                           measured_at=datetime.now(UTC))
+                           measured_at=listed_at)
         try:
             objects = self.list_objects(pair.source_region, pair.source_bucket)
             missing, differ = self.check(pair)
         except ProviderError as exc:
             report.error = str(exc)
             return report
-        now = datetime.now(UTC)
-        report.measured_at = now
-        report.lag_s, report.oldest_unreplicated = compute_lag(objects, missing, differ, now)
+        report.lag_s, report.oldest_unreplicated = compute_lag(objects, missing, differ, listed_at)
         report.missing, report.differ, report.source_objects = len(missing), len(differ), len(objects)
         return report
