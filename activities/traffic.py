@@ -1,4 +1,8 @@
-"""Global traffic activities: read and set region weights (run on the TARGET region's queue).
+"""Global traffic activities: read, apply and wait for region weights (run on the TARGET region's queue).
+
+Applying and waiting are separate activities because on Route 53 they are minutes apart: the apply
+returns as soon as the change is accepted (PENDING), so it never outlives its start-to-close and a
+timeout can never re-send the change; the wait heartbeats and owns its own deadline.
 
 Sync: the providers use blocking clients (HAProxy unix socket, boto3), so these run on the
 worker's thread pool.
@@ -6,17 +10,23 @@ worker's thread pool.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.errors import app_error
 from drctl.config import FleetConfig
 from drctl.models.ops import SetWeightsInput, Weights
+from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
 from drctl.providers.base import GlobalTraffic
+from drctl.providers.errors import classify
 from drctl.providers.traffic_factory import global_traffic
+
+# A throttled GetChange backs off up to this; kept under the callers' 10 s heartbeat timeout.
+MAX_POLL_BACKOFF_S = 5.0
 
 
 class TrafficActivities:
@@ -38,8 +48,8 @@ class TrafficActivities:
             raise app_error(exc, "read global weights") from exc
 
     @activity.defn(name="set_global_weights")
-    def set_global_weights(self, inp: SetWeightsInput) -> Weights:
-        """Apply all region weights at once and return what the tier reports afterwards."""
+    def set_global_weights(self, inp: SetWeightsInput) -> WeightsApplied:
+        """Apply all region weights at once; return what the tier reports and the change's id, without waiting."""
         if sum(inp.weights.values()) <= 0:
             raise ApplicationError(
                 f"refusing to set every region weight to 0 ({inp.weights}): traffic would have nowhere to go",
@@ -53,14 +63,49 @@ class TrafficActivities:
                 type="UnhealthyTarget",
                 non_retryable=True,
             )
-        activity.logger.info("setting global weights %s (%s)", inp.weights, inp.reason)
+        activity.logger.info("applying global weights %s (%s)", inp.weights, inp.reason)
         try:
-            self._tier().set_weights(inp.weights)
-            return Weights(weights=self._tier().get_weights())
+            applied = self._tier().apply_weights(inp.weights)
+            got = self._tier().get_weights()
         except Exception as exc:
             raise app_error(exc, f"set global weights {inp.weights}") from exc
+        return WeightsApplied(weights=got, change_id=applied.change_id, propagated=applied.propagated,
+                              status=applied.status)
+
+    @activity.defn(name="wait_global_propagation")
+    def wait_global_propagation(self, inp: PropagationInput) -> PropagationResult:
+        """Poll until the change is in effect everywhere, heartbeating.
+
+        Reaching the deadline is an answer (propagated=False), not an error: the change stands, and
+        the workflow decides what a slow propagation means. Transient errors (Throttling) back off
+        and keep polling; only errors no retry can fix end the activity.
+        """
+        started = time.monotonic()
+        polls, delay, last_error = 0, inp.poll_s, None
+        while True:
+            activity.heartbeat(polls)
+            polls += 1
+            try:
+                if self._tier().is_propagated(inp.change_id):
+                    return PropagationResult(change_id=inp.change_id, propagated=True, status="INSYNC",
+                                             waited_s=round(time.monotonic() - started, 3), polls=polls,
+                                             last_error=last_error)
+                delay = inp.poll_s
+            except Exception as exc:
+                err = classify(exc, f"read status of change {inp.change_id}")
+                if not err.retryable:
+                    raise app_error(exc, f"read status of change {inp.change_id}") from exc
+                last_error, delay = err.message, min(delay * 2, MAX_POLL_BACKOFF_S)
+            left = inp.timeout_s - (time.monotonic() - started)
+            if left <= 0:
+                return PropagationResult(change_id=inp.change_id, propagated=False, status="PENDING",
+                                         waited_s=round(time.monotonic() - started, 3), polls=polls,
+                                         last_error=last_error)
+            activity.wait_for_cancelled_sync(min(delay, left))
+            if activity.is_cancelled():
+                raise CancelledError(f"stopped waiting for change {inp.change_id}")
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
     acts = TrafficActivities(cfg)
-    return [acts.get_global_weights, acts.set_global_weights]
+    return [acts.get_global_weights, acts.set_global_weights, acts.wait_global_propagation]

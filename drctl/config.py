@@ -7,6 +7,7 @@ any working directory.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,16 +31,22 @@ class KubeConfig(_Model):
     api_url: str | None = Field(
         None, description="Kubernetes API URL used without a kubeconfig (the dev stack's emulated cluster)."
     )
-    context: str | None = Field(None, description="kubeconfig context for this region's cluster.")
+    context: str | None = Field(
+        None, description="kubeconfig context for this region's cluster (exec auth, e.g. EKS, works)."
+    )
     kubeconfig_path: str | None = Field(None, description="kubeconfig file; default is the client's default.")
+    in_cluster: bool = Field(
+        False, description="Use the pod's service account: the region whose cluster the worker runs in."
+    )
     namespace: str = Field("inference", description="Namespace that holds the inference workload.")
 
     @model_validator(mode="after")
     def _one_source(self) -> KubeConfig:
-        if not self.api_url and not self.context:
-            raise ValueError("set either api_url or context")
-        if self.api_url and self.context:
-            raise ValueError("set api_url or context, not both")
+        # None of them is allowed: like kubectl, the client then uses the pod's service account
+        # when it runs in a pod, else the kubeconfig's current context.
+        sources = [k for k in ("api_url", "context", "in_cluster") if getattr(self, k)]
+        if len(sources) > 1:
+            raise ValueError(f"set only one of api_url, context, in_cluster (got {', '.join(sources)})")
         return self
 
 
@@ -155,7 +162,16 @@ class Route53Global(_Model):
     hosted_zone_id: str = Field(..., description="Route 53 hosted zone ID (or the zone name, looked up).")
     record_name: str = Field(..., description="Weighted record name, e.g. api.example.com.")
     record_type: Literal["A", "AAAA", "CNAME"] = Field("CNAME", description="Record type.")
-    ttl_s: int = Field(30, ge=0, le=86400, description="Record TTL, seconds.")
+    ttl_s: int = Field(
+        30, ge=0, le=86400,
+        description="Record TTL, seconds. Resolvers keep the old answer this long after a change, so the "
+        "failover's verification window is failover.verify_timeout_s + ttl_s.",
+    )
+    propagation_timeout_s: float = Field(
+        180.0, gt=0, le=3600,
+        description="How long an operation waits for a weight change to be INSYNC before it records the "
+        "change as still pending and goes on, seconds (AWS: generally within 60 s).",
+    )
     targets: dict[str, str] = Field(
         ..., description="Record value per region: the region's load balancer name or address."
     )
@@ -246,6 +262,72 @@ class DrillConfig(_Model):
     timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
 
 
+class WorkerConfig(_Model):
+    # The default fits Kubernetes' default terminationGracePeriodSeconds (30 s) with time to exit.
+    graceful_shutdown_s: float = Field(
+        25.0, ge=0, le=3600,
+        description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
+    )
+
+
+# --- Notifications -----------------------------------------------------------------------------
+
+NotifyEvent = Literal[
+    "failover.started", "failover.succeeded", "failover.failed",
+    "alert.raised", "alert.resolved", "drill.verdict", "upgrade.rolled_back",
+]
+NOTIFY_EVENTS: tuple[NotifyEvent, ...] = typing.get_args(NotifyEvent)
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+
+
+class WebhookConfig(_Model):
+    name: str = Field(..., pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$", description="Webhook name, shown in history.")
+    format: Literal["json", "slack", "pagerduty"] = Field(
+        "json", description="Payload: generic JSON, a Slack incoming webhook, or PagerDuty Events API v2.")
+    url: str | None = Field(None, description="Endpoint URL (default for pagerduty: the Events API v2 URL).")
+    url_env: str | None = Field(
+        None, description="Environment variable holding the URL instead (a Slack webhook URL is a secret).")
+    routing_key_env: str | None = Field(None, description="pagerduty: env var holding the integration's routing key.")
+    routing_key_file: str | None = Field(None, description="pagerduty: file holding the routing key.")
+    events: list[NotifyEvent] = Field(
+        default_factory=lambda: list(NOTIFY_EVENTS), description="Events sent to this webhook; default all.")
+    timeout_s: float = Field(5.0, gt=0, le=60, description="Timeout of one delivery attempt, seconds.")
+    retry_for_s: float = Field(
+        120.0, gt=0, le=3600, description="Retry a failed delivery with backoff for at most this long, seconds.")
+
+    @model_validator(mode="after")
+    def _sources(self) -> WebhookConfig:
+        if self.url and self.url_env:
+            raise ValueError("set url or url_env, not both")
+        if self.format != "pagerduty" and not (self.url or self.url_env):
+            raise ValueError("set url or url_env")
+        keys = [k for k in (self.routing_key_env, self.routing_key_file) if k]
+        if self.format == "pagerduty" and len(keys) != 1:
+            raise ValueError("pagerduty needs exactly one of routing_key_env or routing_key_file")
+        if self.format != "pagerduty" and keys:
+            raise ValueError("routing_key_env/routing_key_file apply to format pagerduty only")
+        return self
+
+
+class NotificationsConfig(_Model):
+    webhooks: list[WebhookConfig] = Field(default_factory=list, description="Where operation events are sent.")
+
+    @field_validator("webhooks")
+    @classmethod
+    def _unique(cls, v: list[WebhookConfig]) -> list[WebhookConfig]:
+        names = [w.name for w in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate webhook names: {', '.join(dupes)}")
+        return v
+
+    def webhook(self, name: str) -> WebhookConfig:
+        for w in self.webhooks:
+            if w.name == name:
+                return w
+        raise KeyError(f"no webhook named {name!r} in notifications.webhooks")
+
+
 class DevStackConfig(_Model):
     state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
     stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
@@ -266,6 +348,9 @@ class FleetConfig(_Model):
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
     drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
     data: DataConfig = Field(default_factory=DataConfig, description="Model artifact and state bucket replication.")
+    worker: WorkerConfig = Field(default_factory=WorkerConfig, description="The drctl worker process.")
+    notifications: NotificationsConfig = Field(
+        default_factory=NotificationsConfig, description="Webhooks that hear about failovers, alerts, drills, upgrades.")
     devstack: DevStackConfig | None = Field(None, description="Embedded dev stack settings (dev only).")
     source_path: str | None = Field(None, description="Set by the loader: the file this came from.", exclude=True)
 
@@ -371,6 +456,10 @@ def _resolve_paths(data: dict, base: Path) -> None:
                 break
         if isinstance(obj, dict):
             fix(obj, keys[-1])
+    notifications = data.get("notifications")
+    for hook in (notifications.get("webhooks") or []) if isinstance(notifications, dict) else []:
+        if isinstance(hook, dict):
+            fix(hook, "routing_key_file")
     for region in data.get("regions") or []:
         if isinstance(region, dict):
             fix(region, "gateway_runtime_socket")

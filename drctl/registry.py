@@ -22,6 +22,7 @@ WORKFLOW_MODULES = [
     "workflows.backup",
     "workflows.drill",
     "workflows.replicate",
+    "workflows.notify",
 ]
 
 ACTIVITY_MODULES = [
@@ -35,6 +36,7 @@ ACTIVITY_MODULES = [
     "activities.chaos",
     "activities.reports",
     "activities.replicate",
+    "activities.notify",
 ]
 
 

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -30,13 +31,17 @@ def build_workers(client: Client, cfg: FleetConfig, regions: list[str] | None, e
     for r in served:
         cfg.region(r)  # raises UnknownRegionError listing the known regions
     activities = registry.activities(cfg)
+    # After shutdown() stops polling, running activities get this long to finish before they are
+    # cancelled; the pod's terminationGracePeriodSeconds must be longer (deploy/kubernetes checks it).
+    grace = timedelta(seconds=cfg.worker.graceful_shutdown_s)
     workers: list[Worker] = []
     if main:
         workers.append(Worker(client, task_queue=cfg.temporal.task_queue, workflows=registry.workflows(),
-                              activities=activities, activity_executor=executor))
+                              activities=activities, activity_executor=executor,
+                              graceful_shutdown_timeout=grace))
     for r in served:
         workers.append(Worker(client, task_queue=cfg.region(r).queue, activities=activities,
-                              activity_executor=executor))
+                              activity_executor=executor, graceful_shutdown_timeout=grace))
     return workers
 
 
@@ -54,12 +59,15 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:
         workers = build_workers(client, cfg, regions, executor, main=main)
         queues = [w.task_queue for w in workers]
-        log.info("drctl worker serving task queues %s on %s", queues, cfg.temporal.address)
+        log.info("drctl worker for fleet %r serving task queues %s on %s", cfg.name, queues, cfg.temporal.address)
         runs = [asyncio.create_task(w.run()) for w in workers]
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            log.info("stopping: running activities have %gs to finish", cfg.worker.graceful_shutdown_s)
         # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
         await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+        log.info("drctl worker stopped")
         stopper.cancel()
         for t in runs:
             if t.done() and t.exception() is not None and not stop.is_set():

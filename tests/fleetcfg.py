@@ -67,6 +67,9 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
              "replicas": [{"region": "us-east-1", "bucket": "drctl-state-us-east-1"}], "mode": "copy", "interval_s": 2},
         ]},
         "devstack": {"state_dir": "s", "stats_port": stats},
+        # Test teardown stops workers before it ends workflows; a still-running activity must not
+        # hold that up for a production-length grace period.
+        "worker": {"graceful_shutdown_s": 2},
     }
 
 

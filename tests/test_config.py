@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,22 @@ def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
     path.write_text(GOOD)
     cfg = load_config(path)
     assert cfg.state_dir() == (tmp_path / ".drctl" / "dev").resolve()
+
+
+def test_route53_ttl_longer_than_the_rto_budget_warns_but_is_valid(tmp_path: Path) -> None:
+    example = (ROOT / "config" / "fleet.example.yaml").read_text()
+    assert "ttl_s: 10\n" in example
+    path = tmp_path / "fleet.yaml"
+    path.write_text(example.replace("ttl_s: 10\n", "ttl_s: 60\n"))
+    result = drctl("config", "validate", str(path))
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "is valid" in out
+    assert "warning: traffic.global.ttl_s: TTL 60 s exceeds the RTO budget" in out
+    assert "rto_target_s 30 s minus detection ~12 s" in out and "leaves 18 s" in out
+    as_json = drctl("config", "validate", str(path), "--output", "json")
+    assert as_json.returncode == 0
+    assert [w["path"] for w in json.loads(as_json.stdout)["warnings"]] == ["traffic.global.ttl_s"]
+    # The shipped example keeps its TTL inside the budget: no warning.
+    clean = drctl("config", "validate", str(ROOT / "config" / "fleet.example.yaml"))
+    assert clean.returncode == 0 and "warning" not in clean.stdout

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         Weights,
     )
     from workflows.common import NO_RETRY, Phases, fast
+    from workflows.notify import Notifier
 
 _ROLLBACK_GRACE_S = 90.0
 _PREFLIGHT_ATTEMPTS = 3
@@ -98,6 +99,7 @@ class ChaosDrill:
             # Weekly drills inject a random fault, so the fleet is not tuned to one rehearsed failure.
             inp = inp.model_copy(update={"plan": workflow.random().choice([inp.plan, *inp.alternatives])})
         info, spec, plan = workflow.info(), inp.spec, inp.plan
+        self.notes = Notifier(spec)
         # Scheduled runs start without search attributes; set them so `drctl ops` and the UI see it.
         workflow.upsert_search_attributes([
             sa.FLEET.value_set(spec.fleet), sa.OPERATION.value_set(OPERATION),
@@ -286,6 +288,7 @@ class ChaosDrill:
         except ActivityError as exc:
             # The result still carries the report; history is the loss, and it is said here.
             report.reasons.append(f"report not stored in S3: {_cause(exc)}")
+        await self.notes.drill_verdict(report)
         return report
 
 

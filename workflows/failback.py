@@ -26,9 +26,9 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         RegionRequest,
         ScaleInput,
-        SetWeightsInput,
         Weights,
     )
+    from workflows import global_weights
     from workflows.common import Phases, fast, fmt_weights, region_bound
     from workflows.failover import _reason
 
@@ -124,10 +124,13 @@ class Failback:
         previous = current
         for i, step in enumerate(plan, 1):
             self.phases.enter(f"step-{i}-of-{len(plan)}", f"weights {fmt_weights(step)}")
-            got = await workflow.execute_activity(
-                "set_global_weights", SetWeightsInput(weights=step, reason=f"failback step {i}/{len(plan)}"),
-                result_type=Weights, summary=f"failback step {i}: {fmt_weights(step)}", task_queue=tq, **fast())
-            res.weights_after = got.weights
+            # Each step waits until it is in effect everywhere: the analysis below must judge traffic
+            # that has moved, and the next change must not pile onto a PENDING one.
+            change = await global_weights.apply_and_wait(
+                tq, step, f"failback step {i}/{len(plan)}", f"failback step {i}: {fmt_weights(step)}",
+                spec.global_propagation_timeout_s)
+            res.changes.append(change)
+            res.weights_after = change.weights
             if spec.failback_step_interval_s > 0:
                 await workflow.sleep(spec.failback_step_interval_s)
             probes = await self._probe(spec, gaining) if gaining else []
@@ -135,10 +138,11 @@ class Failback:
             if failing:
                 why = "; ".join(f"{p.region} {p.status.value}: {p.reason}" for p in failing)
                 self.phases.note("regression", why)
-                got = await workflow.execute_activity(
-                    "set_global_weights", SetWeightsInput(weights=previous, reason=f"failback rollback: {why}"),
-                    result_type=Weights, summary=f"roll back to {fmt_weights(previous)}", task_queue=tq, **fast())
-                res.weights_after = got.weights
+                change = await global_weights.apply_and_wait(
+                    tq, previous, f"failback rollback: {why}", f"roll back to {fmt_weights(previous)}",
+                    spec.global_propagation_timeout_s)
+                res.changes.append(change)
+                res.weights_after = change.weights
                 res.status, res.error = "rolled_back", f"step {i} regressed ({why}); rolled back one step"
                 return
             res.steps_done = i

@@ -36,13 +36,14 @@ with workflow.unsafe.imports_passed_through():
         OperationProgress,
         RegionRequest,
         ScaleInput,
-        SetWeightsInput,
         VerifyInput,
         VerifyResult,
         WaitRolloutInput,
         Weights,
     )
+    from workflows import global_weights
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows.notify import Notifier
     from workflows.rpo import PATCH as RPO_PATCH
     from workflows.rpo import rpo_preflight
 
@@ -67,6 +68,9 @@ class Failover:
         self.abort_reason: str | None = None
         self.shifted = False
         self.finished = False
+        # The background wait for the shift to be INSYNC (Route 53); None on a synchronous tier.
+        self._propagation: asyncio.Task[Any] | None = None
+        self.notes = Notifier(inp.spec)
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
 
@@ -105,7 +109,9 @@ class Failover:
 
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
+        self.notes.failover_started(inp)
         res = await self._run(inp)
+        await self.notes.failover_ended(res)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return res
 
@@ -154,6 +160,7 @@ class Failover:
                 except (ActivityError, ApplicationError) as exc:
                     # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                     res.error = f"traffic shifted but scaling the target failed: {_reason(exc)}"
+            await self._await_propagation(res)
             res.status = "succeeded"
             return self._end(res, ops.PHASE_DONE, f"traffic on `{inp.target}`; RTO {res.rto_s} s")
         except Aborted:
@@ -164,6 +171,9 @@ class Failover:
             if isinstance(exc, ActivityError) and getattr(exc.cause, "type", None) == ops.FLEET_BUSY:
                 res.status = "refused"
             if self.shifted:
+                if res.changes:
+                    await global_weights.settle_wait(self._propagation, res.changes[0], "the failover compensated")
+                    res.propagated_at = res.changes[0].propagated_at
                 await self._compensate(inp, res, tq)
             return self._end(res, ops.PHASE_FAILED, f"{res.status}: {res.error}")
 
@@ -260,18 +270,36 @@ class Failover:
         self.phases.enter(ops.PHASE_SHIFT, f"global weights {fmt_weights(plan.weights_after)}")
         # Mark before the call: if the worker dies mid-call the weights may already be applied.
         self.shifted = True
-        got = await workflow.execute_activity(
-            "set_global_weights", SetWeightsInput(weights=plan.weights_after, reason=f"failover to {inp.target}"),
-            result_type=Weights, summary=f"shift traffic to {inp.target}", task_queue=tq, **fast(),
-        )
-        res.weights_after = got.weights
-        res.shifted_at = workflow.now()
+        change = await global_weights.apply(tq, plan.weights_after, f"failover to {inp.target}",
+                                            f"shift traffic to {inp.target}")
+        res.changes.append(change)
+        res.weights_after = change.weights
+        res.shifted_at = res.weights_applied_at = change.applied_at
+        res.propagated_at = change.propagated_at
+        # Verification starts now, while the tier propagates: clients follow DNS as it spreads, and
+        # the verify deadline already allows for the TTL. The wait only records when it is done.
+        self._propagation = global_weights.start_wait(tq, change, inp.spec.global_propagation_timeout_s)
+        if self._propagation is not None:
+            self.phases.note("propagation", f"change {change.change_id} PENDING since {change.applied_at:%H:%M:%S}")
+
+    async def _await_propagation(self, res: FailoverResult) -> None:
+        """Record when the shift was in effect everywhere; a slow propagation is noted, never a failure."""
+        if self._propagation is None or not res.changes:
+            return
+        change = res.changes[0]
+        if not self._propagation.done():
+            self.phases.enter(ops.PHASE_PROPAGATE, f"verified; waiting for change {change.change_id} to be INSYNC")
+        await global_weights.finish_wait(self._propagation, change)
+        res.propagated_at = change.propagated_at
+        self.phases.note("propagation", change.note or f"{change.propagation} at {change.propagated_at:%H:%M:%S}")
 
     async def _verify(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> VerifyResult:
         spec = inp.spec
         sources = [s for s in (plan.source or "").split(",") if s]
         self.phases.enter(ops.PHASE_VERIFY, f"{spec.verify_requests} requests through the global endpoint")
-        deadline = workflow.now() + timedelta(seconds=spec.verify_timeout_s)
+        # verify_deadline_s = verify_timeout_s + the global tier's TTL: resolvers may serve the old
+        # answer that long after the change.
+        deadline = workflow.now() + timedelta(seconds=spec.verify_deadline_s)
         last: VerifyResult | None = None
         attempt = 0
         while workflow.now() < deadline:
@@ -286,7 +314,7 @@ class Failover:
                 self.phases.note("verify", f"{last.ok}/{last.total} ok, by region {last.by_region}")
                 return last
             await workflow.sleep(0.5)
-        raise ApplicationError(f"verification failed before {spec.verify_timeout_s:g}s: {last}", type="VerifyFailed")
+        raise ApplicationError(f"verification failed before {spec.verify_deadline_s:g}s: {last}", type="VerifyFailed")
 
     async def _compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
         self.phases.enter(ops.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights")
@@ -305,13 +333,14 @@ class Failover:
             res.compensated = "left_on_target_source_dead"
             self.phases.note("compensation", f"left on {inp.target}: {', '.join(dead)} is DOWN")
             return
-        got = await workflow.execute_activity(
-            "set_global_weights", SetWeightsInput(weights=res.weights_before, reason="failover compensation"),
-            result_type=Weights, summary="restore previous weights", task_queue=tq, **fast(),
-        )
-        res.weights_after = got.weights
+        # Waits for propagation too: the fleet is released only once the restore is in effect (or the
+        # wait's deadline says it is still pending), so the next operation does not race it.
+        change = await global_weights.apply_and_wait(tq, res.weights_before, "failover compensation",
+                                                     "restore previous weights", inp.spec.global_propagation_timeout_s)
+        res.changes.append(change)
+        res.weights_after = change.weights
         res.compensated = "restored_weights"
-        self.phases.note("compensation", f"restored {fmt_weights(got.weights)}")
+        self.phases.note("compensation", f"restored {fmt_weights(change.weights)} ({change.propagation})")
 
     # --- helpers ----------------------------------------------------------------------------------
 

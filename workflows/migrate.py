@@ -29,11 +29,11 @@ with workflow.unsafe.imports_passed_through():
         OperationProgress,
         RegionRequest,
         ScaleInput,
-        SetWeightsInput,
         WaitRolloutInput,
         Weights,
     )
     from drctl.models.upgrade import Outcome, WarmupRequest, WarmupResult
+    from workflows import global_weights
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
     from workflows.progressive import Control, Stop, reason_of
     from workflows.rpo import MIGRATE_PATCH as MIGRATE_ARTIFACTS
@@ -91,9 +91,10 @@ class Migration:
             heartbeat_timeout=timedelta(seconds=30), **self._q(req, req.target, 600))
 
     async def _weights(self, req: MigrationRequest, weights: dict[str, int], why: str) -> dict[str, int]:
-        got = await workflow.execute_activity(
-            "set_global_weights", SetWeightsInput(weights=weights, reason=why), result_type=Weights,
-            summary=f"global weights {fmt_weights(weights)}", task_queue=req.spec.region(req.target).queue, **fast())
+        # Waits for INSYNC (bounded): the migration's next step must see the traffic where it was sent.
+        got = await global_weights.apply_and_wait(
+            req.spec.region(req.target).queue, weights, why, f"global weights {fmt_weights(weights)}",
+            req.spec.global_propagation_timeout_s)
         self.state.weights = got.weights
         self.phases.note("global weights", fmt_weights(got.weights))
         return got.weights

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.health import RegionState
     from drctl.models.ops import ProbeBatch, ProbeRequest
     from workflows.common import fast
+    from workflows.notify import Notifier
 
 WATCHING = "watching"
 
@@ -60,6 +61,7 @@ class FleetMonitor:
         self.child: asyncio.Task[None] | None = None
         self.active: FailoverRecord | None = None
         self.poke = False
+        self.notes = Notifier(self.s.spec, alert=self.s.alert)
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -112,6 +114,7 @@ class FleetMonitor:
             s.total_iterations += 1
             self._render()
             if (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()) and self.child is None:
+                await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
             fast_confirm = s.spec.fast_confirm and any(
@@ -149,6 +152,7 @@ class FleetMonitor:
                          spec.recovery_threshold):
                 workflow.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
         self._decide(now)
+        self.notes.monitor_alert(s)
 
     def _decide(self, now: object) -> None:
         s = self._state()

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         UpgradeStatus,
     )
     from workflows.common import Phases, fast, region_bound
+    from workflows.notify import Notifier
     from workflows.progressive import Control, Stop, error_type, reason_of
     from workflows.upgrade_wave import WaveSteps, ended_on
 
@@ -156,6 +157,7 @@ class Upgrade:
         self.phases.finish(ops.PHASE_DONE if res.outcome is Outcome.SUCCEEDED else ops.PHASE_FAILED,
                            f"{res.outcome.value}: {res.reason}")
         workflow.upsert_search_attributes([sa.VERDICT.value_set(res.outcome.value)])
+        await Notifier(req.spec).upgrade_ended(res)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return res
 

@@ -49,14 +49,12 @@ def _admin(region: RegionConfig, path: str, body: dict[str, Any] | None = None) 
 
 
 def _apps(region: RegionConfig) -> Any:
-    from kubernetes import client, config
+    from kubernetes import client
 
-    if region.kube.api_url:
-        conf = client.Configuration()
-        conf.host = region.kube.api_url
-        return client.AppsV1Api(client.ApiClient(conf))
-    api = config.new_client_from_config(config_file=region.kube.kubeconfig_path, context=region.kube.context)
-    return client.AppsV1Api(api)
+    from drctl.providers.kube_client import api_client_for
+
+    # The same credentials as the worker's own calls (in-cluster, kubeconfig or exec auth).
+    return client.AppsV1Api(api_client_for(region.kube))
 
 
 def _core(region: RegionConfig) -> Any:

@@ -25,6 +25,16 @@ def register(app: typer.Typer) -> None:
                           no_args_is_help=True)
     app.add_typer(dev_app, name="dev")
 
+    @dev_app.callback()
+    def _needs_the_extra() -> None:
+        import importlib.util
+
+        # The worker image installs the runtime only; say what is missing instead of a traceback.
+        missing = [m for m in ("aiohttp", "kmock", "moto") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise UserError(f"the dev stack needs the devstack extra ({', '.join(missing)} not installed): "
+                            "pip install 'drctl[devstack]'", exit_code=1)
+
     @dev_app.command("up")
     def up_cmd(
         config: ConfigOpt = Path(DEFAULT_CONFIG),

@@ -39,6 +39,7 @@ from drctl.models.failover import (
     shift_weights,
 )
 from drctl.models.ops import FleetSpec
+from drctl.models.traffic import GlobalChange
 from drctl.operations import start_operation
 from drctl.temporal import connect, ui_link
 from workflows.common import fmt_weights
@@ -77,6 +78,13 @@ def _confirm(yes: bool, question: str) -> None:
     typer.confirm(question, abort=True)
 
 
+def fmt_change(c: GlobalChange) -> str:
+    """One global weight change: applied when, in effect everywhere when (or why not known)."""
+    done = f"in effect {c.propagated_at:%H:%M:%S}" if c.propagated_at else "propagation not confirmed"
+    text = f"{fmt_weights(c.weights)}: applied {c.applied_at:%H:%M:%S}, {done} ({c.propagation})"
+    return f"{text}; {c.note}" if c.note else text
+
+
 def _render_failover(res: FailoverResult, link: str) -> None:
     t = Table(title=f"failover {res.source or '?'} → {res.target}: {res.status}")
     t.add_column("")
@@ -88,6 +96,8 @@ def _render_failover(res: FailoverResult, link: str) -> None:
         t.add_row("measured RTO", f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})")
     if res.verify:
         t.add_row("verify", f"{res.verify.ok}/{res.verify.total} ok, served by {res.verify.by_region}")
+    for c in res.changes:
+        t.add_row("global change", fmt_change(c))
     for p in res.phases:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
     if res.data_loss:
@@ -182,6 +192,8 @@ def register(app: typer.Typer) -> None:
         else:
             console.print(f"failback {res.status}: {fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}; "
                           f"steps {res.steps_done}/{res.steps_planned}; scaled back {res.scaled_back or '-'}")
+            for c in res.changes:
+                console.print(f"  global change {fmt_change(c)}")
             if res.error:
                 console.print(f"error: {res.error}")
             console.print(f"UI: {link}")

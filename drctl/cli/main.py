@@ -31,6 +31,7 @@ _COMMAND_MODULES = [
     "drctl.cli.backup",
     "drctl.cli.drill",
     "drctl.cli.replicate",
+    "drctl.cli.notify",
 ]
 
 for _name in _COMMAND_MODULES:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import logging
+import enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, err_console, load, run_async
+from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, load, run_async
+
+
+class LogFormatOpt(str, enum.Enum):
+    text = "text"
+    json = "json"
 
 
 def register(app: typer.Typer) -> None:
@@ -22,17 +27,37 @@ def register(app: typer.Typer) -> None:
         no_main: Annotated[
             bool, typer.Option("--no-main", help="Serve only region queues, not workflows (a region-local worker).")
         ] = False,
+        log_format: Annotated[
+            LogFormatOpt,
+            typer.Option("--log-format", envvar="DRCTL_LOG_FORMAT",
+                         help="text, or json: one object per line with fleet, region, operation, workflow_id."),
+        ] = LogFormatOpt.text,
     ) -> None:
         """Run drctl's workflows and activities: the main queue plus each served region's queue."""
+        from drctl import logs
         from drctl.worker import run_worker
 
         cfg = load(config)
         for r in region or []:
             cfg.region(r)  # unknown region: exit 2 listing the known ones
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        queues = ([cfg.temporal.task_queue] if not no_main else []) + [
-            cfg.region(r).queue for r in (region or cfg.region_names)
-        ]
-        err_console.print(f"drctl worker for fleet {cfg.name!r} on {cfg.temporal.address}: queues {', '.join(queues)}")
+        logs.setup(log_format.value, cfg, region or None)
         run_async(lambda: run_worker(cfg, region or None, main=not no_main))
-        err_console.print("worker stopped")
+
+    @app.command("eks-token")
+    def eks_token(
+        cluster_name: Annotated[str, typer.Option("--cluster-name", help="EKS cluster name.")],
+        aws_region: Annotated[str, typer.Option("--region", help="AWS region of the cluster.")],
+    ) -> None:
+        """Print an EKS ExecCredential (a kubeconfig exec plugin, like `aws eks get-token`)."""
+        import json
+
+        import botocore.exceptions
+
+        from drctl.cli.common import UserError
+        from drctl.providers.eks_token import exec_credential
+
+        try:
+            cred = exec_credential(cluster_name, aws_region)
+        except botocore.exceptions.NoCredentialsError as exc:
+            raise UserError(f"no AWS credentials for the EKS token of {cluster_name}: {exc}", exit_code=1) from None
+        typer.echo(json.dumps(cred))

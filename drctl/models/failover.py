@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.ops import FleetSpec, PhaseTiming, VerifyResult
 from drctl.models.rpo import DataLossExposure
+from drctl.models.traffic import GlobalChange
 
 ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
 NO_FAILOVER_TARGET = "NO_FAILOVER_TARGET"
@@ -179,6 +180,10 @@ class FailoverResult(BaseModel):
     started_at: datetime
     fault_at: datetime
     shifted_at: datetime | None = None
+    weights_applied_at: datetime | None = Field(None, description="When the global tier accepted the shift.")
+    propagated_at: datetime | None = Field(
+        None, description="When the tier reported the shift in effect everywhere (Route 53 INSYNC); None: not confirmed.")
+    changes: list[GlobalChange] = Field(default_factory=list, description="Every global weight change made, in order.")
     verified_at: datetime | None = None
     rto_s: float | None = Field(None, description="fault_at to verified traffic fully served elsewhere.")
     rto_upper_bound_s: float | None = Field(None, description="From the last good probe, when known.")
@@ -207,6 +212,7 @@ class FailbackResult(BaseModel):
     steps_done: int = 0
     steps_planned: int = 0
     scaled_back: dict[str, int] = Field(default_factory=dict)
+    changes: list[GlobalChange] = Field(default_factory=list, description="Every global weight change made, in order.")
     phases: list[PhaseTiming] = Field(default_factory=list)
     error: str | None = None
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from drctl.config import FleetConfig
 from drctl.models.health import RegionProbe
+from drctl.models.notify import WebhookSpec
 
 # ApplicationError.type raised when another mutating operation already holds the fleet.
 FLEET_BUSY = "FleetBusy"
@@ -32,6 +33,7 @@ PHASE_AWAITING_APPROVAL = "awaiting-approval"
 PHASE_SCALE = "scale"
 PHASE_SHIFT = "shift"
 PHASE_VERIFY = "verify"
+PHASE_PROPAGATE = "propagate"  # verified, waiting for the global change to be INSYNC (Route 53)
 PHASE_COMPENSATE = "compensate"
 PHASE_DONE = "done"
 PHASE_FAILED = "failed"
@@ -84,6 +86,17 @@ class FleetSpec(BaseModel):
     stabilization_window_s: float
     failback_steps: int
     failback_step_interval_s: float
+    # Defaults keep specs recorded before these fields existed (replayed histories) valid.
+    global_ttl_s: float = Field(0.0, description="Global tier record TTL (Route 53), 0 for HAProxy, s.")
+    global_propagation_timeout_s: float = Field(
+        180.0, description="How long an operation waits for a global weight change to be INSYNC, s.")
+    # Defaulted: histories recorded before notifications existed must still replay.
+    webhooks: list[WebhookSpec] = Field(default_factory=list, description="Webhooks (no URLs or keys).")
+
+    @property
+    def verify_deadline_s(self) -> float:
+        """Verification window: resolvers keep the old answer up to one TTL after the change."""
+        return self.verify_timeout_s + self.global_ttl_s
 
     @classmethod
     def from_config(cls, cfg: FleetConfig) -> FleetSpec:
@@ -113,6 +126,9 @@ class FleetSpec(BaseModel):
             stabilization_window_s=b.stabilization_window_s,
             failback_steps=b.steps,
             failback_step_interval_s=b.step_interval_s,
+            global_ttl_s=float(getattr(cfg.traffic.global_tier, "ttl_s", 0)),
+            global_propagation_timeout_s=float(getattr(cfg.traffic.global_tier, "propagation_timeout_s", 180.0)),
+            webhooks=[WebhookSpec.from_config(w) for w in cfg.notifications.webhooks],
         )
 
     def region(self, name: str) -> RegionSpec:

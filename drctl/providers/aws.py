@@ -25,10 +25,10 @@ def credentials_for(cfg: FleetConfig, session: boto3.Session | None = None) -> d
     return dict(EMULATOR_KEYS)
 
 
-def client(cfg: FleetConfig, service: str) -> Any:
-    """A boto3 client for `service` in `aws.region`, honouring `aws.endpoint_url`."""
+def client(cfg: FleetConfig, service: str, config: Any = None) -> Any:
+    """A boto3 client for `service` in `aws.region`, honouring `aws.endpoint_url`; `config`: a botocore Config."""
     # One session decides and signs: boto3's default session caches the credentials it first saw,
     # so checking a fresh session but building on the default one could disagree.
     session = boto3.Session()
     return session.client(service, region_name=cfg.aws.region, endpoint_url=cfg.aws.endpoint_url,
-                          **credentials_for(cfg, session))
+                          config=config, **credentials_for(cfg, session))

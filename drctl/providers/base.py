@@ -10,13 +10,33 @@ from pydantic import BaseModel, Field
 from drctl.models.health import RegionProbe
 
 
+class AppliedWeights(BaseModel):
+    """What the global tier said when it accepted a weight change."""
+
+    change_id: str | None = Field(None, description="The tier's id for the change (Route 53 ChangeInfo.Id).")
+    propagated: bool = Field(description="True when the change is already in effect everywhere (HAProxy).")
+    status: str = Field(description="The tier's own word: PENDING/INSYNC for Route 53, applied for HAProxy.")
+
+
 class GlobalTraffic(Protocol):
-    """Global tier: region weights (Route 53 weighted records, HAProxy global backend)."""
+    """Global tier: region weights (Route 53 weighted records, HAProxy global backend).
+
+    A change is two steps, because on Route 53 accepting a change and serving it everywhere are
+    minutes apart: `apply_weights` returns as soon as the tier accepted the change, and
+    `is_propagated` reports whether it is in effect everywhere. A synchronous tier (HAProxy) answers
+    `propagated=True` from `apply_weights`, so callers never wait on it.
+    """
 
     def get_weights(self) -> dict[str, int]: ...
 
+    def apply_weights(self, weights: dict[str, int]) -> AppliedWeights:
+        """Submit all region weights at once (one change batch / one runtime session); do not wait."""
+
+    def is_propagated(self, change_id: str) -> bool:
+        """Whether the change `apply_weights` returned is in effect everywhere (Route 53: INSYNC)."""
+
     def set_weights(self, weights: dict[str, int]) -> None:
-        """Apply all region weights at once (one change batch / one runtime session)."""
+        """apply_weights, then block until propagated (for scripts and the dev stack, not workflows)."""
 
 
 class RegionalTraffic(Protocol):

@@ -7,6 +7,7 @@ requested weights in one runtime API connection.
 from __future__ import annotations
 
 from drctl.config import TRACKS, FleetConfig, HAProxyGlobal, HAProxyRegional
+from drctl.providers.base import AppliedWeights
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 from drctl.providers.weights import validate_weights
 
@@ -51,6 +52,14 @@ class HAProxyGlobalTraffic:
                 current=self.get_weights(),
             )
         self.runtime.set_weights(self.backend, weights)
+
+    def apply_weights(self, weights: dict[str, int]) -> AppliedWeights:
+        """`set weight` takes effect on the next request: applied and propagated in one step."""
+        self.set_weights(weights)
+        return AppliedWeights(change_id=None, propagated=True, status="applied")
+
+    def is_propagated(self, change_id: str) -> bool:
+        return True
 
 
 class HAProxyRegionalTraffic:

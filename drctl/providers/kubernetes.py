@@ -12,13 +12,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import urllib3.exceptions
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel
 
-from drctl.config import KubeConfig, RegionConfig
+from drctl.config import RegionConfig
 from drctl.providers.base import DeploymentState
 from drctl.providers.errors import ProviderError, RolloutTimeout, classify
+from drctl.providers.kube_client import api_client_for
 
 T = TypeVar("T")
 
@@ -29,14 +30,6 @@ MERGE = "application/merge-patch+json"
 # not know survive; `_raw` hands them over as Any because the client's stubs name only its models.
 # (connect, read) seconds per request, so a hung API server cannot stall an activity forever.
 REQUEST_TIMEOUT = (5.0, 30.0)
-
-
-def api_client_for(kube: KubeConfig) -> client.ApiClient:
-    """An ApiClient for one region: a plain URL (dev stack), else a kubeconfig context."""
-    if kube.api_url:
-        cfg = client.Configuration(host=kube.api_url.rstrip("/"))
-        return client.ApiClient(cfg)
-    return config.new_client_from_config(config_file=kube.kubeconfig_path, context=kube.context)
 
 
 class Capacity(BaseModel):

@@ -1,8 +1,14 @@
 """Route 53 global tier: one weighted record per region (SetIdentifier), all under one name.
 
 A weight change is one ChangeResourceRecordSets call with one UPSERT per region, which Route 53
-applies atomically, then a wait until the change is INSYNC on its authoritative servers.
-botocore errors propagate unchanged; the activities layer maps them.
+applies atomically. The call answers PENDING at once; the change is INSYNC on every authoritative
+server only later (AWS documents "generally within 60 seconds"). So applying and waiting are two
+steps: `apply_weights` returns the change id, `is_propagated` asks GetChange.
+
+botocore's own retries are off for this client: Throttling and PriorRequestNotComplete surface at
+once and the activity retries them with backoff, so every retry is one visible, counted attempt
+instead of botocore's hidden attempts multiplied by the activity's. botocore errors propagate
+unchanged; the activities layer maps them (drctl/providers/errors.py).
 """
 
 from __future__ import annotations
@@ -10,8 +16,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from botocore.config import Config
+
 from drctl.config import FleetConfig, Route53Global
 from drctl.providers import aws
+from drctl.providers.base import AppliedWeights
 from drctl.providers.weights import validate_weights
 
 ROUTE53_MAX_WEIGHT = 255
@@ -22,8 +31,8 @@ def _fqdn(name: str) -> str:
 
 
 def route53_client(cfg: FleetConfig) -> Any:
-    """A boto3 Route 53 client honouring aws.endpoint_url (moto in the dev stack)."""
-    return aws.client(cfg, "route53")
+    """A boto3 Route 53 client honouring aws.endpoint_url, without botocore's retries (see above)."""
+    return aws.client(cfg, "route53", config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 
 class Route53GlobalTraffic:
@@ -128,8 +137,8 @@ class Route53GlobalTraffic:
             if rrs.get("SetIdentifier") in by_id and "Weight" in rrs
         }
 
-    def set_weights(self, weights: dict[str, int]) -> None:
-        """UPSERT every given region's record in one change batch, then wait for INSYNC."""
+    def apply_weights(self, weights: dict[str, int]) -> AppliedWeights:
+        """UPSERT every given region's record in one change batch; return without waiting for INSYNC."""
         validate_weights(weights, self.regions, max_weight=ROUTE53_MAX_WEIGHT, what="region")
         if set(weights) != set(self.regions):
             current = {r: 0 for r in self.regions} | self.get_weights()
@@ -150,20 +159,28 @@ class Route53GlobalTraffic:
             }
             for region, weight in weights.items()
         ]
-        resp = self.client.change_resource_record_sets(
+        info = self.client.change_resource_record_sets(
             HostedZoneId=self.zone_id(),
             ChangeBatch={"Comment": f"drctl: region weights {weights}"[:256], "Changes": changes},
-        )
-        self.wait_insync(resp["ChangeInfo"])
+        )["ChangeInfo"]
+        return AppliedWeights(change_id=info["Id"], propagated=info["Status"] == "INSYNC", status=info["Status"])
 
-    def wait_insync(self, change_info: dict[str, Any]) -> None:
-        """Poll GetChange until INSYNC (Route 53 usually needs well under a minute)."""
+    def change_status(self, change_id: str) -> str:
+        """GetChange: PENDING or INSYNC."""
+        return str(self.client.get_change(Id=change_id)["ChangeInfo"]["Status"])
+
+    def is_propagated(self, change_id: str) -> bool:
+        return self.change_status(change_id) == "INSYNC"
+
+    def set_weights(self, weights: dict[str, int]) -> None:
+        """apply_weights, then poll until INSYNC (scripts only; workflows use the two steps)."""
+        applied = self.apply_weights(weights)
+        if applied.propagated or applied.change_id is None:
+            return
         deadline = time.monotonic() + self.insync_timeout_s
-        info = change_info
-        while info["Status"] != "INSYNC":
+        while not self.is_propagated(applied.change_id):
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"Route 53 change {info['Id']} still {info['Status']} after {self.insync_timeout_s}s"
+                    f"Route 53 change {applied.change_id} still PENDING after {self.insync_timeout_s:g}s"
                 )
             time.sleep(self.insync_poll_s)
-            info = self.client.get_change(Id=info["Id"])["ChangeInfo"]

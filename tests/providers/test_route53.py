@@ -10,6 +10,7 @@ import base64
 import json
 import re
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +20,18 @@ import boto3
 import botocore.exceptions
 import httpx
 import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
+from activities.traffic import TrafficActivities
 from drctl.config import FleetConfig, parse_config
+from drctl.models.ops import SetWeightsInput
+from drctl.models.traffic import PropagationInput
+from drctl.providers.errors import classify
 from drctl.providers.route53 import Route53GlobalTraffic
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import free_port, wait_until
+from tests.route53_standin import Route53StandIn
 
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 TARGETS = {"us-west-1": "west.lb.example.net", "us-east-1": "east.lb.example.net"}
@@ -193,3 +201,91 @@ def test_aws_errors_propagate(moto_url: str) -> None:
         r53.set_weights({"us-west-1": 1, "us-east-1": 1})
     with pytest.raises(LookupError, match="nosuch.example.org"):
         Route53GlobalTraffic.from_config(fleet(moto_url, "nosuch.example.org")).get_weights()
+
+
+# --- Route 53 as it really behaves: PENDING for a while, throttling (tests/route53_standin.py) --------
+
+
+@pytest.fixture
+def standin(moto_url: str) -> Iterator[Route53StandIn]:
+    with Route53StandIn(moto_url, pending_s=1.5) as r53:
+        yield r53
+
+
+def test_apply_returns_pending_at_once_and_insync_comes_later(
+    standin: Route53StandIn, moto_url: str, zone: tuple[str, str]
+) -> None:
+    name, zid = zone
+    r53 = Route53GlobalTraffic.from_config(fleet(standin.url, zid, name))
+    t0 = time.monotonic()
+    applied = r53.apply_weights({"us-west-1": 0, "us-east-1": 100})
+    assert applied.propagated is False and applied.status == "PENDING" and applied.change_id
+    # Route 53 serves the new records from its API at once; only propagation lags.
+    assert record_sets(moto_url, zid, name)["use1"][0] == 100
+    assert r53.is_propagated(applied.change_id) is False
+    wait_until(lambda: r53.is_propagated(applied.change_id or ""), timeout_s=10, interval_s=0.2, what="INSYNC")
+    assert time.monotonic() - t0 >= 1.5
+    assert standin.calls["ChangeResourceRecordSets"] == 1
+
+
+def test_set_weights_for_scripts_blocks_until_insync(standin: Route53StandIn, zone: tuple[str, str]) -> None:
+    name, zid = zone
+    r53 = Route53GlobalTraffic.from_config(fleet(standin.url, zid, name))
+    r53.insync_poll_s = 0.2
+    t0 = time.monotonic()
+    r53.set_weights({"us-west-1": 60, "us-east-1": 40})
+    assert time.monotonic() - t0 >= 1.5
+    assert standin.calls["ChangeResourceRecordSets"] == 1 and standin.calls["GetChange"] >= 2
+
+
+@pytest.mark.parametrize(("code", "kind"), [("Throttling", "RateLimited"), ("PriorRequestNotComplete", "Conflict")])
+def test_throttling_reaches_the_activity_once_and_is_retryable(
+    standin: Route53StandIn, zone: tuple[str, str], code: str, kind: str
+) -> None:
+    """botocore's retries are off: one refused request is one error, which the activity retries with backoff."""
+    name, zid = zone
+    cfg = fleet(standin.url, zid, name)
+    standin.inject("ChangeResourceRecordSets", code)
+    with pytest.raises(botocore.exceptions.ClientError, match=code) as err:
+        Route53GlobalTraffic.from_config(cfg).apply_weights({"us-west-1": 1, "us-east-1": 1})
+    assert standin.calls["ChangeResourceRecordSets"] == 1
+    assert classify(err.value).kind == kind and classify(err.value).retryable
+    # Through the activity: the same refusal as a retryable ApplicationError of that type.
+    standin.inject("ChangeResourceRecordSets", code)
+    with pytest.raises(ApplicationError) as app:
+        ActivityEnvironment().run(TrafficActivities(cfg).set_global_weights,
+                                  SetWeightsInput(weights={"us-west-1": 1, "us-east-1": 1}))
+    assert app.value.type == kind and not app.value.non_retryable
+    assert standin.calls["ChangeResourceRecordSets"] == 2
+
+
+def test_wait_activity_heartbeats_backs_off_when_throttled_and_reports_insync(
+    standin: Route53StandIn, zone: tuple[str, str]
+) -> None:
+    name, zid = zone
+    acts = TrafficActivities(fleet(standin.url, zid, name))
+    applied = ActivityEnvironment().run(acts.set_global_weights,
+                                        SetWeightsInput(weights={"us-west-1": 0, "us-east-1": 100}))
+    assert applied.propagated is False and applied.change_id and applied.weights == {"us-west-1": 0, "us-east-1": 100}
+    standin.inject("GetChange", "Throttling", "Throttling")
+    env = ActivityEnvironment()
+    beats: list[Any] = []
+    env.on_heartbeat = lambda *details: beats.append(details)
+    res = env.run(acts.wait_global_propagation, PropagationInput(change_id=applied.change_id, timeout_s=20, poll_s=0.2))
+    assert res.propagated and res.status == "INSYNC" and res.waited_s >= 1.0
+    assert res.last_error and "Throttling" in res.last_error
+    assert len(beats) == res.polls >= 3  # two throttled polls (backing off 0.4 s, 0.8 s), then INSYNC
+    assert standin.calls["ChangeResourceRecordSets"] == 1
+
+
+def test_wait_activity_deadline_is_an_answer_not_an_error(standin: Route53StandIn, zone: tuple[str, str]) -> None:
+    name, zid = zone
+    standin.pending_s = 600
+    acts = TrafficActivities(fleet(standin.url, zid, name))
+    applied = ActivityEnvironment().run(acts.set_global_weights,
+                                        SetWeightsInput(weights={"us-west-1": 60, "us-east-1": 40}))
+    assert applied.change_id
+    res = ActivityEnvironment().run(acts.wait_global_propagation,
+                                    PropagationInput(change_id=applied.change_id, timeout_s=1.0, poll_s=0.3))
+    assert res.propagated is False and res.status == "PENDING" and 1.0 <= res.waited_s < 5
+    assert standin.calls["ChangeResourceRecordSets"] == 1

@@ -33,6 +33,8 @@ async def test_cli_failover_moves_haproxy_weights_and_exits_0(
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
     assert f"{cfg.temporal.ui_url}/namespaces/{cfg.temporal.namespace}/workflows/failover%2F{cfg.name}" in proc.stderr
     assert "succeeded" in proc.stdout and "measured RTO" in proc.stdout
+    # HAProxy applies and propagates in one step, and the result says so.
+    assert "global change" in proc.stdout and "(synchronous)" in proc.stdout
 
 
 async def test_cli_failover_to_an_unhealthy_region_is_refused_and_exits_1(

@@ -1,0 +1,157 @@
+"""Notification events and the pure logic that builds them from operation results.
+
+Workflows build events here (no I/O), the `Notify` child workflow carries them, and the provider
+renders them per webhook format. Only non-secret webhook facts (name, format, events, timeouts)
+travel in workflow input; URLs and routing keys stay in the worker's config and environment.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from drctl.config import NotifyEvent, WebhookConfig
+
+Severity = Literal["critical", "error", "warning", "info"]
+PagerDutyAction = Literal["trigger", "resolve"]
+Detail = str | int | float | bool | None
+
+
+class WebhookSpec(BaseModel):
+    """What a workflow may know about a webhook: never its URL or key."""
+
+    name: str
+    format: Literal["json", "slack", "pagerduty"]
+    events: list[NotifyEvent]
+    timeout_s: float
+    retry_for_s: float
+
+    @classmethod
+    def from_config(cls, w: WebhookConfig) -> WebhookSpec:
+        return cls(name=w.name, format=w.format, events=list(w.events), timeout_s=w.timeout_s,
+                   retry_for_s=w.retry_for_s)
+
+    def wants(self, event: Event) -> bool:
+        # PagerDuty pages or resolves; an informational event (failover started) has no action there.
+        return event.kind in self.events and (self.format != "pagerduty" or event.action is not None)
+
+
+TEST_EVENT = "notify.test"
+
+
+class Event(BaseModel):
+    kind: NotifyEvent | Literal["notify.test"]
+    fleet: str
+    summary: str = Field(description="One line, as a chat message or an incident title shows it.")
+    severity: Severity
+    action: PagerDutyAction | None = Field(None, description="PagerDuty event_action; None: not an incident.")
+    dedup_key: str = Field(description="Stable per fleet and incident, so a resolve closes its trigger.")
+    workflow_id: str
+    run_id: str | None = None
+    region: str | None = None
+    at: datetime
+    details: dict[str, Detail] = Field(default_factory=dict)
+
+
+class NotifyInput(BaseModel):
+    event: Event
+    webhooks: list[WebhookSpec]
+
+
+class DeliverInput(BaseModel):
+    webhook: WebhookSpec
+    event: Event
+
+
+class Delivery(BaseModel):
+    webhook: str
+    status_code: int
+    skipped: bool = False
+
+
+class NotifyResult(BaseModel):
+    delivered: list[str] = Field(default_factory=list)
+    failed: dict[str, str] = Field(default_factory=dict)
+
+
+def dedup_key(fleet: str, incident: str) -> str:
+    return f"drctl/{fleet}/{incident}"
+
+
+def failover_started(fleet: str, wid: str, at: datetime, *, source: str | None, target: str, initiator: str,
+                     reason: str, emergency: bool) -> Event:
+    mode = "emergency" if emergency else "normal"
+    return Event(
+        kind="failover.started", fleet=fleet, severity="warning", dedup_key=dedup_key(fleet, "failover"),
+        summary=f"[{fleet}] failover to {target} started ({mode}, by {initiator})" + (f": {reason}" if reason else ""),
+        workflow_id=wid, region=target, at=at,
+        details={"source": source, "target": target, "initiator": initiator, "mode": mode, "reason": reason},
+    )
+
+
+def failover_ended(fleet: str, wid: str, at: datetime, *, status: str, source: str | None, target: str,
+                   error: str | None, rto_s: float | None, rto_target_s: float, rto_met: bool | None) -> Event:
+    details: dict[str, Detail] = {"status": status, "source": source, "target": target, "rto_s": rto_s,
+                                  "rto_target_s": rto_target_s, "rto_met": rto_met, "error": error}
+    key = dedup_key(fleet, "failover")
+    if status == "succeeded":
+        rto = f"RTO {rto_s:g} s (target {rto_target_s:g} s)" if rto_s is not None else "RTO not measured"
+        return Event(kind="failover.succeeded", fleet=fleet, severity="info", action="resolve", dedup_key=key,
+                     summary=f"[{fleet}] failover to {target} succeeded: {rto}", workflow_id=wid, region=target,
+                     at=at, details=details)
+    # A failover that did not run (refused, aborted) leaves the fleet as it was; one that failed may not.
+    severity: Severity = "critical" if status == "failed" else "error"
+    return Event(kind="failover.failed", fleet=fleet, severity=severity, action="trigger", dedup_key=key,
+                 summary=f"[{fleet}] failover to {target} {status}: {error or 'no reason given'}", workflow_id=wid,
+                 region=target, at=at, details=details)
+
+
+def alert_changed(fleet: str, wid: str, at: datetime, *, before: str | None, after: str | None,
+                  regions: dict[str, str]) -> list[Event]:
+    """The monitor's alert moved: resolve the old one, raise the new one (either may be None)."""
+    if before == after:
+        return []
+    states = ", ".join(f"{r} {s}" for r, s in regions.items())
+    out: list[Event] = []
+    if before:
+        out.append(Event(kind="alert.resolved", fleet=fleet, severity="info", action="resolve",
+                         dedup_key=dedup_key(fleet, before), summary=f"[{fleet}] {before} resolved: {states}",
+                         workflow_id=wid, at=at, details={"alert": before, **regions}))
+    if after:
+        out.append(Event(kind="alert.raised", fleet=fleet, severity="critical", action="trigger",
+                         dedup_key=dedup_key(fleet, after), summary=f"[{fleet}] {after}: {states}",
+                         workflow_id=wid, at=at, details={"alert": after, **regions}))
+    return out
+
+
+def drill_verdict(fleet: str, wid: str, at: datetime, *, verdict: str, experiment: str, target: str,
+                  reasons: list[str], rto_s: float | None, rto_target_s: float) -> Event:
+    passed = verdict == "PASS"
+    why = "; ".join(reasons)
+    return Event(
+        kind="drill.verdict", fleet=fleet, severity="info" if passed else "error",
+        action="resolve" if passed else "trigger", dedup_key=dedup_key(fleet, "drill"),
+        summary=f"[{fleet}] drill {experiment} on {target}: {verdict}" + (f": {why}" if why else ""),
+        workflow_id=wid, region=target, at=at,
+        details={"verdict": verdict, "experiment": experiment, "target": target, "measured_rto_s": rto_s,
+                 "rto_target_s": rto_target_s, "reasons": why},
+    )
+
+
+def upgrade_rolled_back(fleet: str, wid: str, at: datetime, *, image: str, outcome: str, region: str | None,
+                        reason: str, metric: str | None) -> Event:
+    return Event(
+        kind="upgrade.rolled_back", fleet=fleet, severity="warning", action="trigger",
+        dedup_key=dedup_key(fleet, "upgrade"), summary=f"[{fleet}] upgrade to {image} {outcome}: {reason}",
+        workflow_id=wid, region=region, at=at,
+        details={"image": image, "outcome": outcome, "region": region, "reason": reason, "failed_metric": metric},
+    )
+
+
+def ping_event(fleet: str, wid: str, at: datetime, *, by: str) -> Event:
+    """`drctl notify test`: proves the worker's URLs and keys work. PagerDuty opens an info incident."""
+    return Event(kind="notify.test", fleet=fleet, severity="info", action="trigger", dedup_key=dedup_key(fleet, "test"),
+                 summary=f"[{fleet}] drctl test notification from {by}; safe to resolve", workflow_id=wid, at=at,
+                 details={"sent_by": by})

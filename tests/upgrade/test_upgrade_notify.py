@@ -1,0 +1,36 @@
+"""A rolled-back upgrade notifies its webhooks (a real local receiver), with the failing metric."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client
+
+from drctl.config import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.models.upgrade import Outcome
+from tests.helpers import assert_eventually
+from tests.receiver import receiver
+from tests.upgrade.test_upgrade_e2e import _request, _run
+from tests.upgrade.workers import fresh_queues, running_worker
+
+pytestmark = pytest.mark.devstack
+
+
+async def test_a_rolled_back_upgrade_is_notified(fleet_config: FleetConfig, temporal_client: Client,
+                                                 reset_fleet: None) -> None:
+    with receiver() as rec:
+        hook = WebhookConfig(name="ops", url=rec.url, events=["upgrade.rolled_back", "failover.started"])
+        cfg = fresh_queues(fleet_config).model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])})
+        async with running_worker(temporal_client, cfg):
+            req = _request(cfg, "vllm/vllm-openai:v0.8.0-bad", steps_percent=[25, 100], regions=["us-west-1"],
+                           env={"FLEETSIM_ERROR_RATE": "0.6"})
+            res = await _run(temporal_client, cfg, req)
+            assert res.outcome is Outcome.ROLLED_BACK, res
+
+            async def notified() -> bool:
+                return len(rec.bodies()) >= 1
+
+            await assert_eventually(notified, timeout_s=30, what="the rollback notification")
+    [body] = rec.bodies()
+    assert body["kind"] == "upgrade.rolled_back" and body["severity"] == "warning"
+    assert body["details"]["failed_metric"] == "error_rate" and body["details"]["region"] == "us-west-1"
+    assert body["workflow_id"] == f"upgrade/{cfg.name}/{req.upgrade_id}"

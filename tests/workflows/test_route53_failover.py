@@ -1,0 +1,181 @@
+"""Failover and failback with a Route 53 global tier whose changes stay PENDING (tests/route53_standin.py).
+
+The stand-in answers PENDING for longer than any activity's start-to-close, as Route 53 does for up
+to a minute. Clients follow DNS: once a change is visible (`visible_after_s`), the test moves the
+dev stack's global HAProxy to the weights Route 53 now holds, so verification through the global
+endpoint sees traffic move only when resolvers would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from drctl.config import FleetConfig, Route53Global
+from drctl.models.failover import FailbackInput, FailoverInput
+from drctl.models.ops import FleetSpec
+from drctl.operations import start_operation
+from drctl.providers.haproxy import HAProxyGlobalTraffic
+from drctl.providers.route53 import Route53GlobalTraffic
+from tests.helpers import assert_eventually
+from tests.route53_standin import Route53StandIn
+from tests.workflows.conftest import StartWorkers, fast_config, served_by
+from workflows.failback import Failback
+from workflows.failover import Failover
+
+pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+
+TTL_S = 5
+# 15 s: longer than the apply activity's 10 s start-to-close, so an apply that waited for INSYNC
+# would time out and re-send the change. Real Route 53 takes up to ~60 s; set
+# DRCTL_TEST_ROUTE53_PENDING_S=60 to run the same test at that length.
+PENDING_S = float(os.environ.get("DRCTL_TEST_ROUTE53_PENDING_S", "15"))
+
+
+def with_route53(cfg: FleetConfig, endpoint_url: str, zone_id: str, zone: str, propagation_timeout_s: float) -> FleetConfig:
+    tier = Route53Global(kind="route53", hosted_zone_id=zone_id, record_name=f"api.{zone}", ttl_s=TTL_S,
+                         targets={r.name: f"{r.name}.lb.example.net" for r in cfg.regions},
+                         propagation_timeout_s=propagation_timeout_s)
+    return cfg.model_copy(update={"traffic": cfg.traffic.model_copy(update={"global_tier": tier}),
+                                  "aws": cfg.aws.model_copy(update={"endpoint_url": endpoint_url})})
+
+
+@pytest.fixture
+def zone(fleet_config: FleetConfig, dev_stack: object) -> Iterator[tuple[str, str]]:
+    """A fresh hosted zone in the dev stack's moto, holding the configured weights: (name, id)."""
+    client = boto3.client("route53", region_name="us-east-1", endpoint_url=fleet_config.aws.endpoint_url,
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    name = f"r{uuid.uuid4().hex[:8]}.example.com"
+    zid = client.create_hosted_zone(Name=name, CallerReference=name)["HostedZone"]["Id"].removeprefix("/hostedzone/")
+    direct = with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60)
+    Route53GlobalTraffic.from_config(direct).set_weights(fleet_config.weights)  # moto: INSYNC at once
+    yield name, zid
+
+
+def follow_dns(fleet_config: FleetConfig, standin: Route53StandIn, zone_id: str, zone: str) -> None:
+    """When a change becomes visible, move the emulated clients (the global HAProxy) to its weights."""
+    records = Route53GlobalTraffic.from_config(
+        with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zone_id, zone, 60))
+    clients = HAProxyGlobalTraffic.from_config(fleet_config)
+    standin.on_visible = lambda _change: clients.set_weights(records.get_weights())
+
+
+async def activity_attempts(handle: WorkflowHandle, name: str) -> list[int]:
+    """The attempt number each scheduled `name` activity started with, last attempt per activity."""
+    scheduled: dict[int, str] = {}
+    attempts: list[int] = []
+    async for e in handle.fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            a = e.activity_task_started_event_attributes
+            if scheduled.get(a.scheduled_event_id) == name:
+                attempts.append(a.attempt)
+    return attempts
+
+
+async def test_failover_and_failback_while_route53_answers_pending(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
+) -> None:
+    name, zid = zone
+    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=PENDING_S, visible_after_s=2) as standin:
+        follow_dns(fleet_config, standin, zid, name)
+        cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
+        spec = FleetSpec.from_config(cfg)
+        assert spec.verify_deadline_s == cfg.failover.verify_timeout_s + TTL_S
+        handle = await start_operation(
+            temporal_client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1"),
+            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        )
+        res = await asyncio.wait_for(handle.result(), 135 + PENDING_S)
+        assert res.status == "succeeded", res.error
+        assert res.compensated is None and res.error is None
+        assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
+        assert res.weights_applied_at is not None and res.propagated_at is not None and res.verified_at is not None
+        # Verified while Route 53 still said PENDING; the INSYNC came later and was recorded.
+        assert res.weights_applied_at < res.verified_at < res.propagated_at
+        assert (res.propagated_at - res.weights_applied_at).total_seconds() >= PENDING_S - 3
+        assert [c.propagation for c in res.changes] == ["insync"]
+        assert "propagate" in [p.phase for p in res.phases]
+        # No retry storm: one change batch, one attempt, GetChange every ~2 s.
+        assert standin.calls["ChangeResourceRecordSets"] == 1
+        assert await activity_attempts(handle, "set_global_weights") == [1]
+        assert await activity_attempts(handle, "wait_global_propagation") == [1]
+        assert PENDING_S / 5 <= standin.calls["GetChange"] <= PENDING_S / 2 + 5
+        assert await served_by(cfg) == {"us-east-1": 20}
+
+        # Failback: each step waits for INSYNC before its analysis and the next change.
+        standin.pending_s = 3
+        back = await start_operation(
+            temporal_client, cfg, Failback.run, FailbackInput(spec=spec, stabilization_window_s=0),
+            operation="failback", workflow_id=f"failback/{cfg.name}",
+        )
+        fb = await asyncio.wait_for(back.result(), 120)
+        assert fb.status == "succeeded", fb.error
+        assert fb.weights_after == cfg.weights
+        assert len(fb.changes) == fb.steps_done == 2
+        for c in fb.changes:
+            assert c.propagation == "insync" and c.propagated_at is not None
+            assert (c.propagated_at - c.applied_at).total_seconds() >= 2
+        assert standin.calls["ChangeResourceRecordSets"] == 3
+
+
+async def test_throttled_and_never_insync_change_still_fails_over_without_compensation(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
+) -> None:
+    name, zid = zone
+    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600, visible_after_s=1) as standin:
+        follow_dns(fleet_config, standin, zid, name)
+        standin.inject("ChangeResourceRecordSets", "Throttling", "PriorRequestNotComplete")
+        cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 5))
+        handle = await start_operation(
+            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        )
+        res = await asyncio.wait_for(handle.result(), 150)
+    assert res.status == "succeeded", res.error
+    assert res.compensated is None
+    assert res.weights_applied_at is not None and res.propagated_at is None
+    [change] = res.changes
+    assert change.propagation == "pending" and change.note and "PENDING" in change.note
+    # Two refusals retried with backoff by the activity, then one accepted batch: three requests in all.
+    assert standin.calls["ChangeResourceRecordSets"] == 3
+    assert await activity_attempts(handle, "set_global_weights") == [3]
+
+
+async def test_failed_verification_compensates_and_records_both_changes(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
+) -> None:
+    """Clients never see the shift (no follow_dns): verification fails, and the restore is recorded like the shift."""
+    name, zid = zone
+    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
+        cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
+        handle = await start_operation(
+            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        )
+        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        standin.pending_s = 3  # the restore propagates in 3 s; the shift stays PENDING
+        res = await asyncio.wait_for(handle.result(), 150)
+    assert res.status == "failed" and res.error and "verification failed" in res.error
+    assert res.compensated == "restored_weights"
+    assert res.weights_after == cfg.weights
+    shift, restore = res.changes
+    # The shift's wait was still running: abandoned, said so, never waited out its 60 s deadline.
+    assert shift.propagation == "unknown" and shift.note and "compensated" in shift.note
+    assert res.propagated_at is None
+    assert restore.propagation == "insync" and restore.propagated_at is not None
+    assert (restore.propagated_at - restore.applied_at).total_seconds() >= 2
+    assert standin.calls["ChangeResourceRecordSets"] == 2
+    assert await activity_attempts(handle, "set_global_weights") == [1, 1]
+
+
+async def _changes(standin: Route53StandIn, n: int) -> bool:
+    return standin.calls["ChangeResourceRecordSets"] >= n
