@@ -22,8 +22,6 @@ from drctl.models.release import compare
 from drctl.models.rpo import (
     ArtifactsInput,
     ArtifactsResult,
-    LagBatch,
-    LagRequest,
     ReplicaPair,
     ReplicateStatus,
     ReplicationRun,
@@ -82,10 +80,6 @@ class ReplicateActivities:
             out.runs.append(self.replicate_pair(pair))
         return out
 
-    @activity.defn(name="measure_lag")
-    def measure_lag(self, req: LagRequest) -> LagBatch:
-        return LagBatch(reports=[self.rclone.measure_lag(p) for p in req.buckets])
-
     @activity.defn(name="check_rpo")
     async def check_rpo(self, inp: RpoCheckInput) -> RpoCheck:
         """Lag of every replica the target holds, against objectives.rpo_target_s (from the worker's config).
@@ -129,4 +123,4 @@ class ReplicateActivities:
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
     acts = ReplicateActivities(cfg)
-    return [acts.replicate_pair, acts.copy_artifacts, acts.measure_lag, acts.check_rpo]
+    return [acts.replicate_pair, acts.copy_artifacts, acts.check_rpo]

@@ -112,14 +112,6 @@ class ReplicationRun(BaseModel):
     error: str | None = None
 
 
-class LagRequest(BaseModel):
-    buckets: list[ReplicaPair]
-
-
-class LagBatch(BaseModel):
-    reports: list[LagReport]
-
-
 class RpoCheckInput(BaseModel):
     target: str = Field(description="The failover target; every replica held there is measured.")
     sources: list[str] = Field(default_factory=list, description="Regions whose release the target must match.")
