@@ -7,15 +7,18 @@ Backup's phase and item count on every poll, so a stuck Velero shows in the UI.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
+from drctl import metrics
 from drctl.config import FleetConfig
-from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+from drctl.models.backup import PARTIALLY_FAILED, BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
 
 
@@ -28,6 +31,14 @@ def _app_error(exc: BaseException, action: str) -> ApplicationError:
 
 def _heartbeat(info: BackupInfo) -> None:
     activity.heartbeat({"phase": info.phase, "items": info.items})
+
+
+def _completed(info: BackupInfo) -> float:
+    # Velero's completionTimestamp; the clock here when the emulation or an old Velero leaves it out.
+    try:
+        return datetime.fromisoformat((info.completed or "").replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
 
 
 class BackupActivities:
@@ -48,9 +59,18 @@ class BackupActivities:
         """Create a Backup and wait until Velero finishes it; fails unless the policy accepts it."""
         activity.logger.info("backup %s of %s in %s", req.name, req.namespaces, req.region)
         try:
-            return self._provider(req.region).backup(req, on_progress=_heartbeat)
+            info = self._provider(req.region).backup(req, on_progress=_heartbeat)
+        except (BackupFailed, BackupTimeout) as exc:
+            metrics.record_backup(self.cfg.name, req.region, False, None)
+            raise _app_error(exc, f"backup {req.name} in {req.region}") from exc
         except Exception as exc:
             raise _app_error(exc, f"backup {req.name} in {req.region}") from exc
+        if info.phase == PARTIALLY_FAILED:
+            # Accepted by backup.partially_failed_ok, but never passed off as a clean backup.
+            activity.logger.warning("backup %s in %s is PartiallyFailed (%d errors, %d warnings), accepted by "
+                                    "backup.partially_failed_ok", info.name, info.region, info.errors, info.warnings)
+        metrics.record_backup(self.cfg.name, req.region, True, _completed(info))
+        return info
 
     @activity.defn(name="restore_backup")
     def restore_backup(self, req: RestoreRequest) -> BackupInfo:

@@ -44,6 +44,7 @@ from drctl.models.drill import (
     ObserveInput,
 )
 from drctl.operations import FleetBusyError, start_operation
+from drctl.providers.auth import AuthConfigError, auth_headers
 
 _HEARTBEAT_S = 2.0
 _ROLLBACK_GRACE_S = 60.0  # how long a cancelled experiment may spend in its rollbacks
@@ -54,9 +55,14 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-async def _load(url: str, model: str, rps: float, deadline: float, samples: list[LoadSample], timeout_s: float) -> None:
-    """Open-loop load: one 1-token completion every 1/rps seconds until cancelled or the deadline."""
-    body = {"model": model, "prompt": "drill load", "max_tokens": 1}
+async def _load(cfg: FleetConfig, rps: float, deadline: float, samples: list[LoadSample], headers: dict[str, str],
+                timeout_s: float) -> None:
+    """Open-loop load: one 1-token completion every 1/rps seconds until cancelled or the deadline.
+
+    The serving region comes from the header the regional gateways set (traffic.region_header).
+    """
+    url, header = cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions", cfg.traffic.region_header
+    body = {"model": cfg.workload.model, "prompt": "drill load", "max_tokens": 1}
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=0)
     inflight: set[asyncio.Task[None]] = set()
 
@@ -64,12 +70,12 @@ async def _load(url: str, model: str, rps: float, deadline: float, samples: list
         t0, started = _now(), time.monotonic()
         try:
             resp = await client.post(url, json=body)
-            ok, region = resp.status_code == 200, resp.headers.get("X-Fleetsim-Region")
+            ok, region = resp.status_code == 200, resp.headers.get(header)
         except httpx.HTTPError:
             ok, region = False, None
         samples.append(LoadSample(t=t0, ok=ok, region=region, latency_ms=round((time.monotonic() - started) * 1000, 1)))
 
-    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits, headers=headers) as client:
         try:
             while time.monotonic() < deadline and len(samples) + len(inflight) < _MAX_SAMPLES:
                 if len(inflight) < 64:  # a hung endpoint must not grow the task set without bound
@@ -120,14 +126,17 @@ class ChaosActivities:
         except ExperimentInvalid as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             raise ApplicationError(str(exc), type="ExperimentInvalid", non_retryable=True) from None
+        try:
+            headers = auth_headers(self.cfg)
+        except AuthConfigError as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise ApplicationError(str(exc), type="AuthConfigError", non_retryable=True) from None
         journal_path = workdir / "journal.json"
         samples: list[LoadSample] = []
         started_at = _now()
         deadline = time.monotonic() + inp.timeout_s
         load = asyncio.create_task(
-            _load(self.cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions", self.cfg.workload.model,
-                  inp.load_rps, deadline, samples, self.cfg.health.probe_timeout_s)
-        )
+            _load(self.cfg, inp.load_rps, deadline, samples, headers, self.cfg.health.probe_timeout_s))
         cancelled = False
         proc: asyncio.subprocess.Process | None = None
         try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
 
+from drctl import metrics
 from drctl.config import FleetConfig
 from drctl.models.health import RegionProbe
 from drctl.models.ops import ProbeBatch, ProbeRequest, RegionRequest
@@ -15,15 +17,21 @@ from drctl.providers.probe import InferenceProber
 
 class HealthActivities:
     def __init__(self, cfg: FleetConfig) -> None:
+        self.fleet = cfg.name
         self.prober = InferenceProber(cfg)
 
     @activity.defn(name="probe_regions")
     async def probe_regions(self, inp: ProbeRequest) -> ProbeBatch:
-        return ProbeBatch(probes=await self.prober.probe_regions(inp.regions))
+        probes = await self.prober.probe_regions(inp.regions)
+        for p in probes:
+            metrics.record_probe(self.fleet, p, time.time())
+        return ProbeBatch(probes=probes)
 
     @activity.defn(name="probe_region")
     async def probe_region(self, inp: RegionRequest) -> RegionProbe:
-        return await self.prober.probe_region(inp.region)
+        probe = await self.prober.probe_region(inp.region)
+        metrics.record_probe(self.fleet, probe, time.time())
+        return probe
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

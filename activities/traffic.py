@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.errors import app_error
+from drctl import metrics
 from drctl.config import FleetConfig
 from drctl.models.ops import SetWeightsInput, Weights
 from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
@@ -43,9 +44,11 @@ class TrafficActivities:
     @activity.defn(name="get_global_weights")
     def get_global_weights(self) -> Weights:
         try:
-            return Weights(weights=self._tier().get_weights())
+            weights = self._tier().get_weights()
         except Exception as exc:
             raise app_error(exc, "read global weights") from exc
+        metrics.record_weights(self.cfg.name, weights)
+        return Weights(weights=weights)
 
     @activity.defn(name="set_global_weights")
     def set_global_weights(self, inp: SetWeightsInput) -> WeightsApplied:
@@ -69,6 +72,7 @@ class TrafficActivities:
             got = self._tier().get_weights()
         except Exception as exc:
             raise app_error(exc, f"set global weights {inp.weights}") from exc
+        metrics.record_weights(self.cfg.name, got)
         return WeightsApplied(weights=got, change_id=applied.change_id, propagated=applied.propagated,
                               status=applied.status)
 

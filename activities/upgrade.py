@@ -27,6 +27,7 @@ from drctl.models.upgrade import (
     WarmupRequest,
     WarmupResult,
 )
+from drctl.providers.auth import AuthConfigError, auth_headers
 from drctl.providers.base import RegionalTraffic
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.replicas import AutoReplicaSource
@@ -54,6 +55,13 @@ class UpgradeActivities:
                 platform = KubernetesPlatform(self.cfg.region(region), poll_interval_s=0.5)
                 self._workloads[region] = Workload(self.cfg, platform)
             return self._workloads[region]
+
+    def _auth(self) -> dict[str, str]:
+        try:
+            return auth_headers(self.cfg)
+        except AuthConfigError as exc:
+            # Without the token every request would read as a failing candidate: stop, name the cause.
+            raise ApplicationError(str(exc), type="AuthConfigError", non_retryable=True) from None
 
     def _tier(self) -> RegionalTraffic:
         with self._lock:
@@ -137,7 +145,7 @@ class UpgradeActivities:
             raise ApplicationError(f"{req.region}/{req.track} has no replicas to warm up", type="NoReplicas")
         results = await run_requests(
             urls, self.cfg.workload.model, req.prompts * len(urls), 0.0, REQUEST_TIMEOUT_S,
-            on_progress=lambda n: activity.heartbeat(n),
+            on_progress=lambda n: activity.heartbeat(n), headers=self._auth(),
         )
         ok = sum(r is not None for r in results)
         return WarmupResult(region=req.region, track=req.track, replicas=len(urls), ok=ok, failed=len(results) - ok)
@@ -152,7 +160,7 @@ class UpgradeActivities:
         cand, base = await measure_pair(
             (str(req.candidate), cand_urls), (str(req.baseline), base_urls), self.cfg.workload.model,
             req.window_s, per_track if cand_urls and base_urls else 0, REQUEST_TIMEOUT_S,
-            on_progress=lambda n: activity.heartbeat(n),
+            on_progress=lambda n: activity.heartbeat(n), headers=self._auth(),
         )
         return judge(cand, base, req.limits)
 

@@ -1,4 +1,9 @@
-"""Verify a traffic shift the way users see it: completions through the global endpoint."""
+"""Verify a traffic shift the way users see it: completions through the global endpoint.
+
+The serving region is read from `traffic.region_header`, which the regional gateway tier sets
+(HAProxy `http-response set-header`, a Gateway API ResponseHeaderModifier). Nothing the inference
+server itself sends is trusted for it: an answer without the header counts as unattributed.
+"""
 
 from __future__ import annotations
 
@@ -8,24 +13,33 @@ from typing import Any
 
 import httpx
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from drctl.config import FleetConfig
 from drctl.models.ops import VerifyInput, VerifyResult
+from drctl.providers.auth import AuthConfigError, auth_headers
 
 # A few requests in flight at once: fast enough to verify in about a second, small enough not
 # to be a load test against a fleet that just lost a region.
 _CONCURRENCY = 4
+_HEARTBEAT_S = 1.0
 
 
 class VerifyActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.url = cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions"
         self.model = cfg.workload.model
+        self.cfg = cfg
+        self.region_header = cfg.traffic.region_header
 
     @activity.defn(name="verify_global")
     async def verify_global(self, inp: VerifyInput) -> VerifyResult:
         """Send `requests` 1-token completions; count successes per serving region and errors."""
-        result = VerifyResult(total=0, ok=0, errors=0)
+        try:
+            headers = auth_headers(self.cfg)
+        except AuthConfigError as exc:
+            raise ApplicationError(str(exc), type="AuthConfigError", non_retryable=True) from None
+        result = VerifyResult(total=0, ok=0, errors=0, region_header=self.region_header)
         sem = asyncio.Semaphore(_CONCURRENCY)
         # No keep-alive: every request is a new connection, so the global tier balances each one
         # with the weights in force now, as a new user's request would be.
@@ -36,6 +50,8 @@ class VerifyActivities:
             async with sem:
                 try:
                     resp = await client.post(self.url, json=body)
+                    if resp.status_code in (401, 403):
+                        result.auth_rejected += 1
                     resp.raise_for_status()
                     resp.json()
                 except (httpx.HTTPError, ValueError) as exc:
@@ -44,15 +60,24 @@ class VerifyActivities:
                         result.error_samples.append(f"{type(exc).__name__}: {str(exc)[:200]}")
                     return
                 result.ok += 1
-                region = resp.headers.get("X-Fleetsim-Region")
+                region = resp.headers.get(self.region_header)
                 if region:
                     result.by_region[region] = result.by_region.get(region, 0) + 1
                 else:
                     result.unattributed += 1
 
-        async with httpx.AsyncClient(timeout=inp.request_timeout_s, limits=limits) as client:
+        async def alive() -> None:
+            # A worker that died mid-batch is noticed at the heartbeat timeout, not at the end of
+            # start-to-close, so the retried attempt still fits in the verify deadline.
+            while True:
+                activity.heartbeat(result.ok + result.errors)
+                await asyncio.sleep(_HEARTBEAT_S)
+
+        async with httpx.AsyncClient(timeout=inp.request_timeout_s, limits=limits, headers=headers) as client:
+            beat = asyncio.create_task(alive())
             tasks = [asyncio.create_task(one(client)) for _ in range(inp.requests)]
             done, pending = await asyncio.wait(tasks, timeout=inp.timeout_s)
+            beat.cancel()
             for t in pending:
                 t.cancel()
             if pending:

@@ -49,6 +49,7 @@ from drctl.config import FleetConfig
 from drctl.models.drill import LoadSample
 from drctl.models.failover import FailoverResult, MonitorStatus
 from drctl.models.health import RegionState
+from drctl.providers.auth import auth_headers
 from drctl.providers.traffic_factory import global_traffic
 
 TAIL_S = 2.0  # load kept running after the failover closes, to see whether errors really stopped
@@ -166,9 +167,8 @@ async def run_trial(client: Client, cfg: FleetConfig, policy: Policy, kind: Kind
         await start_monitor(client, pcfg)
         await _monitor_ready(client, pcfg, 60)
         budget = offset_s + args.failover_timeout_s + TAIL_S + 10
-        url = cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions"
-        load = asyncio.create_task(run_load(url, cfg.workload.model, args.rps, time.monotonic() + budget,
-                                            samples, 10.0))
+        load = asyncio.create_task(run_load(cfg, args.rps, time.monotonic() + budget, samples,
+                                            auth_headers(cfg), 10.0))
         await asyncio.sleep(offset_s)  # fault phase against the probe schedule: uniform, not lucky
         t0 = trial.fault_at = datetime.now(UTC)
         await asyncio.to_thread(rto_fleet.inject, cfg, source, kind, args.base_ttft_ms)

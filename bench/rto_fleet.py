@@ -58,7 +58,7 @@ def write_bench_config(interval_s: float, threshold: int) -> Path:
     limited to ~100 characters.
     """
     directory = Path(tempfile.mkdtemp(prefix="drctl-bench-", dir="/tmp"))
-    temporal, ui, moto, glob, stats, *rp = _free_ports(11)
+    temporal, ui, moto, glob, stats, prom, *rp = _free_ports(12)
     regions = [{
         "name": name, "weight": weight, "replicas": 2,
         "gateway_url": f"http://127.0.0.1:{rp[i * 3]}",
@@ -78,7 +78,9 @@ def write_bench_config(interval_s: float, threshold: int) -> Path:
         "temporal": {"address": f"127.0.0.1:{temporal}", "ui_url": f"http://127.0.0.1:{ui}",
                      "task_queue": "drctl-bench"},
         "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
-        "devstack": {"state_dir": "s", "stats_port": stats},
+        # The bench's worker runs in-process with no HTTP endpoint; its stack's Prometheus on a free port.
+        "worker": {"http_port": 0},
+        "devstack": {"state_dir": "s", "stats_port": stats, "prometheus_port": prom},
     }
     path = directory / "fleet.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -88,11 +88,33 @@ class RegionConfig(_Model):
 # --- Workload ----------------------------------------------------------------------------------
 
 
+class WorkloadAuth(_Model):
+    """Where the bearer token of the inference servers (vLLM `--api-key`) is read from.
+
+    Only the names live in the config: activities read the value when they send a request, so the
+    token never enters a workflow input, the history or a log line.
+    """
+
+    token_env: str | None = Field(
+        None, description="Environment variable of the worker that holds the API key.", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
+    )
+    token_file: str | None = Field(None, description="File holding the API key (e.g. a mounted Secret); relative to the config file.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WorkloadAuth:
+        if bool(self.token_env) == bool(self.token_file):
+            raise ValueError("set exactly one of token_env or token_file")
+        return self
+
+
 class WorkloadConfig(_Model):
     app: str = Field("llm", description="App label and Deployment name prefix: <app>-<track>.")
     model: str = Field("fleetsim-tiny", description="Served model name, as /v1/models reports it.")
     image: str = Field("vllm/vllm-openai:v0.6.3", description="Stable image of the inference server.")
     container_port: int = Field(8000, ge=1, le=65535, description="Container port of the inference server.")
+    auth: WorkloadAuth | None = Field(
+        None, description="Bearer token for the inference servers' /v1 API; none means anonymous requests."
+    )
 
     def deployment_name(self, track: str) -> str:
         return f"{self.app}-{track}"
@@ -189,6 +211,11 @@ class GatewayApiRegional(_Model):
 
 class TrafficConfig(_Model):
     global_endpoint: str = Field(..., description="The one URL clients use; failover is verified through it.")
+    region_header: str = Field(
+        "x-drctl-region",
+        description="Response header the regional gateways set to their region name; verification reads it.",
+        pattern=r"^[A-Za-z0-9-]{1,64}$",
+    )
     global_tier: Annotated[HAProxyGlobal | Route53Global, Field(discriminator="kind")] = Field(
         ..., alias="global", description="Who sets region weights."
     )
@@ -230,6 +257,10 @@ class VeleroConfig(_Model):
     ttl: str = Field("720h0m0s", description="Backup TTL, in Velero's duration format.")
     timeout_s: float = Field(300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase.")
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
+    max_age_s: float = Field(
+        93600.0, gt=0,
+        description="Newest successful backup may be this old before the alert fires: the schedule's period plus slack, s.",
+    )
 
 
 class UpgradeConfig(_Model):
@@ -267,6 +298,14 @@ class WorkerConfig(_Model):
     graceful_shutdown_s: float = Field(
         25.0, ge=0, le=3600,
         description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
+    )
+    http_port: int = Field(
+        9464, ge=0, le=65535,
+        description="Port of the worker's HTTP endpoint (/metrics, /healthz, /readyz); 0 disables it.",
+    )
+    http_host: str = Field("0.0.0.0", description="Address the worker's HTTP endpoint binds to.")
+    sdk_metrics: bool = Field(
+        True, description="Include the Temporal SDK's own metrics (temporal_*) in /metrics.",
     )
 
 
@@ -331,6 +370,12 @@ class NotificationsConfig(_Model):
 class DevStackConfig(_Model):
     state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
     stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
+    prometheus_port: int = Field(9090, ge=1, le=65535, description="Port of the dev stack's Prometheus.")
+    scrape_interval_s: float = Field(2.0, gt=0, le=60, description="How often the dev stack's Prometheus scrapes, s.")
+    worker_http_port: int = Field(
+        9464, ge=1, le=65535,
+        description="HTTP port of the first dev-stack worker; each further region's worker takes the next one.",
+    )
 
 
 class FleetConfig(_Model):
@@ -456,6 +501,9 @@ def _resolve_paths(data: dict, base: Path) -> None:
                 break
         if isinstance(obj, dict):
             fix(obj, keys[-1])
+    workload = data.get("workload")
+    if isinstance(workload, dict) and isinstance(workload.get("auth"), dict):
+        fix(workload["auth"], "token_file")
     notifications = data.get("notifications")
     for hook in (notifications.get("webhooks") or []) if isinstance(notifications, dict) else []:
         if isinstance(hook, dict):

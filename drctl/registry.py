@@ -36,6 +36,7 @@ ACTIVITY_MODULES = [
     "activities.chaos",
     "activities.reports",
     "activities.replicate",
+    "activities.outcomes",
     "activities.notify",
 ]
 

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 
 from drctl.config import FleetConfig
 
@@ -21,8 +22,11 @@ class TemporalUnreachable(RuntimeError):
         self.address = address
 
 
-async def connect(cfg: FleetConfig) -> Client:
-    """Connect with the pydantic data converter; raises TemporalUnreachable with the address."""
+async def connect(cfg: FleetConfig, runtime: Runtime | None = None) -> Client:
+    """Connect with the pydantic data converter; raises TemporalUnreachable with the address.
+
+    `runtime`: the SDK runtime to use, e.g. one exporting SDK metrics (default: the SDK's default).
+    """
     t = cfg.temporal
     tls: TLSConfig | bool = False
     # Reading three small PEM files once at connect time; not worth a thread hop.
@@ -43,6 +47,7 @@ async def connect(cfg: FleetConfig) -> Client:
             data_converter=pydantic_data_converter,
             tls=tls if not api_key else True,
             api_key=api_key,
+            runtime=runtime,
         )
     except Exception as exc:  # the SDK raises RuntimeError with a transport message
         raise TemporalUnreachable(t.address, exc) from None

@@ -18,8 +18,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from drctl import registry
-from drctl.config import FleetConfig
+from drctl.config import FleetConfig, GatewayApiRegional
 from drctl.temporal import connect
+from drctl.worker_http import sdk_metrics_runtime, serve
 
 log = logging.getLogger("drctl.worker")
 
@@ -46,9 +47,16 @@ def build_workers(client: Client, cfg: FleetConfig, regions: list[str] | None, e
 
 
 async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main: bool = True,
-                     client: Client | None = None, stop: asyncio.Event | None = None) -> None:
-    """Run until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully."""
-    client = client or await connect(cfg)
+                     client: Client | None = None, stop: asyncio.Event | None = None,
+                     http_port: int | None = None) -> None:
+    """Run until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
+
+    `http_port` overrides cfg.worker.http_port (0: no HTTP endpoint).
+    """
+    port = cfg.worker.http_port if http_port is None else http_port
+    # SDK metrics need the runtime at connect time, so only a client made here exports them.
+    runtime, sdk_url = sdk_metrics_runtime() if client is None and port and cfg.worker.sdk_metrics else (None, None)
+    client = client or await connect(cfg, runtime)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -56,19 +64,41 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread (tests run it in a task)
             pass
+    if isinstance(cfg.traffic.regional_tier, GatewayApiRegional):
+        await asyncio.to_thread(_label_routes, cfg, regions if regions is not None else cfg.region_names)
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:
         workers = build_workers(client, cfg, regions, executor, main=main)
         queues = [w.task_queue for w in workers]
         log.info("drctl worker for fleet %r serving task queues %s on %s", cfg.name, queues, cfg.temporal.address)
-        runs = [asyncio.create_task(w.run()) for w in workers]
-        stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
-        if stop.is_set():
-            log.info("stopping: running activities have %gs to finish", cfg.worker.graceful_shutdown_s)
-        # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
-        await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+        # The HTTP endpoint binds first (a taken port fails before any poller starts) and stays up
+        # through shutdown, so /readyz reports the drain and the last metrics can be scraped.
+        async with serve(cfg, client, lambda: workers, port, sdk_url):
+            runs = [asyncio.create_task(w.run()) for w in workers]
+            stopper = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set():
+                log.info("stopping: running activities have %gs to finish", cfg.worker.graceful_shutdown_s)
+            # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
+            await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
         log.info("drctl worker stopped")
         stopper.cancel()
         for t in runs:
             if t.done() and t.exception() is not None and not stop.is_set():
                 raise t.exception()  # type: ignore[misc]
+
+
+def _label_routes(cfg: FleetConfig, regions: list[str]) -> None:
+    """Each region's worker makes its HTTPRoute name the region in `traffic.region_header`.
+
+    Best effort: a cluster that is down now must not keep the worker from serving; weight
+    changes write the same filter, and until it exists verification reports `unverified`.
+    """
+    from drctl.providers.gateway_api import GatewayApiRegionalTraffic
+
+    tier = GatewayApiRegionalTraffic.from_config(cfg)
+    for r in regions:
+        try:
+            if tier.ensure_region_header(r):
+                log.info("HTTPRoute of %s now sets %s: %s", r, cfg.traffic.region_header, r)
+        except Exception as exc:  # noqa: BLE001 - logged and retried by the next weight change
+            log.warning("could not label the HTTPRoute of %s with %s: %s", r, cfg.traffic.region_header, exc)

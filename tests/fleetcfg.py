@@ -6,6 +6,7 @@ state dir lives in a short directory under /tmp rather than pytest's deep tmp_pa
 
 from __future__ import annotations
 
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,22 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
+def _port_pair() -> int:
+    """A free port whose successor is free too (the dev stack's two workers take both)."""
+    for _ in range(50):
+        p = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p + 1))
+            except OSError:
+                continue
+        return p
+    raise RuntimeError("no two consecutive free loopback ports")
+
+
 def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
-    temporal, ui, moto, glob, stats, *region_ports = _ports(11)
+    temporal, ui, moto, glob, stats, prom, *region_ports = _ports(12)
+    worker_http = _port_pair()
     regions = []
     for i, (name, weight) in enumerate([("us-west-1", 60), ("us-east-1", 40)]):
         gw, kube, admin = region_ports[i * 3 : i * 3 + 3]
@@ -66,10 +81,11 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
             {"name": "state", "source": {"region": "us-west-1", "bucket": "drctl-state-us-west-1"},
              "replicas": [{"region": "us-east-1", "bucket": "drctl-state-us-east-1"}], "mode": "copy", "interval_s": 2},
         ]},
-        "devstack": {"state_dir": "s", "stats_port": stats},
+        "devstack": {"state_dir": "s", "stats_port": stats, "prometheus_port": prom, "worker_http_port": worker_http},
         # Test teardown stops workers before it ends workflows; a still-running activity must not
-        # hold that up for a production-length grace period.
-        "worker": {"graceful_shutdown_s": 2},
+        # hold that up for a production-length grace period. Workers the tests run in-process serve
+        # no HTTP endpoint; `drctl dev up`'s workers take worker_http_port and the next port.
+        "worker": {"graceful_shutdown_s": 2, "http_port": 0},
     }
 
 

@@ -92,6 +92,12 @@ def test_compose_fleet_config_is_valid_and_matches_services() -> None:
     assert cfg.temporal.address.split(":")[0] in SERVICES
 
 
+def test_region_gateways_set_the_header_verification_reads() -> None:
+    cfg = load_config(ROOT / "deploy" / "compose" / "fleet.yaml")
+    text = (ROOT / "deploy" / "compose" / "haproxy-region.cfg").read_text()
+    assert f"http-response set-header {cfg.traffic.region_header} ${{REGION}}" in text
+
+
 def test_search_attribute_script_registers_the_registry() -> None:
     script = (ROOT / "deploy" / "compose" / "register-search-attributes.sh").read_text()
     for key in ALL:

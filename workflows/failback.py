@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import global_weights
     from workflows.common import Phases, fast, fmt_weights, region_bound
     from workflows.failover import _reason
+    from workflows.telemetry import record_outcome
 
 PHASE_STABILIZE = "stabilize"
 PHASE_SCALE_BACK = "scale-back"
@@ -47,6 +48,11 @@ class Failback:
 
     @workflow.run
     async def run(self, inp: FailbackInput) -> FailbackResult:
+        res = await self._run(inp)
+        await record_outcome("failback", inp.spec.fleet, res.status, None, inp.spec.rto_target_s)
+        return res
+
+    async def _run(self, inp: FailbackInput) -> FailbackResult:
         spec = inp.spec
         info = workflow.info()
         self.phases.title = f"Failback of fleet `{spec.fleet}`"

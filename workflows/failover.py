@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -42,10 +43,15 @@ with workflow.unsafe.imports_passed_through():
         Weights,
     )
     from workflows import global_weights
-    from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows.common import Phases, fast, fmt_weights, region_bound
     from workflows.notify import Notifier
     from workflows.rpo import PATCH as RPO_PATCH
     from workflows.rpo import rpo_preflight
+    from workflows.telemetry import record_outcome
+
+# Verify attempts are repeated by the workflow; this only replaces an attempt that was lost.
+_VERIFY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=1.0,
+                            non_retryable_error_types=["AuthConfigError"])
 
 
 class Aborted(Exception):
@@ -112,6 +118,7 @@ class Failover:
         self.notes.failover_started(inp)
         res = await self._run(inp)
         await self.notes.failover_ended(res)
+        await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return res
 
@@ -148,12 +155,20 @@ class Failover:
             self._check_abort()
             await self._shift(inp, plan, tq, res)
             res.verify = await self._verify(inp, plan, tq)
-            res.verified_at = workflow.now()
-            res.rto_s = round((res.verified_at - res.fault_at).total_seconds(), 3)
-            if inp.last_good_at:
-                res.rto_upper_bound_s = round((res.verified_at - inp.last_good_at).total_seconds(), 3)
-            res.rto_met = res.rto_s <= spec.rto_target_s
-            self.phases.note("measured RTO", f"{res.rto_s} s (target {spec.rto_target_s:g} s)")
+            unverified = ""
+            if res.verify.unattributed:
+                # Served, but nothing proves by whom: no RTO is claimed, and the result says why.
+                unverified = (f"{res.verify.unattributed}/{res.verify.ok} answers carried no "
+                              f"`{res.verify.region_header}` header, so the serving region is unknown; "
+                              "make the regional gateways set it (see traffic.region_header)")
+                self.phases.note("verify", f"unverified: {res.verify.unattributed} unattributed")
+            else:
+                res.verified_at = workflow.now()
+                res.rto_s = round((res.verified_at - res.fault_at).total_seconds(), 3)
+                if inp.last_good_at:
+                    res.rto_upper_bound_s = round((res.verified_at - inp.last_good_at).total_seconds(), 3)
+                res.rto_met = res.rto_s <= spec.rto_target_s
+                self.phases.note("measured RTO", f"{res.rto_s} s (target {spec.rto_target_s:g} s)")
             if inp.emergency:
                 try:
                     res.target_replicas = await self._scale(inp, plan, tq)
@@ -161,6 +176,9 @@ class Failover:
                     # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                     res.error = f"traffic shifted but scaling the target failed: {_reason(exc)}"
             await self._await_propagation(res)
+            if unverified:
+                res.status, res.error = "unverified", "; ".join(e for e in (unverified, res.error) if e)
+                return self._end(res, ops.PHASE_DONE, f"traffic shifted to `{inp.target}`, unverified: {res.error}")
             res.status = "succeeded"
             return self._end(res, ops.PHASE_DONE, f"traffic on `{inp.target}`; RTO {res.rto_s} s")
         except Aborted:
@@ -294,6 +312,12 @@ class Failover:
         self.phases.note("propagation", change.note or f"{change.propagation} at {change.propagated_at:%H:%M:%S}")
 
     async def _verify(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> VerifyResult:
+        """Repeat verification until every answer is good and none comes from a source region.
+
+        Returns as soon as that holds with every answer attributed, or with none attributed (no
+        gateway sets the region header: waiting cannot change that). A partly attributed batch
+        is retried until the deadline, then returned as it is; the caller reports `unverified`.
+        """
         spec = inp.spec
         sources = [s for s in (plan.source or "").split(",") if s]
         self.phases.enter(ops.PHASE_VERIFY, f"{spec.verify_requests} requests through the global endpoint")
@@ -301,6 +325,7 @@ class Failover:
         # answer that long after the change.
         deadline = workflow.now() + timedelta(seconds=spec.verify_deadline_s)
         last: VerifyResult | None = None
+        served = False
         attempt = 0
         while workflow.now() < deadline:
             attempt += 1
@@ -308,12 +333,19 @@ class Failover:
             last = await workflow.execute_activity(
                 "verify_global", VerifyInput(requests=spec.verify_requests, timeout_s=min(left, 10.0)),
                 result_type=VerifyResult, summary=f"verify attempt {attempt}", task_queue=tq,
-                start_to_close_timeout=timedelta(seconds=min(left, 10.0) + 5), retry_policy=NO_RETRY,
+                start_to_close_timeout=timedelta(seconds=min(left, 10.0) + 5), heartbeat_timeout=timedelta(seconds=5),
+                # A lost attempt (worker restart, timeout) is retried by the server until the deadline
+                # rather than ending the failover; a bad token (AuthConfigError) is not retried.
+                schedule_to_close_timeout=timedelta(seconds=left + 5), retry_policy=_VERIFY_RETRY,
             )
-            if last.ok == last.total and last.served_by(sources) == 0:
-                self.phases.note("verify", f"{last.ok}/{last.total} ok, by region {last.by_region}")
+            served = last.ok == last.total and last.served_by(sources) == 0
+            if served and last.unattributed in (0, last.ok):
+                self.phases.note("verify", f"{last.ok}/{last.total} ok, by region {last.by_region}"
+                                           + (f", {last.unattributed} unattributed" if last.unattributed else ""))
                 return last
             await workflow.sleep(0.5)
+        if last is not None and served:
+            return last
         raise ApplicationError(f"verification failed before {spec.verify_deadline_s:g}s: {last}", type="VerifyFailed")
 
     async def _compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import (
         ALL_REGIONS_UNHEALTHY,
         NO_FAILOVER_TARGET,
+        PROBE_AUTH_REFUSED,
         FailbackInput,
         FailbackResult,
         FailoverInput,
@@ -36,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         pick_target,
         probe_passes,
     )
-    from drctl.models.health import RegionState
+    from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.ops import ProbeBatch, ProbeRequest
     from workflows.common import fast
     from workflows.notify import Notifier
@@ -143,15 +144,25 @@ class FleetMonitor:
             workflow.logger.warning("probe round failed, regions unchanged: %s", exc.cause or exc)
             return
         now = workflow.now()
+        refused: list[str] = []
         for probe in batch.probes:
             t = s.trackers.get(probe.region)
             if t is None:
                 continue
             t.record_probe(probe, now)
+            if probe.status is ProbeStatus.AUTH:
+                # The region answers but refuses drctl's token: a config error to fix, not an outage
+                # to fail over from. Its state stays as it was; the alert below says why.
+                refused.append(probe.region)
+                continue
             if t.observe(probe_passes(probe, spec.fail_on_degraded), now, spec.failure_threshold,
                          spec.recovery_threshold):
                 workflow.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
         self._decide(now)
+        if refused and s.alert is None:
+            s.alert = PROBE_AUTH_REFUSED
+            workflow.logger.error("%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
+                                  PROBE_AUTH_REFUSED, ", ".join(refused))
         self.notes.monitor_alert(s)
 
     def _decide(self, now: object) -> None:
@@ -206,7 +217,9 @@ class FleetMonitor:
             rec.run_id = handle.first_execution_run_id
             result: FailoverResult = await handle
             rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
-            if result.status == "succeeded":
+            if result.status in ("succeeded", "unverified"):
+                # Unverified still moved the traffic: it awaits failback like a verified failover
+                # (failing over again would only repeat the same unproven shift).
                 s.failed_over.append(rec)
             else:
                 self._back_off(f"failover {result.status}: {result.error}")
@@ -255,7 +268,9 @@ class FleetMonitor:
         phase = s.alert or ("paused" if s.paused else WATCHING)
         workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
         lines = [f"## Fleet `{s.spec.fleet}` monitor", f"policy **{s.policy}**, round {s.total_iterations}"]
-        if s.alert:
+        if s.alert == PROBE_AUTH_REFUSED:
+            lines.insert(1, f"# 🚨 {s.alert}: replicas refuse drctl's token; check workload.auth")
+        elif s.alert:
             lines.insert(1, f"# 🚨 {s.alert}: no region can take traffic; weights left unchanged")
         lines.append("\n| region | state | fails | oks | last probe |\n|---|---|---|---|---|")
         for t in s.trackers.values():

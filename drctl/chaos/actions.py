@@ -2,7 +2,7 @@
 
 `drills.fault_injector` picks the path:
 - `devstack`: the region admin API of the dev stack (docs/devstack.md), which kills, freezes or
-  slows real fleetsim and HAProxy processes;
+  slows the real inference-server and HAProxy processes it runs;
 - `kubernetes`: the region's Kubernetes API: scale the track Deployment to 0 (its replica count is
   kept in an annotation so a rollback in another process restores it) and delete pods.
 

@@ -1,8 +1,9 @@
 """Probes for Chaos Toolkit experiments: what a user of the global endpoint sees.
 
 Every probe is bounded in requests and time. The region serving a request is read from the
-`X-Fleetsim-Region` response header (the dev stack's servers set it; in production point `header`
-at whatever the region gateways add).
+fleet's `traffic.region_header`, which the regional gateways set (`header` overrides it). Requests
+carry the fleet's bearer token (`workload.auth`) when it has one, read from the environment or the
+file the config names, so an experiment's journal never holds it.
 """
 
 from __future__ import annotations
@@ -14,22 +15,39 @@ from typing import Any
 import httpx
 
 from drctl.chaos import fleet, global_endpoint
+from drctl.providers.auth import auth_headers
 
-REGION_HEADER = "X-Fleetsim-Region"
+REGION_HEADER = "x-drctl-region"  # the config's default, for experiments run without a fleet config
 _MAX_REQUESTS = 500
 
 
-def _client(timeout_s: float) -> httpx.Client:
+def _client(timeout_s: float, configuration: dict[str, Any] | None) -> httpx.Client:
     # No keep-alive: each request is a new connection, so the global tier balances every one with
     # the weights in force now, as a new user's request would be.
-    return httpx.Client(timeout=timeout_s, limits=httpx.Limits(max_keepalive_connections=0))
+    try:
+        headers = auth_headers(fleet(configuration))
+    except ValueError:  # no fleet config: an anonymous endpoint
+        headers = {}
+    return httpx.Client(timeout=timeout_s, limits=httpx.Limits(max_keepalive_connections=0), headers=headers)
+
+
+def _header(configuration: dict[str, Any] | None, header: str | None) -> str:
+    if header:
+        return header
+    try:
+        return fleet(configuration).traffic.region_header
+    except ValueError:
+        return REGION_HEADER
 
 
 def _model(configuration: dict[str, Any] | None) -> str:
     try:
         return fleet(configuration).workload.model
     except ValueError:
-        return str((configuration or {}).get("model", "fleetsim-tiny"))
+        model = (configuration or {}).get("model")
+        if not model:
+            raise ValueError("experiment configuration names neither 'fleet_config' nor 'model'") from None
+        return str(model)
 
 
 def _complete(client: httpx.Client, url: str, model: str, header: str) -> str | None:
@@ -50,9 +68,9 @@ def global_success_ratio(
     requests = max(1, min(requests, _MAX_REQUESTS))
     url, model = global_endpoint(configuration), _model(configuration)
     ok = 0
-    with _client(timeout_s) as client:
+    with _client(timeout_s, configuration) as client:
         for _ in range(requests):
-            ok += _complete(client, url, model, REGION_HEADER) is not None
+            ok += _complete(client, url, model, _header(configuration, None)) is not None
     return ok / requests
 
 
@@ -60,16 +78,16 @@ def traffic_share(
     region: str,
     requests: int = 20,
     timeout_s: float = 5.0,
-    header: str = REGION_HEADER,
+    header: str | None = None,
     configuration: dict[str, Any] | None = None,
 ) -> float:
     """Fraction of `requests` completions through the global endpoint served by `region`."""
     requests = max(1, min(requests, _MAX_REQUESTS))
     url, model = global_endpoint(configuration), _model(configuration)
     served = 0
-    with _client(timeout_s) as client:
+    with _client(timeout_s, configuration) as client:
         for _ in range(requests):
-            served += _complete(client, url, model, header) == region
+            served += _complete(client, url, model, _header(configuration, header)) == region
     return served / requests
 
 
@@ -78,7 +96,7 @@ def wait_for_traffic_moved(
     within_s: float = 30.0,
     consecutive: int = 10,
     timeout_s: float = 2.0,
-    header: str = REGION_HEADER,
+    header: str | None = None,
     configuration: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Wait until `consecutive` completions in a row succeed and none is served by `region`.
@@ -89,15 +107,16 @@ def wait_for_traffic_moved(
     url, model = global_endpoint(configuration), _model(configuration)
     started = time.monotonic()
     streak = 0
-    with _client(timeout_s) as client:
+    with _client(timeout_s, configuration) as client:
         while time.monotonic() - started < within_s:
-            served_by = _complete(client, url, model, header)
-            streak = streak + 1 if served_by is not None and served_by != region else 0
+            served_by = _complete(client, url, model, _header(configuration, header))
+            # An answer without the region header ("") proves nothing about where it was served.
+            streak = streak + 1 if served_by and served_by != region else 0
             if streak >= consecutive:
                 return {"moved": True, "region": region, "after_s": round(time.monotonic() - started, 3)}
             if served_by is None:
                 time.sleep(0.05)  # an error answers fast; do not hammer a dying endpoint
-    raise TimeoutError(f"traffic still reaches {region} or fails after {within_s:g}s")
+    raise TimeoutError(f"traffic still reaches {region}, fails or is unattributed after {within_s:g}s")
 
 
 def wait_for_served(
@@ -110,9 +129,9 @@ def wait_for_served(
     url, model = global_endpoint(configuration), _model(configuration)
     started = time.monotonic()
     streak = 0
-    with _client(timeout_s) as client:
+    with _client(timeout_s, configuration) as client:
         while time.monotonic() - started < within_s:
-            ok = _complete(client, url, model, REGION_HEADER) is not None
+            ok = _complete(client, url, model, _header(configuration, None)) is not None
             streak = streak + 1 if ok else 0
             if streak >= consecutive:
                 return {"served": True, "after_s": round(time.monotonic() - started, 3)}

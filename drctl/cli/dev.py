@@ -69,6 +69,7 @@ def register(app: typer.Typer) -> None:
                 table.add_row(f"{r.name} admin API", r.admin_url)
         table.add_row("moto (S3, Route 53)", info.moto_url)
         table.add_row("HAProxy stats", info.stats_url)
+        table.add_row("Prometheus", info.prometheus_url)
         for name in info.pids:
             if name.startswith("worker-"):
                 table.add_row(f"drctl {name}", f"pid {info.pids[name]}, log {info.state_dir}/logs/{name}.log")
@@ -81,12 +82,13 @@ def register(app: typer.Typer) -> None:
     @dev_app.command("status")
     def status_cmd(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
         """Each component's pid, whether it is alive, and whether its ports answer."""
-        from drctl.devstack import stack
+        from drctl.devstack import prometheus, stack
 
         cfg = load(config)
         rows = stack.status(cfg, config)
         if output is Output.json:
-            print_json({"state_dir": str(stack.state_dir(cfg)), "components": [r.model_dump() for r in rows]})
+            print_json({"state_dir": str(stack.state_dir(cfg)), "prometheus_url": prometheus.url(cfg),
+                        "components": [r.model_dump() for r in rows]})
             return
         table = Table(title=f"dev stack ({stack.state_dir(cfg)})")
         for col in ("component", "pid", "alive", "ports"):
@@ -95,6 +97,7 @@ def register(app: typer.Typer) -> None:
             ports = ", ".join(f"{p['port']} {label} {'open' if p['open'] else 'closed'}" for label, p in r.ports.items())
             table.add_row(r.name, str(r.pid or "-"), "yes" if r.alive else "no", ports)
         console.print(table)
+        console.print(f"Prometheus: {prometheus.url(cfg)}")
 
     @dev_app.command("down")
     def down_cmd(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:

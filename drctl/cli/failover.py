@@ -95,7 +95,9 @@ def _render_failover(res: FailoverResult, link: str) -> None:
     if res.rto_s is not None:
         t.add_row("measured RTO", f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})")
     if res.verify:
-        t.add_row("verify", f"{res.verify.ok}/{res.verify.total} ok, served by {res.verify.by_region}")
+        v = res.verify
+        extra = f", {v.unattributed} without the `{v.region_header}` header" if v.unattributed else ""
+        t.add_row("verify", f"{v.ok}/{v.total} ok, served by {v.by_region}{extra}")
     for c in res.changes:
         t.add_row("global change", fmt_change(c))
     for p in res.phases:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, load, run_async
+from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, UserError, load, run_async
 
 
 class LogFormatOpt(str, enum.Enum):
@@ -27,6 +27,15 @@ def register(app: typer.Typer) -> None:
         no_main: Annotated[
             bool, typer.Option("--no-main", help="Serve only region queues, not workflows (a region-local worker).")
         ] = False,
+        http_port: Annotated[
+            int | None,
+            typer.Option("--http-port", min=0, max=65535,
+                         help="Port of /metrics, /healthz and /readyz (default: worker.http_port; 0 disables)."),
+        ] = None,
+        http_host: Annotated[
+            str | None,
+            typer.Option("--http-host", help="Address the HTTP endpoint binds to (default: worker.http_host)."),
+        ] = None,
         log_format: Annotated[
             LogFormatOpt,
             typer.Option("--log-format", envvar="DRCTL_LOG_FORMAT",
@@ -36,12 +45,18 @@ def register(app: typer.Typer) -> None:
         """Run drctl's workflows and activities: the main queue plus each served region's queue."""
         from drctl import logs
         from drctl.worker import run_worker
+        from drctl.worker_http import EndpointError
 
         cfg = load(config)
+        if http_host is not None:
+            cfg = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"http_host": http_host})})
         for r in region or []:
             cfg.region(r)  # unknown region: exit 2 listing the known ones
         logs.setup(log_format.value, cfg, region or None)
-        run_async(lambda: run_worker(cfg, region or None, main=not no_main))
+        try:
+            run_async(lambda: run_worker(cfg, region or None, main=not no_main, http_port=http_port))
+        except EndpointError as exc:
+            raise UserError(str(exc)) from None
 
     @app.command("eks-token")
     def eks_token(

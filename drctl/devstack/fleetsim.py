@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from aiohttp import web
@@ -48,6 +48,7 @@ class FleetsimSettings:
     itl_ms: float = 5.0
     error_rate: float = 0.0
     max_num_seqs: int = 16
+    api_key: str | None = None  # vLLM's --api-key: /v1/* then needs `Authorization: Bearer <key>`
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> FleetsimSettings:
@@ -79,6 +80,8 @@ class FleetsimSettings:
             ttft_ms=number("TTFT_MS", d.ttft_ms, 0, 600_000), itl_ms=number("ITL_MS", d.itl_ms, 0, 60_000),
             error_rate=number("ERROR_RATE", d.error_rate, 0, 1),
             max_num_seqs=number("MAX_NUM_SEQS", d.max_num_seqs, 1, 100_000, int),
+            # The variable vLLM itself reads for --api-key, so a Deployment's env serves both.
+            api_key=env.get("VLLM_API_KEY") or None,
         )  # fmt: skip
 
 
@@ -109,6 +112,15 @@ def build_app(settings: FleetsimSettings) -> web.Application:
             return _error(504, f"request held by hang fault for {HANG_MAX_S:.0f}s", "TimeoutError")
         if request.path.startswith("/v1/") and faults.should_fail():
             return _error(500, "fleetsim injected error", "InternalServerError")
+        return await handler(request)
+
+    @web.middleware
+    async def api_key_gate(request: web.Request, handler: Any) -> web.StreamResponse:
+        # As vLLM's middleware: only /v1/* is guarded (health and metrics stay open), the header
+        # must match exactly, and the answer is a bare 401 {"error": "Unauthorized"}.
+        if settings.api_key and request.path.startswith("/v1") and request.method != "OPTIONS" \
+                and request.headers.get("Authorization") != f"Bearer {settings.api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
         return await handler(request)
 
     async def health(_request: web.Request) -> web.Response:
@@ -204,7 +216,7 @@ def build_app(settings: FleetsimSettings) -> web.Application:
     async def on_shutdown(_app: web.Application) -> None:
         faults.release_all()
 
-    app = web.Application(middlewares=[fault_gate])
+    app = web.Application(middlewares=[fault_gate, api_key_gate])
     app.on_response_prepare.append(add_identity)
     app.on_shutdown.append(on_shutdown)
     app.router.add_get("/health", health)
@@ -221,12 +233,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m drctl.devstack.fleetsim", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--api-key", default=None, help="as vLLM's: require this bearer token on /v1/* (env VLLM_API_KEY)")
     args = parser.parse_args(argv)
     try:
         settings = FleetsimSettings.from_env()
     except SettingsError as exc:
         print(f"fleetsim: invalid environment: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    if args.api_key:
+        settings = replace(settings, api_key=args.api_key)
     banner = f"fleetsim {settings.replica} ({settings.region}/{settings.track}, {settings.model} " \
              f"{settings.version}) on http://{args.host}:{args.port}"  # fmt: skip
     try:

@@ -118,6 +118,9 @@ def render_region(cfg: FleetConfig, region: str) -> str:
         _DEFAULTS,
         "frontend gateway",
         f"    bind {host}:{port}",
+        # The regional tier names the region that served, as a production gateway is configured
+        # to (traffic.region_header); verification reads this header and nothing the server sets.
+        f"    http-response set-header {cfg.traffic.region_header} {r.name}",
         f"    default_backend {backend}",
         "",
         f"backend {backend}",

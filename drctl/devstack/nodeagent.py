@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from drctl.devstack import prometheus
 from drctl.devstack.deployment_status import deployment_status, hpa_target
 from drctl.devstack.haproxy_conf import track_backend
 from drctl.devstack.kube import RegionCluster
@@ -312,6 +313,9 @@ class NodeAgent:
             tmp = path.with_suffix(".tmp")
             tmp.write_text(text)
             tmp.replace(path)
+        # The dev stack's Prometheus scrapes every replica through this file_sd file.
+        prometheus.write_targets(prometheus.targets_dir(self.state_dir) / f"fleetsim-{self.region}.json",
+                                 prometheus.replica_targets(self.region, [r.describe() for r in self.replicas.values()]))
 
     async def shutdown(self) -> None:
         for r in list(self.replicas.values()):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import httpx
 
 from drctl.config import FleetConfig, RegionConfig
+from drctl.providers.auth import AuthConfigError, auth_headers
 
 Check = Callable[[], "str | None"]
 TIMEOUT_S = 3.0
@@ -23,7 +24,12 @@ def completion_body(cfg: FleetConfig) -> dict:
 
 def answers_completion(base_url: str, cfg: FleetConfig) -> str | None:
     try:
-        r = httpx.post(f"{base_url.rstrip('/')}/v1/completions", json=completion_body(cfg), timeout=TIMEOUT_S)
+        # A fleet whose servers run with an API key is ready when it answers drctl's own token.
+        headers = auth_headers(cfg)
+        r = httpx.post(f"{base_url.rstrip('/')}/v1/completions", json=completion_body(cfg), timeout=TIMEOUT_S,
+                       headers=headers)
+    except AuthConfigError as exc:
+        return str(exc)
     except httpx.HTTPError as exc:
         return f"{base_url}: {type(exc).__name__}: {exc}"
     return None if r.status_code == 200 else f"{base_url}/v1/completions answered {r.status_code}"
@@ -65,6 +71,15 @@ def http_answers(url: str) -> str | None:
     except httpx.HTTPError as exc:
         return f"{url}: {type(exc).__name__}"
     return None
+
+
+def http_ok(url: str) -> str | None:
+    """The URL answers 200 (Prometheus's /-/ready answers 503 until it has loaded its TSDB)."""
+    try:
+        r = httpx.get(url, timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"{url}: {type(exc).__name__}"
+    return None if r.status_code == 200 else f"{url}: HTTP {r.status_code}"
 
 
 def deployments_ready(region: RegionConfig) -> str | None:

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from drctl import search_attributes
 from drctl.config import FleetConfig
-from drctl.devstack import moto_seed, processes, readiness
+from drctl.devstack import moto_seed, processes, prometheus, readiness
 
 
 class StackError(Exception):
@@ -57,6 +57,7 @@ class StackInfo(BaseModel):
     temporal_ui_url: str
     moto_url: str
     stats_url: str
+    prometheus_url: str
     regions: list[RegionEndpoints]
     pids: dict[str, int]
     started: list[str]  # components this call started; the others were already running
@@ -84,7 +85,8 @@ def _tool(name: str, fallback: str | None = None) -> str:
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.exists() else shutil.which(name) or (fallback if fallback and Path(fallback).exists() else None)
     if not found:
-        hint = " (Debian: apt-get install haproxy)" if name == "haproxy" else " (pip install -e '.[test]')"
+        hint = (f" (Debian: apt-get install {name})" if name in ("haproxy", "prometheus")
+                else " (pip install -e '.[test]')")
         raise StackError(f"{name} not found next to {sys.executable} or on PATH{hint}", component=name)
     return found
 
@@ -124,13 +126,17 @@ def components(cfg: FleetConfig, config_path: Path, workers: bool = False) -> li
         regions.append(Component(f"region-{r.name}", argv, ports, env))
     # One worker per region, as in production: each serves the main queue and its own region's
     # queue, so a failover to a region needs only that region's worker (static stability).
+    # Each worker gets its own HTTP port (/metrics, /healthz, /readyz) for Prometheus to scrape.
     drctl_workers = [
         Component(f"worker-{r.name}",
-                  [sys.executable, "-m", "drctl", "worker", "--config", str(config_path.resolve()), "--region", r.name],
-                  {}, env)
+                  [sys.executable, "-m", "drctl", "worker", "--config", str(config_path.resolve()), "--region", r.name,
+                   "--http-port", str(prometheus.worker_port(cfg, r.name)), "--http-host", "127.0.0.1"],
+                  {f"{r.name} worker metrics": prometheus.worker_port(cfg, r.name)}, env)
         for r in cfg.regions
     ] if workers else []
-    return [temporal, moto, *regions, haproxy, *drctl_workers]
+    prom = Component("prometheus", prometheus.argv(_tool("prometheus", "/usr/bin/prometheus"), cfg, s),
+                     {"Prometheus": prometheus.port(cfg)})
+    return [temporal, moto, *regions, haproxy, prom, *drctl_workers]
 
 
 def _pid_path(s: Path, name: str) -> Path:
@@ -200,6 +206,9 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
                 from drctl.devstack.haproxy_conf import render_global
 
                 (s / "haproxy" / "global.cfg").write_text(render_global(cfg))
+            if comp.name == "prometheus":
+                served = {r.name: prometheus.worker_port(cfg, r.name) for r in cfg.regions if workers}
+                prometheus.write_config(cfg, s, served)
             env = {**os.environ, **comp.env}
             pid = processes.spawn(comp.argv, s / "logs" / f"{comp.name}.log", _pid_path(s, comp.name), env)
             record["components"][comp.name] = {"pid": pid, "argv": comp.argv, "ports": comp.ports}
@@ -217,6 +226,7 @@ def _wait_ready(cfg: FleetConfig, s: Path, comps: list[Component], pids: dict[st
         "temporal": lambda: readiness.temporal_ready(temporal_bin, cfg),
         "moto": lambda: readiness.http_answers(cfg.aws.endpoint_url or ""),
         "haproxy-global": lambda: readiness.answers_completion(cfg.traffic.global_endpoint, cfg),
+        "prometheus": lambda: readiness.http_ok(f"{prometheus.url(cfg)}/-/ready"),
     }
     for r in cfg.regions:
         checks[f"region-{r.name}"] = lambda r=r: readiness.region_ready(r, cfg)  # type: ignore[misc]
@@ -260,6 +270,7 @@ def _info(cfg: FleetConfig, config_path: Path, s: Path, pids: dict[str, int], st
         temporal_ui_url=cfg.temporal.ui_url,
         moto_url=cfg.aws.endpoint_url or "",
         stats_url=f"http://127.0.0.1:{stats_port}/",
+        prometheus_url=prometheus.url(cfg),
         regions=[
             RegionEndpoints(name=r.name, kube_api_url=r.kube.api_url or "", gateway_url=r.gateway_url,
                             admin_url=r.devstack_admin_url, gateway_runtime_socket=r.gateway_runtime_socket)
@@ -314,7 +325,8 @@ def down(cfg: FleetConfig) -> list[str]:
     processes.terminate(p for p in replicas if processes.pid_alive(p))
     # Anything still naming our state dir (a region gateway HAProxy orphaned by a crashed region).
     processes.terminate(processes.pids_mentioning(f"{s}/"), timeout_s=3.0)
-    for f in [*s.glob("pids/*.pid"), *s.glob("haproxy/*.sock"), *s.glob("replicas-*.json"), s / "stack.json"]:
+    for f in [*s.glob("pids/*.pid"), *s.glob("haproxy/*.sock"), *s.glob("replicas-*.json"), s / "stack.json",
+              *prometheus.targets_dir(s).glob("fleetsim-*.json")]:
         f.unlink(missing_ok=True)
     sockets = [r.gateway_runtime_socket for r in cfg.regions]
     if cfg.traffic.global_tier.kind == "haproxy":

@@ -19,6 +19,7 @@ from drctl.models.traffic import GlobalChange
 
 ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
 NO_FAILOVER_TARGET = "NO_FAILOVER_TARGET"
+PROBE_AUTH_REFUSED = "PROBE_AUTH_REFUSED"
 
 
 # --- pure plan logic ---------------------------------------------------------------------------
@@ -63,8 +64,8 @@ def failback_plan(current: dict[str, int], configured: dict[str, int], steps: in
 
 def probe_passes(probe: RegionProbe, fail_on_degraded: bool) -> bool:
     """Whether one check counts as good for the region state machine."""
-    if probe.status is ProbeStatus.DOWN:
-        return False
+    if probe.status in (ProbeStatus.DOWN, ProbeStatus.AUTH):
+        return False  # AUTH: health unknown, so never counted good (the monitor skips it instead)
     if probe.status is ProbeStatus.DEGRADED and fail_on_degraded:
         # Only what users see counts: replicas failing behind a gateway that still serves well is
         # lost capacity the platform replaces (a flapping replica), not a reason to move traffic.
@@ -168,7 +169,9 @@ class FailoverPlan(BaseModel):
 
 
 class FailoverResult(BaseModel):
-    status: Literal["succeeded", "failed", "refused", "aborted"]
+    status: Literal["succeeded", "unverified", "failed", "refused", "aborted"] = Field(
+        description="unverified: traffic shifted and served, but no answer named the serving region."
+    )
     source: str | None
     target: str
     plan: FailoverPlan | None = None

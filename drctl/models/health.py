@@ -11,6 +11,9 @@ class ProbeStatus(str, Enum):
     HEALTHY = "HEALTHY"
     DEGRADED = "DEGRADED"  # answers, but slow or partly failing
     DOWN = "DOWN"  # does not answer usefully at all
+    # Answers, but refuses our credentials (401/403): a drctl config error, not an outage. Its
+    # health is unknown, so the monitor neither fails it over nor calls it healthy; it alerts.
+    AUTH = "AUTH"
 
 
 class RegionState(str, Enum):
@@ -28,7 +31,7 @@ class TargetProbe(BaseModel):
     target: str = Field(description="'gateway' or the replica name.")
     url: str
     status: ProbeStatus
-    error_class: str | None = Field(None, description="timeout, connect, http_5xx, http_4xx, bad_response, ...")
+    error_class: str | None = Field(None, description="timeout, connect, http_5xx, http_4xx, auth, bad_response, ...")
     error: str | None = None
     latency_ms: float | None = Field(None, description="Wall time of the /health request.")
     ttft_ms: float | None = Field(None, description="Time to first token of a 1-token completion.")

@@ -243,8 +243,10 @@ class VerifyResult(BaseModel):
     total: int
     ok: int
     errors: int
-    by_region: dict[str, int] = Field(default_factory=dict, description="Successes per X-Fleetsim-Region.")
-    unattributed: int = Field(0, description="Successes without a region header.")
+    by_region: dict[str, int] = Field(default_factory=dict, description="Successes per region, from region_header.")
+    unattributed: int = Field(0, description="Successes without the region header: served, but by an unknown region.")
+    auth_rejected: int = Field(0, description="Answers 401/403: the global endpoint refused drctl's token.")
+    region_header: str = Field("", description="The response header read for the serving region.")
     error_samples: list[str] = Field(default_factory=list)
 
     def served_by(self, regions: list[str]) -> int:

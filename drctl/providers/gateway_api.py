@@ -4,6 +4,10 @@ The route (`traffic.regional.httproute`, in the region's namespace) points at th
 `<app>-<track>`. A weight change is one PUT of the whole route carrying the resourceVersion read
 just before, so the new weights land together or not at all. kubernetes exceptions propagate;
 the activities layer maps them.
+
+Every rule drctl manages also carries a `ResponseHeaderModifier` filter that sets
+`traffic.region_header` to the region's name: the gateway then labels each answer with the region
+that served it, which is what failover verification reads.
 """
 
 from __future__ import annotations
@@ -35,12 +39,14 @@ class GatewayApiRegionalTraffic:
         namespaces: dict[str, str],
         route: str,
         app: str,
+        region_header: str = "x-drctl-region",
     ) -> None:
         self.custom = {r: client.CustomObjectsApi(c) for r, c in api_clients.items()}
         self.core = {r: client.CoreV1Api(c) for r, c in api_clients.items()}
         self.namespaces = dict(namespaces)
         self.route = route
         self.app = app
+        self.region_header = region_header
         self._track_of = {f"{app}-{t}": t for t in TRACKS}
 
     @classmethod
@@ -53,6 +59,7 @@ class GatewayApiRegionalTraffic:
             {r.name: r.kube.namespace for r in cfg.regions},
             tier.httproute,
             cfg.workload.app,
+            cfg.traffic.region_header,
         )
 
     def _check_region(self, region: str) -> None:
@@ -97,8 +104,8 @@ class GatewayApiRegionalTraffic:
         """
         self._check_region(region)
         validate_weights(weights, TRACKS, max_weight=GATEWAY_MAX_WEIGHT, what="track")
-        for attempt in range(_CONFLICT_RETRIES + 1):
-            route = self._read(region)
+
+        def change(route: dict[str, Any]) -> dict[str, Any]:
             current = self._weights_of(route)
             validate_weights(
                 weights,
@@ -107,7 +114,22 @@ class GatewayApiRegionalTraffic:
                 what="track",
                 current={t: 0 for t in TRACKS} | current,
             )
-            new = self._with_weights(region, route, weights)
+            return self._with_weights(region, route, weights)
+
+        self._update(region, change)
+
+    def ensure_region_header(self, region: str) -> bool:
+        """Label the route's track rules with the region header; True when the route changed."""
+        self._check_region(region)
+        return self._update(region, lambda route: self._with_weights(region, route, {}))
+
+    def _update(self, region: str, change: Any) -> bool:
+        """Read, change and PUT the route with the resourceVersion read, retrying on 409."""
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            route = self._read(region)
+            new = change(route)
+            if new == route:
+                return False
             try:
                 self.custom[region].replace_namespaced_custom_object(
                     GROUP,
@@ -118,10 +140,11 @@ class GatewayApiRegionalTraffic:
                     new,
                     _request_timeout=REQUEST_TIMEOUT,
                 )
-                return
+                return True
             except ApiException as exc:
                 if exc.status != 409 or attempt == _CONFLICT_RETRIES:
                     raise
+        return False
 
     def _with_weights(self, region: str, route: dict[str, Any], weights: dict[str, int]) -> dict[str, Any]:
         new = copy.deepcopy(route)
@@ -132,6 +155,7 @@ class GatewayApiRegionalTraffic:
                 f"track Service ({', '.join(self._track_of)})"
             )
         for rule in rules:
+            self._label(rule, region)
             refs = self._track_refs(rule)
             for track, weight in weights.items():
                 if track in refs:
@@ -139,6 +163,24 @@ class GatewayApiRegionalTraffic:
                 elif weight > 0:
                     rule["backendRefs"].append(self._new_ref(region, track, weight))
         return new
+
+    def _label(self, rule: dict[str, Any], region: str) -> None:
+        """Set the region header in the rule's ResponseHeaderModifier, keeping its other entries.
+
+        Gateway API allows one filter of a type per rule, so an existing modifier is extended.
+        """
+        filters = rule.setdefault("filters", [])
+        mod = next((f for f in filters if f.get("type") == "ResponseHeaderModifier"), None)
+        if mod is None:
+            mod = {"type": "ResponseHeaderModifier", "responseHeaderModifier": {}}
+            filters.append(mod)
+        spec = mod.setdefault("responseHeaderModifier", {})
+        entries = spec.setdefault("set", [])
+        ours = [h for h in entries if str(h.get("name", "")).lower() == self.region_header.lower()]
+        if ours:
+            ours[0]["value"] = region  # in place: an unchanged route must compare equal (no write)
+        else:
+            entries.append({"name": self.region_header, "value": region})
 
     def _new_ref(self, region: str, track: str, weight: int) -> dict[str, Any]:
         name = f"{self.app}-{track}"

@@ -21,6 +21,7 @@ import httpx
 from drctl.config import FleetConfig, RegionConfig
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.providers import prom
+from drctl.providers.auth import AuthConfigError, auth_headers
 from drctl.providers.replicas import AutoReplicaSource, ReplicaEndpoint, ReplicaSource
 
 
@@ -76,13 +77,28 @@ class InferenceProber:
 
     async def probe_regions(self, regions: list[str]) -> list[RegionProbe]:
         """Probe several regions at once, all sharing one concurrency bound."""
+        try:
+            headers = auth_headers(self.cfg)
+        except AuthConfigError as exc:
+            # An unreadable token is drctl's own config error: it says nothing about the regions.
+            return [self._unprobed(self.cfg.region(r), str(exc)) for r in regions]
         sem = asyncio.Semaphore(self.health.probe_concurrency)
         limits = httpx.Limits(max_connections=self.health.probe_concurrency * 2, max_keepalive_connections=0)
         # A fresh client per round: no pooled connection can hide that a server went away.
-        async with httpx.AsyncClient(timeout=self.completion_timeout_s, limits=limits) as client:
+        async with httpx.AsyncClient(
+            timeout=self.completion_timeout_s, limits=limits, headers=headers
+        ) as client:
             return list(
                 await asyncio.gather(*(self._region(client, sem, self.cfg.region(r)) for r in regions))
             )
+
+    @staticmethod
+    def _unprobed(region: RegionConfig, why: str) -> RegionProbe:
+        gateway = TargetProbe(
+            target="gateway", url=region.gateway_url, status=ProbeStatus.AUTH, error_class="auth", error=why
+        )
+        return RegionProbe(region=region.name, status=ProbeStatus.AUTH, reason=why, gateway=gateway,
+                           probed_at=datetime.now(UTC).isoformat())
 
     # --- one region ------------------------------------------------------------------------------
 
@@ -143,6 +159,11 @@ class InferenceProber:
                 return ProbeStatus.DOWN, (
                     f"no replica serving (0/{len(replicas)}); {first.target}: {first.error_class}: {first.error}"
                 )
+        refused = [t for t in [gateway, *replicas] if t.status == ProbeStatus.AUTH]
+        if refused:
+            # Answering but refusing drctl's token: its health is unknown, and it is not an outage.
+            names = ", ".join(t.target for t in refused)
+            return ProbeStatus.AUTH, f"credentials refused by {names}: {refused[0].error}"
         note = f" (replica list unavailable: {source_error})" if source_error else ""
         if gateway.status == ProbeStatus.DEGRADED:
             return ProbeStatus.DEGRADED, f"gateway degraded: {gateway.error}{note}"
@@ -197,6 +218,9 @@ class InferenceProber:
 
     @staticmethod
     def _check(resp: httpx.Response) -> httpx.Response:
+        if resp.status_code in (401, 403):
+            raise _Failed("auth", f"HTTP {resp.status_code} from {resp.request.url.path}: "
+                                  "credentials refused (check workload.auth)")
         if resp.status_code >= 500:
             raise _Failed("http_5xx", f"HTTP {resp.status_code} from {resp.request.url.path}")
         if resp.status_code >= 400:
@@ -214,9 +238,8 @@ class InferenceProber:
         except _Failed as f:
             # Dead or refusing: nothing further would answer, and waiting on it would only stretch
             # the probe of a dead region past its bound.
-            return probe.model_copy(
-                update={"status": ProbeStatus.DOWN, "error_class": f.cls, "error": str(f)}
-            )
+            status = ProbeStatus.AUTH if f.cls == "auth" else ProbeStatus.DOWN
+            return probe.model_copy(update={"status": status, "error_class": f.cls, "error": str(f)})
         probe.latency_ms = round(probe.latency_ms, 2)
         models, metrics, ttfts = await asyncio.gather(
             self._models(client, sem, base),
@@ -232,7 +255,11 @@ class InferenceProber:
         good = [t for t in ttfts if isinstance(t, float)]
         if good:
             probe.ttft_ms = round(statistics.median(good), 2)
-        if isinstance(models, _Failed) and models.cls == "model_missing":
+        refused = next((f for f in failures if f.cls == "auth"), None)
+        if refused is not None:
+            # vLLM keeps /health open under --api-key: a 401 on /v1 is our token, not the server.
+            probe.status, probe.error_class, probe.error = ProbeStatus.AUTH, refused.cls, str(refused)
+        elif isinstance(models, _Failed) and models.cls == "model_missing":
             # Checked first: completions then fail too (404), and "model missing" is the cause.
             probe.status, probe.error_class, probe.error = ProbeStatus.DOWN, models.cls, str(models)
         elif not good:

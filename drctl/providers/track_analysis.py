@@ -62,11 +62,12 @@ async def run_requests(
     spread_s: float,
     timeout_s: float,
     on_progress: Callable[[int], None] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> list[float | None]:
     """`count` requests round-robin over `urls`, started evenly over `spread_s` seconds.
 
     Bounded in count, concurrency and time: each request has `timeout_s`, and nothing starts after
-    spread_s.
+    spread_s. `headers` carries the bearer token of a server run with `--api-key`.
     """
     if not urls or count <= 0:
         return []
@@ -74,7 +75,7 @@ async def run_requests(
     sem = asyncio.Semaphore(MAX_CONCURRENCY)
     gap = spread_s / count if spread_s > 0 else 0.0
     limits = httpx.Limits(max_connections=MAX_CONCURRENCY * 2, max_keepalive_connections=MAX_CONCURRENCY)
-    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as http:
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits, headers=headers) as http:
 
         async def fire(i: int) -> None:
             async with sem:
@@ -110,10 +111,11 @@ async def measure_pair(
     per_track: int,
     timeout_s: float,
     on_progress: Callable[[int], None] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[TrackSample, TrackSample]:
     """Both tracks in the same window, so a shared slowdown (the node, the network) cancels out."""
     cand, base = await asyncio.gather(
-        run_requests(candidate[1], model, per_track, window_s, timeout_s, on_progress),
-        run_requests(baseline[1], model, per_track, window_s, timeout_s),
+        run_requests(candidate[1], model, per_track, window_s, timeout_s, on_progress, headers),
+        run_requests(baseline[1], model, per_track, window_s, timeout_s, headers=headers),
     )
     return summarise(candidate[0], cand), summarise(baseline[0], base)

@@ -160,3 +160,56 @@ def test_missing_route_propagates_api_error(cfg: FleetConfig) -> None:
     with pytest.raises(ApiException) as err:
         gw.set_track_weights("us-east-1", {"stable": 1})
     assert err.value.status == 404
+
+
+def _modifiers(rule: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in rule.get("filters") or [] if f.get("type") == "ResponseHeaderModifier"]
+
+
+def test_weight_change_writes_the_region_header_filter_on_track_rules_only(
+    cfg: FleetConfig, kube: tuple[Any, Any], route: None
+) -> None:
+    gw = GatewayApiRegionalTraffic.from_config(cfg)
+    gw.set_track_weights("us-west-1", {"stable": 95, "canary": 5})
+    admin_rule, track_rule = read_route(kube)["spec"]["rules"]
+    assert "filters" not in admin_rule  # a rule drctl does not manage is left alone
+    assert _modifiers(track_rule) == [
+        {"type": "ResponseHeaderModifier",
+         "responseHeaderModifier": {"set": [{"name": cfg.traffic.region_header, "value": "us-west-1"}]}}
+    ]
+
+
+def test_ensure_region_header_extends_an_existing_modifier_once(
+    cfg: FleetConfig, kube: tuple[Any, Any], route: None
+) -> None:
+    custom, _ = kube
+    obj = read_route(kube)
+    obj["spec"]["rules"][1]["filters"] = [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+        "set": [{"name": "x-team", "value": "inference"}, {"name": "X-DRCTL-REGION", "value": "stale"}],
+        "remove": ["server"]}}]
+    custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "llm", obj)
+    gw = GatewayApiRegionalTraffic.from_config(cfg)
+
+    assert gw.ensure_region_header("us-west-1") is True
+    after = read_route(kube)
+    [mod] = _modifiers(after["spec"]["rules"][1])
+    assert mod["responseHeaderModifier"] == {
+        "set": [{"name": "x-team", "value": "inference"}, {"name": "X-DRCTL-REGION", "value": "us-west-1"}],
+        "remove": ["server"],
+    }
+    assert gw.get_track_weights("us-west-1") == {"stable": 100}  # weights untouched
+    # Already labelled: nothing is written (no new resourceVersion, no watch event for the gateway).
+    assert gw.ensure_region_header("us-west-1") is False
+    assert read_route(kube)["metadata"]["resourceVersion"] == after["metadata"]["resourceVersion"]
+
+
+def test_worker_start_labels_its_regions_routes_and_survives_a_missing_one(
+    cfg: FleetConfig, kube: tuple[Any, Any], route: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    from drctl.worker import _label_routes
+
+    with caplog.at_level("INFO", logger="drctl.worker"):
+        _label_routes(cfg, ["us-west-1", "us-east-1"])  # us-east-1's namespace has no route: a warning
+    [mod] = _modifiers(read_route(kube)["spec"]["rules"][1])
+    assert mod["responseHeaderModifier"]["set"] == [{"name": "x-drctl-region", "value": "us-west-1"}]
+    assert "could not label the HTTPRoute of us-east-1" in caplog.text

@@ -91,6 +91,9 @@ def test_pagerduty_only_hears_incident_events_and_severities_map() -> None:
     refused = ev.failover_ended("demo", "w", AT, status="refused", source=None, target="us-east-1", error="busy",
                                 rto_s=None, rto_target_s=30, rto_met=None)
     assert (refused.kind, refused.severity, refused.action) == ("failover.failed", "error", "trigger")
+    unverified = ev.failover_ended("demo", "w", AT, status="unverified", source="us-west-1", target="us-east-1",
+                                   error="no x-drctl-region header", rto_s=None, rto_target_s=30, rto_met=None)
+    assert (unverified.kind, unverified.severity) == ("failover.failed", "critical")  # traffic moved, unproven
     drill = ev.drill_verdict("demo", "drill/demo/1", AT, verdict="FAILED", experiment="kill-region",
                              target="us-west-1", reasons=["RTO over target"], rto_s=41.0, rto_target_s=30)
     assert (drill.severity, drill.action, drill.dedup_key) == ("error", "trigger", "drctl/demo/drill")

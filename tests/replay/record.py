@@ -62,14 +62,14 @@ def _ports_in(lo: int, hi: int) -> Iterator[int]:
 
 
 def _remap_ports(data: Any, new: dict[int, int], fresh: Iterator[int]) -> Any:
-    """Every 127.0.0.1:<port> and `stats_port` in the config data, moved to ports from `fresh`."""
+    """Every 127.0.0.1:<port>, `stats_port` and `prometheus_port` in the config data, moved to ports from `fresh`."""
     def sub(m: re.Match[str]) -> str:
         old = int(m.group(1))
         new.setdefault(old, next(fresh))
         return f"127.0.0.1:{new[old]}"
 
     if isinstance(data, dict):
-        return {k: (new.setdefault(v, next(fresh)) if k == "stats_port" else _remap_ports(v, new, fresh))
+        return {k: (new.setdefault(v, next(fresh)) if k in ("stats_port", "prometheus_port") else _remap_ports(v, new, fresh))
                 for k, v in data.items()}
     if isinstance(data, list):
         return [_remap_ports(v, new, fresh) for v in data]

@@ -1,0 +1,183 @@
+"""Bearer auth: a fleet of fleetsim servers in api-key mode (as `vllm serve --api-key`), probed by
+InferenceProber with the token from the env var or file the config names.
+
+fleetsim's api-key mode behaves as vLLM's middleware: /v1/* needs `Authorization: Bearer <key>`,
+/health and /metrics stay open, and a refusal is a bare 401.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from aiohttp import web
+
+from drctl.chaos import probes
+from drctl.config import FleetConfig, parse_config
+from drctl.devstack.fleetsim import FleetsimSettings, build_app
+from drctl.models.health import ProbeStatus
+from drctl.providers.probe import InferenceProber
+from drctl.providers.track_analysis import run_requests
+from tests.helpers import free_port
+
+KEY = "sk-test-4f1d2c9e"
+ENV = "DRCTL_TEST_VLLM_API_KEY"
+
+
+class AuthedRegion:
+    def __init__(self) -> None:
+        self.urls: dict[str, str] = {}
+        self.admin_url = ""
+        self.runners: list[web.AppRunner] = []
+
+    async def serve(self, app: web.Application) -> str:
+        runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        self.runners.append(runner)
+        return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+async def region() -> AsyncIterator[AuthedRegion]:
+    r = AuthedRegion()
+    for name in ("gateway", "r0", "r1"):
+        r.urls[name] = await r.serve(build_app(FleetsimSettings(region="us-west-1", replica=name, api_key=KEY)))
+    listed = [{"pod": n, "track": "stable", "port": int(r.urls[n].rsplit(":", 1)[1])} for n in ("r0", "r1")]
+
+    async def replicas(_request: web.Request) -> web.Response:
+        return web.json_response(listed)
+
+    admin = web.Application()
+    admin.router.add_get("/replicas", replicas)
+    r.admin_url = await r.serve(admin)
+    yield r
+    for runner in r.runners:
+        await runner.cleanup()
+
+
+def _cfg(region: AuthedRegion, auth: str, gateway_url: str = "") -> FleetConfig:
+    return parse_config(f"""
+name: auth-test
+regions:
+  - name: us-west-1
+    weight: 60
+    gateway_url: {gateway_url or region.urls["gateway"]}
+    devstack_admin_url: {region.admin_url}
+    kube: {{api_url: "http://127.0.0.1:1", namespace: inference}}
+workload: {{model: fleetsim-tiny, {auth}}}
+health: {{interval_s: 5, probe_timeout_s: 1.5}}
+traffic:
+  global_endpoint: http://127.0.0.1:1
+  global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}
+  regional: {{kind: gateway-api}}
+""")
+
+
+async def test_fleetsim_api_key_mode_guards_v1_like_vllm(region: AuthedRegion) -> None:
+    base = region.urls["r0"]
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert (await http.get(f"{base}/health")).status_code == 200
+        assert (await http.get(f"{base}/metrics")).status_code == 200
+        anon = await http.get(f"{base}/v1/models")
+        assert anon.status_code == 401 and anon.json() == {"error": "Unauthorized"}
+        wrong = await http.get(f"{base}/v1/models", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        body = {"model": "fleetsim-tiny", "prompt": "x", "max_tokens": 1}
+        assert (await http.post(f"{base}/v1/completions", json=body)).status_code == 401
+        ok = await http.post(f"{base}/v1/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
+        assert ok.status_code == 200 and ok.json()["choices"]
+
+
+async def test_authed_fleet_is_probed_healthy_with_the_env_token(
+    region: AuthedRegion, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV, KEY)
+    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}")).probe_region("us-west-1")
+    assert p.status == ProbeStatus.HEALTHY, p.reason
+    assert "2/2 replicas healthy" in p.reason
+    assert all(t.models_ok and t.ttft_ms is not None for t in [p.gateway, *p.replicas])
+
+
+async def test_authed_fleet_is_probed_healthy_with_a_token_file(region: AuthedRegion, tmp_path: Path) -> None:
+    (tmp_path / "vllm-key").write_text(KEY + "\n")  # a mounted Secret usually ends with a newline
+    p = await InferenceProber(_cfg(region, f"auth: {{token_file: {tmp_path / 'vllm-key'}}}")).probe_region("us-west-1")
+    assert p.status == ProbeStatus.HEALTHY, p.reason
+
+
+async def test_anonymous_or_wrong_token_is_auth_not_down(region: AuthedRegion, monkeypatch: pytest.MonkeyPatch) -> None:
+    anonymous = await InferenceProber(_cfg(region, "")).probe_region("us-west-1")
+    monkeypatch.setenv(ENV, "sk-wrong")
+    wrong = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}")).probe_region("us-west-1")
+    for p in (anonymous, wrong):
+        assert p.status == ProbeStatus.AUTH, p.reason
+        assert all(t.status == ProbeStatus.AUTH and t.error_class == "auth" for t in [p.gateway, *p.replicas])
+        assert "credentials refused" in p.reason and "HTTP 401" in p.reason
+        assert "sk-wrong" not in p.model_dump_json()
+
+
+async def test_unreadable_token_source_is_auth_naming_it(
+    region: AuthedRegion, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}")).probe_region("us-west-1")
+    assert p.status == ProbeStatus.AUTH and f"environment variable {ENV} is unset" in p.reason
+    missing = tmp_path / "absent"
+    p = await InferenceProber(_cfg(region, f"auth: {{token_file: {missing}}}")).probe_region("us-west-1")
+    assert p.status == ProbeStatus.AUTH and f"cannot read {missing}" in p.reason
+
+
+async def test_a_dead_gateway_is_down_whatever_the_token(region: AuthedRegion, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "sk-wrong")
+    dead = f"http://127.0.0.1:{free_port()}"
+    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}", gateway_url=dead)).probe_region("us-west-1")
+    assert p.status == ProbeStatus.DOWN and p.gateway.error_class == "connect", p.reason
+
+
+def test_auth_config_needs_exactly_one_source() -> None:
+    from drctl.config import ConfigError
+
+    base = AuthedRegion()
+    base.urls["gateway"], base.admin_url = "http://127.0.0.1:1", "http://127.0.0.1:2"
+    for bad in ("auth: {}", f"auth: {{token_env: {ENV}, token_file: /x}}", "auth: {token_env: 'not a name'}"):
+        with pytest.raises(ConfigError) as err:
+            _cfg(base, bad)
+        assert "workload.auth" in str(err.value)
+
+
+def test_fleetsim_reads_the_key_from_vllms_variable() -> None:
+    assert FleetsimSettings.from_env({"VLLM_API_KEY": KEY}).api_key == KEY
+    assert FleetsimSettings.from_env({}).api_key is None
+
+
+async def test_warmup_and_analysis_traffic_carries_the_token(region: AuthedRegion) -> None:
+    urls = [region.urls["r0"], region.urls["r1"]]
+    with_token = await run_requests(urls, "fleetsim-tiny", 4, 0.0, 5.0, headers={"Authorization": f"Bearer {KEY}"})
+    anonymous = await run_requests(urls, "fleetsim-tiny", 4, 0.0, 5.0)
+    assert all(t is not None for t in with_token) and anonymous == [None] * 4
+
+
+async def test_drill_probes_send_the_token_from_the_fleet_config(
+    region: AuthedRegion, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(f"""
+name: auth-drill
+regions:
+  - {{name: us-west-1, weight: 1, gateway_url: "{region.urls['gateway']}", kube: {{api_url: "http://127.0.0.1:1"}}}}
+workload: {{model: fleetsim-tiny, auth: {{token_env: {ENV}}}}}
+traffic:
+  global_endpoint: {region.urls["gateway"]}
+  global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}
+  regional: {{kind: gateway-api}}
+""")
+    conf = {"fleet_config": str(path)}
+    # In a thread: the probes are sync (Chaos Toolkit calls them so) and the servers share this loop.
+    monkeypatch.setenv(ENV, KEY)
+    assert await asyncio.to_thread(probes.global_success_ratio, requests=3, configuration=conf) == 1.0
+    monkeypatch.setenv(ENV, "sk-wrong")
+    assert await asyncio.to_thread(probes.global_success_ratio, requests=3, configuration=conf) == 0.0
