@@ -52,6 +52,9 @@ def render_markdown(r: DrillReport) -> str:
         f"- User-visible error window: {r.error_window_s:.1f} s ({r.errors} of {r.requests} requests failed)",
         f"- Served by: {', '.join(f'{k} {v}' for k, v in sorted(r.served_by.items())) or 'nothing'}",
     ]
+    if r.data_loss_objects is not None:
+        lag = f"{r.data_loss_s:.1f} s" if r.data_loss_s is not None else "unknown"
+        lines.append(f"- Data-loss exposure at failover: {lag} of replication lag, {r.data_loss_objects} object(s)")
     if r.failover_done_after_s is not None:
         lines.append(f"- Failover workflow closed {r.failover_done_after_s:.1f} s after the fault")
     if r.reasons:

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from drctl.config_data import DataConfig
+
 TRACKS = ("stable", "canary", "blue", "green")
 Track = Literal["stable", "canary", "blue", "green"]
 
@@ -423,6 +425,7 @@ class FleetConfig(_Model):
     backup: VeleroConfig = Field(default_factory=VeleroConfig, description="Backup provider.")
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
     drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
+    data: DataConfig = Field(default_factory=DataConfig, description="Model artifact and state bucket replication.")
     worker: WorkerConfig = Field(default_factory=WorkerConfig, description="The drctl worker process.")
     notifications: NotificationsConfig = Field(
         default_factory=NotificationsConfig, description="Webhooks that hear about failovers, alerts, drills, upgrades.")
@@ -454,6 +457,9 @@ class FleetConfig(_Model):
         unknown = [t for t in self.drills.allowed_targets if t not in names]
         if unknown:
             raise ValueError(f"drills.allowed_targets names unknown regions: {', '.join(unknown)}")
+        bad = [f"{path} ({r})" for path, r in self.data.regions_named() if r not in names]
+        if bad:
+            raise ValueError(f"data names unknown regions: {', '.join(bad)}")
         return self
 
     # --- helpers used everywhere ----------------------------------------------------------------

@@ -22,6 +22,7 @@ WORKFLOW_MODULES = [
     "workflows.migrate",
     "workflows.backup",
     "workflows.drill",
+    "workflows.replicate",
     "workflows.notify",
 ]
 
@@ -35,6 +36,7 @@ ACTIVITY_MODULES = [
     "activities.upgrade",
     "activities.chaos",
     "activities.reports",
+    "activities.replicate",
     "activities.outcomes",
     "activities.notify",
 ]

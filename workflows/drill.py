@@ -314,6 +314,8 @@ class ChaosDrill:
         result = fo.result
         report.failover_phases = list(result.get("phases") or [])
         report.failover_rto_s = result.get("rto_s")
+        loss = result.get("data_loss") or {}
+        report.data_loss_s, report.data_loss_objects = loss.get("lag_s"), loss.get("objects")
         if not fo.found:
             report.reasons.append(f"no failover started within {budget:g}s of the fault")
             return

@@ -44,6 +44,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.common import Phases, fast, fmt_weights, no_worker, region_bound
     from workflows.lock import acquire_fleet, release_fleet
     from workflows.notify import Notifier
+    from workflows.rpo import PATCH as RPO_PATCH
+    from workflows.rpo import rpo_preflight
     from workflows.telemetry import record_outcome
 
 # Verify attempts are repeated by the workflow; this only replaces an attempt that was lost.
@@ -148,6 +150,8 @@ class Failover:
                 self.phases.note("preempted", ", ".join(res.preempted))
             # Abortable: a preflight waiting on a slow or dead region must not outlive `drctl ops abort`.
             plan = await self._abortable(self._preflight(inp, tq))
+            if workflow.patched(RPO_PATCH):
+                res.data_loss = await rpo_preflight(self.phases, inp, plan, tq)
             res.plan, res.source, res.weights_before = plan, plan.source, plan.weights_before
             if plan.problems:
                 res.status, res.error = "refused", "; ".join(plan.problems)

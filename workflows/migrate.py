@@ -38,6 +38,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
     from workflows.lock import acquire_fleet, release_fleet
     from workflows.progressive import Control, Stop, error_type, reason_of
+    from workflows.rpo import MIGRATE_PATCH as MIGRATE_ARTIFACTS
+    from workflows.rpo import migrate_artifacts
 
 
 def step_weights(before: dict[str, int], source: str, target: str, pct: int) -> dict[str, int]:
@@ -132,6 +134,8 @@ class Migration:
             self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {req.spec.fleet}")
             await acquire_fleet(req.spec.fleet, "migrate")
             self.locked = True
+            if workflow.patched(MIGRATE_ARTIFACTS):
+                res.artifacts = await migrate_artifacts(self.phases, req)
             self.phases.enter("backup", f"Velero backup of `{req.namespace}` in `{req.source}`, and of the target")
             name = f"migrate-{req.migration_id}"
             try:

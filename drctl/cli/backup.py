@@ -111,6 +111,9 @@ def _refuse_existing(cfg: FleetConfig, region: str, name: str) -> None:
 def register(app: typer.Typer) -> None:
     backup_app = typer.Typer(help="Velero backups of the inference workload.", no_args_is_help=True)
     app.add_typer(backup_app, name="backup")
+    from drctl.cli.backup_schedule import register_schedule
+
+    register_schedule(backup_app)
 
     @backup_app.command("create")
     def create(

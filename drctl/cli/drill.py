@@ -140,6 +140,12 @@ def _trend(reports: list[DrillReport]) -> dict[str, str]:
     return out
 
 
+def _loss(r: DrillReport) -> str:
+    if r.data_loss_objects is None:
+        return "-"
+    return f"{r.data_loss_s:.1f}s/{r.data_loss_objects}" if r.data_loss_s is not None else f"?/{r.data_loss_objects}"
+
+
 @drill_app.command("history")
 def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, output: OutputOpt = Output.table) -> None:
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
@@ -152,12 +158,12 @@ def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, 
         return
     trend = _trend(reports)
     table = Table(title=f"Drills of fleet {cfg.name}")
-    for col in ("date", "experiment", "target", "verdict", "RTO / target", "error window", "trend", "id"):
+    for col in ("date", "experiment", "target", "verdict", "RTO / target", "error window", "data loss", "trend", "id"):
         table.add_column(col)
     for r in reports:
         rto = f"{r.measured_rto_s:.1f}s" if r.measured_rto_s is not None else "-"
         table.add_row(r.started_at.strftime("%Y-%m-%d %H:%M"), r.experiment, r.target_region, r.verdict.value,
-                      f"{rto} / {r.rto_target_s:g}s", f"{r.error_window_s:.1f}s", trend.get(r.id, ""), r.id)
+                      f"{rto} / {r.rto_target_s:g}s", f"{r.error_window_s:.1f}s", _loss(r), trend.get(r.id, ""), r.id)
     # Piped output gets rich's 80 columns, which would cut drill ids a script or grep needs whole.
     (console if console.is_terminal else Console(width=200)).print(table)
 

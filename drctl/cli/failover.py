@@ -107,6 +107,10 @@ def _render_failover(res: FailoverResult, link: str) -> None:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
     if res.preempted:
         t.add_row("preempted (DR first)", ", ".join(res.preempted))
+    if res.data_loss:
+        d = res.data_loss
+        lag = "unknown" if d.lag_s is None else f"{d.lag_s:.1f} s"
+        t.add_row("data-loss exposure", f"{lag}, {d.objects} object(s) (RPO {d.rpo_target_s:g} s)")
     if res.compensated:
         t.add_row("compensation", res.compensated)
     if res.error:
@@ -122,7 +126,7 @@ def register(app: typer.Typer) -> None:
         config: ConfigOpt = Path(DEFAULT_CONFIG),
         from_: Annotated[str | None, typer.Option("--from", help="Region to drain; default every other region.")] = None,
         emergency: Annotated[bool, typer.Option("--emergency", help="Shift first, scale after.")] = False,
-        force: Annotated[bool, typer.Option("--force", help="Override target health and capacity refusals.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Override refusals: target health, capacity, replication lag over the RPO, model drift.")] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
         yes: Yes = False,
         no_wait: NoWait = False,

@@ -32,6 +32,7 @@ _COMMAND_MODULES = [
     "drctl.cli.upgrade",
     "drctl.cli.backup",
     "drctl.cli.drill",
+    "drctl.cli.replicate",
     "drctl.cli.notify",
     "drctl.cli.codec",
 ]

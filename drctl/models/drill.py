@@ -156,6 +156,9 @@ class DrillReport(BaseModel):
     failover: Observation | None = None
     failover_phases: list[dict[str, Any]] = Field(default_factory=list)
     failover_rto_s: float | None = Field(None, description="The failover workflow's own RTO figure.")
+    data_loss_s: float | None = Field(
+        None, description="Data-loss exposure the failover recorded: replication lag of the target at the fault, s.")
+    data_loss_objects: int | None = Field(None, description="Objects the target lacked when it took the traffic.")
     failback: Observation | None = None
     journal: JournalVerdict | None = None
     journal_key: str | None = None

@@ -26,6 +26,7 @@ from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failov
 )
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.ops import FleetSpec, PhaseTiming, VerifyResult
+from drctl.models.rpo import DataLossExposure
 from drctl.models.traffic import GlobalChange
 
 ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
@@ -142,7 +143,7 @@ class FailoverInput(BaseModel):
     target: str
     source: str | None = Field(None, description="Default: every other region with weight moves to the target.")
     emergency: bool = Field(False, description="Shift first, scale after (the source is already failing).")
-    force: bool = Field(False, description="Skip the target health and capacity refusals.")
+    force: bool = Field(False, description="Skip the refusals: target health, capacity, replication lag, model drift.")
     require_approval: bool | None = Field(None, description="Override the fleet's approval policy.")
     fault_at: datetime | None = Field(None, description="Detection or fault time for the RTO; default: start.")
     last_good_at: datetime | None = Field(None, description="Last good probe before the fault, if known.")
@@ -178,6 +179,7 @@ class FailoverResult(BaseModel):
     error: str | None = None
     approved_by: str | None = None
     preempted: list[str] = Field(default_factory=list, description="Maintenance operations told to yield to this failover.")
+    data_loss: DataLossExposure | None = Field(None, description="Replication lag accepted (emergency or --force).")
 
 
 # --- failback ----------------------------------------------------------------------------------
