@@ -39,7 +39,9 @@ def experiment(url: str, method: list[dict[str, Any]], rollbacks: list[dict[str,
     return {
         "title": "tiny drill",
         "description": "a tiny experiment against one fleetsim",
-        "configuration": {"global_endpoint": url, **(configuration or {})},
+        # The probes take the served model from the fleet config or from `model`: a real vLLM answers
+        # 404 to any other name, so there is no default.
+        "configuration": {"global_endpoint": url, "model": "fleetsim-tiny", **(configuration or {})},
         "steady-state-hypothesis": {"title": "serves", "probes": [ratio_probe(url)]},
         "method": method,
         "rollbacks": rollbacks,
