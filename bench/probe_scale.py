@@ -60,12 +60,16 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("%", "%%") + '"'
 
 
-def haproxy_config(addresses: list[str], port_base: int) -> str:
+def haproxy_config(n: int, port_base: int) -> str:
+    """One frontend bound to exactly the N target (address, port) pairs of `targets`."""
     models = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
     chunk = json.dumps({"id": "cmpl-bench", "object": "text_completion", "model": MODEL,
                         "choices": [{"index": 0, "text": "ok", "finish_reason": "length"}]})  # fmt: skip
     sse = f"data: {chunk}\n\ndata: [DONE]\n\n"
-    binds = "\n".join(f"    bind {a}:{port_base}-{port_base + PORTS_PER_ADDRESS - 1}" for a in addresses)
+    binds = "\n".join(
+        f"    bind 127.0.1.{1 + i}:{port_base}-{port_base + min(PORTS_PER_ADDRESS, n - i * PORTS_PER_ADDRESS) - 1}"
+        for i in range((n + PORTS_PER_ADDRESS - 1) // PORTS_PER_ADDRESS)
+    )
     return f"""global
     maxconn 4000
     nbthread 1
@@ -99,9 +103,8 @@ class CannedServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> CannedServer:
-        addresses = [f"127.0.1.{1 + i}" for i in range((self.n + PORTS_PER_ADDRESS - 1) // PORTS_PER_ADDRESS)]
         cfg = self.dir / "haproxy.cfg"
-        cfg.write_text(haproxy_config(addresses, self.port_base))
+        cfg.write_text(haproxy_config(self.n, self.port_base))
         check = subprocess.run(["haproxy", "-c", "-q", "-f", str(cfg)], capture_output=True, text=True, timeout=30)
         if check.returncode != 0:
             raise RuntimeError(f"haproxy rejected {cfg}: {check.stderr.strip()}")
@@ -142,13 +145,16 @@ class StaticReplicas:
         return self.endpoints
 
 
-def bench_config(gateway_url: str, concurrency: int, sample: float) -> FleetConfig:
+def bench_config(
+    gateway_url: str, concurrency: int, sample: float, timeout_s: float = 2.0, ttft_ms: float = 2000.0
+) -> FleetConfig:
     return parse_config(f"""
 name: probe-scale
 regions:
   - {{name: r1, weight: 100, gateway_url: "{gateway_url}", kube: {{api_url: "http://127.0.0.1:1", namespace: x}}}}
 workload: {{model: {MODEL}}}
-health: {{interval_s: 10, probe_timeout_s: 2, probe_concurrency: {concurrency}, completion_sample: {sample}}}
+health: {{interval_s: 10, probe_timeout_s: {timeout_s}, ttft_degraded_ms: {ttft_ms}, probe_concurrency: {concurrency},
+          completion_sample: {sample}}}
 traffic:
   global_endpoint: http://127.0.0.1:1
   global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{r1: a}}}}
