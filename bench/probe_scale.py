@@ -206,7 +206,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--sizes", default="100,1000,5000", help="comma-separated replica counts (1..5000)")
     p.add_argument("--rounds", type=int, default=3, help="probe rounds per prober and size (1..20)")
-    p.add_argument("--concurrency", type=int, default=8, help="health.probe_concurrency for both probers")
+    p.add_argument("--concurrency", type=int, default=64, help="health.probe_concurrency for both probers")
     p.add_argument("--sample", type=float, default=0.1, help="health.completion_sample for the new prober")
     p.add_argument("--port-base", type=int, default=41000, help="first port of each loopback address")
     p.add_argument("--json", type=Path, help="also write the rows here")

@@ -23,7 +23,7 @@ def test_tiny_run_prints_both_probers_with_no_false_down(tmp_path: Path) -> None
                           env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("probe_scale ") and "concurrency 8, sample 0.1, 1 round(s)" in lines[0]
+    assert lines[0].startswith("probe_scale ") and "concurrency 64, sample 0.1, 1 round(s)" in lines[0]
     rows = {line.split("|")[2].strip(): line for line in lines[3:]}
     assert set(rows) == {"old", "new"}
     # Twenty healthy targets are well inside either prober's budget: any DOWN here is a bug.

@@ -22,13 +22,10 @@ while it queues behind the bound, so a long queue cannot turn into a false DOWN.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import statistics
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
 
 import aiohttp
 
@@ -36,17 +33,10 @@ from drctl.config import FleetConfig, RegionConfig
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.providers import prom
 from drctl.providers.auth import AuthConfigError, auth_headers
+from drctl.providers.probe_http import Failed, call, completion, get, short
+from drctl.providers.probe_http import metrics as read_metrics
+from drctl.providers.probe_http import models as read_models
 from drctl.providers.replicas import AutoReplicaSource, ReplicaEndpoint, ReplicaSource
-
-_CLOSE = {"Connection": "close"}
-
-
-class _Reply(NamedTuple):
-    status: int
-    text: str
-
-
-_GAUGES = (prom.VLLM_WAITING, prom.VLLM_RUNNING, prom.VLLM_KV_CACHE)
 
 
 def rotating_sample(names: list[str], fraction: float, round_no: int) -> set[str]:
@@ -61,19 +51,6 @@ def rotating_sample(names: list[str], fraction: float, round_no: int) -> set[str
     width = min(len(ordered), max(1, math.ceil(fraction * len(ordered))))
     start = (round_no * width) % len(ordered)
     return {ordered[(start + i) % len(ordered)] for i in range(width)}
-
-
-class _Failed(Exception):
-    """One probe request failed; `cls` is the TargetProbe.error_class."""
-
-    def __init__(self, cls: str, message: str) -> None:
-        super().__init__(message)
-        self.cls = cls
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 class InferenceProber:
@@ -141,8 +118,13 @@ class InferenceProber:
         gateway = TargetProbe(
             target="gateway", url=region.gateway_url, status=ProbeStatus.AUTH, error_class="auth", error=why
         )
-        return RegionProbe(region=region.name, status=ProbeStatus.AUTH, reason=why, gateway=gateway,
-                           probed_at=datetime.now(UTC).isoformat())
+        return RegionProbe(
+            region=region.name,
+            status=ProbeStatus.AUTH,
+            reason=why,
+            gateway=gateway,
+            probed_at=datetime.now(UTC).isoformat(),
+        )
 
     # --- one region ------------------------------------------------------------------------------
 
@@ -157,7 +139,7 @@ class InferenceProber:
             try:
                 return await asyncio.wait_for(self.replica_source.replicas(region), self.timeout_s)
             except Exception as exc:  # the listing is evidence, not a verdict: judge from the gateway
-                source_error = _short(exc)
+                source_error = short(exc)
                 return []
 
         gw_task = asyncio.ensure_future(
@@ -237,45 +219,16 @@ class InferenceProber:
                 return await self._target(name, base, client, completions)
         except Exception as exc:  # noqa: BLE001 - a probe reports, it never raises (e.g. a malformed URL)
             return TargetProbe(
-                target=name, url=base, status=ProbeStatus.DOWN, error_class="probe_error", error=_short(exc)
+                target=name, url=base, status=ProbeStatus.DOWN, error_class="probe_error", error=short(exc)
             )
-
-    async def _call(self, timeout_s: float, fn: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
-        """Run one request under a hard deadline; map every failure."""
-        t0 = time.perf_counter()
-        try:
-            async with asyncio.timeout(timeout_s):
-                result = await fn()
-        except _Failed:
-            raise
-        except TimeoutError as exc:
-            raise _Failed("timeout", f"no answer within {timeout_s:g}s") from exc
-        except aiohttp.InvalidURL:
-            raise  # our config, not the target's health: reported as probe_error
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            raise _Failed("connect", _short(exc)) from exc
-        except aiohttp.ClientError as exc:
-            raise _Failed("bad_response", _short(exc)) from exc
-        return result, (time.perf_counter() - t0) * 1000
-
-    @staticmethod
-    def _check(status: int, path: str) -> None:
-        if status in (401, 403):
-            raise _Failed("auth", f"HTTP {status} from {path}: credentials refused (check workload.auth)")
-        if status >= 500:
-            raise _Failed("http_5xx", f"HTTP {status} from {path}")
-        if status >= 400:
-            raise _Failed("http_4xx", f"HTTP {status} from {path}")
 
     async def _target(
         self, name: str, base: str, client: aiohttp.ClientSession, completions: int
     ) -> TargetProbe:
         probe = TargetProbe(target=name, url=base, status=ProbeStatus.HEALTHY)
         try:
-            _, probe.latency_ms = await self._call(
-                self.timeout_s, lambda: self._get(client, f"{base}/health", keep=True)
-            )
-        except _Failed as f:
+            _, probe.latency_ms = await call(self.timeout_s, lambda: get(client, f"{base}/health", keep=True))
+        except Failed as f:
             # Dead or refusing: nothing further would answer, and waiting on it would only stretch
             # the probe of a dead region past its bound.
             status = ProbeStatus.AUTH if f.cls == "auth" else ProbeStatus.DOWN
@@ -283,16 +236,18 @@ class InferenceProber:
         probe.latency_ms = round(probe.latency_ms, 2)
         if completions == 0:
             # Not in this round's completion sample: /metrics is the whole check.
-            self._read_metrics(probe, await self._metrics(client, base))
+            self._read_metrics(probe, await read_metrics(client, base, self.timeout_s))
             return probe
         models, metrics, ttfts = await asyncio.gather(
-            self._models(client, base),
-            self._metrics(client, base),
-            asyncio.gather(*(self._completion(client, base) for _ in range(completions))),
+            read_models(client, base, self.timeout_s, self.model),
+            read_metrics(client, base, self.timeout_s),
+            asyncio.gather(
+                *(completion(client, base, self.completion_timeout_s, self.model) for _ in range(completions))
+            ),
         )
         self._read_metrics(probe, metrics)
         probe.models_ok = models is None
-        failures = [r for r in [models, *ttfts] if isinstance(r, _Failed)]
+        failures = [r for r in [models, *ttfts] if isinstance(r, Failed)]
         good = [t for t in ttfts if isinstance(t, float)]
         if good:
             probe.ttft_ms = round(statistics.median(good), 2)
@@ -300,11 +255,11 @@ class InferenceProber:
         if refused is not None:
             # vLLM keeps /health open under --api-key: a 401 on /v1 is our token, not the server.
             probe.status, probe.error_class, probe.error = ProbeStatus.AUTH, refused.cls, str(refused)
-        elif isinstance(models, _Failed) and models.cls == "model_missing":
+        elif isinstance(models, Failed) and models.cls == "model_missing":
             # Checked first: completions then fail too (404), and "model missing" is the cause.
             probe.status, probe.error_class, probe.error = ProbeStatus.DOWN, models.cls, str(models)
         elif not good:
-            first = next(t for t in ttfts if isinstance(t, _Failed))
+            first = next(t for t in ttfts if isinstance(t, Failed))
             probe.status, probe.error_class = ProbeStatus.DOWN, first.cls
             probe.error = f"completion failed ({len(ttfts)}/{len(ttfts)}): {first}"
         elif failures:
@@ -321,72 +276,3 @@ class InferenceProber:
             probe.queue_depth = metrics.get(prom.VLLM_WAITING)
             probe.running = metrics.get(prom.VLLM_RUNNING)
             probe.kv_cache_usage = metrics.get(prom.VLLM_KV_CACHE)
-
-    async def _get(self, client: aiohttp.ClientSession, url: str, keep: bool = False, check: bool = True) -> _Reply:
-        # A target's later requests close their connection: the next round is a new session
-        # anyway, and thousands of idle keep-alive sockets would only hold server slots.
-        async with client.get(url, headers=None if keep else _CLOSE) as resp:
-            text = await resp.text(errors="replace")
-            if check:
-                self._check(resp.status, resp.url.path)
-            return _Reply(resp.status, text)
-
-    async def _models(self, client: aiohttp.ClientSession, base: str) -> _Failed | None:
-        try:
-            resp, _ = await self._call(self.timeout_s, lambda: self._get(client, f"{base}/v1/models"))
-            ids = [m.get("id") for m in json.loads(resp.text).get("data", [])]
-        except _Failed as f:
-            return f
-        except (ValueError, AttributeError, TypeError) as exc:
-            return _Failed("bad_response", f"/v1/models is not an OpenAI model list: {_short(exc)}")
-        if self.model not in ids:
-            return _Failed("model_missing", f"model {self.model!r} not served; /v1/models lists {ids}")
-        return None
-
-    async def _metrics(
-        self, client: aiohttp.ClientSession, base: str
-    ) -> dict[str, float] | None:
-        # /metrics is optional (a gateway usually has none): its absence or failure is no verdict.
-        try:
-            resp, _ = await self._call(self.timeout_s, lambda: self._get(client, f"{base}/metrics", check=False))
-        except _Failed:
-            return None
-        if resp.status != 200:
-            return None
-        # Only the three gauges are read here; skipping the histogram lines before the regex
-        # parse is most of the prober's CPU at thousands of replicas.
-        wanted = "\n".join(ln for ln in resp.text.splitlines() if ln.startswith(_GAUGES))
-        return prom.parse_samples(wanted)
-
-    async def _completion(
-        self, client: aiohttp.ClientSession, base: str
-    ) -> float | _Failed:
-        body = {"model": self.model, "prompt": "ping", "max_tokens": 1, "stream": True, "temperature": 0}
-
-        async def first_chunk() -> float:
-            t0 = time.perf_counter()
-            async with client.post(f"{base}/v1/completions", json=body, headers=_CLOSE) as resp:
-                if resp.status >= 400:
-                    await resp.read()
-                    self._check(resp.status, resp.url.path)
-                async for raw in resp.content:
-                    line = raw.decode("utf-8", "replace").strip()
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(payload)
-                    except ValueError as exc:
-                        raise _Failed("bad_response", f"SSE chunk is not JSON: {payload[:80]!r}") from exc
-                    if not isinstance(chunk, dict) or "choices" not in chunk:
-                        raise _Failed("bad_response", f"SSE chunk without choices: {payload[:80]!r}")
-                    return (time.perf_counter() - t0) * 1000
-            raise _Failed("bad_response", "completion stream ended without a data chunk")
-
-        try:
-            ttft, _ = await self._call(self.completion_timeout_s, first_chunk)
-        except _Failed as f:
-            return f
-        return float(ttft)
