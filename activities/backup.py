@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import app_error
 from drctl import metrics
 from drctl.config import FleetConfig
-from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+from drctl.models.backup import PARTIALLY_FAILED, BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
 
 
@@ -65,6 +65,10 @@ class BackupActivities:
             raise _app_error(exc, f"backup {req.name} in {req.region}") from exc
         except Exception as exc:
             raise _app_error(exc, f"backup {req.name} in {req.region}") from exc
+        if info.phase == PARTIALLY_FAILED:
+            # Accepted by backup.partially_failed_ok, but never passed off as a clean backup.
+            activity.logger.warning("backup %s in %s is PartiallyFailed (%d errors, %d warnings), accepted by "
+                                    "backup.partially_failed_ok", info.name, info.region, info.errors, info.warnings)
         metrics.record_backup(self.cfg.name, req.region, True, _completed(info))
         return info
 

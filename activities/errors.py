@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio.exceptions import ApplicationError
 
 from drctl.providers.errors import classify
@@ -10,4 +12,6 @@ from drctl.providers.errors import classify
 def app_error(exc: BaseException, action: str | None = None) -> ApplicationError:
     """Type and retryability come from drctl.providers.errors.classify, so every activity agrees."""
     err = classify(exc, action)
-    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable)
+    # The server said when to come back (429 Retry-After): that overrides the policy's next interval.
+    delay = timedelta(seconds=err.retry_after_s) if err.retryable and err.retry_after_s else None
+    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable, next_retry_delay=delay)

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from botocore.config import Config as BotoConfig
 from temporalio import activity
 
 from activities.errors import app_error
@@ -20,6 +21,9 @@ from drctl.models.drill import DrillReport, ReportKey, ReportQuery
 from drctl.providers import aws
 
 _MAX_LISTED = 500
+# One try per call, each bounded: the drill's activity retry policy retries for minutes with backoff,
+# and botocore's own retries would hide the S3 error (and the time spent) inside one attempt.
+_S3_CONFIG = BotoConfig(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=15)
 
 
 def _split(drill_id: str) -> tuple[str, str]:
@@ -57,9 +61,9 @@ def render_markdown(r: DrillReport) -> str:
 
 
 class ReportStore:
-    def __init__(self, cfg: FleetConfig) -> None:
+    def __init__(self, cfg: FleetConfig, config: BotoConfig | None = None) -> None:
         self.bucket = cfg.drills.history_bucket
-        self.s3 = aws.client(cfg, "s3")
+        self.s3 = aws.client(cfg, "s3", config=config)
 
     def put_journal(self, drill_id: str, journal: dict[str, Any]) -> str:
         fleet, ts = _split(drill_id)
@@ -112,7 +116,7 @@ class ReportActivities:
     @property
     def store(self) -> ReportStore:
         if self._store is None:
-            self._store = ReportStore(self.cfg)
+            self._store = ReportStore(self.cfg, _S3_CONFIG)
         return self._store
 
     @activity.defn(name="drill_store_report")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +18,22 @@ GOOD = (ROOT / "config" / "fleet.yaml").read_text()
 
 def drctl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "drctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-m", "drctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"},  # long paths must not wrap the status line
     )
 
 
-@pytest.mark.parametrize("name", ["fleet.yaml", "fleet.example.yaml"])
+SHIPPED = ["config/fleet.yaml", "config/fleet.example.yaml", "deploy/compose/fleet.yaml",
+           "deploy/kubernetes/overlays/us-west-1/fleet.yaml", "deploy/kubernetes/overlays/us-east-1/fleet.yaml"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_configs_are_valid(name: str) -> None:
-    result = drctl("config", "validate", str(ROOT / "config" / name))
+    result = drctl("config", "validate", str(ROOT / name))
     assert result.returncode == 0, result.stderr
     assert "is valid" in result.stdout
+    # A shipped config must not defeat its own objectives (e.g. a TTL longer than the RTO allows).
+    assert "warning" not in result.stdout + result.stderr
     assert "us-west-1" in result.stdout and "us-east-1" in result.stdout
 
 

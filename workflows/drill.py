@@ -55,6 +55,31 @@ _ROLLBACK_GRACE_S = 90.0
 _PREFLIGHT_ATTEMPTS = 3
 
 
+# S3 can be down or throttling (503 SlowDown) for minutes: keep retrying, with backoff, this long.
+REPORT_UPLOAD_WINDOW = timedelta(minutes=15)
+REPORT_UPLOAD_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                                  maximum_interval=timedelta(seconds=60))
+
+
+async def store_report(report: DrillReport, give_up_after: timedelta = REPORT_UPLOAD_WINDOW) -> None:
+    """Upload the report, retrying through an S3 outage. If S3 stays down, the report is not lost:
+    it is the workflow's result, and its reasons say that the upload failed and why."""
+    try:
+        await workflow.execute_activity(
+            "drill_store_report", report, result_type=ReportKey, summary="store the drill report in S3",
+            start_to_close_timeout=timedelta(seconds=30), schedule_to_close_timeout=give_up_after,
+            retry_policy=REPORT_UPLOAD_RETRY,
+        )
+    except ActivityError as exc:
+        # A schedule-to-close timeout wraps the last S3 error: name both.
+        why, last = _cause(exc), exc.cause
+        while last is not None and getattr(last, "cause", None) is not None:
+            last = getattr(last, "cause")  # noqa: B009 - `cause` exists only on Temporal's failures
+        if last is not None and str(last) not in why:
+            why = f"{why}; last error: {last}"
+        report.reasons.append(f"report not stored in S3 (it is in this workflow's result): {why}")
+
+
 def _cause(exc: BaseException) -> str:
     cause = exc.cause if isinstance(exc, ActivityError) and exc.cause else exc
     return str(cause)
@@ -277,15 +302,7 @@ class ChaosDrill:
                            f"**{report.verdict.value}** " + "; ".join(report.reasons))
         report.phases = [t.model_dump(mode="json") for t in self.phases.timings]
         workflow.upsert_search_attributes([sa.VERDICT.value_set(report.verdict.value)])
-        try:
-            await workflow.execute_activity(
-                "drill_store_report", report, result_type=ReportKey, summary="store the drill report in S3",
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=1)),
-            )
-        except ActivityError as exc:
-            # The result still carries the report; history is the loss, and it is said here.
-            report.reasons.append(f"report not stored in S3: {_cause(exc)}")
+        await store_report(report)
         await self.notes.drill_verdict(report)
         return report
 

@@ -129,8 +129,9 @@ class Notifier:
 
     async def upgrade_ended(self, res: UpgradeResult) -> None:
         # An aborted wave was rolled back too: the operator asked, but the fleet still changed back.
-        rolled = [w.region for w in res.waves if w.outcome in (Outcome.ROLLED_BACK, Outcome.ABORTED)]
-        if res.outcome is Outcome.ROLLED_BACK or rolled:
+        rolled = [w.region for w in res.waves
+                  if w.outcome in (Outcome.ROLLED_BACK, Outcome.ABORTED, Outcome.ROLLBACK_FAILED)]
+        if res.outcome in (Outcome.ROLLED_BACK, Outcome.ROLLBACK_FAILED) or rolled:
             self.emit(ev.upgrade_rolled_back(**self._base(), image=res.image, outcome=res.outcome.value,
                                              region=res.failed_region or (rolled[0] if rolled else None),
                                              reason=res.reason, metric=res.failed_metric))

@@ -38,16 +38,24 @@ with workflow.unsafe.imports_passed_through():
     from workflows.common import NO_RETRY, Phases, region_bound
     from workflows.progressive import Control, Stop, reason_of
 
+# Marks histories in which a failed rollback step is reported (ROLLBACK_FAILED) instead of ending the run.
+ROLLBACK_REPORTS_PATCH = "upgrade-rollback-failed-outcome"
+
 
 def ended_on(req: UpgradeRequest, waves: list[RegionWave], before: dict[str, Release]) -> list[RegionRelease]:
     """Per region, the release it ends on: promoted waves keep the new one, the rest their old one."""
     outcome = {w.region: w.outcome for w in waves}
+    by_region = {w.region: w for w in waves}
     out: list[RegionRelease] = []
     for region in req.regions:
         if region not in before:
             continue  # never read: the upgrade stopped before touching anything
+        wave = by_region.get(region)
         if outcome.get(region) is Outcome.SUCCEEDED:
             out.append(RegionRelease(region=region, image=req.release.image, state="upgraded"))
+        elif wave is not None and wave.outcome is Outcome.ROLLBACK_FAILED:
+            out.append(RegionRelease(region=region, image=wave.stable_image or before[region].image,
+                                     state="rollback-failed", left_behind=list(wave.left_behind)))
         else:
             state = "rolled-back" if region in outcome else "not-started"
             out.append(RegionRelease(region=region, image=before[region].image, state=state))  # type: ignore[arg-type]
@@ -82,12 +90,12 @@ class WaveSteps:
         except Stop as stop:
             wave.outcome, wave.reason = stop.outcome, stop.reason
             res.failed_region = region
-            await self._rollback(req, region, track, stop.reason)
+            await self._roll_back(req, region, track, wave)
             raise
         except (ActivityError, ApplicationError) as exc:
             wave.outcome, wave.reason = Outcome.ROLLED_BACK, reason_of(exc)
             res.failed_region = region
-            await self._rollback(req, region, track, wave.reason)
+            await self._roll_back(req, region, track, wave)
             raise Stop(Outcome.ROLLED_BACK, f"{region}: {wave.reason}") from exc
         wave.outcome, wave.reason = Outcome.SUCCEEDED, f"{req.release.image} stable in {region}"
 
@@ -191,19 +199,59 @@ class WaveSteps:
                                         result_type=bool, summary=f"remove {track} in {region}",
                                         **self._q(req, region))
 
-    async def _rollback(self, req: UpgradeRequest, region: str, track: str, why: str) -> None:
-        """Weights to stable first (users first), then stable's old image if it moved, then the candidate."""
+    async def _roll_back(self, req: UpgradeRequest, region: str, track: str, wave: RegionWave) -> None:
+        """Roll the region back; if any step failed, the wave ends ROLLBACK_FAILED, never "rolled back"."""
+        left = await self._rollback(req, region, track, wave.reason)
+        if not left:
+            return
+        wave.outcome, wave.left_behind = Outcome.ROLLBACK_FAILED, left
+        if region in self.promoting and any(line.startswith("stable") for line in left):
+            wave.stable_image = req.release.image
+        wave.reason = f"{wave.reason}; rollback failed, left behind: {'; '.join(left)}"
+        self.phases.note(f"rollback {region}", f"FAILED: {'; '.join(left)}")
+        raise Stop(Outcome.ROLLBACK_FAILED, f"{region}: {wave.reason}")
+
+    async def _undo(self, left: list[str], what: str, step: Any) -> bool:
+        """Run one rollback step; on failure, note what it leaves behind and go on with the rest.
+
+        A failed step must not hide the others' results: the operator needs the full list.
+        """
+        try:
+            await step
+            return True
+        except (ActivityError, ApplicationError) as exc:
+            # Histories from before this change stopped at the first failed rollback step.
+            if not workflow.patched(ROLLBACK_REPORTS_PATCH):
+                raise
+            left.append(f"{what} ({reason_of(exc)})")
+            return False
+
+    async def _rollback(self, req: UpgradeRequest, region: str, track: str, why: str) -> list[str]:
+        """Weights to stable first (users first), then stable's old image if it moved, then the candidate.
+
+        Returns what could not be undone, one line per failed step; empty when the rollback succeeded.
+        """
         self.phases.enter(ops.PHASE_COMPENSATE, f"rolling `{region}` back: {why}")
         self.candidate_live = False
-        await workflow.execute_activity(
+        left: list[str] = []
+        candidate = f"{req.app}-{track}"
+        shifted = await self._undo(left, f"traffic still reaches {candidate} ({req.release.image})",
+                                   workflow.execute_activity(
             "set_track_weights", TrackWeightsRequest(region=region, weights={"stable": 100, track: 0}),
-            result_type=TrackWeightsRequest, summary=f"{region}: all traffic back to stable", **self._q(req, region))
+            result_type=TrackWeightsRequest, summary=f"{region}: all traffic back to stable", **self._q(req, region)))
         old = self.before.get(region)
         if old is not None and region in self.promoting:
-            await workflow.execute_activity(
+            await self._undo(left, f"stable {req.app}-stable may still run {req.release.image}, not {old.image}",
+                             workflow.execute_activity(
                 "set_stable_release", PromoteRequest(region=region, release=old), result_type=Release,
-                summary=f"stable back to {old.image}", **self._q(req, region))
-        await workflow.execute_activity("remove_track", RegionTrackRequest(region=region, track=track),
-                                        result_type=bool, summary=f"remove {track} in {region}",
-                                        **self._q(req, region))
-        self.phases.note(f"rollback {region}", why)
+                summary=f"stable back to {old.image}", **self._q(req, region)))
+        if not shifted:
+            # Removing a candidate that still takes traffic would turn a failed rollback into an outage.
+            left.append(f"{candidate} ({req.release.image}) kept: it may still serve traffic")
+        else:
+            await self._undo(left, f"{candidate} ({req.release.image}) still deployed", workflow.execute_activity(
+                "remove_track", RegionTrackRequest(region=region, track=track), result_type=bool,
+                summary=f"remove {track} in {region}", **self._q(req, region)))
+        if not left:
+            self.phases.note(f"rollback {region}", why)
+        return left

@@ -91,6 +91,8 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = conso
         t.add_row(f"wave {w.region}", f"{w.outcome.value if w.outcome else '…'} at {w.step_percent} %: {last}")
     for r in getattr(res, "releases", []):
         t.add_row(f"release {r.region}", f"{r.image} ({r.state})")
+        for line in getattr(r, "left_behind", []):
+            t.add_row(f"left behind {r.region}", line)
     if isinstance(res, MigrationResult):
         if res.failed_step:
             t.add_row("failed at", res.failed_step)

@@ -6,7 +6,11 @@ object layout (`drctl.devstack.velero_store`), so a Restore in another region's 
 backup taken elsewhere.
 
 A missing bucket, an unknown storage location or any S3 error fails the backup with a reason,
-which is how tests make a backup fail without faking the product's side.
+which is how tests make a backup fail without faking the product's side. Two more ways a real
+Velero misbehaves are injected through a ConfigMap `FAULTS_CONFIGMAP` in the Velero namespace
+(dev stack only): `data.backup: stall` leaves new Backups InProgress forever (a hung node agent),
+and `data.backup: partially-failed` ends them PartiallyFailed with one error (a volume that could not
+be backed up).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ RESOURCES: list[tuple[str, str, str, str]] = [
     ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
     ("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute"),
 ]
+FAULTS_CONFIGMAP = "drctl-devstack-velero-faults"
 # Server-owned metadata that must not travel to another cluster.
 _STRIP_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
 
@@ -130,10 +135,14 @@ class VeleroAgent:
         # As in Velero, the storage location names the bucket; the config's bucket is the default.
         bucket = ((bsl.get("spec") or {}).get("objectStorage") or {}).get("bucket") or self.cfg.backup.bucket
         await self._set_status("backups", name, {"phase": "InProgress", "startTimestamp": started})
+        fault = await self._fault("backup")
+        if fault == "stall":
+            log.warning("backup %s left InProgress (injected fault)", name)
+            return  # only New objects are reconciled: this one stays InProgress
         try:
             items = await self._collect(spec)
             status = {
-                "phase": "Completed",
+                "phase": "Completed" if fault != "partially-failed" else "PartiallyFailed",
                 "startTimestamp": started,
                 "completionTimestamp": _now(),
                 "expiration": (datetime.now(UTC) + go_duration(spec.get("ttl") or self.cfg.backup.ttl)).strftime(
@@ -142,6 +151,8 @@ class VeleroAgent:
                 "progress": {"totalItems": len(items), "itemsBackedUp": len(items)},
                 "version": 1,
             }
+            if fault == "partially-failed":
+                status["errors"] = 1
             backup["status"] = status
             await asyncio.to_thread(self.store.upload, bucket, name, backup, items)
         except (ClientError, BotoCoreError) as exc:
@@ -152,6 +163,17 @@ class VeleroAgent:
             return
         await self._set_status("backups", name, status)
         log.info("backup %s completed: %d items", name, len(items))
+
+    async def _fault(self, key: str) -> str | None:
+        """The injected fault for `key` from the dev-stack faults ConfigMap, if any."""
+        try:
+            cm = await self._req("GET", _path("", "v1", "configmaps", self.ns, FAULTS_CONFIGMAP))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        value = ((cm or {}).get("data") or {}).get(key)
+        return str(value) if value else None
 
     async def _collect(self, spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         selector = spec.get("labelSelector")

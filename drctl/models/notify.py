@@ -142,8 +142,10 @@ def drill_verdict(fleet: str, wid: str, at: datetime, *, verdict: str, experimen
 
 def upgrade_rolled_back(fleet: str, wid: str, at: datetime, *, image: str, outcome: str, region: str | None,
                         reason: str, metric: str | None) -> Event:
+    # A region left half-upgraded by a failed rollback needs a human now.
+    severity: Severity = "critical" if outcome == "ROLLBACK_FAILED" else "warning"
     return Event(
-        kind="upgrade.rolled_back", fleet=fleet, severity="warning", action="trigger",
+        kind="upgrade.rolled_back", fleet=fleet, severity=severity, action="trigger",
         dedup_key=dedup_key(fleet, "upgrade"), summary=f"[{fleet}] upgrade to {image} {outcome}: {reason}",
         workflow_id=wid, region=region, at=at,
         details={"image": image, "outcome": outcome, "region": region, "reason": reason, "failed_metric": metric},

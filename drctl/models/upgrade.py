@@ -51,6 +51,8 @@ class UpgradeRequest(BaseModel):
 class Outcome(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     ROLLED_BACK = "ROLLED_BACK"
+    # A rollback step failed: the region is neither upgraded nor back where it was.
+    ROLLBACK_FAILED = "ROLLBACK_FAILED"
     ABORTED = "ABORTED"
     BACKUP_FAILED = "BACKUP_FAILED"
     FAILED = "FAILED"
@@ -62,6 +64,10 @@ class RegionWave(BaseModel):
     step_percent: int = 0
     analyses: list[AnalysisResult] = Field(default_factory=list)
     reason: str = ""
+    left_behind: list[str] = Field(
+        default_factory=list, description="What a failed rollback could not undo in this region, one line each.")
+    stable_image: str | None = Field(
+        None, description="Set when a failed rollback left stable on this image instead of the one it had.")
 
 
 class UpgradeStatus(BaseModel):
@@ -83,7 +89,8 @@ class RegionRelease(BaseModel):
 
     region: str
     image: str = Field(description="The stable Deployment's image at the end.")
-    state: Literal["upgraded", "rolled-back", "not-started"]
+    state: Literal["upgraded", "rolled-back", "rollback-failed", "not-started"]
+    left_behind: list[str] = Field(default_factory=list, description="For rollback-failed: what is still there.")
 
 
 class UpgradeResult(BaseModel):

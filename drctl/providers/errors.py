@@ -19,13 +19,15 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel, Field
 
 from drctl.providers.base import DeploymentState
-from drctl.providers.haproxy_runtime import HAProxyError
+from drctl.providers.haproxy_runtime import HAProxyBadReply, HAProxyError
 
 
 class ErrorClass(BaseModel):
     kind: str = Field(description="ApplicationError type: Forbidden, NotFound, Conflict, ...")
     retryable: bool
     message: str
+    retry_after_s: float | None = Field(
+        None, description="The server's Retry-After: wait at least this long before the next attempt.")
 
 
 class ProviderError(Exception):
@@ -114,6 +116,18 @@ def _kube_message(exc: ApiException) -> str:
     return str(exc.reason or "no message")
 
 
+def _retry_after(headers: Any) -> float | None:
+    """Retry-After in seconds (API priority and fairness sends it with 429); dates are not used by
+    the API server, so only the delta-seconds form is read."""
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        seconds = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+    # Bounded: a hostile or broken header must not park an activity for hours.
+    return min(seconds, 300.0) if seconds is not None and seconds > 0 else None
+
+
 def _hint(kind: str) -> str:
     if kind == "Forbidden":
         return " (grant drctl's identity this permission: RBAC Role/ClusterRole or IAM policy)"
@@ -136,7 +150,7 @@ def classify(exc: BaseException, action: str | None = None) -> ErrorClass:
     if isinstance(exc, ApiException):
         kind, retryable = _by_status(exc.status)
         msg = f"{kind}: {what}HTTP {exc.status} {_kube_message(exc)}{_hint(kind)}"
-        return ErrorClass(kind=kind, retryable=retryable, message=msg)
+        return ErrorClass(kind=kind, retryable=retryable, message=msg, retry_after_s=_retry_after(exc.headers))
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         code = str(err.get("Code", ""))
@@ -161,6 +175,10 @@ def classify(exc: BaseException, action: str | None = None) -> ErrorClass:
     if isinstance(exc, urllib3.exceptions.HTTPError):
         # The kubernetes client surfaces refused connections and read timeouts as urllib3 errors.
         return ErrorClass(kind="Unavailable", retryable=True, message=f"Unavailable: {what}{exc}")
+    if isinstance(exc, HAProxyBadReply):
+        # A reply cut short by a reload heals; a socket that is not HAProxy's fails every attempt,
+        # and the call site's retry policy bounds those with this message naming the socket.
+        return ErrorClass(kind="HAProxyBadReply", retryable=True, message=f"HAProxyBadReply: {what}{exc}")
     if isinstance(exc, HAProxyError):
         # An unreachable socket (HAProxy restarting) heals; a rejected command will be rejected again.
         reachable = not isinstance(exc.__cause__, OSError)

@@ -57,6 +57,11 @@ class HAProxyError(RuntimeError):
         self.reply = reply
 
 
+class HAProxyBadReply(HAProxyError):
+    """The socket answered, but not as HAProxy's runtime API does: a reply cut short (HAProxy
+    reloading) or a socket that is not HAProxy's admin socket."""
+
+
 @dataclass(frozen=True)
 class ServerState:
     """One row of `show servers state`."""
@@ -87,7 +92,7 @@ def parse_servers_state(reply: str, backend: str | None = None) -> list[ServerSt
     """Parse `show servers state` output (format version 1), by the column names in its header."""
     lines = reply.strip("\n").splitlines()
     if len(lines) < 2 or lines[0].strip() != "1" or not lines[1].startswith("# "):
-        raise HAProxyError(f"unexpected `show servers state` output: {reply[:200]!r}", reply=reply)
+        raise HAProxyBadReply(f"unexpected `show servers state` output: {reply[:200]!r}", reply=reply)
     cols = lines[1][2:].split()
     out: list[ServerState] = []
     for line in lines[2:]:
@@ -114,7 +119,7 @@ def parse_servers_state(reply: str, backend: str | None = None) -> list[ServerSt
                 )
             )
         except (KeyError, ValueError) as exc:
-            raise HAProxyError(f"unparsable `show servers state` row {line!r}: {exc}", reply=reply) from exc
+            raise HAProxyBadReply(f"unparsable `show servers state` row {line!r}: {exc}", reply=reply) from exc
     return out
 
 
@@ -142,6 +147,10 @@ class HAProxyRuntime:
                     if not data:
                         break
                     chunks.append(data)
+        except TimeoutError as exc:
+            raise HAProxyError(
+                f"HAProxy runtime API at {self.socket_path} did not answer within {self.timeout_s:g}s: {exc}"
+            ) from exc
         except OSError as exc:
             raise HAProxyError(f"HAProxy runtime API at {self.socket_path} unreachable: {exc}") from exc
         return b"".join(chunks).decode(errors="replace")
@@ -161,7 +170,11 @@ class HAProxyRuntime:
         # One part per command, plus the reply of `prompt` before the first prompt and the empty
         # tail after the prompt that follows the last command (`quit` prints nothing).
         if len(parts) != len(cmds) + 2 or parts[0] != "" or parts[-1] != "":
-            raise HAProxyError(f"cannot split the runtime API reply per command: {out[:300]!r}", reply=out)
+            raise HAProxyBadReply(
+                f"HAProxy runtime API at {self.socket_path} gave a reply that cannot be split per command "
+                f"(cut short, or not an HAProxy admin socket?): {out[:300]!r}",
+                reply=out,
+            )
         return parts[1:-1]
 
     def commands(self, cmds: list[str]) -> list[str]:
@@ -185,7 +198,11 @@ class HAProxyRuntime:
     # --- servers --------------------------------------------------------------------------------
 
     def servers(self, backend: str) -> list[ServerState]:
-        return parse_servers_state(self.command(f"show servers state {backend}"), backend)
+        reply = self.command(f"show servers state {backend}")
+        try:
+            return parse_servers_state(reply, backend)
+        except HAProxyBadReply as exc:
+            raise HAProxyBadReply(f"HAProxy runtime API at {self.socket_path}: {exc}", reply=reply) from exc
 
     def get_weights(self, backend: str) -> dict[str, int]:
         return {s.name: s.weight for s in self.servers(backend)}

@@ -14,6 +14,7 @@ import os
 
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
+from urllib3.util.retry import Retry
 
 from drctl.config import KubeConfig
 
@@ -23,6 +24,18 @@ IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
 class KubeCredentialsError(RuntimeError):
     """The configured way to reach a cluster cannot be used here."""
+
+
+# urllib3 would retry a read timeout 3 times inside one call, so a stalled list or watch took 4 × the
+# read timeout, longer than the activity's start-to-close: the operator then saw an activity timeout
+# instead of the call that hung. Only connects are retried here; the activity's retry policy retries
+# the rest, with backoff, and every attempt ends within one read timeout with the call named.
+CLIENT_RETRIES = Retry(total=2, connect=2, read=0, status=0, redirect=0)
+
+
+def _client(conf: client.Configuration) -> client.ApiClient:
+    conf.retries = CLIENT_RETRIES
+    return client.ApiClient(conf)
 
 
 def uses_in_cluster(kube: KubeConfig) -> bool:
@@ -35,7 +48,7 @@ def uses_in_cluster(kube: KubeConfig) -> bool:
 def api_client_for(kube: KubeConfig) -> client.ApiClient:
     """An ApiClient for one region's cluster."""
     if kube.api_url:
-        return client.ApiClient(client.Configuration(host=kube.api_url.rstrip("/")))
+        return _client(client.Configuration(host=kube.api_url.rstrip("/")))
     if uses_in_cluster(kube):
         conf = client.Configuration()
         try:
@@ -46,9 +59,12 @@ def api_client_for(kube: KubeConfig) -> client.ApiClient:
                 f"(is this process running in a pod? {IN_CLUSTER_ENV} is "
                 f"{'set' if os.environ.get(IN_CLUSTER_ENV) else 'unset'})"
             ) from exc
-        return client.ApiClient(conf)
+        return _client(conf)
     try:
-        return config.new_client_from_config(config_file=kube.kubeconfig_path, context=kube.context)
+        conf = client.Configuration()
+        conf.retries = CLIENT_RETRIES  # set before the client builds its connection pool from it
+        return config.new_client_from_config(config_file=kube.kubeconfig_path, context=kube.context,
+                                             client_configuration=conf)
     except ConfigException as exc:
         where = kube.kubeconfig_path or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise KubeCredentialsError(f"kubeconfig {where}, context {kube.context or '(current)'}: {exc}") from exc

@@ -42,9 +42,14 @@ class KubernetesPlatform:
     """Implements `drctl.providers.base.Platform` for one region."""
 
     def __init__(
-        self, region: RegionConfig, api_client: client.ApiClient | None = None, poll_interval_s: float = 1.0
+        self,
+        region: RegionConfig,
+        api_client: client.ApiClient | None = None,
+        poll_interval_s: float = 1.0,
+        request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
     ) -> None:
         self.region = region.name
+        self.request_timeout = request_timeout
         self.namespace = region.kube.namespace
         self.default_max_replicas = region.max_replicas
         self.poll_interval_s = poll_interval_s
@@ -72,7 +77,7 @@ class KubernetesPlatform:
         hpas = self._call(
             f"list horizontalpodautoscalers in {self.namespace}",
             lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(
-                self.namespace, _request_timeout=REQUEST_TIMEOUT
+                self.namespace, _request_timeout=self.request_timeout
             ),
         )
         for hpa in hpas.items:
@@ -85,7 +90,7 @@ class KubernetesPlatform:
         return self._call(
             f"get {self._where('deployments', name)}",
             lambda: self.apps.read_namespaced_deployment(
-                name, self.namespace, _request_timeout=REQUEST_TIMEOUT
+                name, self.namespace, _request_timeout=self.request_timeout
             ),
         )
 
@@ -139,7 +144,7 @@ class KubernetesPlatform:
                     self.namespace,
                     {"spec": spec},
                     _content_type=MERGE,
-                    _request_timeout=REQUEST_TIMEOUT,
+                    _request_timeout=self.request_timeout,
                 ),
             )
         self._call(
@@ -149,7 +154,7 @@ class KubernetesPlatform:
                 self.namespace,
                 {"spec": {"replicas": replicas}},
                 _content_type=MERGE,
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.request_timeout,
             ),
         )
         return self.get_deployment(name)
@@ -215,7 +220,7 @@ class KubernetesPlatform:
         where = self._where("deployments", name)
         try:
             self.apps.create_namespaced_deployment(
-                self.namespace, _raw(manifest), _request_timeout=REQUEST_TIMEOUT
+                self.namespace, _raw(manifest), _request_timeout=self.request_timeout
             )
         except ApiException as exc:
             if exc.status != 409:
@@ -230,7 +235,7 @@ class KubernetesPlatform:
                     name,
                     self.namespace,
                     _raw(body),
-                    _request_timeout=REQUEST_TIMEOUT,
+                    _request_timeout=self.request_timeout,
                 ),
             )
         except urllib3.exceptions.HTTPError as exc:
@@ -243,7 +248,7 @@ class KubernetesPlatform:
             self._call(
                 f"delete {self._where('deployments', name)}",
                 lambda: self.apps.delete_namespaced_deployment(
-                    name, self.namespace, _request_timeout=REQUEST_TIMEOUT
+                    name, self.namespace, _request_timeout=self.request_timeout
                 ),
             )
         except ProviderError as exc:
@@ -260,7 +265,7 @@ class KubernetesPlatform:
             self.core.create_namespaced_service(
                 self.namespace,
                 _raw(manifest),
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.request_timeout,
             )
             return
         except ApiException as exc:
@@ -270,7 +275,7 @@ class KubernetesPlatform:
             raise ProviderError(classify(exc, action=f"create {where}")) from exc
         current = self._call(
             f"get {where}",
-            lambda: self.core.read_namespaced_service(name, self.namespace, _request_timeout=REQUEST_TIMEOUT),
+            lambda: self.core.read_namespaced_service(name, self.namespace, _request_timeout=self.request_timeout),
         )
         body = _with_resource_version(
             manifest, current.metadata.resource_version if current.metadata else None
@@ -284,7 +289,7 @@ class KubernetesPlatform:
                 name,
                 self.namespace,
                 _raw(body),
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=self.request_timeout,
             ),
         )
 

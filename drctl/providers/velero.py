@@ -24,6 +24,7 @@ from drctl.models.backup import (
     RestoreRequest,
 )
 from drctl.providers.errors import ErrorClass, ProviderError, classify
+from drctl.providers.kubernetes import REQUEST_TIMEOUT
 from drctl.providers.kubernetes import api_client_for as kube_api_client
 
 GROUP = "velero.io"
@@ -105,7 +106,9 @@ class VeleroBackupProvider:
 
     def _call(self, action: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(GROUP, VERSION, self.settings.namespace, *args, **kwargs)
+            # Bounded like every platform call: a hung API server must end in an error naming the
+            # call, not in a wait that only the activity's heartbeat timeout notices.
+            return fn(GROUP, VERSION, self.settings.namespace, *args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
         except ApiException as exc:
             raise ProviderError(classify(exc, f"{action} in {self.region}")) from exc
 
@@ -129,7 +132,7 @@ class VeleroBackupProvider:
             body["spec"]["labelSelector"] = {"matchLabels": dict(req.label_selector)}
         try:
             obj = cast(dict[str, Any], self.api.create_namespaced_custom_object(
-                GROUP, VERSION, self.settings.namespace, "backups", body))
+                GROUP, VERSION, self.settings.namespace, "backups", body, _request_timeout=REQUEST_TIMEOUT))
         except ApiException as exc:
             if exc.status != 409:
                 raise ProviderError(classify(exc, f"create backups/{req.name} in {self.region}")) from exc
@@ -170,7 +173,7 @@ class VeleroBackupProvider:
         }
         try:
             obj = cast(dict[str, Any], self.api.create_namespaced_custom_object(
-                GROUP, VERSION, self.settings.namespace, "restores", body))
+                GROUP, VERSION, self.settings.namespace, "restores", body, _request_timeout=REQUEST_TIMEOUT))
         except ApiException as exc:
             if exc.status != 409:
                 raise ProviderError(classify(exc, f"create restores/{req.name} in {self.region}")) from exc
