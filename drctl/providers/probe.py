@@ -96,16 +96,18 @@ class InferenceProber:
         return (await self.probe_regions([region]))[0]
 
     async def probe_regions(self, regions: list[str]) -> list[RegionProbe]:
-        """Probe several regions at once, all sharing one concurrency bound."""
+        """Probe several regions at once, all sharing one bound on the targets probed at once."""
         try:
             headers = auth_headers(self.cfg)
         except AuthConfigError as exc:
             # An unreadable token is drctl's own config error: it says nothing about the regions.
             return [self._unprobed(self.cfg.region(r), str(exc)) for r in regions]
         sem = asyncio.Semaphore(self.health.probe_concurrency)
-        # The semaphore bounds requests; the connector only bounds sockets, with room to spare, so
-        # no request ever waits inside the connector where its deadline is already running.
-        connector = aiohttp.TCPConnector(limit=self.health.probe_concurrency * 2, limit_per_host=0)
+        # The semaphore bounds targets. The connector is sized for every request those targets can
+        # have open at once (the gateway: models, metrics and its completions), so no request
+        # ever waits inside the connector, where its deadline would already be running.
+        per_target = 2 + self.gateway_completions
+        connector = aiohttp.TCPConnector(limit=self.health.probe_concurrency * per_target, limit_per_host=0)
         async with aiohttp.ClientSession(
             connector=connector, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
         ) as client:
