@@ -6,6 +6,7 @@ the completion sample must rotate over every replica.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import signal
 import socket
@@ -15,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from bench.probe_baseline import InferenceProber as OldProber
-from bench.probe_scale import CannedServer, StaticReplicas, bench_config, targets
+from bench.probe_scale import MODEL, CannedServer, StaticReplicas, bench_config, targets
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber, rotating_sample
 from tests.helpers import free_port
@@ -124,13 +125,41 @@ async def test_a_replicas_requests_share_one_pooled_connection() -> None:
         await runner.cleanup()
 
 
-async def test_queueing_longer_than_the_budget_is_no_false_down(canned: tuple[CannedServer, list[str]]) -> None:
-    _, urls = canned
-    cfg = bench_config(urls[0], 1, 0.1, timeout_s=0.5, ttft_ms=100.0)  # target budget 0.6 s
-    new = InferenceProber(cfg, replica_source=StaticReplicas(urls[1:]))
-    p = await new.probe_region("r1")
-    assert p.duration_ms / 1000 > new.target_budget_s, "no target queued longer than its budget"
-    assert [t.target for t in [p.gateway, *p.replicas] if t.status != ProbeStatus.HEALTHY] == []
-    # The same round with the old prober: its deadline ran while targets queued.
-    old = await OldProber(cfg, replica_source=StaticReplicas(urls[1:])).probe_region("r1")
-    assert sum(t.status == ProbeStatus.DOWN for t in old.replicas) > 0
+async def slow_replica(delay_s: float) -> tuple[web.AppRunner, str]:
+    """A vLLM stand-in answering every request after `delay_s`: queueing time grows with the count."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(delay_s)
+        if request.path == "/v1/models":
+            return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        if request.path == "/v1/completions":
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b'data: {"choices": [{"index": 0, "text": "ok"}]}\n\ndata: [DONE]\n\n')
+            return resp
+        return web.Response(text="vllm:num_requests_running 1\n" if request.path == "/metrics" else "ok")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, f"http://127.0.0.1:{port}"
+
+
+async def test_queueing_longer_than_the_budget_is_no_false_down() -> None:
+    # 40 targets, one at a time, each at least 2 x 50 ms: about 4 s of queueing against a 1.1 s
+    # target budget, while every single answer (50 ms) is 10x inside its 0.5 s deadline.
+    runner, url = await slow_replica(0.05)
+    try:
+        cfg = bench_config(url, 1, 0.1, timeout_s=0.5, ttft_ms=100.0)
+        new = InferenceProber(cfg, replica_source=StaticReplicas([url] * 40))
+        p = await new.probe_region("r1")
+        assert p.duration_ms / 1000 > 2 * new.target_budget_s, "no target queued longer than its budget"
+        assert [t.target for t in [p.gateway, *p.replicas] if t.status != ProbeStatus.HEALTHY] == [], p.reason
+        # The same round with the old prober: its deadline ran while targets queued.
+        old = await OldProber(cfg, replica_source=StaticReplicas([url] * 40)).probe_region("r1")
+        assert sum(t.status == ProbeStatus.DOWN for t in old.replicas) > 0
+    finally:
+        await runner.cleanup()
