@@ -42,6 +42,7 @@ test: lint
 demo: venv
 	$(BIN)/drctl dev up -c $(CONFIG)
 	$(BIN)/drctl monitor start -c $(CONFIG)
+	$(BIN)/drctl replicate start -c $(CONFIG)
 	$(BIN)/drctl status -c $(CONFIG)
 	$(BIN)/drctl failover -c $(CONFIG) --to us-east-1 --yes
 	$(BIN)/drctl status -c $(CONFIG)

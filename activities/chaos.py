@@ -25,11 +25,12 @@ from typing import Any
 
 import httpx
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.reports import ReportStore
+from drctl.chaos.boundary import digest
 from drctl.chaos.journal import judge
 from drctl.chaos.validate import ExperimentInvalid, validate_experiment
 from drctl.config import FleetConfig
@@ -44,6 +45,7 @@ from drctl.models.drill import (
     ObserveInput,
 )
 from drctl.operations import FleetBusyError, start_operation
+from drctl.outcome import details_from
 from drctl.providers.auth import AuthConfigError, auth_headers
 
 _HEARTBEAT_S = 2.0
@@ -103,28 +105,45 @@ class ChaosActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
 
-    def _workdir(self, inp: ExperimentRunInput) -> tuple[Path, Path]:
-        workdir = Path(tempfile.mkdtemp(prefix="drctl-drill-"))
-        exp_path = workdir / f"{inp.plan.name}.{inp.plan.fmt}"
-        exp_path.write_text(inp.plan.text)
-        conf = dict(inp.plan.configuration)
-        conf.update(
-            fleet_config=str(Path(self.cfg.source_path).resolve()) if self.cfg.source_path else "",
-            global_endpoint=self.cfg.traffic.global_endpoint,
-            target_region=inp.plan.target_region,
-        )
-        (workdir / "vars.json").write_text(json.dumps({"configuration": conf}))
-        return workdir, exp_path
+    def _prepare(self, inp: ExperimentRunInput) -> tuple[Path, Path, str]:
+        """Write, check and return the experiment this worker will run, in a fresh private temp dir.
+
+        Nothing from the workflow input names a path: the files have fixed names. The text is
+        validated against this worker's config (it is the one that injects), with this worker's
+        fleet config, endpoint and the drill id filled in; the canonical text that comes out is
+        validated once more from the file that will run, and must come out byte for byte the same.
+        """
+        if digest(inp.plan.text) != inp.plan.sha256:
+            raise ExperimentInvalid("experiment", "the plan's text does not match its sha256: refusing to run it")
+        try:
+            doc = json.loads(inp.plan.text)
+        except ValueError as exc:
+            raise ExperimentInvalid("experiment", f"the plan's text is not canonical JSON: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("configuration"), dict):
+            raise ExperimentInvalid("experiment", "the plan's text has no configuration")
+        doc["configuration"]["drill_id"] = inp.workflow_id
+        workdir = Path(tempfile.mkdtemp(prefix="drctl-drill-"))  # mode 0700: only this worker writes here
+        try:
+            (workdir / "submitted.json").write_text(json.dumps(doc))
+            text = validate_experiment(workdir / "submitted.json", self.cfg, inp.plan.target_region).text
+            run = workdir / "experiment.json"
+            run.write_text(text)
+            checked = validate_experiment(run, self.cfg, inp.plan.target_region)
+            if checked.text != text:
+                raise ExperimentInvalid("experiment", "the canonical experiment changed when validated again")
+            # chaos reads ~/.chaostoolkit/settings.yaml, which can load controls: give it an empty one.
+            (workdir / "settings.yaml").write_text("{}\n")
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        return workdir, run, checked.sha256
 
     @activity.defn(name="drill_run_experiment")
     async def run_experiment(self, inp: ExperimentRunInput) -> ExperimentOutcome:
         """Run the experiment under load and judge its journal."""
-        workdir, exp_path = self._workdir(inp)
         try:
-            # The worker checks the allow-list again with its own config: it is the one that injects.
-            validate_experiment(exp_path, self.cfg, inp.plan.target_region)
+            workdir, exp_path, sha = await asyncio.to_thread(self._prepare, inp)
         except ExperimentInvalid as exc:
-            shutil.rmtree(workdir, ignore_errors=True)
             raise ApplicationError(str(exc), type="ExperimentInvalid", non_retryable=True) from None
         try:
             headers = auth_headers(self.cfg)
@@ -141,9 +160,12 @@ class ChaosActivities:
         proc: asyncio.subprocess.Process | None = None
         try:
             await asyncio.sleep(inp.warmup_s)
+            if digest(exp_path.read_text()) != sha:
+                raise ApplicationError("the experiment file changed after validation", type="ExperimentInvalid",
+                                       non_retryable=True)
             cmd = [sys.executable, "-m", "chaostoolkit", "--no-version-check", "--log-file", str(workdir / "chaos.log"),
-                   "run", "--journal-path", str(journal_path), "--rollback-strategy", "always",
-                   "--var-file", str(workdir / "vars.json"), str(exp_path)]
+                   "--settings", str(workdir / "settings.yaml"),
+                   "run", "--journal-path", str(journal_path), "--rollback-strategy", "always", str(exp_path)]
             proc = await asyncio.create_subprocess_exec(
                 *cmd, cwd=workdir, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
                 start_new_session=True,
@@ -231,9 +253,8 @@ class ChaosActivities:
                 obs.status = desc.status.name if desc.status else None
                 if desc.status != WorkflowExecutionStatus.RUNNING:
                     obs.closed_at = desc.close_time
-                    if desc.status == WorkflowExecutionStatus.COMPLETED:
-                        result = await client.get_workflow_handle(inp.workflow_id, run_id=desc.run_id).result()
-                        obs.result = result if isinstance(result, dict) else {"value": result}
+                    if desc.status in (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.FAILED):
+                        obs.result = await _result(client.get_workflow_handle(inp.workflow_id, run_id=desc.run_id))
                     return obs
             elif inp.start_if_missing and not obs.started_by_drill and time.monotonic() > started + inp.timeout_s / 2:
                 obs.started_by_drill = await self._start_failback(inp)
@@ -286,6 +307,19 @@ class ChaosActivities:
         return True
 
 
+async def _result(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
+    """A closed operation's result: returned when it succeeded, in the failure's details when not."""
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as exc:
+        result = details_from(exc)
+        if result is None:
+            return {"error": str(exc.cause or exc)}
+    return result if isinstance(result, dict) else {"value": result}
+
+
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    from activities import drill_faults
+
     acts = ChaosActivities(cfg)
-    return [acts.run_experiment, acts.observe, acts.monitor_check]
+    return [acts.run_experiment, acts.observe, acts.monitor_check, *drill_faults.build(cfg)]

@@ -17,15 +17,24 @@ from drctl.providers.probe import InferenceProber
 
 class HealthActivities:
     def __init__(self, cfg: FleetConfig) -> None:
+        self.cfg = cfg
         self.fleet = cfg.name
         self.prober = InferenceProber(cfg)
 
     @activity.defn(name="probe_regions")
     async def probe_regions(self, inp: ProbeRequest) -> ProbeBatch:
-        probes = await self.prober.probe_regions(inp.regions)
+        # A region the caller knows but this worker's config does not (the two configs drifted apart)
+        # is reported, not raised: raising would blind the whole round, every round, for every region.
+        known = [r for r in inp.regions if r in self.cfg.region_names]
+        unresolved = {
+            r: f"worker {activity.info().task_queue} has no region {r!r} in its config "
+               f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
+            for r in inp.regions if r not in known
+        }
+        probes = await self.prober.probe_regions(known)
         for p in probes:
             metrics.record_probe(self.fleet, p, time.time())
-        return ProbeBatch(probes=probes)
+        return ProbeBatch(probes=probes, unresolved=unresolved)
 
     @activity.defn(name="probe_region")
     async def probe_region(self, inp: RegionRequest) -> RegionProbe:

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
 from drctl.config import FleetConfig
+from drctl.models.failover import capacity_of
 from drctl.models.ops import Capacity, DeploymentStatus, RegionRequest, ScaleInput, WaitRolloutInput
 from drctl.providers.base import DeploymentState, Platform
 from drctl.providers.errors import RolloutTimeout
@@ -60,17 +61,8 @@ class PlatformActivities:
             d = self._platform(inp.region).get_deployment(name)
         except Exception as exc:
             raise app_error(exc, f"read deployment {name} in {inp.region}") from exc
-        region = self.cfg.region(inp.region)
-        return Capacity(
-            region=inp.region,
-            deployment=name,
-            replicas=d.replicas,
-            ready_replicas=d.ready_replicas,
-            # The HPA's max is the platform's own bound; the config's is drctl's. Obey the tighter.
-            max_replicas=min(region.max_replicas, d.hpa_max_replicas or region.max_replicas),
-            hpa_min_replicas=d.hpa_min_replicas,
-            hpa_max_replicas=d.hpa_max_replicas,
-        )
+        return capacity_of(inp.region, name, d.replicas, d.ready_replicas, self.cfg.region(inp.region).max_replicas,
+                           d.hpa_min_replicas, d.hpa_max_replicas)
 
     @activity.defn(name="scale_deployment")
     def scale_deployment(self, inp: ScaleInput) -> DeploymentStatus:

@@ -8,6 +8,7 @@ part of the drill id `drill/<fleet>/<ts>`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,13 @@ _MAX_LISTED = 500
 _S3_CONFIG = BotoConfig(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=15)
 
 
+_ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,120}$")
+
+
 def _split(drill_id: str) -> tuple[str, str]:
     parts = drill_id.split("/")
-    if len(parts) != 3 or parts[0] != "drill" or not parts[1] or not parts[2]:
+    # The parts become object keys: nothing that reads as a path step ('..') or carries odd bytes.
+    if len(parts) != 3 or parts[0] != "drill" or not all(_ID_PART.match(x) and ".." not in x for x in parts[1:]):
         raise ValueError(f"not a drill id: {drill_id!r} (expected drill/<fleet>/<timestamp>)")
     return parts[1], parts[2]
 
@@ -47,6 +52,9 @@ def render_markdown(r: DrillReport) -> str:
         f"- User-visible error window: {r.error_window_s:.1f} s ({r.errors} of {r.requests} requests failed)",
         f"- Served by: {', '.join(f'{k} {v}' for k, v in sorted(r.served_by.items())) or 'nothing'}",
     ]
+    if r.data_loss_objects is not None:
+        lag = f"{r.data_loss_s:.1f} s" if r.data_loss_s is not None else "unknown"
+        lines.append(f"- Data-loss exposure at failover: {lag} of replication lag, {r.data_loss_objects} object(s)")
     if r.failover_done_after_s is not None:
         lines.append(f"- Failover workflow closed {r.failover_done_after_s:.1f} s after the fault")
     if r.reasons:

@@ -49,6 +49,7 @@ from drctl.config import FleetConfig
 from drctl.models.drill import LoadSample
 from drctl.models.failover import FailoverResult, MonitorStatus
 from drctl.models.health import RegionState
+from drctl.outcome import result_of
 from drctl.providers.auth import auth_headers
 from drctl.providers.traffic_factory import global_traffic
 
@@ -144,9 +145,10 @@ async def _await_failover(client: Client, cfg: FleetConfig, t0: datetime, timeou
             raise TimeoutError(f"no failover started within {timeout_s:g}s of the fault")
         await asyncio.sleep(0.2)
     handle = client.get_workflow_handle(wid, run_id=run_id, result_type=FailoverResult)
-    res = await asyncio.wait_for(handle.result(), max(1.0, deadline - time.monotonic()))
+    # A failover that did not succeed ends Failed and carries its result: the trial reports it.
+    res = await asyncio.wait_for(result_of(handle, FailoverResult), max(1.0, deadline - time.monotonic()))
     desc = await handle.describe()
-    if desc.status is not WorkflowExecutionStatus.COMPLETED:
+    if desc.status not in (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.FAILED):
         raise RuntimeError(f"failover run {run_id} ended {desc.status}")
     return res, desc.close_time
 

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from drctl.config_data import DataConfig
+
 TRACKS = ("stable", "canary", "blue", "green")
 Track = Literal["stable", "canary", "blue", "green"]
 
@@ -110,6 +112,19 @@ class WorkloadConfig(_Model):
     model: str = Field("fleetsim-tiny", description="Served model name, as /v1/models reports it.")
     image: str = Field("vllm/vllm-openai:v0.6.3", description="Stable image of the inference server.")
     container_port: int = Field(8000, ge=1, le=65535, description="Container port of the inference server.")
+    max_rps_per_replica: float | None = Field(
+        None, gt=0, description="Requests per second one replica serves within its latency target; with peak_rps, "
+        "sizes a failover target (otherwise the source's configured replicas move with its share)."
+    )
+    peak_rps: float | None = Field(
+        None, gt=0, description="Expected peak requests per second of the whole fleet, through the global endpoint."
+    )
+
+    @model_validator(mode="after")
+    def _capacity_pair(self) -> WorkloadConfig:
+        if (self.max_rps_per_replica is None) != (self.peak_rps is None):
+            raise ValueError("set max_rps_per_replica and peak_rps together (failover sizing needs both)")
+        return self
     auth: WorkloadAuth | None = Field(
         None, description="Bearer token for the inference servers' /v1 API; none means anonymous requests."
     )
@@ -234,10 +249,27 @@ class TrafficConfig(_Model):
 
 
 class TemporalTLS(_Model):
-    client_cert_path: str = Field(..., description="mTLS client certificate (PEM).")
-    client_key_path: str = Field(..., description="mTLS client key (PEM).")
+    client_cert_path: str | None = Field(None, description="mTLS client certificate (PEM); omit with an API key.")
+    client_key_path: str | None = Field(None, description="mTLS client key (PEM); set with client_cert_path.")
     server_root_ca_cert_path: str | None = Field(None, description="CA bundle for the server certificate.")
     domain: str | None = Field(None, description="TLS server name override.")
+
+    @model_validator(mode="after")
+    def _cert_and_key(self) -> TemporalTLS:
+        if bool(self.client_cert_path) != bool(self.client_key_path):
+            raise ValueError("set client_cert_path and client_key_path together (mTLS), or neither (API key)")
+        return self
+
+
+class CodecConfig(_Model):
+    keys_env: str | None = Field(None, description="Env var with `id=base64key` entries, first one current.")
+    keys_file: str | None = Field(None, description="File with `id=base64key` lines, first one current.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CodecConfig:
+        if bool(self.keys_env) == bool(self.keys_file):
+            raise ValueError("set exactly one of keys_env and keys_file")
+        return self
 
 
 class TemporalConfig(_Model):
@@ -247,6 +279,9 @@ class TemporalConfig(_Model):
     ui_url: str = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
     tls: TemporalTLS | None = Field(None, description="mTLS settings (Temporal Cloud or a TLS cluster).")
     api_key_env: str | None = Field(None, description="Environment variable holding a Temporal Cloud API key.")
+    codec: CodecConfig | None = Field(
+        None, description="AES-GCM payload encryption for the worker and the CLI (docs: drctl codec-server)."
+    )
 
 
 class AwsConfig(_Model):
@@ -397,6 +432,7 @@ class FleetConfig(_Model):
     backup: VeleroConfig = Field(default_factory=VeleroConfig, description="Backup provider.")
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
     drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
+    data: DataConfig = Field(default_factory=DataConfig, description="Model artifact and state bucket replication.")
     worker: WorkerConfig = Field(default_factory=WorkerConfig, description="The drctl worker process.")
     notifications: NotificationsConfig = Field(
         default_factory=NotificationsConfig, description="Webhooks that hear about failovers, alerts, drills, upgrades.")
@@ -413,6 +449,9 @@ class FleetConfig(_Model):
             raise ValueError("region weights cannot be normalised: they sum to 0")
         g = self.traffic.global_tier
         if isinstance(g, Route53Global):
+            over = [f"{r.name}={r.weight}" for r in self.regions if r.weight > 255]
+            if over:
+                raise ValueError(f"Route 53 weights are 0..255; too large: {', '.join(over)}")
             missing = [n for n in names if n not in g.targets]
             if missing:
                 raise ValueError(f"traffic.global.targets has no record value for: {', '.join(missing)}")
@@ -425,6 +464,9 @@ class FleetConfig(_Model):
         unknown = [t for t in self.drills.allowed_targets if t not in names]
         if unknown:
             raise ValueError(f"drills.allowed_targets names unknown regions: {', '.join(unknown)}")
+        bad = [f"{path} ({r})" for path, r in self.data.regions_named() if r not in names]
+        if bad:
+            raise ValueError(f"data names unknown regions: {', '.join(bad)}")
         return self
 
     # --- helpers used everywhere ----------------------------------------------------------------
@@ -509,7 +551,8 @@ def _resolve_paths(data: dict, base: Path) -> None:
     for hook in (notifications.get("webhooks") or []) if isinstance(notifications, dict) else []:
         if isinstance(hook, dict):
             fix(hook, "routing_key_file")
-    for region in data.get("regions") or []:
+    regions = data.get("regions")
+    for region in regions if isinstance(regions, list) else []:
         if isinstance(region, dict):
             fix(region, "gateway_runtime_socket")
             if isinstance(region.get("kube"), dict):

@@ -1,7 +1,8 @@
 """Client-side operation control: who holds the fleet, and starting an operation exclusively.
 
-Used by every CLI that starts a mutating workflow. The workflow repeats the check in its
-`claim_fleet` activity, so two clients racing past this check are still safe.
+Used by every CLI that starts a mutating workflow. The check here is an early, friendly answer
+read from visibility; the guarantee is the fleet lock (`workflows.lock`), which each workflow
+takes first, so two clients racing past this check still end with one holder.
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from drctl import search_attributes as sa
 from drctl.config import FleetConfig
+from drctl.models.lock import MUTATING as MUTATING
+from drctl.models.lock import blocks
+from drctl.models.lock import compatible as compatible
 from drctl.models.ops import PHASE_PENDING, OperationInfo
 from drctl.temporal import ui_link
-
-MUTATING = ("failover", "failback", "upgrade", "migrate", "drill", "restore")
-
-# A drill exists to cause a failover (and the failback after it), so those may run beside it.
-_COMPATIBLE = {frozenset({"drill", "failover"}), frozenset({"drill", "failback"})}
 
 
 class FleetBusyError(RuntimeError):
@@ -36,10 +35,6 @@ class FleetBusyError(RuntimeError):
         )
         self.fleet = fleet
         self.running = running
-
-
-def compatible(a: str, b: str) -> bool:
-    return frozenset({a, b}) in _COMPATIBLE
 
 
 def visibility_query(fleet: str) -> str:
@@ -104,9 +99,12 @@ async def start_operation(
     target: str | None = None,
     memo: Mapping[str, Any] | None = None,
 ) -> WorkflowHandle[Any, Any]:
-    """Start a mutating operation unless an incompatible one runs; raises FleetBusyError naming it."""
+    """Start a mutating operation unless one that blocks it runs; raises FleetBusyError naming it.
+
+    A failover is never refused here for maintenance: it preempts it (see `drctl.models.lock`).
+    """
     for op in await running_operations(client, cfg):
-        if op.workflow_id != workflow_id and not compatible(op.operation, operation):
+        if op.workflow_id != workflow_id and blocks(op.operation, operation):
             raise FleetBusyError(cfg.name, op)
     try:
         return await client.start_workflow(

@@ -14,6 +14,7 @@ from typing import Any
 from drctl.config import FleetConfig
 
 WORKFLOW_MODULES = [
+    "workflows.lock",
     "workflows.monitor",
     "workflows.failover",
     "workflows.failback",
@@ -21,6 +22,7 @@ WORKFLOW_MODULES = [
     "workflows.migrate",
     "workflows.backup",
     "workflows.drill",
+    "workflows.replicate",
     "workflows.notify",
 ]
 
@@ -34,6 +36,7 @@ ACTIVITY_MODULES = [
     "activities.upgrade",
     "activities.chaos",
     "activities.reports",
+    "activities.replicate",
     "activities.outcomes",
     "activities.notify",
 ]

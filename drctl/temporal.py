@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 
+from drctl.codec import CodecKeyError, codec_for
 from drctl.config import FleetConfig
 
 
@@ -22,35 +25,58 @@ class TemporalUnreachable(RuntimeError):
         self.address = address
 
 
-async def connect(cfg: FleetConfig, runtime: Runtime | None = None) -> Client:
-    """Connect with the pydantic data converter; raises TemporalUnreachable with the address.
+class TemporalConfigError(ValueError):
+    """The temporal section asks for something the environment does not provide (exit 2)."""
 
-    `runtime`: the SDK runtime to use, e.g. one exporting SDK metrics (default: the SDK's default).
-    """
+
+def _read(path: str | None, what: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise TemporalConfigError(f"temporal.tls.{what}: cannot read {path}: {exc.strerror}") from None
+
+
+def connect_options(cfg: FleetConfig) -> dict[str, Any]:
+    """Client.connect keyword arguments: TLS (mTLS and/or a custom CA), API key, codec."""
     t = cfg.temporal
     tls: TLSConfig | bool = False
-    # Reading three small PEM files once at connect time; not worth a thread hop.
     if t.tls:
         tls = TLSConfig(
-            client_cert=Path(t.tls.client_cert_path).read_bytes(),  # noqa: ASYNC240
-            client_private_key=Path(t.tls.client_key_path).read_bytes(),  # noqa: ASYNC240
-            server_root_ca_cert=Path(t.tls.server_root_ca_cert_path).read_bytes()  # noqa: ASYNC240
-            if t.tls.server_root_ca_cert_path
-            else None,
+            client_cert=_read(t.tls.client_cert_path, "client_cert_path"),
+            client_private_key=_read(t.tls.client_key_path, "client_key_path"),
+            server_root_ca_cert=_read(t.tls.server_root_ca_cert_path, "server_root_ca_cert_path"),
             domain=t.tls.domain,
         )
-    api_key = os.environ.get(t.api_key_env) if t.api_key_env else None
+    api_key: str | None = None
+    if t.api_key_env:
+        api_key = os.environ.get(t.api_key_env, "").strip()
+        if not api_key:
+            # Connecting without the key would fail later as a confusing auth error, or worse work
+            # against a server that allows anonymous access.
+            raise TemporalConfigError(f"temporal.api_key_env: environment variable {t.api_key_env} is unset or empty")
+        # An API key needs TLS; the configured TLS (custom CA, server name) is kept, not replaced.
+        tls = tls or True
     try:
-        return await Client.connect(
-            t.address,
-            namespace=t.namespace,
-            data_converter=pydantic_data_converter,
-            tls=tls if not api_key else True,
-            api_key=api_key,
-            runtime=runtime,
-        )
+        codec = codec_for(t.codec)
+    except CodecKeyError as exc:
+        raise TemporalConfigError(str(exc)) from None
+    converter = dataclasses.replace(pydantic_data_converter, payload_codec=codec) if codec else pydantic_data_converter
+    return {"namespace": t.namespace, "data_converter": converter, "tls": tls, "api_key": api_key}
+
+
+async def connect(cfg: FleetConfig, runtime: Runtime | None = None) -> Client:
+    """Connect with the pydantic data converter (encrypting when `temporal.codec` is set).
+
+    `runtime`: the SDK runtime to use, e.g. one exporting SDK metrics (default: the SDK's default).
+    Raises TemporalConfigError for a missing key or file, TemporalUnreachable with the address.
+    """
+    options = connect_options(cfg)  # small PEM and key files, read once at connect time
+    try:
+        return await Client.connect(cfg.temporal.address, runtime=runtime, **options)
     except Exception as exc:  # the SDK raises RuntimeError with a transport message
-        raise TemporalUnreachable(t.address, exc) from None
+        raise TemporalUnreachable(cfg.temporal.address, exc) from None
 
 
 def ui_link(cfg: FleetConfig, workflow_id: str, run_id: str | None = None) -> str:

@@ -64,6 +64,11 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread (tests run it in a task)
             pass
+    if main:
+        from activities.drill_faults import sweep_orphan_faults
+
+        # A worker killed mid-drill may have left a fault whose drill is gone: clear it first.
+        await sweep_orphan_faults(client, cfg)
     if isinstance(cfg.traffic.regional_tier, GatewayApiRegional):
         await asyncio.to_thread(_label_routes, cfg, regions if regions is not None else cfg.region_names)
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:

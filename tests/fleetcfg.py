@@ -75,6 +75,12 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
         "temporal": {"address": f"127.0.0.1:{temporal}", "ui_url": f"http://127.0.0.1:{ui}", "namespace": namespace},
         "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
         "drills": {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"},
+        "data": {"buckets": [
+            {"name": "models", "source": {"region": "us-west-1", "bucket": "drctl-models-us-west-1"},
+             "replicas": [{"region": "us-east-1", "bucket": "drctl-models-us-east-1"}], "mode": "sync", "interval_s": 3},
+            {"name": "state", "source": {"region": "us-west-1", "bucket": "drctl-state-us-west-1"},
+             "replicas": [{"region": "us-east-1", "bucket": "drctl-state-us-east-1"}], "mode": "copy", "interval_s": 2},
+        ]},
         "devstack": {"state_dir": "s", "stats_port": stats, "prometheus_port": prom, "worker_http_port": worker_http},
         # Test teardown stops workers before it ends workflows; a still-running activity must not
         # hold that up for a production-length grace period. Workers the tests run in-process serve

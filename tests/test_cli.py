@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +27,11 @@ def test_usage_errors_exit_2_without_traceback(args: list[str], words: str) -> N
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert words in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_help_states_the_exit_codes() -> None:
+    done = subprocess.run([sys.executable, "-m", "drctl", "--help"], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env={**os.environ, "COLUMNS": "300"})
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "0 succeeded; 1 ran and did not succeed" in text and "3 nothing started: the fleet is busy" in text

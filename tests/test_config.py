@@ -73,6 +73,8 @@ BROKEN = [
     ("unknown-provider", _mutate("  regional:\n    kind: haproxy", "  regional:\n    kind: nginx"), "traffic.regional", "kind"),
     ("missing-field", _mutate("    gateway_url: http://127.0.0.1:8420\n", ""), "regions[1].gateway_url", "Field required"),
     ("not-a-mapping", "- just\n- a list\n", "(top level)", "mapping"),
+    ("capacity-half", _mutate("  image: vllm/vllm-openai:v0.6.3", "  image: vllm/vllm-openai:v0.6.3\n  peak_rps: 100"),
+     "workload", "max_rps_per_replica and peak_rps together"),
     ("drill-target", _mutate("  allowed_targets: [us-west-1, us-east-1]", "  allowed_targets: [eu-west-9]"), "(top level)", "eu-west-9"),
 ]
 

@@ -18,9 +18,12 @@ with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
     from drctl.models import ops
     from drctl.models.backup import BackupInfo, BackupJob, BackupJobResult, RestoreJob
-    from drctl.models.ops import ClaimInput, ClaimResult, OperationProgress
-    from workflows.common import Phases, fast, region_bound
-    from workflows.progressive import reason_of
+    from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
+    from drctl.models.ops import FLEET_BUSY, OperationProgress
+    from drctl.outcome import failed
+    from workflows.common import Phases, region_bound
+    from workflows.lock import acquire_fleet, release_fleet
+    from workflows.progressive import error_type, reason_of
 
 
 def _last_state(exc: BaseException) -> BackupInfo | None:
@@ -70,14 +73,25 @@ class Backup:
         req = job.request
         self.phases.title = f"Velero backup `{req.name}` of `{', '.join(req.namespaces)}` in `{req.region}`"
         workflow.upsert_search_attributes([sa.TARGET_REGION.value_set(req.region)])
-        return await _run_velero(self.phases, "create_backup", req, job.queue, "Backup", req.name, req.region,
-                                 f"backup {req.name} in {req.region}")
+        res = await _run_velero(self.phases, "create_backup", req, job.queue, "Backup", req.name, req.region,
+                                f"backup {req.name} in {req.region}")
+        if not res.ok:
+            raise failed(f"backup {req.name} failed: {res.reason}", res)
+        return res
 
 
 @workflow.defn(name="Restore")
 class Restore:
     def __init__(self) -> None:
         self.phases = Phases("restore", "Restore")
+        self.yielded_to: str | None = None
+
+    @workflow.signal(name=SIGNAL_PREEMPT)
+    def preempt(self, notice: PreemptNotice) -> None:
+        # A Velero restore moves no traffic and cannot be stopped half-way without leaving a mix of
+        # objects, so it finishes beside the failover; the result says it yielded the fleet.
+        self.yielded_to = notice.reason
+        self.phases.note("yielded", notice.reason)
 
     @workflow.query(name=ops.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
@@ -86,22 +100,26 @@ class Restore:
     @workflow.run
     async def run(self, job: RestoreJob) -> BackupJobResult:
         req = job.request
-        info = workflow.info()
         self.phases.title = f"Velero restore of `{req.backup_name}` into `{req.region}`"
         workflow.upsert_search_attributes([sa.TARGET_REGION.value_set(req.region)])
-        self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
+        self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {job.fleet}")
         try:
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=job.fleet, operation="restore", workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=workflow.now()),
-                result_type=ClaimResult, summary=f"claim fleet {job.fleet}", **fast(15))
+            await acquire_fleet(job.fleet, "restore")
         except (ActivityError, ApplicationError) as exc:
             res = BackupJobResult(kind="Restore", name=req.name, region=req.region, ok=False, reason=reason_of(exc))
             self.phases.finish(ops.PHASE_FAILED, f"FAILED: {res.reason}")
             workflow.upsert_search_attributes([sa.VERDICT.value_set("FAILED")])
-            return res
-        return await _run_velero(self.phases, "restore_backup", req, job.queue, "Restore", req.name, req.region,
-                                 f"restore {req.backup_name} into {req.region} as {req.name}")
+            raise failed(f"restore {req.name} refused: {res.reason}", res, busy=error_type(exc) == FLEET_BUSY) from None
+        try:
+            res = await _run_velero(self.phases, "restore_backup", req, job.queue, "Restore", req.name, req.region,
+                                    f"restore {req.backup_name} into {req.region} as {req.name}")
+        finally:
+            await release_fleet(job.fleet)
+        if self.yielded_to:
+            res.reason += f"; yielded the fleet: {self.yielded_to}"
+        if not res.ok:
+            raise failed(f"restore {req.name} failed: {res.reason}", res)
+        return res
 
 
 WORKFLOWS = [Backup, Restore]

@@ -7,6 +7,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
@@ -23,19 +24,40 @@ PLATFORM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coef
 NO_RETRY = RetryPolicy(maximum_attempts=1)
 
 
+# How long any activity may wait in its task queue for a worker. A region's worker that is dead (or
+# a queue nobody serves) must surface as an error naming the queue, never as an operation that waits
+# forever: Temporal retries nothing on a schedule-to-start timeout, so this is the whole wait. Far
+# above a live worker's pickup latency (milliseconds), and short enough that a failover to a region
+# without a worker fails, and the monitor tries another region, well inside 90 s.
+QUEUE_WAIT_S = 30.0
+
+
 def fast(seconds: float = 10.0) -> dict[str, Any]:
-    return {"start_to_close_timeout": timedelta(seconds=seconds), "retry_policy": FAST_RETRY}
+    return {"start_to_close_timeout": timedelta(seconds=seconds), "retry_policy": FAST_RETRY,
+            "schedule_to_start_timeout": timedelta(seconds=QUEUE_WAIT_S)}
 
 
 def region_bound(queue: str, seconds: float = 30.0) -> dict[str, Any]:
-    # schedule_to_start bounds how long we wait for a region's worker: a dead region's worker
-    # must surface as an error rather than an operation that hangs forever.
     return {
         "task_queue": queue,
         "start_to_close_timeout": timedelta(seconds=seconds),
-        "schedule_to_start_timeout": timedelta(seconds=60),
+        "schedule_to_start_timeout": timedelta(seconds=QUEUE_WAIT_S),
         "retry_policy": PLATFORM_RETRY,
     }
+
+
+def no_worker(exc: BaseException, queue: str) -> str | None:
+    """The message for an activity no worker picked up from `queue`, else None.
+
+    Callers pass the region queue: main-queue activities are served by the same workers that run
+    the workflow itself, so while a workflow runs only a region queue can go unserved.
+    """
+    cause = exc.cause if isinstance(exc, ActivityError) else None
+    if isinstance(cause, TimeoutError) and cause.type is TimeoutType.SCHEDULE_TO_START:
+        name = exc.activity_type if isinstance(exc, ActivityError) else "activity"
+        return (f"no worker picked up {name} from task queue {queue!r} within {QUEUE_WAIT_S:g} s: "
+                "is the worker serving that queue running (`drctl worker --region R`)?")
+    return None
 
 
 class Phases:

@@ -26,6 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import ops
     from drctl.models.drill import (
         OPERATION,
+        ClearFaultsInput,
+        ClearFaultsResult,
         DrillInput,
         DrillReport,
         ExperimentOutcome,
@@ -41,14 +43,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.ops import (
         AbortInput,
-        ClaimInput,
-        ClaimResult,
         OperationProgress,
         ProbeBatch,
         ProbeRequest,
         Weights,
     )
+    from drctl.outcome import error_type, failed
     from workflows.common import NO_RETRY, Phases, fast
+    from workflows.lock import acquire_fleet, release_fleet
     from workflows.notify import Notifier
 
 _ROLLBACK_GRACE_S = 90.0
@@ -96,6 +98,9 @@ class ChaosDrill:
         self.abort_reason: str | None = None
         self.experiment_done = False
         self._experiment: workflow.ActivityHandle[ExperimentOutcome] | None = None
+        self._experiment_ok = False
+        self.locked = False
+        self.busy = False
 
     @workflow.query(name=ops.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
@@ -120,6 +125,17 @@ class ChaosDrill:
 
     @workflow.run
     async def run(self, inp: DrillInput) -> DrillReport:
+        try:
+            report = await self._run(inp)
+        finally:
+            if self.locked:
+                await release_fleet(inp.spec.fleet)
+        if report.verdict is not Verdict.PASS:
+            # Red in the workflow list; the details carry the whole report.
+            raise failed(f"drill {report.verdict.value}: {'; '.join(report.reasons)}", report, busy=self.busy)
+        return report
+
+    async def _run(self, inp: DrillInput) -> DrillReport:
         if inp.alternatives:
             # Weekly drills inject a random fault, so the fleet is not tuned to one rehearsed failure.
             inp = inp.model_copy(update={"plan": workflow.random().choice([inp.plan, *inp.alternatives])})
@@ -147,29 +163,54 @@ class ChaosDrill:
             outcome = await self._experiment_run(inp)
             if outcome.cancelled:
                 mark_stopped(report, outcome, self.abort_reason or "workflow cancel")
+                await self._clear_faults(inp, report, f"abort: {self.abort_reason or 'workflow cancel'}")
                 return await self._finish(report)
             await self._judge(inp, outcome, report)
         except asyncio.CancelledError:
             # Cancelled outside the experiment (preflight, observing): nothing of ours is injected.
             report.verdict = Verdict.ABORTED
             report.reasons.append(f"cancelled in phase {self.phases.phase}: {self.abort_reason or 'workflow cancel'}")
+            if self._experiment is not None:
+                await self._clear_faults(inp, report, "cancelled while the experiment ran")
             return await self._finish(report)
         except (ActivityError, ApplicationError) as exc:
             report.verdict = Verdict.ABORTED if not report.fault_injected else Verdict.FAILED
             report.reasons.append(_cause(exc))
+            if self._experiment is not None and not self._experiment_ok:
+                # The experiment activity died (its worker was killed, or it timed out): its
+                # rollbacks may never have run, so the drill clears the target itself.
+                await self._clear_faults(inp, report, f"the experiment did not finish: {_cause(exc)}")
         return await self._finish(report)
 
-    async def _preflight(self, inp: DrillInput) -> list[str]:
-        spec, info = inp.spec, workflow.info()
-        self.phases.enter(ops.PHASE_CLAIM, "checking that no incompatible operation holds the fleet")
+    async def _clear_faults(self, inp: DrillInput, report: DrillReport, reason: str) -> None:
+        if not workflow.patched("drill-clear-faults"):
+            return
+        region = inp.plan.target_region
         try:
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=spec.fleet, operation=OPERATION, workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=workflow.now()),
-                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
+            res = await workflow.execute_activity(
+                "drill_clear_faults", ClearFaultsInput(region=region, workflow_id=workflow.info().workflow_id,
+                                                       reason=reason),
+                result_type=ClearFaultsResult, summary=f"clear drill faults in {region}",
+                start_to_close_timeout=timedelta(seconds=60),
+                # Clearing is idempotent, and a fault left behind hurts users: retry for a while.
+                retry_policy=RetryPolicy(maximum_attempts=10, initial_interval=timedelta(seconds=1),
+                                         maximum_interval=timedelta(seconds=10)),
             )
         except ActivityError as exc:
+            report.reasons.append(f"faults in {region} NOT cleared after {reason}: {_cause(exc)}")
+            return
+        if res.cleared:
+            report.reasons.append(f"drill faults in {region} cleared by the workflow ({reason})")
+
+    async def _preflight(self, inp: DrillInput) -> list[str]:
+        spec = inp.spec
+        self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {spec.fleet}")
+        try:
+            await acquire_fleet(spec.fleet, OPERATION)
+        except (ActivityError, ApplicationError) as exc:
+            self.busy = error_type(exc) == ops.FLEET_BUSY
             return [_cause(exc)]
+        self.locked = True
         self.phases.enter(ops.PHASE_PREFLIGHT, "fleet healthy, monitor watching, weights as configured")
         # One slow probe is a blip, not an unhealthy fleet: only problems that persist over a few
         # probe intervals abort the drill.
@@ -224,7 +265,9 @@ class ChaosDrill:
         try:
             # A workflow cancel reaches the activity through this await; the activity answers it
             # with the interrupted run's outcome (cancelled=True) once the rollbacks are done.
-            return await self._experiment
+            outcome = await self._experiment
+            self._experiment_ok = True
+            return outcome
         finally:
             self.experiment_done = True
 
@@ -271,6 +314,8 @@ class ChaosDrill:
         result = fo.result
         report.failover_phases = list(result.get("phases") or [])
         report.failover_rto_s = result.get("rto_s")
+        loss = result.get("data_loss") or {}
+        report.data_loss_s, report.data_loss_objects = loss.get("lag_s"), loss.get("objects")
         if not fo.found:
             report.reasons.append(f"no failover started within {budget:g}s of the fault")
             return

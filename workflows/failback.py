@@ -18,8 +18,6 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.health import RegionProbe
     from drctl.models.ops import (
         Capacity,
-        ClaimInput,
-        ClaimResult,
         DeploymentStatus,
         OperationProgress,
         ProbeBatch,
@@ -28,9 +26,11 @@ with workflow.unsafe.imports_passed_through():
         ScaleInput,
         Weights,
     )
+    from drctl.outcome import error_type, failed
     from workflows import global_weights
     from workflows.common import Phases, fast, fmt_weights, region_bound
     from workflows.failover import _reason
+    from workflows.lock import acquire_fleet, release_fleet
     from workflows.telemetry import record_outcome
 
 PHASE_STABILIZE = "stabilize"
@@ -41,6 +41,8 @@ PHASE_SCALE_BACK = "scale-back"
 class Failback:
     def __init__(self) -> None:
         self.phases = Phases("failback", "Failback")
+        self.locked = False
+        self.busy = False
 
     @workflow.query(name=ops.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
@@ -48,22 +50,24 @@ class Failback:
 
     @workflow.run
     async def run(self, inp: FailbackInput) -> FailbackResult:
-        res = await self._run(inp)
+        try:
+            res = await self._run(inp)
+        finally:
+            if self.locked:
+                await release_fleet(inp.spec.fleet)
         await record_outcome("failback", inp.spec.fleet, res.status, None, inp.spec.rto_target_s)
+        if res.status not in ("succeeded", "not_needed"):
+            raise failed(f"failback {res.status}: {res.error or ''}".strip(), res, busy=self.busy)
         return res
 
     async def _run(self, inp: FailbackInput) -> FailbackResult:
         spec = inp.spec
-        info = workflow.info()
         self.phases.title = f"Failback of fleet `{spec.fleet}`"
         res = FailbackResult(status="failed")
         try:
-            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=spec.fleet, operation="failback", workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=workflow.now()),
-                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
-            )
+            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {spec.fleet}")
+            await acquire_fleet(spec.fleet, "failback")
+            self.locked = True
             # Read on the main queue first only to learn which region gains traffic; every change
             # is then made on that region's queue, which must be alive for the failback to make sense.
             current = (await workflow.execute_activity(
@@ -86,6 +90,7 @@ class Failback:
             return self._end(res, ops.PHASE_DONE if res.status != "rolled_back" else ops.PHASE_FAILED)
         except (ActivityError, ApplicationError) as exc:
             res.error = _reason(exc)
+            self.busy = error_type(exc) == ops.FLEET_BUSY
             return self._end(res, ops.PHASE_FAILED)
 
     async def _probe(self, spec: ops.FleetSpec, regions: list[str]) -> list[RegionProbe]:

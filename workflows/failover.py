@@ -22,17 +22,14 @@ with workflow.unsafe.imports_passed_through():
         FailoverInput,
         FailoverPlan,
         FailoverResult,
-        needed_replicas,
-        probe_passes,
-        shift_weights,
+        plan_failover,
+        target_problem,
     )
     from drctl.models.health import ProbeStatus, RegionProbe
     from drctl.models.ops import (
         AbortInput,
         ApproveInput,
         Capacity,
-        ClaimInput,
-        ClaimResult,
         DeploymentStatus,
         OperationProgress,
         RegionRequest,
@@ -42,9 +39,13 @@ with workflow.unsafe.imports_passed_through():
         WaitRolloutInput,
         Weights,
     )
+    from drctl.outcome import error_type, failed
     from workflows import global_weights
-    from workflows.common import Phases, fast, fmt_weights, region_bound
+    from workflows.common import Phases, fast, fmt_weights, no_worker, region_bound
+    from workflows.lock import acquire_fleet, release_fleet
     from workflows.notify import Notifier
+    from workflows.rpo import PATCH as RPO_PATCH
+    from workflows.rpo import rpo_preflight
     from workflows.telemetry import record_outcome
 
 # Verify attempts are repeated by the workflow; this only replaces an attempt that was lost.
@@ -72,6 +73,8 @@ class Failover:
         self.abort_reason: str | None = None
         self.shifted = False
         self.finished = False
+        self.locked = False
+        self.busy = False
         # The background wait for the shift to be INSYNC (Route 53); None on a synchronous tier.
         self._propagation: asyncio.Task[Any] | None = None
         self.notes = Notifier(inp.spec)
@@ -114,15 +117,21 @@ class Failover:
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
         self.notes.failover_started(inp)
-        res = await self._run(inp)
+        try:
+            res = await self._run(inp)
+        finally:
+            if self.locked:
+                await release_fleet(inp.spec.fleet)
         await self.notes.failover_ended(res)
         await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if res.status != "succeeded":
+            # Failed in the workflow list, red; the details carry the whole result for every reader.
+            raise failed(f"failover to {res.target} {res.status}: {res.error}", res, busy=self.busy)
         return res
 
     async def _run(self, inp: FailoverInput) -> FailoverResult:
         spec = inp.spec
-        info = workflow.info()
         started = workflow.now()
         res = FailoverResult(
             status="failed", source=inp.source, target=inp.target, started_at=started,
@@ -132,13 +141,17 @@ class Failover:
         self.phases.title = f"Failover of fleet `{spec.fleet}` to `{inp.target}` ({mode})"
         tq = spec.region(inp.target).queue
         try:
-            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=spec.fleet, operation="failover", workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=started),
-                result_type=ClaimResult, summary=f"claim fleet {spec.fleet}", **fast(15),
-            )
-            plan = await self._preflight(inp, tq)
+            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {spec.fleet}")
+            grant = await acquire_fleet(spec.fleet, "failover")
+            self.locked = True
+            # DR first: maintenance holding the fleet was told to yield; the failover goes on at once.
+            res.preempted = [h.workflow_id for h in grant.preempted]
+            if res.preempted:
+                self.phases.note("preempted", ", ".join(res.preempted))
+            # Abortable: a preflight waiting on a slow or dead region must not outlive `drctl ops abort`.
+            plan = await self._abortable(self._preflight(inp, tq))
+            if workflow.patched(RPO_PATCH):
+                res.data_loss = await rpo_preflight(self.phases, inp, plan, tq)
             res.plan, res.source, res.weights_before = plan, plan.source, plan.weights_before
             if plan.problems:
                 res.status, res.error = "refused", "; ".join(plan.problems)
@@ -171,6 +184,7 @@ class Failover:
                 except (ActivityError, ApplicationError) as exc:
                     # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                     res.error = f"traffic shifted but scaling the target failed: {_reason(exc)}"
+            self._note_shortfall(plan)
             await self._await_propagation(res)
             if unverified:
                 res.status, res.error = "unverified", "; ".join(e for e in (unverified, res.error) if e)
@@ -181,9 +195,9 @@ class Failover:
             res.status, res.error = "aborted", self.abort_reason
             return self._end(res, ops.PHASE_FAILED, f"aborted: {self.abort_reason}")
         except (ActivityError, ApplicationError) as exc:
-            res.error = _reason(exc)
-            if isinstance(exc, ActivityError) and getattr(exc.cause, "type", None) == ops.FLEET_BUSY:
-                res.status = "refused"
+            res.error = no_worker(exc, tq) or _reason(exc)
+            if error_type(exc) == ops.FLEET_BUSY:
+                res.status, self.busy = "refused", True
             if self.shifted:
                 if res.changes:
                     await global_weights.settle_wait(self._propagation, res.changes[0], "the failover compensated")
@@ -199,13 +213,6 @@ class Failover:
         weights = (await workflow.execute_activity(
             "get_global_weights", result_type=Weights, summary="read global weights", task_queue=tq, **fast(),
         )).weights
-        sources = [inp.source] if inp.source else [r for r, w in weights.items() if r != inp.target and w > 0]
-        after = dict(weights)
-        for s in sources:
-            after = shift_weights(after, s, inp.target)
-        problems: list[str] = []
-        if inp.source == inp.target:
-            problems.append("source and target are the same region")
         probe_task = None
         if not inp.force:
             probe_task = workflow.execute_activity(
@@ -217,31 +224,13 @@ class Failover:
             summary=f"capacity of {inp.target}", **region_bound(tq, 30),
         )
         probe, cap = await asyncio.gather(probe_task or _none(), cap_task)
-        if probe is not None:
-            # Emergency mode accepts a slow target (anything beats a dead source) but never a dead one.
-            # Normal mode judges the target as the monitor does (probe_passes).
-            bad = probe.status is ProbeStatus.DOWN or (
-                not inp.emergency and not probe_passes(probe, spec.fail_on_degraded))
-            if bad:
-                problems.append(f"target {inp.target} is {probe.status.value}: {probe.reason} (use --force to override)")
-        total = sum(weights.values())
-        needed = needed_replicas(cap.replicas, total, weights.get(inp.target, 0))
-        ok = cap.max_replicas >= needed
-        if not ok and not inp.force:
-            problems.append(
-                f"target {inp.target} cannot carry the load: needs {needed} replicas, max {cap.max_replicas} "
-                "(use --force to override)"
-            )
-        plan = FailoverPlan(
-            source=",".join(sources) or None, target=inp.target, weights_before=weights, weights_after=after,
-            target_replicas_before=cap.replicas, target_replicas_needed=min(needed, 10**4),
-            target_replicas_planned=max(cap.replicas, min(needed, cap.max_replicas)), max_replicas=cap.max_replicas,
-            capacity_ok=ok, mode="emergency" if inp.emergency else "normal", problems=problems,
-        )
+        plan = plan_failover(spec, weights, inp.target, inp.source, cap, emergency=inp.emergency, force=inp.force,
+                             target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded))
         workflow.upsert_search_attributes([sa.SOURCE_REGION.value_set(plan.source or ""),
                                            sa.TARGET_REGION.value_set(inp.target)])
-        self.phases.note("weights", f"{fmt_weights(weights)} → {fmt_weights(after)}")
-        self.phases.note("target replicas", f"{cap.replicas} → {plan.target_replicas_planned} (max {cap.max_replicas})")
+        self.phases.note("weights", f"{fmt_weights(weights)} → {fmt_weights(plan.weights_after)}")
+        self.phases.note("target replicas", f"{cap.replicas} → {plan.target_replicas_planned} of "
+                                            f"{plan.target_replicas_needed} needed (max {cap.max_replicas})")
         return plan
 
     async def _approval_gate(self, inp: FailoverInput) -> None:
@@ -371,6 +360,12 @@ class Failover:
         self.phases.note("compensation", f"restored {fmt_weights(change.weights)} ({change.propagation})")
 
     # --- helpers ----------------------------------------------------------------------------------
+
+    def _note_shortfall(self, plan: FailoverPlan) -> None:
+        if plan.shortfall:
+            # Reported, never a refusal in an emergency: traffic on a short target beats a dead source.
+            self.phases.note("capacity shortfall", f"{plan.target} needs {plan.target_replicas_needed} replicas "
+                                                   f"({plan.sizing}); max_replicas {plan.max_replicas}")
 
     def _check_abort(self) -> None:
         if self.abort_reason is not None:

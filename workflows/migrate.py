@@ -19,12 +19,12 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import ops
     from drctl.models.analysis import AnalysisRequest, TrackRef
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+    from drctl.models.failover import cap_weights
+    from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
     from drctl.models.ops import (
         AbortInput,
         Capacity,
-        ClaimInput,
-        ClaimResult,
         DeploymentStatus,
         OperationProgress,
         RegionRequest,
@@ -33,15 +33,20 @@ with workflow.unsafe.imports_passed_through():
         Weights,
     )
     from drctl.models.upgrade import Outcome, WarmupRequest, WarmupResult
+    from drctl.outcome import failed
     from workflows import global_weights
     from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
-    from workflows.progressive import Control, Stop, reason_of
+    from workflows.lock import acquire_fleet, release_fleet
+    from workflows.progressive import Control, Stop, error_type, reason_of
+    from workflows.rpo import MIGRATE_PATCH as MIGRATE_ARTIFACTS
+    from workflows.rpo import migrate_artifacts
 
 
 def step_weights(before: dict[str, int], source: str, target: str, pct: int) -> dict[str, int]:
     """Move pct % of the source's weight to the target; other regions keep theirs."""
     moved = round(before[source] * pct / 100)
-    return {**before, source: before[source] - moved, target: before.get(target, 0) + moved}
+    # Capped like a failover's shift: the target's weight plus the moved share can pass 255.
+    return cap_weights({**before, source: before[source] - moved, target: before.get(target, 0) + moved})
 
 
 @workflow.defn(name="Migration")
@@ -52,6 +57,8 @@ class Migration:
         self.state = MigrationStatus()
         # The target's size before the migration scaled it up; None until read (nothing scaled yet).
         self.target_replicas_before: int | None = None
+        self.locked = False
+        self.busy = False
 
     @workflow.query(name=ops.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
@@ -65,6 +72,12 @@ class Migration:
     def abort(self, inp: AbortInput) -> str:
         self.ctl.abort_reason = f"{inp.reason} (by {inp.by})"
         return f"abort requested in phase {self.phases.phase}"
+
+    @workflow.signal(name=SIGNAL_PREEMPT)
+    def preempt(self, notice: PreemptNotice) -> None:
+        # Sent by the fleet lock: a failover owns the global weights now, so the migration stops.
+        if not self.ctl.finished:
+            self.ctl.preempt(notice.reason)
 
     @abort.validator
     def _validate_abort(self, inp: AbortInput) -> None:
@@ -99,7 +112,17 @@ class Migration:
 
     @workflow.run
     async def run(self, req: MigrationRequest) -> MigrationResult:
-        info = workflow.info()
+        try:
+            res = await self._run(req)
+        finally:
+            if self.locked:
+                await release_fleet(req.spec.fleet)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if res.outcome is not Outcome.SUCCEEDED:
+            raise failed(f"migration {res.outcome.value}: {res.reason}", res, busy=self.busy)
+        return res
+
+    async def _run(self, req: MigrationRequest) -> MigrationResult:
         self.phases.title = f"Migration of `{req.spec.fleet}` from `{req.source}` to `{req.target}`"
         res = MigrationResult(migration_id=req.migration_id, source=req.source, target=req.target,
                               outcome=Outcome.FAILED, reason="")
@@ -108,11 +131,11 @@ class Migration:
         rollback_point: str | None = None
         weights_before: dict[str, int] | None = None
         try:
-            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=req.spec.fleet, operation="migrate", workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=workflow.now()),
-                result_type=ClaimResult, summary=f"claim fleet {req.spec.fleet}", **fast(15))
+            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {req.spec.fleet}")
+            await acquire_fleet(req.spec.fleet, "migrate")
+            self.locked = True
+            if workflow.patched(MIGRATE_ARTIFACTS):
+                res.artifacts = await migrate_artifacts(self.phases, req)
             self.phases.enter("backup", f"Velero backup of `{req.namespace}` in `{req.source}`, and of the target")
             name = f"migrate-{req.migration_id}"
             try:
@@ -150,16 +173,37 @@ class Migration:
             res.outcome, res.reason, res.failed_metric = stop.outcome, stop.reason, stop.metric
         except (ActivityError, ApplicationError) as exc:
             res.outcome, res.reason = Outcome.ROLLED_BACK, reason_of(exc)
+            if error_type(exc) == ops.FLEET_BUSY:
+                # Never held the fleet: nothing was changed, so nothing is rolled back.
+                res.outcome, self.busy = Outcome.FAILED, True
         if res.outcome is not Outcome.SUCCEEDED:
             res.failed_step = self.phases.phase
-        if res.outcome not in (Outcome.SUCCEEDED, Outcome.BACKUP_FAILED):
+        if res.outcome is Outcome.PREEMPTED:
+            self._yielded(req, res, weights_before)
+        elif res.outcome not in (Outcome.SUCCEEDED, Outcome.BACKUP_FAILED) and not self.busy:
             await self._rollback(req, res, weights_before, rollback_point)
         self.ctl.finished = True
         self.phases.finish(ops.PHASE_DONE if res.outcome is Outcome.SUCCEEDED else ops.PHASE_FAILED,
                            f"{res.outcome.value}: {res.reason}")
         workflow.upsert_search_attributes([sa.VERDICT.value_set(res.outcome.value)])
-        await workflow.wait_condition(workflow.all_handlers_finished)
         return res
+
+    def _yielded(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None) -> None:
+        """Preempted by a failover: stop, and touch nothing the failover now relies on.
+
+        Putting the global weights back would undo the failover's shift, and restoring or scaling
+        down the target could take away the capacity it is moving traffic onto. What is left is
+        written down for the operator, who reruns the migration once the fleet is healthy.
+        """
+        self.phases.enter(ops.PHASE_COMPENSATE, f"yielding after `{res.failed_step}`: {res.reason}")
+        if weights is not None:
+            res.rollback.append(f"global weights left to the failover (before the migration: {fmt_weights(weights)})")
+        else:
+            res.rollback.append("global weights untouched: traffic had not moved yet")
+        if self.target_replicas_before is not None:
+            res.rollback.append(f"{req.target} left at its migration size (was {self.target_replicas_before} "
+                                "replicas), restored workload kept: the failover may need it")
+        self.phases.note("yielded", "; ".join(res.rollback))
 
     async def _ready(self, req: MigrationRequest) -> None:
         """The target carries its own share plus the source's: scale it, wait, warm it up."""

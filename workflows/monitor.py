@@ -1,14 +1,16 @@
 """FleetMonitor (`monitor/<fleet>`): the endless probe loop, region state machines, auto failover.
 
-All state lives in one MonitorState, carried across continue-as-new. Failover and Failback are
-started as children with parent_close_policy ABANDON: a monitor continuing as new (or being
-stopped) must never cancel a failover half-way.
+All state lives in one MonitorState, carried across continue-as-new. `drctl monitor start` against
+a running monitor sends the current config through the `update_spec` update, applied between
+rounds. Failover and Failback are started as children with parent_close_policy ABANDON: a monitor
+continuing as new (or being stopped) must never cancel a failover half-way.
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -25,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ALL_REGIONS_UNHEALTHY,
         NO_FAILOVER_TARGET,
         PROBE_AUTH_REFUSED,
+        REGION_UNRESOLVED,
         FailbackInput,
         FailbackResult,
         FailoverInput,
@@ -34,15 +37,37 @@ with workflow.unsafe.imports_passed_through():
         MonitorState,
         MonitorStatus,
         PolicyUpdate,
-        pick_target,
+        choose_target,
         probe_passes,
     )
     from drctl.models.health import ProbeStatus, RegionState
-    from drctl.models.ops import ProbeBatch, ProbeRequest
+    from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
+    from drctl.models.ops import FleetSpec, ProbeBatch, ProbeRequest
+    from drctl.outcome import result_from
     from workflows.common import fast
     from workflows.notify import Notifier
 
 WATCHING = "watching"
+R = TypeVar("R", FailoverResult, FailbackResult)
+
+
+async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: type[R]) -> R:
+    """The child's result: returned when it succeeded, carried by its failure when it did not."""
+    try:
+        return await handle
+    except ChildWorkflowError as exc:
+        res = result_from(exc, model)
+        if res is None:
+            raise  # failed without a result (terminated, a bug): reported as an error by the caller
+        return res
+
+
+_ALERT_TEXT = {
+    ALL_REGIONS_UNHEALTHY: "no region can take traffic; weights left unchanged",
+    NO_FAILOVER_TARGET: "an unhealthy region has no healthy region to fail over to",
+    REGION_UNRESOLVED: "the worker's config lacks regions this monitor watches; they are not probed",
+    PROBE_AUTH_REFUSED: "replicas refuse drctl's token; check workload.auth",
+}
 
 
 def _attrs(fleet: str, operation: str, source: str, target: str | None) -> TypedSearchAttributes:
@@ -62,6 +87,8 @@ class FleetMonitor:
         self.child: asyncio.Task[None] | None = None
         self.active: FailoverRecord | None = None
         self.poke = False
+        self.pending_spec: FleetSpec | None = None
+        self.applied: list[str] = []
         self.notes = Notifier(self.s.spec, alert=self.s.alert)
 
     # --- handlers ---------------------------------------------------------------------------------
@@ -72,7 +99,8 @@ class FleetMonitor:
         return MonitorStatus(
             fleet=s.spec.fleet, policy=s.policy, paused=s.paused, alert=s.alert, iteration=s.total_iterations,
             regions=s.trackers, active_failover=self.active, failed_over=s.failed_over,
-            last_failover=s.last_failover, last_failback=s.last_failback,
+            last_failover=s.last_failover, last_failback=s.last_failback, weights=s.spec.weights,
+            unresolved=s.unresolved, avoid_targets=s.avoid_targets,
         )
 
     @workflow.signal
@@ -97,8 +125,30 @@ class FleetMonitor:
         if inp.policy not in ("automatic", "manual"):
             raise ValueError(f"policy must be automatic or manual, got {inp.policy!r}")
 
+    @workflow.update
+    async def update_spec(self, inp: SpecUpdate) -> list[str]:
+        """Follow a changed config: applied between probe rounds (a safe point), then answered."""
+        self.pending_spec = inp.spec
+        self.poke = True
+        await workflow.wait_condition(lambda: self.pending_spec is None)
+        return self.applied
+
+    @update_spec.validator
+    def _validate_spec(self, inp: SpecUpdate) -> None:
+        problems = spec_problems(self._state().spec, inp.spec)
+        if problems:
+            raise ValueError("; ".join(problems))
+
     def _state(self) -> MonitorState:
         return self.s
+
+    def _apply_pending(self) -> None:
+        if self.pending_spec is None:
+            return
+        self.applied = apply_spec(self._state(), self.pending_spec)
+        self.notes.spec = self._state().spec  # webhooks follow the config too
+        self.pending_spec = None
+        workflow.logger.info("monitor follows the changed config: %s", "; ".join(self.applied) or "no change")
 
     # --- loop -------------------------------------------------------------------------------------
 
@@ -109,12 +159,14 @@ class FleetMonitor:
         workflow.upsert_search_attributes([sa.PHASE.value_set(WATCHING)])
         while True:
             round_start = workflow.now()
+            self._apply_pending()
             if not s.paused:
                 await self._round()
             s.iteration += 1
             s.total_iterations += 1
             self._render()
             if (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()) and self.child is None:
+                self._apply_pending()  # an update waiting for the next round must finish before continue-as-new
                 await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
@@ -144,6 +196,10 @@ class FleetMonitor:
             workflow.logger.warning("probe round failed, regions unchanged: %s", exc.cause or exc)
             return
         now = workflow.now()
+        if batch.unresolved != s.unresolved:
+            for why in batch.unresolved.values():
+                workflow.logger.error("%s: %s", REGION_UNRESOLVED, why)
+        s.unresolved = batch.unresolved
         refused: list[str] = []
         for probe in batch.probes:
             t = s.trackers.get(probe.region)
@@ -167,8 +223,8 @@ class FleetMonitor:
 
     def _decide(self, now: object) -> None:
         s = self._state()
-        states = [t.state for t in s.trackers.values()]
-        s.alert = None
+        states = [t.state for name, t in s.trackers.items() if name not in s.unresolved]
+        s.alert = REGION_UNRESOLVED if s.unresolved else None
         if RegionState.UNHEALTHY in states and all(x in (RegionState.UNHEALTHY, RegionState.SUSPECT) for x in states):
             s.alert = ALL_REGIONS_UNHEALTHY
             workflow.logger.error("%s: every region of fleet %s is unhealthy; traffic is left where it is",
@@ -176,22 +232,26 @@ class FleetMonitor:
             return
         if s.policy != "automatic" or self.child is not None:
             return
-        if s.next_failover_attempt_at is not None and workflow.now() < s.next_failover_attempt_at:
-            return
+        backing_off = s.next_failover_attempt_at is not None and workflow.now() < s.next_failover_attempt_at
         moved = {r.source for r in s.failed_over}
         for name, t in s.trackers.items():
             if t.state is RegionState.UNHEALTHY and name not in moved:
-                target = pick_target(s.trackers, name, s.spec.weights)
+                target = choose_target(s, name, workflow.now())
                 if target is None:
                     s.alert = NO_FAILOVER_TARGET
                     workflow.logger.error("%s: %s is unhealthy and no region can take its traffic",
                                           NO_FAILOVER_TARGET, name)
                     return
+                # The back-off guards against the same obstacle; a region not tried yet is a new chance.
+                if backing_off and target in s.avoid_targets:
+                    return
                 self.child = asyncio.ensure_future(self._failover(name, target))
                 return
+        if backing_off:
+            return
         window = timedelta(seconds=s.spec.stabilization_window_s)
         for rec in s.failed_over:
-            t = s.trackers[rec.source]
+            t = s.trackers[rec.source]  # apply_spec drops records of removed regions
             if t.state is RegionState.HEALTHY and t.since is not None and workflow.now() - t.since >= window:
                 self.child = asyncio.ensure_future(self._failback(rec))
                 return
@@ -215,18 +275,22 @@ class FleetMonitor:
                 static_summary=f"automatic failover {source} → {target}",
             )
             rec.run_id = handle.first_execution_run_id
-            result: FailoverResult = await handle
+            result = await _child_result(handle, FailoverResult)
             rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
             if result.status in ("succeeded", "unverified"):
                 # Unverified still moved the traffic: it awaits failback like a verified failover
                 # (failing over again would only repeat the same unproven shift).
                 s.failed_over.append(rec)
+                s.avoid_targets.pop(target, None)
             else:
                 self._back_off(f"failover {result.status}: {result.error}")
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
             rec.status, rec.finished_at = "not started" if isinstance(exc, WorkflowAlreadyStartedError) else "error", workflow.now()
             self._back_off(f"failover {source} → {target} did not run: {exc}")
         finally:
+            if rec.status not in ("succeeded", "unverified"):
+                # The next attempt goes to another healthy region first (this one's worker may be dead).
+                s.avoid_targets[target] = workflow.now() + timedelta(seconds=max(300.0, 10 * s.spec.interval_s))
             s.last_failover = rec
             self.active = None
             self.child = None
@@ -236,7 +300,7 @@ class FleetMonitor:
         s = self._state()
         wid = f"failback/{s.spec.fleet}"
         try:
-            result: FailbackResult = await workflow.execute_child_workflow(
+            handle = await workflow.start_child_workflow(
                 "Failback", FailbackInput(spec=s.spec, region=rec.source, stabilization_window_s=0, initiator="monitor"),
                 id=wid, task_queue=s.spec.task_queue, result_type=FailbackResult,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
@@ -244,6 +308,7 @@ class FleetMonitor:
                 memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": "monitor"},
                 static_summary=f"automatic failback to {rec.source}",
             )
+            result = await _child_result(handle, FailbackResult)
             s.last_failback = f"{result.status} at {workflow.now().isoformat()}"
             if result.status in ("succeeded", "not_needed"):
                 s.failed_over = [r for r in s.failed_over if r.source != rec.source]
@@ -268,10 +333,9 @@ class FleetMonitor:
         phase = s.alert or ("paused" if s.paused else WATCHING)
         workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
         lines = [f"## Fleet `{s.spec.fleet}` monitor", f"policy **{s.policy}**, round {s.total_iterations}"]
-        if s.alert == PROBE_AUTH_REFUSED:
-            lines.insert(1, f"# 🚨 {s.alert}: replicas refuse drctl's token; check workload.auth")
-        elif s.alert:
-            lines.insert(1, f"# 🚨 {s.alert}: no region can take traffic; weights left unchanged")
+        if s.alert:
+            lines.insert(1, f"# 🚨 {s.alert}: {_ALERT_TEXT.get(s.alert, '')}")
+            lines += [f"- {why}" for why in s.unresolved.values()]
         lines.append("\n| region | state | fails | oks | last probe |\n|---|---|---|---|---|")
         for t in s.trackers.values():
             lines.append(f"| {t.region} | {t.state.value} | {t.consecutive_failures} | {t.consecutive_successes} "

@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from drctl.models.analysis import AnalysisRequest, AnalysisResult, Verdict
     from drctl.models.upgrade import Outcome
-    from workflows.common import Phases
+    from workflows.common import QUEUE_WAIT_S, Phases
 
 T = TypeVar("T")
 
@@ -58,6 +58,8 @@ class Control:
         self.pause_reason = ""
         self.approved_by: str | None = None
         self.finished = False
+        # Set when a failover took the fleet: the operation stops at once, like an abort.
+        self.preempted: str | None = None
 
     # --- what the update handlers call (validators raise ValueError) ----------------------------
 
@@ -71,9 +73,16 @@ class Control:
     def resume(self) -> None:
         self.paused, self.pause_reason = False, ""
 
+    def preempt(self, reason: str) -> None:
+        """A failover takes the fleet: stop at the next await, paused or not, and say why."""
+        self.preempted = reason
+        self.abort_reason = self.abort_reason or reason
+
     # --- waiting --------------------------------------------------------------------------------
 
     def check_abort(self) -> None:
+        if self.preempted is not None:
+            raise Stop(Outcome.PREEMPTED, f"yielded: {self.preempted}")
         if self.abort_reason is not None:
             raise Stop(Outcome.ABORTED, f"aborted: {self.abort_reason}")
 
@@ -135,6 +144,7 @@ class Control:
             opts: dict[str, Any] = {
                 "task_queue": queue,
                 "start_to_close_timeout": timedelta(seconds=req.window_s + 60),
+                "schedule_to_start_timeout": timedelta(seconds=QUEUE_WAIT_S),
                 "heartbeat_timeout": timedelta(seconds=30),
                 "retry_policy": ANALYSIS_RETRY,
             }

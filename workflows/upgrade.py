@@ -18,11 +18,10 @@ with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
     from drctl.models import ops
     from drctl.models.backup import BackupInfo, BackupRequest
+    from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.ops import (
         AbortInput,
         ApproveInput,
-        ClaimInput,
-        ClaimResult,
         OperationProgress,
         RegionRequest,
     )
@@ -35,7 +34,9 @@ with workflow.unsafe.imports_passed_through():
         UpgradeResult,
         UpgradeStatus,
     )
-    from workflows.common import Phases, fast, region_bound
+    from drctl.outcome import failed
+    from workflows.common import Phases, region_bound
+    from workflows.lock import acquire_fleet, release_fleet
     from workflows.notify import Notifier
     from workflows.progressive import Control, Stop, error_type, reason_of
     from workflows.upgrade_wave import WaveSteps, ended_on
@@ -48,6 +49,7 @@ class Upgrade:
         self.ctl = Control(self.phases)
         self.state = UpgradeStatus()
         self.steps = WaveSteps(self.phases, self.ctl, self.state)
+        self.busy = False
 
     # --- queries and updates --------------------------------------------------------------------
 
@@ -108,6 +110,12 @@ class Upgrade:
         if not self.ctl.paused:
             raise ValueError("not paused")
 
+    @workflow.signal(name=SIGNAL_PREEMPT)
+    def preempt(self, notice: PreemptNotice) -> None:
+        # Sent by the fleet lock: DR comes first, so the current wave rolls back and the upgrade ends.
+        if not self.ctl.finished:
+            self.ctl.preempt(notice.reason)
+
     @workflow.update(name=ops.UPDATE_APPROVE)
     def approve(self, inp: ApproveInput) -> str:
         self.ctl.approved_by = inp.approver
@@ -122,17 +130,26 @@ class Upgrade:
 
     @workflow.run
     async def run(self, req: UpgradeRequest) -> UpgradeResult:
-        info = workflow.info()
+        locked = False
+        try:
+            res, locked = await self._run(req)
+        finally:
+            if locked:
+                await release_fleet(req.spec.fleet)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if res.outcome is not Outcome.SUCCEEDED:
+            raise failed(f"upgrade {res.outcome.value}: {res.reason}", res, busy=self.busy)
+        return res
+
+    async def _run(self, req: UpgradeRequest) -> tuple[UpgradeResult, bool]:
+        locked = False
         self.phases.title = f"Upgrade of `{req.spec.fleet}` to `{req.release.image}` ({req.strategy.value})"
         res = UpgradeResult(upgrade_id=req.upgrade_id, image=req.release.image, strategy=req.strategy,
                             outcome=Outcome.FAILED, reason="")
         try:
-            self.phases.enter(ops.PHASE_CLAIM, "checking no other operation holds the fleet")
-            await workflow.execute_activity(
-                "claim_fleet", ClaimInput(fleet=req.spec.fleet, operation="upgrade", workflow_id=info.workflow_id,
-                                          run_id=info.run_id, started_at=workflow.now()),
-                result_type=ClaimResult, summary=f"claim fleet {req.spec.fleet}", **fast(15),
-            )
+            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {req.spec.fleet}")
+            await acquire_fleet(req.spec.fleet, "upgrade")
+            locked = True
             await self._read_releases(req)
             await self._backups(req, res)
             for i, region in enumerate(req.regions):
@@ -145,8 +162,7 @@ class Upgrade:
             res.outcome, res.reason, res.failed_metric = stop.outcome, stop.reason, stop.metric
         except (ActivityError, ApplicationError) as exc:
             res.reason = reason_of(exc)
-            if error_type(exc) == ops.FLEET_BUSY:
-                res.outcome = Outcome.FAILED
+            self.busy = error_type(exc) == ops.FLEET_BUSY
         res.waves = self.state.waves
         res.releases = ended_on(req, res.waves, self.steps.before)
         kept = [r.region for r in res.releases if r.state == "upgraded"]
@@ -158,8 +174,7 @@ class Upgrade:
                            f"{res.outcome.value}: {res.reason}")
         workflow.upsert_search_attributes([sa.VERDICT.value_set(res.outcome.value)])
         await Notifier(req.spec).upgrade_ended(res)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        return res
+        return res, locked
 
     async def _read_releases(self, req: UpgradeRequest) -> None:
         """Every region's stable release before anything changes: what a rollback puts back, and

@@ -12,24 +12,28 @@ raises when nothing was hurt, so a fault that did not happen never reads as inje
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-
 from drctl.chaos import ensure_allowed, fleet
+from drctl.chaos.faults import (
+    OWNER_ANNOTATION,
+    RESTORE_ANNOTATION,
+    FaultNotInjected,
+    admin,
+    apps_api,
+    clear_region,
+)
+from drctl.chaos.faults import now as _now
 from drctl.config import FleetConfig, RegionConfig
 
-RESTORE_ANNOTATION = "drctl.io/drill-restore-replicas"
-_ADMIN_TIMEOUT_S = 10.0
+__all__ = ["RESTORE_ANNOTATION", "FaultNotInjected", "clear_faults", "degrade_region", "kill_gateway",
+           "kill_region_replicas", "kill_replicas"]
 
 
-class FaultNotInjected(Exception):
-    """The platform accepted the call but hurt nothing, or cannot inject this fault at all."""
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
+def _owner(configuration: dict[str, Any] | None) -> str | None:
+    """The drill workflow id the worker wrote into the configuration: the fault's owner marker."""
+    owner = (configuration or {}).get("drill_id")
+    return str(owner) if owner else None
 
 
 def _target(configuration: dict[str, Any] | None, region: str) -> tuple[FleetConfig, RegionConfig]:
@@ -39,28 +43,14 @@ def _target(configuration: dict[str, Any] | None, region: str) -> tuple[FleetCon
     return cfg, region_cfg
 
 
-def _admin(region: RegionConfig, path: str, body: dict[str, Any] | None = None) -> Any:
-    if not region.devstack_admin_url:
-        raise FaultNotInjected(f"region {region.name} has no devstack_admin_url in the fleet config")
-    url = region.devstack_admin_url.rstrip("/") + path
-    resp = httpx.post(url, json=body if body is not None else {}, timeout=_ADMIN_TIMEOUT_S)
-    resp.raise_for_status()
-    return resp.json() if resp.content else {}
-
-
-def _apps(region: RegionConfig) -> Any:
-    from kubernetes import client
-
-    from drctl.providers.kube_client import api_client_for
-
-    # The same credentials as the worker's own calls (in-cluster, kubeconfig or exec auth).
-    return client.AppsV1Api(api_client_for(region.kube))
+def _admin(region: RegionConfig, path: str, body: dict[str, Any], configuration: dict[str, Any] | None) -> Any:
+    return admin(region, path, {**body, "owner": _owner(configuration)})
 
 
 def _core(region: RegionConfig) -> Any:
     from kubernetes import client
 
-    return client.CoreV1Api(_apps(region).api_client)
+    return client.CoreV1Api(apps_api(region).api_client)
 
 
 def _unsupported(cfg: FleetConfig, what: str) -> FaultNotInjected:
@@ -81,9 +71,9 @@ def kill_region_replicas(
     """Region outage: every replica of the track goes down and stays down until `clear_faults`."""
     cfg, rc = _target(configuration, region)
     if cfg.drills.fault_injector == "devstack":
-        out = _admin(rc, "/faults/replicas", {"action": "kill", "track": track, "stay_down": True})
+        out = _admin(rc, "/faults/replicas", {"action": "kill", "track": track, "stay_down": True}, configuration)
         return _injected(region, "region-outage", list(out.get("affected", [])))
-    apps = _apps(rc)
+    apps = apps_api(rc)
     name, ns = cfg.workload.deployment_name(track), rc.kube.namespace
     dep = apps.read_namespaced_deployment(name, ns)
     replicas = int(dep.spec.replicas or 0)
@@ -92,6 +82,8 @@ def kill_region_replicas(
     annotations = dict(dep.metadata.annotations or {})
     # Keep the first recorded count: a second outage on top of the first must not restore to 0.
     annotations.setdefault(RESTORE_ANNOTATION, str(replicas))
+    if _owner(configuration):
+        annotations[OWNER_ANNOTATION] = str(_owner(configuration))
     # An HPA stops acting on a target scaled to 0, so the outage holds until the rollback.
     apps.patch_namespaced_deployment(
         name, ns, {"metadata": {"annotations": annotations}, "spec": {"replicas": 0}}
@@ -107,7 +99,7 @@ def kill_replicas(
         raise ValueError("count must be at least 1")
     cfg, rc = _target(configuration, region)
     if cfg.drills.fault_injector == "devstack":
-        out = _admin(rc, "/faults/replicas", {"action": "kill", "track": track, "count": count})
+        out = _admin(rc, "/faults/replicas", {"action": "kill", "track": track, "count": count}, configuration)
         return _injected(region, "replica-loss", list(out.get("affected", [])))
     core = _core(rc)
     selector = f"app={cfg.workload.app},drctl.io/track={track}"
@@ -134,7 +126,7 @@ def degrade_region(
     if cfg.drills.fault_injector != "devstack":
         raise _unsupported(cfg, "degrade_region")
     body = {"track": track, "added_latency_ms": added_latency_ms, "error_rate": error_rate}
-    out = _admin(rc, "/faults/inference", body)
+    out = _admin(rc, "/faults/inference", body, configuration)
     affected = out.get("affected") if isinstance(out, dict) else None
     # The admin API applies inference faults to later replicas too; without a list it names none.
     return _injected(region, "region-degradation", list(affected or [f"{region}/{track}"]), **body)
@@ -145,25 +137,12 @@ def kill_gateway(region: str, configuration: dict[str, Any] | None = None) -> di
     cfg, rc = _target(configuration, region)
     if cfg.drills.fault_injector != "devstack":
         raise _unsupported(cfg, "kill_gateway")
-    out = _admin(rc, "/faults/gateway", {"action": "kill"})
+    out = _admin(rc, "/faults/gateway", {"action": "kill"}, configuration)
     affected = out.get("affected") if isinstance(out, dict) else None
     return _injected(region, "gateway-loss", list(affected or [f"{region}/gateway"]))
 
 
 def clear_faults(region: str, track: str = "stable", configuration: dict[str, Any] | None = None) -> dict[str, Any]:
     """Rollback: undo every fault in the region (restart, thaw, restore the gateway, restore replicas)."""
-    cfg, rc = _target(configuration, region)
-    if cfg.drills.fault_injector == "devstack":
-        _admin(rc, "/faults/clear")
-        return {"cleared": True, "region": region, "at": _now()}
-    apps = _apps(rc)
-    name, ns = cfg.workload.deployment_name(track), rc.kube.namespace
-    dep = apps.read_namespaced_deployment(name, ns)
-    saved = (dep.metadata.annotations or {}).get(RESTORE_ANNOTATION)
-    if saved is None:
-        return {"cleared": True, "region": region, "restored": None, "at": _now()}
-    annotations = {k: v for k, v in (dep.metadata.annotations or {}).items() if k != RESTORE_ANNOTATION}
-    # A merge patch only deletes a key given as null; the kept ones are written back unchanged.
-    patch = {"metadata": {"annotations": {**annotations, RESTORE_ANNOTATION: None}}, "spec": {"replicas": int(saved)}}
-    apps.patch_namespaced_deployment(name, ns, patch)
-    return {"cleared": True, "region": region, "restored": f"{name}:{saved}", "at": _now()}
+    cfg, _ = _target(configuration, region)
+    return clear_region(cfg, region, (track,))

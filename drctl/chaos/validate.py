@@ -1,9 +1,13 @@
 """Validate a drill experiment before anything runs, with an error a user can act on.
 
 Checks, in order: the file reads and parses (JSON or YAML, with the line of a syntax error), the
-keys a drill needs are there, chaostoolkit-lib's own `ensure_experiment_is_valid` accepts it, every
-python activity's module and function import, every fault action is one of drctl's (so its target
-can be checked) and aims at an allow-listed region the configured injector can hurt.
+keys a drill needs are there with the right shapes, nothing crosses the drill boundary (boundary.py:
+only drctl's chaos functions and HTTP probes to the fleet's endpoints, anywhere in the document; this
+runs before anything is imported), every python activity's module and function import,
+chaostoolkit-lib's own `ensure_experiment_is_valid` accepts it, and every fault action is one of
+drctl's (so its target can be checked) and aims at an allow-listed region the configured injector
+can hurt. The plan carries the canonical text (configuration resolved) and its sha256: that text is
+what the worker checks again and runs.
 """
 
 from __future__ import annotations
@@ -11,14 +15,17 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+from drctl.chaos.boundary import BoundaryViolation, canonical, check_boundary, digest, safe_name
 from drctl.config import FleetConfig
 from drctl.models.drill import ExperimentPlan
 
+T = TypeVar("T")
 ACTIONS_MODULE = "drctl.chaos.actions"
 # Faults the Kubernetes injector cannot produce (docs: scale to 0, delete pods only).
 _DEVSTACK_ONLY = {"degrade_region", "kill_gateway"}
@@ -69,14 +76,26 @@ def _required(path: str, exp: dict[str, Any]) -> None:
     if missing:
         raise ExperimentInvalid(path, f"missing required key(s): {', '.join(missing)}")
     hypo = exp["steady-state-hypothesis"]
-    if not isinstance(hypo, dict) or not hypo.get("probes"):
-        raise ExperimentInvalid(path, "steady-state-hypothesis needs at least one probe against the global endpoint")
+    if not isinstance(hypo, dict) or not hypo.get("probes") or not isinstance(hypo["probes"], list):
+        raise ExperimentInvalid(path, "steady-state-hypothesis needs a list of at least one probe against the global endpoint")
+    for key in ("method", "rollbacks"):
+        if not isinstance(exp.get(key), list | None):
+            raise ExperimentInvalid(path, f"{key} must be a list of activities, not {type(exp[key]).__name__}")
+    for where, act in [("steady-state-hypothesis", a) for a in hypo["probes"]] + [
+        (k, a) for k in ("method", "rollbacks") for a in exp.get(k) or []
+    ]:
+        if not isinstance(act, dict | str):
+            raise ExperimentInvalid(path, f"{where}: each activity must be a mapping (or a reference), not {act!r}")
+        if isinstance(act, dict) and not isinstance(act.get("provider"), dict | None):
+            raise ExperimentInvalid(path, f"{where} '{act.get('name')}': provider must be a mapping, not {act['provider']!r}")
     if not isinstance(exp["method"], list) or not any(
         isinstance(a, dict) and a.get("type") == "action" for a in exp["method"]
     ):
         raise ExperimentInvalid(path, "method needs at least one fault action")
     if not exp.get("rollbacks"):
         raise ExperimentInvalid(path, "rollbacks are required: a drill must undo its fault")
+    if not isinstance(exp.get("extensions"), list | None):
+        raise ExperimentInvalid(path, "extensions must be a list")
     if not isinstance(exp["configuration"], dict) or "target_region" not in exp["configuration"]:
         raise ExperimentInvalid(path, "configuration must name the target_region")
     ext = _drctl_extension(exp)
@@ -152,10 +171,21 @@ def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: Fl
             )
 
 
+def _guarded(path: str, step: str, fn: Callable[[], T]) -> T:
+    """Run one validation step; chaoslib answers some malformed documents with a bare TypeError or
+    AttributeError, which must reach the user as a refusal naming the step, not as a traceback."""
+    try:
+        return fn()
+    except (ExperimentInvalid, BoundaryViolation):
+        raise
+    except Exception as exc:  # noqa: BLE001 - see above
+        raise ExperimentInvalid(path, f"{step}: malformed experiment ({type(exc).__name__}: {exc})") from None
+
+
 def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None = None) -> ExperimentPlan:
     """Validate `path` for a drill on `cfg`, optionally aimed at `target`; raise ExperimentInvalid."""
     p = Path(path)
-    exp, text = _parse(p)
+    exp, _ = _parse(p)
     name = str(p)
     if not isinstance(exp, dict):
         raise ExperimentInvalid(name, "an experiment must be a mapping of keys (title, method, ...)")
@@ -167,26 +197,40 @@ def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None =
     }
     if target:
         overrides["target_region"] = target
-    conf = _resolve_configuration(name, exp, {k: v for k, v in overrides.items() if k in exp["configuration"]})
+    try:
+        safe_name(p.stem)
+        check_boundary(exp, {}, cfg, configuration_only=True)
+        conf = _guarded(name, "configuration", lambda: _resolve_configuration(
+            name, exp, {k: v for k, v in overrides.items() if k in exp["configuration"]}))
+        # Nothing is imported before this check: an import can run code.
+        _guarded(name, "drill boundary", lambda: check_boundary(exp, conf, cfg))
+    except BoundaryViolation as exc:
+        raise ExperimentInvalid(name, str(exc)) from None
     _check_imports(name, exp)
-    _chaoslib_valid(name, exp)
-    _check_targets(name, exp, conf, cfg)
+    _guarded(name, "Chaos Toolkit validation", lambda: _chaoslib_valid(name, exp))
+    _guarded(name, "fault targets", lambda: _check_targets(name, exp, conf, cfg))
     target_region = str(conf.get("target_region"))
     if target_region not in cfg.drills.allowed_targets:
         raise ExperimentInvalid(name, f"target_region {target_region!r} is not an allowed drill target")
     method = exp["method"]
+    try:
+        text = canonical(exp, conf)
+    except BoundaryViolation as exc:
+        raise ExperimentInvalid(name, str(exc)) from None
+    acts = [a for a in method if isinstance(a, dict)]
+    hypo = [a for a in exp["steady-state-hypothesis"]["probes"] if isinstance(a, dict)]
     return ExperimentPlan(
         path=str(p.resolve()),
         name=p.stem,
         title=str(exp["title"]),
         text=text,
-        fmt="yaml" if p.suffix in (".yaml", ".yml") else "json",
+        sha256=digest(text),
+        fmt="json",
         target_region=target_region,
         expect_failover=bool(_drctl_extension(exp)["expect_failover"]),
-        fault_actions=[str(a.get("name")) for a in method if a.get("type") == "action"],
-        probes=[str(a.get("name")) for a in exp["steady-state-hypothesis"]["probes"]]
-        + [str(a.get("name")) for a in method if a.get("type") == "probe"],
-        rollbacks=[str(a.get("name")) for a in exp.get("rollbacks") or []],
+        fault_actions=[str(a.get("name")) for a in acts if a.get("type") == "action"],
+        probes=[str(a.get("name")) for a in hypo] + [str(a.get("name")) for a in acts if a.get("type") == "probe"],
+        rollbacks=[str(a.get("name") if isinstance(a, dict) else a) for a in exp.get("rollbacks") or []],
         configuration=conf,
     )
 

@@ -30,7 +30,7 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
-from drctl.cli.ops import watch
+from drctl.cli.ops import exit_code, watch
 from drctl.config import FleetConfig
 from drctl.models.backup import (
     BackupInfo,
@@ -41,6 +41,7 @@ from drctl.models.backup import (
     RestoreRequest,
 )
 from drctl.operations import search_attributes, start_operation
+from drctl.outcome import Finished
 from drctl.providers.errors import ProviderError
 from drctl.providers.velero import VeleroBackupProvider
 from drctl.temporal import connect, ui_link
@@ -66,14 +67,16 @@ def _table(items: list[BackupInfo], title: str) -> Table:
     return t
 
 
-async def _follow(cfg: FleetConfig, handle: WorkflowHandle[Any, Any], output: Output) -> tuple[BackupJobResult, str]:
+async def _follow(cfg: FleetConfig, handle: WorkflowHandle[Any, Any], output: Output
+                  ) -> tuple[Finished[BackupJobResult], str]:
     link = ui_link(cfg, handle.id, handle.result_run_id)
     err_console.print(f"started: {handle.id}\nUI: {link}", markup=False, highlight=False)
     return await watch(handle, BackupJobResult, show=output is Output.table), link
 
 
-def _finish(res: BackupJobResult, link: str, output: Output, workflow_id: str) -> None:
-    """Print the object; exit 1 when the policy rejected it (the reason names the phase)."""
+def _finish(done: Finished[BackupJobResult], link: str, output: Output, workflow_id: str) -> None:
+    """Print the object; exit 1 when the policy rejected it (the reason names the phase), 3 when busy."""
+    res = done.result
     info = res.info.model_dump(mode="json") if res.info else None
     if output is Output.json:
         body = {**(info or {}), "workflow_id": workflow_id, "ui_link": link}
@@ -82,7 +85,7 @@ def _finish(res: BackupJobResult, link: str, output: Output, workflow_id: str) -
     elif res.info is not None:
         console.print(_table([res.info], f"{res.kind.lower()} in {res.region}"))
     if not res.ok:
-        raise UserError(f"{res.reason} (see {link})", exit_code=1)
+        raise UserError(f"{res.reason} (see {link})", exit_code=exit_code(done) or 1)
     if output is Output.table and res.info is not None:
         i = res.info
         what = f"expires {i.expiration}" if res.kind == "Backup" else f"{i.warnings} warnings"
@@ -108,6 +111,9 @@ def _refuse_existing(cfg: FleetConfig, region: str, name: str) -> None:
 def register(app: typer.Typer) -> None:
     backup_app = typer.Typer(help="Velero backups of the inference workload.", no_args_is_help=True)
     app.add_typer(backup_app, name="backup")
+    from drctl.cli.backup_schedule import register_schedule
+
+    register_schedule(backup_app)
 
     @backup_app.command("create")
     def create(
@@ -125,7 +131,7 @@ def register(app: typer.Typer) -> None:
         job = BackupJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
         wid = f"backup/{cfg.name}/{req.name}"
 
-        async def go() -> tuple[BackupJobResult, str]:
+        async def go() -> tuple[Finished[BackupJobResult], str]:
             from workflows.backup import Backup
 
             client = await connect(cfg)
@@ -200,7 +206,7 @@ def register(app: typer.Typer) -> None:
         job = RestoreJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
         wid = f"restore/{cfg.name}/{req.name}"
 
-        async def go() -> tuple[BackupJobResult, str]:
+        async def go() -> tuple[Finished[BackupJobResult], str]:
             from workflows.backup import Restore
 
             client = await connect(cfg)

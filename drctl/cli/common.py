@@ -62,8 +62,11 @@ def print_json(data: Any) -> None:
 
 def render_error(exc: BaseException) -> int:
     """Render any known error in one place and return the exit code."""
-    from drctl.temporal import TemporalUnreachable
+    from drctl.temporal import TemporalConfigError, TemporalUnreachable
 
+    if isinstance(exc, TemporalConfigError):
+        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 2
     if isinstance(exc, ConfigError):
         err_console.print(f"error: invalid config {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2

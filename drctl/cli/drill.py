@@ -93,32 +93,33 @@ def run_cmd(
         else:
             _print_plan(cfg, plan)
         return
-    from drctl.operations import FleetBusyError, start_operation
+    from drctl.operations import start_operation
+    from drctl.outcome import Finished, finished
 
-    async def go() -> DrillReport | None:
+    async def go() -> Finished[DrillReport] | None:
         client = await connect(cfg)
         wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-        try:
-            handle = await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
-                                           workflow_id=wid, target=plan.target_region)
-        except FleetBusyError as exc:
-            raise UserError(str(exc), exit_code=1) from None
+        # A busy fleet raises FleetBusyError, rendered in one place with exit code 3.
+        handle = await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
+                                       workflow_id=wid, target=plan.target_region)
         # stderr: stdout stays clean for `-o json`
         err_console.print(f"drill {wid} started: {ui_link(cfg, wid)}", markup=False, highlight=False)
         if no_wait:
             return None
         with err_console.status(f"running {plan.name} against {plan.target_region}…"):
-            return DrillReport.model_validate(await handle.result())
+            # A drill that did not PASS ends Failed; its report is in the failure's details.
+            return await finished(handle, DrillReport)
 
-    report = run_async(go)
-    if report is None:
+    done = run_async(go)
+    if done is None:
         return
+    report = done.result
     if output is Output.json:
         print_json(report.model_dump(mode="json"))
     else:
         _summary(report)
     if report.verdict.value != "PASS":
-        raise typer.Exit(1)
+        raise typer.Exit(3 if done.busy else 1)
 
 
 def _trend(reports: list[DrillReport]) -> dict[str, str]:
@@ -139,6 +140,12 @@ def _trend(reports: list[DrillReport]) -> dict[str, str]:
     return out
 
 
+def _loss(r: DrillReport) -> str:
+    if r.data_loss_objects is None:
+        return "-"
+    return f"{r.data_loss_s:.1f}s/{r.data_loss_objects}" if r.data_loss_s is not None else f"?/{r.data_loss_objects}"
+
+
 @drill_app.command("history")
 def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, output: OutputOpt = Output.table) -> None:
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
@@ -151,12 +158,12 @@ def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, 
         return
     trend = _trend(reports)
     table = Table(title=f"Drills of fleet {cfg.name}")
-    for col in ("date", "experiment", "target", "verdict", "RTO / target", "error window", "trend", "id"):
+    for col in ("date", "experiment", "target", "verdict", "RTO / target", "error window", "data loss", "trend", "id"):
         table.add_column(col)
     for r in reports:
         rto = f"{r.measured_rto_s:.1f}s" if r.measured_rto_s is not None else "-"
         table.add_row(r.started_at.strftime("%Y-%m-%d %H:%M"), r.experiment, r.target_region, r.verdict.value,
-                      f"{rto} / {r.rto_target_s:g}s", f"{r.error_window_s:.1f}s", trend.get(r.id, ""), r.id)
+                      f"{rto} / {r.rto_target_s:g}s", f"{r.error_window_s:.1f}s", _loss(r), trend.get(r.id, ""), r.id)
     # Piped output gets rich's 80 columns, which would cut drill ids a script or grep needs whole.
     (console if console.is_terminal else Console(width=200)).print(table)
 

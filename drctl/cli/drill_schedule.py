@@ -53,11 +53,27 @@ def schedule_id(cfg: FleetConfig, name: str) -> str:
     return f"drill-schedule/{cfg.name}/{name}"
 
 
+_CRON_NAMES = r"\b(JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC|SUN|MON|TUE|WED|THU|FRI|SAT)\b"
+
+
 def _cron(expr: str) -> str:
+    from croniter import croniter
+
     fields = expr.split()
     if len(fields) != 5:
         raise UserError(f"--cron {expr!r}: expected 5 fields (minute hour day-of-month month day-of-week)")
-    return expr
+    # The right number of fields is not a schedule: "61 25 * * *" or "0 3 31 2 *" never fire.
+    # Plain fields only (numbers, names, * , - /): croniter's extensions (L, W, #, H) are not
+    # what the Temporal server's parser takes.
+    plain = re.sub(_CRON_NAMES, "0", expr.upper())
+    if not re.fullmatch(r"[0-9*,/\- ]+", plain) or not croniter.is_valid(expr):
+        raise UserError(f"--cron {expr!r}: not a valid cron expression (minute 0-59, hour 0-23, day 1-31, "
+                        "month 1-12 or JAN-DEC, weekday 0-6 or SUN-SAT)")
+    try:
+        croniter(expr).get_next(float)
+    except Exception:  # noqa: BLE001 - croniter raises several types for a date that never comes
+        raise UserError(f"--cron {expr!r}: matches no date (e.g. day 31 of a 30-day month)") from None
+    return " ".join(fields)
 
 
 @schedule_app.callback()

@@ -25,7 +25,7 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
-from drctl.cli.ops import watch
+from drctl.cli.ops import exit_code, watch
 from drctl.config import FleetConfig
 from drctl.models.failover import (
     FailbackInput,
@@ -35,12 +35,14 @@ from drctl.models.failover import (
     FailoverResult,
     MonitorInput,
     MonitorStatus,
-    needed_replicas,
-    shift_weights,
+    capacity_of,
+    plan_failover,
+    target_problem,
 )
 from drctl.models.ops import FleetSpec
 from drctl.models.traffic import GlobalChange
 from drctl.operations import start_operation
+from drctl.outcome import Finished
 from drctl.temporal import connect, ui_link
 from workflows.common import fmt_weights
 
@@ -48,26 +50,24 @@ Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmat
 NoWait = Annotated[bool, typer.Option("--no-wait", help="Start and return; follow it in the UI or `drctl ops show`.")]
 
 
-def dry_run_plan(cfg: FleetConfig, target: str, source: str | None) -> FailoverPlan:
-    """The plan the workflow would follow, read from the providers; changes nothing."""
+def dry_run_plan(cfg: FleetConfig, target: str, source: str | None, *, emergency: bool = False,
+                 force: bool = False) -> FailoverPlan:
+    """The plan the workflow would follow (the same `plan_failover`), from live reads; changes nothing."""
+    import asyncio
+
     from drctl.providers.kubernetes import KubernetesPlatform
+    from drctl.providers.probe import InferenceProber
     from drctl.providers.traffic_factory import global_traffic
 
+    spec = FleetSpec.from_config(cfg)
     weights = global_traffic(cfg).get_weights()
-    sources = [source] if source else [r for r, w in weights.items() if r != target and w > 0]
-    after = dict(weights)
-    for s in sources:
-        after = shift_weights(after, s, target)
-    dep = KubernetesPlatform(cfg.region(target)).get_deployment(cfg.workload.deployment_name("stable"))
-    max_r = min(cfg.region(target).max_replicas, dep.hpa_max_replicas or cfg.region(target).max_replicas)
-    needed = needed_replicas(dep.replicas, sum(weights.values()), weights.get(target, 0))
-    problems = [] if max_r >= needed else [f"needs {needed} replicas in {target}, max {max_r}"]
-    return FailoverPlan(
-        source=",".join(sources) or None, target=target, weights_before=weights, weights_after=after,
-        target_replicas_before=dep.replicas, target_replicas_needed=min(needed, 10**4),
-        target_replicas_planned=max(dep.replicas, min(needed, max_r)), max_replicas=max_r,
-        capacity_ok=max_r >= needed, mode="normal", problems=problems,
-    )
+    name = cfg.workload.deployment_name("stable")
+    dep = KubernetesPlatform(cfg.region(target)).get_deployment(name)
+    cap = capacity_of(target, name, dep.replicas, dep.ready_replicas, cfg.region(target).max_replicas,
+                      dep.hpa_min_replicas, dep.hpa_max_replicas)
+    probe = None if force else asyncio.run(InferenceProber(cfg).probe_region(target))
+    return plan_failover(spec, weights, target, source, cap, emergency=emergency, force=force,
+                         target_issue=target_problem(probe, emergency, cfg.health.fail_on_degraded))
 
 
 def _confirm(yes: bool, question: str) -> None:
@@ -92,6 +92,9 @@ def _render_failover(res: FailoverResult, link: str) -> None:
     t.add_row("weights", f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after or res.weights_before)}")
     if res.target_replicas is not None:
         t.add_row(f"{res.target} replicas", str(res.target_replicas))
+    if res.plan is not None and res.plan.shortfall:
+        t.add_row("capacity shortfall", f"needs {res.plan.target_replicas_needed} ({res.plan.sizing}); "
+                                        f"max_replicas {res.plan.max_replicas}")
     if res.rto_s is not None:
         t.add_row("measured RTO", f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})")
     if res.verify:
@@ -102,6 +105,12 @@ def _render_failover(res: FailoverResult, link: str) -> None:
         t.add_row("global change", fmt_change(c))
     for p in res.phases:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
+    if res.preempted:
+        t.add_row("preempted (DR first)", ", ".join(res.preempted))
+    if res.data_loss:
+        d = res.data_loss
+        lag = "unknown" if d.lag_s is None else f"{d.lag_s:.1f} s"
+        t.add_row("data-loss exposure", f"{lag}, {d.objects} object(s) (RPO {d.rpo_target_s:g} s)")
     if res.compensated:
         t.add_row("compensation", res.compensated)
     if res.error:
@@ -117,7 +126,7 @@ def register(app: typer.Typer) -> None:
         config: ConfigOpt = Path(DEFAULT_CONFIG),
         from_: Annotated[str | None, typer.Option("--from", help="Region to drain; default every other region.")] = None,
         emergency: Annotated[bool, typer.Option("--emergency", help="Shift first, scale after.")] = False,
-        force: Annotated[bool, typer.Option("--force", help="Override target health and capacity refusals.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Override refusals: target health, capacity, replication lag over the RPO, model drift.")] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
         yes: Yes = False,
         no_wait: NoWait = False,
@@ -131,28 +140,30 @@ def register(app: typer.Typer) -> None:
             if from_ == to:
                 raise UserError(f"--from and --to are both {to}")
         if dry_run:
-            plan = dry_run_plan(cfg, to, from_)
+            plan = dry_run_plan(cfg, to, from_, emergency=emergency, force=force)
             if output is Output.json:
                 print_json({"dry_run": True, "plan": plan.model_dump(mode="json")})
                 return
             console.print(f"[bold]dry run[/] (nothing changed): failover {plan.source} → {to}")
             console.print(f"  global weights: {fmt_weights(plan.weights_before)} → {fmt_weights(plan.weights_after)}")
             console.print(f"  {to} replicas: {plan.target_replicas_before} → {plan.target_replicas_planned} "
-                          f"(needed {plan.target_replicas_needed}, max {plan.max_replicas})")
+                          f"(needed {plan.target_replicas_needed}: {plan.sizing}; max {plan.max_replicas})")
+            if plan.shortfall:
+                console.print(f"  [yellow]capacity shortfall:[/] {plan.shortfall} replica(s) short of the need")
             for p in plan.problems:
                 console.print(f"  [red]would refuse:[/] {p}")
             return
         _confirm(yes, f"Move all traffic of fleet {cfg.name!r} to {to}?")
         inp = FailoverInput(spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force)
-        res, link = run_async(lambda: _run_failover(cfg, inp, no_wait, output))
-        if res is None:
+        done, link = run_async(lambda: _run_failover(cfg, inp, no_wait, output))
+        if done is None:
             return
+        res = done.result
         if output is Output.json:
             print_json({"workflow_id": f"failover/{cfg.name}", "ui_link": link, "result": res.model_dump(mode="json")})
         else:
             _render_failover(res, link)
-        if res.status != "succeeded":
-            raise typer.Exit(1)
+        raise typer.Exit(exit_code(done))
 
     @app.command("failback")
     def failback(
@@ -169,7 +180,7 @@ def register(app: typer.Typer) -> None:
         _confirm(yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?")
         inp = FailbackInput(spec=FleetSpec.from_config(cfg), region=region)
 
-        async def go() -> tuple[FailbackResult | None, str]:
+        async def go() -> tuple[Finished[FailbackResult] | None, str]:
             from workflows.failback import Failback
 
             client = await connect(cfg)
@@ -180,11 +191,12 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"failback started: {link}")
             if no_wait:
                 return None, link
-            return await watch(handle, show=output is Output.table), link
+            return await watch(handle, FailbackResult, show=output is Output.table), link
 
-        res, link = run_async(go)
-        if res is None:
+        done, link = run_async(go)
+        if done is None:
             return
+        res = done.result
         if output is Output.json:
             print_json({"ui_link": link, "result": res.model_dump(mode="json")})
         else:
@@ -195,13 +207,13 @@ def register(app: typer.Typer) -> None:
             if res.error:
                 console.print(f"error: {res.error}")
             console.print(f"UI: {link}")
-        if res.status not in ("succeeded", "not_needed"):
-            raise typer.Exit(1)
+        raise typer.Exit(exit_code(done))
 
     _register_monitor(app)
 
 
-async def _run_failover(cfg: FleetConfig, inp: FailoverInput, no_wait: bool, output: Output) -> tuple[FailoverResult | None, str]:
+async def _run_failover(cfg: FleetConfig, inp: FailoverInput, no_wait: bool, output: Output
+                        ) -> tuple[Finished[FailoverResult] | None, str]:
     from workflows.failover import Failover
 
     client = await connect(cfg)
@@ -214,7 +226,7 @@ async def _run_failover(cfg: FleetConfig, inp: FailoverInput, no_wait: bool, out
         if output is Output.json:
             print_json({"workflow_id": wid, "run_id": handle.result_run_id, "ui_link": link})
         return None, link
-    return await watch(handle, show=output is Output.table), link
+    return await watch(handle, FailoverResult, show=output is Output.table), link
 
 
 def _monitor_id(cfg: FleetConfig) -> str:
@@ -241,6 +253,23 @@ async def start_monitor(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandl
     return handle, True
 
 
+async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> list[str]:
+    """Make a running monitor follow `cfg` (weights, regions, thresholds, policy); returns the changes.
+
+    Applied by the monitor between probe rounds; regions in both configs keep their state.
+    """
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from drctl.models.monitor_config import SpecUpdate
+
+    try:
+        return await handle.execute_update("update_spec", SpecUpdate(spec=FleetSpec.from_config(cfg)),
+                                           result_type=list[str])
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause.message if exc.cause is not None and hasattr(exc.cause, "message") else str(exc)
+        raise UserError(f"monitor {handle.id} refused the config {cfg.source_path or ''}: {cause}") from None
+
+
 async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
     try:
         return await client.get_workflow_handle(_monitor_id(cfg)).query("status", result_type=MonitorStatus)
@@ -254,15 +283,23 @@ def _register_monitor(app: typer.Typer) -> None:
 
     @mon.command("start")
     def start(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
-        """Start watching every region (idempotent)."""
+        """Start watching every region; a running monitor is updated to follow this config."""
         cfg = load(config)
 
-        async def go() -> tuple[str, bool]:
+        async def go() -> tuple[str, bool, list[str]]:
             handle, started = await start_monitor(await connect(cfg), cfg)
-            return ui_link(cfg, handle.id), started
+            changes = [] if started else await update_monitor(handle, cfg)
+            return ui_link(cfg, handle.id), started, changes
 
-        link, started = run_async(go)
-        console.print(f"monitor {'started' if started else 'already running'}: {link}")
+        link, started, changes = run_async(go)
+        if started:
+            console.print(f"monitor started: {link}")
+        elif changes:
+            console.print(f"monitor already running; updated to follow {cfg.source_path or 'the config'}: {link}")
+            for c in changes:
+                console.print(f"  {c}")
+        else:
+            console.print(f"monitor already running; it follows this config already: {link}")
 
     @mon.command("stop")
     def stop(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
@@ -290,6 +327,8 @@ def _register_monitor(app: typer.Typer) -> None:
             return
         if st.alert:
             console.print(f"[bold red]ALERT {st.alert}[/]")
+        for why in st.unresolved.values():
+            console.print(f"[red]not probed:[/] {why}")
         t = Table(title=f"monitor {cfg.name}: policy {st.policy}{' (paused)' if st.paused else ''}, round {st.iteration}")
         for col in ("region", "state", "fails", "oks", "last probe", "ttft p50 ms"):
             t.add_column(col)

@@ -13,6 +13,8 @@ from drctl.cli.common import err_console, render_error
 app = typer.Typer(
     name="drctl",
     help="Disaster recovery and migration for multi-region LLM inference fleets, on Temporal.",
+    epilog="Exit codes, the same for every command: 0 succeeded; 1 ran and did not succeed (the result says "
+           "why); 2 usage or validation error; 3 nothing started: the fleet is busy, or Temporal is unreachable.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -30,7 +32,9 @@ _COMMAND_MODULES = [
     "drctl.cli.upgrade",
     "drctl.cli.backup",
     "drctl.cli.drill",
+    "drctl.cli.replicate",
     "drctl.cli.notify",
+    "drctl.cli.codec",
 ]
 
 for _name in _COMMAND_MODULES:
@@ -59,11 +63,12 @@ _CLICK_ERRORS = _click_classes("ClickException")
 _CLICK_ABORT = _click_classes("Abort")
 
 
-def run() -> None:
+def invoke(args: list[str] | None = None) -> int:
+    """Run one command line and return its exit code; every error is rendered here, never raised."""
     code = 0
     try:
         # Without standalone mode click returns typer.Exit's code instead of raising it.
-        returned = app(standalone_mode=False)
+        returned = app(args=args, standalone_mode=False)
         if isinstance(returned, int):
             code = returned
     except SystemExit as exc:
@@ -80,6 +85,11 @@ def run() -> None:
             code = exc.exit_code  # type: ignore[attr-defined]  # 2 for usage errors
         else:
             code = render_error(exc)
+    return code
+
+
+def run() -> None:
+    code = invoke()
     sys.stdout.flush()
     sys.stderr.flush()
     # The Temporal SDK's runtime can abort at interpreter exit (sdk-python#300); the work is done

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.live import Live
 from rich.table import Table
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
 from drctl import search_attributes as sa
@@ -34,6 +34,7 @@ from drctl.models.ops import (
     OperationProgress,
 )
 from drctl.operations import list_operations, running_operations, visibility_query
+from drctl.outcome import Finished, M, details_from, finished
 from drctl.temporal import connect, ui_link
 
 
@@ -57,27 +58,28 @@ async def query_progress(handle: WorkflowHandle[Any, Any]) -> OperationProgress 
         return None  # not yet picked up by a worker, or no such query on this workflow type
 
 
-async def watch(handle: WorkflowHandle[Any, Any], result_type: type | None = None, show: bool = True,
-                poll_s: float = 0.5) -> Any:
-    """Wait for the result, showing the phases live (when `show`).
+async def watch(handle: WorkflowHandle[Any, Any], result_type: type[M], show: bool = True,
+                poll_s: float = 0.5) -> Finished[M]:
+    """Wait for the operation to close, showing the phases live (when `show`).
 
-    `result_type` converts the result when the handle was made without one (a plain dict then).
+    An operation that did not succeed ends Failed; its result comes from the failure's details.
     """
-    result_task = asyncio.ensure_future(handle.result())
+    result_task = asyncio.ensure_future(finished(handle, result_type))
     if not show:
-        return _typed(await result_task, result_type)
+        return await result_task
     with Live(progress_table(handle.id, None, "starting"), console=console, refresh_per_second=4, transient=False) as live:
         while not result_task.done():
             live.update(progress_table(handle.id, await query_progress(handle), "running"))
             await asyncio.wait([result_task], timeout=poll_s)
-        live.update(progress_table(handle.id, await query_progress(handle), "finished"))
-    return _typed(result_task.result(), result_type)
+        done = result_task.result() if result_task.exception() is None else None
+        status = "finished" if done is None else ("failed" if done.failed else "completed")
+        live.update(progress_table(handle.id, await query_progress(handle), status))
+    return result_task.result()
 
 
-def _typed(result: Any, result_type: type | None) -> Any:
-    if result_type is not None and isinstance(result, dict) and hasattr(result_type, "model_validate"):
-        return result_type.model_validate(result)
-    return result
+def exit_code(done: Finished[Any]) -> int:
+    """The same for every command: 0 succeeded, 1 ran and did not succeed, 3 the fleet was busy."""
+    return 3 if done.busy else (1 if done.failed else 0)
 
 
 async def _handle(client: Client, cfg: FleetConfig, wid: str) -> WorkflowHandle[Any, Any]:
@@ -142,6 +144,12 @@ def register(app: typer.Typer) -> None:
             result = None
             if desc.status == WorkflowExecutionStatus.COMPLETED:
                 result = await handle.result()
+            elif desc.status == WorkflowExecutionStatus.FAILED:
+                # An operation that did not succeed carries its result in the failure's details.
+                try:
+                    await handle.result()
+                except WorkflowFailureError as exc:
+                    result = details_from(exc) or {"error": str(exc.cause or exc)}
             attrs = desc.typed_search_attributes
             return {"workflow_id": workflow_id, "run_id": desc.run_id, "status": desc.status.name if desc.status else "?",
                     "operation": attrs.get(sa.OPERATION), "phase": attrs.get(sa.PHASE),

@@ -50,9 +50,12 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
         client = await connect(cfg)
         return await monitor_status(client, cfg), await running_operations(client, cfg)
 
+    from drctl.cli import data_status
+
     tasks = [asyncio.to_thread(weights), InferenceProber(cfg).probe_regions(cfg.region_names), temporal(),
-             *(asyncio.to_thread(replicas, r) for r in cfg.region_names)]
-    w, probes, tmp, *reps = await asyncio.gather(*tasks, return_exceptions=True)
+             data_status.collect(cfg), *(asyncio.to_thread(replicas, r) for r in cfg.region_names)]
+    w, probes, tmp, data, *reps = await asyncio.gather(*tasks, return_exceptions=True)
+    out.update(data if isinstance(data, dict) else {"data_error": _short(data)})
     for i, name in enumerate(cfg.region_names):
         reg = out["regions"][name]
         reg["weight"] = w.get(name) if isinstance(w, dict) else None
@@ -108,9 +111,12 @@ def register(app: typer.Typer) -> None:
         console.print(t)
         for line in reasons:
             console.print(f"  {line}", markup=False, highlight=False)
-        for key in ("weights_error", "probe_error", "temporal_error"):
+        for key in ("weights_error", "probe_error", "temporal_error", "data_error"):
             if key in data:
                 console.print(f"[yellow]{key.replace('_', ' ')}:[/] {data[key]}")
+        from drctl.cli import data_status
+
+        data_status.render(data)
         ops = data.get("operations") or []
         if ops:
             console.print("running operations:")

@@ -25,17 +25,17 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
-from drctl.cli.ops import watch
+from drctl.cli.ops import exit_code, watch
 from drctl.config import FleetConfig
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import (
-    Outcome,
     Strategy,
     UpgradeResult,
     UpgradeStatus,
     upgrade_request,
 )
-from drctl.operations import FleetBusyError, start_operation
+from drctl.operations import start_operation
+from drctl.outcome import Finished
 from drctl.temporal import connect, ui_link
 
 # A container image reference with an explicit tag or digest: an upgrade must name what it ships.
@@ -51,7 +51,7 @@ def new_id() -> str:
 
 
 def parse_image(image: str) -> str:
-    if not _IMAGE.match(image):
+    if not _IMAGE.fullmatch(image):  # fullmatch: `$` alone would let a trailing newline through
         raise UserError(f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)")
     return image
 
@@ -106,10 +106,8 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = conso
 async def _start_and_watch(cfg: FleetConfig, run_fn: Any, req: Any, operation: str, wid: str, result_type: type,
                            no_wait: bool, output: Output, **where: Any) -> tuple[Any, str]:
     client = await connect(cfg)
-    try:
-        handle = await start_operation(client, cfg, run_fn, req, operation=operation, workflow_id=wid, **where)
-    except FleetBusyError as exc:
-        raise UserError(str(exc), exit_code=1) from None
+    # A busy fleet raises FleetBusyError, rendered in one place with exit code 3.
+    handle = await start_operation(client, cfg, run_fn, req, operation=operation, workflow_id=wid, **where)
     link = ui_link(cfg, wid, handle.result_run_id)
     err_console.print(f"{operation} started: {wid}\nUI: {link}")
     if no_wait:
@@ -119,15 +117,15 @@ async def _start_and_watch(cfg: FleetConfig, run_fn: Any, req: Any, operation: s
     return await watch(handle, result_type, show=output is Output.table), link
 
 
-def _finish(res: Any, link: str, output: Output) -> None:
-    if res is None:
+def _finish(done: Finished[Any] | None, link: str, output: Output) -> None:
+    if done is None:
         return
+    res = done.result
     if output is Output.json:
         print_json({"ui_link": link, "result": res.model_dump(mode="json")})
     else:
         render(res, link)
-    if res.outcome is not Outcome.SUCCEEDED:
-        raise typer.Exit(1)
+    raise typer.Exit(exit_code(done))
 
 
 def _workflow_id(cfg: FleetConfig, kind: str, ident: str) -> str:
@@ -158,7 +156,7 @@ def register(app: typer.Typer) -> None:
             raise UserError("--image is required, e.g. drctl upgrade --image vllm/vllm-openai:v0.6.4")
         cfg = load(config)
         parse_image(image)
-        step_list = parse_steps(steps) if steps else None
+        step_list = parse_steps(steps) if steps is not None else None  # --steps "" is a mistake, not the default
         waves = [r.strip() for r in regions.split(",") if r.strip()] if regions else None
         for r in waves or []:
             cfg.region(r)  # unknown region: exit 2 listing the known ones

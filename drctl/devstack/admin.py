@@ -30,6 +30,9 @@ class GatewayFaults(Protocol):
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # The drill workflow that injects the fault; listed by GET /faults so a sweep can clear faults
+    # whose drill is gone (a Kubernetes fault carries the same marker as an annotation).
+    owner: str | None = None
 
 
 class ReplicaFault(_Body):
@@ -55,6 +58,11 @@ class InferenceFault(_Body):
 class RegionAdmin:
     def __init__(self, agent: NodeAgent, gateway: GatewayFaults) -> None:
         self.agent, self.gateway = agent, gateway
+        self.owners: set[str] = set()
+
+    def _own(self, body: _Body) -> None:
+        if body.owner:
+            self.owners.add(body.owner)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[_errors])
@@ -73,7 +81,7 @@ class RegionAdmin:
         held = [{"pod": r.pod, "track": r.track, "state": r.state, "stay_down": r.stay_down}
                 for r in sorted(self.agent.replicas.values(), key=lambda r: r.pod) if r.stay_down or r.state == "frozen"]
         return web.json_response({"replicas": held, "gateway": self.gateway.fault,
-                                  "inference": self.agent.inference_faults})
+                                  "inference": self.agent.inference_faults, "owners": sorted(self.owners)})
 
     async def fault_replicas(self, request: web.Request) -> web.Response:
         body = ReplicaFault.model_validate(await request.json())
@@ -82,18 +90,22 @@ class RegionAdmin:
                    if r.state in wanted[body.action] and r.proc.returncode is None
                    and body.track in (None, r.track) and body.deployment in (None, r.deployment)]
         targets = targets[: body.count] if body.count is not None else targets
+        if body.stay_down or body.action == "freeze":
+            self._own(body)
         for r in targets:
             _signal_replica(r, body.action, body.stay_down)
         return web.json_response({"affected": [r.pod for r in targets]})
 
     async def fault_gateway(self, request: web.Request) -> web.Response:
         body = GatewayFault.model_validate(await request.json())
+        self._own(body)
         await getattr(self.gateway, body.action)()
         return web.json_response({"gateway": self.gateway.fault})
 
     async def fault_inference(self, request: web.Request) -> web.Response:
         body = InferenceFault.model_validate(await request.json())
-        fault = body.model_dump(exclude_none=True, exclude={"track"})
+        self._own(body)
+        fault = body.model_dump(exclude_none=True, exclude={"track", "owner"})
         key = body.track or "*"
         self.agent.inference_faults[key] = {**self.agent.inference_faults.get(key, {}), **fault}
         targets = [r for r in self.agent.replicas.values()
@@ -111,6 +123,7 @@ class RegionAdmin:
         live = [r for r in self.agent.replicas.values() if r.proc.returncode is None and r.faults_applied]
         await asyncio.gather(*(_fleetsim_fault(r, "DELETE", None) for r in live))
         await self.gateway.restore()
+        self.owners.clear()
         return web.json_response({"cleared": True})
 
 

@@ -36,6 +36,7 @@ _RESOURCES: dict[str, tuple[str, bool]] = {  # "group/version/plural" -> (kind, 
     "autoscaling/v2/horizontalpodautoscalers": ("HorizontalPodAutoscaler", True),
     "velero.io/v1/backups": ("Backup", True),
     "velero.io/v1/restores": ("Restore", True),
+    "velero.io/v1/schedules": ("Schedule", True),
     "velero.io/v1/backupstoragelocations": ("BackupStorageLocation", True),
     "gateway.networking.k8s.io/v1/httproutes": ("HTTPRoute", True),
 }

@@ -25,6 +25,7 @@ import aiohttp
 from botocore.exceptions import BotoCoreError, ClientError
 
 from drctl.config import FleetConfig
+from drctl.devstack.velero_schedules import reconcile_schedules
 from drctl.devstack.velero_store import BackupStore, go_duration
 
 log = logging.getLogger("drctl.devstack.velero")
@@ -103,6 +104,11 @@ class VeleroAgent:
                 await asyncio.sleep(self.poll_s)
 
     async def reconcile_once(self) -> None:
+        try:
+            await reconcile_schedules(self)
+        except KubeError as exc:
+            if exc.status != 404:  # 404: namespace (or the Schedule kind) not there yet
+                raise
         for plural, handler in (("backups", self._do_backup), ("restores", self._do_restore)):
             try:
                 listing = await self._req("GET", _path("velero.io", "v1", plural, self.ns))

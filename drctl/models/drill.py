@@ -29,8 +29,9 @@ class ExperimentPlan(BaseModel):
     path: str
     name: str = Field(description="File stem, e.g. region-outage; reports group by it.")
     title: str
-    text: str = Field(description="The experiment file's content, so the worker runs what was validated.")
-    fmt: str = Field("json", description="json or yaml.")
+    text: str = Field(description="Canonical experiment (configuration resolved): what the worker checks and runs.")
+    sha256: str = Field("", description="sha256 of `text`; the worker refuses a text that does not match.")
+    fmt: str = Field("json", description="Format of `text`; canonical texts are json.")
     target_region: str
     expect_failover: bool
     fault_actions: list[str] = Field(default_factory=list, description="Method actions, in order.")
@@ -155,6 +156,9 @@ class DrillReport(BaseModel):
     failover: Observation | None = None
     failover_phases: list[dict[str, Any]] = Field(default_factory=list)
     failover_rto_s: float | None = Field(None, description="The failover workflow's own RTO figure.")
+    data_loss_s: float | None = Field(
+        None, description="Data-loss exposure the failover recorded: replication lag of the target at the fault, s.")
+    data_loss_objects: int | None = Field(None, description="Objects the target lacked when it took the traffic.")
     failback: Observation | None = None
     journal: JournalVerdict | None = None
     journal_key: str | None = None
@@ -230,3 +234,17 @@ def mark_stopped(report: DrillReport, out: ExperimentOutcome, why: str) -> None:
             f"rollbacks incomplete ({v.rollbacks_ok}/{v.rollbacks_expected} succeeded; {failed}): check the region")
     else:
         report.reasons.append(f"the experiment was interrupted and its {v.rollbacks_ok} rollback(s) succeeded")
+
+
+class ClearFaultsInput(BaseModel):
+    """Clear the drill faults in `region`: the experiment's own rollbacks may not have run."""
+
+    region: str
+    workflow_id: str
+    reason: str = Field(description="Why the workflow clears: abort, timeout, lost worker.")
+
+
+class ClearFaultsResult(BaseModel):
+    region: str
+    cleared: bool
+    detail: str = ""

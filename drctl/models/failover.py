@@ -1,49 +1,43 @@
-"""Failover, failback and monitor models, and the pure logic they share (weights, capacity, states).
+"""Failover, failback and monitor models, and the pure logic they share (weights, states).
 
 The logic lives next to the models, free of Temporal, so the workflows, the CLI's dry run and the
-unit tests all compute the same plan.
+unit tests all compute the same plan. The failover plan itself (weights, capacity) is in
+failover_plan.py and re-exported here.
 """
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failover models' one import path)
+    WEIGHT_CAP,
+    FailoverPlan,
+    cap_weights,
+    capacity_of,
+    needed_replicas,
+    plan_failover,
+    probe_passes,
+    serving_replicas,
+    shift_weights,
+    target_problem,
+)
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.ops import FleetSpec, PhaseTiming, VerifyResult
+from drctl.models.rpo import DataLossExposure
 from drctl.models.traffic import GlobalChange
 
 ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
 NO_FAILOVER_TARGET = "NO_FAILOVER_TARGET"
+# A region in the monitor's spec that the worker's config cannot resolve: it is neither probed nor
+# a failover target until the configs agree again.
+REGION_UNRESOLVED = "REGION_UNRESOLVED"
 PROBE_AUTH_REFUSED = "PROBE_AUTH_REFUSED"
 
 
 # --- pure plan logic ---------------------------------------------------------------------------
-
-
-def shift_weights(current: dict[str, int], source: str, target: str) -> dict[str, int]:
-    """Source to 0, target takes the source's share; never all zero."""
-    new = dict(current)
-    moved = new.get(source, 0)
-    new[source] = 0
-    new[target] = new.get(target, 0) + moved
-    if sum(new.values()) <= 0:
-        # Everything was already 0 except nothing: keep the target serving rather than black-hole.
-        new[target] = 1
-    return {k: min(v, 256) for k, v in new.items()}
-
-
-def needed_replicas(target_replicas: int, total_weight: int, target_weight: int) -> int:
-    """Replicas the target needs to carry the whole load at today's per-replica load."""
-    if target_replicas <= 0:
-        target_replicas = 1
-    if target_weight <= 0:
-        # The target serves nothing today, so its per-replica load is unknown: ask for the most.
-        return 10**6
-    return math.ceil(target_replicas * total_weight / target_weight)
 
 
 def failback_plan(current: dict[str, int], configured: dict[str, int], steps: int) -> list[dict[str, int]]:
@@ -59,17 +53,6 @@ def failback_plan(current: dict[str, int], configured: dict[str, int], steps: in
     if not plan or plan[-1] != configured:
         plan.append(dict(configured))
     return plan
-
-
-def probe_passes(probe: RegionProbe, fail_on_degraded: bool) -> bool:
-    """Whether one check counts as good for the region state machine."""
-    if probe.status in (ProbeStatus.DOWN, ProbeStatus.AUTH):
-        return False  # AUTH: health unknown, so never counted good (the monitor skips it instead)
-    if probe.status is ProbeStatus.DEGRADED and fail_on_degraded:
-        # Only what users see counts: replicas failing behind a gateway that still serves well is
-        # lost capacity the platform replaces (a flapping replica), not a reason to move traffic.
-        return probe.gateway.status is ProbeStatus.HEALTHY
-    return True
 
 
 # --- the monitor's per-region state machine ----------------------------------------------------
@@ -127,14 +110,29 @@ class RegionTracker(BaseModel):
         self.last_probed_at = at
 
 
-def pick_target(trackers: dict[str, RegionTracker], source: str, weights: dict[str, int]) -> str | None:
-    """The healthiest other region: HEALTHY before RECOVERING, then the larger configured weight."""
+def pick_target(trackers: dict[str, RegionTracker], source: str, weights: dict[str, int],
+                exclude: frozenset[str] | set[str] = frozenset()) -> str | None:
+    """The healthiest other region not excluded: HEALTHY before RECOVERING, then the larger configured weight."""
     rank = {RegionState.HEALTHY: 0, RegionState.RECOVERING: 1}
-    candidates = [t for name, t in trackers.items() if name != source and t.state in rank]
+    candidates = [t for name, t in trackers.items() if name != source and name not in exclude and t.state in rank]
     if not candidates:
         return None
     candidates.sort(key=lambda t: (rank[t.state], -weights.get(t.region, 0), t.region))
     return candidates[0].region
+
+
+def choose_target(state: MonitorState, source: str, now: datetime) -> str | None:
+    """The monitor's failover target for `source`.
+
+    A healthy region whose failover has not just failed comes first (a target whose worker is dead
+    would fail again); only when no other region is left is a recently failed target tried again.
+    Regions the worker cannot resolve are never chosen. Expired avoidances are dropped from `state`.
+    """
+    state.avoid_targets = {r: until for r, until in state.avoid_targets.items() if until > now}
+    unresolved = set(state.unresolved)
+    weights = state.spec.weights
+    return (pick_target(state.trackers, source, weights, exclude=unresolved | set(state.avoid_targets))
+            or pick_target(state.trackers, source, weights, exclude=unresolved))
 
 
 # --- failover ----------------------------------------------------------------------------------
@@ -145,26 +143,12 @@ class FailoverInput(BaseModel):
     target: str
     source: str | None = Field(None, description="Default: every other region with weight moves to the target.")
     emergency: bool = Field(False, description="Shift first, scale after (the source is already failing).")
-    force: bool = Field(False, description="Skip the target health and capacity refusals.")
+    force: bool = Field(False, description="Skip the refusals: target health, capacity, replication lag, model drift.")
     require_approval: bool | None = Field(None, description="Override the fleet's approval policy.")
     fault_at: datetime | None = Field(None, description="Detection or fault time for the RTO; default: start.")
     last_good_at: datetime | None = Field(None, description="Last good probe before the fault, if known.")
     initiator: str = "cli"
     reason: str = ""
-
-
-class FailoverPlan(BaseModel):
-    source: str | None
-    target: str
-    weights_before: dict[str, int]
-    weights_after: dict[str, int]
-    target_replicas_before: int
-    target_replicas_needed: int
-    target_replicas_planned: int
-    max_replicas: int
-    capacity_ok: bool
-    mode: Literal["normal", "emergency"]
-    problems: list[str] = Field(default_factory=list)
 
 
 class FailoverResult(BaseModel):
@@ -194,6 +178,8 @@ class FailoverResult(BaseModel):
     compensated: Literal["restored_weights", "left_on_target_source_dead"] | None = None
     error: str | None = None
     approved_by: str | None = None
+    preempted: list[str] = Field(default_factory=list, description="Maintenance operations told to yield to this failover.")
+    data_loss: DataLossExposure | None = Field(None, description="Replication lag accepted (emergency or --force).")
 
 
 # --- failback ----------------------------------------------------------------------------------
@@ -253,6 +239,9 @@ class MonitorState(BaseModel):
     last_failover: FailoverRecord | None = None
     last_failback: str | None = None
     next_failover_attempt_at: datetime | None = None
+    avoid_targets: dict[str, datetime] = Field(
+        default_factory=dict, description="Targets whose failover just failed, until when: another region goes first.")
+    unresolved: dict[str, str] = Field(default_factory=dict, description="Regions the worker cannot resolve, why.")
 
     @classmethod
     def initial(cls, inp: MonitorInput) -> MonitorState:
@@ -275,6 +264,9 @@ class MonitorStatus(BaseModel):
     failed_over: list[FailoverRecord] = Field(default_factory=list)
     last_failover: FailoverRecord | None = None
     last_failback: str | None = None
+    weights: dict[str, int] = Field(default_factory=dict, description="Configured weights the monitor works with.")
+    unresolved: dict[str, str] = Field(default_factory=dict)
+    avoid_targets: dict[str, datetime] = Field(default_factory=dict)
 
 
 class PolicyUpdate(BaseModel):

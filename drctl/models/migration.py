@@ -8,6 +8,7 @@ from drctl.config import FleetConfig
 from drctl.models.analysis import AnalysisLimits, AnalysisResult, limits_from
 from drctl.models.backup import BackupInfo
 from drctl.models.ops import FleetSpec
+from drctl.models.rpo import ArtifactsResult
 from drctl.models.upgrade import Outcome
 
 
@@ -46,6 +47,7 @@ class MigrationResult(BaseModel):
     restore: BackupInfo | None = None
     weights: dict[str, int] = Field(default_factory=dict)
     decommissioned: bool = False
+    artifacts: ArtifactsResult | None = Field(None, description="Model artifacts copied and verified with rclone.")
     failed_step: str | None = Field(None, description="The phase that failed or was aborted, e.g. shift-50.")
     rollback: list[str] = Field(
         default_factory=list, description="What the rollback undid, in order; a step that failed says so.")

@@ -86,6 +86,9 @@ class FleetSpec(BaseModel):
     stabilization_window_s: float
     failback_steps: int
     failback_step_interval_s: float
+    # Optional (absent from specs recorded before they existed): failover capacity sizing.
+    max_rps_per_replica: float | None = None
+    peak_rps: float | None = None
     # Defaults keep specs recorded before these fields existed (replayed histories) valid.
     global_ttl_s: float = Field(0.0, description="Global tier record TTL (Route 53), 0 for HAProxy, s.")
     global_propagation_timeout_s: float = Field(
@@ -126,6 +129,8 @@ class FleetSpec(BaseModel):
             stabilization_window_s=b.stabilization_window_s,
             failback_steps=b.steps,
             failback_step_interval_s=b.step_interval_s,
+            max_rps_per_replica=cfg.workload.max_rps_per_replica,
+            peak_rps=cfg.workload.peak_rps,
             global_ttl_s=float(getattr(cfg.traffic.global_tier, "ttl_s", 0)),
             global_propagation_timeout_s=float(getattr(cfg.traffic.global_tier, "propagation_timeout_s", 180.0)),
             webhooks=[WebhookSpec.from_config(w) for w in cfg.notifications.webhooks],
@@ -188,6 +193,8 @@ class ProbeBatch(BaseModel):
     """One probe round: a result per region (the prober never raises for an unhealthy target)."""
 
     probes: list[RegionProbe]
+    unresolved: dict[str, str] = Field(
+        default_factory=dict, description="Regions the worker's config does not define, with why: not probed.")
 
 
 class Weights(BaseModel):
@@ -251,19 +258,6 @@ class VerifyResult(BaseModel):
 
     def served_by(self, regions: list[str]) -> int:
         return sum(self.by_region.get(r, 0) for r in regions)
-
-
-class ClaimInput(BaseModel):
-    fleet: str
-    operation: str
-    workflow_id: str
-    run_id: str
-    started_at: datetime
-
-
-class ClaimResult(BaseModel):
-    claimed: bool
-    compatible_running: list[OperationInfo] = Field(default_factory=list)
 
 
 class RunningOpsInput(BaseModel):

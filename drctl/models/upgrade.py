@@ -6,7 +6,7 @@ Workflows import these through `imports_passed_through`, so this module stays fr
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +22,11 @@ class Release(BaseModel):
     image: str
     env: dict[str, str] = Field(default_factory=dict, description="Env vars set on the serving container.")
     replace_env: bool = Field(False, description="Replace the container env instead of merging into it.")
+    value_from: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Env vars read from a Secret or ConfigMap (`valueFrom`), e.g. HF_TOKEN: kept as references, "
+        "never as values, so a rollback restores them and no secret enters the history.",
+    )
 
 
 class Strategy(StrEnum):
@@ -56,6 +61,8 @@ class Outcome(StrEnum):
     ABORTED = "ABORTED"
     BACKUP_FAILED = "BACKUP_FAILED"
     FAILED = "FAILED"
+    # Yielded to a failover (DR first): traffic steps rolled back or stopped; the reason says which.
+    PREEMPTED = "PREEMPTED"
 
 
 class RegionWave(BaseModel):

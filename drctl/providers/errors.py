@@ -186,6 +186,10 @@ def classify(exc: BaseException, action: str | None = None) -> ErrorClass:
         return ErrorClass(kind=kind, retryable=not reachable, message=f"{kind}: {what}{exc}")
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return ErrorClass(kind="Unavailable", retryable=True, message=f"Unavailable: {what}{exc}")
+    if isinstance(exc, ValueError) and not isinstance(exc, (UnicodeError, json.JSONDecodeError)):
+        # Validation (a weight out of range, an unknown region): the same input fails the same way.
+        # Decode errors are left retryable: they come from a garbled answer, not from our input.
+        return ErrorClass(kind="Invalid", retryable=False, message=f"Invalid: {what}{exc}")
     # Unknown failures keep Temporal's default (retry); the call site's retry policy bounds them.
     return ErrorClass(kind=type(exc).__name__, retryable=True, message=f"{what}{exc}")
 

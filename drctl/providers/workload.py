@@ -66,8 +66,10 @@ def apply_release(deployment: dict[str, Any], release: Release) -> dict[str, Any
     container = dep["spec"]["template"]["spec"]["containers"][0]
     container["image"] = release.image
     env = [] if release.replace_env else list(container.get("env") or [])
-    for key, value in release.env.items():
-        env = [e for e in env if e.get("name") != key] + [{"name": key, "value": value}]
+    entries: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in release.env.items()]
+    entries += [{"name": k, "valueFrom": copy.deepcopy(v)} for k, v in release.value_from.items()]
+    for entry in entries:
+        env = [e for e in env if e.get("name") != entry["name"]] + [entry]
     if env or release.replace_env:
         container["env"] = env
     return dep
@@ -75,8 +77,12 @@ def apply_release(deployment: dict[str, Any], release: Release) -> dict[str, Any
 
 def release_of(deployment: dict[str, Any]) -> Release:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    env = {e["name"]: e.get("value", "") for e in container.get("env") or [] if "valueFrom" not in e}
-    return Release(image=container.get("image", ""), env=env, replace_env=True)
+    entries = container.get("env") or []
+    env = {e["name"]: e.get("value", "") for e in entries if "valueFrom" not in e}
+    # valueFrom entries (HF_TOKEN from a Secret) are kept as references: a rollback that dropped
+    # them would leave the old release without its credentials.
+    refs = {e["name"]: e["valueFrom"] for e in entries if "valueFrom" in e}
+    return Release(image=container.get("image", ""), env=env, replace_env=True, value_from=refs)
 
 
 def candidate_service(stable: dict[str, Any], name: str, track: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from drctl.models.drill import DrillReport
 from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import admin
 
@@ -62,7 +63,7 @@ async def start_drill(client: Client, cfg: FleetConfig, experiment: Path, target
 
 async def run_drill(client: Client, cfg: FleetConfig, experiment: Path, target: str = "us-west-1") -> DrillReport:
     handle = await start_drill(client, cfg, experiment, target)
-    return DrillReport.model_validate(await asyncio.wait_for(handle.result(), 180))
+    return await asyncio.wait_for(result_of(handle, DrillReport), 180)
 
 
 def replica_states(cfg: FleetConfig, region: str) -> list[str]:

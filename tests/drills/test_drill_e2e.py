@@ -72,6 +72,8 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     assert report.failback and report.failback.status == "COMPLETED"
     assert weights(cfg) == cfg.weights  # failed back to 60/40
     assert report.served_by.get("us-east-1", 0) > 0
+    # The monitor's emergency failover records its data-loss exposure; the seeded replicas are in sync.
+    assert (report.data_loss_s, report.data_loss_objects) == (0.0, 0), report
 
     code, out, err = await drctl("drill", "history", "-c", str(cfg_file), "--output", "json")
     assert code == 0, err
@@ -80,8 +82,10 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     assert mine and mine[0]["verdict"] == "PASS" and mine[0]["measured_rto_s"] == report.measured_rto_s
     code, out, err = await drctl("drill", "history", "-c", str(cfg_file))
     assert code == 0 and "region-outage" in out and f"{report.measured_rto_s:.1f}s / 30s" in out, out
+    assert "data loss" in out and "0.0s/0" in out, out
     code, out, _ = await drctl("drill", "report", report.id, "-c", str(cfg_file))
     assert code == 0 and "PASS" in out and "Measured RTO" in out
+    assert "Data-loss exposure at failover: 0.0 s of replication lag, 0 object(s)" in out, out
 
 
 async def test_replica_loss_drill_passes_without_failover(

@@ -13,13 +13,14 @@ from temporalio.client import Client
 
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillReport, Verdict
+from drctl.outcome import result_of
 from tests.drills.e2e import EXPERIMENTS, drctl, run_drill, start_drill, watched, write_cfg
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import StartWorkers, admin, served_by, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
-NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}}
+NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}, "owners": []}
 
 
 def assert_passed_with_failover(report: DrillReport, cfg: FleetConfig) -> None:
@@ -97,7 +98,7 @@ async def test_stopping_a_running_drill_rolls_back_and_reports_aborted(
     else:
         await handle.cancel()
         reason = "workflow cancel"
-    report = DrillReport.model_validate(await asyncio.wait_for(handle.result(), 120))
+    report = await asyncio.wait_for(result_of(handle, DrillReport), 120)
     assert report.verdict is Verdict.ABORTED, report
     assert any(reason in r for r in report.reasons), report.reasons
     assert any("rollback(s) succeeded" in r for r in report.reasons), report.reasons

@@ -13,6 +13,7 @@ import pytest
 from temporalio.client import Client
 
 from drctl.models.drill import DrillReport, Verdict
+from drctl.outcome import result_of
 from tests.drills.e2e import EXPERIMENTS, drctl, write_cfg
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import StartWorkers
@@ -56,7 +57,7 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
         assert len(runs) == 1 and runs[0].workflow_type == "ChaosDrill"
         assert runs[0].id.startswith(f"drill/{cfg.name}/{name}")
         handle = temporal_client.get_workflow_handle(runs[0].id, run_id=runs[0].run_id)
-        report = DrillReport.model_validate(await asyncio.wait_for(handle.result(), 90))
+        report = await asyncio.wait_for(result_of(handle, DrillReport), 90)
         # No monitor watches this fleet, so the drill must refuse before injecting anything.
         assert report.verdict is Verdict.ABORTED, report
         assert any("is not running: nothing would detect the fault" in r for r in report.reasons), report.reasons

@@ -11,9 +11,10 @@ import pytest
 from temporalio.client import Client
 
 from drctl.config import FleetConfig
-from drctl.models.migration import migration_request
+from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from tests.conftest import apps_api
 from tests.helpers import assert_eventually
@@ -39,7 +40,7 @@ async def test_migration_moves_workload_and_traffic(fleet_config: FleetConfig, t
         handle = await start_operation(temporal_client, cfg, Migration.run, req, operation="migrate",
                                        workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
                                        source="us-west-1", target="us-east-1")
-        res = await asyncio.wait_for(handle.result(), timeout=180)
+        res = await asyncio.wait_for(result_of(handle, MigrationResult), timeout=180)
     assert res.outcome is Outcome.SUCCEEDED, res
     assert res.restore is not None and res.restore.phase == "Completed"
     moved = apps_api(east.kube.api_url or "").read_namespaced_deployment("llm-stable", east.kube.namespace)
@@ -77,7 +78,7 @@ async def test_migration_target_failing_mid_shift_rolls_back(fleet_config: Fleet
         admin = (cfg.region("us-east-1").devstack_admin_url or "").rstrip("/")
         async with httpx.AsyncClient(timeout=10) as http:
             (await http.post(f"{admin}/faults/inference", json={"error_rate": 0.6})).raise_for_status()
-        res = await asyncio.wait_for(handle.result(), timeout=180)
+        res = await asyncio.wait_for(result_of(handle, MigrationResult), timeout=180)
     assert res.outcome is Outcome.ROLLED_BACK, res
     assert res.failed_metric == "error_rate" and "us-east-1/stable error rate" in res.reason
     assert res.failed_step in ("shift-50", "shift-100"), res.failed_step

@@ -19,8 +19,9 @@ from temporalio.client import Client
 
 from drctl.cli.upgrade import render
 from drctl.config import FleetConfig
-from drctl.models.upgrade import Outcome, upgrade_request
+from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from tests.conftest import apps_api
 from tests.faults.kube_proxy import Fault, KubeFaultProxy, serve
@@ -67,7 +68,7 @@ async def test_failed_rollback_is_reported_as_rollback_failed(
     async with running_worker(temporal_client, cfg):
         handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
                                        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
-        res = await asyncio.wait_for(handle.result(), timeout=180)
+        res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=180)
 
     assert res.outcome is Outcome.ROLLBACK_FAILED, res
     assert denied.hits >= 1

@@ -10,8 +10,9 @@ from kubernetes import client as k8s
 from temporalio.client import Client
 
 from drctl.config import FleetConfig
-from drctl.models.upgrade import Outcome
+from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from tests.upgrade.test_upgrade_e2e import _deployments, _request, _stable_container, _track_weights
 from tests.upgrade.workers import fresh_queues, running_worker
 from workflows.upgrade import Upgrade
@@ -43,7 +44,7 @@ async def test_failed_backup_changes_nothing(fleet_config: FleetConfig, temporal
     async with running_worker(temporal_client, cfg):
         handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
                                        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
-        res = await asyncio.wait_for(handle.result(), timeout=60)
+        res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
     assert res.outcome is Outcome.BACKUP_FAILED, res
     assert "nothing changed" in res.reason and "NoSuchBucket" in res.reason
     assert res.waves == []
@@ -62,7 +63,7 @@ async def test_abort_mid_canary_restores_stable(fleet_config: FleetConfig, tempo
                                        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
         await _until(lambda: _track_weights(cfg, "us-east-1")["canary"] == 25, "canary at 25 %")
         await handle.execute_update("abort", {"reason": "operator saw a problem", "by": "pytest"})
-        res = await asyncio.wait_for(handle.result(), timeout=60)
+        res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
     assert res.outcome is Outcome.ABORTED and "operator saw a problem" in res.reason
     assert _track_weights(cfg, "us-east-1")["stable"] == 100 and _track_weights(cfg, "us-east-1")["canary"] == 0
     assert "llm-canary" not in _deployments(cfg, "us-east-1")

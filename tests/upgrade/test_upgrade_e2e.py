@@ -15,6 +15,7 @@ from temporalio.client import Client
 from drctl.config import FleetConfig
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult, upgrade_request
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from tests.conftest import apps_api
 from tests.upgrade.workers import fresh_queues, running_worker
@@ -70,7 +71,7 @@ async def _run(client: Client, cfg: FleetConfig, req: Any, watch: WeightWatch | 
                                    workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
     watcher = asyncio.create_task(watch.run()) if watch else None
     try:
-        return await asyncio.wait_for(handle.result(), timeout=180)
+        return await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=180)
     finally:
         if watcher:
             watcher.cancel()
@@ -154,7 +155,7 @@ async def test_blue_green_switches_and_abort_is_instant(upgrade_env: FleetConfig
         await asyncio.sleep(0.02)
     assert _track_weights(cfg, "us-west-1")["stable"] == 100
     assert loop.time() - t0 < 3.0  # blue was never scaled down: rollback is one weight flip
-    res = await asyncio.wait_for(handle.result(), timeout=60)
+    res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
     assert res.outcome is Outcome.ABORTED and "test rollback" in res.reason
     assert _stable_container(cfg, "us-west-1").image == before
     assert "llm-green" not in _deployments(cfg, "us-west-1")

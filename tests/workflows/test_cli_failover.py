@@ -58,7 +58,9 @@ async def test_cli_dry_run_changes_nothing_and_bad_input_exits_2(
     proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--dry-run", "-o", "json", "-c", str(path))
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)["plan"]
-    assert plan["weights_after"] == {"us-west-1": 0, "us-east-1": 100} and plan["target_replicas_planned"] == 5
+    # The workflow's own plan function: 2 serving in us-east-1 + us-west-1's 2 move with its share.
+    assert plan["weights_after"] == {"us-west-1": 0, "us-east-1": 100} and plan["target_replicas_planned"] == 4
+    assert plan["problems"] == [] and "2 from us-west-1" in plan["sizing"]
     assert (weights(cfg), replicas(cfg, "us-east-1")) == before
 
     unknown = await asyncio.to_thread(drctl, "failover", "--to", "eu-west-9", "--yes", "-c", str(path))
@@ -116,7 +118,7 @@ async def test_worker_sigkilled_mid_failover_resumes_after_restart(
         res = await asyncio.wait_for(handle.result(), 120)
         assert res.status == "succeeded", res.error
         assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
-        assert replicas(cfg, "us-east-1") == 5
+        assert replicas(cfg, "us-east-1") == 4
     finally:
         proc.terminate()
         try:

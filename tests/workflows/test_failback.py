@@ -12,6 +12,7 @@ from drctl.config import FleetConfig
 from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually
@@ -31,7 +32,7 @@ async def test_failback_steps_back_to_configured_weights_and_scales_down(
     KubernetesPlatform(cfg.region("us-east-1")).scale(cfg.workload.deployment_name("stable"), 5)
     handle = await start_operation(temporal_client, cfg, Failback.run, FailbackInput(spec=FleetSpec.from_config(cfg)),
                                    operation="failback", workflow_id=f"failback/{cfg.name}")
-    res = await asyncio.wait_for(handle.result(), 90)
+    res = await asyncio.wait_for(result_of(handle, FailbackResult), 90)
     assert res.status == "succeeded", res.error
     assert res.steps_done == res.steps_planned == 2
     assert weights(cfg) == {"us-west-1": 60, "us-east-1": 40}
@@ -48,7 +49,7 @@ async def test_failback_refuses_while_the_region_is_down(start_workers: StartWor
     inp = FailbackInput(spec=FleetSpec.from_config(cfg), stabilization_window_s=0)
     handle = await start_operation(temporal_client, cfg, Failback.run, inp, operation="failback",
                                    workflow_id=f"failback/{cfg.name}")
-    res: FailbackResult = await asyncio.wait_for(handle.result(), 60)
+    res: FailbackResult = await asyncio.wait_for(result_of(handle, FailbackResult), 60)
     assert res.status == "failed" and "us-west-1 is DOWN" in (res.error or "")
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}  # no traffic handed to a dead region
 
@@ -88,7 +89,7 @@ async def test_failback_rolls_back_one_step_when_the_region_regresses(
 
         await assert_eventually(at_step_one, timeout_s=20, interval_s=0.05, what="failback step 1 applied")
         admin(cfg, "us-west-1", "/faults/inference", {"error_rate": 1.0})
-        res: FailbackResult = await asyncio.wait_for(handle.result(), 30)
+        res: FailbackResult = await asyncio.wait_for(result_of(handle, FailbackResult), 30)
     finally:
         stop.set()
         await recorder

@@ -8,6 +8,7 @@ a 600 s window costs seconds of wall time and still proves nothing moved before 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -30,11 +32,13 @@ from drctl import search_attributes as sa
 from drctl.config import FleetConfig
 from drctl.devstack import stack
 from drctl.models.failover import FailbackInput, FailbackResult
-from drctl.models.ops import QUERY_PROGRESS, FleetSpec, OperationInfo, OperationProgress
-from drctl.operations import list_operations, search_attributes, visibility_query
+from drctl.models.lock import lock_id
+from drctl.models.ops import QUERY_PROGRESS, FleetSpec, OperationProgress
+from drctl.operations import search_attributes
 from drctl.providers.traffic_factory import global_traffic
 from tests.workflows.conftest import fast_config, weights
 from workflows.failback import Failback
+from workflows.lock import FleetLock
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -57,25 +61,26 @@ async def time_skipping_env(dev_stack: stack.StackInfo) -> AsyncIterator[Workflo
         await env.shutdown()
 
 
-class DevServerFleetGuard(OperationActivities):
-    """The real `claim_fleet`, asking the dev Temporal server which operations hold the fleet.
+class DevServerLock(OperationActivities):
+    """The real lock activities, talking to the dev Temporal server where `lock/<fleet>` runs.
 
-    The test server has no visibility API (ListWorkflowExecutions is unimplemented), so the guard's
-    query goes to the dev stack's server, where every other operation on the fleet would run.
+    The time-skipping test server implements neither update-with-start nor visibility, so the
+    fleet lock lives on the dev stack's server, as it would for every other operation on the fleet.
     """
 
     def __init__(self, cfg: FleetConfig, client: Client) -> None:
         super().__init__(cfg)
         self.client = client
 
-    async def _running(self, fleet: str) -> list[OperationInfo]:
-        return await list_operations(self.client, fleet, visibility_query(fleet), self.cfg)
+    def _client(self) -> Client:
+        return self.client
 
 
 def activities(cfg: FleetConfig, dev_client: Client) -> list[Callable[..., Any]]:
-    guard = DevServerFleetGuard(cfg, dev_client)
-    real = [a for a in registry.activities(cfg) if getattr(a, "__name__", "") != "claim_fleet"]
-    return [*real, guard.claim_fleet]
+    lock = DevServerLock(cfg, dev_client)
+    mine = {"acquire_fleet", "holders_closed"}
+    real = [a for a in registry.activities(cfg) if getattr(a, "__name__", "") not in mine]
+    return [*real, lock.acquire_fleet, lock.holders_closed]
 
 
 async def test_failback_waits_out_a_600s_stabilization_window_before_its_first_step(
@@ -96,6 +101,9 @@ async def test_failback_waits_out_a_600s_stabilization_window_before_its_first_s
     with ThreadPoolExecutor(max_workers=8) as executor:
         workers = [Worker(env.client, task_queue=q, workflows=[Failback] if q == cfg.temporal.task_queue else [],
                           activities=acts, activity_executor=executor) for q in queues]
+        # The fleet's lock runs on the dev server (see DevServerLock).
+        workers.append(Worker(temporal_client, task_queue=cfg.temporal.task_queue, workflows=[FleetLock],
+                              activities=acts, activity_executor=executor))
         runs = [asyncio.create_task(w.run()) for w in workers]
         try:
             started = await env.get_current_time()
@@ -112,6 +120,9 @@ async def test_failback_waits_out_a_600s_stabilization_window_before_its_first_s
             res: FailbackResult = await asyncio.wait_for(handle.result(), 120)
             history = await handle.fetch_history()
         finally:
+            # The failback's release signal went to the test server, which has no lock: end it here.
+            with contextlib.suppress(RPCError):
+                await temporal_client.get_workflow_handle(lock_id(cfg.name)).terminate("test done")
             await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
             for t in runs:
                 t.cancel()

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from drctl.models.failover import (
     RegionTracker,
     failback_plan,
-    needed_replicas,
     pick_target,
     probe_passes,
     shift_weights,
@@ -74,16 +73,19 @@ def test_pick_target_prefers_healthy_then_weight() -> None:
     assert pick_target(trackers, "a", {"a": 60, "b": 40, "c": 10}) is None
 
 
+def test_pick_target_skips_excluded_regions() -> None:
+    # A target whose failover just failed (dead worker) or that the worker cannot resolve is skipped.
+    trackers = {n: RegionTracker(region=n) for n in ("a", "b", "c")}
+    trackers["a"].state = U
+    assert pick_target(trackers, "a", {"a": 50, "b": 30, "c": 20}) == "b"
+    assert pick_target(trackers, "a", {"a": 50, "b": 30, "c": 20}, exclude={"b"}) == "c"
+    assert pick_target(trackers, "a", {"a": 50, "b": 30, "c": 20}, exclude={"b", "c"}) is None
+
+
 def test_shift_weights_moves_the_share_and_never_zeroes_all() -> None:
     assert shift_weights({"w": 60, "e": 40}, "w", "e") == {"w": 0, "e": 100}
     assert shift_weights({"w": 0, "e": 0}, "w", "e") == {"w": 0, "e": 1}
     assert shift_weights({"a": 50, "b": 30, "c": 20}, "a", "c") == {"a": 0, "b": 30, "c": 70}
-
-
-def test_needed_replicas_scales_with_the_moved_share() -> None:
-    assert needed_replicas(2, 100, 40) == 5
-    assert needed_replicas(2, 100, 100) == 2
-    assert needed_replicas(2, 100, 0) > 256  # unknown load per replica: refuse unless forced
 
 
 def test_failback_plan_steps_end_exactly_at_configured() -> None:
@@ -105,3 +107,19 @@ def test_degraded_counts_as_failed_only_when_configured_and_user_visible() -> No
     assert probe_passes(_probe(ProbeStatus.DEGRADED), False)
     # One replica down behind a gateway that serves fine: a flapping replica, not a failing region.
     assert probe_passes(_probe(ProbeStatus.DEGRADED, gateway=ProbeStatus.HEALTHY), True)
+
+
+def test_monitor_tries_the_next_healthy_region_before_retrying_a_failed_one() -> None:
+    from drctl.models.failover import MonitorInput, MonitorState, choose_target
+    from tests.workflows.test_failover_plan import spec
+
+    st = MonitorState.initial(MonitorInput(spec=spec([("a", 50, 5), ("b", 30, 3), ("c", 20, 2)])))
+    st.trackers["a"].state = U
+    assert choose_target(st, "a", T0) == "b"
+    st.avoid_targets["b"] = T0 + timedelta(seconds=300)  # the failover to b failed (its worker is dead)
+    assert choose_target(st, "a", T0) == "c"
+    st.avoid_targets["c"] = T0 + timedelta(seconds=300)
+    assert choose_target(st, "a", T0) == "b"  # nothing else left: retry rather than give up
+    st.unresolved = {"b": "worker has no region b"}
+    assert choose_target(st, "a", T0) == "c"  # never a region the worker cannot reach
+    assert choose_target(st, "a", T0 + timedelta(seconds=301)) == "c" and st.avoid_targets == {}

@@ -18,6 +18,7 @@ from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from tests.helpers import assert_eventually
 from tests.receiver import Receiver, closed_port_url, receiver
 from tests.workflows.conftest import StartWorkers, drctl, fast_config, weights, write_config
@@ -79,7 +80,7 @@ async def _failover(client: Client, cfg: FleetConfig) -> tuple[FailoverResult, W
         client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
         operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
     )
-    return await asyncio.wait_for(handle.result(), 120), handle
+    return await asyncio.wait_for(result_of(handle, FailoverResult), 120), handle
 
 
 async def test_a_failover_notifies_started_and_succeeded(

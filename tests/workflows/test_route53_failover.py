@@ -19,9 +19,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.config import FleetConfig, Route53Global
-from drctl.models.failover import FailbackInput, FailoverInput
+from drctl.models.failover import FailbackInput, FailoverInput, FailoverResult
 from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
 from tests.helpers import assert_eventually
@@ -163,7 +164,7 @@ async def test_failed_verification_compensates_and_records_both_changes(
         )
         await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
         standin.pending_s = 3  # the restore propagates in 3 s; the shift stays PENDING
-        res = await asyncio.wait_for(handle.result(), 150)
+        res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
     assert res.status == "failed" and res.error and "verification failed" in res.error
     assert res.compensated == "restored_weights"
     assert res.weights_after == cfg.weights

@@ -1,0 +1,123 @@
+"""`drctl replicate start|stop|status`: the fleet's Replicate workflow (replicate/<fleet>)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from drctl import search_attributes as sa
+from drctl.cli.common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    Output,
+    OutputOpt,
+    UserError,
+    console,
+    load,
+    print_json,
+    run_async,
+)
+from drctl.cli.data_status import lag_cell
+from drctl.config import FleetConfig
+from drctl.models.rpo import ReplicateInput, ReplicateStatus, replica_pairs
+from drctl.temporal import connect, ui_link
+
+
+def replicate_id(cfg: FleetConfig) -> str:
+    return f"replicate/{cfg.name}"
+
+
+def replicate_input(cfg: FleetConfig) -> ReplicateInput:
+    return ReplicateInput(fleet=cfg.name, task_queue=cfg.temporal.task_queue,
+                          queues={r.name: r.queue for r in cfg.regions}, pairs=replica_pairs(cfg),
+                          rpo_target_s=cfg.objectives.rpo_target_s, timeout_s=cfg.data.check_timeout_s)
+
+
+async def start_replication(client: Client, cfg: FleetConfig) -> tuple[str, bool]:
+    """Start replicate/<fleet> unless it runs; returns (workflow id, started)."""
+    from workflows.replicate import Replicate
+
+    if not cfg.data.buckets:
+        raise UserError(f"{cfg.source_path or 'config'}: data.buckets is empty: nothing to replicate")
+    wid = replicate_id(cfg)
+    try:
+        desc = await client.get_workflow_handle(wid).describe()
+        if desc.status and desc.status.name == "RUNNING":
+            return wid, False
+    except RPCError:
+        pass
+    attrs = TypedSearchAttributes([SearchAttributePair(sa.FLEET, cfg.name), SearchAttributePair(sa.OPERATION, "replicate"),
+                                   SearchAttributePair(sa.PHASE, "replicating")])
+    await client.start_workflow(Replicate.run, replicate_input(cfg), id=wid, task_queue=cfg.temporal.task_queue,
+                                search_attributes=attrs, memo={"fleet": cfg.name},
+                                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+    return wid, True
+
+
+async def replication_status(client: Client, cfg: FleetConfig) -> ReplicateStatus | None:
+    try:
+        return await client.get_workflow_handle(replicate_id(cfg)).query("status", result_type=ReplicateStatus)
+    except RPCError:
+        return None
+
+
+def register(app: typer.Typer) -> None:
+    rep = typer.Typer(help="Model artifact and state replication with rclone (replicate/<fleet>).", no_args_is_help=True)
+    app.add_typer(rep, name="replicate")
+
+    @rep.command("start")
+    def start(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
+        """Start replicating every data.buckets[] entry on its interval (idempotent)."""
+        cfg = load(config)
+
+        async def go() -> tuple[str, bool]:
+            return await start_replication(await connect(cfg), cfg)
+
+        wid, started = run_async(go)
+        console.print(f"replication {'started' if started else 'already running'}: {ui_link(cfg, wid)}")
+
+    @rep.command("stop")
+    def stop(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
+        """Stop replicating after the runs in flight finish."""
+        cfg = load(config)
+
+        async def go() -> None:
+            try:
+                await (await connect(cfg)).get_workflow_handle(replicate_id(cfg)).signal("stop")
+            except RPCError as exc:
+                raise UserError(f"{replicate_id(cfg)} is not running ({exc.message})", 1) from None
+
+        run_async(go)
+        console.print(f"replication {replicate_id(cfg)} stopping")
+
+    @rep.command("status")
+    def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
+        """Last run of every replica: transfers, bytes, check, lag against the RPO."""
+        cfg = load(config)
+        st = run_async(lambda: _status(cfg))
+        if st is None:
+            raise UserError(f"{replicate_id(cfg)} is not running; start it with `drctl replicate start`", 1)
+        if output is Output.json:
+            print_json(st.model_dump(mode="json"))
+            return
+        t = Table(title=f"replication {cfg.name}: {st.total_runs} runs, {st.total_transfers} objects, "
+                        f"{st.total_bytes} bytes (RPO target {st.rpo_target_s:g} s)")
+        for col in ("bucket", "replica", "mode", "runs", "failures", "last run", "transfers", "bytes", "check", "lag"):
+            t.add_column(col, no_wrap=True)
+        for ps in st.pairs:
+            r = ps.last
+            t.add_row(ps.pair.bucket, ps.pair.replica_region, ps.pair.mode, str(ps.runs), str(ps.failures),
+                      f"{r.finished_at:%H:%M:%S}" if r else "never", str(r.stats.transfers) if r else "-",
+                      str(r.stats.bytes) if r else "-", ("ok" if r.check_ok else "DIFFERS") if r else "-",
+                      lag_cell(r.lag.lag_s, st.rpo_target_s) if r else "-")
+        console.print(t)
+        console.print(f"UI: {ui_link(cfg, replicate_id(cfg))}")
+
+
+async def _status(cfg: FleetConfig) -> ReplicateStatus | None:
+    return await replication_status(await connect(cfg), cfg)

@@ -1,0 +1,145 @@
+"""The rclone provider against a real moto S3 server: copy, sync, check and lag, as a replica sees them."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+
+from drctl.config import ConfigError, FleetConfig, parse_config
+from drctl.devstack.moto_seed import MODEL_FILES
+from drctl.models.rpo import ReplicaPair, replica_pairs
+from drctl.providers.errors import ProviderError
+from drctl.providers.rclone import Rclone, RcloneError
+
+BASE = """
+name: t
+regions:
+  - {{name: us-west-1, weight: 60, gateway_url: "http://127.0.0.1:1", kube: {{api_url: "http://127.0.0.1:2"}}}}
+  - {{name: us-east-1, weight: 40, gateway_url: "http://127.0.0.1:3", kube: {{api_url: "http://127.0.0.1:4"}}}}
+traffic: {{global_endpoint: "http://127.0.0.1:5", global: {{kind: haproxy, runtime_socket: /tmp/x.sock}},
+          regional: {{kind: gateway-api}}}}
+aws: {{region: us-east-1, endpoint_url: "{url}"}}
+data:
+{data}
+"""
+
+
+def fleet(url: str, src: str, dst: str, mode: str = "copy", extra: str = "") -> FleetConfig:
+    data = (f"  buckets:\n    - {{name: models, mode: {mode}, source: {{region: us-west-1, bucket: {src}}},\n"
+            f"       replicas: [{{region: us-east-1, bucket: {dst}}}]}}\n{extra}")
+    return parse_config(BASE.format(url=url, data=data))
+
+
+def s3(url: str) -> Any:
+    return boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="t",
+                        aws_secret_access_key="t")
+
+
+@pytest.fixture
+def buckets(moto_url: str) -> tuple[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    src, dst = f"src-{tag}", f"dst-{tag}"
+    c = s3(moto_url)
+    for b in (src, dst):
+        c.create_bucket(Bucket=b)
+    for key, body in MODEL_FILES.items():
+        c.put_object(Bucket=src, Key=key, Body=body)
+    return src, dst
+
+
+@pytest.fixture(autouse=True)
+def ca_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The failure mode the provider must survive: AWS_CA_BUNDLE set while the endpoint is plain HTTP.
+    monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+
+
+def pair_of(cfg: FleetConfig) -> ReplicaPair:
+    (pair,) = replica_pairs(cfg)
+    return pair
+
+
+def test_copy_moves_the_model_then_check_finds_it_in_sync(moto_url: str, buckets: tuple[str, str]) -> None:
+    cfg = fleet(moto_url, *buckets)
+    rc, pair = Rclone(cfg), pair_of(cfg)
+    before = rc.measure_lag(pair)
+    assert before.missing == len(MODEL_FILES) and before.lag_s is not None and before.lag_s >= 0
+    seen: list[int] = []
+    stats = rc.transfer(pair, on_progress=lambda s: seen.append(s.transfers))
+    assert stats.transfers == len(MODEL_FILES)
+    assert stats.bytes == sum(len(b) for b in MODEL_FILES.values())
+    assert seen, "no --stats line reached the progress callback"
+    keys = {o["Key"] for o in s3(moto_url).list_objects_v2(Bucket=buckets[1])["Contents"]}
+    assert keys == set(MODEL_FILES)
+    after = rc.measure_lag(pair)
+    assert (after.lag_s, after.missing, after.differ, after.error) == (0.0, 0, 0, None)
+    assert after.source_objects == len(MODEL_FILES)
+    # A second run has nothing to move.
+    assert rc.transfer(pair).transfers == 0
+
+
+def test_a_deleted_adapter_is_lag_until_the_next_run(moto_url: str, buckets: tuple[str, str]) -> None:
+    cfg = fleet(moto_url, *buckets)
+    rc, pair = Rclone(cfg), pair_of(cfg)
+    rc.transfer(pair)
+    adapter = "adapters/support-lora/adapter_model.safetensors"
+    s3(moto_url).delete_object(Bucket=buckets[1], Key=adapter)
+    time.sleep(0.3)
+    lag = rc.measure_lag(pair)
+    assert lag.missing == 1 and lag.oldest_unreplicated == adapter
+    assert lag.lag_s is not None and lag.lag_s >= 0.3
+    # A changed object in the source counts too, from the time it was written.
+    s3(moto_url).put_object(Bucket=buckets[0], Key="fleetsim-tiny/tokenizer_config.json", Body=b'{"changed": 1}')
+    lag = rc.measure_lag(pair)
+    assert (lag.missing, lag.differ) == (1, 1)
+    stats = rc.transfer(pair)
+    assert stats.transfers == 2
+    assert rc.measure_lag(pair).lag_s == 0.0
+
+
+def test_sync_mirrors_deletions_and_copy_does_not(moto_url: str, buckets: tuple[str, str]) -> None:
+    gone = "fleetsim-tiny/config.json"
+    for mode, kept in (("copy", True), ("sync", False)):
+        cfg = fleet(moto_url, *buckets, mode=mode)
+        rc, pair = Rclone(cfg), pair_of(cfg)
+        rc.transfer(pair)
+        s3(moto_url).delete_object(Bucket=buckets[0], Key=gone)
+        stats = rc.transfer(pair)
+        keys = {o["Key"] for o in s3(moto_url).list_objects_v2(Bucket=buckets[1])["Contents"]}
+        assert (gone in keys) is kept, mode
+        assert stats.deletes == (0 if kept else 1)
+        s3(moto_url).put_object(Bucket=buckets[0], Key=gone, Body=MODEL_FILES[gone])
+
+
+def test_missing_source_bucket_is_a_non_retryable_error(moto_url: str) -> None:
+    cfg = fleet(moto_url, "no-such-src", "no-such-dst")
+    rc, pair = Rclone(cfg), pair_of(cfg)
+    with pytest.raises(RcloneError) as info:
+        rc.transfer(pair)
+    assert info.value.error.kind == "NotFound" and not info.value.error.retryable
+    lag = rc.measure_lag(pair)
+    assert lag.lag_s is None and "no-such-src" in (lag.error or "") + pair.source_bucket
+
+
+def test_named_credential_variables_must_be_set(moto_url: str, buckets: tuple[str, str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = ("  endpoints:\n    us-east-1: {access_key_id_env: DRCTL_TEST_KEY, secret_access_key_env: DRCTL_TEST_SECRET}\n")
+    cfg = fleet(moto_url, *buckets, extra=extra)
+    monkeypatch.delenv("DRCTL_TEST_KEY", raising=False)
+    with pytest.raises(ProviderError, match="DRCTL_TEST_KEY"):
+        Rclone(cfg).transfer(pair_of(cfg))
+    monkeypatch.setenv("DRCTL_TEST_KEY", "k")
+    monkeypatch.setenv("DRCTL_TEST_SECRET", "s")
+    env = Rclone(cfg).env({"dst": "us-east-1"})
+    assert env["RCLONE_CONFIG_DST_ACCESS_KEY_ID"] == "k" and "AWS_CA_BUNDLE" not in env
+    assert Rclone(cfg).transfer(pair_of(cfg)).transfers == len(MODEL_FILES)
+
+
+def test_config_names_the_unknown_region(moto_url: str) -> None:
+    text = BASE.format(url=moto_url, data="  buckets:\n    - {name: m, source: {region: eu-west-9, bucket: abc},\n"
+                                          "       replicas: [{region: us-east-1, bucket: abd}]}\n")
+    with pytest.raises(ConfigError, match=r"data.buckets\[0\].source.region \(eu-west-9\)"):
+        parse_config(text)

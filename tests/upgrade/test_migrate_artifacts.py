@@ -1,0 +1,67 @@
+"""`drctl migrate` copies the model artifacts with rclone and verifies them before the Velero restore."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import boto3
+import pytest
+from temporalio.client import Client
+
+from drctl.config import FleetConfig
+from drctl.models.migration import migration_request
+from drctl.models.upgrade import Outcome
+from drctl.operations import start_operation
+from tests.upgrade.workers import fresh_queues, running_worker
+from workflows.migrate import Migration
+
+pytestmark = pytest.mark.devstack
+
+
+def s3(cfg: FleetConfig):  # type: ignore[no-untyped-def]
+    return boto3.client("s3", endpoint_url=cfg.aws.endpoint_url, region_name="us-east-1",
+                        aws_access_key_id="t", aws_secret_access_key="t")
+
+
+async def migrate(client: Client, cfg: FleetConfig):  # type: ignore[no-untyped-def]
+    req = migration_request(cfg, uuid.uuid4().hex[:8], "us-west-1", "us-east-1", steps_percent=[100])
+    req = req.model_copy(update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})})
+    async with running_worker(client, cfg):
+        handle = await start_operation(client, cfg, Migration.run, req, operation="migrate",
+                                       workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
+                                       source="us-west-1", target="us-east-1")
+        return await asyncio.wait_for(handle.result(), timeout=180)
+
+
+async def test_artifacts_copied_and_verified_before_the_restore(fleet_config: FleetConfig, temporal_client: Client,
+                                                                reset_fleet: None) -> None:
+    cfg = fresh_queues(fleet_config)
+    key = f"adapters/new-{uuid.uuid4().hex[:6]}/adapter_model.safetensors"
+    c = s3(cfg)
+    c.put_object(Bucket="drctl-models-us-west-1", Key=key, Body=b"lora" * 100)  # only the source has it
+    try:
+        res = await migrate(temporal_client, cfg)
+        assert res.outcome is Outcome.SUCCEEDED, res
+        assert res.artifacts is not None and res.artifacts.verified
+        (run,) = [r for r in res.artifacts.runs if r.bucket == "models"]
+        assert run.stats.transfers == 1 and run.stats.bytes == 400 and run.check_ok and run.lag.lag_s == 0.0
+        assert c.get_object(Bucket="drctl-models-us-east-1", Key=key)["Body"].read() == b"lora" * 100
+        assert res.restore is not None and res.restore.phase == "Completed"
+    finally:
+        for b in ("drctl-models-us-west-1", "drctl-models-us-east-1"):
+            c.delete_object(Bucket=b, Key=key)
+
+
+async def test_unreadable_artifacts_stop_the_migration_before_anything_changes(
+    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
+) -> None:
+    cfg = fresh_queues(fleet_config)
+    (models, *rest) = cfg.data.buckets
+    broken = models.model_copy(update={"source": models.source.model_copy(update={"bucket": "drctl-no-such-bucket"})})
+    cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"buckets": [broken, *rest]})})
+    res = await migrate(temporal_client, cfg)
+    assert res.outcome is Outcome.FAILED and res.failed_step == "artifacts", res
+    assert "model artifacts not copied, nothing changed" in res.reason and "drctl-no-such-bucket" in res.reason
+    assert res.backup is None and res.restore is None
+    assert "global weights untouched: traffic had not moved yet" in res.rollback
