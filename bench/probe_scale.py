@@ -6,7 +6,8 @@
 The replicas are one HAProxy process answering canned vLLM responses (`http-request return`:
 /health, /v1/models, /metrics with vLLM histograms, /v1/completions as SSE) on N distinct
 loopback (address, port) pairs, so the prober is what gets measured, not the server. Every
-target is healthy, so any target reported other than HEALTHY is a false DOWN.
+target is healthy, so any target reported other than HEALTHY is a false DOWN. Replicas the new
+prober did not reach within its round budget (3 x probe_timeout_s) are counted apart: unknown.
 
 Each prober runs in its own process pinned to one core (os.sched_setaffinity); it reports wall
 time and CPU seconds (time.process_time) per round. The old prober is bench/probe_baseline.py,
@@ -177,7 +178,8 @@ async def _rounds(spec: dict[str, Any]) -> list[dict[str, Any]]:
         probe = await prober.probe_region("r1")
         false_down = sum(t.status.value != "HEALTHY" for t in [probe.gateway, *probe.replicas])
         out.append({"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
-                    "false_down": false_down, "region": probe.status.value})  # fmt: skip
+                    "false_down": false_down, "unprobed": len(spec["urls"]) - len(probe.replicas),
+                    "region": probe.status.value})  # fmt: skip
     return out
 
 
@@ -229,9 +231,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = "| N | prober | wall s/round (max) | CPU s/round (max) | false DOWN (all rounds) |\n|---|---|---|---|---|"
+    head = ("| N | prober | wall s/round (max) | CPU s/round (max) | false DOWN (all rounds) | not probed in time |\n"
+            "|---|---|---|---|---|---|")
     body = [f"| {r['n']} | {r['prober']} | {r['wall_s']:.2f} ({r['wall_max_s']:.2f}) | "
-            f"{r['cpu_s']:.2f} ({r['cpu_max_s']:.2f}) | {r['false_down']} |" for r in rows]  # fmt: skip
+            f"{r['cpu_s']:.2f} ({r['cpu_max_s']:.2f}) | {r['false_down']} | {r['unprobed']} |" for r in rows]  # fmt: skip
     return "\n".join([head, *body])
 
 
@@ -239,7 +242,8 @@ def summarise(prober: str, n: int, rounds: list[dict[str, Any]]) -> dict[str, An
     walls, cpus = [r["wall_s"] for r in rounds], [r["cpu_s"] for r in rounds]
     return {"n": n, "prober": prober, "wall_s": sum(walls) / len(walls), "wall_max_s": max(walls),
             "cpu_s": sum(cpus) / len(cpus), "cpu_max_s": max(cpus),
-            "false_down": sum(r["false_down"] for r in rounds), "rounds": rounds}  # fmt: skip
+            "false_down": sum(r["false_down"] for r in rounds),
+            "unprobed": sum(r.get("unprobed", 0) for r in rounds), "rounds": rounds}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

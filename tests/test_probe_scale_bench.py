@@ -27,7 +27,7 @@ def test_tiny_run_prints_both_probers_with_no_false_down(tmp_path: Path) -> None
     rows = {line.split("|")[2].strip(): line for line in lines[3:]}
     assert set(rows) == {"old", "new"}
     # Twenty healthy targets are well inside either prober's budget: any DOWN here is a bug.
-    assert all(line.rstrip(" |").endswith("| 0") for line in rows.values()), done.stdout
+    assert all(line.rstrip(" |").endswith("| 0 | 0") for line in rows.values()), done.stdout
     assert out.read_text().count('"prober"') == 2
 
 
@@ -46,7 +46,8 @@ def test_bad_arguments_exit_2_naming_the_problem(argv: list[str], says: str, cap
 
 
 def test_summary_and_table_arithmetic() -> None:
-    rounds = [{"wall_s": 1.0, "cpu_s": 0.5, "false_down": 0}, {"wall_s": 3.0, "cpu_s": 1.5, "false_down": 2}]
+    rounds = [{"wall_s": 1.0, "cpu_s": 0.5, "false_down": 0, "unprobed": 1},
+              {"wall_s": 3.0, "cpu_s": 1.5, "false_down": 2, "unprobed": 0}]  # fmt: skip
     row = summarise("new", 100, rounds)
     assert (row["wall_s"], row["wall_max_s"], row["cpu_s"], row["cpu_max_s"], row["false_down"]) == (2.0, 3.0, 1.0, 1.5, 2)
-    assert format_table([row]).splitlines()[-1] == "| 100 | new | 2.00 (3.00) | 1.00 (1.50) | 2 |"
+    assert format_table([row]).splitlines()[-1] == "| 100 | new | 2.00 (3.00) | 1.00 (1.50) | 2 | 1 |"

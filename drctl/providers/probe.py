@@ -62,10 +62,15 @@ class InferenceProber:
             region has one, else the Kubernetes EndpointSlices of the track Services.
         gateway_completions: completions sent through the gateway per probe. More than one, so a
             gateway that fails half its requests reads as DEGRADED rather than passing by luck.
+        round_budget_s: how long a region's round may take (default 3 x probe_timeout_s).
     """
 
     def __init__(
-        self, cfg: FleetConfig, replica_source: ReplicaSource | None = None, gateway_completions: int = 3
+        self,
+        cfg: FleetConfig,
+        replica_source: ReplicaSource | None = None,
+        gateway_completions: int = 3,
+        round_budget_s: float | None = None,
     ) -> None:
         self.cfg = cfg
         self.health = cfg.health
@@ -81,6 +86,9 @@ class InferenceProber:
         # One target's own work, counted from its first request: /health, then models, metrics and
         # completions in parallel. Time queued for a concurrency slot is not part of it.
         self.target_budget_s = self.timeout_s + self.completion_timeout_s
+        # A region's round, listing included, ends by this: the workflows give the probe activity
+        # 4 x probe_timeout_s + 5 s (or 10 s). Replicas still queued then are unprobed, not DOWN.
+        self.round_budget_s = round_budget_s or 3 * self.timeout_s
         self._rounds: dict[str, int] = {}  # per region: drives the rotating completion sample
 
     @property
@@ -90,7 +98,7 @@ class InferenceProber:
         With more targets than `probe_concurrency` the round also waits for slots; each request
         keeps its own deadline, so the round is bounded by targets / concurrency x target budget.
         """
-        return self.timeout_s + self.target_budget_s
+        return max(self.round_budget_s, self.timeout_s + self.target_budget_s)
 
     async def probe_region(self, region: str) -> RegionProbe:
         return (await self.probe_regions([region]))[0]
@@ -141,7 +149,7 @@ class InferenceProber:
             try:
                 return await asyncio.wait_for(self.replica_source.replicas(region), self.timeout_s)
             except Exception as exc:  # the listing is evidence, not a verdict: judge from the gateway
-                source_error = short(exc)
+                source_error = f"replica list unavailable: {short(exc)}"
                 return []
 
         gw_task = asyncio.ensure_future(
@@ -151,11 +159,21 @@ class InferenceProber:
         round_no = self._rounds.get(region.name, 0)
         self._rounds[region.name] = round_no + 1
         sampled = rotating_sample([e.name for e in endpoints], self.health.completion_sample, round_no)
-        replicas = list(
-            await asyncio.gather(
-                *(self._bounded(e.name, e.url, client, sem, 1 if e.name in sampled else 0) for e in endpoints)
-            )
-        )
+        tasks = [
+            asyncio.ensure_future(self._bounded(e.name, e.url, client, sem, 1 if e.name in sampled else 0))
+            for e in endpoints
+        ]
+        left = started + self.round_budget_s - time.monotonic()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=max(0.0, left))
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        replicas = [t.result() for t in tasks if not t.cancelled()]
+        if len(replicas) < len(tasks):
+            # Not reached within the round: unknown, which is neither healthy nor DOWN.
+            unprobed = f"{len(tasks) - len(replicas)} replicas not probed within {self.round_budget_s:g}s"
+            source_error = f"{source_error}; {unprobed}" if source_error else unprobed
         gateway = await gw_task
         ttfts = [t.ttft_ms for t in [gateway, *replicas] if t.ttft_ms is not None]
         failing = [r for r in replicas if r.status != ProbeStatus.HEALTHY]
@@ -197,7 +215,7 @@ class InferenceProber:
             # Answering but refusing drctl's token: its health is unknown, and it is not an outage.
             names = ", ".join(t.target for t in refused)
             return ProbeStatus.AUTH, f"credentials refused by {names}: {refused[0].error}"
-        note = f" (replica list unavailable: {source_error})" if source_error else ""
+        note = f" ({source_error})" if source_error else ""
         if gateway.status == ProbeStatus.DEGRADED:
             return ProbeStatus.DEGRADED, f"gateway degraded: {gateway.error}{note}"
         if fraction > self.health.error_rate_degraded:

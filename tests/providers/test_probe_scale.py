@@ -154,12 +154,28 @@ async def test_queueing_longer_than_the_budget_is_no_false_down() -> None:
     runner, url = await slow_replica(0.05)
     try:
         cfg = bench_config(url, 1, 0.1, timeout_s=0.5, ttft_ms=100.0)
-        new = InferenceProber(cfg, replica_source=StaticReplicas([url] * 40))
+        # A round budget far beyond the queue: this test is about per-target deadlines alone.
+        new = InferenceProber(cfg, replica_source=StaticReplicas([url] * 40), round_budget_s=60)
         p = await new.probe_region("r1")
         assert p.duration_ms / 1000 > 2 * new.target_budget_s, "no target queued longer than its budget"
+        assert len(p.replicas) == 40
         assert [t.target for t in [p.gateway, *p.replicas] if t.status != ProbeStatus.HEALTHY] == [], p.reason
         # The same round with the old prober: its deadline ran while targets queued.
         old = await OldProber(cfg, replica_source=StaticReplicas([url] * 40)).probe_region("r1")
         assert sum(t.status == ProbeStatus.DOWN for t in old.replicas) > 0
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_round_ends_within_its_budget_and_unreached_replicas_are_not_down() -> None:
+    # 100 targets one at a time at >= 100 ms each cannot finish in the 1.5 s round budget.
+    runner, url = await slow_replica(0.05)
+    try:
+        prober = InferenceProber(bench_config(url, 1, 0.1, timeout_s=0.5, ttft_ms=100.0),
+                                 replica_source=StaticReplicas([url] * 100))  # fmt: skip
+        p = await prober.probe_region("r1")
+        assert p.duration_ms / 1000 < prober.round_budget_s + 1.0
+        assert 0 < len(p.replicas) < 100 and all(r.status == ProbeStatus.HEALTHY for r in p.replicas)
+        assert p.status == ProbeStatus.HEALTHY and f"{100 - len(p.replicas)} replicas not probed within 1.5s" in p.reason
     finally:
         await runner.cleanup()
