@@ -15,8 +15,9 @@ Connections are pooled within a round (one aiohttp session, about 4x cheaper in 
 than httpx here): a replica's /health connection is reused by its later requests, which ask the
 server to close it, so no idle socket per replica piles up at thousands of replicas. Each round
 starts a fresh session: a server that died since the last round is refused on its first request.
-Deadlines run per request from the moment it holds a concurrency slot and its connection, never
-while it queues behind the bound, so a long queue cannot turn into a false DOWN.
+Deadlines run per request once its target holds a concurrency slot, never while it queues behind
+the bound, so a long queue cannot turn into a false DOWN. A region's round ends within
+`round_budget_s`; replicas not reached by then are reported as not probed, not as DOWN.
 """
 
 from __future__ import annotations
