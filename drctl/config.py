@@ -151,7 +151,14 @@ class HealthConfig(_Model):
     error_rate_degraded: float = Field(
         0.25, gt=0, le=1, description="Fraction of failing replica probes above which a region is DEGRADED."
     )
-    probe_concurrency: int = Field(8, ge=1, le=64, description="Maximum concurrent probe requests.")
+    probe_concurrency: int = Field(
+        64, ge=1, le=1024, description="Targets probed at once (each runs its 2 to 6 requests itself)."
+    )
+    completion_sample: float = Field(
+        0.1, gt=0, le=1,
+        description="Fraction of a region's replicas sent a 1-token completion per round, rotating so every "
+        "replica gets one within ceil(1/fraction) rounds; the gateway gets completions every round.",
+    )
     fail_on_degraded: bool = Field(True, description="Count a DEGRADED region as a failed check.")
 
     @model_validator(mode="after")

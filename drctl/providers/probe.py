@@ -1,41 +1,57 @@
 """Inference-aware health probe of a region: its gateway and every replica behind it.
 
-Each target answers /health, /v1/models, a 1-token streamed completion (time to first token is
-measured to the first SSE data chunk) and /metrics where present. The prober never raises for an
-unhealthy target: every failure becomes a result with an error class, because the monitor needs
-to tell "down" from "slow" from "partly failing", not catch exceptions.
+Every round each replica answers /health and /metrics (where present). A rotating sample of
+replicas (`health.completion_sample`) and the gateway also answer /v1/models and a 1-token streamed
+completion (time to first token is measured to the first SSE data chunk). The prober never raises
+for an unhealthy target: every failure becomes a result with an error class, because the monitor
+needs to tell "down" from "slow" from "partly failing", not catch exceptions.
+
+Cost at steady state, with interval_s=10 (6 rounds a minute) and completion_sample=f:
+  per replica: 6 x (2 + 2f) requests a minute, 13.2 at the default f=0.1 (24 before sampling);
+  per gateway: 6 x (3 + gateway_completions) = 36 a minute with the default 3 completions.
+Fast-confirm re-probes after a failure add rounds at the same per-round cost.
+
+Connections are pooled within a round (one aiohttp session, about 4x cheaper in CPU per request
+than httpx here): a replica's /health connection is reused by its later requests, which ask the
+server to close it, so no idle socket per replica piles up at thousands of replicas. Each round
+starts a fresh session: a server that died since the last round is refused on its first request.
+Deadlines run per request once its target holds a concurrency slot, never while it queues behind
+the bound, so a long queue cannot turn into a false DOWN. A region's round ends within
+`round_budget_s`; replicas not reached by then are reported as not probed, not as DOWN.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import math
 import statistics
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
 
-import httpx
+import aiohttp
 
 from drctl.config import FleetConfig, RegionConfig
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.providers import prom
 from drctl.providers.auth import AuthConfigError, auth_headers
+from drctl.providers.probe_http import Failed, call, completion, get, short
+from drctl.providers.probe_http import metrics as read_metrics
+from drctl.providers.probe_http import models as read_models
 from drctl.providers.replicas import AutoReplicaSource, ReplicaEndpoint, ReplicaSource
 
 
-class _Failed(Exception):
-    """One probe request failed; `cls` is the TargetProbe.error_class."""
+def rotating_sample(names: list[str], fraction: float, round_no: int) -> set[str]:
+    """The replicas sent a completion in round `round_no`: a window of ceil(fraction x n) names.
 
-    def __init__(self, cls: str, message: str) -> None:
-        super().__init__(message)
-        self.cls = cls
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    The window moves by its own width each round over the sorted names, so every replica is in
+    it at least once in any ceil(n / width) consecutive rounds, whatever order the source lists.
+    """
+    ordered = sorted(names)
+    if not ordered:
+        return set()
+    width = min(len(ordered), max(1, math.ceil(fraction * len(ordered))))
+    start = (round_no * width) % len(ordered)
+    return {ordered[(start + i) % len(ordered)] for i in range(width)}
 
 
 class InferenceProber:
@@ -47,10 +63,15 @@ class InferenceProber:
             region has one, else the Kubernetes EndpointSlices of the track Services.
         gateway_completions: completions sent through the gateway per probe. More than one, so a
             gateway that fails half its requests reads as DEGRADED rather than passing by luck.
+        round_budget_s: how long a region's round may take (default 3 x probe_timeout_s).
     """
 
     def __init__(
-        self, cfg: FleetConfig, replica_source: ReplicaSource | None = None, gateway_completions: int = 3
+        self,
+        cfg: FleetConfig,
+        replica_source: ReplicaSource | None = None,
+        gateway_completions: int = 3,
+        round_budget_s: float | None = None,
     ) -> None:
         self.cfg = cfg
         self.health = cfg.health
@@ -63,30 +84,41 @@ class InferenceProber:
         # instead of slow (DEGRADED).
         self.completion_timeout_s = self.timeout_s + self.health.ttft_degraded_ms / 1000.0
 
-        # One target: /health, then models, metrics and completions in parallel, plus one more
-        # timeout's worth of waiting for a concurrency slot.
-        self.target_budget_s = 2 * self.timeout_s + self.completion_timeout_s
+        # One target's own work, counted from its first request: /health, then models, metrics and
+        # completions in parallel. Time queued for a concurrency slot is not part of it.
+        self.target_budget_s = self.timeout_s + self.completion_timeout_s
+        # A region's round, listing included, ends by this: the workflows give the probe activity
+        # 4 x probe_timeout_s + 5 s (or 10 s). Replicas still queued then are unprobed, not DOWN.
+        self.round_budget_s = round_budget_s or 3 * self.timeout_s
+        self._rounds: dict[str, int] = {}  # per region: drives the rotating completion sample
 
     @property
     def max_duration_s(self) -> float:
-        """Upper bound of one probe_region call: listing the replicas, then every target in parallel."""
-        return self.timeout_s + self.target_budget_s
+        """Upper bound of one probe_region call when no target queues: listing, then every target.
+
+        With more targets than `probe_concurrency` the round also waits for slots; each request
+        keeps its own deadline, so the round is bounded by targets / concurrency x target budget.
+        """
+        return max(self.round_budget_s, self.timeout_s + self.target_budget_s)
 
     async def probe_region(self, region: str) -> RegionProbe:
         return (await self.probe_regions([region]))[0]
 
     async def probe_regions(self, regions: list[str]) -> list[RegionProbe]:
-        """Probe several regions at once, all sharing one concurrency bound."""
+        """Probe several regions at once, all sharing one bound on the targets probed at once."""
         try:
             headers = auth_headers(self.cfg)
         except AuthConfigError as exc:
             # An unreadable token is drctl's own config error: it says nothing about the regions.
             return [self._unprobed(self.cfg.region(r), str(exc)) for r in regions]
         sem = asyncio.Semaphore(self.health.probe_concurrency)
-        limits = httpx.Limits(max_connections=self.health.probe_concurrency * 2, max_keepalive_connections=0)
-        # A fresh client per round: no pooled connection can hide that a server went away.
-        async with httpx.AsyncClient(
-            timeout=self.completion_timeout_s, limits=limits, headers=headers
+        # The semaphore bounds targets. The connector is sized for every request those targets can
+        # have open at once (the gateway: models, metrics and its completions), so no request
+        # ever waits inside the connector, where its deadline would already be running.
+        per_target = 2 + self.gateway_completions
+        connector = aiohttp.TCPConnector(limit=self.health.probe_concurrency * per_target, limit_per_host=0)
+        async with aiohttp.ClientSession(
+            connector=connector, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
         ) as client:
             return list(
                 await asyncio.gather(*(self._region(client, sem, self.cfg.region(r)) for r in regions))
@@ -97,13 +129,18 @@ class InferenceProber:
         gateway = TargetProbe(
             target="gateway", url=region.gateway_url, status=ProbeStatus.AUTH, error_class="auth", error=why
         )
-        return RegionProbe(region=region.name, status=ProbeStatus.AUTH, reason=why, gateway=gateway,
-                           probed_at=datetime.now(UTC).isoformat())
+        return RegionProbe(
+            region=region.name,
+            status=ProbeStatus.AUTH,
+            reason=why,
+            gateway=gateway,
+            probed_at=datetime.now(UTC).isoformat(),
+        )
 
     # --- one region ------------------------------------------------------------------------------
 
     async def _region(
-        self, client: httpx.AsyncClient, sem: asyncio.Semaphore, region: RegionConfig
+        self, client: aiohttp.ClientSession, sem: asyncio.Semaphore, region: RegionConfig
     ) -> RegionProbe:
         started = time.monotonic()
         source_error: str | None = None
@@ -113,16 +150,31 @@ class InferenceProber:
             try:
                 return await asyncio.wait_for(self.replica_source.replicas(region), self.timeout_s)
             except Exception as exc:  # the listing is evidence, not a verdict: judge from the gateway
-                source_error = _short(exc)
+                source_error = f"replica list unavailable: {short(exc)}"
                 return []
 
         gw_task = asyncio.ensure_future(
             self._bounded("gateway", region.gateway_url, client, sem, self.gateway_completions)
         )
         endpoints = await listed()
-        replicas = list(
-            await asyncio.gather(*(self._bounded(e.name, e.url, client, sem, 1) for e in endpoints))
-        )
+        round_no = self._rounds.get(region.name, 0)
+        self._rounds[region.name] = round_no + 1
+        sampled = rotating_sample([e.name for e in endpoints], self.health.completion_sample, round_no)
+        tasks = [
+            asyncio.ensure_future(self._bounded(e.name, e.url, client, sem, 1 if e.name in sampled else 0))
+            for e in endpoints
+        ]
+        left = started + self.round_budget_s - time.monotonic()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=max(0.0, left))
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        replicas = [t.result() for t in tasks if not t.cancelled()]
+        if len(replicas) < len(tasks):
+            # Not reached within the round: unknown, which is neither healthy nor DOWN.
+            unprobed = f"{len(tasks) - len(replicas)} replicas not probed within {self.round_budget_s:g}s"
+            source_error = f"{source_error}; {unprobed}" if source_error else unprobed
         gateway = await gw_task
         ttfts = [t.ttft_ms for t in [gateway, *replicas] if t.ttft_ms is not None]
         failing = [r for r in replicas if r.status != ProbeStatus.HEALTHY]
@@ -164,7 +216,7 @@ class InferenceProber:
             # Answering but refusing drctl's token: its health is unknown, and it is not an outage.
             names = ", ".join(t.target for t in refused)
             return ProbeStatus.AUTH, f"credentials refused by {names}: {refused[0].error}"
-        note = f" (replica list unavailable: {source_error})" if source_error else ""
+        note = f" ({source_error})" if source_error else ""
         if gateway.status == ProbeStatus.DEGRADED:
             return ProbeStatus.DEGRADED, f"gateway degraded: {gateway.error}{note}"
         if fraction > self.health.error_rate_degraded:
@@ -177,81 +229,46 @@ class InferenceProber:
     # --- one target ------------------------------------------------------------------------------
 
     async def _bounded(
-        self, name: str, url: str, client: httpx.AsyncClient, sem: asyncio.Semaphore, completions: int
+        self, name: str, url: str, client: aiohttp.ClientSession, sem: asyncio.Semaphore, completions: int
     ) -> TargetProbe:
         base = url.rstrip("/")
         try:
-            return await asyncio.wait_for(
-                self._target(name, base, client, sem, completions), self.target_budget_s
-            )
-        except TimeoutError:
-            return TargetProbe(
-                target=name,
-                url=base,
-                status=ProbeStatus.DOWN,
-                error_class="timeout",
-                error=f"no complete answer within {self.target_budget_s:g}s",
-            )
+            # The bound is per target, held across its few requests, so its /health connection is
+            # reused at once instead of idling while other targets queue. No deadline runs while
+            # it waits for the slot; each request in _call has its own, started once it holds it.
+            async with sem:
+                return await self._target(name, base, client, completions)
         except Exception as exc:  # noqa: BLE001 - a probe reports, it never raises (e.g. a malformed URL)
             return TargetProbe(
-                target=name, url=base, status=ProbeStatus.DOWN, error_class="probe_error", error=_short(exc)
+                target=name, url=base, status=ProbeStatus.DOWN, error_class="probe_error", error=short(exc)
             )
 
-    async def _call(
-        self, sem: asyncio.Semaphore, timeout_s: float, fn: Callable[[], Awaitable[Any]]
-    ) -> tuple[Any, float]:
-        """Run one request under the concurrency bound and a hard deadline; map every failure."""
-        async with sem:
-            t0 = time.perf_counter()
-            try:
-                async with asyncio.timeout(timeout_s):
-                    result = await fn()
-            except _Failed:
-                raise
-            except (TimeoutError, httpx.TimeoutException) as exc:
-                raise _Failed("timeout", f"no answer within {timeout_s:g}s") from exc
-            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                raise _Failed("connect", _short(exc)) from exc
-            except httpx.HTTPError as exc:
-                raise _Failed("bad_response", _short(exc)) from exc
-            return result, (time.perf_counter() - t0) * 1000
-
-    @staticmethod
-    def _check(resp: httpx.Response) -> httpx.Response:
-        if resp.status_code in (401, 403):
-            raise _Failed("auth", f"HTTP {resp.status_code} from {resp.request.url.path}: "
-                                  "credentials refused (check workload.auth)")
-        if resp.status_code >= 500:
-            raise _Failed("http_5xx", f"HTTP {resp.status_code} from {resp.request.url.path}")
-        if resp.status_code >= 400:
-            raise _Failed("http_4xx", f"HTTP {resp.status_code} from {resp.request.url.path}")
-        return resp
-
     async def _target(
-        self, name: str, base: str, client: httpx.AsyncClient, sem: asyncio.Semaphore, completions: int
+        self, name: str, base: str, client: aiohttp.ClientSession, completions: int
     ) -> TargetProbe:
         probe = TargetProbe(target=name, url=base, status=ProbeStatus.HEALTHY)
         try:
-            _, probe.latency_ms = await self._call(
-                sem, self.timeout_s, lambda: self._get(client, f"{base}/health")
-            )
-        except _Failed as f:
+            _, probe.latency_ms = await call(self.timeout_s, lambda: get(client, f"{base}/health", keep=True))
+        except Failed as f:
             # Dead or refusing: nothing further would answer, and waiting on it would only stretch
             # the probe of a dead region past its bound.
             status = ProbeStatus.AUTH if f.cls == "auth" else ProbeStatus.DOWN
             return probe.model_copy(update={"status": status, "error_class": f.cls, "error": str(f)})
         probe.latency_ms = round(probe.latency_ms, 2)
+        if completions == 0:
+            # Not in this round's completion sample: /metrics is the whole check.
+            self._read_metrics(probe, await read_metrics(client, base, self.timeout_s))
+            return probe
         models, metrics, ttfts = await asyncio.gather(
-            self._models(client, sem, base),
-            self._metrics(client, sem, base),
-            asyncio.gather(*(self._completion(client, sem, base) for _ in range(completions))),
+            read_models(client, base, self.timeout_s, self.model),
+            read_metrics(client, base, self.timeout_s),
+            asyncio.gather(
+                *(completion(client, base, self.completion_timeout_s, self.model) for _ in range(completions))
+            ),
         )
-        if metrics:
-            probe.queue_depth = metrics.get(prom.VLLM_WAITING)
-            probe.running = metrics.get(prom.VLLM_RUNNING)
-            probe.kv_cache_usage = metrics.get(prom.VLLM_KV_CACHE)
+        self._read_metrics(probe, metrics)
         probe.models_ok = models is None
-        failures = [r for r in [models, *ttfts] if isinstance(r, _Failed)]
+        failures = [r for r in [models, *ttfts] if isinstance(r, Failed)]
         good = [t for t in ttfts if isinstance(t, float)]
         if good:
             probe.ttft_ms = round(statistics.median(good), 2)
@@ -259,11 +276,11 @@ class InferenceProber:
         if refused is not None:
             # vLLM keeps /health open under --api-key: a 401 on /v1 is our token, not the server.
             probe.status, probe.error_class, probe.error = ProbeStatus.AUTH, refused.cls, str(refused)
-        elif isinstance(models, _Failed) and models.cls == "model_missing":
+        elif isinstance(models, Failed) and models.cls == "model_missing":
             # Checked first: completions then fail too (404), and "model missing" is the cause.
             probe.status, probe.error_class, probe.error = ProbeStatus.DOWN, models.cls, str(models)
         elif not good:
-            first = next(t for t in ttfts if isinstance(t, _Failed))
+            first = next(t for t in ttfts if isinstance(t, Failed))
             probe.status, probe.error_class = ProbeStatus.DOWN, first.cls
             probe.error = f"completion failed ({len(ttfts)}/{len(ttfts)}): {first}"
         elif failures:
@@ -274,59 +291,9 @@ class InferenceProber:
             probe.error = f"slow TTFT {probe.ttft_ms:.0f}ms > {self.health.ttft_degraded_ms:g}ms"
         return probe
 
-    async def _get(self, client: httpx.AsyncClient, url: str) -> httpx.Response:
-        return self._check(await client.get(url))
-
-    async def _models(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, base: str) -> _Failed | None:
-        try:
-            resp, _ = await self._call(sem, self.timeout_s, lambda: self._get(client, f"{base}/v1/models"))
-            ids = [m.get("id") for m in resp.json().get("data", [])]
-        except _Failed as f:
-            return f
-        except (ValueError, AttributeError, TypeError) as exc:
-            return _Failed("bad_response", f"/v1/models is not an OpenAI model list: {_short(exc)}")
-        if self.model not in ids:
-            return _Failed("model_missing", f"model {self.model!r} not served; /v1/models lists {ids}")
-        return None
-
-    async def _metrics(
-        self, client: httpx.AsyncClient, sem: asyncio.Semaphore, base: str
-    ) -> dict[str, float] | None:
-        # /metrics is optional (a gateway usually has none): its absence or failure is no verdict.
-        try:
-            resp, _ = await self._call(sem, self.timeout_s, lambda: client.get(f"{base}/metrics"))
-        except _Failed:
-            return None
-        return prom.parse_samples(resp.text) if resp.status_code == 200 else None
-
-    async def _completion(
-        self, client: httpx.AsyncClient, sem: asyncio.Semaphore, base: str
-    ) -> float | _Failed:
-        body = {"model": self.model, "prompt": "ping", "max_tokens": 1, "stream": True, "temperature": 0}
-
-        async def first_chunk() -> float:
-            t0 = time.perf_counter()
-            async with client.stream("POST", f"{base}/v1/completions", json=body) as resp:
-                if resp.status_code >= 400:
-                    await resp.aread()
-                    self._check(resp)
-                async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(payload)
-                    except ValueError as exc:
-                        raise _Failed("bad_response", f"SSE chunk is not JSON: {payload[:80]!r}") from exc
-                    if not isinstance(chunk, dict) or "choices" not in chunk:
-                        raise _Failed("bad_response", f"SSE chunk without choices: {payload[:80]!r}")
-                    return (time.perf_counter() - t0) * 1000
-            raise _Failed("bad_response", "completion stream ended without a data chunk")
-
-        try:
-            ttft, _ = await self._call(sem, self.completion_timeout_s, first_chunk)
-        except _Failed as f:
-            return f
-        return float(ttft)
+    @staticmethod
+    def _read_metrics(probe: TargetProbe, metrics: dict[str, float] | None) -> None:
+        if metrics:
+            probe.queue_depth = metrics.get(prom.VLLM_WAITING)
+            probe.running = metrics.get(prom.VLLM_RUNNING)
+            probe.kv_cache_usage = metrics.get(prom.VLLM_KV_CACHE)

@@ -70,7 +70,7 @@ regions:
     devstack_admin_url: {region.admin_url}
     kube: {{api_url: "http://127.0.0.1:1", namespace: inference}}
 workload: {{model: fleetsim-tiny, {auth}}}
-health: {{interval_s: 5, probe_timeout_s: 1.5}}
+health: {{interval_s: 5, probe_timeout_s: 1.5, completion_sample: 1}}
 traffic:
   global_endpoint: http://127.0.0.1:1
   global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}

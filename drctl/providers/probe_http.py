@@ -1,0 +1,133 @@
+"""The prober's HTTP requests: one aiohttp request each, a hard deadline, every failure classified."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
+
+import aiohttp
+
+from drctl.providers import prom
+
+_CLOSE = {"Connection": "close"}
+_GAUGES = (prom.VLLM_WAITING, prom.VLLM_RUNNING, prom.VLLM_KV_CACHE)
+
+
+class Reply(NamedTuple):
+    status: int
+    text: str
+
+
+class Failed(Exception):
+    """One probe request failed; `cls` is the TargetProbe.error_class."""
+
+    def __init__(self, cls: str, message: str) -> None:
+        super().__init__(message)
+        self.cls = cls
+
+
+def short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+async def call(timeout_s: float, fn: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
+    """Run one request under a hard deadline; map every failure."""
+    t0 = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout_s):
+            result = await fn()
+    except Failed:
+        raise
+    except TimeoutError as exc:
+        raise Failed("timeout", f"no answer within {timeout_s:g}s") from exc
+    except aiohttp.InvalidURL:
+        raise  # our config, not the target's health: reported as probe_error
+    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+        raise Failed("connect", short(exc)) from exc
+    except aiohttp.ClientError as exc:
+        raise Failed("bad_response", short(exc)) from exc
+    return result, (time.perf_counter() - t0) * 1000
+
+
+def check(status: int, path: str) -> None:
+    if status in (401, 403):
+        raise Failed("auth", f"HTTP {status} from {path}: credentials refused (check workload.auth)")
+    if status >= 500:
+        raise Failed("http_5xx", f"HTTP {status} from {path}")
+    if status >= 400:
+        raise Failed("http_4xx", f"HTTP {status} from {path}")
+
+
+async def get(client: aiohttp.ClientSession, url: str, keep: bool = False, strict: bool = True) -> Reply:
+    # A target's later requests close their connection: the next round is a new session
+    # anyway, and thousands of idle keep-alive sockets would only hold server slots.
+    async with client.get(url, headers=None if keep else _CLOSE) as resp:
+        text = await resp.text(errors="replace")
+        if strict:
+            check(resp.status, resp.url.path)
+        return Reply(resp.status, text)
+
+
+async def models(client: aiohttp.ClientSession, base: str, timeout_s: float, model: str) -> Failed | None:
+    try:
+        resp, _ = await call(timeout_s, lambda: get(client, f"{base}/v1/models"))
+        ids = [m.get("id") for m in json.loads(resp.text).get("data", [])]
+    except Failed as f:
+        return f
+    except (ValueError, AttributeError, TypeError) as exc:
+        return Failed("bad_response", f"/v1/models is not an OpenAI model list: {short(exc)}")
+    if model not in ids:
+        return Failed("model_missing", f"model {model!r} not served; /v1/models lists {ids}")
+    return None
+
+
+async def metrics(client: aiohttp.ClientSession, base: str, timeout_s: float) -> dict[str, float] | None:
+    # /metrics is optional (a gateway usually has none): its absence or failure is no verdict.
+    try:
+        resp, _ = await call(timeout_s, lambda: get(client, f"{base}/metrics", strict=False))
+    except Failed:
+        return None
+    if resp.status != 200:
+        return None
+    # Only the three gauges are read here; skipping the histogram lines before the regex
+    # parse is most of the prober's CPU at thousands of replicas.
+    wanted = "\n".join(ln for ln in resp.text.splitlines() if ln.startswith(_GAUGES))
+    return prom.parse_samples(wanted)
+
+
+async def completion(
+    client: aiohttp.ClientSession, base: str, timeout_s: float, model: str
+) -> float | Failed:
+    body = {"model": model, "prompt": "ping", "max_tokens": 1, "stream": True, "temperature": 0}
+
+    async def first_chunk() -> float:
+        t0 = time.perf_counter()
+        async with client.post(f"{base}/v1/completions", json=body, headers=_CLOSE) as resp:
+            if resp.status >= 400:
+                await resp.read()
+                check(resp.status, resp.url.path)
+            async for raw in resp.content:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(payload)
+                except ValueError as exc:
+                    raise Failed("bad_response", f"SSE chunk is not JSON: {payload[:80]!r}") from exc
+                if not isinstance(chunk, dict) or "choices" not in chunk:
+                    raise Failed("bad_response", f"SSE chunk without choices: {payload[:80]!r}")
+                return (time.perf_counter() - t0) * 1000
+        raise Failed("bad_response", "completion stream ended without a data chunk")
+
+    try:
+        ttft, _ = await call(timeout_s, first_chunk)
+    except Failed as f:
+        return f
+    return float(ttft)
