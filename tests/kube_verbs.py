@@ -25,6 +25,7 @@ _VERB = {"read": "get", "get": "get", "list": "list", "create": "create", "repla
 _CLUSTER = re.compile(r"^(read|get|list|create|replace|patch|delete|watch)_(cluster_custom_object\w*|namespace|node|"
                       r"\w+_for_all_namespaces)$")
 _PATH = re.compile(r"'(/apis?/[^']+)'")
+_ROOT = Path(__file__).resolve().parent.parent
 
 
 @cache
@@ -69,6 +70,14 @@ class _Module:
                     for n, v in zip(names, values, strict=False):
                         if isinstance(n, ast.Name) and isinstance(v, ast.Constant) and isinstance(v.value, str):
                             self.constants[n.id] = v.value
+            # `from drctl.providers.velero import GROUP`: the constant as the defining module has it.
+            if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("drctl."):
+                source = _ROOT.joinpath(*stmt.module.split(".")).with_suffix(".py")
+                if source.exists():
+                    theirs = _Module(source).constants
+                    for alias in stmt.names:
+                        if alias.name in theirs:
+                            self.constants[alias.asname or alias.name] = theirs[alias.name]
 
     def _function(self, node: ast.AST) -> ast.FunctionDef | None:
         while node in self.parent:
