@@ -10,9 +10,10 @@ import pytest
 from temporalio.client import Client
 
 from drctl.config import FleetConfig
-from drctl.models.migration import migration_request
+from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
 from drctl.operations import start_operation
+from drctl.outcome import result_of
 from tests.upgrade.workers import fresh_queues, running_worker
 from workflows.migrate import Migration
 
@@ -31,7 +32,7 @@ async def migrate(client: Client, cfg: FleetConfig):  # type: ignore[no-untyped-
         handle = await start_operation(client, cfg, Migration.run, req, operation="migrate",
                                        workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
                                        source="us-west-1", target="us-east-1")
-        return await asyncio.wait_for(handle.result(), timeout=180)
+        return await asyncio.wait_for(result_of(handle, MigrationResult), timeout=180)
 
 
 async def test_artifacts_copied_and_verified_before_the_restore(fleet_config: FleetConfig, temporal_client: Client,
