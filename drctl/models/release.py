@@ -38,7 +38,10 @@ def compare(source: Release, target: Release) -> ParityReport:
     if source.image != target.image:
         rep.drift.append(f"image {target.image} in {target.region}, {source.image} in {source.region}")
     if source.model != target.model:
-        rep.model_differs = True
+        # A model read from one side only (args or env the other side sets differently) is drift to show,
+        # not proof of a different model: /v1/models below is the authority when both answer.
+        if source.model is not None and target.model is not None:
+            rep.model_differs = True
         rep.drift.append(f"model {target.model} in {target.region}, {source.model} in {source.region}")
     missing = sorted(set(source.env_names) - set(target.env_names))
     extra = sorted(set(target.env_names) - set(source.env_names))

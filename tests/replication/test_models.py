@@ -91,3 +91,13 @@ def test_an_unreadable_source_is_bounded_by_the_last_replication_check() -> None
     # At a fault 1 s after that check: 1.5 s of lag then, plus 1 s of writes since, may be lost.
     assert check.lag_at(checked + timedelta(seconds=1)) == 2.5
     assert "estimated from the last replication run" in check.describe()
+
+
+def test_a_model_known_on_one_side_only_is_drift_not_a_different_model() -> None:
+    # A standby whose Deployment names no model (it comes from a config file, say) must not block a
+    # failover when both regions list the same model in /v1/models.
+    src = Release(region="w", image="vllm:1", model="m", served_models=["m"])
+    unnamed = compare(src, Release(region="e", image="vllm:1", model=None, served_models=["m"]))
+    assert not unnamed.model_differs and unnamed.drift == ["model None in e, m in w"]
+    serving_other = compare(src, Release(region="e", image="vllm:1", model=None, served_models=["n"]))
+    assert serving_other.model_differs

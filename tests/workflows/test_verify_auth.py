@@ -148,14 +148,14 @@ def authed_fleet(fleet_config: FleetConfig, reset_fleet: None, monkeypatch: pyte
     monkeypatch.setenv(TOKEN_ENV, key)
     _set_api_key(fleet_config, key)
     try:
-        wait_until(lambda: _anonymous_status(fleet_config) == {401} and _rolled(fleet_config),
-                   timeout_s=60, interval_s=0.5, what="every replica restarted with an API key")
+        wait_until(lambda: _settled(fleet_config, {401}), timeout_s=60, interval_s=0.5,
+                   what="every replica restarted with an API key")
         yield key
     finally:
         # Before reset_fleet's baseline check, which sends anonymous completions.
         _set_api_key(fleet_config, None)
-        wait_until(lambda: _anonymous_status(fleet_config) == {200} and _rolled(fleet_config),
-                   timeout_s=60, interval_s=0.5, what="every replica back without an API key")
+        wait_until(lambda: _settled(fleet_config, {200}), timeout_s=60, interval_s=0.5,
+                   what="every replica back without an API key")
 
 
 def _authed(cfg: FleetConfig) -> FleetConfig:
@@ -168,6 +168,13 @@ async def _monitor(client: Client, cfg: FleetConfig) -> Any:
     handle, started = await start_monitor(client, cfg)
     assert started
     return handle
+
+
+def _settled(cfg: FleetConfig, codes: set[int]) -> bool:
+    """Every replica answers anonymous requests with `codes` and the rollout is done; else says what it saw."""
+    seen, rolled = _anonymous_status(cfg), _rolled(cfg)
+    assert seen == codes and rolled, f"anonymous /v1/models answered {sorted(seen)}, rolled out: {rolled}"
+    return True
 
 
 def _rolled(cfg: FleetConfig) -> bool:
