@@ -25,6 +25,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from drctl.models.ops import SetWeightsInput
     from drctl.models.traffic import GlobalChange, PropagationInput, PropagationResult, WeightsApplied
+    from workflows.common import QUEUE_WAIT_S
 
 # Recorded as a marker in histories that wait; histories from before the wait existed replay without it.
 PATCH_PROPAGATION_WAIT = "global-propagation-wait"
@@ -35,8 +36,9 @@ APPLY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_
                           maximum_interval=timedelta(seconds=5), maximum_attempts=8)
 # The wait retries only when its worker died (heartbeat timeout); schedule_to_close bounds it all.
 WAIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-# A region whose worker is gone must surface as an error, not a wait without end.
-SCHEDULE_TO_START = timedelta(seconds=30)
+# A region whose worker is gone must surface as an error, not a wait without end: the same queue
+# wait as every other region-bound call.
+SCHEDULE_TO_START = timedelta(seconds=QUEUE_WAIT_S)
 POLL_S = 2.0
 
 
