@@ -62,7 +62,7 @@ class Replica:
     health_failures: int = 0
 
     def describe(self) -> dict[str, Any]:
-        return {"pod": self.pod, "deployment": self.deployment, "track": self.track, "port": self.port,
+        return {"pod": self.pod, "namespace": self.namespace, "deployment": self.deployment, "track": self.track, "port": self.port,
                 "pid": self.proc.pid, "state": self.state}
 
 

@@ -132,12 +132,13 @@ def _set_api_key(cfg: FleetConfig, key: str | None) -> None:
 
 
 def _anonymous_status(cfg: FleetConfig) -> set[int]:
-    codes = set()
+    codes, name = set(), cfg.workload.deployment_name("stable")
     for r in cfg.regions:
-        # Only the stable track gets the key: a replica of another track that an earlier test left
-        # behind (still draining) answers anonymously and is not what this fixture changed.
+        # Only the stable Deployment gets the key: a replica of another track, or of another
+        # Deployment an earlier test left behind (a migration's copy, a draining canary), answers
+        # anonymously and is not what this fixture changed.
         for rep in httpx.get(f"{r.devstack_admin_url}/replicas", timeout=5).json():
-            if rep.get("track") != "stable":
+            if (rep.get("track"), rep.get("deployment"), rep.get("namespace")) != ("stable", name, r.kube.namespace):
                 continue
             try:
                 codes.add(httpx.get(f"http://127.0.0.1:{rep['port']}/v1/models", timeout=5).status_code)
