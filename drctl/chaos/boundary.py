@@ -147,7 +147,8 @@ def check_boundary(exp: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig, 
 
 def safe_name(name: str) -> str:
     """A name used in a file or object path: refuse anything that could leave its directory."""
-    if not _SAFE_NAME.match(name) or ".." in name:
+    # fullmatch: `$` in match() would let a trailing newline through into a file name.
+    if not _SAFE_NAME.fullmatch(name) or ".." in name:
         raise BoundaryViolation(f"name {name!r} is not allowed: use letters, digits, '.', '_' and '-' only")
     return name
 
