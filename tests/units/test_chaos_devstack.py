@@ -253,4 +253,4 @@ def test_wait_for_served_needs_a_streak_of_successes(conf: dict[str, Any], stand
         probes.wait_for_served(within_s=0.2, consecutive=2, configuration=conf)
     assert str(info.value) == "the global endpoint did not serve 2 requests in a row within 0.2s"
     # Failures back off instead of hammering the endpoint: a bounded number of requests.
-    assert 1 <= len(standin.calls) <= 10
+    assert len(standin.calls) <= 10
