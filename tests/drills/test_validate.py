@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -48,10 +49,53 @@ def admin_recorder() -> Iterator[str]:
     server.shutdown()
 
 
-def _config(directory: Path, admin: str, allowed: list[str], injector: str = "devstack") -> Path:
+class _TemporalDoor:
+    """Stands where the Temporal frontend would be and records every connection to it.
+
+    `drctl drill run` connects to Temporal only to start the drill, after the experiment passed
+    validation: a connection here means an experiment got past validation. (With no server the
+    CLI then fails with exit 3, so the exit code alone would not say how far it got.)
+    """
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.knocks = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            self.knocks += 1
+            conn.close()
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
+        except OSError:
+            pass
+        self.sock.close()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def temporal_door() -> Iterator[_TemporalDoor]:
+    door = _TemporalDoor()
+    yield door
+    door.close()
+
+
+def _config(directory: Path, admin: str, allowed: list[str], injector: str = "devstack",
+            temporal: str | None = None) -> Path:
     data = fleet_config_data()
     for r in data["regions"]:
         r["devstack_admin_url"] = admin
+    if temporal:
+        data["temporal"]["address"] = temporal
     data["drills"] = {"allowed_targets": allowed, "fault_injector": injector}
     path = directory / f"fleet-{'-'.join(allowed) or 'none'}-{injector}.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -95,13 +139,19 @@ CASES: dict[str, tuple[Any, str, str]] = {
 }
 
 
-def test_each_broken_experiment_exits_2_before_any_fault(admin_recorder: str) -> None:
+def test_each_broken_experiment_exits_2_before_any_fault(admin_recorder: str, temporal_door: _TemporalDoor) -> None:
     work = short_tmp_dir("drctl-val-")
     configs = {
-        "both": _config(work, admin_recorder, ["us-west-1", "us-east-1"]),
-        "east-only": _config(work, admin_recorder, ["us-east-1"]),
-        "kube": _config(work, admin_recorder, ["us-west-1", "us-east-1"], "kubernetes"),
+        "both": _config(work, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address),
+        "east-only": _config(work, admin_recorder, ["us-east-1"], temporal=temporal_door.address),
+        "kube": _config(work, admin_recorder, ["us-west-1", "us-east-1"], "kubernetes", temporal=temporal_door.address),
     }
+    # The control: the same command on a valid experiment gets as far as Temporal, so the door
+    # does see an experiment that passed validation.
+    control_door = _TemporalDoor()
+    control_cfg = _config(work, admin_recorder, ["us-west-1", "us-east-1"], "devstack", temporal=control_door.address)
+    control = subprocess.Popen([DRCTL, "drill", "run", str(REPO / "experiments" / "region-outage.json"),
+                                "-c", str(control_cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     procs = {}
     for name, (content, cfg, _) in CASES.items():
         path = work / name
@@ -115,8 +165,11 @@ def test_each_broken_experiment_exits_2_before_any_fault(admin_recorder: str) ->
         expected = CASES[name][2]
         if proc.returncode != 2 or expected not in err or "Traceback" in err:
             failures.append(f"{name}: exit {proc.returncode}, stderr {err.strip()!r}")
+    _, control_err = control.communicate(timeout=60)
+    control_door.close()
     assert not failures, "\n".join(failures)
-    assert _Recorder.hits == [], f"a fault call was sent: {_Recorder.hits}"
+    assert temporal_door.knocks == 0, "a broken experiment got past validation: drctl went on to start the drill"
+    assert control.returncode == 3 and control_door.knocks >= 1, (control.returncode, control_err)
 
 
 def test_shipped_experiments_are_valid_and_say_what_they_expect(tmp_path: Path, admin_recorder: str) -> None:
@@ -130,11 +183,13 @@ def test_shipped_experiments_are_valid_and_say_what_they_expect(tmp_path: Path, 
         assert plan.rollbacks == ["clear-target-region-faults"]
 
 
-def test_dry_run_prints_the_plan_and_injects_nothing(tmp_path: Path, admin_recorder: str) -> None:
-    cfg = _config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"])
+def test_dry_run_prints_the_plan_and_injects_nothing(tmp_path: Path, admin_recorder: str,
+                                                     temporal_door: _TemporalDoor) -> None:
+    cfg = _config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address)
     proc = subprocess.run([DRCTL, "drill", "run", str(REPO / "experiments" / "region-outage.json"), "--dry-run",
                            "-c", str(cfg), "--target", "us-east-1"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "nothing is injected" in proc.stdout and "us-east-1" in proc.stdout
     assert "kill-all-target-region-replicas" in proc.stdout
-    assert _Recorder.hits == []
+    # A dry run starts nothing: it never even connects to Temporal.
+    assert temporal_door.knocks == 0
