@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.config import FleetConfig
 from drctl.models.failover import FailoverInput, FailoverResult
@@ -130,7 +130,8 @@ async def test_worker_sigkilled_mid_failover_resumes_after_restart(
             await temporal_client.get_workflow_handle(ex.id).terminate("test teardown")
 
 
-async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_config_path: Path) -> None:
+async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_config_path: Path,
+                                          temporal_client: Client) -> None:
     cfg = await start_workers()
     path = write_config(cfg, fleet_config_path.parent)
     start = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(path))
@@ -159,6 +160,15 @@ async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_con
     assert ops.returncode == 0 and json.loads(ops.stdout) == []
     stop = await asyncio.to_thread(drctl, "monitor", "stop", "-c", str(path))
     assert stop.returncode == 0, stop.stderr
+    # The exit code only says the cancel was sent: the workflow itself must end, cancelled.
+    handle = temporal_client.get_workflow_handle(f"monitor/{cfg.name}")
+
+    async def closed() -> WorkflowExecutionStatus | None:
+        status = (await handle.describe()).status
+        return status if status != WorkflowExecutionStatus.RUNNING else None
+
+    assert await assert_eventually(closed, timeout_s=30, interval_s=0.2, what="monitor closed") == (
+        WorkflowExecutionStatus.CANCELED)
 
 
 async def test_cli_temporal_unreachable_names_the_address(fleet_config: FleetConfig, fleet_config_path: Path) -> None:
