@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 from kubernetes import client as k8s
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.config import FleetConfig
 from drctl.devstack.moto_seed import MODEL_FILES
@@ -34,7 +35,7 @@ def models_lag(status_json: str) -> dict[str, Any]:
 
 
 async def test_lag_refuses_a_normal_failover_until_replication_catches_up(
-    start_workers: StartWorkers, fleet_config_path: Path
+    start_workers: StartWorkers, fleet_config_path: Path, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
     path = write_config(cfg, fleet_config_path.parent)
@@ -92,6 +93,15 @@ async def test_lag_refuses_a_normal_failover_until_replication_catches_up(
         assert models_lag(proc.stdout)["lag_s"] == 0.0
         stopped = await asyncio.to_thread(drctl, "replicate", "stop", "-c", str(path))
         assert stopped.returncode == 0, stopped.stderr
+        # Exit 0 only says the signal was sent: the workflow must finish its runs and complete.
+        handle = temporal_client.get_workflow_handle(f"replicate/{cfg.name}")
+
+        async def closed() -> WorkflowExecutionStatus | None:
+            status = (await handle.describe()).status
+            return status if status != WorkflowExecutionStatus.RUNNING else None
+
+        assert await assert_eventually(closed, timeout_s=60, interval_s=0.5, what="replication closed") == (
+            WorkflowExecutionStatus.COMPLETED)
         assert last["mode"] == "sync"
     finally:
         client.put_object(Bucket=replica, Key=ADAPTER, Body=MODEL_FILES[ADAPTER])
