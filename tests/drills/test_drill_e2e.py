@@ -66,7 +66,7 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     report = DrillReport.model_validate_json(out[out.index("{"):])
     assert report.verdict is Verdict.PASS, report.reasons
     assert report.fault_injected and report.measured_rto_s is not None
-    assert 0 < report.measured_rto_s < 30
+    assert 0 < report.measured_rto_s < report.rto_target_s == cfg.objectives.rto_target_s
     assert report.failover and report.failover.found and report.failover_rto_s is not None
     assert [p["phase"] for p in report.failover_phases][:2] == ["claim", "preflight"]
     assert report.failback and report.failback.status == "COMPLETED"

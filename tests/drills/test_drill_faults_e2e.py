@@ -29,7 +29,8 @@ def assert_passed_with_failover(report: DrillReport, cfg: FleetConfig) -> None:
     assert report.fault_injected and report.fault_at is not None
     assert report.measured_rto_s is not None and 0 < report.measured_rto_s < report.rto_target_s == 30
     assert report.failover and report.failover.found and report.failover.status == "COMPLETED"
-    assert report.failover_done_after_s is not None and report.failover_done_after_s < 30
+    # The failover closed before the RTO target ran out (ordering against the fleet's own target).
+    assert report.failover_done_after_s is not None and report.failover_done_after_s < report.rto_target_s
     assert report.journal and report.journal.steady_state_before_met and report.journal.rollbacks_ok == 1
     assert report.served_by.get("us-east-1", 0) > 0
     assert report.failback and report.failback.status == "COMPLETED"

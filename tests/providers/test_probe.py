@@ -177,7 +177,9 @@ async def test_hang_is_timeout_within_bound(clean: Stack) -> None:
     elapsed = time.monotonic() - started
     assert p.status == ProbeStatus.DOWN
     assert {t.error_class for t in [p.gateway, *p.replicas]} == {"timeout"}
-    assert elapsed < 2 * TIMEOUT_S + 2.0, f"probe of a hung region took {elapsed:.2f}s"
+    # Bounded by the probe timeout: it waited for it (a hang is not an instant error) and no longer
+    # than the gateway's and the replicas' timeouts in sequence, with slack for a loaded machine.
+    assert TIMEOUT_S <= elapsed < 4 * TIMEOUT_S, f"probe of a hung region took {elapsed:.2f}s"
 
 
 async def test_unlisted_and_unlistable_replicas(clean: Stack) -> None:
@@ -208,7 +210,7 @@ async def test_killed_gateway_process(clean: Stack) -> None:
         await asyncio.wait_for(proc.wait(), 5)
         started = time.monotonic()
         p = await _probe(clean, gateway=gateway)
-        assert time.monotonic() - started < 2 * TIMEOUT_S + 2.0
+        assert time.monotonic() - started < 4 * TIMEOUT_S  # a refused connection never waits out the timeout twice
     finally:
         if proc.returncode is None:
             proc.kill()
