@@ -8,7 +8,7 @@ STAMP := $(VENV)/.drctl-installed
 CONFIG ?= config/fleet.yaml
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: deps venv test demo down lint
+.PHONY: deps venv test demo down lint mutate
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # System packages from Debian: HAProxy (gateways), Prometheus + promtool and Alertmanager's amtool
@@ -25,6 +25,10 @@ deps:
 	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
 
 venv: deps $(STAMP)
+
+DEV_STAMP := $(VENV)/.drctl-dev-installed
+MUTATE_CHILDREN ?= 1
+MUTATE_MIN ?= 90
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,3 +61,17 @@ lint: venv
 	$(BIN)/ruff check drctl tests workflows activities bench
 	$(BIN)/mypy drctl workflows activities
 	$(BIN)/lint-imports
+
+$(DEV_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP)
+
+# Mutation testing of the pure modules (drctl/models, drctl/chaos, drctl/providers/errors.py; see
+# [tool.mutmut] in pyproject.toml) against the fast unit tests: prints the score and every mutant
+# not killed, and fails below MUTATE_MIN %. Always a fresh run: mutmut keeps earlier verdicts, so a
+# test added since would not count. MUTATE_CHILDREN=N tests N mutants at once (default 1).
+mutate: venv $(DEV_STAMP)
+	rm -rf mutants
+	mkdir -p mutants
+	$(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) > mutants/run.log 2>&1 || { tail -c 3000 mutants/run.log; exit 1; }
+	$(BIN)/python tests/units/mutation_score.py --min $(MUTATE_MIN)
