@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,7 @@ class Reply:
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0  # answer late, as a hung server does for a while
 
 
 @dataclass
@@ -28,8 +30,10 @@ class StandIn:
     replies: dict[str, Reply] = field(default_factory=dict)
     # Completions answer from this script in order, then repeat its last entry.
     completions: list[Reply] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)  # the client's source port, per request
 
     def reset(self) -> None:
+        self.ports.clear()
         self.calls.clear()
         self.replies.clear()
         self.completions.clear()
@@ -52,7 +56,11 @@ def serve() -> Iterator[StandIn]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
-            reply = holder["s"].answer(method, self.path, body, {k.lower(): v for k, v in self.headers.items()})
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            holder["s"].ports.append(self.client_address[1])
+            reply = holder["s"].answer(method, self.path, body, headers)
+            if reply.delay_s:
+                time.sleep(reply.delay_s)
             data = b"" if reply.body is None else json.dumps(reply.body).encode()
             self.send_response(reply.status)
             for k, v in reply.headers.items():

@@ -213,6 +213,25 @@ def test_success_ratio_and_traffic_share_count_completions(conf: dict[str, Any],
     assert probes.traffic_share(WEST, requests=1, header="x-other", configuration=authed) == 0.0
 
 
+def test_every_probe_request_is_a_new_bounded_connection(conf: dict[str, Any], standin: StandIn) -> None:
+    # A new connection each time, so the global tier balances every request as a new user's.
+    standin.completions[:] = [_completion(WEST)]
+    assert probes.global_success_ratio(requests=3, configuration=conf) == 1.0
+    assert len(set(standin.ports)) == 3
+    # A reply slower than timeout_s is a failure, not a wait.
+    standin.reset()
+    standin.completions[:] = [Reply(200, {}, {"x-drctl-region": WEST}, delay_s=0.6)]
+    assert probes.traffic_share(WEST, requests=1, timeout_s=0.2, configuration=conf) == 0.0
+
+
+def test_a_failed_request_backs_off_only_briefly(conf: dict[str, Any], standin: StandIn) -> None:
+    standin.completions[:] = [_completion(None, 500), _completion(EAST), _completion(EAST)]
+    assert probes.wait_for_traffic_moved(WEST, within_s=1.0, consecutive=2, configuration=conf)["moved"]
+    standin.reset()
+    standin.completions[:] = [_completion(None, 500), _completion(EAST), _completion(EAST)]
+    assert probes.wait_for_served(within_s=1.0, consecutive=2, configuration=conf)["served"]
+
+
 def test_probes_without_a_fleet_config_need_a_model(standin: StandIn) -> None:
     anonymous = {"global_endpoint": standin.url, "model": "m1"}
     standin.completions[:] = [_completion(WEST, header="x-drctl-region")]
