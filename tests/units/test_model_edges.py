@@ -4,12 +4,26 @@ regions missing from a weight map, rounding to the millisecond, and the order wi
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import yaml
 
 from drctl.chaos.journal import judge
+from drctl.config import load_config
 from drctl.models import analysis as a
+from drctl.models.drill import (
+    DrillReport,
+    ExperimentOutcome,
+    JournalVerdict,
+    LoadSample,
+    Verdict,
+    load_figures,
+    mark_stopped,
+)
 from drctl.models.failover import failback_plan
-from drctl.models.failover_plan import needed_replicas, plan_failover, shift_weights
+from drctl.models.failover_plan import _share, needed_replicas, plan_failover, serving_replicas, shift_weights
 from drctl.models.monitor_config import spec_changes
+from drctl.models.ops import FleetSpec
 from drctl.models.release import Release, compare
 from drctl.models.rpo import (
     LagReport,
@@ -21,6 +35,7 @@ from drctl.models.rpo import (
     compute_lag,
     estimate_from_last_run,
 )
+from tests.fleetcfg import fleet_config_data
 from tests.workflows.test_failover_plan import cap, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -134,3 +149,43 @@ def test_journal_order_and_counts() -> None:
     v = judge(_journal([kill], [_entry("kill", "action", None)]))
     assert v.reasons == ["action 'kill' did not finish: returned None"]
     assert judge(_journal([kill], [_entry("kill", "action")], rollbacks=2)).rollbacks_ok == 2
+
+
+def test_shares_and_serving_replicas_at_weight_one() -> None:
+    assert _share({"a": 1}, "a") == 1.0
+    s = spec([("w", 1, 2), ("e", 99, 2), ("s", 0, 3)])
+    assert serving_replicas(s, "w", {"w": 1, "e": 99}) == 2.0
+    # A standby is measured by every region that has weight, even a weight of 1.
+    assert serving_replicas(s, "s", {"s": 50, "e": 50}) == 2.0
+
+
+def test_load_figures_count_unattributed_answers_and_the_fault_instant() -> None:
+    samples = [LoadSample(t=T0, ok=False), LoadSample(t=T0 + timedelta(seconds=1), ok=False),
+               LoadSample(t=T0 + timedelta(seconds=2), ok=True), LoadSample(t=T0 + timedelta(seconds=3), ok=True)]
+    f = load_figures(samples, T0, None)
+    assert f.served_by == {"?": 2} and f.error_window_s == 1.0
+
+
+def test_an_aborted_report_measures_errors_from_the_fault_and_names_every_failed_rollback() -> None:
+    v = JournalVerdict(fault_injected=True, fault_at=T0 + timedelta(seconds=1.5), rollbacks_expected=2,
+                       rollbacks_failed=["a", "b"])
+    load = [LoadSample(t=T0 + timedelta(seconds=1), ok=False), LoadSample(t=T0 + timedelta(seconds=2), ok=False),
+            LoadSample(t=T0 + timedelta(seconds=2.5), ok=False)]
+    out = ExperimentOutcome(exit_code=1, verdict=v, journal={"status": "interrupted"}, load=load, started_at=T0,
+                            ended_at=T0)
+    r = DrillReport(id="d", fleet="t", experiment="x", title="x", target_region="w", verdict=Verdict.PASS,
+                    started_at=T0, finished_at=T0, expect_failover=True, rto_target_s=30)
+    mark_stopped(r, out, "abort")
+    assert r.error_window_s == 0.5 and r.errors == 3
+    assert r.reasons[1] == "rollbacks incomplete (0/2 succeeded; a, b): check the region"
+
+
+def test_a_route53_fleet_carries_its_ttl_and_propagation_bound(tmp_path: Path) -> None:
+    data = fleet_config_data()
+    data["traffic"]["global"] = {"kind": "route53", "hosted_zone_id": "Z1", "record_name": "api.example.com.",
+                                 "ttl_s": 15, "propagation_timeout_s": 90,
+                                 "targets": {"us-west-1": "w.example.com", "us-east-1": "e.example.com"}}
+    path = tmp_path / "r53.yaml"
+    path.write_text(yaml.safe_dump(data))
+    s = FleetSpec.from_config(load_config(path))
+    assert (s.global_ttl_s, s.global_propagation_timeout_s) == (15.0, 90.0)
