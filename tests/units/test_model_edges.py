@@ -180,12 +180,16 @@ def test_an_aborted_report_measures_errors_from_the_fault_and_names_every_failed
     assert r.reasons[1] == "rollbacks incomplete (0/2 succeeded; a, b): check the region"
 
 
-def test_a_route53_fleet_carries_its_ttl_and_propagation_bound(tmp_path: Path) -> None:
+def test_a_route53_fleet_carries_its_ttl_propagation_bound_and_webhooks(tmp_path: Path) -> None:
     data = fleet_config_data()
     data["traffic"]["global"] = {"kind": "route53", "hosted_zone_id": "Z1", "record_name": "api.example.com.",
                                  "ttl_s": 15, "propagation_timeout_s": 90,
                                  "targets": {"us-west-1": "w.example.com", "us-east-1": "e.example.com"}}
+    data["notifications"] = {"webhooks": [{"name": "ops", "url": "http://127.0.0.1:9/hook", "events": ["drill.verdict"]}]}
     path = tmp_path / "r53.yaml"
     path.write_text(yaml.safe_dump(data))
     s = FleetSpec.from_config(load_config(path))
     assert (s.global_ttl_s, s.global_propagation_timeout_s) == (15.0, 90.0)
+    # Webhooks travel without their URL.
+    assert [w.model_dump() for w in s.webhooks] == [{"name": "ops", "format": "json", "events": ["drill.verdict"],
+                                                     "timeout_s": 5.0, "retry_for_s": 120.0}]
