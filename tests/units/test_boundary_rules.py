@@ -146,3 +146,12 @@ def test_canonical_text_replaces_the_configuration_and_is_stable() -> None:
     assert text == json.dumps({"a": [2], "b": 1, "configuration": {"x": "resolved"}}, indent=1, sort_keys=True)
     assert b.digest(text) == __import__("hashlib").sha256(text.encode()).hexdigest()
     assert _violation(b.canonical, {"a": {1, 2}}, {}).startswith("not representable as a JSON experiment: ")
+
+
+def test_every_configuration_entry_is_checked_and_the_root_is_named_plainly(cfg: FleetConfig) -> None:
+    later = _exp(configuration={"plain": 1, "x": {"type": "env", "key": "HOME"}})
+    assert _violation(b.check_boundary, later, {}, cfg).startswith("configuration.x: may not read environment variable")
+    assert _violation(b.check_boundary, {"provider": {"type": "process"}}, {}, cfg) == (
+        " 'None': provider type 'process' is not allowed in a drill (only python and http)")
+    assert _violation(b.check_boundary, {"type": "process"}, {}, cfg) == (
+        ": process providers are never allowed in a drill")

@@ -3,6 +3,7 @@ acts on, and a valid one yields exactly the plan the worker will run."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Callable
@@ -10,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from drctl.chaos import validate as v
 from drctl.chaos.boundary import BoundaryViolation, canonical, digest
-from drctl.config import FleetConfig
+from drctl.config import FleetConfig, load_config
+from tests.fleetcfg import fleet_config_data
 from tests.units.conftest import experiment, write_config
 
 Breaker = Callable[[dict[str, Any]], Any]
@@ -133,6 +136,20 @@ def test_the_allow_list_is_checked_per_action_and_for_the_target(unit_dir: Path,
     assert v.validate_experiment(outage, east_only, target="us-east-1").target_region == "us-east-1"
 
 
+def test_the_refusal_lists_every_allowed_target(tmp_path: Path) -> None:
+    data = fleet_config_data()
+    third = copy.deepcopy(data["regions"][1])
+    third.update(name="eu-west-1", weight=0, gateway_url="http://127.0.0.1:1", devstack_admin_url="http://127.0.0.1:1")
+    third["gateway_runtime_socket"] = "s/haproxy/eu-west-1.sock"
+    data["regions"].append(third)
+    data["drills"] = {"allowed_targets": ["us-east-1", "eu-west-1"], "fault_injector": "devstack"}
+    path = tmp_path / "three.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert _refusal(_write(tmp_path, "outage.json", experiment()), load_config(path)) == (
+        "method action 'kill-all-target-region-replicas': region 'us-west-1' is not an allowed drill target "
+        "(allowed: us-east-1, eu-west-1)")
+
+
 def test_devstack_only_faults_need_the_devstack_injector(unit_dir: Path, tmp_path: Path) -> None:
     kube = write_config(unit_dir, injector="kubernetes", name="kube.yaml")
     path = _write(tmp_path, "gateway-loss.json", experiment("gateway-loss"))
@@ -230,8 +247,12 @@ def test_check_imports_names_the_module_and_function() -> None:
     with pytest.raises(v.ExperimentInvalid) as info:
         v._check_imports("p", exp("drctl.chaos.actions", "CONFIG_ENV"))  # imported, but not callable
     assert str(info.value) == "p: method 'a': module 'drctl.chaos.actions' has no function 'CONFIG_ENV'"
-    # http providers and references are not imported.
-    v._check_imports("p", {"method": [{"name": "h", "provider": {"type": "http", "module": "nope"}}, "ref"]})
+    # http providers and references are not imported, and do not end the check.
+    mixed = {"method": [{"name": "h", "provider": {"type": "http", "module": "nope"}}, "ref",
+                        {"name": "b", "provider": {"type": "python", "module": "drctl.chaos.actions", "func": "nope"}}]}
+    with pytest.raises(v.ExperimentInvalid) as info:
+        v._check_imports("p", mixed)
+    assert str(info.value) == "p: method 'b': module 'drctl.chaos.actions' has no function 'nope'"
 
 
 def test_guarded_turns_library_crashes_into_refusals() -> None:
