@@ -188,6 +188,24 @@ def test_read_and_syntax_errors_name_the_line(cfg: FleetConfig, tmp_path: Path) 
         "an experiment must be a mapping of keys (title, method, ...)")
 
 
+def test_documents_chaoslib_or_json_cannot_handle_are_refused(cfg: FleetConfig, tmp_path: Path) -> None:
+    # A reader error has no line mark: the message says what, without a line.
+    assert _refusal(_write(tmp_path, "ctl.yaml", "title: x\x07\n"), cfg) == (
+        "YAML syntax error: unacceptable character #x0007: special characters are not allowed\n"
+        '  in "<unicode string>", position 8')
+    # chaoslib crashes on a bare reference in the method: refused, naming the step.
+    ref = experiment()
+    ref["method"].append("look")
+    assert _refusal(_write(tmp_path, "ref.json", ref), cfg) == (
+        "Chaos Toolkit validation: malformed experiment (AttributeError: 'str' object has no attribute 'get')")
+    # YAML reads a date; the canonical text that runs is JSON, which has none.
+    dated = experiment()
+    dated["extensions"][0]["when"] = "DATE"
+    text = yaml.safe_dump(dated).replace("when: DATE", "when: 2026-01-01")
+    assert _refusal(_write(tmp_path, "dated.yaml", text), cfg) == (
+        "not representable as a JSON experiment: Object of type date is not JSON serializable")
+
+
 def test_yaml_experiments_are_read_as_yaml(cfg: FleetConfig, tmp_path: Path) -> None:
     import yaml
 
@@ -226,6 +244,9 @@ def test_a_valid_experiment_yields_the_plan_that_runs(cfg: FleetConfig, tmp_path
     assert plan.fault_actions == ["kill-all-target-region-replicas"]
     assert plan.probes == ["global-endpoint-serves-completions", "traffic-served-elsewhere-within-rto", "look"]
     assert plan.rollbacks == ["clear-target-region-faults"]
+    # The fleet's RTO target replaces the experiment's default.
+    slow = cfg.model_copy(update={"objectives": cfg.objectives.model_copy(update={"rto_target_s": 45.0})})
+    assert v.validate_experiment(path, slow).configuration["rto_target_s"] == 45.0
     # Without --target the experiment's own default stands; a config without a file path passes "".
     assert v.validate_experiment(path, cfg).target_region == "us-west-1"
     no_source = cfg.model_copy(update={"source_path": None})
