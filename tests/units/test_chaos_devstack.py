@@ -226,10 +226,40 @@ def test_every_probe_request_is_a_new_bounded_connection(conf: dict[str, Any], s
 
 def test_a_failed_request_backs_off_only_briefly(conf: dict[str, Any], standin: StandIn) -> None:
     standin.completions[:] = [_completion(None, 500), _completion(EAST), _completion(EAST)]
-    assert probes.wait_for_traffic_moved(WEST, within_s=1.0, consecutive=2, configuration=conf)["moved"]
+    moved = probes.wait_for_traffic_moved(WEST, within_s=1.0, consecutive=2, configuration=conf)
+    assert moved["moved"] and moved["after_s"] <= 1.5
     standin.reset()
     standin.completions[:] = [_completion(None, 500), _completion(EAST), _completion(EAST)]
-    assert probes.wait_for_served(within_s=1.0, consecutive=2, configuration=conf)["served"]
+    served = probes.wait_for_served(within_s=1.0, consecutive=2, configuration=conf)
+    assert served["served"] and served["after_s"] <= 1.5
+    # Only a failure backs off: ten successes in a row take no nap between them.
+    standin.reset()
+    standin.completions[:] = [_completion(EAST)]
+    assert probes.wait_for_served(within_s=0.45, consecutive=10, configuration=conf)["served"]
+
+
+def test_the_waits_default_to_ten_in_a_row_with_the_fleets_model_and_token(
+        standin: StandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("UNIT_TOKEN", "s3cret")
+    authed = {"fleet_config": _write(tmp_path, standin, "auth-wait.yaml", auth_env="UNIT_TOKEN", header="x-served-by")}
+    standin.completions[:] = [_completion(EAST, header="x-served-by")]
+    assert probes.wait_for_served(configuration=authed)["served"]
+    assert len(standin.calls) == 10
+    standin.reset()
+    standin.completions[:] = [_completion(EAST, header="x-served-by")]
+    assert probes.wait_for_traffic_moved(WEST, configuration=authed)["moved"]
+    assert len(standin.calls) == 10
+    model = probes.fleet(authed).workload.model
+    assert all(h["authorization"] == "Bearer s3cret" and body["model"] == model for _, _, body, h in standin.calls)
+
+
+def test_the_waits_give_up_on_an_answer_slower_than_the_request_timeout(conf: dict[str, Any],
+                                                                        standin: StandIn) -> None:
+    standin.completions[:] = [Reply(200, {}, {"x-drctl-region": EAST}, delay_s=0.6)]
+    with pytest.raises(TimeoutError):
+        probes.wait_for_served(within_s=0.3, consecutive=1, timeout_s=0.1, configuration=conf)
+    with pytest.raises(TimeoutError):
+        probes.wait_for_traffic_moved(WEST, within_s=0.3, consecutive=1, timeout_s=0.1, configuration=conf)
 
 
 def test_probes_without_a_fleet_config_need_a_model(standin: StandIn) -> None:

@@ -150,6 +150,7 @@ def test_http_errors_name_the_url_and_method() -> None:
     assert _c(httpx.ConnectError("refused")) == ("Unavailable", True, f"Unavailable: {ACTION}: ConnectError: refused",
                                                  None)
     assert _describe(httpx.ReadTimeout("")) == "ReadTimeout"
+    assert _describe(httpx.ReadTimeout("on socket X")) == "ReadTimeout: on socket X"
 
 
 def test_kubernetes_transport_errors_are_retryable() -> None:
