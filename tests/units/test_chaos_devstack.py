@@ -70,6 +70,9 @@ def test_fleet_and_endpoint_come_from_the_configuration(conf: dict[str, Any], st
         chaos.ensure_allowed(cfg, EAST)
     assert str(refused.value) == "region 'us-east-1' is not an allowed drill target (drills.allowed_targets: us-west-1)"
     chaos.ensure_allowed(cfg, WEST)
+    two = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_targets": [WEST, "eu-west-9"]})})
+    with pytest.raises(chaos.TargetNotAllowed, match=r"\(drills.allowed_targets: us-west-1, eu-west-9\)$"):
+        chaos.ensure_allowed(two, EAST)
     nobody = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_targets": []})})
     with pytest.raises(chaos.TargetNotAllowed, match=r"\(drills.allowed_targets: none\)$"):
         chaos.ensure_allowed(nobody, WEST)
@@ -202,7 +205,15 @@ def test_success_ratio_and_traffic_share_count_completions(conf: dict[str, Any],
     standin.completions[:] = [_completion(EAST)]
     assert probes.traffic_share(EAST, requests=0, configuration=conf) == 1.0
     assert len(standin.calls) == 1
+    standin.reset()
+    standin.completions[:] = [_completion(EAST)]
     assert probes.global_success_ratio(requests=-5, configuration=conf) == 1.0
+    assert len(standin.calls) == 1
+    # By default: 10 requests for the success ratio, 20 for a share.
+    standin.reset()
+    standin.completions[:] = [_completion(EAST)]
+    assert probes.global_success_ratio(configuration=conf) == 1.0 and len(standin.calls) == 10
+    assert probes.traffic_share(EAST, configuration=conf) == 1.0 and len(standin.calls) == 30
     # A custom header, and the fleet's bearer token when it has one.
     monkeypatch.setenv("UNIT_TOKEN", "s3cret")
     authed = {"fleet_config": _write(tmp_path, standin, "auth.yaml", auth_env="UNIT_TOKEN", header="x-served-by")}
@@ -236,6 +247,7 @@ def test_a_failed_request_backs_off_only_briefly(conf: dict[str, Any], standin: 
     standin.reset()
     standin.completions[:] = [_completion(EAST)]
     assert probes.wait_for_served(within_s=0.45, consecutive=10, configuration=conf)["served"]
+    assert probes.wait_for_traffic_moved(WEST, within_s=0.45, consecutive=10, configuration=conf)["moved"]
 
 
 def test_the_waits_default_to_ten_in_a_row_with_the_fleets_model_and_token(
