@@ -52,6 +52,10 @@ def serve() -> Iterator[StandIn]:
     holder: dict[str, StandIn] = {}
 
     class Handler(BaseHTTPRequestHandler):
+        # HTTP/1.1 keeps a connection open when the client asks, as real servers do, so a client
+        # that reuses connections shows up as one source port for several requests.
+        protocol_version = "HTTP/1.1"
+
         def _handle(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""

@@ -61,7 +61,7 @@ def test_fleet_and_endpoint_come_from_the_configuration(conf: dict[str, Any], st
     assert isinstance(cfg, FleetConfig) and cfg.source_path == conf["fleet_config"]
     assert chaos.fleet(conf) is cfg  # loaded once per path
     assert chaos.global_endpoint(conf) == standin.url
-    assert chaos.global_endpoint({**conf, "global_endpoint": "http://127.0.0.1:1/x/"}) == "http://127.0.0.1:1/x"
+    assert chaos.global_endpoint({**conf, "global_endpoint": "http://127.0.0.1:1/X/"}) == "http://127.0.0.1:1/X"
     for missing in (None, {}, {"fleet_config": ""}):
         with pytest.raises(ValueError) as info:
             chaos.fleet(missing)
@@ -87,7 +87,10 @@ def test_region_outage_kills_every_replica_of_the_track_and_names_its_owner(conf
     at = out.pop("at")
     assert out == {"injected": True, "fault": "region-outage", "region": WEST, "affected": ["r1", "r2"]}
     assert at.startswith("20") and "+00:00" in at
-    # Nothing matched: a fault that hurt nothing never reads as injected.
+    # Nothing matched (or nothing said): a fault that hurt nothing never reads as injected.
+    standin.replies["POST /admin/us-west-1/faults/replicas"] = Reply(200, {})
+    with pytest.raises(actions.FaultNotInjected):
+        actions.kill_region_replicas(WEST, configuration=conf)
     standin.replies["POST /admin/us-west-1/faults/replicas"] = Reply(200, {"affected": []})
     with pytest.raises(actions.FaultNotInjected) as info:
         actions.kill_region_replicas(WEST, configuration={"fleet_config": conf["fleet_config"]})
@@ -148,7 +151,12 @@ def test_degradation_sends_latency_and_error_rate(conf: dict[str, Any], standin:
 
 def test_gateway_loss_and_clearing(conf: dict[str, Any], standin: StandIn) -> None:
     out = actions.kill_gateway(WEST, configuration=conf)
-    assert (out["fault"], out["affected"]) == ("gateway-loss", ["us-west-1/gateway"])
+    assert (out["fault"], out["region"], out["affected"]) == ("gateway-loss", WEST, ["us-west-1/gateway"])
+    # An answer that is not a mapping names no replica: the region's gateway stands for it.
+    standin.replies["POST /admin/us-west-1/faults/gateway"] = Reply(200, ["ok"])
+    assert actions.kill_gateway(WEST, configuration=conf)["affected"] == ["us-west-1/gateway"]
+    standin.replies["POST /admin/us-west-1/faults/inference"] = Reply(200, ["ok"])
+    assert actions.degrade_region(WEST, error_rate=0.5, configuration=conf)["affected"] == ["us-west-1/stable"]
     standin.replies["POST /admin/us-west-1/faults/gateway"] = Reply(200, {"affected": ["haproxy-west"]})
     assert actions.kill_gateway(WEST, configuration=conf)["affected"] == ["haproxy-west"]
     assert _posts(standin)[0] == ("/admin/us-west-1/faults/gateway", {"action": "kill", "owner": "drill/test/1"})
@@ -182,6 +190,7 @@ def test_admin_errors_and_owners(conf: dict[str, Any], standin: StandIn) -> None
     with pytest.raises(faults.FaultNotInjected) as missing:
         faults.admin(no_admin, "/faults")
     assert str(missing.value) == "region us-west-1 has no devstack_admin_url in the fleet config"
+    standin.replies["GET /admin/us-west-1/empty"] = Reply(200, None)
     assert faults.admin(cfg.region(WEST), "/empty", method="GET") == {}
     assert faults.clear_region(cfg, WEST)["cleared"] is True
 
@@ -254,20 +263,30 @@ def test_the_waits_default_to_ten_in_a_row_with_the_fleets_model_and_token(
         standin: StandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("UNIT_TOKEN", "s3cret")
     authed = {"fleet_config": _write(tmp_path, standin, "auth-wait.yaml", auth_env="UNIT_TOKEN", header="x-served-by")}
-    standin.completions[:] = [_completion(EAST, header="x-served-by")]
-    assert probes.wait_for_served(configuration=authed)["served"]
-    assert len(standin.calls) == 10
-    standin.reset()
-    standin.completions[:] = [_completion(EAST, header="x-served-by")]
-    assert probes.wait_for_traffic_moved(WEST, configuration=authed)["moved"]
-    assert len(standin.calls) == 10
     model = probes.fleet(authed).workload.model
-    assert all(h["authorization"] == "Bearer s3cret" and body["model"] == model for _, _, body, h in standin.calls)
+    for wait in (lambda: probes.wait_for_served(configuration=authed)["served"],
+                 lambda: probes.wait_for_traffic_moved(WEST, configuration=authed)["moved"],
+                 lambda: probes.global_success_ratio(requests=2, configuration=authed) == 1.0):
+        standin.reset()
+        standin.completions[:] = [_completion(EAST, header="x-served-by")]
+        assert wait()
+        assert len(standin.calls) in (2, 10)
+        assert all(h["authorization"] == "Bearer s3cret" and body["model"] == model for _, _, body, h in standin.calls)
+
+
+def test_an_answer_without_the_region_header_is_served_but_not_attributed(conf: dict[str, Any],
+                                                                          standin: StandIn) -> None:
+    standin.completions[:] = [_completion(None)]
+    assert probes.global_success_ratio(requests=2, configuration=conf) == 1.0
+    assert probes.wait_for_served(within_s=2, consecutive=2, configuration=conf)["served"]
+    with pytest.raises(TimeoutError):
+        probes.wait_for_traffic_moved(WEST, within_s=0.3, consecutive=1, configuration=conf)
 
 
 def test_the_waits_give_up_on_an_answer_slower_than_the_request_timeout(conf: dict[str, Any],
                                                                         standin: StandIn) -> None:
     standin.completions[:] = [Reply(200, {}, {"x-drctl-region": EAST}, delay_s=0.6)]
+    assert probes.global_success_ratio(requests=1, timeout_s=0.1, configuration=conf) == 0.0
     with pytest.raises(TimeoutError):
         probes.wait_for_served(within_s=0.3, consecutive=1, timeout_s=0.1, configuration=conf)
     with pytest.raises(TimeoutError):

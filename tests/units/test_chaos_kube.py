@@ -94,6 +94,7 @@ def test_outage_scales_to_zero_and_the_rollback_restores_the_count(conf: dict[st
     _delete(apps, "llm-canary")
     out = actions.kill_region_replicas(WEST, configuration=conf)
     assert out["injected"] is True and out["fault"] == "region-outage" and out["affected"] == ["llm-stable:3->0"]
+    assert out["region"] == WEST
     assert _read(apps) == (0, {"team": "ml", faults.RESTORE_ANNOTATION: "3", faults.OWNER_ANNOTATION: "drill/test/7"})
     cfg = chaos.fleet(conf)
     assert faults.owners(cfg, WEST) == {"drill/test/7"}
@@ -129,6 +130,9 @@ def test_a_second_outage_keeps_the_first_count_and_an_unowned_fault_reads_as_nob
     assert actions.clear_faults(WEST, track="stable", configuration=conf)["restored"] is None
     assert _read(apps, "llm-canary") == (0, {faults.RESTORE_ANNOTATION: "2"})
     assert actions.clear_faults(WEST, track="canary", configuration=conf)["restored"] == "llm-canary:2"
+    # A track that holds nothing does not end the sweep: the next one is still restored.
+    _deployment(apps, "canary", 0, {faults.RESTORE_ANNOTATION: "3"})
+    assert faults.clear_region(cfg, WEST)["restored"] == "llm-canary:3"
 
 
 def test_replica_loss_deletes_pods_in_name_order(conf: dict[str, Any], api_url: str) -> None:

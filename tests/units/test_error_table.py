@@ -123,6 +123,10 @@ def test_aws_messages_name_the_operation_and_the_code() -> None:
         "Unavailable", True, "Unavailable: ChangeResourceRecordSets failed with None: gone", None)
     no_op = ClientError({"Error": {"Code": "SlowDown", "Message": "m"}}, "")
     assert classify(no_op).message == "RateLimited: AWS call failed with SlowDown: m"
+    no_code = ClientError({"Error": {"Message": "gone"}, "ResponseMetadata": {"HTTPStatusCode": 404}}, "GetObject")
+    assert classify(no_code).message == "NotFound: GetObject failed with 404: gone"
+    assert classify(_aws("SlowDown", 503, "retry in X")).message == (
+        "RateLimited: ChangeResourceRecordSets failed with SlowDown: retry in X")
     empty = ClientError({}, "GetObject")
     assert (classify(empty).kind, classify(empty).message) == ("Unavailable", "Unavailable: GetObject failed with None")
 

@@ -217,6 +217,7 @@ def test_yaml_experiments_are_read_as_yaml(cfg: FleetConfig, tmp_path: Path) -> 
 
 
 def test_chaostoolkit_validation_and_configuration_errors(cfg: FleetConfig, tmp_path: Path) -> None:
+    logging.getLogger("chaostoolkit").setLevel(logging.NOTSET)  # whatever an earlier validation left
     bad_tolerance = _broken(lambda e: e["steady-state-hypothesis"]["probes"][0].update(
         tolerance={"type": "range", "range": [1]}))
     assert _refusal(_write(tmp_path, "tol.json", bad_tolerance), cfg) == (
