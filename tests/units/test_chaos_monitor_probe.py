@@ -1,0 +1,70 @@
+"""The drill probes that ask the FleetMonitor (`monitor_status`, `region_state`), over a real
+Temporal dev server with a stand-in monitor workflow that answers the `status` query as the real
+one does (JSON of MonitorStatus)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from temporalio import workflow
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from drctl.chaos import probes
+from tests.fleetcfg import fleet_config_data
+from tests.providers.loop_thread import LoopThread
+
+STATUS = {"fleet": "test", "policy": "automatic", "regions": {"us-west-1": {"state": "UNHEALTHY"},
+                                                             "us-east-1": {"state": "HEALTHY"}}}
+
+
+@workflow.defn(name="FleetMonitor")
+class StatusOnly:
+    def __init__(self) -> None:
+        self._status: dict[str, Any] = {}
+
+    @workflow.run
+    async def run(self, status: dict[str, Any]) -> None:
+        self._status = status
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.query(name="status")
+    def status(self) -> dict[str, Any]:
+        return self._status
+
+
+@pytest.fixture(scope="module")
+def conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    lt = LoopThread()
+    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    try:
+        env = lt.enter(lt.run(WorkflowEnvironment.start_local(dev_server_existing_path=temporal,
+                                                              data_converter=pydantic_data_converter)))
+        queue = f"q-{uuid.uuid4()}"
+        lt.enter(Worker(env.client, task_queue=queue, workflows=[StatusOnly],
+                        workflow_runner=UnsandboxedWorkflowRunner()))
+        lt.run(env.client.start_workflow(StatusOnly.run, STATUS, id="monitor/test", task_queue=queue))
+        data = fleet_config_data()
+        data["temporal"]["address"] = env.client.service_client.config.target_host
+        path = tmp_path_factory.mktemp("monitor") / "fleet.yaml"
+        path.write_text(yaml.safe_dump(data))
+        yield {"fleet_config": str(path)}
+    finally:
+        lt.close()
+
+
+def test_region_state_reads_the_monitors_status(conf: dict[str, Any]) -> None:
+    assert probes.monitor_status(conf) == STATUS
+    assert probes.region_state("us-west-1", configuration=conf) == "UNHEALTHY"
+    assert probes.region_state("us-east-1", configuration=conf) == "HEALTHY"
+    with pytest.raises(LookupError) as info:
+        probes.region_state("mars-1", configuration=conf)
+    assert str(info.value) == "the monitor reports no region 'mars-1'"
