@@ -1,6 +1,10 @@
 """The drill probes that ask the FleetMonitor (`monitor_status`, `region_state`), over a real
 Temporal dev server with a stand-in monitor workflow that answers the `status` query as the real
-one does (JSON of MonitorStatus)."""
+one does (JSON of MonitorStatus).
+
+Not in `make mutate`'s selection: mutmut forks each mutant's run from a process whose Temporal
+runtime threads do not survive the fork, so a Temporal client there hangs.
+"""
 
 from __future__ import annotations
 
