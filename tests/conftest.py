@@ -28,6 +28,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "devstack: uses the session-wide dev stack (the dev_stack fixture)")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for `pytest -n 2 --dist loadgroup` (what `make test` runs).
+
+    Every test on the session dev stack is one group, so the run brings up one dev stack and its
+    tests stay in order on one worker; every other module is a group of its own, so a module-scoped
+    stack (Temporal, moto, a cluster) comes up once. Without xdist the marks do nothing.
+    """
+    for item in items:
+        on_stack = "dev_stack" in getattr(item, "fixturenames", ()) or item.get_closest_marker("devstack")
+        group = "devstack" if on_stack else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def fleet_config_path() -> Iterator[Path]:
     path = write_fleet_config()
