@@ -20,7 +20,7 @@ from temporalio.client import Client
 from drctl.config import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.outcome import result_of
-from tests.cli_inproc import run_cli
+from tests.cli_inproc import cli
 from tests.conftest import apps_api
 from tests.helpers import assert_eventually
 from tests.upgrade.test_upgrade_e2e import _deployments, _stable_container, _track_weights
@@ -39,11 +39,6 @@ async def cli_env(fleet_config: FleetConfig, fleet_config_path: Path, temporal_c
         "steps_percent": [50, 100], "step_pause_s": 1.0, "scale_down_delay_s": 30.0, "min_samples": 8})})
     async with running_worker(temporal_client, cfg):
         yield cfg, str(write_config(cfg, fleet_config_path.parent))
-
-
-async def cli(*argv: str) -> tuple[int, str, str]:
-    """`drctl argv` in this process, off the event loop that runs the worker."""
-    return await asyncio.to_thread(run_cli, list(argv))
 
 
 def _started(code: int, out: str, err: str) -> str:

@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from drctl.config import FleetConfig
 from drctl.models.failover import MonitorStatus, PolicyUpdate
 from drctl.models.health import RegionState
-from tests.cli_inproc import run_cli
+from tests.cli_inproc import cli
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import StartWorkers, admin, fast_config, weights, write_config
 
@@ -31,7 +31,7 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     base = fast_config(fleet_config)
     cfg = await start_workers(cfg=base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})}))
     path = str(write_config(cfg, fleet_config_path.parent))
-    code, out, err = await asyncio.to_thread(run_cli, ["monitor", "start", "-c", path])
+    code, out, err = await cli("monitor", "start", "-c", path)
     assert code == 0 and "monitor started" in out, (out, err)
     mon = temporal_client.get_workflow_handle(f"monitor/{cfg.name}")
 
@@ -55,7 +55,7 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     st = await status()
     assert st.policy == "manual" and st.last_failover is None and st.active_failover is None
     assert weights(cfg) == cfg.weights
-    code, out, _ = await asyncio.to_thread(run_cli, ["monitor", "status", "-o", "json", "-c", path])
+    code, out, _ = await cli("monitor", "status", "-o", "json", "-c", path)
     assert code == 0 and json.loads(out)["policy"] == "manual"
 
     await mon.signal("pause")
@@ -79,14 +79,14 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     st = await assert_eventually(lambda: _failed_over(status), timeout_s=60, what="the failover recorded")
     assert st.last_failover is not None and st.last_failover.source == "us-west-1"
 
-    code, out, err = await asyncio.to_thread(run_cli, ["monitor", "stop", "-c", path])
+    code, out, err = await cli("monitor", "stop", "-c", path)
     assert code == 0, err
 
     async def closed() -> bool:
         return (await mon.describe()).status is WorkflowExecutionStatus.CANCELED
 
     await assert_eventually(closed, timeout_s=30, interval_s=0.3, what="monitor closed as cancelled")
-    code, _, err = await asyncio.to_thread(run_cli, ["monitor", "status", "-c", path])
+    code, _, err = await cli("monitor", "status", "-c", path)
     assert code == 1 and "not running" in err
 
 
