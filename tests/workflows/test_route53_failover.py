@@ -27,7 +27,7 @@ from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
 from tests.helpers import assert_eventually
 from tests.route53_standin import Route53StandIn
-from tests.workflows.conftest import StartWorkers, fast_config, served_by
+from tests.workflows.conftest import StartWorkers, admin, fast_config, served_by
 from workflows.failback import Failback
 from workflows.failover import Failover
 
@@ -215,3 +215,24 @@ async def test_failed_compensation_is_reported_with_the_weights_it_left(
             is not WorkflowExecutionStatus.RUNNING
 
     await assert_eventually(lock_ended, timeout_s=30, interval_s=0.3, what="the fleet lock released")
+
+
+async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
+) -> None:
+    """Verification fails, but moving traffic back to a dead source would make things worse: it stays."""
+    name, zid = zone
+    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
+        cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
+        handle = await start_operation(
+            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        )
+        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
+    assert res.status == "failed" and res.compensated == "left_on_target_source_dead", res
+    assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
+    records = Route53GlobalTraffic.from_config(with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60))
+    assert records.get_weights() == {"us-west-1": 0, "us-east-1": 100}
+    assert standin.calls["ChangeResourceRecordSets"] == 1  # no restore was even tried
