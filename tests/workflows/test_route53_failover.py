@@ -188,7 +188,7 @@ async def test_failed_compensation_is_reported_with_the_weights_it_left(
     """Verification fails, then Route 53 refuses the restore (AccessDenied): the result says so, never a crash."""
     name, zid = zone
     with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
-        cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
+        cfg = await start_workers(cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60)))
         handle = await start_operation(
             temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
             operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
@@ -223,7 +223,7 @@ async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down
     """Verification fails, but moving traffic back to a dead source would make things worse: it stays."""
     name, zid = zone
     with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
-        cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
+        cfg = await start_workers(cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60)))
         handle = await start_operation(
             temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
             operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
@@ -236,3 +236,8 @@ async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down
     records = Route53GlobalTraffic.from_config(with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60))
     assert records.get_weights() == {"us-west-1": 0, "us-east-1": 100}
     assert standin.calls["ChangeResourceRecordSets"] == 1  # no restore was even tried
+
+
+def _short_verify(cfg: FleetConfig) -> FleetConfig:
+    """Verification that is meant to fail gives up after 3 s (+ the TTL) rather than 10."""
+    return cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"verify_timeout_s": 3.0})})
