@@ -88,6 +88,9 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     await assert_eventually(closed, timeout_s=30, interval_s=0.3, what="monitor closed as cancelled")
     code, _, err = await cli("monitor", "status", "-c", path)
     assert code == 1 and "not running" in err
+    # A closed run still answers queries; `drctl status` must not take that for a running monitor.
+    code, out, err = await cli("status", "-o", "json", "-c", path)
+    assert code == 0 and json.loads(out)["monitor"]["running"] is False, (out, err)
 
 
 Status = Callable[[], Awaitable[MonitorStatus]]
