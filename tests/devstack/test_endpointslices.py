@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from drctl.devstack.endpointslices import MANAGED_BY, MANAGED_BY_LABEL, SERVICE_NAME_LABEL, SLICES, PodEndpoint, desired_slices, publish
+from drctl.devstack.endpointslices import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    SERVICE_NAME_LABEL,
+    SLICES,
+    PodEndpoint,
+    desired_slices,
+    publish,
+)
 from drctl.devstack.kube import RegionCluster
 
 NS = "inference"
