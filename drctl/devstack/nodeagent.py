@@ -135,9 +135,10 @@ class NodeAgent:
                 continue
             await self._converge(dep)
         await self._register()
+        # Endpoints before status: whoever sees readyReplicas go up finds the new pods in the slices.
+        await self._publish_endpoints()
         for dep in deployments:
             await self._write_status(dep, hpas)
-        await self._publish_endpoints()
         self._write_state_file()
 
     def _reap(self) -> None:
