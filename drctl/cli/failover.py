@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -280,7 +281,9 @@ async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | No
     try:
         if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
             return None
-        return await handle.query("status", result_type=MonitorStatus)
+        # Bounded: a running monitor whose workers are all gone cannot answer, and `drctl status`
+        # at 3 a.m. must still print the rest of the fleet.
+        return await handle.query("status", result_type=MonitorStatus, rpc_timeout=timedelta(seconds=5))
     except RPCError:
         return None
 
