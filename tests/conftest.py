@@ -32,13 +32,19 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for `pytest -n 2 --dist loadgroup` (what `make test` runs).
 
-    Every test on the session dev stack is one group, so the run brings up one dev stack and its
-    tests stay in order on one worker; every other module is a group of its own, so a module-scoped
-    stack (Temporal, moto, a cluster) comes up once. Without xdist the marks do nothing.
+    The tests on the session dev stack form two groups of about equal length, the failover-path
+    workflows and the rest: each group stays in order on one worker, so the run brings up at most one
+    dev stack per worker (two in all), never one per test. Every other module is a group of its own,
+    so a module-scoped stack (Temporal, moto, a cluster) comes up once. Without xdist the marks do
+    nothing and the whole run shares one dev stack.
     """
     for item in items:
+        module = item.nodeid.split("::", 1)[0]
         on_stack = "dev_stack" in getattr(item, "fixturenames", ()) or item.get_closest_marker("devstack")
-        group = "devstack" if on_stack else item.nodeid.split("::", 1)[0]
+        if on_stack:
+            group = "devstack-workflows" if module.startswith("tests/workflows/") else "devstack"
+        else:
+            group = module
         item.add_marker(pytest.mark.xdist_group(group))
 
 
