@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 # The main job on the embedded dev stack: stack + one worker per region + the health monitor, then
 # an operator's failover of all traffic to us-east-1, with its phases, measured RTO and UI link.
