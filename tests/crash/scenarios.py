@@ -1,0 +1,81 @@
+"""The operations the kill points interrupt: how each is set up, started and judged.
+
+Every scenario starts from the baseline (`restore_baseline`: us-west-1 60 / us-east-1 40, 2 stable
+replicas each, only the stable track) and states the end state a correct run leaves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client as k8s
+from temporalio.client import Client, WorkflowHandle
+
+from drctl.config import TRACKS, FleetConfig
+from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
+from drctl.models.ops import FleetSpec
+from drctl.operations import start_operation
+from drctl.providers.traffic_factory import global_traffic
+from tests.conftest import apps_api
+from tests.crash.harness import EndState, KillPoint, Scenario
+from workflows.failback import Failback
+from workflows.failover import Failover
+
+STABLE_ONLY = {t: 100 if t == "stable" else 0 for t in TRACKS}
+
+
+def tweaked(cfg: FleetConfig, kp: KillPoint) -> FleetConfig:
+    """cfg with the kill point's overrides, e.g. {"failover": {"verify_requests": 50}}."""
+    update = {section: getattr(cfg, section).model_copy(update=fields) for section, fields in kp.tweak.items()}
+    return cfg.model_copy(update=update)
+
+
+def _scale_stable(cfg: FleetConfig, region: str, n: int) -> None:
+    r = cfg.region(region)
+    apps = apps_api(r.kube.api_url or "")
+    name = cfg.workload.deployment_name("stable")
+    # The node agent holds a Deployment at its HPA's minReplicas, as the HPA controller would.
+    k8s.AutoscalingV2Api(apps.api_client).patch_namespaced_horizontal_pod_autoscaler(
+        name, r.kube.namespace, {"spec": {"minReplicas": n}})
+    apps.patch_namespaced_deployment_scale(name, r.kube.namespace, {"spec": {"replicas": n}})
+
+
+# --- Failover: us-west-1 60 / us-east-1 40 → all on us-east-1, pre-scaled to carry it ----------
+
+async def _start_failover(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
+    spec = FleetSpec.from_config(tweaked(cfg, kp))
+    return await start_operation(client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1"),
+                                 operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1")
+
+
+def _failed_over(cfg: FleetConfig) -> EndState:
+    # us-east-1's 2 replicas + us-west-1's 2 that move with its share.
+    return EndState(verdict="succeeded", weights={"us-west-1": 0, "us-east-1": 100},
+                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-west-1": 2, "us-east-1": 4},
+                    releases={r: cfg.workload.image for r in cfg.region_names})
+
+
+# --- Failback: from the failed-over state back to the configured weights, in steps --------------
+
+def _prepare_failback(cfg: FleetConfig) -> None:
+    global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
+    _scale_stable(cfg, "us-east-1", 4)
+
+
+async def _start_failback(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
+    spec = FleetSpec.from_config(tweaked(cfg, kp))
+    return await start_operation(client, cfg, Failback.run, FailbackInput(spec=spec, stabilization_window_s=1.0),
+                                 operation="failback", workflow_id=f"failback/{cfg.name}", target="us-west-1")
+
+
+def _failed_back(cfg: FleetConfig) -> EndState:
+    return EndState(verdict="succeeded", weights=cfg.weights, tracks={r: STABLE_ONLY for r in cfg.region_names},
+                    replicas={r.name: r.replicas for r in cfg.regions},
+                    releases={r: cfg.workload.image for r in cfg.region_names})
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "Failover": Scenario(start=_start_failover, result_type=FailoverResult, expect=_failed_over),
+    "Failback": Scenario(start=_start_failback, result_type=FailbackResult, expect=_failed_back,
+                         prepare=_prepare_failback),
+}
