@@ -12,7 +12,7 @@ from temporalio.client import Client
 from drctl.config import FleetConfig
 from drctl.devstack import stack
 from tests.conftest import restore_baseline
-from tests.crash.harness import RegionWorkers
+from tests.crash.harness import RegionWorkers, reset_release
 from tests.workflows.conftest import _terminate_fleet_workflows, fast_config, write_config
 
 
@@ -38,4 +38,5 @@ async def crash_fleet(temporal_client: Client, crash_config: tuple[FleetConfig, 
     await region_workers.ensure()
     yield crash_config[0]
     await _terminate_fleet_workflows(temporal_client, crash_config[0])
+    reset_release(crash_config[0])
     restore_baseline(crash_config[0])

@@ -231,12 +231,23 @@ def stable_replicas(cfg: FleetConfig, region: str) -> int:
     return KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
 
 
-def release(cfg: FleetConfig, region: str, track: str = "stable") -> str | None:
-    """The image the track's Deployment runs in `region`, or None when the track has no Deployment."""
+def release(cfg: FleetConfig, region: str) -> str:
+    """The image the stable Deployment runs in `region`."""
     r = cfg.region(region)
-    names = {d.metadata.name: d for d in apps_api(r.kube.api_url or "").list_namespaced_deployment(r.kube.namespace).items}
-    dep = names.get(cfg.workload.deployment_name(track))
-    return dep.spec.template.spec.containers[0].image if dep else None
+    dep = apps_api(r.kube.api_url or "").read_namespaced_deployment(cfg.workload.deployment_name("stable"),
+                                                                    r.kube.namespace)
+    return str(dep.spec.template.spec.containers[0].image)
+
+
+def reset_release(cfg: FleetConfig) -> None:
+    """Stable back on the configured image everywhere (an upgrade kill point may have promoted another)."""
+    for r in cfg.regions:
+        apps = apps_api(r.kube.api_url or "")
+        name = cfg.workload.deployment_name("stable")
+        dep = apps.read_namespaced_deployment(name, r.kube.namespace)
+        if dep.spec.template.spec.containers[0].image != cfg.workload.image:
+            dep.spec.template.spec.containers[0].image = cfg.workload.image
+            apps.replace_namespaced_deployment(name, r.kube.namespace, dep)
 
 
 def faults_left(cfg: FleetConfig) -> dict[str, Any]:
@@ -263,8 +274,20 @@ async def lock_holders(client: Client, cfg: FleetConfig) -> list[str]:
     return [h.workflow_id for h in state.holders]
 
 
+def verdict(res: Any) -> str:
+    """The result's verdict: `status` (failover, failback, migration, drill) or `outcome` (upgrade)."""
+    return str(getattr(res, "status", None) or getattr(res, "outcome", None))
+
+
+def tracks_deployed(cfg: FleetConfig, region: str) -> list[str]:
+    r = cfg.region(region)
+    names = [d.metadata.name for d in apps_api(r.kube.api_url or "").list_namespaced_deployment(r.kube.namespace).items]
+    return sorted(t for t in TRACKS if cfg.workload.deployment_name(t) in names)
+
+
 async def assert_end_state(client: Client, cfg: FleetConfig, res: Any, want: EndState) -> None:
-    assert res.status == want.verdict, f"verdict {res.status!r}, want {want.verdict!r}: {getattr(res, 'error', '')}"
+    why = getattr(res, "error", None) or getattr(res, "reason", "")
+    assert verdict(res) == want.verdict, f"verdict {verdict(res)!r}, want {want.verdict!r}: {why}"
     assert weights(cfg) == want.weights
     for region, tracks in (want.tracks or {}).items():
         assert track_weights(cfg, region) == tracks, region
@@ -272,6 +295,8 @@ async def assert_end_state(client: Client, cfg: FleetConfig, res: Any, want: End
         assert stable_replicas(cfg, region) == n, region
     for region, image in (want.releases or {}).items():
         assert release(cfg, region) == image, region
+    for region in cfg.region_names:  # no canary, blue or green left behind
+        assert tracks_deployed(cfg, region) == ["stable"], region
     assert faults_left(cfg) == {}
     # The release is a signal sent before the operation returns; the lock handles it a moment later.
     await assert_eventually(lambda: _released(client, cfg), timeout_s=10, interval_s=0.1, what="fleet lock released")

@@ -6,6 +6,7 @@ replicas each, only the stable track) and states the end state a correct run lea
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from kubernetes import client as k8s
@@ -14,12 +15,14 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.config import TRACKS, FleetConfig
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
 from drctl.models.ops import FleetSpec
+from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
 from drctl.operations import start_operation
 from drctl.providers.traffic_factory import global_traffic
 from tests.conftest import apps_api
 from tests.crash.harness import EndState, KillPoint, Scenario
 from workflows.failback import Failback
 from workflows.failover import Failover
+from workflows.upgrade import Upgrade
 
 STABLE_ONLY = {t: 100 if t == "stable" else 0 for t in TRACKS}
 
@@ -74,8 +77,39 @@ def _failed_back(cfg: FleetConfig) -> EndState:
                     releases={r: cfg.workload.image for r in cfg.region_names})
 
 
+# --- Upgrade: a canary wave in us-west-1 only (us-east-1 stays as it was) ---------------------
+
+NEW_IMAGE = "vllm/vllm-openai:v0.9.0-crash"
+
+
+def _upgrade(bad: bool) -> Any:
+    async def start(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
+        req = upgrade_request(tweaked(cfg, kp), uuid.uuid4().hex[:8], NEW_IMAGE, regions=["us-west-1"],
+                              steps_percent=[50], env={"FLEETSIM_ERROR_RATE": "0.6"} if bad else None)
+        # Short windows: a few samples per window still judge a 60 % error rate.
+        req = req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
+                                     "limits": req.limits.model_copy(update={"min_samples": 8})})
+        return await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
+                                     workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+    return start
+
+
+def _upgraded(cfg: FleetConfig) -> EndState:
+    return EndState(verdict=Outcome.SUCCEEDED.value, weights=cfg.weights,
+                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={r.name: r.replicas for r in cfg.regions},
+                    releases={"us-west-1": NEW_IMAGE, "us-east-1": cfg.workload.image})
+
+
+def _rolled_back(cfg: FleetConfig) -> EndState:
+    return EndState(verdict=Outcome.ROLLED_BACK.value, weights=cfg.weights,
+                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={r.name: r.replicas for r in cfg.regions},
+                    releases={r: cfg.workload.image for r in cfg.region_names})
+
+
 SCENARIOS: dict[str, Scenario] = {
     "Failover": Scenario(start=_start_failover, result_type=FailoverResult, expect=_failed_over),
     "Failback": Scenario(start=_start_failback, result_type=FailbackResult, expect=_failed_back,
                          prepare=_prepare_failback),
+    "Upgrade": Scenario(start=_upgrade(bad=False), result_type=UpgradeResult, expect=_upgraded),
+    "Upgrade (bad release)": Scenario(start=_upgrade(bad=True), result_type=UpgradeResult, expect=_rolled_back),
 }

@@ -25,6 +25,14 @@ KILL_POINTS = [
     KillPoint("Failback", "step 1", "set_global_weights", stall="global", stall_after="probe_regions"),
     KillPoint("Failback", "step 2", "set_global_weights", nth=2, stall="global", stall_after="probe_regions",
               stall_after_nth=3),
+    KillPoint("Upgrade", "backup", "create_backup"),
+    KillPoint("Upgrade", "deploy canary", "wait_rollout"),
+    KillPoint("Upgrade", "warm-up", "warm_up"),
+    KillPoint("Upgrade", "weight step", "set_track_weights", stall="gateway:us-west-1", stall_after="warm_up"),
+    KillPoint("Upgrade", "analysis", "analyze_tracks"),
+    KillPoint("Upgrade", "promote", "wait_rollout", nth=2),
+    KillPoint("Upgrade (bad release)", "rollback", "set_track_weights", nth=2, stall="gateway:us-west-1",
+              stall_after="analyze_tracks"),
 ]
 
 
