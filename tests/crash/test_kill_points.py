@@ -33,6 +33,13 @@ KILL_POINTS = [
     KillPoint("Upgrade", "promote", "wait_rollout", nth=2),
     KillPoint("Upgrade (bad release)", "rollback", "set_track_weights", nth=2, stall="gateway:us-west-1",
               stall_after="analyze_tracks"),
+    KillPoint("Migration", "backup", "create_backup"),
+    KillPoint("Migration", "restore", "restore_backup"),
+    KillPoint("Migration", "ready", "wait_rollout"),
+    KillPoint("Migration", "warm-up", "warm_up"),
+    KillPoint("Migration", "step 50 % analysis", "analyze_tracks"),
+    KillPoint("Migration", "step 100 % weights", "set_global_weights", nth=2, stall="global",
+              stall_after="analyze_tracks"),
 ]
 
 
