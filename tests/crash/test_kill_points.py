@@ -12,7 +12,7 @@ from tests.crash.harness import KillPoint, RegionWorkers, assert_end_state, run_
 from tests.crash.points import KILL_POINTS
 from tests.crash.scenarios import SCENARIOS
 
-pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+pytestmark = [pytest.mark.slow, pytest.mark.devstack, pytest.mark.crash]
 
 
 

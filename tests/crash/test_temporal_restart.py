@@ -21,7 +21,7 @@ from tests.helpers import assert_eventually
 from tests.workflows.conftest import admin
 from tests.workflows.test_failover import _healthy_rounds, _monitor, _status
 
-pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+pytestmark = [pytest.mark.slow, pytest.mark.devstack, pytest.mark.crash]
 
 
 async def _failovers_since(client: Client, cfg: FleetConfig, since: datetime) -> list[str]:
