@@ -25,6 +25,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from drctl.providers.kubernetes import KubernetesPlatform
 from tests.conftest import apps_api
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, wait_until
 from tests.workflows.conftest import weights
 
 
@@ -61,6 +62,9 @@ class KillPoint:
     stall_after_nth: int = 1
     # Kill at the n-th start of the activity (a weight step that is not the first).
     nth: int = 1
+    # After the activity started, also wait for this before the kill: "fault injected" (the
+    # region's admin API holds a fault), so a drill dies with its fault in place.
+    kill_when: str | None = None
     # Input overrides the scenario applies (short bake times, more verify requests, ...).
     tweak: dict[str, Any] = field(default_factory=dict)
 
@@ -78,6 +82,9 @@ class EndState:
     tracks: dict[str, dict[str, int]] | None = None
     replicas: dict[str, int] | None = None
     releases: dict[str, str] | None = None
+    settle_s: float = 0.0
+    # Text the result's error, reason or reasons must contain.
+    says: str | None = None
 
 
 @dataclass
@@ -115,8 +122,10 @@ class RegionWorkers:
         return found[0]
 
     def kill(self, region: str) -> None:
+        """SIGKILL the worker's process group, as a pod's death takes the worker and its children
+        (a `chaos run` it started) at once. Workers are session leaders, so pgid == pid."""
         pid = self.pids[region]
-        os.kill(pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while processes.pid_alive(pid):  # pid_alive reaps the zombie
             assert time.monotonic() < deadline, f"worker {pid} survived SIGKILL"
@@ -216,6 +225,8 @@ async def run_kill_point(client: Client, cfg: FleetConfig, workers: RegionWorker
         await wait_scheduled(handle, kp.stall_after, kp.stall_after_nth)
     with stalled(cfg, kp.stall):
         held = await wait_started(handle, kp.activity, kp.nth)
+        if kp.kill_when == "fault injected":
+            await asyncio.to_thread(wait_until, lambda: faults_left(cfg), 60, 0.1, "the fault injected")
         region = workers.region_of(held.last_worker_identity)
         workers.kill(region)
     # Still pending with the same attempt: the kill hit the attempt in flight, not after it ended.
@@ -282,8 +293,9 @@ async def lock_holders(client: Client, cfg: FleetConfig) -> list[str]:
 
 
 def verdict(res: Any) -> str:
-    """The result's verdict: `status` (failover, failback, migration, drill) or `outcome` (upgrade)."""
-    return str(getattr(res, "status", None) or getattr(res, "outcome", None))
+    """The result's verdict: `status` (failover, failback), `outcome` (upgrade, migration) or `verdict` (drill)."""
+    v = getattr(res, "status", None) or getattr(res, "outcome", None) or getattr(res, "verdict", None)
+    return str(v.value if isinstance(v, Enum) else v)
 
 
 def tracks_deployed(cfg: FleetConfig, region: str) -> list[str]:
@@ -295,19 +307,27 @@ def tracks_deployed(cfg: FleetConfig, region: str) -> list[str]:
 async def assert_end_state(client: Client, cfg: FleetConfig, res: Any, want: EndState,
                            faults_expected: bool = False) -> None:
     """The end state; `faults_expected` when the test injected the fault the operation answers."""
-    why = getattr(res, "error", None) or getattr(res, "reason", "")
+    why = str(getattr(res, "error", None) or getattr(res, "reason", None) or getattr(res, "reasons", ""))
     assert verdict(res) == want.verdict, f"verdict {verdict(res)!r}, want {want.verdict!r}: {why}"
-    assert weights(cfg) == want.weights
-    for region, tracks in (want.tracks or {}).items():
-        assert track_weights(cfg, region) == tracks, region
-    for region, n in (want.replicas or {}).items():
-        assert stable_replicas(cfg, region) == n, region
-    for region, image in (want.releases or {}).items():
-        assert release(cfg, region) == image, region
-    for region in cfg.region_names:  # no canary, blue or green left behind
-        assert tracks_deployed(cfg, region) == ["stable"], region
-    if not faults_expected:
-        assert faults_left(cfg) == {}
+    assert want.says is None or want.says in why, f"result does not say {want.says!r}: {why}"
+
+    def settled() -> bool:
+        assert weights(cfg) == want.weights
+        for region, tracks in (want.tracks or {}).items():
+            assert track_weights(cfg, region) == tracks, region
+        for region, n in (want.replicas or {}).items():
+            assert stable_replicas(cfg, region) == n, region
+        for region, image in (want.releases or {}).items():
+            assert release(cfg, region) == image, region
+        for region in cfg.region_names:  # no canary, blue or green left behind
+            assert tracks_deployed(cfg, region) == ["stable"], region
+        if not faults_expected:
+            assert faults_left(cfg) == {}
+        return True
+
+    # An operation's own changes are in place when it returns; `settle_s` gives what it set in
+    # motion (a drill's failback by the monitor) time to finish.
+    await asyncio.to_thread(wait_until, settled, want.settle_s or 0.01, 0.25, "the fleet's end state")
     # The release is a signal sent before the operation returns; the lock handles it a moment later.
     await assert_eventually(lambda: _released(client, cfg), timeout_s=10, interval_s=0.1, what="fleet lock released")
 

@@ -35,6 +35,10 @@ KILL_POINTS = [
     KillPoint("Migration", "step 50 % analysis", "analyze_tracks"),
     KillPoint("Migration", "step 100 % weights", "set_global_weights", nth=2, stall="global",
               stall_after="analyze_tracks"),
+    KillPoint("ChaosDrill", "before the fault (preflight)", "probe_regions", stall="gateway:us-west-1"),
+    KillPoint("ChaosDrill (killed mid-fault)", "during the fault", "drill_run_experiment",
+              kill_when="fault injected"),
+    KillPoint("ChaosDrill", "after the fault (failback)", "drill_observe", nth=2),
 ]
 
 # What test_temporal_restart.py restarts, and where.
@@ -48,6 +52,8 @@ _STALLED = {"global": "the global HAProxy", "gateway": "the region gateway", "ku
 
 def killed_what(kp: KillPoint) -> str:
     what = f"the worker holding `{kp.activity}`" + (f" (run {kp.nth})" if kp.nth > 1 else "")
+    if kp.kill_when:
+        what += f" once the {kp.kill_when.split()[0]} is in place, with its `chaos run`"
     if kp.stall:
         kind, _, region = kp.stall.partition(":")
         what += f", caught in flight by stalling {_STALLED[kind]}" + (f" of {region}" if region else "")

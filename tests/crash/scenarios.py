@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from drctl.config import TRACKS, FleetConfig
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
+from drctl.models.drill import DrillReport, Verdict
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.ops import FleetSpec
 from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
@@ -21,6 +22,7 @@ from drctl.operations import start_operation
 from drctl.providers.traffic_factory import global_traffic
 from tests.conftest import apps_api
 from tests.crash.harness import EndState, KillPoint, Scenario
+from tests.drills.e2e import EXPERIMENTS, start_drill, watched
 from workflows.failback import Failback
 from workflows.failover import Failover
 from workflows.migrate import Migration
@@ -128,6 +130,23 @@ def _migrated(cfg: FleetConfig) -> EndState:
                     releases={r: cfg.workload.image for r in cfg.region_names})
 
 
+# --- ChaosDrill: region-outage.json on us-west-1, with the monitor watching ---------------------
+
+async def _start_drill(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
+    await watched(client, cfg)  # the drill measures the monitor's failover: it must be watching
+    return await start_drill(client, tweaked(cfg, kp), EXPERIMENTS / "region-outage.json")
+
+
+def _drilled(verdict: str, says: str | None = None) -> Any:
+    def expect(cfg: FleetConfig) -> EndState:
+        # Failed over and back: configured weights, us-east-1 scaled back, no fault left. After a
+        # drill that did not finish, the monitor's own failback brings the fleet there.
+        return EndState(verdict=verdict, weights=cfg.weights, tracks={r: STABLE_ONLY for r in cfg.region_names},
+                        replicas={r.name: r.replicas for r in cfg.regions},
+                        releases={r: cfg.workload.image for r in cfg.region_names}, settle_s=90.0, says=says)
+    return expect
+
+
 SCENARIOS: dict[str, Scenario] = {
     "Failover": Scenario(start=_start_failover, result_type=FailoverResult, expect=_failed_over),
     "Failback": Scenario(start=_start_failback, result_type=FailbackResult, expect=_failed_back,
@@ -135,4 +154,11 @@ SCENARIOS: dict[str, Scenario] = {
     "Upgrade": Scenario(start=_upgrade(bad=False), result_type=UpgradeResult, expect=_upgraded),
     "Upgrade (bad release)": Scenario(start=_upgrade(bad=True), result_type=UpgradeResult, expect=_rolled_back),
     "Migration": Scenario(start=_start_migration, result_type=MigrationResult, expect=_migrated),
+    "ChaosDrill": Scenario(start=_start_drill, result_type=DrillReport, expect=_drilled(Verdict.PASS.value),
+                           timeout_s=240.0),
+    # Killed with the fault injected: the experiment is never retried (it would inject twice), so
+    # the drill ends ABORTED (nothing was measured), and clears the fault itself.
+    "ChaosDrill (killed mid-fault)": Scenario(
+        start=_start_drill, result_type=DrillReport, timeout_s=240.0,
+        expect=_drilled(Verdict.ABORTED.value, says="drill faults in us-west-1 cleared by the workflow")),
 }
