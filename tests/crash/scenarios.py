@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.config import TRACKS, FleetConfig
-from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
 from drctl.models.drill import DrillReport, Verdict
+from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.ops import FleetSpec
 from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
