@@ -38,7 +38,8 @@ def _wait(cfg: FleetConfig, comp: Component, pid: int, ready: readiness.Check, t
     deadline = time.monotonic() + timeout_s
     reason: str | None = "not checked yet"
     while True:
-        if not processes.is_ours(pid, comp.argv):
+        # Between fork and exec the child still shows our cmdline: only a dead pid has exited.
+        if not processes.pid_alive(pid):
             raise StackError(f"{comp.name} exited during start-up (log {log})", comp.name, processes.log_tail(log))
         reason = ready()
         if reason is None:

@@ -104,6 +104,7 @@ class RegionWorkers:
     def __init__(self, cfg: FleetConfig, path: Path) -> None:
         self.cfg, self.path = cfg, path
         self.pids: dict[str, int] = {}
+        self.started: list[int] = []  # every pid ever started, so `stop` leaves no stray worker
 
     async def ensure(self) -> None:
         """Every region has a live worker (a killed one was replaced by its test, or is replaced now)."""
@@ -113,6 +114,7 @@ class RegionWorkers:
 
     async def start(self, region: str) -> int:
         self.pids[region] = await asyncio.to_thread(restart.start_worker, self.cfg, self.path, region)
+        self.started.append(self.pids[region])
         return self.pids[region]
 
     def region_of(self, identity: str) -> str:
@@ -132,7 +134,7 @@ class RegionWorkers:
             time.sleep(0.02)
 
     def stop(self) -> None:
-        processes.terminate(p for p in self.pids.values() if processes.pid_alive(p))
+        processes.terminate(p for p in self.started if processes.pid_alive(p))
 
 
 def _stall_pid(cfg: FleetConfig, what: str) -> int:

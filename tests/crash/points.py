@@ -44,7 +44,7 @@ KILL_POINTS = [
 # What test_temporal_restart.py restarts, and where.
 TEMPORAL_RESTARTS = [
     ("FleetMonitor", "watching a healthy fleet", "the Temporal dev server (restarted on the same db file)"),
-    ("Failover started by the monitor", "scale target", "the Temporal dev server (restarted on the same db file)"),
+    ("Failover started by the monitor", "under way (after preflight started)", "the Temporal dev server (restarted on the same db file)"),
 ]
 
 _STALLED = {"global": "the global HAProxy", "gateway": "the region gateway", "kube": "the region's API server"}

@@ -15,7 +15,7 @@ from drctl.config import FleetConfig
 from drctl.devstack import restart
 from drctl.models.failover import FailoverResult, MonitorStatus
 from drctl.outcome import result_of
-from tests.crash.harness import EndState, RegionWorkers, assert_end_state, wait_started
+from tests.crash.harness import EndState, RegionWorkers, assert_end_state, wait_scheduled
 from tests.crash.scenarios import STABLE_ONLY
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import admin
@@ -53,11 +53,12 @@ async def test_temporal_restart_mid_monitor_and_mid_failover(
     assert await _failovers_since(temporal_client, cfg, since) == []  # a healthy fleet: no failover
 
     # Mid-failover: us-west-1 goes down, the monitor starts one failover, and the server restarts
-    # while that failover scales us-east-1.
+    # once that failover is under way (its preflight has scheduled work; it then runs for seconds).
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     failover = temporal_client.get_workflow_handle(f"failover/{cfg.name}")
     started = time.monotonic()
-    await wait_started(failover, "wait_rollout", timeout_s=90)
+    await wait_scheduled(failover, "get_global_weights", timeout_s=90)
+    assert (await failover.describe()).status.name == "RUNNING"  # type: ignore[union-attr]
     await asyncio.to_thread(restart.restart_temporal, cfg, path)
     res = await asyncio.wait_for(result_of(failover, FailoverResult), 120)
     assert res.source == "us-west-1" and res.target == "us-east-1", res
