@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 # The crash suite (worker SIGKILLs, Temporal restarts: ~12 min, mostly Temporal's retry timeouts)
 # is its own shard so each stays inside the 20-minute budget; CI runs both.
 test: lint
-	$(BIN)/pytest -q -m "not crash"
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not crash"
 
 test-crash: venv
 	$(BIN)/pytest -q -m crash

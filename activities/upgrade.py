@@ -30,7 +30,7 @@ from drctl.models.upgrade import (
 from drctl.providers.auth import AuthConfigError, auth_headers
 from drctl.providers.base import RegionalTraffic
 from drctl.providers.kubernetes import KubernetesPlatform
-from drctl.providers.replicas import AutoReplicaSource
+from drctl.providers.replicas import KubernetesReplicaSource
 from drctl.providers.track_analysis import measure_pair, run_requests
 from drctl.providers.traffic_factory import regional_traffic
 from drctl.providers.workload import Workload
@@ -46,7 +46,7 @@ class UpgradeActivities:
         self._workloads: dict[str, Workload] = {}
         self._traffic: RegionalTraffic | None = None
         self._lock = threading.Lock()
-        self._replicas = AutoReplicaSource(cfg)
+        self._replicas = KubernetesReplicaSource(cfg)
 
     # Providers are built on first use: a worker must start while a cluster or gateway is down.
     def _workload(self, region: str) -> Workload:

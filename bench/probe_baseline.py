@@ -25,7 +25,7 @@ from drctl.config import FleetConfig, RegionConfig
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.providers import prom
 from drctl.providers.auth import AuthConfigError, auth_headers
-from drctl.providers.replicas import AutoReplicaSource, ReplicaEndpoint, ReplicaSource
+from drctl.providers.replicas import KubernetesReplicaSource, ReplicaEndpoint, ReplicaSource
 
 
 class _Failed(Exception):
@@ -46,8 +46,8 @@ class InferenceProber:
 
     Args:
         cfg: the fleet config (health thresholds, model name, regions).
-        replica_source: lists a region's replicas; default: the dev stack admin API where the
-            region has one, else the Kubernetes EndpointSlices of the track Services.
+        replica_source: lists a region's replicas; default: the Kubernetes EndpointSlices of the
+            track Services.
         gateway_completions: completions sent through the gateway per probe. More than one, so a
             gateway that fails half its requests reads as DEGRADED rather than passing by luck.
     """
@@ -58,7 +58,7 @@ class InferenceProber:
         self.cfg = cfg
         self.health = cfg.health
         self.model = cfg.workload.model
-        self.replica_source = replica_source or AutoReplicaSource(cfg)
+        self.replica_source = replica_source or KubernetesReplicaSource(cfg)
         self.gateway_completions = max(1, gateway_completions)
         self.timeout_s = self.health.probe_timeout_s
         # A completion may legitimately take longer than a /health answer: without the extra

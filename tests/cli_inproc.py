@@ -6,6 +6,7 @@ minutes on a loaded machine. One subprocess per suite still checks the real bina
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 
@@ -18,3 +19,12 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = invoke(argv)
     return code, out.getvalue(), err.getvalue()
+
+
+async def cli(*argv: str) -> tuple[int, str, str]:
+    """`run_cli` from an async test, off the event loop that runs the test's in-process workers.
+
+    The command's own asyncio.run needs a thread without a running loop; one command at a time, since
+    stdout redirection is process-wide.
+    """
+    return await asyncio.to_thread(run_cli, list(argv))

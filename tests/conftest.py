@@ -28,6 +28,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "devstack: uses the session-wide dev stack (the dev_stack fixture)")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for `pytest -n 2 --dist loadgroup` (what `make test` runs).
+
+    The tests on the session dev stack form two groups of about equal length, the failover-path
+    workflows and the rest: each group stays in order on one worker, so the run brings up at most one
+    dev stack per worker (two in all), never one per test. Every other module is a group of its own,
+    so a module-scoped stack (Temporal, moto, a cluster) comes up once. Without xdist the marks do
+    nothing and the whole run shares one dev stack.
+    """
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        on_stack = "dev_stack" in getattr(item, "fixturenames", ()) or item.get_closest_marker("devstack")
+        if on_stack:
+            group = "devstack-workflows" if module.startswith("tests/workflows/") else "devstack"
+        else:
+            group = module
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def fleet_config_path() -> Iterator[Path]:
     path = write_fleet_config()

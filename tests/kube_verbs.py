@@ -54,6 +54,12 @@ def group_resource(path: str) -> tuple[str, str]:
     return group, resource
 
 
+@cache
+def _module(path: Path) -> _Module:
+    """One parse per file: modules import each other's constants, transitively."""
+    return _Module(path)
+
+
 class _Module:
     def __init__(self, path: Path) -> None:
         self.tree = ast.parse(path.read_text(), str(path))
@@ -74,7 +80,7 @@ class _Module:
             if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("drctl."):
                 source = _ROOT.joinpath(*stmt.module.split(".")).with_suffix(".py")
                 if source.exists():
-                    theirs = _Module(source).constants
+                    theirs = _module(source).constants
                     for alias in stmt.names:
                         if alias.name in theirs:
                             self.constants[alias.asname or alias.name] = theirs[alias.name]
@@ -117,7 +123,7 @@ class _Module:
 
 def permissions_in(path: Path) -> Iterator[tuple[Permission, str]]:
     """(permission, where) for every Kubernetes client call in one source file."""
-    mod = _Module(path)
+    mod = _module(path)
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Attribute) and _CLUSTER.match(node.attr):
             raise ValueError(f"{path}:{node.lineno} {node.attr} is cluster-scoped: the worker has Roles only")

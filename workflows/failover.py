@@ -352,8 +352,19 @@ class Failover:
             return
         # Waits for propagation too: the fleet is released only once the restore is in effect (or the
         # wait's deadline says it is still pending), so the next operation does not race it.
-        change = await global_weights.apply_and_wait(tq, res.weights_before, "failover compensation",
-                                                     "restore previous weights", inp.spec.global_propagation_timeout_s)
+        try:
+            change = await global_weights.apply_and_wait(tq, res.weights_before, "failover compensation",
+                                                         "restore previous weights",
+                                                         inp.spec.global_propagation_timeout_s)
+        except (ActivityError, ApplicationError) as exc:
+            if not workflow.patched(COMPENSATION_FAILED_PATCH):
+                raise  # histories from before the patch ended here, failed with the raw activity error
+            # The operator must learn that traffic is still on the target, and why it could not move back.
+            res.compensated = "compensation_failed"
+            res.error = f"{res.error}; compensation failed, weights left at {fmt_weights(res.weights_after or {})}: " \
+                        f"{_reason(exc)}"
+            self.phases.note("compensation", f"FAILED: {_reason(exc)}")
+            return
         res.changes.append(change)
         res.weights_after = change.weights
         res.compensated = "restored_weights"
@@ -387,6 +398,10 @@ class Failover:
         workflow.upsert_memo({"status": res.status, "rto_s": res.rto_s, "compensated": res.compensated})
         res.phases = list(self.phases.timings)
         return res
+
+
+# Before this patch a failed compensation escaped the workflow as a raw activity error, without the result.
+COMPENSATION_FAILED_PATCH = "failover-compensation-failure-reported"
 
 
 async def _none() -> None:

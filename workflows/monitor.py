@@ -225,7 +225,10 @@ class FleetMonitor:
         s = self._state()
         states = [t.state for name, t in s.trackers.items() if name not in s.unresolved]
         s.alert = REGION_UNRESOLVED if s.unresolved else None
-        if RegionState.UNHEALTHY in states and all(x in (RegionState.UNHEALTHY, RegionState.SUSPECT) for x in states):
+        # A region this worker cannot resolve is unknown, not unhealthy: with one, "every region is
+        # unhealthy" would be a guess; the unhealthy region then has no target (NO_FAILOVER_TARGET).
+        if (not s.unresolved and RegionState.UNHEALTHY in states
+                and all(x in (RegionState.UNHEALTHY, RegionState.SUSPECT) for x in states)):
             s.alert = ALL_REGIONS_UNHEALTHY
             workflow.logger.error("%s: every region of fleet %s is unhealthy; traffic is left where it is",
                                   ALL_REGIONS_UNHEALTHY, s.spec.fleet)

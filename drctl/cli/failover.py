@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
@@ -271,8 +272,18 @@ async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> 
 
 
 async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
+    """The running monitor's status; None when no monitor runs.
+
+    A closed run still answers queries with its last state, so a stopped monitor would otherwise
+    show as running (in `drctl status` too): ask whether it runs first.
+    """
+    handle = client.get_workflow_handle(_monitor_id(cfg))
     try:
-        return await client.get_workflow_handle(_monitor_id(cfg)).query("status", result_type=MonitorStatus)
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            return None
+        # Bounded: a running monitor whose workers are all gone cannot answer, and `drctl status`
+        # at 3 a.m. must still print the rest of the fleet.
+        return await handle.query("status", result_type=MonitorStatus, rpc_timeout=timedelta(seconds=5))
     except RPCError:
         return None
 

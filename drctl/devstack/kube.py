@@ -24,14 +24,14 @@ import attrs
 import kmock
 from kmock._internal import dicts, rendering
 
-from drctl.devstack.label_selector import ApiError, parse_selector, selector_matches
+from drctl.devstack.label_selector import ApiError, paginate, parse_selector, selector_matches
 
 _RESOURCES: dict[str, tuple[str, bool]] = {  # "group/version/plural" -> (kind, namespaced)
     "v1/namespaces": ("Namespace", False),
     "v1/services": ("Service", True),
     "v1/configmaps": ("ConfigMap", True),
-    "v1/endpoints": ("Endpoints", True),  # read by the probe's KubernetesReplicaSource
-    "discovery.k8s.io/v1/endpointslices": ("EndpointSlice", True),
+    "v1/endpoints": ("Endpoints", True),
+    "discovery.k8s.io/v1/endpointslices": ("EndpointSlice", True),  # the node agent publishes them
     "apps/v1/deployments": ("Deployment", True),
     "autoscaling/v2/horizontalpodautoscalers": ("HorizontalPodAutoscaler", True),
     "velero.io/v1/backups": ("Backup", True),
@@ -174,10 +174,9 @@ class RegionCluster(kmock.KubernetesEmulator):
     def _list_body(self, key: str, ns: str | None, params: Any) -> dict[str, Any]:
         group, version, plural = _split_key(key)
         items = self.list_objects(key, ns, params.get("labelSelector", ""), params.get("fieldSelector", ""))
-        return {
-            "apiVersion": _api_version(group, version), "kind": f"{_RESOURCES[key][0]}List",
-            "metadata": {"resourceVersion": str(self._rv)}, "items": items,
-        }
+        meta, items = paginate(items, params.get("limit", ""), params.get("continue", ""), str(self._rv))
+        return {"apiVersion": _api_version(group, version), "kind": f"{_RESOURCES[key][0]}List",
+                "metadata": meta, "items": items}
 
     def _scale_of(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]

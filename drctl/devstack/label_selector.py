@@ -1,8 +1,12 @@
-"""Kubernetes label selectors (equality- and set-based), as the emulated API server evaluates them."""
+"""Kubernetes list semantics the emulated API server adds to kmock: label selectors and paging."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
+from typing import Any
 
 
 class ApiError(Exception):
@@ -49,3 +53,31 @@ def selector_matches(reqs: list[tuple[str, str, set[str]]], labels: dict[str, st
         if not ok:
             return False
     return True
+
+
+def paginate(items: list[dict[str, Any]], limit: str, token: str, rv: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One page of a sorted list and its ListMeta, as the API server pages with `limit`/`continue`.
+
+    The token carries the last key served, as the real one does, so a page never repeats or skips
+    an object that stays put between calls.
+    """
+    start = 0
+    if token:
+        try:
+            after = tuple(json.loads(base64.urlsafe_b64decode(token.encode()))["after"])
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            raise ApiError(400, "BadRequest", "continue key is not valid") from None
+        start = next((i for i, o in enumerate(items) if _sort_key(o) > after), len(items))
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    size = int(limit) if limit.isdigit() and int(limit) > 0 else 0
+    if not size or start + size >= len(items):
+        return meta, items[start:]
+    page = items[start : start + size]
+    meta["continue"] = base64.urlsafe_b64encode(json.dumps({"after": list(_sort_key(page[-1]))}).encode()).decode()
+    meta["remainingItemCount"] = len(items) - start - size
+    return meta, page
+
+
+def _sort_key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata", {})
+    return meta.get("namespace", ""), meta["name"]

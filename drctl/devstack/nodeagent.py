@@ -3,7 +3,8 @@
 It plays kubelet, ReplicaSet, Deployment and HPA controllers at once, just enough for drctl:
 replicas named `<deployment>-<n>`, restarted when they die (unless a fault keeps them down),
 replaced surge-style when the pod template changes, registered in the region gateway's
-`backend track_<track>` once they pass /health, and a Deployment status like the real controller's.
+`backend track_<track>` once they pass /health, a Deployment status like the real controller's,
+and the EndpointSlices of the Services that select them (drctl/devstack/endpointslices.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +27,7 @@ import aiohttp
 
 from drctl.devstack import prometheus
 from drctl.devstack.deployment_status import deployment_status, hpa_target
+from drctl.devstack.endpointslices import SERVICES, PodEndpoint, publish
 from drctl.devstack.haproxy_conf import track_backend
 from drctl.devstack.kube import RegionCluster
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
@@ -60,6 +63,8 @@ class Replica:
     registered_epoch: int = -1
     faults_applied: bool = False
     health_failures: int = 0
+    labels: dict[str, str] = field(default_factory=dict)  # the pod template's, for Service selectors
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def describe(self) -> dict[str, Any]:
         return {"pod": self.pod, "namespace": self.namespace, "deployment": self.deployment, "track": self.track, "port": self.port,
@@ -87,6 +92,7 @@ class NodeAgent:
     def __init__(self, cluster: RegionCluster, region: str, gateway: GatewayHandle, state_dir: Path) -> None:
         self.cluster, self.region, self.gateway, self.state_dir = cluster, region, gateway, state_dir
         self.replicas: dict[str, Replica] = {}  # by pod name
+        self.terminating: dict[str, Replica] = {}  # stopped, until the process is gone (by pod name)
         self.inference_faults: dict[str, dict[str, Any]] = {}  # track or "*" -> fleetsim fault body
         self._hold_until: dict[str, float] = {}  # pod -> earliest restart (crash-loop backoff)
         self._crashes: dict[str, int] = {}
@@ -129,6 +135,8 @@ class NodeAgent:
                 continue
             await self._converge(dep)
         await self._register()
+        # Endpoints before status: whoever sees readyReplicas go up finds the new pods in the slices.
+        await self._publish_endpoints()
         for dep in deployments:
             await self._write_status(dep, hpas)
         self._write_state_file()
@@ -194,12 +202,14 @@ class NodeAgent:
                 stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
                 preexec_fn=die_with_parent,
             )
+        labels = ((dep["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
         self.replicas[pod] = Replica(pod=pod, namespace=ns, deployment=name, track=track, template_hash=h,
-                                     port=port, proc=proc)
+                                     port=port, proc=proc, labels=dict(labels))
         return True
 
     def _stop(self, r: Replica) -> None:
         self.replicas.pop(r.pod, None)
+        self.terminating[r.pod] = r
         task = asyncio.create_task(self._terminate(r))
         self._stopping.add(task)
         task.add_done_callback(self._stopping.discard)
@@ -218,6 +228,9 @@ class NodeAgent:
                 with contextlib.suppress(ProcessLookupError):
                     r.proc.kill()
                 await r.proc.wait()
+        if self.terminating.get(r.pod) is r:
+            del self.terminating[r.pod]
+            self.cluster.changed.set()  # its endpoint goes from the slice on the next pass
 
     def _unregister_later(self, r: Replica) -> None:
         epoch, r.registered_epoch = r.registered_epoch, -1
@@ -304,6 +317,14 @@ class NodeAgent:
                 hs = {"currentReplicas": status["replicas"], "desiredReplicas": int(dep["spec"].get("replicas", 1))}
                 if {k: (hpa.get("status") or {}).get(k) for k in hs} != hs:
                     await self.cluster.patch_object(HPAS, ns, hpa["metadata"]["name"], {"status": hs}, subresource="status")
+
+    async def _publish_endpoints(self) -> None:
+        # As the kubelet reports it: a killed or frozen pod stays, not ready, until it is deleted;
+        # a stopped one is terminating (serving while still ready) until its process is gone.
+        pods = [PodEndpoint(name=r.pod, namespace=r.namespace, port=r.port, ready=r.ready, labels=r.labels, uid=r.uid,
+                            terminating=terminating)
+                for terminating, group in ((False, self.replicas), (True, self.terminating)) for r in group.values()]
+        await publish(self.cluster, self.cluster.list_objects(SERVICES), pods)
 
     def _write_state_file(self) -> None:
         data = {"region": self.region, "gateway_pid": getattr(self.gateway, "pid", None), "replicas": [r.describe() for r in sorted(self.replicas.values(), key=_index)]}

@@ -175,7 +175,8 @@ class FailoverResult(BaseModel):
     rto_upper_bound_s: float | None = Field(None, description="From the last good probe, when known.")
     rto_target_s: float
     rto_met: bool | None = None
-    compensated: Literal["restored_weights", "left_on_target_source_dead"] | None = None
+    compensated: Literal["restored_weights", "left_on_target_source_dead", "compensation_failed"] | None = Field(
+        None, description="After a failure past the shift: what the compensation did (failed: weights as the shift left them).")
     error: str | None = None
     approved_by: str | None = None
     preempted: list[str] = Field(default_factory=list, description="Maintenance operations told to yield to this failover.")

@@ -37,7 +37,7 @@ from drctl.providers.auth import AuthConfigError, auth_headers
 from drctl.providers.probe_http import Failed, call, completion, get, short
 from drctl.providers.probe_http import metrics as read_metrics
 from drctl.providers.probe_http import models as read_models
-from drctl.providers.replicas import AutoReplicaSource, ReplicaEndpoint, ReplicaSource
+from drctl.providers.replicas import KubernetesReplicaSource, ReplicaEndpoint, ReplicaSource
 
 
 def rotating_sample(names: list[str], fraction: float, round_no: int) -> set[str]:
@@ -59,8 +59,8 @@ class InferenceProber:
 
     Args:
         cfg: the fleet config (health thresholds, model name, regions).
-        replica_source: lists a region's replicas; default: the dev stack admin API where the
-            region has one, else the Kubernetes EndpointSlices of the track Services.
+        replica_source: lists a region's replicas; default: the Kubernetes EndpointSlices of the
+            track Services (the dev stack's emulated clusters publish them too).
         gateway_completions: completions sent through the gateway per probe. More than one, so a
             gateway that fails half its requests reads as DEGRADED rather than passing by luck.
         round_budget_s: how long a region's round may take (default 3 x probe_timeout_s).
@@ -76,7 +76,7 @@ class InferenceProber:
         self.cfg = cfg
         self.health = cfg.health
         self.model = cfg.workload.model
-        self.replica_source = replica_source or AutoReplicaSource(cfg)
+        self.replica_source = replica_source or KubernetesReplicaSource(cfg)
         self.gateway_completions = max(1, gateway_completions)
         self.timeout_s = self.health.probe_timeout_s
         # A completion may legitimately take longer than a /health answer: without the extra

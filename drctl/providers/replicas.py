@@ -1,21 +1,28 @@
 """Where the prober finds a region's replicas: the platform owns them, so it is asked each time.
 
-Production: the EndpointSlices (else Endpoints) of the track Services `<app>-<track>`, the
-addresses the Service routes to. Dev stack: the region admin API `GET /replicas`.
+The EndpointSlices (discovery.k8s.io/v1) of the track Services `<app>-<track>`: the addresses the
+Service routes to, as the cluster's EndpointSlice controller publishes them. The dev stack's
+emulated clusters publish them the same way (drctl/devstack/endpointslices.py), so this one path
+is what runs everywhere. The legacy Endpoints API is not read: it is deprecated since Kubernetes
+1.33, and every supported release serves EndpointSlices.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any, Protocol
 
-import httpx
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel
 
 from drctl.config import TRACKS, FleetConfig, RegionConfig
-from drctl.providers.kubernetes import api_client_for
+from drctl.providers.kube_client import api_client_for
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+PAGE_SIZE = 200  # slices per list call: a big fleet pages instead of one huge answer
+MAX_PAGES = 50  # a continue token that never ends must not keep the probe listing forever
+REQUEST_TIMEOUT = (5.0, 10.0)
 
 
 class ReplicaEndpoint(BaseModel):
@@ -30,102 +37,74 @@ class ReplicaSource(Protocol):
         ...
 
 
-class DevstackReplicaSource:
-    """The dev stack's node agent, asked over its admin API (docs/devstack.md)."""
-
-    def __init__(self, timeout_s: float = 2.0, tracks: set[str] | None = None) -> None:
-        self.timeout_s = timeout_s
-        self.tracks = tracks
-
-    async def replicas(self, region: RegionConfig) -> list[ReplicaEndpoint]:
-        if not region.devstack_admin_url:
-            raise ValueError(f"region {region.name} has no devstack_admin_url")
-        async with httpx.AsyncClient(timeout=self.timeout_s) as http:
-            resp = await http.get(f"{region.devstack_admin_url.rstrip('/')}/replicas")
-            resp.raise_for_status()
-            rows: list[dict[str, Any]] = resp.json()
-        # Killed and frozen replicas stay in the list: the node agent still means them to serve,
-        # so they count against the region instead of silently shrinking it.
-        return [
-            ReplicaEndpoint(name=r["pod"], url=f"http://127.0.0.1:{r['port']}", track=r.get("track"))
-            for r in rows
-            if self.tracks is None or r.get("track") in self.tracks
-        ]
-
-
 class KubernetesReplicaSource:
     """EndpointSlices of the track Services, read with the region's own API client.
 
     The prober must run where pod IPs are routable (a worker inside the cluster or its VPC).
     Not-ready endpoints are included: a pod the Service dropped is a replica that is failing.
+    Terminating ones are not: a pod being scaled down or replaced is meant to stop serving.
     """
 
     def __init__(self, cfg: FleetConfig, tracks: tuple[str, ...] = TRACKS) -> None:
+        self.cfg = cfg
         self.services = {cfg.workload.deployment_name(t): t for t in tracks}
         self.port = cfg.workload.container_port
-        self._clients = {r.name: api_client_for(r.kube) for r in cfg.regions}
+        # Label selection happens in the API server: other Services' slices never cross the wire.
+        self.selector = f"{SERVICE_NAME_LABEL} in ({','.join(sorted(self.services))})"
+        # Clients are built on first use: a worker must start while a kubeconfig or cluster is unusable.
+        self._clients: dict[str, client.ApiClient] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, region: RegionConfig) -> client.ApiClient:
+        with self._lock:
+            if region.name not in self._clients:
+                self._clients[region.name] = api_client_for(region.kube)
+            return self._clients[region.name]
 
     async def replicas(self, region: RegionConfig) -> list[ReplicaEndpoint]:
         return await asyncio.to_thread(self._list, region)
 
     def _list(self, region: RegionConfig) -> list[ReplicaEndpoint]:
-        api = self._clients[region.name]
-        ns = region.kube.namespace
-        try:
-            slices = client.DiscoveryV1Api(api).list_namespaced_endpoint_slice(
-                ns, _request_timeout=(5.0, 10.0)
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            return self._from_endpoints(api, ns)
-        out: list[ReplicaEndpoint] = []
-        for s in slices.items:
-            svc = ((s.metadata.labels if s.metadata else None) or {}).get("kubernetes.io/service-name")
-            if svc not in self.services:
-                continue
-            port = next((p.port for p in s.ports or [] if p.port), self.port)
+        out: dict[tuple[str, str], ReplicaEndpoint] = {}
+        for s in self._slices(region):
+            svc = ((s.metadata.labels if s.metadata else None) or {}).get(SERVICE_NAME_LABEL)
+            if svc not in self.services or (s.address_type or "IPv4") not in ("IPv4", "IPv6"):
+                continue  # an FQDN slice names no pod the prober could reach
+            port = self._serving_port(s.ports or [])
             for ep in s.endpoints or []:
+                if ep.conditions is not None and ep.conditions.terminating:
+                    continue
                 name = ep.target_ref.name if ep.target_ref else None
                 for addr in ep.addresses or []:
-                    out.append(
-                        ReplicaEndpoint(name=name or addr, url=_url(addr, port), track=self.services[svc])
-                    )
-        return out
+                    url = _url(addr, port)
+                    # During a controller resync one endpoint may sit in two slices for a moment.
+                    out.setdefault((name or addr, url), ReplicaEndpoint(name=name or addr, url=url, track=self.services[svc]))
+        return list(out.values())
 
-    def _from_endpoints(self, api: client.ApiClient, ns: str) -> list[ReplicaEndpoint]:
-        out: list[ReplicaEndpoint] = []
-        core = client.CoreV1Api(api)
-        for svc, track in self.services.items():
-            try:
-                ep = core.read_namespaced_endpoints(svc, ns, _request_timeout=(5.0, 10.0))
-            except ApiException as exc:
-                if exc.status == 404:  # that track is not deployed
-                    continue
-                raise
-            for subset in ep.subsets or []:
-                port = next((p.port for p in subset.ports or [] if p.port), self.port)
-                for a in [*(subset.addresses or []), *(subset.not_ready_addresses or [])]:
-                    name = a.target_ref.name if a.target_ref else a.ip
-                    out.append(ReplicaEndpoint(name=name, url=_url(a.ip, port), track=track))
-        return out
+    def _slices(self, region: RegionConfig) -> list[Any]:
+        api = client.DiscoveryV1Api(self._client(region))
+        items: list[Any] = []
+        token: str | None = None
+        for _ in range(MAX_PAGES):
+            page = api.list_namespaced_endpoint_slice(
+                region.kube.namespace, label_selector=self.selector, limit=PAGE_SIZE,
+                _continue=token, _request_timeout=REQUEST_TIMEOUT,
+            )
+            items += page.items
+            token = page.metadata.var_continue if page.metadata else None
+            if not token:
+                return items
+        raise RuntimeError(
+            f"EndpointSlices in {region.name}/{region.kube.namespace}: still paging after {MAX_PAGES} pages"
+        )
+
+    def _serving_port(self, ports: list[Any]) -> int:
+        """The slice's port for the Service's serving port: the only one, or the container port."""
+        numbers = [p.port for p in ports if p.port]
+        if len(numbers) == 1 or (numbers and self.port not in numbers):
+            return int(numbers[0])
+        return self.port
 
 
 def _url(addr: str, port: int) -> str:
     return f"http://[{addr}]:{port}" if ":" in addr else f"http://{addr}:{port}"
-
-
-class AutoReplicaSource:
-    """Per region: the dev stack admin API where configured, else the Kubernetes API."""
-
-    def __init__(self, cfg: FleetConfig) -> None:
-        self.cfg = cfg
-        self.devstack = DevstackReplicaSource(timeout_s=cfg.health.probe_timeout_s)
-        self._kube: KubernetesReplicaSource | None = None
-
-    async def replicas(self, region: RegionConfig) -> list[ReplicaEndpoint]:
-        if region.devstack_admin_url:
-            return await self.devstack.replicas(region)
-        if self._kube is None:  # built lazily: a dev-stack-only fleet never needs a kubeconfig
-            self._kube = KubernetesReplicaSource(self.cfg)
-        return await self._kube.replicas(region)

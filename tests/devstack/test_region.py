@@ -210,3 +210,35 @@ def test_canary_deployment_joins_its_track_and_leaves_on_delete(
     wait_until(lambda: not [r for r in region.admin.get("/replicas").json() if r["track"] == "canary"],
                timeout_s=10, what="the canary replica to stop")
     wait_until(lambda: runtime.servers("track_canary") == [], timeout_s=10, what="track_canary to empty")
+
+
+def endpoints(api: k8s.DiscoveryV1Api, ns: str) -> dict[str, tuple[int, bool, bool]]:
+    """pod -> (port, ready, terminating), over the stable Service's EndpointSlices."""
+    out = {}
+    for s in api.list_namespaced_endpoint_slice(ns, label_selector=f"kubernetes.io/service-name={DEPLOYMENT}").items:
+        for ep in s.endpoints or []:
+            out[ep.target_ref.name] = (s.ports[0].port, ep.conditions.ready, ep.conditions.terminating)
+    return out
+
+
+def test_endpoint_slices_follow_the_replicas(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
+    disc = k8s.DiscoveryV1Api(apps.api_client)
+    serving = {r["pod"]: (r["port"], True, False) for r in running(region)}
+    assert len(serving) == 2
+    wait_until(lambda: endpoints(disc, ns) == serving, timeout_s=5, interval_s=0.1, what="both replicas ready in the slices")
+
+    # Killed and kept down: the pod is still there, not ready, as the kubelet would report it.
+    (pod,) = region.admin.post("/faults/replicas", json={"action": "kill", "track": "stable", "count": 1,
+                                                         "stay_down": True}).json()["affected"]
+    wait_until(lambda: endpoints(disc, ns) == {**serving, pod: (serving[pod][0], False, False)}, timeout_s=5,
+               interval_s=0.1, what="the killed replica listed not ready")
+
+    # Scaled down (the not-ready one goes first): its endpoint leaves the slices.
+    hpa = k8s.AutoscalingV2Api(apps.api_client)
+    hpa.patch_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns, {"spec": {"minReplicas": 1}})
+    try:
+        apps.patch_namespaced_deployment_scale(DEPLOYMENT, ns, {"spec": {"replicas": 1}})
+        wait_until(lambda: endpoints(disc, ns) == {p: v for p, v in serving.items() if p != pod}, timeout_s=10,
+                   interval_s=0.1, what="the scaled-away replica gone from the slices")
+    finally:
+        hpa.patch_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns, {"spec": {"minReplicas": 2}})

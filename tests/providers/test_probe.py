@@ -1,7 +1,8 @@
 """InferenceProber against real fleetsim servers, with faults injected through /admin/fault.
 
-One fleetsim stands in for the region gateway and two for its replicas; a small aiohttp app
-answers the region admin API's `GET /replicas` with them, as the dev stack's node agent does.
+One fleetsim stands in for the region gateway and two for its replicas. The replicas are handed
+to the prober as a fixed list (the prober's judgement is under test here); how a cluster's
+EndpointSlices become that list is tested at the end, and in tests/providers/test_replicas.py.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import pytest
 from aiohttp import web
 from kubernetes import client
 
-from drctl.config import FleetConfig, parse_config
+from drctl.config import FleetConfig, RegionConfig, parse_config
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.devstack.kube import RegionCluster
 from drctl.models.health import ProbeStatus, RegionProbe
 from drctl.providers import prom
 from drctl.providers.probe import InferenceProber
+from drctl.providers.replicas import ReplicaEndpoint
 from tests.helpers import assert_eventually, free_port
 from tests.providers.loop_thread import LoopThread
 
@@ -36,8 +38,7 @@ TTFT_DEGRADED_MS = 300.0  # fleetsim's TTFT is 30 ms; x20 is well past this
 class Stack:
     def __init__(self) -> None:
         self.urls: dict[str, str] = {}
-        self.listed: list[dict[str, Any]] = []  # what GET /replicas answers
-        self.admin_url = ""
+        self.listed: list[ReplicaEndpoint] = []  # what the replica source answers
         self.runners: list[web.AppRunner] = []
 
     async def serve(self, app: web.Application) -> str:
@@ -56,8 +57,10 @@ class Stack:
                 (await http.delete(f"{self.urls[name]}/admin/fault")).raise_for_status()
 
     def list_replicas(self, *names: str) -> None:
-        self.listed = [{"pod": n, "deployment": "llm-stable", "track": "stable", "port": int(self.urls[n].rsplit(":", 1)[1]),
-                        "pid": 0, "state": "running"} for n in names]  # fmt: skip
+        self.listed = [ReplicaEndpoint(name=n, url=self.urls[n], track="stable") for n in names]
+
+    async def replicas(self, _region: RegionConfig) -> list[ReplicaEndpoint]:
+        return list(self.listed)
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +68,6 @@ async def stack() -> AsyncIterator[Stack]:
     s = Stack()
     for name in ("gateway", "r0", "r1"):
         s.urls[name] = await s.serve(build_app(FleetsimSettings(region="us-west-1", replica=name)))
-
-    async def replicas(_request: web.Request) -> web.Response:
-        return web.json_response(s.listed)
-
-    admin = web.Application()
-    admin.router.add_get("/replicas", replicas)
-    s.admin_url = await s.serve(admin)
     yield s
     for runner in s.runners:
         await runner.cleanup()
@@ -85,15 +81,13 @@ async def clean(stack: Stack) -> AsyncIterator[Stack]:
         await stack.fault(name)
 
 
-def _cfg(gateway_url: str, admin_url: str, model: str = "fleetsim-tiny", kube_url: str = "http://127.0.0.1:1") -> FleetConfig:
-    admin = f"devstack_admin_url: {admin_url}" if admin_url else ""
+def _cfg(gateway_url: str, model: str = "fleetsim-tiny", kube_url: str = "http://127.0.0.1:1") -> FleetConfig:
     return parse_config(f"""
 name: probe-test
 regions:
   - name: us-west-1
     weight: 60
     gateway_url: {gateway_url}
-    {admin}
     kube: {{api_url: "{kube_url}", namespace: inference}}
 workload: {{model: {model}}}
 health: {{interval_s: 5, probe_timeout_s: {TIMEOUT_S}, ttft_degraded_ms: {TTFT_DEGRADED_MS}, completion_sample: 1}}
@@ -105,8 +99,8 @@ traffic:
 
 
 async def _probe(stack: Stack, gateway: str = "", **kw: Any) -> RegionProbe:
-    cfg = _cfg(gateway or stack.urls["gateway"], stack.admin_url, **kw)
-    return await InferenceProber(cfg).probe_region("us-west-1")
+    cfg = _cfg(gateway or stack.urls["gateway"], **kw)
+    return await InferenceProber(cfg, replica_source=stack).probe_region("us-west-1")
 
 
 async def test_healthy_region(clean: Stack) -> None:
@@ -184,11 +178,11 @@ async def test_unlisted_and_unlistable_replicas(clean: Stack) -> None:
     clean.list_replicas()
     p = await _probe(clean)
     assert (p.status, p.reason) == (ProbeStatus.DOWN, "no replicas registered for the region")
-    # An unreachable admin API is no verdict on the region: the gateway decides.
-    cfg = _cfg(clean.urls["gateway"], f"http://127.0.0.1:{free_port()}")
+    # An unreachable Kubernetes API (the default source) is no verdict on the region: the gateway decides.
+    cfg = _cfg(clean.urls["gateway"], kube_url=f"http://127.0.0.1:{free_port()}")
     p = await InferenceProber(cfg).probe_region("us-west-1")
     assert p.status == ProbeStatus.HEALTHY
-    assert "replica list unavailable: ConnectError" in p.reason
+    assert "replica list unavailable: MaxRetryError" in p.reason, p.reason
 
 
 async def test_killed_gateway_process(clean: Stack) -> None:
@@ -229,7 +223,8 @@ async def test_metrics_parser_reads_fleetsim(clean: Stack) -> None:
 
 
 async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
-    """Production's replica source: the EndpointSlices of the track Services, not-ready ones included."""
+    """The default replica source: the EndpointSlices of the track Services, not-ready ones included,
+    terminating ones not (a pod being scaled away is not a failing replica)."""
     lt = LoopThread()
     port = free_port()
     try:
@@ -240,10 +235,12 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
         for pod, ready in (("r0", True), ("r1", False)):
             api.create_namespaced_endpoint_slice("inference", _slice(f"llm-stable-{pod}", "llm-stable", pod,
                                                                      int(clean.urls[pod].rsplit(":", 1)[1]), ready))
+        api.create_namespaced_endpoint_slice("inference", _slice("llm-stable-old", "llm-stable", "old", 1, False,
+                                                                 terminating=True))
         # A slice of some other Service is not a replica of the fleet.
         api.create_namespaced_endpoint_slice("inference", _slice("other-x", "other", "x", 1, True))
         await clean.fault("r1", down=True)
-        cfg = _cfg(clean.urls["gateway"], "", kube_url=f"http://127.0.0.1:{port}")
+        cfg = _cfg(clean.urls["gateway"], kube_url=f"http://127.0.0.1:{port}")
         p = await InferenceProber(cfg).probe_region("us-west-1")
     finally:
         lt.close()
@@ -256,11 +253,12 @@ async def _make_cluster() -> RegionCluster:
     return RegionCluster()
 
 
-def _slice(name: str, service: str, pod: str, port: int, ready: bool) -> Any:
+def _slice(name: str, service: str, pod: str, port: int, ready: bool, terminating: bool = False) -> Any:
     return {
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
         "metadata": {"name": name, "namespace": "inference", "labels": {"kubernetes.io/service-name": service}},
-        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": ready},
+        "endpoints": [{"addresses": ["127.0.0.1"],
+                       "conditions": {"ready": ready and not terminating, "serving": ready, "terminating": terminating},
                        "targetRef": {"kind": "Pod", "name": pod, "namespace": "inference"}}],
         "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
     }  # fmt: skip

@@ -16,10 +16,11 @@ import pytest
 from aiohttp import web
 
 from drctl.chaos import probes
-from drctl.config import FleetConfig, parse_config
+from drctl.config import FleetConfig, RegionConfig, parse_config
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
+from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.track_analysis import run_requests
 from tests.helpers import free_port
 
@@ -30,8 +31,11 @@ ENV = "DRCTL_TEST_VLLM_API_KEY"
 class AuthedRegion:
     def __init__(self) -> None:
         self.urls: dict[str, str] = {}
-        self.admin_url = ""
         self.runners: list[web.AppRunner] = []
+
+    async def replicas(self, _region: RegionConfig) -> list[ReplicaEndpoint]:
+        """The replica source the prober is given: the two replicas (discovery is not under test here)."""
+        return [ReplicaEndpoint(name=n, url=self.urls[n], track="stable") for n in ("r0", "r1")]
 
     async def serve(self, app: web.Application) -> str:
         runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -47,14 +51,6 @@ async def region() -> AsyncIterator[AuthedRegion]:
     r = AuthedRegion()
     for name in ("gateway", "r0", "r1"):
         r.urls[name] = await r.serve(build_app(FleetsimSettings(region="us-west-1", replica=name, api_key=KEY)))
-    listed = [{"pod": n, "track": "stable", "port": int(r.urls[n].rsplit(":", 1)[1])} for n in ("r0", "r1")]
-
-    async def replicas(_request: web.Request) -> web.Response:
-        return web.json_response(listed)
-
-    admin = web.Application()
-    admin.router.add_get("/replicas", replicas)
-    r.admin_url = await r.serve(admin)
     yield r
     for runner in r.runners:
         await runner.cleanup()
@@ -67,7 +63,6 @@ regions:
   - name: us-west-1
     weight: 60
     gateway_url: {gateway_url or region.urls["gateway"]}
-    devstack_admin_url: {region.admin_url}
     kube: {{api_url: "http://127.0.0.1:1", namespace: inference}}
 workload: {{model: fleetsim-tiny, {auth}}}
 health: {{interval_s: 5, probe_timeout_s: 1.5, completion_sample: 1}}
@@ -97,7 +92,7 @@ async def test_authed_fleet_is_probed_healthy_with_the_env_token(
     region: AuthedRegion, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ENV, KEY)
-    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}")).probe_region("us-west-1")
+    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region).probe_region("us-west-1")
     assert p.status == ProbeStatus.HEALTHY, p.reason
     assert "2/2 replicas healthy" in p.reason
     assert all(t.models_ok and t.ttft_ms is not None for t in [p.gateway, *p.replicas])
@@ -105,14 +100,14 @@ async def test_authed_fleet_is_probed_healthy_with_the_env_token(
 
 async def test_authed_fleet_is_probed_healthy_with_a_token_file(region: AuthedRegion, tmp_path: Path) -> None:
     (tmp_path / "vllm-key").write_text(KEY + "\n")  # a mounted Secret usually ends with a newline
-    p = await InferenceProber(_cfg(region, f"auth: {{token_file: {tmp_path / 'vllm-key'}}}")).probe_region("us-west-1")
+    p = await InferenceProber(_cfg(region, f"auth: {{token_file: {tmp_path / 'vllm-key'}}}"), replica_source=region).probe_region("us-west-1")
     assert p.status == ProbeStatus.HEALTHY, p.reason
 
 
 async def test_anonymous_or_wrong_token_is_auth_not_down(region: AuthedRegion, monkeypatch: pytest.MonkeyPatch) -> None:
-    anonymous = await InferenceProber(_cfg(region, "")).probe_region("us-west-1")
+    anonymous = await InferenceProber(_cfg(region, ""), replica_source=region).probe_region("us-west-1")
     monkeypatch.setenv(ENV, "sk-wrong")
-    wrong = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}")).probe_region("us-west-1")
+    wrong = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region).probe_region("us-west-1")
     for p in (anonymous, wrong):
         assert p.status == ProbeStatus.AUTH, p.reason
         assert all(t.status == ProbeStatus.AUTH and t.error_class == "auth" for t in [p.gateway, *p.replicas])
@@ -124,17 +119,17 @@ async def test_unreadable_token_source_is_auth_naming_it(
     region: AuthedRegion, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv(ENV, raising=False)
-    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}")).probe_region("us-west-1")
+    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region).probe_region("us-west-1")
     assert p.status == ProbeStatus.AUTH and f"environment variable {ENV} is unset" in p.reason
     missing = tmp_path / "absent"
-    p = await InferenceProber(_cfg(region, f"auth: {{token_file: {missing}}}")).probe_region("us-west-1")
+    p = await InferenceProber(_cfg(region, f"auth: {{token_file: {missing}}}"), replica_source=region).probe_region("us-west-1")
     assert p.status == ProbeStatus.AUTH and f"cannot read {missing}" in p.reason
 
 
 async def test_a_dead_gateway_is_down_whatever_the_token(region: AuthedRegion, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "sk-wrong")
     dead = f"http://127.0.0.1:{free_port()}"
-    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}", gateway_url=dead)).probe_region("us-west-1")
+    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}", gateway_url=dead), replica_source=region).probe_region("us-west-1")
     assert p.status == ProbeStatus.DOWN and p.gateway.error_class == "connect", p.reason
 
 
@@ -142,7 +137,7 @@ def test_auth_config_needs_exactly_one_source() -> None:
     from drctl.config import ConfigError
 
     base = AuthedRegion()
-    base.urls["gateway"], base.admin_url = "http://127.0.0.1:1", "http://127.0.0.1:2"
+    base.urls["gateway"] = "http://127.0.0.1:1"
     for bad in ("auth: {}", f"auth: {{token_env: {ENV}, token_file: /x}}", "auth: {token_env: 'not a name'}"):
         with pytest.raises(ConfigError) as err:
             _cfg(base, bad)

@@ -9,9 +9,11 @@ order, do not re-record: fix the workflow, because the same failure would hit ev
 execution as a non-determinism error after a deploy.
 
 The script brings up its own dev stack on free loopback ports (or ports from --port-range), runs
-drctl's real worker in-process on fresh task queues, drives a manual Failover to us-east-1, a
-Failback, three FleetMonitor rounds (ending in continue-as-new, a closed and fully replayable run)
-and a one-region canary Upgrade, writes each history as compact JSON, and tears the stack down.
+drctl's real worker in-process on fresh task queues, drives three FleetMonitor rounds (ending in
+continue-as-new, a closed and fully replayable run), a manual Failover to us-east-1, a Failback, a
+one-region canary Upgrade, a Backup and a Restore, a passing region-outage ChaosDrill and a
+Migration (tests/replay/record_ops.py), writes each history as compact JSON, and tears the stack
+down. `--only` records a subset (e.g. `--only drill` after a patched change to ChaosDrill).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from drctl.operations import start_operation
 from drctl.temporal import connect
 from drctl.worker import run_worker
 from tests.fleetcfg import fleet_config_data, short_tmp_dir
+from tests.replay.record_ops import record_backup_restore, record_drill, record_migration
 from tests.workflows.conftest import fast_config
 from workflows.failback import Failback
 from workflows.failover import Failover
@@ -111,33 +114,50 @@ async def record_monitor(client: Client, cfg: FleetConfig, suffix: str) -> None:
     await save(first, f"monitor{suffix}")
 
 
-async def record(cfg: FleetConfig, suffix: str) -> None:
+async def record_core(client: Client, cfg: FleetConfig, suffix: str) -> None:
+    """Failover to us-east-1, Failback, and a one-region canary Upgrade."""
+    spec = FleetSpec.from_config(cfg)
+    fo = await start_operation(client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1"),
+                               operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1")
+    res = await asyncio.wait_for(fo.result(), 120)
+    assert res.status == "succeeded", res.error
+    await save(fo, f"failover{suffix}")
+    fb = await start_operation(client, cfg, Failback.run, FailbackInput(spec=spec),
+                               operation="failback", workflow_id=f"failback/{cfg.name}")
+    res = await asyncio.wait_for(fb.result(), 120)
+    assert res.status == "succeeded", res.error
+    await save(fb, f"failback{suffix}")
+    req = upgrade_request(cfg, uuid.uuid4().hex[:8], "vllm/vllm-openai:v0.7.0", regions=["us-west-1"],
+                          steps_percent=[50, 100])
+    # Short windows, as in tests/upgrade: a few samples per window still judge a healthy canary.
+    req = req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
+                                 "limits": req.limits.model_copy(update={"min_samples": 8})})
+    up = await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
+                               workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+    res = await asyncio.wait_for(up.result(), 180)
+    assert res.outcome == "SUCCEEDED", res
+    await save(up, f"upgrade_canary{suffix}")
+
+
+# In this order: the migration leaves every weight on us-east-1, so it comes last.
+GROUPS = ("monitor", "core", "backup", "drill", "migration")
+
+
+async def record(cfg: FleetConfig, suffix: str, only: list[str]) -> None:
     client = await connect(cfg)
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(cfg, None, client=client, stop=stop))
     try:
-        await record_monitor(client, cfg, suffix)
-        spec = FleetSpec.from_config(cfg)
-        fo = await start_operation(client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1"),
-                                   operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1")
-        res = await asyncio.wait_for(fo.result(), 120)
-        assert res.status == "succeeded", res.error
-        await save(fo, f"failover{suffix}")
-        fb = await start_operation(client, cfg, Failback.run, FailbackInput(spec=spec),
-                                   operation="failback", workflow_id=f"failback/{cfg.name}")
-        res = await asyncio.wait_for(fb.result(), 120)
-        assert res.status == "succeeded", res.error
-        await save(fb, f"failback{suffix}")
-        req = upgrade_request(cfg, uuid.uuid4().hex[:8], "vllm/vllm-openai:v0.7.0", regions=["us-west-1"],
-                              steps_percent=[50, 100])
-        # Short windows, as in tests/upgrade: a few samples per window still judge a healthy canary.
-        req = req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
-                                     "limits": req.limits.model_copy(update={"min_samples": 8})})
-        up = await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
-                                   workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
-        res = await asyncio.wait_for(up.result(), 180)
-        assert res.outcome == "SUCCEEDED", res
-        await save(up, f"upgrade_canary{suffix}")
+        if "monitor" in only:
+            await record_monitor(client, cfg, suffix)
+        if "core" in only:
+            await record_core(client, cfg, suffix)
+        if "backup" in only:
+            await record_backup_restore(client, cfg, save, suffix)
+        if "drill" in only:
+            await record_drill(client, cfg, save, suffix)
+        if "migration" in only:
+            await record_migration(client, cfg, save, suffix)
     finally:
         stop.set()
         await asyncio.wait_for(worker, 30)
@@ -147,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port-range", help="LO-HI: take the stack's ports from this range (default: any free)")
     ap.add_argument("--suffix", default="", help="Appended to each file name, e.g. _v2 after a patched change.")
+    ap.add_argument("--only", default=",".join(GROUPS),
+                    help=f"Comma-separated subset of {','.join(GROUPS)} (default: all).")
     args = ap.parse_args(argv)
+    only = [g for g in args.only.split(",") if g]
+    if unknown := set(only) - set(GROUPS):
+        ap.error(f"unknown --only group(s) {sorted(unknown)}; known: {', '.join(GROUPS)}")
     rng = tuple(int(p) for p in args.port_range.split("-")) if args.port_range else None
     directory = short_tmp_dir("drctl-replay-")
     path = write_config(directory, rng)  # type: ignore[arg-type]
@@ -155,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     HISTORIES.mkdir(exist_ok=True)
     try:
         stack.up(cfg, path)
-        asyncio.run(record(fast_config(cfg), args.suffix))
+        asyncio.run(record(fast_config(cfg), args.suffix, only))
     finally:
         stack.down(cfg)
         shutil.rmtree(directory, ignore_errors=True)

@@ -21,8 +21,9 @@ HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
 # Read once at collection: the files are small, and the async test then does no blocking I/O.
 TEXTS = {p.stem: p.read_text() for p in FILES}
-# The workflows whose command order matters most to operators; each must keep a recorded history.
-REQUIRED_TYPES = {"Failover", "Failback", "FleetMonitor", "Upgrade"}
+# Every workflow an operator starts; each must keep a recorded history (the lock, Notify and
+# Replicate children are exercised inside these).
+REQUIRED_TYPES = {"Failover", "Failback", "FleetMonitor", "Upgrade", "ChaosDrill", "Migration", "Backup", "Restore"}
 
 
 def _workflow_type(text: str) -> str:

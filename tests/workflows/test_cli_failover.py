@@ -85,7 +85,9 @@ async def test_cli_second_failover_refused_naming_the_first(
 
 
 async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_config_path: Path) -> None:
-    cfg = await start_workers()
+    # The probe budget is the product's default (2 s), not the 1 s the failure tests use: this test
+    # asserts HEALTHY, which a CLI start-up burst on two cores must not turn into a timeout.
+    cfg = await start_workers(probe_timeout_s=2.0, interval_s=3.0)
     path = write_config(cfg, fleet_config_path.parent)
     start = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(path))
     assert start.returncode == 0 and "monitor started" in start.stdout, start.stderr
@@ -104,7 +106,7 @@ async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_con
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     west = data["regions"]["us-west-1"]
-    assert west["weight"] == 60 and west["replicas"]["replicas"] == 2 and west["probe"]["status"] == "HEALTHY"
+    assert west["weight"] == 60 and west["replicas"]["replicas"] == 2 and west["probe"]["status"] == "HEALTHY", west
     assert data["monitor"]["running"] and data["operations"] == []
     table = await asyncio.to_thread(drctl, "status", "-c", str(path))
     assert table.returncode == 0 and "us-east-1" in table.stdout and "no running operations" in table.stdout

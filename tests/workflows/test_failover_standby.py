@@ -12,7 +12,13 @@ from temporalio.client import Client
 
 from drctl import search_attributes as sa
 from drctl.config import FleetConfig
-from drctl.models.failover import REGION_UNRESOLVED, FailoverInput, FailoverResult, MonitorStatus
+from drctl.models.failover import (
+    NO_FAILOVER_TARGET,
+    REGION_UNRESOLVED,
+    FailoverInput,
+    FailoverResult,
+    MonitorStatus,
+)
 from drctl.models.monitor_config import SpecUpdate
 from drctl.models.ops import FleetSpec, RegionSpec
 from drctl.operations import running_operations, start_operation
@@ -171,6 +177,31 @@ async def test_monitor_alerts_on_a_region_the_worker_cannot_resolve(
     assert all(st.regions[r].last_probed_at is not None for r in cfg.region_names)
     desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
     assert desc.typed_search_attributes.get(sa.PHASE) == REGION_UNRESOLVED
+
+
+async def test_an_unhealthy_region_whose_only_peer_is_unresolved_alerts_no_failover_target(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    # The monitor watches us-west-1 and a region this worker cannot resolve: when us-west-1 fails
+    # there is nowhere to send its traffic, and the alert says so instead of "every region unhealthy".
+    cfg = await start_workers()
+    mon = await _monitor(temporal_client, cfg)
+    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    spec = FleetSpec.from_config(cfg)
+    west = next(r for r in spec.regions if r.name == "us-west-1")
+    extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
+    await mon.execute_update(  # type: ignore[attr-defined]
+        "update_spec", SpecUpdate(spec=spec.model_copy(update={"regions": [west, extra]})), result_type=list[str])
+    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+
+    async def alerted() -> MonitorStatus | None:
+        s = await _status(mon)
+        return s if s.alert == NO_FAILOVER_TARGET else None
+
+    st = await assert_eventually(alerted, timeout_s=30, interval_s=0.3, what="NO_FAILOVER_TARGET alert")
+    assert st.regions["us-west-1"].state.value == "UNHEALTHY" and "eu-west-9" in st.unresolved
+    assert st.active_failover is None and st.last_failover is None  # nothing was started
+    assert weights(cfg) == cfg.weights
 
 
 async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_at_once(

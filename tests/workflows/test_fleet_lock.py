@@ -57,7 +57,9 @@ async def _holders(client: Client, cfg: FleetConfig) -> list[str]:
 async def test_twenty_concurrent_cli_failovers_one_runs_the_others_are_told_busy(
     start_workers: StartWorkers, fleet_config_path: Path, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
+    # Twenty CLIs starting at once saturate two cores for seconds: a 1 s probe budget would read the
+    # winner's target as down and refuse it, freeing the fleet for a second winner.
+    cfg = await start_workers(probe_timeout_s=5.0, interval_s=6.0)
     # The one that wins waits at its approval gate, so it is still running when the others arrive.
     gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
     path = write_config(gated, fleet_config_path.parent)

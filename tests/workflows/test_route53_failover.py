@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from drctl.config import FleetConfig, Route53Global
 from drctl.models.failover import FailbackInput, FailoverInput, FailoverResult
@@ -27,7 +27,7 @@ from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
 from tests.helpers import assert_eventually
 from tests.route53_standin import Route53StandIn
-from tests.workflows.conftest import StartWorkers, fast_config, served_by
+from tests.workflows.conftest import StartWorkers, admin, fast_config, served_by
 from workflows.failback import Failback
 from workflows.failover import Failover
 
@@ -180,3 +180,64 @@ async def test_failed_verification_compensates_and_records_both_changes(
 
 async def _changes(standin: Route53StandIn, n: int) -> bool:
     return standin.calls["ChangeResourceRecordSets"] >= n
+
+
+async def test_failed_compensation_is_reported_with_the_weights_it_left(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
+) -> None:
+    """Verification fails, then Route 53 refuses the restore (AccessDenied): the result says so, never a crash."""
+    name, zid = zone
+    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
+        cfg = await start_workers(cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60)))
+        handle = await start_operation(
+            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        )
+        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        standin.inject("ChangeResourceRecordSets", "AccessDenied")
+        res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
+    assert res.status == "failed" and res.compensated == "compensation_failed", res
+    assert res.error and "verification failed" in res.error and "compensation failed" in res.error, res.error
+    assert "AccessDenied" in res.error or "Forbidden" in res.error, res.error
+    # Traffic is where the shift left it, and the result says exactly that.
+    assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
+    assert "weights left at us-west-1 0 / us-east-1 100" in res.error, res.error
+    records = Route53GlobalTraffic.from_config(with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60))
+    assert records.get_weights() == {"us-west-1": 0, "us-east-1": 100}
+    assert [p.phase for p in res.phases][-1] == "compensate"
+    assert await activity_attempts(handle, "set_global_weights") == [1, 1]  # Forbidden is not retried
+    # Failed in the UI with the whole result (read above), and the fleet released: the lock, held by
+    # nobody, ends.
+    assert (await handle.describe()).status is WorkflowExecutionStatus.FAILED
+
+    async def lock_ended() -> bool:
+        return (await temporal_client.get_workflow_handle(f"lock/{cfg.name}").describe()).status \
+            is not WorkflowExecutionStatus.RUNNING
+
+    await assert_eventually(lock_ended, timeout_s=30, interval_s=0.3, what="the fleet lock released")
+
+
+async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
+) -> None:
+    """Verification fails, but moving traffic back to a dead source would make things worse: it stays."""
+    name, zid = zone
+    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
+        cfg = await start_workers(cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60)))
+        handle = await start_operation(
+            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        )
+        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
+    assert res.status == "failed" and res.compensated == "left_on_target_source_dead", res
+    assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
+    records = Route53GlobalTraffic.from_config(with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60))
+    assert records.get_weights() == {"us-west-1": 0, "us-east-1": 100}
+    assert standin.calls["ChangeResourceRecordSets"] == 1  # no restore was even tried
+
+
+def _short_verify(cfg: FleetConfig) -> FleetConfig:
+    """Verification that is meant to fail gives up after 3 s (+ the TTL) rather than 10."""
+    return cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"verify_timeout_s": 3.0})})
