@@ -12,7 +12,9 @@ from temporalio.client import Client
 from drctl.config import FleetConfig
 from drctl.devstack import stack
 from tests.conftest import restore_baseline
-from tests.crash.harness import RegionWorkers, reset_release
+from tests.crash.endstate import reset_release
+from tests.crash.harness import RegionWorkers
+from tests.fleetcfg import port_pair
 from tests.workflows.conftest import _terminate_fleet_workflows, fast_config, write_config
 
 
@@ -21,6 +23,10 @@ def crash_config(fleet_config: FleetConfig, fleet_config_path: Path, dev_stack: 
                  ) -> tuple[FleetConfig, Path]:
     """The test fleet with short probe and failback settings and this module's own task queues."""
     cfg = fast_config(fleet_config)
+    # The workers' HTTP ports are chosen now, not at session start: on a shared machine a port
+    # free then may have been taken since (another stack's replica) by the time this module runs.
+    assert cfg.devstack is not None
+    cfg = cfg.model_copy(update={"devstack": cfg.devstack.model_copy(update={"worker_http_port": port_pair()})})
     return cfg, write_config(cfg, fleet_config_path.parent)
 
 

@@ -21,7 +21,8 @@ from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
 from drctl.operations import start_operation
 from drctl.providers.traffic_factory import global_traffic
 from tests.conftest import apps_api
-from tests.crash.harness import EndState, KillPoint, Scenario
+from tests.crash.endstate import EndState
+from tests.crash.harness import KillPoint, Scenario
 from tests.drills.e2e import EXPERIMENTS, start_drill, watched
 from workflows.failback import Failback
 from workflows.failover import Failover

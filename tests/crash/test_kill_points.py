@@ -8,7 +8,8 @@ import pytest
 from temporalio.client import Client
 
 from drctl.config import FleetConfig
-from tests.crash.harness import KillPoint, RegionWorkers, assert_end_state, run_kill_point
+from tests.crash.endstate import assert_end_state
+from tests.crash.harness import KillPoint, RegionWorkers, run_kill_point
 from tests.crash.points import KILL_POINTS
 from tests.crash.scenarios import SCENARIOS
 

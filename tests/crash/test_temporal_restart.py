@@ -15,7 +15,8 @@ from drctl.config import FleetConfig
 from drctl.devstack import restart
 from drctl.models.failover import FailoverResult, MonitorStatus
 from drctl.outcome import result_of
-from tests.crash.harness import EndState, RegionWorkers, assert_end_state, wait_scheduled
+from tests.crash.endstate import EndState, assert_end_state
+from tests.crash.harness import RegionWorkers, wait_scheduled
 from tests.crash.scenarios import STABLE_ONLY
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import admin
