@@ -16,8 +16,12 @@ KILL_POINTS = [
     KillPoint("Failover", "set weights", "set_global_weights", stall="global", stall_after="wait_rollout"),
     KillPoint("Failover", "verify", "verify_global", tweak={"failover": {"verify_requests": 60}}),
     KillPoint("Failback", "read weights", "get_global_weights", stall="global"),
-    KillPoint("Failback", "stabilize", "probe_regions", stall="gateway:us-west-1"),
+    # A 3 s window: the gateway resumed after its stall answers again within a second or two on a
+    # loaded machine, and the failback's deadline (4 windows + 3 intervals + one lost probe) must hold that.
+    KillPoint("Failback", "stabilize", "probe_regions", stall="gateway:us-west-1",
+              tweak={"input": {"stabilization_window_s": 3.0}}),
     KillPoint("Failback", "step 1", "set_global_weights", stall="global", stall_after="probe_regions"),
+    # The 3rd probe: 2 over the 1 s stabilization window, then step 1's check.
     KillPoint("Failback", "step 2", "set_global_weights", nth=2, stall="global", stall_after="probe_regions",
               stall_after_nth=3),
     KillPoint("Upgrade", "backup", "create_backup"),

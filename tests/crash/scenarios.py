@@ -38,7 +38,9 @@ FAST_LIMITS = {"min_samples": 8, "max_ttft_p50_ratio": 20.0, "max_ttft_p99_ratio
 
 def tweaked(cfg: FleetConfig, kp: KillPoint) -> FleetConfig:
     """cfg with the kill point's overrides, e.g. {"failover": {"verify_requests": 50}}."""
-    update = {section: getattr(cfg, section).model_copy(update=fields) for section, fields in kp.tweak.items()}
+    # "input" holds overrides of the workflow input itself, read by the scenario's start.
+    update = {section: getattr(cfg, section).model_copy(update=fields) for section, fields in kp.tweak.items()
+              if section != "input"}
     return cfg.model_copy(update=update)
 
 
@@ -76,7 +78,8 @@ def _prepare_failback(cfg: FleetConfig) -> None:
 
 async def _start_failback(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
     spec = FleetSpec.from_config(tweaked(cfg, kp))
-    return await start_operation(client, cfg, Failback.run, FailbackInput(spec=spec, stabilization_window_s=1.0),
+    window = kp.tweak.get("input", {}).get("stabilization_window_s", 1.0)
+    return await start_operation(client, cfg, Failback.run, FailbackInput(spec=spec, stabilization_window_s=window),
                                  operation="failback", workflow_id=f"failback/{cfg.name}", target="us-west-1")
 
 

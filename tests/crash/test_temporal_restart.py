@@ -56,9 +56,12 @@ async def test_temporal_restart_mid_monitor_and_mid_failover(
     # Mid-failover: us-west-1 goes down, the monitor starts one failover, and the server restarts
     # once that failover is under way (its preflight has scheduled work; it then runs for seconds).
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
-    failover = temporal_client.get_workflow_handle(f"failover/{cfg.name}")
     started = time.monotonic()
-    await wait_scheduled(failover, "get_global_weights", timeout_s=90)
+    # This outage's run, not an earlier failover/<fleet> that earlier tests closed.
+    runs = await assert_eventually(lambda: _failovers_since(temporal_client, cfg, since), timeout_s=90,
+                                   interval_s=0.1, what="the monitor starts a failover")
+    failover = temporal_client.get_workflow_handle(f"failover/{cfg.name}", run_id=runs[0])
+    await wait_scheduled(failover, "get_global_weights", timeout_s=30)
     assert (await failover.describe()).status.name == "RUNNING"  # type: ignore[union-attr]
     await asyncio.to_thread(restart.restart_temporal, cfg, path)
     res = await asyncio.wait_for(result_of(failover, FailoverResult), 120)
