@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -155,16 +156,25 @@ async def test_abort_during_preflight_ends_the_failover(
     assert weights(cfg) == cfg.weights
 
 
+async def _with_unresolved_region(start_workers: StartWorkers, client: Client, keep_east: bool
+                                  ) -> tuple[FleetConfig, Any, list[str]]:
+    """A monitor that saw both regions healthy, then was told of eu-west-9, which no worker resolves
+    (and, unless keep_east, told to forget us-east-1): (config, monitor handle, the changes it reported)."""
+    cfg = await start_workers()
+    mon = await _monitor(client, cfg)
+    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    spec = FleetSpec.from_config(cfg)
+    extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
+    kept = [r for r in spec.regions if keep_east or r.name != "us-east-1"]
+    changes = await mon.execute_update(  # type: ignore[attr-defined]
+        "update_spec", SpecUpdate(spec=spec.model_copy(update={"regions": [*kept, extra]})), result_type=list[str])
+    return cfg, mon, changes
+
+
 async def test_monitor_alerts_on_a_region_the_worker_cannot_resolve(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await _monitor(temporal_client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
-    spec = FleetSpec.from_config(cfg)
-    extra = RegionSpec(name="eu-west-9", weight=10, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
-    changes = await mon.execute_update(  # type: ignore[attr-defined]
-        "update_spec", SpecUpdate(spec=spec.model_copy(update={"regions": [*spec.regions, extra]})), result_type=list[str])
+    cfg, mon, changes = await _with_unresolved_region(start_workers, temporal_client, keep_east=True)
     assert "regions added: eu-west-9" in changes
 
     async def alerted() -> MonitorStatus | None:
@@ -184,14 +194,7 @@ async def test_an_unhealthy_region_whose_only_peer_is_unresolved_alerts_no_failo
 ) -> None:
     # The monitor watches us-west-1 and a region this worker cannot resolve: when us-west-1 fails
     # there is nowhere to send its traffic, and the alert says so instead of "every region unhealthy".
-    cfg = await start_workers()
-    mon = await _monitor(temporal_client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
-    spec = FleetSpec.from_config(cfg)
-    west = next(r for r in spec.regions if r.name == "us-west-1")
-    extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
-    await mon.execute_update(  # type: ignore[attr-defined]
-        "update_spec", SpecUpdate(spec=spec.model_copy(update={"regions": [west, extra]})), result_type=list[str])
+    cfg, mon, _ = await _with_unresolved_region(start_workers, temporal_client, keep_east=False)
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
 
     async def alerted() -> MonitorStatus | None:

@@ -12,6 +12,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -182,18 +183,26 @@ async def _changes(standin: Route53StandIn, n: int) -> bool:
     return standin.calls["ChangeResourceRecordSets"] >= n
 
 
+async def _shifted(start_workers: StartWorkers, client: Client, fleet_config: FleetConfig, zone: tuple[str, str],
+                   standin: Route53StandIn) -> tuple[FleetConfig, WorkflowHandle[Any, Any]]:
+    """A failover to us-east-1 through the stand-in (which never reports INSYNC), once its shift is applied."""
+    name, zid = zone
+    cfg = await start_workers(cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60)))
+    handle = await start_operation(
+        client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+    )
+    await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+    return cfg, handle
+
+
 async def test_failed_compensation_is_reported_with_the_weights_it_left(
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
 ) -> None:
     """Verification fails, then Route 53 refuses the restore (AccessDenied): the result says so, never a crash."""
     name, zid = zone
     with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
-        cfg = await start_workers(cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60)))
-        handle = await start_operation(
-            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
-        )
-        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        cfg, handle = await _shifted(start_workers, temporal_client, fleet_config, zone, standin)
         standin.inject("ChangeResourceRecordSets", "AccessDenied")
         res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
     assert res.status == "failed" and res.compensated == "compensation_failed", res
@@ -223,12 +232,7 @@ async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down
     """Verification fails, but moving traffic back to a dead source would make things worse: it stays."""
     name, zid = zone
     with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
-        cfg = await start_workers(cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60)))
-        handle = await start_operation(
-            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
-        )
-        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        cfg, handle = await _shifted(start_workers, temporal_client, fleet_config, zone, standin)
         admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
         res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
     assert res.status == "failed" and res.compensated == "left_on_target_source_dead", res
