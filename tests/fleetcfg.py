@@ -35,7 +35,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
-def _port_pair() -> int:
+def port_pair() -> int:
     """A free port whose successor is free too (the dev stack's two workers take both)."""
     for _ in range(50):
         p = free_port()
@@ -50,7 +50,7 @@ def _port_pair() -> int:
 
 def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
     temporal, ui, moto, glob, stats, prom, *region_ports = _ports(12)
-    worker_http = _port_pair()
+    worker_http = port_pair()
     regions = []
     for i, (name, weight) in enumerate([("us-west-1", 60), ("us-east-1", 40)]):
         gw, kube, admin = region_ports[i * 3 : i * 3 + 3]

@@ -96,7 +96,7 @@ class Failback:
     async def _probe(self, spec: ops.FleetSpec, regions: list[str]) -> list[RegionProbe]:
         batch = await workflow.execute_activity(
             "probe_regions", ProbeRequest(regions=regions), result_type=ProbeBatch,
-            summary=f"probe {', '.join(regions)}", **fast(spec.probe_timeout_s * 4 + 5))
+            summary=f"probe {', '.join(regions)}", **fast(_probe_timeout_s(spec)))
         return batch.probes
 
     async def _stabilize(self, inp: FailbackInput, regions: list[str]) -> None:
@@ -113,7 +113,9 @@ class Failback:
                                        type="NotHealthy")
             return
         # Bounded: a region that keeps flapping ends the failback instead of holding the fleet forever.
-        deadline = workflow.now() + timedelta(seconds=window * 4 + spec.interval_s * 3)
+        # A probe whose worker died is retried only when its timeout expires: allow one such loss,
+        # or a worker restart during a short window fails the failback as "not stable".
+        deadline = workflow.now() + timedelta(seconds=window * 4 + spec.interval_s * 3 + _probe_timeout_s(spec))
         healthy_since = None
         while workflow.now() < deadline:
             probes = await self._probe(spec, regions)
@@ -178,6 +180,11 @@ class Failback:
         workflow.upsert_search_attributes([sa.VERDICT.value_set(res.status)])
         res.phases = list(self.phases.timings)
         return res
+
+
+def _probe_timeout_s(spec: ops.FleetSpec) -> float:
+    """start_to_close of one probe_regions attempt: every request of the probe may take its timeout."""
+    return spec.probe_timeout_s * 4 + 5
 
 
 WORKFLOWS = [Failback]

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.upgrade import Outcome, WarmupRequest, WarmupResult
     from drctl.outcome import failed
     from workflows import global_weights
-    from workflows.common import NO_RETRY, Phases, fast, fmt_weights, region_bound
+    from workflows.common import Phases, fast, fmt_weights, region_bound
     from workflows.lock import acquire_fleet, release_fleet
     from workflows.progressive import Control, Stop, error_type, reason_of
     from workflows.rpo import MIGRATE_PATCH as MIGRATE_ARTIFACTS
@@ -222,8 +222,9 @@ class Migration:
         await self.ctl.abortable(workflow.execute_activity(
             "wait_rollout", WaitRolloutInput(region=req.target, timeout_s=timeout, deployment=name),
             result_type=DeploymentStatus, summary=f"wait for {name} in {req.target}",
-            **(self._q(req, req.target, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=15),
-                                                          "retry_policy": NO_RETRY})))
+            # Retried: a worker killed mid-wait must not roll the migration back (RolloutTimeout is
+            # non-retryable, so a real timeout still ends it).
+            **(self._q(req, req.target, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=15)})))
         warm = await self.ctl.abortable(workflow.execute_activity(
             "warm_up", WarmupRequest(region=req.target, track="stable", prompts=req.warmup_prompts),
             result_type=WarmupResult, summary=f"warm up {req.target}", heartbeat_timeout=timedelta(seconds=30),

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
         WarmupRequest,
         WarmupResult,
     )
-    from workflows.common import NO_RETRY, Phases, region_bound
+    from workflows.common import Phases, region_bound
     from workflows.progressive import Control, Stop, reason_of
 
 # Marks histories in which a failed rollback step is reported (ROLLBACK_FAILED) instead of ending the run.
@@ -117,8 +117,10 @@ class WaveSteps:
                 "scale_deployment", ScaleInput(region=region, replicas=replicas, deployment=name),
                 result_type=DeploymentStatus, summary=f"scale {name} to {replicas}", **self._q(req, region)))
         timeout = req.spec.rollout_timeout_s
-        opts = self._q(req, region, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=15),
-                                                     "retry_policy": NO_RETRY}
+        # Retried (region_bound's policy): a worker killed mid-wait is noticed by the heartbeat
+        # timeout and the wait resumes on another worker instead of rolling the wave back. A real
+        # RolloutTimeout is non-retryable, so the wait never outlives rollout_timeout_s twice.
+        opts = self._q(req, region, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=15)}
         await self.ctl.abortable(workflow.execute_activity(
             "wait_rollout", WaitRolloutInput(region=region, timeout_s=timeout, deployment=name),
             result_type=DeploymentStatus, summary=f"wait for {name} in {region}", **opts))

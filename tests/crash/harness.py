@@ -1,0 +1,218 @@
+"""The kill-point harness: real per-region `drctl worker` processes, SIGKILLed while they hold an activity.
+
+One generic procedure serves every kill point (see `run_kill_point`):
+1. start the operation;
+2. wait, by describing the workflow through the Temporal client, until the named activity has
+   STARTED on a worker (Temporal writes ActivityTaskStarted to history only when the attempt ends,
+   so the pending-activity list is the only place a running attempt shows);
+3. SIGKILL the worker process whose identity (`pid@host`) holds it, and prove the attempt was
+   still in flight at the kill;
+4. start a replacement worker for that region (drctl.devstack.restart.start_worker);
+5. wait for the result and hand it to the scenario's end-state check.
+
+Activities that finish in a millisecond (set a weight) are caught by stalling the process they talk
+to with SIGSTOP just before they start, the way a hung HAProxy or API server would: the attempt
+blocks on its socket timeout, the worker dies holding it, and the process is resumed right after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.workflow.v1 import PendingActivityInfo
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from drctl.config import FleetConfig
+from drctl.devstack import processes, restart
+from drctl.devstack.stack import state_dir
+from tests.crash.endstate import EndState, faults_left
+from tests.helpers import wait_until
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """One row of the kill-point table: kill the worker holding `activity` in `phase` of `op`."""
+
+    op: str
+    phase: str
+    activity: str
+    # A process to SIGSTOP so a fast activity is caught in flight: "global" (the global HAProxy),
+    # "gateway:<region>" (a region gateway), "kube:<region>" (a region's API server process).
+    stall: str | None = None
+    # Stall once this activity has started (it runs just before the target and does not need the
+    # stalled process); None: stall right after the operation starts.
+    stall_after: str | None = None
+    stall_after_nth: int = 1
+    # Kill at the n-th start of the activity (a weight step that is not the first).
+    nth: int = 1
+    # After the activity started, also wait for this before the kill: "fault injected" (the
+    # region's admin API holds a fault), so a drill dies with its fault in place.
+    kill_when: str | None = None
+    # Input overrides the scenario applies (short bake times, more verify requests, ...).
+    tweak: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.phase}".replace(" ", "_")
+
+
+@dataclass
+class Scenario:
+    """How to run one operation: set the fleet up, start it, and judge what it left behind."""
+
+    start: Callable[[Client, FleetConfig, KillPoint], Awaitable[WorkflowHandle[Any, Any]]]
+    result_type: type
+    expect: Callable[[FleetConfig], EndState]
+    prepare: Callable[[FleetConfig], None] = lambda _cfg: None
+    timeout_s: float = 120.0
+
+
+class RegionWorkers:
+    """One `drctl worker --region R` process per region (as the dev stack runs them), for one config."""
+
+    def __init__(self, cfg: FleetConfig, path: Path) -> None:
+        self.cfg, self.path = cfg, path
+        self.pids: dict[str, int] = {}
+        self.started: list[int] = []  # every pid ever started, so `stop` leaves no stray worker
+
+    async def ensure(self) -> None:
+        """Every region has a live worker (a killed one was replaced by its test, or is replaced now)."""
+        for r in self.cfg.region_names:
+            if r not in self.pids or not processes.pid_alive(self.pids[r]):
+                await self.start(r)
+
+    async def start(self, region: str) -> int:
+        self.pids[region] = await asyncio.to_thread(restart.start_worker, self.cfg, self.path, region)
+        self.started.append(self.pids[region])
+        return self.pids[region]
+
+    def region_of(self, identity: str) -> str:
+        pid = int(identity.split("@", 1)[0])
+        found = [r for r, p in self.pids.items() if p == pid]
+        assert found, f"activity held by {identity!r}, none of our workers {self.pids}"
+        return found[0]
+
+    def kill(self, region: str) -> None:
+        """SIGKILL the worker's process group, as a pod's death takes the worker and its children
+        (a `chaos run` it started) at once. Workers are session leaders, so pgid == pid."""
+        pid = self.pids[region]
+        os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while processes.pid_alive(pid):  # pid_alive reaps the zombie
+            assert time.monotonic() < deadline, f"worker {pid} survived SIGKILL"
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        processes.terminate(p for p in self.started if processes.pid_alive(p))
+
+
+def _stall_pid(cfg: FleetConfig, what: str) -> int:
+    s = state_dir(cfg)
+    kind, _, region = what.partition(":")
+    if kind == "global":
+        pid = processes.read_pid(s / "pids" / "haproxy-global.pid")
+    elif kind == "gateway":
+        pid = json.loads((s / f"replicas-{region}.json").read_text()).get("gateway_pid")
+    elif kind == "kube":
+        pid = processes.read_pid(s / "pids" / f"region-{region}.pid")
+    else:
+        raise ValueError(f"unknown stall target {what!r}")
+    assert isinstance(pid, int) and processes.pid_alive(pid), f"no live process for {what}"
+    return pid
+
+
+@contextlib.contextmanager
+def stalled(cfg: FleetConfig, what: str | None) -> Iterator[None]:
+    """SIGSTOP the named stack process for the block; it is always resumed."""
+    if what is None:
+        yield
+        return
+    pid = _stall_pid(cfg, what)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def pending(handle: WorkflowHandle[Any, Any], activity: str) -> list[PendingActivityInfo]:
+    desc = await handle.describe()
+    return [a for a in desc.raw_description.pending_activities if a.activity_type.name == activity]
+
+
+async def scheduled_ids(handle: WorkflowHandle[Any, Any], activity: str) -> list[str]:
+    """Activity ids of every scheduled run of `activity`, in order (the history has these at once)."""
+    history = await handle.fetch_history()
+    return [e.activity_task_scheduled_event_attributes.activity_id for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name == activity]
+
+
+async def wait_scheduled(handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1,
+                         timeout_s: float = 60.0) -> str:
+    """The activity id of the n-th scheduled run of `activity` (bounded; polls every 50 ms)."""
+    deadline = time.monotonic() + timeout_s
+    ids: list[str] = []
+    while time.monotonic() < deadline:
+        try:
+            ids = await scheduled_ids(handle, activity)
+        except RPCError as exc:  # not started yet (the monitor starts it when it decides)
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            await asyncio.sleep(0.05)
+            continue
+        if len(ids) >= nth:
+            return ids[nth - 1]
+        desc = await handle.describe()
+        assert desc.status is None or desc.status.name == "RUNNING", (
+            f"{handle.id} ended ({desc.status.name if desc.status else '?'}) before {activity} #{nth} was scheduled")
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{activity} #{nth} of {handle.id} not scheduled within {timeout_s:g}s ({len(ids)} seen)")
+
+
+async def wait_started(handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1,
+                       timeout_s: float = 60.0) -> PendingActivityInfo:
+    """The n-th run of `activity` once a worker has started it; fails if it ended before it was seen."""
+    wanted = await wait_scheduled(handle, activity, nth, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        mine = [a for a in await pending(handle, activity) if a.activity_id == wanted]
+        assert mine, f"{activity} #{nth} ended before it was seen running: stall its dependency (KillPoint.stall)"
+        if mine[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+            return mine[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{activity} #{nth} of {handle.id} not started by a worker within {timeout_s:g}s")
+
+
+async def run_kill_point(client: Client, cfg: FleetConfig, workers: RegionWorkers, scenario: Scenario,
+                         kp: KillPoint) -> Any:
+    """Start, kill the holder of kp.activity in flight, replace it, and return the operation's result."""
+    from drctl.outcome import result_of
+
+    await workers.ensure()
+    await asyncio.to_thread(scenario.prepare, cfg)
+    handle = await scenario.start(client, cfg, kp)
+    if kp.stall and kp.stall_after:
+        await wait_scheduled(handle, kp.stall_after, kp.stall_after_nth)
+    with stalled(cfg, kp.stall):
+        held = await wait_started(handle, kp.activity, kp.nth)
+        if kp.kill_when == "fault injected":
+            await asyncio.to_thread(wait_until, lambda: faults_left(cfg), 60, 0.1, "the fault injected")
+        region = workers.region_of(held.last_worker_identity)
+        workers.kill(region)
+    # Still pending with the same attempt: the kill hit the attempt in flight, not after it ended.
+    after = {(a.activity_id, a.attempt) for a in await pending(handle, kp.activity)}
+    assert (held.activity_id, held.attempt) in after, f"{kp.activity} finished before its worker was killed"
+    await workers.start(region)
+    return await asyncio.wait_for(result_of(handle, scenario.result_type), scenario.timeout_s)
