@@ -24,6 +24,10 @@ KILL_POINTS = [
     # The 3rd probe: 2 over the 1 s stabilization window, then step 1's check.
     KillPoint("Failback", "step 2", "set_global_weights", nth=2, stall="global", stall_after="probe_regions",
               stall_after_nth=3),
+    # Scale-back reads each region's capacity (us-west-1, then us-east-1) from its API server: stall
+    # us-east-1's once the last step's weights are being set (that step's check probes us-west-1 only).
+    KillPoint("Failback", "scale back", "get_capacity", nth=2, stall="kube:us-east-1", stall_after="set_global_weights",
+              stall_after_nth=2),
     KillPoint("Upgrade", "backup", "create_backup"),
     KillPoint("Upgrade", "deploy canary", "wait_rollout"),
     KillPoint("Upgrade", "warm-up", "warm_up"),
