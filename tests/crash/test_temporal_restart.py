@@ -4,7 +4,6 @@ monitor resumes without a duplicate failover, and the failover it started comple
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,7 +55,6 @@ async def test_temporal_restart_mid_monitor_and_mid_failover(
     # Mid-failover: us-west-1 goes down, the monitor starts one failover, and the server restarts
     # once that failover is under way (its preflight has scheduled work; it then runs for seconds).
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
-    started = time.monotonic()
     # This outage's run, not an earlier failover/<fleet> that earlier tests closed.
     runs = await assert_eventually(lambda: _failovers_since(temporal_client, cfg, since), timeout_s=90,
                                    interval_s=0.1, what="the monitor starts a failover")
@@ -70,7 +68,6 @@ async def test_temporal_restart_mid_monitor_and_mid_failover(
         verdict="succeeded", weights={"us-west-1": 0, "us-east-1": 100},
         tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-east-1": 4},
         releases={r: cfg.workload.image for r in cfg.region_names}), faults_expected=True)
-    assert time.monotonic() - started < 120
 
     async def recorded() -> MonitorStatus | None:
         s = await _status(mon)
