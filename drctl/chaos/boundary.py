@@ -74,7 +74,9 @@ def _check_python(where: str, provider: dict[str, Any]) -> None:
     if module not in ALLOWED_MODULES:
         raise BoundaryViolation(f"{where}: python module {module!r} is not allowed; drills run only {', '.join(ALLOWED_MODULES)}")
     if not isinstance(func, str) or func not in allowed_functions(module):
-        raise BoundaryViolation(f"{where}: {module}.{func} is not one of drctl's drill functions")
+        # Quoted unless a plain name: the value comes from the experiment and may hold control characters.
+        shown = func if isinstance(func, str) and func.isidentifier() else repr(func)
+        raise BoundaryViolation(f"{where}: {module}.{shown} is not one of drctl's drill functions")
     args = provider.get("arguments") or {}
     if not isinstance(args, dict):
         raise BoundaryViolation(f"{where}: arguments must be a mapping")
