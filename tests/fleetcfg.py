@@ -6,7 +6,6 @@ state dir lives in a short directory under /tmp rather than pytest's deep tmp_pa
 
 from __future__ import annotations
 
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -38,13 +37,9 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def port_pair() -> int:
     """A free port whose successor is free too (the dev stack's two workers take both)."""
     for _ in range(50):
-        p = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p + 1))
-            except OSError:
-                continue
-        return p
+        p, q = free_port(), free_port()
+        if q == p + 1:
+            return p
     raise RuntimeError("no two consecutive free loopback ports")
 
 

@@ -74,9 +74,6 @@ def receiver(script: list[tuple[int, float]] | None = None) -> Iterator[Receiver
 
 def closed_port_url() -> str:
     """A URL on which nothing listens (the port was bound once, then released)."""
-    import socket
+    from tests.helpers import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"
