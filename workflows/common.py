@@ -1,63 +1,16 @@
-"""Shared workflow helpers: phase bookkeeping for the Temporal UI, and activity option presets."""
+"""Phase bookkeeping for the Temporal UI (search attribute, details, timings), shared by every operation.
+
+Activity timeouts and retry policies live in `workflows.calls`."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
     from drctl.models.ops import OperationProgress, PhaseTiming
-
-# Fast, idempotent calls (read or set weights, probe): retry quickly, a handful of times, because
-# a failover is racing its RTO and a transient socket error must not end it.
-FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
-                         maximum_interval=timedelta(seconds=2), maximum_attempts=5)
-# Platform calls (Kubernetes API): conflicts and throttling heal within seconds.
-PLATFORM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(seconds=10), maximum_attempts=6)
-# Verification is repeated by the workflow itself until its deadline, so no activity retry.
-NO_RETRY = RetryPolicy(maximum_attempts=1)
-
-
-# How long any activity may wait in its task queue for a worker. A region's worker that is dead (or
-# a queue nobody serves) must surface as an error naming the queue, never as an operation that waits
-# forever: Temporal retries nothing on a schedule-to-start timeout, so this is the whole wait. Far
-# above a live worker's pickup latency (milliseconds), and short enough that a failover to a region
-# without a worker fails, and the monitor tries another region, well inside 90 s.
-QUEUE_WAIT_S = 30.0
-
-
-def fast(seconds: float = 10.0) -> dict[str, Any]:
-    return {"start_to_close_timeout": timedelta(seconds=seconds), "retry_policy": FAST_RETRY,
-            "schedule_to_start_timeout": timedelta(seconds=QUEUE_WAIT_S)}
-
-
-def region_bound(queue: str, seconds: float = 30.0) -> dict[str, Any]:
-    return {
-        "task_queue": queue,
-        "start_to_close_timeout": timedelta(seconds=seconds),
-        "schedule_to_start_timeout": timedelta(seconds=QUEUE_WAIT_S),
-        "retry_policy": PLATFORM_RETRY,
-    }
-
-
-def no_worker(exc: BaseException, queue: str) -> str | None:
-    """The message for an activity no worker picked up from `queue`, else None.
-
-    Callers pass the region queue: main-queue activities are served by the same workers that run
-    the workflow itself, so while a workflow runs only a region queue can go unserved.
-    """
-    cause = exc.cause if isinstance(exc, ActivityError) else None
-    if isinstance(cause, TimeoutError) and cause.type is TimeoutType.SCHEDULE_TO_START:
-        name = exc.activity_type if isinstance(exc, ActivityError) else "activity"
-        return (f"no worker picked up {name} from task queue {queue!r} within {QUEUE_WAIT_S:g} s: "
-                "is the worker serving that queue running (`drctl worker --region R`)?")
-    return None
 
 
 class Phases:

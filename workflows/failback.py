@@ -16,21 +16,11 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import ops
     from drctl.models.failover import FailbackInput, FailbackResult, failback_plan, probe_passes
     from drctl.models.health import RegionProbe
-    from drctl.models.ops import (
-        Capacity,
-        DeploymentStatus,
-        OperationProgress,
-        ProbeBatch,
-        ProbeRequest,
-        RegionRequest,
-        ScaleInput,
-        Weights,
-    )
-    from drctl.outcome import error_type, failed
-    from workflows import global_weights
-    from workflows.common import Phases, fast, fmt_weights, region_bound
-    from workflows.failover import _reason
-    from workflows.lock import acquire_fleet, release_fleet
+    from drctl.models.ops import ProbeRequest, RegionRequest, ScaleInput
+    from drctl.outcome import failed
+    from workflows import calls, global_weights
+    from workflows.common import fmt_weights
+    from workflows.operation import Operation, cause_of
     from workflows.telemetry import record_outcome
 
 PHASE_STABILIZE = "stabilize"
@@ -38,23 +28,20 @@ PHASE_SCALE_BACK = "scale-back"
 
 
 @workflow.defn(name="Failback")
-class Failback:
-    def __init__(self) -> None:
-        self.phases = Phases("failback", "Failback")
-        self.locked = False
-        self.busy = False
+class Failback(Operation):
+    OPERATION, TITLE = "failback", "Failback"
 
-    @workflow.query(name=ops.QUERY_PROGRESS)
-    def progress(self) -> OperationProgress:
-        return self.phases.progress()
+    def abort_refused(self) -> str | None:
+        # Each step is probed and a regression rolls back by itself; stopping between steps would
+        # leave traffic split with nobody watching it.
+        return "a failback cannot be aborted: it rolls back by itself when a step regresses"
 
     @workflow.run
     async def run(self, inp: FailbackInput) -> FailbackResult:
         try:
             res = await self._run(inp)
         finally:
-            if self.locked:
-                await release_fleet(inp.spec.fleet)
+            await self.release()
         await record_outcome("failback", inp.spec.fleet, res.status, None, inp.spec.rto_target_s)
         if res.status not in ("succeeded", "not_needed"):
             raise failed(f"failback {res.status}: {res.error or ''}".strip(), res, busy=self.busy)
@@ -65,13 +52,10 @@ class Failback:
         self.phases.title = f"Failback of fleet `{spec.fleet}`"
         res = FailbackResult(status="failed")
         try:
-            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {spec.fleet}")
-            await acquire_fleet(spec.fleet, "failback")
-            self.locked = True
+            await self.claim(spec.fleet)
             # Read on the main queue first only to learn which region gains traffic; every change
             # is then made on that region's queue, which must be alive for the failback to make sense.
-            current = (await workflow.execute_activity(
-                "get_global_weights", result_type=Weights, summary="read global weights", **fast())).weights
+            current = (await calls.get_global_weights()).weights
             res.weights_before = dict(current)
             configured = spec.weights
             gaining = [r for r, w in configured.items() if w > current.get(r, 0)]
@@ -87,16 +71,14 @@ class Failback:
             if res.status in ("succeeded", "not_needed"):
                 await self._scale_back(inp, res)
                 res.weights_after = res.weights_after or current
-            return self._end(res, ops.PHASE_DONE if res.status != "rolled_back" else ops.PHASE_FAILED)
+            return await self._end(res, ok=res.status != "rolled_back")
         except (ActivityError, ApplicationError) as exc:
-            res.error = _reason(exc)
-            self.busy = error_type(exc) == ops.FLEET_BUSY
-            return self._end(res, ops.PHASE_FAILED)
+            res.error = cause_of(exc)
+            return await self._end(res, ok=False)
 
     async def _probe(self, spec: ops.FleetSpec, regions: list[str]) -> list[RegionProbe]:
-        batch = await workflow.execute_activity(
-            "probe_regions", ProbeRequest(regions=regions), result_type=ProbeBatch,
-            summary=f"probe {', '.join(regions)}", **fast(_probe_timeout_s(spec)))
+        batch = await calls.probe_regions(ProbeRequest(regions=regions), probe_timeout_s=spec.probe_timeout_s,
+                                          summary=f"probe {', '.join(regions)}")
         return batch.probes
 
     async def _stabilize(self, inp: FailbackInput, regions: list[str]) -> None:
@@ -115,7 +97,7 @@ class Failback:
         # Bounded: a region that keeps flapping ends the failback instead of holding the fleet forever.
         # A probe whose worker died is retried only when its timeout expires: allow one such loss,
         # or a worker restart during a short window fails the failback as "not stable".
-        deadline = workflow.now() + timedelta(seconds=window * 4 + spec.interval_s * 3 + _probe_timeout_s(spec))
+        deadline = workflow.now() + timedelta(seconds=window * 4 + spec.interval_s * 3 + calls.probe_attempt_s(spec.probe_timeout_s))
         healthy_since = None
         while workflow.now() < deadline:
             probes = await self._probe(spec, regions)
@@ -166,25 +148,16 @@ class Failback:
         spec = inp.spec
         self.phases.enter(PHASE_SCALE_BACK, "returning pre-scaled regions to their configured replicas")
         for r in spec.regions:
-            cap = await workflow.execute_activity(
-                "get_capacity", RegionRequest(region=r.name), result_type=Capacity,
-                summary=f"capacity of {r.name}", **region_bound(r.queue))
+            cap = await calls.get_capacity(RegionRequest(region=r.name), queue=r.queue, summary=f"capacity of {r.name}")
             if cap.replicas > r.replicas:
-                await workflow.execute_activity(
-                    "scale_deployment", ScaleInput(region=r.name, replicas=r.replicas), result_type=DeploymentStatus,
-                    summary=f"scale {r.name} back to {r.replicas}", **region_bound(r.queue))
+                await calls.scale_deployment(ScaleInput(region=r.name, replicas=r.replicas), queue=r.queue,
+                                             summary=f"scale {r.name} back to {r.replicas}")
                 res.scaled_back[r.name] = r.replicas
 
-    def _end(self, res: FailbackResult, phase: str) -> FailbackResult:
-        self.phases.finish(phase, f"{res.status}: {fmt_weights(res.weights_after)} {res.error or ''}")
-        workflow.upsert_search_attributes([sa.VERDICT.value_set(res.status)])
+    async def _end(self, res: FailbackResult, ok: bool) -> FailbackResult:
+        await self.finish(res.status, f"{res.status}: {fmt_weights(res.weights_after)} {res.error or ''}", ok=ok)
         res.phases = list(self.phases.timings)
         return res
-
-
-def _probe_timeout_s(spec: ops.FleetSpec) -> float:
-    """start_to_close of one probe_regions attempt: every request of the probe may take its timeout."""
-    return spec.probe_timeout_s * 4 + 5
 
 
 WORKFLOWS = [Failback]

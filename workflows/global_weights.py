@@ -15,49 +15,27 @@ A synchronous tier (HAProxy) answers propagated at apply time, and no wait is sc
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.ops import SetWeightsInput
-    from drctl.models.traffic import GlobalChange, PropagationInput, PropagationResult, WeightsApplied
-    from workflows.common import QUEUE_WAIT_S
+    from drctl.models.traffic import GlobalChange, PropagationInput, PropagationResult
+    from workflows import calls
+    from workflows.operation import cause_of
 
 # Recorded as a marker in histories that wait; histories from before the wait existed replay without it.
 PATCH_PROPAGATION_WAIT = "global-propagation-wait"
 
-# Throttling and PriorRequestNotComplete heal within seconds; back off rather than hammer the API
-# (Route 53 allows 5 requests/s per account). Worst case ~22 s of backoff before giving up.
-APPLY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=2.0,
-                          maximum_interval=timedelta(seconds=5), maximum_attempts=8)
-# The wait retries only when its worker died (heartbeat timeout); schedule_to_close bounds it all.
-WAIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-# A region whose worker is gone must surface as an error, not a wait without end: the same queue
-# wait as every other region-bound call.
-SCHEDULE_TO_START = timedelta(seconds=QUEUE_WAIT_S)
 POLL_S = 2.0
 
 
-def _cause(exc: BaseException) -> str:
-    while isinstance(exc, ActivityError) and exc.cause is not None:
-        exc = exc.cause
-    return str(exc)
-
-
-async def apply(tq: str, weights: dict[str, int], reason: str, summary: str,
-                forbid_traffic_to: list[str] | None = None) -> GlobalChange:
+async def apply(tq: str, weights: dict[str, int], reason: str, summary: str) -> GlobalChange:
     """Apply weights on queue `tq`; the GlobalChange says whether they are already in effect everywhere."""
-    got = await workflow.execute_activity(
-        "set_global_weights",
-        SetWeightsInput(weights=weights, reason=reason, forbid_traffic_to=forbid_traffic_to or []),
-        result_type=WeightsApplied, summary=summary, task_queue=tq,
-        start_to_close_timeout=timedelta(seconds=10), schedule_to_start_timeout=SCHEDULE_TO_START,
-        retry_policy=APPLY_RETRY,
-    )
+    got = await calls.set_global_weights(
+        SetWeightsInput(weights=weights, reason=reason), queue=tq, summary=summary)
     now = workflow.now()
     synchronous = got.change_id is None and got.propagated
     return GlobalChange(
@@ -73,14 +51,9 @@ def start_wait(tq: str, change: GlobalChange, timeout_s: float) -> asyncio.Task[
         return None
     if not workflow.patched(PATCH_PROPAGATION_WAIT):
         return None
-    return asyncio.ensure_future(workflow.execute_activity(
-        "wait_global_propagation", PropagationInput(change_id=change.change_id, timeout_s=timeout_s, poll_s=POLL_S),
-        result_type=PropagationResult, summary=f"wait for change {change.change_id} to be INSYNC",
-        task_queue=tq, schedule_to_start_timeout=SCHEDULE_TO_START,
-        start_to_close_timeout=timedelta(seconds=timeout_s + 30),
-        schedule_to_close_timeout=timedelta(seconds=timeout_s * 2 + 60),
-        heartbeat_timeout=timedelta(seconds=10), retry_policy=WAIT_RETRY,
-    ))
+    return asyncio.ensure_future(calls.wait_global_propagation(
+        PropagationInput(change_id=change.change_id, timeout_s=timeout_s, poll_s=POLL_S),
+        queue=tq, summary=f"wait for change {change.change_id} to be INSYNC"))
 
 
 async def finish_wait(task: asyncio.Task[Any] | None, change: GlobalChange) -> None:
@@ -91,7 +64,7 @@ async def finish_wait(task: asyncio.Task[Any] | None, change: GlobalChange) -> N
         r: PropagationResult = await task
     except ActivityError as exc:
         change.propagation = "unknown"
-        change.note = f"could not confirm propagation: {_cause(exc)}"
+        change.note = f"could not confirm propagation: {cause_of(exc)}"
         return
     if r.propagated:
         change.propagation, change.propagated_at = "insync", workflow.now()

@@ -20,10 +20,8 @@ both pass, and a request is refused only when a holder that was granted before i
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
@@ -33,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_RELEASE,
         UPDATE_ACQUIRE,
         AliveInput,
-        AliveResult,
         Holder,
         LockGrant,
         LockInput,
@@ -47,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         preempts,
     )
     from drctl.models.ops import FLEET_BUSY
-    from workflows.common import fast
+    from workflows import calls
 
 
 def _same(h: Holder, workflow_id: str, run_id: str) -> bool:
@@ -134,10 +131,7 @@ class FleetLock:
 
     async def _closed(self, holders: list[Holder]) -> list[Holder]:
         try:
-            res = await workflow.execute_activity(
-                "lock_holders_closed", AliveInput(holders=holders), result_type=AliveResult,
-                summary="are the holders still running?", **fast(10),
-            )
+            res = await calls.lock_holders_closed(AliveInput(holders=holders), summary="are the holders still running?")
         except ActivityError as exc:
             # Unknown is treated as alive: refusing is safe, granting a second holder is not.
             workflow.logger.warning("holder liveness unknown, treating them as alive: %s", exc.cause or exc)
@@ -153,19 +147,11 @@ class FleetLock:
 
 # --- what holders call ---------------------------------------------------------------------------
 
-# Acquire is idempotent (same update id, same holder), so a lost attempt is simply retried.
-_ACQUIRE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(seconds=2), maximum_attempts=8)
-
-
 async def acquire_fleet(fleet: str, operation: str) -> LockGrant:
     """Take the fleet's lock for this workflow run; raises FleetBusy naming the holder when refused."""
     info = workflow.info()
     me = Holder(workflow_id=info.workflow_id, run_id=info.run_id, operation=operation)
-    grant: LockGrant = await workflow.execute_activity(
-        "acquire_fleet", LockRequest(fleet=fleet, holder=me), result_type=LockGrant,
-        summary=f"lock fleet {fleet}", start_to_close_timeout=timedelta(seconds=30), retry_policy=_ACQUIRE_RETRY,
-    )
+    grant = await calls.acquire_fleet(LockRequest(fleet=fleet, holder=me), summary=f"lock fleet {fleet}")
     if not grant.granted:
         b = grant.blocked_by
         who = f"{b.operation} {b.workflow_id}" if b else "another operation"

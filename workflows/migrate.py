@@ -8,9 +8,6 @@ backup, so the target cluster returns to what it was.
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -22,22 +19,13 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import cap_weights
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
-    from drctl.models.ops import (
-        AbortInput,
-        Capacity,
-        DeploymentStatus,
-        OperationProgress,
-        RegionRequest,
-        ScaleInput,
-        WaitRolloutInput,
-        Weights,
-    )
-    from drctl.models.upgrade import Outcome, WarmupRequest, WarmupResult
+    from drctl.models.ops import RegionRequest, ScaleInput, WaitRolloutInput
+    from drctl.models.upgrade import Outcome, WarmupRequest
     from drctl.outcome import failed
-    from workflows import global_weights
-    from workflows.common import Phases, fast, fmt_weights, region_bound
-    from workflows.lock import acquire_fleet, release_fleet
-    from workflows.progressive import Control, Stop, error_type, reason_of
+    from workflows import calls, global_weights
+    from workflows.common import fmt_weights
+    from workflows.operation import Operation, cause_of
+    from workflows.progressive import Control, Stop
     from workflows.rpo import MIGRATE_PATCH as MIGRATE_ARTIFACTS
     from workflows.rpo import migrate_artifacts
 
@@ -50,28 +38,22 @@ def step_weights(before: dict[str, int], source: str, target: str, pct: int) -> 
 
 
 @workflow.defn(name="Migration")
-class Migration:
+class Migration(Operation):
+    OPERATION, TITLE = "migrate", "Migration"
+
     def __init__(self) -> None:
-        self.phases = Phases("migrate", "Migration")
-        self.ctl = Control(self.phases)
+        super().__init__()
+        self.ctl = Control(self)
         self.state = MigrationStatus()
         # The target's size before the migration scaled it up; None until read (nothing scaled yet).
         self.target_replicas_before: int | None = None
-        self.locked = False
-        self.busy = False
-
-    @workflow.query(name=ops.QUERY_PROGRESS)
-    def progress(self) -> OperationProgress:
-        return self.phases.progress()
+        # What a rollback puts back: the weights before the first shift, the target's own backup.
+        self.weights_before: dict[str, int] | None = None
+        self.rollback_point: str | None = None
 
     @workflow.query(name="status")
     def status(self) -> MigrationStatus:
         return self.state.model_copy(update={"phase": self.phases.phase})
-
-    @workflow.update(name=ops.UPDATE_ABORT)
-    def abort(self, inp: AbortInput) -> str:
-        self.ctl.abort_reason = f"{inp.reason} (by {inp.by})"
-        return f"abort requested in phase {self.phases.phase}"
 
     @workflow.signal(name=SIGNAL_PREEMPT)
     def preempt(self, notice: PreemptNotice) -> None:
@@ -79,27 +61,28 @@ class Migration:
         if not self.ctl.finished:
             self.ctl.preempt(notice.reason)
 
-    @abort.validator
-    def _validate_abort(self, inp: AbortInput) -> None:
-        self.ctl.check_running()
-        if self.phases.phase == "decommission":
-            raise ValueError("traffic has fully moved and the source is being decommissioned")
+    def abort_refused(self) -> str | None:
+        if self.phases.phase == "decommission" and not self.finished:
+            return "traffic has fully moved and the source is being decommissioned"
+        return super().abort_refused()
 
-    def _q(self, req: MigrationRequest, region: str, seconds: float = 30) -> dict[str, Any]:
-        return region_bound(req.spec.region(region).queue, seconds)
+    def abort_error(self) -> Exception:
+        return self.ctl.stop_error()
+
+    @staticmethod
+    def _q(req: MigrationRequest, region: str) -> str:
+        return req.spec.region(region).queue
 
     async def _backup(self, req: MigrationRequest, region: str, name: str, ns: str) -> BackupInfo:
-        return await self.ctl.abortable(workflow.execute_activity(
-            "create_backup", BackupRequest(region=region, name=name, namespaces=[ns], label_selector={"app": req.app}),
-            result_type=BackupInfo, summary=f"backup {name} in {region}", heartbeat_timeout=timedelta(seconds=30),
-            **self._q(req, region, 600)))
+        return await self.abortable(calls.create_backup(
+            BackupRequest(region=region, name=name, namespaces=[ns], label_selector={"app": req.app}),
+            queue=self._q(req, region), summary=f"backup {name} in {region}"))
 
     async def _restore(self, req: MigrationRequest, name: str, backup: str, mapping: dict[str, str]) -> BackupInfo:
-        return await workflow.execute_activity(
-            "restore_backup", RestoreRequest(region=req.target, name=name, backup_name=backup,
-                                             namespace_mapping=mapping, existing_resource_policy="update"),
-            result_type=BackupInfo, summary=f"restore {backup} into {req.target}",
-            heartbeat_timeout=timedelta(seconds=30), **self._q(req, req.target, 600))
+        return await calls.restore_backup(
+            RestoreRequest(region=req.target, name=name, backup_name=backup, namespace_mapping=mapping,
+                           existing_resource_policy="update"),
+            queue=self._q(req, req.target), summary=f"restore {backup} into {req.target}")
 
     async def _weights(self, req: MigrationRequest, weights: dict[str, int], why: str) -> dict[str, int]:
         # Waits for INSYNC (bounded): the migration's next step must see the traffic where it was sent.
@@ -115,9 +98,7 @@ class Migration:
         try:
             res = await self._run(req)
         finally:
-            if self.locked:
-                await release_fleet(req.spec.fleet)
-        await workflow.wait_condition(workflow.all_handlers_finished)
+            await self.release()
         if res.outcome is not Outcome.SUCCEEDED:
             raise failed(f"migration {res.outcome.value}: {res.reason}", res, busy=self.busy)
         return res
@@ -128,65 +109,58 @@ class Migration:
                               outcome=Outcome.FAILED, reason="")
         workflow.upsert_search_attributes([sa.SOURCE_REGION.value_set(req.source),
                                            sa.TARGET_REGION.value_set(req.target)])
-        rollback_point: str | None = None
-        weights_before: dict[str, int] | None = None
         try:
-            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {req.spec.fleet}")
-            await acquire_fleet(req.spec.fleet, "migrate")
-            self.locked = True
-            if workflow.patched(MIGRATE_ARTIFACTS):
-                res.artifacts = await migrate_artifacts(self.phases, req)
-            self.phases.enter("backup", f"Velero backup of `{req.namespace}` in `{req.source}`, and of the target")
-            name = f"migrate-{req.migration_id}"
-            try:
-                res.backup = self.state.backup = await self._backup(req, req.source, name, req.namespace)
-                await self._backup(req, req.target, f"{name}-rollback", req.target_namespace)
-            except (ActivityError, ApplicationError) as exc:
-                raise Stop(Outcome.BACKUP_FAILED, f"backup failed, nothing changed: {reason_of(exc)}") from exc
-            rollback_point = f"{name}-rollback"
-            self.phases.enter("restore", f"restore into `{req.target}` as `{req.target_namespace}`")
-            mapping = {req.namespace: req.target_namespace} if req.namespace != req.target_namespace else {}
-            res.restore = self.state.restore = await self._restore(req, name, name, mapping)
-            await self._ready(req)
-            weights_before = (await workflow.execute_activity(
-                "get_global_weights", result_type=Weights, summary="read global weights",
-                task_queue=req.spec.region(req.target).queue, **fast())).weights
-            for pct in req.steps_percent:
-                self.ctl.check_abort()
-                self.phases.enter(f"shift-{pct}", f"{pct} % of `{req.source}`'s traffic to `{req.target}`")
-                res.weights = await self._weights(req, step_weights(weights_before, req.source, req.target, pct),
-                                                  f"migrate {pct} %")
-                self.state.step_percent = pct
-                await self.ctl.analyse(AnalysisRequest(
-                    candidate=TrackRef(region=req.target, track="stable"),
-                    baseline=TrackRef(region=req.source, track="stable"),
-                    window_s=req.step_pause_s, limits=req.limits), req.spec.region(req.target).queue,
-                    3, self.state.analyses)
-            if req.decommission_source:
-                self.phases.enter("decommission", f"scaling `{req.source}` to zero")
-                await workflow.execute_activity(
-                    "scale_deployment", ScaleInput(region=req.source, replicas=0, deployment=f"{req.app}-stable"),
-                    result_type=DeploymentStatus, summary=f"decommission {req.source}", **self._q(req, req.source))
-                res.decommissioned = True
+            await self.claim(req.spec.fleet)
+            await self._move(req, res)
             res.outcome, res.reason = Outcome.SUCCEEDED, f"workload and traffic moved to {req.target}"
         except Stop as stop:
             res.outcome, res.reason, res.failed_metric = stop.outcome, stop.reason, stop.metric
         except (ActivityError, ApplicationError) as exc:
-            res.outcome, res.reason = Outcome.ROLLED_BACK, reason_of(exc)
-            if error_type(exc) == ops.FLEET_BUSY:
-                # Never held the fleet: nothing was changed, so nothing is rolled back.
-                res.outcome, self.busy = Outcome.FAILED, True
+            # Refused by the lock: never held the fleet, nothing was changed, nothing is rolled back.
+            res.outcome, res.reason = Outcome.FAILED if self.busy else Outcome.ROLLED_BACK, cause_of(exc)
         if res.outcome is not Outcome.SUCCEEDED:
             res.failed_step = self.phases.phase
         if res.outcome is Outcome.PREEMPTED:
-            self._yielded(req, res, weights_before)
+            self._yielded(req, res, self.weights_before)
         elif res.outcome not in (Outcome.SUCCEEDED, Outcome.BACKUP_FAILED) and not self.busy:
-            await self._rollback(req, res, weights_before, rollback_point)
-        self.ctl.finished = True
-        self.phases.finish(ops.PHASE_DONE if res.outcome is Outcome.SUCCEEDED else ops.PHASE_FAILED,
-                           f"{res.outcome.value}: {res.reason}")
-        workflow.upsert_search_attributes([sa.VERDICT.value_set(res.outcome.value)])
+            await self._rollback(req, res, self.weights_before, self.rollback_point)
+        await self.finish(res.outcome.value, f"{res.outcome.value}: {res.reason}", ok=res.outcome is Outcome.SUCCEEDED)
         return res
+
+    async def _move(self, req: MigrationRequest, res: MigrationResult) -> None:
+        """The phases: artifacts, backups, restore, ready, traffic steps, decommission."""
+        if workflow.patched(MIGRATE_ARTIFACTS):
+            res.artifacts = await migrate_artifacts(self.phases, req)
+        self.phases.enter("backup", f"Velero backup of `{req.namespace}` in `{req.source}`, and of the target")
+        name = f"migrate-{req.migration_id}"
+        try:
+            res.backup = self.state.backup = await self._backup(req, req.source, name, req.namespace)
+            await self._backup(req, req.target, f"{name}-rollback", req.target_namespace)
+        except (ActivityError, ApplicationError) as exc:
+            raise Stop(Outcome.BACKUP_FAILED, f"backup failed, nothing changed: {cause_of(exc)}") from exc
+        self.rollback_point = f"{name}-rollback"
+        self.phases.enter("restore", f"restore into `{req.target}` as `{req.target_namespace}`")
+        mapping = {req.namespace: req.target_namespace} if req.namespace != req.target_namespace else {}
+        res.restore = self.state.restore = await self._restore(req, name, name, mapping)
+        await self._ready(req)
+        self.weights_before = before = (await calls.get_global_weights(queue=self._q(req, req.target))).weights
+        for pct in req.steps_percent:
+            self.ctl.check_abort()
+            self.phases.enter(f"shift-{pct}", f"{pct} % of `{req.source}`'s traffic to `{req.target}`")
+            res.weights = await self._weights(req, step_weights(before, req.source, req.target, pct),
+                                              f"migrate {pct} %")
+            self.state.step_percent = pct
+            await self.ctl.analyse(AnalysisRequest(
+                candidate=TrackRef(region=req.target, track="stable"),
+                baseline=TrackRef(region=req.source, track="stable"),
+                window_s=req.step_pause_s, limits=req.limits), self._q(req, req.target),
+                3, self.state.analyses)
+        if req.decommission_source:
+            self.phases.enter("decommission", f"scaling `{req.source}` to zero")
+            await calls.scale_deployment(
+                ScaleInput(region=req.source, replicas=0, deployment=f"{req.app}-stable"),
+                queue=self._q(req, req.source), summary=f"decommission {req.source}")
+            res.decommissioned = True
 
     def _yielded(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None) -> None:
         """Preempted by a failover: stop, and touch nothing the failover now relies on.
@@ -211,24 +185,18 @@ class Migration:
                        req.spec.region(req.target).replicas + req.spec.region(req.source).replicas)
         name = f"{req.app}-stable"
         self.phases.enter("ready", f"`{req.target}` to {replicas} replicas, ready and warm")
-        before = await workflow.execute_activity(
-            "get_capacity", RegionRequest(region=req.target), result_type=Capacity,
-            summary=f"read {req.target}'s size before scaling", **self._q(req, req.target))
+        queue = self._q(req, req.target)
+        before = await calls.get_capacity(RegionRequest(region=req.target), queue=queue,
+                                          summary=f"read {req.target}'s size before scaling")
         self.target_replicas_before = before.replicas
-        await workflow.execute_activity(
-            "scale_deployment", ScaleInput(region=req.target, replicas=replicas, deployment=name),
-            result_type=DeploymentStatus, summary=f"scale {req.target} to {replicas}", **self._q(req, req.target))
-        timeout = req.spec.rollout_timeout_s
-        await self.ctl.abortable(workflow.execute_activity(
-            "wait_rollout", WaitRolloutInput(region=req.target, timeout_s=timeout, deployment=name),
-            result_type=DeploymentStatus, summary=f"wait for {name} in {req.target}",
-            # Retried: a worker killed mid-wait must not roll the migration back (RolloutTimeout is
-            # non-retryable, so a real timeout still ends it).
-            **(self._q(req, req.target, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=15)})))
-        warm = await self.ctl.abortable(workflow.execute_activity(
-            "warm_up", WarmupRequest(region=req.target, track="stable", prompts=req.warmup_prompts),
-            result_type=WarmupResult, summary=f"warm up {req.target}", heartbeat_timeout=timedelta(seconds=30),
-            **self._q(req, req.target, 120)))
+        await calls.scale_deployment(ScaleInput(region=req.target, replicas=replicas, deployment=name), queue=queue,
+                                     summary=f"scale {req.target} to {replicas}")
+        await self.abortable(calls.wait_rollout(
+            WaitRolloutInput(region=req.target, timeout_s=req.spec.rollout_timeout_s, deployment=name), queue=queue,
+            summary=f"wait for {name} in {req.target}"))
+        warm = await self.abortable(calls.warm_up(
+            WarmupRequest(region=req.target, track="stable", prompts=req.warmup_prompts), queue=queue,
+            summary=f"warm up {req.target}"))
         self.phases.note("warm-up", f"{warm.ok} ok / {warm.failed} failed on {warm.replicas} replicas")
 
     async def _rollback(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None,
@@ -244,20 +212,19 @@ class Migration:
                 res.rollback.append(f"global weights back to {fmt_weights(res.weights)} (before the migration)")
             except (ActivityError, ApplicationError) as exc:
                 res.outcome = Outcome.FAILED
-                res.rollback.append(f"FAILED to put global weights back to {fmt_weights(weights)}: {reason_of(exc)}")
+                res.rollback.append(f"FAILED to put global weights back to {fmt_weights(weights)}: {cause_of(exc)}")
         if self.target_replicas_before is not None:
             # Scale down before the restore: the raised HPA minReplicas would otherwise hold the
             # restored Deployment at the migration's size (a restore only re-applies specs).
             n = self.target_replicas_before
             try:
-                await workflow.execute_activity(
-                    "scale_deployment", ScaleInput(region=req.target, replicas=n, deployment=f"{req.app}-stable"),
-                    result_type=DeploymentStatus, summary=f"scale {req.target} back to {n}",
-                    **self._q(req, req.target))
+                await calls.scale_deployment(
+                    ScaleInput(region=req.target, replicas=n, deployment=f"{req.app}-stable"),
+                    queue=self._q(req, req.target), summary=f"scale {req.target} back to {n}")
                 res.rollback.append(f"{req.target} scaled back to {n} replicas")
             except (ActivityError, ApplicationError) as exc:
                 res.outcome = Outcome.FAILED
-                res.rollback.append(f"FAILED to scale {req.target} back to {n} replicas: {reason_of(exc)}")
+                res.rollback.append(f"FAILED to scale {req.target} back to {n} replicas: {cause_of(exc)}")
         if rollback_point is None:
             res.rollback.append(f"{req.target} untouched: nothing had been restored there")
         else:
@@ -268,7 +235,7 @@ class Migration:
                                     f"(restore {done.name}: {done.phase}, {done.items} items)")
             except (ActivityError, ApplicationError) as exc:
                 res.outcome = Outcome.FAILED
-                res.rollback.append(f"FAILED to restore {req.target} from {rollback_point}: {reason_of(exc)}")
+                res.rollback.append(f"FAILED to restore {req.target} from {rollback_point}: {cause_of(exc)}")
         self.phases.note("rollback", "; ".join(res.rollback))
 
 

@@ -42,9 +42,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
-    from drctl.models.ops import FleetSpec, ProbeBatch, ProbeRequest
+    from drctl.models.ops import FleetSpec, ProbeRequest
     from drctl.outcome import result_from
-    from workflows.common import fast
+    from workflows import calls
     from workflows.notify import Notifier
 
 WATCHING = "watching"
@@ -185,10 +185,8 @@ class FleetMonitor:
         s = self._state()
         spec = s.spec
         try:
-            batch = await workflow.execute_activity(
-                "probe_regions", ProbeRequest(regions=spec.region_names), result_type=ProbeBatch,
-                summary="probe all regions", **fast(spec.probe_timeout_s * 4 + 5),
-            )
+            batch = await calls.probe_regions(ProbeRequest(regions=spec.region_names),
+                                              probe_timeout_s=spec.probe_timeout_s, summary="probe all regions")
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise  # `drctl monitor stop` cancelled us mid-probe: stop, don't swallow it (sdk-python#620)

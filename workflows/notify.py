@@ -19,7 +19,6 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
@@ -29,10 +28,8 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.notify import DeliverInput, Delivery, Event, NotifyInput, NotifyResult
     from drctl.models.ops import FleetSpec
     from drctl.models.upgrade import Outcome, UpgradeResult
+    from workflows import calls
 
-# Backoff between delivery attempts; the total is bounded by schedule_to_close (retry_for_s).
-DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(seconds=30))
 
 
 @workflow.defn(name="Notify")
@@ -58,12 +55,8 @@ class Notify:
         return res
 
     async def _deliver(self, event: Event, hook: ev.WebhookSpec) -> Delivery:
-        return await workflow.execute_activity(
-            "notify_webhook", DeliverInput(webhook=hook, event=event), result_type=Delivery,
-            summary=f"{event.kind} → {hook.name} ({hook.format})",
-            start_to_close_timeout=timedelta(seconds=hook.timeout_s + 5),
-            schedule_to_close_timeout=timedelta(seconds=hook.retry_for_s), retry_policy=DELIVERY_RETRY,
-        )
+        return await calls.notify_webhook(DeliverInput(webhook=hook, event=event),
+                                          summary=f"{event.kind} → {hook.name} ({hook.format})")
 
 
 class Notifier:

@@ -6,24 +6,21 @@ delegate their handlers to it, so both behave alike under `drctl upgrade` and `d
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.analysis import AnalysisRequest, AnalysisResult, Verdict
     from drctl.models.upgrade import Outcome
-    from workflows.common import QUEUE_WAIT_S, Phases
+    from workflows import calls
+
+if TYPE_CHECKING:
+    from workflows.operation import Operation
 
 T = TypeVar("T")
-
-# Analysis sends its own bounded traffic; a worker lost mid-window is retried a couple of times.
-ANALYSIS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 
 
 class Stop(Exception):
@@ -36,30 +33,30 @@ class Stop(Exception):
         self.metric = metric
 
 
-def reason_of(exc: BaseException) -> str:
-    """The innermost message: ActivityError wraps the ApplicationError the activity raised."""
-    while isinstance(exc, (ActivityError, ChildWorkflowError)) and exc.cause is not None:
-        exc = exc.cause
-    return str(exc)
-
-
-def error_type(exc: BaseException) -> str | None:
-    while isinstance(exc, (ActivityError, ChildWorkflowError)) and exc.cause is not None:
-        exc = exc.cause
-    return exc.type if isinstance(exc, ApplicationError) else None
-
-
 class Control:
-    def __init__(self, phases: Phases) -> None:
-        self.phases = phases
-        self.abort_reason: str | None = None
+    """Promote, pause, approval and preemption state on top of the operation's abort (`Operation`)."""
+
+    def __init__(self, op: Operation) -> None:
+        self.op = op
+        self.phases = op.phases
         self.promote_requested = False
         self.paused = False
         self.pause_reason = ""
         self.approved_by: str | None = None
-        self.finished = False
         # Set when a failover took the fleet: the operation stops at once, like an abort.
         self.preempted: str | None = None
+
+    @property
+    def abort_reason(self) -> str | None:
+        return self.op.abort_reason
+
+    @abort_reason.setter
+    def abort_reason(self, reason: str | None) -> None:
+        self.op.abort_reason = reason
+
+    @property
+    def finished(self) -> bool:
+        return self.op.finished
 
     # --- what the update handlers call (validators raise ValueError) ----------------------------
 
@@ -80,25 +77,19 @@ class Control:
 
     # --- waiting --------------------------------------------------------------------------------
 
-    def check_abort(self) -> None:
+    def stop_error(self) -> Stop:
+        """What an abort point raises: preempted by a failover, or aborted by an operator."""
         if self.preempted is not None:
-            raise Stop(Outcome.PREEMPTED, f"yielded: {self.preempted}")
-        if self.abort_reason is not None:
-            raise Stop(Outcome.ABORTED, f"aborted: {self.abort_reason}")
+            return Stop(Outcome.PREEMPTED, f"yielded: {self.preempted}")
+        return Stop(Outcome.ABORTED, f"aborted: {self.abort_reason}")
+
+    def check_abort(self) -> None:
+        if self.preempted is not None or self.abort_reason is not None:
+            raise self.stop_error()
 
     async def abortable(self, work: Awaitable[T]) -> T:
         """Run `work` (an activity) but give up on it as soon as an abort arrives."""
-        task: asyncio.Future[T] = asyncio.ensure_future(work)
-        stopper: asyncio.Future[Any] = asyncio.ensure_future(
-            workflow.wait_condition(lambda: self.abort_reason is not None))
-        waiters: list[asyncio.Future[Any]] = [task, stopper]
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done():
-            task.cancel()
-            stopper.cancel()
-            self.check_abort()
-        stopper.cancel()
-        return task.result()
+        return await self.op.abortable(work)
 
     async def hold(self) -> None:
         """Wait while paused; abort and promote end the pause."""
@@ -141,17 +132,8 @@ class Control:
             await self.hold()
             if self.promote_requested:
                 return None
-            opts: dict[str, Any] = {
-                "task_queue": queue,
-                "start_to_close_timeout": timedelta(seconds=req.window_s + 60),
-                "schedule_to_start_timeout": timedelta(seconds=QUEUE_WAIT_S),
-                "heartbeat_timeout": timedelta(seconds=30),
-                "retry_policy": ANALYSIS_RETRY,
-            }
-            result: AnalysisResult = await self.abortable(workflow.execute_activity(
-                "analyze_tracks", req, result_type=AnalysisResult,
-                summary=f"analyse {req.candidate} vs {req.baseline} for {req.window_s:g}s", **opts,
-            ))
+            result = await self.abortable(calls.analyze_tracks(
+                req, queue=queue, summary=f"analyse {req.candidate} vs {req.baseline} for {req.window_s:g}s"))
             history.append(result)
             self.phases.note("last analysis", f"{result.verdict.value}: {result.reason}")
             if result.verdict is Verdict.PASS:

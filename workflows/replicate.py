@@ -12,20 +12,16 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
-    from drctl.models.rpo import PairState, ReplicateInput, ReplicateState, ReplicateStatus, ReplicationRun
-    from workflows.progressive import reason_of
+    from drctl.models.rpo import PairState, ReplicateInput, ReplicateState, ReplicateStatus
+    from workflows import calls
+    from workflows.operation import cause_of
 
 SIGNAL_STOP = "stop"
 QUERY_STATUS = "status"
-# rclone retries inside a run; a run that still fails is recorded and retried at the next interval,
-# so Temporal only covers a lost worker or a transient start failure.
-RUN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=10),
-                        maximum_attempts=3)
 
 
 @workflow.defn(name="Replicate")
@@ -74,19 +70,14 @@ class Replicate:
         p = ps.pair
         started = workflow.now()
         try:
-            run: ReplicationRun = await workflow.execute_activity(
-                "replicate_pair", p, result_type=ReplicationRun,
-                summary=f"rclone {p.mode} {p.bucket} {p.source_region} → {p.replica_region}",
-                task_queue=self.inp.queues.get(p.replica_region, self.inp.task_queue),
-                start_to_close_timeout=timedelta(seconds=self.inp.timeout_s * 2 + 30),
-                schedule_to_start_timeout=timedelta(seconds=60),
-                heartbeat_timeout=timedelta(seconds=30), retry_policy=RUN_RETRY,
-            )
+            run = await calls.replicate_pair(
+                p, queue=self.inp.queues.get(p.replica_region, self.inp.task_queue), timeout_s=self.inp.timeout_s,
+                summary=f"rclone {p.mode} {p.bucket} {p.source_region} → {p.replica_region}")
         except ActivityError as exc:
             ps.failures += 1
-            workflow.logger.warning("replication %s failed: %s", p.key, reason_of(exc))
+            workflow.logger.warning("replication %s failed: %s", p.key, cause_of(exc))
             if ps.last is not None:
-                ps.last = ps.last.model_copy(update={"ok": False, "error": reason_of(exc)})
+                ps.last = ps.last.model_copy(update={"ok": False, "error": cause_of(exc)})
         else:
             ps.last = run
             if run.lag.lag_s is not None:

@@ -10,8 +10,6 @@ cluster, and bounds the lag check tightly so the RTO does not pay for a dead sou
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -20,8 +18,10 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.migration import MigrationRequest
     from drctl.models.rpo import ArtifactsInput, ArtifactsResult, DataLossExposure, RpoCheck, RpoCheckInput
     from drctl.models.upgrade import Outcome
-    from workflows.common import NO_RETRY, Phases, region_bound
-    from workflows.progressive import Stop, reason_of
+    from workflows import calls
+    from workflows.common import Phases
+    from workflows.operation import cause_of
+    from workflows.progressive import Stop
 
 PATCH = "rpo-preflight"
 MIGRATE_PATCH = "migrate-artifacts"
@@ -32,17 +32,12 @@ async def rpo_preflight(phases: Phases, inp: FailoverInput, plan: FailoverPlan, 
     bound = 8.0 if inp.emergency else 30.0
     sources = [s for s in (plan.source or "").split(",") if s]
     try:
-        # One attempt: the failover is racing its RTO, and an unmeasurable lag is itself the answer.
-        check: RpoCheck = await workflow.execute_activity(
-            "check_rpo", RpoCheckInput(target=inp.target, sources=sources, parity=not inp.emergency,
-                                       timeout_s=bound - 3),
-            result_type=RpoCheck, summary=f"replication lag and release parity of {inp.target}", task_queue=tq,
-            retry_policy=NO_RETRY, start_to_close_timeout=timedelta(seconds=bound),
-            schedule_to_start_timeout=timedelta(seconds=30), heartbeat_timeout=timedelta(seconds=bound),
-        )
+        check = await calls.check_rpo(
+            RpoCheckInput(target=inp.target, sources=sources, parity=not inp.emergency, timeout_s=bound - 3),
+            queue=tq, bound_s=bound, summary=f"replication lag and release parity of {inp.target}")
     except ActivityError as exc:
         # The RPO target lives in the workers' config; unknown here, and irrelevant to an unknown lag.
-        check = RpoCheck(target=inp.target, rpo_target_s=0.0, errors=[reason_of(exc)])
+        check = RpoCheck(target=inp.target, rpo_target_s=0.0, errors=[cause_of(exc)])
     _parity(phases, inp, plan, check)
     if not check.reports and not check.errors:
         return None  # the target holds no replicas: nothing to lose
@@ -77,12 +72,11 @@ async def migrate_artifacts(phases: Phases, req: MigrationRequest) -> ArtifactsR
     traffic: a target restored without its model would fail every request it is sent."""
     phases.enter("artifacts", f"rclone copy of model artifacts `{req.source}` → `{req.target}`, then rclone check")
     try:
-        got: ArtifactsResult = await workflow.execute_activity(
-            "copy_artifacts", ArtifactsInput(source=req.source, target=req.target), result_type=ArtifactsResult,
-            summary=f"copy artifacts {req.source} → {req.target}", heartbeat_timeout=timedelta(seconds=30),
-            **region_bound(req.spec.region(req.target).queue, 900))
+        got = await calls.copy_artifacts(ArtifactsInput(source=req.source, target=req.target),
+                                         queue=req.spec.region(req.target).queue,
+                                         summary=f"copy artifacts {req.source} → {req.target}")
     except ActivityError as exc:
-        raise Stop(Outcome.FAILED, f"model artifacts not copied, nothing changed: {reason_of(exc)}") from exc
+        raise Stop(Outcome.FAILED, f"model artifacts not copied, nothing changed: {cause_of(exc)}") from exc
     runs = ", ".join(f"{r.bucket}: {r.stats.transfers} objects, {r.stats.bytes} bytes, "
                      f"check {'ok' if r.check_ok else 'FAILED'}" for r in got.runs)
     phases.note("artifacts", runs or "no bucket replicates into the target")

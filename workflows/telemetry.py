@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.outcome import OutcomeInput
+    from workflows import calls
 
 # Histories recorded before this activity existed replay without it.
 PATCH = "record-outcome-metrics"
@@ -22,11 +20,6 @@ async def record_outcome(operation: str, fleet: str, result: str, rto_s: float |
     inp = OutcomeInput.model_validate(
         {"operation": operation, "fleet": fleet, "result": result, "rto_s": rto_s, "rto_target_s": rto_target_s})
     try:
-        await workflow.execute_activity(
-            "record_outcome", inp, summary=f"metrics: {operation} {result}",
-            start_to_close_timeout=timedelta(seconds=10),
-            # Metrics must not hold up or fail the operation: a few quick tries, then a warning.
-            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3),
-        )
+        await calls.record_outcome(inp, summary=f"metrics: {operation} {result}")
     except ActivityError as exc:
         workflow.logger.warning("could not record the %s outcome in the metrics: %s", operation, exc.cause or exc)

@@ -9,53 +9,41 @@ region's task queue, so each one is served by a worker that can reach that regio
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
     from drctl.models import ops
-    from drctl.models.backup import BackupInfo, BackupRequest
+    from drctl.models.backup import BackupRequest
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
-    from drctl.models.ops import (
-        AbortInput,
-        ApproveInput,
-        OperationProgress,
-        RegionRequest,
-    )
+    from drctl.models.ops import ApproveInput, RegionRequest
     from drctl.models.upgrade import (
         ControlAck,
         OperatorAction,
         Outcome,
-        Release,
         UpgradeRequest,
         UpgradeResult,
         UpgradeStatus,
     )
     from drctl.outcome import failed
-    from workflows.common import Phases, region_bound
-    from workflows.lock import acquire_fleet, release_fleet
+    from workflows import calls
     from workflows.notify import Notifier
-    from workflows.progressive import Control, Stop, error_type, reason_of
+    from workflows.operation import Operation, cause_of
+    from workflows.progressive import Control, Stop
     from workflows.upgrade_wave import WaveSteps, ended_on
 
 
 @workflow.defn(name="Upgrade")
-class Upgrade:
+class Upgrade(Operation):
+    OPERATION, TITLE = "upgrade", "Upgrade"
+
     def __init__(self) -> None:
-        self.phases = Phases("upgrade", "Upgrade")
-        self.ctl = Control(self.phases)
+        super().__init__()
+        self.ctl = Control(self)
         self.state = UpgradeStatus()
         self.steps = WaveSteps(self.phases, self.ctl, self.state)
-        self.busy = False
 
-    # --- queries and updates --------------------------------------------------------------------
-
-    @workflow.query(name=ops.QUERY_PROGRESS)
-    def progress(self) -> OperationProgress:
-        return self.phases.progress()
+    # --- queries and updates (progress and abort: Operation) ------------------------------------
 
     @workflow.query(name="status")
     def status(self) -> UpgradeStatus:
@@ -64,16 +52,16 @@ class Upgrade:
             "awaiting_approval": self.phases.awaiting_approval,
         })
 
-    @workflow.update(name=ops.UPDATE_ABORT)
-    def abort(self, inp: AbortInput) -> str:
-        self.ctl.abort_reason = f"{inp.reason} (by {inp.by})"
+    def on_abort(self) -> str:
         return f"abort requested in phase {self.phases.phase}; rolling back {self.state.region or ''}".strip()
 
-    @abort.validator
-    def _validate_abort(self, inp: AbortInput) -> None:
-        self.ctl.check_running()
-        if self.ctl.abort_reason:
-            raise ValueError("an abort is already under way")
+    def abort_refused(self) -> str | None:
+        if self.abort_reason:
+            return super().abort_refused() or "an abort is already under way"
+        return super().abort_refused()
+
+    def abort_error(self) -> Exception:
+        return self.ctl.stop_error()
 
     @workflow.update(name="promote")
     def promote(self, inp: OperatorAction) -> ControlAck:
@@ -130,26 +118,20 @@ class Upgrade:
 
     @workflow.run
     async def run(self, req: UpgradeRequest) -> UpgradeResult:
-        locked = False
         try:
-            res, locked = await self._run(req)
+            res = await self._run(req)
         finally:
-            if locked:
-                await release_fleet(req.spec.fleet)
-        await workflow.wait_condition(workflow.all_handlers_finished)
+            await self.release()
         if res.outcome is not Outcome.SUCCEEDED:
             raise failed(f"upgrade {res.outcome.value}: {res.reason}", res, busy=self.busy)
         return res
 
-    async def _run(self, req: UpgradeRequest) -> tuple[UpgradeResult, bool]:
-        locked = False
+    async def _run(self, req: UpgradeRequest) -> UpgradeResult:
         self.phases.title = f"Upgrade of `{req.spec.fleet}` to `{req.release.image}` ({req.strategy.value})"
         res = UpgradeResult(upgrade_id=req.upgrade_id, image=req.release.image, strategy=req.strategy,
                             outcome=Outcome.FAILED, reason="")
         try:
-            self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {req.spec.fleet}")
-            await acquire_fleet(req.spec.fleet, "upgrade")
-            locked = True
+            await self.claim(req.spec.fleet)
             await self._read_releases(req)
             await self._backups(req, res)
             for i, region in enumerate(req.regions):
@@ -161,29 +143,25 @@ class Upgrade:
         except Stop as stop:
             res.outcome, res.reason, res.failed_metric = stop.outcome, stop.reason, stop.metric
         except (ActivityError, ApplicationError) as exc:
-            res.reason = reason_of(exc)
-            self.busy = error_type(exc) == ops.FLEET_BUSY
+            res.reason = cause_of(exc)
         res.waves = self.state.waves
         res.releases = ended_on(req, res.waves, self.steps.before)
         kept = [r.region for r in res.releases if r.state == "upgraded"]
         if res.outcome is not Outcome.SUCCEEDED and kept:
             # A mixed fleet must be impossible to miss: earlier waves were proven and stay upgraded.
             res.reason += f"; {', '.join(kept)} already promoted, still on {req.release.image} (mixed fleet)"
-        self.ctl.finished = True
-        self.phases.finish(ops.PHASE_DONE if res.outcome is Outcome.SUCCEEDED else ops.PHASE_FAILED,
-                           f"{res.outcome.value}: {res.reason}")
-        workflow.upsert_search_attributes([sa.VERDICT.value_set(res.outcome.value)])
+        await self.finish(res.outcome.value, f"{res.outcome.value}: {res.reason}", ok=res.outcome is Outcome.SUCCEEDED)
         await Notifier(req.spec).upgrade_ended(res)
-        return res, locked
+        return res
 
     async def _read_releases(self, req: UpgradeRequest) -> None:
         """Every region's stable release before anything changes: what a rollback puts back, and
         what the result reports for regions the upgrade leaves on the old release."""
         self.phases.enter("preflight", "reading each region's current release")
         for region in req.regions:
-            self.steps.before[region] = await workflow.execute_activity(
-                "get_stable_release", RegionRequest(region=region), result_type=Release,
-                summary=f"read stable release in {region}", **region_bound(req.spec.region(region).queue))
+            self.steps.before[region] = await calls.get_stable_release(
+                RegionRequest(region=region), queue=req.spec.region(region).queue,
+                summary=f"read stable release in {region}")
 
     # --- backup gate ----------------------------------------------------------------------------
 
@@ -194,14 +172,11 @@ class Upgrade:
             breq = BackupRequest(region=region, name=name, namespaces=[req.namespaces[region]],
                                  label_selector={"app": req.app})
             try:
-                backup = await self.ctl.abortable(workflow.execute_activity(
-                    "create_backup", breq, result_type=BackupInfo, summary=f"backup {name}",
-                    heartbeat_timeout=timedelta(seconds=30),
-                    **region_bound(req.spec.region(region).queue, 600),
-                ))
+                backup = await self.abortable(calls.create_backup(
+                    breq, queue=req.spec.region(region).queue, summary=f"backup {name}"))
             except (ActivityError, ApplicationError) as exc:
                 # The gate: nothing has been changed yet, and nothing will be.
-                raise Stop(Outcome.BACKUP_FAILED, f"backup failed, nothing changed: {reason_of(exc)}") from exc
+                raise Stop(Outcome.BACKUP_FAILED, f"backup failed, nothing changed: {cause_of(exc)}") from exc
             res.backup = self.state.backup = backup
             self.phases.note(f"backup {region}", f"{backup.name}: {backup.phase}, {backup.items} items")
 

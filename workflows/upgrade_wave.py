@@ -8,6 +8,7 @@ owns the update handlers, which change the shared `Control`.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
     from drctl.models import ops
     from drctl.models.analysis import AnalysisRequest, TrackRef
-    from drctl.models.ops import DeploymentStatus, ScaleInput, WaitRolloutInput
+    from drctl.models.ops import ScaleInput, WaitRolloutInput
     from drctl.models.upgrade import (
         Outcome,
         PromoteRequest,
@@ -33,10 +34,11 @@ with workflow.unsafe.imports_passed_through():
         UpgradeResult,
         UpgradeStatus,
         WarmupRequest,
-        WarmupResult,
     )
-    from workflows.common import Phases, region_bound
-    from workflows.progressive import Control, Stop, reason_of
+    from workflows import calls
+    from workflows.common import Phases
+    from workflows.operation import cause_of
+    from workflows.progressive import Control, Stop
 
 # Marks histories in which a failed rollback step is reported (ROLLBACK_FAILED) instead of ending the run.
 ROLLBACK_REPORTS_PATCH = "upgrade-rollback-failed-outcome"
@@ -93,50 +95,39 @@ class WaveSteps:
             await self._roll_back(req, region, track, wave)
             raise
         except (ActivityError, ApplicationError) as exc:
-            wave.outcome, wave.reason = Outcome.ROLLED_BACK, reason_of(exc)
+            wave.outcome, wave.reason = Outcome.ROLLED_BACK, cause_of(exc)
             res.failed_region = region
             await self._roll_back(req, region, track, wave)
             raise Stop(Outcome.ROLLED_BACK, f"{region}: {wave.reason}") from exc
         wave.outcome, wave.reason = Outcome.SUCCEEDED, f"{req.release.image} stable in {region}"
 
-    def _q(self, req: UpgradeRequest, region: str, seconds: float = 30) -> dict[str, Any]:
-        return region_bound(req.spec.region(region).queue, seconds)
-
     async def _weights(self, req: UpgradeRequest, region: str, weights: dict[str, int]) -> None:
-        await self.ctl.abortable(workflow.execute_activity(
-            "set_track_weights", TrackWeightsRequest(region=region, weights=weights), result_type=TrackWeightsRequest,
-            summary=f"{region} track weights " + " / ".join(f"{k} {v}" for k, v in weights.items()),
-            **self._q(req, region),
-        ))
+        await self.ctl.abortable(calls.set_track_weights(
+            TrackWeightsRequest(region=region, weights=weights), queue=req.spec.region(region).queue,
+            summary=f"{region} track weights " + " / ".join(f"{k} {v}" for k, v in weights.items())))
         self.phases.note(f"weights {region}", " / ".join(f"{k} {v}" for k, v in weights.items()))
 
     async def _ready(self, req: UpgradeRequest, region: str, track: str, replicas: int | None = None) -> None:
-        name = f"{req.app}-{track}"
+        name, queue = f"{req.app}-{track}", req.spec.region(region).queue
         if replicas is not None:
-            await self.ctl.abortable(workflow.execute_activity(
-                "scale_deployment", ScaleInput(region=region, replicas=replicas, deployment=name),
-                result_type=DeploymentStatus, summary=f"scale {name} to {replicas}", **self._q(req, region)))
-        timeout = req.spec.rollout_timeout_s
-        # Retried (region_bound's policy): a worker killed mid-wait is noticed by the heartbeat
-        # timeout and the wait resumes on another worker instead of rolling the wave back. A real
-        # RolloutTimeout is non-retryable, so the wait never outlives rollout_timeout_s twice.
-        opts = self._q(req, region, timeout + 30) | {"heartbeat_timeout": timedelta(seconds=15)}
-        await self.ctl.abortable(workflow.execute_activity(
-            "wait_rollout", WaitRolloutInput(region=region, timeout_s=timeout, deployment=name),
-            result_type=DeploymentStatus, summary=f"wait for {name} in {region}", **opts))
+            await self.ctl.abortable(calls.scale_deployment(
+                ScaleInput(region=region, replicas=replicas, deployment=name), queue=queue,
+                summary=f"scale {name} to {replicas}"))
+        await self.ctl.abortable(calls.wait_rollout(
+            WaitRolloutInput(region=region, timeout_s=req.spec.rollout_timeout_s, deployment=name), queue=queue,
+            summary=f"wait for {name} in {region}"))
 
     async def _deploy(self, req: UpgradeRequest, region: str, track: str, replicas: int) -> None:
         self.phases.enter(f"deploy-{track}", f"`{req.app}-{track}` with `{req.release.image}` ×{replicas} in `{region}`")
-        await self.ctl.abortable(workflow.execute_activity(
-            "deploy_track", TrackDeployRequest(region=region, track=track, release=req.release, replicas=replicas),
-            result_type=RegionTrackRequest, summary=f"deploy {track} in {region}",
-            **self._q(req, region)))
+        queue = req.spec.region(region).queue
+        await self.ctl.abortable(calls.deploy_track(
+            TrackDeployRequest(region=region, track=track, release=req.release, replicas=replicas), queue=queue,
+            summary=f"deploy {track} in {region}"))
         await self._ready(req, region, track)
         self.phases.enter("warm-up", f"{req.warmup_prompts} prompts per {track} replica in `{region}`")
-        warm = await self.ctl.abortable(workflow.execute_activity(
-            "warm_up", WarmupRequest(region=region, track=track, prompts=req.warmup_prompts),
-            result_type=WarmupResult, summary=f"warm up {track} in {region}",
-            heartbeat_timeout=timedelta(seconds=30), **self._q(req, region, 120)))
+        warm = await self.ctl.abortable(calls.warm_up(
+            WarmupRequest(region=region, track=track, prompts=req.warmup_prompts), queue=queue,
+            summary=f"warm up {track} in {region}"))
         self.phases.note(f"warm-up {region}", f"{warm.ok} ok / {warm.failed} failed on {warm.replicas} replicas")
 
     def _analysis(self, req: UpgradeRequest, region: str, track: str) -> AnalysisRequest:
@@ -191,15 +182,15 @@ class WaveSteps:
         self.phases.enter("promote", f"`{region}`: stable rolls to `{req.release.image}`, then {track} is removed")
         # From here on stable may run the new release: a rollback must put the old one back.
         self.promoting.add(region)
-        await self.ctl.abortable(workflow.execute_activity(
-            "set_stable_release", PromoteRequest(region=region, release=req.release), result_type=Release,
-            summary=f"stable to {req.release.image} in {region}", **self._q(req, region)))
+        queue = req.spec.region(region).queue
+        await self.ctl.abortable(calls.set_stable_release(
+            PromoteRequest(region=region, release=req.release), queue=queue,
+            summary=f"stable to {req.release.image} in {region}"))
         await self._ready(req, region, "stable")
         self.candidate_live = False
         await self._weights(req, region, {"stable": 100, track: 0})
-        await workflow.execute_activity("remove_track", RegionTrackRequest(region=region, track=track),
-                                        result_type=bool, summary=f"remove {track} in {region}",
-                                        **self._q(req, region))
+        await calls.remove_track(RegionTrackRequest(region=region, track=track), queue=queue,
+                                 summary=f"remove {track} in {region}")
 
     async def _roll_back(self, req: UpgradeRequest, region: str, track: str, wave: RegionWave) -> None:
         """Roll the region back; if any step failed, the wave ends ROLLBACK_FAILED, never "rolled back"."""
@@ -213,7 +204,7 @@ class WaveSteps:
         self.phases.note(f"rollback {region}", f"FAILED: {'; '.join(left)}")
         raise Stop(Outcome.ROLLBACK_FAILED, f"{region}: {wave.reason}")
 
-    async def _undo(self, left: list[str], what: str, step: Any) -> bool:
+    async def _undo(self, left: list[str], what: str, step: Awaitable[Any]) -> bool:
         """Run one rollback step; on failure, note what it leaves behind and go on with the rest.
 
         A failed step must not hide the others' results: the operator needs the full list.
@@ -225,7 +216,7 @@ class WaveSteps:
             # Histories from before this change stopped at the first failed rollback step.
             if not workflow.patched(ROLLBACK_REPORTS_PATCH):
                 raise
-            left.append(f"{what} ({reason_of(exc)})")
+            left.append(f"{what} ({cause_of(exc)})")
             return False
 
     async def _rollback(self, req: UpgradeRequest, region: str, track: str, why: str) -> list[str]:
@@ -236,24 +227,22 @@ class WaveSteps:
         self.phases.enter(ops.PHASE_COMPENSATE, f"rolling `{region}` back: {why}")
         self.candidate_live = False
         left: list[str] = []
-        candidate = f"{req.app}-{track}"
+        candidate, queue = f"{req.app}-{track}", req.spec.region(region).queue
         shifted = await self._undo(left, f"traffic still reaches {candidate} ({req.release.image})",
-                                   workflow.execute_activity(
-            "set_track_weights", TrackWeightsRequest(region=region, weights={"stable": 100, track: 0}),
-            result_type=TrackWeightsRequest, summary=f"{region}: all traffic back to stable", **self._q(req, region)))
+                                   calls.set_track_weights(
+            TrackWeightsRequest(region=region, weights={"stable": 100, track: 0}), queue=queue,
+            summary=f"{region}: all traffic back to stable"))
         old = self.before.get(region)
         if old is not None and region in self.promoting:
             await self._undo(left, f"stable {req.app}-stable may still run {req.release.image}, not {old.image}",
-                             workflow.execute_activity(
-                "set_stable_release", PromoteRequest(region=region, release=old), result_type=Release,
-                summary=f"stable back to {old.image}", **self._q(req, region)))
+                             calls.set_stable_release(
+                PromoteRequest(region=region, release=old), queue=queue, summary=f"stable back to {old.image}"))
         if not shifted:
             # Removing a candidate that still takes traffic would turn a failed rollback into an outage.
             left.append(f"{candidate} ({req.release.image}) kept: it may still serve traffic")
         else:
-            await self._undo(left, f"{candidate} ({req.release.image}) still deployed", workflow.execute_activity(
-                "remove_track", RegionTrackRequest(region=region, track=track), result_type=bool,
-                summary=f"remove {track} in {region}", **self._q(req, region)))
+            await self._undo(left, f"{candidate} ({req.release.image}) still deployed", calls.remove_track(
+                RegionTrackRequest(region=region, track=track), queue=queue, summary=f"remove {track} in {region}"))
         if not left:
             self.phases.note(f"rollback {region}", why)
         return left

@@ -2,7 +2,7 @@
 
 A real emulated API server (drctl.devstack.kube) sits behind a loopback fault proxy. The provider
 is checked for the classification (retryable or not, which resource and verb), and the product's
-own activity under its own retry policy (`region_bound`, PLATFORM_RETRY) on a real Temporal dev
+own activity under its own retry policy (`workflows.calls.scale_deployment`, PLATFORM_RETRY) on a real Temporal dev
 server is checked for what an operator sees: attempts, the backoff between them, the final error.
 """
 
@@ -35,7 +35,8 @@ from drctl.providers.kubernetes import KubernetesPlatform
 from tests.faults.kube_proxy import Fault, KubeFaultProxy, serve
 from tests.helpers import free_port
 from tests.providers.loop_thread import LoopThread
-from workflows.common import PLATFORM_RETRY, region_bound
+from workflows import calls
+from workflows.calls import PLATFORM_RETRY
 
 NS = "inference"
 REGION = "us-west-1"
@@ -128,8 +129,7 @@ def test_a_list_that_never_answers_ends_in_a_retryable_timeout(stack: Stack) -> 
 class ScaleThroughFaults:
     @workflow.run
     async def run(self, inp: ScaleInput) -> DeploymentStatus:
-        return await workflow.execute_activity("scale_deployment", inp, result_type=DeploymentStatus,
-                                               **region_bound(workflow.info().task_queue))
+        return await calls.scale_deployment(inp, queue=workflow.info().task_queue, summary="scale through faults")
 
 
 def _config(stack: Stack) -> FleetConfig:

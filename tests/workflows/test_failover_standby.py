@@ -36,7 +36,7 @@ from tests.workflows.conftest import (
     write_config,
 )
 from tests.workflows.test_failover import _healthy_rounds, _is, _monitor, _status, replicas
-from workflows.common import QUEUE_WAIT_S
+from workflows.calls import QUEUE_WAIT_S
 from workflows.failover import Failover
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]

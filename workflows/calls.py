@@ -1,0 +1,320 @@
+"""Typed activity calls: one function per activity, holding its timeouts and retry policy.
+
+Workflows write `await calls.scale_deployment(ScaleInput(...), queue=q, summary=...)` and get a
+`DeploymentStatus` back, never `workflow.execute_activity("scale_deployment", ..., result_type=...)`.
+The string inside each stub is the activity type recorded in every history: never rename it.
+The same activity gets the same policy at every call site; what varies with the input (a rollout's
+timeout, a verify deadline) is a parameter.
+
+`queue` is the task queue (a region's, for anything that touches that region); None means the
+workflow's own queue. Every call is bounded by QUEUE_WAIT_S in its queue (schedule-to-start).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from drctl.models.analysis import AnalysisRequest, AnalysisResult
+    from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+    from drctl.models.drill import (
+        ClearFaultsInput,
+        ClearFaultsResult,
+        DrillReport,
+        ExperimentOutcome,
+        ExperimentRunInput,
+        MonitorCheck,
+        MonitorCheckInput,
+        Observation,
+        ObserveInput,
+        ReportKey,
+    )
+    from drctl.models.health import RegionProbe
+    from drctl.models.lock import AliveInput, AliveResult, LockGrant, LockRequest
+    from drctl.models.notify import DeliverInput, Delivery
+    from drctl.models.ops import (
+        Capacity,
+        DeploymentStatus,
+        ProbeBatch,
+        ProbeRequest,
+        RegionRequest,
+        ScaleInput,
+        SetWeightsInput,
+        VerifyInput,
+        VerifyResult,
+        WaitRolloutInput,
+        Weights,
+    )
+    from drctl.models.outcome import OutcomeInput
+    from drctl.models.rpo import (
+        ArtifactsInput,
+        ArtifactsResult,
+        ReplicaPair,
+        ReplicationRun,
+        RpoCheck,
+        RpoCheckInput,
+    )
+    from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
+    from drctl.models.upgrade import (
+        PromoteRequest,
+        RegionTrackRequest,
+        Release,
+        TrackDeployRequest,
+        TrackWeightsRequest,
+        WarmupRequest,
+        WarmupResult,
+    )
+
+T = TypeVar("T")
+
+# --- retry policies, each with the failure it is for ---------------------------------------------
+
+# Fast, idempotent calls (read weights, probe): a failover is racing its RTO, so a transient socket
+# error is retried quickly, a handful of times, and must not end it.
+FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
+                         maximum_interval=timedelta(seconds=2), maximum_attempts=5)
+# Platform calls (Kubernetes API, Velero, rclone, the region gateway): conflicts and throttling heal
+# within seconds. Also what resumes a heartbeating wait on another worker after a worker restart.
+PLATFORM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                             maximum_interval=timedelta(seconds=10), maximum_attempts=6)
+# Called once on purpose: the workflow repeats it itself, or a second attempt would do harm.
+NO_RETRY = RetryPolicy(maximum_attempts=1)
+# Route 53 Throttling / PriorRequestNotComplete heal within seconds; back off rather than hammer the
+# API (5 requests/s per account). Worst case ~22 s of backoff before giving up.
+APPLY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=2.0,
+                          maximum_interval=timedelta(seconds=5), maximum_attempts=8)
+# A propagation wait retries only when its worker died (heartbeat timeout); schedule_to_close bounds it.
+WAIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# Verify attempts are repeated by the workflow; this only replaces a lost attempt, until the deadline.
+# A bad token (AuthConfigError) is not retried.
+VERIFY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=1.0,
+                           non_retryable_error_types=["AuthConfigError"])
+# Acquire is idempotent (same update id, same holder), so a lost attempt is simply retried.
+ACQUIRE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
+                            maximum_interval=timedelta(seconds=2), maximum_attempts=8)
+# Analysis sends its own bounded traffic; a worker lost mid-window is retried a couple of times.
+ANALYSIS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# S3 can be down or throttling (503 SlowDown) for minutes: keep retrying, with backoff (see REPORT_UPLOAD_WINDOW).
+REPORT_UPLOAD_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                                  maximum_interval=timedelta(seconds=60))
+REPORT_UPLOAD_WINDOW = timedelta(minutes=15)
+# Clearing drill faults is idempotent, and a fault left behind hurts users: retry for a while.
+CLEAR_RETRY = RetryPolicy(maximum_attempts=10, initial_interval=timedelta(seconds=1),
+                          maximum_interval=timedelta(seconds=10))
+# Observing a failover is a read; a worker lost mid-watch is retried.
+OBSERVE_RETRY = RetryPolicy(maximum_attempts=3)
+# Metrics must not hold up or fail the operation: a few quick tries, then the caller logs a warning.
+METRICS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
+# rclone retries inside a run; a run that still fails is retried at the next interval, so Temporal
+# only covers a lost worker or a transient start failure.
+RUN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=10),
+                        maximum_attempts=3)
+# Backoff between webhook delivery attempts; the total is bounded by schedule_to_close (retry_for_s).
+DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                             maximum_interval=timedelta(seconds=30))
+
+# How long any activity may wait in its task queue for a worker. A region's worker that is dead (or
+# a queue nobody serves) must surface as an error naming the queue, never as an operation that waits
+# forever: Temporal retries nothing on a schedule-to-start timeout, so this is the whole wait. Far
+# above a live worker's pickup latency (milliseconds), and short enough that a failover to a region
+# without a worker fails, and the monitor tries another region, well inside 90 s.
+QUEUE_WAIT_S = 30.0
+# A rollout, backup or rclone wait heartbeats every few seconds: a killed worker shows within this.
+WAIT_HEARTBEAT = timedelta(seconds=10)
+VELERO_HEARTBEAT = timedelta(seconds=30)
+VELERO_S = 900.0  # Velero itself is the slow part; the heartbeat catches a lost worker long before
+
+
+def _s(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+async def _call(name: str, arg: Any, result: type[T] | None, *, summary: str, queue: str | None, seconds: float,
+                retry: RetryPolicy, queue_wait_s: float = QUEUE_WAIT_S, **more: Any) -> T:
+    args = [] if arg is None else [arg]
+    return await workflow.execute_activity(  # type: ignore[no-any-return]
+        name, args=args, result_type=result, summary=summary, task_queue=queue, start_to_close_timeout=_s(seconds),
+        schedule_to_start_timeout=_s(queue_wait_s), retry_policy=retry, **more)
+
+
+# --- traffic and health --------------------------------------------------------------------------
+
+async def get_global_weights(*, queue: str | None = None, summary: str = "read global weights") -> Weights:
+    return await _call("get_global_weights", None, Weights, summary=summary, queue=queue, seconds=10, retry=FAST_RETRY)
+
+
+async def set_global_weights(inp: SetWeightsInput, *, queue: str, summary: str) -> WeightsApplied:
+    # Returns at once with the change id: a slow propagation never re-sends the change.
+    return await _call("set_global_weights", inp, WeightsApplied, summary=summary, queue=queue, seconds=10,
+                       retry=APPLY_RETRY)
+
+
+async def wait_global_propagation(inp: PropagationInput, *, queue: str, summary: str) -> PropagationResult:
+    return await _call("wait_global_propagation", inp, PropagationResult, summary=summary, queue=queue,
+                       seconds=inp.timeout_s + 30, retry=WAIT_RETRY, heartbeat_timeout=WAIT_HEARTBEAT,
+                       schedule_to_close_timeout=_s(inp.timeout_s * 2 + 60))
+
+
+async def verify_global(inp: VerifyInput, *, queue: str, deadline_s: float, summary: str) -> VerifyResult:
+    """One verification attempt; the server retries a lost one until `deadline_s` from now."""
+    return await _call("verify_global", inp, VerifyResult, summary=summary, queue=queue, seconds=inp.timeout_s + 5,
+                       retry=VERIFY_RETRY, heartbeat_timeout=_s(5), schedule_to_close_timeout=_s(deadline_s + 5))
+
+
+def probe_attempt_s(probe_timeout_s: float) -> float:
+    """start_to_close of one probe attempt: every request of the probe may take its timeout."""
+    return probe_timeout_s * 4 + 5
+
+
+async def probe_region(inp: RegionRequest, *, probe_timeout_s: float, summary: str) -> RegionProbe:
+    return await _call("probe_region", inp, RegionProbe, summary=summary, queue=None,
+                       seconds=probe_attempt_s(probe_timeout_s), retry=FAST_RETRY)
+
+
+async def probe_regions(inp: ProbeRequest, *, probe_timeout_s: float, summary: str) -> ProbeBatch:
+    return await _call("probe_regions", inp, ProbeBatch, summary=summary, queue=None,
+                       seconds=probe_attempt_s(probe_timeout_s), retry=FAST_RETRY)
+
+
+# --- platform (a region's cluster) ---------------------------------------------------------------
+
+async def get_capacity(inp: RegionRequest, *, queue: str, summary: str) -> Capacity:
+    return await _call("get_capacity", inp, Capacity, summary=summary, queue=queue, seconds=30, retry=PLATFORM_RETRY)
+
+
+async def scale_deployment(inp: ScaleInput, *, queue: str, summary: str) -> DeploymentStatus:
+    return await _call("scale_deployment", inp, DeploymentStatus, summary=summary, queue=queue, seconds=30,
+                       retry=PLATFORM_RETRY)
+
+
+async def wait_rollout(inp: WaitRolloutInput, *, queue: str, summary: str) -> DeploymentStatus:
+    # Retried: a worker killed mid-wait is noticed by the heartbeat timeout and the wait resumes on
+    # another worker. RolloutTimeout itself is non-retryable, so a real timeout still ends it.
+    return await _call("wait_rollout", inp, DeploymentStatus, summary=summary, queue=queue,
+                       seconds=inp.timeout_s + 30, retry=PLATFORM_RETRY, heartbeat_timeout=WAIT_HEARTBEAT)
+
+
+async def create_backup(inp: BackupRequest, *, queue: str, summary: str) -> BackupInfo:
+    # Idempotent by name, so a retry re-attaches to the running backup.
+    return await _call("create_backup", inp, BackupInfo, summary=summary, queue=queue, seconds=VELERO_S,
+                       retry=PLATFORM_RETRY, heartbeat_timeout=VELERO_HEARTBEAT)
+
+
+async def restore_backup(inp: RestoreRequest, *, queue: str, summary: str) -> BackupInfo:
+    return await _call("restore_backup", inp, BackupInfo, summary=summary, queue=queue, seconds=VELERO_S,
+                       retry=PLATFORM_RETRY, heartbeat_timeout=VELERO_HEARTBEAT)
+
+
+# --- upgrade tracks ------------------------------------------------------------------------------
+
+async def deploy_track(inp: TrackDeployRequest, *, queue: str, summary: str) -> RegionTrackRequest:
+    return await _call("deploy_track", inp, RegionTrackRequest, summary=summary, queue=queue, seconds=30,
+                       retry=PLATFORM_RETRY)
+
+
+async def remove_track(inp: RegionTrackRequest, *, queue: str, summary: str) -> bool:
+    return await _call("remove_track", inp, bool, summary=summary, queue=queue, seconds=30, retry=PLATFORM_RETRY)
+
+
+async def get_stable_release(inp: RegionRequest, *, queue: str, summary: str) -> Release:
+    return await _call("get_stable_release", inp, Release, summary=summary, queue=queue, seconds=30,
+                       retry=PLATFORM_RETRY)
+
+
+async def set_stable_release(inp: PromoteRequest, *, queue: str, summary: str) -> Release:
+    return await _call("set_stable_release", inp, Release, summary=summary, queue=queue, seconds=30,
+                       retry=PLATFORM_RETRY)
+
+
+async def set_track_weights(inp: TrackWeightsRequest, *, queue: str, summary: str) -> TrackWeightsRequest:
+    return await _call("set_track_weights", inp, TrackWeightsRequest, summary=summary, queue=queue, seconds=30,
+                       retry=PLATFORM_RETRY)
+
+
+async def warm_up(inp: WarmupRequest, *, queue: str, summary: str) -> WarmupResult:
+    return await _call("warm_up", inp, WarmupResult, summary=summary, queue=queue, seconds=120,
+                       retry=PLATFORM_RETRY, heartbeat_timeout=_s(30))
+
+
+async def analyze_tracks(inp: AnalysisRequest, *, queue: str, summary: str) -> AnalysisResult:
+    return await _call("analyze_tracks", inp, AnalysisResult, summary=summary, queue=queue,
+                       seconds=inp.window_s + 60, retry=ANALYSIS_RETRY, heartbeat_timeout=_s(30))
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+async def copy_artifacts(inp: ArtifactsInput, *, queue: str, summary: str) -> ArtifactsResult:
+    return await _call("copy_artifacts", inp, ArtifactsResult, summary=summary, queue=queue, seconds=VELERO_S,
+                       retry=PLATFORM_RETRY, heartbeat_timeout=_s(30))
+
+
+async def check_rpo(inp: RpoCheckInput, *, queue: str, bound_s: float, summary: str) -> RpoCheck:
+    # One attempt: the failover is racing its RTO, and an unmeasurable lag is itself the answer.
+    return await _call("check_rpo", inp, RpoCheck, summary=summary, queue=queue, seconds=bound_s, retry=NO_RETRY,
+                       heartbeat_timeout=_s(bound_s))
+
+
+async def replicate_pair(pair: ReplicaPair, *, queue: str, timeout_s: float, summary: str) -> ReplicationRun:
+    # A replica region's worker may be restarting: a run waits longer for it than an operation does.
+    return await _call("replicate_pair", pair, ReplicationRun, summary=summary, queue=queue,
+                       seconds=timeout_s * 2 + 30, retry=RUN_RETRY, queue_wait_s=60, heartbeat_timeout=_s(30))
+
+
+# --- fleet lock, metrics, notifications ----------------------------------------------------------
+
+async def acquire_fleet(inp: LockRequest, *, summary: str) -> LockGrant:
+    return await _call("acquire_fleet", inp, LockGrant, summary=summary, queue=None, seconds=30, retry=ACQUIRE_RETRY)
+
+
+async def lock_holders_closed(inp: AliveInput, *, summary: str) -> AliveResult:
+    return await _call("lock_holders_closed", inp, AliveResult, summary=summary, queue=None, seconds=10,
+                       retry=FAST_RETRY)
+
+
+async def record_outcome(inp: OutcomeInput, *, summary: str) -> None:
+    await _call("record_outcome", inp, None, summary=summary, queue=None, seconds=10, retry=METRICS_RETRY)
+
+
+async def notify_webhook(inp: DeliverInput, *, summary: str) -> Delivery:
+    hook = inp.webhook
+    return await _call("notify_webhook", inp, Delivery, summary=summary, queue=None, seconds=hook.timeout_s + 5,
+                       retry=DELIVERY_RETRY, schedule_to_close_timeout=_s(hook.retry_for_s))
+
+
+# --- drill ---------------------------------------------------------------------------------------
+
+async def drill_monitor_check(inp: MonitorCheckInput, *, summary: str) -> MonitorCheck:
+    return await _call("drill_monitor_check", inp, MonitorCheck, summary=summary, queue=None, seconds=20,
+                       retry=FAST_RETRY)
+
+
+async def drill_observe(inp: ObserveInput, *, summary: str) -> Observation:
+    return await _call("drill_observe", inp, Observation, summary=summary, queue=None, seconds=inp.timeout_s + 30,
+                       retry=OBSERVE_RETRY, heartbeat_timeout=_s(15))
+
+
+async def drill_clear_faults(inp: ClearFaultsInput, *, summary: str) -> ClearFaultsResult:
+    return await _call("drill_clear_faults", inp, ClearFaultsResult, summary=summary, queue=None, seconds=60,
+                       retry=CLEAR_RETRY)
+
+
+async def drill_store_report(report: DrillReport, *, give_up_after: timedelta, summary: str) -> ReportKey:
+    return await _call("drill_store_report", report, ReportKey, summary=summary, queue=None, seconds=30,
+                       retry=REPORT_UPLOAD_RETRY, schedule_to_close_timeout=give_up_after)
+
+
+def start_drill_experiment(inp: ExperimentRunInput, *, grace_s: float,
+                           summary: str) -> workflow.ActivityHandle[ExperimentOutcome]:
+    """Started, not awaited: the drill's abort cancels it, and the cancel waits for its rollbacks."""
+    return workflow.start_activity(
+        "drill_run_experiment", inp, result_type=ExperimentOutcome, summary=summary,
+        start_to_close_timeout=_s(inp.timeout_s + grace_s + 30), heartbeat_timeout=_s(20),
+        schedule_to_start_timeout=_s(QUEUE_WAIT_S),
+        # Never retried: a second attempt would inject the fault a second time.
+        retry_policy=NO_RETRY,
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    )

@@ -1,0 +1,204 @@
+"""The Failover's phases: preflight, approval gate, scale, shift, verify, propagation, compensation.
+
+`workflows.failover.Failover` runs them in order and owns the handlers; they live here so that
+each phase reads on its own. Everything that must happen for the target to take traffic runs on
+the TARGET region's queue (`tq`), so the failed region's worker is never needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models import ops
+    from drctl.models.failover import (
+        FailoverInput,
+        FailoverPlan,
+        FailoverResult,
+        plan_failover,
+        target_problem,
+    )
+    from drctl.models.health import ProbeStatus
+    from drctl.models.ops import RegionRequest, ScaleInput, VerifyInput, VerifyResult, WaitRolloutInput
+    from workflows import calls, global_weights
+    from workflows.common import fmt_weights
+    from workflows.operation import Operation, cause_of
+
+# Before this patch a failed compensation escaped the workflow as a raw activity error, without the result.
+COMPENSATION_FAILED_PATCH = "failover-compensation-failure-reported"
+
+
+class FailoverPhases(Operation):
+    """The phases, as methods of the operation: they share its phases, abort and shift state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.approved_by: str | None = None
+        self.require_approval = False
+        # Set before the shift's call: if the worker dies mid-call the weights may already be applied.
+        self.shifted = False
+        # The background wait for the shift to be INSYNC (Route 53); None on a synchronous tier.
+        self._propagation: asyncio.Task[Any] | None = None
+
+    async def _preflight(self, inp: FailoverInput, tq: str) -> FailoverPlan:
+        spec = inp.spec
+        self.phases.enter(ops.PHASE_PREFLIGHT, "reading weights, target health and capacity")
+        weights = (await calls.get_global_weights(queue=tq)).weights
+        probe_task = None
+        if not inp.force:
+            probe_task = calls.probe_region(RegionRequest(region=inp.target), probe_timeout_s=spec.probe_timeout_s,
+                                            summary=f"probe target {inp.target}")
+        cap_task = calls.get_capacity(RegionRequest(region=inp.target), queue=tq, summary=f"capacity of {inp.target}")
+        probe, cap = await asyncio.gather(probe_task or _none(), cap_task)
+        plan = plan_failover(spec, weights, inp.target, inp.source, cap, emergency=inp.emergency, force=inp.force,
+                             target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded))
+        workflow.upsert_search_attributes([sa.SOURCE_REGION.value_set(plan.source or ""),
+                                           sa.TARGET_REGION.value_set(inp.target)])
+        self.phases.note("weights", f"{fmt_weights(weights)} → {fmt_weights(plan.weights_after)}")
+        self.phases.note("target replicas", f"{cap.replicas} → {plan.target_replicas_planned} of "
+                                            f"{plan.target_replicas_needed} needed (max {cap.max_replicas})")
+        return plan
+
+    async def _approval_gate(self, inp: FailoverInput) -> None:
+        if not self.require_approval:
+            return
+        self.phases.awaiting_approval = True
+        self.phases.enter(ops.PHASE_AWAITING_APPROVAL, "waiting for `drctl ops approve` (or abort)")
+        try:
+            await workflow.wait_condition(
+                lambda: self.approved_by is not None or self.abort_reason is not None,
+                timeout=timedelta(seconds=inp.spec.approval_timeout_s),
+            )
+        except TimeoutError:
+            self.abort_reason = f"no approval within {inp.spec.approval_timeout_s:g} s"
+        finally:
+            self.phases.awaiting_approval = False
+        self.check_abort()
+        self.phases.note("approved by", self.approved_by or "")
+
+    async def _scale(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> int:
+        if plan.target_replicas_planned <= plan.target_replicas_before:
+            return plan.target_replicas_before
+        n = plan.target_replicas_planned
+        self.phases.enter(ops.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
+        await self.abortable(calls.scale_deployment(ScaleInput(region=inp.target, replicas=n), queue=tq,
+                                                    summary=f"scale {inp.target} to {n}"))
+        st = await self.abortable(calls.wait_rollout(
+            WaitRolloutInput(region=inp.target, timeout_s=inp.spec.rollout_timeout_s), queue=tq,
+            summary=f"wait for {n} ready replicas in {inp.target}"))
+        return st.replicas
+
+    async def _shift(self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult) -> None:
+        self.phases.enter(ops.PHASE_SHIFT, f"global weights {fmt_weights(plan.weights_after)}")
+        # Mark before the call: if the worker dies mid-call the weights may already be applied.
+        self.shifted = True
+        change = await global_weights.apply(tq, plan.weights_after, f"failover to {inp.target}",
+                                            f"shift traffic to {inp.target}")
+        res.changes.append(change)
+        res.weights_after = change.weights
+        res.shifted_at = res.weights_applied_at = change.applied_at
+        res.propagated_at = change.propagated_at
+        # Verification starts now, while the tier propagates: clients follow DNS as it spreads, and
+        # the verify deadline already allows for the TTL. The wait only records when it is done.
+        self._propagation = global_weights.start_wait(tq, change, inp.spec.global_propagation_timeout_s)
+        if self._propagation is not None:
+            self.phases.note("propagation", f"change {change.change_id} PENDING since {change.applied_at:%H:%M:%S}")
+
+    async def _await_propagation(self, res: FailoverResult) -> None:
+        """Record when the shift was in effect everywhere; a slow propagation is noted, never a failure."""
+        if self._propagation is None or not res.changes:
+            return
+        change = res.changes[0]
+        if not self._propagation.done():
+            self.phases.enter(ops.PHASE_PROPAGATE, f"verified; waiting for change {change.change_id} to be INSYNC")
+        await global_weights.finish_wait(self._propagation, change)
+        res.propagated_at = change.propagated_at
+        self.phases.note("propagation", change.note or f"{change.propagation} at {change.propagated_at:%H:%M:%S}")
+
+    async def _verify(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> VerifyResult:
+        """Repeat verification until every answer is good and none comes from a source region.
+
+        Returns as soon as that holds with every answer attributed, or with none attributed (no
+        gateway sets the region header: waiting cannot change that). A partly attributed batch
+        is retried until the deadline, then returned as it is; the caller reports `unverified`.
+        """
+        spec = inp.spec
+        sources = [s for s in (plan.source or "").split(",") if s]
+        self.phases.enter(ops.PHASE_VERIFY, f"{spec.verify_requests} requests through the global endpoint")
+        # verify_deadline_s = verify_timeout_s + the global tier's TTL: resolvers may serve the old
+        # answer that long after the change.
+        deadline = workflow.now() + timedelta(seconds=spec.verify_deadline_s)
+        last: VerifyResult | None = None
+        served = False
+        attempt = 0
+        while workflow.now() < deadline:
+            attempt += 1
+            left = max(1.0, (deadline - workflow.now()).total_seconds())
+            # A lost attempt (worker restart, timeout) is retried by the server until the deadline
+            # rather than ending the failover.
+            last = await calls.verify_global(VerifyInput(requests=spec.verify_requests, timeout_s=min(left, 10.0)),
+                                             queue=tq, deadline_s=left, summary=f"verify attempt {attempt}")
+            served = last.ok == last.total and last.served_by(sources) == 0
+            if served and last.unattributed in (0, last.ok):
+                self.phases.note("verify", f"{last.ok}/{last.total} ok, by region {last.by_region}"
+                                           + (f", {last.unattributed} unattributed" if last.unattributed else ""))
+                return last
+            await workflow.sleep(0.5)
+        if last is not None and served:
+            return last
+        raise ApplicationError(f"verification failed before {spec.verify_deadline_s:g}s: {last}", type="VerifyFailed")
+
+    async def _compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
+        self.phases.enter(ops.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights")
+        sources = [s for s in (res.source or "").split(",") if s]
+        dead = []
+        for s in sources:
+            try:
+                p = await calls.probe_region(RegionRequest(region=s), probe_timeout_s=inp.spec.probe_timeout_s,
+                                             summary=f"probe source {s}")
+                if p.status is ProbeStatus.DOWN:
+                    dead.append(s)
+            except ActivityError:
+                dead.append(s)
+        if dead:
+            # Moving traffic back to a dead region would turn a partial outage into a full one.
+            res.compensated = "left_on_target_source_dead"
+            self.phases.note("compensation", f"left on {inp.target}: {', '.join(dead)} is DOWN")
+            return
+        # Waits for propagation too: the fleet is released only once the restore is in effect (or the
+        # wait's deadline says it is still pending), so the next operation does not race it.
+        try:
+            change = await global_weights.apply_and_wait(tq, res.weights_before, "failover compensation",
+                                                         "restore previous weights",
+                                                         inp.spec.global_propagation_timeout_s)
+        except (ActivityError, ApplicationError) as exc:
+            if not workflow.patched(COMPENSATION_FAILED_PATCH):
+                raise  # histories from before the patch ended here, failed with the raw activity error
+            # The operator must learn that traffic is still on the target, and why it could not move back.
+            res.compensated = "compensation_failed"
+            res.error = f"{res.error}; compensation failed, weights left at {fmt_weights(res.weights_after or {})}: " \
+                        f"{cause_of(exc)}"
+            self.phases.note("compensation", f"FAILED: {cause_of(exc)}")
+            return
+        res.changes.append(change)
+        res.weights_after = change.weights
+        res.compensated = "restored_weights"
+        self.phases.note("compensation", f"restored {fmt_weights(change.weights)} ({change.propagation})")
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _note_shortfall(self, plan: FailoverPlan) -> None:
+        if plan.shortfall:
+            # Reported, never a refusal in an emergency: traffic on a short target beats a dead source.
+            self.phases.note("capacity shortfall", f"{plan.target} needs {plan.target_replicas_needed} replicas "
+                                                   f"({plan.sizing}); max_replicas {plan.max_replicas}")
+
+
+async def _none() -> None:
+    return None

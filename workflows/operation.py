@@ -1,0 +1,183 @@
+"""`Operation`: the base of every mutating workflow (failover, failback, upgrade, migrate, drill,
+backup, restore), so each one is only its phases.
+
+It owns what they share:
+- the `progress` query, and the `abort` update with its validator; an operation says when an abort
+  is refused (`abort_refused`) and what one does (`on_abort`, `abort_error`);
+- `claim(fleet)` / `release()`: the fleet lock (`workflows.lock`), with `busy` set on refusal;
+- `abortable(call)`: await an activity, but give it up as soon as an abort arrives;
+- `finish(verdict, details, ok=...)`: final phase, verdict search attribute, memo, current details,
+  then waits for `workflow.all_handlers_finished`;
+- `cause_of(exc)`: the message of the error behind an activity or child failure.
+
+A toy operation, complete::
+
+    @workflow.defn(name="Toy")
+    class Toy(Operation):
+        OPERATION, TITLE = "toy", "Toy"
+
+        @workflow.run
+        async def run(self, fleet: str) -> str:
+            try:
+                await self.claim(fleet)
+                self.phases.enter("work", "sleeping, abortable")
+                await self.abortable(workflow.sleep(30))
+                await self.finish("succeeded", "slept", ok=True)
+            finally:
+                await self.release()
+            return "slept"
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, ClassVar, TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    TimeoutError,
+    TimeoutType,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models import ops
+    from drctl.models.lock import LockGrant
+    from drctl.models.ops import AbortInput, OperationProgress
+    from drctl.outcome import error_type
+    from workflows.calls import QUEUE_WAIT_S
+    from workflows.common import Phases
+    from workflows.lock import acquire_fleet, release_fleet
+
+T = TypeVar("T")
+
+
+class Aborted(Exception):
+    """Raised at the next abort point once an abort was accepted (the default `abort_error`)."""
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The error an activity or child workflow raised: Temporal wraps it in ActivityError / ChildWorkflowError."""
+    while isinstance(exc, (ActivityError, ChildWorkflowError)) and exc.cause is not None:
+        exc = exc.cause
+    return exc
+
+
+def cause_of(exc: BaseException) -> str:
+    """The message an operator should read for `exc`: the innermost error's."""
+    return str(innermost(exc))
+
+
+def is_busy(exc: BaseException) -> bool:
+    return error_type(exc) == ops.FLEET_BUSY
+
+
+def no_worker(exc: BaseException, queue: str) -> str | None:
+    """The message for an activity no worker picked up from `queue`, else None.
+
+    Callers pass the region queue: main-queue activities are served by the same workers that run
+    the workflow itself, so while a workflow runs only a region queue can go unserved.
+    """
+    cause = exc.cause if isinstance(exc, ActivityError) else None
+    if isinstance(cause, TimeoutError) and cause.type is TimeoutType.SCHEDULE_TO_START:
+        name = exc.activity_type if isinstance(exc, ActivityError) else "activity"
+        return (f"no worker picked up {name} from task queue {queue!r} within {QUEUE_WAIT_S:g} s: "
+                "is the worker serving that queue running (`drctl worker --region R`)?")
+    return None
+
+
+class Operation:
+    """Subclass, set OPERATION and TITLE, decorate with `workflow.defn`, write `run` as phases."""
+
+    OPERATION: ClassVar[str]
+    TITLE: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.phases = Phases(self.OPERATION, self.TITLE)
+        self.abort_reason: str | None = None
+        self.finished = False
+        # Set when the fleet lock refused us: the failure then says "busy" (exit 3), not "failed".
+        self.busy = False
+        self._locked: str | None = None
+
+    # --- handlers ---------------------------------------------------------------------------------
+
+    @workflow.query(name=ops.QUERY_PROGRESS)
+    def progress(self) -> OperationProgress:
+        return self.phases.progress()
+
+    @workflow.update(name=ops.UPDATE_ABORT)
+    def abort(self, inp: AbortInput) -> str:
+        self.abort_reason = f"{inp.reason} (by {inp.by})"
+        return self.on_abort()
+
+    @abort.validator
+    def _validate_abort(self, inp: AbortInput) -> None:
+        # Rejected before anything is written to history: the operator sees why at once.
+        why = self.abort_refused()
+        if why:
+            raise ValueError(why)
+
+    # --- per-operation abort hooks ----------------------------------------------------------------
+
+    def abort_refused(self) -> str | None:
+        """Why an abort is refused now, or None to accept it. Default: refused once finished."""
+        if self.finished:
+            return f"the {self.OPERATION} has already finished ({self.phases.phase})"
+        return None
+
+    def on_abort(self) -> str:
+        """What the abort does beyond recording its reason; returns the operator's answer."""
+        return f"abort requested in phase {self.phases.phase}"
+
+    def abort_error(self) -> Exception:
+        """What an abort point raises once an abort was accepted."""
+        return Aborted(self.abort_reason)
+
+    def check_abort(self) -> None:
+        if self.abort_reason is not None:
+            raise self.abort_error()
+
+    async def abortable(self, work: Awaitable[T]) -> T:
+        """Await `work` (an activity), but cancel it and raise `abort_error()` once an abort arrives."""
+        task: asyncio.Future[T] = asyncio.ensure_future(work)
+        await workflow.wait_condition(lambda: task.done() or self.abort_reason is not None)
+        if not task.done():
+            task.cancel()
+            raise self.abort_error()
+        return task.result()
+
+    # --- the fleet lock ---------------------------------------------------------------------------
+
+    async def claim(self, fleet: str) -> LockGrant:
+        """Take the fleet's lock (phase `claim`); a refusal raises FleetBusy and sets `busy`."""
+        self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {fleet}")
+        try:
+            grant = await acquire_fleet(fleet, self.OPERATION)
+        except (ActivityError, ApplicationError) as exc:
+            self.busy = is_busy(exc)
+            raise
+        self._locked = fleet
+        return grant
+
+    async def release(self) -> None:
+        """Give the lock back if we hold it; call in a `finally`."""
+        if self._locked is not None:
+            fleet, self._locked = self._locked, None
+            await release_fleet(fleet)
+
+    # --- the end ----------------------------------------------------------------------------------
+
+    async def finish(self, verdict: str, details: str, *, ok: bool, memo: dict[str, Any] | None = None) -> None:
+        """Record the outcome where operators look (phase, DrctlVerdict, memo, UI details), then let
+        any update still running end before the workflow does."""
+        self.finished = True
+        self.phases.finish(ops.PHASE_DONE if ok else ops.PHASE_FAILED, details)
+        workflow.upsert_search_attributes([sa.VERDICT.value_set(verdict)])
+        if memo is not None:
+            workflow.upsert_memo(memo)
+        await workflow.wait_condition(workflow.all_handlers_finished)
