@@ -12,13 +12,15 @@ workflow's own queue. Every call is bounded by QUEUE_WAIT_S in its queue (schedu
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from drctl.models import upgrade as up
     from drctl.models.analysis import AnalysisRequest, AnalysisResult
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
     from drctl.models.drill import (
@@ -59,17 +61,11 @@ with workflow.unsafe.imports_passed_through():
         RpoCheckInput,
     )
     from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
-    from drctl.models.upgrade import (
-        PromoteRequest,
-        RegionTrackRequest,
-        Release,
-        TrackDeployRequest,
-        TrackWeightsRequest,
-        WarmupRequest,
-        WarmupResult,
-    )
 
 T = TypeVar("T")
+A = TypeVar("A")
+A_in = TypeVar("A_in", contravariant=True)
+R_out = TypeVar("R_out", covariant=True)
 
 # --- retry policies, each with the failure it is for ---------------------------------------------
 
@@ -182,13 +178,27 @@ async def probe_regions(inp: ProbeRequest, *, probe_timeout_s: float, summary: s
 
 # --- platform (a region's cluster) ---------------------------------------------------------------
 
-async def get_capacity(inp: RegionRequest, *, queue: str, summary: str) -> Capacity:
-    return await _call("get_capacity", inp, Capacity, summary=summary, queue=queue, seconds=30, retry=PLATFORM_RETRY)
+class RegionCall(Protocol[A_in, R_out]):
+    def __call__(self, inp: A_in, *, queue: str, summary: str) -> Awaitable[R_out]: ...
 
 
-async def scale_deployment(inp: ScaleInput, *, queue: str, summary: str) -> DeploymentStatus:
-    return await _call("scale_deployment", inp, DeploymentStatus, summary=summary, queue=queue, seconds=30,
-                       retry=PLATFORM_RETRY)
+def _platform(name: str, arg: type[A], result: type[T]) -> RegionCall[A, T]:
+    """A quick call to a region's API: conflicts and throttling retried (PLATFORM_RETRY), 30 s each.
+
+    `arg` only types the stub's input; the activity checks it.
+    """
+    async def call(inp: A, *, queue: str, summary: str) -> T:
+        return await _call(name, inp, result, summary=summary, queue=queue, seconds=30, retry=PLATFORM_RETRY)
+    return call
+
+
+get_capacity = _platform("get_capacity", RegionRequest, Capacity)
+scale_deployment = _platform("scale_deployment", ScaleInput, DeploymentStatus)
+deploy_track = _platform("deploy_track", up.TrackDeployRequest, up.RegionTrackRequest)
+remove_track = _platform("remove_track", up.RegionTrackRequest, bool)
+get_stable_release = _platform("get_stable_release", RegionRequest, up.Release)
+set_stable_release = _platform("set_stable_release", up.PromoteRequest, up.Release)
+set_track_weights = _platform("set_track_weights", up.TrackWeightsRequest, up.TrackWeightsRequest)
 
 
 async def wait_rollout(inp: WaitRolloutInput, *, queue: str, summary: str) -> DeploymentStatus:
@@ -211,32 +221,8 @@ async def restore_backup(inp: RestoreRequest, *, queue: str, summary: str) -> Ba
 
 # --- upgrade tracks ------------------------------------------------------------------------------
 
-async def deploy_track(inp: TrackDeployRequest, *, queue: str, summary: str) -> RegionTrackRequest:
-    return await _call("deploy_track", inp, RegionTrackRequest, summary=summary, queue=queue, seconds=30,
-                       retry=PLATFORM_RETRY)
-
-
-async def remove_track(inp: RegionTrackRequest, *, queue: str, summary: str) -> bool:
-    return await _call("remove_track", inp, bool, summary=summary, queue=queue, seconds=30, retry=PLATFORM_RETRY)
-
-
-async def get_stable_release(inp: RegionRequest, *, queue: str, summary: str) -> Release:
-    return await _call("get_stable_release", inp, Release, summary=summary, queue=queue, seconds=30,
-                       retry=PLATFORM_RETRY)
-
-
-async def set_stable_release(inp: PromoteRequest, *, queue: str, summary: str) -> Release:
-    return await _call("set_stable_release", inp, Release, summary=summary, queue=queue, seconds=30,
-                       retry=PLATFORM_RETRY)
-
-
-async def set_track_weights(inp: TrackWeightsRequest, *, queue: str, summary: str) -> TrackWeightsRequest:
-    return await _call("set_track_weights", inp, TrackWeightsRequest, summary=summary, queue=queue, seconds=30,
-                       retry=PLATFORM_RETRY)
-
-
-async def warm_up(inp: WarmupRequest, *, queue: str, summary: str) -> WarmupResult:
-    return await _call("warm_up", inp, WarmupResult, summary=summary, queue=queue, seconds=120,
+async def warm_up(inp: up.WarmupRequest, *, queue: str, summary: str) -> up.WarmupResult:
+    return await _call("warm_up", inp, up.WarmupResult, summary=summary, queue=queue, seconds=120,
                        retry=PLATFORM_RETRY, heartbeat_timeout=_s(30))
 
 

@@ -39,7 +39,6 @@ class FailoverPhases(Operation):
 
     def __init__(self) -> None:
         super().__init__()
-        self.approved_by: str | None = None
         self.require_approval = False
         # Set before the shift's call: if the worker dies mid-call the weights may already be applied.
         self.shifted = False
@@ -68,18 +67,7 @@ class FailoverPhases(Operation):
     async def _approval_gate(self, inp: FailoverInput) -> None:
         if not self.require_approval:
             return
-        self.phases.awaiting_approval = True
-        self.phases.enter(ops.PHASE_AWAITING_APPROVAL, "waiting for `drctl ops approve` (or abort)")
-        try:
-            await workflow.wait_condition(
-                lambda: self.approved_by is not None or self.abort_reason is not None,
-                timeout=timedelta(seconds=inp.spec.approval_timeout_s),
-            )
-        except TimeoutError:
-            self.abort_reason = f"no approval within {inp.spec.approval_timeout_s:g} s"
-        finally:
-            self.phases.awaiting_approval = False
-        self.check_abort()
+        await self.await_approval("waiting for `drctl ops approve` (or abort)", inp.spec.approval_timeout_s)
         self.phases.note("approved by", self.approved_by or "")
 
     async def _scale(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> int:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
 from temporalio import workflow
@@ -39,9 +40,9 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     ChildWorkflowError,
-    TimeoutError,
     TimeoutType,
 )
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
@@ -83,7 +84,7 @@ def no_worker(exc: BaseException, queue: str) -> str | None:
     the workflow itself, so while a workflow runs only a region queue can go unserved.
     """
     cause = exc.cause if isinstance(exc, ActivityError) else None
-    if isinstance(cause, TimeoutError) and cause.type is TimeoutType.SCHEDULE_TO_START:
+    if isinstance(cause, ActivityTimeout) and cause.type is TimeoutType.SCHEDULE_TO_START:
         name = exc.activity_type if isinstance(exc, ActivityError) else "activity"
         return (f"no worker picked up {name} from task queue {queue!r} within {QUEUE_WAIT_S:g} s: "
                 "is the worker serving that queue running (`drctl worker --region R`)?")
@@ -99,6 +100,7 @@ class Operation:
     def __init__(self) -> None:
         self.phases = Phases(self.OPERATION, self.TITLE)
         self.abort_reason: str | None = None
+        self.approved_by: str | None = None
         self.finished = False
         # Set when the fleet lock refused us: the failure then says "busy" (exit 3), not "failed".
         self.busy = False
@@ -150,6 +152,20 @@ class Operation:
             task.cancel()
             raise self.abort_error()
         return task.result()
+
+    async def await_approval(self, details: str, timeout_s: float) -> None:
+        """Wait for the `approve` update (the operation's own handler sets `approved_by`) or an abort;
+        no approval in time is an abort."""
+        self.phases.awaiting_approval = True
+        self.phases.enter(ops.PHASE_AWAITING_APPROVAL, details)
+        try:
+            await workflow.wait_condition(lambda: self.approved_by is not None or self.abort_reason is not None,
+                                          timeout=timedelta(seconds=timeout_s))
+        except TimeoutError:
+            self.abort_reason = f"no approval within {timeout_s:g} s"
+        finally:
+            self.phases.awaiting_approval = False
+        self.check_abort()
 
     # --- the fleet lock ---------------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ delegate their handlers to it, so both behave alike under `drctl upgrade` and `d
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from temporalio import workflow
@@ -42,7 +41,6 @@ class Control:
         self.promote_requested = False
         self.paused = False
         self.pause_reason = ""
-        self.approved_by: str | None = None
         # Set when a failover took the fleet: the operation stops at once, like an abort.
         self.preempted: str | None = None
 
@@ -103,21 +101,6 @@ class Control:
         self.paused = False
         self.check_abort()
         self.phases.enter(previous, "resumed")
-
-    async def approval(self, what: str, timeout_s: float) -> None:
-        self.approved_by = None
-        self.phases.awaiting_approval = True
-        self.phases.enter("awaiting-approval", f"waiting for `drctl ops approve` before {what}")
-        try:
-            await workflow.wait_condition(
-                lambda: self.approved_by is not None or self.abort_reason is not None,
-                timeout=timedelta(seconds=timeout_s),
-            )
-        except TimeoutError:
-            self.abort_reason = f"no approval within {timeout_s:g} s"
-        finally:
-            self.phases.awaiting_approval = False
-        self.check_abort()
 
     async def analyse(
         self, req: AnalysisRequest, queue: str, max_inconclusive: int, history: list[AnalysisResult]

@@ -106,7 +106,7 @@ class Upgrade(Operation):
 
     @workflow.update(name=ops.UPDATE_APPROVE)
     def approve(self, inp: ApproveInput) -> str:
-        self.ctl.approved_by = inp.approver
+        self.approved_by = inp.approver
         return f"approved by {inp.approver}"
 
     @approve.validator
@@ -136,7 +136,9 @@ class Upgrade(Operation):
             await self._backups(req, res)
             for i, region in enumerate(req.regions):
                 if i > 0 and req.approval_between_regions:
-                    await self.ctl.approval(f"upgrading {region}", req.spec.approval_timeout_s)
+                    self.approved_by = None  # each region is approved on its own
+                    await self.await_approval(f"waiting for `drctl ops approve` before upgrading {region}",
+                                              req.spec.approval_timeout_s)
                 self.ctl.check_abort()
                 await self.steps.run(req, region, res)
             res.outcome, res.reason = Outcome.SUCCEEDED, f"{req.release.image} is stable in {', '.join(req.regions)}"
