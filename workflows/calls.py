@@ -219,8 +219,6 @@ async def restore_backup(inp: RestoreRequest, *, queue: str, summary: str) -> Ba
                        retry=PLATFORM_RETRY, heartbeat_timeout=VELERO_HEARTBEAT)
 
 
-# --- upgrade tracks ------------------------------------------------------------------------------
-
 async def warm_up(inp: up.WarmupRequest, *, queue: str, summary: str) -> up.WarmupResult:
     return await _call("warm_up", inp, up.WarmupResult, summary=summary, queue=queue, seconds=120,
                        retry=PLATFORM_RETRY, heartbeat_timeout=_s(30))

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import (
     ActivityError,
     CancelledError,
-    ChildWorkflowError,
-    WorkflowAlreadyStartedError,
 )
 
 with workflow.unsafe.imports_passed_through():
@@ -28,11 +24,7 @@ with workflow.unsafe.imports_passed_through():
         NO_FAILOVER_TARGET,
         PROBE_AUTH_REFUSED,
         REGION_UNRESOLVED,
-        FailbackInput,
-        FailbackResult,
-        FailoverInput,
         FailoverRecord,
-        FailoverResult,
         MonitorInput,
         MonitorState,
         MonitorStatus,
@@ -43,25 +35,11 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
     from drctl.models.ops import FleetSpec, ProbeRequest
-    from drctl.outcome import result_from
     from workflows import calls
+    from workflows.monitor_actions import MonitorActions
     from workflows.notify import Notifier
 
 WATCHING = "watching"
-R = TypeVar("R", FailoverResult, FailbackResult)
-
-
-async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: type[R]) -> R:
-    """The child's result: returned when it succeeded, carried by its failure when it did not."""
-    try:
-        return await handle
-    except ChildWorkflowError as exc:
-        res = result_from(exc, model)
-        if res is None:
-            raise  # failed without a result (terminated, a bug): reported as an error by the caller
-        return res
-
-
 _ALERT_TEXT = {
     ALL_REGIONS_UNHEALTHY: "no region can take traffic; weights left unchanged",
     NO_FAILOVER_TARGET: "an unhealthy region has no healthy region to fail over to",
@@ -70,16 +48,8 @@ _ALERT_TEXT = {
 }
 
 
-def _attrs(fleet: str, operation: str, source: str, target: str | None) -> TypedSearchAttributes:
-    pairs = [SearchAttributePair(sa.FLEET, fleet), SearchAttributePair(sa.OPERATION, operation),
-             SearchAttributePair(sa.PHASE, "pending"), SearchAttributePair(sa.SOURCE_REGION, source)]
-    if target:
-        pairs.append(SearchAttributePair(sa.TARGET_REGION, target))
-    return TypedSearchAttributes(pairs)
-
-
 @workflow.defn(name="FleetMonitor")
-class FleetMonitor:
+class FleetMonitor(MonitorActions):
     @workflow.init
     def __init__(self, inp: MonitorInput) -> None:
         # Built here, not in run: a signal or query may arrive in the very first activation.
@@ -138,9 +108,6 @@ class FleetMonitor:
         problems = spec_problems(self._state().spec, inp.spec)
         if problems:
             raise ValueError("; ".join(problems))
-
-    def _state(self) -> MonitorState:
-        return self.s
 
     def _apply_pending(self) -> None:
         if self.pending_spec is None:
@@ -256,78 +223,6 @@ class FleetMonitor:
             if t.state is RegionState.HEALTHY and t.since is not None and workflow.now() - t.since >= window:
                 self.child = asyncio.ensure_future(self._failback(rec))
                 return
-
-    async def _failover(self, source: str, target: str) -> None:
-        s = self._state()
-        t = s.trackers[source]
-        wid = f"failover/{s.spec.fleet}"
-        rec = FailoverRecord(workflow_id=wid, source=source, target=target, started_at=workflow.now())
-        self.active = rec
-        try:
-            handle = await workflow.start_child_workflow(
-                "Failover",
-                FailoverInput(spec=s.spec, target=target, source=source, emergency=True, fault_at=t.first_failure_at,
-                              last_good_at=t.last_good_at, initiator="monitor",
-                              reason=f"{source} UNHEALTHY: {t.last_reason}"),
-                id=wid, task_queue=s.spec.task_queue, result_type=FailoverResult,
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=_attrs(s.spec.fleet, "failover", source, target),
-                memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": "monitor"},
-                static_summary=f"automatic failover {source} → {target}",
-            )
-            rec.run_id = handle.first_execution_run_id
-            result = await _child_result(handle, FailoverResult)
-            rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
-            if result.status in ("succeeded", "unverified"):
-                # Unverified still moved the traffic: it awaits failback like a verified failover
-                # (failing over again would only repeat the same unproven shift).
-                s.failed_over.append(rec)
-                s.avoid_targets.pop(target, None)
-            else:
-                self._back_off(f"failover {result.status}: {result.error}")
-        except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
-            rec.status, rec.finished_at = "not started" if isinstance(exc, WorkflowAlreadyStartedError) else "error", workflow.now()
-            self._back_off(f"failover {source} → {target} did not run: {exc}")
-        finally:
-            if rec.status not in ("succeeded", "unverified"):
-                # The next attempt goes to another healthy region first (this one's worker may be dead).
-                s.avoid_targets[target] = workflow.now() + timedelta(seconds=max(300.0, 10 * s.spec.interval_s))
-            s.last_failover = rec
-            self.active = None
-            self.child = None
-            self.poke = True
-
-    async def _failback(self, rec: FailoverRecord) -> None:
-        s = self._state()
-        wid = f"failback/{s.spec.fleet}"
-        try:
-            handle = await workflow.start_child_workflow(
-                "Failback", FailbackInput(spec=s.spec, region=rec.source, stabilization_window_s=0, initiator="monitor"),
-                id=wid, task_queue=s.spec.task_queue, result_type=FailbackResult,
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=_attrs(s.spec.fleet, "failback", rec.target, rec.source),
-                memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": "monitor"},
-                static_summary=f"automatic failback to {rec.source}",
-            )
-            result = await _child_result(handle, FailbackResult)
-            s.last_failback = f"{result.status} at {workflow.now().isoformat()}"
-            if result.status in ("succeeded", "not_needed"):
-                s.failed_over = [r for r in s.failed_over if r.source != rec.source]
-            else:
-                self._back_off(f"failback {result.status}: {result.error}")
-        except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
-            s.last_failback = f"error: {exc}"
-            self._back_off(f"failback to {rec.source} did not run: {exc}")
-        finally:
-            self.child = None
-            self.poke = True
-
-    def _back_off(self, why: str) -> None:
-        s = self._state()
-        # Retrying every round would start a workflow every few seconds against the same obstacle.
-        delay = max(30.0, 3 * s.spec.interval_s)
-        s.next_failover_attempt_at = workflow.now() + timedelta(seconds=delay)
-        workflow.logger.warning("%s; next attempt in %.0f s", why, delay)
 
     def _render(self) -> None:
         s = self._state()

@@ -1,0 +1,133 @@
+"""The monitor's actions: start a Failover or Failback child, record its outcome, back off.
+
+`workflows.monitor.FleetMonitor` decides when; this says how. Children are started with
+parent_close_policy ABANDON: a monitor continuing as new (or being stopped) must never cancel a
+failover half-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models.failover import (
+        FailbackInput,
+        FailbackResult,
+        FailoverInput,
+        FailoverRecord,
+        FailoverResult,
+        MonitorState,
+    )
+    from drctl.outcome import result_from
+
+R = TypeVar("R", FailoverResult, FailbackResult)
+
+
+async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: type[R]) -> R:
+    """The child's result: returned when it succeeded, carried by its failure when it did not."""
+    try:
+        return await handle
+    except ChildWorkflowError as exc:
+        res = result_from(exc, model)
+        if res is None:
+            raise  # failed without a result (terminated, a bug): reported as an error by the caller
+        return res
+
+
+def _attrs(fleet: str, operation: str, source: str, target: str | None) -> TypedSearchAttributes:
+    pairs = [SearchAttributePair(sa.FLEET, fleet), SearchAttributePair(sa.OPERATION, operation),
+             SearchAttributePair(sa.PHASE, "pending"), SearchAttributePair(sa.SOURCE_REGION, source)]
+    if target:
+        pairs.append(SearchAttributePair(sa.TARGET_REGION, target))
+    return TypedSearchAttributes(pairs)
+
+
+class MonitorActions:
+    """Mixed into FleetMonitor, which holds this state."""
+
+    s: MonitorState
+    child: asyncio.Task[None] | None
+    active: FailoverRecord | None
+    poke: bool
+
+    def _state(self) -> MonitorState:
+        return self.s
+
+    async def _failover(self, source: str, target: str) -> None:
+        s = self._state()
+        t = s.trackers[source]
+        wid = f"failover/{s.spec.fleet}"
+        rec = FailoverRecord(workflow_id=wid, source=source, target=target, started_at=workflow.now())
+        self.active = rec
+        try:
+            handle = await workflow.start_child_workflow(
+                "Failover",
+                FailoverInput(spec=s.spec, target=target, source=source, emergency=True, fault_at=t.first_failure_at,
+                              last_good_at=t.last_good_at, initiator="monitor",
+                              reason=f"{source} UNHEALTHY: {t.last_reason}"),
+                id=wid, task_queue=s.spec.task_queue, result_type=FailoverResult,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                search_attributes=_attrs(s.spec.fleet, "failover", source, target),
+                memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": "monitor"},
+                static_summary=f"automatic failover {source} → {target}",
+            )
+            rec.run_id = handle.first_execution_run_id
+            result = await _child_result(handle, FailoverResult)
+            rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
+            if result.status in ("succeeded", "unverified"):
+                # Unverified still moved the traffic: it awaits failback like a verified failover
+                # (failing over again would only repeat the same unproven shift).
+                s.failed_over.append(rec)
+                s.avoid_targets.pop(target, None)
+            else:
+                self._back_off(f"failover {result.status}: {result.error}")
+        except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
+            rec.status, rec.finished_at = "not started" if isinstance(exc, WorkflowAlreadyStartedError) else "error", workflow.now()
+            self._back_off(f"failover {source} → {target} did not run: {exc}")
+        finally:
+            if rec.status not in ("succeeded", "unverified"):
+                # The next attempt goes to another healthy region first (this one's worker may be dead).
+                s.avoid_targets[target] = workflow.now() + timedelta(seconds=max(300.0, 10 * s.spec.interval_s))
+            s.last_failover = rec
+            self.active = None
+            self.child = None
+            self.poke = True
+
+    async def _failback(self, rec: FailoverRecord) -> None:
+        s = self._state()
+        wid = f"failback/{s.spec.fleet}"
+        try:
+            handle = await workflow.start_child_workflow(
+                "Failback", FailbackInput(spec=s.spec, region=rec.source, stabilization_window_s=0, initiator="monitor"),
+                id=wid, task_queue=s.spec.task_queue, result_type=FailbackResult,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                search_attributes=_attrs(s.spec.fleet, "failback", rec.target, rec.source),
+                memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": "monitor"},
+                static_summary=f"automatic failback to {rec.source}",
+            )
+            result = await _child_result(handle, FailbackResult)
+            s.last_failback = f"{result.status} at {workflow.now().isoformat()}"
+            if result.status in ("succeeded", "not_needed"):
+                s.failed_over = [r for r in s.failed_over if r.source != rec.source]
+            else:
+                self._back_off(f"failback {result.status}: {result.error}")
+        except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
+            s.last_failback = f"error: {exc}"
+            self._back_off(f"failback to {rec.source} did not run: {exc}")
+        finally:
+            self.child = None
+            self.poke = True
+
+    def _back_off(self, why: str) -> None:
+        s = self._state()
+        # Retrying every round would start a workflow every few seconds against the same obstacle.
+        delay = max(30.0, 3 * s.spec.interval_s)
+        s.next_failover_attempt_at = workflow.now() + timedelta(seconds=delay)
+        workflow.logger.warning("%s; next attempt in %.0f s", why, delay)
