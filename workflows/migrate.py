@@ -17,15 +17,14 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.analysis import AnalysisRequest, TrackRef
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
     from drctl.models.failover import cap_weights
-    from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
     from drctl.models.ops import RegionRequest, ScaleInput, WaitRolloutInput
     from drctl.models.upgrade import Outcome, WarmupRequest
     from drctl.outcome import failed
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
-    from workflows.operation import Operation, cause_of
-    from workflows.progressive import Control, Stop
+    from workflows.operation import cause_of
+    from workflows.progressive import Progressive, Stop
     from workflows.rpo import MIGRATE_PATCH as MIGRATE_ARTIFACTS
     from workflows.rpo import migrate_artifacts
 
@@ -38,12 +37,11 @@ def step_weights(before: dict[str, int], source: str, target: str, pct: int) -> 
 
 
 @workflow.defn(name="Migration")
-class Migration(Operation):
+class Migration(Progressive):
     OPERATION, TITLE = "migrate", "Migration"
 
     def __init__(self) -> None:
         super().__init__()
-        self.ctl = Control(self)
         self.state = MigrationStatus()
         # The target's size before the migration scaled it up; None until read (nothing scaled yet).
         self.target_replicas_before: int | None = None
@@ -55,19 +53,10 @@ class Migration(Operation):
     def status(self) -> MigrationStatus:
         return self.state.model_copy(update={"phase": self.phases.phase})
 
-    @workflow.signal(name=SIGNAL_PREEMPT)
-    def preempt(self, notice: PreemptNotice) -> None:
-        # Sent by the fleet lock: a failover owns the global weights now, so the migration stops.
-        if not self.ctl.finished:
-            self.ctl.preempt(notice.reason)
-
     def abort_refused(self) -> str | None:
         if self.phases.phase == "decommission" and not self.finished:
             return "traffic has fully moved and the source is being decommissioned"
         return super().abort_refused()
-
-    def abort_error(self) -> Exception:
-        return self.ctl.stop_error()
 
     @staticmethod
     def _q(req: MigrationRequest, region: str) -> str:

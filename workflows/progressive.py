@@ -7,16 +7,15 @@ delegate their handlers to it, so both behave alike under `drctl upgrade` and `d
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.analysis import AnalysisRequest, AnalysisResult, Verdict
+    from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.upgrade import Outcome
     from workflows import calls
-
-if TYPE_CHECKING:
     from workflows.operation import Operation
 
 T = TypeVar("T")
@@ -127,3 +126,22 @@ class Control:
             if inconclusive >= max_inconclusive:
                 self.pause(f"{inconclusive} inconclusive analyses: {result.reason}")
                 inconclusive = 0
+
+
+class Progressive(Operation):
+    """An operation stepped under `Control` (upgrade, migration): its abort points raise Stop, and a
+    failover preempts it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ctl = Control(self)
+
+    def abort_error(self) -> Exception:
+        return self.ctl.stop_error()
+
+    @workflow.signal(name=SIGNAL_PREEMPT)
+    def preempt(self, notice: PreemptNotice) -> None:
+        # Sent by the fleet lock: a failover owns the global weights now, so this operation stops
+        # (an upgrade rolls its current wave back, a migration yields).
+        if not self.finished:
+            self.ctl.preempt(notice.reason)

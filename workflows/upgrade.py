@@ -15,7 +15,6 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from drctl.models import ops
     from drctl.models.backup import BackupRequest
-    from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.ops import ApproveInput, RegionRequest
     from drctl.models.upgrade import (
         ControlAck,
@@ -28,18 +27,17 @@ with workflow.unsafe.imports_passed_through():
     from drctl.outcome import failed
     from workflows import calls
     from workflows.notify import Notifier
-    from workflows.operation import Operation, cause_of
-    from workflows.progressive import Control, Stop
+    from workflows.operation import cause_of
+    from workflows.progressive import Progressive, Stop
     from workflows.upgrade_wave import WaveSteps, ended_on
 
 
 @workflow.defn(name="Upgrade")
-class Upgrade(Operation):
+class Upgrade(Progressive):
     OPERATION, TITLE = "upgrade", "Upgrade"
 
     def __init__(self) -> None:
         super().__init__()
-        self.ctl = Control(self)
         self.state = UpgradeStatus()
         self.steps = WaveSteps(self.phases, self.ctl, self.state)
 
@@ -56,12 +54,7 @@ class Upgrade(Operation):
         return f"abort requested in phase {self.phases.phase}; rolling back {self.state.region or ''}".strip()
 
     def abort_refused(self) -> str | None:
-        if self.abort_reason:
-            return super().abort_refused() or "an abort is already under way"
-        return super().abort_refused()
-
-    def abort_error(self) -> Exception:
-        return self.ctl.stop_error()
+        return super().abort_refused() or ("an abort is already under way" if self.abort_reason else None)
 
     @workflow.update(name="promote")
     def promote(self, inp: OperatorAction) -> ControlAck:
@@ -97,12 +90,6 @@ class Upgrade(Operation):
         self.ctl.check_running()
         if not self.ctl.paused:
             raise ValueError("not paused")
-
-    @workflow.signal(name=SIGNAL_PREEMPT)
-    def preempt(self, notice: PreemptNotice) -> None:
-        # Sent by the fleet lock: DR comes first, so the current wave rolls back and the upgrade ends.
-        if not self.ctl.finished:
-            self.ctl.preempt(notice.reason)
 
     @workflow.update(name=ops.UPDATE_APPROVE)
     def approve(self, inp: ApproveInput) -> str:
