@@ -7,7 +7,8 @@ The same activity gets the same policy at every call site; what varies with the 
 timeout, a verify deadline) is a parameter.
 
 `queue` is the task queue (a region's, for anything that touches that region); None means the
-workflow's own queue. Every call is bounded by QUEUE_WAIT_S in its queue (schedule-to-start).
+workflow's own queue. Every region-queue call, and the quick main-queue reads, wait at most
+QUEUE_WAIT_S for a worker (schedule-to-start); `NO_QUEUE_WAIT` marks the calls bounded otherwise.
 """
 
 from __future__ import annotations
@@ -20,21 +21,10 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from drctl.models import drill as dr
     from drctl.models import upgrade as up
     from drctl.models.analysis import AnalysisRequest, AnalysisResult
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
-    from drctl.models.drill import (
-        ClearFaultsInput,
-        ClearFaultsResult,
-        DrillReport,
-        ExperimentOutcome,
-        ExperimentRunInput,
-        MonitorCheck,
-        MonitorCheckInput,
-        Observation,
-        ObserveInput,
-        ReportKey,
-    )
     from drctl.models.health import RegionProbe
     from drctl.models.lock import AliveInput, AliveResult, LockGrant, LockRequest
     from drctl.models.notify import DeliverInput, Delivery
@@ -123,6 +113,9 @@ QUEUE_WAIT_S = 30.0
 WAIT_HEARTBEAT = timedelta(seconds=10)
 VELERO_HEARTBEAT = timedelta(seconds=30)
 VELERO_S = 900.0  # Velero itself is the slow part; the heartbeat catches a lost worker long before
+# Main-queue calls served by the workers that run the workflow itself, each bounded by its own
+# schedule-to-close or attempts; and verify, bounded by its deadline (schedule_to_close).
+NO_QUEUE_WAIT = None
 
 
 def _s(seconds: float) -> timedelta:
@@ -130,11 +123,12 @@ def _s(seconds: float) -> timedelta:
 
 
 async def _call(name: str, arg: Any, result: type[T] | None, *, summary: str, queue: str | None, seconds: float,
-                retry: RetryPolicy, queue_wait_s: float = QUEUE_WAIT_S, **more: Any) -> T:
+                retry: RetryPolicy, queue_wait_s: float | None = QUEUE_WAIT_S, **more: Any) -> T:
     args = [] if arg is None else [arg]
+    wait = None if queue_wait_s is None else _s(queue_wait_s)
     return await workflow.execute_activity(  # type: ignore[no-any-return]
         name, args=args, result_type=result, summary=summary, task_queue=queue, start_to_close_timeout=_s(seconds),
-        schedule_to_start_timeout=_s(queue_wait_s), retry_policy=retry, **more)
+        schedule_to_start_timeout=wait, retry_policy=retry, **more)
 
 
 # --- traffic and health --------------------------------------------------------------------------
@@ -158,7 +152,8 @@ async def wait_global_propagation(inp: PropagationInput, *, queue: str, summary:
 async def verify_global(inp: VerifyInput, *, queue: str, deadline_s: float, summary: str) -> VerifyResult:
     """One verification attempt; the server retries a lost one until `deadline_s` from now."""
     return await _call("verify_global", inp, VerifyResult, summary=summary, queue=queue, seconds=inp.timeout_s + 5,
-                       retry=VERIFY_RETRY, heartbeat_timeout=_s(5), schedule_to_close_timeout=_s(deadline_s + 5))
+                       retry=VERIFY_RETRY, heartbeat_timeout=_s(5), schedule_to_close_timeout=_s(deadline_s + 5),
+                       queue_wait_s=NO_QUEUE_WAIT)
 
 
 def probe_attempt_s(probe_timeout_s: float) -> float:
@@ -251,7 +246,8 @@ async def replicate_pair(pair: ReplicaPair, *, queue: str, timeout_s: float, sum
 # --- fleet lock, metrics, notifications ----------------------------------------------------------
 
 async def acquire_fleet(inp: LockRequest, *, summary: str) -> LockGrant:
-    return await _call("acquire_fleet", inp, LockGrant, summary=summary, queue=None, seconds=30, retry=ACQUIRE_RETRY)
+    return await _call("acquire_fleet", inp, LockGrant, summary=summary, queue=None, seconds=30, retry=ACQUIRE_RETRY,
+                       queue_wait_s=NO_QUEUE_WAIT)
 
 
 async def lock_holders_closed(inp: AliveInput, *, summary: str) -> AliveResult:
@@ -260,44 +256,44 @@ async def lock_holders_closed(inp: AliveInput, *, summary: str) -> AliveResult:
 
 
 async def record_outcome(inp: OutcomeInput, *, summary: str) -> None:
-    await _call("record_outcome", inp, None, summary=summary, queue=None, seconds=10, retry=METRICS_RETRY)
+    await _call("record_outcome", inp, None, summary=summary, queue=None, seconds=10, retry=METRICS_RETRY,
+                queue_wait_s=NO_QUEUE_WAIT)
 
 
 async def notify_webhook(inp: DeliverInput, *, summary: str) -> Delivery:
     hook = inp.webhook
     return await _call("notify_webhook", inp, Delivery, summary=summary, queue=None, seconds=hook.timeout_s + 5,
-                       retry=DELIVERY_RETRY, schedule_to_close_timeout=_s(hook.retry_for_s))
+                       retry=DELIVERY_RETRY, schedule_to_close_timeout=_s(hook.retry_for_s), queue_wait_s=NO_QUEUE_WAIT)
 
 
 # --- drill ---------------------------------------------------------------------------------------
 
-async def drill_monitor_check(inp: MonitorCheckInput, *, summary: str) -> MonitorCheck:
-    return await _call("drill_monitor_check", inp, MonitorCheck, summary=summary, queue=None, seconds=20,
+async def drill_monitor_check(inp: dr.MonitorCheckInput, *, summary: str) -> dr.MonitorCheck:
+    return await _call("drill_monitor_check", inp, dr.MonitorCheck, summary=summary, queue=None, seconds=20,
                        retry=FAST_RETRY)
 
 
-async def drill_observe(inp: ObserveInput, *, summary: str) -> Observation:
-    return await _call("drill_observe", inp, Observation, summary=summary, queue=None, seconds=inp.timeout_s + 30,
-                       retry=OBSERVE_RETRY, heartbeat_timeout=_s(15))
+async def drill_observe(inp: dr.ObserveInput, *, summary: str) -> dr.Observation:
+    return await _call("drill_observe", inp, dr.Observation, summary=summary, queue=None, seconds=inp.timeout_s + 30,
+                       retry=OBSERVE_RETRY, heartbeat_timeout=_s(15), queue_wait_s=NO_QUEUE_WAIT)
 
 
-async def drill_clear_faults(inp: ClearFaultsInput, *, summary: str) -> ClearFaultsResult:
-    return await _call("drill_clear_faults", inp, ClearFaultsResult, summary=summary, queue=None, seconds=60,
-                       retry=CLEAR_RETRY)
+async def drill_clear_faults(inp: dr.ClearFaultsInput, *, summary: str) -> dr.ClearFaultsResult:
+    return await _call("drill_clear_faults", inp, dr.ClearFaultsResult, summary=summary, queue=None, seconds=60,
+                       retry=CLEAR_RETRY, queue_wait_s=NO_QUEUE_WAIT)
 
 
-async def drill_store_report(report: DrillReport, *, give_up_after: timedelta, summary: str) -> ReportKey:
-    return await _call("drill_store_report", report, ReportKey, summary=summary, queue=None, seconds=30,
-                       retry=REPORT_UPLOAD_RETRY, schedule_to_close_timeout=give_up_after)
+async def drill_store_report(report: dr.DrillReport, *, give_up_after: timedelta, summary: str) -> dr.ReportKey:
+    return await _call("drill_store_report", report, dr.ReportKey, summary=summary, queue=None, seconds=30,
+                       retry=REPORT_UPLOAD_RETRY, schedule_to_close_timeout=give_up_after, queue_wait_s=NO_QUEUE_WAIT)
 
 
-def start_drill_experiment(inp: ExperimentRunInput, *, grace_s: float,
-                           summary: str) -> workflow.ActivityHandle[ExperimentOutcome]:
+def start_drill_experiment(inp: dr.ExperimentRunInput, *, grace_s: float,
+                           summary: str) -> workflow.ActivityHandle[dr.ExperimentOutcome]:
     """Started, not awaited: the drill's abort cancels it, and the cancel waits for its rollbacks."""
     return workflow.start_activity(
-        "drill_run_experiment", inp, result_type=ExperimentOutcome, summary=summary,
+        "drill_run_experiment", inp, result_type=dr.ExperimentOutcome, summary=summary,
         start_to_close_timeout=_s(inp.timeout_s + grace_s + 30), heartbeat_timeout=_s(20),
-        schedule_to_start_timeout=_s(QUEUE_WAIT_S),
         # Never retried: a second attempt would inject the fault a second time.
         retry_policy=NO_RETRY,
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
