@@ -11,9 +11,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models import ops
     from drctl.models.failover import FailoverInput, FailoverPlan, FailoverResult
-    from drctl.models.ops import ApproveInput
     from drctl.outcome import failed
     from workflows import global_weights
     from workflows.failover_phases import COMPENSATION_FAILED_PATCH, FailoverPhases
@@ -37,19 +35,15 @@ class Failover(FailoverPhases):
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
 
-    # --- handlers (progress and abort: Operation) -------------------------------------------------
+    # --- handlers (progress, approve and abort: Operation) -------------------------------------------------
 
-    @workflow.update(name=ops.UPDATE_APPROVE)
-    def approve(self, inp: ApproveInput) -> str:
-        self.approved_by = inp.approver
-        return f"approved by {inp.approver}"
-
-    @approve.validator
-    def _validate_approve(self, inp: ApproveInput) -> None:
+    def approve_refused(self) -> str | None:
         if not self.require_approval:
-            raise ValueError("this failover has no approval gate")
+            return "this failover has no approval gate"
+        # Known before the gate opens, so an approval may arrive early (and is kept).
         if self.approved_by or self.abort_reason or self.finished:
-            raise ValueError(f"nothing to approve: phase {self.phases.phase}")
+            return f"nothing to approve: phase {self.phases.phase}"
+        return None
 
     def abort_refused(self) -> str | None:
         if not self.finished and self.shifted:

@@ -4,6 +4,7 @@ backup, restore), so each one is only its phases.
 It owns what they share:
 - the `progress` query, and the `abort` update with its validator; an operation says when an abort
   is refused (`abort_refused`) and what one does (`on_abort`, `abort_error`);
+- the `approve` update and `await_approval(...)`, the gate it opens (`approve_refused` per operation);
 - `claim(fleet)` / `release()`: the fleet lock (`workflows.lock`), with `busy` set on refusal;
 - `abortable(call)`: await an activity, but give it up as soon as an abort arrives;
 - `finish(verdict, details, ok=...)`: final phase, verdict search attribute, memo, current details,
@@ -48,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl import search_attributes as sa
     from drctl.models import ops
     from drctl.models.lock import LockGrant
-    from drctl.models.ops import AbortInput, OperationProgress
+    from drctl.models.ops import AbortInput, ApproveInput, OperationProgress
     from drctl.outcome import error_type
     from workflows.calls import QUEUE_WAIT_S
     from workflows.common import Phases
@@ -123,6 +124,21 @@ class Operation:
         why = self.abort_refused()
         if why:
             raise ValueError(why)
+
+    @workflow.update(name=ops.UPDATE_APPROVE)
+    def approve(self, inp: ApproveInput) -> str:
+        self.approved_by = inp.approver
+        return f"approved by {inp.approver}"
+
+    @approve.validator
+    def _validate_approve(self, inp: ApproveInput) -> None:
+        why = self.approve_refused()
+        if why:
+            raise ValueError(why)
+
+    def approve_refused(self) -> str | None:
+        """Why an approval is refused now, or None. Default: only while `await_approval` waits."""
+        return None if self.phases.awaiting_approval else f"nothing to approve: phase {self.phases.phase}"
 
     # --- per-operation abort hooks ----------------------------------------------------------------
 

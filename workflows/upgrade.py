@@ -13,9 +13,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models import ops
     from drctl.models.backup import BackupRequest
-    from drctl.models.ops import ApproveInput, RegionRequest
+    from drctl.models.ops import RegionRequest
     from drctl.models.upgrade import (
         ControlAck,
         OperatorAction,
@@ -90,16 +89,6 @@ class Upgrade(Progressive):
         self.ctl.check_running()
         if not self.ctl.paused:
             raise ValueError("not paused")
-
-    @workflow.update(name=ops.UPDATE_APPROVE)
-    def approve(self, inp: ApproveInput) -> str:
-        self.approved_by = inp.approver
-        return f"approved by {inp.approver}"
-
-    @approve.validator
-    def _validate_approve(self, inp: ApproveInput) -> None:
-        if not self.phases.awaiting_approval:
-            raise ValueError(f"nothing to approve: phase {self.phases.phase}")
 
     # --- run ------------------------------------------------------------------------------------
 
