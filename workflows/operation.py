@@ -11,22 +11,24 @@ It owns what they share:
   then waits for `workflow.all_handlers_finished`;
 - `cause_of(exc)`: the message of the error behind an activity or child failure.
 
-A toy operation, complete::
+A toy operation, complete (an abort ends it with its own verdict, never as a task failure)::
 
-    @workflow.defn(name="Toy")
-    class Toy(Operation):
-        OPERATION, TITLE = "toy", "Toy"
+    @workflow.defn(name="Scale")
+    class Scale(Operation):
+        OPERATION, TITLE = "scale", "Scale"
 
         @workflow.run
-        async def run(self, fleet: str) -> str:
+        async def run(self, inp: ScaleInput) -> str:
             try:
-                await self.claim(fleet)
-                self.phases.enter("work", "sleeping, abortable")
-                await self.abortable(workflow.sleep(30))
-                await self.finish("succeeded", "slept", ok=True)
+                await self.claim(inp.fleet)
+                self.phases.enter("scale", f"{inp.region} to {inp.replicas} replicas")
+                await self.abortable(calls.scale_deployment(inp, queue=inp.queue, summary="scale"))
+                await self.finish("succeeded", "scaled", ok=True)
+            except Aborted:
+                await self.finish("aborted", f"aborted: {self.abort_reason}", ok=False)
             finally:
                 await self.release()
-            return "slept"
+            return self.phases.phase
 """
 
 from __future__ import annotations
