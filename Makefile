@@ -66,6 +66,7 @@ lint: venv
 	$(BIN)/ruff check drctl tests workflows activities bench
 	$(BIN)/mypy drctl workflows activities
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 $(DEV_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev]'

@@ -18,7 +18,7 @@ from temporalio import activity
 from activities.errors import app_error
 from drctl import metrics
 from drctl.config import FleetConfig
-from drctl.models.drill import DrillReport, ReportKey, ReportQuery
+from drctl.models.drill import DrillReport, ReportKey
 from drctl.providers import aws
 
 _MAX_LISTED = 500
@@ -137,14 +137,8 @@ class ReportActivities:
         metrics.record_drill(report.fleet, report.verdict.value, report.measured_rto_s, report.finished_at.timestamp())
         return key
 
-    @activity.defn(name="drill_list_reports")
-    def list_reports(self, query: ReportQuery) -> list[DrillReport]:
-        try:
-            return self.store.list(query.fleet, query.limit)
-        except Exception as exc:  # noqa: BLE001
-            raise app_error(exc, f"list drill reports in s3://{self.store.bucket}") from exc
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
     acts = ReportActivities(cfg)
-    return [acts.store_report, acts.list_reports]
+    return [acts.store_report]

@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from drctl.config_data import DataConfig
 
 TRACKS = ("stable", "canary", "blue", "green")
-Track = Literal["stable", "canary", "blue", "green"]
 
 
 class _Model(BaseModel):

@@ -144,13 +144,3 @@ def render_region(cfg: FleetConfig, region: str) -> str:
             "    option redispatch 1",
         ]
     return "\n".join(lines) + "\n"
-
-
-def write_configs(cfg: FleetConfig) -> Path:
-    """Write global.cfg and every <region>.cfg under the state dir; returns the haproxy dir."""
-    d = haproxy_dir(cfg)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "global.cfg").write_text(render_global(cfg))
-    for r in cfg.regions:
-        (d / f"{r.name}.cfg").write_text(render_region(cfg, r.name))
-    return d

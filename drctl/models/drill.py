@@ -165,11 +165,6 @@ class DrillReport(BaseModel):
     phases: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class ReportQuery(BaseModel):
-    fleet: str
-    limit: int = 50
-
-
 class ReportKey(BaseModel):
     id: str
 

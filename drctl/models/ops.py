@@ -17,8 +17,6 @@ from drctl.models.notify import WebhookSpec
 
 # ApplicationError.type raised when another mutating operation already holds the fleet.
 FLEET_BUSY = "FleetBusy"
-# ApplicationError.type raised when an operator aborts an operation through `drctl ops abort`.
-ABORTED = "Aborted"
 
 # Handler names every mutating workflow offers, so `drctl ops` drives any of them alike.
 QUERY_PROGRESS = "progress"
@@ -204,8 +202,6 @@ class Weights(BaseModel):
 class SetWeightsInput(BaseModel):
     weights: dict[str, int]
     reason: str = ""
-    # Regions that must not receive traffic (known DOWN); the activity refuses such a change.
-    forbid_traffic_to: list[str] = Field(default_factory=list)
 
 
 class Capacity(BaseModel):
@@ -258,7 +254,3 @@ class VerifyResult(BaseModel):
 
     def served_by(self, regions: list[str]) -> int:
         return sum(self.by_region.get(r, 0) for r in regions)
-
-
-class RunningOpsInput(BaseModel):
-    fleet: str
