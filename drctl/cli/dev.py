@@ -30,10 +30,10 @@ def register(app: typer.Typer) -> None:
         import importlib.util
 
         # The worker image installs the runtime only; say what is missing instead of a traceback.
-        missing = [m for m in ("aiohttp", "kmock", "moto") if importlib.util.find_spec(m) is None]
+        missing = [m for m in ("kmock", "moto") if importlib.util.find_spec(m) is None]
         if missing:
             raise UserError(f"the dev stack needs the devstack extra ({', '.join(missing)} not installed): "
-                            "pip install 'drctl[devstack]'", exit_code=1)
+                            "pip install 'drctl[devstack]'")
 
     @dev_app.command("up")
     def up_cmd(
