@@ -27,8 +27,7 @@ from drctl.models.ops import FleetSpec, VerifyResult
 from drctl.models.release import Release, compare
 from drctl.models.rpo import LagReport, RpoCheck, compute_lag, replica_pairs
 from drctl.models.upgrade import Strategy, upgrade_request
-from tests.fleetcfg import fleet_config_data
-from tests.workflows.test_failover_plan import spec
+from tests.fleetcfg import fleet_config_data, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 LIMITS = a.AnalysisLimits(max_error_rate=0.05, max_ttft_p50_ratio=1.5, max_ttft_p99_ratio=2.0, min_samples=20)

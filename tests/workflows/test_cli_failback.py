@@ -11,11 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli_inproc import cli
 from tests.drills.e2e import EXPERIMENTS
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, weights, write_config
-from tests.workflows.test_failover import replicas
+from tests.helpers import assert_eventually, cli, write_config
+from tests.workflows.conftest import StartWorkers, admin, replicas, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

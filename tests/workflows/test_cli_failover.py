@@ -11,9 +11,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.config import FleetConfig
 from drctl.models.failover import FailoverResult
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, drctl, weights, write_config
-from tests.workflows.test_failover import replicas
+from tests.helpers import assert_eventually, drctl, write_config
+from tests.workflows.conftest import StartWorkers, admin, replicas, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

@@ -19,9 +19,9 @@ from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
 from drctl.outcome import result_of
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, drctl, write_config
 from tests.receiver import Receiver, closed_port_url, receiver
-from tests.workflows.conftest import StartWorkers, drctl, fast_config, weights, write_config
+from tests.workflows.conftest import StartWorkers, fast_config, weights
 from workflows.failover import Failover
 from workflows.notify import Notify
 
