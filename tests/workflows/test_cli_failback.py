@@ -1,5 +1,5 @@
 """`drctl failover --from`, `drctl failback [--region]`, `drctl ops show`, the approval timeout and
-`drctl drill run --no-wait`, run in-process (tests/cli_inproc.py) against the dev stack and judged
+`drctl drill run --no-wait`, run in-process (tests.helpers.cli) against the dev stack and judged
 by weights, replicas and the operation's result."""
 
 from __future__ import annotations

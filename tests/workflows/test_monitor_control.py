@@ -2,7 +2,7 @@
 
 One monitor, one fault: a manual monitor sees us-west-1 UNHEALTHY and moves nothing; paused, it
 probes nothing (its rounds still tick); resumed, it probes again; switched to automatic with `set_policy`, it fails over.
-`drctl monitor start|status|stop` run in-process (tests/cli_inproc.py).
+`drctl monitor start|status|stop` run in-process (tests.helpers.cli).
 """
 
 from __future__ import annotations
