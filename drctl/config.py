@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from drctl.config_data import DataConfig
+from drctl.config_passive import PassiveConfig
 
 TRACKS = ("stable", "canary", "blue", "green")
 Track = Literal["stable", "canary", "blue", "green"]
@@ -160,6 +161,11 @@ class HealthConfig(_Model):
         "replica gets one within ceil(1/fraction) rounds; the gateway gets completions every round.",
     )
     fail_on_degraded: bool = Field(True, description="Count a DEGRADED region as a failed check.")
+    passive: PassiveConfig = Field(
+        default_factory=PassiveConfig,
+        description="Passive signals (gateway counters, vLLM /metrics, or Prometheus) read every interval_s; "
+        "a breach makes a region SUSPECT for the active probe to confirm.",
+    )
 
     @model_validator(mode="after")
     def _interval_longer_than_timeout(self) -> HealthConfig:
