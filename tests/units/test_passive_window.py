@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import yaml
 
 from drctl.config import parse_config
 from drctl.config_passive import PassiveConfig
@@ -190,3 +194,10 @@ health: {passive: {max_error_rate: 2, window_s: 3}}
     with pytest.raises(Exception) as err:
         parse_config(text, file="f.yaml")
     assert "health.passive.max_error_rate" in str(err.value)
+
+
+def test_readme_documents_the_passive_defaults() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "passive:" in b)
+    documented = yaml.safe_load(block)["health"]["passive"]
+    assert documented == PassiveConfig().model_dump(include=set(documented))
