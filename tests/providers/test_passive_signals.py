@@ -23,12 +23,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from drctl.models.passive import PassiveSignal, PassiveThresholds
+from drctl.config import FleetConfig, RegionConfig
+from drctl.models.passive import PassiveSignal, PassiveThresholds, PassiveVerdict
 from drctl.models.passive_window import SignalWindow
 from drctl.providers.gateway_stats import gateway_snapshots
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
+from drctl.providers.passive import PassiveReader
 from drctl.providers.prom_query import PrometheusQueryError, PrometheusSignals
+from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.vllm_metrics import ReplicaTarget, read_replicas
+from tests.fleetcfg import fleet_config_data
 from tests.helpers import free_port, wait_until
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -252,3 +256,68 @@ def test_prometheus_errors_are_named(env: Env) -> None:
     with pytest.raises(PrometheusQueryError, match="unreachable"):
         dead.query("up")
     dead.close()
+
+
+class _Listing:
+    """The platform's answer to "which replicas", changed by the test (the platform owns them)."""
+
+    def __init__(self, endpoints: dict[str, list[ReplicaEndpoint]]) -> None:
+        self.endpoints = endpoints
+        self.fail: str | None = None
+
+    async def replicas(self, region: RegionConfig) -> list[ReplicaEndpoint]:
+        if self.fail:
+            raise RuntimeError(self.fail)
+        return self.endpoints.get(region.name, [])
+
+
+def _fleet(env: Env, source: str = "direct", prometheus: str | None = None) -> FleetConfig:
+    data = fleet_config_data()
+    data["regions"][0]["gateway_runtime_socket"] = env.runtime.socket_path
+    data["regions"][1]["gateway_runtime_socket"] = "/nonexistent/gw.sock"
+    data["health"] = {"passive": {"window_s": 3, "max_age_s": 2, "min_requests": 5, "source": source,
+                                  "prometheus": {"url": prometheus or env.prometheus, "timeout_s": 0.5}}}
+    return FleetConfig.model_validate(data)
+
+
+def test_passive_reader_reports_why_reads_fail_and_forgets_removed_replicas(env: Env) -> None:
+    listing = _Listing({"us-east-1": [ReplicaEndpoint(name="east-0", url=env.east)]})
+
+    async def run() -> None:
+        reader = PassiveReader(_fleet(env), listing, replicas_refresh_s=0)
+        try:
+            west, east = await reader.read()
+            # us-west-1: its gateway was read (no replica listed); us-east-1: its socket is gone.
+            assert west.signal is PassiveSignal.NO_SIGNAL and [v.kind for v in west.views] == ["gateway"]
+            assert "unreachable" in reader.read_errors["us-east-1/gateway"]
+            assert [v.kind for v in east.views] == ["replica"]
+            listing.fail = "API server down"
+            await reader.read()
+            # The last list is kept, and the failure named.
+            assert "API server down" in reader.read_errors["us-east-1/replicas"]
+            assert "us-east-1/east-0" not in reader.read_errors
+            listing.fail, listing.endpoints = None, {}
+            _, east = await reader.read()
+            assert east.signal is PassiveSignal.MISSING and east.missing == [], east.reason
+        finally:
+            await reader.aclose()
+
+    asyncio.run(run())
+
+
+def test_passive_reader_with_prometheus_source(env: Env) -> None:
+    async def run() -> list[PassiveVerdict]:
+        reader = PassiveReader(_fleet(env, "prometheus"), _Listing({}))
+        try:
+            return await reader.read()
+        finally:
+            await reader.aclose()
+
+    west, east = asyncio.run(run())
+    # Prometheus scrapes both replicas, so both regions have fresh series (whatever the last load left).
+    assert PassiveSignal.MISSING not in (west.signal, east.signal), (west.reason, east.reason)
+    assert west.views[0].kind == east.views[0].kind == "prometheus"
+    reader = PassiveReader(_fleet(env, "prometheus", f"http://127.0.0.1:{free_port()}"), _Listing({}))
+    verdicts = asyncio.run(reader.read())
+    assert [v.signal for v in verdicts] == [PassiveSignal.MISSING] * 2 and "unreachable" in reader.read_errors["prometheus"]
+    asyncio.run(reader.aclose())
