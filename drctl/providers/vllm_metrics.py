@@ -1,7 +1,8 @@
 """Every replica's vLLM `/metrics` as passive signals: request and 5xx counters, TTFT and e2e histograms.
 
 Counts come from `http_requests_total{handler,method,status}`, which vLLM's API server exposes
-through prometheus-fastapi-instrumentator, over the generation handlers only (a probe of
+through prometheus-fastapi-instrumentator with its defaults (vllm/entrypoints/serve/instrumentator/
+metrics.py: status grouped as "2xx".."5xx"), over the generation handlers only (a probe of
 /v1/models is not user traffic). A server without that counter still exposes
 `vllm:request_success_total`; requests are then the successes and errors are unknown (counted 0),
 so such a replica can breach on TTFT but never on errors. `/metrics` needs no API key in vLLM.
