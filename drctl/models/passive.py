@@ -62,6 +62,7 @@ class WindowStats(BaseModel):
     e2e_p99_ms: float | None = None
     response_time_avg_ms: float | None = None
     queue: float | None = None
+    connect_errors: float | None = Field(None, description="Gateway: failed connections to its servers (econ).")
 
     @property
     def error_rate(self) -> float | None:
@@ -102,7 +103,10 @@ def _breaches(view: WindowStats, th: PassiveThresholds) -> list[str]:
     out = []
     rate = view.error_rate
     if rate is not None and rate > th.max_error_rate:
-        out.append(f"{view.kind} error rate {rate:.0%} > {th.max_error_rate:.0%} ({view.errors:g}/{view.requests:g})")
+        # Failed connects tell a region that is down from one that answers with errors.
+        econ = f", {view.connect_errors:g} failed connects" if view.connect_errors else ""
+        out.append(f"{view.kind} error rate {rate:.0%} > {th.max_error_rate:.0%} "
+                   f"({view.errors:g}/{view.requests:g}{econ})")
     if view.ttft_p99_ms is not None and view.ttft_p99_ms > th.max_ttft_p99_ms:
         out.append(f"{view.kind} TTFT p99 {view.ttft_p99_ms:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
     # A mean never exceeds the p99 of the same requests, so a mean above the limit is a breach.
@@ -111,6 +115,17 @@ def _breaches(view: WindowStats, th: PassiveThresholds) -> list[str]:
     avg = view.response_time_avg_ms
     if avg is not None and avg > th.max_ttft_p99_ms:
         out.append(f"{view.kind} mean response time {avg:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
+    return out
+
+
+def _summary(v: WindowStats) -> str:
+    out = f"{v.kind} {v.requests:g} req in {v.span_s:.1f}s"
+    if v.error_rate:
+        out += f", {v.error_rate:.0%} 5xx"
+    if v.ttft_p99_ms is not None:
+        out += f", TTFT p99 {v.ttft_p99_ms:.0f} ms"
+    if v.e2e_p99_ms is not None:
+        out += f", e2e p99 {v.e2e_p99_ms:.0f} ms"
     return out
 
 
@@ -127,7 +142,7 @@ def judge(region: str, views: list[WindowStats], missing: list[str], th: Passive
     if breaches:
         return PassiveVerdict(region=region, signal=PassiveSignal.SUSPECT, views=views, missing=missing,
                               reason="; ".join(breaches) + gone)
-    traffic = ", ".join(f"{v.kind} {v.requests:g} req in {v.span_s:.1f}s" for v in views)
+    traffic = ", ".join(_summary(v) for v in views)
     if not busy:
         return PassiveVerdict(region=region, signal=PassiveSignal.NO_SIGNAL, views=views, missing=missing,
                               reason=f"too little traffic (< {th.min_requests} requests): {traffic}{gone}")

@@ -86,12 +86,15 @@ def _ms(seconds: float | None) -> float | None:
 def view(kind: SourceKind, series: Sequence[Sequence[SignalSnapshot]]) -> WindowStats:
     """One view over several sources of the same kind, each a list of reads, oldest first."""
     requests = errors = span = 0.0
+    econ: float | None = None
     ttft, e2e = [], []
     rtimes, queues = [], []
     for reads in series:
         requests += counter_increase([r.requests_total for r in reads])
         errors += counter_increase([r.errors_total for r in reads])
         span = max(span, reads[-1].taken_at - reads[0].taken_at)
+        if all(r.connect_errors_total is not None for r in reads):
+            econ = (econ or 0.0) + counter_increase([r.connect_errors_total or 0.0 for r in reads])
         if all(r.ttft for r in reads) and (h := histogram_increase([r.ttft for r in reads if r.ttft])):
             ttft.append(h)
         if all(r.e2e for r in reads) and (h := histogram_increase([r.e2e for r in reads if r.e2e])):
@@ -107,7 +110,7 @@ def view(kind: SourceKind, series: Sequence[Sequence[SignalSnapshot]]) -> Window
         ttft_p99_ms=_ms(quantile(0.99, t)) if t else None,
         e2e_p99_ms=_ms(quantile(0.99, e)) if e else None,
         response_time_avg_ms=max(rtimes) if rtimes else None,
-        queue=sum(queues) if queues else None,
+        queue=sum(queues) if queues else None, connect_errors=econ,
     )
 
 

@@ -29,10 +29,8 @@ class BackendStats:
     req_tot: int
     hrsp_5xx: int
     econ: int
-    eresp: int
     qcur: int
     rtime_ms: int  # mean over the last 1024 requests
-    ttime_ms: int
 
 
 def _int(row: dict[str, str], key: str) -> int:
@@ -58,8 +56,8 @@ def backend_stats(reply: str) -> dict[str, BackendStats]:
         name = row.get("pxname", "")
         out[name] = BackendStats(
             backend=name, status=row.get("status", ""), req_tot=_int(row, "req_tot"),
-            hrsp_5xx=_int(row, "hrsp_5xx"), econ=_int(row, "econ"), eresp=_int(row, "eresp"),
-            qcur=_int(row, "qcur"), rtime_ms=_int(row, "rtime"), ttime_ms=_int(row, "ttime"),
+            hrsp_5xx=_int(row, "hrsp_5xx"), econ=_int(row, "econ"), qcur=_int(row, "qcur"),
+            rtime_ms=_int(row, "rtime"),
         )
     return out
 

@@ -169,7 +169,9 @@ def test_gateway_show_stat_counts_requests_5xx_and_connect_errors(env: Env) -> N
         window.add(s)
     verdict = window.verdict("us-west-1", now=after[0].taken_at)
     assert verdict.signal is PassiveSignal.SUSPECT, verdict.reason
-    assert verdict.views[0].kind == "gateway" and verdict.views[0].errors == 24
+    gw = verdict.views[0]
+    assert gw.kind == "gateway" and gw.errors == 24 and gw.connect_errors == 4
+    assert "4 failed connects" in verdict.reason, verdict.reason
 
 
 def test_gateway_reader_names_a_missing_backend_and_a_dead_socket(env: Env, tmp_path: Path) -> None:

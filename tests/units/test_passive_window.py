@@ -89,6 +89,7 @@ def test_healthy_traffic_is_ok_and_ttft_quantiles_come_from_bucket_deltas() -> N
     (rv,) = v.views
     assert rv.ttft_p50_ms == pytest.approx(0.1 * 15 / 29 * 1000)
     assert rv.ttft_p99_ms is not None and 100 < rv.ttft_p99_ms <= 500
+    assert v.reason == f"within thresholds: replica 30 req in 5.0s, TTFT p99 {rv.ttft_p99_ms:.0f} ms"
 
 
 def test_slow_ttft_p99_breach() -> None:
