@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,7 @@ class Env:
     east: str
     gateway: str
     broken: str
+    sse: str
     runtime: HAProxyRuntime
     prometheus: str
 
@@ -74,7 +76,7 @@ def _answers(url: str) -> bool:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tmp = tmp_path_factory.mktemp("passive")
-    west_p, east_p, gw_p, broken_p, dead_p, prom_p = (free_port() for _ in range(6))
+    west_p, east_p, gw_p, broken_p, dead_p, prom_p, sse_p = (free_port() for _ in range(7))
     sock = str(tmp / "gw.sock")
     (tmp / "gw.cfg").write_text(f"""
 global
@@ -90,7 +92,12 @@ frontend gateway
 frontend broken
     bind 127.0.0.1:{broken_p}
     default_backend broken
+frontend sse
+    bind 127.0.0.1:{sse_p}
+    default_backend sse
 backend region
+    server stable 127.0.0.1:{west_p}
+backend sse
     server stable 127.0.0.1:{west_p}
 backend broken
     # No retry: HAProxy waits min(timeout connect, 1 s) before each, which only slows the test.
@@ -113,7 +120,7 @@ scrape_configs:
                 f"--web.listen-address=127.0.0.1:{prom_p}", "--log.level=warn"], tmp / "prometheus.log"),
     ]
     e = Env(west=f"http://127.0.0.1:{west_p}", east=f"http://127.0.0.1:{east_p}",
-            gateway=f"http://127.0.0.1:{gw_p}", broken=f"http://127.0.0.1:{broken_p}",
+            gateway=f"http://127.0.0.1:{gw_p}", broken=f"http://127.0.0.1:{broken_p}", sse=f"http://127.0.0.1:{sse_p}",
             runtime=HAProxyRuntime(sock), prometheus=f"http://127.0.0.1:{prom_p}")
     try:
         for url in (f"{e.west}/health", f"{e.east}/health", f"{e.prometheus}/-/ready"):
@@ -172,6 +179,41 @@ def test_gateway_show_stat_counts_requests_5xx_and_connect_errors(env: Env) -> N
     gw = verdict.views[0]
     assert gw.kind == "gateway" and gw.errors == 24 and gw.connect_errors == 4
     assert "4 failed connects" in verdict.reason, verdict.reason
+
+
+def test_slow_sse_streams_show_in_the_gateway_response_time_and_the_ttft_histogram(env: Env) -> None:
+    th = TH.model_copy(update={"max_ttft_p99_ms": 200, "min_requests": 5})
+    window = SignalWindow(th)
+    target = [ReplicaTarget("us-west-1", "west-0", env.west)]
+
+    async def replica() -> list:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            return (await read_replicas(client, target, timeout_s=1.0))[0]
+
+    def stream(_: int) -> float:
+        body = {"model": MODEL, "prompt": "hi", "max_tokens": 3, "stream": True}
+        with httpx.Client(timeout=5, trust_env=False) as c, c.stream("POST", f"{env.sse}/v1/completions", json=body) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            return len(r.read())
+
+    for s in [*gateway_snapshots(env.runtime, "us-west-1", ["sse"]), *asyncio.run(replica())]:
+        window.add(s)
+    _fault(env.west, added_latency_ms=300)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            assert all(list(pool.map(stream, range(8))))
+    finally:
+        _fault(env.west)
+    for s in [*gateway_snapshots(env.runtime, "us-west-1", ["sse"]), *asyncio.run(replica())]:
+        window.add(s)
+    gw, rep = window.verdict("us-west-1", now=time.monotonic()).views
+    # fleetsim sends its headers with the first token, so HAProxy's mean time to response
+    # headers is the streams' TTFT; the replica's histogram sees the same 300+ ms.
+    assert gw.response_time_avg_ms is not None and gw.response_time_avg_ms >= 300, gw
+    assert rep.ttft_p50_ms is not None and rep.ttft_p50_ms >= 300, rep
+    v = window.verdict("us-west-1", now=time.monotonic())
+    assert v.signal is PassiveSignal.SUSPECT
+    assert "gateway mean response time" in v.reason and "replica TTFT p99" in v.reason, v.reason
 
 
 def test_gateway_reader_names_a_missing_backend_and_a_dead_socket(env: Env, tmp_path: Path) -> None:
