@@ -1,31 +1,23 @@
 """Passive-signal readers against real components: HAProxy 2.6 `show stat`, fleetsim /metrics, Prometheus.
 
-One module-scoped set of processes: two fleetsim replicas (us-west-1 and us-east-1) as
-subprocesses, a real HAProxy region gateway in front of the us-west-1 replica (plus a backend
-whose only server is a closed port), and the real `prometheus` binary scraping both replicas
-every 250 ms with a `region` label, as a production relabelling would set it. Traffic is real
-HTTP; errors come from fleetsim's injected error fault and from the dead server.
+The processes (tests/providers/passive_env.py) are shared by the module. Traffic is real HTTP;
+errors come from fleetsim's injected error fault and from a gateway server on a closed port.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
 from drctl.config import FleetConfig, RegionConfig
-from drctl.models.passive import PassiveSignal, PassiveThresholds, PassiveVerdict
+from drctl.models.passive import PassiveSignal, PassiveVerdict
 from drctl.models.passive_window import SignalWindow
 from drctl.providers.gateway_stats import gateway_snapshots
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
@@ -35,119 +27,13 @@ from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.vllm_metrics import ReplicaTarget, read_replicas
 from tests.fleetcfg import fleet_config_data
 from tests.helpers import free_port, wait_until
-
-HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-MODEL = "fleetsim-tiny"
-TTFT_MS = 20
-TH = PassiveThresholds(window_s=3, max_error_rate=0.2, max_ttft_p99_ms=2000, min_requests=10, max_age_s=2)
-
-
-@dataclass
-class Env:
-    west: str
-    east: str
-    gateway: str
-    broken: str
-    sse: str
-    runtime: HAProxyRuntime
-    prometheus: str
-
-
-def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    out = log.open("wb")
-    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
-
-
-def _fleetsim(region: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "FLEETSIM_REGION": region, "FLEETSIM_REPLICA": f"{region}-0",
-           "FLEETSIM_TTFT_MS": str(TTFT_MS), "FLEETSIM_ITL_MS": "1"}
-    return _spawn([sys.executable, "-m", "drctl.devstack.fleetsim", "--host", "127.0.0.1", "--port", str(port)],
-                  log, env)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1, trust_env=False).status_code == 200
-    except httpx.TransportError:
-        return False
+from tests.providers.passive_env import MODEL, TH, TTFT_MS, Env, complete, fault, running
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    tmp = tmp_path_factory.mktemp("passive")
-    west_p, east_p, gw_p, broken_p, dead_p, prom_p, sse_p = (free_port() for _ in range(7))
-    sock = str(tmp / "gw.sock")
-    (tmp / "gw.cfg").write_text(f"""
-global
-    stats socket {sock} mode 600 level admin
-defaults
-    mode http
-    timeout connect 1s
-    timeout client 10s
-    timeout server 10s
-frontend gateway
-    bind 127.0.0.1:{gw_p}
-    default_backend region
-frontend broken
-    bind 127.0.0.1:{broken_p}
-    default_backend broken
-frontend sse
-    bind 127.0.0.1:{sse_p}
-    default_backend sse
-backend region
-    server stable 127.0.0.1:{west_p}
-backend sse
-    server stable 127.0.0.1:{west_p}
-backend broken
-    # No retry: HAProxy waits min(timeout connect, 1 s) before each, which only slows the test.
-    retries 0
-    server gone 127.0.0.1:{dead_p}
-""")
-    (tmp / "prometheus.yml").write_text(f"""
-global: {{scrape_interval: 250ms, scrape_timeout: 200ms}}
-scrape_configs:
-  - job_name: vllm
-    static_configs:
-      - {{targets: ["127.0.0.1:{west_p}"], labels: {{region: us-west-1}}}}
-      - {{targets: ["127.0.0.1:{east_p}"], labels: {{region: us-east-1}}}}
-""")
-    procs = [
-        _fleetsim("us-west-1", west_p, tmp / "west.log"),
-        _fleetsim("us-east-1", east_p, tmp / "east.log"),
-        _spawn([HAPROXY, "-db", "-f", str(tmp / "gw.cfg")], tmp / "haproxy.log"),
-        _spawn([PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{prom_p}", "--log.level=warn"], tmp / "prometheus.log"),
-    ]
-    e = Env(west=f"http://127.0.0.1:{west_p}", east=f"http://127.0.0.1:{east_p}",
-            gateway=f"http://127.0.0.1:{gw_p}", broken=f"http://127.0.0.1:{broken_p}", sse=f"http://127.0.0.1:{sse_p}",
-            runtime=HAProxyRuntime(sock), prometheus=f"http://127.0.0.1:{prom_p}")
-    try:
-        for url in (f"{e.west}/health", f"{e.east}/health", f"{e.prometheus}/-/ready"):
-            wait_until(lambda u=url: _answers(u), timeout_s=20, interval_s=0.05, what=url)
-        wait_until(lambda: os.path.exists(sock), timeout_s=10, interval_s=0.05, what="haproxy socket")
+    with running(tmp_path_factory.mktemp("passive")) as e:
         yield e
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
-
-
-def _complete(client: httpx.Client, base: str, n: int) -> list[int]:
-    body = {"model": MODEL, "prompt": "hi", "max_tokens": 2}
-    return [client.post(f"{base}/v1/completions", json=body).status_code for _ in range(n)]
-
-
-def _fault(base: str, **spec: object) -> None:
-    if spec:
-        httpx.post(f"{base}/admin/fault", json=spec, timeout=2, trust_env=False).raise_for_status()
-    else:
-        httpx.delete(f"{base}/admin/fault", timeout=2, trust_env=False).raise_for_status()
 
 
 def test_gateway_show_stat_counts_requests_5xx_and_connect_errors(env: Env) -> None:
@@ -155,12 +41,12 @@ def test_gateway_show_stat_counts_requests_5xx_and_connect_errors(env: Env) -> N
     for s in gateway_snapshots(env.runtime, "us-west-1", ["region", "broken"]):
         window.add(s)
     before = {s.source: s for s in gateway_snapshots(env.runtime, "us-west-1", ["region", "broken"])}
-    _fault(env.west, error_rate=0.5)
+    fault(env.west, error_rate=0.5)
     try:
         with httpx.Client(timeout=5, trust_env=False) as c:
-            codes = _complete(c, env.gateway, 40) + _complete(c, env.broken, 4)
+            codes = complete(c, env.gateway, 40) + complete(c, env.broken, 4)
     finally:
-        _fault(env.west)
+        fault(env.west)
     assert codes[:40].count(500) == 20 and codes[40:] == [503] * 4, codes
     after = gateway_snapshots(env.runtime, "us-west-1", ["region", "broken"])
     by = {s.source: s for s in after}
@@ -198,12 +84,12 @@ def test_slow_sse_streams_show_in_the_gateway_response_time_and_the_ttft_histogr
 
     for s in [*gateway_snapshots(env.runtime, "us-west-1", ["sse"]), *asyncio.run(replica())]:
         window.add(s)
-    _fault(env.west, added_latency_ms=300)
+    fault(env.west, added_latency_ms=300)
     try:
         with ThreadPoolExecutor(8) as pool:
             assert all(list(pool.map(stream, range(8))))
     finally:
-        _fault(env.west)
+        fault(env.west)
     for s in [*gateway_snapshots(env.runtime, "us-west-1", ["sse"]), *asyncio.run(replica())]:
         window.add(s)
     gw, rep = window.verdict("us-west-1", now=time.monotonic()).views
@@ -236,12 +122,12 @@ def test_replica_metrics_give_errors_and_ttft_and_a_dead_replica_goes_missing(en
     assert [s.source for s in snaps] == ["east-0"] and "ConnectError" in errors["east-dead"]
     window.add(snaps[0])
     first = snaps[0]
-    _fault(env.east, error_rate=0.5)
+    fault(env.east, error_rate=0.5)
     try:
         with httpx.Client(timeout=5, trust_env=False) as c:
-            codes = _complete(c, env.east, 30)
+            codes = complete(c, env.east, 30)
     finally:
-        _fault(env.east)
+        fault(env.east)
     snaps, _ = asyncio.run(read())
     (now,) = snaps
     assert (now.requests_total - first.requests_total, now.errors_total - first.errors_total) == (30, 15), codes
@@ -262,14 +148,14 @@ def _load(base: str, stop: threading.Event, deadline_s: float) -> None:
     end = time.monotonic() + deadline_s
     with httpx.Client(timeout=5, trust_env=False) as c:
         while not stop.is_set() and time.monotonic() < end:
-            _complete(c, base, 1)
+            complete(c, base, 1)
 
 
 def test_prometheus_queries_judge_each_region(env: Env) -> None:
     prom = PrometheusSignals(env.prometheus, timeout_s=2)
     stop = threading.Event()
     loads = [threading.Thread(target=_load, args=(u, stop, 15), daemon=True) for u in (env.east, env.west)]
-    _fault(env.east, error_rate=0.5)
+    fault(env.east, error_rate=0.5)
     try:
         for t in loads:
             t.start()
@@ -282,7 +168,7 @@ def test_prometheus_queries_judge_each_region(env: Env) -> None:
         signals = wait_until(judged, timeout_s=10, interval_s=0.25, what="prometheus verdicts")
     finally:
         stop.set()
-        _fault(env.east)
+        fault(env.east)
         for t in loads:
             t.join(timeout=10)
     assert signals["eu-west-1"] is PassiveSignal.MISSING
