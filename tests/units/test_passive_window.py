@@ -202,3 +202,38 @@ def test_readme_documents_the_passive_defaults() -> None:
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "passive:" in b)
     documented = yaml.safe_load(block)["health"]["passive"]
     assert documented == PassiveConfig().model_dump(include=set(documented))
+
+
+@pytest.mark.parametrize(
+    ("requests", "errors", "signal"),
+    [(10, 2, PassiveSignal.OK),  # exactly max_error_rate is not above it
+     (10, 3, PassiveSignal.SUSPECT),
+     (9, 9, PassiveSignal.NO_SIGNAL)],  # one short of min_requests
+)
+def test_threshold_boundaries(requests: int, errors: int, signal: PassiveSignal) -> None:
+    w = SignalWindow(TH)
+    w.add(snap(0, req=0, err=0))
+    w.add(snap(1, req=requests, err=errors))
+    assert w.verdict("us-west-1", now=1).signal is signal
+
+
+def test_freshness_and_window_edges_are_inclusive() -> None:
+    w = SignalWindow(TH)
+    for t, req in ((0, 0), (1, 100), (6, 130)):
+        w.add(snap(t, req=req))
+    # The read at t=1 sits exactly at the window's start (6 - 5): it is the baseline, t=0 is dropped.
+    (rv,) = w.verdict("us-west-1", now=9).views  # 3 s old: exactly max_age_s is still fresh
+    assert (rv.requests, rv.span_s) == (30, 5)
+    assert w.verdict("us-west-1", now=9.01).signal is PassiveSignal.MISSING
+
+
+def test_quantile_edges_and_a_reset_seen_only_in_the_buckets() -> None:
+    h = HistogramSnapshot(buckets=[(0.1, 2), (0.5, 4)], count=4)
+    assert quantile(1.0, h) == 0.5 and quantile(0.0, h) == 0.0
+    assert quantile(1.5, h) is None and quantile(-0.1, h) is None
+    # Same count, but a bucket went down: the source restarted and saw other values since.
+    before = HistogramSnapshot(buckets=[(0.1, 4), (0.5, 4)], count=4, sum=0.2)
+    after = HistogramSnapshot(buckets=[(0.1, 0), (0.5, 4)], count=4, sum=1.2)
+    inc = histogram_increase([before, after])
+    assert inc == after
+    assert histogram_increase([before]) is None
