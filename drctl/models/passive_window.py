@@ -8,6 +8,7 @@ Quantiles interpolate linearly inside a bucket, as `histogram_quantile` does.
 
 from __future__ import annotations
 
+import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
 
@@ -44,20 +45,45 @@ def merge_histograms(parts: Iterable[HistogramSnapshot]) -> HistogramSnapshot | 
     parts = list(parts)
     if not parts:
         return None
-    edges = set.intersection(*({le for le, _ in p.buckets} for p in parts))
-    totals = dict.fromkeys(edges, 0.0)
-    for p in parts:
-        for le, c in p.buckets:
-            if le in totals:
-                totals[le] += c
-    return HistogramSnapshot(
-        buckets=sorted(totals.items()), count=sum(p.count for p in parts), sum=sum(p.sum for p in parts)
+    edges = [le for le, _ in parts[0].buckets]
+    if all(len(p.buckets) == len(edges) and all(a == le for (a, _), le in zip(p.buckets, edges, strict=True))
+           for p in parts[1:]):
+        # Every replica of a model shares vLLM's edges: add the columns (the per-second path).
+        columns = [sum(col) for col in zip(*([c for _, c in p.buckets] for p in parts), strict=True)]
+        merged = list(zip(edges, columns, strict=True))
+    else:
+        common = set.intersection(*({le for le, _ in p.buckets} for p in parts))
+        totals = dict.fromkeys(common, 0.0)
+        for p in parts:
+            for le, c in p.buckets:
+                if le in totals:
+                    totals[le] += c
+        merged = sorted(totals.items())
+    # model_construct: the numbers come from validated snapshots, and this runs per replica per second.
+    return HistogramSnapshot.model_construct(
+        buckets=merged, count=sum(p.count for p in parts), sum=sum(p.sum for p in parts)
     )
 
 
 def histogram_increase(reads: Sequence[HistogramSnapshot]) -> HistogramSnapshot | None:
     """The observations made between the first and the last read."""
-    return merge_histograms(_histogram_step(a, b) for a, b in zip(reads, reads[1:], strict=False))
+    if len(reads) < 2:
+        return None
+    edges = [le for le, _ in reads[0].buckets]
+    if any([le for le, _ in r.buckets] != edges for r in reads[1:]):
+        return merge_histograms(_histogram_step(a, b) for a, b in zip(reads, reads[1:], strict=False))
+    # Same edges throughout (the usual case): plain lists and one unvalidated model at the end,
+    # because a watcher recomputes this for every replica every second.
+    counts = [[c for _, c in r.buckets] for r in reads]
+    inc, n, total = [0.0] * len(edges), 0.0, 0.0
+    for i in range(1, len(reads)):
+        a, b = reads[i - 1], reads[i]
+        reset = b.count < a.count or any(map(operator.lt, counts[i], counts[i - 1]))
+        step = counts[i] if reset else list(map(operator.sub, counts[i], counts[i - 1]))
+        inc = list(map(operator.add, inc, step))
+        n += b.count if reset else b.count - a.count
+        total += b.sum if reset else b.sum - a.sum
+    return HistogramSnapshot.model_construct(buckets=list(zip(edges, inc, strict=True)), count=n, sum=total)
 
 
 def quantile(q: float, h: HistogramSnapshot) -> float | None:

@@ -237,3 +237,15 @@ def test_quantile_edges_and_a_reset_seen_only_in_the_buckets() -> None:
     inc = histogram_increase([before, after])
     assert inc == after
     assert histogram_increase([before]) is None
+
+
+def test_histogram_increase_across_a_change_of_bucket_edges() -> None:
+    # A replica restarted with other edges (a new vLLM version): the restart is a reset, and only
+    # the edges both reads have are kept.
+    before = HistogramSnapshot(buckets=[(0.1, 5), (0.5, 8), (1.0, 9)], count=9)
+    after = HistogramSnapshot(buckets=[(0.1, 1), (1.0, 2)], count=2, sum=0.4)
+    inc = histogram_increase([before, after])
+    assert inc is not None and inc.buckets == [(0.1, 1), (1.0, 2)] and inc.count == 2
+    grown = HistogramSnapshot(buckets=[(0.1, 7), (1.0, 12), (2.0, 12)], count=12)
+    inc = histogram_increase([before, grown])
+    assert inc is not None and inc.buckets == [(0.1, 2), (1.0, 3)] and inc.count == 3
