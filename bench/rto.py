@@ -44,7 +44,7 @@ from bench.rto_report import (
     ratios,
     summarise,
 )
-from drctl.cli.failover import start_monitor
+from drctl.cli.monitor import start_monitor
 from drctl.config import FleetConfig
 from drctl.models.drill import LoadSample
 from drctl.models.failover import FailoverResult, MonitorStatus
