@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Generic
 
 import typer
-from pydantic import BaseModel
 from rich.live import Live
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
@@ -117,7 +116,3 @@ def conclude(launched: Launched[M], output: Output, render: Callable[[M, str], N
     else:
         render(done.result, launched.link)
     raise typer.Exit(exit_code(done))
-
-
-def result_json(res: BaseModel) -> Any:
-    return res.model_dump(mode="json")

@@ -168,32 +168,18 @@ UpgradeId = Annotated[str, typer.Argument(help="Upgrade id (or full workflow id 
 Reason = Annotated[str, typer.Option("--reason", help="Why, for the audit trail.")]
 
 
-@app.command("promote")
-def promote_cmd(upgrade_id: UpgradeId, reason: Reason = "promote from the CLI",
+def _control_command(name: str) -> Any:
+    def command(upgrade_id: UpgradeId, reason: Reason = f"{name} from the CLI",
                 config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
-    """Promote a running upgrade."""
-    _send(config, upgrade_id, "promote", reason)
+        _send(config, upgrade_id, name, reason)
+
+    command.__doc__ = f"{name.capitalize()} a running upgrade."
+    return command
 
 
-@app.command("abort")
-def abort_cmd(upgrade_id: UpgradeId, reason: Reason = "abort from the CLI",
-              config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
-    """Abort a running upgrade."""
-    _send(config, upgrade_id, "abort", reason)
-
-
-@app.command("pause")
-def pause_cmd(upgrade_id: UpgradeId, reason: Reason = "pause from the CLI",
-              config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
-    """Pause a running upgrade."""
-    _send(config, upgrade_id, "pause", reason)
-
-
-@app.command("resume")
-def resume_cmd(upgrade_id: UpgradeId, reason: Reason = "resume from the CLI",
-               config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
-    """Resume a running upgrade."""
-    _send(config, upgrade_id, "resume", reason)
+# The four control updates take the same arguments; only the update's name differs.
+for _name in ("promote", "abort", "pause", "resume"):
+    app.command(_name)(_control_command(_name))
 
 
 @app.command("status")
