@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: config loading, error rendering, async running, output modes."""
+"""Shared CLI plumbing: config loading, the user-error type, async running, output modes."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ same `watch`, so progress, result and exit code look the same however the operat
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic
 
@@ -83,6 +84,18 @@ async def watch(handle: WorkflowHandle[Any, Any], result_type: type[M], show: bo
     return result_task.result()
 
 
+@contextmanager
+def reattach_hint(workflow_ids: list[str]) -> Iterator[None]:
+    """On Ctrl-C, say how to follow the operation again: Ctrl-C stops watching, not the operation."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        for wid in workflow_ids:
+            err_console.print(f"{wid} keeps running; follow it again with `drctl ops watch {wid}`",
+                              markup=False, highlight=False, soft_wrap=True)
+        raise
+
+
 def launch(cfg: FleetConfig, what: str, start: Starter, result_type: type[M], *, no_wait: bool,
            output: Output) -> Launched[M]:
     """Start an operation with `start(client)`, print its UI link on stderr, then watch it or return.
@@ -90,8 +103,11 @@ def launch(cfg: FleetConfig, what: str, start: Starter, result_type: type[M], *,
     With `--no-wait -o json` stdout gets the workflow id, run id and link, for a script to follow.
     """
 
+    started: list[str] = []
+
     async def go() -> Launched[M]:
         handle = await start(await connect(cfg))
+        started.append(handle.id)
         link = ui_link(cfg, handle.id, handle.result_run_id)
         # stderr: stdout stays clean for `-o json`
         err_console.print(f"{what} started: {handle.id}\nUI: {link}", markup=False, highlight=False, soft_wrap=True)
@@ -101,7 +117,8 @@ def launch(cfg: FleetConfig, what: str, start: Starter, result_type: type[M], *,
             return Launched(handle.id, link, None)
         return Launched(handle.id, link, await watch(handle, result_type, show=output is Output.table))
 
-    return run_async(go)
+    with reattach_hint(started):
+        return run_async(go)
 
 
 def conclude(launched: Launched[M], output: Output, render: Callable[[M, str], None],

@@ -25,7 +25,7 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
-from drctl.cli.launch import Launched, conclude, progress_table, query_progress, watch
+from drctl.cli.launch import Launched, conclude, progress_table, query_progress, reattach_hint, watch
 from drctl.config import FleetConfig
 from drctl.models.backup import BackupJobResult
 from drctl.models.drill import DrillReport
@@ -152,7 +152,8 @@ def watch_cmd(workflow_id: WorkflowId, config: ConfigOpt = Path(DEFAULT_CONFIG),
         done = await watch(run, _RESULTS[operation][0], show=output is Output.table)
         return operation, Launched(workflow_id, ui_link(cfg, workflow_id, desc.run_id), done)
 
-    operation, launched = run_async(go)
+    with reattach_hint([workflow_id]):
+        operation, launched = run_async(go)
     _, render, as_json = _RESULTS[operation]
     conclude(launched, output, render, as_json)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from drctl.config import FleetConfig
 from drctl.models.failover import FailoverResult
 from tests.cli_inproc import cli
 from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, drctl, weights, write_config
+from tests.workflows.conftest import DRCTL, StartWorkers, admin, drctl, weights, write_config
 from tests.workflows.test_failover import replicas
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -72,8 +74,25 @@ async def test_cli_second_failover_refused_naming_the_first(
     cfg = await start_workers()
     gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
     path = write_config(gated, fleet_config_path.parent)
-    first = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "--no-wait", "-c", str(path))
-    assert first.returncode == 0, first.stderr
+    # The first failover waits at its approval gate; Ctrl-C stops the watching, not the failover.
+    log = path.with_suffix(".stderr")
+    with log.open("w") as stderr:
+        first = await asyncio.create_subprocess_exec(
+            str(DRCTL), "failover", "--to", "us-east-1", "--yes", "-c", str(path),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+
+    async def first_started() -> bool:
+        return "failover started" in log.read_text()
+
+    try:
+        await assert_eventually(first_started, timeout_s=60, interval_s=0.2, what="the first failover to start")
+        first.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(first.wait(), 30) == 130, log.read_text()
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+    assert f"keeps running; follow it again with `drctl ops watch failover/{cfg.name}`" in log.read_text()
     second = await asyncio.to_thread(drctl, "failover", "--to", "us-west-1", "--yes", "-c", str(path))
     assert second.returncode == 3, second.stdout + second.stderr
     assert f"failover/{cfg.name}" in second.stderr and cfg.temporal.ui_url in second.stderr
@@ -91,7 +110,7 @@ async def test_cli_second_failover_refused_naming_the_first(
         assert code == 3 and f"failover/{cfg.name} is running" in err, (argv, out, err)
     approve = await asyncio.to_thread(drctl, "ops", "approve", f"failover/{cfg.name}", "-c", str(path))
     assert approve.returncode == 0, approve.stderr
-    # `--no-wait` returned at once; `ops watch` re-attaches and ends as `failover` would have.
+    # `ops watch` re-attaches and ends as `failover` would have.
     code, out, err = await asyncio.wait_for(cli("ops", "watch", f"failover/{cfg.name}", "-o", "json", "-c", str(path)), 90)
     assert code == 0, (out, err)
     watched = json.loads(out)
@@ -103,8 +122,8 @@ async def test_cli_second_failover_refused_naming_the_first(
     # Watching an operation that already ended shows its result at once, with its exit code.
     code, out, err = await cli("ops", "watch", f"failover/{cfg.name}", "-c", str(path))
     assert code == 0 and "failover us-west-1 → us-east-1: succeeded" in out, (out, err)
-    code, out, err = await cli("ops", "watch", f"monitor/{cfg.name}", "-c", str(path))
-    assert code == 2 and "no operation" in err, (out, err)
+    code, out, err = await cli("ops", "watch", f"failover/{cfg.name}-nosuch", "-c", str(path))
+    assert code == 2 and f"no operation 'failover/{cfg.name}-nosuch'" in err, (out, err)
 
 
 async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_config_path: Path,
