@@ -141,6 +141,7 @@ def create(
 
     conclude(launch(cfg, "backup", start, BackupJobResult, no_wait=False, output=output), output, render_job, job_json)
 
+
 @backup_app.command("list")
 def list_cmd(region: RegionOpt = None, config: ConfigOpt = Path(DEFAULT_CONFIG),
              output: OutputOpt = Output.table) -> None:
@@ -155,6 +156,7 @@ def list_cmd(region: RegionOpt = None, config: ConfigOpt = Path(DEFAULT_CONFIG),
         print_json([b.model_dump(mode="json") for b in items])
     else:
         console.print(_table(items, f"backups in {r}"))
+
 
 @backup_app.command("describe")
 def describe(name: Annotated[str, typer.Argument(help="Backup name.")], region: RegionOpt = None,
@@ -172,6 +174,7 @@ def describe(name: Annotated[str, typer.Argument(help="Backup name.")], region: 
         print_json(info.model_dump(mode="json"))
     else:
         console.print(_table([info], f"backup {name} in {r}"))
+
 
 @app.command("restore")
 def restore(

@@ -73,6 +73,7 @@ def create(
             raise _provider_error(exc) from None
         console.print(f"schedule {s.name} created in {r}: {s.schedule}, backups kept {ttl}")
 
+
 @app.command("list")
 def list_(region: RegionsOpt = None, config: ConfigOpt = Path(DEFAULT_CONFIG),
           output: OutputOpt = Output.table) -> None:
@@ -93,6 +94,7 @@ def list_(region: RegionsOpt = None, config: ConfigOpt = Path(DEFAULT_CONFIG),
     for s in items:
         t.add_row(s.region, s.name, s.schedule, s.ttl or "", s.phase or "New", s.last_backup or "never")
     console.print(t)
+
 
 @app.command("delete")
 def delete(name: Annotated[str, typer.Argument(help="Schedule name.")], region: RegionsOpt = None,

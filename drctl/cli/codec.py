@@ -13,6 +13,7 @@ from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, UserError, err_console, 
 
 app = typer.Typer()
 
+
 @app.command("codec-server")
 def codec_server(
     config: ConfigOpt = Path(DEFAULT_CONFIG),

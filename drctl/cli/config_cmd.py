@@ -14,6 +14,7 @@ from drctl.config_warnings import warnings
 
 app = typer.Typer(name="config", help="Fleet configuration.", no_args_is_help=True)
 
+
 @app.command("validate")
 def validate(
     file: Annotated[Path, typer.Argument(help="Fleet config file.", envvar="DRCTL_CONFIG")] = Path(DEFAULT_CONFIG),

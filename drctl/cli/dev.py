@@ -22,6 +22,7 @@ from drctl.cli.common import (
 app = typer.Typer(name="dev", help="The embedded dev stack: everything on one machine, no cloud account.",
                   no_args_is_help=True)
 
+
 @app.callback()
 def _needs_the_extra() -> None:
     import importlib.util
@@ -31,6 +32,7 @@ def _needs_the_extra() -> None:
     if missing:
         raise UserError(f"the dev stack needs the devstack extra ({', '.join(missing)} not installed): "
                         "pip install 'drctl[devstack]'", exit_code=1)
+
 
 @app.command("up")
 def up_cmd(
@@ -76,6 +78,7 @@ def up_cmd(
     if kept:
         console.print(f"already running, left alone: {', '.join(kept)}")
 
+
 @app.command("status")
 def status_cmd(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
     """Each component's pid, whether it is alive, and whether its ports answer."""
@@ -95,6 +98,7 @@ def status_cmd(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Out
         table.add_row(r.name, str(r.pid or "-"), "yes" if r.alive else "no", ports)
     console.print(table)
     console.print(f"Prometheus: {prometheus.url(cfg)}")
+
 
 @app.command("down")
 def down_cmd(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:

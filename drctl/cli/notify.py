@@ -38,6 +38,7 @@ _TEST_RETRY_FOR_S = 20.0
 app = typer.Typer(name="notify", help="Webhook notifications (notifications.webhooks in the config).",
                   no_args_is_help=True)
 
+
 @app.command("test")
 def test_cmd(
     webhook: Annotated[list[str] | None, typer.Option(

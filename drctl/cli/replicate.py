@@ -69,6 +69,7 @@ async def replication_status(client: Client, cfg: FleetConfig) -> ReplicateStatu
 app = typer.Typer(name="replicate", help="Model artifact and state replication with rclone (replicate/<fleet>).",
                   no_args_is_help=True)
 
+
 @app.command("start")
 def start(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
     """Start replicating every data.buckets[] entry on its interval (idempotent)."""
@@ -79,6 +80,7 @@ def start(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
 
     wid, started = run_async(go)
     console.print(f"replication {'started' if started else 'already running'}: {ui_link(cfg, wid)}")
+
 
 @app.command("stop")
 def stop(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
@@ -93,6 +95,7 @@ def stop(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
 
     run_async(go)
     console.print(f"replication {replicate_id(cfg)} stopping")
+
 
 @app.command("status")
 def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:

@@ -82,6 +82,7 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
 
 app = typer.Typer()
 
+
 @app.command("status")
 def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
     """The fleet now: region states, probe figures, global weights, replicas, running operations."""

@@ -18,6 +18,7 @@ class LogFormatOpt(str, enum.Enum):
 
 app = typer.Typer()
 
+
 @app.command("worker")
 def worker(
     config: ConfigOpt = Path(DEFAULT_CONFIG),
@@ -58,6 +59,7 @@ def worker(
         run_async(lambda: run_worker(cfg, region or None, main=not no_main, http_port=http_port))
     except EndpointError as exc:
         raise UserError(str(exc)) from None
+
 
 @app.command("eks-token")
 def eks_token(
