@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import TerminatedError
 
 from drctl.chaos.validate import ExperimentInvalid
 from drctl.cli.common import UserError
@@ -87,6 +89,8 @@ def test_install_completion_writes_the_script_and_sources_it(monkeypatch: pytest
         (UserError("bad --steps"), 2, "bad --steps"),
         (UserError("no report", exit_code=1), 1, "no report"),
         (ExperimentInvalid("x.json", "no method"), 2, "invalid experiment x.json: no method"),
+        (WorkflowFailureError(cause=TerminatedError("terminated by ops", ())), 1,
+         "the operation ended without a result: terminated by ops"),
     ],
 )
 def test_one_table_maps_each_error_to_its_exit_code(exc: Exception, code: int, words: str,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import click
 import typer
+from temporalio.client import WorkflowFailureError
 
 from drctl.chaos.validate import ExperimentInvalid
 from drctl.cli.common import UserError, err_console
@@ -25,6 +26,10 @@ def _text(exc: BaseException) -> str:
     return str(exc)
 
 
+def _cause(exc: BaseException) -> str:
+    return f"the operation ended without a result: {getattr(exc, 'cause', None) or exc}"
+
+
 # First match wins (subclasses before their bases). A UserError carries its own exit code.
 ERRORS: tuple[tuple[type[BaseException], int, Callable[[BaseException], str]], ...] = (
     (UserError, EXIT_USAGE, _text),
@@ -34,6 +39,8 @@ ERRORS: tuple[tuple[type[BaseException], int, Callable[[BaseException], str]], .
     (ExperimentInvalid, EXIT_USAGE, lambda exc: f"invalid experiment {exc}"),
     (FleetBusyError, EXIT_NOT_STARTED, _text),
     (TemporalUnreachable, EXIT_NOT_STARTED, _text),
+    # Ended Failed with no result attached: terminated or timed out in Temporal, or a bug in the workflow.
+    (WorkflowFailureError, EXIT_FAILED, _cause),
 )
 
 

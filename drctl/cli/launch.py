@@ -102,7 +102,6 @@ def launch(cfg: FleetConfig, what: str, start: Starter, result_type: type[M], *,
 
     With `--no-wait -o json` stdout gets the workflow id, run id and link, for a script to follow.
     """
-
     started: list[str] = []
 
     async def go() -> Launched[M]:
