@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import TerminatedError
 
@@ -98,6 +99,11 @@ def test_one_table_maps_each_error_to_its_exit_code(exc: Exception, code: int, w
     assert render_error(exc) == code
     err = capsys.readouterr().err
     assert err.startswith("error: ") and words in " ".join(err.split())
+
+
+def test_a_declined_confirmation_exits_1_and_ctrl_c_130(capsys: pytest.CaptureFixture[str]) -> None:
+    assert render_error(typer.Abort()) == 1 and capsys.readouterr().err.strip() == "aborted"
+    assert render_error(KeyboardInterrupt()) == 130 and capsys.readouterr().err.strip() == "interrupted"
 
 
 def test_an_unknown_error_is_not_disguised_as_a_user_error() -> None:

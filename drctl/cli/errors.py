@@ -6,10 +6,8 @@ succeed; 2 usage or validation error; 3 nothing started: the fleet is busy, or T
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
-import click
 import typer
 from temporalio.client import WorkflowFailureError
 
@@ -44,18 +42,10 @@ ERRORS: tuple[tuple[type[BaseException], int, Callable[[BaseException], str]], .
 )
 
 
-def _click_classes(name: str) -> tuple[type[BaseException], ...]:
-    """Typer 0.29 vendors click as typer._click; older typers use click itself. Match both."""
-    vendored = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
-    found = [getattr(click.exceptions, name)]
-    for module in (importlib.import_module(vendored.__module__), typer):
-        if hasattr(module, name):
-            found.append(getattr(module, name))
-    return tuple(found)
-
-
-_CLICK_ERRORS = _click_classes("ClickException")
-_CLICK_ABORT = _click_classes("Abort")
+# Typer (pinned >= 0.29) vendors click: a bad command line raises its ClickException, a declined
+# confirmation its Abort.
+_CLICK_ERRORS = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_CLICK_ABORT = typer.Abort
 
 
 def render_error(exc: BaseException) -> int:
