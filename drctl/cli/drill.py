@@ -21,7 +21,7 @@ from drctl.cli.common import (
     load,
     print_json,
 )
-from drctl.cli.launch import Launched, NoWait, conclude, launch
+from drctl.cli.launch import Launched, NoWait, conclude, launch, result_only
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
 from drctl.operations import start_operation
@@ -62,12 +62,6 @@ def render_report(r: DrillReport, link: str) -> None:
     console.print(f"UI: {link}", markup=False, highlight=False)
 
 
-def report_json(launched: Launched[DrillReport]) -> object:
-    """`-o json` prints the report itself: the drill history's format."""
-    assert launched.done is not None
-    return launched.done.result.model_dump(mode="json")
-
-
 @app.command("run")
 def run_cmd(
     experiment: Annotated[Path, typer.Argument(help="Chaos Toolkit experiment (JSON or YAML).")],
@@ -93,7 +87,7 @@ def run_cmd(
             client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), operation="drill", workflow_id=wid,
             target=plan.target_region),
         DrillReport, no_wait=no_wait, output=output)
-    conclude(launched, output, render_report, report_json)
+    conclude(launched, output, render_report, result_only)
 
 
 def _trend(reports: list[DrillReport]) -> dict[str, str]:

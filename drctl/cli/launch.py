@@ -15,7 +15,7 @@ from typing import Annotated, Any, Generic
 import typer
 from rich.live import Live
 from rich.table import Table
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from drctl.cli.common import Output, console, err_console, print_json, run_async
@@ -61,7 +61,7 @@ def progress_table(wid: str, p: OperationProgress | None, status: str) -> Table:
 async def query_progress(handle: WorkflowHandle[Any, Any]) -> OperationProgress | None:
     try:
         return await handle.query(QUERY_PROGRESS, result_type=OperationProgress)
-    except RPCError:
+    except (RPCError, WorkflowQueryFailedError):
         return None  # not yet picked up by a worker, or no such query on this workflow type
 
 
@@ -97,10 +97,11 @@ def reattach_hint(workflow_ids: list[str]) -> Iterator[None]:
 
 
 def launch(cfg: FleetConfig, what: str, start: Starter, result_type: type[M], *, no_wait: bool,
-           output: Output) -> Launched[M]:
+           output: Output, live: bool = True) -> Launched[M]:
     """Start an operation with `start(client)`, print its UI link on stderr, then watch it or return.
 
     With `--no-wait -o json` stdout gets the workflow id, run id and link, for a script to follow.
+    `live=False` waits without the phase table, for a workflow that has no phases to show.
     """
     started: list[str] = []
 
@@ -114,10 +115,15 @@ def launch(cfg: FleetConfig, what: str, start: Starter, result_type: type[M], *,
             if output is Output.json:
                 print_json({"workflow_id": handle.id, "run_id": handle.result_run_id, "ui_link": link})
             return Launched(handle.id, link, None)
-        return Launched(handle.id, link, await watch(handle, result_type, show=output is Output.table))
+        return Launched(handle.id, link, await watch(handle, result_type, show=live and output is Output.table))
 
     with reattach_hint(started):
         return run_async(go)
+
+
+def result_only(launched: Launched[Any]) -> Any:
+    """`-o json` as the bare result, for commands whose JSON has always been the result itself."""
+    return launched.done.result.model_dump(mode="json") if launched.done else None
 
 
 def conclude(launched: Launched[M], output: Output, render: Callable[[M, str], None],

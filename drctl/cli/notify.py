@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ApplicationError
 
 from drctl.cli.common import (
     DEFAULT_CONFIG,
@@ -22,14 +20,11 @@ from drctl.cli.common import (
     Output,
     OutputOpt,
     console,
-    err_console,
     fail,
     load,
-    print_json,
-    run_async,
 )
+from drctl.cli.launch import Launched, conclude, launch, result_only
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec, ping_event
-from drctl.temporal import connect, ui_link
 
 # A test should answer in seconds, not wait out a production retry budget.
 _TEST_RETRY_FOR_S = 20.0
@@ -61,26 +56,17 @@ def test_cmd(
     wid = f"notify/{cfg.name}/notify.test/{uuid.uuid4().hex[:12]}"
     event = ping_event(cfg.name, wid, datetime.now(UTC), by=f"{getpass.getuser()} via drctl notify test")
 
-    async def go() -> NotifyResult:
-        client = await connect(cfg)
-        handle = await client.start_workflow("Notify", NotifyInput(event=event, webhooks=specs), id=wid,
-                                             task_queue=cfg.temporal.task_queue, result_type=NotifyResult)
-        err_console.print(f"UI: {ui_link(cfg, wid, handle.result_run_id)}", highlight=False, soft_wrap=True)
-        try:
-            return await handle.result()
-        except WorkflowFailureError as exc:
-            cause = exc.cause
-            if isinstance(cause, ApplicationError) and cause.details:
-                return NotifyResult.model_validate(cause.details[0])
-            raise
+    inp = NotifyInput(event=event, webhooks=specs)
+    # A webhook that did not take the event ends the workflow Failed, its result in the details.
+    launched: Launched[NotifyResult] = launch(
+        cfg, "notify test", lambda client: client.start_workflow(
+            "Notify", inp, id=wid, task_queue=cfg.temporal.task_queue, result_type=NotifyResult),
+        NotifyResult, no_wait=False, output=output, live=False)
+    conclude(launched, output, _render, result_only)
 
-    res = run_async(go)
-    if output is Output.json:
-        print_json(res.model_dump(mode="json"))
-    else:
-        for name in res.delivered:
-            console.print(f"[green]delivered[/green] {name}")
-        for name, why in res.failed.items():
-            console.print(f"[red]failed[/red]    {name}: {why}", highlight=False, soft_wrap=True)
-    if res.failed:
-        raise typer.Exit(1)
+
+def _render(res: NotifyResult, link: str) -> None:
+    for name in res.delivered:
+        console.print(f"[green]delivered[/green] {name}")
+    for name, why in res.failed.items():
+        console.print(f"[red]failed[/red]    {name}: {why}", highlight=False, soft_wrap=True)

@@ -25,7 +25,15 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
-from drctl.cli.launch import Launched, conclude, progress_table, query_progress, reattach_hint, watch
+from drctl.cli.launch import (
+    Launched,
+    conclude,
+    progress_table,
+    query_progress,
+    reattach_hint,
+    result_only,
+    watch,
+)
 from drctl.config import FleetConfig
 from drctl.models.backup import BackupJobResult
 from drctl.models.drill import DrillReport
@@ -50,7 +58,7 @@ _RESULTS: dict[str, tuple[type[BaseModel], Callable[[Any, str], None], Callable[
     "failback": (FailbackResult, failover.render_failback, None),
     "upgrade": (UpgradeResult, upgrade.render, None),
     "migrate": (MigrationResult, upgrade.render, None),
-    "drill": (DrillReport, drill.render_report, drill.report_json),
+    "drill": (DrillReport, drill.render_report, result_only),
     "restore": (BackupJobResult, backup.render_job, backup.job_json),
     "backup": (BackupJobResult, backup.render_job, backup.job_json),
 }
