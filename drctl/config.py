@@ -197,6 +197,15 @@ class HAProxyGlobal(_Model):
     kind: Literal["haproxy"] = Field(..., description="Global tier provider kind.")
     runtime_socket: str = Field(..., description="HAProxy runtime API unix socket of the global frontend.")
     backend: str = Field("global", description="Backend whose servers are the region gateways (named by region).")
+    fast_path: bool = Field(
+        False,
+        description="Data-plane fast path (off by default): the global tier retries a request whose connect failed, "
+        "whose response was empty, or that got a 503, once on another region (HAProxy `retry-on conn-failure "
+        "empty-response 503`, `option redispatch 1`), so a hard-down region costs users about no errors while "
+        "drctl moves traffic and capacity. Only requests that fit in one HAProxy buffer (tune.bufsize) are "
+        "retried, and a generation cut off by an empty response runs again on the other region. `drctl dev up` "
+        "renders it; a production global HAProxy needs the same lines (deploy/compose/haproxy-global.cfg).",
+    )
 
 
 class Route53Global(_Model):
