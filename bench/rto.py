@@ -46,7 +46,7 @@ from bench.rto_report import (
     ratios,
     summarise,
 )
-from drctl.cli.failover import start_monitor
+from drctl.cli.monitor import start_monitor
 from drctl.config import FleetConfig
 from drctl.devstack.restart import restart_global_gateway
 from drctl.models.drill import LoadSample
