@@ -78,7 +78,7 @@ def replicas(cfg: FleetConfig, region: str) -> int:
 
 async def monitor_handle(client: Client, cfg: FleetConfig) -> WorkflowHandle[Any, Any]:
     """Start the fleet's monitor the way `drctl monitor start` does; its handle."""
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
 
     handle, started = await start_monitor(client, cfg)
     assert started
