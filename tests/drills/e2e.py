@@ -11,9 +11,8 @@ import yaml
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.chaos.validate import validate_experiment
-from drctl.cli.drill import drill_input
 from drctl.config import FleetConfig
-from drctl.models.drill import DrillReport
+from drctl.models.drill import DrillInput, DrillReport
 from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
 from drctl.operations import start_operation
@@ -42,7 +41,7 @@ async def drctl(*args: str) -> tuple[int, str, str]:
 
 
 async def watched(client: Client, cfg: FleetConfig) -> None:
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
 
     handle, _ = await start_monitor(client, cfg)
 
@@ -57,7 +56,7 @@ async def start_drill(client: Client, cfg: FleetConfig, experiment: Path, target
                       ) -> WorkflowHandle[object, object]:
     plan = validate_experiment(experiment, cfg, target)
     wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-    return await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
+    return await start_operation(client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), operation="drill",
                                  workflow_id=wid, target=target)
 
 

@@ -120,6 +120,30 @@ def test_fleet_spec_from_config(tmp_path: Path) -> None:
     assert str(info.value) == "unknown region 'mars-1'; known regions: us-west-1, us-east-1"
 
 
+def test_fleet_spec_takes_every_field_from_the_config(tmp_path: Path) -> None:
+    # Distinct values in every copied section, so a field read from the wrong place shows.
+    data = fleet_config_data()
+    data["health"] = {"interval_s": 7, "probe_timeout_s": 3, "failure_threshold": 4, "recovery_threshold": 5,
+                      "fast_confirm": False, "fast_confirm_interval_s": 0.7, "fail_on_degraded": True}
+    data["failover"] = {"policy": "manual", "require_approval": True, "approval_timeout_s": 11,
+                        "verify_requests": 13, "verify_timeout_s": 17, "rollout_timeout_s": 19}
+    data["failback"] = {"stabilization_window_s": 23, "steps": 2, "step_interval_s": 29}
+    data["objectives"] = {"rto_target_s": 31, "rpo_target_s": 37}
+    path = tmp_path / "distinct.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = load_config(path)
+    s = FleetSpec.from_config(cfg)
+    assert s.model_fields_set == set(FleetSpec.model_fields)  # none left at a default
+    assert (s.interval_s, s.probe_timeout_s, s.failure_threshold, s.recovery_threshold) == (7, 3, 4, 5)
+    assert (s.fast_confirm, s.fast_confirm_interval_s, s.fail_on_degraded) == (False, 0.7, True)
+    assert (s.policy, s.require_approval, s.approval_timeout_s) == ("manual", True, 11)
+    assert (s.verify_requests, s.verify_timeout_s, s.rollout_timeout_s) == (13, 17, 19)
+    assert (s.stabilization_window_s, s.failback_steps, s.failback_step_interval_s, s.rto_target_s) == (23, 2, 29, 31)
+    assert [r.model_dump() for r in s.regions] == [
+        {"name": r.name, "weight": r.weight, "replicas": r.replicas, "max_replicas": r.max_replicas, "queue": r.queue}
+        for r in cfg.regions]
+
+
 def test_verify_counts_answers_served_by_regions() -> None:
     v = VerifyResult.model_validate({"total": 5, "ok": 5, "errors": 0, "by_region": {"a": 3, "b": 2}})
     assert v.served_by(["a", "b"]) == 5 and v.served_by(["a", "c"]) == 3 and v.served_by([]) == 0

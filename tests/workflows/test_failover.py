@@ -86,7 +86,7 @@ async def _phase(handle: object, phase: str) -> bool:
 
 
 async def _monitor(client: Client, cfg: FleetConfig) -> object:
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
 
     handle, started = await start_monitor(client, cfg)
     assert started

@@ -175,7 +175,7 @@ async def test_refused_failover_is_failed_in_temporal_and_the_cli_says_why(
 async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
     from drctl.models.failover import MonitorStatus
 
     cfg = await start_workers()

@@ -168,7 +168,7 @@ def _authed(cfg: FleetConfig) -> FleetConfig:
 
 
 async def _monitor(client: Client, cfg: FleetConfig) -> Any:
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
 
     handle, started = await start_monitor(client, cfg)
     assert started
