@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[devstack,test,dev]'
 	touch $(STAMP)
 
-# The crash suite (worker SIGKILLs, Temporal restarts: ~12 min, mostly Temporal's retry timeouts)
+# The crash suite (worker SIGKILLs, Temporal restarts: ~18 min, mostly Temporal's retry timeouts)
 # is its own shard so each stays inside the 20-minute budget; CI runs both.
 test: lint
 	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not crash"
