@@ -18,18 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from drctl.cli import backup_schedule
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    err_console,
-    load,
-    print_json,
-)
+from drctl.cli import backup_schedule, common
 from drctl.cli.launch import Launched, conclude, launch
 from drctl.config import FleetConfig
 from drctl.models.backup import (
@@ -58,7 +47,7 @@ RegionOpt = Annotated[str | None, typer.Option("--region", help="Region whose cl
 def _name(name: str | None, prefix: str) -> str:
     name = name or f"{prefix}-{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:4]}"
     if not _NAME.match(name):
-        raise UserError(f"bad name {name!r}: lowercase letters, digits and '-', at most 63 characters")
+        raise common.UserError(f"bad name {name!r}: lowercase letters, digits and '-', at most 63 characters")
     return name
 
 
@@ -75,15 +64,15 @@ def _table(items: list[BackupInfo], title: str) -> Table:
 def render_job(res: BackupJobResult, link: str) -> None:
     """The Backup or Restore object; a policy rejection is named on stderr (the exit code is 1)."""
     if res.info is not None:
-        console.print(_table([res.info], f"{res.kind.lower()} in {res.region}"))
+        common.console.print(_table([res.info], f"{res.kind.lower()} in {res.region}"))
     if not res.ok:
-        err_console.print(f"error: {res.reason} (see {link})", markup=False, highlight=False, soft_wrap=True)
+        common.err_console.print(f"error: {res.reason} (see {link})", markup=False, highlight=False, soft_wrap=True)
         return
     if res.info is not None:
         i = res.info
         what = f"expires {i.expiration}" if res.kind == "Backup" else f"{i.warnings} warnings"
-        console.print(f"{res.kind.lower()} {i.name}: {i.phase}, {i.items} items, {what}")
-    console.print(f"UI: {link}", markup=False, highlight=False)
+        common.console.print(f"{res.kind.lower()} {i.name}: {i.phase}, {i.items} items, {what}")
+    common.console.print(f"UI: {link}", markup=False, highlight=False)
 
 
 def job_json(launched: Launched[BackupJobResult]) -> dict[str, Any]:
@@ -106,19 +95,19 @@ def _refuse_existing(cfg: FleetConfig, region: str, name: str) -> None:
     except ProviderError as exc:
         if exc.error.kind == "NotFound":
             return
-        raise UserError(str(exc), exit_code=1) from None
-    raise UserError(f"backup {name!r} already exists in {region}; pick another --name")
+        raise common.UserError(str(exc), exit_code=1) from None
+    raise common.UserError(f"backup {name!r} already exists in {region}; pick another --name")
 
 
 @backup_app.command("create")
 def create(
     name: Annotated[str | None, typer.Option("--name", help="Backup name (default: generated).")] = None,
     region: RegionOpt = None,
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
-    output: OutputOpt = Output.table,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Back up the workload namespace of one region's cluster and wait for Velero to finish."""
-    cfg = load(config)
+    cfg = common.load(config)
     r = _region(cfg, region)
     req = BackupRequest(region=r, name=_name(name, "manual"), namespaces=[cfg.region(r).kube.namespace],
                         label_selector={"app": cfg.workload.app})
@@ -137,43 +126,43 @@ def create(
                 memo={"fleet": cfg.name, "operation": "backup", "target": r},
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
         except WorkflowAlreadyStartedError:
-            raise UserError(f"backup {req.name} is already being taken: {ui_link(cfg, wid)}", exit_code=1) from None
+            raise common.UserError(f"backup {req.name} is already being taken: {ui_link(cfg, wid)}", exit_code=1) from None
 
     conclude(launch(cfg, "backup", start, BackupJobResult, no_wait=False, output=output), output, render_job, job_json)
 
 
 @backup_app.command("list")
-def list_cmd(region: RegionOpt = None, config: ConfigOpt = Path(DEFAULT_CONFIG),
-             output: OutputOpt = Output.table) -> None:
+def list_cmd(region: RegionOpt = None, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+             output: common.OutputOpt = common.Output.table) -> None:
     """Backups known to one region's Velero, newest first."""
-    cfg = load(config)
+    cfg = common.load(config)
     r = _region(cfg, region)
     try:
         items = VeleroBackupProvider(cfg, r).list_backups()
     except ProviderError as exc:
-        raise UserError(str(exc), exit_code=1) from None
-    if output is Output.json:
-        print_json([b.model_dump(mode="json") for b in items])
+        raise common.UserError(str(exc), exit_code=1) from None
+    if output is common.Output.json:
+        common.print_json([b.model_dump(mode="json") for b in items])
     else:
-        console.print(_table(items, f"backups in {r}"))
+        common.console.print(_table(items, f"backups in {r}"))
 
 
 @backup_app.command("describe")
 def describe(name: Annotated[str, typer.Argument(help="Backup name.")], region: RegionOpt = None,
-             config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
+             config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
     """One backup's phase, item count, errors and expiry."""
-    cfg = load(config)
+    cfg = common.load(config)
     r = _region(cfg, region)
     try:
         info = VeleroBackupProvider(cfg, r).describe_backup(name)
     except ProviderError as exc:
         if exc.error.kind == "NotFound":
-            raise UserError(f"no backup {name!r} in {r}; see `drctl backup list --region {r}`") from None
-        raise UserError(str(exc), exit_code=1) from None
-    if output is Output.json:
-        print_json(info.model_dump(mode="json"))
+            raise common.UserError(f"no backup {name!r} in {r}; see `drctl backup list --region {r}`") from None
+        raise common.UserError(str(exc), exit_code=1) from None
+    if output is common.Output.json:
+        common.print_json(info.model_dump(mode="json"))
     else:
-        console.print(_table([info], f"backup {name} in {r}"))
+        common.console.print(_table([info], f"backup {name} in {r}"))
 
 
 @app.command("restore")
@@ -182,19 +171,19 @@ def restore(
     region: RegionOpt = None,
     namespace_mapping: Annotated[list[str], typer.Option("--namespace-mapping", help="SRC:DST (repeatable).")] = [],  # noqa: B006
     policy: Annotated[str, typer.Option("--existing-resource-policy", help="none or update.")] = "none",
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
-    output: OutputOpt = Output.table,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Restore a backup into one region's cluster and wait for Velero to finish."""
-    cfg = load(config)
+    cfg = common.load(config)
     r = _region(cfg, region)
     if policy not in ("none", "update"):
-        raise UserError(f"bad --existing-resource-policy {policy!r}: none or update")
+        raise common.UserError(f"bad --existing-resource-policy {policy!r}: none or update")
     mapping: dict[str, str] = {}
     for m in namespace_mapping:
         src, sep, dst = m.partition(":")
         if not sep or not _NAME.match(src) or not _NAME.match(dst):
-            raise UserError(f"bad --namespace-mapping {m!r}: expected SRC:DST namespace names")
+            raise common.UserError(f"bad --namespace-mapping {m!r}: expected SRC:DST namespace names")
         mapping[src] = dst
     req = RestoreRequest(region=r, name=_name(None, f"restore-{backup}"[:40]), backup_name=backup,
                          namespace_mapping=mapping, existing_resource_policy=policy)  # type: ignore[arg-type]

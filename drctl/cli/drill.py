@@ -11,16 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from drctl.chaos.validate import validate_experiment
-from drctl.cli import drill_schedule
-from drctl.cli.common import (
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    load,
-    print_json,
-)
+from drctl.cli import common, drill_schedule
 from drctl.cli.launch import Launched, NoWait, conclude, launch, result_only
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
@@ -34,7 +25,7 @@ TargetOpt = Annotated[str | None, typer.Option("--target", help="Region to hurt 
 
 
 def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
-    console.print(f"[bold]Drill plan[/bold] (dry run: nothing is injected) for fleet [cyan]{cfg.name}[/cyan]")
+    common.console.print(f"[bold]Drill plan[/bold] (dry run: nothing is injected) for fleet [cyan]{cfg.name}[/cyan]")
     rows = [
         ("experiment", f"{plan.name}: {plan.title}"),
         ("target region", plan.target_region),
@@ -48,35 +39,35 @@ def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
         ("allowed targets", ", ".join(cfg.drills.allowed_targets)),
     ]
     for k, v in rows:
-        console.print(f"  {k:<20} {v}", markup=False, highlight=False)
+        common.console.print(f"  {k:<20} {v}", markup=False, highlight=False)
 
 
 def render_report(r: DrillReport, link: str) -> None:
     color = {"PASS": "green", "FAILED": "red", "ABORTED": "yellow"}[r.verdict.value]
-    console.print(f"[bold {color}]{r.verdict.value}[/bold {color}] {r.id}")
+    common.console.print(f"[bold {color}]{r.verdict.value}[/bold {color}] {r.id}")
     rto = f"{r.measured_rto_s:.1f} s" if r.measured_rto_s is not None else "n/a"
-    console.print(f"  measured RTO {rto} (target {r.rto_target_s:g} s); error window {r.error_window_s:.1f} s; "
+    common.console.print(f"  measured RTO {rto} (target {r.rto_target_s:g} s); error window {r.error_window_s:.1f} s; "
                   f"{r.errors}/{r.requests} requests failed", markup=False, highlight=False)
     for why in r.reasons:
-        console.print(f"  - {why}", markup=False, highlight=False)
-    console.print(f"UI: {link}", markup=False, highlight=False)
+        common.console.print(f"  - {why}", markup=False, highlight=False)
+    common.console.print(f"UI: {link}", markup=False, highlight=False)
 
 
 @app.command("run")
 def run_cmd(
     experiment: Annotated[Path, typer.Argument(help="Chaos Toolkit experiment (JSON or YAML).")],
-    config: ConfigOpt = Path("config/fleet.yaml"),
+    config: common.ConfigOpt = Path("config/fleet.yaml"),
     target: TargetOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")] = False,
     no_wait: NoWait = False,
-    output: OutputOpt = Output.table,
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Run a drill now. Exits 0 only on PASS; 2 for an invalid experiment."""
-    cfg = load(config)
+    cfg = common.load(config)
     plan = validate_experiment(experiment, cfg, target)
     if dry_run:
-        if output is Output.json:
-            print_json(plan.model_dump(mode="json", exclude={"text"}))
+        if output is common.Output.json:
+            common.print_json(plan.model_dump(mode="json", exclude={"text"}))
         else:
             _print_plan(cfg, plan)
         return
@@ -115,12 +106,12 @@ def _loss(r: DrillReport) -> str:
 
 
 @app.command("history")
-def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, output: OutputOpt = Output.table) -> None:
+def history_cmd(config: common.ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, output: common.OutputOpt = common.Output.table) -> None:
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
-    cfg = load(config)
+    cfg = common.load(config)
     reports = ReportStore(cfg).list(cfg.name, limit)
-    if output is Output.json:
-        print_json([r.model_dump(mode="json", exclude={"journal"}) for r in reports])
+    if output is common.Output.json:
+        common.print_json([r.model_dump(mode="json", exclude={"journal"}) for r in reports])
         return
     trend = _trend(reports)
     table = Table(title=f"Drills of fleet {cfg.name}")
@@ -131,21 +122,21 @@ def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, 
         table.add_row(r.started_at.strftime("%Y-%m-%d %H:%M"), r.experiment, r.target_region, r.verdict.value,
                       f"{rto} / {r.rto_target_s:g}s", f"{r.error_window_s:.1f}s", _loss(r), trend.get(r.id, ""), r.id)
     # Piped output gets rich's 80 columns, which would cut drill ids a script or grep needs whole.
-    (console if console.is_terminal else Console(width=200)).print(table)
+    (common.console if common.console.is_terminal else Console(width=200)).print(table)
 
 
 @app.command("report")
 def report_cmd(drill_id: Annotated[str, typer.Argument(help="drill/<fleet>/<ts>")],
-               config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = Output.table) -> None:
+               config: common.ConfigOpt = Path("config/fleet.yaml"), output: common.OutputOpt = common.Output.table) -> None:
     """One drill's full report (markdown, or JSON with --output json)."""
-    cfg = load(config)
+    cfg = common.load(config)
     store = ReportStore(cfg)
     try:
-        if output is Output.json:
-            print_json(store.get(drill_id).model_dump(mode="json"))
+        if output is common.Output.json:
+            common.print_json(store.get(drill_id).model_dump(mode="json"))
         else:
-            console.print(store.get_markdown(drill_id), markup=False, highlight=False)
+            common.console.print(store.get_markdown(drill_id), markup=False, highlight=False)
     except ValueError as exc:
-        raise UserError(str(exc)) from None
+        raise common.UserError(str(exc)) from None
     except store.s3.exceptions.NoSuchKey:
-        raise UserError(f"no report for {drill_id} in s3://{store.bucket}", exit_code=1) from None
+        raise common.UserError(f"no report for {drill_id} in s3://{store.bucket}", exit_code=1) from None

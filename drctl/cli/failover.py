@@ -10,16 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    load,
-    print_json,
-)
+from drctl.cli import common
 from drctl.cli.launch import Launched, NoWait, conclude, launch
 from drctl.config import FleetConfig
 from drctl.models.failover import (
@@ -63,26 +54,26 @@ def dry_run_plan(cfg: FleetConfig, target: str, source: str | None, *, emergency
                          target_issue=target_problem(probe, emergency, cfg.health.fail_on_degraded))
 
 
-def _print_plan(plan: FailoverPlan, output: Output) -> None:
-    if output is Output.json:
-        print_json({"dry_run": True, "plan": plan.model_dump(mode="json")})
+def _print_plan(plan: FailoverPlan, output: common.Output) -> None:
+    if output is common.Output.json:
+        common.print_json({"dry_run": True, "plan": plan.model_dump(mode="json")})
         return
     to = plan.target
-    console.print(f"[bold]dry run[/] (nothing changed): failover {plan.source} → {to}")
-    console.print(f"  global weights: {fmt_weights(plan.weights_before)} → {fmt_weights(plan.weights_after)}")
-    console.print(f"  {to} replicas: {plan.target_replicas_before} → {plan.target_replicas_planned} "
+    common.console.print(f"[bold]dry run[/] (nothing changed): failover {plan.source} → {to}")
+    common.console.print(f"  global weights: {fmt_weights(plan.weights_before)} → {fmt_weights(plan.weights_after)}")
+    common.console.print(f"  {to} replicas: {plan.target_replicas_before} → {plan.target_replicas_planned} "
                   f"(needed {plan.target_replicas_needed}: {plan.sizing}; max {plan.max_replicas})")
     if plan.shortfall:
-        console.print(f"  [yellow]capacity shortfall:[/] {plan.shortfall} replica(s) short of the need")
+        common.console.print(f"  [yellow]capacity shortfall:[/] {plan.shortfall} replica(s) short of the need")
     for p in plan.problems:
-        console.print(f"  [red]would refuse:[/] {p}")
+        common.console.print(f"  [red]would refuse:[/] {p}")
 
 
 def _confirm(yes: bool, question: str) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise UserError("refusing to change traffic without confirmation: pass --yes (stdin is not a terminal)")
+        raise common.UserError("refusing to change traffic without confirmation: pass --yes (stdin is not a terminal)")
     typer.confirm(question, abort=True)
 
 
@@ -128,39 +119,39 @@ def render_failover(res: FailoverResult, link: str) -> None:
         t.add_row("compensation", res.compensated)
     if res.error:
         t.add_row("error", res.error)
-    console.print(t)
-    console.print(f"UI: {link}")
+    common.console.print(t)
+    common.console.print(f"UI: {link}")
 
 
 def render_failback(res: FailbackResult, link: str) -> None:
-    console.print(f"failback {res.status}: {fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}; "
+    common.console.print(f"failback {res.status}: {fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}; "
                   f"steps {res.steps_done}/{res.steps_planned}; scaled back {res.scaled_back or '-'}")
     for c in res.changes:
-        console.print(f"  global change {fmt_change(c)}")
+        common.console.print(f"  global change {fmt_change(c)}")
     if res.error:
-        console.print(f"error: {res.error}")
-    console.print(f"UI: {link}")
+        common.console.print(f"error: {res.error}")
+    common.console.print(f"UI: {link}")
 
 
 @app.command("failover")
 def failover(
     to: Annotated[str, typer.Option("--to", help="Region that takes the traffic.")],
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     from_: Annotated[str | None, typer.Option("--from", help="Region to drain; default every other region.")] = None,
     emergency: Annotated[bool, typer.Option("--emergency", help="Shift first, scale after.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Override refusals: target health, capacity, replication lag over the RPO, model drift.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     yes: Yes = False,
     no_wait: NoWait = False,
-    output: OutputOpt = Output.table,
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Move the fleet's traffic to one region, through the Failover workflow."""
-    cfg = load(config)
+    cfg = common.load(config)
     cfg.region(to)
     if from_:
         cfg.region(from_)
         if from_ == to:
-            raise UserError(f"--from and --to are both {to}")
+            raise common.UserError(f"--from and --to are both {to}")
     if dry_run:
         _print_plan(dry_run_plan(cfg, to, from_, emergency=emergency, force=force), output)
         return
@@ -178,14 +169,14 @@ def failover(
 
 @app.command("failback")
 def failback(
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     region: Annotated[str | None, typer.Option("--region", help="The recovered region (default: any below its weight).")] = None,
     yes: Yes = False,
     no_wait: NoWait = False,
-    output: OutputOpt = Output.table,
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Return traffic to the configured weights in steps, checking health at each step."""
-    cfg = load(config)
+    cfg = common.load(config)
     if region:
         cfg.region(region)
     _confirm(yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?")

@@ -13,17 +13,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError
 
 from drctl import search_attributes as sa
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    load,
-    print_json,
-    run_async,
-)
+from drctl.cli import common
 from drctl.config import FleetConfig
 from drctl.models.failover import MonitorInput, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
@@ -67,7 +57,7 @@ async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> 
                                            result_type=list[str])
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause.message if exc.cause is not None and hasattr(exc.cause, "message") else str(exc)
-        raise UserError(f"monitor {handle.id} refused the config {cfg.source_path or ''}: {cause}") from None
+        raise common.UserError(f"monitor {handle.id} refused the config {cfg.source_path or ''}: {cause}") from None
 
 
 async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
@@ -88,59 +78,59 @@ async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | No
 
 
 @app.command("start")
-def start(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
+def start(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
     """Start watching every region; a running monitor is updated to follow this config."""
-    cfg = load(config)
+    cfg = common.load(config)
 
     async def go() -> tuple[str, bool, list[str]]:
         handle, started = await start_monitor(await connect(cfg), cfg)
         changes = [] if started else await update_monitor(handle, cfg)
         return ui_link(cfg, handle.id), started, changes
 
-    link, started, changes = run_async(go)
+    link, started, changes = common.run_async(go)
     if started:
-        console.print(f"monitor started: {link}")
+        common.console.print(f"monitor started: {link}")
     elif changes:
-        console.print(f"monitor already running; updated to follow {cfg.source_path or 'the config'}: {link}")
+        common.console.print(f"monitor already running; updated to follow {cfg.source_path or 'the config'}: {link}")
         for c in changes:
-            console.print(f"  {c}")
+            common.console.print(f"  {c}")
     else:
-        console.print(f"monitor already running; it follows this config already: {link}")
+        common.console.print(f"monitor already running; it follows this config already: {link}")
 
 
 @app.command("stop")
-def stop(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
+def stop(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
     """Stop the monitor (a failover it started keeps running)."""
-    cfg = load(config)
+    cfg = common.load(config)
 
     async def go() -> None:
         try:
             await (await connect(cfg)).get_workflow_handle(monitor_id(cfg)).cancel()
         except RPCError as exc:
-            raise UserError(f"monitor {monitor_id(cfg)} is not running ({exc.message})") from None
+            raise common.UserError(f"monitor {monitor_id(cfg)} is not running ({exc.message})") from None
 
-    run_async(go)
-    console.print(f"monitor {monitor_id(cfg)} stopping")
+    common.run_async(go)
+    common.console.print(f"monitor {monitor_id(cfg)} stopping")
 
 
 @app.command("status")
-def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
+def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
     """The monitor's view: per-region state, policy, alert."""
-    cfg = load(config)
+    cfg = common.load(config)
 
     async def go() -> MonitorStatus | None:
         return await monitor_status(await connect(cfg), cfg)
 
-    st = run_async(go)
+    st = common.run_async(go)
     if st is None:
-        raise UserError(f"monitor {monitor_id(cfg)} is not running; start it with `drctl monitor start`", 1)
-    if output is Output.json:
-        print_json(st.model_dump(mode="json"))
+        raise common.UserError(f"monitor {monitor_id(cfg)} is not running; start it with `drctl monitor start`", 1)
+    if output is common.Output.json:
+        common.print_json(st.model_dump(mode="json"))
         return
     if st.alert:
-        console.print(f"[bold red]ALERT {st.alert}[/]")
+        common.console.print(f"[bold red]ALERT {st.alert}[/]")
     for why in st.unresolved.values():
-        console.print(f"[red]not probed:[/] {why}")
+        common.console.print(f"[red]not probed:[/] {why}")
     t = Table(title=f"monitor {cfg.name}: policy {st.policy}{' (paused)' if st.paused else ''}, round {st.iteration}")
     for col in ("region", "state", "fails", "oks", "last probe", "ttft p50 ms"):
         t.add_column(col)
@@ -148,4 +138,4 @@ def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.
         t.add_row(r.region, r.state.value, str(r.consecutive_failures), str(r.consecutive_successes),
                   f"{r.last_status.value if r.last_status else '-'} {r.last_reason}",
                   f"{r.last_ttft_ms:.0f}" if r.last_ttft_ms is not None else "-")
-    console.print(t)
+    common.console.print(t)

@@ -14,15 +14,7 @@ from typing import Annotated
 
 import typer
 
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    console,
-    fail,
-    load,
-)
+from drctl.cli import common
 from drctl.cli.launch import Launched, conclude, launch, result_only
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec, ping_event
 
@@ -38,18 +30,18 @@ app = typer.Typer(name="notify", help="Webhook notifications (notifications.webh
 def test_cmd(
     webhook: Annotated[list[str] | None, typer.Option(
         "--webhook", "-w", help="Webhook name (repeatable); default every configured webhook.")] = None,
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
-    output: OutputOpt = Output.table,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Send a test event to webhooks through the worker; exit 1 if any was not delivered."""
-    cfg = load(config)
+    cfg = common.load(config)
     hooks = cfg.notifications.webhooks
     if not hooks:
-        fail(f"{cfg.source_path or config}: notifications.webhooks is empty; nothing to test")
+        common.fail(f"{cfg.source_path or config}: notifications.webhooks is empty; nothing to test")
     known = [w.name for w in hooks]
     unknown = [n for n in webhook or [] if n not in known]
     if unknown:
-        fail(f"unknown webhook {', '.join(unknown)}; configured: {', '.join(known)}")
+        common.fail(f"unknown webhook {', '.join(unknown)}; configured: {', '.join(known)}")
     chosen = [w for w in hooks if not webhook or w.name in webhook]
     specs = [WebhookSpec.from_config(w).model_copy(update={"retry_for_s": min(w.retry_for_s, _TEST_RETRY_FOR_S)})
              for w in chosen]
@@ -67,6 +59,6 @@ def test_cmd(
 
 def _render(res: NotifyResult, link: str) -> None:
     for name in res.delivered:
-        console.print(f"[green]delivered[/green] {name}")
+        common.console.print(f"[green]delivered[/green] {name}")
     for name, why in res.failed.items():
-        console.print(f"[red]failed[/red]    {name}: {why}", highlight=False, soft_wrap=True)
+        common.console.print(f"[red]failed[/red]    {name}: {why}", highlight=False, soft_wrap=True)

@@ -13,18 +13,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.service import RPCError
 
 from drctl import search_attributes as sa
-from drctl.cli import backup, drill, failover, upgrade
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    load,
-    print_json,
-    run_async,
-)
+from drctl.cli import backup, common, drill, failover, upgrade
 from drctl.cli.launch import (
     Launched,
     conclude,
@@ -69,18 +58,18 @@ async def _handle(client: Client, cfg: FleetConfig, wid: str) -> WorkflowHandle[
     try:
         await handle.describe()
     except RPCError:
-        raise UserError(f"no operation {wid!r} in namespace {cfg.temporal.namespace}; see `drctl ops list`") from None
+        raise common.UserError(f"no operation {wid!r} in namespace {cfg.temporal.namespace}; see `drctl ops list`") from None
     return handle
 
 
 @app.command("list")
 def list_cmd(
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     all_: Annotated[bool, typer.Option("--all", help="Include finished operations (most recent 20).")] = False,
-    output: OutputOpt = Output.table,
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Operations on this fleet: running ones by default."""
-    cfg = load(config)
+    cfg = common.load(config)
     query = visibility_query(cfg.name)
     if all_:
         query = query.replace(" AND ExecutionStatus = 'Running'", "")
@@ -88,12 +77,12 @@ def list_cmd(
     async def go() -> list[Any]:
         return await list_operations(await connect(cfg), cfg.name, query, cfg, limit=20 if all_ else 50)
 
-    found = run_async(go)
-    if output is Output.json:
-        print_json([o.model_dump(mode="json") for o in found])
+    found = common.run_async(go)
+    if output is common.Output.json:
+        common.print_json([o.model_dump(mode="json") for o in found])
         return
     if not found:
-        console.print(f"no {'' if all_ else 'running '}operations on fleet {cfg.name!r}")
+        common.console.print(f"no {'' if all_ else 'running '}operations on fleet {cfg.name!r}")
         return
     t = Table(title=f"fleet {cfg.name}: operations")
     for col in ("workflow id", "operation", "status", "phase", "source", "target", "started", "UI"):
@@ -101,7 +90,7 @@ def list_cmd(
     for o in found:
         t.add_row(o.workflow_id, o.operation, o.status, o.phase or "", o.source or "", o.target or "",
                   o.start_time.isoformat(timespec="seconds") if o.start_time else "", o.ui_link or "")
-    console.print(t)
+    common.console.print(t)
 
 
 async def _show(cfg: FleetConfig, workflow_id: str) -> dict[str, Any]:
@@ -125,43 +114,43 @@ async def _show(cfg: FleetConfig, workflow_id: str) -> dict[str, Any]:
 
 
 @app.command("show")
-def show(workflow_id: WorkflowId, config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
+def show(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
     """One operation: status, phase timings, and its result when finished."""
-    cfg = load(config)
-    info = run_async(lambda: _show(cfg, workflow_id))
-    if output is Output.json:
-        print_json(info)
+    cfg = common.load(config)
+    info = common.run_async(lambda: _show(cfg, workflow_id))
+    if output is common.Output.json:
+        common.print_json(info)
         return
     prog = OperationProgress.model_validate(info["progress"]) if info["progress"] else None
-    console.print(progress_table(workflow_id, prog, info["status"]))
+    common.console.print(progress_table(workflow_id, prog, info["status"]))
     if info["result"] is not None:
-        console.print_json(data=info["result"])
-    console.print(f"UI: {info['ui_link']}")
+        common.console.print_json(data=info["result"])
+    common.console.print(f"UI: {info['ui_link']}")
 
 
 @app.command("watch")
-def watch_cmd(workflow_id: WorkflowId, config: ConfigOpt = Path(DEFAULT_CONFIG),
-              output: OutputOpt = Output.table) -> None:
+def watch_cmd(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+              output: common.OutputOpt = common.Output.table) -> None:
     """Follow an operation until it ends (after Ctrl-C or --no-wait); exit with its exit code.
 
     A finished operation is not waited for: its result and exit code are shown at once.
     """
-    cfg = load(config)
+    cfg = common.load(config)
 
     async def go() -> tuple[str, Launched[Any]]:
         client = await connect(cfg)
         desc = await (await _handle(client, cfg, workflow_id)).describe()
         operation = desc.typed_search_attributes.get(sa.OPERATION) or ""
         if operation not in _RESULTS:
-            raise UserError(f"{workflow_id} is a {operation or 'non-drctl'} workflow, not an operation drctl "
+            raise common.UserError(f"{workflow_id} is a {operation or 'non-drctl'} workflow, not an operation drctl "
                             f"can watch ({', '.join(_RESULTS)}); see `drctl ops show {workflow_id}`")
         # This run, not a later one started under the same id while we watch.
         run = client.get_workflow_handle(workflow_id, run_id=desc.run_id)
-        done = await watch(run, _RESULTS[operation][0], show=output is Output.table)
+        done = await watch(run, _RESULTS[operation][0], show=output is common.Output.table)
         return operation, Launched(workflow_id, ui_link(cfg, workflow_id, desc.run_id), done)
 
     with reattach_hint([workflow_id]):
-        operation, launched = run_async(go)
+        operation, launched = common.run_async(go)
     _, render, as_json = _RESULTS[operation]
     conclude(launched, output, render, as_json)
 
@@ -169,25 +158,25 @@ def watch_cmd(workflow_id: WorkflowId, config: ConfigOpt = Path(DEFAULT_CONFIG),
 @app.command("approve")
 def approve(
     workflow_id: Annotated[str, typer.Argument(help="Workflow id waiting at its approval gate.")],
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     approver: Annotated[str, typer.Option(help="Your name, recorded in the result.", envvar="USER")] = "operator",
     comment: Annotated[str, typer.Option(help="Why.")] = "",
 ) -> None:
     """Approve an operation waiting at its approval gate (rejected if it is not waiting)."""
-    cfg = load(config)
-    console.print(run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, ApproveInput(approver=approver,
+    cfg = common.load(config)
+    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, ApproveInput(approver=approver,
                                                                                            comment=comment))))
 
 
 @app.command("abort")
 def abort(
     workflow_id: Annotated[str, typer.Argument(help="Workflow id to abort.")],
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     reason: Annotated[str, typer.Option(help="Why, recorded in the result.")] = "aborted by operator",
 ) -> None:
     """Ask an operation to stop at its next safe point (rejected once it is past no-return)."""
-    cfg = load(config)
-    console.print(run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason))))
+    cfg = common.load(config)
+    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason))))
 
 
 async def _update(cfg: FleetConfig, wid: str, name: str, arg: Any) -> str:
@@ -197,6 +186,6 @@ async def _update(cfg: FleetConfig, wid: str, name: str, arg: Any) -> str:
     try:
         return str(await handle.execute_update(name, arg, result_type=str))
     except WorkflowUpdateFailedError as exc:
-        raise UserError(f"{name} rejected by {wid}: {exc.cause or exc}") from None
+        raise common.UserError(f"{name} rejected by {wid}: {exc.cause or exc}") from None
     except RPCError as exc:
-        raise UserError(f"{name} failed for {wid}: {exc.message}") from None
+        raise common.UserError(f"{name} failed for {wid}: {exc.message}") from None

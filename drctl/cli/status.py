@@ -12,16 +12,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    console,
-    load,
-    print_json,
-    run_async,
-)
+from drctl.cli import common
 from drctl.config import FleetConfig
 
 
@@ -84,16 +75,16 @@ app = typer.Typer()
 
 
 @app.command("status")
-def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
+def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
     """The fleet now: region states, probe figures, global weights, replicas, running operations."""
-    cfg = load(config)
-    data = run_async(lambda: collect(cfg))
-    if output is Output.json:
-        print_json(data)
+    cfg = common.load(config)
+    data = common.run_async(lambda: collect(cfg))
+    if output is common.Output.json:
+        common.print_json(data)
         return
     mon = data.get("monitor") or {}
     if mon.get("alert"):
-        console.print(f"[bold red]ALERT {mon['alert']}[/]")
+        common.console.print(f"[bold red]ALERT {mon['alert']}[/]")
     t = Table(title=f"fleet {cfg.name}" + (f" (monitor: {mon.get('policy')})" if mon.get("running") else " (monitor not running)"))
     for col in ("region", "state", "probe", "TTFT p50", "weight", "config", "replicas"):
         t.add_column(col, no_wrap=True)
@@ -110,19 +101,19 @@ def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.
                   f"{p['ttft_p50_ms']:.0f} ms" if p.get("ttft_p50_ms") is not None else "-",
                   str(r.get("weight", "-")), str(r["configured_weight"]),
                   f"{rep['ready']}/{rep['replicas']} ready" if "replicas" in rep else "unknown")
-    console.print(t)
+    common.console.print(t)
     for line in reasons:
-        console.print(f"  {line}", markup=False, highlight=False)
+        common.console.print(f"  {line}", markup=False, highlight=False)
     for key in ("weights_error", "probe_error", "temporal_error", "data_error"):
         if key in data:
-            console.print(f"[yellow]{key.replace('_', ' ')}:[/] {data[key]}")
+            common.console.print(f"[yellow]{key.replace('_', ' ')}:[/] {data[key]}")
     from drctl.cli import data_status
 
     data_status.render(data)
     ops = data.get("operations") or []
     if ops:
-        console.print("running operations:")
+        common.console.print("running operations:")
         for o in ops:
-            console.print(f"  {o['workflow_id']} ({o['operation']}, phase {o.get('phase')}) {o.get('ui_link') or ''}")
+            common.console.print(f"  {o['workflow_id']} ({o['operation']}, phase {o.get('phase')}) {o.get('ui_link') or ''}")
     elif "operations" in data:
-        console.print("no running operations")
+        common.console.print("no running operations")

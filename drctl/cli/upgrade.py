@@ -13,17 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    load,
-    print_json,
-    run_async,
-)
+from drctl.cli import common
 from drctl.cli.launch import Launched, NoWait, conclude, launch
 from drctl.config import FleetConfig
 from drctl.models.migration import MigrationResult
@@ -52,7 +42,7 @@ def new_id() -> str:
 
 def parse_image(image: str) -> str:
     if not _IMAGE.fullmatch(image):  # fullmatch: `$` alone would let a trailing newline through
-        raise UserError(f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)")
+        raise common.UserError(f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)")
     return image
 
 
@@ -60,9 +50,9 @@ def parse_steps(text: str) -> list[int]:
     try:
         steps = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise UserError(f"bad --steps {text!r}: expected comma-separated percentages, e.g. 5,25,50,100") from None
+        raise common.UserError(f"bad --steps {text!r}: expected comma-separated percentages, e.g. 5,25,50,100") from None
     if not steps or any(s <= 0 or s > 100 for s in steps) or steps != sorted(set(steps)) or steps[-1] != 100:
-        raise UserError(f"bad --steps {text!r}: percentages must be increasing, within 1..100, and end at 100")
+        raise common.UserError(f"bad --steps {text!r}: percentages must be increasing, within 1..100, and end at 100")
     return steps
 
 
@@ -71,12 +61,12 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     for p in pairs:
         key, sep, value = p.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise UserError(f"bad --env {p!r}: expected NAME=VALUE")
+            raise common.UserError(f"bad --env {p!r}: expected NAME=VALUE")
         env[key] = value
     return env
 
 
-def render(res: UpgradeResult | MigrationResult, link: str, out: Console = console) -> None:
+def render(res: UpgradeResult | MigrationResult, link: str, out: Console = common.console) -> None:
     """The result table: outcome, reason, backup, each wave, and what every region now runs."""
     t = Table(title=f"{type(res).__name__.removesuffix('Result').lower()}: {res.outcome.value}")
     t.add_column("")
@@ -115,23 +105,23 @@ def upgrade(
     steps: Annotated[str | None, typer.Option("--steps", help="Canary weights, e.g. 5,25,50,100 (default from config).")] = None,
     regions: Annotated[str | None, typer.Option("--regions", help="Comma-separated waves, in order (default: all).")] = None,
     env: Annotated[list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")] = [],  # noqa: B006
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     no_wait: NoWait = False,
-    output: OutputOpt = Output.table,
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Start an upgrade (`drctl upgrade --image IMG`), or manage one (subcommands)."""
     if ctx.invoked_subcommand:
         return
     if not image:
-        raise UserError("--image is required, e.g. drctl upgrade --image vllm/vllm-openai:v0.6.4")
-    cfg = load(config)
+        raise common.UserError("--image is required, e.g. drctl upgrade --image vllm/vllm-openai:v0.6.4")
+    cfg = common.load(config)
     parse_image(image)
     step_list = parse_steps(steps) if steps is not None else None  # --steps "" is a mistake, not the default
     waves = [r.strip() for r in regions.split(",") if r.strip()] if regions else None
     for r in waves or []:
         cfg.region(r)  # unknown region: exit 2 listing the known ones
     if waves is not None and len(set(waves)) != len(waves):
-        raise UserError(f"--regions names a region twice: {regions}")
+        raise common.UserError(f"--regions names a region twice: {regions}")
     req = upgrade_request(cfg, new_id(), image, strategy, waves, step_list, parse_env(env))
     from workflows.upgrade import Upgrade
 
@@ -145,7 +135,7 @@ def upgrade(
 
 def _send(config: Path, upgrade_id: str, name: str, reason: str) -> None:
     """Send one control update (promote, abort, pause, resume) to a running upgrade; print its answer."""
-    cfg = load(config)
+    cfg = common.load(config)
     wid = _workflow_id(cfg, "upgrade", upgrade_id)
 
     async def go() -> Any:
@@ -155,13 +145,13 @@ def _send(config: Path, upgrade_id: str, name: str, reason: str) -> None:
         try:
             return await handle.execute_update(name, {"reason": reason, "by": "cli"})
         except WorkflowUpdateFailedError as exc:
-            raise UserError(f"{name} refused: {exc.cause}", exit_code=1) from None
+            raise common.UserError(f"{name} refused: {exc.cause}", exit_code=1) from None
         except Exception as exc:  # noqa: BLE001 - RPC errors: unknown id, finished workflow
-            raise UserError(f"cannot {name} {wid}: {exc}", exit_code=1) from None
+            raise common.UserError(f"cannot {name} {wid}: {exc}", exit_code=1) from None
 
-    ack = run_async(go)
-    console.print(getattr(ack, "message", None) or (ack.get("message") if isinstance(ack, dict) else ack))
-    console.print(f"UI: {ui_link(cfg, wid)}")
+    ack = common.run_async(go)
+    common.console.print(getattr(ack, "message", None) or (ack.get("message") if isinstance(ack, dict) else ack))
+    common.console.print(f"UI: {ui_link(cfg, wid)}")
 
 
 UpgradeId = Annotated[str, typer.Argument(help="Upgrade id (or full workflow id upgrade/<fleet>/<id>).")]
@@ -170,7 +160,7 @@ Reason = Annotated[str, typer.Option("--reason", help="Why, for the audit trail.
 
 def _control_command(name: str) -> Any:
     def command(upgrade_id: UpgradeId, reason: Reason = f"{name} from the CLI",
-                config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
+                config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
         _send(config, upgrade_id, name, reason)
 
     command.__doc__ = f"{name.capitalize()} a running upgrade."
@@ -185,11 +175,11 @@ for _name in ("promote", "abort", "pause", "resume"):
 @app.command("status")
 def status(
     upgrade_id: Annotated[str, typer.Argument(help="Upgrade id (or full workflow id).")],
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
-    output: OutputOpt = Output.table,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Phase, region, step, pause state and last analysis of an upgrade."""
-    cfg = load(config)
+    cfg = common.load(config)
     wid = _workflow_id(cfg, "upgrade", upgrade_id)
 
     async def go() -> UpgradeStatus:
@@ -197,16 +187,16 @@ def status(
         try:
             return await handle.query("status", result_type=UpgradeStatus)
         except Exception as exc:  # noqa: BLE001
-            raise UserError(f"cannot read {wid}: {exc}", exit_code=1) from None
+            raise common.UserError(f"cannot read {wid}: {exc}", exit_code=1) from None
 
-    st = run_async(go)
-    if output is Output.json:
-        print_json(st.model_dump(mode="json"))
+    st = common.run_async(go)
+    if output is common.Output.json:
+        common.print_json(st.model_dump(mode="json"))
         return
-    console.print(f"{wid}: phase [bold]{st.phase}[/] region {st.region or '-'} step {st.step_percent} %"
+    common.console.print(f"{wid}: phase [bold]{st.phase}[/] region {st.region or '-'} step {st.step_percent} %"
                   + (f" [yellow]PAUSED[/] ({st.pause_reason})" if st.paused else ""))
     for w in st.waves:
         last = w.analyses[-1] if w.analyses else None
-        console.print(f"  {w.region}: {w.outcome.value if w.outcome else 'in progress'}"
+        common.console.print(f"  {w.region}: {w.outcome.value if w.outcome else 'in progress'}"
                       + (f" — {last.verdict.value}: {last.reason}" if last else ""))
-    console.print(f"UI: {ui_link(cfg, wid)}")
+    common.console.print(f"UI: {ui_link(cfg, wid)}")
