@@ -26,7 +26,7 @@ deps:
 
 venv: deps $(STAMP)
 
-DEV_STAMP := $(VENV)/.drctl-dev-installed
+MUTATE_STAMP := $(VENV)/.drctl-mutate-installed
 MUTATE_CHILDREN ?= 1
 MUTATE_MIN ?= 90
 
@@ -35,10 +35,10 @@ $(STAMP): pyproject.toml
 	# Staged on purpose: resolved in one command with everything else, pip backtracks through
 	# dozens of botocore releases; with boto3 and moto settled first it resolves at once.
 	$(BIN)/pip install --quiet 'boto3>=1.44,<1.45' 'botocore>=1.44,<1.45' 'moto[server]>=5.2,<5.3'
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[devstack,test,dev]'
 	touch $(STAMP)
 
-# The crash suite (worker SIGKILLs, Temporal restarts: ~12 min, mostly Temporal's retry timeouts)
+# The crash suite (worker SIGKILLs, Temporal restarts: ~18 min, mostly Temporal's retry timeouts)
 # is its own shard so each stays inside the 20-minute budget; CI runs both.
 test: lint
 	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not crash"
@@ -66,16 +66,17 @@ lint: venv
 	$(BIN)/ruff check drctl tests workflows activities bench
 	$(BIN)/mypy drctl workflows activities
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
-$(DEV_STAMP): pyproject.toml $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(DEV_STAMP)
+$(MUTATE_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install --quiet -e '.[mutate]'
+	touch $(MUTATE_STAMP)
 
 # Mutation testing of the pure modules (drctl/models, drctl/chaos, drctl/providers/errors.py; see
 # [tool.mutmut] in pyproject.toml) against the fast unit tests: prints the score and every mutant
 # not killed, and fails below MUTATE_MIN %. Always a fresh run: mutmut keeps earlier verdicts, so a
 # test added since would not count. MUTATE_CHILDREN=N tests N mutants at once (default 1).
-mutate: venv $(DEV_STAMP)
+mutate: venv $(MUTATE_STAMP)
 	rm -rf mutants
 	mkdir -p mutants
 	$(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) > mutants/run.log 2>&1 || { tail -c 3000 mutants/run.log; exit 1; }

@@ -46,6 +46,7 @@ from drctl.models.drill import (
 )
 from drctl.operations import FleetBusyError, start_operation
 from drctl.outcome import details_from
+from drctl.providers import completions
 from drctl.providers.auth import AuthConfigError, auth_headers
 
 _HEARTBEAT_S = 2.0
@@ -63,19 +64,14 @@ async def _load(cfg: FleetConfig, rps: float, deadline: float, samples: list[Loa
 
     The serving region comes from the header the regional gateways set (traffic.region_header).
     """
-    url, header = cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions", cfg.traffic.region_header
-    body = {"model": cfg.workload.model, "prompt": "drill load", "max_tokens": 1}
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=0)
+    url, header = completions.url_of(cfg.traffic.global_endpoint), cfg.traffic.region_header
+    limits = completions.fresh_connections(64)
     inflight: set[asyncio.Task[None]] = set()
 
     async def one(client: httpx.AsyncClient) -> None:
-        t0, started = _now(), time.monotonic()
-        try:
-            resp = await client.post(url, json=body)
-            ok, region = resp.status_code == 200, resp.headers.get(header)
-        except httpx.HTTPError:
-            ok, region = False, None
-        samples.append(LoadSample(t=t0, ok=ok, region=region, latency_ms=round((time.monotonic() - started) * 1000, 1)))
+        t0 = _now()
+        answer = await completions.complete(client, url, cfg.workload.model, "drill load", header)
+        samples.append(LoadSample(t=t0, ok=answer.ok, region=answer.region, latency_ms=answer.latency_ms))
 
     async with httpx.AsyncClient(timeout=timeout_s, limits=limits, headers=headers) as client:
         try:

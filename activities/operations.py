@@ -1,5 +1,5 @@
 """The fleet lock's activities: `acquire_fleet` (update-with-start on `lock/<fleet>`),
-`lock_holders_closed` (the lock's liveness check), and `running_operations` for workflows."""
+and `lock_holders_closed` (the lock's liveness check)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from drctl.models.lock import (
     LockRequest,
     lock_id,
 )
-from drctl.models.ops import OperationInfo, RunningOpsInput
+from drctl.models.ops import OperationInfo
 from drctl.operations import list_operations, visibility_query
 from drctl.temporal import ui_link
 
@@ -103,11 +103,8 @@ class OperationActivities:
                 closed.append(h)
         return AliveResult(closed=closed)
 
-    @activity.defn(name="running_operations")
-    async def running_operations(self, inp: RunningOpsInput) -> list[OperationInfo]:
-        return await self._running(inp.fleet)
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
     acts = OperationActivities(cfg)
-    return [acts.acquire_fleet, acts.holders_closed, acts.running_operations]
+    return [acts.acquire_fleet, acts.holders_closed]

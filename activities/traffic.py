@@ -59,13 +59,6 @@ class TrafficActivities:
                 type="AllWeightsZero",
                 non_retryable=True,
             )
-        bad = [r for r in inp.forbid_traffic_to if inp.weights.get(r, 0) > 0]
-        if bad:
-            raise ApplicationError(
-                f"refusing to send traffic to unhealthy region(s) {', '.join(bad)}",
-                type="UnhealthyTarget",
-                non_retryable=True,
-            )
         activity.logger.info("applying global weights %s (%s)", inp.weights, inp.reason)
         try:
             applied = self._tier().apply_weights(inp.weights)

@@ -121,12 +121,6 @@ class UpgradeActivities:
         except Exception as exc:
             raise app_error(exc, f"set track weights in {req.region} to {req.weights}") from exc
 
-    @activity.defn(name="get_track_weights")
-    def get_track_weights(self, req: RegionRequest) -> TrackWeightsRequest:
-        try:
-            return TrackWeightsRequest(region=req.region, weights=self._tier().get_track_weights(req.region))
-        except Exception as exc:
-            raise app_error(exc, f"read track weights in {req.region}") from exc
 
     # --- synthetic traffic ----------------------------------------------------------------------
 
@@ -169,5 +163,5 @@ def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
     acts = UpgradeActivities(cfg)
     return [
         acts.deploy_track, acts.remove_track, acts.set_stable_release, acts.get_stable_release,
-        acts.set_track_weights, acts.get_track_weights, acts.warm_up, acts.analyze_tracks,
+        acts.set_track_weights, acts.warm_up, acts.analyze_tracks,
     ]

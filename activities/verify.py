@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from drctl.config import FleetConfig
 from drctl.models.ops import VerifyInput, VerifyResult
+from drctl.providers import completions
 from drctl.providers.auth import AuthConfigError, auth_headers
 
 # A few requests in flight at once: fast enough to verify in about a second, small enough not
@@ -27,7 +28,7 @@ _HEARTBEAT_S = 1.0
 
 class VerifyActivities:
     def __init__(self, cfg: FleetConfig) -> None:
-        self.url = cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions"
+        self.url = completions.url_of(cfg.traffic.global_endpoint)
         self.model = cfg.workload.model
         self.cfg = cfg
         self.region_header = cfg.traffic.region_header
@@ -41,30 +42,22 @@ class VerifyActivities:
             raise ApplicationError(str(exc), type="AuthConfigError", non_retryable=True) from None
         result = VerifyResult(total=0, ok=0, errors=0, region_header=self.region_header)
         sem = asyncio.Semaphore(_CONCURRENCY)
-        # No keep-alive: every request is a new connection, so the global tier balances each one
-        # with the weights in force now, as a new user's request would be.
-        limits = httpx.Limits(max_connections=_CONCURRENCY, max_keepalive_connections=0)
-        body = {"model": self.model, "prompt": "drctl verify", "max_tokens": 1}
 
         async def one(client: httpx.AsyncClient) -> None:
             async with sem:
-                try:
-                    resp = await client.post(self.url, json=body)
-                    if resp.status_code in (401, 403):
-                        result.auth_rejected += 1
-                    resp.raise_for_status()
-                    resp.json()
-                except (httpx.HTTPError, ValueError) as exc:
-                    result.errors += 1
-                    if len(result.error_samples) < 5:
-                        result.error_samples.append(f"{type(exc).__name__}: {str(exc)[:200]}")
-                    return
-                result.ok += 1
-                region = resp.headers.get(self.region_header)
-                if region:
-                    result.by_region[region] = result.by_region.get(region, 0) + 1
-                else:
-                    result.unattributed += 1
+                answer = await completions.complete(client, self.url, self.model, "drctl verify", self.region_header)
+            if answer.status in (401, 403):
+                result.auth_rejected += 1
+            if not answer.ok:
+                result.errors += 1
+                if len(result.error_samples) < 5 and answer.error:
+                    result.error_samples.append(answer.error)
+                return
+            result.ok += 1
+            if answer.region:
+                result.by_region[answer.region] = result.by_region.get(answer.region, 0) + 1
+            else:
+                result.unattributed += 1
 
         async def alive() -> None:
             # A worker that died mid-batch is noticed at the heartbeat timeout, not at the end of
@@ -73,6 +66,7 @@ class VerifyActivities:
                 activity.heartbeat(result.ok + result.errors)
                 await asyncio.sleep(_HEARTBEAT_S)
 
+        limits = completions.fresh_connections(_CONCURRENCY)
         async with httpx.AsyncClient(timeout=inp.request_timeout_s, limits=limits, headers=headers) as client:
             beat = asyncio.create_task(alive())
             tasks = [asyncio.create_task(one(client)) for _ in range(inp.requests)]

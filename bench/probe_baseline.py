@@ -42,7 +42,7 @@ def _short(exc: BaseException) -> str:
 
 
 class InferenceProber:
-    """Implements `drctl.providers.base.Prober`.
+    """Probes a region the way a user's request meets it: gateway and replicas, inference-aware.
 
     Args:
         cfg: the fleet config (health thresholds, model name, regions).

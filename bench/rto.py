@@ -3,10 +3,12 @@
     python bench/rto.py [--trials 3] [--kinds down,degraded] [--interval-s 10] [--threshold 3]
                         [--json out.json] [--keep-stack]
 
-Both policies run the same FleetMonitor and Failover workflows in the same run; they differ only in
-`health.fast_confirm` (drctl: re-probe quickly after a first failure; baseline: plain interval ×
-threshold). Trials are interleaved (policy inside kind inside trial) so machine-load drift hits
-both alike. The setup (stack, worker, fleet reset, faults) lives in bench/rto_fleet.py.
+All three policies run the same FleetMonitor and Failover workflows in the same run. drctl and
+baseline differ only in `health.fast_confirm` (drctl: re-probe quickly after a first failure;
+baseline: plain interval × threshold); fastpath is drctl with the global tier's data-plane fast
+path on (`traffic.global.fast_path`: the global HAProxy retries a refused, empty or 503 request on
+the other region), for which the bench restarts the global HAProxy on its re-rendered config.
+Trials are interleaved (policy inside kind inside trial) so machine-load drift hits all alike. The setup (stack, worker, fleet reset, faults) lives in bench/rto_fleet.py.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ from bench.rto_report import (
     ratios,
     summarise,
 )
-from drctl.cli.failover import start_monitor
+from drctl.cli.monitor import start_monitor
 from drctl.config import FleetConfig
+from drctl.devstack.restart import restart_global_gateway
 from drctl.models.drill import LoadSample
 from drctl.models.failover import FailoverResult, MonitorStatus
 from drctl.models.health import RegionState
@@ -86,8 +89,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def policy_config(cfg: FleetConfig, policy: Policy) -> FleetConfig:
-    """The fleet config the monitor runs with under one policy (only fast_confirm differs)."""
-    return cfg.model_copy(update={"health": cfg.health.model_copy(update={"fast_confirm": policy == "drctl"})})
+    """The fleet config under one policy: baseline turns fast_confirm off, fastpath the global tier's fast path on."""
+    tier = cfg.traffic.global_tier.model_copy(update={"fast_path": policy == "fastpath"})
+    return cfg.model_copy(update={
+        "health": cfg.health.model_copy(update={"fast_confirm": policy != "baseline"}),
+        "traffic": cfg.traffic.model_copy(update={"global_tier": tier}),
+    })
+
+
+def fast_path_on(cfg: FleetConfig) -> bool:
+    return bool(getattr(cfg.traffic.global_tier, "fast_path", False))
 
 
 def _secs(a: datetime | None, b: datetime | None) -> float | None:
@@ -158,6 +169,9 @@ async def run_trial(client: Client, cfg: FleetConfig, policy: Policy, kind: Kind
     """Reset, watch, inject at t0, wait for the failover, measure; always stops the monitor."""
     pcfg = policy_config(cfg, policy)
     source = cfg.regions[0].name
+    if fast_path_on(pcfg) != args.global_fast_path:  # the global HAProxy's config follows the policy
+        await asyncio.to_thread(restart_global_gateway, pcfg, args.config_path)
+        args.global_fast_path = fast_path_on(pcfg)
     await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
     await rto_fleet.wait_probed_healthy(cfg, 60)
     await rto_fleet.wait_no_operations(client, cfg, 60)
@@ -231,7 +245,7 @@ def render(st: dict[str, Any], trials: list[Trial]) -> str:
     rows = summarise(trials, st["rto_target_s"])
     head = (f"RTO benchmark: {len(trials)} faults in {st['region']}, interval {st['interval_s']:g}s, "
             f"threshold {st['failure_threshold']}, fast confirm every {st['fast_confirm_interval_s']:g}s "
-            f"(drctl only), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
+            f"(drctl, fastpath), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
             f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/max")
     return head + "\n\n" + format_table(rows, st["rto_target_s"])
 
@@ -273,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"bringing the dev stack up (config {cfg_path}) ...", flush=True)
         rto_fleet.stack_up(cfg, cfg_path, args.base_ttft_ms)
+        args.config_path, args.global_fast_path = cfg_path, fast_path_on(cfg)
         asyncio.run(run_all(cfg, args, trials))
     except (KeyboardInterrupt, rto_fleet.WorkerStopped) as exc:
         interrupted = True

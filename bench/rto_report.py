@@ -15,9 +15,10 @@ from pydantic import BaseModel, Field
 
 from drctl.models.drill import LoadSample
 
-Policy = Literal["drctl", "baseline"]
+Policy = Literal["drctl", "baseline", "fastpath"]
 Kind = Literal["down", "slow", "errors"]
-POLICIES: tuple[Policy, ...] = ("drctl", "baseline")
+# fastpath: drctl's policy with the global tier's data-plane fast path on (traffic.global.fast_path).
+POLICIES: tuple[Policy, ...] = ("drctl", "baseline", "fastpath")
 KINDS: tuple[Kind, ...] = ("down", "slow", "errors")
 # "degraded" on the command line means both degraded fault shapes of the issue: TTFT x20 and 50 % errors.
 KIND_ALIASES: dict[str, tuple[Kind, ...]] = {"degraded": ("slow", "errors")}
@@ -129,11 +130,14 @@ def summarise(trials: Sequence[Trial], rto_target_s: float) -> list[Row]:
 
 
 def ratios(rows: Sequence[Row]) -> dict[str, dict[str, float | None]]:
-    """Per kind: baseline p50 / drctl p50 for detection and error window (>1 means drctl is faster)."""
+    """Per kind: baseline p50 / drctl p50 for detection and error window (>1 means drctl is faster).
+
+    With fastpath rows too, `fast_path_window` is drctl's error window p50 over fastpath's.
+    """
     out: dict[str, dict[str, float | None]] = {}
     by = {(r.policy, r.kind): r for r in rows}
     for kind in KINDS:
-        base, ours = by.get(("baseline", kind)), by.get(("drctl", kind))
+        base, ours, fast = by.get(("baseline", kind)), by.get(("drctl", kind)), by.get(("fastpath", kind))
         if base is None or ours is None:
             continue
         out[kind] = {
@@ -141,6 +145,8 @@ def ratios(rows: Sequence[Row]) -> dict[str, dict[str, float | None]]:
             "error_window": _ratio(base.window_p50, ours.window_p50),
             "rto": _ratio(base.rto_p50, ours.rto_p50),
         }
+        if fast is not None:
+            out[kind]["fast_path_window"] = _ratio(ours.window_p50, fast.window_p50)
     return out
 
 
@@ -171,6 +177,7 @@ def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
         out.append("ratio baseline/drctl (p50; >1 means drctl is faster):")
         f = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
         for kind, r in rs.items():
+            fast = f"  error window drctl/fastpath {f(r['fast_path_window'])}" if "fast_path_window" in r else ""
             out.append(f"  {kind:<7} detection {f(r['detection'])}  error window {f(r['error_window'])}  "
-                       f"RTO {f(r['rto'])}")
+                       f"RTO {f(r['rto'])}{fast}")
     return "\n".join(out)

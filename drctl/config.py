@@ -15,9 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from drctl.config_data import DataConfig
+from drctl.config_passive import PassiveConfig
 
 TRACKS = ("stable", "canary", "blue", "green")
-Track = Literal["stable", "canary", "blue", "green"]
 
 
 class _Model(BaseModel):
@@ -160,6 +160,11 @@ class HealthConfig(_Model):
         "replica gets one within ceil(1/fraction) rounds; the gateway gets completions every round.",
     )
     fail_on_degraded: bool = Field(True, description="Count a DEGRADED region as a failed check.")
+    passive: PassiveConfig = Field(
+        default_factory=PassiveConfig,
+        description="Passive signals (gateway counters, vLLM /metrics, or Prometheus) read every interval_s; "
+        "a breach makes a region SUSPECT for the active probe to confirm.",
+    )
 
     @model_validator(mode="after")
     def _interval_longer_than_timeout(self) -> HealthConfig:
@@ -197,6 +202,15 @@ class HAProxyGlobal(_Model):
     kind: Literal["haproxy"] = Field(..., description="Global tier provider kind.")
     runtime_socket: str = Field(..., description="HAProxy runtime API unix socket of the global frontend.")
     backend: str = Field("global", description="Backend whose servers are the region gateways (named by region).")
+    fast_path: bool = Field(
+        False,
+        description="Data-plane fast path (off by default): the global tier retries a request whose connect failed, "
+        "whose response was empty, or that got a 503, once on another region (HAProxy `retry-on conn-failure "
+        "empty-response 503`, `option redispatch 1`), so a hard-down region costs users about no errors while "
+        "drctl moves traffic and capacity. Only requests that fit in one HAProxy buffer (tune.bufsize) are "
+        "retried, and a generation cut off by an empty response runs again on the other region. `drctl dev up` "
+        "renders it; a production global HAProxy needs the same lines (deploy/compose/haproxy-global.cfg).",
+    )
 
 
 class Route53Global(_Model):

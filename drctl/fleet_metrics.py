@@ -103,7 +103,7 @@ class FleetReader:
 
     def _history(self) -> None:
         # Imported here: the report store lives with the activities that write it.
-        from activities.reports import ReportStore
+        from drctl.providers.drill_reports import ReportStore
 
         fleet = self.cfg.name
         try:

@@ -42,28 +42,18 @@ ACTIVITY_MODULES = [
 ]
 
 
-def _optional(name: str) -> Any | None:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        return None
-
-
 def workflows() -> list[type]:
+    """Every workflow class. A module that is missing or fails to import stops the worker: a worker
+    without one of them would leave that operation's tasks queued forever."""
     found: list[type] = []
     for name in WORKFLOW_MODULES:
-        mod = _optional(name)
-        if mod is not None:
-            found += list(mod.WORKFLOWS)
+        found += list(importlib.import_module(name).WORKFLOWS)
     return found
 
 
 def activities(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    """Every activity callable, built for this worker's config (same rule as `workflows`)."""
     found: list[Callable[..., Any]] = []
     for name in ACTIVITY_MODULES:
-        mod = _optional(name)
-        if mod is not None:
-            found += list(mod.build(cfg))
+        found += list(importlib.import_module(name).build(cfg))
     return found

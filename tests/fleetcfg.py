@@ -1,4 +1,4 @@
-"""Write a test fleet config: the reference two-region fleet on free loopback ports.
+"""The test fleet: the reference two-region config on free loopback ports, and small FleetSpecs.
 
 HAProxy runtime sockets are unix sockets, whose paths must stay under ~100 characters, so the
 state dir lives in a short directory under /tmp rather than pytest's deep tmp_path.
@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from drctl.models.failover import capacity_of
+from drctl.models.ops import Capacity, FleetSpec, RegionSpec
 from tests.helpers import free_port
 
 
@@ -97,3 +99,19 @@ def write_fleet_config(
     path = directory / "fleet.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def spec(regions: list[tuple[str, int, int]], **extra: float) -> FleetSpec:
+    """A FleetSpec of (name, weight, replicas) regions, max_replicas 8."""
+    return FleetSpec(
+        fleet="t", task_queue="q", deployment="llm-stable",
+        regions=[RegionSpec(name=n, weight=w, replicas=r, max_replicas=8, queue=f"q-{n}") for n, w, r in regions],
+        interval_s=10, probe_timeout_s=2, failure_threshold=3, recovery_threshold=3, fast_confirm=True,
+        fast_confirm_interval_s=1, fail_on_degraded=True, rto_target_s=30, policy="automatic",
+        require_approval=False, approval_timeout_s=900, verify_requests=20, verify_timeout_s=15,
+        rollout_timeout_s=120, stabilization_window_s=30, failback_steps=3, failback_step_interval_s=10, **extra,
+    )
+
+
+def cap(region: str, replicas: int, max_replicas: int = 8) -> Capacity:
+    return capacity_of(region, "llm-stable", replicas, replicas, max_replicas, None, None)

@@ -1,17 +1,32 @@
-"""Test helpers shared by every test module."""
+"""Test helpers shared by every test module: free ports, polling, running drctl, writing a config.
+
+The generated two-region test fleet itself is tests/fleetcfg.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
 import random
 import socket
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+import yaml
+
+if TYPE_CHECKING:
+    from drctl.config import FleetConfig
 
 T = TypeVar("T")
+# The installed console script, as a user runs it (PYTHONPATH, inherited, picks the tree under test).
+DRCTL = Path(sys.executable).parent / "drctl"
 
 
 def _ephemeral_low() -> int:
@@ -62,6 +77,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_run(n: int, attempts: int = 20) -> int:
+    """A first port P with P..P+n-1 all free on 127.0.1.1 (the bench's first target address)."""
+    for _ in range(attempts):
+        base = free_port()
+        if base + n > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.1.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no run of {n} free ports on 127.0.1.1 in {attempts} attempts")
+
+
 def wait_until(check: Callable[[], T], timeout_s: float = 10.0, interval_s: float = 0.1, what: str = "") -> T:
     """Poll a sync check until it returns a truthy value; fail with the last value or error."""
     deadline = time.monotonic() + timeout_s
@@ -94,3 +130,66 @@ async def assert_eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what or check}: last={last!r}")
         await asyncio.sleep(interval_s)
+
+
+async def until(check: Callable[[], object], what: str, timeout_s: float = 60.0, interval_s: float = 0.1) -> None:
+    """`assert_eventually` for a blocking check (a provider call): run off the event loop."""
+
+    async def off_loop() -> object:
+        return await asyncio.to_thread(check)
+
+    await assert_eventually(off_loop, timeout_s=timeout_s, interval_s=interval_s, what=what)
+
+
+# --- drctl command lines ---------------------------------------------------------------------------
+# In-process (`run_cli`, `cli`) for suites that run many command lines: a process each would take
+# minutes on a loaded machine. As a subprocess (`drctl`, `drctl_async`) where the real binary, its
+# exit and its environment are what the test is about.
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `drctl <argv>` in this process: the binary's entry point minus
+    os._exit. An unexpected exception propagates: a traceback."""
+    from drctl.cli.main import invoke
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = invoke(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+async def cli(*argv: str) -> tuple[int, str, str]:
+    """`run_cli` from an async test, off the event loop that runs the test's in-process workers.
+
+    The command's own asyncio.run needs a thread without a running loop; one command at a time, since
+    stdout redirection is process-wide.
+    """
+    return await asyncio.to_thread(run_cli, list(argv))
+
+
+def _cli_env(env: dict[str, str] | None) -> dict[str, str]:
+    # Wide and plain: rich keeps whole table cells and long paths on one line, with no colour codes.
+    return {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
+
+
+def drctl(*args: str, input_text: str | None = None, timeout_s: float = 240,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI as a user would; stdin is not a TTY unless input is given through it."""
+    return subprocess.run([str(DRCTL), *args], capture_output=True, text=True, input=input_text or "",
+                          timeout=timeout_s, env=_cli_env(env))
+
+
+async def drctl_async(*args: str, timeout_s: float = 240) -> tuple[int, str, str]:
+    """`drctl` from an async test, so the in-process workers keep serving meanwhile."""
+    proc = await asyncio.create_subprocess_exec(str(DRCTL), *args, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE, env=_cli_env(None))
+    out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def write_config(cfg: FleetConfig, directory: Path) -> Path:
+    """An in-memory config (fresh queues, short intervals) as a file in `directory`, for a CLI or
+    worker subprocess; beside the session config, relative paths in it still resolve."""
+    path = directory / f"fleet-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return path

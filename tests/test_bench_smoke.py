@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench import rto_fleet
-from bench.rto import main, parse_args, policy_config, write_json
+from bench.rto import fast_path_on, main, parse_args, policy_config, write_json
 from bench.rto_report import Trial, error_window, format_table, percentile, ratios, summarise
 from drctl.models.drill import LoadSample
 from drctl.models.ops import FleetSpec
@@ -45,7 +45,7 @@ def test_bad_arguments_exit_2_naming_the_problem(argv: list[str], says: str, cap
     assert says in capsys.readouterr().err
 
 
-def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_fast_confirm() -> None:
+def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_their_one_setting() -> None:
     path = rto_fleet.write_bench_config(interval_s=10, threshold=3)
     try:
         cfg = rto_fleet.load(path)
@@ -56,6 +56,9 @@ def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_fast_co
         assert ours.fast_confirm and not base.fast_confirm
         assert ours.model_dump(exclude={"fast_confirm"}) == base.model_dump(exclude={"fast_confirm"})
         assert (base.interval_s, base.failure_threshold) == (10, 3)
+        fast = policy_config(cfg, "fastpath")
+        assert fast_path_on(fast) and not any(fast_path_on(policy_config(cfg, p)) for p in ("drctl", "baseline"))
+        assert FleetSpec.from_config(fast) == ours
     finally:
         shutil.rmtree(path.parent)
 

@@ -1,4 +1,5 @@
-"""Usage mistakes get click's usage message and exit 2, never a traceback."""
+"""Usage mistakes get click's usage message and exit 2, never a traceback; the one error table; --version and
+shell completion."""
 
 from __future__ import annotations
 
@@ -8,6 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import TerminatedError
+
+from drctl.chaos.validate import ExperimentInvalid
+from drctl.cli.common import UserError
+from drctl.cli.errors import render_error
+from drctl.models.ops import OperationInfo
+from drctl.operations import FleetBusyError
+from drctl.temporal import TemporalUnreachable
+from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,3 +47,65 @@ def test_help_states_the_exit_codes() -> None:
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     assert "0 succeeded; 1 ran and did not succeed" in text and "3 nothing started: the fleet is busy" in text
+
+
+def test_version_prints_the_installed_package_version() -> None:
+    from importlib.metadata import version
+
+    code, out, err = run_cli(["--version"])
+    assert code == 0 and out.strip() == f"drctl {version('drctl')}", (out, err)
+
+
+def test_shell_completion_completes_commands_and_prints_its_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the installed script does on <TAB>: the shell sets these and runs drctl.
+    monkeypatch.setenv("_DRCTL_COMPLETE", "complete_bash")
+    monkeypatch.setenv("COMP_WORDS", "drctl ops w")
+    monkeypatch.setenv("COMP_CWORD", "2")
+    code, out, _ = run_cli([])
+    assert code == 0 and out.split() == ["watch"]
+    monkeypatch.setenv("COMP_WORDS", "drctl fail")
+    monkeypatch.setenv("COMP_CWORD", "1")
+    code, out, _ = run_cli([])
+    assert code == 0 and sorted(out.split()) == ["failback", "failover"]
+    monkeypatch.delenv("_DRCTL_COMPLETE")
+    code, out, err = run_cli(["--show-completion", "bash"])
+    assert code == 0 and "_drctl_completion" in out and "_DRCTL_COMPLETE=complete_bash" in out, (out, err)
+
+
+def test_install_completion_writes_the_script_and_sources_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, err = run_cli(["--install-completion", "bash"])
+    assert code == 0, (out, err)
+    script = tmp_path / ".bash_completions" / "drctl.sh"
+    assert "_DRCTL_COMPLETE=complete_bash" in script.read_text()
+    assert f"source '{script}'" in (tmp_path / ".bashrc").read_text()
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "words"),
+    [
+        (FleetBusyError("dev", OperationInfo(workflow_id="failover/dev", operation="failover", fleet="dev")), 3,
+         "fleet 'dev' is busy: failover failover/dev is running"),
+        (TemporalUnreachable("127.0.0.1:1", ConnectionRefusedError("refused")), 3, "cannot reach Temporal at 127.0.0.1:1"),
+        (UserError("bad --steps"), 2, "bad --steps"),
+        (UserError("no report", exit_code=1), 1, "no report"),
+        (ExperimentInvalid("x.json", "no method"), 2, "invalid experiment x.json: no method"),
+        (WorkflowFailureError(cause=TerminatedError("terminated by ops", ())), 1,
+         "the operation ended without a result: terminated by ops"),
+    ],
+)
+def test_one_table_maps_each_error_to_its_exit_code(exc: Exception, code: int, words: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert render_error(exc) == code
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and words in " ".join(err.split())
+
+
+def test_a_declined_confirmation_exits_1_and_ctrl_c_130(capsys: pytest.CaptureFixture[str]) -> None:
+    assert render_error(typer.Abort()) == 1 and capsys.readouterr().err.strip() == "aborted"
+    assert render_error(KeyboardInterrupt()) == 130 and capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_an_unknown_error_is_not_disguised_as_a_user_error() -> None:
+    with pytest.raises(ZeroDivisionError):
+        render_error(ZeroDivisionError("a bug"))

@@ -29,9 +29,8 @@ from drctl import search_attributes
 from drctl.codec import AesGcmCodec, CodecKeyError, parse_keys
 from drctl.config import load_config
 from drctl.temporal import TemporalConfigError, connect_options
-from tests.cli_inproc import run_cli
 from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.helpers import free_port, wait_until
+from tests.helpers import drctl, free_port, run_cli, wait_until
 
 BIN = Path(sys.executable).parent
 OUTAGE = json.loads((Path(__file__).resolve().parents[1] / "experiments" / "region-outage.json").read_text())
@@ -122,11 +121,6 @@ def _open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _drctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "drctl"), *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
-
-
 def _raw_history(address: str, wid: str) -> str:
     proc = subprocess.run([str(BIN / "temporal"), "workflow", "show", "-w", wid, "-o", "json", "--address", address],
                           capture_output=True, text=True, timeout=60)
@@ -154,7 +148,7 @@ def _found(raw: str, secret: str) -> bool:
 
 def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[str]:
     """An upgrade with HF_TOKEN and a drill whose experiment holds a value and an API token."""
-    up = _drctl("upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
+    up = drctl("upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
                 "-o", "json", "-c", str(path), env=env)
     assert up.returncode == 0, up.stderr
     upgrade_id = json.loads(up.stdout)["workflow_id"]
@@ -165,7 +159,7 @@ def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[s
     exp["configuration"].update(note=EXP_SECRET, probe_api_token=API_TOKEN)
     exp_path = directory / f"outage-{time.monotonic_ns()}.json"
     exp_path.write_text(json.dumps(exp))
-    drill = _drctl("drill", "run", str(exp_path), "--no-wait", "-c", str(path), env=env)
+    drill = drctl("drill", "run", str(exp_path), "--no-wait", "-c", str(path), env=env)
     assert drill.returncode == 0, drill.stderr
     drill_id = next(t for t in drill.stderr.split() if t.startswith("drill/"))
     subprocess.run([str(BIN / "temporal"), "workflow", "terminate", "-w", drill_id, "--address",
@@ -230,7 +224,7 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
     env = {"DRCTL_CODEC_KEYS": f"k1={K1}"}
     cfg_path = _cfg_file(tmp_path, {"address": temporal_dev, "codec": {"keys_env": "DRCTL_CODEC_KEYS"},
                                     "task_queue": f"codec-{time.monotonic_ns()}"})
-    up = _drctl("upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
+    up = drctl("upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
                 "-o", "json", "-c", str(cfg_path), env=env)
     assert up.returncode == 0, up.stderr
     wid = json.loads(up.stdout)["workflow_id"]

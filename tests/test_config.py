@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from drctl.config import ConfigError, load_config
+from tests.helpers import drctl
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "config" / "fleet.yaml").read_text()
-
-
-def drctl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "drctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
-        env={**os.environ, "COLUMNS": "200"},  # long paths must not wrap the status line
-    )
 
 
 SHIPPED = ["config/fleet.yaml", "config/fleet.example.yaml", "deploy/compose/fleet.yaml",

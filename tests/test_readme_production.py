@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.test_kubernetes_manifests import one, render
+from tests.kustomize import one, render
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

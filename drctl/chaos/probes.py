@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from drctl.chaos import fleet, global_endpoint
+from drctl.providers import completions
 from drctl.providers.auth import auth_headers
 
 REGION_HEADER = "x-drctl-region"  # the config's default, for experiments run without a fleet config
@@ -22,13 +23,11 @@ _MAX_REQUESTS = 500
 
 
 def _client(timeout_s: float, configuration: dict[str, Any] | None) -> httpx.Client:
-    # No keep-alive: each request is a new connection, so the global tier balances every one with
-    # the weights in force now, as a new user's request would be.
     try:
         headers = auth_headers(fleet(configuration))
     except ValueError:  # no fleet config: an anonymous endpoint
         headers = {}
-    return httpx.Client(timeout=timeout_s, limits=httpx.Limits(max_keepalive_connections=0), headers=headers)
+    return httpx.Client(timeout=timeout_s, limits=completions.fresh_connections(1), headers=headers)
 
 
 def _header(configuration: dict[str, Any] | None, header: str | None) -> str:
@@ -51,14 +50,9 @@ def _model(configuration: dict[str, Any] | None) -> str:
 
 
 def _complete(client: httpx.Client, url: str, model: str, header: str) -> str | None:
-    """One 1-token completion; the serving region on success, None on any failure."""
-    try:
-        resp = client.post(f"{url}/v1/completions", json={"model": model, "prompt": "drill", "max_tokens": 1})
-    except httpx.HTTPError:
-        return None
-    if resp.status_code != 200:
-        return None
-    return resp.headers.get(header, "")
+    """One 1-token completion; the serving region on success ("" when unattributed), None on failure."""
+    answer = completions.complete_sync(client, completions.url_of(url), model, "drill", header)
+    return (answer.region or "") if answer.ok else None
 
 
 def global_success_ratio(

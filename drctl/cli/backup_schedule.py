@@ -13,21 +13,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    load,
-    print_json,
-)
+from drctl.cli import common
 from drctl.config import FleetConfig
 from drctl.providers.errors import ProviderError
 from drctl.providers.velero_schedule import VeleroSchedules, go_duration_ok
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
+app = typer.Typer(name="schedule", help="Velero Schedules: periodic backups taken by each region's Velero.",
+                  no_args_is_help=True)
+
 RegionsOpt = Annotated[list[str] | None, typer.Option("--region", help="Region (repeatable); default every region.")]
 
 
@@ -35,74 +29,72 @@ def _regions(cfg: FleetConfig, regions: list[str] | None) -> list[str]:
     return [cfg.region(r).name for r in regions] if regions else cfg.region_names
 
 
-def _provider_error(exc: ProviderError) -> UserError:
-    return UserError(str(exc), exit_code=2 if exc.error.kind in ("Conflict", "NotFound", "Invalid") else 1)
+def _provider_error(exc: ProviderError) -> common.UserError:
+    return common.UserError(str(exc), exit_code=2 if exc.error.kind in ("Conflict", "NotFound", "Invalid") else 1)
 
 
-def register_schedule(backup_app: typer.Typer) -> None:
-    sched = typer.Typer(help="Velero Schedules: periodic backups taken by each region's Velero.", no_args_is_help=True)
-    backup_app.add_typer(sched, name="schedule")
+@app.command("create")
+def create(
+    every: Annotated[str | None, typer.Option("--every", help="Interval, a Go duration: 1h, 30m.")] = None,
+    cron: Annotated[str | None, typer.Option("--cron", help="Cron expression instead of --every.")] = None,
+    ttl: Annotated[str, typer.Option("--ttl", help="How long each backup is kept, a Go duration.")] = "720h",
+    name: Annotated[str | None, typer.Option("--name", help="Schedule name (default: every-<interval>).")] = None,
+    region: RegionsOpt = None,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+) -> None:
+    """Create a Velero Schedule of the workload namespace in each region's cluster."""
+    cfg = common.load(config)
+    if bool(every) == bool(cron):
+        raise common.UserError("give exactly one of --every (e.g. 1h) or --cron")
+    if every and not go_duration_ok(every):
+        raise common.UserError(f"--every {every!r}: not a duration like 1h, 30m or 1h30m")
+    if not go_duration_ok(ttl):
+        raise common.UserError(f"--ttl {ttl!r}: not a duration like 72h or 720h0m0s")
+    if cron and len(cron.split()) != 5:
+        raise common.UserError(f"--cron {cron!r}: expected 5 fields (minute hour day month weekday)")
+    name = name or (f"every-{every}" if every else "cron")
+    if not _NAME.match(name):
+        raise common.UserError(f"bad name {name!r}: lowercase letters, digits and '-'")
+    regions = _regions(cfg, region)
+    for r in regions:
+        try:
+            s = VeleroSchedules(cfg, r).create(name, f"@every {every}" if every else str(cron), ttl,
+                                               [cfg.region(r).kube.namespace], {"app": cfg.workload.app})
+        except ProviderError as exc:
+            raise _provider_error(exc) from None
+        common.console.print(f"schedule {s.name} created in {r}: {s.schedule}, backups kept {ttl}")
 
-    @sched.command("create")
-    def create(
-        every: Annotated[str | None, typer.Option("--every", help="Interval, a Go duration: 1h, 30m.")] = None,
-        cron: Annotated[str | None, typer.Option("--cron", help="Cron expression instead of --every.")] = None,
-        ttl: Annotated[str, typer.Option("--ttl", help="How long each backup is kept, a Go duration.")] = "720h",
-        name: Annotated[str | None, typer.Option("--name", help="Schedule name (default: every-<interval>).")] = None,
-        region: RegionsOpt = None,
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-    ) -> None:
-        """Create a Velero Schedule of the workload namespace in each region's cluster."""
-        cfg = load(config)
-        if bool(every) == bool(cron):
-            raise UserError("give exactly one of --every (e.g. 1h) or --cron")
-        if every and not go_duration_ok(every):
-            raise UserError(f"--every {every!r}: not a duration like 1h, 30m or 1h30m")
-        if not go_duration_ok(ttl):
-            raise UserError(f"--ttl {ttl!r}: not a duration like 72h or 720h0m0s")
-        if cron and len(cron.split()) != 5:
-            raise UserError(f"--cron {cron!r}: expected 5 fields (minute hour day month weekday)")
-        name = name or (f"every-{every}" if every else "cron")
-        if not _NAME.match(name):
-            raise UserError(f"bad name {name!r}: lowercase letters, digits and '-'")
-        regions = _regions(cfg, region)
-        for r in regions:
-            try:
-                s = VeleroSchedules(cfg, r).create(name, f"@every {every}" if every else str(cron), ttl,
-                                                   [cfg.region(r).kube.namespace], {"app": cfg.workload.app})
-            except ProviderError as exc:
-                raise _provider_error(exc) from None
-            console.print(f"schedule {s.name} created in {r}: {s.schedule}, backups kept {ttl}")
 
-    @sched.command("list")
-    def list_(region: RegionsOpt = None, config: ConfigOpt = Path(DEFAULT_CONFIG),
-              output: OutputOpt = Output.table) -> None:
-        """Schedules of every region, with the time of their last backup."""
-        cfg = load(config)
-        items = []
-        for r in _regions(cfg, region):
-            try:
-                items += VeleroSchedules(cfg, r).list()
-            except ProviderError as exc:
-                raise _provider_error(exc) from None
-        if output is Output.json:
-            print_json([s.model_dump(mode="json") for s in items])
-            return
-        t = Table(title="Velero schedules")
-        for col in ("region", "name", "schedule", "ttl", "phase", "last backup"):
-            t.add_column(col, no_wrap=True)
-        for s in items:
-            t.add_row(s.region, s.name, s.schedule, s.ttl or "", s.phase or "New", s.last_backup or "never")
-        console.print(t)
+@app.command("list")
+def list_(region: RegionsOpt = None, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+          output: common.OutputOpt = common.Output.table) -> None:
+    """Schedules of every region, with the time of their last backup."""
+    cfg = common.load(config)
+    items = []
+    for r in _regions(cfg, region):
+        try:
+            items += VeleroSchedules(cfg, r).list()
+        except ProviderError as exc:
+            raise _provider_error(exc) from None
+    if output is common.Output.json:
+        common.print_json([s.model_dump(mode="json") for s in items])
+        return
+    t = Table(title="Velero schedules")
+    for col in ("region", "name", "schedule", "ttl", "phase", "last backup"):
+        t.add_column(col, no_wrap=True)
+    for s in items:
+        t.add_row(s.region, s.name, s.schedule, s.ttl or "", s.phase or "New", s.last_backup or "never")
+    common.console.print(t)
 
-    @sched.command("delete")
-    def delete(name: Annotated[str, typer.Argument(help="Schedule name.")], region: RegionsOpt = None,
-               config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
-        """Delete a schedule (its backups stay until their TTL)."""
-        cfg = load(config)
-        for r in _regions(cfg, region):
-            try:
-                VeleroSchedules(cfg, r).delete(name)
-            except ProviderError as exc:
-                raise _provider_error(exc) from None
-            console.print(f"schedule {name} deleted in {r}")
+
+@app.command("delete")
+def delete(name: Annotated[str, typer.Argument(help="Schedule name.")], region: RegionsOpt = None,
+           config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+    """Delete a schedule (its backups stay until their TTL)."""
+    cfg = common.load(config)
+    for r in _regions(cfg, region):
+        try:
+            VeleroSchedules(cfg, r).delete(name)
+        except ProviderError as exc:
+            raise _provider_error(exc) from None
+        common.console.print(f"schedule {name} deleted in {r}")

@@ -11,41 +11,42 @@ import typer
 
 from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, UserError, err_console, load
 
+app = typer.Typer()
 
-def register(app: typer.Typer) -> None:
-    @app.command("codec-server")
-    def codec_server(
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8081,
-        origin: Annotated[list[str] | None, typer.Option(
-            "--origin", help="Browser origin allowed by CORS (repeatable); default the config's temporal.ui_url.")] = None,
-        token_env: Annotated[str | None, typer.Option(
-            "--token-env", help="Env var holding a bearer token every /encode and /decode must present.")] = None,
-    ) -> None:
-        """Decrypt and encrypt payloads for the Temporal UI's remote codec setting."""
-        from drctl.codec import CodecKeyError, codec_for
-        from drctl.codec_server import CodecServer
 
-        cfg = load(config)
-        if cfg.temporal.codec is None:
-            raise UserError("temporal.codec is not configured: there is nothing to decode")
-        try:
-            codec = codec_for(cfg.temporal.codec)
-        except CodecKeyError as exc:
-            raise UserError(str(exc)) from None
-        assert codec is not None
-        token = None
-        if token_env:
-            token = os.environ.get(token_env, "").strip()
-            if not token:
-                raise UserError(f"--token-env: environment variable {token_env} is unset or empty")
-        origins = origin or [cfg.temporal.ui_url]
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        err_console.print(f"codec server on http://{host}:{port} for origins {', '.join(origins)}"
-                          + (" (bearer token required)" if token else ""), markup=False, highlight=False)
-        httpd = CodecServer(codec, origins, token).serve(host, port)
-        try:
-            httpd.serve_forever()
-        finally:
-            httpd.server_close()
+@app.command("codec-server")
+def codec_server(
+    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8081,
+    origin: Annotated[list[str] | None, typer.Option(
+        "--origin", help="Browser origin allowed by CORS (repeatable); default the config's temporal.ui_url.")] = None,
+    token_env: Annotated[str | None, typer.Option(
+        "--token-env", help="Env var holding a bearer token every /encode and /decode must present.")] = None,
+) -> None:
+    """Decrypt and encrypt payloads for the Temporal UI's remote codec setting."""
+    from drctl.codec import CodecKeyError, codec_for
+    from drctl.codec_server import CodecServer
+
+    cfg = load(config)
+    if cfg.temporal.codec is None:
+        raise UserError("temporal.codec is not configured: there is nothing to decode")
+    try:
+        codec = codec_for(cfg.temporal.codec)
+    except CodecKeyError as exc:
+        raise UserError(str(exc)) from None
+    assert codec is not None
+    token = None
+    if token_env:
+        token = os.environ.get(token_env, "").strip()
+        if not token:
+            raise UserError(f"--token-env: environment variable {token_env} is unset or empty")
+    origins = origin or [cfg.temporal.ui_url]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    err_console.print(f"codec server on http://{host}:{port} for origins {', '.join(origins)}"
+                      + (" (bearer token required)" if token else ""), markup=False, highlight=False)
+    httpd = CodecServer(codec, origins, token).serve(host, port)
+    try:
+        httpd.serve_forever()
+    finally:
+        httpd.server_close()

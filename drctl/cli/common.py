@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: config loading, error rendering, async running, output modes."""
+"""Shared CLI plumbing: config loading, the user-error type, async running, output modes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from drctl.config import ConfigError, FleetConfig, UnknownRegionError, load_config
+from drctl.config import FleetConfig, load_config
 
 T = TypeVar("T")
 
@@ -58,30 +58,3 @@ def run_async(fn: Callable[[], Awaitable[T]]) -> T:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def render_error(exc: BaseException) -> int:
-    """Render any known error in one place and return the exit code."""
-    from drctl.temporal import TemporalConfigError, TemporalUnreachable
-
-    if isinstance(exc, TemporalConfigError):
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        return 2
-    if isinstance(exc, ConfigError):
-        err_console.print(f"error: invalid config {exc}", markup=False, highlight=False, soft_wrap=True)
-        return 2
-    if isinstance(exc, UnknownRegionError):
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        return 2
-    if isinstance(exc, UserError):
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        return exc.exit_code
-    from drctl.operations import FleetBusyError
-
-    if isinstance(exc, FleetBusyError):
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        return 3
-    if isinstance(exc, TemporalUnreachable):
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        return 3
-    raise exc

@@ -12,41 +12,39 @@ from drctl.cli.common import DEFAULT_CONFIG, Output, OutputOpt, console, print_j
 from drctl.config import load_config
 from drctl.config_warnings import warnings
 
+app = typer.Typer(name="config", help="Fleet configuration.", no_args_is_help=True)
 
-def register(app: typer.Typer) -> None:
-    config_app = typer.Typer(help="Fleet configuration.", no_args_is_help=True)
-    app.add_typer(config_app, name="config")
 
-    @config_app.command("validate")
-    def validate(
-        file: Annotated[Path, typer.Argument(help="Fleet config file.", envvar="DRCTL_CONFIG")] = Path(DEFAULT_CONFIG),
-        output: OutputOpt = Output.table,
-    ) -> None:
-        """Validate a fleet config; list every problem with its field path (exit 2 when invalid).
+@app.command("validate")
+def validate(
+    file: Annotated[Path, typer.Argument(help="Fleet config file.", envvar="DRCTL_CONFIG")] = Path(DEFAULT_CONFIG),
+    output: OutputOpt = Output.table,
+) -> None:
+    """Validate a fleet config; list every problem with its field path (exit 2 when invalid).
 
-        Warnings (valid settings that defeat an objective, e.g. a Route 53 TTL longer than the RTO
-        leaves) are printed too, but do not change the exit code.
-        """
-        cfg = load_config(file)
-        norm = cfg.normalised_weights()
-        warned = warnings(cfg)
-        if output is Output.json:
-            print_json({"file": str(file), "valid": True, "warnings": [w.model_dump(exclude_none=True) for w in warned],
-                        "config": cfg.model_dump(mode="json", by_alias=True)})
-            return
-        table = Table(title=f"{file}: fleet {cfg.name!r} is valid")
-        for col in ("region", "weight", "share", "replicas", "kubernetes", "gateway"):
-            table.add_column(col)
-        for r in cfg.regions:
-            kube = r.kube.api_url or (f"context {r.kube.context}" if r.kube.context else
-                                      "in-cluster" if r.kube.in_cluster else "in-cluster or current context")
-            table.add_row(r.name, str(r.weight), f"{norm[r.name]:.0%}", str(r.replicas), kube, r.gateway_url)
-        console.print(table)
-        h, o = cfg.health, cfg.objectives
-        console.print(
-            f"health every {h.interval_s:g}s (timeout {h.probe_timeout_s:g}s, threshold {h.failure_threshold}); "
-            f"RTO {o.rto_target_s:g}s, RPO {o.rpo_target_s:g}s; failover {cfg.failover.policy}; "
-            f"global tier {cfg.traffic.global_tier.kind}, regional tier {cfg.traffic.regional_tier.kind}"
-        )
-        for w in warned:
-            console.print(f"[yellow]warning:[/yellow] {w.path}: {w.message}", soft_wrap=True)
+    Warnings (valid settings that defeat an objective, e.g. a Route 53 TTL longer than the RTO
+    leaves) are printed too, but do not change the exit code.
+    """
+    cfg = load_config(file)
+    norm = cfg.normalised_weights()
+    warned = warnings(cfg)
+    if output is Output.json:
+        print_json({"file": str(file), "valid": True, "warnings": [w.model_dump(exclude_none=True) for w in warned],
+                    "config": cfg.model_dump(mode="json", by_alias=True)})
+        return
+    table = Table(title=f"{file}: fleet {cfg.name!r} is valid")
+    for col in ("region", "weight", "share", "replicas", "kubernetes", "gateway"):
+        table.add_column(col)
+    for r in cfg.regions:
+        kube = r.kube.api_url or (f"context {r.kube.context}" if r.kube.context else
+                                  "in-cluster" if r.kube.in_cluster else "in-cluster or current context")
+        table.add_row(r.name, str(r.weight), f"{norm[r.name]:.0%}", str(r.replicas), kube, r.gateway_url)
+    console.print(table)
+    h, o = cfg.health, cfg.objectives
+    console.print(
+        f"health every {h.interval_s:g}s (timeout {h.probe_timeout_s:g}s, threshold {h.failure_threshold}); "
+        f"RTO {o.rto_target_s:g}s, RPO {o.rpo_target_s:g}s; failover {cfg.failover.policy}; "
+        f"global tier {cfg.traffic.global_tier.kind}, regional tier {cfg.traffic.regional_tier.kind}"
+    )
+    for w in warned:
+        console.print(f"[yellow]warning:[/yellow] {w.path}: {w.message}", soft_wrap=True)

@@ -10,45 +10,22 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from drctl.chaos.validate import ExperimentInvalid, validate_experiment
-from drctl.cli.common import (
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    err_console,
-    load,
-    print_json,
-    run_async,
-)
+from drctl.chaos.validate import validate_experiment
+from drctl.cli import common, drill_schedule
+from drctl.cli.launch import Launched, NoWait, conclude, launch, result_only
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
-from drctl.models.ops import FleetSpec
-from drctl.temporal import connect, ui_link
+from drctl.operations import start_operation
+from drctl.providers.drill_reports import ReportStore
 
-drill_app = typer.Typer(help="Chaos drills that measure the real RTO.", no_args_is_help=True)
+app = typer.Typer(name="drill", help="Chaos drills that measure the real RTO.", no_args_is_help=True)
+app.add_typer(drill_schedule.app)
 
 TargetOpt = Annotated[str | None, typer.Option("--target", help="Region to hurt (default: the experiment's).")]
 
 
-def plan_for(cfg: FleetConfig, experiment: Path, target: str | None) -> ExperimentPlan:
-    try:
-        return validate_experiment(experiment, cfg, target)
-    except ExperimentInvalid as exc:
-        raise UserError(f"invalid experiment {exc}") from None
-
-
-def drill_input(cfg: FleetConfig, plan: ExperimentPlan, alternatives: list[ExperimentPlan] | None = None) -> DrillInput:
-    # Failover + failback stabilisation + steps bound how long the failback may take.
-    fb = cfg.failback.stabilization_window_s + cfg.failback.steps * (cfg.failback.step_interval_s + 15) + 60
-    return DrillInput(spec=FleetSpec.from_config(cfg), plan=plan, alternatives=alternatives or [],
-                      rto_target_s=cfg.objectives.rto_target_s, load_rps=cfg.drills.load_rps,
-                      timeout_s=cfg.drills.timeout_s, failback_timeout_s=fb)
-
-
 def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
-    console.print(f"[bold]Drill plan[/bold] (dry run: nothing is injected) for fleet [cyan]{cfg.name}[/cyan]")
+    common.console.print(f"[bold]Drill plan[/bold] (dry run: nothing is injected) for fleet [cyan]{cfg.name}[/cyan]")
     rows = [
         ("experiment", f"{plan.name}: {plan.title}"),
         ("target region", plan.target_region),
@@ -62,64 +39,46 @@ def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
         ("allowed targets", ", ".join(cfg.drills.allowed_targets)),
     ]
     for k, v in rows:
-        console.print(f"  {k:<20} {v}", markup=False, highlight=False)
+        common.console.print(f"  {k:<20} {v}", markup=False, highlight=False)
 
 
-def _summary(r: DrillReport) -> None:
+def render_report(r: DrillReport, link: str) -> None:
     color = {"PASS": "green", "FAILED": "red", "ABORTED": "yellow"}[r.verdict.value]
-    console.print(f"[bold {color}]{r.verdict.value}[/bold {color}] {r.id}")
+    common.console.print(f"[bold {color}]{r.verdict.value}[/bold {color}] {r.id}")
     rto = f"{r.measured_rto_s:.1f} s" if r.measured_rto_s is not None else "n/a"
-    console.print(f"  measured RTO {rto} (target {r.rto_target_s:g} s); error window {r.error_window_s:.1f} s; "
+    common.console.print(f"  measured RTO {rto} (target {r.rto_target_s:g} s); error window {r.error_window_s:.1f} s; "
                   f"{r.errors}/{r.requests} requests failed", markup=False, highlight=False)
     for why in r.reasons:
-        console.print(f"  - {why}", markup=False, highlight=False)
+        common.console.print(f"  - {why}", markup=False, highlight=False)
+    common.console.print(f"UI: {link}", markup=False, highlight=False)
 
 
-@drill_app.command("run")
+@app.command("run")
 def run_cmd(
     experiment: Annotated[Path, typer.Argument(help="Chaos Toolkit experiment (JSON or YAML).")],
-    config: ConfigOpt = Path("config/fleet.yaml"),
+    config: common.ConfigOpt = Path("config/fleet.yaml"),
     target: TargetOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")] = False,
-    no_wait: Annotated[bool, typer.Option("--no-wait", help="Start the drill and return.")] = False,
-    output: OutputOpt = Output.table,
+    no_wait: NoWait = False,
+    output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Run a drill now. Exits 0 only on PASS; 2 for an invalid experiment."""
-    cfg = load(config)
-    plan = plan_for(cfg, experiment, target)
+    cfg = common.load(config)
+    plan = validate_experiment(experiment, cfg, target)
     if dry_run:
-        if output is Output.json:
-            print_json(plan.model_dump(mode="json", exclude={"text"}))
+        if output is common.Output.json:
+            common.print_json(plan.model_dump(mode="json", exclude={"text"}))
         else:
             _print_plan(cfg, plan)
         return
-    from drctl.operations import start_operation
-    from drctl.outcome import Finished, finished
-
-    async def go() -> Finished[DrillReport] | None:
-        client = await connect(cfg)
-        wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-        # A busy fleet raises FleetBusyError, rendered in one place with exit code 3.
-        handle = await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
-                                       workflow_id=wid, target=plan.target_region)
-        # stderr: stdout stays clean for `-o json`
-        err_console.print(f"drill {wid} started: {ui_link(cfg, wid)}", markup=False, highlight=False)
-        if no_wait:
-            return None
-        with err_console.status(f"running {plan.name} against {plan.target_region}…"):
-            # A drill that did not PASS ends Failed; its report is in the failure's details.
-            return await finished(handle, DrillReport)
-
-    done = run_async(go)
-    if done is None:
-        return
-    report = done.result
-    if output is Output.json:
-        print_json(report.model_dump(mode="json"))
-    else:
-        _summary(report)
-    if report.verdict.value != "PASS":
-        raise typer.Exit(3 if done.busy else 1)
+    wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
+    # A drill that did not PASS ends Failed; its report is in the failure's details.
+    launched: Launched[DrillReport] = launch(
+        cfg, f"drill of {plan.name} against {plan.target_region}", lambda client: start_operation(
+            client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), operation="drill", workflow_id=wid,
+            target=plan.target_region),
+        DrillReport, no_wait=no_wait, output=output)
+    conclude(launched, output, render_report, result_only)
 
 
 def _trend(reports: list[DrillReport]) -> dict[str, str]:
@@ -146,15 +105,13 @@ def _loss(r: DrillReport) -> str:
     return f"{r.data_loss_s:.1f}s/{r.data_loss_objects}" if r.data_loss_s is not None else f"?/{r.data_loss_objects}"
 
 
-@drill_app.command("history")
-def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, output: OutputOpt = Output.table) -> None:
+@app.command("history")
+def history_cmd(config: common.ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, output: common.OutputOpt = common.Output.table) -> None:
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
-    from activities.reports import ReportStore
-
-    cfg = load(config)
+    cfg = common.load(config)
     reports = ReportStore(cfg).list(cfg.name, limit)
-    if output is Output.json:
-        print_json([r.model_dump(mode="json", exclude={"journal"}) for r in reports])
+    if output is common.Output.json:
+        common.print_json([r.model_dump(mode="json", exclude={"journal"}) for r in reports])
         return
     trend = _trend(reports)
     table = Table(title=f"Drills of fleet {cfg.name}")
@@ -165,30 +122,21 @@ def history_cmd(config: ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, 
         table.add_row(r.started_at.strftime("%Y-%m-%d %H:%M"), r.experiment, r.target_region, r.verdict.value,
                       f"{rto} / {r.rto_target_s:g}s", f"{r.error_window_s:.1f}s", _loss(r), trend.get(r.id, ""), r.id)
     # Piped output gets rich's 80 columns, which would cut drill ids a script or grep needs whole.
-    (console if console.is_terminal else Console(width=200)).print(table)
+    (common.console if common.console.is_terminal else Console(width=200)).print(table)
 
 
-@drill_app.command("report")
+@app.command("report")
 def report_cmd(drill_id: Annotated[str, typer.Argument(help="drill/<fleet>/<ts>")],
-               config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = Output.table) -> None:
+               config: common.ConfigOpt = Path("config/fleet.yaml"), output: common.OutputOpt = common.Output.table) -> None:
     """One drill's full report (markdown, or JSON with --output json)."""
-    from activities.reports import ReportStore
-
-    cfg = load(config)
+    cfg = common.load(config)
     store = ReportStore(cfg)
     try:
-        if output is Output.json:
-            print_json(store.get(drill_id).model_dump(mode="json"))
+        if output is common.Output.json:
+            common.print_json(store.get(drill_id).model_dump(mode="json"))
         else:
-            console.print(store.get_markdown(drill_id), markup=False, highlight=False)
+            common.console.print(store.get_markdown(drill_id), markup=False, highlight=False)
     except ValueError as exc:
-        raise UserError(str(exc)) from None
+        raise common.UserError(str(exc)) from None
     except store.s3.exceptions.NoSuchKey:
-        raise UserError(f"no report for {drill_id} in s3://{store.bucket}", exit_code=1) from None
-
-
-def register(app: typer.Typer) -> None:
-    from drctl.cli.drill_schedule import schedule_app
-
-    drill_app.add_typer(schedule_app, name="schedule")
-    app.add_typer(drill_app, name="drill")
+        raise common.UserError(f"no report for {drill_id} in s3://{store.bucket}", exit_code=1) from None

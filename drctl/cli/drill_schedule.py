@@ -29,12 +29,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from drctl.chaos.validate import validate_experiment
 from drctl.cli.common import ConfigOpt, Output, OutputOpt, UserError, console, load, print_json, run_async
 from drctl.config import FleetConfig
+from drctl.models.drill import DrillInput
 from drctl.operations import search_attributes
 from drctl.temporal import connect
 
-schedule_app = typer.Typer(help="Weekly drills on Temporal Schedules.", invoke_without_command=True)
+app = typer.Typer(name="schedule", help="Weekly drills on Temporal Schedules.", invoke_without_command=True)
 
 _JITTER = re.compile(r"^(\d+)([smhd])$")
 NameOpt = Annotated[str, typer.Option("--name", help="Schedule name; one fleet can have several.")]
@@ -76,7 +78,7 @@ def _cron(expr: str) -> str:
     return " ".join(fields)
 
 
-@schedule_app.callback()
+@app.callback()
 def schedule_cmd(
     ctx: typer.Context,
     cron: Annotated[str | None, typer.Option("--cron", help='Cron expression, UTC, e.g. "0 3 * * MON".')] = None,
@@ -93,14 +95,12 @@ def schedule_cmd(
         raise UserError("give --cron to create a schedule, or a subcommand: list, pause, resume, delete, trigger")
     if not experiment:
         raise UserError("give at least one --experiment file")
-    from drctl.cli.drill import drill_input, plan_for
-
     cfg = load(config)
-    plans = [plan_for(cfg, p, target) for p in experiment]  # every file is validated before scheduling
+    plans = [validate_experiment(p, cfg, target) for p in experiment]  # every file is validated before scheduling
     spec = ScheduleSpec(cron_expressions=[_cron(cron)], jitter=_jitter(jitter))
     sid = schedule_id(cfg, name)
     action = ScheduleActionStartWorkflow(
-        "ChaosDrill", drill_input(cfg, plans[0], plans[1:]), id=f"drill/{cfg.name}/{name}",
+        "ChaosDrill", DrillInput.from_config(cfg, plans[0], plans[1:]), id=f"drill/{cfg.name}/{name}",
         task_queue=cfg.temporal.task_queue, typed_search_attributes=search_attributes(cfg.name, "drill"),
         memo={"fleet": cfg.name, "operation": "drill", "initiator": f"schedule {sid}"},
     )
@@ -122,7 +122,7 @@ def schedule_cmd(
                   markup=False, highlight=False)
 
 
-@schedule_app.command("list")
+@app.command("list")
 def list_cmd(config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = Output.table) -> None:
     """Drill schedules of this fleet with their next run times."""
     cfg = load(config)
@@ -210,25 +210,25 @@ def _handle_op(config: Path, name: str, op: str) -> None:
     console.print(f"schedule {sid}: {op}{'d' if op.endswith('e') else 'ed'}", markup=False, highlight=False)
 
 
-@schedule_app.command("pause")
+@app.command("pause")
 def pause_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
     """Pause a drill schedule."""
     _handle_op(config, name, "pause")
 
 
-@schedule_app.command("resume")
+@app.command("resume")
 def resume_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
     """Resume a paused drill schedule."""
     _handle_op(config, name, "resume")
 
 
-@schedule_app.command("delete")
+@app.command("delete")
 def delete_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
     """Delete a drill schedule."""
     _handle_op(config, name, "delete")
 
 
-@schedule_app.command("trigger")
+@app.command("trigger")
 def trigger_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
     """Run a scheduled drill now (skipped if one is already running)."""
     _handle_op(config, name, "trigger")

@@ -1,85 +1,56 @@
-"""`drctl ops list|show|approve|abort`, and the live progress view shared by operation commands."""
+"""`drctl ops list|show|watch|approve|abort`: any running or recent operation, by workflow id."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.live import Live
+from pydantic import BaseModel
 from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
 from drctl import search_attributes as sa
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    load,
-    print_json,
-    run_async,
+from drctl.cli import backup, common, drill, failover, upgrade
+from drctl.cli.launch import (
+    Launched,
+    conclude,
+    progress_table,
+    query_progress,
+    reattach_hint,
+    result_only,
+    watch,
 )
 from drctl.config import FleetConfig
-from drctl.models.ops import (
-    QUERY_PROGRESS,
-    UPDATE_ABORT,
-    UPDATE_APPROVE,
-    AbortInput,
-    ApproveInput,
-    OperationProgress,
-)
-from drctl.operations import list_operations, running_operations, visibility_query
-from drctl.outcome import Finished, M, details_from, finished
+from drctl.models.backup import BackupJobResult
+from drctl.models.drill import DrillReport
+from drctl.models.failover import FailbackResult, FailoverResult
+from drctl.models.migration import MigrationResult
+from drctl.models.ops import UPDATE_ABORT, UPDATE_APPROVE, AbortInput, ApproveInput, OperationProgress
+from drctl.models.upgrade import UpgradeResult
+from drctl.operations import list_operations, visibility_query
+from drctl.outcome import details_from
 from drctl.temporal import connect, ui_link
 
+app = typer.Typer(name="ops", help="Running and recent operations (failover, failback, upgrade, migrate, drill).",
+                  no_args_is_help=True)
 
-def progress_table(wid: str, p: OperationProgress | None, status: str) -> Table:
-    t = Table(title=f"{wid}: {status}" + (f", phase {p.phase}" if p else ""), expand=False)
-    t.add_column("phase")
-    t.add_column("seconds", justify="right")
-    for ph in (p.phases if p else []):
-        t.add_row(ph.phase, "…" if ph.duration_s is None else f"{ph.duration_s:.2f}")
-    if p and p.awaiting_approval:
-        t.caption = f"waiting for approval: drctl ops approve {wid}"
-    elif p and p.details:
-        t.caption = p.details
-    return t
+WorkflowId = Annotated[str, typer.Argument(help="Workflow id, e.g. failover/dev.")]
 
-
-async def query_progress(handle: WorkflowHandle[Any, Any]) -> OperationProgress | None:
-    try:
-        return await handle.query(QUERY_PROGRESS, result_type=OperationProgress)
-    except RPCError:
-        return None  # not yet picked up by a worker, or no such query on this workflow type
-
-
-async def watch(handle: WorkflowHandle[Any, Any], result_type: type[M], show: bool = True,
-                poll_s: float = 0.5) -> Finished[M]:
-    """Wait for the operation to close, showing the phases live (when `show`).
-
-    An operation that did not succeed ends Failed; its result comes from the failure's details.
-    """
-    result_task = asyncio.ensure_future(finished(handle, result_type))
-    if not show:
-        return await result_task
-    with Live(progress_table(handle.id, None, "starting"), console=console, refresh_per_second=4, transient=False) as live:
-        while not result_task.done():
-            live.update(progress_table(handle.id, await query_progress(handle), "running"))
-            await asyncio.wait([result_task], timeout=poll_s)
-        done = result_task.result() if result_task.exception() is None else None
-        status = "finished" if done is None else ("failed" if done.failed else "completed")
-        live.update(progress_table(handle.id, await query_progress(handle), status))
-    return result_task.result()
-
-
-def exit_code(done: Finished[Any]) -> int:
-    """The same for every command: 0 succeeded, 1 ran and did not succeed, 3 the fleet was busy."""
-    return 3 if done.busy else (1 if done.failed else 0)
+# Per operation (the DrctlOperation search attribute): its result model and how the command that
+# starts it renders that result (table, and JSON where it differs from the default), so `ops watch`
+# ends exactly as the start command would have.
+_RESULTS: dict[str, tuple[type[BaseModel], Callable[[Any, str], None], Callable[[Launched[Any]], Any] | None]] = {
+    "failover": (FailoverResult, failover.render_failover, None),
+    "failback": (FailbackResult, failover.render_failback, None),
+    "upgrade": (UpgradeResult, upgrade.render, None),
+    "migrate": (MigrationResult, upgrade.render, None),
+    "drill": (DrillReport, drill.render_report, result_only),
+    "restore": (BackupJobResult, backup.render_job, backup.job_json),
+    "backup": (BackupJobResult, backup.render_job, backup.job_json),
+}
 
 
 async def _handle(client: Client, cfg: FleetConfig, wid: str) -> WorkflowHandle[Any, Any]:
@@ -87,120 +58,134 @@ async def _handle(client: Client, cfg: FleetConfig, wid: str) -> WorkflowHandle[
     try:
         await handle.describe()
     except RPCError:
-        raise UserError(f"no operation {wid!r} in namespace {cfg.temporal.namespace}; see `drctl ops list`") from None
+        raise common.UserError(f"no operation {wid!r} in namespace {cfg.temporal.namespace}; see `drctl ops list`") from None
     return handle
 
 
-def register(app: typer.Typer) -> None:
-    ops_app = typer.Typer(help="Running and recent operations (failover, failback, upgrade, migrate, drill).",
-                          no_args_is_help=True)
-    app.add_typer(ops_app, name="ops")
+@app.command("list")
+def list_cmd(
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    all_: Annotated[bool, typer.Option("--all", help="Include finished operations (most recent 20).")] = False,
+    output: common.OutputOpt = common.Output.table,
+) -> None:
+    """Operations on this fleet: running ones by default."""
+    cfg = common.load(config)
+    query = visibility_query(cfg.name)
+    if all_:
+        query = query.replace(" AND ExecutionStatus = 'Running'", "")
 
-    @ops_app.command("list")
-    def list_cmd(
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        all_: Annotated[bool, typer.Option("--all", help="Include finished operations (most recent 20).")] = False,
-        output: OutputOpt = Output.table,
-    ) -> None:
-        """Operations on this fleet: running ones by default."""
-        cfg = load(config)
+    async def go() -> list[Any]:
+        return await list_operations(await connect(cfg), cfg.name, query, cfg, limit=20 if all_ else 50)
 
-        async def go() -> list[Any]:
-            client = await connect(cfg)
-            if not all_:
-                return await running_operations(client, cfg)
-            q = visibility_query(cfg.name).replace(" AND ExecutionStatus = 'Running'", "")
-            return await list_operations(client, cfg.name, q, cfg, limit=20)
+    found = common.run_async(go)
+    if output is common.Output.json:
+        common.print_json([o.model_dump(mode="json") for o in found])
+        return
+    if not found:
+        common.console.print(f"no {'' if all_ else 'running '}operations on fleet {cfg.name!r}")
+        return
+    t = Table(title=f"fleet {cfg.name}: operations")
+    for col in ("workflow id", "operation", "status", "phase", "source", "target", "started", "UI"):
+        t.add_column(col)
+    for o in found:
+        t.add_row(o.workflow_id, o.operation, o.status, o.phase or "", o.source or "", o.target or "",
+                  o.start_time.isoformat(timespec="seconds") if o.start_time else "", o.ui_link or "")
+    common.console.print(t)
 
-        found = run_async(go)
-        if output is Output.json:
-            print_json([o.model_dump(mode="json") for o in found])
-            return
-        if not found:
-            console.print(f"no {'' if all_ else 'running '}operations on fleet {cfg.name!r}")
-            return
-        t = Table(title=f"fleet {cfg.name}: operations")
-        for col in ("workflow id", "operation", "status", "phase", "source", "target", "started", "UI"):
-            t.add_column(col)
-        for o in found:
-            t.add_row(o.workflow_id, o.operation, o.status, o.phase or "", o.source or "", o.target or "",
-                      o.start_time.isoformat(timespec="seconds") if o.start_time else "", o.ui_link or "")
-        console.print(t)
 
-    @ops_app.command("show")
-    def show(
-        workflow_id: Annotated[str, typer.Argument(help="Workflow id, e.g. failover/dev.")],
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        output: OutputOpt = Output.table,
-    ) -> None:
-        """One operation: status, phase timings, and its result when finished."""
-        cfg = load(config)
+async def _show(cfg: FleetConfig, workflow_id: str) -> dict[str, Any]:
+    handle = await _handle(await connect(cfg), cfg, workflow_id)
+    desc = await handle.describe()
+    prog = await query_progress(handle)
+    result = None
+    if desc.status == WorkflowExecutionStatus.COMPLETED:
+        result = await handle.result()
+    elif desc.status == WorkflowExecutionStatus.FAILED:
+        # An operation that did not succeed carries its result in the failure's details.
+        try:
+            await handle.result()
+        except WorkflowFailureError as exc:
+            result = details_from(exc) or {"error": str(exc.cause or exc)}
+    attrs = desc.typed_search_attributes
+    return {"workflow_id": workflow_id, "run_id": desc.run_id, "status": desc.status.name if desc.status else "?",
+            "operation": attrs.get(sa.OPERATION), "phase": attrs.get(sa.PHASE),
+            "progress": prog.model_dump(mode="json") if prog else None, "result": result,
+            "ui_link": ui_link(cfg, workflow_id, desc.run_id)}
 
-        async def go() -> dict[str, Any]:
-            client = await connect(cfg)
-            handle = await _handle(client, cfg, workflow_id)
-            desc = await handle.describe()
-            prog = await query_progress(handle)
-            result = None
-            if desc.status == WorkflowExecutionStatus.COMPLETED:
-                result = await handle.result()
-            elif desc.status == WorkflowExecutionStatus.FAILED:
-                # An operation that did not succeed carries its result in the failure's details.
-                try:
-                    await handle.result()
-                except WorkflowFailureError as exc:
-                    result = details_from(exc) or {"error": str(exc.cause or exc)}
-            attrs = desc.typed_search_attributes
-            return {"workflow_id": workflow_id, "run_id": desc.run_id, "status": desc.status.name if desc.status else "?",
-                    "operation": attrs.get(sa.OPERATION), "phase": attrs.get(sa.PHASE),
-                    "progress": prog.model_dump(mode="json") if prog else None, "result": result,
-                    "ui_link": ui_link(cfg, workflow_id, desc.run_id)}
 
-        info = run_async(go)
-        if output is Output.json:
-            print_json(info)
-            return
-        prog = OperationProgress.model_validate(info["progress"]) if info["progress"] else None
-        console.print(progress_table(workflow_id, prog, info["status"]))
-        if info["result"] is not None:
-            console.print_json(data=info["result"])
-        console.print(f"UI: {info['ui_link']}")
+@app.command("show")
+def show(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+    """One operation: status, phase timings, and its result when finished."""
+    cfg = common.load(config)
+    info = common.run_async(lambda: _show(cfg, workflow_id))
+    if output is common.Output.json:
+        common.print_json(info)
+        return
+    prog = OperationProgress.model_validate(info["progress"]) if info["progress"] else None
+    common.console.print(progress_table(workflow_id, prog, info["status"]))
+    if info["result"] is not None:
+        common.console.print_json(data=info["result"])
+    common.console.print(f"UI: {info['ui_link']}")
 
-    @ops_app.command("approve")
-    def approve(
-        workflow_id: Annotated[str, typer.Argument(help="Workflow id waiting at its approval gate.")],
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        approver: Annotated[str, typer.Option(help="Your name, recorded in the result.", envvar="USER")] = "operator",
-        comment: Annotated[str, typer.Option(help="Why.")] = "",
-    ) -> None:
-        """Approve an operation waiting at its approval gate (rejected if it is not waiting)."""
-        cfg = load(config)
-        msg = run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, ApproveInput(approver=approver, comment=comment)))
-        console.print(msg)
 
-    @ops_app.command("abort")
-    def abort(
-        workflow_id: Annotated[str, typer.Argument(help="Workflow id to abort.")],
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        reason: Annotated[str, typer.Option(help="Why, recorded in the result.")] = "aborted by operator",
-    ) -> None:
-        """Ask an operation to stop at its next safe point (rejected once it is past no-return)."""
-        cfg = load(config)
-        msg = run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason)))
-        console.print(msg)
+@app.command("watch")
+def watch_cmd(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+              output: common.OutputOpt = common.Output.table) -> None:
+    """Follow an operation until it ends (after Ctrl-C or --no-wait); exit with its exit code.
+
+    A finished operation is not waited for: its result and exit code are shown at once.
+    """
+    cfg = common.load(config)
+
+    async def go() -> tuple[str, Launched[Any]]:
+        client = await connect(cfg)
+        desc = await (await _handle(client, cfg, workflow_id)).describe()
+        operation = desc.typed_search_attributes.get(sa.OPERATION) or ""
+        if operation not in _RESULTS:
+            raise common.UserError(f"{workflow_id} is a {operation or 'non-drctl'} workflow, not an operation drctl "
+                            f"can watch ({', '.join(_RESULTS)}); see `drctl ops show {workflow_id}`")
+        # This run, not a later one started under the same id while we watch.
+        run = client.get_workflow_handle(workflow_id, run_id=desc.run_id)
+        done = await watch(run, _RESULTS[operation][0], show=output is common.Output.table)
+        return operation, Launched(workflow_id, ui_link(cfg, workflow_id, desc.run_id), done)
+
+    with reattach_hint([workflow_id]):
+        operation, launched = common.run_async(go)
+    _, render, as_json = _RESULTS[operation]
+    conclude(launched, output, render, as_json)
+
+
+@app.command("approve")
+def approve(
+    workflow_id: Annotated[str, typer.Argument(help="Workflow id waiting at its approval gate.")],
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    approver: Annotated[str, typer.Option(help="Your name, recorded in the result.", envvar="USER")] = "operator",
+    comment: Annotated[str, typer.Option(help="Why.")] = "",
+) -> None:
+    """Approve an operation waiting at its approval gate (rejected if it is not waiting)."""
+    cfg = common.load(config)
+    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, ApproveInput(approver=approver,
+                                                                                           comment=comment))))
+
+
+@app.command("abort")
+def abort(
+    workflow_id: Annotated[str, typer.Argument(help="Workflow id to abort.")],
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    reason: Annotated[str, typer.Option(help="Why, recorded in the result.")] = "aborted by operator",
+) -> None:
+    """Ask an operation to stop at its next safe point (rejected once it is past no-return)."""
+    cfg = common.load(config)
+    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason))))
 
 
 async def _update(cfg: FleetConfig, wid: str, name: str, arg: Any) -> str:
     from temporalio.client import WorkflowUpdateFailedError
 
-    client = await connect(cfg)
-    handle = await _handle(client, cfg, wid)
+    handle = await _handle(await connect(cfg), cfg, wid)
     try:
         return str(await handle.execute_update(name, arg, result_type=str))
     except WorkflowUpdateFailedError as exc:
-        raise UserError(f"{name} rejected by {wid}: {exc.cause or exc}") from None
+        raise common.UserError(f"{name} rejected by {wid}: {exc.cause or exc}") from None
     except RPCError as exc:
-        raise UserError(f"{name} failed for {wid}: {exc.message}") from None
-
-
-
+        raise common.UserError(f"{name} failed for {wid}: {exc.message}") from None

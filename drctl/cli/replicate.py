@@ -11,17 +11,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError
 
 from drctl import search_attributes as sa
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    load,
-    print_json,
-    run_async,
-)
+from drctl.cli import common
 from drctl.cli.data_status import lag_cell
 from drctl.config import FleetConfig
 from drctl.models.rpo import ReplicateInput, ReplicateStatus, replica_pairs
@@ -43,7 +33,7 @@ async def start_replication(client: Client, cfg: FleetConfig) -> tuple[str, bool
     from workflows.replicate import Replicate
 
     if not cfg.data.buckets:
-        raise UserError(f"{cfg.source_path or 'config'}: data.buckets is empty: nothing to replicate")
+        raise common.UserError(f"{cfg.source_path or 'config'}: data.buckets is empty: nothing to replicate")
     wid = replicate_id(cfg)
     try:
         desc = await client.get_workflow_handle(wid).describe()
@@ -66,57 +56,59 @@ async def replication_status(client: Client, cfg: FleetConfig) -> ReplicateStatu
         return None
 
 
-def register(app: typer.Typer) -> None:
-    rep = typer.Typer(help="Model artifact and state replication with rclone (replicate/<fleet>).", no_args_is_help=True)
-    app.add_typer(rep, name="replicate")
+app = typer.Typer(name="replicate", help="Model artifact and state replication with rclone (replicate/<fleet>).",
+                  no_args_is_help=True)
 
-    @rep.command("start")
-    def start(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
-        """Start replicating every data.buckets[] entry on its interval (idempotent)."""
-        cfg = load(config)
 
-        async def go() -> tuple[str, bool]:
-            return await start_replication(await connect(cfg), cfg)
+@app.command("start")
+def start(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+    """Start replicating every data.buckets[] entry on its interval (idempotent)."""
+    cfg = common.load(config)
 
-        wid, started = run_async(go)
-        console.print(f"replication {'started' if started else 'already running'}: {ui_link(cfg, wid)}")
+    async def go() -> tuple[str, bool]:
+        return await start_replication(await connect(cfg), cfg)
 
-    @rep.command("stop")
-    def stop(config: ConfigOpt = Path(DEFAULT_CONFIG)) -> None:
-        """Stop replicating after the runs in flight finish."""
-        cfg = load(config)
+    wid, started = common.run_async(go)
+    common.console.print(f"replication {'started' if started else 'already running'}: {ui_link(cfg, wid)}")
 
-        async def go() -> None:
-            try:
-                await (await connect(cfg)).get_workflow_handle(replicate_id(cfg)).signal("stop")
-            except RPCError as exc:
-                raise UserError(f"{replicate_id(cfg)} is not running ({exc.message})", 1) from None
 
-        run_async(go)
-        console.print(f"replication {replicate_id(cfg)} stopping")
+@app.command("stop")
+def stop(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+    """Stop replicating after the runs in flight finish."""
+    cfg = common.load(config)
 
-    @rep.command("status")
-    def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
-        """Last run of every replica: transfers, bytes, check, lag against the RPO."""
-        cfg = load(config)
-        st = run_async(lambda: _status(cfg))
-        if st is None:
-            raise UserError(f"{replicate_id(cfg)} is not running; start it with `drctl replicate start`", 1)
-        if output is Output.json:
-            print_json(st.model_dump(mode="json"))
-            return
-        t = Table(title=f"replication {cfg.name}: {st.total_runs} runs, {st.total_transfers} objects, "
-                        f"{st.total_bytes} bytes (RPO target {st.rpo_target_s:g} s)")
-        for col in ("bucket", "replica", "mode", "runs", "failures", "last run", "transfers", "bytes", "check", "lag"):
-            t.add_column(col, no_wrap=True)
-        for ps in st.pairs:
-            r = ps.last
-            t.add_row(ps.pair.bucket, ps.pair.replica_region, ps.pair.mode, str(ps.runs), str(ps.failures),
-                      f"{r.finished_at:%H:%M:%S}" if r else "never", str(r.stats.transfers) if r else "-",
-                      str(r.stats.bytes) if r else "-", ("ok" if r.check_ok else "DIFFERS") if r else "-",
-                      lag_cell(r.lag.lag_s, st.rpo_target_s) if r else "-")
-        console.print(t)
-        console.print(f"UI: {ui_link(cfg, replicate_id(cfg))}")
+    async def go() -> None:
+        try:
+            await (await connect(cfg)).get_workflow_handle(replicate_id(cfg)).signal("stop")
+        except RPCError as exc:
+            raise common.UserError(f"{replicate_id(cfg)} is not running ({exc.message})", 1) from None
+
+    common.run_async(go)
+    common.console.print(f"replication {replicate_id(cfg)} stopping")
+
+
+@app.command("status")
+def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+    """Last run of every replica: transfers, bytes, check, lag against the RPO."""
+    cfg = common.load(config)
+    st = common.run_async(lambda: _status(cfg))
+    if st is None:
+        raise common.UserError(f"{replicate_id(cfg)} is not running; start it with `drctl replicate start`", 1)
+    if output is common.Output.json:
+        common.print_json(st.model_dump(mode="json"))
+        return
+    t = Table(title=f"replication {cfg.name}: {st.total_runs} runs, {st.total_transfers} objects, "
+                    f"{st.total_bytes} bytes (RPO target {st.rpo_target_s:g} s)")
+    for col in ("bucket", "replica", "mode", "runs", "failures", "last run", "transfers", "bytes", "check", "lag"):
+        t.add_column(col, no_wrap=True)
+    for ps in st.pairs:
+        r = ps.last
+        t.add_row(ps.pair.bucket, ps.pair.replica_region, ps.pair.mode, str(ps.runs), str(ps.failures),
+                  f"{r.finished_at:%H:%M:%S}" if r else "never", str(r.stats.transfers) if r else "-",
+                  str(r.stats.bytes) if r else "-", ("ok" if r.check_ok else "DIFFERS") if r else "-",
+                  lag_cell(r.lag.lag_s, st.rpo_target_s) if r else "-")
+    common.console.print(t)
+    common.console.print(f"UI: {ui_link(cfg, replicate_id(cfg))}")
 
 
 async def _status(cfg: FleetConfig) -> ReplicateStatus | None:

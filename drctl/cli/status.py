@@ -12,16 +12,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    console,
-    load,
-    print_json,
-    run_async,
-)
+from drctl.cli import common
 from drctl.config import FleetConfig
 
 
@@ -30,8 +21,8 @@ def _short(exc: object) -> str:
 
 
 async def collect(cfg: FleetConfig) -> dict[str, Any]:
-    from drctl.cli.failover import monitor_status
-    from drctl.operations import running_operations
+    from drctl.cli.monitor import monitor_status
+    from drctl.operations import list_operations, visibility_query
     from drctl.providers.kubernetes import KubernetesPlatform
     from drctl.providers.probe import InferenceProber
     from drctl.providers.traffic_factory import global_traffic
@@ -48,7 +39,7 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
 
     async def temporal() -> tuple[Any, Any]:
         client = await connect(cfg)
-        return await monitor_status(client, cfg), await running_operations(client, cfg)
+        return await monitor_status(client, cfg), await list_operations(client, cfg.name, visibility_query(cfg.name), cfg)
 
     from drctl.cli import data_status
 
@@ -80,47 +71,49 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
     return out
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("status")
-    def status(config: ConfigOpt = Path(DEFAULT_CONFIG), output: OutputOpt = Output.table) -> None:
-        """The fleet now: region states, probe figures, global weights, replicas, running operations."""
-        cfg = load(config)
-        data = run_async(lambda: collect(cfg))
-        if output is Output.json:
-            print_json(data)
-            return
-        mon = data.get("monitor") or {}
-        if mon.get("alert"):
-            console.print(f"[bold red]ALERT {mon['alert']}[/]")
-        t = Table(title=f"fleet {cfg.name}" + (f" (monitor: {mon.get('policy')})" if mon.get("running") else " (monitor not running)"))
-        for col in ("region", "state", "probe", "TTFT p50", "weight", "config", "replicas"):
-            t.add_column(col, no_wrap=True)
-        reasons = []
-        for name, r in data["regions"].items():
-            p = r.get("probe") or {}
-            rep = r.get("replicas") or {}
-            # Long texts (probe reasons, API errors) go under the table so the columns stay readable.
-            if p.get("reason"):
-                reasons.append(f"{name}: {p['reason']}")
-            if "replicas" not in rep and rep.get("error"):
-                reasons.append(f"{name} replicas: {rep['error']}")
-            t.add_row(name, r.get("state") or "-", p.get("status", "-"),
-                      f"{p['ttft_p50_ms']:.0f} ms" if p.get("ttft_p50_ms") is not None else "-",
-                      str(r.get("weight", "-")), str(r["configured_weight"]),
-                      f"{rep['ready']}/{rep['replicas']} ready" if "replicas" in rep else "unknown")
-        console.print(t)
-        for line in reasons:
-            console.print(f"  {line}", markup=False, highlight=False)
-        for key in ("weights_error", "probe_error", "temporal_error", "data_error"):
-            if key in data:
-                console.print(f"[yellow]{key.replace('_', ' ')}:[/] {data[key]}")
-        from drctl.cli import data_status
+app = typer.Typer()
 
-        data_status.render(data)
-        ops = data.get("operations") or []
-        if ops:
-            console.print("running operations:")
-            for o in ops:
-                console.print(f"  {o['workflow_id']} ({o['operation']}, phase {o.get('phase')}) {o.get('ui_link') or ''}")
-        elif "operations" in data:
-            console.print("no running operations")
+
+@app.command("status")
+def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+    """The fleet now: region states, probe figures, global weights, replicas, running operations."""
+    cfg = common.load(config)
+    data = common.run_async(lambda: collect(cfg))
+    if output is common.Output.json:
+        common.print_json(data)
+        return
+    mon = data.get("monitor") or {}
+    if mon.get("alert"):
+        common.console.print(f"[bold red]ALERT {mon['alert']}[/]")
+    t = Table(title=f"fleet {cfg.name}" + (f" (monitor: {mon.get('policy')})" if mon.get("running") else " (monitor not running)"))
+    for col in ("region", "state", "probe", "TTFT p50", "weight", "config", "replicas"):
+        t.add_column(col, no_wrap=True)
+    reasons = []
+    for name, r in data["regions"].items():
+        p = r.get("probe") or {}
+        rep = r.get("replicas") or {}
+        # Long texts (probe reasons, API errors) go under the table so the columns stay readable.
+        if p.get("reason"):
+            reasons.append(f"{name}: {p['reason']}")
+        if "replicas" not in rep and rep.get("error"):
+            reasons.append(f"{name} replicas: {rep['error']}")
+        t.add_row(name, r.get("state") or "-", p.get("status", "-"),
+                  f"{p['ttft_p50_ms']:.0f} ms" if p.get("ttft_p50_ms") is not None else "-",
+                  str(r.get("weight", "-")), str(r["configured_weight"]),
+                  f"{rep['ready']}/{rep['replicas']} ready" if "replicas" in rep else "unknown")
+    common.console.print(t)
+    for line in reasons:
+        common.console.print(f"  {line}", markup=False, highlight=False)
+    for key in ("weights_error", "probe_error", "temporal_error", "data_error"):
+        if key in data:
+            common.console.print(f"[yellow]{key.replace('_', ' ')}:[/] {data[key]}")
+    from drctl.cli import data_status
+
+    data_status.render(data)
+    ops = data.get("operations") or []
+    if ops:
+        common.console.print("running operations:")
+        for o in ops:
+            common.console.print(f"  {o['workflow_id']} ({o['operation']}, phase {o.get('phase')}) {o.get('ui_link') or ''}")
+    elif "operations" in data:
+        common.console.print("no running operations")

@@ -13,21 +13,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from drctl.cli.common import (
-    DEFAULT_CONFIG,
-    ConfigOpt,
-    Output,
-    OutputOpt,
-    UserError,
-    console,
-    err_console,
-    load,
-    print_json,
-    run_async,
-)
-from drctl.cli.ops import exit_code, watch
+from drctl.cli import common
+from drctl.cli.launch import Launched, NoWait, conclude, launch
 from drctl.config import FleetConfig
-from drctl.models.migration import MigrationResult, migration_request
+from drctl.models.migration import MigrationResult
 from drctl.models.upgrade import (
     Strategy,
     UpgradeResult,
@@ -35,15 +24,16 @@ from drctl.models.upgrade import (
     upgrade_request,
 )
 from drctl.operations import start_operation
-from drctl.outcome import Finished
 from drctl.temporal import connect, ui_link
+
+app = typer.Typer(name="upgrade", help="Upgrade the fleet behind a Velero backup: canary or blue-green, region by region.",
+                  invoke_without_command=True, no_args_is_help=False)
 
 # A container image reference with an explicit tag or digest: an upgrade must name what it ships.
 _IMAGE = re.compile(
     r"^(?:[a-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
     r"(?::[\w][\w.-]{0,127}|@sha256:[a-f0-9]{64})$"
 )
-NoWait = Annotated[bool, typer.Option("--no-wait", help="Start and return; follow it in the UI or `drctl upgrade status`.")]
 
 
 def new_id() -> str:
@@ -52,7 +42,7 @@ def new_id() -> str:
 
 def parse_image(image: str) -> str:
     if not _IMAGE.fullmatch(image):  # fullmatch: `$` alone would let a trailing newline through
-        raise UserError(f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)")
+        raise common.UserError(f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)")
     return image
 
 
@@ -60,9 +50,9 @@ def parse_steps(text: str) -> list[int]:
     try:
         steps = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise UserError(f"bad --steps {text!r}: expected comma-separated percentages, e.g. 5,25,50,100") from None
+        raise common.UserError(f"bad --steps {text!r}: expected comma-separated percentages, e.g. 5,25,50,100") from None
     if not steps or any(s <= 0 or s > 100 for s in steps) or steps != sorted(set(steps)) or steps[-1] != 100:
-        raise UserError(f"bad --steps {text!r}: percentages must be increasing, within 1..100, and end at 100")
+        raise common.UserError(f"bad --steps {text!r}: percentages must be increasing, within 1..100, and end at 100")
     return steps
 
 
@@ -71,12 +61,12 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     for p in pairs:
         key, sep, value = p.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise UserError(f"bad --env {p!r}: expected NAME=VALUE")
+            raise common.UserError(f"bad --env {p!r}: expected NAME=VALUE")
         env[key] = value
     return env
 
 
-def render(res: UpgradeResult | MigrationResult, link: str, out: Console = console) -> None:
+def render(res: UpgradeResult | MigrationResult, link: str, out: Console = common.console) -> None:
     """The result table: outcome, reason, backup, each wave, and what every region now runs."""
     t = Table(title=f"{type(res).__name__.removesuffix('Result').lower()}: {res.outcome.value}")
     t.add_column("")
@@ -103,154 +93,110 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = conso
     out.print(f"UI: {link}", markup=False, highlight=False)
 
 
-async def _start_and_watch(cfg: FleetConfig, run_fn: Any, req: Any, operation: str, wid: str, result_type: type,
-                           no_wait: bool, output: Output, **where: Any) -> tuple[Any, str]:
-    client = await connect(cfg)
-    # A busy fleet raises FleetBusyError, rendered in one place with exit code 3.
-    handle = await start_operation(client, cfg, run_fn, req, operation=operation, workflow_id=wid, **where)
-    link = ui_link(cfg, wid, handle.result_run_id)
-    err_console.print(f"{operation} started: {wid}\nUI: {link}")
-    if no_wait:
-        if output is Output.json:
-            print_json({"workflow_id": wid, "run_id": handle.result_run_id, "ui_link": link})
-        return None, link
-    return await watch(handle, result_type, show=output is Output.table), link
-
-
-def _finish(done: Finished[Any] | None, link: str, output: Output) -> None:
-    if done is None:
-        return
-    res = done.result
-    if output is Output.json:
-        print_json({"ui_link": link, "result": res.model_dump(mode="json")})
-    else:
-        render(res, link)
-    raise typer.Exit(exit_code(done))
-
-
 def _workflow_id(cfg: FleetConfig, kind: str, ident: str) -> str:
     return ident if ident.startswith(f"{kind}/") else f"{kind}/{cfg.name}/{ident}"
 
 
-def register(app: typer.Typer) -> None:
-    upgrade_app = typer.Typer(help="Upgrade the fleet behind a Velero backup: canary or blue-green, region by region.",
-                              invoke_without_command=True, no_args_is_help=False)
-    app.add_typer(upgrade_app, name="upgrade")
+@app.callback()
+def upgrade(
+    ctx: typer.Context,
+    image: Annotated[str | None, typer.Option("--image", help="New image, with a tag or digest.")] = None,
+    strategy: Annotated[Strategy, typer.Option("--strategy", help="canary or blue-green.")] = Strategy.CANARY,
+    steps: Annotated[str | None, typer.Option("--steps", help="Canary weights, e.g. 5,25,50,100 (default from config).")] = None,
+    regions: Annotated[str | None, typer.Option("--regions", help="Comma-separated waves, in order (default: all).")] = None,
+    env: Annotated[list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")] = [],  # noqa: B006
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    no_wait: NoWait = False,
+    output: common.OutputOpt = common.Output.table,
+) -> None:
+    """Start an upgrade (`drctl upgrade --image IMG`), or manage one (subcommands)."""
+    if ctx.invoked_subcommand:
+        return
+    if not image:
+        raise common.UserError("--image is required, e.g. drctl upgrade --image vllm/vllm-openai:v0.6.4")
+    cfg = common.load(config)
+    parse_image(image)
+    step_list = parse_steps(steps) if steps is not None else None  # --steps "" is a mistake, not the default
+    waves = [r.strip() for r in regions.split(",") if r.strip()] if regions else None
+    for r in waves or []:
+        cfg.region(r)  # unknown region: exit 2 listing the known ones
+    if waves is not None and len(set(waves)) != len(waves):
+        raise common.UserError(f"--regions names a region twice: {regions}")
+    req = upgrade_request(cfg, new_id(), image, strategy, waves, step_list, parse_env(env))
+    from workflows.upgrade import Upgrade
 
-    @upgrade_app.callback()
-    def upgrade(
-        ctx: typer.Context,
-        image: Annotated[str | None, typer.Option("--image", help="New image, with a tag or digest.")] = None,
-        strategy: Annotated[Strategy, typer.Option("--strategy", help="canary or blue-green.")] = Strategy.CANARY,
-        steps: Annotated[str | None, typer.Option("--steps", help="Canary weights, e.g. 5,25,50,100 (default from config).")] = None,
-        regions: Annotated[str | None, typer.Option("--regions", help="Comma-separated waves, in order (default: all).")] = None,
-        env: Annotated[list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")] = [],  # noqa: B006
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        no_wait: NoWait = False,
-        output: OutputOpt = Output.table,
-    ) -> None:
-        """Start an upgrade (`drctl upgrade --image IMG`), or manage one (subcommands)."""
-        if ctx.invoked_subcommand:
-            return
-        if not image:
-            raise UserError("--image is required, e.g. drctl upgrade --image vllm/vllm-openai:v0.6.4")
-        cfg = load(config)
-        parse_image(image)
-        step_list = parse_steps(steps) if steps is not None else None  # --steps "" is a mistake, not the default
-        waves = [r.strip() for r in regions.split(",") if r.strip()] if regions else None
-        for r in waves or []:
-            cfg.region(r)  # unknown region: exit 2 listing the known ones
-        if waves is not None and len(set(waves)) != len(waves):
-            raise UserError(f"--regions names a region twice: {regions}")
-        req = upgrade_request(cfg, new_id(), image, strategy, waves, step_list, parse_env(env))
-        from workflows.upgrade import Upgrade
+    launched: Launched[UpgradeResult] = launch(
+        cfg, "upgrade", lambda client: start_operation(
+            client, cfg, Upgrade.run, req, operation="upgrade", workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+            target=",".join(req.regions)),
+        UpgradeResult, no_wait=no_wait, output=output)
+    conclude(launched, output, render)
 
-        wid = f"upgrade/{cfg.name}/{req.upgrade_id}"
-        res, link = run_async(lambda: _start_and_watch(cfg, Upgrade.run, req, "upgrade", wid, UpgradeResult,
-                                                       no_wait, output, target=",".join(req.regions)))
-        _finish(res, link, output)
 
-    def _control(name: str, verb: str) -> None:
-        @upgrade_app.command(name)
-        def command(
-            upgrade_id: Annotated[str, typer.Argument(help="Upgrade id (or full workflow id upgrade/<fleet>/<id>).")],
-            reason: Annotated[str, typer.Option("--reason", help="Why, for the audit trail.")] = f"{verb} from the CLI",
-            config: ConfigOpt = Path(DEFAULT_CONFIG),
-        ) -> None:
-            cfg = load(config)
-            wid = _workflow_id(cfg, "upgrade", upgrade_id)
+def _send(config: Path, upgrade_id: str, name: str, reason: str) -> None:
+    """Send one control update (promote, abort, pause, resume) to a running upgrade; print its answer."""
+    cfg = common.load(config)
+    wid = _workflow_id(cfg, "upgrade", upgrade_id)
 
-            async def go() -> Any:
-                from temporalio.client import WorkflowUpdateFailedError
+    async def go() -> Any:
+        from temporalio.client import WorkflowUpdateFailedError
 
-                handle = (await connect(cfg)).get_workflow_handle(wid)
-                try:
-                    return await handle.execute_update(name, {"reason": reason, "by": "cli"})
-                except WorkflowUpdateFailedError as exc:
-                    raise UserError(f"{name} refused: {exc.cause}", exit_code=1) from None
-                except Exception as exc:  # noqa: BLE001 - RPC errors: unknown id, finished workflow
-                    raise UserError(f"cannot {name} {wid}: {exc}", exit_code=1) from None
+        handle = (await connect(cfg)).get_workflow_handle(wid)
+        try:
+            return await handle.execute_update(name, {"reason": reason, "by": "cli"})
+        except WorkflowUpdateFailedError as exc:
+            raise common.UserError(f"{name} refused: {exc.cause}", exit_code=1) from None
+        except Exception as exc:  # noqa: BLE001 - RPC errors: unknown id, finished workflow
+            raise common.UserError(f"cannot {name} {wid}: {exc}", exit_code=1) from None
 
-            ack = run_async(go)
-            console.print(getattr(ack, "message", None) or (ack.get("message") if isinstance(ack, dict) else ack))
-            console.print(f"UI: {ui_link(cfg, wid)}")
+    ack = common.run_async(go)
+    common.console.print(getattr(ack, "message", None) or (ack.get("message") if isinstance(ack, dict) else ack))
+    common.console.print(f"UI: {ui_link(cfg, wid)}")
 
-        command.__doc__ = f"{verb.capitalize()} a running upgrade."
 
-    for name, verb in (("promote", "promote"), ("abort", "abort"), ("pause", "pause"), ("resume", "resume")):
-        _control(name, verb)
+UpgradeId = Annotated[str, typer.Argument(help="Upgrade id (or full workflow id upgrade/<fleet>/<id>).")]
+Reason = Annotated[str, typer.Option("--reason", help="Why, for the audit trail.")]
 
-    @upgrade_app.command("status")
-    def status(
-        upgrade_id: Annotated[str, typer.Argument(help="Upgrade id (or full workflow id).")],
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        output: OutputOpt = Output.table,
-    ) -> None:
-        """Phase, region, step, pause state and last analysis of an upgrade."""
-        cfg = load(config)
-        wid = _workflow_id(cfg, "upgrade", upgrade_id)
 
-        async def go() -> UpgradeStatus:
-            handle = (await connect(cfg)).get_workflow_handle(wid)
-            try:
-                return await handle.query("status", result_type=UpgradeStatus)
-            except Exception as exc:  # noqa: BLE001
-                raise UserError(f"cannot read {wid}: {exc}", exit_code=1) from None
+def _control_command(name: str) -> Any:
+    def command(upgrade_id: UpgradeId, reason: Reason = f"{name} from the CLI",
+                config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+        _send(config, upgrade_id, name, reason)
 
-        st = run_async(go)
-        if output is Output.json:
-            print_json(st.model_dump(mode="json"))
-            return
-        console.print(f"{wid}: phase [bold]{st.phase}[/] region {st.region or '-'} step {st.step_percent} %"
-                      + (f" [yellow]PAUSED[/] ({st.pause_reason})" if st.paused else ""))
-        for w in st.waves:
-            last = w.analyses[-1] if w.analyses else None
-            console.print(f"  {w.region}: {w.outcome.value if w.outcome else 'in progress'}"
-                          + (f" — {last.verdict.value}: {last.reason}" if last else ""))
-        console.print(f"UI: {ui_link(cfg, wid)}")
+    command.__doc__ = f"{name.capitalize()} a running upgrade."
+    return command
 
-    @app.command("migrate")
-    def migrate(
-        from_: Annotated[str, typer.Option("--from", help="Source region (its cluster is backed up).")],
-        to: Annotated[str, typer.Option("--to", help="Target region (the backup is restored there).")],
-        target_namespace: Annotated[str | None, typer.Option("--target-namespace", help="Namespace in the target.")] = None,
-        steps: Annotated[str | None, typer.Option("--steps", help="Share of the source's traffic moved per step.")] = None,
-        decommission: Annotated[bool, typer.Option("--decommission", help="Scale the source to zero at the end.")] = False,
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        no_wait: NoWait = False,
-        output: OutputOpt = Output.table,
-    ) -> None:
-        """Move the workload from one region's cluster to another's, and its traffic after it."""
-        cfg = load(config)
-        cfg.region(from_)
-        cfg.region(to)
-        if from_ == to:
-            raise UserError(f"--from and --to are both {to}")
-        req = migration_request(cfg, new_id(), from_, to, target_namespace, parse_steps(steps) if steps else None,
-                                decommission)
-        from workflows.migrate import Migration
 
-        wid = f"migrate/{cfg.name}/{req.migration_id}"
-        res, link = run_async(lambda: _start_and_watch(cfg, Migration.run, req, "migrate", wid, MigrationResult,
-                                                       no_wait, output, source=from_, target=to))
-        _finish(res, link, output)
+# The four control updates take the same arguments; only the update's name differs.
+for _name in ("promote", "abort", "pause", "resume"):
+    app.command(_name)(_control_command(_name))
+
+
+@app.command("status")
+def status(
+    upgrade_id: Annotated[str, typer.Argument(help="Upgrade id (or full workflow id).")],
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
+) -> None:
+    """Phase, region, step, pause state and last analysis of an upgrade."""
+    cfg = common.load(config)
+    wid = _workflow_id(cfg, "upgrade", upgrade_id)
+
+    async def go() -> UpgradeStatus:
+        handle = (await connect(cfg)).get_workflow_handle(wid)
+        try:
+            return await handle.query("status", result_type=UpgradeStatus)
+        except Exception as exc:  # noqa: BLE001
+            raise common.UserError(f"cannot read {wid}: {exc}", exit_code=1) from None
+
+    st = common.run_async(go)
+    if output is common.Output.json:
+        common.print_json(st.model_dump(mode="json"))
+        return
+    common.console.print(f"{wid}: phase [bold]{st.phase}[/] region {st.region or '-'} step {st.step_percent} %"
+                  + (f" [yellow]PAUSED[/] ({st.pause_reason})" if st.paused else ""))
+    for w in st.waves:
+        last = w.analyses[-1] if w.analyses else None
+        common.console.print(f"  {w.region}: {w.outcome.value if w.outcome else 'in progress'}"
+                      + (f" — {last.verdict.value}: {last.reason}" if last else ""))
+    common.console.print(f"UI: {ui_link(cfg, wid)}")

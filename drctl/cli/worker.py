@@ -16,63 +16,66 @@ class LogFormatOpt(str, enum.Enum):
     json = "json"
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("worker")
-    def worker(
-        config: ConfigOpt = Path(DEFAULT_CONFIG),
-        region: Annotated[
-            list[str] | None,
-            typer.Option("--region", "-r", help="Serve this region's task queue (repeatable); default: every region."),
-        ] = None,
-        no_main: Annotated[
-            bool, typer.Option("--no-main", help="Serve only region queues, not workflows (a region-local worker).")
-        ] = False,
-        http_port: Annotated[
-            int | None,
-            typer.Option("--http-port", min=0, max=65535,
-                         help="Port of /metrics, /healthz and /readyz (default: worker.http_port; 0 disables)."),
-        ] = None,
-        http_host: Annotated[
-            str | None,
-            typer.Option("--http-host", help="Address the HTTP endpoint binds to (default: worker.http_host)."),
-        ] = None,
-        log_format: Annotated[
-            LogFormatOpt,
-            typer.Option("--log-format", envvar="DRCTL_LOG_FORMAT",
-                         help="text, or json: one object per line with fleet, region, operation, workflow_id."),
-        ] = LogFormatOpt.text,
-    ) -> None:
-        """Run drctl's workflows and activities: the main queue plus each served region's queue."""
-        from drctl import logs
-        from drctl.worker import run_worker
-        from drctl.worker_http import EndpointError
+app = typer.Typer()
 
-        cfg = load(config)
-        if http_host is not None:
-            cfg = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"http_host": http_host})})
-        for r in region or []:
-            cfg.region(r)  # unknown region: exit 2 listing the known ones
-        logs.setup(log_format.value, cfg, region or None)
-        try:
-            run_async(lambda: run_worker(cfg, region or None, main=not no_main, http_port=http_port))
-        except EndpointError as exc:
-            raise UserError(str(exc)) from None
 
-    @app.command("eks-token")
-    def eks_token(
-        cluster_name: Annotated[str, typer.Option("--cluster-name", help="EKS cluster name.")],
-        aws_region: Annotated[str, typer.Option("--region", help="AWS region of the cluster.")],
-    ) -> None:
-        """Print an EKS ExecCredential (a kubeconfig exec plugin, like `aws eks get-token`)."""
-        import json
+@app.command("worker")
+def worker(
+    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    region: Annotated[
+        list[str] | None,
+        typer.Option("--region", "-r", help="Serve this region's task queue (repeatable); default: every region."),
+    ] = None,
+    no_main: Annotated[
+        bool, typer.Option("--no-main", help="Serve only region queues, not workflows (a region-local worker).")
+    ] = False,
+    http_port: Annotated[
+        int | None,
+        typer.Option("--http-port", min=0, max=65535,
+                     help="Port of /metrics, /healthz and /readyz (default: worker.http_port; 0 disables)."),
+    ] = None,
+    http_host: Annotated[
+        str | None,
+        typer.Option("--http-host", help="Address the HTTP endpoint binds to (default: worker.http_host)."),
+    ] = None,
+    log_format: Annotated[
+        LogFormatOpt,
+        typer.Option("--log-format", envvar="DRCTL_LOG_FORMAT",
+                     help="text, or json: one object per line with fleet, region, operation, workflow_id."),
+    ] = LogFormatOpt.text,
+) -> None:
+    """Run drctl's workflows and activities: the main queue plus each served region's queue."""
+    from drctl import logs
+    from drctl.worker import run_worker
+    from drctl.worker_http import EndpointError
 
-        import botocore.exceptions
+    cfg = load(config)
+    if http_host is not None:
+        cfg = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"http_host": http_host})})
+    for r in region or []:
+        cfg.region(r)  # unknown region: exit 2 listing the known ones
+    logs.setup(log_format.value, cfg, region or None)
+    try:
+        run_async(lambda: run_worker(cfg, region or None, main=not no_main, http_port=http_port))
+    except EndpointError as exc:
+        raise UserError(str(exc)) from None
 
-        from drctl.cli.common import UserError
-        from drctl.providers.eks_token import exec_credential
 
-        try:
-            cred = exec_credential(cluster_name, aws_region)
-        except botocore.exceptions.NoCredentialsError as exc:
-            raise UserError(f"no AWS credentials for the EKS token of {cluster_name}: {exc}", exit_code=1) from None
-        typer.echo(json.dumps(cred))
+@app.command("eks-token")
+def eks_token(
+    cluster_name: Annotated[str, typer.Option("--cluster-name", help="EKS cluster name.")],
+    aws_region: Annotated[str, typer.Option("--region", help="AWS region of the cluster.")],
+) -> None:
+    """Print an EKS ExecCredential (a kubeconfig exec plugin, like `aws eks get-token`)."""
+    import json
+
+    import botocore.exceptions
+
+    from drctl.cli.common import UserError
+    from drctl.providers.eks_token import exec_credential
+
+    try:
+        cred = exec_credential(cluster_name, aws_region)
+    except botocore.exceptions.NoCredentialsError as exc:
+        raise UserError(f"no AWS credentials for the EKS token of {cluster_name}: {exc}", exit_code=1) from None
+    typer.echo(json.dumps(cred))

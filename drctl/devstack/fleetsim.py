@@ -102,6 +102,20 @@ def build_app(settings: FleetsimSettings) -> web.Application:
         response.headers.update(identity)
 
     @web.middleware
+    async def count_http(request: web.Request, handler: Any) -> web.StreamResponse:
+        # vLLM's prometheus-fastapi-instrumentator counts every answered API request, faults and
+        # refusals included; drctl's passive signals read its 5xx share. Outermost, so it sees them all.
+        if not request.path.startswith("/v1/"):
+            return await handler(request)
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            stats.record_http(request.path, request.method, exc.status)
+            raise
+        stats.record_http(request.path, request.method, response.status)
+        return response
+
+    @web.middleware
     async def fault_gate(request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path.startswith("/admin/"):
             return await handler(request)
@@ -203,6 +217,7 @@ def build_app(settings: FleetsimSettings) -> web.Application:
             assert stream is not None
             return stream
         stats.record_success("length")
+        stats.e2e.observe(loop.time() - arrival)
         if stream is None:
             return web.json_response(full_response(gen, head, "".join(tokens)))
         return stream
@@ -216,7 +231,7 @@ def build_app(settings: FleetsimSettings) -> web.Application:
     async def on_shutdown(_app: web.Application) -> None:
         faults.release_all()
 
-    app = web.Application(middlewares=[fault_gate, api_key_gate])
+    app = web.Application(middlewares=[count_http, fault_gate, api_key_gate])
     app.on_response_prepare.append(add_identity)
     app.on_shutdown.append(on_shutdown)
     app.router.add_get("/health", health)

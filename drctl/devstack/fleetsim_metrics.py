@@ -16,6 +16,12 @@ TTFT_BUCKETS_S: tuple[float, ...] = (
     1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 )  # fmt: skip
 
+# vLLM's bucket edges for vllm:e2e_request_latency_seconds (request_latency_buckets, same file).
+E2E_BUCKETS_S: tuple[float, ...] = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -51,6 +57,10 @@ class EngineStats:
     generation_tokens: int = 0
     success_by_reason: dict[str, int] = field(default_factory=dict)
     ttft: Histogram = field(default_factory=Histogram)
+    e2e: Histogram = field(default_factory=lambda: Histogram(edges=E2E_BUCKETS_S))
+    # (handler, method, status class such as "5xx") -> count, as prometheus-fastapi-instrumentator
+    # labels http_requests_total in vLLM's API server (status codes grouped by default).
+    http_requests: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     @property
     def cache_usage(self) -> float:
@@ -59,6 +69,10 @@ class EngineStats:
 
     def record_success(self, finish_reason: str) -> None:
         self.success_by_reason[finish_reason] = self.success_by_reason.get(finish_reason, 0) + 1
+
+    def record_http(self, handler: str, method: str, status: int) -> None:
+        key = (handler, method, f"{status // 100}xx")
+        self.http_requests[key] = self.http_requests.get(key, 0) + 1
 
 
 def _fmt(value: float) -> str:
@@ -97,12 +111,21 @@ def render(stats: EngineStats) -> str:
     success = [("", f'finished_reason="{_escape(r)}"', float(n)) for r, n in reasons]
     metric("vllm:request_success_total", "counter", "Successfully processed requests.", success)
 
-    hist = stats.ttft
-    buckets: list[tuple[str, str, float]] = []
-    cumulative = 0
-    for edge, n in zip((*hist.edges, float("inf")), hist.counts, strict=True):
-        cumulative += n
-        buckets.append(("_bucket", f'le="{_fmt(edge)}"', cumulative))
-    buckets += [("_sum", "", hist.total), ("_count", "", hist.count)]
-    metric("vllm:time_to_first_token_seconds", "histogram", "Time to first token in seconds.", buckets)
+    for name, help_text, hist in (
+        ("vllm:time_to_first_token_seconds", "Time to first token in seconds.", stats.ttft),
+        ("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.", stats.e2e),
+    ):
+        buckets: list[tuple[str, str, float]] = []
+        cumulative = 0
+        for edge, n in zip((*hist.edges, float("inf")), hist.counts, strict=True):
+            cumulative += n
+            buckets.append(("_bucket", f'le="{_fmt(edge)}"', cumulative))
+        buckets += [("_sum", "", hist.total), ("_count", "", hist.count)]
+        metric(name, "histogram", help_text, buckets)
+    # Not a vllm: metric, so without the model_name label, as the instrumentator renders it.
+    lines.append("# HELP http_requests_total Total number of requests by method, status and handler.")
+    lines.append("# TYPE http_requests_total counter")
+    for (handler, method, status), n in sorted(stats.http_requests.items()):
+        lines.append(f'http_requests_total{{handler="{_escape(handler)}",method="{method}",status="{status}"}} '
+                     f"{_fmt(n)}")
     return "\n".join(lines) + "\n"

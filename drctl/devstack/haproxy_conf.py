@@ -95,8 +95,7 @@ def render_global(cfg: FleetConfig) -> str:
         "",
         f"backend {backend}",
         "    balance roundrobin",
-        # No health checks and no redispatch: only drctl moves traffic between regions, so a dead
-        # region shows up as errors until drctl shifts its weight away (what DNS would do).
+        *_fast_path(cfg),
         *servers,
         "",
         "listen stats",
@@ -106,6 +105,30 @@ def render_global(cfg: FleetConfig) -> str:
         "    stats refresh 5s",
         "",
     ])
+
+
+def _fast_path(cfg: FleetConfig) -> list[str]:
+    """The global backend's retry lines: none by default, the fast path when it is configured.
+
+    By default there are no health checks and no redispatch: only drctl moves traffic between
+    regions, so a dead region shows up as errors until drctl shifts its weight away (what
+    weighted DNS would do). With `traffic.global.fast_path`, a request that could not reach a
+    region (refused or failed connect, empty response, 503) is sent once more to the other
+    region: `redispatch 1` makes every retry pick another server, and `retry-on` extends the
+    retry from connect failures to those layer-7 answers. A layer-7 retry replays the request,
+    so HAProxy must hold all of it: `http-buffer-request` waits for the body (up to
+    tune.bufsize) before it connects; without it a POST's 503 is passed to the user. Weights
+    still decide where traffic goes; drctl still moves them.
+    """
+    tier = cfg.traffic.global_tier
+    if not getattr(tier, "fast_path", False):
+        return []
+    return [
+        "    retries 1",
+        "    option redispatch 1",
+        "    retry-on conn-failure empty-response 503",
+        "    option http-buffer-request",
+    ]
 
 
 def render_region(cfg: FleetConfig, region: str) -> str:
@@ -140,17 +163,7 @@ def render_region(cfg: FleetConfig, region: str) -> str:
             # Replicas join at runtime (`add server ... check`), probed like a readiness probe;
             # a request that hits a replica killed a moment ago is retried on another one.
             "    option httpchk GET /health",
-            "    retries 2",
+            "    retries 1",
             "    option redispatch 1",
         ]
     return "\n".join(lines) + "\n"
-
-
-def write_configs(cfg: FleetConfig) -> Path:
-    """Write global.cfg and every <region>.cfg under the state dir; returns the haproxy dir."""
-    d = haproxy_dir(cfg)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "global.cfg").write_text(render_global(cfg))
-    for r in cfg.regions:
-        (d / f"{r.name}.cfg").write_text(render_region(cfg, r.name))
-    return d

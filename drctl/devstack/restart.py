@@ -1,4 +1,4 @@
-"""(Re)start single dev-stack components: one region's worker, or the Temporal dev server.
+"""(Re)start single dev-stack components: one region's worker, the Temporal dev server, or the global HAProxy.
 
 A crashed worker or server is replaced the way an operator (or Kubernetes) would: the same argv,
 the same state. Temporal restarts on its `--db-filename`, so running workflows survive it. Every
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from drctl.config import FleetConfig
-from drctl.devstack import processes, prometheus, readiness
+from drctl.devstack import haproxy_conf, processes, prometheus, readiness
 from drctl.devstack.stack import Component, StackError, _pid_path, _read_record, components, state_dir
 
 
@@ -84,4 +84,23 @@ def restart_temporal(cfg: FleetConfig, config_path: Path, timeout_s: float = 60.
     _wait_ports_free(comp, timeout_s)
     pid = _spawn(cfg, comp)
     _wait(cfg, comp, pid, lambda: readiness.temporal_ready(comp.argv[0], cfg), timeout_s)
+    return pid
+
+
+def restart_global_gateway(cfg: FleetConfig, config_path: Path, timeout_s: float = 30.0) -> int:
+    """Re-render haproxy/global.cfg from `cfg` and restart the global HAProxy on it; return its pid.
+
+    For switching the global tier's options (e.g. traffic.global.fast_path) on a running stack.
+    The runtime weights go with the old process: the new one starts at the configured weights.
+    """
+    comp = _component(cfg, config_path, "haproxy-global")
+    s = state_dir(cfg)
+    (s / "haproxy" / "global.cfg").write_text(haproxy_conf.render_global(cfg))
+    old = processes.read_pid(_pid_path(s, comp.name))
+    if old is not None and processes.is_ours(old, comp.argv):
+        processes.terminate([old])
+    _wait_ports_free(comp, timeout_s)
+    pid = _spawn(cfg, comp)
+    _wait(cfg, comp, pid, lambda: None if all(processes.port_open(p) for p in comp.ports.values())
+          else "ports not answering yet", timeout_s)
     return pid

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from drctl.config import FleetConfig
 from drctl.models.ops import FleetSpec
 
 OPERATION = "drill"
@@ -51,6 +52,17 @@ class DrillInput(BaseModel):
     timeout_s: float
     failback_timeout_s: float = Field(300.0, description="Bound on waiting for the failback to finish.")
     initiator: str = "cli"
+
+    @classmethod
+    def from_config(cls, cfg: FleetConfig, plan: ExperimentPlan,
+                    alternatives: list[ExperimentPlan] | None = None) -> DrillInput:
+        """A drill of `plan` (or, scheduled, one of plan + alternatives) on the fleet `cfg` describes."""
+        fb = cfg.failback
+        # Failover + failback stabilisation + steps bound how long the failback may take.
+        failback_timeout_s = fb.stabilization_window_s + fb.steps * (fb.step_interval_s + 15) + 60
+        return cls(spec=FleetSpec.from_config(cfg), plan=plan, alternatives=alternatives or [],
+                   rto_target_s=cfg.objectives.rto_target_s, load_rps=cfg.drills.load_rps,
+                   timeout_s=cfg.drills.timeout_s, failback_timeout_s=failback_timeout_s)
 
 
 class LoadSample(BaseModel):
@@ -163,11 +175,6 @@ class DrillReport(BaseModel):
     journal: JournalVerdict | None = None
     journal_key: str | None = None
     phases: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class ReportQuery(BaseModel):
-    fleet: str
-    limit: int = 50
 
 
 class ReportKey(BaseModel):

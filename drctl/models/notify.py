@@ -38,9 +38,6 @@ class WebhookSpec(BaseModel):
         return event.kind in self.events and (self.format != "pagerduty" or event.action is not None)
 
 
-TEST_EVENT = "notify.test"
-
-
 class Event(BaseModel):
     kind: NotifyEvent | Literal["notify.test"]
     fleet: str

@@ -17,8 +17,6 @@ from drctl.models.notify import WebhookSpec
 
 # ApplicationError.type raised when another mutating operation already holds the fleet.
 FLEET_BUSY = "FleetBusy"
-# ApplicationError.type raised when an operator aborts an operation through `drctl ops abort`.
-ABORTED = "Aborted"
 
 # Handler names every mutating workflow offers, so `drctl ops` drives any of them alike.
 QUERY_PROGRESS = "progress"
@@ -103,37 +101,18 @@ class FleetSpec(BaseModel):
 
     @classmethod
     def from_config(cls, cfg: FleetConfig) -> FleetSpec:
-        h, f, b = cfg.health, cfg.failover, cfg.failback
+        """The spec of `cfg`: every field copied from its config section (`_COPIED`), plus the derived ones."""
+        copied = {name: getattr(getattr(cfg, section), field) for name, (section, field) in _COPIED.items()}
         return cls(
             fleet=cfg.name,
             task_queue=cfg.temporal.task_queue,
-            regions=[
-                RegionSpec(name=r.name, weight=r.weight, replicas=r.replicas, max_replicas=r.max_replicas, queue=r.queue)
-                for r in cfg.regions
-            ],
+            regions=[RegionSpec(**{f: getattr(r, f) for f in RegionSpec.model_fields}) for r in cfg.regions],
             deployment=cfg.workload.deployment_name("stable"),
-            interval_s=h.interval_s,
-            probe_timeout_s=h.probe_timeout_s,
-            failure_threshold=h.failure_threshold,
-            recovery_threshold=h.recovery_threshold,
-            fast_confirm=h.fast_confirm,
-            fast_confirm_interval_s=h.fast_confirm_interval_s,
-            fail_on_degraded=h.fail_on_degraded,
-            rto_target_s=cfg.objectives.rto_target_s,
-            policy=f.policy,
-            require_approval=f.require_approval,
-            approval_timeout_s=f.approval_timeout_s,
-            verify_requests=f.verify_requests,
-            verify_timeout_s=f.verify_timeout_s,
-            rollout_timeout_s=f.rollout_timeout_s,
-            stabilization_window_s=b.stabilization_window_s,
-            failback_steps=b.steps,
-            failback_step_interval_s=b.step_interval_s,
-            max_rps_per_replica=cfg.workload.max_rps_per_replica,
-            peak_rps=cfg.workload.peak_rps,
+            # HAProxy has no TTL and applies at once: defaults stand for it.
             global_ttl_s=float(getattr(cfg.traffic.global_tier, "ttl_s", 0)),
             global_propagation_timeout_s=float(getattr(cfg.traffic.global_tier, "propagation_timeout_s", 180.0)),
             webhooks=[WebhookSpec.from_config(w) for w in cfg.notifications.webhooks],
+            **copied,
         )
 
     def region(self, name: str) -> RegionSpec:
@@ -204,8 +183,6 @@ class Weights(BaseModel):
 class SetWeightsInput(BaseModel):
     weights: dict[str, int]
     reason: str = ""
-    # Regions that must not receive traffic (known DOWN); the activity refuses such a change.
-    forbid_traffic_to: list[str] = Field(default_factory=list)
 
 
 class Capacity(BaseModel):
@@ -260,5 +237,25 @@ class VerifyResult(BaseModel):
         return sum(self.by_region.get(r, 0) for r in regions)
 
 
-class RunningOpsInput(BaseModel):
-    fleet: str
+# The config sections a FleetSpec snapshots. A spec field named like a field of exactly one of them
+# is copied from it; `_RENAMED` gives the source of a field named otherwise; `_DERIVED` fields are
+# computed in `from_config`. Anything else is an error at import, so a new spec field cannot be
+# silently left at its default.
+_SECTIONS = ("health", "objectives", "failover", "failback", "workload")
+_RENAMED = {"failback_steps": ("failback", "steps"), "failback_step_interval_s": ("failback", "step_interval_s")}
+_DERIVED = {"fleet", "task_queue", "regions", "deployment", "global_ttl_s", "global_propagation_timeout_s", "webhooks"}
+
+
+def _copied_fields() -> dict[str, tuple[str, str]]:
+    sections = {name: FleetConfig.model_fields[name].annotation for name in _SECTIONS}
+    copied = dict(_RENAMED)
+    for name in FleetSpec.model_fields.keys() - _DERIVED - _RENAMED.keys():
+        found = [sec for sec, model in sections.items() if name in getattr(model, "model_fields", {})]
+        if len(found) != 1:
+            raise TypeError(f"FleetSpec.{name}: found in config sections {found or 'none'} of {_SECTIONS}; "
+                            "name exactly one in _RENAMED or derive it in from_config")
+        copied[name] = (found[0], name)
+    return copied
+
+
+_COPIED = _copied_fields()

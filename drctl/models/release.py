@@ -25,10 +25,6 @@ class ParityReport(BaseModel):
     model_differs: bool = Field(False, description="The target would serve a different model: refuses a failover.")
     errors: list[str] = Field(default_factory=list)
 
-    @property
-    def in_parity(self) -> bool:
-        return not self.drift and not self.errors
-
 
 def compare(source: Release, target: Release) -> ParityReport:
     rep = ParityReport(source=source.region, target=target.region)

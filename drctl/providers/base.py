@@ -7,8 +7,6 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from drctl.models.health import RegionProbe
-
 
 class AppliedWeights(BaseModel):
     """What the global tier said when it accepted a weight change."""
@@ -84,7 +82,3 @@ class Platform(Protocol):
     def wait_rollout(
         self, name: str, timeout_s: float, on_progress: Callable[[DeploymentState], None] | None = None
     ) -> DeploymentState: ...
-
-
-class Prober(Protocol):
-    async def probe_region(self, region: str) -> RegionProbe: ...

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from pydantic import BaseModel
 
 from drctl.config import RegionConfig
 from drctl.providers.base import DeploymentState
@@ -32,12 +31,6 @@ MERGE = "application/merge-patch+json"
 REQUEST_TIMEOUT = (5.0, 30.0)
 
 
-class Capacity(BaseModel):
-    name: str
-    ready_replicas: int
-    max_replicas: int
-
-
 class KubernetesPlatform:
     """Implements `drctl.providers.base.Platform` for one region."""
 
@@ -51,7 +44,6 @@ class KubernetesPlatform:
         self.region = region.name
         self.request_timeout = request_timeout
         self.namespace = region.kube.namespace
-        self.default_max_replicas = region.max_replicas
         self.poll_interval_s = poll_interval_s
         self.api_client = api_client or api_client_for(region.kube)
         self.apps = client.AppsV1Api(self.api_client)
@@ -113,12 +105,6 @@ class KubernetesPlatform:
 
     def get_deployment(self, name: str) -> DeploymentState:
         return self._state(self._read(name), self._hpa_for(name))
-
-    def capacity(self, name: str) -> Capacity:
-        """Ready replicas now, and how far the Deployment may grow (HPA max, else the region's max)."""
-        state = self.get_deployment(name)
-        top = state.hpa_max_replicas if state.hpa_max_replicas is not None else self.default_max_replicas
-        return Capacity(name=name, ready_replicas=state.ready_replicas, max_replicas=top)
 
     # --- scale and rollout ------------------------------------------------------------------------
 

@@ -55,7 +55,7 @@ def rotating_sample(names: list[str], fraction: float, round_no: int) -> set[str
 
 
 class InferenceProber:
-    """Implements `drctl.providers.base.Prober`.
+    """Probes a region the way a user's request meets it: gateway and replicas, inference-aware.
 
     Args:
         cfg: the fleet config (health thresholds, model name, regions).
@@ -91,15 +91,6 @@ class InferenceProber:
         # 4 x probe_timeout_s + 5 s (or 10 s). Replicas still queued then are unprobed, not DOWN.
         self.round_budget_s = round_budget_s or 3 * self.timeout_s
         self._rounds: dict[str, int] = {}  # per region: drives the rotating completion sample
-
-    @property
-    def max_duration_s(self) -> float:
-        """Upper bound of one probe_region call when no target queues: listing, then every target.
-
-        With more targets than `probe_concurrency` the round also waits for slots; each request
-        keeps its own deadline, so the round is bounded by targets / concurrency x target budget.
-        """
-        return max(self.round_budget_s, self.timeout_s + self.target_budget_s)
 
     async def probe_region(self, region: str) -> RegionProbe:
         return (await self.probe_regions([region]))[0]

@@ -1,9 +1,12 @@
-"""A tiny Prometheus text-format parser, enough for the vLLM gauges the probe reads."""
+"""A tiny Prometheus text-format parser: the vLLM gauges the probe reads, and the counters and
+histograms of passive signals."""
 
 from __future__ import annotations
 
 import math
 import re
+
+from drctl.models.passive import HistogramSnapshot
 
 # name{labels} value [timestamp]; label values may hold spaces and escaped quotes.
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?\s+(\S+)')
@@ -36,3 +39,72 @@ def parse_samples(text: str) -> dict[str, float]:
 VLLM_WAITING = "vllm:num_requests_waiting"
 VLLM_RUNNING = "vllm:num_requests_running"
 VLLM_KV_CACHE = "vllm:gpu_cache_usage_perc"
+
+
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], value)
+
+
+def parse_series(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample with its labels: (name, labels, value). NaN and unparsable lines are skipped.
+
+    +Inf is kept here (a histogram's last `le` label is "+Inf", and a gauge may be infinite).
+    """
+    out: list[tuple[str, dict[str, str], float]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        if math.isnan(value):
+            continue
+        labels = {k: _unescape(v) for k, v in _LABEL.findall(m.group(2) or "")}
+        out.append((m.group(1), labels, value))
+    return out
+
+
+def histogram(series: list[tuple[str, dict[str, str], float]], name: str) -> HistogramSnapshot | None:
+    """The histogram `name`, summed over its label sets (one vLLM server serves one model); None if absent."""
+    buckets: dict[float, float] = {}
+    count = total = 0.0
+    seen = False
+    for metric, labels, value in series:
+        if metric == f"{name}_bucket" and "le" in labels:
+            try:
+                le = float(labels["le"])
+            except ValueError:
+                continue
+            if not math.isinf(le):  # the +Inf bucket is _count
+                buckets[le] = buckets.get(le, 0.0) + value
+        elif metric == f"{name}_count":
+            count += value
+            seen = True
+        elif metric == f"{name}_sum":
+            total += value
+    if not seen:
+        return None
+    return HistogramSnapshot(buckets=sorted(buckets.items()), count=count, sum=total)
+
+
+def total(series: list[tuple[str, dict[str, str], float]], name: str, **match: str) -> float | None:
+    """Sum of `name` over the label sets that carry every `match` label value; None if none does."""
+    values = [v for n, labels, v in series if n == name and all(labels.get(k) == w for k, w in match.items())]
+    return sum(values) if values else None
+
+
+VLLM_TTFT = "vllm:time_to_first_token_seconds"
+VLLM_E2E = "vllm:e2e_request_latency_seconds"
+VLLM_SUCCESS = "vllm:request_success_total"
+# vLLM's API server counts every HTTP request through prometheus-fastapi-instrumentator:
+# http_requests_total{handler, method, status}, the status grouped as "2xx".."5xx".
+HTTP_REQUESTS = "http_requests_total"

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Callable
 
 import httpx
 
 from drctl.models.analysis import TrackSample
+from drctl.providers.completions import time_to_first_token
 
 PROMPTS = (
     "Summarise the benefits of blue-green deployments in one sentence.",
@@ -33,26 +33,6 @@ def percentile(values: list[float], pct: float) -> float | None:
     ordered = sorted(values)
     rank = max(1, math.ceil(pct / 100 * len(ordered)))
     return ordered[rank - 1]
-
-
-async def _one(http: httpx.AsyncClient, url: str, model: str, prompt: str) -> float | None:
-    """TTFT in ms of one streamed completion; None when it failed."""
-    body = {"model": model, "prompt": prompt, "max_tokens": 2, "stream": True}
-    start = time.monotonic()
-    try:
-        async with http.stream("POST", f"{url.rstrip('/')}/v1/completions", json=body) as resp:
-            if resp.status_code != 200:
-                await resp.aread()
-                return None
-            ttft: float | None = None
-            async for line in resp.aiter_lines():
-                if ttft is None and line.startswith("data:") and line.strip() != "data: [DONE]":
-                    ttft = (time.monotonic() - start) * 1000
-                if line.strip() == "data: [DONE]":
-                    return ttft
-            return None  # stream cut before [DONE]: the user saw a broken answer
-    except httpx.HTTPError:
-        return None
 
 
 async def run_requests(
@@ -79,7 +59,7 @@ async def run_requests(
 
         async def fire(i: int) -> None:
             async with sem:
-                results.append(await _one(http, urls[i % len(urls)], model, PROMPTS[i % len(PROMPTS)]))
+                results.append(await time_to_first_token(http, urls[i % len(urls)], model, PROMPTS[i % len(PROMPTS)]))
             if on_progress:
                 on_progress(len(results))
 

@@ -180,13 +180,6 @@ class VeleroBackupProvider:
             obj = self._get("restores", req.name)
         return _info(obj, "Restore", self.region)
 
-    def describe_restore(self, name: str) -> BackupInfo:
-        return _info(self._get("restores", name), "Restore", self.region)
-
-    def list_restores(self) -> list[BackupInfo]:
-        out = self._call("list restores", self.api.list_namespaced_custom_object, "restores")
-        return [_info(o, "Restore", self.region) for o in out.get("items", [])]
-
     def wait_restore(
         self, name: str, timeout_s: float | None = None, on_progress: Callable[[BackupInfo], None] | None = None
     ) -> BackupInfo:

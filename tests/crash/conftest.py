@@ -15,7 +15,9 @@ from tests.conftest import restore_baseline
 from tests.crash.endstate import reset_release
 from tests.crash.harness import RegionWorkers
 from tests.fleetcfg import port_pair
-from tests.workflows.conftest import _terminate_fleet_workflows, fast_config, write_config
+from tests.helpers import write_config
+from tests.workflows.conftest import fast_config
+from tests.workflows.conftest import terminate_fleet_workflows as _terminate_fleet_workflows
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,8 @@ class EndState:
     settle_s: float = 0.0
     # Text the result's error, reason or reasons must contain.
     says: str | None = None
+    # Result fields and the values they must hold, e.g. {"compensated": "restored_weights"}.
+    fields: dict[str, Any] | None = None
 
 
 
@@ -111,6 +113,8 @@ async def assert_end_state(client: Client, cfg: FleetConfig, res: Any, want: End
     why = str(getattr(res, "error", None) or getattr(res, "reason", None) or getattr(res, "reasons", ""))
     assert verdict(res) == want.verdict, f"verdict {verdict(res)!r}, want {want.verdict!r}: {why}"
     assert want.says is None or want.says in why, f"result does not say {want.says!r}: {why}"
+    for name, value in (want.fields or {}).items():
+        assert getattr(res, name) == value, f"result {name}={getattr(res, name)!r}, want {value!r}: {why}"
 
     def settled() -> bool:
         assert weights(cfg) == want.weights

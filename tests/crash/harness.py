@@ -37,6 +37,7 @@ from drctl.config import FleetConfig
 from drctl.devstack import processes, restart
 from drctl.devstack.stack import state_dir
 from tests.crash.endstate import EndState, faults_left
+from tests.crash.lockstall import strand_lock
 from tests.helpers import wait_until
 
 
@@ -48,12 +49,17 @@ class KillPoint:
     phase: str
     activity: str
     # A process to SIGSTOP so a fast activity is caught in flight: "global" (the global HAProxy),
-    # "gateway:<region>" (a region gateway), "kube:<region>" (a region's API server process).
+    # "gateway:<region>" (a region gateway), "kube:<region>" (a region's API server process);
+    # or "lock:<operation>": the fleet lock, left held by a crashed run of <operation> and its
+    # worker killed (tests/crash/lockstall.py), so the next acquire waits.
     stall: str | None = None
     # Stall once this activity has started (it runs just before the target and does not need the
     # stalled process); None: stall right after the operation starts.
     stall_after: str | None = None
     stall_after_nth: int = 1
+    # Stall only once `stall_after` has heartbeated: its reads of the stalled process are done
+    # (an analysis lists the replicas from the API server, then only sends them requests).
+    stall_after_beat: bool = False
     # Kill at the n-th start of the activity (a weight step that is not the first).
     nth: int = 1
     # After the activity started, also wait for this before the kill: "fault injected" (the
@@ -75,6 +81,9 @@ class Scenario:
     result_type: type
     expect: Callable[[FleetConfig], EndState]
     prepare: Callable[[FleetConfig], None] = lambda _cfg: None
+    # Run once the worker is killed: removes the fault the scenario injected to reach the phase
+    # (it has done its work), so the end state can require that no fault is left.
+    after_kill: Callable[[FleetConfig], None] = lambda _cfg: None
     timeout_s: float = 120.0
 
 
@@ -135,7 +144,7 @@ def _stall_pid(cfg: FleetConfig, what: str) -> int:
 @contextlib.contextmanager
 def stalled(cfg: FleetConfig, what: str | None) -> Iterator[None]:
     """SIGSTOP the named stack process for the block; it is always resumed."""
-    if what is None:
+    if what is None or what.startswith("lock:"):  # the lock is stalled before the start
         yield
         return
     pid = _stall_pid(cfg, what)
@@ -195,6 +204,20 @@ async def wait_started(handle: WorkflowHandle[Any, Any], activity: str, nth: int
     raise AssertionError(f"{activity} #{nth} of {handle.id} not started by a worker within {timeout_s:g}s")
 
 
+async def wait_heartbeat(handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1,
+                         timeout_s: float = 60.0) -> None:
+    """Until the n-th run of `activity` has recorded a heartbeat (bounded; polls every 50 ms)."""
+    wanted = await wait_scheduled(handle, activity, nth, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        mine = [a for a in await pending(handle, activity) if a.activity_id == wanted]
+        assert mine, f"{activity} #{nth} ended before it heartbeated"
+        if mine[0].heartbeat_details.payloads:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{activity} #{nth} of {handle.id} did not heartbeat within {timeout_s:g}s")
+
+
 async def run_kill_point(client: Client, cfg: FleetConfig, workers: RegionWorkers, scenario: Scenario,
                          kp: KillPoint) -> Any:
     """Start, kill the holder of kp.activity in flight, replace it, and return the operation's result."""
@@ -202,17 +225,27 @@ async def run_kill_point(client: Client, cfg: FleetConfig, workers: RegionWorker
 
     await workers.ensure()
     await asyncio.to_thread(scenario.prepare, cfg)
+    restarting = None
+    if kp.stall and kp.stall.startswith("lock:"):
+        restarting = await strand_lock(client, cfg, workers, kp.stall.split(":", 1)[1])
     handle = await scenario.start(client, cfg, kp)
     if kp.stall and kp.stall_after:
         await wait_scheduled(handle, kp.stall_after, kp.stall_after_nth)
+        if kp.stall_after_beat:
+            await wait_heartbeat(handle, kp.stall_after, kp.stall_after_nth)
     with stalled(cfg, kp.stall):
         held = await wait_started(handle, kp.activity, kp.nth)
         if kp.kill_when == "fault injected":
             await asyncio.to_thread(wait_until, lambda: faults_left(cfg), 60, 0.1, "the fault injected")
+        if restarting is not None and int(held.last_worker_identity.split("@")[0]) not in workers.pids.values():
+            await restarting  # held by the replacement of the lock's worker, still starting up
         region = workers.region_of(held.last_worker_identity)
         workers.kill(region)
     # Still pending with the same attempt: the kill hit the attempt in flight, not after it ended.
     after = {(a.activity_id, a.attempt) for a in await pending(handle, kp.activity)}
     assert (held.activity_id, held.attempt) in after, f"{kp.activity} finished before its worker was killed"
+    await asyncio.to_thread(scenario.after_kill, cfg)
+    if restarting is not None:
+        await restarting
     await workers.start(region)
     return await asyncio.wait_for(result_of(handle, scenario.result_type), scenario.timeout_s)

@@ -17,13 +17,14 @@ from drctl.models.drill import DrillReport, Verdict
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.ops import FleetSpec
-from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
+from drctl.models.upgrade import Outcome, Strategy, UpgradeResult, upgrade_request
 from drctl.operations import start_operation
 from drctl.providers.traffic_factory import global_traffic
 from tests.conftest import apps_api
 from tests.crash.endstate import EndState
 from tests.crash.harness import KillPoint, Scenario
 from tests.drills.e2e import EXPERIMENTS, start_drill, watched
+from tests.workflows.conftest import admin
 from workflows.failback import Failback
 from workflows.failover import Failover
 from workflows.migrate import Migration
@@ -56,10 +57,13 @@ def _scale_stable(cfg: FleetConfig, region: str, n: int) -> None:
 
 # --- Failover: us-west-1 60 / us-east-1 40 → all on us-east-1, pre-scaled to carry it ----------
 
-async def _start_failover(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
-    spec = FleetSpec.from_config(tweaked(cfg, kp))
-    return await start_operation(client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1"),
-                                 operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1")
+def _failover(**mode: bool) -> Any:
+    """Start a failover to us-east-1; `mode`: emergency=True (shift first, scale after) or force=True."""
+    async def start(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
+        spec = FleetSpec.from_config(tweaked(cfg, kp))
+        return await start_operation(client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1", **mode),
+                                     operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1")
+    return start
 
 
 def _failed_over(cfg: FleetConfig) -> EndState:
@@ -67,6 +71,23 @@ def _failed_over(cfg: FleetConfig) -> EndState:
     return EndState(verdict="succeeded", weights={"us-west-1": 0, "us-east-1": 100},
                     tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-west-1": 2, "us-east-1": 4},
                     releases={r: cfg.workload.image for r in cfg.region_names})
+
+
+# Verification fails: us-east-1 answers every request with an error. Forced, so the preflight's
+# probe does not refuse it first; us-west-1 stays healthy, so the compensation restores the weights.
+def _break_target(cfg: FleetConfig) -> None:
+    admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
+
+
+def _mend_target(cfg: FleetConfig) -> None:
+    admin(cfg, "us-east-1", "/faults/clear")
+
+
+def _compensated(cfg: FleetConfig) -> EndState:
+    # Weights back; us-east-1 keeps the replicas it was scaled to (compensation moves traffic only).
+    return EndState(verdict="failed", weights=cfg.weights, tracks={r: STABLE_ONLY for r in cfg.region_names},
+                    replicas={"us-west-1": 2, "us-east-1": 4}, releases={r: cfg.workload.image for r in cfg.region_names},
+                    says="verification failed", fields={"compensated": "restored_weights"})
 
 
 # --- Failback: from the failed-over state back to the configured weights, in steps --------------
@@ -94,10 +115,11 @@ def _failed_back(cfg: FleetConfig) -> EndState:
 NEW_IMAGE = "vllm/vllm-openai:v0.9.0-crash"
 
 
-def _upgrade(bad: bool) -> Any:
+def _upgrade(bad: bool, strategy: Strategy = Strategy.CANARY) -> Any:
     async def start(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
         req = upgrade_request(tweaked(cfg, kp), uuid.uuid4().hex[:8], NEW_IMAGE, regions=["us-west-1"],
-                              steps_percent=[50], env={"FLEETSIM_ERROR_RATE": "0.6"} if bad else None)
+                              steps_percent=[50], env={"FLEETSIM_ERROR_RATE": "0.6"} if bad else None,
+                              strategy=strategy)
         req = req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
                                      "limits": req.limits.model_copy(update=FAST_LIMITS)})
         return await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
@@ -119,12 +141,15 @@ def _rolled_back(cfg: FleetConfig) -> EndState:
 
 # --- Migration: us-west-1's workload and traffic move to us-east-1 in two steps ---------------
 
-async def _start_migration(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
-    req = migration_request(tweaked(cfg, kp), uuid.uuid4().hex[:8], "us-west-1", "us-east-1", steps_percent=[50, 100])
-    req = req.model_copy(update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update=FAST_LIMITS)})
-    return await start_operation(client, cfg, Migration.run, req, operation="migrate",
-                                 workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-                                 source="us-west-1", target="us-east-1")
+def _migration(decommission: bool) -> Any:
+    async def start(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
+        req = migration_request(tweaked(cfg, kp), uuid.uuid4().hex[:8], "us-west-1", "us-east-1",
+                                steps_percent=[50, 100], decommission_source=decommission)
+        req = req.model_copy(update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update=FAST_LIMITS)})
+        return await start_operation(client, cfg, Migration.run, req, operation="migrate",
+                                     workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
+                                     source="us-west-1", target="us-east-1")
+    return start
 
 
 def _migrated(cfg: FleetConfig) -> EndState:
@@ -132,6 +157,13 @@ def _migrated(cfg: FleetConfig) -> EndState:
     return EndState(verdict=Outcome.SUCCEEDED.value, weights={"us-west-1": 0, "us-east-1": 100},
                     tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-west-1": 2, "us-east-1": 4},
                     releases={r: cfg.workload.image for r in cfg.region_names})
+
+
+def _decommissioned(cfg: FleetConfig) -> EndState:
+    # `migrate --decommission`: the source scaled to zero once all its traffic has moved.
+    return EndState(verdict=Outcome.SUCCEEDED.value, weights={"us-west-1": 0, "us-east-1": 100},
+                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-west-1": 0, "us-east-1": 4},
+                    releases={r: cfg.workload.image for r in cfg.region_names}, fields={"decommissioned": True})
 
 
 # --- ChaosDrill: region-outage.json on us-west-1, with the monitor watching ---------------------
@@ -152,12 +184,20 @@ def _drilled(verdict: str, says: str | None = None) -> Any:
 
 
 SCENARIOS: dict[str, Scenario] = {
-    "Failover": Scenario(start=_start_failover, result_type=FailoverResult, expect=_failed_over),
+    "Failover": Scenario(start=_failover(), result_type=FailoverResult, expect=_failed_over),
+    "Failover (emergency)": Scenario(start=_failover(emergency=True), result_type=FailoverResult,
+                                     expect=_failed_over),
+    "Failover (verify fails)": Scenario(start=_failover(force=True), result_type=FailoverResult,
+                                        expect=_compensated, prepare=_break_target, after_kill=_mend_target),
     "Failback": Scenario(start=_start_failback, result_type=FailbackResult, expect=_failed_back,
                          prepare=_prepare_failback),
     "Upgrade": Scenario(start=_upgrade(bad=False), result_type=UpgradeResult, expect=_upgraded),
     "Upgrade (bad release)": Scenario(start=_upgrade(bad=True), result_type=UpgradeResult, expect=_rolled_back),
-    "Migration": Scenario(start=_start_migration, result_type=MigrationResult, expect=_migrated),
+    "Upgrade (blue-green)": Scenario(start=_upgrade(bad=False, strategy=Strategy.BLUE_GREEN),
+                                     result_type=UpgradeResult, expect=_upgraded),
+    "Migration": Scenario(start=_migration(decommission=False), result_type=MigrationResult, expect=_migrated),
+    "Migration (decommission)": Scenario(start=_migration(decommission=True), result_type=MigrationResult,
+                                         expect=_decommissioned),
     "ChaosDrill": Scenario(start=_start_drill, result_type=DrillReport, expect=_drilled(Verdict.PASS.value),
                            timeout_s=240.0),
     # Killed with the fault injected: the experiment is never retried (it would inject twice), so

@@ -19,7 +19,9 @@ from tests.crash.harness import RegionWorkers, wait_scheduled
 from tests.crash.scenarios import STABLE_ONLY
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import admin
-from tests.workflows.test_failover import _healthy_rounds, _monitor, _status
+from tests.workflows.conftest import healthy_rounds as _healthy_rounds
+from tests.workflows.conftest import monitor_handle as _monitor
+from tests.workflows.conftest import monitor_status as _status
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack, pytest.mark.crash]
 

@@ -8,8 +8,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -29,14 +27,9 @@ from drctl.devstack import moto_seed, processes, stack
 from drctl.temporal import connect
 from tests.conftest import apps_api
 from tests.fleetcfg import write_fleet_config
-from tests.helpers import wait_until
+from tests.helpers import drctl, wait_until
 
-DRCTL = [sys.executable, "-m", "drctl"]
 pytestmark = pytest.mark.slow
-
-
-def _drctl(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DRCTL, *args], capture_output=True, text=True, timeout=timeout_s)
 
 
 def test_openai_client_completion_and_stream(dev_stack: stack.StackInfo, fleet_config: FleetConfig) -> None:
@@ -124,14 +117,14 @@ def test_kubernetes_client_reads_and_scales_each_region(
 
 
 def test_dev_status_cli(dev_stack: stack.StackInfo, fleet_config_path: Path) -> None:
-    done = _drctl("dev", "status", "-c", str(fleet_config_path), "--output", "json")
+    done = drctl("dev", "status", "-c", str(fleet_config_path), "--output", "json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert {c["name"] for c in report["components"]} == set(dev_stack.pids)
     for c in report["components"]:
         assert c["alive"] and c["pid"] == dev_stack.pids[c["name"]], c
         assert all(p["open"] for p in c["ports"].values()), c
-    table = _drctl("dev", "status", "-c", str(fleet_config_path))
+    table = drctl("dev", "status", "-c", str(fleet_config_path))
     assert table.returncode == 0 and "haproxy-global" in table.stdout
 
 
@@ -180,14 +173,14 @@ async def test_cli_up_down_history_and_port_conflict() -> None:
     path = write_fleet_config(namespace="drctl-cli")
     cfg = load_config(path)
     try:
-        up = await asyncio.to_thread(_drctl, "dev", "up", "-c", str(path))
+        up = await asyncio.to_thread(drctl, "dev", "up", "-c", str(path))
         assert up.returncode == 0, up.stdout + up.stderr
         assert cfg.traffic.global_endpoint in up.stdout and str(stack.state_dir(cfg)) in up.stdout
         # A dead component is restarted (and moto, in-memory, re-seeded); live ones are left alone.
         before = json.loads((stack.state_dir(cfg) / "stack.json").read_text())["components"]
         os.kill(before["moto"]["pid"], signal.SIGKILL)
         wait_until(lambda: not processes.pid_alive(before["moto"]["pid"]), timeout_s=5, what="moto gone")
-        up = await asyncio.to_thread(_drctl, "dev", "up", "-c", str(path))
+        up = await asyncio.to_thread(drctl, "dev", "up", "-c", str(path))
         assert up.returncode == 0, up.stdout + up.stderr
         after = json.loads((stack.state_dir(cfg) / "stack.json").read_text())["components"]
         assert after["moto"]["pid"] != before["moto"]["pid"]
@@ -200,19 +193,19 @@ async def test_cli_up_down_history_and_port_conflict() -> None:
         await _start_probe_workflow(cfg, workflow_id)
 
         pids = _stack_pids(cfg)
-        down = await asyncio.to_thread(_drctl, "dev", "down", "-c", str(path))
+        down = await asyncio.to_thread(drctl, "dev", "down", "-c", str(path))
         assert down.returncode == 0, down.stderr
         _assert_nothing_left(cfg, pids)
 
         # History and the registered search attributes survive a restart on the same SQLite file.
-        up = await asyncio.to_thread(_drctl, "dev", "up", "-c", str(path))
+        up = await asyncio.to_thread(drctl, "dev", "up", "-c", str(path))
         assert up.returncode == 0, up.stdout + up.stderr
         desc = await _describe(cfg, workflow_id)
         assert desc.status == WorkflowExecutionStatus.RUNNING
         assert desc.typed_search_attributes.get(search_attributes.FLEET) == cfg.name
 
         pids = _stack_pids(cfg)
-        down = await asyncio.to_thread(_drctl, "dev", "down", "-c", str(path))
+        down = await asyncio.to_thread(drctl, "dev", "down", "-c", str(path))
         assert down.returncode == 0, down.stderr
         _assert_nothing_left(cfg, pids)
 
@@ -221,7 +214,7 @@ async def test_cli_up_down_history_and_port_conflict() -> None:
         with socket.socket() as squatter:
             squatter.bind(("127.0.0.1", port))
             squatter.listen()
-            conflict = await asyncio.to_thread(_drctl, "dev", "up", "-c", str(path))
+            conflict = await asyncio.to_thread(drctl, "dev", "up", "-c", str(path))
         assert conflict.returncode == 2, conflict.stdout + conflict.stderr
         assert f"port {port} (global endpoint) is already in use" in conflict.stderr
         assert not processes.port_open(int(cfg.temporal.address.rsplit(":", 1)[1]))

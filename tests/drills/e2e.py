@@ -4,16 +4,16 @@ and drills started the way `drctl drill run` starts them."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-import yaml
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.chaos.validate import validate_experiment
-from drctl.cli.drill import drill_input
 from drctl.config import FleetConfig
-from drctl.models.drill import DrillReport
+from drctl.models.drill import DrillInput, DrillReport
 from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
 from drctl.operations import start_operation
@@ -22,27 +22,11 @@ from tests.helpers import assert_eventually
 from tests.workflows.conftest import admin
 
 REPO = Path(__file__).resolve().parents[2]
-DRCTL = str(REPO / ".venv" / "bin" / "drctl")
 EXPERIMENTS = REPO / "experiments"
 
 
-def write_cfg(cfg: FleetConfig, directory: Path) -> Path:
-    """The workers' config as a file, so the CLI talks to the same queues and fleet."""
-    path = directory / f"drill-{cfg.temporal.task_queue}.yaml"
-    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    return path
-
-
-async def drctl(*args: str) -> tuple[int, str, str]:
-    """The CLI as a user runs it; async so the in-process workers keep serving meanwhile."""
-    proc = await asyncio.create_subprocess_exec(DRCTL, *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 240)
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
 async def watched(client: Client, cfg: FleetConfig) -> None:
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
 
     handle, _ = await start_monitor(client, cfg)
 
@@ -57,7 +41,7 @@ async def start_drill(client: Client, cfg: FleetConfig, experiment: Path, target
                       ) -> WorkflowHandle[object, object]:
     plan = validate_experiment(experiment, cfg, target)
     wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-    return await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
+    return await start_operation(client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), operation="drill",
                                  workflow_id=wid, target=target)
 
 
@@ -68,3 +52,24 @@ async def run_drill(client: Client, cfg: FleetConfig, experiment: Path, target: 
 
 def replica_states(cfg: FleetConfig, region: str) -> list[str]:
     return [r["state"] for r in admin(cfg, region, "/replicas")]
+
+
+# What the region admin API's GET /faults answers when no fault is held.
+NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}, "owners": []}
+
+
+def held_outage(tmp_path: Path) -> Path:
+    """The region outage with its wait for traffic to move, but no failover expected: the fault
+    stays in place (no monitor moves traffic) until the drill is stopped."""
+    exp = json.loads((EXPERIMENTS / "region-outage.json").read_text())
+    for ext in exp["extensions"]:
+        if ext["name"] == "drctl":
+            ext["expect_failover"] = False
+    path = tmp_path / "held-outage.json"
+    path.write_text(json.dumps(exp))
+    return path
+
+
+async def fault_held(cfg: FleetConfig) -> bool:
+    faults: dict[str, Any] = await asyncio.to_thread(admin, cfg, "us-west-1", "/faults")
+    return len(faults["replicas"]) == cfg.region("us-west-1").replicas

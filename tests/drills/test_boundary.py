@@ -23,8 +23,8 @@ from drctl.chaos.boundary import canonical, digest
 from drctl.chaos.validate import ExperimentInvalid, validate_experiment
 from drctl.config import load_config
 from drctl.models.drill import ExperimentRunInput
-from tests.cli_inproc import run_cli
-from tests.drills.test_validate import DRCTL, OUTAGE, _config, _Recorder, admin_recorder  # noqa: F401
+from tests.drills.admin_recorder import OUTAGE, Recorder, drill_config
+from tests.helpers import DRCTL, run_cli
 
 EVIL_MODULE = "drctl_evil_probe"
 
@@ -79,20 +79,20 @@ def _cases(marker: Path, recorder: str) -> dict[str, tuple[Any, str]]:
 
 
 @pytest.fixture()
-def hostile(tmp_path: Path, admin_recorder: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:  # noqa: F811
+def hostile(tmp_path: Path, admin_recorder: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     marker = tmp_path / "ran"
     mod_dir = tmp_path / "mods"
     mod_dir.mkdir()
     (mod_dir / f"{EVIL_MODULE}.py").write_text(
         f"from pathlib import Path\nPath({str(marker)!r}).touch()\ndef run(**kw):\n    Path({str(marker)!r}).touch()\n")
     monkeypatch.syspath_prepend(str(mod_dir))
-    return {"marker": marker, "dir": tmp_path, "config": _config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"]),
+    return {"marker": marker, "dir": tmp_path, "config": drill_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"]),
             "recorder": admin_recorder}
 
 
 def test_every_hostile_experiment_exits_2_from_run_and_schedule(hostile: dict[str, Any]) -> None:
     failures = []
-    _Recorder.hits.clear()
+    Recorder.hits.clear()
     for name, (mutate, expected) in _cases(hostile["marker"], hostile["recorder"]).items():
         exp = copy.deepcopy(OUTAGE)
         mutate(exp)
@@ -105,7 +105,7 @@ def test_every_hostile_experiment_exits_2_from_run_and_schedule(hostile: dict[st
     assert not failures, "\n".join(failures)
     assert not hostile["marker"].exists(), "a hostile provider ran"
     assert EVIL_MODULE not in sys.modules, "a hostile module was imported"
-    assert _Recorder.hits == [], f"a request left the fleet: {_Recorder.hits}"
+    assert Recorder.hits == [], f"a request left the fleet: {Recorder.hits}"
 
 
 def test_the_real_binary_refuses_a_process_probe(hostile: dict[str, Any]) -> None:
@@ -113,7 +113,7 @@ def test_the_real_binary_refuses_a_process_probe(hostile: dict[str, Any]) -> Non
     exp["steady-state-hypothesis"]["probes"].insert(0, _process(hostile["marker"]))
     path = hostile["dir"] / "process.yaml"
     path.write_text(yaml.safe_dump(exp))
-    proc = subprocess.run([DRCTL, "drill", "run", str(path), "-c", str(hostile["config"])],
+    proc = subprocess.run([str(DRCTL), "drill", "run", str(path), "-c", str(hostile["config"])],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "provider type 'process' is not allowed" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -10,7 +10,8 @@ import pytest
 from temporalio.client import Client
 
 from drctl.models.drill import DrillReport, Verdict
-from tests.drills.e2e import EXPERIMENTS, drctl, replica_states, run_drill, watched, write_cfg
+from tests.drills.e2e import EXPERIMENTS, replica_states, run_drill, watched
+from tests.helpers import drctl_async, write_config
 from tests.workflows.conftest import StartWorkers, admin, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -23,8 +24,8 @@ async def test_drill_on_an_unhealthy_fleet_is_aborted_without_injecting(
     admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
     before = replica_states(cfg, "us-west-1")
     # Through the CLI, as an operator runs it: a drill that is not PASS exits non-zero.
-    code, out, err = await drctl("drill", "run", str(EXPERIMENTS / "region-outage.json"), "-o", "json",
-                                 "-c", str(write_cfg(cfg, tmp_path)))
+    code, out, err = await drctl_async("drill", "run", str(EXPERIMENTS / "region-outage.json"), "-o", "json",
+                                 "-c", str(write_config(cfg, tmp_path)))
     assert code == 1, (out, err)
     report = DrillReport.model_validate(json.loads(out))
     assert report.verdict is Verdict.ABORTED, report
@@ -59,8 +60,8 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
 ) -> None:
     cfg = await start_workers()
     await watched(temporal_client, cfg)
-    cfg_file = write_cfg(cfg, fleet_config_path.parent)
-    code, out, err = await drctl("drill", "run", str(EXPERIMENTS / "region-outage.json"), "-c", str(cfg_file),
+    cfg_file = write_config(cfg, fleet_config_path.parent)
+    code, out, err = await drctl_async("drill", "run", str(EXPERIMENTS / "region-outage.json"), "-c", str(cfg_file),
                                  "--output", "json")
     assert code == 0, f"{out}\n{err}"
     report = DrillReport.model_validate_json(out[out.index("{"):])
@@ -75,15 +76,15 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     # The monitor's emergency failover records its data-loss exposure; the seeded replicas are in sync.
     assert (report.data_loss_s, report.data_loss_objects) == (0.0, 0), report
 
-    code, out, err = await drctl("drill", "history", "-c", str(cfg_file), "--output", "json")
+    code, out, err = await drctl_async("drill", "history", "-c", str(cfg_file), "--output", "json")
     assert code == 0, err
     rows = json.loads(out)
     mine = [r for r in rows if r["id"] == report.id]
     assert mine and mine[0]["verdict"] == "PASS" and mine[0]["measured_rto_s"] == report.measured_rto_s
-    code, out, err = await drctl("drill", "history", "-c", str(cfg_file))
+    code, out, err = await drctl_async("drill", "history", "-c", str(cfg_file))
     assert code == 0 and "region-outage" in out and f"{report.measured_rto_s:.1f}s / 30s" in out, out
     assert "data loss" in out and "0.0s/0" in out, out
-    code, out, _ = await drctl("drill", "report", report.id, "-c", str(cfg_file))
+    code, out, _ = await drctl_async("drill", "report", report.id, "-c", str(cfg_file))
     assert code == 0 and "PASS" in out and "Measured RTO" in out
     assert "Data-loss exposure at failover: 0.0 s of replication lag, 0 object(s)" in out, out
 
@@ -104,12 +105,12 @@ async def test_replica_loss_drill_passes_without_failover(
 async def test_schedule_lists_weekly_next_runs(temporal_client: Client, fleet_config_path: Path) -> None:
     cfg_path = str(fleet_config_path)
     name = f"weekly-{datetime.now(UTC).strftime('%H%M%S%f')}"
-    code, out, err = await drctl("drill", "schedule", "--cron", "0 3 * * MON", "--jitter", "30m", "--name", name,
+    code, out, err = await drctl_async("drill", "schedule", "--cron", "0 3 * * MON", "--jitter", "30m", "--name", name,
                                  "-e", str(EXPERIMENTS / "region-outage.json"),
                                  "-e", str(EXPERIMENTS / "gateway-loss.json"), "-c", cfg_path)
     assert code == 0, err
     try:
-        code, out, err = await drctl("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
+        code, out, err = await drctl_async("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
         assert code == 0, err
         row = next(r for r in json.loads(out) if r["id"].endswith(f"/{name}"))
         runs = [datetime.fromisoformat(t) for t in row["next_runs"]]
@@ -120,10 +121,10 @@ async def test_schedule_lists_weekly_next_runs(temporal_client: Client, fleet_co
             assert base.weekday() == 0 and base.hour == 3, t
         for a, b in zip(runs, runs[1:], strict=False):
             assert abs((b - a) - timedelta(days=7)) <= timedelta(minutes=30), (a, b)
-        code, out, _ = await drctl("drill", "schedule", "list", "-c", cfg_path)
+        code, out, _ = await drctl_async("drill", "schedule", "list", "-c", cfg_path)
         assert code == 0 and name in out
-        assert (await drctl("drill", "schedule", "pause", "--name", name, "-c", cfg_path))[0] == 0
-        code, out, _ = await drctl("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
+        assert (await drctl_async("drill", "schedule", "pause", "--name", name, "-c", cfg_path))[0] == 0
+        code, out, _ = await drctl_async("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
         assert next(r for r in json.loads(out) if r["id"].endswith(f"/{name}"))["paused"] is True
     finally:
-        assert (await drctl("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0
+        assert (await drctl_async("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0

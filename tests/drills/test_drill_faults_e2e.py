@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -14,14 +13,11 @@ from temporalio.client import Client
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillReport, Verdict
 from drctl.outcome import result_of
-from tests.drills.e2e import EXPERIMENTS, drctl, run_drill, start_drill, watched, write_cfg
-from tests.helpers import assert_eventually
+from tests.drills.e2e import EXPERIMENTS, NO_FAULTS, fault_held, held_outage, run_drill, start_drill, watched
+from tests.helpers import assert_eventually, drctl_async, write_config
 from tests.workflows.conftest import StartWorkers, admin, served_by, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
-
-NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}, "owners": []}
-
 
 def assert_passed_with_failover(report: DrillReport, cfg: FleetConfig) -> None:
     """PASS, and every figure that PASS stands on is really there."""
@@ -62,23 +58,6 @@ async def test_gateway_loss_drill_fails_over_within_rto(
     assert report.errors > 0 and report.error_window_s > 0
 
 
-def _held_outage(tmp_path: Path) -> Path:
-    """The region outage with its wait for traffic to move, but no failover expected: the fault
-    stays in place (no monitor moves traffic) until the drill is stopped."""
-    exp = json.loads((EXPERIMENTS / "region-outage.json").read_text())
-    for ext in exp["extensions"]:
-        if ext["name"] == "drctl":
-            ext["expect_failover"] = False
-    path = tmp_path / "held-outage.json"
-    path.write_text(json.dumps(exp))
-    return path
-
-
-async def _fault_held(cfg: FleetConfig) -> bool:
-    faults: dict[str, Any] = await asyncio.to_thread(admin, cfg, "us-west-1", "/faults")
-    return len(faults["replicas"]) == cfg.region("us-west-1").replicas
-
-
 async def _fleet_serves(cfg: FleetConfig) -> bool:
     counts = await served_by(cfg, 10)
     return set(counts) == {"us-west-1", "us-east-1"}
@@ -89,11 +68,11 @@ async def test_stopping_a_running_drill_rolls_back_and_reports_aborted(
     how: str, start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path, tmp_path: Path
 ) -> None:
     cfg = await start_workers()
-    handle = await start_drill(temporal_client, cfg, _held_outage(tmp_path))
-    await assert_eventually(lambda: _fault_held(cfg), timeout_s=60, what="the outage injected and held")
+    handle = await start_drill(temporal_client, cfg, held_outage(tmp_path))
+    await assert_eventually(lambda: fault_held(cfg), timeout_s=60, what="the outage injected and held")
     if how == "ops-abort":
-        code, out, err = await drctl("ops", "abort", handle.id, "--reason", "drill window closed",
-                                     "-c", str(write_cfg(cfg, fleet_config_path.parent)))
+        code, out, err = await drctl_async("ops", "abort", handle.id, "--reason", "drill window closed",
+                                     "-c", str(write_config(cfg, fleet_config_path.parent)))
         assert code == 0 and "stopping the experiment" in out, f"{out}\n{err}"
         reason = "drill window closed"
     else:
@@ -110,5 +89,5 @@ async def test_stopping_a_running_drill_rolls_back_and_reports_aborted(
     assert weights(cfg) == cfg.weights
     if how == "ops-abort":
         # A finished drill has nothing left to abort: a clear refusal, not a traceback.
-        code, _, err = await drctl("ops", "abort", handle.id, "-c", str(write_cfg(cfg, fleet_config_path.parent)))
+        code, _, err = await drctl_async("ops", "abort", handle.id, "-c", str(write_config(cfg, fleet_config_path.parent)))
         assert code != 0 and "Traceback" not in err and handle.id in err, err

@@ -19,9 +19,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillReport, Verdict
-from tests.drills.e2e import DRCTL, result_of, start_drill, write_cfg
-from tests.drills.test_drill_faults_e2e import NO_FAULTS, _fault_held, _held_outage
-from tests.helpers import assert_eventually
+from tests.drills.e2e import NO_FAULTS, fault_held, held_outage, result_of, start_drill
+from tests.helpers import DRCTL, assert_eventually, write_config
 from tests.workflows.conftest import StartWorkers, admin, fast_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -52,11 +51,11 @@ async def _kill_worker_and_chaos(worker: asyncio.subprocess.Process) -> None:
 async def _killed_mid_drill(temporal_client: Client, cfg_dir: Path, tmp_path: Path, fleet_config: FleetConfig
                            ) -> tuple[FleetConfig, WorkflowHandle[object, object]]:
     cfg = fast_config(fleet_config)
-    worker = await asyncio.create_subprocess_exec(DRCTL, "worker", "-c", str(write_cfg(cfg, cfg_dir)),
+    worker = await asyncio.create_subprocess_exec(str(DRCTL), "worker", "-c", str(write_config(cfg, cfg_dir)),
                                                   stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     try:
-        handle = await start_drill(temporal_client, cfg, _held_outage(tmp_path))
-        await assert_eventually(lambda: _fault_held(cfg), timeout_s=90, what="the outage injected and held")
+        handle = await start_drill(temporal_client, cfg, held_outage(tmp_path))
+        await assert_eventually(lambda: fault_held(cfg), timeout_s=90, what="the outage injected and held")
     finally:
         if worker.returncode is None:
             await _kill_worker_and_chaos(worker)

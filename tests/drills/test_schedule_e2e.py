@@ -14,15 +14,15 @@ from temporalio.client import Client
 
 from drctl.models.drill import DrillReport, Verdict
 from drctl.outcome import result_of
-from tests.drills.e2e import EXPERIMENTS, drctl, write_cfg
-from tests.helpers import assert_eventually
+from tests.drills.e2e import EXPERIMENTS
+from tests.helpers import assert_eventually, drctl_async, write_config
 from tests.workflows.conftest import StartWorkers
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
 
 async def _row(name: str, cfg_path: str) -> dict[str, Any]:
-    code, out, err = await drctl("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
+    code, out, err = await drctl_async("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
     assert code == 0, err
     return next(r for r in json.loads(out) if r["id"].endswith(f"/{name}"))
 
@@ -31,21 +31,21 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
     start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path
 ) -> None:
     cfg = await start_workers()
-    cfg_path = str(write_cfg(cfg, fleet_config_path.parent))
+    cfg_path = str(write_config(cfg, fleet_config_path.parent))
     name = f"trig-{datetime.now(UTC).strftime('%H%M%S%f')}"
     sid = f"drill-schedule/{cfg.name}/{name}"
-    code, _, err = await drctl("drill", "schedule", "--cron", "0 3 * * MON", "--name", name,
+    code, _, err = await drctl_async("drill", "schedule", "--cron", "0 3 * * MON", "--name", name,
                                "-e", str(EXPERIMENTS / "region-outage.json"), "-c", cfg_path)
     assert code == 0, err
     try:
-        assert (await drctl("drill", "schedule", "pause", "--name", name, "-c", cfg_path))[0] == 0
+        assert (await drctl_async("drill", "schedule", "pause", "--name", name, "-c", cfg_path))[0] == 0
         assert (await _row(name, cfg_path))["paused"] is True
-        code, out, err = await drctl("drill", "schedule", "resume", "--name", name, "-c", cfg_path)
+        code, out, err = await drctl_async("drill", "schedule", "resume", "--name", name, "-c", cfg_path)
         assert code == 0 and f"schedule {sid}: resumed" in out, err
         row = await _row(name, cfg_path)
         assert row["paused"] is False and len(row["next_runs"]) >= 3
 
-        code, out, err = await drctl("drill", "schedule", "trigger", "--name", name, "-c", cfg_path)
+        code, out, err = await drctl_async("drill", "schedule", "trigger", "--name", name, "-c", cfg_path)
         assert code == 0 and f"schedule {sid}: triggered" in out, err
         # The run the schedule started, found the way the UI finds it.
         query = f"TemporalScheduledById = '{sid}'"
@@ -63,7 +63,7 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
         assert any("is not running: nothing would detect the fault" in r for r in report.reasons), report.reasons
         assert not report.fault_injected and report.experiment == "region-outage"
     finally:
-        assert (await drctl("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0
+        assert (await drctl_async("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0
 
-    code, _, err = await drctl("drill", "schedule", "trigger", "--name", name, "-c", cfg_path)
+    code, _, err = await drctl_async("drill", "schedule", "trigger", "--name", name, "-c", cfg_path)
     assert code == 2 and f"no drill schedule {sid}" in err and "Traceback" not in err, err

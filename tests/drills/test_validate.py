@@ -8,45 +8,18 @@ import socket
 import subprocess
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from drctl.chaos.validate import validate_experiment
 from drctl.config import load_config
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.helpers import free_port
+from tests.drills.admin_recorder import OUTAGE, drill_config
+from tests.fleetcfg import short_tmp_dir
+from tests.helpers import DRCTL
 
 REPO = Path(__file__).resolve().parents[2]
-DRCTL = str(REPO / ".venv" / "bin" / "drctl")
-OUTAGE = json.loads((REPO / "experiments" / "region-outage.json").read_text())
-
-
-class _Recorder(BaseHTTPRequestHandler):
-    hits: list[str] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        _Recorder.hits.append(self.path)
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b'{"affected": ["would-have-been-hurt"]}')
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def admin_recorder() -> Iterator[str]:
-    """Stands where the region admin API would be, and records every fault call it receives."""
-    port = free_port()
-    server = ThreadingHTTPServer(("127.0.0.1", port), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}"
-    server.shutdown()
 
 
 class _TemporalDoor:
@@ -89,19 +62,6 @@ def temporal_door() -> Iterator[_TemporalDoor]:
     door.close()
 
 
-def _config(directory: Path, admin: str, allowed: list[str], injector: str = "devstack",
-            temporal: str | None = None) -> Path:
-    data = fleet_config_data()
-    for r in data["regions"]:
-        r["devstack_admin_url"] = admin
-    if temporal:
-        data["temporal"]["address"] = temporal
-    data["drills"] = {"allowed_targets": allowed, "fault_injector": injector}
-    path = directory / f"fleet-{'-'.join(allowed) or 'none'}-{injector}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def _mutate(fn: Any) -> dict[str, Any]:
     exp = copy.deepcopy(OUTAGE)
     fn(exp)
@@ -142,22 +102,22 @@ CASES: dict[str, tuple[Any, str, str]] = {
 def test_each_broken_experiment_exits_2_before_any_fault(admin_recorder: str, temporal_door: _TemporalDoor) -> None:
     work = short_tmp_dir("drctl-val-")
     configs = {
-        "both": _config(work, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address),
-        "east-only": _config(work, admin_recorder, ["us-east-1"], temporal=temporal_door.address),
-        "kube": _config(work, admin_recorder, ["us-west-1", "us-east-1"], "kubernetes", temporal=temporal_door.address),
+        "both": drill_config(work, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address),
+        "east-only": drill_config(work, admin_recorder, ["us-east-1"], temporal=temporal_door.address),
+        "kube": drill_config(work, admin_recorder, ["us-west-1", "us-east-1"], "kubernetes", temporal=temporal_door.address),
     }
     # The control: the same command on a valid experiment gets as far as Temporal, so the door
     # does see an experiment that passed validation.
     control_door = _TemporalDoor()
-    control_cfg = _config(work, admin_recorder, ["us-west-1", "us-east-1"], "devstack", temporal=control_door.address)
-    control = subprocess.Popen([DRCTL, "drill", "run", str(REPO / "experiments" / "region-outage.json"),
+    control_cfg = drill_config(work, admin_recorder, ["us-west-1", "us-east-1"], "devstack", temporal=control_door.address)
+    control = subprocess.Popen([str(DRCTL), "drill", "run", str(REPO / "experiments" / "region-outage.json"),
                                 "-c", str(control_cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     procs = {}
     for name, (content, cfg, _) in CASES.items():
         path = work / name
         path.write_text(content if isinstance(content, str) else json.dumps(content))
         # Not a dry run: a valid experiment here would really be started.
-        procs[name] = subprocess.Popen([DRCTL, "drill", "run", str(path), "-c", str(configs[cfg])],
+        procs[name] = subprocess.Popen([str(DRCTL), "drill", "run", str(path), "-c", str(configs[cfg])],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     failures = []
     for name, proc in procs.items():
@@ -173,7 +133,7 @@ def test_each_broken_experiment_exits_2_before_any_fault(admin_recorder: str, te
 
 
 def test_shipped_experiments_are_valid_and_say_what_they_expect(tmp_path: Path, admin_recorder: str) -> None:
-    cfg = load_config(_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"]))
+    cfg = load_config(drill_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"]))
     expect = {"region-outage": True, "region-degradation": True, "gateway-loss": True, "replica-loss": False}
     for name, failover in expect.items():
         plan = validate_experiment(REPO / "experiments" / f"{name}.json", cfg, target="us-east-1")
@@ -185,8 +145,8 @@ def test_shipped_experiments_are_valid_and_say_what_they_expect(tmp_path: Path, 
 
 def test_dry_run_prints_the_plan_and_injects_nothing(tmp_path: Path, admin_recorder: str,
                                                      temporal_door: _TemporalDoor) -> None:
-    cfg = _config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address)
-    proc = subprocess.run([DRCTL, "drill", "run", str(REPO / "experiments" / "region-outage.json"), "--dry-run",
+    cfg = drill_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address)
+    proc = subprocess.run([str(DRCTL), "drill", "run", str(REPO / "experiments" / "region-outage.json"), "--dry-run",
                            "-c", str(cfg), "--target", "us-east-1"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "nothing is injected" in proc.stdout and "us-east-1" in proc.stdout

@@ -8,84 +8,17 @@ controller (or the dev stack's node agent) would.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import aiohttp.web
-import attrs
 import pytest
-from kmock import Server
-from kmock._internal import rendering
 from kubernetes import client
 
-from drctl.config import KubeConfig, RegionConfig
-from drctl.devstack.kube import RegionCluster
 from drctl.providers.base import DeploymentState
 from drctl.providers.errors import ProviderError, RolloutTimeout, classify
 from drctl.providers.kubernetes import MERGE, KubernetesPlatform
-from tests.helpers import free_port, wait_until
-from tests.providers.loop_thread import LoopThread
-
-NS = "inference"
-_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-@attrs.define(kw_only=True)
-class RbacCluster(RegionCluster):
-    """The emulated API server plus RBAC denials, answered as a real API server words them."""
-
-    denied: set[tuple[str, str]] = attrs.field(factory=set)  # (verb, "deployments/scale")
-
-    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
-        res = request.resource
-        if res is not None and res.plural:
-            resource = res.plural + (f"/{request.subresource}" if request.subresource else "")
-            method = request.method.value
-            verb = _VERBS.get(method) or ("get" if request.name else "list")
-            if (verb, resource) in self.denied:
-                message = (f'{resource.split("/")[0]}.{res.group or "core"} "{request.name}" is forbidden: User '
-                           f'"system:serviceaccount:drctl:drctl" cannot {verb} resource "{resource}" in API group '
-                           f'"{res.group}" in the namespace "{request.namespace}"')  # fmt: skip
-                body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                        "message": message, "reason": "Forbidden", "code": 403}  # fmt: skip
-                return aiohttp.web.json_response(body, status=403)
-        return await super()._handle(request)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[tuple[RbacCluster, str]]:
-    lt = LoopThread()
-    port = free_port()
-
-    async def make() -> RbacCluster:
-        return RbacCluster()
-
-    emulator = lt.run(make())  # built on its loop: it creates asyncio primitives
-    lt.enter(emulator)
-    lt.enter(Server(emulator, host="127.0.0.1", port=port))
-    yield emulator, f"http://127.0.0.1:{port}"
-    lt.close()
-
-
-@pytest.fixture(scope="module")
-def platform(cluster: tuple[RbacCluster, str]) -> Iterator[KubernetesPlatform]:
-    region = RegionConfig(name="us-west-1", weight=60, max_replicas=5, gateway_url="http://127.0.0.1:1",
-                          kube=KubeConfig(api_url=cluster[1], namespace=NS))  # fmt: skip
-    p = KubernetesPlatform(region, poll_interval_s=0.05)
-    yield p
-    p.close()
-
-
-def _manifest(name: str, replicas: int = 2, image: str = "vllm/vllm-openai:v0.6.3") -> dict[str, Any]:
-    labels = {"app": "llm", "drctl.io/track": name.rsplit("-", 1)[-1]}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS, "labels": labels},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels},
-                              "spec": {"containers": [{"name": "server", "image": image}]}}},
-    }  # fmt: skip
+from tests.helpers import wait_until
+from tests.providers.kube_cluster import NS, RbacCluster, deployment_manifest
 
 
 def _hpa(name: str, target: str, lo: int, hi: int) -> Any:
@@ -111,7 +44,7 @@ def _deploy(p: KubernetesPlatform, name: str, replicas: int, hpa: tuple[int, int
         except client.ApiException:
             pass
         auto.create_namespaced_horizontal_pod_autoscaler(NS, _hpa(f"{name}-autoscaler", name, *hpa))
-    return p.apply_deployment(_manifest(name, replicas))
+    return p.apply_deployment(deployment_manifest(name, replicas))
 
 
 def test_get_deployment_finds_hpa_by_scale_target(platform: KubernetesPlatform) -> None:
@@ -120,8 +53,7 @@ def test_get_deployment_finds_hpa_by_scale_target(platform: KubernetesPlatform) 
     assert (state.name, state.namespace, state.replicas, state.generation) == ("llm-stable", NS, 2, 1)
     assert (state.hpa_min_replicas, state.hpa_max_replicas) == (2, 4)
     assert state.image == "vllm/vllm-openai:v0.6.3"
-    cap = platform.capacity("llm-stable")
-    assert (cap.ready_replicas, cap.max_replicas) == (0, 4)
+    assert state.ready_replicas == 0
 
 
 def test_scale_moves_hpa_bounds(platform: KubernetesPlatform) -> None:
@@ -145,7 +77,7 @@ def test_scale_without_hpa(platform: KubernetesPlatform) -> None:
     _deploy(platform, "llm-canary", 1)
     state = platform.scale("llm-canary", 2)
     assert (state.replicas, state.hpa_min_replicas, state.generation) == (2, None, 2)
-    assert platform.capacity("llm-canary").max_replicas == 5  # region max_replicas when no HPA
+    assert state.hpa_max_replicas is None
     with pytest.raises(ProviderError) as info:
         platform.get_deployment("llm-nope")
     assert (info.value.error.kind, info.value.error.retryable) == ("NotFound", False)
@@ -220,7 +152,7 @@ def test_apply_replaces_and_delete_is_idempotent(platform: KubernetesPlatform) -
     first = _deploy(platform, "llm-blue", 2)
     _write_status(platform, "llm-blue", observedGeneration=1, replicas=2, updatedReplicas=2, readyReplicas=2,
                   availableReplicas=2)  # fmt: skip
-    second = platform.apply_deployment(_manifest("llm-blue", 2, image="vllm/vllm-openai:v0.7.0"))
+    second = platform.apply_deployment(deployment_manifest("llm-blue", 2, image="vllm/vllm-openai:v0.7.0"))
     assert second.image == "vllm/vllm-openai:v0.7.0"
     assert second.generation == first.generation + 1
     assert second.available_replicas == 2  # status is the controller's, untouched by a replace

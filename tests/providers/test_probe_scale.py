@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import math
 import signal
-import socket
 from collections.abc import Iterator
 
 import pytest
@@ -19,28 +18,7 @@ from bench.probe_baseline import InferenceProber as OldProber
 from bench.probe_scale import MODEL, CannedServer, StaticReplicas, bench_config, targets
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber, rotating_sample
-from tests.helpers import free_port
-
-
-def free_port_run(n: int, attempts: int = 20) -> int:
-    """A first port P with P..P+n-1 all free on 127.0.1.1 (the bench's first target address)."""
-    for _ in range(attempts):
-        base = free_port()
-        if base + n > 65535:
-            continue
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.1.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no run of {n} free ports on 127.0.1.1 in {attempts} attempts")
+from tests.helpers import free_port, free_port_run
 
 
 @pytest.fixture

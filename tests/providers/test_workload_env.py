@@ -12,7 +12,7 @@ from drctl.models.upgrade import Release
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.workload import Workload
 from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.providers.test_kubernetes import NS, _manifest, cluster, platform  # noqa: F401
+from tests.providers.kube_cluster import NS, deployment_manifest
 
 HF_TOKEN = {"secretKeyRef": {"name": "hf-token", "key": "token"}}
 
@@ -26,7 +26,7 @@ def test_rollback_restores_the_secret_reference(platform: KubernetesPlatform) ->
     path = short_tmp_dir("drctl-wl-") / "fleet.yaml"
     path.write_text(yaml.safe_dump(fleet_config_data()))
     workload = Workload(load_config(path), platform)
-    manifest = _manifest("llm-stable")
+    manifest = deployment_manifest("llm-stable")
     manifest["spec"]["template"]["spec"]["containers"][0]["env"] = [
         {"name": "MAX_MODEL_LEN", "value": "4096"}, {"name": "HF_TOKEN", "valueFrom": HF_TOKEN}]
     platform.delete_deployment("llm-stable")

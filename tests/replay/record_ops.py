@@ -16,11 +16,10 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.chaos.validate import validate_experiment
-from drctl.cli.drill import drill_input
-from drctl.cli.failover import start_monitor
+from drctl.cli.monitor import start_monitor
 from drctl.config import FleetConfig
 from drctl.models.backup import BackupJob, BackupJobResult, BackupRequest, RestoreJob, RestoreRequest
-from drctl.models.drill import DrillReport, Verdict
+from drctl.models.drill import DrillInput, DrillReport, Verdict
 from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
 from drctl.models.migration import MigrationResult, migration_request
@@ -70,7 +69,7 @@ async def record_drill(client: Client, cfg: FleetConfig, save: Save, suffix: str
             raise RuntimeError("monitor did not see every region healthy within 60 s")
         plan = validate_experiment(EXPERIMENTS / "region-outage.json", cfg, "us-west-1")
         wid = f"drill/{cfg.name}/{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}"
-        dh = await start_operation(client, cfg, "ChaosDrill", drill_input(cfg, plan), operation="drill",
+        dh = await start_operation(client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), operation="drill",
                                    workflow_id=wid, target="us-west-1")
         report = await asyncio.wait_for(result_of(dh, DrillReport), 240)
         assert report.verdict is Verdict.PASS, report.reasons

@@ -10,8 +10,7 @@ import pytest
 from drctl.config import FleetConfig
 from drctl.devstack.stack import StackInfo
 from drctl.providers.velero import VeleroBackupProvider
-from tests.helpers import wait_until
-from tests.workflows.conftest import drctl
+from tests.helpers import drctl, wait_until
 
 pytestmark = [pytest.mark.devstack]
 

@@ -35,8 +35,7 @@ from drctl.models.rpo import (
     compute_lag,
     estimate_from_last_run,
 )
-from tests.fleetcfg import fleet_config_data
-from tests.workflows.test_failover_plan import cap, spec
+from tests.fleetcfg import cap, fleet_config_data, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

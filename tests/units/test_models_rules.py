@@ -27,8 +27,7 @@ from drctl.models.ops import FleetSpec, VerifyResult
 from drctl.models.release import Release, compare
 from drctl.models.rpo import LagReport, RpoCheck, compute_lag, replica_pairs
 from drctl.models.upgrade import Strategy, upgrade_request
-from tests.fleetcfg import fleet_config_data
-from tests.workflows.test_failover_plan import spec
+from tests.fleetcfg import fleet_config_data, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 LIMITS = a.AnalysisLimits(max_error_rate=0.05, max_ttft_p50_ratio=1.5, max_ttft_p99_ratio=2.0, min_samples=20)
@@ -118,6 +117,30 @@ def test_fleet_spec_from_config(tmp_path: Path) -> None:
     with pytest.raises(ValueError) as info:
         s.region("mars-1")
     assert str(info.value) == "unknown region 'mars-1'; known regions: us-west-1, us-east-1"
+
+
+def test_fleet_spec_takes_every_field_from_the_config(tmp_path: Path) -> None:
+    # Distinct values in every copied section, so a field read from the wrong place shows.
+    data = fleet_config_data()
+    data["health"] = {"interval_s": 7, "probe_timeout_s": 3, "failure_threshold": 4, "recovery_threshold": 5,
+                      "fast_confirm": False, "fast_confirm_interval_s": 0.7, "fail_on_degraded": True}
+    data["failover"] = {"policy": "manual", "require_approval": True, "approval_timeout_s": 11,
+                        "verify_requests": 13, "verify_timeout_s": 17, "rollout_timeout_s": 19}
+    data["failback"] = {"stabilization_window_s": 23, "steps": 2, "step_interval_s": 29}
+    data["objectives"] = {"rto_target_s": 31, "rpo_target_s": 37}
+    path = tmp_path / "distinct.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = load_config(path)
+    s = FleetSpec.from_config(cfg)
+    assert s.model_fields_set == set(FleetSpec.model_fields)  # none left at a default
+    assert (s.interval_s, s.probe_timeout_s, s.failure_threshold, s.recovery_threshold) == (7, 3, 4, 5)
+    assert (s.fast_confirm, s.fast_confirm_interval_s, s.fail_on_degraded) == (False, 0.7, True)
+    assert (s.policy, s.require_approval, s.approval_timeout_s) == ("manual", True, 11)
+    assert (s.verify_requests, s.verify_timeout_s, s.rollout_timeout_s) == (13, 17, 19)
+    assert (s.stabilization_window_s, s.failback_steps, s.failback_step_interval_s, s.rto_target_s) == (23, 2, 29, 31)
+    assert [r.model_dump() for r in s.regions] == [
+        {"name": r.name, "weight": r.weight, "replicas": r.replicas, "max_replicas": r.max_replicas, "queue": r.queue}
+        for r in cfg.regions]
 
 
 def test_verify_counts_answers_served_by_regions() -> None:
@@ -239,10 +262,10 @@ def _rel(region: str, **kw: object) -> Release:
 def test_release_parity_names_each_drift() -> None:
     same = compare(_rel("w", model="m", env_names=["A"], served_models=["m"]),
                    _rel("e", model="m", env_names=["A"], served_models=["m", "x"]))
-    assert same.in_parity and not same.model_differs and (same.source, same.target) == ("w", "e")
+    assert not same.drift and not same.errors and not same.model_differs and (same.source, same.target) == ("w", "e")
     rep = compare(_rel("w", image="img:2", model="m1", env_names=["A", "B", "C"], served_models=["m1", "m2"]),
                   _rel("e", model="m0", env_names=["C", "D"], served_models=["m0"], error="x"))
-    assert rep.model_differs and not rep.in_parity
+    assert rep.model_differs and rep.drift
     assert rep.errors == ["e: x"]
     assert rep.drift == ["image img:1 in e, img:2 in w", "model m0 in e, m1 in w", "env missing in e: A, B",
                          "env only in e: D", "/v1/models of e lacks m1, m2"]
@@ -251,7 +274,6 @@ def test_release_parity_names_each_drift() -> None:
     assert not one_side.model_differs and one_side.drift == ["model None in e, m in w"]
     assert not compare(_rel("w"), _rel("e", model="m")).model_differs
     assert compare(_rel("w", error="down"), _rel("e")).errors == ["w: down"]
-    assert not compare(_rel("w", error="down"), _rel("e")).in_parity
 
 
 def test_monitor_spec_updates(tmp_path: Path) -> None:

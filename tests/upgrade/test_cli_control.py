@@ -20,11 +20,9 @@ from temporalio.client import Client
 from drctl.config import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.outcome import result_of
-from tests.cli_inproc import cli
 from tests.conftest import apps_api
-from tests.helpers import assert_eventually
-from tests.upgrade.test_upgrade_e2e import _deployments, _stable_container, _track_weights
-from tests.upgrade.workers import fresh_queues, running_worker, write_config
+from tests.helpers import assert_eventually, cli, write_config
+from tests.upgrade.workers import deployments, fresh_queues, running_worker, stable_container, track_weights
 from tests.workflows.conftest import weights
 
 pytestmark = pytest.mark.devstack
@@ -55,7 +53,7 @@ async def _status(wid: str, path: str) -> dict[str, Any]:
 async def test_canary_paused_resumed_and_promoted_from_the_cli(cli_env: tuple[FleetConfig, str],
                                                                temporal_client: Client) -> None:
     cfg, path = cli_env
-    old = _stable_container(cfg, "us-west-1").image
+    old = stable_container(cfg, "us-west-1").image
     image = f"vllm/vllm-openai:v3.0.{uuid.uuid4().int % 1000}"
     wid = _started(*await cli("upgrade", "--image", image, "--strategy", "canary", "--regions", "us-west-1",
                                     "--no-wait", "-o", "json", "-c", path))
@@ -70,48 +68,48 @@ async def test_canary_paused_resumed_and_promoted_from_the_cli(cli_env: tuple[Fl
     await assert_eventually(held, timeout_s=90, interval_s=0.3, what="the canary deployed and the upgrade held")
     # Held at the step boundary: no share of traffic reaches the canary while paused.
     await asyncio.sleep(1.5)
-    assert _track_weights(cfg, "us-west-1").get("canary", 0) == 0
+    assert track_weights(cfg, "us-west-1").get("canary", 0) == 0
     code, out, err = await cli("upgrade", "status", uid, "-c", path)
     assert code == 0 and "PAUSED" in out and "hold for the test" in out, out
     code, out, err = await cli("upgrade", "resume", uid, "-c", path)
     assert code == 0 and "resumed" in out, (out, err)
-    await assert_eventually(lambda: asyncio.to_thread(lambda: _track_weights(cfg, "us-west-1").get("canary") == 50),
+    await assert_eventually(lambda: asyncio.to_thread(lambda: track_weights(cfg, "us-west-1").get("canary") == 50),
                             timeout_s=60, interval_s=0.1, what="the 50 % step after resume")
     code, out, err = await cli("upgrade", "promote", uid, "-c", path)
     assert code == 0 and "promoting us-west-1 now" in out, (out, err)
     res = await asyncio.wait_for(result_of(temporal_client.get_workflow_handle(wid), UpgradeResult), 120)
     assert res.outcome is Outcome.SUCCEEDED, res
-    assert _stable_container(cfg, "us-west-1").image == image != old
-    after = _track_weights(cfg, "us-west-1")
+    assert stable_container(cfg, "us-west-1").image == image != old
+    after = track_weights(cfg, "us-west-1")
     assert after.get("stable") == 100 and after.get("canary", 0) == 0, after
-    assert "llm-canary" not in _deployments(cfg, "us-west-1")
+    assert "llm-canary" not in deployments(cfg, "us-west-1")
     # A finished upgrade refuses further control, naming why (exit 1, no traceback).
     code, out, err = await cli("upgrade", "pause", uid, "-c", path)
     assert code == 1 and "cannot pause" in err and "already completed" in err and "Traceback" not in err, (out, err)
 
 
 def _deployments_now(cfg: FleetConfig) -> str:
-    return " ".join(_deployments(cfg, "us-west-1"))
+    return " ".join(deployments(cfg, "us-west-1"))
 
 
 async def test_blue_green_aborted_from_the_cli_keeps_blue(cli_env: tuple[FleetConfig, str],
                                                           temporal_client: Client) -> None:
     cfg, path = cli_env
-    before = _stable_container(cfg, "us-east-1").image
+    before = stable_container(cfg, "us-east-1").image
     wid = _started(*await cli("upgrade", "--image", "vllm/vllm-openai:v9.9.9", "--strategy", "blue-green",
                                     "--regions", "us-east-1", "--no-wait", "-o", "json", "-c", path))
     uid = wid.rsplit("/", 1)[1]
     # Green carries everything during the 30 s scale-down delay; blue (stable) still runs to flip back to.
-    await assert_eventually(lambda: asyncio.to_thread(lambda: _track_weights(cfg, "us-east-1").get("green") == 100),
+    await assert_eventually(lambda: asyncio.to_thread(lambda: track_weights(cfg, "us-east-1").get("green") == 100),
                             timeout_s=120, interval_s=0.1, what="the switch to green")
     code, out, err = await cli("upgrade", "abort", uid, "--reason", "operator saw a problem", "-c", path)
     assert code == 0 and "abort requested" in out, (out, err)
     res = await asyncio.wait_for(result_of(temporal_client.get_workflow_handle(wid), UpgradeResult), 120)
     assert res.outcome is Outcome.ABORTED, res
     assert "operator saw a problem" in res.reason
-    assert _track_weights(cfg, "us-east-1").get("stable") == 100 and _track_weights(cfg, "us-east-1").get("green") == 0
-    assert _stable_container(cfg, "us-east-1").image == before
-    assert "llm-green" not in _deployments(cfg, "us-east-1")
+    assert track_weights(cfg, "us-east-1").get("stable") == 100 and track_weights(cfg, "us-east-1").get("green") == 0
+    assert stable_container(cfg, "us-east-1").image == before
+    assert "llm-green" not in deployments(cfg, "us-east-1")
 
 
 async def test_migrate_with_decommission_moves_traffic_and_scales_the_source_to_zero(

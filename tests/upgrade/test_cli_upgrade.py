@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -18,13 +16,13 @@ from drctl import search_attributes as sa
 from drctl.cli.upgrade import render
 from drctl.config import FleetConfig
 from drctl.models.upgrade import Outcome, RegionRelease, Strategy, UpgradeResult
-from tests.upgrade.workers import fresh_queues, running_worker, write_config
+from tests import helpers
+from tests.helpers import write_config
+from tests.upgrade.workers import fresh_queues, running_worker
 
 
 def drctl(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}  # rich tables keep whole cells on a wide terminal
-    return subprocess.run([sys.executable, "-m", "drctl.cli.main", *args, "--config", str(config)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return helpers.drctl(*args, "--config", str(config))
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -13,19 +13,18 @@ from drctl.config import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.operations import start_operation
 from drctl.outcome import result_of
-from tests.upgrade.test_upgrade_e2e import _deployments, _request, _stable_container, _track_weights
-from tests.upgrade.workers import fresh_queues, running_worker
+from tests.helpers import until
+from tests.upgrade.workers import (
+    deployments,
+    fresh_queues,
+    running_worker,
+    stable_container,
+    track_weights,
+    upgrade_req,
+)
 from workflows.upgrade import Upgrade
 
 pytestmark = pytest.mark.devstack
-
-
-async def _until(check, what: str, timeout_s: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(int(timeout_s / 0.1)):
-        if await asyncio.to_thread(check):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_failed_backup_changes_nothing(fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None) -> None:
@@ -39,8 +38,8 @@ async def test_failed_backup_changes_nothing(fleet_config: FleetConfig, temporal
     crd.create_namespaced_custom_object("velero.io", "v1", fleet_config.backup.namespace, "backupstoragelocations", body)
     cfg = fresh_queues(fleet_config)
     cfg = cfg.model_copy(update={"backup": cfg.backup.model_copy(update={"storage_location": "lost-bucket"})})
-    before = {r: (_stable_container(cfg, r).image, sorted(_deployments(cfg, r))) for r in cfg.region_names}
-    req = _request(cfg, "vllm/vllm-openai:v1.0.0")
+    before = {r: (stable_container(cfg, r).image, sorted(deployments(cfg, r))) for r in cfg.region_names}
+    req = upgrade_req(cfg, "vllm/vllm-openai:v1.0.0")
     async with running_worker(temporal_client, cfg):
         handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
                                        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
@@ -48,40 +47,40 @@ async def test_failed_backup_changes_nothing(fleet_config: FleetConfig, temporal
     assert res.outcome is Outcome.BACKUP_FAILED, res
     assert "nothing changed" in res.reason and "NoSuchBucket" in res.reason
     assert res.waves == []
-    after = {r: (_stable_container(cfg, r).image, sorted(_deployments(cfg, r))) for r in cfg.region_names}
+    after = {r: (stable_container(cfg, r).image, sorted(deployments(cfg, r))) for r in cfg.region_names}
     assert after == before
-    assert all(_track_weights(cfg, r)["stable"] == 100 for r in cfg.region_names)
+    assert all(track_weights(cfg, r)["stable"] == 100 for r in cfg.region_names)
 
 
 async def test_abort_mid_canary_restores_stable(fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None) -> None:
     cfg = fresh_queues(fleet_config)
-    before = _stable_container(cfg, "us-east-1").image
-    req = _request(cfg, "vllm/vllm-openai:v1.1.0", steps_percent=[25, 50, 100], regions=["us-east-1"])
+    before = stable_container(cfg, "us-east-1").image
+    req = upgrade_req(cfg, "vllm/vllm-openai:v1.1.0", steps_percent=[25, 50, 100], regions=["us-east-1"])
     req = req.model_copy(update={"step_pause_s": 4.0})
     async with running_worker(temporal_client, cfg):
         handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
                                        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
-        await _until(lambda: _track_weights(cfg, "us-east-1")["canary"] == 25, "canary at 25 %")
+        await until(lambda: track_weights(cfg, "us-east-1")["canary"] == 25, "canary at 25 %")
         await handle.execute_update("abort", {"reason": "operator saw a problem", "by": "pytest"})
         res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
     assert res.outcome is Outcome.ABORTED and "operator saw a problem" in res.reason
-    assert _track_weights(cfg, "us-east-1")["stable"] == 100 and _track_weights(cfg, "us-east-1")["canary"] == 0
-    assert "llm-canary" not in _deployments(cfg, "us-east-1")
-    assert _stable_container(cfg, "us-east-1").image == before
+    assert track_weights(cfg, "us-east-1")["stable"] == 100 and track_weights(cfg, "us-east-1")["canary"] == 0
+    assert "llm-canary" not in deployments(cfg, "us-east-1")
+    assert stable_container(cfg, "us-east-1").image == before
 
 
 async def test_worker_lost_mid_upgrade_resumes(fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None) -> None:
     cfg = fresh_queues(fleet_config)
     image = f"vllm/vllm-openai:v1.2.{uuid.uuid4().int % 1000}"
-    req = _request(cfg, image, steps_percent=[50, 100], regions=["us-west-1"])
+    req = upgrade_req(cfg, image, steps_percent=[50, 100], regions=["us-west-1"])
     req = req.model_copy(update={"step_pause_s": 2.0})
     async with running_worker(temporal_client, cfg):
         handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
                                        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
-        await _until(lambda: _track_weights(cfg, "us-west-1")["canary"] == 50, "canary at 50 %")
+        await until(lambda: track_weights(cfg, "us-west-1")["canary"] == 50, "canary at 50 %")
     # The worker is gone mid-analysis; a new one on the same queues picks the workflow up.
     async with running_worker(temporal_client, cfg):
         res = await asyncio.wait_for(handle.result(), timeout=120)
     assert res.outcome is Outcome.SUCCEEDED, res
-    assert _stable_container(cfg, "us-west-1").image == image
-    assert "llm-canary" not in _deployments(cfg, "us-west-1")
+    assert stable_container(cfg, "us-west-1").image == image
+    assert "llm-canary" not in deployments(cfg, "us-west-1")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import boto3
 import httpx
@@ -13,43 +12,22 @@ import pytest
 from temporalio.client import Client
 
 from drctl.config import FleetConfig
-from drctl.models.upgrade import Outcome, Strategy, UpgradeResult, upgrade_request
+from drctl.models.upgrade import Outcome, Strategy, UpgradeResult
 from drctl.operations import start_operation
 from drctl.outcome import result_of
-from drctl.providers.haproxy_runtime import HAProxyRuntime
-from tests.conftest import apps_api
-from tests.upgrade.workers import fresh_queues, running_worker
+from tests.upgrade.workers import (
+    WeightWatch,
+    deployments,
+    fresh_queues,
+    run_upgrade,
+    running_worker,
+    stable_container,
+    track_weights,
+    upgrade_req,
+)
 from workflows.upgrade import Upgrade
 
 pytestmark = pytest.mark.devstack
-
-
-def _track_weights(cfg: FleetConfig, region: str) -> dict[str, int]:
-    sock = cfg.region(region).gateway_runtime_socket or ""
-    return HAProxyRuntime(sock).get_weights("region")
-
-
-def _deployments(cfg: FleetConfig, region: str) -> dict[str, Any]:
-    r = cfg.region(region)
-    return {d.metadata.name: d for d in apps_api(r.kube.api_url or "").list_namespaced_deployment(r.kube.namespace).items}
-
-
-def _stable_container(cfg: FleetConfig, region: str) -> Any:
-    return _deployments(cfg, region)["llm-stable"].spec.template.spec.containers[0]
-
-
-class WeightWatch:
-    """Samples every region's track weights while an upgrade runs (what users are routed to)."""
-
-    def __init__(self, cfg: FleetConfig) -> None:
-        self.cfg = cfg
-        self.samples: list[dict[str, dict[str, int]]] = []
-
-    async def run(self) -> None:
-        for _ in range(20000):  # bounded: 0.05 s × 20000 = 1000 s at most
-            snap = {r: await asyncio.to_thread(_track_weights, self.cfg, r) for r in self.cfg.region_names}
-            self.samples.append(snap)
-            await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -59,38 +37,20 @@ async def upgrade_env(fleet_config: FleetConfig, temporal_client: Client, reset_
         yield cfg
 
 
-def _request(cfg: FleetConfig, image: str, **kw: Any) -> Any:
-    req = upgrade_request(cfg, uuid.uuid4().hex[:8], image, **kw)
-    # Short windows keep the suite fast; a few samples per window still judge a clear difference.
-    return req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
-                                  "limits": req.limits.model_copy(update={"min_samples": 8})})
-
-
-async def _run(client: Client, cfg: FleetConfig, req: Any, watch: WeightWatch | None = None) -> UpgradeResult:
-    handle = await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
-                                   workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
-    watcher = asyncio.create_task(watch.run()) if watch else None
-    try:
-        return await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=180)
-    finally:
-        if watcher:
-            watcher.cancel()
-
-
 async def test_good_canary_becomes_stable_region_by_region(upgrade_env: FleetConfig, temporal_client: Client) -> None:
     cfg = upgrade_env
     image = f"vllm/vllm-openai:v0.7.{uuid.uuid4().int % 1000}"
-    req = _request(cfg, image, steps_percent=[50, 100])
+    req = upgrade_req(cfg, image, steps_percent=[50, 100])
     watch = WeightWatch(cfg)
-    res = await _run(temporal_client, cfg, req, watch)
+    res = await run_upgrade(temporal_client, cfg, req, watch)
     assert res.outcome is Outcome.SUCCEEDED, res.reason
     assert [w.region for w in res.waves] == ["us-west-1", "us-east-1"]
     assert [(r.region, r.image, r.state) for r in res.releases] == [
         ("us-west-1", image, "upgraded"), ("us-east-1", image, "upgraded")]
     for region in cfg.region_names:
-        assert _stable_container(cfg, region).image == image
-        assert "llm-canary" not in _deployments(cfg, region)
-        assert _track_weights(cfg, region)["stable"] == 100 and _track_weights(cfg, region)["canary"] == 0
+        assert stable_container(cfg, region).image == image
+        assert "llm-canary" not in deployments(cfg, region)
+        assert track_weights(cfg, region)["stable"] == 100 and track_weights(cfg, region)["canary"] == 0
     # One region at a time: never a canary weight in both regions at once; both regions had one.
     assert not any(all(s[r]["canary"] > 0 for r in s) for s in watch.samples)
     assert all(any(s[r]["canary"] > 0 for s in watch.samples) for r in cfg.region_names)
@@ -107,73 +67,73 @@ async def test_good_canary_becomes_stable_region_by_region(upgrade_env: FleetCon
 
 async def test_bad_release_rolls_back_and_names_the_metric(upgrade_env: FleetConfig, temporal_client: Client) -> None:
     cfg = upgrade_env
-    before = _stable_container(cfg, "us-west-1").image
-    req = _request(cfg, "vllm/vllm-openai:v0.8.0-bad", steps_percent=[25, 50, 100], regions=["us-west-1"],
+    before = stable_container(cfg, "us-west-1").image
+    req = upgrade_req(cfg, "vllm/vllm-openai:v0.8.0-bad", steps_percent=[25, 50, 100], regions=["us-west-1"],
                    env={"FLEETSIM_ERROR_RATE": "0.6"})
     watch = WeightWatch(cfg)
-    res = await _run(temporal_client, cfg, req, watch)
+    res = await run_upgrade(temporal_client, cfg, req, watch)
     assert res.outcome is Outcome.ROLLED_BACK, res
     assert res.failed_metric == "error_rate" and "error rate" in res.reason
     assert res.failed_region == "us-west-1"
     assert [(r.region, r.image, r.state) for r in res.releases] == [("us-west-1", before, "rolled-back")]
     # Stable never dropped below its weight before the bad (first) step: 100 - 25.
     assert min(s["us-west-1"]["stable"] for s in watch.samples) >= 75
-    assert _track_weights(cfg, "us-west-1")["stable"] == 100 and _track_weights(cfg, "us-west-1")["canary"] == 0
-    assert "llm-canary" not in _deployments(cfg, "us-west-1")
-    assert _stable_container(cfg, "us-west-1").image == before
+    assert track_weights(cfg, "us-west-1")["stable"] == 100 and track_weights(cfg, "us-west-1")["canary"] == 0
+    assert "llm-canary" not in deployments(cfg, "us-west-1")
+    assert stable_container(cfg, "us-west-1").image == before
 
 
 async def test_slow_release_fails_on_ttft(upgrade_env: FleetConfig, temporal_client: Client) -> None:
     cfg = upgrade_env
-    req = _request(cfg, "vllm/vllm-openai:v0.8.1-slow", steps_percent=[10, 100], regions=["us-east-1"],
+    req = upgrade_req(cfg, "vllm/vllm-openai:v0.8.1-slow", steps_percent=[10, 100], regions=["us-east-1"],
                    env={"FLEETSIM_TTFT_MS": "400"})
-    res = await _run(temporal_client, cfg, req)
+    res = await run_upgrade(temporal_client, cfg, req)
     assert res.outcome is Outcome.ROLLED_BACK, res
     assert res.failed_metric in ("ttft_p99", "ttft_p50"), res
-    assert "llm-canary" not in _deployments(cfg, "us-east-1")
+    assert "llm-canary" not in deployments(cfg, "us-east-1")
 
 
 async def test_blue_green_switches_and_abort_is_instant(upgrade_env: FleetConfig, temporal_client: Client) -> None:
     cfg = upgrade_env
-    before = _stable_container(cfg, "us-west-1").image
-    req = _request(cfg, "vllm/vllm-openai:v0.9.0", strategy=Strategy.BLUE_GREEN, regions=["us-west-1"])
+    before = stable_container(cfg, "us-west-1").image
+    req = upgrade_req(cfg, "vllm/vllm-openai:v0.9.0", strategy=Strategy.BLUE_GREEN, regions=["us-west-1"])
     req = req.model_copy(update={"scale_down_delay_s": 120.0})
     handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
                                    workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
     for _ in range(600):  # the switch: green carries everything while blue (stable) is kept
-        if _track_weights(cfg, "us-west-1")["green"] == 100:
+        if track_weights(cfg, "us-west-1")["green"] == 100:
             break
         await asyncio.sleep(0.1)
-    assert _track_weights(cfg, "us-west-1") == {"stable": 0, "canary": 0, "blue": 0, "green": 100}
-    assert _deployments(cfg, "us-west-1")["llm-stable"].status.ready_replicas == 2
+    assert track_weights(cfg, "us-west-1") == {"stable": 0, "canary": 0, "blue": 0, "green": 100}
+    assert deployments(cfg, "us-west-1")["llm-stable"].status.ready_replicas == 2
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     await handle.execute_update("abort", {"reason": "test rollback", "by": "pytest"})
     for _ in range(100):
-        if _track_weights(cfg, "us-west-1")["stable"] == 100:
+        if track_weights(cfg, "us-west-1")["stable"] == 100:
             break
         await asyncio.sleep(0.02)
-    assert _track_weights(cfg, "us-west-1")["stable"] == 100
+    assert track_weights(cfg, "us-west-1")["stable"] == 100
     assert loop.time() - t0 < 3.0  # blue was never scaled down: rollback is one weight flip
     res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
     assert res.outcome is Outcome.ABORTED and "test rollback" in res.reason
-    assert _stable_container(cfg, "us-west-1").image == before
-    assert "llm-green" not in _deployments(cfg, "us-west-1")
+    assert stable_container(cfg, "us-west-1").image == before
+    assert "llm-green" not in deployments(cfg, "us-west-1")
 
 
 async def test_later_region_rolls_back_earlier_wave_stays_upgraded(upgrade_env: FleetConfig,
                                                                    temporal_client: Client) -> None:
     cfg = upgrade_env
-    before = _stable_container(cfg, "us-east-1").image
+    before = stable_container(cfg, "us-east-1").image
     image = f"vllm/vllm-openai:v0.10.{uuid.uuid4().int % 1000}"
     # Only us-east-1's canary misbehaves (the fault is re-applied to replicas started later).
     admin = (cfg.region("us-east-1").devstack_admin_url or "").rstrip("/")
     async with httpx.AsyncClient(timeout=10) as http:
         (await http.post(f"{admin}/faults/inference", json={"track": "canary", "error_rate": 0.6})).raise_for_status()
-    res = await _run(temporal_client, cfg, _request(cfg, image, steps_percent=[50, 100]))
+    res = await run_upgrade(temporal_client, cfg, upgrade_req(cfg, image, steps_percent=[50, 100]))
     assert res.outcome is Outcome.ROLLED_BACK and res.failed_region == "us-east-1", res
     assert [(r.region, r.image, r.state) for r in res.releases] == [
         ("us-west-1", image, "upgraded"), ("us-east-1", before, "rolled-back")]
     assert f"us-west-1 already promoted, still on {image} (mixed fleet)" in res.reason
-    assert _stable_container(cfg, "us-west-1").image == image
-    assert _stable_container(cfg, "us-east-1").image == before
+    assert stable_container(cfg, "us-west-1").image == image
+    assert stable_container(cfg, "us-east-1").image == before

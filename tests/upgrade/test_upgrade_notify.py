@@ -9,8 +9,7 @@ from drctl.config import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.upgrade import Outcome
 from tests.helpers import assert_eventually
 from tests.receiver import receiver
-from tests.upgrade.test_upgrade_e2e import _request, _run
-from tests.upgrade.workers import fresh_queues, running_worker
+from tests.upgrade.workers import fresh_queues, run_upgrade, running_worker, upgrade_req
 
 pytestmark = pytest.mark.devstack
 
@@ -21,9 +20,9 @@ async def test_a_rolled_back_upgrade_is_notified(fleet_config: FleetConfig, temp
         hook = WebhookConfig(name="ops", url=rec.url, events=["upgrade.rolled_back", "failover.started"])
         cfg = fresh_queues(fleet_config).model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])})
         async with running_worker(temporal_client, cfg):
-            req = _request(cfg, "vllm/vllm-openai:v0.8.0-bad", steps_percent=[25, 100], regions=["us-west-1"],
+            req = upgrade_req(cfg, "vllm/vllm-openai:v0.8.0-bad", steps_percent=[25, 100], regions=["us-west-1"],
                            env={"FLEETSIM_ERROR_RATE": "0.6"})
-            res = await _run(temporal_client, cfg, req)
+            res = await run_upgrade(temporal_client, cfg, req)
             assert res.outcome is Outcome.ROLLED_BACK, res
 
             async def notified() -> bool:

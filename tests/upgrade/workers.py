@@ -1,4 +1,5 @@
-"""A drctl worker for one test: the product's own worker on fresh task queues (uuid4)."""
+"""Upgrade-test helpers: a drctl worker for one test (the product's own, on fresh task queues), an
+upgrade request with short windows, running it, and reading what the clusters and gateways hold."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from pathlib import Path
+from typing import Any
 
-import yaml
 from temporalio.client import Client
 
 from drctl.config import FleetConfig
+from drctl.models.upgrade import UpgradeResult, upgrade_request
+from drctl.operations import start_operation
+from drctl.outcome import result_of
+from drctl.providers.haproxy_runtime import HAProxyRuntime
 from drctl.worker import build_workers
+from tests.conftest import apps_api
+from workflows.upgrade import Upgrade
 
 
 def fresh_queues(cfg: FleetConfig) -> FleetConfig:
@@ -36,8 +42,48 @@ async def running_worker(client: Client, cfg: FleetConfig) -> AsyncIterator[None
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def write_config(cfg: FleetConfig, directory: Path) -> Path:
-    """`cfg` (fresh queues) as a file beside the session config, so relative paths still resolve."""
-    path = directory / f"fleet-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    return path
+def track_weights(cfg: FleetConfig, region: str) -> dict[str, int]:
+    sock = cfg.region(region).gateway_runtime_socket or ""
+    return HAProxyRuntime(sock).get_weights("region")
+
+
+def deployments(cfg: FleetConfig, region: str) -> dict[str, Any]:
+    r = cfg.region(region)
+    return {d.metadata.name: d for d in apps_api(r.kube.api_url or "").list_namespaced_deployment(r.kube.namespace).items}
+
+
+def stable_container(cfg: FleetConfig, region: str) -> Any:
+    return deployments(cfg, region)["llm-stable"].spec.template.spec.containers[0]
+
+
+class WeightWatch:
+    """Samples every region's track weights while an upgrade runs (what users are routed to)."""
+
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.cfg = cfg
+        self.samples: list[dict[str, dict[str, int]]] = []
+
+    async def run(self) -> None:
+        for _ in range(20000):  # bounded: 0.05 s × 20000 = 1000 s at most
+            snap = {r: await asyncio.to_thread(track_weights, self.cfg, r) for r in self.cfg.region_names}
+            self.samples.append(snap)
+            await asyncio.sleep(0.05)
+
+
+def upgrade_req(cfg: FleetConfig, image: str, **kw: Any) -> Any:
+    """An upgrade request with short windows (the suite stays fast; a few samples still judge)."""
+    req = upgrade_request(cfg, uuid.uuid4().hex[:8], image, **kw)
+    # Short windows keep the suite fast; a few samples per window still judge a clear difference.
+    return req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
+                                  "limits": req.limits.model_copy(update={"min_samples": 8})})
+
+
+async def run_upgrade(client: Client, cfg: FleetConfig, req: Any, watch: WeightWatch | None = None) -> UpgradeResult:
+    handle = await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
+                                   workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+    watcher = asyncio.create_task(watch.run()) if watch else None
+    try:
+        return await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=180)
+    finally:
+        if watcher:
+            watcher.cancel()

@@ -7,25 +7,22 @@ tasks, and a test can choose which region workers exist (static-stability tests 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest_asyncio
-import yaml
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from drctl.config import FleetConfig
+from drctl.models.failover import MonitorStatus
+from drctl.models.health import RegionState
+from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from drctl.worker import run_worker
 
 StartWorkers = Callable[..., Awaitable[FleetConfig]]
-DRCTL = Path(sys.executable).parent / "drctl"
 
 
 def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
@@ -61,10 +58,10 @@ async def start_workers(temporal_client: Client, fleet_config: FleetConfig, rese
         stop.set()
     for _stop, task in stops:
         await asyncio.wait_for(task, 30)
-    await _terminate_fleet_workflows(temporal_client, fleet_config)
+    await terminate_fleet_workflows(temporal_client, fleet_config)
 
 
-async def _terminate_fleet_workflows(client: Client, cfg: FleetConfig) -> None:
+async def terminate_fleet_workflows(client: Client, cfg: FleetConfig) -> None:
     """Nothing of one test may keep running into the next (a monitor would fail over again)."""
     async for ex in client.list_workflows(f"DrctlFleet = '{cfg.name}' AND ExecutionStatus = 'Running'"):
         await client.get_workflow_handle(ex.id, run_id=ex.run_id).terminate("test teardown")
@@ -72,6 +69,30 @@ async def _terminate_fleet_workflows(client: Client, cfg: FleetConfig) -> None:
 
 def weights(cfg: FleetConfig) -> dict[str, int]:
     return global_traffic(cfg).get_weights()
+
+
+def replicas(cfg: FleetConfig, region: str) -> int:
+    """spec.replicas of the stable Deployment in `region`, read from its cluster."""
+    return KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
+
+
+async def monitor_handle(client: Client, cfg: FleetConfig) -> WorkflowHandle[Any, Any]:
+    """Start the fleet's monitor the way `drctl monitor start` does; its handle."""
+    from drctl.cli.monitor import start_monitor
+
+    handle, started = await start_monitor(client, cfg)
+    assert started
+    return handle
+
+
+async def monitor_status(handle: WorkflowHandle[Any, Any]) -> MonitorStatus:
+    return await handle.query("status", result_type=MonitorStatus)
+
+
+async def healthy_rounds(handle: WorkflowHandle[Any, Any]) -> bool:
+    """The monitor has run two rounds and sees every region HEALTHY."""
+    st = await monitor_status(handle)
+    return st.iteration >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
 
 
 async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
@@ -97,14 +118,3 @@ def admin(cfg: FleetConfig, region: str, path: str, body: dict[str, Any] | None 
     return r.json() if r.content else None
 
 
-def write_config(cfg: FleetConfig, directory: Path) -> Path:
-    """Write an in-memory config (fresh queues, short intervals) for a CLI or worker subprocess."""
-    path = directory / f"fleet-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    return path
-
-
-def drctl(*args: str, input_text: str | None = None, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI as a user would; stdin is not a TTY unless input is given through it."""
-    return subprocess.run([str(DRCTL), *args], capture_output=True, text=True, input=input_text or "",
-                          timeout=timeout_s, env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"})

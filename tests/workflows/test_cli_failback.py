@@ -1,5 +1,5 @@
 """`drctl failover --from`, `drctl failback [--region]`, `drctl ops show`, the approval timeout and
-`drctl drill run --no-wait`, run in-process (tests/cli_inproc.py) against the dev stack and judged
+`drctl drill run --no-wait` followed by `drctl ops watch`, run in-process (tests.helpers.cli) against the dev stack and judged
 by weights, replicas and the operation's result."""
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli_inproc import cli
 from tests.drills.e2e import EXPERIMENTS
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, weights, write_config
-from tests.workflows.test_failover import replicas
+from tests.helpers import assert_eventually, cli, write_config
+from tests.workflows.conftest import StartWorkers, admin, replicas, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -95,15 +93,15 @@ async def test_drill_run_no_wait_returns_at_once_and_ops_show_follows_the_drill(
     code, out, err = await cli("drill", "run", str(EXPERIMENTS / "region-outage.json"), "--no-wait", "-c", path)
     assert code == 0, (out, err)
     wid = next(t for t in err.split() if t.startswith(f"drill/{cfg.name}/"))
-
-    async def closed() -> dict[str, Any] | None:
-        shown = await show(wid, path)
-        return shown if shown["status"] != "RUNNING" else None
-
-    shown = await assert_eventually(closed, timeout_s=120, interval_s=0.5, what="the drill to end")
+    # Re-attached with `ops watch`: it follows the drill to its end and exits with the drill's own
+    # code (1: not PASS), printing what `drill run` would have printed (the report itself).
+    code, out, err = await asyncio.wait_for(cli("ops", "watch", wid, "-o", "json", "-c", path), 120)
+    assert code == 1, (out, err)
+    report = json.loads(out)
+    assert report["id"] == wid and report["verdict"] == "ABORTED" and not report["fault_injected"], report
+    shown = await show(wid, path)
     assert shown["status"] == "FAILED" and shown["operation"] == "drill", shown
-    report = shown["result"]
-    assert report["verdict"] == "ABORTED" and not report["fault_injected"], report
+    assert shown["result"] == report
     assert any("us-east-1 is" in r for r in report["reasons"]), report["reasons"]
     assert [r["state"] for r in admin(cfg, "us-west-1", "/replicas")] == before
     assert weights(cfg) == cfg.weights

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,9 +13,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.config import FleetConfig
 from drctl.models.failover import FailoverResult
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, drctl, weights, write_config
-from tests.workflows.test_failover import replicas
+from tests.helpers import DRCTL, assert_eventually, cli, drctl, write_config
+from tests.workflows.conftest import StartWorkers, admin, replicas, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -71,17 +72,56 @@ async def test_cli_second_failover_refused_naming_the_first(
     cfg = await start_workers()
     gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
     path = write_config(gated, fleet_config_path.parent)
-    first = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "--no-wait", "-c", str(path))
-    assert first.returncode == 0, first.stderr
+    # The first failover waits at its approval gate; Ctrl-C stops the watching, not the failover.
+    log = path.with_suffix(".stderr")
+    with log.open("w") as stderr:
+        first = await asyncio.create_subprocess_exec(
+            str(DRCTL), "failover", "--to", "us-east-1", "--yes", "-c", str(path),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+
+    async def first_started() -> bool:
+        return "failover started" in log.read_text()
+
+    try:
+        await assert_eventually(first_started, timeout_s=60, interval_s=0.2, what="the first failover to start")
+        first.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(first.wait(), 30) == 130, log.read_text()
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+    assert f"keeps running; follow it again with `drctl ops watch failover/{cfg.name}`" in log.read_text()
     second = await asyncio.to_thread(drctl, "failover", "--to", "us-west-1", "--yes", "-c", str(path))
     assert second.returncode == 3, second.stdout + second.stderr
     assert f"failover/{cfg.name}" in second.stderr and cfg.temporal.ui_url in second.stderr
+    # A busy fleet is exit 3 from every command that would start an operation the failover blocks
+    # (told apart by visibility before they start anything, so wait until it lists the failover).
+
+    async def listed() -> bool:
+        code, out, _ = await cli("ops", "list", "-o", "json", "-c", str(path))
+        return code == 0 and f"failover/{cfg.name}" in [o["workflow_id"] for o in json.loads(out)]
+
+    await assert_eventually(listed, timeout_s=30, interval_s=0.3, what="the failover in visibility")
+    for argv in (["failback", "--yes"], ["upgrade", "--image", "vllm/vllm-openai:v9.9.9", "--no-wait"],
+                 ["migrate", "--from", "us-west-1", "--to", "us-east-1"], ["restore", "--backup", "any"]):
+        code, out, err = await cli(*argv, "-c", str(path))
+        assert code == 3 and f"failover/{cfg.name} is running" in err, (argv, out, err)
     approve = await asyncio.to_thread(drctl, "ops", "approve", f"failover/{cfg.name}", "-c", str(path))
     assert approve.returncode == 0, approve.stderr
+    # `ops watch` re-attaches and ends as `failover` would have.
+    code, out, err = await asyncio.wait_for(cli("ops", "watch", f"failover/{cfg.name}", "-o", "json", "-c", str(path)), 90)
+    assert code == 0, (out, err)
+    watched = json.loads(out)
+    assert watched["workflow_id"] == f"failover/{cfg.name}" and watched["result"]["status"] == "succeeded"
     handle = temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult)
-    res = await asyncio.wait_for(handle.result(), 90)
-    assert res.status == "succeeded" and res.approved_by
+    res = await handle.result()
+    assert res.status == "succeeded" and res.approved_by and watched["result"]["approved_by"] == res.approved_by
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+    # Watching an operation that already ended shows its result at once, with its exit code.
+    code, out, err = await cli("ops", "watch", f"failover/{cfg.name}", "-c", str(path))
+    assert code == 0 and "failover us-west-1 → us-east-1: succeeded" in out, (out, err)
+    code, out, err = await cli("ops", "watch", f"failover/{cfg.name}-nosuch", "-c", str(path))
+    assert code == 2 and f"no operation 'failover/{cfg.name}-nosuch'" in err, (out, err)
 
 
 async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_config_path: Path,

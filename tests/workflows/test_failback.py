@@ -16,8 +16,7 @@ from drctl.outcome import result_of
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, fast_config, served_by, weights
-from tests.workflows.test_failover import replicas
+from tests.workflows.conftest import StartWorkers, admin, fast_config, replicas, served_by, weights
 from workflows.failback import Failback
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]

@@ -8,22 +8,25 @@ import time
 import pytest
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
 from drctl.models.failover import ALL_REGIONS_UNHEALTHY, FailoverInput, FailoverResult, MonitorStatus
 from drctl.models.health import RegionState
 from drctl.models.ops import FleetSpec
 from drctl.operations import FleetBusyError, running_operations, start_operation
 from drctl.outcome import finished, result_of
-from drctl.providers.kubernetes import KubernetesPlatform
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, served_by, weights
+from tests.helpers import assert_eventually, until
+from tests.workflows.conftest import (
+    StartWorkers,
+    admin,
+    healthy_rounds,
+    monitor_handle,
+    monitor_status,
+    replicas,
+    served_by,
+    weights,
+)
 from workflows.failover import Failover
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
-
-
-def replicas(cfg: FleetConfig, region: str) -> int:
-    return KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
 
 
 async def test_manual_failover_completes_without_the_source_regions_worker(
@@ -85,29 +88,17 @@ async def _phase(handle: object, phase: str) -> bool:
     return p.phase == phase
 
 
-async def _monitor(client: Client, cfg: FleetConfig) -> object:
-    from drctl.cli.failover import start_monitor
-
-    handle, started = await start_monitor(client, cfg)
-    assert started
-    return handle
-
-
-async def _status(handle: object) -> MonitorStatus:
-    return await handle.query("status", result_type=MonitorStatus)  # type: ignore[attr-defined]
-
-
 async def test_region_down_fails_over_automatically_then_fails_back(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
-    mon = await _monitor(temporal_client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    mon = await monitor_handle(temporal_client, cfg)
+    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
     killed = admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     assert killed["affected"]
 
     async def failed_over() -> MonitorStatus | None:
-        st = await _status(mon)
+        st = await monitor_status(mon)
         return st if st.failed_over else None
 
     await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover")
@@ -116,37 +107,28 @@ async def test_region_down_fails_over_automatically_then_fails_back(
     assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
     assert await served_by(cfg) == {"us-east-1": 20}
-    await assert_eventually(lambda: _is(replicas(cfg, "us-east-1") == 4), timeout_s=30, what="us-east-1 scaled up")
+    await until(lambda: replicas(cfg, "us-east-1") == 4, timeout_s=30, what="us-east-1 scaled up")
 
     admin(cfg, "us-west-1", "/faults/clear")
-    await assert_eventually(lambda: _is(weights(cfg) == cfg.weights), timeout_s=90, interval_s=0.5,
+    await until(lambda: weights(cfg) == cfg.weights, timeout_s=90, interval_s=0.5,
                             what="failback to 60/40")
-    await assert_eventually(lambda: _is(replicas(cfg, "us-east-1") == 2), timeout_s=30, what="us-east-1 scaled back")
+    await until(lambda: replicas(cfg, "us-east-1") == 2, timeout_s=30, what="us-east-1 scaled back")
     counts = await served_by(cfg, 40)
     assert set(counts) == {"us-west-1", "us-east-1"}, counts
 
 
-async def _is(v: bool) -> bool:
-    return v
-
-
-async def _healthy_rounds(mon: object) -> bool:
-    st = await _status(mon)
-    return st.iteration >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
-
-
 async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, temporal_client: Client) -> None:
     cfg = await start_workers()
-    mon = await _monitor(temporal_client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
-    start = (await _status(mon)).iteration
+    mon = await monitor_handle(temporal_client, cfg)
+    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    start = (await monitor_status(mon)).iteration
     seen: set[str] = set()
     failing: list[float] = []
 
     async def watch_for(seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            st = await _status(mon)
+            st = await monitor_status(mon)
             west = st.regions["us-west-1"]
             seen.add(west.last_status.value if west.last_status else "-")
             failing.append(west.last_failing_fraction)
@@ -160,7 +142,7 @@ async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, 
     # ...and one that stays dead for several probe rounds while the gateway keeps serving.
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "count": 1, "stay_down": True})
     await watch_for(8)
-    st = await _status(mon)
+    st = await monitor_status(mon)
     # The probe did see the lost replica (not vacuous): as DEGRADED, or at least as a failing share.
     assert "DEGRADED" in seen or max(failing) > 0, (seen, failing)
     assert st.iteration >= start + 6 and not st.failed_over and st.last_failover is None, st
@@ -169,22 +151,22 @@ async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, 
 
 async def test_both_regions_down_never_zero_everywhere(start_workers: StartWorkers, temporal_client: Client) -> None:
     cfg = await start_workers()
-    mon = await _monitor(temporal_client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    mon = await monitor_handle(temporal_client, cfg)
+    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
     for region in cfg.region_names:
         admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     samples: list[dict[str, int]] = []
 
     async def alerted() -> bool:
         samples.append(weights(cfg))
-        return (await _status(mon)).alert == ALL_REGIONS_UNHEALTHY
+        return (await monitor_status(mon)).alert == ALL_REGIONS_UNHEALTHY
 
     await assert_eventually(alerted, timeout_s=30, interval_s=0.2, what="ALL_REGIONS_UNHEALTHY")
     for _ in range(10):  # keep sampling a few more rounds: the alert must hold and nothing move
         await alerted()
         await asyncio.sleep(0.3)
     assert all(sum(s.values()) > 0 for s in samples) and all(s == cfg.weights for s in samples)
-    st = await _status(mon)
+    st = await monitor_status(mon)
     assert st.alert == ALL_REGIONS_UNHEALTHY and st.last_failover is None
     desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
     assert desc.typed_search_attributes.get(__import__("drctl.search_attributes").search_attributes.PHASE) == ALL_REGIONS_UNHEALTHY
@@ -204,7 +186,7 @@ async def test_monitor_continues_as_new_keeping_its_state(start_workers: StartWo
 
     async def continued() -> MonitorStatus | None:
         desc = await temporal_client.get_workflow_handle(handle.id).describe()
-        st = await _status(temporal_client.get_workflow_handle(handle.id))
+        st = await monitor_status(temporal_client.get_workflow_handle(handle.id))
         return st if desc.run_id != handle.first_execution_run_id and st.iteration >= 3 else None
 
     st = await assert_eventually(continued, timeout_s=30, interval_s=0.3, what="monitor continued as new")

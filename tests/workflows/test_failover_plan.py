@@ -8,23 +8,7 @@ from __future__ import annotations
 
 from drctl.models.failover import capacity_of, plan_failover, target_problem
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
-from drctl.models.ops import Capacity, FleetSpec, RegionSpec
-
-
-def spec(regions: list[tuple[str, int, int]], **extra: float) -> FleetSpec:
-    """A FleetSpec of (name, weight, replicas) regions, max_replicas 8."""
-    return FleetSpec(
-        fleet="t", task_queue="q", deployment="llm-stable",
-        regions=[RegionSpec(name=n, weight=w, replicas=r, max_replicas=8, queue=f"q-{n}") for n, w, r in regions],
-        interval_s=10, probe_timeout_s=2, failure_threshold=3, recovery_threshold=3, fast_confirm=True,
-        fast_confirm_interval_s=1, fail_on_degraded=True, rto_target_s=30, policy="automatic",
-        require_approval=False, approval_timeout_s=900, verify_requests=20, verify_timeout_s=15,
-        rollout_timeout_s=120, stabilization_window_s=30, failback_steps=3, failback_step_interval_s=10, **extra,
-    )
-
-
-def cap(region: str, replicas: int, max_replicas: int = 8) -> Capacity:
-    return capacity_of(region, "llm-stable", replicas, replicas, max_replicas, None, None)
+from tests.fleetcfg import cap, spec
 
 
 def test_active_active_60_40_target_keeps_its_replicas_and_takes_the_sources() -> None:

@@ -25,17 +25,18 @@ from drctl.models.ops import FleetSpec, RegionSpec
 from drctl.operations import running_operations, start_operation
 from drctl.outcome import result_of
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, drctl, until, write_config
 from tests.workflows.conftest import (
     StartWorkers,
     admin,
-    drctl,
     fast_config,
+    healthy_rounds,
+    monitor_handle,
+    monitor_status,
+    replicas,
     served_by,
     weights,
-    write_config,
 )
-from tests.workflows.test_failover import _healthy_rounds, _is, _monitor, _status, replicas
 from workflows.calls import QUEUE_WAIT_S
 from workflows.failover import Failover
 
@@ -68,15 +69,15 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
 ) -> None:
     cfg = await start_workers()
     # The monitor started weeks ago from the active-active config...
-    mon = await _monitor(temporal_client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    mon = await monitor_handle(temporal_client, cfg)
+    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
     # ...and the fleet is now active-passive: `drctl monitor start` with the new file updates it.
     ap = active_passive(cfg)
     global_traffic(ap).set_weights(ap.weights)
     proc = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(ap, fleet_config_path.parent)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "updated" in proc.stdout and "us-east-1.weight: 40 → 0" in proc.stdout, proc.stdout
-    st = await _status(mon)
+    st = await monitor_status(mon)
     assert st.weights == {"us-west-1": 100, "us-east-1": 0} and st.iteration >= 2  # same run, state kept
     again = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(ap, fleet_config_path.parent)))
     assert again.returncode == 0 and "follows this config already" in again.stdout, again.stdout
@@ -84,13 +85,13 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     moved = ap.model_copy(update={"temporal": ap.temporal.model_copy(update={"task_queue": "elsewhere"})})
     bad = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(moved, fleet_config_path.parent)))
     assert bad.returncode == 2 and "task_queue" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
-    assert (await _status(mon)).weights == {"us-west-1": 100, "us-east-1": 0}
+    assert (await monitor_status(mon)).weights == {"us-west-1": 100, "us-east-1": 0}
 
     killed = admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     assert killed["affected"]
 
     async def failed_over() -> MonitorStatus | None:
-        s = await _status(mon)
+        s = await monitor_status(mon)
         return s if s.failed_over else None
 
     await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover to the standby")
@@ -102,11 +103,11 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     assert res.plan.target_replicas_needed == 3 and res.plan.problems == []
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
     assert await served_by(cfg) == {"us-east-1": 20}
-    await assert_eventually(lambda: _is(replicas(cfg, "us-east-1") == 3), timeout_s=30, what="standby scaled to 3")
+    await until(lambda: replicas(cfg, "us-east-1") == 3, timeout_s=30, what="standby scaled to 3")
 
     # Failback returns to the weights of the config the monitor follows now (100/0), not the old 60/40.
     admin(cfg, "us-west-1", "/faults/clear")
-    await assert_eventually(lambda: _is(weights(cfg) == {"us-west-1": 100, "us-east-1": 0}), timeout_s=90,
+    await until(lambda: weights(cfg) == {"us-west-1": 100, "us-east-1": 0}, timeout_s=90,
                             interval_s=0.5, what="failback to the configured 100/0")
     # No wait without a bound: every call to a region's queue carried a schedule-to-start timeout.
     calls = [c for wid in (f"failover/{cfg.name}", f"failback/{cfg.name}")
@@ -163,8 +164,8 @@ async def _with_unresolved_region(start_workers: StartWorkers, client: Client, k
     """A monitor that saw both regions healthy, then was told of eu-west-9, which no worker resolves
     (and, unless keep_east, told to forget us-east-1): (config, monitor handle, the changes it reported)."""
     cfg = await start_workers()
-    mon = await _monitor(client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    mon = await monitor_handle(client, cfg)
+    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
     spec = FleetSpec.from_config(cfg)
     extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
     kept = [r for r in spec.regions if keep_east or r.name != "us-east-1"]
@@ -180,7 +181,7 @@ async def test_monitor_alerts_on_a_region_the_worker_cannot_resolve(
     assert "regions added: eu-west-9" in changes
 
     async def alerted() -> MonitorStatus | None:
-        s = await _status(mon)
+        s = await monitor_status(mon)
         return s if s.alert == REGION_UNRESOLVED else None
 
     st = await assert_eventually(alerted, timeout_s=20, interval_s=0.3, what="REGION_UNRESOLVED alert")
@@ -200,7 +201,7 @@ async def test_an_unhealthy_region_whose_only_peer_is_unresolved_alerts_no_failo
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
 
     async def alerted() -> MonitorStatus | None:
-        s = await _status(mon)
+        s = await monitor_status(mon)
         return s if s.alert == NO_FAILOVER_TARGET else None
 
     st = await assert_eventually(alerted, timeout_s=30, interval_s=0.3, what="NO_FAILOVER_TARGET alert")
@@ -216,13 +217,13 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
     # monitor marks us-east-1 to be avoided (with a third region it would go there next; here it can
     # only retry after its back-off, never every round).
     cfg = await start_workers(regions=["us-west-1"])
-    mon = await _monitor(temporal_client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    mon = await monitor_handle(temporal_client, cfg)
+    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     started = time.monotonic()
 
     async def failed() -> MonitorStatus | None:
-        s = await _status(mon)
+        s = await monitor_status(mon)
         return s if s.last_failover and s.last_failover.status not in ("running",) else None
 
     st = await assert_eventually(failed, timeout_s=120, interval_s=0.5, what="the monitor's failover to end")
@@ -233,7 +234,7 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
     res = await result_of(temporal_client.get_workflow_handle(f"failover/{cfg.name}"), FailoverResult)
     assert cfg.region("us-east-1").queue in (res.error or ""), res.error
     await asyncio.sleep(5)  # several probe rounds (2 s interval): no new failover inside the back-off
-    again = await _status(mon)
+    again = await monitor_status(mon)
     assert again.active_failover is None and again.last_failover == st.last_failover
     assert weights(cfg) == cfg.weights
 
@@ -255,4 +256,4 @@ async def test_target_at_max_replicas_refused_normally_but_an_emergency_shifts_a
     assert emergency.returncode == 0, emergency.stdout + emergency.stderr
     assert "capacity shortfall" in emergency.stdout and "succeeded" in emergency.stdout, emergency.stdout
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
-    await assert_eventually(lambda: _is(replicas(cfg, "us-east-1") == 3), timeout_s=30, what="us-east-1 at its max")
+    await until(lambda: replicas(cfg, "us-east-1") == 3, timeout_s=30, what="us-east-1 at its max")

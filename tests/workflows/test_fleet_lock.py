@@ -21,9 +21,9 @@ from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.operations import search_attributes, start_operation
 from drctl.outcome import finished, result_of
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import assert_eventually
-from tests.upgrade.test_upgrade_e2e import _request, _track_weights
-from tests.workflows.conftest import StartWorkers, admin, drctl, weights, write_config
+from tests.helpers import assert_eventually, drctl, write_config
+from tests.upgrade.workers import track_weights, upgrade_req
+from tests.workflows.conftest import StartWorkers, admin, weights
 from workflows.failback import Failback
 from workflows.upgrade import Upgrade
 
@@ -125,7 +125,7 @@ async def test_failover_during_a_paused_canary_upgrade_succeeds_and_the_upgrade_
     start_workers: StartWorkers, fleet_config_path: Path, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
-    req = _request(cfg, "vllm/vllm-openai:v1.3.0", steps_percent=[25, 50, 100], regions=["us-west-1"])
+    req = upgrade_req(cfg, "vllm/vllm-openai:v1.3.0", steps_percent=[25, 50, 100], regions=["us-west-1"])
     upgrade = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
                                     workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}", target="us-west-1")
     await assert_eventually(lambda: _canary_at(cfg), timeout_s=120, what="canary serving 25 % in us-west-1")
@@ -143,11 +143,11 @@ async def test_failover_during_a_paused_canary_upgrade_succeeds_and_the_upgrade_
     assert "yielded" in res.reason and f"failover/{cfg.name}" in res.reason, res.reason
     assert (await upgrade.describe()).status == WorkflowExecutionStatus.FAILED
     # The canary's traffic step was rolled back: users are on stable again.
-    assert _track_weights(cfg, "us-west-1")["stable"] == 100 and _track_weights(cfg, "us-west-1")["canary"] == 0
+    assert track_weights(cfg, "us-west-1")["stable"] == 100 and track_weights(cfg, "us-west-1")["canary"] == 0
 
 
 async def _canary_at(cfg: FleetConfig) -> bool:
-    return await asyncio.to_thread(lambda: _track_weights(cfg, "us-west-1").get("canary") == 25)
+    return await asyncio.to_thread(lambda: track_weights(cfg, "us-west-1").get("canary") == 25)
 
 
 async def _phase(handle: object, phase: str) -> bool:
@@ -175,7 +175,7 @@ async def test_refused_failover_is_failed_in_temporal_and_the_cli_says_why(
 async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
     from drctl.models.failover import MonitorStatus
 
     cfg = await start_workers()

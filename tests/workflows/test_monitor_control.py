@@ -2,7 +2,7 @@
 
 One monitor, one fault: a manual monitor sees us-west-1 UNHEALTHY and moves nothing; paused, it
 probes nothing (its rounds still tick); resumed, it probes again; switched to automatic with `set_policy`, it fails over.
-`drctl monitor start|status|stop` run in-process (tests/cli_inproc.py).
+`drctl monitor start|status|stop` run in-process (tests.helpers.cli).
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from drctl.config import FleetConfig
 from drctl.models.failover import MonitorStatus, PolicyUpdate
 from drctl.models.health import RegionState
-from tests.cli_inproc import cli
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, fast_config, weights, write_config
+from tests.helpers import assert_eventually, cli, write_config
+from tests.workflows.conftest import StartWorkers, admin, fast_config, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

@@ -19,9 +19,9 @@ from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from drctl.models.ops import FleetSpec
 from drctl.operations import start_operation
 from drctl.outcome import result_of
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, drctl, write_config
 from tests.receiver import Receiver, closed_port_url, receiver
-from tests.workflows.conftest import StartWorkers, drctl, fast_config, weights, write_config
+from tests.workflows.conftest import StartWorkers, fast_config, weights
 from workflows.failover import Failover
 from workflows.notify import Notify
 
@@ -135,7 +135,7 @@ async def _got(rec: Receiver, path: str, n: int) -> bool:
 async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
 ) -> None:
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
     from drctl.models.failover import ALL_REGIONS_UNHEALTHY
     from tests.workflows.conftest import admin
 

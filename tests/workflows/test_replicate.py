@@ -16,8 +16,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from drctl.config import FleetConfig
 from drctl.devstack.moto_seed import MODEL_FILES
 from tests.conftest import apps_api
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, drctl, weights, write_config
+from tests.helpers import assert_eventually, drctl, write_config
+from tests.workflows.conftest import StartWorkers, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

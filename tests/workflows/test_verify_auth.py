@@ -38,8 +38,8 @@ from drctl.models.ops import FleetSpec, VerifyInput, VerifyResult
 from drctl.operations import start_operation
 from drctl.providers.kubernetes import KubernetesPlatform
 from tests.conftest import apps_api
-from tests.helpers import assert_eventually, wait_until
-from tests.workflows.conftest import StartWorkers, drctl, fast_config, weights, write_config
+from tests.helpers import assert_eventually, drctl, wait_until, write_config
+from tests.workflows.conftest import StartWorkers, fast_config, weights
 from workflows.failover import Failover
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -168,7 +168,7 @@ def _authed(cfg: FleetConfig) -> FleetConfig:
 
 
 async def _monitor(client: Client, cfg: FleetConfig) -> Any:
-    from drctl.cli.failover import start_monitor
+    from drctl.cli.monitor import start_monitor
 
     handle, started = await start_monitor(client, cfg)
     assert started

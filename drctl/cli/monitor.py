@@ -1,0 +1,141 @@
+"""`drctl monitor start|stop|status`: the fleet's health monitor workflow (monitor/<fleet>)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from drctl import search_attributes as sa
+from drctl.cli import common
+from drctl.config import FleetConfig
+from drctl.models.failover import MonitorInput, MonitorStatus
+from drctl.models.monitor_config import SpecUpdate
+from drctl.models.ops import FleetSpec
+from drctl.temporal import connect, ui_link
+
+app = typer.Typer(name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True)
+
+
+def monitor_id(cfg: FleetConfig) -> str:
+    return f"monitor/{cfg.name}"
+
+
+async def start_monitor(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandle[Any, Any], bool]:
+    """Start the fleet's monitor unless it runs; returns (handle, started)."""
+    from workflows.monitor import FleetMonitor
+
+    wid = monitor_id(cfg)
+    try:
+        desc = await client.get_workflow_handle(wid).describe()
+        if desc.status and desc.status.name == "RUNNING":
+            return client.get_workflow_handle(wid), False
+    except RPCError:
+        pass
+    attrs = TypedSearchAttributes([SearchAttributePair(sa.FLEET, cfg.name), SearchAttributePair(sa.OPERATION, "monitor"),
+                                   SearchAttributePair(sa.PHASE, "watching")])
+    handle = await client.start_workflow(
+        FleetMonitor.run, MonitorInput(spec=FleetSpec.from_config(cfg)), id=wid, task_queue=cfg.temporal.task_queue,
+        search_attributes=attrs, memo={"fleet": cfg.name}, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    return handle, True
+
+
+async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> list[str]:
+    """Make a running monitor follow `cfg` (weights, regions, thresholds, policy); returns the changes.
+
+    Applied by the monitor between probe rounds; regions in both configs keep their state.
+    """
+    try:
+        return await handle.execute_update("update_spec", SpecUpdate(spec=FleetSpec.from_config(cfg)),
+                                           result_type=list[str])
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause.message if exc.cause is not None and hasattr(exc.cause, "message") else str(exc)
+        raise common.UserError(f"monitor {handle.id} refused the config {cfg.source_path or ''}: {cause}") from None
+
+
+async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
+    """The running monitor's status; None when no monitor runs.
+
+    A closed run still answers queries with its last state, so a stopped monitor would otherwise
+    show as running (in `drctl status` too): ask whether it runs first.
+    """
+    handle = client.get_workflow_handle(monitor_id(cfg))
+    try:
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            return None
+        # Bounded: a running monitor whose workers are all gone cannot answer, and `drctl status`
+        # at 3 a.m. must still print the rest of the fleet.
+        return await handle.query("status", result_type=MonitorStatus, rpc_timeout=timedelta(seconds=5))
+    except RPCError:
+        return None
+
+
+@app.command("start")
+def start(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+    """Start watching every region; a running monitor is updated to follow this config."""
+    cfg = common.load(config)
+
+    async def go() -> tuple[str, bool, list[str]]:
+        handle, started = await start_monitor(await connect(cfg), cfg)
+        changes = [] if started else await update_monitor(handle, cfg)
+        return ui_link(cfg, handle.id), started, changes
+
+    link, started, changes = common.run_async(go)
+    if started:
+        common.console.print(f"monitor started: {link}")
+    elif changes:
+        common.console.print(f"monitor already running; updated to follow {cfg.source_path or 'the config'}: {link}")
+        for c in changes:
+            common.console.print(f"  {c}")
+    else:
+        common.console.print(f"monitor already running; it follows this config already: {link}")
+
+
+@app.command("stop")
+def stop(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+    """Stop the monitor (a failover it started keeps running)."""
+    cfg = common.load(config)
+
+    async def go() -> None:
+        try:
+            await (await connect(cfg)).get_workflow_handle(monitor_id(cfg)).cancel()
+        except RPCError as exc:
+            raise common.UserError(f"monitor {monitor_id(cfg)} is not running ({exc.message})") from None
+
+    common.run_async(go)
+    common.console.print(f"monitor {monitor_id(cfg)} stopping")
+
+
+@app.command("status")
+def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+    """The monitor's view: per-region state, policy, alert."""
+    cfg = common.load(config)
+
+    async def go() -> MonitorStatus | None:
+        return await monitor_status(await connect(cfg), cfg)
+
+    st = common.run_async(go)
+    if st is None:
+        raise common.UserError(f"monitor {monitor_id(cfg)} is not running; start it with `drctl monitor start`", 1)
+    if output is common.Output.json:
+        common.print_json(st.model_dump(mode="json"))
+        return
+    if st.alert:
+        common.console.print(f"[bold red]ALERT {st.alert}[/]")
+    for why in st.unresolved.values():
+        common.console.print(f"[red]not probed:[/] {why}")
+    t = Table(title=f"monitor {cfg.name}: policy {st.policy}{' (paused)' if st.paused else ''}, round {st.iteration}")
+    for col in ("region", "state", "fails", "oks", "last probe", "ttft p50 ms"):
+        t.add_column(col)
+    for r in st.regions.values():
+        t.add_row(r.region, r.state.value, str(r.consecutive_failures), str(r.consecutive_successes),
+                  f"{r.last_status.value if r.last_status else '-'} {r.last_reason}",
+                  f"{r.last_ttft_ms:.0f}" if r.last_ttft_ms is not None else "-")
+    common.console.print(t)

@@ -1,0 +1,150 @@
+"""Passive health signals: what the gateways and inference servers already count, judged per region.
+
+Pure (no I/O, no clock): readers in drctl/providers turn HAProxy `show stat`, vLLM `/metrics` or a
+Prometheus query into the types here, with times from the caller's clock. `judge` turns a
+region's windowed views into a verdict. A breach only makes a region SUSPECT: the active probe
+confirms before anything fails over. Too little traffic gives NO_SIGNAL (probes alone decide),
+and data older than `max_age_s` counts as MISSING, never as healthy.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from drctl.config_passive import PassiveConfig
+
+SourceKind = Literal["gateway", "replica", "prometheus"]
+
+
+class HistogramSnapshot(BaseModel):
+    """A Prometheus histogram as read: cumulative counts per finite upper bound, plus the total.
+
+    The +Inf bucket is `count` (it always equals it), which keeps infinities out of JSON.
+    """
+
+    buckets: list[tuple[float, float]] = Field(description="(le, cumulative count), le ascending, finite only.")
+    count: float = Field(description="Observations in total: the +Inf bucket.")
+    sum: float = Field(0.0, description="Sum of the observed values (seconds for vLLM's latency histograms).")
+
+
+class SignalSnapshot(BaseModel):
+    """One read of one source's cumulative counters (they only grow, except across a restart)."""
+
+    source: str = Field(description="What was read, e.g. 'gateway:region' or a replica name.")
+    kind: Literal["gateway", "replica"]
+    region: str
+    taken_at: float = Field(description="When it was read, seconds on the reader's monotonic clock.")
+    requests_total: float = Field(description="Requests answered, cumulative.")
+    errors_total: float = Field(description="Requests answered with a 5xx (or never answered), cumulative.")
+    ttft: HistogramSnapshot | None = Field(None, description="vllm:time_to_first_token_seconds.")
+    e2e: HistogramSnapshot | None = Field(None, description="vllm:e2e_request_latency_seconds.")
+    response_time_avg_ms: float | None = Field(
+        None, description="Gauge: HAProxy rtime, the mean time to response headers over its last 1024 requests."
+    )
+    queue: float | None = Field(None, description="Gauge: HAProxy qcur, or vllm:num_requests_waiting.")
+    connect_errors_total: float | None = Field(None, description="HAProxy econ, cumulative (informational).")
+
+
+class WindowStats(BaseModel):
+    """One view of a region over the last window: the gateways, the replicas, or a Prometheus query."""
+
+    kind: SourceKind
+    span_s: float = Field(description="Seconds the window actually covers.")
+    sources: int = Field(description="Sources that contributed.")
+    requests: float
+    errors: float
+    ttft_p50_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    response_time_avg_ms: float | None = None
+    queue: float | None = None
+    connect_errors: float | None = Field(None, description="Gateway: failed connections to its servers (econ).")
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.requests if self.requests > 0 else None
+
+
+class PassiveSignal(str, Enum):
+    OK = "OK"  # enough traffic, no threshold breached
+    SUSPECT = "SUSPECT"  # a threshold breached: the active probe confirms
+    NO_SIGNAL = "NO_SIGNAL"  # too little traffic in the window: probes alone decide
+    MISSING = "MISSING"  # nothing fresh was read: not healthy, unknown
+
+
+class PassiveThresholds(BaseModel):
+    """The limits of health.passive in the fleet config (defaults and docs live there)."""
+
+    window_s: float = Field(gt=0)
+    max_error_rate: float = Field(gt=0, le=1)
+    max_ttft_p99_ms: float = Field(gt=0)
+    min_requests: int = Field(ge=1)
+    max_age_s: float = Field(gt=0)
+
+    @classmethod
+    def from_config(cls, cfg: PassiveConfig) -> PassiveThresholds:
+        return cls(window_s=cfg.window_s, max_error_rate=cfg.max_error_rate, max_ttft_p99_ms=cfg.max_ttft_p99_ms,
+                   min_requests=cfg.min_requests, max_age_s=cfg.max_age_s)
+
+
+class PassiveVerdict(BaseModel):
+    region: str
+    signal: PassiveSignal
+    reason: str = Field(description="Why, in one line: the breach, the traffic, or what is missing.")
+    views: list[WindowStats] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list, description="Sources with no read newer than max_age_s.")
+
+
+def _breaches(view: WindowStats, th: PassiveThresholds) -> list[str]:
+    out = []
+    rate = view.error_rate
+    if rate is not None and rate > th.max_error_rate:
+        # Failed connects tell a region that is down from one that answers with errors.
+        econ = f", {view.connect_errors:g} failed connects" if view.connect_errors else ""
+        out.append(f"{view.kind} error rate {rate:.0%} > {th.max_error_rate:.0%} "
+                   f"({view.errors:g}/{view.requests:g}{econ})")
+    if view.ttft_p99_ms is not None and view.ttft_p99_ms > th.max_ttft_p99_ms:
+        out.append(f"{view.kind} TTFT p99 {view.ttft_p99_ms:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
+    # A mean never exceeds the p99 of the same requests, so a mean above the limit is a breach.
+    # The reverse does not hold (a server may send headers before its first token), so the
+    # gateway's mean can make a region SUSPECT but never vouches for it.
+    avg = view.response_time_avg_ms
+    if avg is not None and avg > th.max_ttft_p99_ms:
+        out.append(f"{view.kind} mean response time {avg:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
+    return out
+
+
+def _summary(v: WindowStats) -> str:
+    out = f"{v.kind} {v.requests:g} req in {v.span_s:.1f}s"
+    if v.error_rate:
+        out += f", {v.error_rate:.0%} 5xx"
+    if v.ttft_p99_ms is not None:
+        out += f", TTFT p99 {v.ttft_p99_ms:.0f} ms"
+    if v.e2e_p99_ms is not None:
+        out += f", e2e p99 {v.e2e_p99_ms:.0f} ms"
+    return out
+
+
+def judge(region: str, views: list[WindowStats], missing: list[str], th: PassiveThresholds) -> PassiveVerdict:
+    """The region's verdict from its fresh views; `missing` names sources whose data is too old."""
+    gone = f"; no fresh read from {', '.join(missing)}" if missing else ""
+    if not views:
+        return PassiveVerdict(
+            region=region, signal=PassiveSignal.MISSING, missing=missing,
+            reason=f"no passive signal newer than {th.max_age_s:g}s" + (f" ({', '.join(missing)})" if missing else ""),
+        )
+    busy = [v for v in views if v.requests >= th.min_requests]
+    breaches = [b for v in busy for b in _breaches(v, th)]
+    if breaches:
+        return PassiveVerdict(region=region, signal=PassiveSignal.SUSPECT, views=views, missing=missing,
+                              reason="; ".join(breaches) + gone)
+    traffic = ", ".join(_summary(v) for v in views)
+    if not busy:
+        return PassiveVerdict(region=region, signal=PassiveSignal.NO_SIGNAL, views=views, missing=missing,
+                              reason=f"too little traffic (< {th.min_requests} requests): {traffic}{gone}")
+    return PassiveVerdict(region=region, signal=PassiveSignal.OK, views=views, missing=missing,
+                          reason=f"within thresholds: {traffic}{gone}")

@@ -1,0 +1,178 @@
+"""Windows over cumulative counter snapshots: increases with counter resets, histogram quantiles.
+
+Pure: the caller adds snapshots as it reads them and passes its own `now`. The arithmetic is
+Prometheus's: an increase is summed over consecutive reads, and a read lower than the one before
+is a restart of the source (its counters began again at zero), so the new value is all increase.
+Quantiles interpolate linearly inside a bucket, as `histogram_quantile` does.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+from drctl.models.passive import (
+    HistogramSnapshot,
+    PassiveThresholds,
+    PassiveVerdict,
+    SignalSnapshot,
+    SourceKind,
+    WindowStats,
+    judge,
+)
+
+
+def counter_increase(values: Sequence[float]) -> float:
+    """Increase over successive reads of one counter, counting a drop as a reset to zero."""
+    return sum(b - a if b >= a else b for a, b in zip(values, values[1:], strict=False))
+
+
+def _histogram_step(old: HistogramSnapshot, new: HistogramSnapshot) -> HistogramSnapshot:
+    before = dict(old.buckets)
+    reset = new.count < old.count or any(c < before.get(le, 0.0) for le, c in new.buckets)
+    if reset:
+        return new
+    return HistogramSnapshot(
+        buckets=[(le, c - before[le]) for le, c in new.buckets if le in before],
+        count=new.count - old.count,
+        sum=new.sum - old.sum,
+    )
+
+
+def merge_histograms(parts: Iterable[HistogramSnapshot]) -> HistogramSnapshot | None:
+    """Add histograms (bucket deltas add up); only the bucket edges every part has are kept."""
+    parts = list(parts)
+    if not parts:
+        return None
+    edges = [le for le, _ in parts[0].buckets]
+    if all(len(p.buckets) == len(edges) and all(a == le for (a, _), le in zip(p.buckets, edges, strict=True))
+           for p in parts[1:]):
+        # Every replica of a model shares vLLM's edges: add the columns (the per-second path).
+        columns = [sum(col) for col in zip(*([c for _, c in p.buckets] for p in parts), strict=True)]
+        merged = list(zip(edges, columns, strict=True))
+    else:
+        common = set.intersection(*({le for le, _ in p.buckets} for p in parts))
+        totals = dict.fromkeys(common, 0.0)
+        for p in parts:
+            for le, c in p.buckets:
+                if le in totals:
+                    totals[le] += c
+        merged = sorted(totals.items())
+    # model_construct: the numbers come from validated snapshots, and this runs per replica per second.
+    return HistogramSnapshot.model_construct(
+        buckets=merged, count=sum(p.count for p in parts), sum=sum(p.sum for p in parts)
+    )
+
+
+def histogram_increase(reads: Sequence[HistogramSnapshot]) -> HistogramSnapshot | None:
+    """The observations made between the first and the last read."""
+    if len(reads) < 2:
+        return None
+    edges = [le for le, _ in reads[0].buckets]
+    if any([le for le, _ in r.buckets] != edges for r in reads[1:]):
+        return merge_histograms(_histogram_step(a, b) for a, b in zip(reads, reads[1:], strict=False))
+    # Same edges throughout (the usual case): plain lists and one unvalidated model at the end,
+    # because a watcher recomputes this for every replica every second.
+    counts = [[c for _, c in r.buckets] for r in reads]
+    inc, n, total = [0.0] * len(edges), 0.0, 0.0
+    for i in range(1, len(reads)):
+        a, b = reads[i - 1], reads[i]
+        reset = b.count < a.count or any(map(operator.lt, counts[i], counts[i - 1]))
+        step = counts[i] if reset else list(map(operator.sub, counts[i], counts[i - 1]))
+        inc = list(map(operator.add, inc, step))
+        n += b.count if reset else b.count - a.count
+        total += b.sum if reset else b.sum - a.sum
+    return HistogramSnapshot.model_construct(buckets=list(zip(edges, inc, strict=True)), count=n, sum=total)
+
+
+def quantile(q: float, h: HistogramSnapshot) -> float | None:
+    """`histogram_quantile(q, ...)` of a bucket increase; None without observations.
+
+    A rank in the +Inf bucket gives the highest finite bound, as Prometheus does: the true value
+    is somewhere above it, and the bound is the most that can be said.
+    """
+    if h.count <= 0 or not 0 <= q <= 1:
+        return None
+    rank = q * h.count
+    lower_le, lower_c = 0.0, 0.0
+    for le, c in h.buckets:
+        if c >= rank:
+            if c == lower_c:
+                return le
+            return lower_le + (le - lower_le) * (rank - lower_c) / (c - lower_c)
+        lower_le, lower_c = le, c
+    return h.buckets[-1][0] if h.buckets else None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
+
+
+def view(kind: SourceKind, series: Sequence[Sequence[SignalSnapshot]]) -> WindowStats:
+    """One view over several sources of the same kind, each a list of reads, oldest first."""
+    requests = errors = span = 0.0
+    econ: float | None = None
+    ttft, e2e = [], []
+    rtimes, queues = [], []
+    for reads in series:
+        requests += counter_increase([r.requests_total for r in reads])
+        errors += counter_increase([r.errors_total for r in reads])
+        span = max(span, reads[-1].taken_at - reads[0].taken_at)
+        if all(r.connect_errors_total is not None for r in reads):
+            econ = (econ or 0.0) + counter_increase([r.connect_errors_total or 0.0 for r in reads])
+        if all(r.ttft for r in reads) and (h := histogram_increase([r.ttft for r in reads if r.ttft])):
+            ttft.append(h)
+        if all(r.e2e for r in reads) and (h := histogram_increase([r.e2e for r in reads if r.e2e])):
+            e2e.append(h)
+        if reads[-1].response_time_avg_ms is not None:
+            rtimes.append(reads[-1].response_time_avg_ms)
+        if reads[-1].queue is not None:
+            queues.append(reads[-1].queue)
+    t, e = merge_histograms(ttft), merge_histograms(e2e)
+    return WindowStats(
+        kind=kind, span_s=span, sources=len(series), requests=requests, errors=errors,
+        ttft_p50_ms=_ms(quantile(0.5, t)) if t else None,
+        ttft_p99_ms=_ms(quantile(0.99, t)) if t else None,
+        e2e_p99_ms=_ms(quantile(0.99, e)) if e else None,
+        response_time_avg_ms=max(rtimes) if rtimes else None,
+        queue=sum(queues) if queues else None, connect_errors=econ,
+    )
+
+
+class SignalWindow:
+    """The recent reads of every source, kept just long enough for one window."""
+
+    def __init__(self, thresholds: PassiveThresholds) -> None:
+        self.th = thresholds
+        self._reads: dict[tuple[str, str], deque[SignalSnapshot]] = {}
+
+    def add(self, snap: SignalSnapshot) -> None:
+        reads = self._reads.setdefault((snap.region, snap.source), deque())
+        if reads and snap.taken_at < reads[-1].taken_at:
+            raise ValueError(f"{snap.source}: read at {snap.taken_at} is older than the last one")
+        reads.append(snap)
+        # Keep one read at or before the window's start: it is the baseline of the increase.
+        start = snap.taken_at - self.th.window_s
+        while len(reads) > 1 and reads[1].taken_at <= start:
+            reads.popleft()
+
+    def forget(self, region: str, source: str) -> None:
+        """Drop a source that is gone for good (a replica scaled away)."""
+        self._reads.pop((region, source), None)
+
+    def verdict(self, region: str, now: float) -> PassiveVerdict:
+        fresh: dict[SourceKind, list[list[SignalSnapshot]]] = {}
+        missing = []
+        for (r, source), reads in sorted(self._reads.items()):
+            if r != region:
+                continue
+            if now - reads[-1].taken_at > self.th.max_age_s:
+                missing.append(source)
+                continue
+            start = reads[-1].taken_at - self.th.window_s
+            # The baseline is the last read at or before the window start, else the oldest kept.
+            first = max((i for i, s in enumerate(reads) if s.taken_at <= start), default=0)
+            fresh.setdefault(reads[-1].kind, []).append(list(reads)[first:])
+        views = [view(kind, series) for kind, series in sorted(fresh.items())]
+        return judge(region, views, missing, self.th)

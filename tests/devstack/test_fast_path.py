@@ -1,0 +1,160 @@
+"""The global tier's optional fast path, rendered by `drctl dev up` and run by a real HAProxy 2.6.
+
+us-west-1 (weight 60) is broken in each of the ways the fast path covers: nothing listening on
+its gateway (the region is hard down), or a gateway that answers 503 (no replica left behind it).
+us-east-1 (weight 40) is a plain server. Without the fast path, users see the broken region's
+share as errors until drctl moves the weights; with it, every request is answered by us-east-1.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from drctl.config import FleetConfig, load_config
+from drctl.devstack import readiness, stack
+from drctl.devstack.haproxy_conf import global_socket, render_global
+from drctl.devstack.restart import restart_global_gateway
+from drctl.providers.traffic_factory import global_traffic
+from tests.fleetcfg import write_fleet_config
+from tests.helpers import free_port, wait_until
+
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+REQUESTS = 40
+
+
+def _server(status: int, name: str) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = name.encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def east() -> Iterator[ThreadingHTTPServer]:
+    server = _server(200, "us-east-1")
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def west_503() -> Iterator[ThreadingHTTPServer]:
+    server = _server(503, "us-west-1 has no replica")
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _global(fast_path: bool, west_url: str, east_url: str) -> Iterator[str]:
+    """A global HAProxy from the dev stack's own renderer; yields its endpoint URL."""
+    path = write_fleet_config(overrides={"traffic": {"global": {"fast_path": fast_path}}})
+    cfg = load_config(path)
+    regions = [r.model_copy(update={"gateway_url": url}) for r, url in zip(cfg.regions, (west_url, east_url),
+                                                                           strict=True)]
+    cfg = cfg.model_copy(update={"regions": regions})
+    Path(global_socket(cfg)).parent.mkdir(parents=True, exist_ok=True)
+    conf = path.parent / "global.cfg"
+    conf.write_text(render_global(cfg))
+    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: Path(global_socket(cfg)).exists() or proc.poll() is not None, 10, what="HAProxy up")
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        yield cfg.traffic.global_endpoint
+    finally:
+        proc.terminate()
+        proc.wait(5)
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def _answers(url: str) -> list[tuple[int, str]]:
+    """REQUESTS completions at once (HAProxy spends ~1 s per connect retry to a dead server)."""
+    with httpx.Client(timeout=10.0, limits=httpx.Limits(max_connections=REQUESTS)) as client:
+        def one(_: int) -> tuple[int, str]:
+            r = client.post(f"{url}/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 1})
+            return r.status_code, r.text
+
+        with ThreadPoolExecutor(REQUESTS) as pool:
+            return list(pool.map(one, range(REQUESTS)))
+
+
+def test_fast_path_is_off_by_default_and_renders_the_retry_lines() -> None:
+    path = write_fleet_config()
+    try:
+        cfg = load_config(path)
+        assert "retry-on" not in render_global(cfg) and "redispatch" not in render_global(cfg)
+        on = cfg.model_copy(update={"traffic": cfg.traffic.model_copy(update={
+            "global_tier": cfg.traffic.global_tier.model_copy(update={"fast_path": True})})})
+        text = render_global(on)
+        assert "retry-on conn-failure empty-response 503" in text and "option redispatch 1" in text
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize("broken", ["down", "503"])
+def test_a_broken_region_costs_users_errors_without_the_fast_path_and_none_with_it(
+    broken: str, east: ThreadingHTTPServer, west_503: ThreadingHTTPServer
+) -> None:
+    east_url = f"http://127.0.0.1:{east.server_address[1]}"
+    west_url = f"http://127.0.0.1:{free_port()}" if broken == "down" else f"http://127.0.0.1:{west_503.server_address[1]}"
+    for fast_path in (False, True):
+        for url in _global(fast_path, west_url, east_url):
+            answers = _answers(url)
+            bad = [a for a in answers if a[0] != 200]
+            if fast_path:
+                assert bad == [] and {text for _, text in answers} == {"us-east-1"}
+            else:
+                # Round robin at 60/40 sends 24 of every 40 requests to the broken region.
+                assert len(bad) == REQUESTS * 60 // 100, bad[:3]
+
+
+def test_compose_global_config_documents_the_same_lines() -> None:
+    """deploy/compose/haproxy-global.cfg shows the fast path commented out, line for line as rendered."""
+    path = write_fleet_config(overrides={"traffic": {"global": {"fast_path": True}}})
+    try:
+        rendered = [ln.strip() for ln in render_global(load_config(path)).splitlines()]
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
+    compose = (Path(__file__).resolve().parents[2] / "deploy/compose/haproxy-global.cfg").read_text()
+    lines = [ln for ln in rendered if ln.startswith(("retries", "option redispatch", "retry-on", "option http-buffer"))]
+    assert len(lines) == 4
+    for ln in lines:
+        assert f"# {ln}\n" in compose, ln
+
+
+def test_dev_stack_switches_its_global_gateway_to_the_fast_path_and_back(
+    fleet_config: FleetConfig, fleet_config_path: Path, dev_stack: stack.StackInfo
+) -> None:
+    """What bench/rto.py's fastpath policy does between trials, on the session stack."""
+    glob = stack.state_dir(fleet_config) / "haproxy" / "global.cfg"
+    on = fleet_config.model_copy(update={"traffic": fleet_config.traffic.model_copy(update={
+        "global_tier": fleet_config.traffic.global_tier.model_copy(update={"fast_path": True})})})
+    try:
+        first = restart_global_gateway(on, fleet_config_path)
+        assert "retry-on conn-failure empty-response 503" in glob.read_text()
+        assert readiness.answers_completion(fleet_config.traffic.global_endpoint, fleet_config) is None
+    finally:
+        second = restart_global_gateway(fleet_config, fleet_config_path)
+    assert second != first and "retry-on" not in glob.read_text()
+    assert global_traffic(fleet_config).get_weights() == fleet_config.weights
+    wait_until(lambda: readiness.answers_completion(fleet_config.traffic.global_endpoint, fleet_config) is None,
+               10, what="global endpoint answering after the restart")

@@ -1,0 +1,82 @@
+"""Names vulture cannot see a caller for, and why each is reached. Parsed by vulture, never run.
+
+`make lint` runs vulture over drctl, workflows, activities and bench with this file (see
+[tool.vulture] in pyproject.toml). Add a name here only with the way it is reached.
+"""
+# ruff: noqa
+_ = object()
+
+# Chaos Toolkit calls drill probes by module and function name from the experiment's JSON
+# (drctl/chaos/boundary.py admits exactly the public functions of drctl.chaos.probes/actions).
+global_success_ratio
+traffic_share
+wait_for_traffic_moved
+wait_for_served
+region_state
+
+# Result and state fields: serialized into workflow results, the Temporal UI, `--output json` and
+# drill reports. Users (and tests) read them; no product code needs to.
+_.auth_rejected  # VerifyResult
+_.steady_state_before_met  # JournalVerdict
+_.steady_state_after_met
+_.failover_rto_s  # DrillReport
+_.last_failing_fraction  # RegionTracker
+_.last_probed_at
+_.weights_applied_at  # FailoverResult
+_.rto_upper_bound_s
+_.active_failover  # MonitorState
+_.capacity_ok  # FailoverPlan
+_.target_share_after
+_.models_ok  # RegionProbe / TargetProbe
+_.queue_depth
+_.kv_cache_usage
+_.probed_at
+_.by_workflow_id  # PreemptNotice, the lock's signal to a maintenance holder (in the history)
+_.by_operation
+_.decommissioned  # MigrationResult
+_.artifacts
+_.deletes  # replication runs
+_.elapsed_s
+_.measured_lag_s
+_.forced
+_.accepted  # the upgrade's analysis verdicts
+_.age_s  # LastBackup, shown by `drctl data status`
+_.initial_weight  # HAProxy `show servers state`, parsed in full for operators and tests
+_.operational
+_.admin_maint
+_.draining
+_.check_result
+BLUE_GREEN  # Strategy enum member, reached from the config's `strategy: blue-green`
+
+# Attributes a library reads: rich's Table.caption, logging's LogRecord fields and temporalio's
+# logger switches, the kubernetes client's Configuration.retries.
+_.caption
+_.workflow_type
+_.activity_info_on_message
+_.workflow_info_on_message
+_.retries
+
+# The dev stack's admin API dispatches an action by name (`getattr(gateway, body.action)`).
+_.freeze
+_.thaw
+
+# Dev-stack and runtime-client operations the test suite drives (worker kills, Temporal restarts,
+# one server's weight in the fixtures); the product reaches them through the plural forms.
+start_worker
+restart_temporal
+_.set_weight
+
+# bench/: figures the benchmark scripts write into their JSON reports, and the frozen copy of the
+# old prober (bench/probe_baseline.py) kept as it was, for the comparison.
+_.shift_s
+_.workflow_rto_s
+exposure_objects
+_.max_duration_s
+
+# Typer's eager --version option: its callback prints and exits; the parameter is never read.
+version_
+
+# Issue 12 (passive detection) is wiring these into the monitor; until it lands no product code
+# reads them. Remove these two lines when it does: if they are still flagged then, they are dead.
+_.enabled  # PassiveConfig.enabled (health.passive.enabled)
+PassiveReader
