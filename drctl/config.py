@@ -3,6 +3,10 @@
 Every field carries a description and units live in field names. Relative paths in the file are
 resolved against the directory that holds the file, so `drctl -c config/fleet.yaml` works from
 any working directory.
+
+It is one module, over the house limit of about 300 lines, on purpose: it is the schema's
+reference, section by section in file order, and `drctl config validate` reports against it.
+Self-contained sections (passive signals, the data tier's buckets) live in their own modules.
 """
 
 from __future__ import annotations

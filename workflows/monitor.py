@@ -179,14 +179,14 @@ class FleetMonitor(MonitorActions):
             if t.observe(probe_passes(probe, spec.fail_on_degraded), now, spec.failure_threshold,
                          spec.recovery_threshold):
                 workflow.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
-        self._decide(now)
+        self._decide()
         if refused and s.alert is None:
             s.alert = PROBE_AUTH_REFUSED
             workflow.logger.error("%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
                                   PROBE_AUTH_REFUSED, ", ".join(refused))
         self.notes.monitor_alert(s)
 
-    def _decide(self, now: object) -> None:
+    def _decide(self) -> None:
         s = self._state()
         states = [t.state for name, t in s.trackers.items() if name not in s.unresolved]
         s.alert = REGION_UNRESOLVED if s.unresolved else None

@@ -91,7 +91,11 @@ def _error(status: int, message: str, kind: str, param: str | None = None) -> we
 
 
 def build_app(settings: FleetsimSettings) -> web.Application:
-    """The fleetsim aiohttp application for one replica."""
+    """The fleetsim aiohttp application for one replica.
+
+    Long (about 150 lines) because its handlers are closures over one replica's engine stats,
+    fault state and sequence slots, as vLLM's route handlers share one engine.
+    """
     stats = EngineStats(model=settings.model, max_num_seqs=settings.max_num_seqs)
     faults = Faults(settings.error_rate)
     slots = asyncio.Semaphore(settings.max_num_seqs)  # vLLM's max_num_seqs: the rest wait in queue

@@ -5,6 +5,9 @@ replicas named `<deployment>-<n>`, restarted when they die (unless a fault keeps
 replaced surge-style when the pod template changes, registered in the region gateway's
 `backend track_<track>` once they pass /health, a Deployment status like the real controller's,
 and the EndpointSlices of the Services that select them (drctl/devstack/endpointslices.py).
+
+At about 350 lines it is over the house limit: reconcile, start, stop, probe and register share
+one replica table and one event loop, and splitting them would pass that state around.
 """
 
 from __future__ import annotations
