@@ -19,7 +19,7 @@ from drctl.cli.errors import render_error
 from drctl.models.ops import OperationInfo
 from drctl.operations import FleetBusyError
 from drctl.temporal import TemporalUnreachable
-from tests.helpers import run_cli
+from tests.helpers import DRCTL, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,14 +68,26 @@ def test_shell_completion_completes_commands_and_prints_its_script(monkeypatch: 
     code, out, _ = run_cli([])
     assert code == 0 and sorted(out.split()) == ["failback", "failover"]
     monkeypatch.delenv("_DRCTL_COMPLETE")
-    code, out, err = run_cli(["--show-completion", "bash"])
-    assert code == 0 and "_drctl_completion" in out and "_DRCTL_COMPLETE=complete_bash" in out, (out, err)
+    done = _from_bash("--show-completion", home=None)
+    assert done.returncode == 0 and "_drctl_completion" in done.stdout, done
+    assert "_DRCTL_COMPLETE=complete_bash" in done.stdout, done
 
 
-def test_install_completion_writes_the_script_and_sources_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    code, out, err = run_cli(["--install-completion", "bash"])
-    assert code == 0, (out, err)
+def _from_bash(flag: str, home: Path | None) -> subprocess.CompletedProcess[str]:
+    """`drctl FLAG` typed in a bash session: the completion flags act for the shell they run from.
+
+    (`; exit $?` keeps bash from exec-ing drctl in its own place, so bash stays drctl's parent.)
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("_DRCTL")}
+    if home is not None:
+        env["HOME"] = str(home)
+    return subprocess.run(["bash", "--norc", "-c", f"'{DRCTL}' {flag}; exit $?"], capture_output=True, text=True,
+                          timeout=60, env=env)
+
+
+def test_install_completion_writes_the_script_and_sources_it(tmp_path: Path) -> None:
+    done = _from_bash("--install-completion", home=tmp_path)
+    assert done.returncode == 0, done
     script = tmp_path / ".bash_completions" / "drctl.sh"
     assert "_DRCTL_COMPLETE=complete_bash" in script.read_text()
     assert f"source '{script}'" in (tmp_path / ".bashrc").read_text()

@@ -243,9 +243,10 @@ def test_passive_reader_with_prometheus_source(env: Env) -> None:
         finally:
             await reader.aclose()
 
-    west, east = asyncio.run(run())
-    # Prometheus scrapes both replicas, so both regions have fresh series (whatever the last load left).
-    assert PassiveSignal.MISSING not in (west.signal, east.signal), (west.reason, east.reason)
+    # Prometheus scrapes both replicas every 250 ms, so both regions soon have fresh series (whatever
+    # the last load left); this test may be the module's first to ask, before the first scrapes.
+    west, east = wait_until(lambda: (v := asyncio.run(run())) and PassiveSignal.MISSING not in (v[0].signal, v[1].signal)
+                            and v, 15, 0.5, what="fresh vLLM series in Prometheus")
     assert west.views[0].kind == east.views[0].kind == "prometheus"
     reader = PassiveReader(_fleet(env, "prometheus", f"http://127.0.0.1:{free_port()}"), _Listing({}))
     verdicts = asyncio.run(reader.read())
