@@ -34,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
         mark_stopped,
     )
     from drctl.models.ops import ProbeRequest
-    from drctl.outcome import failed
     from workflows import calls
     from workflows.drill_judge import judge, store_report
     from workflows.notify import Notifier
@@ -73,14 +72,8 @@ class ChaosDrill(Operation):
 
     @workflow.run
     async def run(self, inp: DrillInput) -> DrillReport:
-        try:
-            report = await self._run(inp)
-        finally:
-            await self.release()
-        if report.verdict is not Verdict.PASS:
-            # Red in the workflow list; the details carry the whole report.
-            raise failed(f"drill {report.verdict.value}: {'; '.join(report.reasons)}", report, busy=self.busy)
-        return report
+        return await self.conclude(self._run(inp), lambda rep: None if rep.verdict is Verdict.PASS
+                                   else f"drill {rep.verdict.value}: {'; '.join(rep.reasons)}")
 
     async def _run(self, inp: DrillInput) -> DrillReport:
         if inp.alternatives:

@@ -17,7 +17,6 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailbackInput, FailbackResult, failback_plan, probe_passes
     from drctl.models.health import RegionProbe
     from drctl.models.ops import ProbeRequest, RegionRequest, ScaleInput
-    from drctl.outcome import failed
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
     from workflows.operation import Operation, cause_of
@@ -38,14 +37,11 @@ class Failback(Operation):
 
     @workflow.run
     async def run(self, inp: FailbackInput) -> FailbackResult:
-        try:
-            res = await self._run(inp)
-        finally:
-            await self.release()
-        await record_outcome("failback", inp.spec.fleet, res.status, None, inp.spec.rto_target_s)
-        if res.status not in ("succeeded", "not_needed"):
-            raise failed(f"failback {res.status}: {res.error or ''}".strip(), res, busy=self.busy)
-        return res
+        async def recorded(res: FailbackResult) -> None:
+            await record_outcome("failback", inp.spec.fleet, res.status, None, inp.spec.rto_target_s)
+
+        return await self.conclude(self._run(inp), lambda res: None if res.status in ("succeeded", "not_needed")
+                                   else f"failback {res.status}: {res.error or ''}".strip(), recorded)
 
     async def _run(self, inp: FailbackInput) -> FailbackResult:
         spec = inp.spec

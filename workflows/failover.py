@@ -12,7 +12,6 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailoverInput, FailoverPlan, FailoverResult
-    from drctl.outcome import failed
     from workflows import global_weights
     from workflows.failover_phases import COMPENSATION_FAILED_PATCH, FailoverPhases
     from workflows.notify import Notifier
@@ -56,16 +55,13 @@ class Failover(FailoverPhases):
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
         self.notes.failover_started(inp)
-        try:
-            res = await self._run(inp)
-        finally:
-            await self.release()
-        await self.notes.failover_ended(res)
-        await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
-        if res.status != "succeeded":
-            # Failed in the workflow list, red; the details carry the whole result for every reader.
-            raise failed(f"failover to {res.target} {res.status}: {res.error}", res, busy=self.busy)
-        return res
+
+        async def told(res: FailoverResult) -> None:
+            await self.notes.failover_ended(res)
+            await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
+
+        return await self.conclude(self._run(inp), lambda res: None if res.status == "succeeded"
+                                   else f"failover to {res.target} {res.status}: {res.error}", told)
 
     async def _run(self, inp: FailoverInput) -> FailoverResult:
         spec = inp.spec

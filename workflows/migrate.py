@@ -20,7 +20,6 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
     from drctl.models.ops import RegionRequest, ScaleInput, WaitRolloutInput
     from drctl.models.upgrade import Outcome, WarmupRequest
-    from drctl.outcome import failed
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
     from workflows.operation import cause_of
@@ -84,13 +83,8 @@ class Migration(Progressive):
 
     @workflow.run
     async def run(self, req: MigrationRequest) -> MigrationResult:
-        try:
-            res = await self._run(req)
-        finally:
-            await self.release()
-        if res.outcome is not Outcome.SUCCEEDED:
-            raise failed(f"migration {res.outcome.value}: {res.reason}", res, busy=self.busy)
-        return res
+        return await self.conclude(self._run(req), lambda res: None if res.outcome is Outcome.SUCCEEDED
+                                   else f"migration {res.outcome.value}: {res.reason}")
 
     async def _run(self, req: MigrationRequest) -> MigrationResult:
         self.phases.title = f"Migration of `{req.spec.fleet}` from `{req.source}` to `{req.target}`"

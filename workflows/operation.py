@@ -6,6 +6,8 @@ It owns what they share:
   is refused (`abort_refused`) and what one does (`on_abort`, `abort_error`);
 - the `approve` update and `await_approval(...)`, the gate it opens (`approve_refused` per operation);
 - `claim(fleet)` / `release()`: the fleet lock (`workflows.lock`), with `busy` set on refusal;
+- `conclude(phases, failure)`: runs the phases, gives the lock back whatever happens, and ends the
+  workflow with its result, or Failed carrying it (red in the UI, printed by `drctl`);
 - `abortable(call)`: await an activity, but give it up as soon as an abort arrives;
 - `finish(verdict, details, ok=...)`: final phase, verdict search attribute, memo, current details,
   then waits for `workflow.all_handlers_finished`;
@@ -18,23 +20,25 @@ A toy operation, complete (an abort ends it with its own verdict, never as a tas
         OPERATION, TITLE = "scale", "Scale"
 
         @workflow.run
-        async def run(self, inp: ScaleInput) -> str:
+        async def run(self, inp: ScaleInput) -> ScaleResult:
+            return await self.conclude(self._phases(inp), lambda res: res.error)
+
+        async def _phases(self, inp: ScaleInput) -> ScaleResult:
             try:
                 await self.claim(inp.fleet)
                 self.phases.enter("scale", f"{inp.region} to {inp.replicas} replicas")
                 await self.abortable(calls.scale_deployment(inp, queue=inp.queue, summary="scale"))
                 await self.finish("succeeded", "scaled", ok=True)
+                return ScaleResult()
             except Aborted:
                 await self.finish("aborted", f"aborted: {self.abort_reason}", ok=False)
-            finally:
-                await self.release()
-            return self.phases.phase
+                return ScaleResult(error=f"aborted: {self.abort_reason}")
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
@@ -48,16 +52,19 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
     from drctl import search_attributes as sa
     from drctl.models import ops
     from drctl.models.lock import LockGrant
     from drctl.models.ops import AbortInput, ApproveInput, OperationProgress
-    from drctl.outcome import error_type
+    from drctl.outcome import error_type, failed
     from workflows.calls import QUEUE_WAIT_S
     from workflows.common import Phases
     from workflows.lock import acquire_fleet, release_fleet
 
 T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
 
 
 class Aborted(Exception):
@@ -203,6 +210,25 @@ class Operation:
         if self._locked is not None:
             fleet, self._locked = self._locked, None
             await release_fleet(fleet)
+
+    async def conclude(self, phases: Awaitable[R], failure: Callable[[R], str | None],
+                       after: Callable[[R], Awaitable[None]] | None = None) -> R:
+        """Run the operation's phases, give the lock back whatever happens, then end with the result.
+
+        `failure` says why a result is a failure (None: it is not); the workflow then ends Failed,
+        red in the UI, carrying the result for `drctl` to print. `after` runs once the lock is
+        back and before the end (the failover's notifications and outcome metric).
+        """
+        try:
+            res = await phases
+        finally:
+            await self.release()
+        if after is not None:
+            await after(res)
+        why = failure(res)
+        if why is not None:
+            raise failed(why, res, busy=self.busy)
+        return res
 
     # --- the end ----------------------------------------------------------------------------------
 

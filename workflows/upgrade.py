@@ -23,7 +23,6 @@ with workflow.unsafe.imports_passed_through():
         UpgradeResult,
         UpgradeStatus,
     )
-    from drctl.outcome import failed
     from workflows import calls
     from workflows.notify import Notifier
     from workflows.operation import cause_of
@@ -94,13 +93,8 @@ class Upgrade(Progressive):
 
     @workflow.run
     async def run(self, req: UpgradeRequest) -> UpgradeResult:
-        try:
-            res = await self._run(req)
-        finally:
-            await self.release()
-        if res.outcome is not Outcome.SUCCEEDED:
-            raise failed(f"upgrade {res.outcome.value}: {res.reason}", res, busy=self.busy)
-        return res
+        return await self.conclude(self._run(req), lambda res: None if res.outcome is Outcome.SUCCEEDED
+                                   else f"upgrade {res.outcome.value}: {res.reason}")
 
     async def _run(self, req: UpgradeRequest) -> UpgradeResult:
         self.phases.title = f"Upgrade of `{req.spec.fleet}` to `{req.release.image}` ({req.strategy.value})"

@@ -1,12 +1,14 @@
 """A seventh operation is only its phases: a toy written here gets the claim, progress query, abort
-update and finish from `workflows.operation.Operation`, on the session dev stack's Temporal server
-with the real fleet lock (`FleetLock` and its activities)."""
+update, finish and conclude (lock given back, Failed with its result) from
+`workflows.operation.Operation`, on the session dev stack's Temporal server with the real fleet
+lock (`FleetLock` and its activities)."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -17,7 +19,7 @@ from drctl import search_attributes as sa
 from drctl.config import FleetConfig
 from drctl.models import ops
 from drctl.models.ops import AbortInput, OperationProgress
-from drctl.outcome import error_type
+from drctl.outcome import error_type, result_from
 from tests.helpers import assert_eventually
 from workflows.lock import FleetLock
 from workflows.operation import Aborted, Operation
@@ -25,22 +27,28 @@ from workflows.operation import Aborted, Operation
 pytestmark = [pytest.mark.devstack]
 
 
+class ToyResult(BaseModel):
+    outcome: str
+    error: str | None = None
+
+
 @workflow.defn(name="ToyOperation", sandboxed=False)
 class Toy(Operation):
     OPERATION, TITLE = "toy", "Toy operation"
 
     @workflow.run
-    async def run(self, fleet: str) -> str:
+    async def run(self, fleet: str) -> ToyResult:
+        return await self.conclude(self._phases(fleet), lambda res: res.error)
+
+    async def _phases(self, fleet: str) -> ToyResult:
+        await self.claim(fleet)
         try:
-            await self.claim(fleet)
             self.phases.enter("work", "waiting for an abort")
             await self.abortable(workflow.wait_condition(lambda: False))
-            return "never"
+            return ToyResult(outcome="never")
         except Aborted:
             await self.finish("aborted", f"aborted: {self.abort_reason}", ok=False)
-            return f"aborted: {self.abort_reason}"
-        finally:
-            await self.release()
+            return ToyResult(outcome="aborted", error=f"aborted: {self.abort_reason}")
 
 
 async def _working(client: Client, wid: str) -> bool:
@@ -73,7 +81,10 @@ async def test_toy_operation_gets_claim_progress_abort_and_finish_from_the_base(
         answer = await first.execute_update(ops.UPDATE_ABORT, AbortInput(reason="toy test", by="pytest"),
                                             result_type=str)
         assert answer == "abort requested in phase work"
-        assert await first.result() == "aborted: toy test (by pytest)"
+        # Conclude: the failure the toy names ends the workflow Failed, carrying its result.
+        with pytest.raises(WorkflowFailureError) as aborted:
+            await first.result()
+        assert result_from(aborted.value, ToyResult) == ToyResult(outcome="aborted", error="aborted: toy test (by pytest)")
         desc = await first.describe()
         assert desc.typed_search_attributes.get(sa.VERDICT) == "aborted"
         assert desc.typed_search_attributes.get(sa.PHASE) == ops.PHASE_FAILED
@@ -85,4 +96,7 @@ async def test_toy_operation_gets_claim_progress_abort_and_finish_from_the_base(
         await assert_eventually(lambda: _working(client, third.id), timeout_s=30,
                                 what="the third toy got the released fleet")
         await third.execute_update(ops.UPDATE_ABORT, AbortInput(reason="done", by="pytest"), result_type=str)
-        assert await third.result() == "aborted: done (by pytest)"
+        with pytest.raises(WorkflowFailureError) as aborted:
+            await third.result()
+        third_result = result_from(aborted.value, ToyResult)
+        assert third_result is not None and third_result.error == "aborted: done (by pytest)"
