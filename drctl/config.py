@@ -164,6 +164,13 @@ class HealthConfig(_Model):
         "replica gets one within ceil(1/fraction) rounds; the gateway gets completions every round.",
     )
     fail_on_degraded: bool = Field(True, description="Count a DEGRADED region as a failed check.")
+    watcher: bool = Field(
+        False, description="Run the monitor's probe (and passive) loop in one long-lived heartbeating activity that "
+        "returns only on a region state change or a checkpoint: a few history events an hour instead of ~12 a round.",
+    )
+    watcher_checkpoint_s: float = Field(
+        600.0, ge=10, le=3600, description="With watcher: the longest the watcher runs before returning, s.",
+    )
     passive: PassiveConfig = Field(
         default_factory=PassiveConfig,
         description="Passive signals (gateway counters, vLLM /metrics, or Prometheus) read every interval_s; "

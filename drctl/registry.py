@@ -28,6 +28,7 @@ WORKFLOW_MODULES = [
 
 ACTIVITY_MODULES = [
     "activities.health",
+    "activities.watch",
     "activities.traffic",
     "activities.platform",
     "activities.operations",

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         RpoCheckInput,
     )
     from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
+    from drctl.models.watch import WatchInput, WatchResult
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -67,6 +68,10 @@ FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_c
 # within seconds. Also what resumes a heartbeating wait on another worker after a worker restart.
 PLATFORM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                              maximum_interval=timedelta(seconds=10), maximum_attempts=6)
+# The watcher: a worker restart (graceful or a crash seen by the heartbeat) is retried at once on
+# the next worker, resuming from the heartbeat; a watcher failing over and over surfaces to the monitor.
+WATCH_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
+                          maximum_interval=timedelta(seconds=2), maximum_attempts=10)
 # Called once on purpose: the workflow repeats it itself, or a second attempt would do harm.
 NO_RETRY = RetryPolicy(maximum_attempts=1)
 # Route 53 Throttling / PriorRequestNotComplete heal within seconds; back off rather than hammer the
@@ -111,6 +116,7 @@ DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coef
 QUEUE_WAIT_S = 30.0
 # A rollout, backup or rclone wait heartbeats every few seconds: a killed worker shows within this.
 WAIT_HEARTBEAT = timedelta(seconds=10)
+WATCH_HEARTBEAT = timedelta(seconds=5)  # the watcher heartbeats every second
 VELERO_HEARTBEAT = timedelta(seconds=30)
 VELERO_S = 900.0  # Velero itself is the slow part; the heartbeat catches a lost worker long before
 # Main-queue calls served by the workers that run the workflow itself, each bounded by its own
@@ -169,6 +175,15 @@ async def probe_region(inp: RegionRequest, *, probe_timeout_s: float, summary: s
 async def probe_regions(inp: ProbeRequest, *, probe_timeout_s: float, summary: str) -> ProbeBatch:
     return await _call("probe_regions", inp, ProbeBatch, summary=summary, queue=None,
                        seconds=probe_attempt_s(probe_timeout_s), retry=FAST_RETRY)
+
+
+def start_watch(inp: WatchInput, *, summary: str) -> workflow.ActivityHandle[WatchResult]:
+    """Started, not awaited: the monitor cancels it on pause or a spec update. A lost worker is
+    noticed within WATCH_HEARTBEAT and the next attempt resumes from the last heartbeat."""
+    return workflow.start_activity(
+        "watch_regions", inp, result_type=WatchResult, summary=summary,
+        start_to_close_timeout=_s(inp.return_after_s + probe_attempt_s(inp.probe_timeout_s) * 2 + 30),
+        heartbeat_timeout=WATCH_HEARTBEAT, retry_policy=WATCH_RETRY)
 
 
 # --- platform (a region's cluster) ---------------------------------------------------------------

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.ops import FleetSpec, ProbeRequest
     from workflows import calls
     from workflows.monitor_actions import MonitorActions
+    from workflows.monitor_watch import MonitorWatch
     from workflows.notify import Notifier
 
 WATCHING = "watching"
@@ -49,7 +50,7 @@ _ALERT_TEXT = {
 
 
 @workflow.defn(name="FleetMonitor")
-class FleetMonitor(MonitorActions):
+class FleetMonitor(MonitorActions, MonitorWatch):
     @workflow.init
     def __init__(self, inp: MonitorInput) -> None:
         # Built here, not in run: a signal or query may arrive in the very first activation.
@@ -60,6 +61,8 @@ class FleetMonitor(MonitorActions):
         self.pending_spec: FleetSpec | None = None
         self.applied: list[str] = []
         self.notes = Notifier(self.s.spec, alert=self.s.alert)
+        self.refused: list[str] = []  # with the watcher: regions refusing drctl's token, as last reported
+        self.shown_phase: str | None = None  # with the watcher: the phase last upserted
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -124,19 +127,29 @@ class FleetMonitor(MonitorActions):
         s = self.s
         s.iteration = 0
         workflow.upsert_search_attributes([sa.PHASE.value_set(WATCHING)])
+        self.shown_phase = WATCHING
         while True:
             round_start = workflow.now()
             self._apply_pending()
-            if not s.paused:
+            # Behind patched(): histories recorded before the watcher replay the loop below unchanged.
+            watcher = s.spec.watcher and workflow.patched("monitor-watcher")
+            if watcher:
+                await self._watch_cycle()
+            elif not s.paused:
                 await self._round()
             s.iteration += 1
             s.total_iterations += 1
-            self._render()
+            if watcher:
+                self._show()
+            else:
+                self._render()
             if (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()) and self.child is None:
                 self._apply_pending()  # an update waiting for the next round must finish before continue-as-new
                 await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
+            if watcher:
+                continue  # the watcher waited; no timer between its calls
             fast_confirm = s.spec.fast_confirm and any(
                 t.state is RegionState.SUSPECT for t in s.trackers.values())
             period = s.spec.fast_confirm_interval_s if fast_confirm else s.spec.interval_s
@@ -228,6 +241,10 @@ class FleetMonitor(MonitorActions):
         s = self._state()
         phase = s.alert or ("paused" if s.paused else WATCHING)
         workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
+        self._details()
+
+    def _details(self) -> None:
+        s = self._state()
         lines = [f"## Fleet `{s.spec.fleet}` monitor", f"policy **{s.policy}**, round {s.total_iterations}"]
         if s.alert:
             lines.insert(1, f"# 🚨 {s.alert}: {_ALERT_TEXT.get(s.alert, '')}")

@@ -93,6 +93,9 @@ class FleetSpec(BaseModel):
         180.0, description="How long an operation waits for a global weight change to be INSYNC, s.")
     # Defaulted: histories recorded before notifications existed must still replay.
     webhooks: list[WebhookSpec] = Field(default_factory=list, description="Webhooks (no URLs or keys).")
+    # Defaulted off: histories recorded before the watcher existed replay the round-per-probe loop.
+    watcher: bool = Field(False, description="health.watcher: detection in one long-lived activity.")
+    watcher_checkpoint_s: float = Field(600.0, description="health.watcher_checkpoint_s.")
 
     @property
     def verify_deadline_s(self) -> float:

@@ -1,0 +1,160 @@
+"""The watcher: the monitor's probe and passive-signal loop as one long-lived, heartbeating activity.
+
+Temporal's guidance for polling faster than about a minute: poll inside an activity, and record
+only what matters. The watcher probes every `interval_s` (fast confirm while a region is SUSPECT),
+reads passive signals every `health.passive.interval_s` when enabled, and feeds both to the same
+state machine the monitor's rounds use (drctl.models.watch). It returns only when a region's state
+changes, the unresolved regions or credential refusals change, or `return_after_s` is up (the
+monitor's checkpoint: continue-as-new, spec updates, a due failback).
+
+Every heartbeat (about 1 s apart; Temporal forwards them throttled, at most every 0.8 x the
+heartbeat timeout) carries the trackers, so an attempt retried after its worker died or restarted
+resumes from the last heartbeat instead of from the state the monitor last saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from drctl import metrics
+from drctl.config import FleetConfig
+from drctl.models.health import ProbeStatus, RegionState
+from drctl.models.watch import (
+    WatchInput,
+    WatchProgress,
+    WatchResult,
+    feed_passive,
+    feed_probe,
+    probe_period_s,
+)
+from drctl.providers.passive import PassiveReader
+from drctl.providers.probe import InferenceProber
+
+HEARTBEAT_S = 1.0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _resume(inp: WatchInput) -> WatchProgress:
+    """The last heartbeat's progress when this attempt is a retry, else a fresh start from the input."""
+    details = activity.info().heartbeat_details
+    if details:
+        progress = WatchProgress.model_validate(details[0])
+        progress.resumed += 1
+        activity.logger.info("watcher resumes from its last heartbeat (%d rounds done)", progress.rounds)
+        # Regions the monitor added or removed since are its to decide; keep only the ones asked for.
+        progress.trackers = {r: progress.trackers.get(r) or inp.trackers[r] for r in inp.trackers}
+        return progress
+    return WatchProgress(trackers={k: v.model_copy() for k, v in inp.trackers.items()},
+                         unresolved=dict(inp.unresolved), refused=list(inp.refused), started_at=_now())
+
+
+class WatchActivities:
+    def __init__(self, cfg: FleetConfig) -> None:
+        self.cfg = cfg
+        self.prober = InferenceProber(cfg)
+
+    @activity.defn(name="watch_regions")
+    async def watch_regions(self, inp: WatchInput) -> WatchResult:
+        progress = _resume(inp)
+        beat = asyncio.create_task(self._heartbeat(lambda: progress))
+        reader = PassiveReader(self.cfg, self.prober.replica_source) if self.cfg.health.passive.enabled else None
+        watch = asyncio.create_task(self._watch(inp, progress, reader))
+        shutdown = asyncio.create_task(activity.wait_for_worker_shutdown())
+        try:
+            done, _ = await asyncio.wait([watch, shutdown], return_when=asyncio.FIRST_COMPLETED)
+            if watch in done:
+                return watch.result()
+            # A worker restarting: give the work to another worker now, not after the heartbeat timeout.
+            activity.heartbeat(progress)
+            raise ApplicationError("worker shutting down; the watcher resumes on another worker", type="WorkerShutdown")
+        finally:
+            for task in (watch, shutdown, beat):
+                task.cancel()
+            await asyncio.gather(watch, shutdown, beat, return_exceptions=True)
+            if reader is not None:
+                await reader.aclose()
+
+    @staticmethod
+    async def _heartbeat(progress: Callable[[], WatchProgress]) -> None:
+        while True:
+            activity.heartbeat(progress())
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _watch(self, inp: WatchInput, p: WatchProgress, reader: PassiveReader | None) -> WatchResult:
+        known = [r for r in inp.regions if r in self.cfg.region_names]
+        unresolved = {
+            r: f"worker {activity.info().task_queue} has no region {r!r} in its config "
+               f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
+            for r in inp.regions if r not in known
+        }
+        if unresolved != p.unresolved:
+            return self._result(p, [], "unresolved", unresolved=unresolved)
+        deadline = p.started_at + timedelta(seconds=inp.return_after_s)
+        next_probe = _now()
+        passive_s = self.cfg.health.passive.interval_s
+        next_read = _now()
+        while True:
+            changed: list[str] = []
+            now = _now()
+            if reader is not None and now >= next_read:
+                next_read = now + timedelta(seconds=passive_s)
+                for v in await reader.read():
+                    t = p.trackers.get(v.region)
+                    if t is not None and feed_passive(t, v, _now(), p.quiet_until.get(v.region)):
+                        changed.append(v.region)
+                        next_probe = _now()  # confirm at once, like fast confirm
+                p.passive_reads += 1
+            if _now() >= next_probe:
+                refused = await self._probe_round(inp, known, p, changed)
+                next_probe = _now() + timedelta(seconds=probe_period_s(p.trackers, inp))
+                if refused != p.refused:
+                    p.refused = refused
+                    return self._result(p, changed, "transition")
+            if changed:
+                return self._result(p, changed, "transition")
+            if _now() >= deadline:
+                return self._result(p, [], "checkpoint")
+            wake = min([next_probe, deadline] + ([next_read] if reader is not None else []))
+            await asyncio.sleep(max(0.0, (wake - _now()).total_seconds()))
+
+    async def _probe_round(self, inp: WatchInput, known: list[str], p: WatchProgress, changed: list[str]) -> list[str]:
+        probes = await self.prober.probe_regions(known)
+        refused = []
+        at = _now()
+        for probe in probes:
+            metrics.record_probe(self.cfg.name, probe, time.time())
+            t = p.trackers.get(probe.region)
+            if t is None:
+                continue
+            if probe.status is ProbeStatus.AUTH:
+                refused.append(probe.region)
+            before = t.state
+            if feed_probe(t, probe, at, inp):
+                changed.append(probe.region)
+                activity.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
+                if before is RegionState.SUSPECT and t.state is RegionState.HEALTHY:
+                    # A probe cleared a suspicion: passive breaches wait one interval before the next.
+                    p.quiet_until[t.region] = at + timedelta(seconds=inp.interval_s)
+        p.rounds += 1
+        return refused
+
+    @staticmethod
+    def _result(p: WatchProgress, changed: list[str], reason: Any, unresolved: dict[str, str] | None = None
+                ) -> WatchResult:
+        return WatchResult(trackers=p.trackers, unresolved=p.unresolved if unresolved is None else unresolved,
+                           changed=list(dict.fromkeys(changed)), refused=p.refused, reason=reason,
+                           rounds=p.rounds, passive_reads=p.passive_reads, resumed=p.resumed)
+
+
+def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
+    return [WatchActivities(cfg).watch_regions]

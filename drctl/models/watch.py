@@ -1,0 +1,103 @@
+"""The watcher's contract and its pure steps: feed probes and passive verdicts to the region trackers.
+
+The watcher (activities/watch.py) runs the probe loop inside one long-lived, heartbeating activity
+and returns to the monitor only when a region changes state or a checkpoint is due, so a quiet
+fleet costs a handful of history events an hour instead of a dozen per probe round. The steps
+here are the same state machine the monitor runs per round (RegionTracker.observe, probe_passes):
+the monitor stays the authority on what a state means (failover, failback, alerts).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from drctl.models.failover import RegionTracker, probe_passes
+from drctl.models.health import ProbeStatus, RegionProbe, RegionState
+from drctl.models.passive import PassiveSignal, PassiveVerdict
+
+
+class WatchInput(BaseModel):
+    """What one watcher attempt needs: the trackers to resume and the monitor's spec settings."""
+
+    regions: list[str]
+    trackers: dict[str, RegionTracker]
+    interval_s: float
+    fast_confirm: bool
+    fast_confirm_interval_s: float
+    failure_threshold: int
+    recovery_threshold: int
+    fail_on_degraded: bool
+    probe_timeout_s: float
+    return_after_s: float = Field(description="Return by then even with no transition (checkpoint or a due decision).")
+    unresolved: dict[str, str] = Field(default_factory=dict, description="As the monitor knows them: a change returns.")
+    refused: list[str] = Field(default_factory=list, description="Regions refusing drctl's token, as the monitor knows.")
+
+
+class WatchProgress(BaseModel):
+    """The heartbeat details: a retried attempt (worker restart) resumes from these."""
+
+    trackers: dict[str, RegionTracker]
+    unresolved: dict[str, str] = Field(default_factory=dict)
+    refused: list[str] = Field(default_factory=list)
+    rounds: int = Field(0, description="Active probe rounds run by this call, over all attempts.")
+    passive_reads: int = 0
+    started_at: datetime
+    resumed: int = Field(0, description="Attempts that resumed from a heartbeat.")
+    quiet_until: dict[str, datetime] = Field(
+        default_factory=dict, description="Per region: passive SUSPECT ignored until then (a probe cleared it).")
+
+
+class WatchResult(BaseModel):
+    trackers: dict[str, RegionTracker]
+    unresolved: dict[str, str] = Field(default_factory=dict)
+    changed: list[str] = Field(default_factory=list, description="Regions whose state changed, in order.")
+    refused: list[str] = Field(default_factory=list, description="Regions refusing drctl's token in the last round.")
+    reason: Literal["transition", "checkpoint", "unresolved"]
+    rounds: int = 0
+    passive_reads: int = 0
+    resumed: int = 0
+
+
+def feed_probe(t: RegionTracker, probe: RegionProbe, at: datetime, inp: WatchInput) -> bool:
+    """One active probe into the tracker, exactly as the monitor's round does; True on a state change.
+
+    AUTH (credentials refused) leaves the state as it is: a config error, not an outage.
+    """
+    t.record_probe(probe, at)
+    if probe.status is ProbeStatus.AUTH:
+        return False
+    return t.observe(probe_passes(probe, inp.fail_on_degraded), at, inp.failure_threshold, inp.recovery_threshold)
+
+
+def feed_passive(t: RegionTracker, verdict: PassiveVerdict, at: datetime, quiet_until: datetime | None) -> bool:
+    """A passive breach makes a HEALTHY region SUSPECT at once; the active probe confirms or clears it.
+
+    It counts as no failed check (only probes move a region to UNHEALTHY), and after a probe has
+    cleared a passive suspicion it is ignored until `quiet_until`, so a region that breaches the
+    passive limits but passes the probe does not flap SUSPECT/HEALTHY every second.
+    """
+    if verdict.signal is not PassiveSignal.SUSPECT or t.state is not RegionState.HEALTHY:
+        return False
+    if quiet_until is not None and at < quiet_until:
+        return False
+    t.state, t.since, t.first_failure_at = RegionState.SUSPECT, at, at
+    t.last_reason = f"passive: {verdict.reason}"
+    return True
+
+
+def probe_period_s(trackers: dict[str, RegionTracker], inp: WatchInput) -> float:
+    """Seconds to the next probe round: fast confirm while any region is SUSPECT, as the monitor does."""
+    if inp.fast_confirm and any(t.state is RegionState.SUSPECT for t in trackers.values()):
+        return inp.fast_confirm_interval_s
+    return inp.interval_s
+
+
+def return_after_s(checkpoint_s: float, now: datetime, due: list[datetime]) -> float:
+    """How long a watcher call may run: the checkpoint, or sooner when a timed decision is due."""
+    soonest = min((d for d in due if d > now), default=None)
+    if soonest is None:
+        return checkpoint_s
+    return max(1.0, min(checkpoint_s, (soonest - now) / timedelta(seconds=1)))

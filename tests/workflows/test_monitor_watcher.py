@@ -1,0 +1,96 @@
+"""The monitor with `health.watcher` on the dev stack: a worker restart costs about one heartbeat.
+
+The watcher activity runs the probe and passive loop and heartbeats its trackers every second.
+The worker running it stops (a restart); while no worker runs, us-west-1 loses every replica;
+another worker starts. The watcher's next attempt resumes from the last heartbeat (its round count
+goes on from there) and the fault is still detected, within the fast-confirm rounds plus the gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from drctl.config import FleetConfig
+from drctl.models.health import RegionState
+from drctl.models.watch import WatchProgress, WatchResult
+from drctl.worker import run_worker
+from tests.helpers import assert_eventually
+from tests.workflows.conftest import admin, fast_config, monitor_handle, monitor_status, terminate_fleet_workflows
+
+pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+
+
+async def _heartbeat(client: Client, mon: WorkflowHandle[Any, Any]) -> tuple[int, WatchProgress] | None:
+    """The running watcher's attempt and last heartbeat, as the server holds them."""
+    desc = await mon.describe()
+    for act in desc.raw_description.pending_activities:
+        if act.activity_type.name == "watch_regions" and act.heartbeat_details.payloads:
+            [details] = await client.data_converter.decode(act.heartbeat_details.payloads, [WatchProgress])
+            return act.attempt, details
+    return None
+
+
+async def _watch_results(client: Client, mon: WorkflowHandle[Any, Any]) -> list[WatchResult]:
+    out = []
+    async for e in mon.fetch_history_events():
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            [res] = await client.data_converter.decode(e.activity_task_completed_event_attributes.result.payloads)
+            if isinstance(res, dict) and "passive_reads" in res:
+                out.append(WatchResult.model_validate(res))
+    return out
+
+
+async def test_worker_restart_resumes_the_watcher_from_its_heartbeat_and_a_fault_meanwhile_is_detected(
+    temporal_client: Client, fleet_config: FleetConfig, reset_fleet: None
+) -> None:
+    base = fast_config(fleet_config, watcher=True)
+    # Manual: detection is what is measured here; failing over is the monitor's, tested elsewhere.
+    cfg = base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})})
+    stop1, stop2 = asyncio.Event(), asyncio.Event()
+    first = asyncio.create_task(run_worker(cfg, [], client=temporal_client, stop=stop1, http_port=0))
+    second: asyncio.Task[None] | None = None
+    try:
+        mon = await monitor_handle(temporal_client, cfg)
+
+        async def rounds(n: int) -> tuple[int, WatchProgress] | None:
+            hb = await _heartbeat(temporal_client, mon)
+            return hb if hb is not None and hb[1].rounds >= n else None
+
+        attempt, before = await assert_eventually(lambda: rounds(2), timeout_s=30, interval_s=0.3,
+                                                  what="the watcher heartbeats two probe rounds")
+        assert attempt == 1 and all(t.state is RegionState.HEALTHY for t in before.trackers.values())
+        assert (await monitor_status(mon)).regions["us-west-1"].state is RegionState.HEALTHY
+
+        stop1.set()
+        await asyncio.wait_for(first, 30)
+        stopped = time.monotonic()
+        admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        second = asyncio.create_task(run_worker(cfg, [], client=temporal_client, stop=stop2, http_port=0))
+
+        async def west_unhealthy() -> bool:
+            return (await monitor_status(mon)).regions["us-west-1"].state is RegionState.UNHEALTHY
+
+        await assert_eventually(west_unhealthy, timeout_s=60, interval_s=0.2, what="us-west-1 UNHEALTHY")
+        detected_s = time.monotonic() - stopped
+        results = await _watch_results(temporal_client, mon)
+        resumed = [r for r in results if r.resumed]
+        assert resumed, results
+        # The resumed attempt went on from the heartbeat: its count includes the first worker's rounds.
+        assert resumed[0].rounds > before.rounds, (resumed[0].rounds, before.rounds)
+        assert resumed[0].trackers["us-west-1"].state is not RegionState.HEALTHY
+        # Lost: the restart gap and at most one heartbeat; then three failed checks at fast confirm.
+        assert detected_s < 30, detected_s
+        print(f"fault to UNHEALTHY across a worker restart: {detected_s:.1f}s")
+    finally:
+        stop1.set()
+        stop2.set()
+        await terminate_fleet_workflows(temporal_client, cfg)
+        for task in (first, second):
+            if task is not None:
+                await asyncio.wait_for(task, 30)

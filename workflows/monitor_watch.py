@@ -1,0 +1,132 @@
+"""The monitor with `health.watcher`: one watcher activity per quiet stretch instead of a round per probe.
+
+The watcher (activities/watch.py) probes and reads passive signals itself and returns only when a
+region changes state or its checkpoint is due. The monitor then applies the returned trackers and
+decides exactly as after a round (`_decide`). Between returns it wakes only for what it owns: a
+signal or update (pause and spec changes restart the watcher; a policy change or a finished child
+is decided at once) and timed decisions (a failback window, a failover back-off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl import search_attributes as sa
+    from drctl.models.failover import PROBE_AUTH_REFUSED, MonitorState
+    from drctl.models.health import RegionState
+    from drctl.models.ops import FleetSpec
+    from drctl.models.watch import WatchInput, WatchResult
+    from workflows import calls
+    from workflows.notify import Notifier
+
+
+class MonitorWatch:
+    """Mixed into FleetMonitor, which holds this state and `_decide`."""
+
+    s: MonitorState
+    poke: bool
+    pending_spec: FleetSpec | None
+    notes: Notifier
+    refused: list[str]
+    shown_phase: str | None
+
+    def _decide(self) -> None:
+        raise NotImplementedError
+
+    def _due(self) -> list[datetime]:
+        """Future moments at which `_decide` may act without any region changing state."""
+        s, now = self.s, workflow.now()
+        due = [s.next_failover_attempt_at] if s.next_failover_attempt_at else []
+        window = timedelta(seconds=s.spec.stabilization_window_s)
+        for rec in s.failed_over:
+            t = s.trackers.get(rec.source)
+            if t is not None and t.state is RegionState.HEALTHY and t.since is not None:
+                due.append(t.since + window)
+        return [d for d in due if d > now]
+
+    def _timeout(self) -> timedelta | None:
+        due = self._due()
+        return min(due) - workflow.now() if due else None
+
+    async def _watch_cycle(self) -> None:
+        """One watcher call, or one paused wait; returns when the loop should run its bookkeeping."""
+        s = self.s
+        spec = s.spec
+        self.poke = False
+        if s.paused:
+            try:
+                await workflow.wait_condition(lambda: self.poke, timeout=timedelta(seconds=spec.watcher_checkpoint_s))
+            except TimeoutError:
+                pass
+            return
+        inp = WatchInput(
+            regions=spec.region_names, trackers=s.trackers, interval_s=spec.interval_s,
+            fast_confirm=spec.fast_confirm, fast_confirm_interval_s=spec.fast_confirm_interval_s,
+            failure_threshold=spec.failure_threshold, recovery_threshold=spec.recovery_threshold,
+            fail_on_degraded=spec.fail_on_degraded, probe_timeout_s=spec.probe_timeout_s,
+            return_after_s=spec.watcher_checkpoint_s, unresolved=s.unresolved, refused=self.refused)
+        handle = calls.start_watch(inp, summary="watch regions")
+        try:
+            while not handle.done():
+                self.poke = False
+                try:
+                    await workflow.wait_condition(lambda: self.poke or handle.done(), timeout=self._timeout())
+                except TimeoutError:
+                    pass
+                if handle.done():
+                    break
+                if s.paused or self.pending_spec is not None:
+                    handle.cancel()  # the watcher restarts with the new spec, or stops while paused
+                    await asyncio.gather(handle, return_exceptions=True)
+                    return
+                self._decide()  # a policy change, a finished child or a timed decision: no probe needed
+                if self.refused and s.alert is None:
+                    s.alert = PROBE_AUTH_REFUSED
+                self._show()
+        except asyncio.CancelledError:
+            handle.cancel()  # `drctl monitor stop`
+            raise
+        try:
+            res = handle.result()
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise
+            # Our own watcher failing says nothing about the regions: never fail over on it.
+            workflow.logger.warning("watcher failed, regions unchanged: %s", exc.cause or exc)
+            await workflow.sleep(spec.interval_s)
+            return
+        self._apply_watch(res)
+
+    def _apply_watch(self, res: WatchResult) -> None:
+        s = self.s
+        # Regions removed by a spec update meanwhile are not brought back.
+        s.trackers = {name: res.trackers.get(name, t) for name, t in s.trackers.items()}
+        s.unresolved = {r: why for r, why in res.unresolved.items() if r in s.trackers}
+        for name in res.changed:
+            t = s.trackers.get(name)
+            if t is not None:
+                workflow.logger.info("region %s is now %s (%s)", name, t.state.value, t.last_reason)
+        self.refused = res.refused
+        self._decide()
+        if res.refused and s.alert is None:
+            s.alert = PROBE_AUTH_REFUSED
+            workflow.logger.error("%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
+                                  PROBE_AUTH_REFUSED, ", ".join(res.refused))
+        self.notes.monitor_alert(s)
+
+    def _details(self) -> None:
+        raise NotImplementedError
+
+    def _show(self) -> None:
+        """The phase search attribute, upserted only when it changes (each upsert is a history event)."""
+        s = self.s
+        phase = s.alert or ("paused" if s.paused else "watching")
+        if phase != self.shown_phase:
+            workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
+            self.shown_phase = phase
+        self._details()
