@@ -75,8 +75,3 @@ _.max_duration_s
 
 # Typer's eager --version option: its callback prints and exits; the parameter is never read.
 version_
-
-# Issue 12 (passive detection) is wiring these into the monitor; until it lands no product code
-# reads them. Remove these two lines when it does: if they are still flagged then, they are dead.
-_.enabled  # PassiveConfig.enabled (health.passive.enabled)
-PassiveReader

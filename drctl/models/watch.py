@@ -9,7 +9,7 @@ the monitor stays the authority on what a state means (failover, failback, alert
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -31,7 +31,7 @@ class WatchInput(BaseModel):
     recovery_threshold: int
     fail_on_degraded: bool
     probe_timeout_s: float
-    return_after_s: float = Field(description="Return by then even with no transition (checkpoint or a due decision).")
+    return_after_s: float = Field(description="Return by then even with no transition: the monitor's checkpoint.")
     unresolved: dict[str, str] = Field(default_factory=dict, description="As the monitor knows them: a change returns.")
     refused: list[str] = Field(default_factory=list, description="Regions refusing drctl's token, as the monitor knows.")
 
@@ -94,10 +94,3 @@ def probe_period_s(trackers: dict[str, RegionTracker], inp: WatchInput) -> float
         return inp.fast_confirm_interval_s
     return inp.interval_s
 
-
-def return_after_s(checkpoint_s: float, now: datetime, due: list[datetime]) -> float:
-    """How long a watcher call may run: the checkpoint, or sooner when a timed decision is due."""
-    soonest = min((d for d in due if d > now), default=None)
-    if soonest is None:
-        return checkpoint_s
-    return max(1.0, min(checkpoint_s, (soonest - now) / timedelta(seconds=1)))

@@ -1,0 +1,70 @@
+"""The watcher's pure steps: probes move trackers as the monitor's round does, a passive breach only
+makes a HEALTHY region SUSPECT (and not again right after a probe cleared it), and fast confirm."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from drctl.models.failover import RegionTracker
+from drctl.models.health import ProbeStatus, RegionProbe, RegionState, TargetProbe
+from drctl.models.passive import PassiveSignal, PassiveVerdict
+from drctl.models.watch import WatchInput, feed_passive, feed_probe, probe_period_s
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def _inp(**kw: object) -> WatchInput:
+    base: dict[str, object] = dict(
+        regions=["a"], trackers={"a": RegionTracker(region="a")}, interval_s=10.0, fast_confirm=True,
+        fast_confirm_interval_s=1.0, failure_threshold=3, recovery_threshold=2, fail_on_degraded=True,
+        probe_timeout_s=2.0, return_after_s=600.0)
+    return WatchInput.model_validate({**base, **kw})
+
+
+def _probe(status: ProbeStatus) -> RegionProbe:
+    return RegionProbe(region="a", status=status, reason=status.value,
+                       gateway=TargetProbe(target="gateway", url="http://g", status=status))
+
+
+def _verdict(signal: PassiveSignal) -> PassiveVerdict:
+    return PassiveVerdict(region="a", signal=signal, reason="gateway error rate 60% > 20%")
+
+
+def test_probes_walk_the_monitors_state_machine_and_auth_changes_nothing() -> None:
+    t, inp = RegionTracker(region="a"), _inp()
+    assert not feed_probe(t, _probe(ProbeStatus.AUTH), T0, inp)
+    assert t.state is RegionState.HEALTHY and t.last_status is ProbeStatus.AUTH and t.consecutive_failures == 0
+    steps = [feed_probe(t, _probe(ProbeStatus.DOWN), T0 + timedelta(seconds=i), inp) for i in range(3)]
+    assert steps == [True, False, True] and t.state is RegionState.UNHEALTHY
+    assert t.first_failure_at == T0 and t.since == T0 + timedelta(seconds=2)
+    assert feed_probe(t, _probe(ProbeStatus.HEALTHY), T0, inp) and t.state is RegionState.RECOVERING
+
+
+def test_passive_breach_makes_only_a_healthy_region_suspect_and_counts_no_failed_check() -> None:
+    t = RegionTracker(region="a")
+    for quiet in (PassiveSignal.OK, PassiveSignal.NO_SIGNAL, PassiveSignal.MISSING):
+        assert not feed_passive(t, _verdict(quiet), T0, None)
+    assert feed_passive(t, _verdict(PassiveSignal.SUSPECT), T0, None)
+    assert (t.state, t.since, t.first_failure_at, t.consecutive_failures) == (RegionState.SUSPECT, T0, T0, 0)
+    assert t.last_reason.startswith("passive: gateway error rate")
+    assert not feed_passive(t, _verdict(PassiveSignal.SUSPECT), T0, None)  # already SUSPECT
+    down = RegionTracker(region="a", state=RegionState.UNHEALTHY)
+    assert not feed_passive(down, _verdict(PassiveSignal.SUSPECT), T0, None) and down.state is RegionState.UNHEALTHY
+
+
+def test_passive_breach_waits_out_the_quiet_time_a_clearing_probe_set() -> None:
+    t = RegionTracker(region="a")
+    quiet = T0 + timedelta(seconds=10)
+    assert not feed_passive(t, _verdict(PassiveSignal.SUSPECT), quiet - timedelta(seconds=1), quiet)
+    assert t.state is RegionState.HEALTHY
+    assert feed_passive(t, _verdict(PassiveSignal.SUSPECT), quiet, quiet)
+
+
+def test_fast_confirm_while_any_region_is_suspect() -> None:
+    inp = _inp()
+    calm = {"a": RegionTracker(region="a"), "b": RegionTracker(region="b", state=RegionState.UNHEALTHY)}
+    assert probe_period_s(calm, inp) == 10.0
+    calm["a"].state = RegionState.SUSPECT
+    assert probe_period_s(calm, inp) == 1.0
+    assert probe_period_s(calm, _inp(fast_confirm=False)) == 10.0
+
