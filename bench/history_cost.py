@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # run as `python bench/history_cost.py`: make the
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from bench import rto_fleet
 from drctl.cli.monitor import start_monitor
@@ -120,7 +121,11 @@ async def _start(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandle[Any, 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # The worker runs in this process: keep its routine warnings (a terminated monitor's watcher
+    # completing late) out of the printed figures.
     logging.getLogger("temporalio").setLevel(logging.ERROR)
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
+        filter=TelemetryFilter(core_level="ERROR", other_level="ERROR")))), error_if_already_set=False)
     cfg_path = rto_fleet.write_bench_config(args.interval_s, 3)
     cfg = rto_fleet.load(cfg_path)
     try:
