@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +50,12 @@ def test_events_and_bytes_per_region_hour_over_the_steady_window_and_the_whole_r
     assert "2 regions" in out and "target <= 200 events" in out
     assert [line.split()[0] for line in out.splitlines()[3:]] == ["rounds", "watcher"]
     assert out.splitlines()[3].split()[1] == "2225"
+
+
+def test_the_readmes_command_line_parses() -> None:
+    """The README's run, as written there (a real run brings its own stack up for minutes: not here)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    found = re.search(r"`\.venv/bin/python bench/history_cost\.py ([^`]*)`", readme)
+    assert found, "the README shows no bench/history_cost.py run"
+    args = parse_args(found.group(1).split())
+    assert (args.minutes, args.checkpoint_s) == (3.0, 60.0)

@@ -17,11 +17,20 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.config import FleetConfig
+from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
 from drctl.models.watch import WatchProgress, WatchResult
 from drctl.worker import run_worker
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import admin, fast_config, monitor_handle, monitor_status, terminate_fleet_workflows
+from tests.helpers import assert_eventually, until
+from tests.workflows.conftest import (
+    StartWorkers,
+    admin,
+    fast_config,
+    monitor_handle,
+    monitor_status,
+    terminate_fleet_workflows,
+    weights,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -94,3 +103,37 @@ async def test_worker_restart_resumes_the_watcher_from_its_heartbeat_and_a_fault
         for task in (first, second):
             if task is not None:
                 await asyncio.wait_for(task, 30)
+
+
+async def test_watcher_monitor_fails_over_a_dead_region_and_back_after_the_window(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    """With the watcher the monitor still decides: a transition starts the failover, and the failback
+    runs once the region has been HEALTHY for the stabilization window (a workflow timer, no probe)."""
+    cfg = await start_workers(watcher=True)
+    mon = await monitor_handle(temporal_client, cfg)
+
+    async def rounds(n: int) -> tuple[int, WatchProgress] | None:
+        hb = await _heartbeat(temporal_client, mon)
+        return hb if hb is not None and hb[1].rounds >= n else None
+
+    await assert_eventually(lambda: rounds(2), timeout_s=30, interval_s=0.3, what="the watcher probed twice")
+    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+
+    async def failed_over() -> bool:
+        return bool((await monitor_status(mon)).failed_over)
+
+    await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover")
+    assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+    admin(cfg, "us-west-1", "/faults/clear")
+    await until(lambda: weights(cfg) == cfg.weights, timeout_s=90, interval_s=0.5, what="failback to 60/40")
+
+    async def failed_back() -> MonitorStatus | None:
+        st = await monitor_status(mon)
+        return st if st.last_failback and not st.failed_over else None
+
+    st = await assert_eventually(failed_back, timeout_s=60, interval_s=0.5, what="the failback recorded")
+    assert st.regions["us-west-1"].state is RegionState.HEALTHY and st.last_failback.startswith("succeeded"), st
+    # Only transitions and decisions wrote history: far fewer watcher calls than probe rounds.
+    results = await _watch_results(temporal_client, mon)
+    assert results and sum(r.rounds for r in results) > len(results), results
