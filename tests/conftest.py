@@ -6,7 +6,10 @@ temporal_client, reset_fleet.
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,7 +64,8 @@ def fleet_config(fleet_config_path: Path) -> FleetConfig:
 
 
 @pytest.fixture(scope="session")
-def dev_stack(fleet_config: FleetConfig, fleet_config_path: Path) -> Iterator[stack.StackInfo]:
+def dev_stack(request: pytest.FixtureRequest, fleet_config: FleetConfig, fleet_config_path: Path
+              ) -> Iterator[stack.StackInfo]:
     # A missing HAProxy must fail the run loudly, never skip: the stack is the product's test bed.
     if not (shutil.which("haproxy") or Path("/usr/sbin/haproxy").exists()):
         pytest.fail("haproxy is not installed (Debian: apt-get install haproxy); the dev stack needs it")
@@ -73,7 +77,18 @@ def dev_stack(fleet_config: FleetConfig, fleet_config_path: Path) -> Iterator[st
     try:
         yield info
     finally:
+        if request.session.testsfailed:
+            _keep_logs(fleet_config)
         stack.down(fleet_config)
+
+
+def _keep_logs(cfg: FleetConfig) -> None:
+    """After a failed test, the stack's process logs outlive its teardown (CI reads them)."""
+    logs = stack.state_dir(cfg) / "logs"
+    keep = Path(tempfile.mkdtemp(prefix=f"drctl-test-logs-{os.environ.get('PYTEST_XDIST_WORKER', 'gw0')}-",
+                                 dir="/tmp"))
+    shutil.copytree(logs, keep / "logs", dirs_exist_ok=True)
+    print(f"\ndev-stack logs kept in {keep}/logs", file=sys.stderr)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

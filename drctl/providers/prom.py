@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 
 from drctl.models.passive import HistogramSnapshot
 
@@ -12,13 +13,8 @@ from drctl.models.passive import HistogramSnapshot
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?\s+(\S+)')
 
 
-def parse_samples(text: str) -> dict[str, float]:
-    """Sum samples per metric name across label sets (one vLLM server exposes one model).
-
-    Unparseable lines and non-finite values are skipped: a probe must read what it can from a
-    half-broken /metrics page rather than fail on it.
-    """
-    out: dict[str, float] = {}
+def _samples(text: str) -> Iterator[tuple[re.Match[str], float]]:
+    """Each sample line's match and value; comments, unparsable lines and NaN are skipped."""
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
@@ -30,9 +26,20 @@ def parse_samples(text: str) -> dict[str, float]:
             value = float(m.group(3))
         except ValueError:
             continue
-        if math.isnan(value) or math.isinf(value):
-            continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + value
+        if not math.isnan(value):
+            yield m, value
+
+
+def parse_samples(text: str) -> dict[str, float]:
+    """Sum samples per metric name across label sets (one vLLM server exposes one model).
+
+    Unparseable lines and non-finite values are skipped: a probe must read what it can from a
+    half-broken /metrics page rather than fail on it.
+    """
+    out: dict[str, float] = {}
+    for m, value in _samples(text):
+        if not math.isinf(value):
+            out[m.group(1)] = out.get(m.group(1), 0.0) + value
     return out
 
 
@@ -54,23 +61,8 @@ def parse_series(text: str) -> list[tuple[str, dict[str, str], float]]:
 
     +Inf is kept here (a histogram's last `le` label is "+Inf", and a gauge may be infinite).
     """
-    out: list[tuple[str, dict[str, str], float]] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        labels = {k: _unescape(v) for k, v in _LABEL.findall(m.group(2) or "")}
-        out.append((m.group(1), labels, value))
-    return out
+    return [(m.group(1), {k: _unescape(v) for k, v in _LABEL.findall(m.group(2) or "")}, value)
+            for m, value in _samples(text)]
 
 
 def histogram(series: list[tuple[str, dict[str, str], float]], name: str) -> HistogramSnapshot | None:

@@ -50,19 +50,13 @@ def _server(status: int, name: str) -> ThreadingHTTPServer:
 
 
 @pytest.fixture(scope="module")
-def east() -> Iterator[ThreadingHTTPServer]:
-    server = _server(200, "us-east-1")
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture(scope="module")
-def west_503() -> Iterator[ThreadingHTTPServer]:
-    server = _server(503, "us-west-1 has no replica")
-    yield server
-    server.shutdown()
-    server.server_close()
+def servers() -> Iterator[dict[str, ThreadingHTTPServer]]:
+    """us-east-1 answering, and a us-west-1 gateway with no replica left behind it (503)."""
+    running = {"east": _server(200, "us-east-1"), "west_503": _server(503, "us-west-1 has no replica")}
+    yield running
+    for server in running.values():
+        server.shutdown()
+        server.server_close()
 
 
 def _global(fast_path: bool, west_url: str, east_url: str) -> Iterator[str]:
@@ -112,10 +106,11 @@ def test_fast_path_is_off_by_default_and_renders_the_retry_lines() -> None:
 
 @pytest.mark.parametrize("broken", ["down", "503"])
 def test_a_broken_region_costs_users_errors_without_the_fast_path_and_none_with_it(
-    broken: str, east: ThreadingHTTPServer, west_503: ThreadingHTTPServer
+    broken: str, servers: dict[str, ThreadingHTTPServer]
 ) -> None:
-    east_url = f"http://127.0.0.1:{east.server_address[1]}"
-    west_url = f"http://127.0.0.1:{free_port()}" if broken == "down" else f"http://127.0.0.1:{west_503.server_address[1]}"
+    east_url = f"http://127.0.0.1:{servers['east'].server_address[1]}"
+    west_port = free_port() if broken == "down" else servers["west_503"].server_address[1]
+    west_url = f"http://127.0.0.1:{west_port}"
     for fast_path in (False, True):
         for url in _global(fast_path, west_url, east_url):
             answers = _answers(url)
