@@ -55,7 +55,8 @@ def _resume(inp: WatchInput) -> WatchProgress:
         progress.trackers = {r: progress.trackers.get(r) or inp.trackers[r] for r in inp.trackers}
         return progress
     return WatchProgress(trackers={k: v.model_copy() for k, v in inp.trackers.items()},
-                         unresolved=dict(inp.unresolved), refused=list(inp.refused), started_at=_now())
+                         unresolved=dict(inp.unresolved), refused=list(inp.refused), started_at=_now(),
+                         quiet_until=dict(inp.quiet_until))
 
 
 class WatchActivities:
@@ -153,7 +154,8 @@ class WatchActivities:
                 ) -> WatchResult:
         return WatchResult(trackers=p.trackers, unresolved=p.unresolved if unresolved is None else unresolved,
                            changed=list(dict.fromkeys(changed)), refused=p.refused, reason=reason,
-                           rounds=p.rounds, passive_reads=p.passive_reads, resumed=p.resumed)
+                           rounds=p.rounds, passive_reads=p.passive_reads, resumed=p.resumed,
+                           quiet_until=p.quiet_until)
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

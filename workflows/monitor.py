@@ -9,7 +9,7 @@ continuing as new (or being stopped) must never cancel a failover half-way.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -63,6 +63,7 @@ class FleetMonitor(MonitorActions, MonitorWatch):
         self.notes = Notifier(self.s.spec, alert=self.s.alert)
         self.refused: list[str] = []  # with the watcher: regions refusing drctl's token, as last reported
         self.shown_phase: str | None = None  # with the watcher: the phase last upserted
+        self.quiet_until: dict[str, datetime] = {}  # with the watcher: passive suspicion held off until
 
     # --- handlers ---------------------------------------------------------------------------------
 

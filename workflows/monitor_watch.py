@@ -33,6 +33,7 @@ class MonitorWatch:
     pending_spec: FleetSpec | None
     notes: Notifier
     refused: list[str]
+    quiet_until: dict[str, datetime]
     shown_phase: str | None
 
     def _decide(self) -> None:
@@ -69,7 +70,8 @@ class MonitorWatch:
             fast_confirm=spec.fast_confirm, fast_confirm_interval_s=spec.fast_confirm_interval_s,
             failure_threshold=spec.failure_threshold, recovery_threshold=spec.recovery_threshold,
             fail_on_degraded=spec.fail_on_degraded, probe_timeout_s=spec.probe_timeout_s,
-            return_after_s=spec.watcher_checkpoint_s, unresolved=s.unresolved, refused=self.refused)
+            return_after_s=spec.watcher_checkpoint_s, unresolved=s.unresolved, refused=self.refused,
+            quiet_until=self.quiet_until)
         handle = calls.start_watch(inp, summary="watch regions")
         try:
             while not handle.done():
@@ -112,6 +114,8 @@ class MonitorWatch:
             if t is not None:
                 workflow.logger.info("region %s is now %s (%s)", name, t.state.value, t.last_reason)
         self.refused = res.refused
+        # A probe just cleared a passive suspicion: the next call must not raise it again at once.
+        self.quiet_until = {r: at for r, at in res.quiet_until.items() if at > workflow.now()}
         self._decide()
         if res.refused and s.alert is None:
             s.alert = PROBE_AUTH_REFUSED

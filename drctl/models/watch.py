@@ -34,6 +34,8 @@ class WatchInput(BaseModel):
     return_after_s: float = Field(description="Return by then even with no transition: the monitor's checkpoint.")
     unresolved: dict[str, str] = Field(default_factory=dict, description="As the monitor knows them: a change returns.")
     refused: list[str] = Field(default_factory=list, description="Regions refusing drctl's token, as the monitor knows.")
+    quiet_until: dict[str, datetime] = Field(
+        default_factory=dict, description="Passive SUSPECT ignored until then, per region (kept across calls).")
 
 
 class WatchProgress(BaseModel):
@@ -59,6 +61,7 @@ class WatchResult(BaseModel):
     rounds: int = 0
     passive_reads: int = 0
     resumed: int = 0
+    quiet_until: dict[str, datetime] = Field(default_factory=dict)
 
 
 def feed_probe(t: RegionTracker, probe: RegionProbe, at: datetime, inp: WatchInput) -> bool:
