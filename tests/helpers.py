@@ -79,10 +79,13 @@ def free_port() -> int:
 
 def free_port_run(n: int, attempts: int = 20) -> int:
     """A first port P with P..P+n-1 all free on 127.0.1.1 (the bench's first target address)."""
-    for _ in range(attempts):
-        base = free_port()
-        if base + n > 65535:
-            continue
+    ports = _port_slice()
+    if len(ports) < 2 * n:
+        ports = range(10000, 32768)
+    # Candidate runs n apart from a random start: consecutive bases would all overlap one taken port.
+    start = random.randrange(len(ports) - n)
+    for i in range(attempts):
+        base = ports[0] + (start + i * n) % (len(ports) - n)
         socks = []
         try:
             for port in range(base, base + n):
