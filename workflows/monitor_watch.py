@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
@@ -26,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 class MonitorWatch:
-    """Mixed into FleetMonitor, which holds this state and `_decide`."""
+    """Mixed into FleetMonitor, which holds this state, `_decide` and `_details`."""
 
     s: MonitorState
     poke: bool
@@ -36,8 +37,10 @@ class MonitorWatch:
     quiet_until: dict[str, datetime]
     shown_phase: str | None
 
-    def _decide(self) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # FleetMonitor's own, called from here
+        def _decide(self) -> None: ...
+
+        def _details(self) -> None: ...
 
     def _due(self) -> list[datetime]:
         """Future moments at which `_decide` may act without any region changing state."""
@@ -122,9 +125,6 @@ class MonitorWatch:
             workflow.logger.error("%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
                                   PROBE_AUTH_REFUSED, ", ".join(res.refused))
         self.notes.monitor_alert(s)
-
-    def _details(self) -> None:
-        raise NotImplementedError
 
     def _show(self) -> None:
         """The phase search attribute, upserted only when it changes (each upsert is a history event)."""
