@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from drctl.config_data import DataConfig
 from drctl.config_passive import PassiveConfig
+from drctl.config_quorum import QuorumConfig
 
 TRACKS = ("stable", "canary", "blue", "green")
 
@@ -175,6 +176,10 @@ class HealthConfig(_Model):
         default_factory=PassiveConfig,
         description="Passive signals (gateway counters, vLLM /metrics, or Prometheus) read every interval_s; "
         "a breach makes a region SUSPECT for the active probe to confirm.",
+    )
+    quorum: QuorumConfig = Field(
+        default_factory=QuorumConfig,
+        description="Vantage points that must agree a region is down before an automatic failover.",
     )
 
     @model_validator(mode="after")

@@ -177,6 +177,14 @@ async def probe_regions(inp: ProbeRequest, *, probe_timeout_s: float, summary: s
                        seconds=probe_attempt_s(probe_timeout_s), retry=FAST_RETRY)
 
 
+async def probe_from(inp: ProbeRequest, *, queue: str, probe_timeout_s: float, vantage_timeout_s: float,
+                     summary: str) -> ProbeBatch:
+    """A quorum vote: another region's worker probes. Once: an unanswered vote is a missing vote,
+    and waiting vantage_timeout_s for a worker, not QUEUE_WAIT_S, keeps a dead one from holding up a failover."""
+    return await _call("probe_regions", inp, ProbeBatch, summary=summary, queue=queue,
+                       seconds=probe_attempt_s(probe_timeout_s), retry=NO_RETRY, queue_wait_s=vantage_timeout_s)
+
+
 def start_watch(inp: WatchInput, *, summary: str) -> workflow.ActivityHandle[WatchResult]:
     """Started, not awaited: the monitor cancels it on pause or a spec update. A lost worker is
     noticed within WATCH_HEARTBEAT and the next attempt resumes from the last heartbeat."""

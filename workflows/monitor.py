@@ -35,8 +35,10 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
     from drctl.models.ops import FleetSpec, ProbeRequest
+    from drctl.models.quorum import NO_QUORUM
     from workflows import calls
     from workflows.monitor_actions import MonitorActions
+    from workflows.monitor_quorum import MonitorQuorum
     from workflows.monitor_watch import MonitorWatch
     from workflows.notify import Notifier
 
@@ -46,11 +48,14 @@ _ALERT_TEXT = {
     NO_FAILOVER_TARGET: "an unhealthy region has no healthy region to fail over to",
     REGION_UNRESOLVED: "the worker's config lacks regions this monitor watches; they are not probed",
     PROBE_AUTH_REFUSED: "replicas refuse drctl's token; check workload.auth",
+    NO_QUORUM: "the monitor sees a region down but most other vantage points do not (or did not answer): not "
+               "failed over, voting again after a back-off; with two regions the other region's worker must answer "
+               "(`drctl failover --to` still works)",
 }
 
 
 @workflow.defn(name="FleetMonitor")
-class FleetMonitor(MonitorActions, MonitorWatch):
+class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
     @workflow.init
     def __init__(self, inp: MonitorInput) -> None:
         # Built here, not in run: a signal or query may arrive in the very first activation.
@@ -74,7 +79,7 @@ class FleetMonitor(MonitorActions, MonitorWatch):
             fleet=s.spec.fleet, policy=s.policy, paused=s.paused, alert=s.alert, iteration=s.total_iterations,
             regions=s.trackers, active_failover=self.active, failed_over=s.failed_over,
             last_failover=s.last_failover, last_failback=s.last_failback, weights=s.spec.weights,
-            unresolved=s.unresolved, avoid_targets=s.avoid_targets,
+            unresolved=s.unresolved, avoid_targets=s.avoid_targets, votes=s.votes,
         )
 
     @workflow.signal
@@ -203,7 +208,8 @@ class FleetMonitor(MonitorActions, MonitorWatch):
     def _decide(self) -> None:
         s = self._state()
         states = [t.state for name, t in s.trackers.items() if name not in s.unresolved]
-        s.alert = REGION_UNRESOLVED if s.unresolved else None
+        no_quorum = self._forget_votes() if s.votes else None
+        s.alert = REGION_UNRESOLVED if s.unresolved else no_quorum
         # A region this worker cannot resolve is unknown, not unhealthy: with one, "every region is
         # unhealthy" would be a guess; the unhealthy region then has no target (NO_FAILOVER_TARGET).
         if (not s.unresolved and RegionState.UNHEALTHY in states
@@ -227,7 +233,10 @@ class FleetMonitor(MonitorActions, MonitorWatch):
                 # The back-off guards against the same obstacle; a region not tried yet is a new chance.
                 if backing_off and target in s.avoid_targets:
                     return
-                self.child = asyncio.ensure_future(self._failover(name, target))
+                if not self._quorum_on():
+                    self.child = asyncio.ensure_future(self._failover(name, target))
+                elif not self._vote_waits(name):
+                    self.child = asyncio.ensure_future(self._vote_then_failover(name, target))
                 return
         if backing_off:
             return
@@ -254,6 +263,7 @@ class FleetMonitor(MonitorActions, MonitorWatch):
         for t in s.trackers.values():
             lines.append(f"| {t.region} | {t.state.value} | {t.consecutive_failures} | {t.consecutive_successes} "
                          f"| {t.last_status.value if t.last_status else '-'} {t.last_reason} |")
+        lines += self._vote_lines()
         if self.active:
             lines.append(f"\nfailover running: {self.active.source} → {self.active.target}")
         workflow.set_current_details("\n".join(lines))

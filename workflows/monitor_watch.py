@@ -42,10 +42,13 @@ class MonitorWatch:
 
         def _details(self) -> None: ...
 
+        def _vote_due(self) -> list[datetime]: ...
+
     def _due(self) -> list[datetime]:
         """Future moments at which `_decide` may act without any region changing state."""
         s, now = self.s, workflow.now()
         due = [s.next_failover_attempt_at] if s.next_failover_attempt_at else []
+        due += self._vote_due()  # a region UNHEALTHY without a quorum stays so: nothing else wakes the re-vote
         window = timedelta(seconds=s.spec.stabilization_window_s)
         for rec in s.failed_over:
             t = s.trackers.get(rec.source)

@@ -139,3 +139,8 @@ def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: commo
                   f"{r.last_status.value if r.last_status else '-'} {r.last_reason}",
                   f"{r.last_ttft_ms:.0f}" if r.last_ttft_ms is not None else "-")
     common.console.print(t)
+    for region, v in st.votes.items():
+        # Missing is shown as missing: an unanswered or old view is never counted healthy.
+        common.console.print(f"vote on {region} at {v.at:%H:%M:%S}: {v.summary()}")
+        for vantage, view in v.views.items():
+            common.console.print(f"  {vantage}: {view}")

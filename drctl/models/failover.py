@@ -26,6 +26,7 @@ from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failov
 )
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.ops import FleetSpec, PhaseTiming, VerifyResult
+from drctl.models.quorum import QuorumVote
 from drctl.models.rpo import DataLossExposure
 from drctl.models.traffic import GlobalChange
 
@@ -243,6 +244,8 @@ class MonitorState(BaseModel):
     avoid_targets: dict[str, datetime] = Field(
         default_factory=dict, description="Targets whose failover just failed, until when: another region goes first.")
     unresolved: dict[str, str] = Field(default_factory=dict, description="Regions the worker cannot resolve, why.")
+    votes: dict[str, QuorumVote] = Field(
+        default_factory=dict, description="The last quorum vote on each UNHEALTHY region (health.quorum).")
 
     @classmethod
     def initial(cls, inp: MonitorInput) -> MonitorState:
@@ -268,6 +271,7 @@ class MonitorStatus(BaseModel):
     weights: dict[str, int] = Field(default_factory=dict, description="Configured weights the monitor works with.")
     unresolved: dict[str, str] = Field(default_factory=dict)
     avoid_targets: dict[str, datetime] = Field(default_factory=dict)
+    votes: dict[str, QuorumVote] = Field(default_factory=dict)
 
 
 class PolicyUpdate(BaseModel):

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from drctl.config import FleetConfig
+from drctl.config_quorum import QuorumConfig
 from drctl.models.health import RegionProbe
 from drctl.models.notify import WebhookSpec
 
@@ -96,6 +97,8 @@ class FleetSpec(BaseModel):
     # Defaulted off: histories recorded before the watcher existed replay the round-per-probe loop.
     watcher: bool = Field(False, description="health.watcher: detection in one long-lived activity.")
     watcher_checkpoint_s: float = Field(600.0, description="health.watcher_checkpoint_s.")
+    # Off when absent: specs recorded before the quorum existed replay the single-vantage decision.
+    quorum: QuorumConfig = Field(default_factory=lambda: QuorumConfig(mode="off"), description="health.quorum.")
 
     @property
     def verify_deadline_s(self) -> float:
