@@ -13,6 +13,7 @@ from temporalio.client import Client
 
 from drctl import search_attributes as sa
 from drctl.config import FleetConfig
+from drctl.config_quorum import QuorumConfig
 from drctl.models.failover import (
     NO_FAILOVER_TARGET,
     REGION_UNRESOLVED,
@@ -215,8 +216,10 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
 ) -> None:
     # Two regions, us-east-1's worker down: the monitor's failover fails naming the queue, and the
     # monitor marks us-east-1 to be avoided (with a third region it would go there next; here it can
-    # only retry after its back-off, never every round).
-    cfg = await start_workers(regions=["us-west-1"])
+    # only retry after its back-off, never every round). Quorum off, on purpose: with two regions a
+    # dead us-east-1 worker is a missing vote, and the majority vote would stop the failover before it
+    # starts (tests/workflows/test_monitor_quorum.py); this test is about the failover's queue wait.
+    cfg = await start_workers(regions=["us-west-1"], quorum=QuorumConfig(mode="off"))
     mon = await monitor_handle(temporal_client, cfg)
     await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})

@@ -1,0 +1,119 @@
+"""A quorum of vantage points on the dev stack: a partitioned worker cannot fail a region over.
+
+Two workers, as two regions' machines would run them. Worker A serves only the main queue (the
+monitor and its own probe); its config reaches us-west-1's gateway through a loopback proxy that
+the test cuts: the stand-in for a broken network path between A and that region. Worker B serves
+both regions' queues with the real config. Cut: A sees us-west-1 DOWN, us-east-1's worker sees it
+healthy, so 1 of 2 voters is not a majority: no failover, the vote and NO_QUORUM are shown, and
+re-votes back off. Then us-west-1 really fails: both vantage points agree and the monitor fails over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from drctl.config import FleetConfig
+from drctl.models.failover import MonitorStatus
+from drctl.models.health import RegionState
+from drctl.models.quorum import MAIN, NO_QUORUM
+from drctl.worker import run_worker
+from tests.helpers import assert_eventually, cli, until, write_config
+from tests.tcp_proxy import CuttableProxy
+from tests.workflows.conftest import (
+    admin,
+    fast_config,
+    monitor_handle,
+    monitor_status,
+    terminate_fleet_workflows,
+    weights,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+
+WEST, EAST = "us-west-1", "us-east-1"
+
+
+def _through(cfg: FleetConfig, region: str, url: str) -> FleetConfig:
+    """`cfg` with `region`'s gateway reached at `url` (the same queues: the same fleet, another path)."""
+    regions = [r.model_copy(update={"gateway_url": url}) if r.name == region else r for r in cfg.regions]
+    return cfg.model_copy(update={"regions": regions})
+
+
+# Both loops: with the watcher nothing returns while us-west-1 stays UNHEALTHY, so the re-vote
+# must wake the monitor by itself (its back-off is one of the watcher's due times).
+@pytest.mark.parametrize("watcher", [False, True], ids=["rounds", "watcher"])
+async def test_a_partitioned_worker_cannot_fail_over_a_healthy_region_and_a_real_fault_still_fails_over(
+    temporal_client: Client, fleet_config: FleetConfig, fleet_config_path: Path, reset_fleet: None, watcher: bool
+) -> None:
+    cfg = fast_config(fleet_config, failure_threshold=2, recovery_threshold=1, watcher=watcher)
+    assert cfg.health.quorum.mode == "majority"  # the default, under test
+    stops = [asyncio.Event(), asyncio.Event()]
+    tasks: list[asyncio.Task[None]] = []
+    async with CuttableProxy(cfg.region(WEST).gateway_url) as proxy:
+        try:
+            # A: main queue only, us-west-1 through the proxy. B: the region queues, real config.
+            tasks.append(asyncio.create_task(run_worker(_through(cfg, WEST, proxy.url), [], main=True,
+                                                        client=temporal_client, stop=stops[0], http_port=0)))
+            tasks.append(asyncio.create_task(run_worker(cfg, None, main=False, client=temporal_client,
+                                                        stop=stops[1], http_port=0)))
+            mon = await monitor_handle(temporal_client, cfg)
+            # Two probe rounds by A through the proxy, both regions HEALTHY (with the watcher, the
+            # status's trackers change only on its returns, so A's traffic is the evidence of probing).
+            await until(lambda: proxy.answered > 0, timeout_s=30, interval_s=0.2, what="A probes through the proxy")
+            seen = proxy.answered
+            await until(lambda: proxy.answered > seen + 1, timeout_s=30, interval_s=0.2, what="a second round")
+            st = await monitor_status(mon)
+            assert all(t.state is RegionState.HEALTHY for t in st.regions.values()), st.regions
+
+            proxy.set_cut(True)
+
+            async def no_quorum() -> MonitorStatus | None:
+                st = await monitor_status(mon)
+                vote = st.votes.get(WEST)
+                return st if vote is not None and st.alert == NO_QUORUM else None
+
+            st = await assert_eventually(no_quorum, timeout_s=30, interval_s=0.3, what="a vote without quorum")
+            vote = st.votes[WEST]
+            assert st.regions[WEST].state is RegionState.UNHEALTHY  # A's own view: down
+            assert vote.views[MAIN].startswith("down:") and vote.views[EAST] == "healthy", vote
+            assert (vote.down, vote.voters, vote.verdict) == (1, 2, "no_quorum")
+            assert proxy.refused > 0  # A's probes really met the cut
+
+            # It stays so: votes again only after a growing back-off, and never fails over.
+            async def revoted() -> MonitorStatus | None:
+                s = await monitor_status(mon)
+                v = s.votes.get(WEST)
+                return s if v is not None and v.backoff_s >= 2 * cfg.health.interval_s else None
+
+            st = await assert_eventually(revoted, timeout_s=30, interval_s=0.3, what="a re-vote, backed off")
+            assert st.alert == NO_QUORUM and st.active_failover is None and st.last_failover is None
+            assert not st.failed_over and weights(cfg) == cfg.weights
+
+            path = str(write_config(cfg, fleet_config_path.parent))
+            code, out, err = await cli("monitor", "status", "-c", path)
+            assert code == 0, (out, err)
+            assert f"ALERT {NO_QUORUM}" in out and f"vote on {WEST}" in out, out
+            assert "main: down" in out and f"{EAST}: healthy" in out and "1/2 see it down" in out, out
+
+            # A real fault: us-west-1 loses every replica. Both vantage points see it: failover.
+            admin(cfg, WEST, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+
+            async def failed_over() -> MonitorStatus | None:
+                s = await monitor_status(mon)
+                return s if s.failed_over else None
+
+            st = await assert_eventually(failed_over, timeout_s=90, interval_s=0.5, what="failover by majority")
+            vote = st.votes[WEST]
+            assert vote.verdict == "confirmed" and vote.views[EAST].startswith("down:"), vote
+            assert st.failed_over[0].source == WEST and st.failed_over[0].target == EAST
+            assert weights(cfg) == {WEST: 0, EAST: 100}
+        finally:
+            for stop in stops:
+                stop.set()
+            await terminate_fleet_workflows(temporal_client, cfg)
+            for task in tasks:
+                await asyncio.wait_for(task, 30)
