@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from drctl.config_quorum import QuorumConfig
@@ -92,3 +95,11 @@ def test_quorum_config_defaults_and_bounds_and_old_specs_stay_single_vantage() -
     # A spec recorded before the quorum existed has no such field: it keeps the one-vantage decision.
     assert "quorum" in FleetSpec.model_fields
     assert FleetSpec.model_fields["quorum"].get_default(call_default_factory=True).mode == "off"
+
+
+def test_the_readme_documents_the_defaults() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "quorum:" in b)
+    documented = yaml.safe_load(block)["health"]["quorum"]
+    assert documented == QuorumConfig().model_dump()
+    assert f"at most {REVOTE_CAP_S:g} s" in readme
