@@ -235,7 +235,9 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
                     return
                 if not self._quorum_on():
                     self.child = asyncio.ensure_future(self._failover(name, target))
-                elif not self._vote_waits(name):
+                elif self._vote_waits(name):
+                    continue  # no quorum on this one yet: another UNHEALTHY region may still have one
+                else:
                     self.child = asyncio.ensure_future(self._vote_then_failover(name, target))
                 return
         if backing_off:
