@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import MonitorState
@@ -96,6 +96,8 @@ class MonitorQuorum:
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise  # the monitor is stopping
+            if isinstance(exc.cause, TimeoutError) and exc.cause.type is TimeoutType.SCHEDULE_TO_START:
+                return f"missing: no worker on {peer.queue} took the probe within {spec.quorum.vantage_timeout_s:g}s"
             return f"missing: {peer.queue}: {exc.cause or exc}"
         return view_of(batch, region, workflow.now(), spec.quorum.max_age_s, spec.fail_on_degraded)
 

@@ -14,6 +14,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from drctl.config import FleetConfig
@@ -24,6 +25,7 @@ from drctl.worker import run_worker
 from tests.helpers import assert_eventually, cli, until, write_config
 from tests.tcp_proxy import CuttableProxy
 from tests.workflows.conftest import (
+    StartWorkers,
     admin,
     fast_config,
     monitor_handle,
@@ -117,3 +119,27 @@ async def test_a_partitioned_worker_cannot_fail_over_a_healthy_region_and_a_real
             await terminate_fleet_workflows(temporal_client, cfg)
             for task in tasks:
                 await asyncio.wait_for(task, 30)
+
+
+async def test_a_peer_without_a_worker_is_a_missing_vote_and_with_two_regions_blocks_the_failover(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    """us-east-1's queue has no worker: its vote is missing, never healthy and never down; 1 of 2 is
+    no majority, so us-west-1, really down, is not failed over automatically. The UI says why."""
+    cfg = await start_workers(regions=[WEST], failure_threshold=2, recovery_threshold=1)
+    mon = await monitor_handle(temporal_client, cfg)
+    admin(cfg, WEST, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+
+    async def no_quorum() -> MonitorStatus | None:
+        st = await monitor_status(mon)
+        return st if WEST in st.votes and st.alert == NO_QUORUM else None
+
+    st = await assert_eventually(no_quorum, timeout_s=40, interval_s=0.3, what="a vote without quorum")
+    view = st.votes[WEST].views[EAST]
+    assert view == f"missing: no worker on {cfg.region(EAST).queue} took the probe within 3s", view
+    assert st.votes[WEST].views[MAIN].startswith("down:") and st.votes[WEST].down == 1
+    assert st.last_failover is None and st.active_failover is None and weights(cfg) == cfg.weights
+    # The Temporal UI's details for the monitor show the alert and each vantage point's view.
+    meta = await mon.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    details = meta.current_details
+    assert NO_QUORUM in details and f"{EAST}: missing: " in details and "1/2 see it down" in details, details
