@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import PROBE_AUTH_REFUSED, MonitorState
     from drctl.models.health import RegionState
     from drctl.models.ops import FleetSpec
+    from drctl.models.quorum import NO_QUORUM
     from drctl.models.watch import WatchInput, WatchResult
     from workflows import calls
     from workflows.notify import Notifier
@@ -95,6 +96,10 @@ class MonitorWatch:
                 self._decide()  # a policy change, a finished child or a timed decision: no probe needed
                 if self.refused and s.alert is None:
                     s.alert = PROBE_AUTH_REFUSED
+                if NO_QUORUM in (s.alert, self.notes.alert):
+                    # Raised or ended by a vote: no watcher return comes for it. Only this alert, so
+                    # histories recorded before the quorum emit what they emitted.
+                    self.notes.monitor_alert(s)
                 self._show()
         except asyncio.CancelledError:
             handle.cancel()  # `drctl monitor stop`

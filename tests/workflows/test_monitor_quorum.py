@@ -17,12 +17,13 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.config import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
 from drctl.models.quorum import MAIN, NO_QUORUM
 from drctl.worker import run_worker
 from tests.helpers import assert_eventually, cli, until, write_config
+from tests.receiver import Receiver, receiver
 from tests.tcp_proxy import CuttableProxy
 from tests.workflows.conftest import (
     StartWorkers,
@@ -122,24 +123,35 @@ async def test_a_partitioned_worker_cannot_fail_over_a_healthy_region_and_a_real
 
 
 async def test_a_peer_without_a_worker_is_a_missing_vote_and_with_two_regions_blocks_the_failover(
-    start_workers: StartWorkers, temporal_client: Client
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
 ) -> None:
     """us-east-1's queue has no worker: its vote is missing, never healthy and never down; 1 of 2 is
-    no majority, so us-west-1, really down, is not failed over automatically. The UI says why."""
-    cfg = await start_workers(regions=[WEST], failure_threshold=2, recovery_threshold=1)
-    mon = await monitor_handle(temporal_client, cfg)
-    admin(cfg, WEST, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    no majority, so us-west-1, really down, is not failed over automatically. The UI says why, and,
+    with the watcher (nothing returns from it for a vote), the NO_QUORUM alert still reaches the webhook."""
+    with receiver() as rec:
+        base = fast_config(fleet_config, failure_threshold=2, recovery_threshold=1, watcher=True)
+        hook = WebhookConfig(name="chat", format="slack", url=rec.url + "/slack", events=["alert.raised"])
+        cfg = await start_workers(regions=[WEST], cfg=base.model_copy(
+            update={"notifications": NotificationsConfig(webhooks=[hook])}))
+        mon = await monitor_handle(temporal_client, cfg)
+        admin(cfg, WEST, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
 
-    async def no_quorum() -> MonitorStatus | None:
-        st = await monitor_status(mon)
-        return st if WEST in st.votes and st.alert == NO_QUORUM else None
+        async def no_quorum() -> MonitorStatus | None:
+            st = await monitor_status(mon)
+            return st if WEST in st.votes and st.alert == NO_QUORUM else None
 
-    st = await assert_eventually(no_quorum, timeout_s=40, interval_s=0.3, what="a vote without quorum")
-    view = st.votes[WEST].views[EAST]
-    assert view == f"missing: no worker on {cfg.region(EAST).queue} took the probe within 3s", view
-    assert st.votes[WEST].views[MAIN].startswith("down:") and st.votes[WEST].down == 1
-    assert st.last_failover is None and st.active_failover is None and weights(cfg) == cfg.weights
-    # The Temporal UI's details for the monitor show the alert and each vantage point's view.
-    meta = await mon.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
-    details = meta.current_details
-    assert NO_QUORUM in details and f"{EAST}: missing: " in details and "1/2 see it down" in details, details
+        st = await assert_eventually(no_quorum, timeout_s=40, interval_s=0.3, what="a vote without quorum")
+        view = st.votes[WEST].views[EAST]
+        assert view == f"missing: no worker on {cfg.region(EAST).queue} took the probe within 3s", view
+        assert st.votes[WEST].views[MAIN].startswith("down:") and st.votes[WEST].down == 1
+        assert st.last_failover is None and st.active_failover is None and weights(cfg) == cfg.weights
+        # The Temporal UI's details for the monitor show the alert and each vantage point's view.
+        meta = await mon.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        details = meta.current_details
+        assert NO_QUORUM in details and f"{EAST}: missing: " in details and "1/2 see it down" in details, details
+        await assert_eventually(lambda: _posted(rec), timeout_s=20, interval_s=0.3, what="NO_QUORUM webhook")
+    assert rec.bodies("/slack")[0]["text"].startswith(f":rotating_light: [{cfg.name}] {NO_QUORUM}: us-west-1 ")
+
+
+async def _posted(rec: Receiver) -> bool:
+    return bool(rec.bodies("/slack"))
