@@ -50,8 +50,9 @@ from drctl.cli.monitor import start_monitor
 from drctl.config import FleetConfig
 from drctl.devstack.restart import restart_global_gateway
 from drctl.models.drill import LoadSample
-from drctl.models.failover import FailoverResult, MonitorStatus
+from drctl.models.failover import FailoverResult
 from drctl.models.health import RegionState
+from drctl.monitor_view import live_status
 from drctl.outcome import result_of
 from drctl.providers.auth import auth_headers
 from drctl.providers.traffic_factory import global_traffic
@@ -112,9 +113,9 @@ async def _monitor_ready(client: Client, cfg: FleetConfig, timeout_s: float) -> 
     last: object = None
     while time.monotonic() < deadline:
         with contextlib.suppress(RPCError):
-            st = await handle.query("status", result_type=MonitorStatus)
+            st = await live_status(handle)  # with the watcher, its heartbeat carries the rounds
             last = {r: t.state.value for r, t in st.regions.items()}
-            if st.iteration >= 1 and all(t.state is RegionState.HEALTHY for t in st.regions.values()):
+            if st.probe_rounds >= 1 and all(t.state is RegionState.HEALTHY for t in st.regions.values()):
                 return
         await asyncio.sleep(0.25)
     raise TimeoutError(f"monitor not ready with every region HEALTHY after {timeout_s:g}s: {last}")

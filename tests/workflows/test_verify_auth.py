@@ -35,6 +35,7 @@ from drctl.config import FleetConfig, WorkloadAuth
 from drctl.models.failover import FailoverInput, MonitorStatus
 from drctl.models.health import ProbeStatus
 from drctl.models.ops import FleetSpec, VerifyInput, VerifyResult
+from drctl.monitor_view import live_status
 from drctl.operations import start_operation
 from drctl.providers.kubernetes import KubernetesPlatform
 from tests.conftest import apps_api
@@ -214,7 +215,7 @@ async def test_fleet_behind_bearer_auth_is_probed_healthy_and_the_token_stays_ou
     monitor = await _monitor(temporal_client, cfg)
 
     async def probed_healthy() -> bool:
-        st = await monitor.query("status", result_type=MonitorStatus)
+        st = await live_status(monitor)  # with the watcher, a healthy fleet's probes show in its heartbeat
         return all(t.last_status is ProbeStatus.HEALTHY for t in st.regions.values()) and st.alert is None
 
     await assert_eventually(probed_healthy, timeout_s=30, interval_s=0.5, what="monitor probes the authed fleet healthy")
