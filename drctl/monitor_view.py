@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowHandle
 
 from drctl.models.failover import MonitorStatus
@@ -24,6 +25,7 @@ WATCH_ACTIVITY = "watch_regions"
 # The watcher's heartbeat timeout (workflows/calls.py WATCH_HEARTBEAT): Temporal itself gives the
 # attempt up after this long without a heartbeat, so a heartbeat this old describes nothing live.
 STALE_AFTER_S = 5.0
+CANCEL_REQUESTED = PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
 
 
 async def live_status(handle: WorkflowHandle[Any, Any], *, rpc_timeout: timedelta | None = None) -> MonitorStatus:
@@ -35,7 +37,9 @@ async def live_status(handle: WorkflowHandle[Any, Any], *, rpc_timeout: timedelt
     st = await handle.query("status", result_type=MonitorStatus, rpc_timeout=rpc_timeout)
     desc = await handle.describe(rpc_timeout=rpc_timeout)
     for pending in desc.raw_description.pending_activities:
-        if pending.activity_type.name != WATCH_ACTIVITY:
+        # A watcher being cancelled (pause, spec update) runs on until its next forwarded heartbeat
+        # brings the cancel; the monitor no longer takes its results, so neither does the view.
+        if pending.activity_type.name != WATCH_ACTIVITY or pending.state == CANCEL_REQUESTED:
             continue
         st.watching = True
         if not pending.heartbeat_details.payloads:

@@ -64,6 +64,12 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     await mon.signal("pause")
     await assert_eventually(lambda: _paused(status), timeout_s=10, what="paused")
     await asyncio.sleep(2.5)  # a round already under way finishes
+
+    async def watcher_gone() -> bool:  # the cancel reaches the watcher with its next forwarded heartbeat
+        desc = await mon.describe()
+        return not [a for a in desc.raw_description.pending_activities if a.activity_type.name == "watch_regions"]
+
+    await assert_eventually(watcher_gone, timeout_s=15, interval_s=0.3, what="the watcher stopped")
     probed = {r: t.last_probed_at for r, t in (await status()).regions.items()}
     await asyncio.sleep(5)  # two and a half probe intervals: a paused monitor probes nothing
     assert {r: t.last_probed_at for r, t in (await status()).regions.items()} == probed

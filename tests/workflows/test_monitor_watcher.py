@@ -159,8 +159,8 @@ async def test_watcher_makes_an_erroring_region_suspect_from_passive_signals_and
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
 ) -> None:
     """Traffic flows; us-east-1 starts failing every completion. Its gateway's and replicas' own counters
-    make it SUSPECT between two probe rounds (10 s apart here), and the confirming probes make it UNHEALTHY."""
-    base = fast_config(fleet_config, watcher=True, interval_s=10.0)
+    make it SUSPECT between two probe rounds (30 s apart here), and the confirming probes make it UNHEALTHY."""
+    base = fast_config(fleet_config, watcher=True, interval_s=30.0)
     passive = base.health.passive.model_copy(update={"enabled": True})
     cfg = await start_workers(cfg=base.model_copy(update={
         "health": base.health.model_copy(update={"passive": passive}),
@@ -174,6 +174,12 @@ async def test_watcher_makes_an_erroring_region_suspect_from_passive_signals_and
         await assert_eventually(lambda: healthy_rounds(mon, 1), timeout_s=30, interval_s=0.3,
                                 what="the watcher probed every region healthy")
         start = await monitor_status(mon)
+
+        async def windows_full() -> bool:  # the passive window holds traffic: reads give a signal
+            hb = await _heartbeat(temporal_client, mon)
+            return hb is not None and hb[1].passive_reads >= 2 + cfg.health.passive.window_s
+
+        await assert_eventually(windows_full, timeout_s=20, interval_s=0.5, what="passive reads over a full window")
         admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
         faulted = time.monotonic()
 

@@ -226,10 +226,15 @@ async def test_fleet_behind_bearer_auth_is_probed_healthy_and_the_token_stays_ou
     res = await asyncio.wait_for(failover.result(), 90)
     assert res.status == "succeeded", res.error
     assert res.verify is not None and res.verify.by_region == {"us-east-1": 10} and not res.verify.auth_rejected
+    # The watcher's heartbeat (readable by any client) holds the probes' reasons: no token there either.
+    watching = (await monitor.describe()).raw_description.pending_activities
+    assert watching and authed_fleet not in str(watching)
     await monitor.terminate("test done")
     for handle in (monitor, failover):
         history = (await handle.fetch_history()).to_json()
-        assert "ActivityTaskCompleted" in history or "activityTaskCompletedEventAttributes" in history
+        # A healthy watcher never returns: the monitor's history holds its input, the failover's results.
+        assert "ActivityTaskScheduled" in history or "activityTaskScheduledEventAttributes" in history
+        assert handle is monitor or "activityTaskCompletedEventAttributes" in history or "ActivityTaskCompleted" in history
         assert authed_fleet not in history, f"the token is in the history of {handle.id}"
     assert log_text and not [line for line in log_text if authed_fleet in line]
 
