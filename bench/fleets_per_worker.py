@@ -16,8 +16,9 @@ every fleet (each fleet its own queues), one FleetMonitor per fleet runs with `h
 and after the warm-up the worker's CPU seconds (utime + stime from /proc/PID/stat) and RSS
 (/proc/PID/status) are read over `--minutes` of steady state. The table gives both per minute and
 per fleet, and the marginal cost of one more fleet: (N row - baseline row) / (N - baseline).
-At the end the worker's /metrics (drctl_probes_total) shows every region was probed and how many
-probes were not HEALTHY (all targets are healthy, so any is false).
+At the end the worker's /metrics shows every region was probed (drctl_probes_total, per region and
+minute since the monitors started), how long a region's probe took (drctl_probe_duration_seconds)
+and how many probes were not HEALTHY (all targets are healthy, so any is false).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Row:
     rss_mib: float
     probes: int
     not_healthy: int
+    probe_s: float
     minutes: float
     probe_minutes: float
 
@@ -137,6 +139,15 @@ def cpu_seconds(pid: int) -> float:
 def rss_mib(pid: int) -> float:
     found = re.search(r"^VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
     return int(found.group(1)) / 1024 if found else 0.0
+
+
+def mean_probe_s(text: str, prefix: str) -> float:
+    """Mean wall time of one region's probe (drctl_probe_duration_seconds) over this phase's fleets."""
+    sums = {"sum": 0.0, "count": 0.0}
+    for m in re.finditer(r'^drctl_probe_duration_seconds_(sum|count)\{([^}]*)\} ([0-9.e+]+)$', text, re.M):
+        if re.search(rf'fleet="{re.escape(prefix)}', m.group(2)):
+            sums[m.group(1)] += float(m.group(3))
+    return sums["sum"] / sums["count"] if sums["count"] else 0.0
 
 
 def probe_counts(text: str, prefix: str) -> tuple[int, int]:
@@ -214,8 +225,8 @@ class Phase:
             probe_minutes = (time.monotonic() - started) / 60
             for h in handles:
                 await h.terminate("bench done")
-            return Row(self.count, (cpu1 - cpu0) / ((t1 - t0) / 60), rss_max, probes, bad, (t1 - t0) / 60,
-                       probe_minutes)
+            return Row(self.count, (cpu1 - cpu0) / ((t1 - t0) / 60), rss_max, probes, bad,
+                       mean_probe_s(page, self.prefix), (t1 - t0) / 60, probe_minutes)
         finally:
             proc.terminate()
             try:
@@ -256,15 +267,15 @@ def render(rows: list[Row], args: argparse.Namespace) -> str:
             f"{args.replicas_per_region} replicas per region, interval {args.interval_s:g}s, watcher on; "
             f"window {args.minutes:g} min after {args.warmup_s:g}s warm-up")
     lines = [head, "| fleets | CPU s/min | CPU s/min per fleet | RSS MiB (max) | RSS MiB per fleet | "
-             "probes per region-min | probes not HEALTHY |", "|---|---|---|---|---|---|---|"]
+             "probes per region-min | probe s (mean) | probes not HEALTHY |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         rate = r.probes / (2 * r.fleets * r.probe_minutes) if r.probe_minutes else 0.0
         lines.append(f"| {r.fleets} | {r.cpu_s_per_min:.2f} | {r.per_fleet(r.cpu_s_per_min):.3f} | {r.rss_mib:.0f} | "
-                     f"{r.per_fleet(r.rss_mib):.1f} | {rate:.1f} | {r.not_healthy} of {r.probes} |")
+                     f"{r.per_fleet(r.rss_mib):.1f} | {rate:.1f} | {r.probe_s:.2f} | {r.not_healthy} of {r.probes} |")
     base, big = rows[0], rows[-1]
     n = big.fleets - base.fleets
     lines.append(f"| marginal, per fleet ({base.fleets} -> {big.fleets}) | | "
-                 f"{(big.cpu_s_per_min - base.cpu_s_per_min) / n:.3f} | | {(big.rss_mib - base.rss_mib) / n:.1f} | | |")
+                 f"{(big.cpu_s_per_min - base.cpu_s_per_min) / n:.3f} | | {(big.rss_mib - base.rss_mib) / n:.1f} | | | |")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.fleets_per_worker import cpu_seconds, parse_args, probe_counts, rss_mib
+from bench.fleets_per_worker import cpu_seconds, mean_probe_s, parse_args, probe_counts, rss_mib
 from tests.helpers import free_port_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,8 @@ def test_tiny_run_prints_each_worker_and_the_marginal_cost_with_every_region_pro
         cells = [c.strip() for c in rows[fleets].split("|")[1:-1]]
         assert float(cells[1]) > 0 and float(cells[3]) > 20, rows[fleets]  # a live Python worker uses both
         # Every target answers: a probe that is not HEALTHY is a false one; and the watchers did probe.
-        bad, total = re.fullmatch(r"(\d+) of (\d+)", cells[6]).groups()  # type: ignore[union-attr]
+        assert float(cells[6]) > 0, rows[fleets]
+        bad, total = re.fullmatch(r"(\d+) of (\d+)", cells[7]).groups()  # type: ignore[union-attr]
         assert bad == "0" and int(total) >= 2 * int(fleets), rows[fleets]
 
 
@@ -44,6 +45,15 @@ def test_probe_counts_take_only_this_phase_s_fleets() -> None:
     ])  # fmt: skip
     assert probe_counts(page, "n2-") == (9, 2)
     assert probe_counts(page, "n1-") == (5, 5)
+    durations = "\n".join([
+        'drctl_probe_duration_seconds_sum{fleet="n2-f000",region="east"} 3.0',
+        'drctl_probe_duration_seconds_count{fleet="n2-f000",region="east"} 4.0',
+        'drctl_probe_duration_seconds_sum{fleet="n2-f001",region="west"} 1.0',
+        'drctl_probe_duration_seconds_count{fleet="n2-f001",region="west"} 4.0',
+        'drctl_probe_duration_seconds_sum{fleet="n1-f000",region="east"} 90.0',
+        'drctl_probe_duration_seconds_count{fleet="n1-f000",region="east"} 1.0',
+    ])  # fmt: skip
+    assert mean_probe_s(durations, "n2-") == 0.5 and mean_probe_s("", "n2-") == 0.0
 
 
 def test_proc_readers_see_this_process() -> None:
