@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -27,6 +28,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from drctl import logs
+from drctl.config import load_config
 from tests.fleetcfg import fleet_config_data, short_tmp_dir
 from tests.helpers import free_port, run_cli, wait_until
 
@@ -59,6 +62,32 @@ def test_two_fleets_with_the_same_queues_exit_2_naming_both_files() -> None:
     code, _, err = run_cli(["worker", "--config", str(a), "--config", str(b)])
     assert code == 2, err
     assert "task queue 'shared-main' is used by both" in err and str(a) in err and str(b) in err, err
+
+
+def test_drctl_config_lists_several_files_separated_by_colons(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = short_tmp_dir()
+    spaced = d / "with space"
+    spaced.mkdir()
+    a, b = _fleet(spaced, "alpha", queues="shared"), _fleet(d, "beta", queues="shared")
+    monkeypatch.setenv("DRCTL_CONFIG", f"{a}:{b}")
+    code, _, err = run_cli(["worker"])
+    assert code == 2 and f"used by both {a} and {b}" in err, err
+
+
+def test_json_log_lines_name_the_fleet_of_the_queue_they_came_from() -> None:
+    d = short_tmp_dir()
+    a, b = (load_config(_fleet(d, n)) for n in ("alpha", "beta"))
+    f = logs.ContextFilter([a, b], None)
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
+    for queue, fleet, region in [("beta-us-east-1", "beta", "us-east-1"), ("alpha-main", "alpha", None),
+                                 ("elsewhere", None, None)]:
+        record.temporal_activity = {"task_queue": queue, "workflow_id": "monitor/x"}
+        f.filter(record)
+        assert (record.fleet, record.region, record.operation) == (fleet, region, "monitor"), queue  # type: ignore[attr-defined]
+    single = logs.ContextFilter(a, ["us-west-1"])
+    record.temporal_activity = {"task_queue": "elsewhere"}
+    single.filter(record)
+    assert (record.fleet, record.region) == ("alpha", "us-west-1")  # type: ignore[attr-defined]
 
 
 def test_config_dir_refuses_a_directory_without_configs_and_duplicate_fleet_names() -> None:

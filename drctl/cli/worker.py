@@ -24,7 +24,8 @@ def worker(
     config: Annotated[
         list[Path] | None,
         typer.Option("--config", "-c", envvar="DRCTL_CONFIG",
-                     help=f"Fleet config file (repeatable: one worker serves every fleet named; default {DEFAULT_CONFIG})."),
+                     help=f"Fleet config file (repeatable: one worker serves every fleet named; default {DEFAULT_CONFIG}; "
+                          "DRCTL_CONFIG may list several, separated by ':')."),
     ] = None,
     config_dir: Annotated[
         list[Path] | None,
