@@ -74,7 +74,8 @@ async def run_worker(cfg: FleetConfig | Sequence[FleetConfig], regions: list[str
             pass
     for c in cfgs:
         await _prepare(client, c, regions, main=main)
-    # Activities of every fleet share the pool; the watcher and probes are async and take no thread.
+    # Every fleet's sync activities share this pool; the watcher and the probes are async, so a
+    # long-lived watcher per fleet holds no thread of it and the pool need not grow with the fleets.
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:
         workers = [w for c in cfgs for w in build_workers(client, c, regions, executor, main=main)]
         for c in cfgs:
