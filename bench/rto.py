@@ -43,6 +43,7 @@ from bench import rto_fleet
 from bench.rto_report import (
     FASTPATH_KINDS,
     POLICIES,
+    POLICY_TEXT,
     Kind,
     Policy,
     Trial,
@@ -263,7 +264,8 @@ def render(st: dict[str, Any], trials: list[Trial]) -> str:
             f"threshold {st['failure_threshold']}, fast confirm every {st['fast_confirm_interval_s']:g}s "
             f"(not baseline), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
             f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/p95")
-    return head + "\n\n" + format_table(rows, st["rto_target_s"])
+    legend = "\n".join(f"  {p:<8} {POLICY_TEXT[p]}" for p in POLICIES if any(t.policy == p for t in trials))
+    return head + "\n" + legend + "\n\n" + format_table(rows, st["rto_target_s"])
 
 
 def write_json(path: Path, st: dict[str, Any], trials: list[Trial]) -> None:
