@@ -26,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 from drctl import metrics
 from drctl.config import FleetConfig
 from drctl.models.health import ProbeStatus, RegionState
+from drctl.models.passive import PassiveSignal
 from drctl.models.watch import (
     WatchInput,
     WatchProgress,
@@ -104,12 +105,15 @@ class WatchActivities:
         next_probe = _now()
         passive_s = self.cfg.health.passive.interval_s
         next_read = _now()
+        breaching: set[str] = set()  # regions whose latest passive read breached its limits
         while True:
             changed: list[str] = []
             now = _now()
             if reader is not None and now >= next_read:
                 next_read = now + timedelta(seconds=passive_s)
-                for v in await reader.read():
+                verdicts = await reader.read()
+                breaching = {v.region for v in verdicts if v.signal is PassiveSignal.SUSPECT}
+                for v in verdicts:
                     t = p.trackers.get(v.region)
                     if t is not None and feed_passive(t, v, _now(), p.quiet_until.get(v.region)):
                         changed.append(v.region)
@@ -119,7 +123,7 @@ class WatchActivities:
                     # monitor and `monitor status` see why, and the next call confirms with a probe at once.
                     return self._result(p, changed, "transition")
             if _now() >= next_probe:
-                refused = await self._probe_round(inp, known, p, changed)
+                refused = await self._probe_round(inp, known, p, changed, breaching)
                 next_probe = _now() + timedelta(seconds=probe_period_s(p.trackers, inp))
                 if refused != p.refused:
                     p.refused = refused
@@ -131,8 +135,10 @@ class WatchActivities:
             wake = min([next_probe, deadline] + ([next_read] if reader is not None else []))
             await asyncio.sleep(max(0.0, (wake - _now()).total_seconds()))
 
-    async def _probe_round(self, inp: WatchInput, known: list[str], p: WatchProgress, changed: list[str]) -> list[str]:
+    async def _probe_round(self, inp: WatchInput, known: list[str], p: WatchProgress, changed: list[str],
+                           breaching: set[str]) -> list[str]:
         probes = await self.prober.probe_regions(known)
+        confirm = self.cfg.health.passive.confirm_probes
         refused = []
         at = _now()
         for probe in probes:
@@ -143,7 +149,7 @@ class WatchActivities:
             if probe.status is ProbeStatus.AUTH:
                 refused.append(probe.region)
             before = t.state
-            if feed_probe(t, probe, at, inp):
+            if feed_probe(t, probe, at, inp, confirm if probe.region in breaching else None):
                 changed.append(probe.region)
                 activity.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
                 if before is RegionState.SUSPECT and t.state is RegionState.HEALTHY:

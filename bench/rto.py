@@ -1,14 +1,19 @@
 """RTO benchmark: inject real faults into a private dev stack and time drctl's failover against a baseline.
 
-    python bench/rto.py [--trials 3] [--kinds down,degraded] [--interval-s 10] [--threshold 3]
-                        [--json out.json] [--keep-stack]
+    python bench/rto.py [--trials 3] [--kinds down,degraded] [--policies drctl,fastpath,rounds,baseline]
+                        [--interval-s 10] [--threshold 3] [--json out.json] [--keep-stack]
 
-All three policies run the same FleetMonitor and Failover workflows in the same run. drctl and
-baseline differ only in `health.fast_confirm` (drctl: re-probe quickly after a first failure;
-baseline: plain interval × threshold); fastpath is drctl with the global tier's data-plane fast
-path on (`traffic.global.fast_path`: the global HAProxy retries a refused, empty or 503 request on
-the other region), for which the bench restarts the global HAProxy on its re-rendered config.
-Trials are interleaved (policy inside kind inside trial) so machine-load drift hits all alike. The setup (stack, worker, fleet reset, faults) lives in bench/rto_fleet.py.
+Every policy runs the same FleetMonitor and Failover workflows in the same run; they differ only
+in health settings:
+- drctl: the default config. The watcher activity probes and reads passive signals (the regional
+  gateways' counters, every second), a breach makes a region SUSPECT and fast confirm re-probes.
+- fastpath: drctl with the global tier's data-plane fast path on (`traffic.global.fast_path`: the
+  global HAProxy retries a refused, empty or 503 request on the other region); the bench restarts
+  the global HAProxy on its re-rendered config. Run for the down fault only (see FASTPATH_KINDS).
+- rounds: the first release's monitor: one probe round per interval, fast confirm, no passive.
+- baseline: interval × threshold: probe rounds without fast confirm.
+Trials are interleaved (policy inside kind inside trial) so machine-load drift hits all alike. The
+setup (stack, worker, fleet reset, faults) lives in bench/rto_fleet.py.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ from temporalio.service import RPCError
 from activities.chaos import _load as run_load  # the drills' bounded open-loop generator
 from bench import rto_fleet
 from bench.rto_report import (
+    FASTPATH_KINDS,
     POLICIES,
+    POLICY_TEXT,
     Kind,
     Policy,
     Trial,
@@ -65,6 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--trials", type=int, default=3, help="Faults per policy and kind (default 3).")
     p.add_argument("--kinds", default="down,degraded",
                    help="Comma list of down, slow (TTFT x20), errors (50%% 500s); degraded = slow,errors.")
+    p.add_argument("--policies", default=",".join(POLICIES),
+                   help=f"Comma list of {', '.join(POLICIES)} (default: all).")
     p.add_argument("--interval-s", type=float, default=10.0, help="Health check interval (default 10).")
     p.add_argument("--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3).")
     p.add_argument("--rps", type=float, default=20.0, help="User load through the global endpoint (default 20).")
@@ -81,6 +90,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.kinds = expand_kinds(args.kinds)
     except ValueError as exc:
         p.error(str(exc))
+    args.policies = [x.strip() for x in args.policies.split(",") if x.strip()]
+    unknown = [x for x in args.policies if x not in POLICIES]
+    if unknown or not args.policies:
+        p.error(f"unknown policy {', '.join(map(repr, unknown))}; known: {', '.join(POLICIES)}"
+                if unknown else "--policies: no policy given")
     for name, low in (("trials", 1), ("threshold", 1)):
         if getattr(args, name) < low:
             p.error(f"--{name} must be >= {low}")
@@ -90,12 +104,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def policy_config(cfg: FleetConfig, policy: Policy) -> FleetConfig:
-    """The fleet config under one policy: baseline turns fast_confirm off, fastpath the global tier's fast path on."""
+    """The fleet config under one policy (module docstring): only health settings and the fast path differ."""
     tier = cfg.traffic.global_tier.model_copy(update={"fast_path": policy == "fastpath"})
-    return cfg.model_copy(update={
-        "health": cfg.health.model_copy(update={"fast_confirm": policy != "baseline"}),
-        "traffic": cfg.traffic.model_copy(update={"global_tier": tier}),
-    })
+    watcher = policy in ("drctl", "fastpath")
+    passive = cfg.health.passive.model_copy(update={"enabled": watcher})
+    health = cfg.health.model_copy(update={"fast_confirm": policy != "baseline", "watcher": watcher,
+                                           "passive": passive})
+    return cfg.model_copy(update={"health": health, "traffic": cfg.traffic.model_copy(update={"global_tier": tier})})
 
 
 def fast_path_on(cfg: FleetConfig) -> bool:
@@ -228,7 +243,9 @@ async def run_all(cfg: FleetConfig, args: argparse.Namespace, trials: list[Trial
     async with rto_fleet.running_worker(cfg) as client:
         for n in range(1, args.trials + 1):
             for kind in args.kinds:
-                for policy in POLICIES:
+                for policy in [p for p in POLICIES if p in args.policies]:
+                    if policy == "fastpath" and kind not in FASTPATH_KINDS:
+                        continue
                     t = await run_trial(client, cfg, policy, kind, n, rng.uniform(0, args.interval_s), args)
                     trials.append(t)
                     print(_line(t), flush=True)
@@ -246,9 +263,10 @@ def render(st: dict[str, Any], trials: list[Trial]) -> str:
     rows = summarise(trials, st["rto_target_s"])
     head = (f"RTO benchmark: {len(trials)} faults in {st['region']}, interval {st['interval_s']:g}s, "
             f"threshold {st['failure_threshold']}, fast confirm every {st['fast_confirm_interval_s']:g}s "
-            f"(drctl, fastpath), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
-            f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/max")
-    return head + "\n\n" + format_table(rows, st["rto_target_s"])
+            f"(not baseline), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
+            f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/p95")
+    legend = "\n".join(f"  {p:<8} {POLICY_TEXT[p]}" for p in POLICIES if any(t.policy == p for t in trials))
+    return head + "\n" + legend + "\n\n" + format_table(rows, st["rto_target_s"])
 
 
 def write_json(path: Path, st: dict[str, Any], trials: list[Trial]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import random
 import socket
 import tempfile
 import time
@@ -41,17 +42,26 @@ class WorkerStopped(RuntimeError):
 
 
 def _free_ports(n: int) -> list[int]:
+    """n free loopback ports above the kernel's ephemeral range (32768-60999), so no outbound
+    connection takes one between this check and the stack binding it (bind port 0 would)."""
+    rng = random.SystemRandom()
     ports: list[int] = []
-    while len(ports) < n:
+    for _ in range(50 * n):  # bounded: a busy machine fails loudly instead of spinning
+        p = rng.randint(61000, 65535)
+        if p in ports:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p not in ports:
-            ports.append(p)
-    return ports
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+        ports.append(p)
+        if len(ports) == n:
+            return ports
+    raise RuntimeError(f"no {n} free ports found in 61000-65535")
 
 
-def write_bench_config(interval_s: float, threshold: int) -> Path:
+def write_bench_config(interval_s: float, threshold: int, replicas: int = 2) -> Path:
     """fleet.yaml for the reference fleet (us-west-1 60 / us-east-1 40) on free ports in a short /tmp dir.
 
     The dir is short because HAProxy's runtime sockets live in it and unix socket paths are
@@ -60,7 +70,7 @@ def write_bench_config(interval_s: float, threshold: int) -> Path:
     directory = Path(tempfile.mkdtemp(prefix="drctl-bench-", dir="/tmp"))
     temporal, ui, moto, glob, stats, prom, *rp = _free_ports(12)
     regions = [{
-        "name": name, "weight": weight, "replicas": 2,
+        "name": name, "weight": weight, "replicas": replicas, "max_replicas": max(8, 2 * replicas),
         "gateway_url": f"http://127.0.0.1:{rp[i * 3]}",
         "gateway_runtime_socket": f"s/haproxy/{name}.sock",
         "devstack_admin_url": f"http://127.0.0.1:{rp[i * 3 + 2]}",

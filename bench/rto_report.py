@@ -15,10 +15,18 @@ from pydantic import BaseModel, Field
 
 from drctl.models.drill import LoadSample
 
-Policy = Literal["drctl", "baseline", "fastpath"]
+Policy = Literal["drctl", "fastpath", "rounds", "baseline"]
 Kind = Literal["down", "slow", "errors"]
-# fastpath: drctl's policy with the global tier's data-plane fast path on (traffic.global.fast_path).
-POLICIES: tuple[Policy, ...] = ("drctl", "baseline", "fastpath")
+POLICIES: tuple[Policy, ...] = ("drctl", "fastpath", "rounds", "baseline")
+POLICY_TEXT: dict[Policy, str] = {
+    "drctl": "the default monitor: watcher, passive signals, fast confirm, vantage quorum",
+    "fastpath": "drctl with the global tier's data-plane fast path (traffic.global.fast_path)",
+    "rounds": "the first release's monitor: one probe round per interval, fast confirm",
+    "baseline": "interval x threshold: probe rounds without fast confirm",
+}
+# The fast path retries refused connections, empty answers and 503s on the other region; a slow
+# region or one answering 500 passes through it unchanged, so its rows there would repeat drctl's.
+FASTPATH_KINDS: tuple[Kind, ...] = ("down",)
 KINDS: tuple[Kind, ...] = ("down", "slow", "errors")
 # "degraded" on the command line means both degraded fault shapes of the issue: TTFT x20 and 50 % errors.
 KIND_ALIASES: dict[str, tuple[Kind, ...]] = {"degraded": ("slow", "errors")}
@@ -93,20 +101,20 @@ class Row(BaseModel):
     trials: int
     succeeded: int
     detect_p50: float | None
-    detect_max: float | None
+    detect_p95: float | None
     orch_p50: float | None
-    orch_max: float | None
+    orch_p95: float | None
     window_p50: float | None
-    window_max: float | None
+    window_p95: float | None
     rto_p50: float | None
-    rto_max: float | None
+    rto_p95: float | None
     rto_met: int = Field(description="Trials whose RTO was within the target.")
     moved: int = Field(description="Trials that ended with traffic fully on the other region.")
 
 
 def _stat(trials: list[Trial], field: str) -> tuple[float | None, float | None]:
     vals = [v for t in trials if (v := getattr(t, field)) is not None]
-    return percentile(vals, 50), (max(vals) if vals else None)
+    return percentile(vals, 50), percentile(vals, 95)
 
 
 def summarise(trials: Sequence[Trial], rto_target_s: float) -> list[Row]:
@@ -121,29 +129,29 @@ def summarise(trials: Sequence[Trial], rto_target_s: float) -> list[Row]:
             rows.append(Row(
                 policy=policy, kind=kind, trials=len(group),
                 succeeded=sum(t.failover_status == "succeeded" for t in group),
-                detect_p50=d[0], detect_max=d[1], orch_p50=o[0], orch_max=o[1],
-                window_p50=w[0], window_max=w[1], rto_p50=r[0], rto_max=r[1],
+                detect_p50=d[0], detect_p95=d[1], orch_p50=o[0], orch_p95=o[1],
+                window_p50=w[0], window_p95=w[1], rto_p50=r[0], rto_p95=r[1],
                 rto_met=sum(t.rto_s is not None and t.rto_s <= rto_target_s for t in group),
                 moved=sum(t.fully_moved for t in group),
             ))
     return rows
 
 
-def ratios(rows: Sequence[Row]) -> dict[str, dict[str, float | None]]:
-    """Per kind: baseline p50 / drctl p50 for detection and error window (>1 means drctl is faster).
+def ratios(rows: Sequence[Row], against: Policy = "baseline") -> dict[str, dict[str, float | None]]:
+    """Per kind: `against` p50 / drctl p50 for detection, error window and RTO (>1: drctl is faster).
 
     With fastpath rows too, `fast_path_window` is drctl's error window p50 over fastpath's.
     """
     out: dict[str, dict[str, float | None]] = {}
     by = {(r.policy, r.kind): r for r in rows}
     for kind in KINDS:
-        base, ours, fast = by.get(("baseline", kind)), by.get(("drctl", kind)), by.get(("fastpath", kind))
-        if base is None or ours is None:
+        other, ours, fast = by.get((against, kind)), by.get(("drctl", kind)), by.get(("fastpath", kind))
+        if other is None or ours is None:
             continue
         out[kind] = {
-            "detection": _ratio(base.detect_p50, ours.detect_p50),
-            "error_window": _ratio(base.window_p50, ours.window_p50),
-            "rto": _ratio(base.rto_p50, ours.rto_p50),
+            "detection": _ratio(other.detect_p50, ours.detect_p50),
+            "error_window": _ratio(other.window_p50, ours.window_p50),
+            "rto": _ratio(other.rto_p50, ours.rto_p50),
         }
         if fast is not None:
             out[kind]["fast_path_window"] = _ratio(ours.window_p50, fast.window_p50)
@@ -156,26 +164,29 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2)
 
 
-def _pair(p50: float | None, mx: float | None) -> str:
+def _pair(p50: float | None, p95: float | None) -> str:
     f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-    return f"{f(p50)}/{f(mx)}"
+    return f"{f(p50)}/{f(p95)}"
 
 
 def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
-    """Plain text: seconds as p50/max; 'ok' counts succeeded failovers, 'met' RTOs within target."""
+    """Plain text: seconds as p50/p95; 'ok' counts succeeded failovers, 'met' RTOs within target."""
     head = ["policy", "kind", "n", "ok", "detect s", "orchestr s", "err window s", "RTO s", f"met<={rto_target_s:g}s",
             "moved"]
-    body = [[r.policy, r.kind, str(r.trials), str(r.succeeded), _pair(r.detect_p50, r.detect_max),
-             _pair(r.orch_p50, r.orch_max), _pair(r.window_p50, r.window_max), _pair(r.rto_p50, r.rto_max),
+    body = [[r.policy, r.kind, str(r.trials), str(r.succeeded), _pair(r.detect_p50, r.detect_p95),
+             _pair(r.orch_p50, r.orch_p95), _pair(r.window_p50, r.window_p95), _pair(r.rto_p50, r.rto_p95),
              f"{r.rto_met}/{r.trials}", f"{r.moved}/{r.trials}"] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
     out = [line(head), line(["-" * w for w in widths]), *(line(b) for b in body)]
-    rs = ratios(rows)
-    if rs:
+    f = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
+    others: tuple[Policy, ...] = ("baseline", "rounds")
+    for against in others:
+        rs = ratios(rows, against)
+        if not rs:
+            continue
         out.append("")
-        out.append("ratio baseline/drctl (p50; >1 means drctl is faster):")
-        f = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
+        out.append(f"ratio {against}/drctl (p50; >1 means drctl is faster):")
         for kind, r in rs.items():
             fast = f"  error window drctl/fastpath {f(r['fast_path_window'])}" if "fast_path_window" in r else ""
             out.append(f"  {kind:<7} detection {f(r['detection'])}  error window {f(r['error_window'])}  "

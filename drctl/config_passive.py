@@ -48,6 +48,11 @@ class PassiveConfig(_Model):
         10, ge=1, le=1_000_000,
         description="Fewer requests than this in the window give no signal: the active probe alone decides.",
     )
+    confirm_probes: int = Field(
+        1, ge=1, le=10,
+        description="While a region breaches these limits, this many failed active probes in a row make it "
+        "UNHEALTHY (health.failure_threshold otherwise, if lower): two independent signals agreeing.",
+    )
     max_age_s: float = Field(
         3.0, gt=0, le=600, description="A read older than this counts as missing, never as healthy, s."
     )

@@ -30,6 +30,7 @@ def test_defaults_and_degraded_expands_to_both_shapes() -> None:
     args = parse_args([])
     assert (args.trials, args.interval_s, args.threshold, args.keep_stack) == (3, 10.0, 3, False)
     assert args.kinds == ["down", "slow", "errors"]
+    assert args.policies == ["drctl", "fastpath", "rounds", "baseline"]
     assert parse_args(["--kinds", "errors,down,errors", "--trials", "2"]).kinds == ["errors", "down"]
 
 
@@ -37,6 +38,7 @@ def test_defaults_and_degraded_expands_to_both_shapes() -> None:
     (["--kinds", "down,meltdown"], "unknown fault kind 'meltdown'; known: down, slow, errors, degraded"),
     (["--trials", "0"], "--trials must be >= 1"),
     (["--rps", "500"], "--rps must be in (0, 100]"),
+    (["--policies", "drctl,fastest"], "unknown policy 'fastest'; known: drctl, fastpath, rounds, baseline"),
 ])
 def test_bad_arguments_exit_2_naming_the_problem(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
@@ -52,12 +54,16 @@ def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_their_o
         assert cfg.weights == {"us-west-1": 60, "us-east-1": 40}
         ports = [cfg.temporal.address, cfg.traffic.global_endpoint, *(r.gateway_url for r in cfg.regions)]
         assert len(set(ports)) == len(ports)
-        ours, base = (FleetSpec.from_config(policy_config(cfg, p)) for p in ("drctl", "baseline"))
-        assert ours.fast_confirm and not base.fast_confirm
-        assert ours.model_dump(exclude={"fast_confirm"}) == base.model_dump(exclude={"fast_confirm"})
+        ours, rounds, base = (FleetSpec.from_config(policy_config(cfg, p)) for p in ("drctl", "rounds", "baseline"))
+        assert ours.watcher and ours.fast_confirm
+        assert not rounds.watcher and rounds.fast_confirm
+        assert not base.watcher and not base.fast_confirm
+        settings = {"fast_confirm", "watcher"}
+        assert ours.model_dump(exclude=settings) == rounds.model_dump(exclude=settings) == base.model_dump(exclude=settings)
         assert (base.interval_s, base.failure_threshold) == (10, 3)
+        assert policy_config(cfg, "drctl").health.passive.enabled and not policy_config(cfg, "rounds").health.passive.enabled
         fast = policy_config(cfg, "fastpath")
-        assert fast_path_on(fast) and not any(fast_path_on(policy_config(cfg, p)) for p in ("drctl", "baseline"))
+        assert fast_path_on(fast) and not any(fast_path_on(policy_config(cfg, p)) for p in ("drctl", "rounds", "baseline"))
         assert FleetSpec.from_config(fast) == ours
     finally:
         shutil.rmtree(path.parent)
@@ -84,6 +90,7 @@ def _trial(policy: str, n: int, detect: float, window: float, rto: float, ok: bo
 
 def test_p50_interpolates_so_two_trials_are_not_just_the_faster_one() -> None:
     assert percentile([12.0, 9.0], 50) == 10.5
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 95) == 4.8
     assert percentile([7.0], 50) == 7.0
     assert percentile([], 50) is None
 
@@ -103,9 +110,10 @@ def test_table_and_ratio_from_trial_records() -> None:
     text = format_table(rows, rto_target_s=30).splitlines()
     assert text[0].split() == ["policy", "kind", "n", "ok", "detect", "s", "orchestr", "s", "err", "window", "s",
                                "RTO", "s", "met<=30s", "moved"]
-    assert text[2].split() == ["drctl", "down", "2", "2", "4.0/5.0", "2.0/2.0", "4.5/5.5", "6.0/7.0", "2/2", "2/2"]
-    assert text[3].split() == ["baseline", "down", "2", "1", "24.0/28.0", "2.0/2.0", "27.0/33.0", "27.0/32.0",
+    assert text[2].split() == ["drctl", "down", "2", "2", "4.0/4.9", "2.0/2.0", "4.5/5.4", "6.0/6.9", "2/2", "2/2"]
+    assert text[3].split() == ["baseline", "down", "2", "1", "24.0/27.6", "2.0/2.0", "27.0/32.4", "27.0/31.5",
                                "1/2", "1/2"]
+    assert text[-2] == "ratio baseline/drctl (p50; >1 means drctl is faster):"
     assert text[-1].split() == ["down", "detection", "6.00x", "error", "window", "6.00x", "RTO", "4.50x"]
 
 

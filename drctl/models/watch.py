@@ -64,15 +64,20 @@ class WatchResult(BaseModel):
     quiet_until: dict[str, datetime] = Field(default_factory=dict)
 
 
-def feed_probe(t: RegionTracker, probe: RegionProbe, at: datetime, inp: WatchInput) -> bool:
+def feed_probe(t: RegionTracker, probe: RegionProbe, at: datetime, inp: WatchInput,
+               breach_threshold: int | None = None) -> bool:
     """One active probe into the tracker, exactly as the monitor's round does; True on a state change.
 
     AUTH (credentials refused) leaves the state as it is: a config error, not an outage.
+    `breach_threshold` is given while the region's passive signal breaches its limits: that many
+    failed probes in a row then suffice (health.passive.confirm_probes), since users' own requests
+    and the probe agree; never more than health.failure_threshold.
     """
     t.record_probe(probe, at)
     if probe.status is ProbeStatus.AUTH:
         return False
-    return t.observe(probe_passes(probe, inp.fail_on_degraded), at, inp.failure_threshold, inp.recovery_threshold)
+    threshold = inp.failure_threshold if breach_threshold is None else min(breach_threshold, inp.failure_threshold)
+    return t.observe(probe_passes(probe, inp.fail_on_degraded), at, threshold, inp.recovery_threshold)
 
 
 def feed_passive(t: RegionTracker, verdict: PassiveVerdict, at: datetime, quiet_until: datetime | None) -> bool:

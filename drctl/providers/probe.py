@@ -209,6 +209,13 @@ class InferenceProber:
             return ProbeStatus.AUTH, f"credentials refused by {names}: {refused[0].error}"
         note = f" ({source_error})" if source_error else ""
         if gateway.status == ProbeStatus.DEGRADED:
+            if gateway.error_class is not None and failing and fraction <= self.health.error_rate_degraded:
+                # The gateway's failed requests met the few replicas that fail their own checks: lost
+                # capacity the gateway's own checks route around (one flapping replica of many), not
+                # a region to move traffic from. Errors on replicas that pass /health stay DEGRADED.
+                names = ", ".join(r.target for r in failing)
+                return ProbeStatus.HEALTHY, (f"gateway errors from {len(failing)}/{len(replicas)} failing "
+                                             f"replicas ({names}): {gateway.error}{note}")
             return ProbeStatus.DEGRADED, f"gateway degraded: {gateway.error}{note}"
         if fraction > self.health.error_rate_degraded:
             names = ", ".join(f"{r.target} {r.error_class or r.status.value.lower()}" for r in failing)

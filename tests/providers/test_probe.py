@@ -66,7 +66,7 @@ class Stack:
 @pytest.fixture(scope="module")
 async def stack() -> AsyncIterator[Stack]:
     s = Stack()
-    for name in ("gateway", "r0", "r1"):
+    for name in ("gateway", "r0", "r1", "r2", "r3"):
         s.urls[name] = await s.serve(build_app(FleetsimSettings(region="us-west-1", replica=name)))
     yield s
     for runner in s.runners:
@@ -77,7 +77,7 @@ async def stack() -> AsyncIterator[Stack]:
 async def clean(stack: Stack) -> AsyncIterator[Stack]:
     stack.list_replicas("r0", "r1")
     yield stack
-    for name in ("gateway", "r0", "r1"):
+    for name in ("gateway", "r0", "r1", "r2", "r3"):
         await stack.fault(name)
 
 
@@ -137,6 +137,25 @@ async def test_one_of_two_replicas_down_is_degraded(clean: Stack) -> None:
     assert p.status == ProbeStatus.DEGRADED, p.reason
     assert p.failing_fraction == 0.5
     assert p.reason == "1/2 replicas failing: r1 http_5xx"
+
+
+async def test_gateway_errors_explained_by_one_failing_replica_of_four_pass(clean: Stack) -> None:
+    """A flapping replica's 503s reach users through the gateway until its checks drop it: lost
+    capacity, not a region to fail over. The same errors with every replica passing /health are
+    the region failing (the errors fault), and a second failing replica is over the bound."""
+    clean.list_replicas("r0", "r1", "r2", "r3")
+    await clean.fault("gateway", error_rate=0.5)
+    await clean.fault("r1", down=True)
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.HEALTHY, p.reason
+    assert p.reason.startswith("gateway errors from 1/4 failing replicas (r1): ") and "inference requests failed" in p.reason
+    await clean.fault("r2", down=True)
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.DEGRADED and p.reason.startswith("gateway degraded: "), p.reason
+    await clean.fault("r1")
+    await clean.fault("r2")
+    p = await _probe(clean)
+    assert p.status == ProbeStatus.DEGRADED and p.reason.startswith("gateway degraded: "), p.reason
 
 
 async def test_no_replica_serving_is_down(clean: Stack) -> None:

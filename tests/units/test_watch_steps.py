@@ -68,3 +68,18 @@ def test_fast_confirm_while_any_region_is_suspect() -> None:
     assert probe_period_s(calm, inp) == 1.0
     assert probe_period_s(calm, _inp(fast_confirm=False)) == 10.0
 
+
+
+def test_a_breaching_region_is_confirmed_by_fewer_failed_probes_never_more_than_the_threshold() -> None:
+    inp = _inp()
+    t = RegionTracker(region="a")
+    assert feed_passive(t, _verdict(PassiveSignal.SUSPECT), T0, None)
+    # Users' requests and one failed probe agree: UNHEALTHY at once (health.passive.confirm_probes=1).
+    assert feed_probe(t, _probe(ProbeStatus.DOWN), T0 + timedelta(seconds=1), inp, breach_threshold=1)
+    assert t.state is RegionState.UNHEALTHY and t.consecutive_failures == 1
+    # Without the breach the threshold stands; a breach threshold above it is capped by it.
+    u, w = RegionTracker(region="a"), RegionTracker(region="a")
+    assert [feed_probe(u, _probe(ProbeStatus.DOWN), T0, inp) for _ in range(2)] == [True, False]
+    assert u.state is RegionState.SUSPECT
+    assert [feed_probe(w, _probe(ProbeStatus.DOWN), T0, inp, breach_threshold=9) for _ in range(3)] == [True, False, True]
+    assert w.state is RegionState.UNHEALTHY
