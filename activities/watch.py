@@ -117,8 +117,11 @@ class WatchActivities:
                     t = p.trackers.get(v.region)
                     if t is not None and feed_passive(t, v, _now(), p.quiet_until.get(v.region)):
                         changed.append(v.region)
-                        next_probe = _now()  # confirm at once, like fast confirm
                 p.passive_reads += 1
+                if changed:
+                    # Return the suspicion with its passive reason before any probe overwrites it: the
+                    # monitor and `monitor status` see why, and the next call confirms with a probe at once.
+                    return self._result(p, changed, "transition")
             if _now() >= next_probe:
                 refused = await self._probe_round(inp, known, p, changed, breaching)
                 next_probe = _now() + timedelta(seconds=probe_period_s(p.trackers, inp))

@@ -99,7 +99,8 @@ async def _history(handle: WorkflowHandle[Any, Any]) -> list[tuple[datetime, int
 
 
 async def _run(cfg: FleetConfig, args: argparse.Namespace) -> list[Cost]:
-    old = cfg.model_copy(update={"name": f"{cfg.name}-rounds"})
+    old = cfg.model_copy(update={"name": f"{cfg.name}-rounds",
+                                 "health": cfg.health.model_copy(update={"watcher": False})})
     new = cfg.model_copy(update={"name": f"{cfg.name}-watcher", "health": cfg.health.model_copy(
         update={"watcher": True, "watcher_checkpoint_s": args.checkpoint_s})})
     async with rto_fleet.running_worker(cfg) as client:

@@ -43,6 +43,7 @@ from bench import rto_fleet
 from bench.rto_report import (
     FASTPATH_KINDS,
     POLICIES,
+    POLICY_TEXT,
     Kind,
     Policy,
     Trial,
@@ -56,8 +57,9 @@ from drctl.cli.monitor import start_monitor
 from drctl.config import FleetConfig
 from drctl.devstack.restart import restart_global_gateway
 from drctl.models.drill import LoadSample
-from drctl.models.failover import FailoverResult, MonitorStatus
+from drctl.models.failover import FailoverResult
 from drctl.models.health import RegionState
+from drctl.monitor_view import live_status
 from drctl.outcome import result_of
 from drctl.providers.auth import auth_headers
 from drctl.providers.traffic_factory import global_traffic
@@ -126,9 +128,9 @@ async def _monitor_ready(client: Client, cfg: FleetConfig, timeout_s: float) -> 
     last: object = None
     while time.monotonic() < deadline:
         with contextlib.suppress(RPCError):
-            st = await handle.query("status", result_type=MonitorStatus)
+            st = await live_status(handle)  # with the watcher, its heartbeat carries the rounds
             last = {r: t.state.value for r, t in st.regions.items()}
-            if st.iteration >= 1 and all(t.state is RegionState.HEALTHY for t in st.regions.values()):
+            if st.probe_rounds >= 1 and all(t.state is RegionState.HEALTHY for t in st.regions.values()):
                 return
         await asyncio.sleep(0.25)
     raise TimeoutError(f"monitor not ready with every region HEALTHY after {timeout_s:g}s: {last}")
@@ -263,7 +265,8 @@ def render(st: dict[str, Any], trials: list[Trial]) -> str:
             f"threshold {st['failure_threshold']}, fast confirm every {st['fast_confirm_interval_s']:g}s "
             f"(not baseline), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
             f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/p95")
-    return head + "\n\n" + format_table(rows, st["rto_target_s"])
+    legend = "\n".join(f"  {p:<8} {POLICY_TEXT[p]}" for p in POLICIES if any(t.policy == p for t in trials))
+    return head + "\n" + legend + "\n\n" + format_table(rows, st["rto_target_s"])
 
 
 def write_json(path: Path, st: dict[str, Any], trials: list[Trial]) -> None:

@@ -166,7 +166,7 @@ class HealthConfig(_Model):
     )
     fail_on_degraded: bool = Field(True, description="Count a DEGRADED region as a failed check.")
     watcher: bool = Field(
-        False, description="Run the monitor's probe (and passive) loop in one long-lived heartbeating activity that "
+        True, description="Run the monitor's probe (and passive) loop in one long-lived heartbeating activity that "
         "returns only on a region state change or a checkpoint: a few history events an hour instead of ~12 a round.",
     )
     watcher_checkpoint_s: float = Field(

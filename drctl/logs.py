@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any, Literal
 
 from temporalio import activity, workflow
@@ -39,11 +39,14 @@ class ContextFilter(logging.Filter):
     is the region this worker runs in, when it serves exactly one.
     """
 
-    def __init__(self, cfg: FleetConfig, regions: list[str] | None) -> None:
+    def __init__(self, cfg: FleetConfig | Sequence[FleetConfig], regions: list[str] | None) -> None:
         super().__init__()
-        self.fleet = cfg.name
-        self.by_queue = {r.queue: r.name for r in cfg.regions}
+        cfgs = [cfg] if isinstance(cfg, FleetConfig) else list(cfg)
+        # A worker serving many fleets tells them apart by task queue (each fleet has its own).
+        self.fleet = cfgs[0].name if len(cfgs) == 1 else None
+        self.by_queue = {r.queue: (c.name, r.name) for c in cfgs for r in c.regions}
         self.home = regions[0] if regions and len(regions) == 1 else None
+        self.main = {c.temporal.task_queue: (c.name, self.home) for c in cfgs}
 
     def _details(self, record: logging.LogRecord) -> Mapping[str, Any]:
         for key in ("temporal_activity", "temporal_workflow"):
@@ -59,10 +62,12 @@ class ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         details = self._details(record)
         wid = details.get("workflow_id")
-        record.fleet = self.fleet
+        queue = details.get("task_queue") or ""
+        fleet, region = self.by_queue.get(queue) or self.main.get(queue) or (self.fleet, self.home)
+        record.fleet = fleet
         record.workflow_id = wid
         record.operation = operation_of(wid)
-        record.region = self.by_queue.get(details.get("task_queue") or "", self.home)
+        record.region = region
         record.activity = details.get("activity_type")
         record.workflow_type = details.get("workflow_type")
         return True
@@ -94,7 +99,7 @@ def core_logging() -> LoggingConfig:
     return LoggingConfig(filter="WARN", forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")))
 
 
-def setup(fmt: LogFormat, cfg: FleetConfig, regions: list[str] | None, level: int = logging.INFO,
+def setup(fmt: LogFormat, cfg: FleetConfig | Sequence[FleetConfig], regions: list[str] | None, level: int = logging.INFO,
           stream: IO[str] | None = None) -> None:
     """Route every log line of this process through one stderr handler in the chosen format."""
     handler = logging.StreamHandler(stream or sys.stderr)

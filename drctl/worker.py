@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -20,6 +21,7 @@ from temporalio.worker import Worker
 from drctl import registry
 from drctl.config import FleetConfig, GatewayApiRegional
 from drctl.temporal import connect
+from drctl.worker_fleets import check_fleets, queues_of
 from drctl.worker_http import sdk_metrics_runtime, serve
 
 log = logging.getLogger("drctl.worker")
@@ -46,17 +48,23 @@ def build_workers(client: Client, cfg: FleetConfig, regions: list[str] | None, e
     return workers
 
 
-async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main: bool = True,
-                     client: Client | None = None, stop: asyncio.Event | None = None,
+async def run_worker(cfg: FleetConfig | Sequence[FleetConfig], regions: list[str] | None = None, *,
+                     main: bool = True, client: Client | None = None, stop: asyncio.Event | None = None,
                      http_port: int | None = None) -> None:
     """Run until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
 
+    `cfg`: one fleet, or several sharing this process (one Temporal client, one activity thread pool,
+    one HTTP endpoint; each fleet its own queues, checked by worker_fleets.check_fleets). The first
+    fleet's `worker` and `temporal` settings are the process's. `regions` applies to every fleet.
     `http_port` overrides cfg.worker.http_port (0: no HTTP endpoint).
     """
-    port = cfg.worker.http_port if http_port is None else http_port
+    cfgs = [cfg] if isinstance(cfg, FleetConfig) else list(cfg)
+    check_fleets(cfgs, regions, main=main)
+    first = cfgs[0]
+    port = first.worker.http_port if http_port is None else http_port
     # SDK metrics need the runtime at connect time, so only a client made here exports them.
-    runtime, sdk_url = sdk_metrics_runtime() if client is None and port and cfg.worker.sdk_metrics else (None, None)
-    client = client or await connect(cfg, runtime)
+    runtime, sdk_url = sdk_metrics_runtime() if client is None and port and first.worker.sdk_metrics else (None, None)
+    client = client or await connect(first, runtime)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -64,25 +72,23 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread (tests run it in a task)
             pass
-    if main:
-        from activities.drill_faults import sweep_orphan_faults
-
-        # A worker killed mid-drill may have left a fault whose drill is gone: clear it first.
-        await sweep_orphan_faults(client, cfg)
-    if isinstance(cfg.traffic.regional_tier, GatewayApiRegional):
-        await asyncio.to_thread(_label_routes, cfg, regions if regions is not None else cfg.region_names)
+    for c in cfgs:
+        await _prepare(client, c, regions, main=main)
+    # Every fleet's sync activities share this pool; the watcher and the probes are async, so a
+    # long-lived watcher per fleet holds no thread of it and the pool need not grow with the fleets.
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:
-        workers = build_workers(client, cfg, regions, executor, main=main)
-        queues = [w.task_queue for w in workers]
-        log.info("drctl worker for fleet %r serving task queues %s on %s", cfg.name, queues, cfg.temporal.address)
+        workers = [w for c in cfgs for w in build_workers(client, c, regions, executor, main=main)]
+        for c in cfgs:
+            log.info("drctl worker for fleet %r serving task queues %s on %s", c.name,
+                     queues_of(c, regions, main=main), c.temporal.address)
         # The HTTP endpoint binds first (a taken port fails before any poller starts) and stays up
         # through shutdown, so /readyz reports the drain and the last metrics can be scraped.
-        async with serve(cfg, client, lambda: workers, port, sdk_url):
+        async with serve(cfgs, client, lambda: workers, port, sdk_url):
             runs = [asyncio.create_task(w.run()) for w in workers]
             stopper = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
             if stop.is_set():
-                log.info("stopping: running activities have %gs to finish", cfg.worker.graceful_shutdown_s)
+                log.info("stopping: running activities have %gs to finish", first.worker.graceful_shutdown_s)
             # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
             await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
         log.info("drctl worker stopped")
@@ -90,6 +96,16 @@ async def run_worker(cfg: FleetConfig, regions: list[str] | None = None, *, main
         for t in runs:
             if t.done() and t.exception() is not None and not stop.is_set():
                 raise t.exception()  # type: ignore[misc]
+
+
+async def _prepare(client: Client, cfg: FleetConfig, regions: list[str] | None, *, main: bool) -> None:
+    if main:
+        from activities.drill_faults import sweep_orphan_faults
+
+        # A worker killed mid-drill may have left a fault whose drill is gone: clear it first.
+        await sweep_orphan_faults(client, cfg)
+    if isinstance(cfg.traffic.regional_tier, GatewayApiRegional):
+        await asyncio.to_thread(_label_routes, cfg, regions if regions is not None else cfg.region_names)
 
 
 def _label_routes(cfg: FleetConfig, regions: list[str]) -> None:

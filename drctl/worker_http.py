@@ -61,12 +61,13 @@ class EndpointError(RuntimeError):
 
 
 class WorkerHTTP:
-    def __init__(self, cfg: FleetConfig, client: Client, workers: Callable[[], Sequence[Worker]],
-                 sdk_metrics_url: str | None = None) -> None:
+    def __init__(self, cfg: FleetConfig | Sequence[FleetConfig], client: Client,
+                 workers: Callable[[], Sequence[Worker]], sdk_metrics_url: str | None = None) -> None:
         self.client = client
         self.workers = workers
         self.sdk_metrics_url = sdk_metrics_url
-        self.reader = FleetReader(cfg, client)
+        # One reader per fleet this worker serves: every fleet's figures come from the one scrape.
+        self.readers = [FleetReader(c, client) for c in _fleets(cfg)]
         self._http: httpx.AsyncClient | None = None
 
     async def route(self, method: str, path: str) -> Response:
@@ -96,7 +97,7 @@ class WorkerHTTP:
         return Response(200, f"ready: {', '.join(w.task_queue for w in workers)}\n".encode())
 
     async def metrics(self) -> Response:
-        await self.reader.refresh()
+        await asyncio.gather(*(r.refresh() for r in self.readers))
         body = generate_latest(REGISTRY)
         if self.sdk_metrics_url:
             body += await self._sdk_metrics()
@@ -139,13 +140,15 @@ class WorkerHTTP:
 
 
 @asynccontextmanager
-async def serve(cfg: FleetConfig, client: Client, workers: Callable[[], Sequence[Worker]], port: int,
-                sdk_metrics_url: str | None = None) -> AsyncIterator[WorkerHTTP | None]:
-    """Serve the endpoint on cfg.worker.http_host:port for the duration; port 0 serves nothing."""
+async def serve(cfg: FleetConfig | Sequence[FleetConfig], client: Client, workers: Callable[[], Sequence[Worker]],
+                port: int, sdk_metrics_url: str | None = None) -> AsyncIterator[WorkerHTTP | None]:
+    """Serve the endpoint on (the first fleet's) worker.http_host:port for the duration; port 0 serves nothing."""
     if not port:
         yield None
         return
-    http = WorkerHTTP(cfg, client, workers, sdk_metrics_url)
+    fleets = _fleets(cfg)
+    cfg = fleets[0]
+    http = WorkerHTTP(fleets, client, workers, sdk_metrics_url)
     try:
         server = await asyncio.start_server(http.handle, cfg.worker.http_host, port, limit=_MAX_HEAD)
     except OSError as exc:
@@ -159,3 +162,7 @@ async def serve(cfg: FleetConfig, client: Client, workers: Callable[[], Sequence
         server.close()
         await server.wait_closed()
         await http.close()
+
+
+def _fleets(cfg: FleetConfig | Sequence[FleetConfig]) -> list[FleetConfig]:
+    return [cfg] if isinstance(cfg, FleetConfig) else list(cfg)

@@ -77,7 +77,7 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
         s = self._state()
         return MonitorStatus(
             fleet=s.spec.fleet, policy=s.policy, paused=s.paused, alert=s.alert, iteration=s.total_iterations,
-            regions=s.trackers, active_failover=self.active, failed_over=s.failed_over,
+            probe_rounds=s.probe_rounds, regions=s.trackers, active_failover=self.active, failed_over=s.failed_over,
             last_failover=s.last_failover, last_failback=s.last_failback, weights=s.spec.weights,
             unresolved=s.unresolved, avoid_targets=s.avoid_targets, votes=s.votes,
         )
@@ -179,6 +179,7 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
             # Our own probe machinery failing says nothing about the regions: never fail over on it.
             workflow.logger.warning("probe round failed, regions unchanged: %s", exc.cause or exc)
             return
+        s.probe_rounds += 1
         now = workflow.now()
         if batch.unresolved != s.unresolved:
             for why in batch.unresolved.values():

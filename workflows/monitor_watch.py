@@ -120,6 +120,7 @@ class MonitorWatch:
         # Regions removed by a spec update meanwhile are not brought back.
         s.trackers = {name: res.trackers.get(name, t) for name, t in s.trackers.items()}
         s.unresolved = {r: why for r, why in res.unresolved.items() if r in s.trackers}
+        s.probe_rounds += res.rounds
         for name in res.changed:
             t = s.trackers.get(name)
             if t is not None:

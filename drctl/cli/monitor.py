@@ -18,6 +18,7 @@ from drctl.config import FleetConfig
 from drctl.models.failover import MonitorInput, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
 from drctl.models.ops import FleetSpec
+from drctl.monitor_view import live_status
 from drctl.temporal import connect, ui_link
 
 app = typer.Typer(name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True)
@@ -72,7 +73,8 @@ async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | No
             return None
         # Bounded: a running monitor whose workers are all gone cannot answer, and `drctl status`
         # at 3 a.m. must still print the rest of the fleet.
-        return await handle.query("status", result_type=MonitorStatus, rpc_timeout=timedelta(seconds=5))
+        # The live view: with the watcher, its heartbeat is fresher than the monitor's own state.
+        return await live_status(handle, rpc_timeout=timedelta(seconds=5))
     except RPCError:
         return None
 
@@ -131,7 +133,8 @@ def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: commo
         common.console.print(f"[bold red]ALERT {st.alert}[/]")
     for why in st.unresolved.values():
         common.console.print(f"[red]not probed:[/] {why}")
-    t = Table(title=f"monitor {cfg.name}: policy {st.policy}{' (paused)' if st.paused else ''}, round {st.iteration}")
+    common.console.print(_probe_line(st))
+    t = Table(title=f"monitor {cfg.name}: policy {st.policy}{' (paused)' if st.paused else ''}")
     for col in ("region", "state", "fails", "oks", "last probe", "ttft p50 ms"):
         t.add_column(col)
     for r in st.regions.values():
@@ -144,3 +147,16 @@ def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: commo
         common.console.print(f"vote on {region} at {v.at:%H:%M:%S}: {v.summary()}")
         for vantage, view in v.views.items():
             common.console.print(f"  {vantage}: {view}")
+
+
+def _probe_line(st: MonitorStatus) -> str:
+    """Probe rounds and where the states come from: the watcher's heartbeat (how old) or the monitor."""
+    line = f"{st.probe_rounds} probe rounds, monitor turn {st.iteration}"
+    if not st.watching:
+        return line + ("" if st.paused else "; states as of the last round")
+    if st.heartbeat_age_s is None:
+        return line + "; watcher starting, no heartbeat yet"
+    if st.heartbeat_stale:
+        return (line + f"; [bold red]watcher heartbeat STALE ({st.heartbeat_age_s:.0f} s old)[/]: "
+                "states below are the monitor's last, not live")
+    return line + f"; live from the watcher's heartbeat {st.heartbeat_age_s:.1f} s ago"

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, UserError, load, run_async
+from drctl.cli.common import DEFAULT_CONFIG, UserError, load, run_async
 
 
 class LogFormatOpt(str, enum.Enum):
@@ -21,7 +21,16 @@ app = typer.Typer()
 
 @app.command("worker")
 def worker(
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: Annotated[
+        list[Path] | None,
+        typer.Option("--config", "-c", envvar="DRCTL_CONFIG",
+                     help=f"Fleet config file (repeatable: one worker serves every fleet named; default {DEFAULT_CONFIG}; "
+                          "DRCTL_CONFIG may list several, separated by ':')."),
+    ] = None,
+    config_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--config-dir", help="Serve every fleet config (*.yaml, *.yml) in this directory (repeatable)."),
+    ] = None,
     region: Annotated[
         list[str] | None,
         typer.Option("--region", "-r", help="Serve this region's task queue (repeatable); default: every region."),
@@ -44,19 +53,34 @@ def worker(
                      help="text, or json: one object per line with fleet, region, operation, workflow_id."),
     ] = LogFormatOpt.text,
 ) -> None:
-    """Run drctl's workflows and activities: the main queue plus each served region's queue."""
+    """Run drctl's workflows and activities: the main queue plus each served region's queue.
+
+    With several fleets (--config repeated, or --config-dir), one process serves them all: one
+    Temporal client, thread pool and HTTP endpoint (the first fleet's worker settings); each fleet
+    keeps its own task queues.
+    """
     from drctl import logs
     from drctl.worker import run_worker
+    from drctl.worker_fleets import FleetsError, check_fleets, config_files
     from drctl.worker_http import EndpointError
 
-    cfg = load(config)
-    if http_host is not None:
-        cfg = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"http_host": http_host})})
-    for r in region or []:
-        cfg.region(r)  # unknown region: exit 2 listing the known ones
-    logs.setup(log_format.value, cfg, region or None)
     try:
-        run_async(lambda: run_worker(cfg, region or None, main=not no_main, http_port=http_port))
+        files = config_files(config or ([] if config_dir else [Path(DEFAULT_CONFIG)]), config_dir or [])
+    except FleetsError as exc:
+        raise UserError(str(exc)) from None
+    cfgs = [load(f) for f in files]
+    if http_host is not None:
+        cfgs[0] = cfgs[0].model_copy(update={"worker": cfgs[0].worker.model_copy(update={"http_host": http_host})})
+    if len(cfgs) == 1:
+        for r in region or []:
+            cfgs[0].region(r)  # unknown region: exit 2 listing the known ones
+    try:
+        check_fleets(cfgs, region or None, main=not no_main)
+    except FleetsError as exc:
+        raise UserError(str(exc)) from None
+    logs.setup(log_format.value, cfgs, region or None)
+    try:
+        run_async(lambda: run_worker(cfgs, region or None, main=not no_main, http_port=http_port))
     except EndpointError as exc:
         raise UserError(str(exc)) from None
 

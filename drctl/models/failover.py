@@ -236,6 +236,7 @@ class MonitorState(BaseModel):
     trackers: dict[str, RegionTracker]
     iteration: int = 0
     total_iterations: int = 0
+    probe_rounds: int = Field(0, description="Active probe rounds over all runs, the watcher's included.")
     alert: str | None = None
     failed_over: list[FailoverRecord] = Field(default_factory=list, description="Awaiting failback.")
     last_failover: FailoverRecord | None = None
@@ -262,8 +263,12 @@ class MonitorStatus(BaseModel):
     policy: str
     paused: bool
     alert: str | None
-    iteration: int
+    iteration: int = Field(description="Monitor loop turns: probe rounds, or with the watcher its returns.")
     regions: dict[str, RegionTracker]
+    probe_rounds: int = Field(0, description="Active probe rounds; the live view adds the running watcher's.")
+    watching: bool = Field(False, description="Live view: a watcher call is running.")
+    heartbeat_age_s: float | None = Field(None, description="Live view: age of the watcher's last heartbeat, s.")
+    heartbeat_stale: bool = Field(False, description="Live view: heartbeat too old to show as current.")
     active_failover: FailoverRecord | None = None
     failed_over: list[FailoverRecord] = Field(default_factory=list)
     last_failover: FailoverRecord | None = None

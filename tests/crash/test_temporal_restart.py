@@ -43,12 +43,12 @@ async def test_temporal_restart_mid_monitor_and_mid_failover(
     await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
 
     # Mid-monitor: the server goes away and comes back on the same db; the run and its state survive.
-    before = (await _status(mon)).iteration
+    before = (await _status(mon)).probe_rounds
     await asyncio.to_thread(restart.restart_temporal, cfg, path)
 
     async def rounds_after_restart() -> MonitorStatus | None:
         st = await _status(mon)
-        return st if st.iteration >= before + 3 else None
+        return st if st.probe_rounds >= before + 3 else None
 
     st = await assert_eventually(rounds_after_restart, timeout_s=60, interval_s=0.5, what="monitor rounds resume")
     assert not st.failed_over and st.active_failover is None and st.alert is None, st

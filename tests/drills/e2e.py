@@ -14,8 +14,8 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.chaos.validate import validate_experiment
 from drctl.config import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport
-from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
+from drctl.monitor_view import live_status
 from drctl.operations import start_operation
 from drctl.outcome import result_of
 from tests.helpers import assert_eventually
@@ -31,8 +31,8 @@ async def watched(client: Client, cfg: FleetConfig) -> None:
     handle, _ = await start_monitor(client, cfg)
 
     async def healthy() -> bool:
-        st = await handle.query("status", result_type=MonitorStatus)
-        return st.iteration >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
+        st = await live_status(handle)  # with the watcher, its heartbeat carries the rounds
+        return st.probe_rounds >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
 
     await assert_eventually(healthy, timeout_s=30, what="monitor sees both regions healthy")
 

@@ -20,10 +20,10 @@ from drctl.cli.monitor import start_monitor
 from drctl.config import FleetConfig
 from drctl.models.backup import BackupJob, BackupJobResult, BackupRequest, RestoreJob, RestoreRequest
 from drctl.models.drill import DrillInput, DrillReport, Verdict
-from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
+from drctl.monitor_view import live_status
 from drctl.operations import search_attributes, start_operation
 from drctl.outcome import result_of
 from workflows.backup import Backup, Restore
@@ -61,8 +61,8 @@ async def record_drill(client: Client, cfg: FleetConfig, save: Save, suffix: str
     monitor, _ = await start_monitor(client, cfg)
     try:
         for _ in range(120):  # bounded: 60 s for two healthy rounds
-            st = await monitor.query("status", result_type=MonitorStatus)
-            if st.iteration >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values()):
+            st = await live_status(monitor)  # with the watcher, its heartbeat carries the rounds
+            if st.probe_rounds >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values()):
                 break
             await asyncio.sleep(0.5)
         else:

@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.config import FleetConfig
 from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
+from drctl.monitor_view import live_status
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from drctl.worker import run_worker
@@ -86,13 +87,14 @@ async def monitor_handle(client: Client, cfg: FleetConfig) -> WorkflowHandle[Any
 
 
 async def monitor_status(handle: WorkflowHandle[Any, Any]) -> MonitorStatus:
-    return await handle.query("status", result_type=MonitorStatus)
+    """The live view (`drctl monitor status`'s): with the watcher, its heartbeat's trackers and rounds."""
+    return await live_status(handle)
 
 
-async def healthy_rounds(handle: WorkflowHandle[Any, Any]) -> bool:
-    """The monitor has run two rounds and sees every region HEALTHY."""
+async def healthy_rounds(handle: WorkflowHandle[Any, Any], n: int = 2) -> bool:
+    """The monitor has probed n rounds and sees every region HEALTHY."""
     st = await monitor_status(handle)
-    return st.iteration >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
+    return st.probe_rounds >= n and all(r.state is RegionState.HEALTHY for r in st.regions.values())
 
 
 async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:

@@ -138,7 +138,7 @@ async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_con
     async def monitor_rounds() -> dict | None:
         p = await asyncio.to_thread(drctl, "monitor", "status", "-o", "json", "-c", str(path))
         st = json.loads(p.stdout) if p.returncode == 0 else None
-        return st if st and st["iteration"] >= 1 else None
+        return st if st and st["probe_rounds"] >= 1 else None
 
     st = await assert_eventually(monitor_rounds, timeout_s=30, interval_s=0.5, what="monitor status")
     assert st["regions"]["us-west-1"]["state"] == "HEALTHY" and st["alert"] is None

@@ -79,7 +79,7 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "updated" in proc.stdout and "us-east-1.weight: 40 → 0" in proc.stdout, proc.stdout
     st = await monitor_status(mon)
-    assert st.weights == {"us-west-1": 100, "us-east-1": 0} and st.iteration >= 2  # same run, state kept
+    assert st.weights == {"us-west-1": 100, "us-east-1": 0} and st.iteration >= 1  # same run: the update ended a turn
     again = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(ap, fleet_config_path.parent)))
     assert again.returncode == 0 and "follows this config already" in again.stdout, again.stdout
     # A config the running monitor cannot follow is refused with the reason, and changes nothing.
@@ -181,14 +181,15 @@ async def test_monitor_alerts_on_a_region_the_worker_cannot_resolve(
     cfg, mon, changes = await _with_unresolved_region(start_workers, temporal_client, keep_east=True)
     assert "regions added: eu-west-9" in changes
 
+    # The known regions are still probed while the alert stands (with the watcher: its next call,
+    # seen in the live view), and the alert is in the UI's phase.
     async def alerted() -> MonitorStatus | None:
         s = await monitor_status(mon)
-        return s if s.alert == REGION_UNRESOLVED else None
+        probed = all(s.regions[r].last_probed_at is not None for r in cfg.region_names)
+        return s if s.alert == REGION_UNRESOLVED and probed else None
 
-    st = await assert_eventually(alerted, timeout_s=20, interval_s=0.3, what="REGION_UNRESOLVED alert")
+    st = await assert_eventually(alerted, timeout_s=20, interval_s=0.3, what="REGION_UNRESOLVED alert, known regions probed")
     assert "eu-west-9" in st.unresolved["eu-west-9"] and "us-west-1" in st.unresolved["eu-west-9"]
-    # The known regions are still probed (the round is not lost), and the alert is in the UI's phase.
-    assert all(st.regions[r].last_probed_at is not None for r in cfg.region_names)
     desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
     assert desc.typed_search_attributes.get(sa.PHASE) == REGION_UNRESOLVED
 

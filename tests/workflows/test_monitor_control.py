@@ -1,7 +1,7 @@
 """The monitor under operator control on the dev stack: manual policy, pause/resume, `set_policy`, stop.
 
 One monitor, one fault: a manual monitor sees us-west-1 UNHEALTHY and moves nothing; paused, it
-probes nothing (its rounds still tick); resumed, it probes again; switched to automatic with `set_policy`, it fails over.
+probes nothing (its watcher is cancelled); resumed, it probes again; switched to automatic with `set_policy`, it fails over.
 `drctl monitor start|status|stop` run in-process (tests.helpers.cli).
 """
 
@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from drctl.config import FleetConfig
 from drctl.models.failover import MonitorStatus, PolicyUpdate
 from drctl.models.health import RegionState
+from drctl.monitor_view import live_status
 from tests.helpers import assert_eventually, cli, write_config
 from tests.workflows.conftest import StartWorkers, admin, fast_config, weights
 
@@ -35,11 +36,11 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     mon = temporal_client.get_workflow_handle(f"monitor/{cfg.name}")
 
     async def status() -> MonitorStatus:
-        return await mon.query("status", result_type=MonitorStatus)
+        return await live_status(mon)  # with the watcher: its heartbeat's trackers and rounds
 
     async def healthy() -> bool:
         st = await status()
-        return st.iteration >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
+        return st.probe_rounds >= 2 and all(r.state is RegionState.HEALTHY for r in st.regions.values())
 
     await assert_eventually(healthy, timeout_s=30, interval_s=0.3, what="both regions healthy")
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
@@ -50,16 +51,25 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
 
     seen = await assert_eventually(west_unhealthy, timeout_s=60, interval_s=0.3, what="us-west-1 UNHEALTHY")
     # Manual: rounds go on (two more at 2 s), the region stays UNHEALTHY, and nothing is failed over.
-    await assert_eventually(lambda: _at_least(status, seen.iteration + 2), timeout_s=30, what="two more rounds")
+    await assert_eventually(lambda: _at_least(status, seen.probe_rounds + 2), timeout_s=30, what="two more rounds")
     st = await status()
     assert st.policy == "manual" and st.last_failover is None and st.active_failover is None
     assert weights(cfg) == cfg.weights
     code, out, _ = await cli("monitor", "status", "-o", "json", "-c", path)
     assert code == 0 and json.loads(out)["policy"] == "manual"
+    code, out, _ = await cli("monitor", "status", "-c", path)  # the watcher's rounds and heartbeat age
+    assert code == 0 and "probe rounds" in out, out
+    assert "live from the watcher's heartbeat" in out or "no heartbeat yet" in out, out
 
     await mon.signal("pause")
     await assert_eventually(lambda: _paused(status), timeout_s=10, what="paused")
     await asyncio.sleep(2.5)  # a round already under way finishes
+
+    async def watcher_gone() -> bool:  # the cancel reaches the watcher with its next forwarded heartbeat
+        desc = await mon.describe()
+        return not [a for a in desc.raw_description.pending_activities if a.activity_type.name == "watch_regions"]
+
+    await assert_eventually(watcher_gone, timeout_s=15, interval_s=0.3, what="the watcher stopped")
     probed = {r: t.last_probed_at for r, t in (await status()).regions.items()}
     await asyncio.sleep(5)  # two and a half probe intervals: a paused monitor probes nothing
     assert {r: t.last_probed_at for r, t in (await status()).regions.items()} == probed
@@ -96,7 +106,7 @@ Status = Callable[[], Awaitable[MonitorStatus]]
 
 
 async def _at_least(status: Status, n: int) -> bool:
-    return (await status()).iteration >= n
+    return (await status()).probe_rounds >= n
 
 
 async def _paused(status: Status) -> bool:

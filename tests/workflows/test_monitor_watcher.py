@@ -4,14 +4,19 @@ The watcher activity runs the probe and passive loop and heartbeats its trackers
 The worker running it stops (a restart); while no worker runs, us-west-1 loses every replica;
 another worker starts. The watcher's next attempt resumes from the last heartbeat (its round count
 goes on from there) and the fault is still detected, within the fast-confirm rounds plus the gap.
+With traffic flowing, an errors fault is seen first in the region's own counters (passive SUSPECT)
+and confirmed by the probe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -26,6 +31,7 @@ from tests.workflows.conftest import (
     StartWorkers,
     admin,
     fast_config,
+    healthy_rounds,
     monitor_handle,
     monitor_status,
     terminate_fleet_workflows,
@@ -137,3 +143,60 @@ async def test_watcher_monitor_fails_over_a_dead_region_and_back_after_the_windo
     # Only transitions and decisions wrote history: far fewer watcher calls than probe rounds.
     results = await _watch_results(temporal_client, mon)
     assert results and sum(r.rounds for r in results) > len(results), results
+
+
+def _load(cfg: FleetConfig, stop: threading.Event, deadline_s: float) -> None:
+    """Completions through the global endpoint (both regions get their share), bounded in time."""
+    body = {"model": cfg.workload.model, "prompt": "hi", "max_tokens": 2}
+    end = time.monotonic() + deadline_s
+    with httpx.Client(timeout=5, trust_env=False) as c:
+        while not stop.is_set() and time.monotonic() < end:
+            with contextlib.suppress(httpx.HTTPError):
+                c.post(f"{cfg.traffic.global_endpoint}/v1/completions", json=body)
+
+
+async def test_watcher_makes_an_erroring_region_suspect_from_passive_signals_and_the_probe_confirms(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    """Traffic flows; us-east-1 starts failing every completion. Its gateway's and replicas' own counters
+    make it SUSPECT between two probe rounds (30 s apart here), and the confirming probes make it UNHEALTHY."""
+    base = fast_config(fleet_config, watcher=True, interval_s=30.0)
+    passive = base.health.passive.model_copy(update={"enabled": True})
+    cfg = await start_workers(cfg=base.model_copy(update={
+        "health": base.health.model_copy(update={"passive": passive}),
+        "failover": base.failover.model_copy(update={"policy": "manual"}),  # detection only
+    }))
+    stop = threading.Event()
+    loader = threading.Thread(target=_load, args=(cfg, stop, 60), daemon=True)
+    loader.start()
+    try:
+        mon = await monitor_handle(temporal_client, cfg)
+        await assert_eventually(lambda: healthy_rounds(mon, 1), timeout_s=30, interval_s=0.3,
+                                what="the watcher probed every region healthy")
+        start = await monitor_status(mon)
+
+        async def windows_full() -> bool:  # the passive window holds traffic: reads give a signal
+            hb = await _heartbeat(temporal_client, mon)
+            return hb is not None and hb[1].passive_reads >= 2 + cfg.health.passive.window_s
+
+        await assert_eventually(windows_full, timeout_s=20, interval_s=0.5, what="passive reads over a full window")
+        admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
+        faulted = time.monotonic()
+
+        async def east_unhealthy() -> bool:
+            return (await monitor_status(mon)).regions["us-east-1"].state is RegionState.UNHEALTHY
+
+        await assert_eventually(east_unhealthy, timeout_s=30, interval_s=0.3, what="us-east-1 UNHEALTHY")
+        print(f"errors fault to UNHEALTHY through passive + probe: {time.monotonic() - faulted:.1f}s")
+    finally:
+        stop.set()
+        await asyncio.to_thread(loader.join, 10)
+    # The watcher's returns, from the history: first the passive suspicion, then the probe's verdict.
+    east = [(r.trackers["us-east-1"].state, r.trackers["us-east-1"].last_reason)
+            for r in await _watch_results(temporal_client, mon) if "us-east-1" in r.changed]
+    assert east[0][0] is RegionState.SUSPECT and east[0][1].startswith("passive:"), east
+    assert "error rate" in east[0][1], east
+    assert east[-1][0] is RegionState.UNHEALTHY and not east[-1][1].startswith("passive:"), east
+    st = await monitor_status(mon)
+    assert st.probe_rounds > start.probe_rounds and st.regions["us-west-1"].state is RegionState.HEALTHY and st.last_failover is None
+    assert weights(cfg) == cfg.weights

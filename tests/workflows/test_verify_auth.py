@@ -35,6 +35,7 @@ from drctl.config import FleetConfig, WorkloadAuth
 from drctl.models.failover import FailoverInput, MonitorStatus
 from drctl.models.health import ProbeStatus
 from drctl.models.ops import FleetSpec, VerifyInput, VerifyResult
+from drctl.monitor_view import live_status
 from drctl.operations import start_operation
 from drctl.providers.kubernetes import KubernetesPlatform
 from tests.conftest import apps_api
@@ -214,7 +215,7 @@ async def test_fleet_behind_bearer_auth_is_probed_healthy_and_the_token_stays_ou
     monitor = await _monitor(temporal_client, cfg)
 
     async def probed_healthy() -> bool:
-        st = await monitor.query("status", result_type=MonitorStatus)
+        st = await live_status(monitor)  # with the watcher, a healthy fleet's probes show in its heartbeat
         return all(t.last_status is ProbeStatus.HEALTHY for t in st.regions.values()) and st.alert is None
 
     await assert_eventually(probed_healthy, timeout_s=30, interval_s=0.5, what="monitor probes the authed fleet healthy")
@@ -225,10 +226,15 @@ async def test_fleet_behind_bearer_auth_is_probed_healthy_and_the_token_stays_ou
     res = await asyncio.wait_for(failover.result(), 90)
     assert res.status == "succeeded", res.error
     assert res.verify is not None and res.verify.by_region == {"us-east-1": 10} and not res.verify.auth_rejected
+    # The watcher's heartbeat (readable by any client) holds the probes' reasons: no token there either.
+    watching = (await monitor.describe()).raw_description.pending_activities
+    assert watching and authed_fleet not in str(watching)
     await monitor.terminate("test done")
     for handle in (monitor, failover):
         history = (await handle.fetch_history()).to_json()
-        assert "ActivityTaskCompleted" in history or "activityTaskCompletedEventAttributes" in history
+        # A healthy watcher never returns: the monitor's history holds its input, the failover's results.
+        assert "ActivityTaskScheduled" in history or "activityTaskScheduledEventAttributes" in history
+        assert handle is monitor or "activityTaskCompletedEventAttributes" in history or "ActivityTaskCompleted" in history
         assert authed_fleet not in history, f"the token is in the history of {handle.id}"
     assert log_text and not [line for line in log_text if authed_fleet in line]
 
