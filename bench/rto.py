@@ -6,12 +6,15 @@
 Every policy runs the same FleetMonitor and Failover workflows in the same run; they differ only
 in health settings:
 - drctl: the default config. The watcher activity probes and reads passive signals (the regional
-  gateways' counters, every second), a breach makes a region SUSPECT and fast confirm re-probes.
+  gateways' counters, every second), a breach makes a region SUSPECT and a probe confirms it, and
+  the other region's worker votes before the failover (health.quorum; the bench's one worker
+  process serves every queue, so the vote costs its real round trip but shares the network path).
 - fastpath: drctl with the global tier's data-plane fast path on (`traffic.global.fast_path`: the
   global HAProxy retries a refused, empty or 503 request on the other region); the bench restarts
   the global HAProxy on its re-rendered config. Run for the down fault only (see FASTPATH_KINDS).
-- rounds: the first release's monitor: one probe round per interval, fast confirm, no passive.
-- baseline: interval × threshold: probe rounds without fast confirm.
+- rounds: the first release's monitor: one probe round per interval, fast confirm, no passive
+  signals, no vantage quorum.
+- baseline: interval × threshold: rounds without fast confirm.
 Trials are interleaved (policy inside kind inside trial) so machine-load drift hits all alike. The
 setup (stack, worker, fleet reset, faults) lives in bench/rto_fleet.py.
 """
@@ -108,8 +111,9 @@ def policy_config(cfg: FleetConfig, policy: Policy) -> FleetConfig:
     tier = cfg.traffic.global_tier.model_copy(update={"fast_path": policy == "fastpath"})
     watcher = policy in ("drctl", "fastpath")
     passive = cfg.health.passive.model_copy(update={"enabled": watcher})
+    quorum = cfg.health.quorum.model_copy(update={"mode": "majority" if watcher else "off"})
     health = cfg.health.model_copy(update={"fast_confirm": policy != "baseline", "watcher": watcher,
-                                           "passive": passive})
+                                           "passive": passive, "quorum": quorum})
     return cfg.model_copy(update={"health": health, "traffic": cfg.traffic.model_copy(update={"global_tier": tier})})
 
 

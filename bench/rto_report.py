@@ -21,7 +21,7 @@ POLICIES: tuple[Policy, ...] = ("drctl", "fastpath", "rounds", "baseline")
 POLICY_TEXT: dict[Policy, str] = {
     "drctl": "the default monitor: watcher, passive signals, fast confirm, vantage quorum",
     "fastpath": "drctl with the global tier's data-plane fast path (traffic.global.fast_path)",
-    "rounds": "the first release's monitor: one probe round per interval, fast confirm",
+    "rounds": "the first release's monitor: one probe round per interval, fast confirm, no quorum",
     "baseline": "interval x threshold: probe rounds without fast confirm",
 }
 # The fast path retries refused connections, empty answers and 503s on the other region; a slow

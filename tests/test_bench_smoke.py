@@ -58,7 +58,8 @@ def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_their_o
         assert ours.watcher and ours.fast_confirm
         assert not rounds.watcher and rounds.fast_confirm
         assert not base.watcher and not base.fast_confirm
-        settings = {"fast_confirm", "watcher"}
+        assert ours.quorum.mode == "majority" and rounds.quorum.mode == base.quorum.mode == "off"
+        settings = {"fast_confirm", "watcher", "quorum"}
         assert ours.model_dump(exclude=settings) == rounds.model_dump(exclude=settings) == base.model_dump(exclude=settings)
         assert (base.interval_s, base.failure_threshold) == (10, 3)
         assert policy_config(cfg, "drctl").health.passive.enabled and not policy_config(cfg, "rounds").health.passive.enabled
