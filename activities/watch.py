@@ -64,12 +64,13 @@ class WatchActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
         self.prober = InferenceProber(cfg)
+        self.reader: PassiveReader | None = None
 
     @activity.defn(name="watch_regions")
     async def watch_regions(self, inp: WatchInput) -> WatchResult:
         progress = _resume(inp)
         beat = asyncio.create_task(self._heartbeat(lambda: progress))
-        reader = PassiveReader(self.cfg, self.prober.replica_source) if self.cfg.health.passive.enabled else None
+        reader = self._passive() if self.cfg.health.passive.enabled else None
         watch = asyncio.create_task(self._watch(inp, progress, reader))
         shutdown = asyncio.create_task(activity.wait_for_worker_shutdown())
         try:
@@ -83,8 +84,13 @@ class WatchActivities:
             for task in (watch, shutdown, beat):
                 task.cancel()
             await asyncio.gather(watch, shutdown, beat, return_exceptions=True)
-            if reader is not None:
-                await reader.aclose()
+
+    def _passive(self) -> PassiveReader:
+        """One reader for the worker's life: its windows outlive a watcher call, so the call after a
+        transition judges a breach from its first read instead of waiting for a window to fill."""
+        if self.reader is None:
+            self.reader = PassiveReader(self.cfg, self.prober.replica_source)
+        return self.reader
 
     @staticmethod
     async def _heartbeat(progress: Callable[[], WatchProgress]) -> None:

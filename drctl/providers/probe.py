@@ -83,6 +83,9 @@ class InferenceProber:
         # allowance a TTFT just above the degraded threshold would read as a timeout (DOWN)
         # instead of slow (DEGRADED).
         self.completion_timeout_s = self.timeout_s + self.health.ttft_degraded_ms / 1000.0
+        # No first token by the degraded threshold already makes a completion slow: the probe says
+        # so then, instead of waiting out completion_timeout_s (seconds off a slow region's detection).
+        self.slow_after_s = self.health.ttft_degraded_ms / 1000.0
 
         # One target's own work, counted from its first request: /health, then models, metrics and
         # completions in parallel. Time queued for a concurrency slot is not part of it.
@@ -209,7 +212,7 @@ class InferenceProber:
             return ProbeStatus.AUTH, f"credentials refused by {names}: {refused[0].error}"
         note = f" ({source_error})" if source_error else ""
         if gateway.status == ProbeStatus.DEGRADED:
-            if gateway.error_class is not None and failing and fraction <= self.health.error_rate_degraded:
+            if gateway.error_class not in (None, "slow") and failing and fraction <= self.health.error_rate_degraded:
                 # The gateway's failed requests met the few replicas that fail their own checks: lost
                 # capacity the gateway's own checks route around (one flapping replica of many), not
                 # a region to move traffic from. Errors on replicas that pass /health stay DEGRADED.
@@ -261,12 +264,14 @@ class InferenceProber:
             read_models(client, base, self.timeout_s, self.model),
             read_metrics(client, base, self.timeout_s),
             asyncio.gather(
-                *(completion(client, base, self.completion_timeout_s, self.model) for _ in range(completions))
+                *(completion(client, base, self.completion_timeout_s, self.model, self.slow_after_s)
+                  for _ in range(completions))
             ),
         )
         self._read_metrics(probe, metrics)
         probe.models_ok = models is None
-        failures = [r for r in [models, *ttfts] if isinstance(r, Failed)]
+        slow = [r for r in ttfts if isinstance(r, Failed) and r.cls == "slow"]
+        failures = [r for r in [models, *ttfts] if isinstance(r, Failed) and r.cls != "slow"]
         good = [t for t in ttfts if isinstance(t, float)]
         if good:
             probe.ttft_ms = round(statistics.median(good), 2)
@@ -277,13 +282,18 @@ class InferenceProber:
         elif isinstance(models, Failed) and models.cls == "model_missing":
             # Checked first: completions then fail too (404), and "model missing" is the cause.
             probe.status, probe.error_class, probe.error = ProbeStatus.DOWN, models.cls, str(models)
-        elif not good:
+        elif not good and not slow:
             first = next(t for t in ttfts if isinstance(t, Failed))
             probe.status, probe.error_class = ProbeStatus.DOWN, first.cls
             probe.error = f"completion failed ({len(ttfts)}/{len(ttfts)}): {first}"
         elif failures:
             probe.status, probe.error_class = ProbeStatus.DEGRADED, failures[0].cls
             probe.error = f"{len(failures)}/{len(ttfts) + 1} inference requests failed: {failures[0]}"
+        elif slow and statistics.median([*good, *(math.inf for _ in slow)]) > self.health.ttft_degraded_ms:
+            # The median completion had no first token by the threshold: slow, known without waiting.
+            probe.status, probe.error_class = ProbeStatus.DEGRADED, "slow"
+            probe.error = (f"slow TTFT: {len(slow)}/{len(ttfts)} completions had no first token within "
+                           f"{self.health.ttft_degraded_ms:g}ms")
         elif probe.ttft_ms is not None and probe.ttft_ms > self.health.ttft_degraded_ms:
             probe.status = ProbeStatus.DEGRADED
             probe.error = f"slow TTFT {probe.ttft_ms:.0f}ms > {self.health.ttft_degraded_ms:g}ms"

@@ -100,8 +100,13 @@ async def metrics(client: aiohttp.ClientSession, base: str, timeout_s: float) ->
 
 
 async def completion(
-    client: aiohttp.ClientSession, base: str, timeout_s: float, model: str
+    client: aiohttp.ClientSession, base: str, timeout_s: float, model: str, slow_after_s: float | None = None
 ) -> float | Failed:
+    """Time to the first SSE data chunk of a 1-token completion, ms, or why it failed.
+
+    With `slow_after_s`, no first chunk by then is Failed("slow") at once: the answer would be slow
+    whatever it turned out to be, and waiting for it only delays the verdict.
+    """
     body = {"model": model, "prompt": "ping", "max_tokens": 1, "stream": True, "temperature": 0}
 
     async def first_chunk() -> float:
@@ -126,8 +131,11 @@ async def completion(
                 return (time.perf_counter() - t0) * 1000
         raise Failed("bad_response", "completion stream ended without a data chunk")
 
+    deadline = timeout_s if slow_after_s is None else min(timeout_s, slow_after_s)
     try:
-        ttft, _ = await call(timeout_s, first_chunk)
+        ttft, _ = await call(deadline, first_chunk)
     except Failed as f:
+        if f.cls == "timeout" and slow_after_s is not None and deadline == slow_after_s:
+            return Failed("slow", f"no first token within {slow_after_s * 1000:.0f}ms")
         return f
     return float(ttft)
