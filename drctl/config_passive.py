@@ -37,7 +37,11 @@ class PassiveConfig(_Model):
         "prometheus: queries over the same vLLM series (health.passive.prometheus).",
     )
     interval_s: float = Field(1.0, gt=0, le=60, description="Seconds between reads.")
-    window_s: float = Field(5.0, gt=0, le=300, description="Window over which rates and TTFT quantiles are computed, s.")
+    window_s: float = Field(
+        3.0, gt=0, le=300,
+        description="Window over which rates and TTFT quantiles are computed, s: long enough for min_requests at "
+        "ordinary traffic, short enough that a breach shows within a second or two.",
+    )
     max_error_rate: float = Field(
         0.2, gt=0, le=1, description="5xx fraction of the window's requests above which a region is SUSPECT."
     )

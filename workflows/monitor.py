@@ -69,6 +69,7 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
         self.refused: list[str] = []  # with the watcher: regions refusing drctl's token, as last reported
         self.shown_phase: str | None = None  # with the watcher: the phase last upserted
         self.quiet_until: dict[str, datetime] = {}  # with the watcher: passive suspicion held off until
+        self.early: dict[str, asyncio.Task[dict[str, tuple[str, datetime]]]] = {}  # peers' views of a SUSPECT region
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -221,6 +222,7 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
             return
         if s.policy != "automatic" or self.child is not None:
             return
+        self._early_votes()
         backing_off = s.next_failover_attempt_at is not None and workflow.now() < s.next_failover_attempt_at
         moved = {r.source for r in s.failed_over}
         for name, t in s.trackers.items():

@@ -11,7 +11,7 @@ UNHEALTHY or when the back-off expires, never every round).
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls
 
 PATCH = "monitor-quorum"
+EARLY_PATCH = "monitor-early-vote"
 
 
 class MonitorQuorum:
@@ -33,6 +34,7 @@ class MonitorQuorum:
     s: MonitorState
     child: asyncio.Task[None] | None
     poke: bool
+    early: dict[str, asyncio.Task[dict[str, tuple[str, datetime]]]]
 
     if TYPE_CHECKING:  # MonitorActions's, called from here
         async def _failover(self, source: str, target: str) -> None: ...
@@ -59,6 +61,25 @@ class MonitorQuorum:
         """When the watcher must wake for a re-vote (the rounds loop calls `_decide` every round anyway)."""
         return [v.retry_at for v in self.s.votes.values() if v.verdict == "no_quorum"]
 
+    def _early_votes(self) -> None:
+        """Ask the other regions' views of a region as soon as it is SUSPECT, while the monitor's own
+        probe confirms: a slow region's vote then costs no second probe's wait after UNHEALTHY.
+        Only views seeing it down are kept for the vote (and only while fresh); others are asked again."""
+        s = self.s
+        for name in [r for r in self.early if s.trackers.get(r) is None
+                     or s.trackers[r].state in (RegionState.HEALTHY, RegionState.RECOVERING)]:
+            del self.early[name]  # the suspicion cleared: its activities finish unread
+        suspect = [n for n, t in s.trackers.items() if t.state is RegionState.SUSPECT and n not in self.early]
+        if not suspect or not self._quorum_on() or not workflow.patched(EARLY_PATCH):
+            return
+        for name in suspect:
+            self.early[name] = asyncio.ensure_future(self._peer_views(name))
+
+    async def _peer_views(self, region: str) -> dict[str, tuple[str, datetime]]:
+        peers = [r for r in self.s.spec.regions if r.name != region]
+        seen = await asyncio.gather(*(self._view_from(peer, region) for peer in peers))
+        return {peer.name: (view, workflow.now()) for peer, view in zip(peers, seen, strict=True)}
+
     async def _vote_then_failover(self, source: str, target: str) -> None:
         s = self.s
         try:
@@ -78,9 +99,15 @@ class MonitorQuorum:
         spec = s.spec
         t = s.trackers[region]
         views = {MAIN: f"down: {t.last_reason or t.state.value}"}
-        peers = [r for r in spec.regions if r.name != region]
+        early = self.early.pop(region, None)
+        kept: dict[str, str] = {}
+        if early is not None:
+            fresh = workflow.now() - timedelta(seconds=spec.quorum.max_age_s)
+            kept = {peer: view for peer, (view, at) in (await early).items() if view.startswith("down") and at >= fresh}
+        peers = [r for r in spec.regions if r.name != region and r.name not in kept]
         seen = await asyncio.gather(*(self._view_from(peer, region) for peer in peers))
-        views.update({peer.name: view for peer, view in zip(peers, seen, strict=True)})
+        asked = {**dict(zip([p.name for p in peers], seen, strict=True)), **kept}
+        views.update({r.name: asked[r.name] for r in spec.regions if r.name != region})
         vote = decide(views, workflow.now(), s.votes.get(region), spec.interval_s)
         s.votes[region] = vote
         log = workflow.logger.info if vote.verdict == "confirmed" else workflow.logger.error

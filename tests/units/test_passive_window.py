@@ -175,7 +175,7 @@ def test_reads_must_not_go_back_in_time() -> None:
 def test_config_defaults_and_validation() -> None:
     cfg = PassiveConfig()
     th = PassiveThresholds.from_config(cfg)
-    assert (th.window_s, th.max_error_rate, th.max_ttft_p99_ms, th.min_requests, th.max_age_s) == (5, 0.2, 2000, 10, 3)
+    assert (th.window_s, th.max_error_rate, th.max_ttft_p99_ms, th.min_requests, th.max_age_s) == (3, 0.2, 2000, 10, 3)
     with pytest.raises(ValueError, match="needs health.passive.prometheus.url"):
         PassiveConfig(source="prometheus")
     with pytest.raises(ValueError, match="must be longer than interval_s"):
