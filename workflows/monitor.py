@@ -260,7 +260,8 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
 
     def _details(self) -> None:
         s = self._state()
-        lines = [f"## Fleet `{s.spec.fleet}` monitor", f"policy **{s.policy}**, round {s.total_iterations}"]
+        rounds = f"{s.probe_rounds} probe rounds" + (" as of the watcher's last return" if s.spec.watcher else "")
+        lines = [f"## Fleet `{s.spec.fleet}` monitor", f"policy **{s.policy}**, {rounds}, turn {s.total_iterations}"]
         if s.alert:
             lines.insert(1, f"# 🚨 {s.alert}: {_ALERT_TEXT.get(s.alert, '')}")
             lines += [f"- {why}" for why in s.unresolved.values()]

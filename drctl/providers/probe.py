@@ -2,7 +2,8 @@
 
 Every round each replica answers /health and /metrics (where present). A rotating sample of
 replicas (`health.completion_sample`) and the gateway also answer /v1/models and a 1-token streamed
-completion (time to first token is measured to the first SSE data chunk). The prober never raises
+completion (time to first token is measured to the first SSE data chunk; none by
+`health.ttft_degraded_ms` is slow at that moment, without waiting for the answer). The prober never raises
 for an unhealthy target: every failure becomes a result with an error class, because the monitor
 needs to tell "down" from "slow" from "partly failing", not catch exceptions.
 
