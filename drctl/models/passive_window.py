@@ -171,8 +171,12 @@ class SignalWindow:
                 missing.append(source)
                 continue
             start = reads[-1].taken_at - self.th.window_s
-            # The baseline is the last read at or before the window start, else the oldest kept.
+            # The baseline is the last read at or before the window start, else the oldest kept. A read
+            # from before a gap in reading (the watcher was not running) is no baseline: the increase
+            # since would spread a fault over minutes of old traffic. The window is then shorter.
             first = max((i for i, s in enumerate(reads) if s.taken_at <= start), default=0)
+            if reads[first].taken_at < start - self.th.window_s:
+                first += 1
             fresh.setdefault(reads[-1].kind, []).append(list(reads)[first:])
         views = [view(kind, series) for kind, series in sorted(fresh.items())]
         return judge(region, views, missing, self.th)

@@ -249,3 +249,16 @@ def test_histogram_increase_across_a_change_of_bucket_edges() -> None:
     grown = HistogramSnapshot(buckets=[(0.1, 7), (1.0, 12), (2.0, 12)], count=12)
     inc = histogram_increase([before, grown])
     assert inc is not None and inc.buckets == [(0.1, 2), (1.0, 3)] and inc.count == 3
+
+
+def test_a_read_from_before_a_gap_in_reading_is_no_baseline() -> None:
+    """The watcher did not run for a minute (a paused or restarted monitor): the read before the gap
+    would spread the fault's errors over a minute of old traffic. The window starts after the gap."""
+    w = SignalWindow(TH)
+    w.add(snap(0, req=0))
+    for t in (60, 61, 62):  # 10 req/s, all failing since the gap
+        w.add(snap(t, req=600 + 10 * (t - 60), err=10 * (t - 60)))
+    v = w.verdict("us-west-1", now=62)
+    (rv,) = v.views
+    assert (rv.requests, rv.errors, rv.span_s) == (20, 20, 2), rv
+    assert v.signal is PassiveSignal.SUSPECT, v.reason
