@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    IPvAnyAddress,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from drctl.config_data import DataConfig
 from drctl.config_passive import PassiveConfig
@@ -155,6 +163,10 @@ class HealthConfig(_Model):
     ttft_degraded_ms: float = Field(2000.0, gt=0, description="TTFT above which a probe counts as degraded, ms.")
     error_rate_degraded: float = Field(
         0.25, gt=0, le=1, description="Fraction of failing replica probes above which a region is DEGRADED."
+    )
+    probe_source_address: IPvAnyAddress | None = Field(
+        None, description="Local address the probe's connections leave from (a multi-homed worker picks the path "
+        "it probes by); default: the kernel's choice.",
     )
     probe_concurrency: int = Field(
         64, ge=1, le=1024, description="Targets probed at once (each runs its 2 to 6 requests itself)."

@@ -14,18 +14,20 @@ from typing import Any, Literal, Protocol
 
 import aiohttp
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, ValidationError
 
 from drctl.devstack.nodeagent import NodeAgent, Replica
 
 
 class GatewayFaults(Protocol):
     fault: str | None
+    partitioned: list[str]
 
     async def kill(self) -> None: ...
     async def freeze(self) -> None: ...
     async def thaw(self) -> None: ...
     async def restore(self) -> None: ...
+    async def partition(self, sources: list[str]) -> None: ...
 
 
 class _Body(BaseModel):
@@ -45,6 +47,13 @@ class ReplicaFault(_Body):
 
 class GatewayFault(_Body):
     action: Literal["kill", "freeze", "thaw", "restore"]
+
+
+class PartitionFault(_Body):
+    # Clients connecting from these addresses are refused by the region gateway, as by a firewall
+    # between them and the region: the dev stack's network partition (a worker whose probes leave
+    # from one, health.probe_source_address, loses its view of the region). [] heals it.
+    sources: list[IPvAnyAddress] = Field(max_length=16)
 
 
 class InferenceFault(_Body):
@@ -71,6 +80,7 @@ class RegionAdmin:
         app.router.add_post("/faults/replicas", self.fault_replicas)
         app.router.add_post("/faults/gateway", self.fault_gateway)
         app.router.add_post("/faults/inference", self.fault_inference)
+        app.router.add_post("/faults/partition", self.fault_partition)
         app.router.add_post("/faults/clear", self.clear)
         return app
 
@@ -81,7 +91,8 @@ class RegionAdmin:
         held = [{"pod": r.pod, "track": r.track, "state": r.state, "stay_down": r.stay_down}
                 for r in sorted(self.agent.replicas.values(), key=lambda r: r.pod) if r.stay_down or r.state == "frozen"]
         return web.json_response({"replicas": held, "gateway": self.gateway.fault,
-                                  "inference": self.agent.inference_faults, "owners": sorted(self.owners)})
+                                  "inference": self.agent.inference_faults, "partitioned": self.gateway.partitioned,
+                                  "owners": sorted(self.owners)})
 
     async def fault_replicas(self, request: web.Request) -> web.Response:
         body = ReplicaFault.model_validate(await request.json())
@@ -101,6 +112,12 @@ class RegionAdmin:
         self._own(body)
         await getattr(self.gateway, body.action)()
         return web.json_response({"gateway": self.gateway.fault})
+
+    async def fault_partition(self, request: web.Request) -> web.Response:
+        body = PartitionFault.model_validate(await request.json())
+        self._own(body)
+        await self.gateway.partition([str(a) for a in body.sources])
+        return web.json_response({"partitioned": self.gateway.partitioned})
 
     async def fault_inference(self, request: web.Request) -> web.Response:
         body = InferenceFault.model_validate(await request.json())
@@ -123,6 +140,7 @@ class RegionAdmin:
         live = [r for r in self.agent.replicas.values() if r.proc.returncode is None and r.faults_applied]
         await asyncio.gather(*(_fleetsim_fault(r, "DELETE", None) for r in live))
         await self.gateway.restore()
+        await self.gateway.partition([])
         self.owners.clear()
         return web.json_response({"cleared": True})
 

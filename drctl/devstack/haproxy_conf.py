@@ -131,6 +131,12 @@ def _fast_path(cfg: FleetConfig) -> list[str]:
     ]
 
 
+def partition_acl(cfg: FleetConfig, region: str) -> Path:
+    """The region gateway's partition list: connections from these source addresses are refused
+    (the dev stack's network-partition fault, `POST /faults/partition`)."""
+    return haproxy_dir(cfg) / f"{region}-partition.acl"
+
+
 def render_region(cfg: FleetConfig, region: str) -> str:
     """haproxy/<region>.cfg: the region gateway, its track servers and empty track backends."""
     r = cfg.region(region)
@@ -141,6 +147,9 @@ def render_region(cfg: FleetConfig, region: str) -> str:
         _DEFAULTS,
         "frontend gateway",
         f"    bind {host}:{port}",
+        # The partition fault: a source address listed here (at runtime, `add acl`) is refused, as a
+        # firewall between that client and the region would.
+        f"    tcp-request connection reject if {{ src -f {partition_acl(cfg, region)} }}",
         # The regional tier names the region that served, as a production gateway is configured
         # to (traffic.region_header); verification reads this header and nothing the server sets.
         f"    http-response set-header {cfg.traffic.region_header} {r.name}",

@@ -17,7 +17,14 @@ from pathlib import Path
 
 from drctl.config import TRACKS, ConfigError, FleetConfig, load_config
 from drctl.devstack.admin import RegionAdmin, start_admin
-from drctl.devstack.haproxy_conf import haproxy_dir, host_port, region_backend, region_socket, render_region
+from drctl.devstack.haproxy_conf import (
+    haproxy_dir,
+    host_port,
+    partition_acl,
+    region_backend,
+    region_socket,
+    render_region,
+)
 from drctl.devstack.kube import RegionCluster, serve_cluster
 from drctl.devstack.nodeagent import DEPLOYMENTS, HPAS, TRACK_LABEL, NodeAgent, die_with_parent
 from drctl.devstack.velero_agent import run_velero_agent
@@ -37,6 +44,8 @@ class Gateway:
         self.epoch = 0
         self.fault: str | None = None  # None | "killed" | "frozen"
         self._weights: dict[str, int] | None = None  # last seen track weights, kept across restarts
+        self.partition_path = partition_acl(cfg, region)
+        self.partitioned: list[str] = []  # source addresses whose connections are refused
         self._started_at = 0.0
 
     @property
@@ -111,6 +120,18 @@ class Gateway:
         if self.proc is None or self.proc.returncode is not None:
             await self.start()
 
+    async def partition(self, sources: list[str]) -> None:
+        """Refuse new connections from these source addresses; [] heals the partition.
+
+        The file is what a restarted HAProxy loads; the runtime API changes the running one.
+        """
+        self.partitioned = sorted(set(sources))
+        await asyncio.to_thread(self.partition_path.write_text, "".join(f"{a}\n" for a in self.partitioned))
+        if self.usable:
+            path = self.partition_path
+            await asyncio.to_thread(self.runtime.commands,
+                                    [f"clear acl {path}", *(f"add acl {path} {a}" for a in self.partitioned)])
+
     async def stop(self) -> None:
         self._signal(signal.SIGCONT)
         self._signal(signal.SIGKILL)
@@ -176,6 +197,7 @@ async def run_region(cfg: FleetConfig, region: str) -> None:
     state = cfg.state_dir()
     haproxy_dir(cfg).mkdir(parents=True, exist_ok=True)
     (haproxy_dir(cfg) / f"{region}.cfg").write_text(render_region(cfg, region))
+    partition_acl(cfg, region).write_text("")  # no partition at start; HAProxy needs the file to exist
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -111,7 +111,9 @@ class InferenceProber:
         # have open at once (the gateway: models, metrics and its completions), so no request
         # ever waits inside the connector, where its deadline would already be running.
         per_target = 2 + self.gateway_completions
-        connector = aiohttp.TCPConnector(limit=self.health.probe_concurrency * per_target, limit_per_host=0)
+        source = self.health.probe_source_address
+        connector = aiohttp.TCPConnector(limit=self.health.probe_concurrency * per_target, limit_per_host=0,
+                                         local_addr=(str(source), 0) if source is not None else None)
         async with aiohttp.ClientSession(
             connector=connector, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
         ) as client:
