@@ -99,6 +99,9 @@ class PassiveVerdict(BaseModel):
     missing: list[str] = Field(default_factory=list, description="Sources with no read newer than max_age_s.")
 
 
+RTIME_REQUESTS = 1024  # HAProxy's `rtime` is the mean over the last 1024 requests
+
+
 def _breaches(view: WindowStats, th: PassiveThresholds) -> list[str]:
     out = []
     rate = view.error_rate
@@ -111,9 +114,11 @@ def _breaches(view: WindowStats, th: PassiveThresholds) -> list[str]:
         out.append(f"{view.kind} TTFT p99 {view.ttft_p99_ms:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
     # A mean never exceeds the p99 of the same requests, so a mean above the limit is a breach.
     # The reverse does not hold (a server may send headers before its first token), so the
-    # gateway's mean can make a region SUSPECT but never vouches for it.
+    # gateway's mean can make a region SUSPECT but never vouches for it. HAProxy's rtime averages
+    # its last RTIME_REQUESTS requests, not the window: it speaks for the window only when the
+    # window holds that many (otherwise a slow spell minutes ago would still read as a breach).
     avg = view.response_time_avg_ms
-    if avg is not None and avg > th.max_ttft_p99_ms:
+    if avg is not None and view.requests >= RTIME_REQUESTS and avg > th.max_ttft_p99_ms:
         out.append(f"{view.kind} mean response time {avg:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
     return out
 

@@ -99,7 +99,8 @@ def test_slow_sse_streams_show_in_the_gateway_response_time_and_the_ttft_histogr
     assert rep.ttft_p50_ms is not None and rep.ttft_p50_ms >= 300, rep
     v = window.verdict("us-west-1", now=time.monotonic())
     assert v.signal is PassiveSignal.SUSPECT
-    assert "gateway mean response time" in v.reason and "replica TTFT p99" in v.reason, v.reason
+    # 8 requests are far from the 1024 HAProxy's rtime averages over: only the histogram breaches.
+    assert "gateway mean response time" not in v.reason and "replica TTFT p99" in v.reason, v.reason
 
 
 def test_gateway_reader_names_a_missing_backend_and_a_dead_socket(env: Env, tmp_path: Path) -> None:

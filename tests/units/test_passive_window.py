@@ -157,11 +157,15 @@ def test_gateway_and_replicas_are_separate_views_and_either_can_breach() -> None
     assert v.signal is PassiveSignal.SUSPECT and v.reason.startswith("gateway error rate 50%")
 
 
-def test_gateway_mean_response_time_above_the_ttft_limit_is_a_breach() -> None:
+def test_gateway_mean_response_time_is_a_breach_only_when_the_window_holds_its_1024_requests() -> None:
+    """HAProxy's rtime averages its last 1024 requests: with fewer in the window, a slow spell
+    before the window (a fault fixed a minute ago) would still read as a breach."""
     w = SignalWindow(TH)
     w.add(snap(0, req=0, kind="gateway", response_time_avg_ms=2500))
     w.add(snap(2, req=40, kind="gateway", response_time_avg_ms=2500))
-    v = w.verdict("us-west-1", now=2)
+    assert w.verdict("us-west-1", now=2).signal is PassiveSignal.OK
+    w.add(snap(4, req=1064, kind="gateway", response_time_avg_ms=2500))
+    v = w.verdict("us-west-1", now=4)
     assert v.signal is PassiveSignal.SUSPECT and "mean response time 2500 ms" in v.reason
 
 
