@@ -55,7 +55,7 @@ def replica_states(cfg: FleetConfig, region: str) -> list[str]:
 
 
 # What the region admin API's GET /faults answers when no fault is held.
-NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}, "owners": []}
+NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}, "partitioned": [], "owners": []}
 
 
 def held_outage(tmp_path: Path) -> Path:
