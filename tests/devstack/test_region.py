@@ -155,7 +155,9 @@ def test_template_change_rolls_replicas_without_errors(region: RegionProcess, ap
     codes: list[int] = []
 
     def rolled() -> bool:
-        codes.append(region.gateway.get("/v1/models").status_code)
+        # A new connection per poll, as a user's request would open: a reused idle one can meet
+        # HAProxy closing it at its keep-alive timeout, which says nothing about the rollout.
+        codes.append(region.gateway.get("/v1/models", headers={"Connection": "close"}).status_code)
         s = apps.read_namespaced_deployment_status(DEPLOYMENT, ns).status
         return (s.updated_replicas, s.ready_replicas, s.replicas) == (2, 2, 2) and s.observed_generation == dep.metadata.generation + 1
 
