@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         if args.keep_stack:
-            print(f"dev stack left running: drctl -c {cfg_path} dev down", file=sys.stderr)
+            print(f"dev stack left running: drctl dev down -c {cfg_path}", file=sys.stderr)
         else:
             rto_fleet.stack_down(cfg)
     if trials:
