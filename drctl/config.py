@@ -1,7 +1,7 @@
 """Fleet configuration: one pydantic tree, loaded from YAML.
 
 Every field carries a description and units live in field names. Relative paths in the file are
-resolved against the directory that holds the file, so `drctl -c config/fleet.yaml` works from
+resolved against the directory that holds the file, so `drctl COMMAND -c config/fleet.yaml` works from
 any working directory.
 
 It is one module, over the house limit of about 300 lines, on purpose: it is the schema's
