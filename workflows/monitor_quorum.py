@@ -11,6 +11,7 @@ UNHEALTHY or when the back-off expires, never every round).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -75,8 +76,9 @@ class MonitorQuorum:
         for name in suspect:
             self.early[name] = asyncio.ensure_future(self._peer_views(name))
 
-    async def _peer_views(self, region: str) -> dict[str, tuple[str, datetime]]:
-        peers = [r for r in self.s.spec.regions if r.name != region]
+    async def _peer_views(self, region: str, skip: Collection[str] = ()) -> dict[str, tuple[str, datetime]]:
+        """Every other region's view of `region` (but those in `skip`), with when it arrived."""
+        peers = [r for r in self.s.spec.regions if r.name != region and r.name not in skip]
         seen = await asyncio.gather(*(self._view_from(peer, region) for peer in peers))
         return {peer.name: (view, workflow.now()) for peer, view in zip(peers, seen, strict=True)}
 
@@ -104,9 +106,7 @@ class MonitorQuorum:
         if early is not None:
             fresh = workflow.now() - timedelta(seconds=spec.quorum.max_age_s)
             kept = {peer: view for peer, (view, at) in (await early).items() if view.startswith("down") and at >= fresh}
-        peers = [r for r in spec.regions if r.name != region and r.name not in kept]
-        seen = await asyncio.gather(*(self._view_from(peer, region) for peer in peers))
-        asked = {**dict(zip([p.name for p in peers], seen, strict=True)), **kept}
+        asked = {peer: view for peer, (view, _) in (await self._peer_views(region, skip=kept)).items()} | kept
         views.update({r.name: asked[r.name] for r in spec.regions if r.name != region})
         vote = decide(views, workflow.now(), s.votes.get(region), spec.interval_s)
         s.votes[region] = vote
