@@ -5,7 +5,10 @@
 - /readyz (readiness): Temporal answers a health check and every task-queue worker is running.
 - /metrics: drctl's metrics (drctl/metrics.py) refreshed by the scrape-time reader, followed by
   the Temporal SDK's own metrics, which the SDK runtime serves on a private loopback port; merged
-  here so one scrape target per worker carries both.
+  here so one scrape target per worker carries both. A scrape waits at most `READ_BUDGET_S` for
+  the reader: a slow Temporal must not make the scrape time out, because Prometheus then marks
+  every series of the target stale (the probes' and failovers' figures too, not only the reader's).
+  The read goes on in the background and the next scrape serves it.
 
 Served by a minimal HTTP/1.1 responder on asyncio streams (GET only, one request per connection):
 three fixed paths do not justify a web framework in the worker image.
@@ -33,6 +36,9 @@ log = logging.getLogger("drctl.worker")
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 _MAX_HEAD = 16 * 1024  # request line and headers; a probe or scrape sends a few hundred bytes
+# Well inside the shortest scrape timeout we expect (the dev stack's 2 s; Prometheus's default is 10 s).
+READ_BUDGET_S = 1.0
+SDK_METRICS_TIMEOUT_S = 0.5
 
 
 def sdk_metrics_runtime() -> tuple[Runtime, str]:
@@ -43,6 +49,12 @@ def sdk_metrics_runtime() -> tuple[Runtime, str]:
     prom = PrometheusConfig(bind_address=f"127.0.0.1:{port}", counters_total_suffix=True, unit_suffix=True,
                             durations_as_seconds=True)
     return Runtime(telemetry=TelemetryConfig(metrics=prom)), f"http://127.0.0.1:{port}/metrics"
+
+
+def _log_failed_read(done: asyncio.Future[list[None]]) -> None:
+    # Retrieved here too: a read that outlived its scrape has nobody else to report its failure.
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("fleet metrics read failed: %s", done.exception())
 
 
 @dataclass
@@ -69,6 +81,7 @@ class WorkerHTTP:
         # One reader per fleet this worker serves: every fleet's figures come from the one scrape.
         self.readers = [FleetReader(c, client) for c in _fleets(cfg)]
         self._http: httpx.AsyncClient | None = None
+        self._reading: asyncio.Future[list[None]] | None = None
 
     async def route(self, method: str, path: str) -> Response:
         path = path.split("?", 1)[0]
@@ -97,15 +110,27 @@ class WorkerHTTP:
         return Response(200, f"ready: {', '.join(w.task_queue for w in workers)}\n".encode())
 
     async def metrics(self) -> Response:
-        await asyncio.gather(*(r.refresh() for r in self.readers))
+        await self._refresh_within(READ_BUDGET_S)
         body = generate_latest(REGISTRY)
         if self.sdk_metrics_url:
             body += await self._sdk_metrics()
         return Response(200, body, CONTENT_TYPE_LATEST)
 
+    async def _refresh_within(self, budget_s: float) -> None:
+        """Start a read (unless one runs) and wait for it at most `budget_s`; past that, the scrape
+        serves the figures of the previous read and this one finishes in the background."""
+        reading = self._reading
+        if reading is None or reading.done():
+            reading = self._reading = asyncio.ensure_future(asyncio.gather(*(r.refresh() for r in self.readers)))
+            reading.add_done_callback(_log_failed_read)
+        try:
+            await asyncio.wait_for(asyncio.shield(reading), budget_s)
+        except TimeoutError:
+            log.warning("fleet metrics read still running after %gs: serving the previous figures", budget_s)
+
     async def _sdk_metrics(self) -> bytes:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=2.0)
+            self._http = httpx.AsyncClient(timeout=SDK_METRICS_TIMEOUT_S)
         try:
             resp = await self._http.get(self.sdk_metrics_url or "")
             return resp.content if resp.status_code == 200 else b""
@@ -135,6 +160,8 @@ class WorkerHTTP:
             writer.close()
 
     async def close(self) -> None:
+        if self._reading is not None and not self._reading.done():
+            self._reading.cancel()
         if self._http is not None:
             await self._http.aclose()
 
