@@ -351,6 +351,11 @@ class UpgradeConfig(_Model):
     max_error_rate: float = Field(0.05, ge=0, le=1, description="Canary error rate above which analysis fails.")
     max_ttft_p99_ratio: float = Field(2.0, gt=1, description="Canary TTFT p99 / stable TTFT p99 above which it fails.")
     max_ttft_p50_ratio: float = Field(1.5, gt=1, description="Canary TTFT p50 / stable TTFT p50 above which it fails.")
+    min_ttft_increase_ms: float = Field(
+        50.0, ge=0,
+        description="A TTFT ratio over its limit fails only when the canary is also this much slower, ms: "
+                    "the ratio of two small figures (30 ms vs 65 ms) is scheduling noise, not a regression.",
+    )
     min_samples: int = Field(20, ge=1, description="Fewer samples than this per track make a step inconclusive.")
     scale_down_delay_s: float = Field(30.0, ge=0, description="Blue-green: keep blue this long after the switch.")
     approval_between_regions: bool = Field(False, description="Wait for approval between region waves.")

@@ -20,6 +20,10 @@ with workflow.unsafe.imports_passed_through():
 
 T = TypeVar("T")
 
+# A latency FAIL is measured again before it rolls back; histories from before replay without it.
+LATENCY_CONFIRM_PATCH = "analysis-confirm-latency"
+LATENCY_METRICS = ("ttft_p50", "ttft_p99")
+
 
 class Stop(Exception):
     """Ends a wave: the workflow rolls the region back and reports why."""
@@ -107,9 +111,15 @@ class Control:
         """Analyse until PASS; FAIL raises Stop(ROLLED_BACK). Inconclusive windows are repeated and,
         after `max_inconclusive` in a row, pause for an operator instead of passing.
 
+        An error-rate FAIL rolls back at once: waiting serves users more errors. A latency FAIL is
+        confirmed by a second window first (Argo Rollouts' failureLimit of 1, for latency only):
+        one window's p99 over a few dozen requests is its slowest request, and a scheduling stall
+        on a replica's node must not roll a good release back. A real regression fails both.
+
         Returns None when an operator promoted during the analysis (the step is skipped).
         """
         inconclusive = 0
+        latency_failed: AnalysisResult | None = None
         while True:
             await self.hold()
             if self.promote_requested:
@@ -121,7 +131,13 @@ class Control:
             if result.verdict is Verdict.PASS:
                 return result
             if result.verdict is Verdict.FAIL:
-                raise Stop(Outcome.ROLLED_BACK, f"analysis failed: {result.reason}", result.failed_metric)
+                if (latency_failed is None and result.failed_metric in LATENCY_METRICS
+                        and workflow.patched(LATENCY_CONFIRM_PATCH)):
+                    latency_failed = result
+                    self.phases.note("last analysis", f"FAIL, measuring again to confirm: {result.reason}")
+                    continue
+                confirmed = f" (and the window before: {latency_failed.reason})" if latency_failed else ""
+                raise Stop(Outcome.ROLLED_BACK, f"analysis failed: {result.reason}{confirmed}", result.failed_metric)
             inconclusive += 1
             if inconclusive >= max_inconclusive:
                 self.pause(f"{inconclusive} inconclusive analyses: {result.reason}")

@@ -37,6 +37,8 @@ class AnalysisLimits(BaseModel):
     max_ttft_p50_ratio: float
     max_ttft_p99_ratio: float
     min_samples: int
+    # 0 for requests recorded before the floor existed: they judged the ratio alone.
+    min_ttft_increase_ms: float = 0.0
 
 
 class TrackRef(BaseModel):
@@ -67,7 +69,9 @@ def judge(cand: TrackSample, base: TrackSample, limits: AnalysisLimits) -> Analy
 
     Errors are judged first: a candidate that fails requests fails even with few samples once the
     failures alone exceed the limit at min_samples, because waiting for more data only serves
-    more users errors.
+    more users errors. A TTFT ratio over its limit fails when the candidate is also at least
+    `min_ttft_increase_ms` slower; the workflow confirms a latency FAIL with a second window
+    before it rolls back (workflows/progressive.py).
     """
 
     def result(verdict: Verdict, reason: str, metric: str | None = None) -> AnalysisResult:
@@ -93,12 +97,14 @@ def judge(cand: TrackSample, base: TrackSample, limits: AnalysisLimits) -> Analy
         b = getattr(base, f"{metric}_ms")
         if c is None or b is None:
             return result(Verdict.INCONCLUSIVE, f"no {metric} measured")
-        # A floor of 1 ms keeps a near-zero baseline from turning jitter into a huge ratio.
+        # A floor of 1 ms keeps a near-zero baseline from turning jitter into a huge ratio, and a
+        # ratio fails only with a real difference behind it (few samples, fast replicas: p99 is a max).
         ratio = c / max(b, 1.0)
-        if ratio > limit:
+        if ratio > limit and c - b >= limits.min_ttft_increase_ms:
             return result(
                 Verdict.FAIL,
-                f"{cand.track} {metric} {c:.0f} ms is {ratio:.1f}x {base.track} ({b:.0f} ms) > limit {limit:g}x",
+                f"{cand.track} {metric} {c:.0f} ms is {ratio:.1f}x {base.track} ({b:.0f} ms) > limit {limit:g}x"
+                + (f" and {c - b:.0f} ms slower" if limits.min_ttft_increase_ms else ""),
                 metric,
             )
     return result(
@@ -111,4 +117,5 @@ def judge(cand: TrackSample, base: TrackSample, limits: AnalysisLimits) -> Analy
 def limits_from(cfg: FleetConfig) -> AnalysisLimits:
     u = cfg.upgrade
     return AnalysisLimits(max_error_rate=u.max_error_rate, max_ttft_p50_ratio=u.max_ttft_p50_ratio,
-                          max_ttft_p99_ratio=u.max_ttft_p99_ratio, min_samples=u.min_samples)
+                          max_ttft_p99_ratio=u.max_ttft_p99_ratio, min_samples=u.min_samples,
+                          min_ttft_increase_ms=u.min_ttft_increase_ms)

@@ -68,6 +68,21 @@ def test_analysis_judges_errors_first_then_samples_then_latency() -> None:
     assert _judge(_s("w/canary", 40, p50=1.4, p99=1.9), _s("w/stable", 40, p50=0.01, p99=0.01))[0] == "PASS"
 
 
+def test_a_latency_ratio_fails_only_with_a_real_difference_behind_it() -> None:
+    limits = LIMITS.model_copy(update={"min_ttft_increase_ms": 50.0, "min_samples": 8})
+    base = _s("w/stable", 8, p50=30.0, p99=32.0)
+    # 8 requests to 30 ms replicas: one stalled request is the p99, and 2.1x of 32 ms is 36 ms of noise.
+    assert a.judge(_s("w/canary", 8, p50=31.0, p99=68.0), base, limits).verdict is a.Verdict.PASS
+    slow = a.judge(_s("w/canary", 8, p50=31.0, p99=82.0), base, limits)
+    assert (slow.verdict, slow.failed_metric) == (a.Verdict.FAIL, "ttft_p99")
+    assert slow.reason == "w/canary ttft_p99 82 ms is 2.6x w/stable (32 ms) > limit 2x and 50 ms slower"
+    assert a.judge(_s("w/canary", 8, p50=400.0, p99=410.0), base, limits).failed_metric == "ttft_p99"
+    # Requests recorded before the floor existed judge the ratio alone, as they did.
+    assert a.AnalysisLimits.model_validate(LIMITS.model_dump(exclude={"min_ttft_increase_ms"})).min_ttft_increase_ms == 0
+    old = limits.model_copy(update={"min_ttft_increase_ms": 0.0})
+    assert a.judge(_s("w/canary", 8, p50=31.0, p99=68.0), base, old).verdict is a.Verdict.FAIL
+
+
 def test_track_error_rate_and_names() -> None:
     assert _s("t", 0, 0).error_rate == 0.0 and _s("t", 4, 1).error_rate == 0.25
     assert str(a.TrackRef(region="w", track="canary")) == "w/canary"
@@ -88,7 +103,7 @@ def _cfg(tmp_path: Path) -> FleetConfig:
 def test_request_builders_take_everything_from_the_config(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path)
     assert a.limits_from(cfg) == a.AnalysisLimits(max_error_rate=0.1, max_ttft_p50_ratio=1.2, max_ttft_p99_ratio=3.0,
-                                                  min_samples=7)
+                                                  min_samples=7, min_ttft_increase_ms=50.0)
     up = upgrade_request(cfg, "u1", "img:v2", env={"A": "1"})
     assert (up.upgrade_id, up.release.image, up.release.env, up.strategy) == ("u1", "img:v2", {"A": "1"}, Strategy.CANARY)
     assert up.regions == ["us-west-1", "us-east-1"] and up.namespaces == {"us-west-1": "inference", "us-east-1": "east-ns"}
