@@ -41,7 +41,7 @@ async def test_migration_moves_workload_and_traffic(fleet_config: FleetConfig, t
                                        workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
                                        source="us-west-1", target="us-east-1")
         res = await asyncio.wait_for(result_of(handle, MigrationResult), timeout=180)
-    assert res.outcome is Outcome.SUCCEEDED, res
+    assert res.outcome is Outcome.SUCCEEDED, f"{res.outcome.value} at {res.failed_step}: {res.reason}; {res.rollback}"
     assert res.restore is not None and res.restore.phase == "Completed"
     moved = apps_api(east.kube.api_url or "").read_namespaced_deployment("llm-stable", east.kube.namespace)
     assert moved.spec.template.spec.containers[0].image == marker
