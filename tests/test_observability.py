@@ -122,8 +122,6 @@ def _panel_queries() -> list[tuple[str, str]]:
 
 def test_every_dashboard_query_runs(observed: tuple[FleetConfig, Path]) -> None:
     cfg, _ = observed
-    wait_until(lambda: _vector(cfg, 'drctl_region_state{fleet="test"}'), timeout_s=60, interval_s=1,
-               what="drctl metrics scraped")
     # These panels draw from what runs all the time, so they must show data, not just parse.
     always = {"Region state", "Global weights", "TTFT per region", "Replicas failing"}
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models.analysis import AnalysisRequest, AnalysisResult, Verdict
+    from drctl.models.analysis import LATENCY_METRICS, AnalysisRequest, AnalysisResult, Verdict
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.upgrade import Outcome
     from workflows import calls
@@ -22,7 +22,6 @@ T = TypeVar("T")
 
 # A latency FAIL is measured again before it rolls back; histories from before replay without it.
 LATENCY_CONFIRM_PATCH = "analysis-confirm-latency"
-LATENCY_METRICS = ("ttft_p50", "ttft_p99")
 
 
 class Stop(Exception):

@@ -32,6 +32,10 @@ class TrackSample(BaseModel):
         return self.errors / self.requests if self.requests else 0.0
 
 
+# The failed_metric values judge() gives for latency (an error rate is "error_rate").
+LATENCY_METRICS = ("ttft_p99", "ttft_p50")
+
+
 class AnalysisLimits(BaseModel):
     max_error_rate: float
     max_ttft_p50_ratio: float
