@@ -16,10 +16,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
-from drctl import metrics
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.backup import PARTIALLY_FAILED, BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
+from drctl.telemetry import metrics
 
 
 def _app_error(exc: BaseException, action: str) -> ApplicationError:

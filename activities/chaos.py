@@ -33,7 +33,8 @@ from activities.reports import ReportStore
 from drctl.chaos.boundary import digest
 from drctl.chaos.journal import judge
 from drctl.chaos.validate import ExperimentInvalid, validate_experiment
-from drctl.config import FleetConfig
+from drctl.client.operations import FleetBusyError, start_operation
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import (
     ExperimentOutcome,
     ExperimentRunInput,
@@ -44,8 +45,7 @@ from drctl.models.drill import (
     Observation,
     ObserveInput,
 )
-from drctl.operations import FleetBusyError, start_operation
-from drctl.outcome import details_from
+from drctl.models.outcome import details_from
 from drctl.providers import completions
 from drctl.providers.auth import AuthConfigError, auth_headers
 

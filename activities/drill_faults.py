@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.chaos.faults import clear_region, owners
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import ClearFaultsInput, ClearFaultsResult
 
 log = logging.getLogger("drctl.worker")

@@ -8,11 +8,11 @@ from typing import Any
 
 from temporalio import activity
 
-from drctl import metrics
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.health import RegionProbe
 from drctl.models.ops import ProbeBatch, ProbeRequest, RegionRequest
 from drctl.providers.probe import InferenceProber
+from drctl.telemetry import metrics
 
 
 class HealthActivities:

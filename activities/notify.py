@@ -13,10 +13,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
-from drctl.config import FleetConfig
+from drctl.client.connection import ui_link
+from drctl.config.schema import FleetConfig
 from drctl.models.notify import DeliverInput, Delivery
 from drctl.providers import notify
-from drctl.temporal import ui_link
 
 
 class NotifyActivities:

@@ -12,8 +12,10 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from drctl import search_attributes as sa
-from drctl.config import FleetConfig
+from drctl.client.connection import ui_link
+from drctl.client.operations import list_operations, visibility_query
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.lock import (
     UPDATE_ACQUIRE,
     AliveInput,
@@ -24,8 +26,6 @@ from drctl.models.lock import (
     lock_id,
 )
 from drctl.models.ops import OperationInfo
-from drctl.operations import list_operations, visibility_query
-from drctl.temporal import ui_link
 
 
 class OperationActivities:

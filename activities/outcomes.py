@@ -12,9 +12,9 @@ from typing import Any
 
 from temporalio import activity
 
-from drctl import metrics
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.outcome import OutcomeInput
+from drctl.telemetry import metrics
 
 
 @activity.defn(name="record_outcome")

@@ -15,7 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.failover import capacity_of
 from drctl.models.ops import Capacity, DeploymentStatus, RegionRequest, ScaleInput, WaitRolloutInput
 from drctl.providers.base import DeploymentState, Platform

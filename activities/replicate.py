@@ -17,7 +17,7 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from activities.errors import app_error
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.release import compare
 from drctl.models.rpo import (
     ArtifactsInput,

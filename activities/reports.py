@@ -9,10 +9,10 @@ from botocore.config import Config as BotoConfig
 from temporalio import activity
 
 from activities.errors import app_error
-from drctl import metrics
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillReport, ReportKey
 from drctl.providers.drill_reports import ReportStore as ReportStore
+from drctl.telemetry import metrics
 
 # One try per call, each bounded: the drill's activity retry policy retries for minutes with backoff,
 # and botocore's own retries would hide the S3 error (and the time spent) inside one attempt.

@@ -18,13 +18,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.errors import app_error
-from drctl import metrics
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.ops import SetWeightsInput, Weights
 from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
 from drctl.providers.base import GlobalTraffic
 from drctl.providers.errors import classify
 from drctl.providers.traffic_factory import global_traffic
+from drctl.telemetry import metrics
 
 # A throttled GetChange backs off up to this; kept under the callers' 10 s heartbeat timeout.
 MAX_POLL_BACKOFF_S = 5.0

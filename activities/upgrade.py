@@ -15,7 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.analysis import AnalysisRequest, AnalysisResult, TrackRef, judge
 from drctl.models.ops import RegionRequest
 from drctl.models.upgrade import (

@@ -15,7 +15,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.ops import VerifyInput, VerifyResult
 from drctl.providers import completions
 from drctl.providers.auth import AuthConfigError, auth_headers

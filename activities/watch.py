@@ -23,8 +23,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from drctl import metrics
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.health import ProbeStatus, RegionState
 from drctl.models.passive import PassiveSignal
 from drctl.models.watch import (
@@ -37,6 +36,7 @@ from drctl.models.watch import (
 )
 from drctl.providers.passive import PassiveReader
 from drctl.providers.probe import InferenceProber
+from drctl.telemetry import metrics
 
 HEARTBEAT_S = 1.0
 

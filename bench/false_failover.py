@@ -42,7 +42,7 @@ from bench import rto_fleet
 from bench.rto import policy_config
 from bench.rto_report import Policy
 from drctl.cli.monitor import start_monitor
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
 from drctl.models.drill import LoadSample
 from drctl.models.failover import MonitorStatus

@@ -47,10 +47,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from bench.probe_scale import MODEL, CannedServer, targets
-from drctl import search_attributes
 from drctl.cli.monitor import start_monitor
-from drctl.config import load_config
+from drctl.config.schema import load_config
 from drctl.devstack.kube import serve_cluster
+from drctl.models import search_attributes
 
 ROOT = Path(__file__).resolve().parent.parent
 REGIONS = ("east", "west")

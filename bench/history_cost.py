@@ -32,7 +32,7 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 
 from bench import rto_fleet
 from drctl.cli.monitor import start_monitor
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 TARGET_PER_REGION_HOUR = 200
 

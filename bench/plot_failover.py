@@ -30,7 +30,7 @@ from activities.chaos import _load as run_load
 from bench import rto_fleet
 from bench.rto import _await_failover, _monitor_ready, _stop_monitor
 from drctl.cli.monitor import start_monitor
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import LoadSample
 from drctl.providers.traffic_factory import global_traffic
 

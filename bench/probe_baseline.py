@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from drctl.config import FleetConfig, RegionConfig
+from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.providers import prom
 from drctl.providers.auth import AuthConfigError, auth_headers

@@ -33,7 +33,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as `python bench/probe_scale.py`: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from drctl.config import FleetConfig, RegionConfig, parse_config
+from drctl.config.schema import FleetConfig, RegionConfig, parse_config
 from drctl.providers.replicas import ReplicaEndpoint
 
 MODEL = "bench-model"

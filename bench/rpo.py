@@ -39,12 +39,12 @@ from temporalio.service import RPCError
 from bench import rto_fleet
 from bench.rto_report import percentile
 from drctl.cli.replicate import replicate_id, start_replication
-from drctl.config import FleetConfig, load_config
+from drctl.client.operations import start_operation
+from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import stack
 from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.ops import FleetSpec
 from drctl.models.rpo import ReplicateStatus
-from drctl.operations import start_operation
 from drctl.providers.aws import client as aws_client
 from workflows.failover import Failover
 

@@ -57,13 +57,13 @@ from bench.rto_report import (
     summarise,
 )
 from drctl.cli.monitor import start_monitor
-from drctl.config import FleetConfig
+from drctl.client.monitor_view import live_status
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.devstack.restart import restart_global_gateway
 from drctl.models.drill import LoadSample
 from drctl.models.failover import FailoverResult
 from drctl.models.health import RegionState
-from drctl.monitor_view import live_status
-from drctl.outcome import result_of
 from drctl.providers.auth import auth_headers
 from drctl.providers.traffic_factory import global_traffic
 

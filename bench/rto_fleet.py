@@ -23,15 +23,15 @@ import yaml
 from temporalio.client import Client
 
 from bench.rto_report import Kind
-from drctl.config import FleetConfig, load_config
+from drctl.client.connection import connect
+from drctl.client.operations import running_operations
+from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import readiness, stack
 from drctl.models.health import ProbeStatus
-from drctl.operations import running_operations
 from drctl.providers.kubernetes import MERGE, KubernetesPlatform
 from drctl.providers.probe import InferenceProber
 from drctl.providers.traffic_factory import global_traffic
-from drctl.temporal import connect
-from drctl.worker import run_worker
+from drctl.worker.process import run_worker
 
 SLOW_FACTOR = 20  # the degraded fault: TTFT x20
 ERROR_RATE = 0.5  # the other degraded fault: 50 % errors

@@ -19,10 +19,10 @@ import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio.client import Client
 
-from drctl.config import TRACKS, FleetConfig, load_config
+from drctl.client.connection import connect
+from drctl.config.schema import TRACKS, FleetConfig, load_config
 from drctl.devstack import readiness, stack
 from drctl.providers.haproxy_runtime import HAProxyRuntime
-from drctl.temporal import connect
 from tests.fleetcfg import write_fleet_config
 from tests.helpers import wait_until
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 import yaml
 
 if TYPE_CHECKING:
-    from drctl.config import FleetConfig
+    from drctl.config.schema import FleetConfig
 
 T = TypeVar("T")
 # The installed console script, as a user runs it (PYTHONPATH, inherited, picks the tree under test).

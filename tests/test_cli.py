@@ -16,9 +16,9 @@ from temporalio.exceptions import TerminatedError
 from drctl.chaos.validate import ExperimentInvalid
 from drctl.cli.common import UserError
 from drctl.cli.errors import render_error
+from drctl.client.connection import TemporalUnreachable
+from drctl.client.operations import FleetBusyError
 from drctl.models.ops import OperationInfo
-from drctl.operations import FleetBusyError
-from drctl.temporal import TemporalUnreachable
 from tests.helpers import DRCTL, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,10 +25,10 @@ import pytest
 import yaml
 from temporalio.api.common.v1 import Payload
 
-from drctl import search_attributes
-from drctl.codec import AesGcmCodec, CodecKeyError, parse_keys
-from drctl.config import load_config
-from drctl.temporal import TemporalConfigError, connect_options
+from drctl.client.codec import AesGcmCodec, CodecKeyError, parse_keys
+from drctl.client.connection import TemporalConfigError, connect_options
+from drctl.config.schema import load_config
+from drctl.models import search_attributes
 from tests.fleetcfg import fleet_config_data, short_tmp_dir
 from tests.helpers import drctl, free_port, run_cli, wait_until
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from drctl.config import load_config
-from drctl.search_attributes import ALL
+from drctl.config.schema import load_config
+from drctl.models.search_attributes import ALL
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

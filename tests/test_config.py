@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from drctl.config import ConfigError, load_config
+from drctl.config.schema import ConfigError, load_config
 from tests.helpers import drctl
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ from drctl.chaos.validate import ExperimentInvalid, validate_experiment
 from drctl.cli.common import UserError
 from drctl.cli.drill_schedule import _cron
 from drctl.cli.upgrade import parse_image, parse_steps
-from drctl.config import ConfigError, FleetConfig, load_config, parse_config
+from drctl.config.schema import ConfigError, FleetConfig, load_config, parse_config
 from drctl.models.failover import WEIGHT_CAP, cap_weights, shift_weights
 from drctl.providers.errors import classify
 from drctl.providers.weights import validate_weights

@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from drctl.config import FleetConfig, parse_config
+from drctl.config.schema import FleetConfig, parse_config
 from tests.kube_verbs import Permission, code_permissions
 from tests.kustomize import OVERLAYS, one, render
 

@@ -18,15 +18,15 @@ from activities.health import HealthActivities
 from activities.outcomes import record_outcome
 from activities.reports import ReportActivities
 from activities.traffic import TrafficActivities
-from drctl import metrics
-from drctl.config import FleetConfig
+from drctl.client.connection import connect
+from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
-from drctl.fleet_metrics import FleetReader
 from drctl.models.backup import BackupRequest
 from drctl.models.drill import DrillReport, Verdict
 from drctl.models.ops import ProbeRequest
 from drctl.models.outcome import OutcomeInput
-from drctl.temporal import connect
+from drctl.telemetry import metrics
+from drctl.worker.fleet_metrics import FleetReader
 from tests.helpers import assert_eventually
 
 pytestmark = pytest.mark.devstack

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from drctl.config import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import prometheus, stack
 from tests.fleetcfg import write_fleet_config
 from tests.helpers import drctl, wait_until

@@ -74,7 +74,7 @@ def test_dev_stack_and_tools_are_extras_that_make_installs() -> None:
 
 
 def test_the_registry_lists_every_workflow_and_activity_module() -> None:
-    from drctl import registry
+    from drctl.worker import registry
 
     def having(folder: str, marker: str) -> set[str]:
         return {f"{folder}.{p.stem}" for p in (ROOT / folder).glob("*.py") if marker in p.read_text()}

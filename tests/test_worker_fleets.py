@@ -28,8 +28,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from drctl import logs
-from drctl.config import load_config
+from drctl.config.schema import load_config
+from drctl.worker import logs
 from tests.fleetcfg import fleet_config_data, short_tmp_dir
 from tests.helpers import free_port, run_cli, wait_until
 

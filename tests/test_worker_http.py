@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from drctl.config import FleetConfig
+from drctl.client.connection import connect
+from drctl.config.schema import FleetConfig
 from drctl.devstack import processes, stack
-from drctl.temporal import connect
-from drctl.worker import run_worker
-from drctl.worker_http import WorkerHTTP
+from drctl.worker.endpoint import WorkerHTTP
+from drctl.worker.process import run_worker
 from tests.helpers import assert_eventually, free_port
 
 pytestmark = pytest.mark.devstack

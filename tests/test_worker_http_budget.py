@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 from temporalio.client import Client
 
-from drctl.config import load_config
-from drctl.worker_http import READ_BUDGET_S, WorkerHTTP
+from drctl.config.schema import load_config
+from drctl.worker.endpoint import READ_BUDGET_S, WorkerHTTP
 from tests.fleetcfg import write_fleet_config
 
 

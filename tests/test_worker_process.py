@@ -31,8 +31,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from drctl import logs
-from drctl.config import load_config
+from drctl.config.schema import load_config
+from drctl.worker import logs
 from tests.fleetcfg import write_fleet_config
 from tests.helpers import wait_until
 

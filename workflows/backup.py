@@ -14,10 +14,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
+    from drctl.models import search_attributes as sa
     from drctl.models.backup import BackupInfo, BackupJob, BackupJobResult, RestoreJob
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
-    from drctl.outcome import failed
+    from drctl.models.outcome import failed
     from workflows import calls
     from workflows.operation import Operation, cause_of, innermost
 

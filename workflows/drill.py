@@ -20,8 +20,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
     from drctl.models import ops
+    from drctl.models import search_attributes as sa
     from drctl.models.drill import (
         OPERATION,
         ClearFaultsInput,

@@ -12,8 +12,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
     from drctl.models import ops
+    from drctl.models import search_attributes as sa
     from drctl.models.failover import FailbackInput, FailbackResult, failback_plan, probe_passes
     from drctl.models.health import RegionProbe
     from drctl.models.ops import ProbeRequest, RegionRequest, ScaleInput

@@ -18,7 +18,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
+    from drctl.models import search_attributes as sa
     from drctl.models.failover import (
         ALL_REGIONS_UNHEALTHY,
         NO_FAILOVER_TARGET,

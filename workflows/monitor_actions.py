@@ -16,7 +16,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
+    from drctl.models import search_attributes as sa
     from drctl.models.failover import (
         FailbackInput,
         FailbackResult,
@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         FailoverResult,
         MonitorState,
     )
-    from drctl.outcome import result_from
+    from drctl.models.outcome import result_from
 
 R = TypeVar("R", FailoverResult, FailbackResult)
 

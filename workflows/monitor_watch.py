@@ -17,7 +17,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
+    from drctl.models import search_attributes as sa
     from drctl.models.failover import PROBE_AUTH_REFUSED, MonitorState
     from drctl.models.health import RegionState
     from drctl.models.ops import FleetSpec

@@ -54,11 +54,11 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from drctl import search_attributes as sa
     from drctl.models import ops
+    from drctl.models import search_attributes as sa
     from drctl.models.lock import LockGrant
     from drctl.models.ops import AbortInput, ApproveInput, OperationProgress
-    from drctl.outcome import error_type, failed
+    from drctl.models.outcome import error_type, failed
     from workflows.calls import QUEUE_WAIT_S
     from workflows.common import Phases
     from workflows.lock import acquire_fleet, release_fleet

@@ -15,7 +15,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
+    from drctl.models import search_attributes as sa
     from drctl.models.rpo import PairState, ReplicateInput, ReplicateState, ReplicateStatus
     from workflows import calls
     from workflows.operation import cause_of

@@ -16,8 +16,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl import search_attributes as sa
     from drctl.models import ops
+    from drctl.models import search_attributes as sa
     from drctl.models.analysis import AnalysisRequest, TrackRef
     from drctl.models.ops import ScaleInput, WaitRolloutInput
     from drctl.models.upgrade import (

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from drctl.config import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config
 
 # Configuration keys every drctl experiment declares, and the env vars that override them.
 CONFIG_ENV = {

@@ -24,7 +24,7 @@ from drctl.chaos.faults import (
     clear_region,
 )
 from drctl.chaos.faults import now as _now
-from drctl.config import FleetConfig, RegionConfig
+from drctl.config.schema import FleetConfig, RegionConfig
 
 __all__ = ["RESTORE_ANNOTATION", "FaultNotInjected", "clear_faults", "degrade_region", "kill_gateway",
            "kill_region_replicas", "kill_replicas"]

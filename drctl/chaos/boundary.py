@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from drctl.chaos import CONFIG_ENV
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 ALLOWED_MODULES = ("drctl.chaos.actions", "drctl.chaos.probes")
 # Keys chaoslib reads as code or credentials, wherever they appear.

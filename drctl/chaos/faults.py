@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from drctl.config import FleetConfig, RegionConfig
+from drctl.config.schema import FleetConfig, RegionConfig
 
 RESTORE_ANNOTATION = "drctl.io/drill-restore-replicas"
 OWNER_ANNOTATION = "drctl.io/drill-workflow-id"

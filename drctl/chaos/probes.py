@@ -135,7 +135,7 @@ def wait_for_served(
 
 
 async def _query_monitor(configuration: dict[str, Any] | None) -> dict[str, Any]:
-    from drctl.temporal import connect
+    from drctl.client.connection import connect
 
     cfg = fleet(configuration)
     client = await connect(cfg)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import yaml
 
 from drctl.chaos.boundary import BoundaryViolation, canonical, check_boundary, digest, safe_name
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import ExperimentPlan
 
 T = TypeVar("T")

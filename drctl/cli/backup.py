@@ -20,7 +20,9 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from drctl.cli import backup_schedule, common
 from drctl.cli.launch import Launched, conclude, launch
-from drctl.config import FleetConfig
+from drctl.client.connection import ui_link
+from drctl.client.operations import search_attributes, start_operation
+from drctl.config.schema import FleetConfig
 from drctl.models.backup import (
     BackupInfo,
     BackupJob,
@@ -29,10 +31,8 @@ from drctl.models.backup import (
     RestoreJob,
     RestoreRequest,
 )
-from drctl.operations import search_attributes, start_operation
 from drctl.providers.errors import ProviderError
 from drctl.providers.velero import VeleroBackupProvider
-from drctl.temporal import ui_link
 
 # `restore` is a top-level command beside the `backup` group: both live here and share the rendering.
 app = typer.Typer()

@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from drctl.cli import common
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.providers.errors import ProviderError
 from drctl.providers.velero_schedule import VeleroSchedules, go_duration_ok
 

@@ -1,4 +1,4 @@
-"""`drctl codec-server`: serve the payload codec to the Temporal UI (drctl/codec_server.py)."""
+"""`drctl codec-server`: serve the payload codec to the Temporal UI (drctl/client/codec_server.py)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def codec_server(
         "--token-env", help="Env var holding a bearer token every /encode and /decode must present.")] = None,
 ) -> None:
     """Decrypt and encrypt payloads for the Temporal UI's remote codec setting."""
-    from drctl.codec import CodecKeyError, codec_for
-    from drctl.codec_server import CodecServer
+    from drctl.client.codec import CodecKeyError, codec_for
+    from drctl.client.codec_server import CodecServer
 
     cfg = load(config)
     if cfg.temporal.codec is None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from drctl.config import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config
 
 T = TypeVar("T")
 

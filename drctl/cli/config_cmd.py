@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from drctl.cli.common import DEFAULT_CONFIG, Output, OutputOpt, console, print_json
-from drctl.config import load_config
-from drctl.config_warnings import warnings
+from drctl.config.schema import load_config
+from drctl.config.warnings import warnings
 
 app = typer.Typer(name="config", help="Fleet configuration.", no_args_is_help=True)
 

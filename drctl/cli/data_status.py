@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from drctl.cli.common import console
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.release import compare
 from drctl.models.rpo import LagReport, replica_pairs
 

@@ -13,9 +13,9 @@ from rich.table import Table
 from drctl.chaos.validate import validate_experiment
 from drctl.cli import common, drill_schedule
 from drctl.cli.launch import Launched, NoWait, conclude, launch, result_only
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
-from drctl.operations import start_operation
 from drctl.providers.drill_reports import ReportStore
 
 app = typer.Typer(name="drill", help="Chaos drills that measure the real RTO.", no_args_is_help=True)

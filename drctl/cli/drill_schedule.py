@@ -31,10 +31,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.chaos.validate import validate_experiment
 from drctl.cli.common import ConfigOpt, Output, OutputOpt, UserError, console, load, print_json, run_async
-from drctl.config import FleetConfig
+from drctl.client.connection import connect
+from drctl.client.operations import search_attributes
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput
-from drctl.operations import search_attributes
-from drctl.temporal import connect
 
 app = typer.Typer(name="schedule", help="Weekly drills on Temporal Schedules.", invoke_without_command=True)
 

@@ -13,9 +13,9 @@ from temporalio.client import WorkflowFailureError
 
 from drctl.chaos.validate import ExperimentInvalid
 from drctl.cli.common import UserError, err_console
-from drctl.config import ConfigError, UnknownRegionError
-from drctl.operations import FleetBusyError
-from drctl.temporal import TemporalConfigError, TemporalUnreachable
+from drctl.client.connection import TemporalConfigError, TemporalUnreachable
+from drctl.client.operations import FleetBusyError
+from drctl.config.schema import ConfigError, UnknownRegionError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_STARTED = 0, 1, 2, 3
 

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from drctl.cli import common
 from drctl.cli.launch import Launched, NoWait, conclude, launch
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.config.schema import FleetConfig
 from drctl.models.failover import (
     FailbackInput,
     FailbackResult,
@@ -25,7 +26,6 @@ from drctl.models.failover import (
 )
 from drctl.models.ops import FleetSpec
 from drctl.models.traffic import GlobalChange
-from drctl.operations import start_operation
 from workflows.common import fmt_weights
 
 app = typer.Typer()

@@ -20,10 +20,10 @@ from temporalio.service import RPCError
 
 from drctl.cli.common import Output, console, err_console, print_json, run_async
 from drctl.cli.errors import EXIT_FAILED, EXIT_NOT_STARTED, EXIT_OK
-from drctl.config import FleetConfig
+from drctl.client.connection import connect, ui_link
+from drctl.client.outcome import Finished, M, finished
+from drctl.config.schema import FleetConfig
 from drctl.models.ops import QUERY_PROGRESS, OperationProgress
-from drctl.outcome import Finished, M, finished
-from drctl.temporal import connect, ui_link
 
 NoWait = Annotated[bool, typer.Option(
     "--no-wait", help="Start and return; follow it with `drctl ops watch ID`, `drctl ops show ID` or in the UI.")]

@@ -10,8 +10,8 @@ import typer
 from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, Output, OutputOpt, UserError, load
 from drctl.cli.launch import Launched, NoWait, conclude, launch
 from drctl.cli.upgrade import new_id, parse_steps, render
+from drctl.client.operations import start_operation
 from drctl.models.migration import MigrationResult, migration_request
-from drctl.operations import start_operation
 
 app = typer.Typer()
 

@@ -12,14 +12,14 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, W
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from drctl import search_attributes as sa
 from drctl.cli import common
-from drctl.config import FleetConfig
+from drctl.client.connection import connect, ui_link
+from drctl.client.monitor_view import live_status
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.failover import MonitorInput, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
 from drctl.models.ops import FleetSpec
-from drctl.monitor_view import live_status
-from drctl.temporal import connect, ui_link
 
 app = typer.Typer(name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True)
 

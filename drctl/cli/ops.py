@@ -12,7 +12,6 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from drctl import search_attributes as sa
 from drctl.cli import backup, common, drill, failover, upgrade
 from drctl.cli.launch import (
     Launched,
@@ -23,16 +22,17 @@ from drctl.cli.launch import (
     result_only,
     watch,
 )
-from drctl.config import FleetConfig
+from drctl.client.connection import connect, ui_link
+from drctl.client.operations import list_operations, visibility_query
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.backup import BackupJobResult
 from drctl.models.drill import DrillReport
 from drctl.models.failover import FailbackResult, FailoverResult
 from drctl.models.migration import MigrationResult
 from drctl.models.ops import UPDATE_ABORT, UPDATE_APPROVE, AbortInput, ApproveInput, OperationProgress
+from drctl.models.outcome import details_from
 from drctl.models.upgrade import UpgradeResult
-from drctl.operations import list_operations, visibility_query
-from drctl.outcome import details_from
-from drctl.temporal import connect, ui_link
 
 app = typer.Typer(name="ops", help="Running and recent operations (failover, failback, upgrade, migrate, drill).",
                   no_args_is_help=True)

@@ -10,12 +10,12 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from drctl import search_attributes as sa
 from drctl.cli import common
 from drctl.cli.data_status import lag_cell
-from drctl.config import FleetConfig
+from drctl.client.connection import connect, ui_link
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.rpo import ReplicateInput, ReplicateStatus, replica_pairs
-from drctl.temporal import connect, ui_link
 
 
 def replicate_id(cfg: FleetConfig) -> str:

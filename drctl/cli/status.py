@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from drctl.cli import common
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 
 def _short(exc: object) -> str:
@@ -22,11 +22,11 @@ def _short(exc: object) -> str:
 
 async def collect(cfg: FleetConfig) -> dict[str, Any]:
     from drctl.cli.monitor import monitor_status
-    from drctl.operations import list_operations, visibility_query
+    from drctl.client.connection import connect
+    from drctl.client.operations import list_operations, visibility_query
     from drctl.providers.kubernetes import KubernetesPlatform
     from drctl.providers.probe import InferenceProber
     from drctl.providers.traffic_factory import global_traffic
-    from drctl.temporal import connect
 
     out: dict[str, Any] = {"fleet": cfg.name, "regions": {r.name: {"configured_weight": r.weight} for r in cfg.regions}}
 

@@ -15,7 +15,9 @@ from rich.table import Table
 
 from drctl.cli import common
 from drctl.cli.launch import Launched, NoWait, conclude, launch
-from drctl.config import FleetConfig
+from drctl.client.connection import connect, ui_link
+from drctl.client.operations import start_operation
+from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationResult
 from drctl.models.upgrade import (
     Strategy,
@@ -23,8 +25,6 @@ from drctl.models.upgrade import (
     UpgradeStatus,
     upgrade_request,
 )
-from drctl.operations import start_operation
-from drctl.temporal import connect, ui_link
 
 app = typer.Typer(name="upgrade", help="Upgrade the fleet behind a Velero backup: canary or blue-green, region by region.",
                   invoke_without_command=True, no_args_is_help=False)

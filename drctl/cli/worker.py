@@ -59,10 +59,10 @@ def worker(
     Temporal client, thread pool and HTTP endpoint (the first fleet's worker settings); each fleet
     keeps its own task queues.
     """
-    from drctl import logs
-    from drctl.worker import run_worker
-    from drctl.worker_fleets import FleetsError, check_fleets, config_files
-    from drctl.worker_http import EndpointError
+    from drctl.worker import logs
+    from drctl.worker.endpoint import EndpointError
+    from drctl.worker.fleets import FleetsError, check_fleets, config_files
+    from drctl.worker.process import run_worker
 
     try:
         files = config_files(config or ([] if config_dir else [Path(DEFAULT_CONFIG)]), config_dir or [])

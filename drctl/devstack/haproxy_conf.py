@@ -10,7 +10,7 @@ import hashlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from drctl.config import TRACKS, FleetConfig, HAProxyGlobal, HAProxyRegional, RegionConfig
+from drctl.config.schema import TRACKS, FleetConfig, HAProxyGlobal, HAProxyRegional, RegionConfig
 
 # Weights of the region backend's track servers at start: all traffic on stable.
 TRACK_WEIGHTS = {"stable": 100, "canary": 0, "blue": 0, "green": 0}

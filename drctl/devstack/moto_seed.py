@@ -11,7 +11,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 HOSTED_ZONE = "drctl.test."
 

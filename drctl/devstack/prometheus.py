@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "drctl-rules.yaml"
 

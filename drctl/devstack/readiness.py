@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import httpx
 
-from drctl.config import FleetConfig, RegionConfig
+from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.providers.auth import AuthConfigError, auth_headers
 
 Check = Callable[[], "str | None"]

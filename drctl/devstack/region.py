@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from drctl.config import TRACKS, ConfigError, FleetConfig, load_config
+from drctl.config.schema import TRACKS, ConfigError, FleetConfig, load_config
 from drctl.devstack.admin import RegionAdmin, start_admin
 from drctl.devstack.haproxy_conf import (
     haproxy_dir,

@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack import haproxy_conf, processes, prometheus, readiness
 from drctl.devstack.stack import Component, StackError, _pid_path, _read_record, components, state_dir
 

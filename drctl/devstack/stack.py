@@ -21,9 +21,9 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
-from drctl import search_attributes
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack import moto_seed, processes, prometheus, readiness
+from drctl.models import search_attributes
 
 
 class StackError(Exception):

@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 from botocore.exceptions import BotoCoreError, ClientError
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack.velero_schedules import reconcile_schedules
 from drctl.devstack.velero_store import BackupStore, go_duration
 

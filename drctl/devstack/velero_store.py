@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 from botocore.config import Config as BotoConfig
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 
 def go_duration(ttl: str) -> timedelta:

@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 
 class Verdict(StrEnum):

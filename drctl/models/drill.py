@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.ops import FleetSpec
 
 OPERATION = "drill"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.analysis import AnalysisLimits, AnalysisResult, limits_from
 from drctl.models.backup import BackupInfo
 from drctl.models.ops import FleetSpec

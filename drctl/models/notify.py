@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.config import NotifyEvent, WebhookConfig
+from drctl.config.schema import NotifyEvent, WebhookConfig
 
 Severity = Literal["critical", "error", "warning", "info"]
 PagerDutyAction = Literal["trigger", "resolve"]

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.config import FleetConfig
-from drctl.config_quorum import QuorumConfig
+from drctl.config.quorum import QuorumConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.health import RegionProbe
 from drctl.models.notify import WebhookSpec
 

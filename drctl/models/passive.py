@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from drctl.config_passive import PassiveConfig
+    from drctl.config.passive import PassiveConfig
 
 SourceKind = Literal["gateway", "replica", "prometheus"]
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.release import ParityReport
 
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.analysis import AnalysisLimits, AnalysisResult, limits_from
 from drctl.models.backup import BackupInfo
 from drctl.models.ops import FleetSpec

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from drctl.config import FleetConfig, WorkloadAuth
+from drctl.config.schema import FleetConfig, WorkloadAuth
 
 
 class AuthConfigError(RuntimeError):

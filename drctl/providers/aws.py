@@ -11,7 +11,7 @@ from typing import Any
 
 import boto3
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 EMULATOR_KEYS = {"aws_access_key_id": "drctl-dev", "aws_secret_access_key": "drctl-dev"}
 

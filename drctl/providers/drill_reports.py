@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.config import Config as BotoConfig
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillReport
 from drctl.providers import aws
 

@@ -18,7 +18,7 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from drctl.config import TRACKS, FleetConfig, GatewayApiRegional
+from drctl.config.schema import TRACKS, FleetConfig, GatewayApiRegional
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, api_client_for
 from drctl.providers.weights import validate_weights
 

@@ -6,7 +6,7 @@ requested weights in one runtime API connection.
 
 from __future__ import annotations
 
-from drctl.config import TRACKS, FleetConfig, HAProxyGlobal, HAProxyRegional
+from drctl.config.schema import TRACKS, FleetConfig, HAProxyGlobal, HAProxyRegional
 from drctl.providers.base import AppliedWeights
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 from drctl.providers.weights import validate_weights

@@ -16,7 +16,7 @@ from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
-from drctl.config import KubeConfig
+from drctl.config.schema import KubeConfig
 
 # Set by the kubelet in every pod; client-go's in-cluster detection keys on the same variable.
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"

@@ -15,7 +15,7 @@ import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from drctl.config import RegionConfig
+from drctl.config.schema import RegionConfig
 from drctl.providers.base import DeploymentState
 from drctl.providers.errors import ProviderError, RolloutTimeout, classify
 from drctl.providers.kube_client import api_client_for

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from drctl.config import PAGERDUTY_EVENTS_URL, WebhookConfig
+from drctl.config.schema import PAGERDUTY_EVENTS_URL, WebhookConfig
 from drctl.models.notify import Event
 from drctl.providers.errors import ErrorClass, ProviderError, classify
 

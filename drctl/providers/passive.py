@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import httpx
 
-from drctl.config import FleetConfig, HAProxyRegional, RegionConfig
+from drctl.config.schema import FleetConfig, HAProxyRegional, RegionConfig
 from drctl.models.passive import PassiveThresholds, PassiveVerdict
 from drctl.models.passive_window import SignalWindow
 from drctl.providers.gateway_stats import gateway_snapshots

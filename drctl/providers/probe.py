@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from drctl.config import FleetConfig, RegionConfig
+from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.providers import prom
 from drctl.providers.auth import AuthConfigError, auth_headers

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.rpo import LagReport, ReplicaPair, SourceObject, TransferStats, compute_lag
 from drctl.providers.aws import EMULATOR_KEYS
 from drctl.providers.errors import ErrorClass, ProviderError

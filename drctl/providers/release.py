@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.release import Release
 from drctl.providers.errors import ProviderError
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, KubernetesPlatform

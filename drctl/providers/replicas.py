@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from kubernetes import client
 from pydantic import BaseModel
 
-from drctl.config import TRACKS, FleetConfig, RegionConfig
+from drctl.config.schema import TRACKS, FleetConfig, RegionConfig
 from drctl.providers.kube_client import api_client_for
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"

@@ -18,7 +18,7 @@ from typing import Any
 
 from botocore.config import Config
 
-from drctl.config import FleetConfig, Route53Global
+from drctl.config.schema import FleetConfig, Route53Global
 from drctl.providers import aws
 from drctl.providers.base import AppliedWeights
 from drctl.providers.weights import validate_weights

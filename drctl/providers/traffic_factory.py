@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drctl.config import FleetConfig, GatewayApiRegional, HAProxyGlobal, HAProxyRegional, Route53Global
+from drctl.config.schema import FleetConfig, GatewayApiRegional, HAProxyGlobal, HAProxyRegional, Route53Global
 from drctl.providers.base import GlobalTraffic, RegionalTraffic
 from drctl.providers.gateway_api import GatewayApiRegionalTraffic
 from drctl.providers.haproxy import HAProxyGlobalTraffic, HAProxyRegionalTraffic

@@ -13,7 +13,7 @@ from typing import Any, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.backup import (
     BACKUP_FAILED_PHASES,
     BACKUP_OK,

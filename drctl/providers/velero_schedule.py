@@ -13,7 +13,7 @@ from typing import Any, cast
 from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.providers.errors import ErrorClass, ProviderError, classify
 from drctl.providers.velero import GROUP, VERSION, VeleroBackupProvider
 

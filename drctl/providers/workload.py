@@ -11,7 +11,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Release
 from drctl.providers.errors import ProviderError
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, KubernetesPlatform

@@ -9,7 +9,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
 from tests.conftest import restore_baseline
 from tests.crash.endstate import reset_release

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from drctl.config import TRACKS, FleetConfig
+from drctl.config.schema import TRACKS, FleetConfig
 from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from drctl.providers.kubernetes import KubernetesPlatform

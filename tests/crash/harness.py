@@ -33,7 +33,7 @@ from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack import processes, restart
 from drctl.devstack.stack import state_dir
 from tests.crash.endstate import EndState, faults_left
@@ -221,7 +221,7 @@ async def wait_heartbeat(handle: WorkflowHandle[Any, Any], activity: str, nth: i
 async def run_kill_point(client: Client, cfg: FleetConfig, workers: RegionWorkers, scenario: Scenario,
                          kp: KillPoint) -> Any:
     """Start, kill the holder of kp.activity in flight, replace it, and return the operation's result."""
-    from drctl.outcome import result_of
+    from drctl.client.outcome import result_of
 
     await workers.ensure()
     await asyncio.to_thread(scenario.prepare, cfg)

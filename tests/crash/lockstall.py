@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
-from drctl import search_attributes as sa
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.lock import UPDATE_ACQUIRE, Holder, LockGrant, LockInput, LockRequest, lock_id
 
 if TYPE_CHECKING:  # the harness imports this module

@@ -12,13 +12,13 @@ from typing import Any
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
-from drctl.config import TRACKS, FleetConfig
+from drctl.client.operations import start_operation
+from drctl.config.schema import TRACKS, FleetConfig
 from drctl.models.drill import DrillReport, Verdict
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.ops import FleetSpec
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult, upgrade_request
-from drctl.operations import start_operation
 from drctl.providers.traffic_factory import global_traffic
 from tests.conftest import apps_api
 from tests.crash.endstate import EndState

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from tests.crash.endstate import assert_end_state
 from tests.crash.harness import KillPoint, RegionWorkers, run_kill_point
 from tests.crash.points import KILL_POINTS

@@ -17,7 +17,7 @@ from types import TracebackType
 
 import httpx
 
-from drctl.config import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config
 from tests.helpers import wait_until
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from drctl.config import load_config
+from drctl.config.schema import load_config
 from drctl.devstack import processes, stack
 from drctl.devstack.haproxy_conf import global_socket, render_global
 from drctl.devstack.restart import restart_global_gateway

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack.stack import StackInfo
 from drctl.models.passive import PassiveSignal, PassiveVerdict
 from drctl.providers.passive import PassiveReader

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from kubernetes import client as k8s
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.models.health import ProbeStatus

@@ -21,10 +21,10 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from drctl import search_attributes
-from drctl.config import FleetConfig, load_config
+from drctl.client.connection import connect
+from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import moto_seed, processes, stack
-from drctl.temporal import connect
+from drctl.models import search_attributes
 from tests.conftest import apps_api
 from tests.fleetcfg import write_fleet_config
 from tests.helpers import drctl, wait_until

@@ -12,12 +12,12 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.chaos.validate import validate_experiment
-from drctl.config import FleetConfig
+from drctl.client.monitor_view import live_status
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport
 from drctl.models.health import RegionState
-from drctl.monitor_view import live_status
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from tests.helpers import assert_eventually
 from tests.workflows.conftest import admin
 

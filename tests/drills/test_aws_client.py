@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from activities.reports import ReportStore
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.providers import aws
 from drctl.providers.route53 import route53_client
 

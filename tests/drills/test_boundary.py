@@ -21,7 +21,7 @@ import yaml
 from activities.chaos import ChaosActivities
 from drctl.chaos.boundary import canonical, digest
 from drctl.chaos.validate import ExperimentInvalid, validate_experiment
-from drctl.config import load_config
+from drctl.config.schema import load_config
 from drctl.models.drill import ExperimentRunInput
 from tests.drills.admin_recorder import OUTAGE, Recorder, drill_config
 from tests.helpers import DRCTL, run_cli

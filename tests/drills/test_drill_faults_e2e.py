@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillReport, Verdict
-from drctl.outcome import result_of
 from tests.drills.e2e import EXPERIMENTS, NO_FAULTS, fault_held, held_outage, run_drill, start_drill, watched
 from tests.helpers import assert_eventually, drctl_async, write_config
 from tests.workflows.conftest import StartWorkers, admin, served_by, weights

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillReport, Verdict
 from tests.drills.e2e import NO_FAULTS, fault_held, held_outage, result_of, start_drill
 from tests.helpers import DRCTL, assert_eventually, write_config

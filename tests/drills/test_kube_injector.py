@@ -14,7 +14,7 @@ import yaml
 
 from drctl.chaos import actions
 from drctl.chaos.validate import validate_experiment
-from drctl.config import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config
 from tests.conftest import apps_api
 from tests.drills.e2e import EXPERIMENTS
 from tests.helpers import wait_until

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from drctl.client.outcome import result_of
 from drctl.models.drill import DrillReport, Verdict
-from drctl.outcome import result_of
 from tests.drills.e2e import EXPERIMENTS
 from tests.helpers import assert_eventually, drctl_async, write_config
 from tests.workflows.conftest import StartWorkers

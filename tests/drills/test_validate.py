@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from drctl.chaos.validate import validate_experiment
-from drctl.config import load_config
+from drctl.config.schema import load_config
 from tests.drills.admin_recorder import OUTAGE, drill_config
 from tests.fleetcfg import short_tmp_dir
 from tests.helpers import DRCTL

@@ -26,7 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities import platform as platform_activities
-from drctl.config import FleetConfig, KubeConfig, RegionConfig, parse_config
+from drctl.config.schema import FleetConfig, KubeConfig, RegionConfig, parse_config
 from drctl.devstack.kube import RegionCluster
 from drctl.models.ops import DeploymentStatus, ScaleInput
 from drctl.providers.errors import ProviderError

@@ -27,7 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities import reports
-from drctl.config import FleetConfig, parse_config
+from drctl.config.schema import FleetConfig, parse_config
 from drctl.models.drill import DrillReport, Verdict
 from tests.faults.kube_proxy import Fault, KubeFaultProxy, serve
 from tests.helpers import free_port

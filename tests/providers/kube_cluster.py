@@ -15,7 +15,7 @@ import pytest
 from kmock import Server
 from kmock._internal import rendering
 
-from drctl.config import KubeConfig, RegionConfig
+from drctl.config.schema import KubeConfig, RegionConfig
 from drctl.devstack.kube import RegionCluster
 from drctl.providers.kubernetes import KubernetesPlatform
 from tests.helpers import free_port

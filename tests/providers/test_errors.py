@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from drctl.config import KubeConfig, RegionConfig
+from drctl.config.schema import KubeConfig, RegionConfig
 from drctl.providers.errors import ProviderError, classify
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 from drctl.providers.kubernetes import KubernetesPlatform

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from drctl.config import FleetConfig, parse_config
+from drctl.config.schema import FleetConfig, parse_config
 from drctl.devstack.kube import serve_cluster
 from drctl.providers.gateway_api import GROUP, PLURAL, VERSION, GatewayApiRegionalTraffic
 from drctl.providers.kubernetes import api_client_for
@@ -206,9 +206,9 @@ def test_ensure_region_header_extends_an_existing_modifier_once(
 def test_worker_start_labels_its_regions_routes_and_survives_a_missing_one(
     cfg: FleetConfig, kube: tuple[Any, Any], route: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from drctl.worker import _label_routes
+    from drctl.worker.process import _label_routes
 
-    with caplog.at_level("INFO", logger="drctl.worker"):
+    with caplog.at_level("INFO", logger="drctl.worker.process"):
         _label_routes(cfg, ["us-west-1", "us-east-1"])  # us-east-1's namespace has no route: a warning
     [mod] = _modifiers(read_route(kube)["spec"]["rules"][1])
     assert mod["responseHeaderModifier"]["set"] == [{"name": "x-drctl-region", "value": "us-west-1"}]

@@ -25,7 +25,7 @@ from cryptography.x509.oid import NameOID
 from kubernetes import client
 from kubernetes.config import incluster_config
 
-from drctl.config import KubeConfig
+from drctl.config.schema import KubeConfig
 from drctl.providers.kube_client import KubeCredentialsError, api_client_for, uses_in_cluster
 
 

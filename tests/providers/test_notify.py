@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from drctl.config import ConfigError, NotificationsConfig, WebhookConfig, parse_config
+from drctl.config.schema import ConfigError, NotificationsConfig, WebhookConfig, parse_config
 from drctl.models import notify as ev
 from drctl.models.notify import WebhookSpec
 from drctl.providers import notify

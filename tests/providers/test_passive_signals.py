@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from drctl.config import FleetConfig, RegionConfig
+from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.models.passive import PassiveSignal, PassiveVerdict
 from drctl.models.passive_window import SignalWindow
 from drctl.providers.gateway_stats import gateway_snapshots

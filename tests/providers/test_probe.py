@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 from kubernetes import client
 
-from drctl.config import FleetConfig, RegionConfig, parse_config
+from drctl.config.schema import FleetConfig, RegionConfig, parse_config
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.devstack.kube import RegionCluster
 from drctl.models.health import ProbeStatus, RegionProbe

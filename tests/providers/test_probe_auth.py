@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from drctl.chaos import probes
-from drctl.config import FleetConfig, RegionConfig, parse_config
+from drctl.config.schema import FleetConfig, RegionConfig, parse_config
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
@@ -134,7 +134,7 @@ async def test_a_dead_gateway_is_down_whatever_the_token(region: AuthedRegion, m
 
 
 def test_auth_config_needs_exactly_one_source() -> None:
-    from drctl.config import ConfigError
+    from drctl.config.schema import ConfigError
 
     base = AuthedRegion()
     base.urls["gateway"] = "http://127.0.0.1:1"

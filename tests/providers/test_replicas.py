@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from drctl.config import FleetConfig, parse_config
+from drctl.config.schema import FleetConfig, parse_config
 from drctl.devstack.endpointslices import SERVICE_NAME_LABEL, PodEndpoint, publish
 from drctl.devstack.kube import RegionCluster
 from drctl.providers import replicas as replicas_mod

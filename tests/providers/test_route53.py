@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.traffic import TrafficActivities
-from drctl.config import FleetConfig, parse_config
+from drctl.config.schema import FleetConfig, parse_config
 from drctl.models.ops import SetWeightsInput
 from drctl.models.traffic import PropagationInput
 from drctl.providers.errors import classify

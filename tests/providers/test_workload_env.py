@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from drctl.config import load_config
+from drctl.config.schema import load_config
 from drctl.models.upgrade import Release
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.workload import Workload

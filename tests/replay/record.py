@@ -33,14 +33,14 @@ from typing import Any
 import yaml
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from drctl.config import FleetConfig, load_config
+from drctl.client.connection import connect
+from drctl.client.operations import start_operation
+from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import stack
 from drctl.models.failover import FailbackInput, FailoverInput, MonitorInput
 from drctl.models.ops import FleetSpec
 from drctl.models.upgrade import upgrade_request
-from drctl.operations import start_operation
-from drctl.temporal import connect
-from drctl.worker import run_worker
+from drctl.worker.process import run_worker
 from tests.fleetcfg import fleet_config_data, short_tmp_dir
 from tests.replay.record_ops import record_backup_restore, record_drill, record_migration
 from tests.workflows.conftest import fast_config

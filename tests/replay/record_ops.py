@@ -17,15 +17,15 @@ from temporalio.client import Client, WorkflowHandle
 
 from drctl.chaos.validate import validate_experiment
 from drctl.cli.monitor import start_monitor
-from drctl.config import FleetConfig
+from drctl.client.monitor_view import live_status
+from drctl.client.operations import search_attributes, start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.backup import BackupJob, BackupJobResult, BackupRequest, RestoreJob, RestoreRequest
 from drctl.models.drill import DrillInput, DrillReport, Verdict
 from drctl.models.health import RegionState
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
-from drctl.monitor_view import live_status
-from drctl.operations import search_attributes, start_operation
-from drctl.outcome import result_of
 from workflows.backup import Backup, Restore
 from workflows.migrate import Migration
 

@@ -15,7 +15,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from drctl import registry
+from drctl.worker import registry
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))

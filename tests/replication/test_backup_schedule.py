@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack.stack import StackInfo
 from drctl.providers.velero import VeleroBackupProvider
 from tests.helpers import drctl, wait_until

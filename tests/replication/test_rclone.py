@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 import pytest
 
-from drctl.config import ConfigError, FleetConfig, parse_config
+from drctl.config.schema import ConfigError, FleetConfig, parse_config
 from drctl.devstack.moto_seed import MODEL_FILES
 from drctl.models.rpo import ReplicaPair, replica_pairs
 from drctl.providers.errors import ProviderError

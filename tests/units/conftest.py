@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from drctl.config import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config
 from tests.fleetcfg import fleet_config_data
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from drctl.chaos import boundary as b
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 
 def _violation(fn: Any, *args: Any, **kw: Any) -> str:

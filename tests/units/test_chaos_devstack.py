@@ -13,7 +13,7 @@ import yaml
 
 from drctl import chaos
 from drctl.chaos import actions, faults, probes
-from drctl.config import FleetConfig, UnknownRegionError
+from drctl.config.schema import FleetConfig, UnknownRegionError
 from tests.fleetcfg import fleet_config_data
 from tests.units.standin import Reply, StandIn, serve
 

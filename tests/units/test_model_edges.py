@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from drctl.chaos.journal import judge
-from drctl.config import load_config
+from drctl.config.schema import load_config
 from drctl.models import analysis as a
 from drctl.models.drill import (
     DrillReport,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drctl.config import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config
 from drctl.models import analysis as a
 from drctl.models.drill import (
     DrillReport,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from drctl.config import WebhookConfig
+from drctl.config.schema import WebhookConfig
 from drctl.models import notify as n
 
 AT = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drctl.config import parse_config
-from drctl.config_passive import PassiveConfig
+from drctl.config.passive import PassiveConfig
+from drctl.config.schema import parse_config
 from drctl.models.passive import HistogramSnapshot, PassiveSignal, PassiveThresholds, SignalSnapshot
 from drctl.models.passive_window import (
     SignalWindow,

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from drctl.config_quorum import QuorumConfig
+from drctl.config.quorum import QuorumConfig
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.models.ops import FleetSpec, ProbeBatch
 from drctl.models.quorum import MAIN, REVOTE_CAP_S, decide, view_of, voters

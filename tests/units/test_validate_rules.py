@@ -15,7 +15,7 @@ import yaml
 
 from drctl.chaos import validate as v
 from drctl.chaos.boundary import BoundaryViolation, canonical, digest
-from drctl.config import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config
 from tests.fleetcfg import fleet_config_data
 from tests.units.conftest import experiment, write_config
 

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from drctl.config import FleetConfig, parse_config
+from drctl.config.schema import FleetConfig, parse_config
 from drctl.devstack.kube import RegionCluster, serve_cluster
 from drctl.devstack.velero_agent import VeleroAgent
 from tests.helpers import free_port

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
-from drctl.outcome import result_of
 from tests.conftest import apps_api
 from tests.helpers import assert_eventually, cli, write_config
 from tests.upgrade.workers import deployments, fresh_queues, running_worker, stable_container, track_weights

@@ -12,9 +12,9 @@ import pytest
 from rich.console import Console
 from temporalio.client import Client
 
-from drctl import search_attributes as sa
 from drctl.cli.upgrade import render
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.upgrade import Outcome, RegionRelease, Strategy, UpgradeResult
 from tests import helpers
 from tests.helpers import write_config

@@ -9,11 +9,11 @@ import boto3
 import pytest
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from tests.upgrade.workers import fresh_queues, running_worker
 from workflows.migrate import Migration
 

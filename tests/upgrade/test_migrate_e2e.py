@@ -10,11 +10,11 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from tests.conftest import apps_api
 from tests.helpers import assert_eventually

@@ -18,10 +18,10 @@ from rich.console import Console
 from temporalio.client import Client
 
 from drctl.cli.upgrade import render
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from tests.conftest import apps_api
 from tests.faults.kube_proxy import Fault, KubeFaultProxy, serve

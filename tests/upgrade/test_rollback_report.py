@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from drctl.cli.upgrade import render
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, RegionWave, Release, UpgradeResult, upgrade_request
 from workflows.upgrade_wave import ended_on
 

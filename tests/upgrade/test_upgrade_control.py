@@ -9,10 +9,10 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from tests.helpers import until
 from tests.upgrade.workers import (
     deployments,

@@ -11,10 +11,10 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from tests.upgrade.workers import (
     WeightWatch,
     deployments,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from drctl.config import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.upgrade import Outcome
 from tests.helpers import assert_eventually
 from tests.receiver import receiver

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.backup import BackupActivities
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack.velero_agent import FAULTS_CONFIGMAP
 from drctl.models.backup import BackupInfo, BackupRequest
 from tests.upgrade.conftest import BackupStack

@@ -12,12 +12,12 @@ from typing import Any
 
 from temporalio.client import Client
 
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import UpgradeResult, upgrade_request
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from drctl.providers.haproxy_runtime import HAProxyRuntime
-from drctl.worker import build_workers
+from drctl.worker.process import build_workers
 from tests.conftest import apps_api
 from workflows.upgrade import Upgrade
 

@@ -15,13 +15,13 @@ import httpx
 import pytest_asyncio
 from temporalio.client import Client, WorkflowHandle
 
-from drctl.config import FleetConfig
+from drctl.client.monitor_view import live_status
+from drctl.config.schema import FleetConfig
 from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
-from drctl.monitor_view import live_status
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
-from drctl.worker import run_worker
+from drctl.worker.process import run_worker
 
 StartWorkers = Callable[..., Awaitable[FleetConfig]]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailoverResult
 from tests.helpers import DRCTL, assert_eventually, cli, drctl, write_config
 from tests.workflows.conftest import StartWorkers, admin, replicas, weights

@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from temporalio.client import Client
 
-from drctl import search_attributes as sa
-from drctl.config import FleetConfig
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.ops import FleetSpec
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually

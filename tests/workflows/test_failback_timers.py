@@ -27,15 +27,15 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.operations import OperationActivities
-from drctl import registry
-from drctl import search_attributes as sa
-from drctl.config import FleetConfig
+from drctl.client.operations import search_attributes
+from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
+from drctl.models import search_attributes as sa
 from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.lock import lock_id
 from drctl.models.ops import QUERY_PROGRESS, FleetSpec, OperationProgress
-from drctl.operations import search_attributes
 from drctl.providers.traffic_factory import global_traffic
+from drctl.worker import registry
 from tests.workflows.conftest import fast_config, weights
 from workflows.failback import Failback
 from workflows.lock import FleetLock

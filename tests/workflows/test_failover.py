@@ -8,11 +8,11 @@ import time
 import pytest
 from temporalio.client import Client
 
+from drctl.client.operations import FleetBusyError, running_operations, start_operation
+from drctl.client.outcome import finished, result_of
 from drctl.models.failover import ALL_REGIONS_UNHEALTHY, FailoverInput, FailoverResult, MonitorStatus
 from drctl.models.health import RegionState
 from drctl.models.ops import FleetSpec
-from drctl.operations import FleetBusyError, running_operations, start_operation
-from drctl.outcome import finished, result_of
 from tests.helpers import assert_eventually, until
 from tests.workflows.conftest import (
     StartWorkers,
@@ -67,7 +67,7 @@ async def test_second_failover_is_refused_naming_the_first(
     second = await temporal_client.start_workflow(
         Failover.run, FailoverInput(spec=spec, target="us-west-1"), id=f"failover/{cfg.name}-race",
         task_queue=cfg.temporal.task_queue,
-        search_attributes=__import__("drctl.operations").operations.search_attributes(cfg.name, "failover"),
+        search_attributes=__import__("drctl.client.operations").operations.search_attributes(cfg.name, "failover"),
     )
     # The fleet lock refuses it; it ends Failed (red in the UI) with FleetBusy, its result in the details.
     refused = await asyncio.wait_for(finished(second, FailoverResult), 30)
@@ -174,7 +174,7 @@ async def test_both_regions_down_never_zero_everywhere(start_workers: StartWorke
     st = await monitor_status(mon)
     assert st.alert == ALL_REGIONS_UNHEALTHY and st.last_failover is None
     desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
-    assert desc.typed_search_attributes.get(__import__("drctl.search_attributes").search_attributes.PHASE) == ALL_REGIONS_UNHEALTHY
+    assert desc.typed_search_attributes.get(__import__("drctl.models.search_attributes").search_attributes.PHASE) == ALL_REGIONS_UNHEALTHY
 
 
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "rounds"])
@@ -189,7 +189,7 @@ async def test_monitor_continues_as_new_keeping_its_state(start_workers: StartWo
     handle = await temporal_client.start_workflow(
         FleetMonitor.run, MonitorInput(spec=spec, max_iterations=2),
         id=f"monitor/{cfg.name}", task_queue=cfg.temporal.task_queue,
-        search_attributes=__import__("drctl.operations").operations.search_attributes(cfg.name, "monitor"),
+        search_attributes=__import__("drctl.client.operations").operations.search_attributes(cfg.name, "monitor"),
     )
     await temporal_client.get_workflow_handle(handle.id).signal("pause")  # state that must survive
 

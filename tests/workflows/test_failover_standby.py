@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from drctl import search_attributes as sa
-from drctl.config import FleetConfig
-from drctl.config_quorum import QuorumConfig
+from drctl.client.operations import running_operations, start_operation
+from drctl.client.outcome import result_of
+from drctl.config.quorum import QuorumConfig
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.failover import (
     NO_FAILOVER_TARGET,
     REGION_UNRESOLVED,
@@ -23,8 +25,6 @@ from drctl.models.failover import (
 )
 from drctl.models.monitor_config import SpecUpdate
 from drctl.models.ops import FleetSpec, RegionSpec
-from drctl.operations import running_operations, start_operation
-from drctl.outcome import result_of
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually, drctl, until, write_config
 from tests.workflows.conftest import (

@@ -13,13 +13,13 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from drctl.config import FleetConfig
+from drctl.client.operations import search_attributes, start_operation
+from drctl.client.outcome import finished, result_of
+from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverResult
 from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
 from drctl.models.ops import FleetSpec, OperationProgress
 from drctl.models.upgrade import Outcome, UpgradeResult
-from drctl.operations import search_attributes, start_operation
-from drctl.outcome import finished, result_of
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually, drctl, write_config
 from tests.upgrade.workers import track_weights, upgrade_req

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from drctl.config import FleetConfig
+from drctl.client.monitor_view import live_status
+from drctl.config.schema import FleetConfig
 from drctl.models.failover import MonitorStatus, PolicyUpdate
 from drctl.models.health import RegionState
-from drctl.monitor_view import live_status
 from tests.helpers import assert_eventually, cli, write_config
 from tests.workflows.conftest import StartWorkers, admin, fast_config, weights
 

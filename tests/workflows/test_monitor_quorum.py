@@ -18,11 +18,11 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
-from drctl.config import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
 from drctl.models.quorum import MAIN, NO_QUORUM
-from drctl.worker import run_worker
+from drctl.worker.process import run_worker
 from tests.helpers import assert_eventually, cli, write_config
 from tests.receiver import Receiver, receiver
 from tests.workflows.conftest import (

@@ -12,13 +12,13 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
-from drctl.config import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models import notify as ev
 from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from drctl.models.ops import FleetSpec
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from tests.helpers import assert_eventually, drctl, write_config
 from tests.receiver import Receiver, closed_port_url, receiver
 from tests.workflows.conftest import StartWorkers, fast_config, weights

@@ -15,11 +15,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.operations import OperationActivities
-from drctl import search_attributes as sa
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.models import ops
+from drctl.models import search_attributes as sa
 from drctl.models.ops import AbortInput, OperationProgress
-from drctl.outcome import error_type, result_from
+from drctl.models.outcome import error_type, result_from
 from tests.helpers import assert_eventually
 from workflows.lock import FleetLock
 from workflows.operation import Aborted, Operation

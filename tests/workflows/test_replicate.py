@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 from drctl.devstack.moto_seed import MODEL_FILES
 from tests.conftest import apps_api
 from tests.helpers import assert_eventually, drctl, write_config

@@ -19,11 +19,11 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from drctl.config import FleetConfig, Route53Global
+from drctl.client.operations import start_operation
+from drctl.client.outcome import result_of
+from drctl.config.schema import FleetConfig, Route53Global
 from drctl.models.failover import FailbackInput, FailoverInput, FailoverResult
 from drctl.models.ops import FleetSpec
-from drctl.operations import start_operation
-from drctl.outcome import result_of
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
 from tests.helpers import assert_eventually

@@ -30,14 +30,14 @@ from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from drctl import registry
-from drctl.config import FleetConfig, WorkloadAuth
+from drctl.client.monitor_view import live_status
+from drctl.client.operations import start_operation
+from drctl.config.schema import FleetConfig, WorkloadAuth
 from drctl.models.failover import FailoverInput, MonitorStatus
 from drctl.models.health import ProbeStatus
 from drctl.models.ops import FleetSpec, VerifyInput, VerifyResult
-from drctl.monitor_view import live_status
-from drctl.operations import start_operation
 from drctl.providers.kubernetes import KubernetesPlatform
+from drctl.worker import registry
 from tests.conftest import apps_api
 from tests.helpers import assert_eventually, drctl, wait_until, write_config
 from tests.workflows.conftest import StartWorkers, fast_config, weights

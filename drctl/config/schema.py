@@ -26,9 +26,9 @@ from pydantic import (
     model_validator,
 )
 
-from drctl.config_data import DataConfig
-from drctl.config_passive import PassiveConfig
-from drctl.config_quorum import QuorumConfig
+from drctl.config.data import DataConfig
+from drctl.config.passive import PassiveConfig
+from drctl.config.quorum import QuorumConfig
 
 TRACKS = ("stable", "canary", "blue", "green")
 

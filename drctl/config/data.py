@@ -1,7 +1,7 @@
 """Fleet config for data replication (`data:`): which buckets hold model artifacts and fleet state,
 where their replicas live, and how each region's S3-compatible endpoint is reached.
 
-Kept apart from drctl/config.py so the replication settings read as one unit. Credentials are never
+Kept apart from drctl/config/schema.py so the replication settings read as one unit. Credentials are never
 in the file: an endpoint names the environment variables that hold them, read by the worker only.
 """
 

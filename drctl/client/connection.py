@@ -12,8 +12,8 @@ from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 
-from drctl.codec import CodecKeyError, codec_for
-from drctl.config import FleetConfig
+from drctl.client.codec import CodecKeyError, codec_for
+from drctl.config.schema import FleetConfig
 
 
 class TemporalUnreachable(RuntimeError):

@@ -22,12 +22,12 @@ from datetime import datetime
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from drctl import metrics
-from drctl.config import FleetConfig
+from drctl.client.operations import list_operations, visibility_query
+from drctl.config.schema import FleetConfig
 from drctl.models.failover import MonitorStatus
-from drctl.operations import list_operations, visibility_query
 from drctl.providers.traffic_factory import global_traffic
 from drctl.providers.velero import VeleroBackupProvider
+from drctl.telemetry import metrics
 
 log = logging.getLogger("drctl.metrics")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
 # The connection settings of one shared client; task_queue and ui_url may differ per fleet.

@@ -3,7 +3,7 @@
 - /healthz (liveness): answered by the worker's own event loop, so an answer proves the process and
   its loop are alive; a wedged loop times the probe out and Kubernetes restarts the pod.
 - /readyz (readiness): Temporal answers a health check and every task-queue worker is running.
-- /metrics: drctl's metrics (drctl/metrics.py) refreshed by the scrape-time reader, followed by
+- /metrics: drctl's metrics (drctl/telemetry/metrics.py) refreshed by the scrape-time reader, followed by
   the Temporal SDK's own metrics, which the SDK runtime serves on a private loopback port; merged
   here so one scrape target per worker carries both. A scrape waits at most `READ_BUDGET_S` for
   the reader: a slow Temporal must not make the scrape time out, because Prometheus then marks
@@ -29,8 +29,8 @@ from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
-from drctl.config import FleetConfig
-from drctl.fleet_metrics import FleetReader
+from drctl.config.schema import FleetConfig
+from drctl.worker.fleet_metrics import FleetReader
 
 log = logging.getLogger("drctl.worker")
 

@@ -2,7 +2,7 @@
 
 Workflows replay: a counter incremented in workflow code would count again on every replay, so
 every figure here is recorded where work really happens (an activity, or the worker's scrape-time
-reader in drctl/fleet_metrics.py). Each worker exports what it observed; dashboards and alerts
+reader in drctl/worker/fleet_metrics.py). Each worker exports what it observed; dashboards and alerts
 aggregate across workers with `max by`/`sum by`.
 
 Names follow the Prometheus conventions: base units in the name (`_seconds`), counters end in

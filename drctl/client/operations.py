@@ -14,13 +14,13 @@ from temporalio.client import Client, WorkflowExecution, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from drctl import search_attributes as sa
-from drctl.config import FleetConfig
+from drctl.client.connection import ui_link
+from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.lock import MUTATING as MUTATING
 from drctl.models.lock import blocks
 from drctl.models.lock import compatible as compatible
 from drctl.models.ops import PHASE_PENDING, OperationInfo
-from drctl.temporal import ui_link
 
 
 class FleetBusyError(RuntimeError):

@@ -18,7 +18,7 @@ from typing import IO, Any, Literal
 from temporalio import activity, workflow
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drctl.config import ConfigProblem, FleetConfig, Route53Global
+from drctl.config.schema import ConfigProblem, FleetConfig, Route53Global
 
 
 def detection_s(cfg: FleetConfig) -> float:

@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from drctl.config import FleetConfig
+from drctl.config.schema import FleetConfig
 
 WORKFLOW_MODULES = [
     "workflows.lock",

@@ -18,7 +18,7 @@ from typing import Any
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
 
-from drctl.codec import AesGcmCodec
+from drctl.client.codec import AesGcmCodec
 
 log = logging.getLogger("drctl.codec_server")
 _MAX_BODY = 4 * 1024 * 1024  # the UI decodes one history page at a time

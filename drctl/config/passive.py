@@ -1,6 +1,6 @@
 """Fleet config for passive health signals (`health.passive`): thresholds and where signals come from.
 
-Kept apart from drctl/config.py so the detection settings read as one unit. The defaults are
+Kept apart from drctl/config/schema.py so the detection settings read as one unit. The defaults are
 documented in the README's Configuration section.
 """
 

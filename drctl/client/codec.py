@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from drctl.config import CodecConfig
+from drctl.config.schema import CodecConfig
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"

@@ -18,11 +18,11 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from drctl import registry
-from drctl.config import FleetConfig, GatewayApiRegional
-from drctl.temporal import connect
-from drctl.worker_fleets import check_fleets, queues_of
-from drctl.worker_http import sdk_metrics_runtime, serve
+from drctl.client.connection import connect
+from drctl.config.schema import FleetConfig, GatewayApiRegional
+from drctl.worker import registry
+from drctl.worker.endpoint import sdk_metrics_runtime, serve
+from drctl.worker.fleets import check_fleets, queues_of
 
 log = logging.getLogger("drctl.worker")
 

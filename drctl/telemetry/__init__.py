@@ -1,0 +1,1 @@
+"""The Prometheus figures activities and the worker record (never workflow code: it replays)."""
