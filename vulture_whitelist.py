@@ -3,6 +3,7 @@
 `make lint` runs vulture over drctl, workflows, activities and bench with this file (see
 [tool.vulture] in pyproject.toml). Add a name here only with the way it is reached.
 """
+
 # ruff: noqa
 _ = object()
 

@@ -25,7 +25,9 @@ from drctl.telemetry import metrics
 def _app_error(exc: BaseException, action: str) -> ApplicationError:
     if isinstance(exc, (BackupFailed, BackupTimeout)):
         # The workflow reads the object's last state from the details to report it.
-        return ApplicationError(str(exc), exc.info.model_dump(mode="json"), type=exc.error.kind, non_retryable=True)
+        return ApplicationError(
+            str(exc), exc.info.model_dump(mode="json"), type=exc.error.kind, non_retryable=True
+        )
     return app_error(exc, action)
 
 
@@ -67,8 +69,14 @@ class BackupActivities:
             raise _app_error(exc, f"backup {req.name} in {req.region}") from exc
         if info.phase == PARTIALLY_FAILED:
             # Accepted by backup.partially_failed_ok, but never passed off as a clean backup.
-            activity.logger.warning("backup %s in %s is PartiallyFailed (%d errors, %d warnings), accepted by "
-                                    "backup.partially_failed_ok", info.name, info.region, info.errors, info.warnings)
+            activity.logger.warning(
+                "backup %s in %s is PartiallyFailed (%d errors, %d warnings), accepted by "
+                "backup.partially_failed_ok",
+                info.name,
+                info.region,
+                info.errors,
+                info.warnings,
+            )
         metrics.record_backup(self.cfg.name, req.region, True, _completed(info))
         return info
 

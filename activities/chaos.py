@@ -58,8 +58,14 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-async def _load(cfg: FleetConfig, rps: float, deadline: float, samples: list[LoadSample], headers: dict[str, str],
-                timeout_s: float) -> None:
+async def _load(
+    cfg: FleetConfig,
+    rps: float,
+    deadline: float,
+    samples: list[LoadSample],
+    headers: dict[str, str],
+    timeout_s: float,
+) -> None:
     """Open-loop load: one 1-token completion every 1/rps seconds until cancelled or the deadline.
 
     The serving region comes from the header the regional gateways set (traffic.region_header).
@@ -110,7 +116,9 @@ class ChaosActivities:
         validated once more from the file that will run, and must come out byte for byte the same.
         """
         if digest(inp.plan.text) != inp.plan.sha256:
-            raise ExperimentInvalid("experiment", "the plan's text does not match its sha256: refusing to run it")
+            raise ExperimentInvalid(
+                "experiment", "the plan's text does not match its sha256: refusing to run it"
+            )
         try:
             doc = json.loads(inp.plan.text)
         except ValueError as exc:
@@ -151,19 +159,39 @@ class ChaosActivities:
         started_at = _now()
         deadline = time.monotonic() + inp.timeout_s
         load = asyncio.create_task(
-            _load(self.cfg, inp.load_rps, deadline, samples, headers, self.cfg.health.probe_timeout_s))
+            _load(self.cfg, inp.load_rps, deadline, samples, headers, self.cfg.health.probe_timeout_s)
+        )
         cancelled = False
         proc: asyncio.subprocess.Process | None = None
         try:
             await asyncio.sleep(inp.warmup_s)
             if digest(exp_path.read_text()) != sha:
-                raise ApplicationError("the experiment file changed after validation", type="ExperimentInvalid",
-                                       non_retryable=True)
-            cmd = [sys.executable, "-m", "chaostoolkit", "--no-version-check", "--log-file", str(workdir / "chaos.log"),
-                   "--settings", str(workdir / "settings.yaml"),
-                   "run", "--journal-path", str(journal_path), "--rollback-strategy", "always", str(exp_path)]
+                raise ApplicationError(
+                    "the experiment file changed after validation",
+                    type="ExperimentInvalid",
+                    non_retryable=True,
+                )
+            cmd = [
+                sys.executable,
+                "-m",
+                "chaostoolkit",
+                "--no-version-check",
+                "--log-file",
+                str(workdir / "chaos.log"),
+                "--settings",
+                str(workdir / "settings.yaml"),
+                "run",
+                "--journal-path",
+                str(journal_path),
+                "--rollback-strategy",
+                "always",
+                str(exp_path),
+            ]
             proc = await asyncio.create_subprocess_exec(
-                *cmd, cwd=workdir, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                *cmd,
+                cwd=workdir,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
                 start_new_session=True,
             )
             while proc.returncode is None:
@@ -204,8 +232,14 @@ class ChaosActivities:
             await proc.wait()
 
     async def _outcome(
-        self, inp: ExperimentRunInput, journal_path: Path, workdir: Path, proc: Any,
-        samples: list[LoadSample], started_at: datetime, cancelled: bool,
+        self,
+        inp: ExperimentRunInput,
+        journal_path: Path,
+        workdir: Path,
+        proc: Any,
+        samples: list[LoadSample],
+        started_at: datetime,
+        cancelled: bool,
     ) -> ExperimentOutcome:
         journal, tail = await asyncio.to_thread(_read_run, journal_path, workdir / "chaos.log")
         verdict = judge(journal) if journal else JournalVerdict(reasons=["chaos run wrote no journal"])
@@ -218,10 +252,15 @@ class ChaosActivities:
         if cancelled:
             activity.logger.info("drill %s cancelled; rollbacks: %s", inp.workflow_id, verdict.rollbacks_ok)
         return ExperimentOutcome(
-            exit_code=proc.returncode if proc is not None else None, verdict=verdict, journal_key=key,
+            exit_code=proc.returncode if proc is not None else None,
+            verdict=verdict,
+            journal_key=key,
             journal={k: journal.get(k) for k in ("status", "deviated", "start", "end", "duration")},
-            load=sorted(samples, key=lambda s: s.t), started_at=started_at, ended_at=_now(),
-            cancelled=cancelled, log_tail=tail,
+            load=sorted(samples, key=lambda s: s.t),
+            started_at=started_at,
+            ended_at=_now(),
+            cancelled=cancelled,
+            log_tail=tail,
         )
 
     @activity.defn(name="drill_observe")
@@ -250,9 +289,15 @@ class ChaosActivities:
                 if desc.status != WorkflowExecutionStatus.RUNNING:
                     obs.closed_at = desc.close_time
                     if desc.status in (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.FAILED):
-                        obs.result = await _result(client.get_workflow_handle(inp.workflow_id, run_id=desc.run_id))
+                        obs.result = await _result(
+                            client.get_workflow_handle(inp.workflow_id, run_id=desc.run_id)
+                        )
                     return obs
-            elif inp.start_if_missing and not obs.started_by_drill and time.monotonic() > started + inp.timeout_s / 2:
+            elif (
+                inp.start_if_missing
+                and not obs.started_by_drill
+                and time.monotonic() > started + inp.timeout_s / 2
+            ):
                 obs.started_by_drill = await self._start_failback(inp)
             if time.monotonic() >= give_up:
                 if obs.found:
@@ -280,7 +325,11 @@ class ChaosActivities:
             problems.append("the monitor is paused: nothing would detect the fault")
         for name, tracker in (status.get("regions") or {}).items():
             if tracker.get("state") != "HEALTHY":
-                problems.append(f"the monitor sees {name} {tracker.get('state')}: {tracker.get('last_reason') or ''}".rstrip(": "))
+                problems.append(
+                    f"the monitor sees {name} {tracker.get('state')}: {tracker.get('last_reason') or ''}".rstrip(
+                        ": "
+                    )
+                )
         for rec in status.get("failed_over") or []:
             problems.append(f"{rec.get('source')} is failed over to {rec.get('target')} and awaits failback")
         if status.get("active_failover"):
@@ -294,8 +343,15 @@ class ChaosActivities:
             return False
         arg = FailbackInput(spec=inp.spec, region=inp.region, initiator="drill")
         try:
-            await start_operation(activity.client(), self.cfg, "Failback", arg, operation="failback",
-                                  workflow_id=inp.workflow_id, target=inp.region)
+            await start_operation(
+                activity.client(),
+                self.cfg,
+                "Failback",
+                arg,
+                operation="failback",
+                workflow_id=inp.workflow_id,
+                target=inp.region,
+            )
         except FleetBusyError as exc:
             # Someone (the monitor) started one at the same moment: observe that one instead.
             activity.logger.info("failback already started elsewhere: %s", exc)

@@ -59,8 +59,11 @@ async def _sweep(client: Client, cfg: FleetConfig) -> list[str]:
         orphans = [o for o in sorted(held) if not await _running(client, o)]
         if orphans:
             await asyncio.to_thread(clear_region, cfg, region)
-            log.warning("cleared drill faults in %s left by %s, which no longer run", region,
-                        ", ".join(o or "(unmarked)" for o in orphans))
+            log.warning(
+                "cleared drill faults in %s left by %s, which no longer run",
+                region,
+                ", ".join(o or "(unmarked)" for o in orphans),
+            )
             cleared.append(region)
     return cleared
 

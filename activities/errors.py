@@ -14,4 +14,6 @@ def app_error(exc: BaseException, action: str | None = None) -> ApplicationError
     err = classify(exc, action)
     # The server said when to come back (429 Retry-After): that overrides the policy's next interval.
     delay = timedelta(seconds=err.retry_after_s) if err.retryable and err.retry_after_s else None
-    return ApplicationError(err.message, type=err.kind, non_retryable=not err.retryable, next_retry_delay=delay)
+    return ApplicationError(
+        err.message, type=err.kind, non_retryable=not err.retryable, next_retry_delay=delay
+    )

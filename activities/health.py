@@ -28,8 +28,9 @@ class HealthActivities:
         known = [r for r in inp.regions if r in self.cfg.region_names]
         unresolved = {
             r: f"worker {activity.info().task_queue} has no region {r!r} in its config "
-               f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
-            for r in inp.regions if r not in known
+            f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
+            for r in inp.regions
+            if r not in known
         }
         probes = await self.prober.probe_regions(known)
         for p in probes:

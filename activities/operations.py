@@ -55,12 +55,19 @@ class OperationActivities:
             # Left by workers of an older config (temporal.task_queue changed) and held by nobody
             # running: end it, and this request starts a new lock on our queue.
             activity.logger.warning("terminating %s on stale task queue %s", wid, desc.task_queue)
-            await self._client().get_workflow_handle(wid).terminate(f"stale: no worker serves {desc.task_queue}")
+            await (
+                self._client()
+                .get_workflow_handle(wid)
+                .terminate(f"stale: no worker serves {desc.task_queue}")
+            )
             return
         raise ApplicationError(
             f"{wid} runs on task queue {desc.task_queue!r} but this worker serves {queue!r}, and "
             f"{', '.join(o.workflow_id for o in running)} still run: every worker of a fleet must share "
-            "temporal.task_queue", type="LockQueueMismatch", non_retryable=True)
+            "temporal.task_queue",
+            type="LockQueueMismatch",
+            non_retryable=True,
+        )
 
     @activity.defn(name="acquire_fleet")
     async def acquire_fleet(self, req: LockRequest) -> LockGrant:
@@ -72,14 +79,21 @@ class OperationActivities:
         wid = lock_id(req.fleet)
         await self._check_queue(wid, req)
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            "FleetLock", LockInput(fleet=req.fleet), id=wid, task_queue=self.cfg.temporal.task_queue,
+            "FleetLock",
+            LockInput(fleet=req.fleet),
+            id=wid,
+            task_queue=self.cfg.temporal.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=TypedSearchAttributes([SearchAttributePair(sa.FLEET, req.fleet),
-                                                     SearchAttributePair(sa.OPERATION, "lock")]),
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(sa.FLEET, req.fleet), SearchAttributePair(sa.OPERATION, "lock")]
+            ),
             static_summary=f"lock of fleet {req.fleet}",
         )
         grant: LockGrant = await self._client().execute_update_with_start_workflow(
-            UPDATE_ACQUIRE, req, start_workflow_operation=start, result_type=LockGrant,
+            UPDATE_ACQUIRE,
+            req,
+            start_workflow_operation=start,
+            result_type=LockGrant,
             id=f"acquire/{req.holder.workflow_id}/{req.holder.run_id}",
         )
         if grant.blocked_by is not None:
@@ -102,7 +116,6 @@ class OperationActivities:
             if desc.status != WorkflowExecutionStatus.RUNNING:
                 closed.append(h)
         return AliveResult(closed=closed)
-
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

@@ -61,8 +61,15 @@ class PlatformActivities:
             d = self._platform(inp.region).get_deployment(name)
         except Exception as exc:
             raise app_error(exc, f"read deployment {name} in {inp.region}") from exc
-        return capacity_of(inp.region, name, d.replicas, d.ready_replicas, self.cfg.region(inp.region).max_replicas,
-                           d.hpa_min_replicas, d.hpa_max_replicas)
+        return capacity_of(
+            inp.region,
+            name,
+            d.replicas,
+            d.ready_replicas,
+            self.cfg.region(inp.region).max_replicas,
+            d.hpa_min_replicas,
+            d.hpa_max_replicas,
+        )
 
     @activity.defn(name="scale_deployment")
     def scale_deployment(self, inp: ScaleInput) -> DeploymentStatus:

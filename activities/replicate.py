@@ -60,9 +60,17 @@ class ReplicateActivities:
         activity.heartbeat({"phase": "check"})
         lag = self.rclone.measure_lag(pair)
         return ReplicationRun(
-            bucket=pair.bucket, source_region=pair.source_region, replica_region=pair.replica_region, mode=pair.mode,
-            started_at=started, finished_at=datetime.now(UTC), ok=error is None and lag.error is None,
-            stats=stats, check_ok=lag.error is None and lag.unreplicated == 0, lag=lag, error=error or lag.error,
+            bucket=pair.bucket,
+            source_region=pair.source_region,
+            replica_region=pair.replica_region,
+            mode=pair.mode,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            ok=error is None and lag.error is None,
+            stats=stats,
+            check_ok=lag.error is None and lag.unreplicated == 0,
+            lag=lag,
+            error=error or lag.error,
         )
 
     @activity.defn(name="copy_artifacts")
@@ -72,8 +80,10 @@ class ReplicateActivities:
         for b in self.cfg.data.buckets:
             if b.source.region != inp.source:
                 continue
-            pair = next((p for p in replica_pairs(self.cfg) if p.bucket == b.name and p.replica_region == inp.target),
-                        None)
+            pair = next(
+                (p for p in replica_pairs(self.cfg) if p.bucket == b.name and p.replica_region == inp.target),
+                None,
+            )
             if pair is None:
                 out.skipped.append(b.name)
                 continue
@@ -89,7 +99,9 @@ class ReplicateActivities:
         check = RpoCheck(target=inp.target, rpo_target_s=self.cfg.objectives.rpo_target_s)
         if inp.parity and inp.sources:
             reader = ReleaseReader(self.cfg)
-            rels = await asyncio.gather(*(asyncio.to_thread(reader.read, r) for r in [inp.target, *inp.sources]))
+            rels = await asyncio.gather(
+                *(asyncio.to_thread(reader.read, r) for r in [inp.target, *inp.sources])
+            )
             check.parity = [compare(src, rels[0]) for src in rels[1:]]
         activity.heartbeat({"measuring": inp.target})
         rclone = Rclone(self.cfg, timeout_s=inp.timeout_s)
@@ -99,8 +111,10 @@ class ReplicateActivities:
             # A dead source region cannot be read; the last verified replication run bounds the loss.
             last = await self._last_runs()
             now = datetime.now(UTC)
-            reports = [estimate_from_last_run(p, last[p.key], now, r.error) if r.error and p.key in last else r
-                       for p, r in zip(pairs, reports, strict=True)]
+            reports = [
+                estimate_from_last_run(p, last[p.key], now, r.error) if r.error and p.key in last else r
+                for p, r in zip(pairs, reports, strict=True)
+            ]
         for rep in reports:
             check.reports.append(rep)
             if rep.error:
@@ -114,8 +128,11 @@ class ReplicateActivities:
 
     async def _last_runs(self) -> dict[str, ReplicationRun]:
         try:
-            st = await activity.client().get_workflow_handle(f"replicate/{self.cfg.name}").query(
-                "status", result_type=ReplicateStatus)
+            st = (
+                await activity.client()
+                .get_workflow_handle(f"replicate/{self.cfg.name}")
+                .query("status", result_type=ReplicateStatus)
+            )
         except (RPCError, WorkflowQueryFailedError, RuntimeError):
             return {}  # replication not running: nothing to estimate from
         return {ps.pair.key: ps.last_verified for ps in st.pairs if ps.last_verified is not None}

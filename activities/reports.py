@@ -16,7 +16,9 @@ from drctl.telemetry import metrics
 
 # One try per call, each bounded: the drill's activity retry policy retries for minutes with backoff,
 # and botocore's own retries would hide the S3 error (and the time spent) inside one attempt.
-_S3_CONFIG = BotoConfig(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=15)
+_S3_CONFIG = BotoConfig(
+    retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=15
+)
 
 
 class ReportActivities:
@@ -37,7 +39,9 @@ class ReportActivities:
         except Exception as exc:  # noqa: BLE001 - mapped through the one error table
             raise app_error(exc, f"store drill report in s3://{self.store.bucket}") from exc
         # Recorded once the report is stored: the drill's one durable end, reached once per drill.
-        metrics.record_drill(report.fleet, report.verdict.value, report.measured_rto_s, report.finished_at.timestamp())
+        metrics.record_drill(
+            report.fleet, report.verdict.value, report.measured_rto_s, report.finished_at.timestamp()
+        )
         return key
 
 

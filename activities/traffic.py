@@ -66,8 +66,9 @@ class TrafficActivities:
         except Exception as exc:
             raise app_error(exc, f"set global weights {inp.weights}") from exc
         metrics.record_weights(self.cfg.name, got)
-        return WeightsApplied(weights=got, change_id=applied.change_id, propagated=applied.propagated,
-                              status=applied.status)
+        return WeightsApplied(
+            weights=got, change_id=applied.change_id, propagated=applied.propagated, status=applied.status
+        )
 
     @activity.defn(name="wait_global_propagation")
     def wait_global_propagation(self, inp: PropagationInput) -> PropagationResult:
@@ -84,9 +85,14 @@ class TrafficActivities:
             polls += 1
             try:
                 if self._tier().is_propagated(inp.change_id):
-                    return PropagationResult(change_id=inp.change_id, propagated=True, status="INSYNC",
-                                             waited_s=round(time.monotonic() - started, 3), polls=polls,
-                                             last_error=last_error)
+                    return PropagationResult(
+                        change_id=inp.change_id,
+                        propagated=True,
+                        status="INSYNC",
+                        waited_s=round(time.monotonic() - started, 3),
+                        polls=polls,
+                        last_error=last_error,
+                    )
                 delay = inp.poll_s
             except Exception as exc:
                 err = classify(exc, f"read status of change {inp.change_id}")
@@ -95,9 +101,14 @@ class TrafficActivities:
                 last_error, delay = err.message, min(delay * 2, MAX_POLL_BACKOFF_S)
             left = inp.timeout_s - (time.monotonic() - started)
             if left <= 0:
-                return PropagationResult(change_id=inp.change_id, propagated=False, status="PENDING",
-                                         waited_s=round(time.monotonic() - started, 3), polls=polls,
-                                         last_error=last_error)
+                return PropagationResult(
+                    change_id=inp.change_id,
+                    propagated=False,
+                    status="PENDING",
+                    waited_s=round(time.monotonic() - started, 3),
+                    polls=polls,
+                    last_error=last_error,
+                )
             activity.wait_for_cancelled_sync(min(delay, left))
             if activity.is_cancelled():
                 raise CancelledError(f"stopped waiting for change {inp.change_id}")

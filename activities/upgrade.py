@@ -74,7 +74,9 @@ class UpgradeActivities:
     @activity.defn(name="deploy_track")
     def deploy_track(self, req: TrackDeployRequest) -> RegionTrackRequest:
         """Create (or update) the canary/green Deployment and Service from the stable ones."""
-        activity.logger.info("deploying %s %s with %s x%d", req.region, req.track, req.release.image, req.replicas)
+        activity.logger.info(
+            "deploying %s %s with %s x%d", req.region, req.track, req.release.image, req.replicas
+        )
         try:
             self._workload(req.region).deploy_track(req.track, req.release, req.replicas)
         except Exception as exc:
@@ -112,7 +114,8 @@ class UpgradeActivities:
         if sum(req.weights.values()) <= 0:
             raise ApplicationError(
                 f"refusing to set every track weight in {req.region} to 0: {req.weights}",
-                type="AllWeightsZero", non_retryable=True,
+                type="AllWeightsZero",
+                non_retryable=True,
             )
         activity.logger.info("track weights in %s: %s", req.region, req.weights)
         try:
@@ -120,7 +123,6 @@ class UpgradeActivities:
             return TrackWeightsRequest(region=req.region, weights=self._tier().get_track_weights(req.region))
         except Exception as exc:
             raise app_error(exc, f"set track weights in {req.region} to {req.weights}") from exc
-
 
     # --- synthetic traffic ----------------------------------------------------------------------
 
@@ -138,23 +140,40 @@ class UpgradeActivities:
         if not urls:
             raise ApplicationError(f"{req.region}/{req.track} has no replicas to warm up", type="NoReplicas")
         results = await run_requests(
-            urls, self.cfg.workload.model, req.prompts * len(urls), 0.0, REQUEST_TIMEOUT_S,
-            on_progress=lambda n: activity.heartbeat(n), headers=self._auth(),
+            urls,
+            self.cfg.workload.model,
+            req.prompts * len(urls),
+            0.0,
+            REQUEST_TIMEOUT_S,
+            on_progress=lambda n: activity.heartbeat(n),
+            headers=self._auth(),
         )
         ok = sum(r is not None for r in results)
-        return WarmupResult(region=req.region, track=req.track, replicas=len(urls), ok=ok, failed=len(results) - ok)
+        return WarmupResult(
+            region=req.region, track=req.track, replicas=len(urls), ok=ok, failed=len(results) - ok
+        )
 
     @activity.defn(name="analyze_tracks")
     async def analyze_tracks(self, req: AnalysisRequest) -> AnalysisResult:
         """Candidate vs baseline error rate and TTFT p50/p99, measured in the same window."""
         cand_urls, base_urls = await self._urls(req.candidate), await self._urls(req.baseline)
         per_track = min(MAX_REQUESTS_PER_TRACK, max(req.limits.min_samples, math.ceil(req.window_s * 4)))
-        activity.logger.info("analysis %s vs %s: %d requests each over %gs", req.candidate, req.baseline,
-                             per_track, req.window_s)
+        activity.logger.info(
+            "analysis %s vs %s: %d requests each over %gs",
+            req.candidate,
+            req.baseline,
+            per_track,
+            req.window_s,
+        )
         cand, base = await measure_pair(
-            (str(req.candidate), cand_urls), (str(req.baseline), base_urls), self.cfg.workload.model,
-            req.window_s, per_track if cand_urls and base_urls else 0, REQUEST_TIMEOUT_S,
-            on_progress=lambda n: activity.heartbeat(n), headers=self._auth(),
+            (str(req.candidate), cand_urls),
+            (str(req.baseline), base_urls),
+            self.cfg.workload.model,
+            req.window_s,
+            per_track if cand_urls and base_urls else 0,
+            REQUEST_TIMEOUT_S,
+            on_progress=lambda n: activity.heartbeat(n),
+            headers=self._auth(),
         )
         return judge(cand, base, req.limits)
 
@@ -162,6 +181,11 @@ class UpgradeActivities:
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
     acts = UpgradeActivities(cfg)
     return [
-        acts.deploy_track, acts.remove_track, acts.set_stable_release, acts.get_stable_release,
-        acts.set_track_weights, acts.warm_up, acts.analyze_tracks,
+        acts.deploy_track,
+        acts.remove_track,
+        acts.set_stable_release,
+        acts.get_stable_release,
+        acts.set_track_weights,
+        acts.warm_up,
+        acts.analyze_tracks,
     ]

@@ -45,7 +45,9 @@ class VerifyActivities:
 
         async def one(client: httpx.AsyncClient) -> None:
             async with sem:
-                answer = await completions.complete(client, self.url, self.model, "drctl verify", self.region_header)
+                answer = await completions.complete(
+                    client, self.url, self.model, "drctl verify", self.region_header
+                )
             if answer.status in (401, 403):
                 result.auth_rejected += 1
             if not answer.ok:

@@ -55,9 +55,13 @@ def _resume(inp: WatchInput) -> WatchProgress:
         # Regions the monitor added or removed since are its to decide; keep only the ones asked for.
         progress.trackers = {r: progress.trackers.get(r) or inp.trackers[r] for r in inp.trackers}
         return progress
-    return WatchProgress(trackers={k: v.model_copy() for k, v in inp.trackers.items()},
-                         unresolved=dict(inp.unresolved), refused=list(inp.refused), started_at=_now(),
-                         quiet_until=dict(inp.quiet_until))
+    return WatchProgress(
+        trackers={k: v.model_copy() for k, v in inp.trackers.items()},
+        unresolved=dict(inp.unresolved),
+        refused=list(inp.refused),
+        started_at=_now(),
+        quiet_until=dict(inp.quiet_until),
+    )
 
 
 class WatchActivities:
@@ -79,7 +83,9 @@ class WatchActivities:
                 return watch.result()
             # A worker restarting: give the work to another worker now, not after the heartbeat timeout.
             activity.heartbeat(progress)
-            raise ApplicationError("worker shutting down; the watcher resumes on another worker", type="WorkerShutdown")
+            raise ApplicationError(
+                "worker shutting down; the watcher resumes on another worker", type="WorkerShutdown"
+            )
         finally:
             for task in (watch, shutdown, beat):
                 task.cancel()
@@ -102,8 +108,9 @@ class WatchActivities:
         known = [r for r in inp.regions if r in self.cfg.region_names]
         unresolved = {
             r: f"worker {activity.info().task_queue} has no region {r!r} in its config "
-               f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
-            for r in inp.regions if r not in known
+            f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
+            for r in inp.regions
+            if r not in known
         }
         if unresolved != p.unresolved:
             return self._result(p, [], "unresolved", unresolved=unresolved)
@@ -141,8 +148,9 @@ class WatchActivities:
             wake = min([next_probe, deadline] + ([next_read] if reader is not None else []))
             await asyncio.sleep(max(0.0, (wake - _now()).total_seconds()))
 
-    async def _probe_round(self, inp: WatchInput, known: list[str], p: WatchProgress, changed: list[str],
-                           breaching: set[str]) -> list[str]:
+    async def _probe_round(
+        self, inp: WatchInput, known: list[str], p: WatchProgress, changed: list[str], breaching: set[str]
+    ) -> list[str]:
         probes = await self.prober.probe_regions(known)
         confirm = self.cfg.health.passive.confirm_probes
         refused = []
@@ -165,12 +173,20 @@ class WatchActivities:
         return refused
 
     @staticmethod
-    def _result(p: WatchProgress, changed: list[str], reason: Any, unresolved: dict[str, str] | None = None
-                ) -> WatchResult:
-        return WatchResult(trackers=p.trackers, unresolved=p.unresolved if unresolved is None else unresolved,
-                           changed=list(dict.fromkeys(changed)), refused=p.refused, reason=reason,
-                           rounds=p.rounds, passive_reads=p.passive_reads, resumed=p.resumed,
-                           quiet_until=p.quiet_until)
+    def _result(
+        p: WatchProgress, changed: list[str], reason: Any, unresolved: dict[str, str] | None = None
+    ) -> WatchResult:
+        return WatchResult(
+            trackers=p.trackers,
+            unresolved=p.unresolved if unresolved is None else unresolved,
+            changed=list(dict.fromkeys(changed)),
+            refused=p.refused,
+            reason=reason,
+            rounds=p.rounds,
+            passive_reads=p.passive_reads,
+            resumed=p.resumed,
+            quiet_until=p.quiet_until,
+        )
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

@@ -55,21 +55,34 @@ WATCHED: tuple[Policy, ...] = ("drctl", "rounds", "baseline")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench/false_failover.py", description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=10.0, help="How long the fleet is watched (default 10).")
-    p.add_argument("--flap-s", type=float, default=5.0, help="The flapping replica's down and up spells, s (default 5).")
-    p.add_argument("--jitter", type=float, default=0.5, help="TTFT drawn in base x [1, 1 + jitter] (default 0.5).")
+    p.add_argument(
+        "--flap-s", type=float, default=5.0, help="The flapping replica's down and up spells, s (default 5)."
+    )
+    p.add_argument(
+        "--jitter", type=float, default=0.5, help="TTFT drawn in base x [1, 1 + jitter] (default 0.5)."
+    )
     p.add_argument("--replicas", type=int, default=4, help="Replicas per region (default 4).")
-    p.add_argument("--rps", type=float, default=10.0, help="User load through the global endpoint (default 10).")
+    p.add_argument(
+        "--rps", type=float, default=10.0, help="User load through the global endpoint (default 10)."
+    )
     p.add_argument("--base-ttft-ms", type=float, default=150.0, help="Steady-state TTFT (default 150).")
     p.add_argument("--interval-s", type=float, default=10.0, help="Health check interval (default 10).")
-    p.add_argument("--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3).")
+    p.add_argument(
+        "--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3)."
+    )
     p.add_argument("--json", type=Path, default=None, help="Write the figures here.")
     args = p.parse_args(argv)
-    checks = [(0 < args.minutes <= 60, "--minutes must be in (0, 60]"),
-              (0.5 <= args.flap_s <= 600, "--flap-s must be in [0.5, 600]"),
-              (0 <= args.jitter <= 5, "--jitter must be in [0, 5]"),
-              (2 <= args.replicas <= 16, "--replicas must be in [2, 16]: one flapping replica must not be the region"),
-              (0 < args.rps <= 100, "--rps must be in (0, 100]: the load must stay bounded on a shared machine"),
-              (args.threshold >= 1, "--threshold must be >= 1")]
+    checks = [
+        (0 < args.minutes <= 60, "--minutes must be in (0, 60]"),
+        (0.5 <= args.flap_s <= 600, "--flap-s must be in [0.5, 600]"),
+        (0 <= args.jitter <= 5, "--jitter must be in [0, 5]"),
+        (
+            2 <= args.replicas <= 16,
+            "--replicas must be in [2, 16]: one flapping replica must not be the region",
+        ),
+        (0 < args.rps <= 100, "--rps must be in (0, 100]: the load must stay bounded on a shared machine"),
+        (args.threshold >= 1, "--threshold must be >= 1"),
+    ]
     for ok, why in checks:
         if not ok:
             p.error(why)
@@ -83,7 +96,9 @@ class Watch:
     policy: Policy
     fleet: str
     failovers: int = 0
-    episodes: dict[str, int] = field(default_factory=lambda: {"UNHEALTHY": 0, "SUSPECT": 0, "passive SUSPECT": 0})
+    episodes: dict[str, int] = field(
+        default_factory=lambda: {"UNHEALTHY": 0, "SUSPECT": 0, "passive SUSPECT": 0}
+    )
     suspect_s: float = 0.0
     samples: int = 0
     last: dict[str, RegionState] = field(default_factory=dict)
@@ -105,8 +120,16 @@ class Watch:
 
     def row(self) -> list[str]:
         e = self.episodes
-        return [self.policy, self.fleet, str(self.failovers), str(e["UNHEALTHY"]), str(e["SUSPECT"]),
-                str(e["passive SUSPECT"]), f"{self.suspect_s:.0f}", str(self.samples)]
+        return [
+            self.policy,
+            self.fleet,
+            str(self.failovers),
+            str(e["UNHEALTHY"]),
+            str(e["SUSPECT"]),
+            str(e["passive SUSPECT"]),
+            f"{self.suspect_s:.0f}",
+            str(self.samples),
+        ]
 
 
 def monitor_config(cfg: FleetConfig, policy: Policy) -> FleetConfig:
@@ -140,20 +163,26 @@ async def _flap(client: httpx.AsyncClient, port: int, spell_s: float, deadline: 
     return downs
 
 
-async def _jitter(client: httpx.AsyncClient, ports: list[int], base_ms: float, jitter: float, deadline: float) -> None:
+async def _jitter(
+    client: httpx.AsyncClient, ports: list[int], base_ms: float, jitter: float, deadline: float
+) -> None:
     """Every second each replica's TTFT is redrawn in base x [1, 1 + jitter] (uniform)."""
     rng = random.Random(7)
     while time.monotonic() < deadline:
         for port in ports:
             with contextlib.suppress(httpx.HTTPError):
-                await client.post(f"http://127.0.0.1:{port}/admin/fault",
-                                  json={"added_latency_ms": rng.uniform(0, jitter) * base_ms})
+                await client.post(
+                    f"http://127.0.0.1:{port}/admin/fault",
+                    json={"added_latency_ms": rng.uniform(0, jitter) * base_ms},
+                )
         await asyncio.sleep(1.0)
 
 
 async def _failovers_since(client: Client, fleet: str, t0: datetime) -> int:
     n = 0
-    async for wf in client.list_workflows(f"WorkflowId = 'failover/{fleet}' AND StartTime > '{t0.isoformat()}'"):
+    async for wf in client.list_workflows(
+        f"WorkflowId = 'failover/{fleet}' AND StartTime > '{t0.isoformat()}'"
+    ):
         n += 1 if wf.id else 0
     return n
 
@@ -169,8 +198,9 @@ async def watch(cfg: FleetConfig, args: argparse.Namespace) -> tuple[list[Watch]
         deadline = time.monotonic() + args.minutes * 60
         load = asyncio.create_task(run_load(cfg, args.rps, deadline, samples, auth_headers(cfg), 10.0))
         flap = asyncio.create_task(_flap(admin, flapper, args.flap_s, deadline))
-        jitter = asyncio.create_task(_jitter(admin, [p for ps in ports.values() for p in ps], args.base_ttft_ms,
-                                             args.jitter, deadline))
+        jitter = asyncio.create_task(
+            _jitter(admin, [p for ps in ports.values() for p in ps], args.base_ttft_ms, args.jitter, deadline)
+        )
         try:
             last = time.monotonic()
             while (now := time.monotonic()) < deadline:
@@ -190,7 +220,12 @@ async def watch(cfg: FleetConfig, args: argparse.Namespace) -> tuple[list[Watch]
         for w in watches:
             w.failovers = await _failovers_since(client, w.fleet, t0)
     bad = sum(not s.ok for s in samples)
-    return watches, {"requests": len(samples), "failed_requests": bad, "flaps": downs, "flapping_port": flapper}
+    return watches, {
+        "requests": len(samples),
+        "failed_requests": bad,
+        "flaps": downs,
+        "flapping_port": flapper,
+    }
 
 
 def render(watches: list[Watch], extra: dict[str, Any], args: argparse.Namespace) -> str:
@@ -198,16 +233,22 @@ def render(watches: list[Watch], extra: dict[str, Any], args: argparse.Namespace
     body = [w.row() for w in watches]
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
-    return "\n".join([
-        f"False-failover bench: {args.minutes:g} min, one us-west-1 replica of {args.replicas} flapping "
-        f"({args.flap_s:g} s down / {args.flap_s:g} s up, {extra['flaps']} times), TTFT {args.base_ttft_ms:g} ms "
-        f"x [1, {1 + args.jitter:g}], {args.rps:g} rps ({extra['failed_requests']}/{extra['requests']} failed), "
-        f"interval {args.interval_s:g} s, threshold {args.threshold}",
-        "", line(head), line(["-" * w for w in widths]), *(line(b) for b in body),
-        *(f"  {w.policy} UNHEALTHY: {why}" for w in watches for why in w.reasons),
-        "", "failovers: Failover runs started (drctl, automatic); the manual monitors start none, their "
+    return "\n".join(
+        [
+            f"False-failover bench: {args.minutes:g} min, one us-west-1 replica of {args.replicas} flapping "
+            f"({args.flap_s:g} s down / {args.flap_s:g} s up, {extra['flaps']} times), TTFT {args.base_ttft_ms:g} ms "
+            f"x [1, {1 + args.jitter:g}], {args.rps:g} rps ({extra['failed_requests']}/{extra['requests']} failed), "
+            f"interval {args.interval_s:g} s, threshold {args.threshold}",
+            "",
+            line(head),
+            line(["-" * w for w in widths]),
+            *(line(b) for b in body),
+            *(f"  {w.policy} UNHEALTHY: {why}" for w in watches for why in w.reasons),
+            "",
+            "failovers: Failover runs started (drctl, automatic); the manual monitors start none, their "
             "UNHEALTHY episodes are the failovers they would have started.",
-    ])
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

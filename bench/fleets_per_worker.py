@@ -79,11 +79,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fleets", type=int, default=50, help="Fleets of the big worker (default 50).")
     p.add_argument("--baseline", type=int, default=1, help="Fleets of the baseline worker (default 1).")
-    p.add_argument("--minutes", type=float, default=1.5, help="Steady-state window measured per worker (default 1.5).")
-    p.add_argument("--warmup-s", type=float, default=20.0, help="Start-up left out of the window (default 20).")
-    p.add_argument("--replicas-per-region", type=int, default=4, help="Replicas behind each gateway (default 4).")
-    p.add_argument("--interval-s", type=float, default=10.0, help="health.interval_s (default 10, the product's).")
-    p.add_argument("--port-base", type=int, default=43000, help="First port of the canned targets and the kube API.")
+    p.add_argument(
+        "--minutes", type=float, default=1.5, help="Steady-state window measured per worker (default 1.5)."
+    )
+    p.add_argument(
+        "--warmup-s", type=float, default=20.0, help="Start-up left out of the window (default 20)."
+    )
+    p.add_argument(
+        "--replicas-per-region", type=int, default=4, help="Replicas behind each gateway (default 4)."
+    )
+    p.add_argument(
+        "--interval-s", type=float, default=10.0, help="health.interval_s (default 10, the product's)."
+    )
+    p.add_argument(
+        "--port-base", type=int, default=43000, help="First port of the canned targets and the kube API."
+    )
     args = p.parse_args(argv)
     if not 1 <= args.fleets <= 200:
         p.error("--fleets must be in 1..200")
@@ -102,13 +112,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def fleet_yaml(name: str, urls: list[str], address: str, kube_url: str, args: argparse.Namespace,
-               http_port: int) -> dict[str, Any]:
+def fleet_yaml(
+    name: str, urls: list[str], address: str, kube_url: str, args: argparse.Namespace, http_port: int
+) -> dict[str, Any]:
     """Fleet `name`: two regions, each a gateway (urls[0], urls[per]) with replicas listed in kube."""
     per = args.replicas_per_region + 1
-    regions = [{"name": r, "weight": 50, "replicas": args.replicas_per_region, "gateway_url": urls[i * per],
-                "task_queue": f"{name}-{r}", "kube": {"api_url": kube_url, "namespace": f"{name}-{r}"},
-                "gateway_runtime_socket": f"/nonexistent/{name}-{r}.sock"} for i, r in enumerate(REGIONS)]
+    regions = [
+        {
+            "name": r,
+            "weight": 50,
+            "replicas": args.replicas_per_region,
+            "gateway_url": urls[i * per],
+            "task_queue": f"{name}-{r}",
+            "kube": {"api_url": kube_url, "namespace": f"{name}-{r}"},
+            "gateway_runtime_socket": f"/nonexistent/{name}-{r}.sock",
+        }
+        for i, r in enumerate(REGIONS)
+    ]
     return {
         "name": name, "regions": regions, "workload": {"app": "llm", "model": MODEL},
         "health": {"interval_s": args.interval_s, "watcher": True},
@@ -144,7 +164,7 @@ def rss_mib(pid: int) -> float:
 def mean_probe_s(text: str, prefix: str) -> float:
     """Mean wall time of one region's probe (drctl_probe_duration_seconds) over this phase's fleets."""
     sums = {"sum": 0.0, "count": 0.0}
-    for m in re.finditer(r'^drctl_probe_duration_seconds_(sum|count)\{([^}]*)\} ([0-9.e+]+)$', text, re.M):
+    for m in re.finditer(r"^drctl_probe_duration_seconds_(sum|count)\{([^}]*)\} ([0-9.e+]+)$", text, re.M):
         if re.search(rf'fleet="{re.escape(prefix)}', m.group(2)):
             sums[m.group(1)] += float(m.group(3))
     return sums["sum"] / sums["count"] if sums["count"] else 0.0
@@ -153,7 +173,7 @@ def mean_probe_s(text: str, prefix: str) -> float:
 def probe_counts(text: str, prefix: str) -> tuple[int, int]:
     """(probes, probes not HEALTHY) of this phase's fleets in a /metrics page."""
     total = bad = 0
-    for m in re.finditer(r'^drctl_probes_total\{([^}]*)\} ([0-9.e+]+)$', text, re.M):
+    for m in re.finditer(r"^drctl_probes_total\{([^}]*)\} ([0-9.e+]+)$", text, re.M):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         if not labels.get("fleet", "").startswith(prefix):
             continue
@@ -182,10 +202,15 @@ class Phase:
             mine = urls[i * 2 * per : (i + 1) * 2 * per]
             for j, region in enumerate(REGIONS):
                 for k, url in enumerate(mine[j * per + 1 : (j + 1) * per]):
-                    await self.kube.create_object("discovery.k8s.io/v1/endpointslices",
-                                                  endpoint_slice(f"r{k}", url), namespace=f"{name}-{region}")
+                    await self.kube.create_object(
+                        "discovery.k8s.io/v1/endpointslices",
+                        endpoint_slice(f"r{k}", url),
+                        namespace=f"{name}-{region}",
+                    )
             path = self.dir / f"{name}.yaml"
-            path.write_text(yaml.safe_dump(fleet_yaml(name, mine, self.address, kube_url, self.args, self.http_port)))
+            path.write_text(
+                yaml.safe_dump(fleet_yaml(name, mine, self.address, kube_url, self.args, self.http_port))
+            )
             files.append(path)
         return files
 
@@ -225,8 +250,16 @@ class Phase:
             probe_minutes = (time.monotonic() - started) / 60
             for h in handles:
                 await h.terminate("bench done")
-            return Row(self.count, (cpu1 - cpu0) / ((t1 - t0) / 60), rss_max, probes, bad,
-                       mean_probe_s(page, self.prefix), (t1 - t0) / 60, probe_minutes)
+            return Row(
+                self.count,
+                (cpu1 - cpu0) / ((t1 - t0) / 60),
+                rss_max,
+                probes,
+                bad,
+                mean_probe_s(page, self.prefix),
+                (t1 - t0) / 60,
+                probe_minutes,
+            )
         finally:
             proc.terminate()
             try:
@@ -248,34 +281,49 @@ async def _run(args: argparse.Namespace) -> list[Row]:
     temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     with CannedServer(len(urls), args.port_base):
         async with (
-            await WorkflowEnvironment.start_local(dev_server_existing_path=temporal,
-                                                  data_converter=pydantic_data_converter,
-                                                  search_attributes=search_attributes.ALL) as env,
+            await WorkflowEnvironment.start_local(
+                dev_server_existing_path=temporal,
+                data_converter=pydantic_data_converter,
+                search_attributes=search_attributes.ALL,
+            ) as env,
             serve_cluster(HOST, args.port_base) as kube,
         ):
             address = env.client.service_client.config.target_host
             rows = []
             for count in (args.baseline, args.fleets):
-                print(f"worker with {count} fleet(s): warm-up {args.warmup_s:g}s, window {args.minutes:g} min ...",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"worker with {count} fleet(s): warm-up {args.warmup_s:g}s, window {args.minutes:g} min ...",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 rows.append(await Phase(count, args, env.client, address, kube).run(urls))
     return rows
 
 
 def render(rows: list[Row], args: argparse.Namespace) -> str:
-    head = (f"fleets_per_worker {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores; 2 regions per fleet, "
-            f"{args.replicas_per_region} replicas per region, interval {args.interval_s:g}s, watcher on; "
-            f"window {args.minutes:g} min after {args.warmup_s:g}s warm-up")
-    lines = [head, "| fleets | CPU s/min | CPU s/min per fleet | RSS MiB (max) | RSS MiB per fleet | "
-             "probes per region-min | probe s (mean) | probes not HEALTHY |", "|---|---|---|---|---|---|---|---|"]
+    head = (
+        f"fleets_per_worker {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores; 2 regions per fleet, "
+        f"{args.replicas_per_region} replicas per region, interval {args.interval_s:g}s, watcher on; "
+        f"window {args.minutes:g} min after {args.warmup_s:g}s warm-up"
+    )
+    lines = [
+        head,
+        "| fleets | CPU s/min | CPU s/min per fleet | RSS MiB (max) | RSS MiB per fleet | "
+        "probes per region-min | probe s (mean) | probes not HEALTHY |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         rate = r.probes / (2 * r.fleets * r.probe_minutes) if r.probe_minutes else 0.0
-        lines.append(f"| {r.fleets} | {r.cpu_s_per_min:.2f} | {r.per_fleet(r.cpu_s_per_min):.3f} | {r.rss_mib:.0f} | "
-                     f"{r.per_fleet(r.rss_mib):.1f} | {rate:.1f} | {r.probe_s:.2f} | {r.not_healthy} of {r.probes} |")
+        lines.append(
+            f"| {r.fleets} | {r.cpu_s_per_min:.2f} | {r.per_fleet(r.cpu_s_per_min):.3f} | {r.rss_mib:.0f} | "
+            f"{r.per_fleet(r.rss_mib):.1f} | {rate:.1f} | {r.probe_s:.2f} | {r.not_healthy} of {r.probes} |"
+        )
     base, big = rows[0], rows[-1]
     n = big.fleets - base.fleets
-    lines.append(f"| marginal, per fleet ({base.fleets} -> {big.fleets}) | | "
-                 f"{(big.cpu_s_per_min - base.cpu_s_per_min) / n:.3f} | | {(big.rss_mib - base.rss_mib) / n:.1f} | | | |")
+    lines.append(
+        f"| marginal, per fleet ({base.fleets} -> {big.fleets}) | | "
+        f"{(big.cpu_s_per_min - base.cpu_s_per_min) / n:.3f} | | {(big.rss_mib - base.rss_mib) / n:.1f} | | | |"
+    )
     return "\n".join(lines)
 
 

@@ -55,10 +55,18 @@ class Cost:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=3.0, help="How long each monitor runs (default 3).")
-    p.add_argument("--interval-s", type=float, default=10.0, help="health.interval_s (default 10, the product's).")
-    p.add_argument("--checkpoint-s", type=float, default=600.0,
-                   help="health.watcher_checkpoint_s for the watcher (default 600, the product's).")
-    p.add_argument("--warmup-s", type=float, default=30.0, help="Start-up left out of the steady window (default 30).")
+    p.add_argument(
+        "--interval-s", type=float, default=10.0, help="health.interval_s (default 10, the product's)."
+    )
+    p.add_argument(
+        "--checkpoint-s",
+        type=float,
+        default=600.0,
+        help="health.watcher_checkpoint_s for the watcher (default 600, the product's).",
+    )
+    p.add_argument(
+        "--warmup-s", type=float, default=30.0, help="Start-up left out of the steady window (default 30)."
+    )
     args = p.parse_args(argv)
     if not 0 < args.minutes <= 60:
         p.error("--minutes must be in (0, 60]")
@@ -71,43 +79,73 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def measure(label: str, regions: int, events: list[tuple[datetime, int]], start: datetime, end: datetime,
-            warmup_s: float) -> Cost:
+def measure(
+    label: str,
+    regions: int,
+    events: list[tuple[datetime, int]],
+    start: datetime,
+    end: datetime,
+    warmup_s: float,
+) -> Cost:
     """The cost of one history: (event time, serialized size) per event, within [start, end]."""
     steady_from = start + timedelta(seconds=warmup_s)
     steady = [size for at, size in events if steady_from <= at <= end]
-    return Cost(label=label, regions=regions, events=len(events), bytes=sum(size for _, size in events),
-                seconds=(end - start).total_seconds(), steady_events=len(steady), steady_bytes=sum(steady),
-                steady_seconds=(end - steady_from).total_seconds())
+    return Cost(
+        label=label,
+        regions=regions,
+        events=len(events),
+        bytes=sum(size for _, size in events),
+        seconds=(end - start).total_seconds(),
+        steady_events=len(steady),
+        steady_bytes=sum(steady),
+        steady_seconds=(end - steady_from).total_seconds(),
+    )
 
 
 def render(costs: list[Cost], minutes: float, interval_s: float, checkpoint_s: float) -> str:
-    head = (f"monitor history cost, {minutes:g} min each, {costs[0].regions} regions, interval {interval_s:g}s, "
-            f"watcher checkpoint {checkpoint_s:g}s; per region-hour (target <= {TARGET_PER_REGION_HOUR} events)")
-    rows = [f"{'monitor':<22} {'events/region-h':>16} {'bytes/region-h':>15} {'whole run: events':>18} "
-            f"{'events/region-h':>16} {'bytes/region-h':>15}"]
+    head = (
+        f"monitor history cost, {minutes:g} min each, {costs[0].regions} regions, interval {interval_s:g}s, "
+        f"watcher checkpoint {checkpoint_s:g}s; per region-hour (target <= {TARGET_PER_REGION_HOUR} events)"
+    )
+    rows = [
+        f"{'monitor':<22} {'events/region-h':>16} {'bytes/region-h':>15} {'whole run: events':>18} "
+        f"{'events/region-h':>16} {'bytes/region-h':>15}"
+    ]
     for c in costs:
         rows.append(
             f"{c.label:<22} {c.per_region_hour(c.steady_events, c.steady_seconds):>16.0f} "
             f"{c.per_region_hour(c.steady_bytes, c.steady_seconds):>15.0f} {c.events:>18d} "
-            f"{c.per_region_hour(c.events, c.seconds):>16.0f} {c.per_region_hour(c.bytes, c.seconds):>15.0f}")
+            f"{c.per_region_hour(c.events, c.seconds):>16.0f} {c.per_region_hour(c.bytes, c.seconds):>15.0f}"
+        )
     return head + "\n  steady window: after the warm-up; whole run: start-up included\n" + "\n".join(rows)
 
 
 async def _history(handle: WorkflowHandle[Any, Any]) -> list[tuple[datetime, int]]:
-    return [(e.event_time.ToDatetime().replace(tzinfo=None), e.ByteSize()) async for e in handle.fetch_history_events()]
+    return [
+        (e.event_time.ToDatetime().replace(tzinfo=None), e.ByteSize())
+        async for e in handle.fetch_history_events()
+    ]
 
 
 async def _run(cfg: FleetConfig, args: argparse.Namespace) -> list[Cost]:
-    old = cfg.model_copy(update={"name": f"{cfg.name}-rounds",
-                                 "health": cfg.health.model_copy(update={"watcher": False})})
-    new = cfg.model_copy(update={"name": f"{cfg.name}-watcher", "health": cfg.health.model_copy(
-        update={"watcher": True, "watcher_checkpoint_s": args.checkpoint_s})})
+    old = cfg.model_copy(
+        update={"name": f"{cfg.name}-rounds", "health": cfg.health.model_copy(update={"watcher": False})}
+    )
+    new = cfg.model_copy(
+        update={
+            "name": f"{cfg.name}-watcher",
+            "health": cfg.health.model_copy(
+                update={"watcher": True, "watcher_checkpoint_s": args.checkpoint_s}
+            ),
+        }
+    )
     async with rto_fleet.running_worker(cfg) as client:
         handles = [await _start(client, c) for c in (old, new)]
         await asyncio.sleep(args.minutes * 60)
         costs = []
-        for label, c, (handle, start) in zip(("rounds (watcher off)", "watcher"), (old, new), handles, strict=True):
+        for label, c, (handle, start) in zip(
+            ("rounds (watcher off)", "watcher"), (old, new), handles, strict=True
+        ):
             end = datetime.now(UTC).replace(tzinfo=None)  # the history's timestamps are naive UTC
             costs.append(measure(label, len(c.regions), await _history(handle), start, end, args.warmup_s))
             await handle.terminate("bench done")
@@ -125,8 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     # The worker runs in this process: keep its routine warnings (a terminated monitor's watcher
     # completing late) out of the printed figures.
     logging.getLogger("temporalio").setLevel(logging.ERROR)
-    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
-        filter=TelemetryFilter(core_level="ERROR", other_level="ERROR")))), error_if_already_set=False)
+    Runtime.set_default(
+        Runtime(
+            telemetry=TelemetryConfig(
+                logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+            )
+        ),
+        error_if_already_set=False,
+    )
     cfg_path = rto_fleet.write_bench_config(args.interval_s, 3)
     cfg = rto_fleet.load(cfg_path)
     try:

@@ -67,7 +67,9 @@ async def run_trial(cfg: FleetConfig) -> dict[str, Any]:
         try:
             await _monitor_ready(client, cfg, 60)
             url = cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions"
-            load = asyncio.create_task(run_load(url, cfg.workload.model, RPS, time.monotonic() + 120, samples, 10.0))
+            load = asyncio.create_task(
+                run_load(url, cfg.workload.model, RPS, time.monotonic() + 120, samples, 10.0)
+            )
             sampler = asyncio.create_task(_sample_weights(cfg, weights))
             try:
                 await asyncio.sleep(BEFORE_S)
@@ -83,12 +85,19 @@ async def run_trial(cfg: FleetConfig) -> dict[str, Any]:
         finally:
             await _stop_monitor(client, cfg)
     return {
-        "fault_at": fault_at.isoformat(), "source": source, "target": res.target, "status": res.status,
-        "failover_started_at": res.started_at.isoformat(), "fault_detected_at": res.fault_at.isoformat(),
+        "fault_at": fault_at.isoformat(),
+        "source": source,
+        "target": res.target,
+        "status": res.status,
+        "failover_started_at": res.started_at.isoformat(),
+        "fault_detected_at": res.fault_at.isoformat(),
         "shifted_at": res.shifted_at.isoformat() if res.shifted_at else None,
         "verified_at": res.verified_at.isoformat() if res.verified_at else None,
-        "rto_s": res.rto_s, "rto_target_s": cfg.objectives.rto_target_s, "interval_s": cfg.health.interval_s,
-        "load": [s.model_dump(mode="json") for s in samples], "weights": weights,
+        "rto_s": res.rto_s,
+        "rto_target_s": cfg.objectives.rto_target_s,
+        "interval_s": cfg.health.interval_s,
+        "load": [s.model_dump(mode="json") for s in samples],
+        "weights": weights,
     }
 
 
@@ -103,11 +112,15 @@ def plot(data: dict[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     t0 = datetime.fromisoformat(data["fault_at"])
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 5.5), gridspec_kw={"height_ratios": [1, 1]})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, sharex=True, figsize=(9, 5.5), gridspec_kw={"height_ratios": [1, 1]}
+    )
     regions = sorted({r for w in data["weights"] for r in w["weights"]})
     wt = [_secs(w["t"], t0) for w in data["weights"]]
     for r in regions:
-        top.step(wt, [w["weights"].get(r, 0) for w in data["weights"]], where="post", label=f"{r} weight", lw=2)
+        top.step(
+            wt, [w["weights"].get(r, 0) for w in data["weights"]], where="post", label=f"{r} weight", lw=2
+        )
     top.set_ylabel("global weight")
     top.legend(loc="center right")
     # Error rate and served-by share per bin, from the load's own samples.
@@ -121,22 +134,31 @@ def plot(data: dict[str, Any], out: Path) -> None:
     bottom.set_ylabel(f"errors, % per {BIN_S:g} s")
     bottom.set_ylim(0, 105)
     bottom.set_xlabel("seconds since the fault (every stable replica of the source region killed)")
-    marks = [("fault", data["fault_at"], "black"), ("failover started", data["failover_started_at"], "tab:orange"),
-             ("weights shifted", data["shifted_at"], "tab:blue"), ("verified", data["verified_at"], "tab:green")]
+    marks = [
+        ("fault", data["fault_at"], "black"),
+        ("failover started", data["failover_started_at"], "tab:orange"),
+        ("weights shifted", data["shifted_at"], "tab:blue"),
+        ("verified", data["verified_at"], "tab:green"),
+    ]
     for label, iso, color in marks:
         x = _secs(iso, t0)
         if x is not None:
             for ax in (top, bottom):
                 ax.axvline(x, color=color, ls="--", lw=1)
-            top.annotate(label, (x, 1.02), xycoords=("data", "axes fraction"), rotation=30, fontsize=8, color=color)
+            top.annotate(
+                label, (x, 1.02), xycoords=("data", "axes fraction"), rotation=30, fontsize=8, color=color
+            )
     bottom.legend(loc="upper right")
     # From the injected fault, which only a benchmark knows; the workflow's own rto_s starts at the
     # first failed probe (the earliest moment drctl can know of the fault).
     rto = _secs(data["verified_at"], t0)
-    fig.suptitle(f"Automatic failover {data['source']} → {data['target']}: verified {rto:.1f} s after the fault "
-                 f"(workflow RTO {data['rto_s']:.1f} s from the first failed probe; target {data['rto_target_s']:g} s)\n"
-                 f"probe every {data['interval_s']:g} s, {RPS:g} rps open-loop load through the global endpoint",
-                 fontsize=9, y=0.995)
+    fig.suptitle(
+        f"Automatic failover {data['source']} → {data['target']}: verified {rto:.1f} s after the fault "
+        f"(workflow RTO {data['rto_s']:.1f} s from the first failed probe; target {data['rto_target_s']:g} s)\n"
+        f"probe every {data['interval_s']:g} s, {RPS:g} rps open-loop load through the global endpoint",
+        fontsize=9,
+        y=0.995,
+    )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -100,8 +100,13 @@ class InferenceProber:
         gateway = TargetProbe(
             target="gateway", url=region.gateway_url, status=ProbeStatus.AUTH, error_class="auth", error=why
         )
-        return RegionProbe(region=region.name, status=ProbeStatus.AUTH, reason=why, gateway=gateway,
-                           probed_at=datetime.now(UTC).isoformat())
+        return RegionProbe(
+            region=region.name,
+            status=ProbeStatus.AUTH,
+            reason=why,
+            gateway=gateway,
+            probed_at=datetime.now(UTC).isoformat(),
+        )
 
     # --- one region ------------------------------------------------------------------------------
 
@@ -222,8 +227,11 @@ class InferenceProber:
     @staticmethod
     def _check(resp: httpx.Response) -> httpx.Response:
         if resp.status_code in (401, 403):
-            raise _Failed("auth", f"HTTP {resp.status_code} from {resp.request.url.path}: "
-                                  "credentials refused (check workload.auth)")
+            raise _Failed(
+                "auth",
+                f"HTTP {resp.status_code} from {resp.request.url.path}: "
+                "credentials refused (check workload.auth)",
+            )
         if resp.status_code >= 500:
             raise _Failed("http_5xx", f"HTTP {resp.status_code} from {resp.request.url.path}")
         if resp.status_code >= 400:

@@ -51,7 +51,11 @@ def _metrics_page() -> str:
     for name in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"):
         lines.append(f"# TYPE {name} histogram")
         lines += [f'{name}_bucket{{{lbl},le="{b}"}} {i * 3}' for i, b in enumerate(HISTOGRAM_BUCKETS)]
-        lines += [f'{name}_bucket{{{lbl},le="+Inf"}} 45', f"{name}_sum{{{lbl}}} 1.35", f"{name}_count{{{lbl}}} 45"]
+        lines += [
+            f'{name}_bucket{{{lbl},le="+Inf"}} 45',
+            f"{name}_sum{{{lbl}}} 1.35",
+            f"{name}_count{{{lbl}}} 45",
+        ]
     lines += [f'vllm:request_success_total{{{lbl},finished_reason="length"}} 45']
     return "\n".join(lines) + "\n"
 
@@ -92,7 +96,9 @@ frontend replicas
 
 def targets(n: int, port_base: int) -> list[str]:
     """N distinct loopback targets: 127.0.1.1, 127.0.1.2, ... each with PORTS_PER_ADDRESS ports."""
-    return [f"http://127.0.1.{1 + i // PORTS_PER_ADDRESS}:{port_base + i % PORTS_PER_ADDRESS}" for i in range(n)]
+    return [
+        f"http://127.0.1.{1 + i // PORTS_PER_ADDRESS}:{port_base + i % PORTS_PER_ADDRESS}" for i in range(n)
+    ]
 
 
 class CannedServer:
@@ -106,7 +112,9 @@ class CannedServer:
     def __enter__(self) -> CannedServer:
         cfg = self.dir / "haproxy.cfg"
         cfg.write_text(haproxy_config(self.n, self.port_base))
-        check = subprocess.run(["haproxy", "-c", "-q", "-f", str(cfg)], capture_output=True, text=True, timeout=30)
+        check = subprocess.run(
+            ["haproxy", "-c", "-q", "-f", str(cfg)], capture_output=True, text=True, timeout=30
+        )
         if check.returncode != 0:
             raise RuntimeError(f"haproxy rejected {cfg}: {check.stderr.strip()}")
         self.proc = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
@@ -231,8 +239,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = ("| N | prober | wall s/round (max) | CPU s/round (max) | false DOWN (all rounds) | not probed in time |\n"
-            "|---|---|---|---|---|---|")
+    head = (
+        "| N | prober | wall s/round (max) | CPU s/round (max) | false DOWN (all rounds) | not probed in time |\n"
+        "|---|---|---|---|---|---|"
+    )
     body = [f"| {r['n']} | {r['prober']} | {r['wall_s']:.2f} ({r['wall_max_s']:.2f}) | "
             f"{r['cpu_s']:.2f} ({r['cpu_max_s']:.2f}) | {r['false_down']} | {r['unprobed']} |" for r in rows]  # fmt: skip
     return "\n".join([head, *body])
@@ -261,8 +271,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(summarise(prober, n, run_one(prober, n, args)))
                 print(f"N={n} {prober}: {rows[-1]['wall_s']:.2f}s wall, {rows[-1]['cpu_s']:.2f}s CPU, "
                       f"{rows[-1]['false_down']} false DOWN", file=sys.stderr, flush=True)  # fmt: skip
-    print(f"probe_scale {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
-          f"concurrency {args.concurrency}, sample {args.sample:g}, {args.rounds} round(s)")
+    print(
+        f"probe_scale {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+        f"concurrency {args.concurrency}, sample {args.sample:g}, {args.rounds} round(s)"
+    )
     print(format_table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -50,8 +50,12 @@ from workflows.failover import Failover
 
 SOURCE, TARGET = "us-west-1", "us-east-1"
 SOURCE_BUCKET, TARGET_BUCKET = "drctl-state-us-west-1", "drctl-state-us-east-1"
-STATE: dict[str, Any] = {"name": "state", "source": {"region": SOURCE, "bucket": SOURCE_BUCKET},
-                         "replicas": [{"region": TARGET, "bucket": TARGET_BUCKET}], "mode": "copy"}
+STATE: dict[str, Any] = {
+    "name": "state",
+    "source": {"region": SOURCE, "bucket": SOURCE_BUCKET},
+    "replicas": [{"region": TARGET, "bucket": TARGET_BUCKET}],
+    "mode": "copy",
+}
 
 
 class SourceLink:
@@ -114,7 +118,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--trials", type=int, default=3, help="Faults per replication interval (default 3).")
     p.add_argument("--intervals", default="2,5", help="Comma list of replication intervals, s (default 2,5).")
     p.add_argument("--rate", type=float, default=10.0, help="Objects written per second (default 10).")
-    p.add_argument("--config", type=Path, default=None, help="Use this running dev stack instead of a private one.")
+    p.add_argument(
+        "--config", type=Path, default=None, help="Use this running dev stack instead of a private one."
+    )
     p.add_argument("--json", type=Path, default=None, help="Write the trial records here.")
     p.add_argument("--seed", type=int, default=None, help="Seed of the random fault moments.")
     args = p.parse_args(argv)
@@ -146,8 +152,10 @@ def bench_config(base: Path, interval_s: float, link_port: int) -> FleetConfig:
     and the source region's S3 endpoint reached through the bench's cuttable link."""
     data = yaml.safe_load(base.read_text())
     tag = uuid.uuid4().hex[:6]
-    data["data"] = {"buckets": [{**STATE, "interval_s": interval_s}],
-                    "endpoints": {SOURCE: {"endpoint_url": f"http://127.0.0.1:{link_port}"}}}
+    data["data"] = {
+        "buckets": [{**STATE, "interval_s": interval_s}],
+        "endpoints": {SOURCE: {"endpoint_url": f"http://127.0.0.1:{link_port}"}},
+    }
     data.setdefault("temporal", {})["task_queue"] = f"drctl-rpo-{tag}"
     for r in data["regions"]:
         r["task_queue"] = f"drctl-rpo-{tag}-{r['name']}"
@@ -156,8 +164,9 @@ def bench_config(base: Path, interval_s: float, link_port: int) -> FleetConfig:
     return load_config(path)
 
 
-async def _writer(cfg: FleetConfig, prefix: str, rate: float, stop: asyncio.Event,
-                  writes: list[tuple[str, datetime]]) -> None:
+async def _writer(
+    cfg: FleetConfig, prefix: str, rate: float, stop: asyncio.Event, writes: list[tuple[str, datetime]]
+) -> None:
     s3 = aws_client(cfg, "s3")
     n, start = 0, time.monotonic()
     while not stop.is_set():
@@ -181,7 +190,9 @@ async def _first_run(client: Any, cfg: FleetConfig, timeout_s: float = 60.0) -> 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with contextlib.suppress(RPCError):
-            st = await client.get_workflow_handle(replicate_id(cfg)).query("status", result_type=ReplicateStatus)
+            st = await client.get_workflow_handle(replicate_id(cfg)).query(
+                "status", result_type=ReplicateStatus
+            )
             if st.total_runs >= 1:
                 return
         await asyncio.sleep(0.2)
@@ -199,8 +210,15 @@ def _forget(cfg: FleetConfig, prefix: str) -> None:
                 s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
 
 
-async def trial(cfg: FleetConfig, client: Any, link: SourceLink, interval_s: float, n: int, rate: float,
-                rng: random.Random) -> Trial:
+async def trial(
+    cfg: FleetConfig,
+    client: Any,
+    link: SourceLink,
+    interval_s: float,
+    n: int,
+    rate: float,
+    rng: random.Random,
+) -> Trial:
     prefix = f"rpo-{uuid.uuid4().hex[:8]}"
     await link.open()
     await start_replication(client, cfg)
@@ -221,16 +239,36 @@ async def trial(cfg: FleetConfig, client: Any, link: SourceLink, interval_s: flo
         await writer
     lost, window = loss(writes, held, fault_at)
     handle = await start_operation(
-        client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target=TARGET, source=SOURCE,
-                                                 emergency=True, fault_at=fault_at, initiator="bench/rpo"),
-        operation="failover", workflow_id=f"failover/{cfg.name}", target=TARGET)
+        client,
+        cfg,
+        Failover.run,
+        FailoverInput(
+            spec=FleetSpec.from_config(cfg),
+            target=TARGET,
+            source=SOURCE,
+            emergency=True,
+            fault_at=fault_at,
+            initiator="bench/rpo",
+        ),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target=TARGET,
+    )
     res: FailoverResult = await asyncio.wait_for(handle.result(), 120)
     await client.get_workflow_handle(replicate_id(cfg)).terminate("bench: trial over")
     await asyncio.to_thread(_forget, cfg, prefix)
     d = res.data_loss
-    return Trial(interval_s=interval_s, trial=n, written=sum(1 for _, t in writes if t <= fault_at), lost=lost,
-                 window_s=window, exposure_s=d.lag_s if d else None, exposure_objects=d.objects if d else None,
-                 exposure_detail=d.detail if d else "", failover=res.status)
+    return Trial(
+        interval_s=interval_s,
+        trial=n,
+        written=sum(1 for _, t in writes if t <= fault_at),
+        lost=lost,
+        window_s=window,
+        exposure_s=d.lag_s if d else None,
+        exposure_objects=d.objects if d else None,
+        exposure_detail=d.detail if d else "",
+        failover=res.status,
+    )
 
 
 def format_table(trials: list[Trial], rpo_target_s: float) -> str:
@@ -242,8 +280,10 @@ def format_table(trials: list[Trial], rpo_target_s: float) -> str:
         win = [t.window_s for t in ts]
         exp = [t.exposure_s for t in ts if t.exposure_s is not None]
         met = len([w for w in win if w <= rpo_target_s])
-        lines.append(f"{interval:<10g}  {len(ts):>2}  {_pair(lost, 0):>12}  {_pair(win, 1):>16}  "
-                     f"{f'{met}/{len(ts)}':>8}  {_one(percentile(exp, 50)):>14}")
+        lines.append(
+            f"{interval:<10g}  {len(ts):>2}  {_pair(lost, 0):>12}  {_pair(win, 1):>16}  "
+            f"{f'{met}/{len(ts)}':>8}  {_one(percentile(exp, 50)):>14}"
+        )
     return "\n".join(lines)
 
 
@@ -268,8 +308,11 @@ async def run(args: argparse.Namespace, base: Path) -> list[Trial]:
             for n in range(1, args.trials + 1):
                 await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
                 t = await trial(cfg, client, link, interval, n, args.rate, rng)
-                print(f"interval {interval:g}s trial {n}: {t.lost}/{t.written} objects lost, window {t.window_s:.2f} s, "
-                      f"failover {t.failover}, exposure recorded {_one(t.exposure_s)} s ({t.exposure_detail})", flush=True)
+                print(
+                    f"interval {interval:g}s trial {n}: {t.lost}/{t.written} objects lost, window {t.window_s:.2f} s, "
+                    f"failover {t.failover}, exposure recorded {_one(t.exposure_s)} s ({t.exposure_detail})",
+                    flush=True,
+                )
                 trials.append(t)
             await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
     return trials
@@ -297,8 +340,10 @@ def main(argv: list[str] | None = None) -> int:
             stack.down(cfg)
             shutil.rmtree(base.parent, ignore_errors=True)
     rpo = cfg.objectives.rpo_target_s
-    print(f"\nRPO benchmark: {len(trials)} primary-region kills, {args.rate:g} objects/s into {SOURCE_BUCKET}, "
-          f"RPO target {rpo:g} s")
+    print(
+        f"\nRPO benchmark: {len(trials)} primary-region kills, {args.rate:g} objects/s into {SOURCE_BUCKET}, "
+        f"RPO target {rpo:g} s"
+    )
     print(format_table(trials, rpo))
     if args.json:
         args.json.write_text(json.dumps([t.model_dump(mode="json") for t in trials], indent=2))

@@ -73,20 +73,36 @@ TAIL_S = 2.0  # load kept running after the failover closes, to see whether erro
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench/rto.py", description=__doc__.split("\n")[0])
     p.add_argument("--trials", type=int, default=3, help="Faults per policy and kind (default 3).")
-    p.add_argument("--kinds", default="down,degraded",
-                   help="Comma list of down, slow (TTFT x20), errors (50%% 500s); degraded = slow,errors.")
-    p.add_argument("--policies", default=",".join(POLICIES),
-                   help=f"Comma list of {', '.join(POLICIES)} (default: all).")
+    p.add_argument(
+        "--kinds",
+        default="down,degraded",
+        help="Comma list of down, slow (TTFT x20), errors (50%% 500s); degraded = slow,errors.",
+    )
+    p.add_argument(
+        "--policies", default=",".join(POLICIES), help=f"Comma list of {', '.join(POLICIES)} (default: all)."
+    )
     p.add_argument("--interval-s", type=float, default=10.0, help="Health check interval (default 10).")
-    p.add_argument("--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3).")
-    p.add_argument("--rps", type=float, default=20.0, help="User load through the global endpoint (default 20).")
-    p.add_argument("--base-ttft-ms", type=float, default=150.0,
-                   help="Replica TTFT at steady state; the slow fault makes it x20 (default 150).")
+    p.add_argument(
+        "--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3)."
+    )
+    p.add_argument(
+        "--rps", type=float, default=20.0, help="User load through the global endpoint (default 20)."
+    )
+    p.add_argument(
+        "--base-ttft-ms",
+        type=float,
+        default=150.0,
+        help="Replica TTFT at steady state; the slow fault makes it x20 (default 150).",
+    )
     p.add_argument("--failover-timeout-s", type=float, default=180.0, help="Per-trial wait for the failover.")
     p.add_argument("--seed", type=int, default=None, help="Seed of the random fault offsets.")
     p.add_argument("--json", type=Path, default=None, help="Write the raw figures here.")
-    p.add_argument("--report", type=Path, default=None,
-                   help="Print the table of a saved --json run and exit (no stack, no faults).")
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help="Print the table of a saved --json run and exit (no stack, no faults).",
+    )
     p.add_argument("--keep-stack", action="store_true", help="Leave the dev stack running at the end.")
     args = p.parse_args(argv)
     try:
@@ -96,8 +112,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.policies = [x.strip() for x in args.policies.split(",") if x.strip()]
     unknown = [x for x in args.policies if x not in POLICIES]
     if unknown or not args.policies:
-        p.error(f"unknown policy {', '.join(map(repr, unknown))}; known: {', '.join(POLICIES)}"
-                if unknown else "--policies: no policy given")
+        p.error(
+            f"unknown policy {', '.join(map(repr, unknown))}; known: {', '.join(POLICIES)}"
+            if unknown
+            else "--policies: no policy given"
+        )
     for name, low in (("trials", 1), ("threshold", 1)):
         if getattr(args, name) < low:
             p.error(f"--{name} must be >= {low}")
@@ -112,9 +131,17 @@ def policy_config(cfg: FleetConfig, policy: Policy) -> FleetConfig:
     watcher = policy in ("drctl", "fastpath")
     passive = cfg.health.passive.model_copy(update={"enabled": watcher})
     quorum = cfg.health.quorum.model_copy(update={"mode": "majority" if watcher else "off"})
-    health = cfg.health.model_copy(update={"fast_confirm": policy != "baseline", "watcher": watcher,
-                                           "passive": passive, "quorum": quorum})
-    return cfg.model_copy(update={"health": health, "traffic": cfg.traffic.model_copy(update={"global_tier": tier})})
+    health = cfg.health.model_copy(
+        update={
+            "fast_confirm": policy != "baseline",
+            "watcher": watcher,
+            "passive": passive,
+            "quorum": quorum,
+        }
+    )
+    return cfg.model_copy(
+        update={"health": health, "traffic": cfg.traffic.model_copy(update={"global_tier": tier})}
+    )
 
 
 def fast_path_on(cfg: FleetConfig) -> bool:
@@ -160,8 +187,9 @@ async def _stop_monitor(client: Client, cfg: FleetConfig) -> None:
             await handle.terminate("bench: monitor did not stop on cancel")
 
 
-async def _await_failover(client: Client, cfg: FleetConfig, t0: datetime, timeout_s: float
-                          ) -> tuple[FailoverResult, datetime | None]:
+async def _await_failover(
+    client: Client, cfg: FleetConfig, t0: datetime, timeout_s: float
+) -> tuple[FailoverResult, datetime | None]:
     """The first Failover run started after t0, awaited to its end: (result, close time)."""
     deadline = time.monotonic() + timeout_s
     wid = f"failover/{cfg.name}"
@@ -184,8 +212,15 @@ async def _await_failover(client: Client, cfg: FleetConfig, t0: datetime, timeou
     return res, desc.close_time
 
 
-async def run_trial(client: Client, cfg: FleetConfig, policy: Policy, kind: Kind, n: int, offset_s: float,
-                    args: argparse.Namespace) -> Trial:
+async def run_trial(
+    client: Client,
+    cfg: FleetConfig,
+    policy: Policy,
+    kind: Kind,
+    n: int,
+    offset_s: float,
+    args: argparse.Namespace,
+) -> Trial:
     """Reset, watch, inject at t0, wait for the failover, measure; always stops the monitor."""
     pcfg = policy_config(cfg, policy)
     source = cfg.regions[0].name
@@ -203,8 +238,9 @@ async def run_trial(client: Client, cfg: FleetConfig, policy: Policy, kind: Kind
         await start_monitor(client, pcfg)
         await _monitor_ready(client, pcfg, 60)
         budget = offset_s + args.failover_timeout_s + TAIL_S + 10
-        load = asyncio.create_task(run_load(cfg, args.rps, time.monotonic() + budget, samples,
-                                            auth_headers(cfg), 10.0))
+        load = asyncio.create_task(
+            run_load(cfg, args.rps, time.monotonic() + budget, samples, auth_headers(cfg), 10.0)
+        )
         await asyncio.sleep(offset_s)  # fault phase against the probe schedule: uniform, not lucky
         t0 = trial.fault_at = datetime.now(UTC)
         await asyncio.to_thread(rto_fleet.inject, cfg, source, kind, args.base_ttft_ms)
@@ -219,8 +255,9 @@ async def run_trial(client: Client, cfg: FleetConfig, policy: Policy, kind: Kind
         trial.workflow_rto_s = res.rto_s
         weights = await asyncio.to_thread(lambda: global_traffic(cfg).get_weights())
         tail = [s for s in samples if closed is not None and s.t > closed]
-        trial.fully_moved = (weights.get(source) == 0 and bool(tail)
-                             and all(s.ok and s.region == res.target for s in tail))
+        trial.fully_moved = (
+            weights.get(source) == 0 and bool(tail) and all(s.ok and s.region == res.target for s in tail)
+        )
     except (TimeoutError, RuntimeError, WorkflowFailureError, RPCError) as exc:
         trial.error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -236,10 +273,12 @@ async def run_trial(client: Client, cfg: FleetConfig, policy: Policy, kind: Kind
 
 def _line(t: Trial) -> str:
     f = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-    return (f"[{t.policy:<8} {t.kind:<6} #{t.trial}] offset {t.offset_s:.1f}s: failover {t.failover_status}, "
-            f"first failed probe {f(t.first_failed_probe_s)}s, detect {f(t.detect_s)}s, orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, "
-            f"error window {f(t.error_window_s)}s ({t.bad_requests}/{t.requests} bad), moved {t.fully_moved}"
-            + (f", error: {t.error}" if t.error else ""))
+    return (
+        f"[{t.policy:<8} {t.kind:<6} #{t.trial}] offset {t.offset_s:.1f}s: failover {t.failover_status}, "
+        f"first failed probe {f(t.first_failed_probe_s)}s, detect {f(t.detect_s)}s, orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, "
+        f"error window {f(t.error_window_s)}s ({t.bad_requests}/{t.requests} bad), moved {t.fully_moved}"
+        + (f", error: {t.error}" if t.error else "")
+    )
 
 
 async def run_all(cfg: FleetConfig, args: argparse.Namespace, trials: list[Trial]) -> None:
@@ -258,29 +297,44 @@ async def run_all(cfg: FleetConfig, args: argparse.Namespace, trials: list[Trial
 def settings(cfg: FleetConfig, args: argparse.Namespace) -> dict[str, Any]:
     """What a table's figures depend on; saved with them so `--report` can print the same header."""
     h = cfg.health
-    return {"region": cfg.regions[0].name, "interval_s": h.interval_s, "failure_threshold": h.failure_threshold,
-            "fast_confirm_interval_s": h.fast_confirm_interval_s, "rps": args.rps, "base_ttft_ms": args.base_ttft_ms,
-            "ttft_degraded_ms": h.ttft_degraded_ms, "rto_target_s": cfg.objectives.rto_target_s, "seed": args.seed}
+    return {
+        "region": cfg.regions[0].name,
+        "interval_s": h.interval_s,
+        "failure_threshold": h.failure_threshold,
+        "fast_confirm_interval_s": h.fast_confirm_interval_s,
+        "rps": args.rps,
+        "base_ttft_ms": args.base_ttft_ms,
+        "ttft_degraded_ms": h.ttft_degraded_ms,
+        "rto_target_s": cfg.objectives.rto_target_s,
+        "seed": args.seed,
+    }
 
 
 def render(st: dict[str, Any], trials: list[Trial]) -> str:
     rows = summarise(trials, st["rto_target_s"])
-    head = (f"RTO benchmark: {len(trials)} faults in {st['region']}, interval {st['interval_s']:g}s, "
-            f"threshold {st['failure_threshold']}, fast confirm every {st['fast_confirm_interval_s']:g}s "
-            f"(not baseline), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
-            f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/p95")
+    head = (
+        f"RTO benchmark: {len(trials)} faults in {st['region']}, interval {st['interval_s']:g}s, "
+        f"threshold {st['failure_threshold']}, fast confirm every {st['fast_confirm_interval_s']:g}s "
+        f"(not baseline), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
+        f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/p95"
+    )
     legend = "\n".join(f"  {p:<8} {POLICY_TEXT[p]}" for p in POLICIES if any(t.policy == p for t in trials))
     return head + "\n" + legend + "\n\n" + format_table(rows, st["rto_target_s"])
 
 
 def write_json(path: Path, st: dict[str, Any], trials: list[Trial]) -> None:
     rows = summarise(trials, st["rto_target_s"])
-    path.write_text(json.dumps({
-        "settings": st,
-        "trials": [t.model_dump(mode="json") for t in trials],
-        "rows": [r.model_dump(mode="json") for r in rows],
-        "ratios": ratios(rows),
-    }, indent=2))
+    path.write_text(
+        json.dumps(
+            {
+                "settings": st,
+                "trials": [t.model_dump(mode="json") for t in trials],
+                "rows": [r.model_dump(mode="json") for r in rows],
+                "ratios": ratios(rows),
+            },
+            indent=2,
+        )
+    )
 
 
 def report_from_json(path: Path) -> str:
@@ -295,14 +349,23 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(report_from_json(args.report))
         except (OSError, ValueError, KeyError) as exc:
-            print(f"{args.report}: not a bench/rto.py --json file ({type(exc).__name__}: {exc})", file=sys.stderr)
+            print(
+                f"{args.report}: not a bench/rto.py --json file ({type(exc).__name__}: {exc})",
+                file=sys.stderr,
+            )
             return 2
         return 0
     # The worker runs in this process: keep its routine warnings (a cancelled monitor's last probe,
     # the SDK core's late activity completions) out of the printed figures.
     logging.getLogger("temporalio").setLevel(logging.ERROR)
-    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(
-        filter=TelemetryFilter(core_level="ERROR", other_level="ERROR")))), error_if_already_set=False)
+    Runtime.set_default(
+        Runtime(
+            telemetry=TelemetryConfig(
+                logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+            )
+        ),
+        error_if_already_set=False,
+    )
     cfg_path = rto_fleet.write_bench_config(args.interval_s, args.threshold)
     cfg = rto_fleet.load(cfg_path)
     trials: list[Trial] = []

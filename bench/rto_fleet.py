@@ -69,13 +69,19 @@ def write_bench_config(interval_s: float, threshold: int, replicas: int = 2) -> 
     """
     directory = Path(tempfile.mkdtemp(prefix="drctl-bench-", dir="/tmp"))
     temporal, ui, moto, glob, stats, prom, *rp = _free_ports(12)
-    regions = [{
-        "name": name, "weight": weight, "replicas": replicas, "max_replicas": max(8, 2 * replicas),
-        "gateway_url": f"http://127.0.0.1:{rp[i * 3]}",
-        "gateway_runtime_socket": f"s/haproxy/{name}.sock",
-        "devstack_admin_url": f"http://127.0.0.1:{rp[i * 3 + 2]}",
-        "kube": {"api_url": f"http://127.0.0.1:{rp[i * 3 + 1]}"},
-    } for i, (name, weight) in enumerate([("us-west-1", 60), ("us-east-1", 40)])]
+    regions = [
+        {
+            "name": name,
+            "weight": weight,
+            "replicas": replicas,
+            "max_replicas": max(8, 2 * replicas),
+            "gateway_url": f"http://127.0.0.1:{rp[i * 3]}",
+            "gateway_runtime_socket": f"s/haproxy/{name}.sock",
+            "devstack_admin_url": f"http://127.0.0.1:{rp[i * 3 + 2]}",
+            "kube": {"api_url": f"http://127.0.0.1:{rp[i * 3 + 1]}"},
+        }
+        for i, (name, weight) in enumerate([("us-west-1", 60), ("us-east-1", 40)])
+    ]
     data: dict[str, Any] = {
         "name": "bench",
         "regions": regions,
@@ -85,8 +91,11 @@ def write_bench_config(interval_s: float, threshold: int, replicas: int = 2) -> 
             "global": {"kind": "haproxy", "runtime_socket": "s/haproxy/global.sock"},
             "regional": {"kind": "haproxy"},
         },
-        "temporal": {"address": f"127.0.0.1:{temporal}", "ui_url": f"http://127.0.0.1:{ui}",
-                     "task_queue": "drctl-bench"},
+        "temporal": {
+            "address": f"127.0.0.1:{temporal}",
+            "ui_url": f"http://127.0.0.1:{ui}",
+            "task_queue": "drctl-bench",
+        },
         "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
         # The bench's worker runs in-process with no HTTP endpoint; its stack's Prometheus on a free port.
         "worker": {"http_port": 0},
@@ -130,9 +139,12 @@ def set_base_ttft(cfg: FleetConfig, ttft_ms: float, timeout_s: float = 120.0) ->
             containers = k8s.api_client.sanitize_for_serialization(dep.spec.template.spec.containers)
             env = [e for e in containers[0].get("env") or [] if e.get("name") != "FLEETSIM_TTFT_MS"]
             containers[0]["env"] = [*env, {"name": "FLEETSIM_TTFT_MS", "value": f"{ttft_ms:g}"}]
-            k8s.apps.patch_namespaced_deployment(name, r.kube.namespace,
-                                                 {"spec": {"template": {"spec": {"containers": containers}}}},
-                                                 _content_type=MERGE)
+            k8s.apps.patch_namespaced_deployment(
+                name,
+                r.kube.namespace,
+                {"spec": {"template": {"spec": {"containers": containers}}}},
+                _content_type=MERGE,
+            )
             k8s.wait_rollout(name, timeout_s)
         finally:
             k8s.close()
@@ -161,7 +173,9 @@ def reset_fleet(cfg: FleetConfig, timeout_s: float = 120.0) -> None:
             k8s.close()
     for r in cfg.regions:
         _wait(functools.partial(readiness.region_ready, r, cfg), timeout_s, f"{r.name} back at baseline")
-    _wait(lambda: readiness.answers_completion(cfg.traffic.global_endpoint, cfg), timeout_s, "global endpoint")
+    _wait(
+        lambda: readiness.answers_completion(cfg.traffic.global_endpoint, cfg), timeout_s, "global endpoint"
+    )
 
 
 async def wait_probed_healthy(cfg: FleetConfig, timeout_s: float) -> None:
@@ -193,10 +207,16 @@ async def wait_no_operations(client: Client, cfg: FleetConfig, timeout_s: float)
 def inject(cfg: FleetConfig, region: str, kind: Kind, base_ttft_ms: float) -> Any:
     """One fault in `region`: every stable replica killed (stays down), TTFT x20, or 50 % errors."""
     if kind == "down":
-        return _admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        return _admin(
+            cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
+        )
     if kind == "slow":
-        return _admin(cfg, region, "/faults/inference",
-                      {"track": "stable", "added_latency_ms": (SLOW_FACTOR - 1) * base_ttft_ms})
+        return _admin(
+            cfg,
+            region,
+            "/faults/inference",
+            {"track": "stable", "added_latency_ms": (SLOW_FACTOR - 1) * base_ttft_ms},
+        )
     return _admin(cfg, region, "/faults/inference", {"track": "stable", "error_rate": ERROR_RATE})
 
 

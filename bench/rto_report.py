@@ -46,7 +46,9 @@ class Trial(BaseModel):
     shift_s: float | None = Field(None, description="Failover start → global weights shifted.")
     orchestration_s: float | None = Field(None, description="Failover start → workflow closed.")
     rto_s: float | None = Field(None, description="t0 → traffic verified on the other region.")
-    workflow_rto_s: float | None = Field(None, description="The workflow's RTO (from its first failed probe).")
+    workflow_rto_s: float | None = Field(
+        None, description="The workflow's RTO (from its first failed probe)."
+    )
     error_window_s: float | None = Field(None, description="First → last bad user request after t0.")
     bad_requests: int = 0
     requests: int = 0
@@ -126,14 +128,24 @@ def summarise(trials: Sequence[Trial], rto_target_s: float) -> list[Row]:
             if not group:
                 continue
             d, o, w, r = (_stat(group, f) for f in ("detect_s", "orchestration_s", "error_window_s", "rto_s"))
-            rows.append(Row(
-                policy=policy, kind=kind, trials=len(group),
-                succeeded=sum(t.failover_status == "succeeded" for t in group),
-                detect_p50=d[0], detect_p95=d[1], orch_p50=o[0], orch_p95=o[1],
-                window_p50=w[0], window_p95=w[1], rto_p50=r[0], rto_p95=r[1],
-                rto_met=sum(t.rto_s is not None and t.rto_s <= rto_target_s for t in group),
-                moved=sum(t.fully_moved for t in group),
-            ))
+            rows.append(
+                Row(
+                    policy=policy,
+                    kind=kind,
+                    trials=len(group),
+                    succeeded=sum(t.failover_status == "succeeded" for t in group),
+                    detect_p50=d[0],
+                    detect_p95=d[1],
+                    orch_p50=o[0],
+                    orch_p95=o[1],
+                    window_p50=w[0],
+                    window_p95=w[1],
+                    rto_p50=r[0],
+                    rto_p95=r[1],
+                    rto_met=sum(t.rto_s is not None and t.rto_s <= rto_target_s for t in group),
+                    moved=sum(t.fully_moved for t in group),
+                )
+            )
     return rows
 
 
@@ -171,11 +183,33 @@ def _pair(p50: float | None, p95: float | None) -> str:
 
 def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
     """Plain text: seconds as p50/p95; 'ok' counts succeeded failovers, 'met' RTOs within target."""
-    head = ["policy", "kind", "n", "ok", "detect s", "orchestr s", "err window s", "RTO s", f"met<={rto_target_s:g}s",
-            "moved"]
-    body = [[r.policy, r.kind, str(r.trials), str(r.succeeded), _pair(r.detect_p50, r.detect_p95),
-             _pair(r.orch_p50, r.orch_p95), _pair(r.window_p50, r.window_p95), _pair(r.rto_p50, r.rto_p95),
-             f"{r.rto_met}/{r.trials}", f"{r.moved}/{r.trials}"] for r in rows]
+    head = [
+        "policy",
+        "kind",
+        "n",
+        "ok",
+        "detect s",
+        "orchestr s",
+        "err window s",
+        "RTO s",
+        f"met<={rto_target_s:g}s",
+        "moved",
+    ]
+    body = [
+        [
+            r.policy,
+            r.kind,
+            str(r.trials),
+            str(r.succeeded),
+            _pair(r.detect_p50, r.detect_p95),
+            _pair(r.orch_p50, r.orch_p95),
+            _pair(r.window_p50, r.window_p95),
+            _pair(r.rto_p50, r.rto_p95),
+            f"{r.rto_met}/{r.trials}",
+            f"{r.moved}/{r.trials}",
+        ]
+        for r in rows
+    ]
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
     out = [line(head), line(["-" * w for w in widths]), *(line(b) for b in body)]
@@ -188,7 +222,11 @@ def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
         out.append("")
         out.append(f"ratio {against}/drctl (p50; >1 means drctl is faster):")
         for kind, r in rs.items():
-            fast = f"  error window drctl/fastpath {f(r['fast_path_window'])}" if "fast_path_window" in r else ""
-            out.append(f"  {kind:<7} detection {f(r['detection'])}  error window {f(r['error_window'])}  "
-                       f"RTO {f(r['rto'])}{fast}")
+            fast = (
+                f"  error window drctl/fastpath {f(r['fast_path_window'])}" if "fast_path_window" in r else ""
+            )
+            out.append(
+                f"  {kind:<7} detection {f(r['detection'])}  error window {f(r['error_window'])}  "
+                f"RTO {f(r['rto'])}{fast}"
+            )
     return "\n".join(out)

@@ -64,8 +64,9 @@ def fleet_config(fleet_config_path: Path) -> FleetConfig:
 
 
 @pytest.fixture(scope="session")
-def dev_stack(request: pytest.FixtureRequest, fleet_config: FleetConfig, fleet_config_path: Path
-              ) -> Iterator[stack.StackInfo]:
+def dev_stack(
+    request: pytest.FixtureRequest, fleet_config: FleetConfig, fleet_config_path: Path
+) -> Iterator[stack.StackInfo]:
     # A missing HAProxy must fail the run loudly, never skip: the stack is the product's test bed.
     if not (shutil.which("haproxy") or Path("/usr/sbin/haproxy").exists()):
         pytest.fail("haproxy is not installed (Debian: apt-get install haproxy); the dev stack needs it")
@@ -85,8 +86,11 @@ def dev_stack(request: pytest.FixtureRequest, fleet_config: FleetConfig, fleet_c
 def _keep_logs(cfg: FleetConfig) -> None:
     """After a failed test, the stack's process logs outlive its teardown (CI reads them)."""
     logs = stack.state_dir(cfg) / "logs"
-    keep = Path(tempfile.mkdtemp(prefix=f"drctl-test-logs-{os.environ.get('PYTEST_XDIST_WORKER', 'gw0')}-",
-                                 dir="/tmp"))
+    keep = Path(
+        tempfile.mkdtemp(
+            prefix=f"drctl-test-logs-{os.environ.get('PYTEST_XDIST_WORKER', 'gw0')}-", dir="/tmp"
+        )
+    )
     shutil.copytree(logs, keep / "logs", dirs_exist_ok=True)
     print(f"\ndev-stack logs kept in {keep}/logs", file=sys.stderr)
 
@@ -132,10 +136,18 @@ def restore_baseline(cfg: FleetConfig, timeout_s: float = 60.0) -> None:
             if d.metadata.name.startswith(f"{app}-") and d.metadata.name != f"{app}-stable":
                 apps.delete_namespaced_deployment(d.metadata.name, ns)
     for r in cfg.regions:
-        wait_until(lambda r=r: readiness.region_ready(r, cfg) is None, timeout_s=timeout_s,
-                   interval_s=0.25, what=f"{r.name} back at baseline and serving")
-    wait_until(lambda: readiness.answers_completion(cfg.traffic.global_endpoint, cfg) is None,
-               timeout_s=timeout_s, interval_s=0.25, what="global endpoint serving")
+        wait_until(
+            lambda r=r: readiness.region_ready(r, cfg) is None,
+            timeout_s=timeout_s,
+            interval_s=0.25,
+            what=f"{r.name} back at baseline and serving",
+        )
+    wait_until(
+        lambda: readiness.answers_completion(cfg.traffic.global_endpoint, cfg) is None,
+        timeout_s=timeout_s,
+        interval_s=0.25,
+        what="global endpoint serving",
+    )
 
 
 @pytest.fixture

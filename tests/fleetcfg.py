@@ -51,15 +51,17 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
     regions = []
     for i, (name, weight) in enumerate([("us-west-1", 60), ("us-east-1", 40)]):
         gw, kube, admin = region_ports[i * 3 : i * 3 + 3]
-        regions.append({
-            "name": name,
-            "weight": weight,
-            "replicas": 2,
-            "gateway_url": f"http://127.0.0.1:{gw}",
-            "gateway_runtime_socket": f"s/haproxy/{name}.sock",
-            "devstack_admin_url": f"http://127.0.0.1:{admin}",
-            "kube": {"api_url": f"http://127.0.0.1:{kube}"},
-        })
+        regions.append(
+            {
+                "name": name,
+                "weight": weight,
+                "replicas": 2,
+                "gateway_url": f"http://127.0.0.1:{gw}",
+                "gateway_runtime_socket": f"s/haproxy/{name}.sock",
+                "devstack_admin_url": f"http://127.0.0.1:{admin}",
+                "kube": {"api_url": f"http://127.0.0.1:{kube}"},
+            }
+        )
     return {
         "name": "test",
         "regions": regions,
@@ -69,16 +71,37 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
             "global": {"kind": "haproxy", "runtime_socket": "s/haproxy/global.sock"},
             "regional": {"kind": "haproxy"},
         },
-        "temporal": {"address": f"127.0.0.1:{temporal}", "ui_url": f"http://127.0.0.1:{ui}", "namespace": namespace},
+        "temporal": {
+            "address": f"127.0.0.1:{temporal}",
+            "ui_url": f"http://127.0.0.1:{ui}",
+            "namespace": namespace,
+        },
         "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
         "drills": {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"},
-        "data": {"buckets": [
-            {"name": "models", "source": {"region": "us-west-1", "bucket": "drctl-models-us-west-1"},
-             "replicas": [{"region": "us-east-1", "bucket": "drctl-models-us-east-1"}], "mode": "sync", "interval_s": 3},
-            {"name": "state", "source": {"region": "us-west-1", "bucket": "drctl-state-us-west-1"},
-             "replicas": [{"region": "us-east-1", "bucket": "drctl-state-us-east-1"}], "mode": "copy", "interval_s": 2},
-        ]},
-        "devstack": {"state_dir": "s", "stats_port": stats, "prometheus_port": prom, "worker_http_port": worker_http},
+        "data": {
+            "buckets": [
+                {
+                    "name": "models",
+                    "source": {"region": "us-west-1", "bucket": "drctl-models-us-west-1"},
+                    "replicas": [{"region": "us-east-1", "bucket": "drctl-models-us-east-1"}],
+                    "mode": "sync",
+                    "interval_s": 3,
+                },
+                {
+                    "name": "state",
+                    "source": {"region": "us-west-1", "bucket": "drctl-state-us-west-1"},
+                    "replicas": [{"region": "us-east-1", "bucket": "drctl-state-us-east-1"}],
+                    "mode": "copy",
+                    "interval_s": 2,
+                },
+            ]
+        },
+        "devstack": {
+            "state_dir": "s",
+            "stats_port": stats,
+            "prometheus_port": prom,
+            "worker_http_port": worker_http,
+        },
         # Test teardown stops workers before it ends workflows; a still-running activity must not
         # hold that up for a production-length grace period. Workers the tests run in-process serve
         # no HTTP endpoint; `drctl dev up`'s workers take worker_http_port and the next port.
@@ -104,12 +127,30 @@ def write_fleet_config(
 def spec(regions: list[tuple[str, int, int]], **extra: float) -> FleetSpec:
     """A FleetSpec of (name, weight, replicas) regions, max_replicas 8."""
     return FleetSpec(
-        fleet="t", task_queue="q", deployment="llm-stable",
-        regions=[RegionSpec(name=n, weight=w, replicas=r, max_replicas=8, queue=f"q-{n}") for n, w, r in regions],
-        interval_s=10, probe_timeout_s=2, failure_threshold=3, recovery_threshold=3, fast_confirm=True,
-        fast_confirm_interval_s=1, fail_on_degraded=True, rto_target_s=30, policy="automatic",
-        require_approval=False, approval_timeout_s=900, verify_requests=20, verify_timeout_s=15,
-        rollout_timeout_s=120, stabilization_window_s=30, failback_steps=3, failback_step_interval_s=10, **extra,
+        fleet="t",
+        task_queue="q",
+        deployment="llm-stable",
+        regions=[
+            RegionSpec(name=n, weight=w, replicas=r, max_replicas=8, queue=f"q-{n}") for n, w, r in regions
+        ],
+        interval_s=10,
+        probe_timeout_s=2,
+        failure_threshold=3,
+        recovery_threshold=3,
+        fast_confirm=True,
+        fast_confirm_interval_s=1,
+        fail_on_degraded=True,
+        rto_target_s=30,
+        policy="automatic",
+        require_approval=False,
+        approval_timeout_s=900,
+        verify_requests=20,
+        verify_timeout_s=15,
+        rollout_timeout_s=120,
+        stabilization_window_s=30,
+        failback_steps=3,
+        failback_step_interval_s=10,
+        **extra,
     )
 
 

@@ -135,7 +135,9 @@ async def assert_eventually(
         await asyncio.sleep(interval_s)
 
 
-async def until(check: Callable[[], object], what: str, timeout_s: float = 60.0, interval_s: float = 0.1) -> None:
+async def until(
+    check: Callable[[], object], what: str, timeout_s: float = 60.0, interval_s: float = 0.1
+) -> None:
     """`assert_eventually` for a blocking check (a provider call): run off the event loop."""
 
     async def off_loop() -> object:
@@ -175,17 +177,25 @@ def _cli_env(env: dict[str, str] | None) -> dict[str, str]:
     return {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
 
 
-def drctl(*args: str, input_text: str | None = None, timeout_s: float = 240,
-          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def drctl(
+    *args: str, input_text: str | None = None, timeout_s: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real CLI as a user would; stdin is not a TTY unless input is given through it."""
-    return subprocess.run([str(DRCTL), *args], capture_output=True, text=True, input=input_text or "",
-                          timeout=timeout_s, env=_cli_env(env))
+    return subprocess.run(
+        [str(DRCTL), *args],
+        capture_output=True,
+        text=True,
+        input=input_text or "",
+        timeout=timeout_s,
+        env=_cli_env(env),
+    )
 
 
 async def drctl_async(*args: str, timeout_s: float = 240) -> tuple[int, str, str]:
     """`drctl` from an async test, so the in-process workers keep serving meanwhile."""
-    proc = await asyncio.create_subprocess_exec(str(DRCTL), *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE, env=_cli_env(None))
+    proc = await asyncio.create_subprocess_exec(
+        str(DRCTL), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_cli_env(None)
+    )
     out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     return proc.returncode or 0, out.decode(), err.decode()
 

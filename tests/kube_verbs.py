@@ -20,10 +20,20 @@ import kubernetes.client
 Permission = tuple[str, str, str]  # (API group, resource[/subresource], verb)
 
 _METHOD = re.compile(r"^(read|get|list|create|replace|patch|delete)_namespaced_\w+$")
-_VERB = {"read": "get", "get": "get", "list": "list", "create": "create", "replace": "update", "patch": "patch", "delete": "delete"}
+_VERB = {
+    "read": "get",
+    "get": "get",
+    "list": "list",
+    "create": "create",
+    "replace": "update",
+    "patch": "patch",
+    "delete": "delete",
+}
 # Cluster-scoped calls would need a ClusterRole, which the manifests deliberately lack: refuse to guess.
-_CLUSTER = re.compile(r"^(read|get|list|create|replace|patch|delete|watch)_(cluster_custom_object\w*|namespace|node|"
-                      r"\w+_for_all_namespaces)$")
+_CLUSTER = re.compile(
+    r"^(read|get|list|create|replace|patch|delete|watch)_(cluster_custom_object\w*|namespace|node|"
+    r"\w+_for_all_namespaces)$"
+)
 _PATH = re.compile(r"'(/apis?/[^']+)'")
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,7 +84,11 @@ class _Module:
                     names = target.elts if isinstance(target, ast.Tuple) else [target]
                     values = stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]
                     for n, v in zip(names, values, strict=False):
-                        if isinstance(n, ast.Name) and isinstance(v, ast.Constant) and isinstance(v.value, str):
+                        if (
+                            isinstance(n, ast.Name)
+                            and isinstance(v, ast.Constant)
+                            and isinstance(v.value, str)
+                        ):
                             self.constants[n.id] = v.value
             # `from drctl.providers.velero import GROUP`: the constant as the defining module has it.
             if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("drctl."):
@@ -107,7 +121,10 @@ class _Module:
         index = params.index(expr.id) - (1 if params[0] == "self" else 0)
         out: set[str] = set()
         for call in ast.walk(self.tree):
-            if isinstance(call, ast.Call) and getattr(call.func, "attr", getattr(call.func, "id", None)) == fn.name:
+            if (
+                isinstance(call, ast.Call)
+                and getattr(call.func, "attr", getattr(call.func, "id", None)) == fn.name
+            ):
                 out |= self.strings(call.args[index], depth + 1)
         return out
 

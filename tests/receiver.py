@@ -47,8 +47,11 @@ def receiver(script: list[tuple[int, float]] | None = None) -> Iterator[Receiver
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             with rec.lock:
                 status, delay = rec.script.pop(0) if rec.script else (200, 0.0)
-                rec.posts.append(Received(self.path, dict(self.headers), json.loads(raw or b"null"), status,
-                                          time.monotonic()))
+                rec.posts.append(
+                    Received(
+                        self.path, dict(self.headers), json.loads(raw or b"null"), status, time.monotonic()
+                    )
+                )
             # Wait on the stop event, not sleep: closing the receiver releases a hanging request.
             rec.stop.wait(delay)
             self.send_response(status)

@@ -59,7 +59,9 @@ class Route53StandIn:
         self._timers: list[threading.Timer] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="route53-standin", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="route53-standin", daemon=True
+        )
 
     def __enter__(self) -> Route53StandIn:
         self._thread.start()
@@ -146,14 +148,20 @@ class Route53StandIn:
 
 def _change_xml(root: str, change_id: str, status: str) -> bytes:
     submitted = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-    return (f'<?xml version="1.0" encoding="UTF-8"?><{root} xmlns="{NS}"><ChangeInfo>'
-            f"<Id>/change/{change_id}</Id><Status>{status}</Status><SubmittedAt>{submitted}</SubmittedAt>"
-            f"</ChangeInfo></{root}>").encode()
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><{root} xmlns="{NS}"><ChangeInfo>'
+        f"<Id>/change/{change_id}</Id><Status>{status}</Status><SubmittedAt>{submitted}</SubmittedAt>"
+        f"</ChangeInfo></{root}>"
+    ).encode()
 
 
 def _error_xml(code: str) -> bytes:
-    message = {"Throttling": "Rate exceeded",
-               "PriorRequestNotComplete": "The request was rejected because Route 53 was still processing a "
-                                          "prior request."}.get(code, code)
-    return (f'<?xml version="1.0"?><ErrorResponse xmlns="{NS}"><Error><Type>Sender</Type><Code>{code}</Code>'
-            f"<Message>{message}</Message></Error><RequestId>standin</RequestId></ErrorResponse>").encode()
+    message = {
+        "Throttling": "Rate exceeded",
+        "PriorRequestNotComplete": "The request was rejected because Route 53 was still processing a "
+        "prior request.",
+    }.get(code, code)
+    return (
+        f'<?xml version="1.0"?><ErrorResponse xmlns="{NS}"><Error><Type>Sender</Type><Code>{code}</Code>'
+        f"<Message>{message}</Message></Error><RequestId>standin</RequestId></ErrorResponse>"
+    ).encode()

@@ -40,7 +40,9 @@ def test_promtool_rule_unit_tests_pass() -> None:
 
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
-    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r}
+    alerts = {
+        r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r
+    }
     fires: set[str] = set()
     quiet: set[str] = set()
     for f in RULE_TESTS:

@@ -17,16 +17,37 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, f"{argv}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    done = subprocess.run(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, (
+        f"{argv}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return done
 
 
 def test_rto_bench_one_down_trial_of_the_default_monitor(tmp_path: Path) -> None:
     out = tmp_path / "rto.json"
-    done = _run("bench/rto.py", "--trials", "1", "--kinds", "down", "--policies", "drctl",
-                "--interval-s", "3", "--threshold", "2", "--json", str(out))
+    done = _run(
+        "bench/rto.py",
+        "--trials",
+        "1",
+        "--kinds",
+        "down",
+        "--policies",
+        "drctl",
+        "--interval-s",
+        "3",
+        "--threshold",
+        "2",
+        "--json",
+        str(out),
+    )
     assert "RTO benchmark: 1 faults in us-west-1, interval 3s, threshold 2" in done.stdout
     (trial,) = json.loads(out.read_text())["trials"]
     assert (trial["policy"], trial["kind"], trial["failover_status"]) == ("drctl", "down", "succeeded"), trial
@@ -34,15 +55,33 @@ def test_rto_bench_one_down_trial_of_the_default_monitor(tmp_path: Path) -> None
 
 
 def test_history_cost_bench_both_monitors_side_by_side() -> None:
-    done = _run("bench/history_cost.py", "--minutes", "0.5", "--warmup-s", "0", "--interval-s", "3",
-                "--checkpoint-s", "10")
+    done = _run(
+        "bench/history_cost.py",
+        "--minutes",
+        "0.5",
+        "--warmup-s",
+        "0",
+        "--interval-s",
+        "3",
+        "--checkpoint-s",
+        "10",
+    )
     assert "rounds" in done.stdout and "watcher" in done.stdout and "target <= 200 events" in done.stdout
 
 
 def test_false_failover_bench_sees_no_failover(tmp_path: Path) -> None:
     out = tmp_path / "ff.json"
-    done = _run("bench/false_failover.py", "--minutes", "0.5", "--interval-s", "3", "--threshold", "2",
-                "--json", str(out))
+    done = _run(
+        "bench/false_failover.py",
+        "--minutes",
+        "0.5",
+        "--interval-s",
+        "3",
+        "--threshold",
+        "2",
+        "--json",
+        str(out),
+    )
     assert done.stdout.count("\n") > 5 and "False-failover bench: 0.5 min" in done.stdout
     data = json.loads(out.read_text())
     assert data["flaps"] >= 2 and [row[0] for row in data["watches"]] == ["drctl", "rounds", "baseline"]

@@ -34,13 +34,21 @@ def test_defaults_and_degraded_expands_to_both_shapes() -> None:
     assert parse_args(["--kinds", "errors,down,errors", "--trials", "2"]).kinds == ["errors", "down"]
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--kinds", "down,meltdown"], "unknown fault kind 'meltdown'; known: down, slow, errors, degraded"),
-    (["--trials", "0"], "--trials must be >= 1"),
-    (["--rps", "500"], "--rps must be in (0, 100]"),
-    (["--policies", "drctl,fastest"], "unknown policy 'fastest'; known: drctl, fastpath, rounds, baseline"),
-])
-def test_bad_arguments_exit_2_naming_the_problem(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--kinds", "down,meltdown"], "unknown fault kind 'meltdown'; known: down, slow, errors, degraded"),
+        (["--trials", "0"], "--trials must be >= 1"),
+        (["--rps", "500"], "--rps must be in (0, 100]"),
+        (
+            ["--policies", "drctl,fastest"],
+            "unknown policy 'fastest'; known: drctl, fastpath, rounds, baseline",
+        ),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_problem(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(argv)
     assert exc.value.code == 2
@@ -54,17 +62,28 @@ def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_their_o
         assert cfg.weights == {"us-west-1": 60, "us-east-1": 40}
         ports = [cfg.temporal.address, cfg.traffic.global_endpoint, *(r.gateway_url for r in cfg.regions)]
         assert len(set(ports)) == len(ports)
-        ours, rounds, base = (FleetSpec.from_config(policy_config(cfg, p)) for p in ("drctl", "rounds", "baseline"))
+        ours, rounds, base = (
+            FleetSpec.from_config(policy_config(cfg, p)) for p in ("drctl", "rounds", "baseline")
+        )
         assert ours.watcher and ours.fast_confirm
         assert not rounds.watcher and rounds.fast_confirm
         assert not base.watcher and not base.fast_confirm
         assert ours.quorum.mode == "majority" and rounds.quorum.mode == base.quorum.mode == "off"
         settings = {"fast_confirm", "watcher", "quorum"}
-        assert ours.model_dump(exclude=settings) == rounds.model_dump(exclude=settings) == base.model_dump(exclude=settings)
+        assert (
+            ours.model_dump(exclude=settings)
+            == rounds.model_dump(exclude=settings)
+            == base.model_dump(exclude=settings)
+        )
         assert (base.interval_s, base.failure_threshold) == (10, 3)
-        assert policy_config(cfg, "drctl").health.passive.enabled and not policy_config(cfg, "rounds").health.passive.enabled
+        assert (
+            policy_config(cfg, "drctl").health.passive.enabled
+            and not policy_config(cfg, "rounds").health.passive.enabled
+        )
         fast = policy_config(cfg, "fastpath")
-        assert fast_path_on(fast) and not any(fast_path_on(policy_config(cfg, p)) for p in ("drctl", "rounds", "baseline"))
+        assert fast_path_on(fast) and not any(
+            fast_path_on(policy_config(cfg, p)) for p in ("drctl", "rounds", "baseline")
+        )
         assert FleetSpec.from_config(fast) == ours
     finally:
         shutil.rmtree(path.parent)
@@ -84,9 +103,21 @@ def test_error_window_counts_errors_and_slow_requests_after_the_fault_only() -> 
 
 
 def _trial(policy: str, n: int, detect: float, window: float, rto: float, ok: bool = True) -> Trial:
-    return Trial(policy=policy, kind="down", trial=n, offset_s=1.0, fault_at=T0,  # type: ignore[arg-type]
-                 failover_status="succeeded" if ok else "failed", detect_s=detect, orchestration_s=2.0,
-                 error_window_s=window, rto_s=rto, fully_moved=ok, requests=200, bad_requests=40)
+    return Trial(
+        policy=policy,
+        kind="down",
+        trial=n,
+        offset_s=1.0,
+        fault_at=T0,  # type: ignore[arg-type]
+        failover_status="succeeded" if ok else "failed",
+        detect_s=detect,
+        orchestration_s=2.0,
+        error_window_s=window,
+        rto_s=rto,
+        fully_moved=ok,
+        requests=200,
+        bad_requests=40,
+    )
 
 
 def test_p50_interpolates_so_two_trials_are_not_just_the_faster_one() -> None:
@@ -106,21 +137,69 @@ TRIALS = [
 
 def test_table_and_ratio_from_trial_records() -> None:
     rows = summarise(TRIALS, rto_target_s=30)
-    assert [(r.policy, r.succeeded, r.rto_met, r.moved) for r in rows] == [("drctl", 2, 2, 2), ("baseline", 1, 1, 1)]
+    assert [(r.policy, r.succeeded, r.rto_met, r.moved) for r in rows] == [
+        ("drctl", 2, 2, 2),
+        ("baseline", 1, 1, 1),
+    ]
     assert ratios(rows) == {"down": {"detection": 6.0, "error_window": 6.0, "rto": 4.5}}
     text = format_table(rows, rto_target_s=30).splitlines()
-    assert text[0].split() == ["policy", "kind", "n", "ok", "detect", "s", "orchestr", "s", "err", "window", "s",
-                               "RTO", "s", "met<=30s", "moved"]
-    assert text[2].split() == ["drctl", "down", "2", "2", "4.0/4.9", "2.0/2.0", "4.5/5.4", "6.0/6.9", "2/2", "2/2"]
-    assert text[3].split() == ["baseline", "down", "2", "1", "24.0/27.6", "2.0/2.0", "27.0/32.4", "27.0/31.5",
-                               "1/2", "1/2"]
+    assert text[0].split() == [
+        "policy",
+        "kind",
+        "n",
+        "ok",
+        "detect",
+        "s",
+        "orchestr",
+        "s",
+        "err",
+        "window",
+        "s",
+        "RTO",
+        "s",
+        "met<=30s",
+        "moved",
+    ]
+    assert text[2].split() == [
+        "drctl",
+        "down",
+        "2",
+        "2",
+        "4.0/4.9",
+        "2.0/2.0",
+        "4.5/5.4",
+        "6.0/6.9",
+        "2/2",
+        "2/2",
+    ]
+    assert text[3].split() == [
+        "baseline",
+        "down",
+        "2",
+        "1",
+        "24.0/27.6",
+        "2.0/2.0",
+        "27.0/32.4",
+        "27.0/31.5",
+        "1/2",
+        "1/2",
+    ]
     assert text[-2] == "ratio baseline/drctl (p50; >1 means drctl is faster):"
     assert text[-1].split() == ["down", "detection", "6.00x", "error", "window", "6.00x", "RTO", "4.50x"]
 
 
 def test_saved_run_prints_the_same_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    st = {"region": "us-west-1", "interval_s": 10.0, "failure_threshold": 3, "fast_confirm_interval_s": 1.0,
-          "rps": 20.0, "base_ttft_ms": 150.0, "ttft_degraded_ms": 2000.0, "rto_target_s": 30.0, "seed": 7}
+    st = {
+        "region": "us-west-1",
+        "interval_s": 10.0,
+        "failure_threshold": 3,
+        "fast_confirm_interval_s": 1.0,
+        "rps": 20.0,
+        "base_ttft_ms": 150.0,
+        "ttft_degraded_ms": 2000.0,
+        "rto_target_s": 30.0,
+        "seed": 7,
+    }
     write_json(tmp_path / "run.json", st, TRIALS)
     assert main(["--report", str(tmp_path / "run.json")]) == 0
     out = capsys.readouterr().out

@@ -35,15 +35,23 @@ ROOT = Path(__file__).resolve().parents[1]
     ],
 )
 def test_usage_errors_exit_2_without_traceback(args: list[str], words: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "drctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "drctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert words in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
 
 
 def test_help_states_the_exit_codes() -> None:
-    done = subprocess.run([sys.executable, "-m", "drctl", "--help"], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT, env={**os.environ, "COLUMNS": "300"})
+    done = subprocess.run(
+        [sys.executable, "-m", "drctl", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "300"},
+    )
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     assert "0 succeeded; 1 ran and did not succeed" in text and "3 nothing started: the fleet is busy" in text
@@ -81,8 +89,13 @@ def _from_bash(flag: str, home: Path | None) -> subprocess.CompletedProcess[str]
     env = {k: v for k, v in os.environ.items() if not k.startswith("_DRCTL")}
     if home is not None:
         env["HOME"] = str(home)
-    return subprocess.run(["bash", "--norc", "-c", f"'{DRCTL}' {flag}; exit $?"], capture_output=True, text=True,
-                          timeout=60, env=env)
+    return subprocess.run(
+        ["bash", "--norc", "-c", f"'{DRCTL}' {flag}; exit $?"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def test_install_completion_writes_the_script_and_sources_it(tmp_path: Path) -> None:
@@ -96,18 +109,31 @@ def test_install_completion_writes_the_script_and_sources_it(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("exc", "code", "words"),
     [
-        (FleetBusyError("dev", OperationInfo(workflow_id="failover/dev", operation="failover", fleet="dev")), 3,
-         "fleet 'dev' is busy: failover failover/dev is running"),
-        (TemporalUnreachable("127.0.0.1:1", ConnectionRefusedError("refused")), 3, "cannot reach Temporal at 127.0.0.1:1"),
+        (
+            FleetBusyError(
+                "dev", OperationInfo(workflow_id="failover/dev", operation="failover", fleet="dev")
+            ),
+            3,
+            "fleet 'dev' is busy: failover failover/dev is running",
+        ),
+        (
+            TemporalUnreachable("127.0.0.1:1", ConnectionRefusedError("refused")),
+            3,
+            "cannot reach Temporal at 127.0.0.1:1",
+        ),
         (UserError("bad --steps"), 2, "bad --steps"),
         (UserError("no report", exit_code=1), 1, "no report"),
         (ExperimentInvalid("x.json", "no method"), 2, "invalid experiment x.json: no method"),
-        (WorkflowFailureError(cause=TerminatedError("terminated by ops", ())), 1,
-         "the operation ended without a result: terminated by ops"),
+        (
+            WorkflowFailureError(cause=TerminatedError("terminated by ops", ())),
+            1,
+            "the operation ended without a result: terminated by ops",
+        ),
     ],
 )
-def test_one_table_maps_each_error_to_its_exit_code(exc: Exception, code: int, words: str,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_table_maps_each_error_to_its_exit_code(
+    exc: Exception, code: int, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert render_error(exc) == code
     err = capsys.readouterr().err
     assert err.startswith("error: ") and words in " ".join(err.split())

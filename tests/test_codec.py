@@ -58,9 +58,16 @@ def test_rotation_decrypts_with_any_key_and_encrypts_with_the_first() -> None:
     assert new.decrypt(p) == p
 
 
-@pytest.mark.parametrize("text, words", [("", "no keys"), ("k1", "id=base64key"), ("k1=???", "not valid base64"),
-                                         (f"k1={base64.b64encode(b'short').decode()}", "needs 32"),
-                                         (f"k1={K1},k1={K2}", "appears twice")])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("", "no keys"),
+        ("k1", "id=base64key"),
+        ("k1=???", "not valid base64"),
+        (f"k1={base64.b64encode(b'short').decode()}", "needs 32"),
+        (f"k1={K1},k1={K2}", "appears twice"),
+    ],
+)
 def test_bad_keys_are_named(text: str, words: str) -> None:
     with pytest.raises(CodecKeyError, match=words):
         parse_keys(text, "DRCTL_CODEC_KEYS")
@@ -78,8 +85,13 @@ def _cfg_file(directory: Path, temporal: dict[str, Any], **extra: Any) -> Path:
 def test_api_key_and_custom_ca_work_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_bytes(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
-    path = _cfg_file(tmp_path, {"api_key_env": "DRCTL_TEST_API_KEY",
-                                "tls": {"server_root_ca_cert_path": str(ca), "domain": "t.example"}})
+    path = _cfg_file(
+        tmp_path,
+        {
+            "api_key_env": "DRCTL_TEST_API_KEY",
+            "tls": {"server_root_ca_cert_path": str(ca), "domain": "t.example"},
+        },
+    )
     monkeypatch.setenv("DRCTL_TEST_API_KEY", "key-123")
     opts = connect_options(load_config(path))
     assert opts["api_key"] == "key-123"
@@ -102,9 +114,23 @@ def temporal_dev() -> Iterator[str]:
     port, ui = free_port(), free_port()
     log = short_tmp_dir("drctl-codec-") / "temporal.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
-                                 "--ui-port", str(ui), "--headless", *search_attributes.cli_flags()],
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                str(BIN / "temporal"),
+                "server",
+                "start-dev",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--ui-port",
+                str(ui),
+                "--headless",
+                *search_attributes.cli_flags(),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_until(lambda: _open(port), timeout_s=60, what="temporal dev server up")
         yield f"127.0.0.1:{port}"
@@ -122,8 +148,12 @@ def _open(port: int) -> bool:
 
 
 def _raw_history(address: str, wid: str) -> str:
-    proc = subprocess.run([str(BIN / "temporal"), "workflow", "show", "-w", wid, "-o", "json", "--address", address],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(BIN / "temporal"), "workflow", "show", "-w", wid, "-o", "json", "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -148,13 +178,36 @@ def _found(raw: str, secret: str) -> bool:
 
 def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[str]:
     """An upgrade with HF_TOKEN and a drill whose experiment holds a value and an API token."""
-    up = drctl("upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
-                "-o", "json", "-c", str(path), env=env)
+    up = drctl(
+        "upgrade",
+        "--image",
+        "vllm/vllm-openai:v0.6.4",
+        "--env",
+        f"HF_TOKEN={HF_TOKEN}",
+        "--no-wait",
+        "-o",
+        "json",
+        "-c",
+        str(path),
+        env=env,
+    )
     assert up.returncode == 0, up.stderr
     upgrade_id = json.loads(up.stdout)["workflow_id"]
     # No worker runs here: end the upgrade so the fleet is free for the drill (its history stays).
-    subprocess.run([str(BIN / "temporal"), "workflow", "terminate", "-w", upgrade_id, "--address",
-                    load_config(path).temporal.address], capture_output=True, timeout=60, check=True)
+    subprocess.run(
+        [
+            str(BIN / "temporal"),
+            "workflow",
+            "terminate",
+            "-w",
+            upgrade_id,
+            "--address",
+            load_config(path).temporal.address,
+        ],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
     exp = copy.deepcopy(OUTAGE)
     exp["configuration"].update(note=EXP_SECRET, probe_api_token=API_TOKEN)
     exp_path = directory / f"outage-{time.monotonic_ns()}.json"
@@ -162,8 +215,20 @@ def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[s
     drill = drctl("drill", "run", str(exp_path), "--no-wait", "-c", str(path), env=env)
     assert drill.returncode == 0, drill.stderr
     drill_id = next(t for t in drill.stderr.split() if t.startswith("drill/"))
-    subprocess.run([str(BIN / "temporal"), "workflow", "terminate", "-w", drill_id, "--address",
-                    load_config(path).temporal.address], capture_output=True, timeout=60, check=True)
+    subprocess.run(
+        [
+            str(BIN / "temporal"),
+            "workflow",
+            "terminate",
+            "-w",
+            drill_id,
+            "--address",
+            load_config(path).temporal.address,
+        ],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
     return [upgrade_id, drill_id]
 
 
@@ -173,7 +238,9 @@ def test_planted_secrets_are_absent_from_raw_history_and_readable_through_the_co
     env = {"DRCTL_CODEC_KEYS": f"k2={K2},k1={K1}", "DRCTL_CODEC_TOKEN": "ui-token-1"}
     drills = {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"}
     plain = _cfg_file(tmp_path, {"address": temporal_dev}, drills=drills)
-    sealed = _cfg_file(tmp_path, {"address": temporal_dev, "codec": {"keys_env": "DRCTL_CODEC_KEYS"}}, drills=drills)
+    sealed = _cfg_file(
+        tmp_path, {"address": temporal_dev, "codec": {"keys_env": "DRCTL_CODEC_KEYS"}}, drills=drills
+    )
 
     # Without the codec the check finds every planted secret: it is a check that can fail.
     up_raw, drill_raw = (_raw_history(temporal_dev, w) for w in _start_workflows(plain, tmp_path, env))
@@ -185,34 +252,67 @@ def test_planted_secrets_are_absent_from_raw_history_and_readable_through_the_co
     for wid, raw in histories.items():
         for secret in (HF_TOKEN, EXP_SECRET, API_TOKEN):
             assert not _found(raw, secret), f"{secret} readable in the raw history of {wid}"
-        assert "binary/encrypted" in {base64.b64decode(p["metadata"].get("encoding", "")).decode()
-                                      for p in _payloads(json.loads(raw))}
+        assert "binary/encrypted" in {
+            base64.b64decode(p["metadata"].get("encoding", "")).decode() for p in _payloads(json.loads(raw))
+        }
 
     port = free_port()
     ui = load_config(sealed).temporal.ui_url
-    server = subprocess.Popen([str(BIN / "drctl"), "codec-server", "-c", str(sealed), "--port", str(port),
-                               "--token-env", "DRCTL_CODEC_TOKEN"], env={**os.environ, **env},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(BIN / "drctl"),
+            "codec-server",
+            "-c",
+            str(sealed),
+            "--port",
+            str(port),
+            "--token-env",
+            "DRCTL_CODEC_TOKEN",
+        ],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_until(lambda: _open(port), timeout_s=60, what="codec server up")
         url = f"http://127.0.0.1:{port}/decode"
-        pre = httpx.options(url, headers={"Origin": ui, "Access-Control-Request-Method": "POST",
-                                          "Access-Control-Request-Headers": "content-type,x-namespace"}, timeout=10)
+        pre = httpx.options(
+            url,
+            headers={
+                "Origin": ui,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type,x-namespace",
+            },
+            timeout=10,
+        )
         assert pre.status_code == 200 and pre.headers["Access-Control-Allow-Origin"] == ui
         assert "X-Namespace" in pre.headers["Access-Control-Allow-Headers"]
         other = httpx.options(url, headers={"Origin": "http://evil.example"}, timeout=10)
         assert "Access-Control-Allow-Origin" not in other.headers
-        payloads = [{k: v for k, v in p.items() if k != "where"}
-                    for raw in histories.values() for p in _payloads(json.loads(raw))]
+        payloads = [
+            {k: v for k, v in p.items() if k != "where"}
+            for raw in histories.values()
+            for p in _payloads(json.loads(raw))
+        ]
         body = {"payloads": payloads}
         denied = httpx.post(url, json=body, headers={"Origin": ui, "X-Namespace": "default"}, timeout=10)
         assert denied.status_code == 401
-        ok = httpx.post(url, json=body, timeout=10,
-                        headers={"Origin": ui, "X-Namespace": "default", "Authorization": "Bearer ui-token-1"})
+        ok = httpx.post(
+            url,
+            json=body,
+            timeout=10,
+            headers={"Origin": ui, "X-Namespace": "default", "Authorization": "Bearer ui-token-1"},
+        )
         assert ok.status_code == 200, ok.text
         assert ok.headers["Access-Control-Allow-Origin"] == ui
-        decoded = json.dumps({"payloads": [base64.b64decode(p.get("data") or "").decode(errors="replace")
-                                           for p in ok.json()["payloads"]]})
+        decoded = json.dumps(
+            {
+                "payloads": [
+                    base64.b64decode(p.get("data") or "").decode(errors="replace")
+                    for p in ok.json()["payloads"]
+                ]
+            }
+        )
         assert all(s in decoded for s in (HF_TOKEN, EXP_SECRET, API_TOKEN))
     finally:
         server.terminate()
@@ -222,15 +322,37 @@ def test_planted_secrets_are_absent_from_raw_history_and_readable_through_the_co
 def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp_path: Path) -> None:
     """The worker decrypts the input, runs the workflow code and encrypts what it records."""
     env = {"DRCTL_CODEC_KEYS": f"k1={K1}"}
-    cfg_path = _cfg_file(tmp_path, {"address": temporal_dev, "codec": {"keys_env": "DRCTL_CODEC_KEYS"},
-                                    "task_queue": f"codec-{time.monotonic_ns()}"})
-    up = drctl("upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
-                "-o", "json", "-c", str(cfg_path), env=env)
+    cfg_path = _cfg_file(
+        tmp_path,
+        {
+            "address": temporal_dev,
+            "codec": {"keys_env": "DRCTL_CODEC_KEYS"},
+            "task_queue": f"codec-{time.monotonic_ns()}",
+        },
+    )
+    up = drctl(
+        "upgrade",
+        "--image",
+        "vllm/vllm-openai:v0.6.4",
+        "--env",
+        f"HF_TOKEN={HF_TOKEN}",
+        "--no-wait",
+        "-o",
+        "json",
+        "-c",
+        str(cfg_path),
+        env=env,
+    )
     assert up.returncode == 0, up.stderr
     wid = json.loads(up.stdout)["workflow_id"]
-    worker = subprocess.Popen([str(BIN / "drctl"), "worker", "-c", str(cfg_path)], env={**os.environ, **env},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [str(BIN / "drctl"), "worker", "-c", str(cfg_path)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
+
         def scheduled() -> bool:
             events = json.loads(_raw_history(temporal_dev, wid))["events"]
             return any(e.get("eventType") == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" for e in events)
@@ -239,13 +361,19 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
         wait_until(scheduled, timeout_s=90, what="the worker ran the encrypted workflow")
         raw = _raw_history(temporal_dev, wid)
         assert not _found(raw, HF_TOKEN)
-        plain = {p["where"] for p in _payloads(json.loads(raw))
-                 if base64.b64decode(p["metadata"].get("encoding", "")) != b"binary/encrypted"}
+        plain = {
+            p["where"]
+            for p in _payloads(json.loads(raw))
+            if base64.b64decode(p["metadata"].get("encoding", "")) != b"binary/encrypted"
+        }
         # Search attributes stay plain by design (the server indexes them): fleet, operation, phase,
         # region names; every other payload is ciphertext.
         assert plain and all(".searchAttributes.indexedFields.Drctl" in w for w in plain), plain
     finally:
         worker.terminate()
         worker.wait(60)
-        subprocess.run([str(BIN / "temporal"), "workflow", "terminate", "-w", wid, "--address", temporal_dev],
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [str(BIN / "temporal"), "workflow", "terminate", "-w", wid, "--address", temporal_dev],
+            capture_output=True,
+            timeout=60,
+        )

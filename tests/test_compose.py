@@ -166,8 +166,12 @@ def _as(uid: int, gid: int, cmd: list[str]) -> list[str]:
 
 def _start_haproxy(cfg: Path, uid: int | None = None) -> subprocess.Popen[str]:
     cmd = [HAPROXY, "-db", "-f", str(cfg)]
-    return subprocess.Popen(_as(uid, uid, cmd) if uid is not None else cmd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        _as(uid, uid, cmd) if uid is not None else cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _stop(proc: subprocess.Popen[str]) -> str:
@@ -213,14 +217,26 @@ def test_runtime_socket_is_reachable_by_the_worker_only(run_dir: Path) -> None:
         assert proc.poll() is None, _stop(proc)
         st = sock.stat()
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (HAPROXY_IMAGE_UID, worker_gid, 0o660)
-        client = ("from drctl.providers.haproxy_runtime import HAProxyRuntime; import sys; "
-                  "print(HAProxyRuntime(sys.argv[1]).get_weights('global'))")
+        client = (
+            "from drctl.providers.haproxy_runtime import HAProxyRuntime; import sys; "
+            "print(HAProxyRuntime(sys.argv[1]).get_weights('global'))"
+        )
         env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-        ok = subprocess.run(_as(worker_uid, worker_gid, [sys.executable, "-c", client, str(sock)]),
-                            capture_output=True, text=True, env=env, timeout=60)
+        ok = subprocess.run(
+            _as(worker_uid, worker_gid, [sys.executable, "-c", client, str(sock)]),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert ok.returncode == 0 and "'us-west-1': 60" in ok.stdout, ok.stderr
-        other = subprocess.run(_as(worker_uid + 1, worker_gid + 1, [sys.executable, "-c", client, str(sock)]),
-                               capture_output=True, text=True, env=env, timeout=60)
+        other = subprocess.run(
+            _as(worker_uid + 1, worker_gid + 1, [sys.executable, "-c", client, str(sock)]),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert other.returncode != 0 and "Permission denied" in other.stderr
     finally:
         _stop(proc)
@@ -232,7 +248,9 @@ def test_fleet_sockets_live_in_the_volume_the_worker_and_haproxies_share() -> No
     for name in ["drctl-worker", "haproxy-global", "gateway-us-west-1", "gateway-us-east-1"]:
         assert "haproxy-run:/run/haproxy" in SERVICES[name]["volumes"], name
     assert all(s and s.startswith("/run/haproxy/") for s in sockets)
-    configured = set(re.findall(r"stats socket (\S+)", (ROOT / "deploy/compose/haproxy-global.cfg").read_text()))
+    configured = set(
+        re.findall(r"stats socket (\S+)", (ROOT / "deploy/compose/haproxy-global.cfg").read_text())
+    )
     region_cfg = (ROOT / "deploy/compose/haproxy-region.cfg").read_text()
     for r in cfg.regions:
         configured |= {s.replace("${REGION}", r.name) for s in re.findall(r"stats socket (\S+)", region_cfg)}
@@ -241,7 +259,13 @@ def test_fleet_sockets_live_in_the_volume_the_worker_and_haproxies_share() -> No
 
 def test_worker_gets_aws_credentials() -> None:
     worker = SERVICES["drctl-worker"]
-    for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION"]:
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_REGION",
+    ]:
         assert var in worker["environment"], var  # a bare name passes the host's value through
     assert any(v.endswith(":/home/drctl/.aws:ro") for v in worker["volumes"])
 
@@ -251,8 +275,12 @@ def _healthcheck(service: str, port_map: dict[str, int]) -> list[str]:
     assert test[0] == "CMD"
     cmd = [sys.executable if test[1] == "python" else test[1], *test[2:]]
     for old, new in port_map.items():
-        cmd = [c.replace(f"127.0.0.1/{old}", f"127.0.0.1/{new}").replace(f"127.0.0.1:{old}/", f"127.0.0.1:{new}/")
-               for c in cmd]
+        cmd = [
+            c.replace(f"127.0.0.1/{old}", f"127.0.0.1/{new}").replace(
+                f"127.0.0.1:{old}/", f"127.0.0.1:{new}/"
+            )
+            for c in cmd
+        ]
     return cmd
 
 

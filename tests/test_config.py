@@ -14,8 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "config" / "fleet.yaml").read_text()
 
 
-SHIPPED = ["config/fleet.yaml", "config/fleet.example.yaml", "deploy/compose/fleet.yaml",
-           "deploy/kubernetes/overlays/us-west-1/fleet.yaml", "deploy/kubernetes/overlays/us-east-1/fleet.yaml"]
+SHIPPED = [
+    "config/fleet.yaml",
+    "config/fleet.example.yaml",
+    "deploy/compose/fleet.yaml",
+    "deploy/kubernetes/overlays/us-west-1/fleet.yaml",
+    "deploy/kubernetes/overlays/us-east-1/fleet.yaml",
+]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -44,34 +49,75 @@ def _mutate(old: str, new: str) -> str:
 # (case name, file text, field path that must be named, words the message must contain)
 BROKEN = [
     ("yaml-syntax", _mutate("  failure_threshold: 3", "  failure_threshold: [3"), "line ", "YAML syntax"),
-    ("unknown-key", _mutate("  interval_s: 10", "  interval_s: 10\n  intervall_s: 5"), "health.intervall_s", "unknown key"),
+    (
+        "unknown-key",
+        _mutate("  interval_s: 10", "  interval_s: 10\n  intervall_s: 5"),
+        "health.intervall_s",
+        "unknown key",
+    ),
     ("wrong-type", _mutate("    weight: 60", "    weight: sixty"), "regions[0].weight", "integer"),
-    ("duplicate-region", _mutate("  - name: us-east-1", "  - name: us-west-1"), "regions[1].name", "duplicate region"),
+    (
+        "duplicate-region",
+        _mutate("  - name: us-east-1", "  - name: us-west-1"),
+        "regions[1].name",
+        "duplicate region",
+    ),
     (
         "weights-zero",
         _mutate("    weight: 60", "    weight: 0").replace("    weight: 40", "    weight: 0"),
         "regions[*].weight",
         "cannot be normalised",
     ),
-    ("negative-weight", _mutate("    weight: 40", "    weight: -5"), "regions[1].weight", "greater than or equal"),
-    ("interval-vs-timeout", _mutate("  probe_timeout_s: 2", "  probe_timeout_s: 10"), "health", "must be longer than probe_timeout_s"),
+    (
+        "negative-weight",
+        _mutate("    weight: 40", "    weight: -5"),
+        "regions[1].weight",
+        "greater than or equal",
+    ),
+    (
+        "interval-vs-timeout",
+        _mutate("  probe_timeout_s: 2", "  probe_timeout_s: 10"),
+        "health",
+        "must be longer than probe_timeout_s",
+    ),
     (
         "provider-mismatch",
         _mutate("    kind: haproxy\n    runtime_socket", "    kind: route53\n    runtime_socket"),
         "traffic.global.runtime_socket",
         "unknown key",
     ),
-    ("unknown-provider", _mutate("  regional:\n    kind: haproxy", "  regional:\n    kind: nginx"), "traffic.regional", "kind"),
-    ("missing-field", _mutate("    gateway_url: http://127.0.0.1:8420\n", ""), "regions[1].gateway_url", "Field required"),
+    (
+        "unknown-provider",
+        _mutate("  regional:\n    kind: haproxy", "  regional:\n    kind: nginx"),
+        "traffic.regional",
+        "kind",
+    ),
+    (
+        "missing-field",
+        _mutate("    gateway_url: http://127.0.0.1:8420\n", ""),
+        "regions[1].gateway_url",
+        "Field required",
+    ),
     ("not-a-mapping", "- just\n- a list\n", "(top level)", "mapping"),
-    ("capacity-half", _mutate("  image: vllm/vllm-openai:v0.6.3", "  image: vllm/vllm-openai:v0.6.3\n  peak_rps: 100"),
-     "workload", "max_rps_per_replica and peak_rps together"),
-    ("drill-target", _mutate("  allowed_targets: [us-west-1, us-east-1]", "  allowed_targets: [eu-west-9]"), "(top level)", "eu-west-9"),
+    (
+        "capacity-half",
+        _mutate("  image: vllm/vllm-openai:v0.6.3", "  image: vllm/vllm-openai:v0.6.3\n  peak_rps: 100"),
+        "workload",
+        "max_rps_per_replica and peak_rps together",
+    ),
+    (
+        "drill-target",
+        _mutate("  allowed_targets: [us-west-1, us-east-1]", "  allowed_targets: [eu-west-9]"),
+        "(top level)",
+        "eu-west-9",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("case", "text", "field", "words"), BROKEN, ids=[b[0] for b in BROKEN])
-def test_broken_config_exits_2_naming_the_field(tmp_path: Path, case: str, text: str, field: str, words: str) -> None:
+def test_broken_config_exits_2_naming_the_field(
+    tmp_path: Path, case: str, text: str, field: str, words: str
+) -> None:
     path = tmp_path / f"{case}.yaml"
     path.write_text(text)
     result = drctl("config", "validate", str(path))

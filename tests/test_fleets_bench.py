@@ -63,13 +63,18 @@ def test_proc_readers_see_this_process() -> None:
     assert 10 < rss_mib(os.getpid()) < 10_000
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--fleets", "0"], "--fleets must be in 1..200"),
-    (["--fleets", "5", "--baseline", "5"], "--baseline must be at least 1 and fewer than --fleets"),
-    (["--minutes", "0"], "--minutes must be in (0, 30]"),
-    (["--replicas-per-region", "0"], "--replicas-per-region must be in 1..20"),
-])
-def test_bad_arguments_exit_2_naming_the_problem(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--fleets", "0"], "--fleets must be in 1..200"),
+        (["--fleets", "5", "--baseline", "5"], "--baseline must be at least 1 and fewer than --fleets"),
+        (["--minutes", "0"], "--minutes must be in (0, 30]"),
+        (["--replicas-per-region", "0"], "--replicas-per-region must be in 1..20"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_problem(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(argv)
     assert exc.value.code == 2

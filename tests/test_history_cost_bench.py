@@ -19,14 +19,19 @@ def test_defaults_are_the_products_settings() -> None:
     assert parse_args(["--minutes", "0.5", "--warmup-s", "0"]).minutes == 0.5
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--minutes", "0"], "--minutes must be in (0, 60]"),
-    (["--minutes", "61"], "--minutes must be in (0, 60]"),
-    (["--interval-s", "1"], "--interval-s must be in (2, 600]"),
-    (["--checkpoint-s", "5"], "--checkpoint-s must be in [10, 3600]"),
-    (["--minutes", "1", "--warmup-s", "60"], "--warmup-s must be at least 0 and shorter than the run"),
-])
-def test_bad_arguments_exit_2_naming_the_problem(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--minutes", "0"], "--minutes must be in (0, 60]"),
+        (["--minutes", "61"], "--minutes must be in (0, 60]"),
+        (["--interval-s", "1"], "--interval-s must be in (2, 600]"),
+        (["--checkpoint-s", "5"], "--checkpoint-s must be in [10, 3600]"),
+        (["--minutes", "1", "--warmup-s", "60"], "--warmup-s must be at least 0 and shorter than the run"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_problem(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2

@@ -34,14 +34,23 @@ REPO = Path(__file__).resolve().parents[1]
 OUTAGE = json.loads((REPO / "experiments" / "region-outage.json").read_text())
 # Derandomized, so `make test` judges the same examples on every machine (a bug is found by a
 # change, not by the luck of a CI run); HYPOTHESIS_RANDOM=1 explores fresh examples on each run.
-FAST = settings(max_examples=60, deadline=None, derandomize=os.environ.get("HYPOTHESIS_RANDOM") != "1",
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FAST = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=os.environ.get("HYPOTHESIS_RANDOM") != "1",
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-300, 300), st.floats(allow_nan=False),
-                    st.text(max_size=12))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-                      max_leaves=8)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-300, 300), st.floats(allow_nan=False), st.text(max_size=12)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -110,8 +119,12 @@ def test_config_validate_cli_exits_2_for_regions_5(workdir: Path) -> None:
 
 def test_route53_weights_are_capped_at_255(workdir: Path) -> None:
     data = copy.deepcopy(CONFIG)
-    data["traffic"]["global"] = {"kind": "route53", "hosted_zone_id": "Z1", "record_name": "llm.example.com",
-                                 "targets": {"us-west-1": "a.example.com", "us-east-1": "b.example.com"}}
+    data["traffic"]["global"] = {
+        "kind": "route53",
+        "hosted_zone_id": "Z1",
+        "record_name": "llm.example.com",
+        "targets": {"us-west-1": "a.example.com", "us-east-1": "b.example.com"},
+    }
     data["regions"][0]["weight"] = 256
     with pytest.raises(ConfigError, match="Route 53 weights are 0..255"):
         parse_config(yaml.safe_dump(data), "fleet.yaml")
@@ -146,10 +159,13 @@ def test_experiment_validator_refuses_with_a_message_or_plans(
     assert code == 0 and plan.target_region in fleet.drills.allowed_targets
 
 
-@pytest.mark.parametrize("path, value, words", [
-    (("rollbacks",), 5, "rollbacks must be a list"),
-    (("method", 0, "provider"), 7, "provider must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "path, value, words",
+    [
+        (("rollbacks",), 5, "rollbacks must be a list"),
+        (("method", 0, "provider"), 7, "provider must be a mapping"),
+    ],
+)
 def test_known_broken_experiments_exit_2_from_the_cli(
     path: tuple[Any, ...], value: Any, words: str, fleet: FleetConfig, workdir: Path
 ) -> None:
@@ -168,8 +184,12 @@ def _user_error_or(fn: Any, text: str) -> Any:
 
 
 @FAST
-@given(text=st.one_of(st.text(max_size=30), st.lists(st.integers(-5, 120), max_size=6).map(
-    lambda xs: ",".join(map(str, xs)))))
+@given(
+    text=st.one_of(
+        st.text(max_size=30),
+        st.lists(st.integers(-5, 120), max_size=6).map(lambda xs: ",".join(map(str, xs))),
+    )
+)
 @example(text="5,25,50,100")
 @example(text="100,50")
 @example(text="1e3")
@@ -177,15 +197,20 @@ def test_steps_are_increasing_percentages_ending_at_100_or_refused(text: str, fl
     steps = _user_error_or(parse_steps, text)
     if steps is None:
         # The CLI refuses before it connects anywhere: the config's Temporal is not running.
-        code, _, err = run_cli(["upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--steps", text,
-                                "-c", str(fleet.source_path)])
+        code, _, err = run_cli(
+            ["upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--steps", text, "-c", str(fleet.source_path)]
+        )
         assert code == 2 and "--steps" in err, err
     else:
         assert steps == sorted(set(steps)) and steps[-1] == 100 and all(1 <= s <= 100 for s in steps)
 
 
 @FAST
-@given(text=st.one_of(st.text(max_size=40), st.from_regex(r"[a-z0-9./-]{1,20}(:[a-z0-9.]{1,8})?", fullmatch=True)))
+@given(
+    text=st.one_of(
+        st.text(max_size=40), st.from_regex(r"[a-z0-9./-]{1,20}(:[a-z0-9.]{1,8})?", fullmatch=True)
+    )
+)
 @example(text="vllm/vllm-openai:v0.6.4\n")
 @example(text="vllm/vllm-openai")
 def test_images_carry_a_tag_or_digest_and_no_whitespace_or_refused(text: str, fleet: FleetConfig) -> None:
@@ -194,10 +219,14 @@ def test_images_carry_a_tag_or_digest_and_no_whitespace_or_refused(text: str, fl
         code, _, err = run_cli(["upgrade", "--image", text, "-c", str(fleet.source_path)])
         assert code == 2 and ("image" in err or "--image" in err), err
     else:
-        assert (":" in image.rsplit("/", 1)[-1] or "@sha256:" in image) and not any(c.isspace() for c in image)
+        assert (":" in image.rsplit("/", 1)[-1] or "@sha256:" in image) and not any(
+            c.isspace() for c in image
+        )
 
 
-cron_field = st.one_of(st.integers(-5, 70).map(str), st.sampled_from(["*", "*/5", "1-5", "MON", "JAN", "L", "?", "H"]))
+cron_field = st.one_of(
+    st.integers(-5, 70).map(str), st.sampled_from(["*", "*/5", "1-5", "MON", "JAN", "L", "?", "H"])
+)
 
 
 @FAST
@@ -215,7 +244,9 @@ def test_cron_is_a_real_schedule_or_refused(fields: list[str], text: str) -> Non
 
 def test_cron_cli_exits_2_before_scheduling(fleet: FleetConfig) -> None:
     exp = REPO / "experiments" / "region-outage.json"
-    code, _, err = run_cli(["drill", "schedule", "--cron", "0 3 31 2 *", "-e", str(exp), "-c", str(fleet.source_path)])
+    code, _, err = run_cli(
+        ["drill", "schedule", "--cron", "0 3 31 2 *", "-e", str(exp), "-c", str(fleet.source_path)]
+    )
     assert code == 2 and "matches no date" in err, err
 
 
@@ -237,7 +268,11 @@ def test_moved_weights_stay_within_every_provider_limit(w: dict[str, int], data:
 
 
 @FAST
-@given(w=st.dictionaries(st.text(max_size=4), st.one_of(st.integers(-10, 300), st.floats(), st.booleans()), max_size=4))
+@given(
+    w=st.dictionaries(
+        st.text(max_size=4), st.one_of(st.integers(-10, 300), st.floats(), st.booleans()), max_size=4
+    )
+)
 def test_weight_validation_refuses_with_valueerror_that_is_not_retried(w: dict[str, Any]) -> None:
     try:
         validate_weights(w, ["a", "b"], max_weight=255, what="region")

@@ -112,7 +112,9 @@ def test_pdb_and_service_select_the_worker_pods(rendered: tuple[str, list[dict[s
 
 def test_secrets_are_references_not_values(rendered: tuple[str, list[dict[str, Any]]]) -> None:
     _, objs = rendered
-    assert not [o for o in objs if o["kind"] == "Secret"], "secrets are created by the operator, never rendered"
+    assert not [o for o in objs if o["kind"] == "Secret"], (
+        "secrets are created by the operator, never rendered"
+    )
     pod = one(objs, "Deployment")["spec"]["template"]["spec"]
     secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     env = {e["valueFrom"]["secretKeyRef"]["name"] for e in pod["containers"][0]["env"] if "valueFrom" in e}
@@ -126,8 +128,12 @@ def test_secrets_are_references_not_values(rendered: tuple[str, list[dict[str, A
 
 
 def _code() -> dict[Permission, list[str]]:
-    files = [p for root in ("drctl", "activities") for p in sorted((ROOT / root).rglob("*.py"))
-             if "devstack" not in p.parts]  # the emulation is not the product
+    files = [
+        p
+        for root in ("drctl", "activities")
+        for p in sorted((ROOT / root).rglob("*.py"))
+        if "devstack" not in p.parts
+    ]  # the emulation is not the product
     return code_permissions(files)
 
 
@@ -145,8 +151,12 @@ def _granted(objs: list[dict[str, Any]]) -> dict[Permission, str]:
 
 def test_the_scanner_sees_the_calls_it_must() -> None:
     code = _code()
-    for perm in [("apps", "deployments/scale", "patch"), ("velero.io", "restores", "create"),
-                 ("gateway.networking.k8s.io", "httproutes", "update"), ("", "pods", "delete")]:
+    for perm in [
+        ("apps", "deployments/scale", "patch"),
+        ("velero.io", "restores", "create"),
+        ("gateway.networking.k8s.io", "httproutes", "update"),
+        ("", "pods", "delete"),
+    ]:
         assert perm in code, perm
 
 

@@ -8,22 +8,44 @@ from drctl.models.lock import MUTATING, blocks, compatible, preempts
 
 # (requested, holding) → "busy" | "preempts" | "beside"; the README table, row by row.
 TABLE = {
-    "failover": {"failover": "busy", "failback": "busy", "upgrade": "preempts", "migrate": "preempts",
-                 "restore": "preempts", "drill": "beside"},
-    "failback": {"failover": "busy", "failback": "busy", "upgrade": "busy", "migrate": "busy", "restore": "busy",
-                 "drill": "beside"},
+    "failover": {
+        "failover": "busy",
+        "failback": "busy",
+        "upgrade": "preempts",
+        "migrate": "preempts",
+        "restore": "preempts",
+        "drill": "beside",
+    },
+    "failback": {
+        "failover": "busy",
+        "failback": "busy",
+        "upgrade": "busy",
+        "migrate": "busy",
+        "restore": "busy",
+        "drill": "beside",
+    },
     "upgrade": dict.fromkeys(MUTATING, "busy"),
     "migrate": dict.fromkeys(MUTATING, "busy"),
     "restore": dict.fromkeys(MUTATING, "busy"),
-    "drill": {"failover": "beside", "failback": "beside", "upgrade": "busy", "migrate": "busy", "restore": "busy",
-              "drill": "busy"},
+    "drill": {
+        "failover": "beside",
+        "failback": "beside",
+        "upgrade": "busy",
+        "migrate": "busy",
+        "restore": "busy",
+        "drill": "busy",
+    },
 }
 
 
 @pytest.mark.parametrize(("requested", "holding"), [(r, h) for r in MUTATING for h in MUTATING])
 def test_precedence_table(requested: str, holding: str) -> None:
     want = TABLE[requested][holding]
-    got = "preempts" if preempts(requested, holding) else ("beside" if compatible(requested, holding) else "busy")
+    got = (
+        "preempts"
+        if preempts(requested, holding)
+        else ("beside" if compatible(requested, holding) else "busy")
+    )
     assert got == want
     assert blocks(holding, requested) == (want == "busy")
 

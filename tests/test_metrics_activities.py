@@ -44,12 +44,19 @@ async def test_probe_records_status_ttft_failing_fraction_and_duration(
     fleet_config: FleetConfig, dev_stack: stack.StackInfo
 ) -> None:
     cfg = _own(fleet_config)
-    batch = await ActivityEnvironment().run(HealthActivities(cfg).probe_regions, ProbeRequest(regions=cfg.region_names))
+    batch = await ActivityEnvironment().run(
+        HealthActivities(cfg).probe_regions, ProbeRequest(regions=cfg.region_names)
+    )
     for p in batch.probes:
         labels = {"fleet": cfg.name, "region": p.region}
         assert _value("drctl_region_probe_status", **labels, status=p.status.value) == 1
-        assert sum(_value("drctl_region_probe_status", **labels, status=s) or 0
-                   for s in ("HEALTHY", "DEGRADED", "DOWN")) == 1
+        assert (
+            sum(
+                _value("drctl_region_probe_status", **labels, status=s) or 0
+                for s in ("HEALTHY", "DEGRADED", "DOWN")
+            )
+            == 1
+        )
         assert p.ttft_p50_ms is not None
         assert _value("drctl_region_ttft_p50_seconds", **labels) == pytest.approx(p.ttft_p50_ms / 1000)
         assert _value("drctl_region_failing_fraction", **labels) == p.failing_fraction
@@ -57,7 +64,9 @@ async def test_probe_records_status_ttft_failing_fraction_and_duration(
         assert _value("drctl_probes_total", **labels, status=p.status.value) == 1
 
 
-def test_weights_are_exported_as_the_tier_reports_them(fleet_config: FleetConfig, dev_stack: stack.StackInfo) -> None:
+def test_weights_are_exported_as_the_tier_reports_them(
+    fleet_config: FleetConfig, dev_stack: stack.StackInfo
+) -> None:
     cfg = _own(fleet_config)
     got = ActivityEnvironment().run(TrafficActivities(cfg).get_global_weights)
     for region, w in got.weights.items():
@@ -68,10 +77,14 @@ async def test_outcomes_count_results_rto_and_missed_targets(fleet_config: Fleet
     fleet = _own(fleet_config).name
     env = ActivityEnvironment()
     for result, rto in (("succeeded", 12.0), ("succeeded", 41.5), ("failed", None)):
-        await env.run(record_outcome, OutcomeInput(operation="failover", fleet=fleet, result=result, rto_s=rto,
-                                                   rto_target_s=30.0))
-    await env.run(record_outcome, OutcomeInput(operation="failback", fleet=fleet, result="rolled_back",
-                                               rto_target_s=30.0))
+        await env.run(
+            record_outcome,
+            OutcomeInput(operation="failover", fleet=fleet, result=result, rto_s=rto, rto_target_s=30.0),
+        )
+    await env.run(
+        record_outcome,
+        OutcomeInput(operation="failback", fleet=fleet, result="rolled_back", rto_target_s=30.0),
+    )
     assert _value("drctl_failovers_total", fleet=fleet, result="succeeded") == 2
     assert _value("drctl_failovers_total", fleet=fleet, result="failed") == 1
     assert _value("drctl_failover_rto_seconds_count", fleet=fleet) == 2
@@ -82,10 +95,19 @@ async def test_outcomes_count_results_rto_and_missed_targets(fleet_config: Fleet
 
 
 def _report(fleet: str, verdict: Verdict, finished: datetime, rto: float | None) -> DrillReport:
-    return DrillReport(id=f"drill/{fleet}/{finished.strftime('%Y%m%dT%H%M%S%f')}", fleet=fleet, experiment="x",
-                       title="metrics test", target_region="us-west-1", verdict=verdict,
-                       started_at=finished - timedelta(seconds=60), finished_at=finished, expect_failover=True,
-                       measured_rto_s=rto, rto_target_s=30.0)
+    return DrillReport(
+        id=f"drill/{fleet}/{finished.strftime('%Y%m%dT%H%M%S%f')}",
+        fleet=fleet,
+        experiment="x",
+        title="metrics test",
+        target_region="us-west-1",
+        verdict=verdict,
+        started_at=finished - timedelta(seconds=60),
+        finished_at=finished,
+        expect_failover=True,
+        measured_rto_s=rto,
+        rto_target_s=30.0,
+    )
 
 
 async def test_drill_reports_count_verdicts_and_the_last_pass_survives_a_restart(
@@ -117,7 +139,9 @@ async def test_drill_reports_count_verdicts_and_the_last_pass_survives_a_restart
     assert _value("drctl_monitor_running", fleet=other.name) == 0  # no monitor/<fleet> workflow exists
 
 
-async def test_backup_sets_the_last_successful_backup_time(fleet_config: FleetConfig, dev_stack: stack.StackInfo) -> None:
+async def test_backup_sets_the_last_successful_backup_time(
+    fleet_config: FleetConfig, dev_stack: stack.StackInfo
+) -> None:
     cfg = _own(fleet_config)
     before = time.time()
     req = BackupRequest(region="us-west-1", name=f"metrics-{uuid.uuid4().hex[:8]}", namespaces=["inference"])

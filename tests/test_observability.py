@@ -56,22 +56,35 @@ def _vector(cfg: FleetConfig, expr: str) -> list[dict[str, Any]]:
 
 def test_prometheus_has_drctl_region_state_and_vllm_ttft(observed: tuple[FleetConfig, Path]) -> None:
     cfg, path = observed
-    states = wait_until(lambda: _vector(cfg, 'max by (region, state) (drctl_region_state{fleet="test"}) == 1'),
-                        timeout_s=60, interval_s=1, what="drctl_region_state in Prometheus")
+    states = wait_until(
+        lambda: _vector(cfg, 'max by (region, state) (drctl_region_state{fleet="test"}) == 1'),
+        timeout_s=60,
+        interval_s=1,
+        what="drctl_region_state in Prometheus",
+    )
     assert {s["metric"]["region"] for s in states} == set(cfg.region_names)
     assert {s["metric"]["state"] for s in states} == {"HEALTHY"}
-    ttft = wait_until(lambda: _vector(cfg, "vllm:time_to_first_token_seconds_bucket"),
-                      timeout_s=60, interval_s=1, what="vLLM TTFT histogram in Prometheus")
+    ttft = wait_until(
+        lambda: _vector(cfg, "vllm:time_to_first_token_seconds_bucket"),
+        timeout_s=60,
+        interval_s=1,
+        what="vLLM TTFT histogram in Prometheus",
+    )
     # Every replica of every region is a scrape target (file_sd written by the node agents).
     assert {(s["metric"]["region"], s["metric"]["pod"]) for s in ttft} == {
-        (r.name, f"llm-stable-{i}") for r in cfg.regions for i in range(r.replicas)}
+        (r.name, f"llm-stable-{i}") for r in cfg.regions for i in range(r.replicas)
+    }
 
     def every_region_probed() -> dict[str, float] | None:
-        found = {s["metric"]["region"]: float(s["value"][1]) for s in _vector(
-            cfg, 'max by (region) (drctl_region_ttft_p50_seconds{fleet="test"})')}
+        found = {
+            s["metric"]["region"]: float(s["value"][1])
+            for s in _vector(cfg, 'max by (region) (drctl_region_ttft_p50_seconds{fleet="test"})')
+        }
         return found if set(found) == set(cfg.region_names) else None
 
-    probed = wait_until(every_region_probed, timeout_s=30, interval_s=1, what="the probe's TTFT p50 of every region")
+    probed = wait_until(
+        every_region_probed, timeout_s=30, interval_s=1, what="the probe's TTFT p50 of every region"
+    )
     assert all(0 < v < 5 for v in probed.values()), probed
     assert _vector(cfg, 'max(drctl_monitor_running{fleet="test"}) == 1')
 
@@ -101,15 +114,31 @@ def test_failover_counts_once_with_its_rto(observed: tuple[FleetConfig, Path]) -
     cfg, path = observed
     succeeded = 'drctl_failovers_total{fleet="test",result="succeeded"}'
     wait_until(lambda: _vector(cfg, succeeded), timeout_s=30, interval_s=1, what="failover counters exported")
-    before, rtos_before = _total(cfg, succeeded), _total(cfg, 'drctl_failover_rto_seconds_count{fleet="test"}')
+    before, rtos_before = (
+        _total(cfg, succeeded),
+        _total(cfg, 'drctl_failover_rto_seconds_count{fleet="test"}'),
+    )
     done = drctl("failover", "-c", str(path), "--to", "us-east-1", "--yes", timeout_s=180)
     assert done.returncode == 0, done.stdout + done.stderr
-    wait_until(lambda: _total(cfg, succeeded) == before + 1, timeout_s=30, interval_s=1,
-               what="drctl_failovers_total{result=succeeded} up by one")
+    wait_until(
+        lambda: _total(cfg, succeeded) == before + 1,
+        timeout_s=30,
+        interval_s=1,
+        what="drctl_failovers_total{result=succeeded} up by one",
+    )
     assert _total(cfg, 'drctl_failover_rto_seconds_count{fleet="test"}') == rtos_before + 1
-    weights = wait_until(lambda: {s["metric"]["region"]: float(s["value"][1]) for s in _vector(
-        cfg, 'max by (region) (drctl_region_weight{fleet="test"})')} == {"us-west-1": 0, "us-east-1": 100},
-        timeout_s=30, interval_s=1, what="weights 0/100 in Prometheus")
+    weights = wait_until(
+        lambda: (
+            {
+                s["metric"]["region"]: float(s["value"][1])
+                for s in _vector(cfg, 'max by (region) (drctl_region_weight{fleet="test"})')
+            }
+            == {"us-west-1": 0, "us-east-1": 100}
+        ),
+        timeout_s=30,
+        interval_s=1,
+        what="weights 0/100 in Prometheus",
+    )
     assert weights
     # Nothing else moved: one failover, one success.
     assert _total(cfg, 'drctl_failovers_total{fleet="test"}') == before + 1
@@ -142,8 +171,12 @@ def test_every_dashboard_query_runs(observed: tuple[FleetConfig, Path]) -> None:
 
 def test_dashboard_json_is_what_the_generator_builds(tmp_path: Path) -> None:
     build = str(DASHBOARD.with_name("build.py"))
-    done = subprocess.run([sys.executable, build, "--out", str(tmp_path / "drctl.json")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, build, "--out", str(tmp_path / "drctl.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "drctl.json").read_text() == DASHBOARD.read_text()
     assert subprocess.run([sys.executable, build, "--check"], timeout=60).returncode == 0

@@ -81,7 +81,9 @@ def test_the_registry_lists_every_workflow_and_activity_module() -> None:
 
     assert set(registry.WORKFLOW_MODULES) == having("workflows", "\nWORKFLOWS")
     # activities.chaos.build includes drill_faults' activities (a drill clears the faults it set).
-    assert set(registry.ACTIVITY_MODULES) == having("activities", "\ndef build(") - {"activities.drill_faults"}
+    assert set(registry.ACTIVITY_MODULES) == having("activities", "\ndef build(") - {
+        "activities.drill_faults"
+    }
     assert "drill_faults.build(cfg)" in (ROOT / "activities" / "chaos.py").read_text()
 
 
@@ -89,10 +91,18 @@ def test_dev_commands_without_the_extra_say_what_to_install() -> None:
     import subprocess
 
     # sys.modules[name] = None is how Python marks a module as absent: find_spec then returns None.
-    code = ("import sys; sys.modules['moto'] = None; sys.argv = ['drctl', 'dev', 'up', '-c', 'nowhere.yaml']; "
-            "from drctl.cli.main import run; run()")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=ROOT)
+    code = (
+        "import sys; sys.modules['moto'] = None; sys.argv = ['drctl', 'dev', 'up', '-c', 'nowhere.yaml']; "
+        "from drctl.cli.main import run; run()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+    )
     assert out.returncode == 2
     assert "needs the devstack extra (moto not installed): pip install 'drctl[devstack]'" in out.stderr
     assert "Traceback" not in out.stderr

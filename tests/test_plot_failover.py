@@ -13,8 +13,13 @@ SAMPLES = ROOT / "bench" / "samples" / "failover.json"
 
 
 def _plot(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "bench" / "plot_failover.py"), *args],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "plot_failover.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
 
 
 def _t(iso: str) -> datetime:

@@ -31,14 +31,19 @@ def test_tiny_run_prints_both_probers_with_no_false_down(tmp_path: Path) -> None
     assert out.read_text().count('"prober"') == 2
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--sizes", "5001"], "--sizes must each be in 1..5000"),
-    (["--sizes", "a,b"], "--sizes must be comma-separated integers"),
-    (["--rounds", "0"], "--rounds must be in 1..20"),
-    (["--concurrency", "65"], "--concurrency must be in 1..64"),
-    (["--sample", "0"], "--sample must be in (0, 1]"),
-])
-def test_bad_arguments_exit_2_naming_the_problem(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--sizes", "5001"], "--sizes must each be in 1..5000"),
+        (["--sizes", "a,b"], "--sizes must be comma-separated integers"),
+        (["--rounds", "0"], "--rounds must be in 1..20"),
+        (["--concurrency", "65"], "--concurrency must be in 1..64"),
+        (["--sample", "0"], "--sample must be in (0, 1]"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_problem(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(argv)
     assert exc.value.code == 2
@@ -49,5 +54,11 @@ def test_summary_and_table_arithmetic() -> None:
     rounds = [{"wall_s": 1.0, "cpu_s": 0.5, "false_down": 0, "unprobed": 1},
               {"wall_s": 3.0, "cpu_s": 1.5, "false_down": 2, "unprobed": 0}]  # fmt: skip
     row = summarise("new", 100, rounds)
-    assert (row["wall_s"], row["wall_max_s"], row["cpu_s"], row["cpu_max_s"], row["false_down"]) == (2.0, 3.0, 1.0, 1.5, 2)
+    assert (row["wall_s"], row["wall_max_s"], row["cpu_s"], row["cpu_max_s"], row["false_down"]) == (
+        2.0,
+        3.0,
+        1.0,
+        1.5,
+        2,
+    )
     assert format_table([row]).splitlines()[-1] == "| 100 | new | 2.00 (3.00) | 1.00 (1.50) | 2 | 1 |"

@@ -59,7 +59,9 @@ def _long_options(cmd: Any, tokens: list[str]) -> set[str]:
             canonical = next((o for o in p.opts if o.startswith("--")), p.opts[0])
             for o in (*p.opts, *p.secondary_opts):
                 names[o] = canonical
-    return {names.get(t.split("=", 1)[0], t.split("=", 1)[0]) for t in tokens if t.startswith("-") and len(t) > 1}
+    return {
+        names.get(t.split("=", 1)[0], t.split("=", 1)[0]) for t in tokens if t.startswith("-") and len(t) > 1
+    }
 
 
 def _readme_uses() -> list[Use]:
@@ -95,7 +97,9 @@ def _is_runner(e: ast.expr) -> bool:
         return _is_runner(e.args[0])
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div):  # BIN / "drctl"
         return isinstance(e.right, ast.Constant) and e.right.value == "drctl"
-    return (isinstance(e, ast.Name) and e.id in _RUNNERS) or (isinstance(e, ast.Attribute) and e.attr in _RUNNERS)
+    return (isinstance(e, ast.Name) and e.id in _RUNNERS) or (
+        isinstance(e, ast.Attribute) and e.attr in _RUNNERS
+    )
 
 
 def _words(items: list[ast.expr]) -> list[str]:
@@ -155,23 +159,37 @@ def test_readme_shows_only_real_commands_and_options() -> None:
     for u in uses:
         _, cmd, _ = _resolve(list(u.path), root)  # type: ignore[misc]
         real = {o for p in cmd.params if _is_option(p) for o in (*p.opts, *p.secondary_opts)}
-        assert u.options <= real, f"README `{u.text}`: {sorted(u.options - real)} is no option of drctl {' '.join(u.path)}"
+        assert u.options <= real, (
+            f"README `{u.text}`: {sorted(u.options - real)} is no option of drctl {' '.join(u.path)}"
+        )
 
 
 def test_every_readme_command_and_option_is_run_by_a_test() -> None:
     tested = _tested_uses(_test_sources())
-    missing = sorted({f"drctl {' '.join(u.path)} {o}".strip() for u in _readme_uses()
-                      for o in (u.options or {""}) if u.path not in tested or (o and o not in tested[u.path])})
+    missing = sorted(
+        {
+            f"drctl {' '.join(u.path)} {o}".strip()
+            for u in _readme_uses()
+            for o in (u.options or {""})
+            if u.path not in tested or (o and o not in tested[u.path])
+        }
+    )
     assert not missing, "README commands/options no test runs:\n" + "\n".join(missing)
 
 
 def test_the_scan_tells_a_tested_option_from_an_untested_one() -> None:
     # The check above must be able to fail: an argv only counts for its own command and options.
-    src = ('run_cli(["failover", "--to", "us-east-1", "--emergency"])\ndrctl("ops", "show", wid)\n'
-           'KINDS = ["upgrade", "--force"]\n')
+    src = (
+        'run_cli(["failover", "--to", "us-east-1", "--emergency"])\ndrctl("ops", "show", wid)\n'
+        'KINDS = ["upgrade", "--force"]\n'
+    )
     tested = _tested_uses([src])
     assert tested[("failover",)] == {"--to", "--emergency"}
     assert tested[("ops", "show")] == set()
-    assert ("ops", "abort") not in tested and ("upgrade",) not in tested and "--force" not in tested[("failover",)]
+    assert (
+        ("ops", "abort") not in tested
+        and ("upgrade",) not in tested
+        and "--force" not in tested[("failover",)]
+    )
     argv = '[sys.executable, "-m", "drctl", "drill", "schedule", "--cron", "0 3 * * MON", "-e", "x"]'
     assert _tested_uses([argv])[("drill", "schedule")] == {"--cron", "--experiment"}

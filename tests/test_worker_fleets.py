@@ -37,8 +37,14 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_QUEUE = f"test-fleets-{uuid.uuid4().hex[:8]}"
 
 
-def _fleet(directory: Path, name: str, *, address: str = "127.0.0.1:7233", queues: str | None = None,
-           global_endpoint: str | None = None) -> Path:
+def _fleet(
+    directory: Path,
+    name: str,
+    *,
+    address: str = "127.0.0.1:7233",
+    queues: str | None = None,
+    global_endpoint: str | None = None,
+) -> Path:
     """A fleet config named `name` whose queues are all `<queues>-...` (default: the fleet's name)."""
     data = fleet_config_data()
     q = queues or name
@@ -79,8 +85,11 @@ def test_json_log_lines_name_the_fleet_of_the_queue_they_came_from() -> None:
     a, b = (load_config(_fleet(d, n)) for n in ("alpha", "beta"))
     f = logs.ContextFilter([a, b], None)
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
-    for queue, fleet, region in [("beta-us-east-1", "beta", "us-east-1"), ("alpha-main", "alpha", None),
-                                 ("elsewhere", None, None)]:
+    for queue, fleet, region in [
+        ("beta-us-east-1", "beta", "us-east-1"),
+        ("alpha-main", "alpha", None),
+        ("elsewhere", None, None),
+    ]:
         record.temporal_activity = {"task_queue": queue, "workflow_id": "monitor/x"}
         f.filter(record)
         assert (record.fleet, record.region, record.operation) == (fleet, region, "monitor"), queue  # type: ignore[attr-defined]
@@ -97,8 +106,14 @@ def test_config_dir_refuses_a_directory_without_configs_and_duplicate_fleet_name
     d = short_tmp_dir()
     a = _fleet(d, "alpha", queues="q1")
     twin = d / "twin.yaml"
-    twin.write_text(yaml.safe_dump({**yaml.safe_load(a.read_text()), "temporal": {
-        **yaml.safe_load(a.read_text())["temporal"], "task_queue": "q2-main"}}))
+    twin.write_text(
+        yaml.safe_dump(
+            {
+                **yaml.safe_load(a.read_text()),
+                "temporal": {**yaml.safe_load(a.read_text())["temporal"], "task_queue": "q2-main"},
+            }
+        )
+    )
     code, _, err = run_cli(["worker", "--config-dir", str(d)])
     assert code == 2 and "fleet name 'alpha' is in both" in err and str(twin) in err, err
 
@@ -162,9 +177,13 @@ class CallVerifyOn:
     @workflow.run
     async def run(self, queue: str) -> dict:
         return await workflow.execute_activity(
-            "verify_global", {"requests": 2, "timeout_s": 20, "request_timeout_s": 10}, result_type=dict,
-            task_queue=queue, start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=1))
+            "verify_global",
+            {"requests": 2, "timeout_s": 20, "request_timeout_s": 10},
+            result_type=dict,
+            task_queue=queue,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
 
 
 def _get(url: str) -> str:
@@ -187,8 +206,12 @@ async def test_one_process_serves_two_fleets_each_with_its_own_config(
     reader.start()
     try:
         ready: Any = await asyncio.to_thread(
-            wait_until, lambda: proc.poll() is not None or "ready:" in _try_get(f"http://127.0.0.1:{port}/readyz"),
-            30, 0.2, "worker readyz")
+            wait_until,
+            lambda: proc.poll() is not None or "ready:" in _try_get(f"http://127.0.0.1:{port}/readyz"),
+            30,
+            0.2,
+            "worker readyz",
+        )
         assert proc.poll() is None and ready, "".join(lines)
         body = _get(f"http://127.0.0.1:{port}/readyz")
         for name in ("alpha", "beta"):
@@ -198,11 +221,16 @@ async def test_one_process_serves_two_fleets_each_with_its_own_config(
             for name, ep in zip(("alpha", "beta"), endpoints, strict=True):
                 before = [e.hits for e in endpoints]
                 result = await env.client.execute_workflow(
-                    CallVerifyOn.run, f"{name}-{tag}-us-east-1", id=f"verify/{name}-{tag}", task_queue=TEST_QUEUE)
+                    CallVerifyOn.run,
+                    f"{name}-{tag}-us-east-1",
+                    id=f"verify/{name}-{tag}",
+                    task_queue=TEST_QUEUE,
+                )
                 assert result["ok"] == 2, result
                 # Only this fleet's global endpoint was asked: the activity ran with its fleet's config.
                 assert [e.hits - b for e, b in zip(endpoints, before, strict=True)] == (
-                    [2, 0] if ep is endpoints[0] else [0, 2])
+                    [2, 0] if ep is endpoints[0] else [0, 2]
+                )
         metrics = _get(f"http://127.0.0.1:{port}/metrics")
         assert 'fleet="alpha"' in metrics and 'fleet="beta"' in metrics
     finally:
@@ -214,8 +242,14 @@ async def test_one_process_serves_two_fleets_each_with_its_own_config(
 
 
 def _worker_process(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "drctl", "worker", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "drctl", "worker", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
 
 
 def _try_get(url: str) -> str:

@@ -26,9 +26,13 @@ def _private_queues(cfg: FleetConfig) -> FleetConfig:
     """The same fleet on fresh task queues, so this worker takes no other test's tasks."""
     tq = f"http-{uuid.uuid4().hex[:8]}"
     regions = [r.model_copy(update={"task_queue": f"{tq}-{r.name}"}) for r in cfg.regions]
-    return cfg.model_copy(update={"temporal": cfg.temporal.model_copy(update={"task_queue": tq}),
-                                  "regions": regions,
-                                  "worker": cfg.worker.model_copy(update={"http_host": "127.0.0.1"})})
+    return cfg.model_copy(
+        update={
+            "temporal": cfg.temporal.model_copy(update={"task_queue": tq}),
+            "regions": regions,
+            "worker": cfg.worker.model_copy(update={"http_host": "127.0.0.1"}),
+        }
+    )
 
 
 async def test_endpoint_serves_health_readiness_and_metrics_then_stops(
@@ -76,7 +80,9 @@ async def test_endpoint_serves_health_readiness_and_metrics_then_stops(
     assert not processes.port_open(port)
 
 
-async def test_readyz_is_503_without_running_workers(fleet_config: FleetConfig, dev_stack: stack.StackInfo) -> None:
+async def test_readyz_is_503_without_running_workers(
+    fleet_config: FleetConfig, dev_stack: stack.StackInfo
+) -> None:
     http = WorkerHTTP(fleet_config, await connect(fleet_config), lambda: [])
     r = await http.readyz()
     assert r.status == 503 and "not ready" in r.text
@@ -87,8 +93,22 @@ def test_taken_port_exits_2_naming_it(fleet_config_path: Path, dev_stack: stack.
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "drctl", "worker", "-c", str(fleet_config_path),
-                               "--http-port", str(port), "--http-host", "127.0.0.1"],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "drctl",
+                "worker",
+                "-c",
+                str(fleet_config_path),
+                "--http-port",
+                str(port),
+                "--http-host",
+                "127.0.0.1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr

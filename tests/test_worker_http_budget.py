@@ -38,13 +38,18 @@ async def test_scrape_answers_within_budget_when_temporal_hangs(wedged_frontend:
         client = await Client.connect(wedged_frontend, lazy=True)
         http = WorkerHTTP(cfg, client, lambda: [])
         try:
-            for _ in range(2):  # the second scrape finds the first read still running and does not stack another
+            for _ in range(
+                2
+            ):  # the second scrape finds the first read still running and does not stack another
                 started = time.monotonic()
                 resp = await http.route("GET", "/metrics")
                 took = time.monotonic() - started
                 assert resp.status == 200
                 # Figures that need no read are served: counters at 0, the configured objectives.
-                assert f'drctl_rto_target_seconds{{fleet="{cfg.name}"}} {cfg.objectives.rto_target_s}' in resp.text
+                assert (
+                    f'drctl_rto_target_seconds{{fleet="{cfg.name}"}} {cfg.objectives.rto_target_s}'
+                    in resp.text
+                )
                 assert f'drctl_failovers_total{{fleet="{cfg.name}",result="failed"}} 0.0' in resp.text
                 # Inside the dev stack's 2 s scrape timeout (Prometheus's default is 10 s).
                 assert took < READ_BUDGET_S + 0.9, took

@@ -100,28 +100,49 @@ class CallVerify:
     @workflow.run
     async def run(self, queue: str) -> dict:
         return await workflow.execute_activity(
-            "verify_global", {"requests": 1, "timeout_s": 60, "request_timeout_s": 60}, result_type=dict,
-            task_queue=queue, start_to_close_timeout=timedelta(seconds=90),
+            "verify_global",
+            {"requests": 1, "timeout_s": 60, "request_timeout_s": 60},
+            result_type=dict,
+            task_queue=queue,
+            start_to_close_timeout=timedelta(seconds=90),
             retry_policy=RetryPolicy(maximum_attempts=1),  # a cancelled attempt must show, not be retried
         )
 
 
 def _config(env: WorkflowEnvironment, gate: _Gate, grace_s: float) -> Path:
-    return write_fleet_config(overrides={
-        "temporal": {"address": env.client.service_client.config.target_host,
-                     "task_queue": f"main-{uuid.uuid4().hex[:8]}"},
-        "traffic": {"global_endpoint": gate.url},
-        "worker": {"graceful_shutdown_s": grace_s},
-    })
+    return write_fleet_config(
+        overrides={
+            "temporal": {
+                "address": env.client.service_client.config.target_host,
+                "task_queue": f"main-{uuid.uuid4().hex[:8]}",
+            },
+            "traffic": {"global_endpoint": gate.url},
+            "worker": {"graceful_shutdown_s": grace_s},
+        }
+    )
 
 
 class _WorkerProcess:
     def __init__(self, config: Path) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "drctl", "worker", "-c", str(config), "--region", "us-west-1",
-             "--log-format", "json"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "drctl",
+                "worker",
+                "-c",
+                str(config),
+                "--region",
+                "us-west-1",
+                "--log-format",
+                "json",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -145,11 +166,17 @@ class _WorkerProcess:
 async def _start(env: WorkflowEnvironment, config: Path, gate: _Gate) -> tuple[_WorkerProcess, object]:
     cfg = load_config(config)
     proc = _WorkerProcess(config)
-    await asyncio.to_thread(wait_until, lambda: proc.logged("serving task queues") or proc.proc.poll() is not None,
-                            30, what="worker process start")
+    await asyncio.to_thread(
+        wait_until,
+        lambda: proc.logged("serving task queues") or proc.proc.poll() is not None,
+        30,
+        what="worker process start",
+    )
     assert proc.proc.poll() is None, "\n".join(proc.lines)
     handle = await env.client.start_workflow(
-        CallVerify.run, cfg.region("us-west-1").queue, id=f"drill/test/{uuid.uuid4().hex[:8]}",
+        CallVerify.run,
+        cfg.region("us-west-1").queue,
+        id=f"drill/test/{uuid.uuid4().hex[:8]}",
         task_queue=TEST_QUEUE,
     )
     return proc, handle
@@ -160,9 +187,13 @@ async def test_sigterm_lets_the_running_activity_finish(env: WorkflowEnvironment
     async with Worker(env.client, task_queue=TEST_QUEUE, workflows=[CallVerify]):
         proc, handle = await _start(env, config, gate)
         try:
-            assert await asyncio.to_thread(gate.hit.wait, 30), "the activity never reached the global endpoint"
+            assert await asyncio.to_thread(gate.hit.wait, 30), (
+                "the activity never reached the global endpoint"
+            )
             proc.proc.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(wait_until, lambda: proc.logged("running activities have 30s to finish"), 10)
+            await asyncio.to_thread(
+                wait_until, lambda: proc.logged("running activities have 30s to finish"), 10
+            )
             await asyncio.sleep(1.0)
             assert proc.proc.poll() is None, "the worker exited while its activity was still running"
             gate.release.set()
@@ -185,7 +216,9 @@ async def test_sigterm_cancels_an_activity_that_outlives_the_grace_period(
     async with Worker(env.client, task_queue=TEST_QUEUE, workflows=[CallVerify]):
         proc, handle = await _start(env, config, gate)
         try:
-            assert await asyncio.to_thread(gate.hit.wait, 30), "the activity never reached the global endpoint"
+            assert await asyncio.to_thread(gate.hit.wait, 30), (
+                "the activity never reached the global endpoint"
+            )
             proc.proc.send_signal(signal.SIGTERM)
             assert await asyncio.to_thread(proc.proc.wait, 20) == 0, "\n".join(proc.lines[-20:])
             # Ordering, not a stopwatch: the worker was gone while its activity's request was still held.
@@ -210,12 +243,15 @@ class LogSomething:
     @workflow.run
     async def run(self, queue: str) -> None:
         workflow.logger.info("through the workflow logger")
-        await workflow.execute_activity(log_something, task_queue=queue,
-                                        start_to_close_timeout=timedelta(seconds=30))
+        await workflow.execute_activity(
+            log_something, task_queue=queue, start_to_close_timeout=timedelta(seconds=30)
+        )
 
 
 async def test_json_lines_carry_fleet_region_operation_and_workflow_id(env: WorkflowEnvironment) -> None:
-    cfg = load_config(write_fleet_config(overrides={"temporal": {"task_queue": f"main-{uuid.uuid4().hex[:8]}"}}))
+    cfg = load_config(
+        write_fleet_config(overrides={"temporal": {"task_queue": f"main-{uuid.uuid4().hex[:8]}"}})
+    )
     east = cfg.region("us-east-1").queue
     buf = io.StringIO()
     root = logging.getLogger()
@@ -227,7 +263,9 @@ async def test_json_lines_carry_fleet_region_operation_and_workflow_id(env: Work
             Worker(env.client, task_queue=cfg.temporal.task_queue, workflows=[LogSomething]),
             Worker(env.client, task_queue=east, activities=[log_something]),
         ):
-            await env.client.execute_workflow(LogSomething.run, east, id=wid, task_queue=cfg.temporal.task_queue)
+            await env.client.execute_workflow(
+                LogSomething.run, east, id=wid, task_queue=cfg.temporal.task_queue
+            )
     finally:
         root.handlers[:], _ = saved
         root.setLevel(saved[1])
@@ -235,9 +273,17 @@ async def test_json_lines_carry_fleet_region_operation_and_workflow_id(env: Work
         workflow.logger.workflow_info_on_message = True
     records = [json.loads(line) for line in buf.getvalue().splitlines()]
     by_message = {r["message"]: r for r in records}
-    for message, region in [("through the workflow logger", None), ("through the activity logger", "us-east-1"),
-                            ("through a plain logger", "us-east-1")]:
+    for message, region in [
+        ("through the workflow logger", None),
+        ("through the activity logger", "us-east-1"),
+        ("through a plain logger", "us-east-1"),
+    ]:
         r = by_message[message]
-        assert (r["fleet"], r["workflow_id"], r["operation"], r["region"]) == ("test", wid, "failover", region), r
+        assert (r["fleet"], r["workflow_id"], r["operation"], r["region"]) == (
+            "test",
+            wid,
+            "failover",
+            region,
+        ), r
     assert by_message["through the activity logger"]["activity"] == "log_something"
     assert by_message["through the workflow logger"]["workflow_type"] == "LogSomething"

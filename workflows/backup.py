@@ -37,20 +37,37 @@ class _Velero(Operation):
         # Velero has no cancel: stopping half-way would leave a partial backup or a mix of objects.
         return f"a {self.OPERATION} cannot be aborted: Velero runs it to the end"
 
-    async def _velero(self, call: Awaitable[BackupInfo], name: str, region: str, summary: str) -> BackupJobResult:
+    async def _velero(
+        self, call: Awaitable[BackupInfo], name: str, region: str, summary: str
+    ) -> BackupJobResult:
         kind = self.TITLE
         self.phases.enter(self.OPERATION, summary)
         try:
             info = await call
         except (ActivityError, ApplicationError) as exc:
-            res = BackupJobResult(kind=kind, name=name, region=region, ok=False, reason=cause_of(exc),  # type: ignore[arg-type]
-                                  info=_last_state(exc))
+            res = BackupJobResult(
+                kind=kind,
+                name=name,
+                region=region,
+                ok=False,
+                reason=cause_of(exc),  # type: ignore[arg-type]
+                info=_last_state(exc),
+            )
         else:
-            res = BackupJobResult(kind=kind, name=name, region=region, ok=True, info=info,  # type: ignore[arg-type]
-                                  reason=f"{self.OPERATION} {name} in {region}: {info.phase}, {info.items} items")
+            res = BackupJobResult(
+                kind=kind,
+                name=name,
+                region=region,
+                ok=True,
+                info=info,  # type: ignore[arg-type]
+                reason=f"{self.OPERATION} {name} in {region}: {info.phase}, {info.items} items",
+            )
         if res.info is not None:
-            self.phases.note(self.OPERATION, f"{res.info.name}: {res.info.phase or 'New'}, {res.info.items} items, "
-                                             f"{res.info.errors} errors, {res.info.warnings} warnings")
+            self.phases.note(
+                self.OPERATION,
+                f"{res.info.name}: {res.info.phase or 'New'}, {res.info.items} items, "
+                f"{res.info.errors} errors, {res.info.warnings} warnings",
+            )
         verdict = "SUCCEEDED" if res.ok else "FAILED"
         await self.finish(verdict, f"{verdict}: {res.reason}", ok=res.ok)
         return res
@@ -66,8 +83,9 @@ class Backup(_Velero):
         self.phases.title = f"Velero backup `{req.name}` of `{', '.join(req.namespaces)}` in `{req.region}`"
         workflow.upsert_search_attributes([sa.TARGET_REGION.value_set(req.region)])
         summary = f"backup {req.name} in {req.region}"
-        res = await self._velero(calls.create_backup(req, queue=job.queue, summary=summary), req.name, req.region,
-                                 summary)
+        res = await self._velero(
+            calls.create_backup(req, queue=job.queue, summary=summary), req.name, req.region, summary
+        )
         if not res.ok:
             raise failed(f"backup {req.name} failed: {res.reason}", res)
         return res
@@ -96,13 +114,16 @@ class Restore(_Velero):
         try:
             await self.claim(job.fleet)
         except (ActivityError, ApplicationError) as exc:
-            res = BackupJobResult(kind="Restore", name=req.name, region=req.region, ok=False, reason=cause_of(exc))
+            res = BackupJobResult(
+                kind="Restore", name=req.name, region=req.region, ok=False, reason=cause_of(exc)
+            )
             await self.finish("FAILED", f"FAILED: {res.reason}", ok=False)
             raise failed(f"restore {req.name} refused: {res.reason}", res, busy=self.busy) from None
         summary = f"restore {req.backup_name} into {req.region} as {req.name}"
         try:
-            res = await self._velero(calls.restore_backup(req, queue=job.queue, summary=summary), req.name,
-                                     req.region, summary)
+            res = await self._velero(
+                calls.restore_backup(req, queue=job.queue, summary=summary), req.name, req.region, summary
+            )
         finally:
             await self.release()
         if self.yielded_to:

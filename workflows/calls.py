@@ -62,51 +62,78 @@ R_out = TypeVar("R_out", covariant=True)
 
 # Fast, idempotent calls (read weights, probe): a failover is racing its RTO, so a transient socket
 # error is retried quickly, a handful of times, and must not end it.
-FAST_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
-                         maximum_interval=timedelta(seconds=2), maximum_attempts=5)
+FAST_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=2),
+    maximum_attempts=5,
+)
 # Platform calls (Kubernetes API, Velero, rclone, the region gateway): conflicts and throttling heal
 # within seconds. Also what resumes a heartbeating wait on another worker after a worker restart.
-PLATFORM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(seconds=10), maximum_attempts=6)
+PLATFORM_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=6,
+)
 # The watcher: a worker restart (graceful or a crash seen by the heartbeat) is retried at once on
 # the next worker, resuming from the heartbeat; a watcher failing over and over surfaces to the monitor.
-WATCH_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
-                          maximum_interval=timedelta(seconds=2), maximum_attempts=10)
+WATCH_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=2),
+    maximum_attempts=10,
+)
 # Called once on purpose: the workflow repeats it itself, or a second attempt would do harm.
 NO_RETRY = RetryPolicy(maximum_attempts=1)
 # Route 53 Throttling / PriorRequestNotComplete heal within seconds; back off rather than hammer the
 # API (5 requests/s per account). Worst case ~22 s of backoff before giving up.
-APPLY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=2.0,
-                          maximum_interval=timedelta(seconds=5), maximum_attempts=8)
+APPLY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=8,
+)
 # A propagation wait retries only when its worker died (heartbeat timeout); schedule_to_close bounds it.
 WAIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # Verify attempts are repeated by the workflow; this only replaces a lost attempt, until the deadline.
 # A bad token (AuthConfigError) is not retried.
-VERIFY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), backoff_coefficient=1.0,
-                           non_retryable_error_types=["AuthConfigError"])
+VERIFY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    backoff_coefficient=1.0,
+    non_retryable_error_types=["AuthConfigError"],
+)
 # Acquire is idempotent (same update id, same holder), so a lost attempt is simply retried.
-ACQUIRE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
-                            maximum_interval=timedelta(seconds=2), maximum_attempts=8)
+ACQUIRE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=2),
+    maximum_attempts=8,
+)
 # Analysis sends its own bounded traffic; a worker lost mid-window is retried a couple of times.
 ANALYSIS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # S3 can be down or throttling (503 SlowDown) for minutes: keep retrying, with backoff (see REPORT_UPLOAD_WINDOW).
-REPORT_UPLOAD_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                                  maximum_interval=timedelta(seconds=60))
+REPORT_UPLOAD_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60)
+)
 REPORT_UPLOAD_WINDOW = timedelta(minutes=15)
 # Clearing drill faults is idempotent, and a fault left behind hurts users: retry for a while.
-CLEAR_RETRY = RetryPolicy(maximum_attempts=10, initial_interval=timedelta(seconds=1),
-                          maximum_interval=timedelta(seconds=10))
+CLEAR_RETRY = RetryPolicy(
+    maximum_attempts=10, initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+)
 # Observing a failover is a read; a worker lost mid-watch is retried.
 OBSERVE_RETRY = RetryPolicy(maximum_attempts=3)
 # Metrics must not hold up or fail the operation: a few quick tries, then the caller logs a warning.
 METRICS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
 # rclone retries inside a run; a run that still fails is retried at the next interval, so Temporal
 # only covers a lost worker or a transient start failure.
-RUN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=10),
-                        maximum_attempts=3)
+RUN_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=10), maximum_attempts=3
+)
 # Backoff between webhook delivery attempts; the total is bounded by schedule_to_close (retry_for_s).
-DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(seconds=30))
+DELIVERY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30)
+)
 
 # How long any activity may wait in its task queue for a worker. A region's worker that is dead (or
 # a queue nobody serves) must surface as an error naming the queue, never as an operation that waits
@@ -128,38 +155,77 @@ def _s(seconds: float) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-async def _call(name: str, arg: Any, result: type[T] | None, *, summary: str, queue: str | None, seconds: float,
-                retry: RetryPolicy, queue_wait_s: float | None = QUEUE_WAIT_S, **more: Any) -> T:
+async def _call(
+    name: str,
+    arg: Any,
+    result: type[T] | None,
+    *,
+    summary: str,
+    queue: str | None,
+    seconds: float,
+    retry: RetryPolicy,
+    queue_wait_s: float | None = QUEUE_WAIT_S,
+    **more: Any,
+) -> T:
     args = [] if arg is None else [arg]
     wait = None if queue_wait_s is None else _s(queue_wait_s)
     return await workflow.execute_activity(  # type: ignore[no-any-return]
-        name, args=args, result_type=result, summary=summary, task_queue=queue, start_to_close_timeout=_s(seconds),
-        schedule_to_start_timeout=wait, retry_policy=retry, **more)
+        name,
+        args=args,
+        result_type=result,
+        summary=summary,
+        task_queue=queue,
+        start_to_close_timeout=_s(seconds),
+        schedule_to_start_timeout=wait,
+        retry_policy=retry,
+        **more,
+    )
 
 
 # --- traffic and health --------------------------------------------------------------------------
 
+
 async def get_global_weights(*, queue: str | None = None, summary: str = "read global weights") -> Weights:
-    return await _call("get_global_weights", None, Weights, summary=summary, queue=queue, seconds=10, retry=FAST_RETRY)
+    return await _call(
+        "get_global_weights", None, Weights, summary=summary, queue=queue, seconds=10, retry=FAST_RETRY
+    )
 
 
 async def set_global_weights(inp: SetWeightsInput, *, queue: str, summary: str) -> WeightsApplied:
     # Returns at once with the change id: a slow propagation never re-sends the change.
-    return await _call("set_global_weights", inp, WeightsApplied, summary=summary, queue=queue, seconds=10,
-                       retry=APPLY_RETRY)
+    return await _call(
+        "set_global_weights", inp, WeightsApplied, summary=summary, queue=queue, seconds=10, retry=APPLY_RETRY
+    )
 
 
 async def wait_global_propagation(inp: PropagationInput, *, queue: str, summary: str) -> PropagationResult:
-    return await _call("wait_global_propagation", inp, PropagationResult, summary=summary, queue=queue,
-                       seconds=inp.timeout_s + 30, retry=WAIT_RETRY, heartbeat_timeout=WAIT_HEARTBEAT,
-                       schedule_to_close_timeout=_s(inp.timeout_s * 2 + 60))
+    return await _call(
+        "wait_global_propagation",
+        inp,
+        PropagationResult,
+        summary=summary,
+        queue=queue,
+        seconds=inp.timeout_s + 30,
+        retry=WAIT_RETRY,
+        heartbeat_timeout=WAIT_HEARTBEAT,
+        schedule_to_close_timeout=_s(inp.timeout_s * 2 + 60),
+    )
 
 
 async def verify_global(inp: VerifyInput, *, queue: str, deadline_s: float, summary: str) -> VerifyResult:
     """One verification attempt; the server retries a lost one until `deadline_s` from now."""
-    return await _call("verify_global", inp, VerifyResult, summary=summary, queue=queue, seconds=inp.timeout_s + 5,
-                       retry=VERIFY_RETRY, heartbeat_timeout=_s(5), schedule_to_close_timeout=_s(deadline_s + 5),
-                       queue_wait_s=NO_QUEUE_WAIT)
+    return await _call(
+        "verify_global",
+        inp,
+        VerifyResult,
+        summary=summary,
+        queue=queue,
+        seconds=inp.timeout_s + 5,
+        retry=VERIFY_RETRY,
+        heartbeat_timeout=_s(5),
+        schedule_to_close_timeout=_s(deadline_s + 5),
+        queue_wait_s=NO_QUEUE_WAIT,
+    )
 
 
 def probe_attempt_s(probe_timeout_s: float) -> float:
@@ -168,33 +234,62 @@ def probe_attempt_s(probe_timeout_s: float) -> float:
 
 
 async def probe_region(inp: RegionRequest, *, probe_timeout_s: float, summary: str) -> RegionProbe:
-    return await _call("probe_region", inp, RegionProbe, summary=summary, queue=None,
-                       seconds=probe_attempt_s(probe_timeout_s), retry=FAST_RETRY)
+    return await _call(
+        "probe_region",
+        inp,
+        RegionProbe,
+        summary=summary,
+        queue=None,
+        seconds=probe_attempt_s(probe_timeout_s),
+        retry=FAST_RETRY,
+    )
 
 
 async def probe_regions(inp: ProbeRequest, *, probe_timeout_s: float, summary: str) -> ProbeBatch:
-    return await _call("probe_regions", inp, ProbeBatch, summary=summary, queue=None,
-                       seconds=probe_attempt_s(probe_timeout_s), retry=FAST_RETRY)
+    return await _call(
+        "probe_regions",
+        inp,
+        ProbeBatch,
+        summary=summary,
+        queue=None,
+        seconds=probe_attempt_s(probe_timeout_s),
+        retry=FAST_RETRY,
+    )
 
 
-async def probe_from(inp: ProbeRequest, *, queue: str, probe_timeout_s: float, vantage_timeout_s: float,
-                     summary: str) -> ProbeBatch:
+async def probe_from(
+    inp: ProbeRequest, *, queue: str, probe_timeout_s: float, vantage_timeout_s: float, summary: str
+) -> ProbeBatch:
     """A quorum vote: another region's worker probes. Once: an unanswered vote is a missing vote,
     and waiting vantage_timeout_s for a worker, not QUEUE_WAIT_S, keeps a dead one from holding up a failover."""
-    return await _call("probe_regions", inp, ProbeBatch, summary=summary, queue=queue,
-                       seconds=probe_attempt_s(probe_timeout_s), retry=NO_RETRY, queue_wait_s=vantage_timeout_s)
+    return await _call(
+        "probe_regions",
+        inp,
+        ProbeBatch,
+        summary=summary,
+        queue=queue,
+        seconds=probe_attempt_s(probe_timeout_s),
+        retry=NO_RETRY,
+        queue_wait_s=vantage_timeout_s,
+    )
 
 
 def start_watch(inp: WatchInput, *, summary: str) -> workflow.ActivityHandle[WatchResult]:
     """Started, not awaited: the monitor cancels it on pause or a spec update. A lost worker is
     noticed within WATCH_HEARTBEAT and the next attempt resumes from the last heartbeat."""
     return workflow.start_activity(
-        "watch_regions", inp, result_type=WatchResult, summary=summary,
+        "watch_regions",
+        inp,
+        result_type=WatchResult,
+        summary=summary,
         start_to_close_timeout=_s(inp.return_after_s + probe_attempt_s(inp.probe_timeout_s) * 2 + 30),
-        heartbeat_timeout=WATCH_HEARTBEAT, retry_policy=WATCH_RETRY)
+        heartbeat_timeout=WATCH_HEARTBEAT,
+        retry_policy=WATCH_RETRY,
+    )
 
 
 # --- platform (a region's cluster) ---------------------------------------------------------------
+
 
 class RegionCall(Protocol[A_in, R_out]):
     def __call__(self, inp: A_in, *, queue: str, summary: str) -> Awaitable[R_out]: ...
@@ -205,8 +300,10 @@ def _platform(name: str, arg: type[A], result: type[T]) -> RegionCall[A, T]:
 
     `arg` only types the stub's input; the activity checks it.
     """
+
     async def call(inp: A, *, queue: str, summary: str) -> T:
         return await _call(name, inp, result, summary=summary, queue=queue, seconds=30, retry=PLATFORM_RETRY)
+
     return call
 
 
@@ -222,101 +319,229 @@ set_track_weights = _platform("set_track_weights", up.TrackWeightsRequest, up.Tr
 async def wait_rollout(inp: WaitRolloutInput, *, queue: str, summary: str) -> DeploymentStatus:
     # Retried: a worker killed mid-wait is noticed by the heartbeat timeout and the wait resumes on
     # another worker. RolloutTimeout itself is non-retryable, so a real timeout still ends it.
-    return await _call("wait_rollout", inp, DeploymentStatus, summary=summary, queue=queue,
-                       seconds=inp.timeout_s + 30, retry=PLATFORM_RETRY, heartbeat_timeout=WAIT_HEARTBEAT)
+    return await _call(
+        "wait_rollout",
+        inp,
+        DeploymentStatus,
+        summary=summary,
+        queue=queue,
+        seconds=inp.timeout_s + 30,
+        retry=PLATFORM_RETRY,
+        heartbeat_timeout=WAIT_HEARTBEAT,
+    )
 
 
 async def create_backup(inp: BackupRequest, *, queue: str, summary: str) -> BackupInfo:
     # Idempotent by name, so a retry re-attaches to the running backup.
-    return await _call("create_backup", inp, BackupInfo, summary=summary, queue=queue, seconds=VELERO_S,
-                       retry=PLATFORM_RETRY, heartbeat_timeout=VELERO_HEARTBEAT)
+    return await _call(
+        "create_backup",
+        inp,
+        BackupInfo,
+        summary=summary,
+        queue=queue,
+        seconds=VELERO_S,
+        retry=PLATFORM_RETRY,
+        heartbeat_timeout=VELERO_HEARTBEAT,
+    )
 
 
 async def restore_backup(inp: RestoreRequest, *, queue: str, summary: str) -> BackupInfo:
-    return await _call("restore_backup", inp, BackupInfo, summary=summary, queue=queue, seconds=VELERO_S,
-                       retry=PLATFORM_RETRY, heartbeat_timeout=VELERO_HEARTBEAT)
+    return await _call(
+        "restore_backup",
+        inp,
+        BackupInfo,
+        summary=summary,
+        queue=queue,
+        seconds=VELERO_S,
+        retry=PLATFORM_RETRY,
+        heartbeat_timeout=VELERO_HEARTBEAT,
+    )
 
 
 async def warm_up(inp: up.WarmupRequest, *, queue: str, summary: str) -> up.WarmupResult:
-    return await _call("warm_up", inp, up.WarmupResult, summary=summary, queue=queue, seconds=120,
-                       retry=PLATFORM_RETRY, heartbeat_timeout=_s(30))
+    return await _call(
+        "warm_up",
+        inp,
+        up.WarmupResult,
+        summary=summary,
+        queue=queue,
+        seconds=120,
+        retry=PLATFORM_RETRY,
+        heartbeat_timeout=_s(30),
+    )
 
 
 async def analyze_tracks(inp: AnalysisRequest, *, queue: str, summary: str) -> AnalysisResult:
-    return await _call("analyze_tracks", inp, AnalysisResult, summary=summary, queue=queue,
-                       seconds=inp.window_s + 60, retry=ANALYSIS_RETRY, heartbeat_timeout=_s(30))
+    return await _call(
+        "analyze_tracks",
+        inp,
+        AnalysisResult,
+        summary=summary,
+        queue=queue,
+        seconds=inp.window_s + 60,
+        retry=ANALYSIS_RETRY,
+        heartbeat_timeout=_s(30),
+    )
 
 
 # --- data ----------------------------------------------------------------------------------------
 
+
 async def copy_artifacts(inp: ArtifactsInput, *, queue: str, summary: str) -> ArtifactsResult:
-    return await _call("copy_artifacts", inp, ArtifactsResult, summary=summary, queue=queue, seconds=VELERO_S,
-                       retry=PLATFORM_RETRY, heartbeat_timeout=_s(30))
+    return await _call(
+        "copy_artifacts",
+        inp,
+        ArtifactsResult,
+        summary=summary,
+        queue=queue,
+        seconds=VELERO_S,
+        retry=PLATFORM_RETRY,
+        heartbeat_timeout=_s(30),
+    )
 
 
 async def check_rpo(inp: RpoCheckInput, *, queue: str, bound_s: float, summary: str) -> RpoCheck:
     # One attempt: the failover is racing its RTO, and an unmeasurable lag is itself the answer.
-    return await _call("check_rpo", inp, RpoCheck, summary=summary, queue=queue, seconds=bound_s, retry=NO_RETRY,
-                       heartbeat_timeout=_s(bound_s))
+    return await _call(
+        "check_rpo",
+        inp,
+        RpoCheck,
+        summary=summary,
+        queue=queue,
+        seconds=bound_s,
+        retry=NO_RETRY,
+        heartbeat_timeout=_s(bound_s),
+    )
 
 
 async def replicate_pair(pair: ReplicaPair, *, queue: str, timeout_s: float, summary: str) -> ReplicationRun:
     # A replica region's worker may be restarting: a run waits longer for it than an operation does.
-    return await _call("replicate_pair", pair, ReplicationRun, summary=summary, queue=queue,
-                       seconds=timeout_s * 2 + 30, retry=RUN_RETRY, queue_wait_s=60, heartbeat_timeout=_s(30))
+    return await _call(
+        "replicate_pair",
+        pair,
+        ReplicationRun,
+        summary=summary,
+        queue=queue,
+        seconds=timeout_s * 2 + 30,
+        retry=RUN_RETRY,
+        queue_wait_s=60,
+        heartbeat_timeout=_s(30),
+    )
 
 
 # --- fleet lock, metrics, notifications ----------------------------------------------------------
 
+
 async def acquire_fleet(inp: LockRequest, *, summary: str) -> LockGrant:
-    return await _call("acquire_fleet", inp, LockGrant, summary=summary, queue=None, seconds=30, retry=ACQUIRE_RETRY,
-                       queue_wait_s=NO_QUEUE_WAIT)
+    return await _call(
+        "acquire_fleet",
+        inp,
+        LockGrant,
+        summary=summary,
+        queue=None,
+        seconds=30,
+        retry=ACQUIRE_RETRY,
+        queue_wait_s=NO_QUEUE_WAIT,
+    )
 
 
 async def lock_holders_closed(inp: AliveInput, *, summary: str) -> AliveResult:
-    return await _call("lock_holders_closed", inp, AliveResult, summary=summary, queue=None, seconds=10,
-                       retry=FAST_RETRY)
+    return await _call(
+        "lock_holders_closed", inp, AliveResult, summary=summary, queue=None, seconds=10, retry=FAST_RETRY
+    )
 
 
 async def record_outcome(inp: OutcomeInput, *, summary: str) -> None:
-    await _call("record_outcome", inp, None, summary=summary, queue=None, seconds=10, retry=METRICS_RETRY,
-                queue_wait_s=NO_QUEUE_WAIT)
+    await _call(
+        "record_outcome",
+        inp,
+        None,
+        summary=summary,
+        queue=None,
+        seconds=10,
+        retry=METRICS_RETRY,
+        queue_wait_s=NO_QUEUE_WAIT,
+    )
 
 
 async def notify_webhook(inp: DeliverInput, *, summary: str) -> Delivery:
     hook = inp.webhook
-    return await _call("notify_webhook", inp, Delivery, summary=summary, queue=None, seconds=hook.timeout_s + 5,
-                       retry=DELIVERY_RETRY, schedule_to_close_timeout=_s(hook.retry_for_s), queue_wait_s=NO_QUEUE_WAIT)
+    return await _call(
+        "notify_webhook",
+        inp,
+        Delivery,
+        summary=summary,
+        queue=None,
+        seconds=hook.timeout_s + 5,
+        retry=DELIVERY_RETRY,
+        schedule_to_close_timeout=_s(hook.retry_for_s),
+        queue_wait_s=NO_QUEUE_WAIT,
+    )
 
 
 # --- drill ---------------------------------------------------------------------------------------
 
+
 async def drill_monitor_check(inp: dr.MonitorCheckInput, *, summary: str) -> dr.MonitorCheck:
-    return await _call("drill_monitor_check", inp, dr.MonitorCheck, summary=summary, queue=None, seconds=20,
-                       retry=FAST_RETRY)
+    return await _call(
+        "drill_monitor_check", inp, dr.MonitorCheck, summary=summary, queue=None, seconds=20, retry=FAST_RETRY
+    )
 
 
 async def drill_observe(inp: dr.ObserveInput, *, summary: str) -> dr.Observation:
-    return await _call("drill_observe", inp, dr.Observation, summary=summary, queue=None, seconds=inp.timeout_s + 30,
-                       retry=OBSERVE_RETRY, heartbeat_timeout=_s(15), queue_wait_s=NO_QUEUE_WAIT)
+    return await _call(
+        "drill_observe",
+        inp,
+        dr.Observation,
+        summary=summary,
+        queue=None,
+        seconds=inp.timeout_s + 30,
+        retry=OBSERVE_RETRY,
+        heartbeat_timeout=_s(15),
+        queue_wait_s=NO_QUEUE_WAIT,
+    )
 
 
 async def drill_clear_faults(inp: dr.ClearFaultsInput, *, summary: str) -> dr.ClearFaultsResult:
-    return await _call("drill_clear_faults", inp, dr.ClearFaultsResult, summary=summary, queue=None, seconds=60,
-                       retry=CLEAR_RETRY, queue_wait_s=NO_QUEUE_WAIT)
+    return await _call(
+        "drill_clear_faults",
+        inp,
+        dr.ClearFaultsResult,
+        summary=summary,
+        queue=None,
+        seconds=60,
+        retry=CLEAR_RETRY,
+        queue_wait_s=NO_QUEUE_WAIT,
+    )
 
 
-async def drill_store_report(report: dr.DrillReport, *, give_up_after: timedelta, summary: str) -> dr.ReportKey:
-    return await _call("drill_store_report", report, dr.ReportKey, summary=summary, queue=None, seconds=30,
-                       retry=REPORT_UPLOAD_RETRY, schedule_to_close_timeout=give_up_after, queue_wait_s=NO_QUEUE_WAIT)
+async def drill_store_report(
+    report: dr.DrillReport, *, give_up_after: timedelta, summary: str
+) -> dr.ReportKey:
+    return await _call(
+        "drill_store_report",
+        report,
+        dr.ReportKey,
+        summary=summary,
+        queue=None,
+        seconds=30,
+        retry=REPORT_UPLOAD_RETRY,
+        schedule_to_close_timeout=give_up_after,
+        queue_wait_s=NO_QUEUE_WAIT,
+    )
 
 
-def start_drill_experiment(inp: dr.ExperimentRunInput, *, grace_s: float,
-                           summary: str) -> workflow.ActivityHandle[dr.ExperimentOutcome]:
+def start_drill_experiment(
+    inp: dr.ExperimentRunInput, *, grace_s: float, summary: str
+) -> workflow.ActivityHandle[dr.ExperimentOutcome]:
     """Started, not awaited: the drill's abort cancels it, and the cancel waits for its rollbacks."""
     return workflow.start_activity(
-        "drill_run_experiment", inp, result_type=dr.ExperimentOutcome, summary=summary,
-        start_to_close_timeout=_s(inp.timeout_s + grace_s + 30), heartbeat_timeout=_s(20),
+        "drill_run_experiment",
+        inp,
+        result_type=dr.ExperimentOutcome,
+        summary=summary,
+        start_to_close_timeout=_s(inp.timeout_s + grace_s + 30),
+        heartbeat_timeout=_s(20),
         # Never retried: a second attempt would inject the fault a second time.
         retry_policy=NO_RETRY,
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

@@ -63,7 +63,9 @@ class Phases:
             lines += [f"| {k} | {v} |" for k, v in self.facts.items()]
         if self.timings:
             lines.append("\n| phase | seconds |\n|---|---|")
-            lines += [f"| {t.phase} | {t.duration_s if t.duration_s is not None else '…'} |" for t in self.timings]
+            lines += [
+                f"| {t.phase} | {t.duration_s if t.duration_s is not None else '…'} |" for t in self.timings
+            ]
         workflow.set_current_details("\n".join(lines))
 
     def progress(self) -> OperationProgress:

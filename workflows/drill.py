@@ -66,14 +66,22 @@ class ChaosDrill(Operation):
             return "an abort is already under way"
         if self.experiment_done:
             # The fault is already rolled back; what still runs is the failover or failback itself.
-            return ("the experiment has finished and its rollbacks ran; abort the failover or "
-                    "failback operation instead")
+            return (
+                "the experiment has finished and its rollbacks ran; abort the failover or "
+                "failback operation instead"
+            )
         return super().abort_refused()
 
     @workflow.run
     async def run(self, inp: DrillInput) -> DrillReport:
-        return await self.conclude(self._run(inp), lambda rep: None if rep.verdict is Verdict.PASS
-                                   else f"drill {rep.verdict.value}: {'; '.join(rep.reasons)}")
+        return await self.conclude(
+            self._run(inp),
+            lambda rep: (
+                None
+                if rep.verdict is Verdict.PASS
+                else f"drill {rep.verdict.value}: {'; '.join(rep.reasons)}"
+            ),
+        )
 
     async def _run(self, inp: DrillInput) -> DrillReport:
         if inp.alternatives:
@@ -82,15 +90,25 @@ class ChaosDrill(Operation):
         info, spec, plan = workflow.info(), inp.spec, inp.plan
         self.notes = Notifier(spec)
         # Scheduled runs start without search attributes; set them so `drctl ops` and the UI see it.
-        workflow.upsert_search_attributes([
-            sa.FLEET.value_set(spec.fleet), sa.OPERATION.value_set(OPERATION),
-            sa.TARGET_REGION.value_set(plan.target_region),
-        ])
+        workflow.upsert_search_attributes(
+            [
+                sa.FLEET.value_set(spec.fleet),
+                sa.OPERATION.value_set(OPERATION),
+                sa.TARGET_REGION.value_set(plan.target_region),
+            ]
+        )
         self.phases.title = f"Drill `{plan.name}` on `{spec.fleet}`, target `{plan.target_region}`"
         report = DrillReport(
-            id=info.workflow_id, fleet=spec.fleet, experiment=plan.name, title=plan.title,
-            target_region=plan.target_region, verdict=Verdict.ABORTED, started_at=workflow.now(),
-            finished_at=workflow.now(), expect_failover=plan.expect_failover, rto_target_s=inp.rto_target_s,
+            id=info.workflow_id,
+            fleet=spec.fleet,
+            experiment=plan.name,
+            title=plan.title,
+            target_region=plan.target_region,
+            verdict=Verdict.ABORTED,
+            started_at=workflow.now(),
+            finished_at=workflow.now(),
+            expect_failover=plan.expect_failover,
+            rto_target_s=inp.rto_target_s,
         )
         try:
             problems = await self._preflight(inp)
@@ -109,7 +127,9 @@ class ChaosDrill(Operation):
         except asyncio.CancelledError:
             # Cancelled outside the experiment (preflight, observing): nothing of ours is injected.
             report.verdict = Verdict.ABORTED
-            report.reasons.append(f"cancelled in phase {self.phases.phase}: {self.abort_reason or 'workflow cancel'}")
+            report.reasons.append(
+                f"cancelled in phase {self.phases.phase}: {self.abort_reason or 'workflow cancel'}"
+            )
             if self._experiment is not None:
                 await self._clear_faults(inp, report, "cancelled while the experiment ran")
             return await self._finish(report)
@@ -129,7 +149,8 @@ class ChaosDrill(Operation):
         try:
             res = await calls.drill_clear_faults(
                 ClearFaultsInput(region=region, workflow_id=workflow.info().workflow_id, reason=reason),
-                summary=f"clear drill faults in {region}")
+                summary=f"clear drill faults in {region}",
+            )
         except ActivityError as exc:
             report.reasons.append(f"faults in {region} NOT cleared after {reason}: {cause_of(exc)}")
             return
@@ -160,8 +181,11 @@ class ChaosDrill(Operation):
         if plan.target_region not in spec.region_names:
             problems.append(f"target {plan.target_region!r} is not a region of the fleet")
         batch, weights, monitor = await asyncio.gather(
-            calls.probe_regions(ProbeRequest(regions=spec.region_names), probe_timeout_s=spec.probe_timeout_s,
-                                summary="probe all regions"),
+            calls.probe_regions(
+                ProbeRequest(regions=spec.region_names),
+                probe_timeout_s=spec.probe_timeout_s,
+                summary="probe all regions",
+            ),
             calls.get_global_weights(),
             calls.drill_monitor_check(MonitorCheckInput(fleet=spec.fleet), summary="ask the monitor"),
         )
@@ -172,7 +196,9 @@ class ChaosDrill(Operation):
             problems.append(f"global weights {weights.weights} differ from the configured {spec.weights}")
         problems += monitor.problems
         if plan.expect_failover and not monitor.running:
-            problems.append(f"monitor/{spec.fleet} is not running: nothing would detect the fault and fail over")
+            problems.append(
+                f"monitor/{spec.fleet} is not running: nothing would detect the fault and fail over"
+            )
         if plan.expect_failover and monitor.running and monitor.policy != "automatic":
             problems.append(f"the monitor's policy is {monitor.policy}: the fault would not fail over")
         return problems
@@ -182,9 +208,15 @@ class ChaosDrill(Operation):
         self.phases.enter("experiment", f"load through the global endpoint, then `chaos run {plan.name}`")
         # Never retried (a second attempt would inject the fault twice); a cancel waits for its rollbacks.
         self._experiment = calls.start_drill_experiment(
-            ExperimentRunInput(plan=plan, workflow_id=workflow.info().workflow_id, load_rps=inp.load_rps,
-                               timeout_s=inp.timeout_s),
-            grace_s=_ROLLBACK_GRACE_S, summary=f"chaos run {plan.name} on {plan.target_region}")
+            ExperimentRunInput(
+                plan=plan,
+                workflow_id=workflow.info().workflow_id,
+                load_rps=inp.load_rps,
+                timeout_s=inp.timeout_s,
+            ),
+            grace_s=_ROLLBACK_GRACE_S,
+            summary=f"chaos run {plan.name} on {plan.target_region}",
+        )
         try:
             # A workflow cancel reaches the activity through this await; the activity answers it
             # with the interrupted run's outcome (cancelled=True) once the rollbacks are done.
@@ -196,8 +228,11 @@ class ChaosDrill(Operation):
 
     async def _finish(self, report: DrillReport) -> DrillReport:
         report.finished_at = workflow.now()
-        await self.finish(report.verdict.value, f"**{report.verdict.value}** " + "; ".join(report.reasons),
-                          ok=report.verdict is Verdict.PASS)
+        await self.finish(
+            report.verdict.value,
+            f"**{report.verdict.value}** " + "; ".join(report.reasons),
+            ok=report.verdict is Verdict.PASS,
+        )
         report.phases = [t.model_dump(mode="json") for t in self.phases.timings]
         await store_report(report)
         await self.notes.drill_verdict(report)

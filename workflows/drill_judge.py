@@ -27,7 +27,9 @@ async def store_report(report: DrillReport, give_up_after: timedelta = calls.REP
     """Upload the report, retrying through an S3 outage. If S3 stays down, the report is not lost:
     it is the workflow's result, and its reasons say that the upload failed and why."""
     try:
-        await calls.drill_store_report(report, give_up_after=give_up_after, summary="store the drill report in S3")
+        await calls.drill_store_report(
+            report, give_up_after=give_up_after, summary="store the drill report in S3"
+        )
     except ActivityError as exc:
         # A schedule-to-close timeout wraps the last S3 error: name both.
         why, last = cause_of(exc), exc.cause
@@ -69,13 +71,17 @@ async def judge(phases: Phases, inp: DrillInput, out: ExperimentOutcome, report:
         fo = await _observe(ObserveInput(workflow_id=failover_id, since=out.started_at, timeout_s=0))
         if fo.found:
             report.failover = fo
-            report.reasons.append(f"a failover ran ({fo.workflow_id} {fo.status}) though this fault must not cause one")
+            report.reasons.append(
+                f"a failover ran ({fo.workflow_id} {fo.status}) though this fault must not cause one"
+            )
     else:
         await _observe_failover(phases, inp, out, report, failover_id)
     report.verdict = Verdict.PASS if not report.reasons else Verdict.FAILED
 
-async def _observe_failover(phases: Phases, inp: DrillInput, out: ExperimentOutcome, report: DrillReport,
-                            wid: str) -> None:
+
+async def _observe_failover(
+    phases: Phases, inp: DrillInput, out: ExperimentOutcome, report: DrillReport, wid: str
+) -> None:
     spec, plan = inp.spec, inp.plan
     phases.enter("observe-failover", f"waiting for `{wid}`")
     budget = inp.rto_target_s + spec.verify_timeout_s + 30
@@ -91,19 +97,31 @@ async def _observe_failover(phases: Phases, inp: DrillInput, out: ExperimentOutc
         return
     report.failover_done_after_s = _secs(report.fault_at, fo.closed_at)
     if fo.status != "COMPLETED" or result.get("status") != "succeeded":
-        report.reasons.append(f"failover {fo.status} {result.get('status') or ''}: {result.get('error') or fo.error or ''}".strip())
+        report.reasons.append(
+            f"failover {fo.status} {result.get('status') or ''}: {result.get('error') or fo.error or ''}".strip()
+        )
         return
     if (report.failover_done_after_s or 0) > inp.rto_target_s:
         report.reasons.append(
-            f"failover finished {report.failover_done_after_s:.1f}s after the fault, over the {inp.rto_target_s:g}s RTO target")
+            f"failover finished {report.failover_done_after_s:.1f}s after the fault, over the {inp.rto_target_s:g}s RTO target"
+        )
     if report.measured_rto_s is None:
         report.reasons.append("the load never saw traffic fully served elsewhere after the fault")
     elif report.measured_rto_s > inp.rto_target_s:
-        report.reasons.append(f"measured RTO {report.measured_rto_s:.1f}s is over the {inp.rto_target_s:g}s target")
+        report.reasons.append(
+            f"measured RTO {report.measured_rto_s:.1f}s is over the {inp.rto_target_s:g}s target"
+        )
     phases.enter("failback", f"waiting for `failback/{spec.fleet}` (starting it if nobody does)")
     fb = await _observe(
-        ObserveInput(workflow_id=f"failback/{spec.fleet}", since=fo.closed_at or out.started_at,
-                     timeout_s=inp.failback_timeout_s, start_if_missing=True, spec=spec, region=plan.target_region))
+        ObserveInput(
+            workflow_id=f"failback/{spec.fleet}",
+            since=fo.closed_at or out.started_at,
+            timeout_s=inp.failback_timeout_s,
+            start_if_missing=True,
+            spec=spec,
+            region=plan.target_region,
+        )
+    )
     report.failback = fb
     if not fb.found or fb.status != "COMPLETED" or fb.result.get("status") not in ("succeeded", "not_needed"):
         why = fb.result.get("error") or fb.error or fb.status or "never started"

@@ -40,8 +40,15 @@ class Failback(Operation):
         async def recorded(res: FailbackResult) -> None:
             await record_outcome("failback", inp.spec.fleet, res.status, None, inp.spec.rto_target_s)
 
-        return await self.conclude(self._run(inp), lambda res: None if res.status in ("succeeded", "not_needed")
-                                   else f"failback {res.status}: {res.error or ''}".strip(), recorded)
+        return await self.conclude(
+            self._run(inp),
+            lambda res: (
+                None
+                if res.status in ("succeeded", "not_needed")
+                else f"failback {res.status}: {res.error or ''}".strip()
+            ),
+            recorded,
+        )
 
     async def _run(self, inp: FailbackInput) -> FailbackResult:
         spec = inp.spec
@@ -73,27 +80,38 @@ class Failback(Operation):
             return await self._end(res, ok=False)
 
     async def _probe(self, spec: ops.FleetSpec, regions: list[str]) -> list[RegionProbe]:
-        batch = await calls.probe_regions(ProbeRequest(regions=regions), probe_timeout_s=spec.probe_timeout_s,
-                                          summary=f"probe {', '.join(regions)}")
+        batch = await calls.probe_regions(
+            ProbeRequest(regions=regions),
+            probe_timeout_s=spec.probe_timeout_s,
+            summary=f"probe {', '.join(regions)}",
+        )
         return batch.probes
 
     async def _stabilize(self, inp: FailbackInput, regions: list[str]) -> None:
         spec = inp.spec
-        window = spec.stabilization_window_s if inp.stabilization_window_s is None else inp.stabilization_window_s
+        window = (
+            spec.stabilization_window_s if inp.stabilization_window_s is None else inp.stabilization_window_s
+        )
         if not regions:
             return
         self.phases.enter(PHASE_STABILIZE, f"{', '.join(regions)} must stay healthy for {window:g} s")
         if window <= 0:
             # The caller watched the window already; still never hand traffic to a failing region.
-            failing = [p for p in await self._probe(spec, regions) if not probe_passes(p, spec.fail_on_degraded)]
+            failing = [
+                p for p in await self._probe(spec, regions) if not probe_passes(p, spec.fail_on_degraded)
+            ]
             if failing:
-                raise ApplicationError("; ".join(f"{p.region} is {p.status.value}: {p.reason}" for p in failing),
-                                       type="NotHealthy")
+                raise ApplicationError(
+                    "; ".join(f"{p.region} is {p.status.value}: {p.reason}" for p in failing),
+                    type="NotHealthy",
+                )
             return
         # Bounded: a region that keeps flapping ends the failback instead of holding the fleet forever.
         # A probe whose worker died is retried only when its timeout expires: allow one such loss,
         # or a worker restart during a short window fails the failback as "not stable".
-        deadline = workflow.now() + timedelta(seconds=window * 4 + spec.interval_s * 3 + calls.probe_attempt_s(spec.probe_timeout_s))
+        deadline = workflow.now() + timedelta(
+            seconds=window * 4 + spec.interval_s * 3 + calls.probe_attempt_s(spec.probe_timeout_s)
+        )
         healthy_since = None
         while workflow.now() < deadline:
             probes = await self._probe(spec, regions)
@@ -104,10 +122,18 @@ class Failback(Operation):
             else:
                 healthy_since = None
             await workflow.sleep(min(spec.interval_s, window))
-        raise ApplicationError(f"{', '.join(regions)} did not stay healthy for {window:g} s", type="NotStable")
+        raise ApplicationError(
+            f"{', '.join(regions)} did not stay healthy for {window:g} s", type="NotStable"
+        )
 
-    async def _steps(self, inp: FailbackInput, current: dict[str, int], configured: dict[str, int],
-                     gaining: list[str], res: FailbackResult) -> None:
+    async def _steps(
+        self,
+        inp: FailbackInput,
+        current: dict[str, int],
+        configured: dict[str, int],
+        gaining: list[str],
+        res: FailbackResult,
+    ) -> None:
         spec = inp.spec
         tq = spec.region(gaining[0]).queue if gaining else spec.task_queue
         plan = failback_plan(current, configured, spec.failback_steps)
@@ -118,8 +144,12 @@ class Failback(Operation):
             # Each step waits until it is in effect everywhere: the analysis below must judge traffic
             # that has moved, and the next change must not pile onto a PENDING one.
             change = await global_weights.apply_and_wait(
-                tq, step, f"failback step {i}/{len(plan)}", f"failback step {i}: {fmt_weights(step)}",
-                spec.global_propagation_timeout_s)
+                tq,
+                step,
+                f"failback step {i}/{len(plan)}",
+                f"failback step {i}: {fmt_weights(step)}",
+                spec.global_propagation_timeout_s,
+            )
             res.changes.append(change)
             res.weights_after = change.weights
             if spec.failback_step_interval_s > 0:
@@ -130,8 +160,12 @@ class Failback(Operation):
                 why = "; ".join(f"{p.region} {p.status.value}: {p.reason}" for p in failing)
                 self.phases.note("regression", why)
                 change = await global_weights.apply_and_wait(
-                    tq, previous, f"failback rollback: {why}", f"roll back to {fmt_weights(previous)}",
-                    spec.global_propagation_timeout_s)
+                    tq,
+                    previous,
+                    f"failback rollback: {why}",
+                    f"roll back to {fmt_weights(previous)}",
+                    spec.global_propagation_timeout_s,
+                )
                 res.changes.append(change)
                 res.weights_after = change.weights
                 res.status, res.error = "rolled_back", f"step {i} regressed ({why}); rolled back one step"
@@ -144,14 +178,21 @@ class Failback(Operation):
         spec = inp.spec
         self.phases.enter(PHASE_SCALE_BACK, "returning pre-scaled regions to their configured replicas")
         for r in spec.regions:
-            cap = await calls.get_capacity(RegionRequest(region=r.name), queue=r.queue, summary=f"capacity of {r.name}")
+            cap = await calls.get_capacity(
+                RegionRequest(region=r.name), queue=r.queue, summary=f"capacity of {r.name}"
+            )
             if cap.replicas > r.replicas:
-                await calls.scale_deployment(ScaleInput(region=r.name, replicas=r.replicas), queue=r.queue,
-                                             summary=f"scale {r.name} back to {r.replicas}")
+                await calls.scale_deployment(
+                    ScaleInput(region=r.name, replicas=r.replicas),
+                    queue=r.queue,
+                    summary=f"scale {r.name} back to {r.replicas}",
+                )
                 res.scaled_back[r.name] = r.replicas
 
     async def _end(self, res: FailbackResult, ok: bool) -> FailbackResult:
-        await self.finish(res.status, f"{res.status}: {fmt_weights(res.weights_after)} {res.error or ''}", ok=ok)
+        await self.finish(
+            res.status, f"{res.status}: {fmt_weights(res.weights_after)} {res.error or ''}", ok=ok
+        )
         res.phases = list(self.phases.timings)
         return res
 

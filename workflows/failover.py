@@ -32,7 +32,9 @@ class Failover(FailoverPhases):
         super().__init__()
         self.notes = Notifier(inp.spec)
         # Known from the first activation, so an early `approve` is judged against the real gate.
-        self.require_approval = inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
+        self.require_approval = (
+            inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
+        )
 
     # --- handlers (progress, approve and abort: Operation) -------------------------------------------------
 
@@ -60,15 +62,24 @@ class Failover(FailoverPhases):
             await self.notes.failover_ended(res)
             await record_outcome("failover", inp.spec.fleet, res.status, res.rto_s, inp.spec.rto_target_s)
 
-        return await self.conclude(self._run(inp), lambda res: None if res.status == "succeeded"
-                                   else f"failover to {res.target} {res.status}: {res.error}", told)
+        return await self.conclude(
+            self._run(inp),
+            lambda res: (
+                None if res.status == "succeeded" else f"failover to {res.target} {res.status}: {res.error}"
+            ),
+            told,
+        )
 
     async def _run(self, inp: FailoverInput) -> FailoverResult:
         spec = inp.spec
         started = workflow.now()
         res = FailoverResult(
-            status="failed", source=inp.source, target=inp.target, started_at=started,
-            fault_at=inp.fault_at or started, rto_target_s=spec.rto_target_s,
+            status="failed",
+            source=inp.source,
+            target=inp.target,
+            started_at=started,
+            fault_at=inp.fault_at or started,
+            rto_target_s=spec.rto_target_s,
         )
         mode = "emergency" if inp.emergency else "normal"
         self.phases.title = f"Failover of fleet `{spec.fleet}` to `{inp.target}` ({mode})"
@@ -104,21 +115,27 @@ class Failover(FailoverPhases):
                 res.status = "refused"
             if self.shifted:
                 if res.changes:
-                    await global_weights.settle_wait(self._propagation, res.changes[0], "the failover compensated")
+                    await global_weights.settle_wait(
+                        self._propagation, res.changes[0], "the failover compensated"
+                    )
                     res.propagated_at = res.changes[0].propagated_at
                 await self._compensate(inp, res, tq)
             return await self._end(res, False, f"{res.status}: {res.error}")
 
-    async def _after_shift(self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult) -> FailoverResult:
+    async def _after_shift(
+        self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult
+    ) -> FailoverResult:
         """Verify, measure the RTO, scale an emergency's target, record the propagation."""
         spec = inp.spec
         res.verify = await self._verify(inp, plan, tq)
         unverified = ""
         if res.verify.unattributed:
             # Served, but nothing proves by whom: no RTO is claimed, and the result says why.
-            unverified = (f"{res.verify.unattributed}/{res.verify.ok} answers carried no "
-                          f"`{res.verify.region_header}` header, so the serving region is unknown; "
-                          "make the regional gateways set it (see traffic.region_header)")
+            unverified = (
+                f"{res.verify.unattributed}/{res.verify.ok} answers carried no "
+                f"`{res.verify.region_header}` header, so the serving region is unknown; "
+                "make the regional gateways set it (see traffic.region_header)"
+            )
             self.phases.note("verify", f"unverified: {res.verify.unattributed} unattributed")
         else:
             res.verified_at = workflow.now()
@@ -143,8 +160,12 @@ class Failover(FailoverPhases):
 
     async def _end(self, res: FailoverResult, ok: bool, details: str) -> FailoverResult:
         res.phases = self.phases.timings
-        await self.finish(res.status, details, ok=ok,
-                          memo={"status": res.status, "rto_s": res.rto_s, "compensated": res.compensated})
+        await self.finish(
+            res.status,
+            details,
+            ok=ok,
+            memo={"status": res.status, "rto_s": res.rto_s, "compensated": res.compensated},
+        )
         res.phases = list(self.phases.timings)
         return res
 

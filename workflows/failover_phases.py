@@ -51,17 +51,34 @@ class FailoverPhases(Operation):
         weights = (await calls.get_global_weights(queue=tq)).weights
         probe_task = None
         if not inp.force:
-            probe_task = calls.probe_region(RegionRequest(region=inp.target), probe_timeout_s=spec.probe_timeout_s,
-                                            summary=f"probe target {inp.target}")
-        cap_task = calls.get_capacity(RegionRequest(region=inp.target), queue=tq, summary=f"capacity of {inp.target}")
+            probe_task = calls.probe_region(
+                RegionRequest(region=inp.target),
+                probe_timeout_s=spec.probe_timeout_s,
+                summary=f"probe target {inp.target}",
+            )
+        cap_task = calls.get_capacity(
+            RegionRequest(region=inp.target), queue=tq, summary=f"capacity of {inp.target}"
+        )
         probe, cap = await asyncio.gather(probe_task or _none(), cap_task)
-        plan = plan_failover(spec, weights, inp.target, inp.source, cap, emergency=inp.emergency, force=inp.force,
-                             target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded))
-        workflow.upsert_search_attributes([sa.SOURCE_REGION.value_set(plan.source or ""),
-                                           sa.TARGET_REGION.value_set(inp.target)])
+        plan = plan_failover(
+            spec,
+            weights,
+            inp.target,
+            inp.source,
+            cap,
+            emergency=inp.emergency,
+            force=inp.force,
+            target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded),
+        )
+        workflow.upsert_search_attributes(
+            [sa.SOURCE_REGION.value_set(plan.source or ""), sa.TARGET_REGION.value_set(inp.target)]
+        )
         self.phases.note("weights", f"{fmt_weights(weights)} → {fmt_weights(plan.weights_after)}")
-        self.phases.note("target replicas", f"{cap.replicas} → {plan.target_replicas_planned} of "
-                                            f"{plan.target_replicas_needed} needed (max {cap.max_replicas})")
+        self.phases.note(
+            "target replicas",
+            f"{cap.replicas} → {plan.target_replicas_planned} of "
+            f"{plan.target_replicas_needed} needed (max {cap.max_replicas})",
+        )
         return plan
 
     async def _approval_gate(self, inp: FailoverInput) -> None:
@@ -75,19 +92,27 @@ class FailoverPhases(Operation):
             return plan.target_replicas_before
         n = plan.target_replicas_planned
         self.phases.enter(ops.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
-        await self.abortable(calls.scale_deployment(ScaleInput(region=inp.target, replicas=n), queue=tq,
-                                                    summary=f"scale {inp.target} to {n}"))
-        st = await self.abortable(calls.wait_rollout(
-            WaitRolloutInput(region=inp.target, timeout_s=inp.spec.rollout_timeout_s), queue=tq,
-            summary=f"wait for {n} ready replicas in {inp.target}"))
+        await self.abortable(
+            calls.scale_deployment(
+                ScaleInput(region=inp.target, replicas=n), queue=tq, summary=f"scale {inp.target} to {n}"
+            )
+        )
+        st = await self.abortable(
+            calls.wait_rollout(
+                WaitRolloutInput(region=inp.target, timeout_s=inp.spec.rollout_timeout_s),
+                queue=tq,
+                summary=f"wait for {n} ready replicas in {inp.target}",
+            )
+        )
         return st.replicas
 
     async def _shift(self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult) -> None:
         self.phases.enter(ops.PHASE_SHIFT, f"global weights {fmt_weights(plan.weights_after)}")
         # Mark before the call: if the worker dies mid-call the weights may already be applied.
         self.shifted = True
-        change = await global_weights.apply(tq, plan.weights_after, f"failover to {inp.target}",
-                                            f"shift traffic to {inp.target}")
+        change = await global_weights.apply(
+            tq, plan.weights_after, f"failover to {inp.target}", f"shift traffic to {inp.target}"
+        )
         res.changes.append(change)
         res.weights_after = change.weights
         res.shifted_at = res.weights_applied_at = change.applied_at
@@ -96,7 +121,9 @@ class FailoverPhases(Operation):
         # the verify deadline already allows for the TTL. The wait only records when it is done.
         self._propagation = global_weights.start_wait(tq, change, inp.spec.global_propagation_timeout_s)
         if self._propagation is not None:
-            self.phases.note("propagation", f"change {change.change_id} PENDING since {change.applied_at:%H:%M:%S}")
+            self.phases.note(
+                "propagation", f"change {change.change_id} PENDING since {change.applied_at:%H:%M:%S}"
+            )
 
     async def _await_propagation(self, res: FailoverResult) -> None:
         """Record when the shift was in effect everywhere; a slow propagation is noted, never a failure."""
@@ -104,10 +131,14 @@ class FailoverPhases(Operation):
             return
         change = res.changes[0]
         if not self._propagation.done():
-            self.phases.enter(ops.PHASE_PROPAGATE, f"verified; waiting for change {change.change_id} to be INSYNC")
+            self.phases.enter(
+                ops.PHASE_PROPAGATE, f"verified; waiting for change {change.change_id} to be INSYNC"
+            )
         await global_weights.finish_wait(self._propagation, change)
         res.propagated_at = change.propagated_at
-        self.phases.note("propagation", change.note or f"{change.propagation} at {change.propagated_at:%H:%M:%S}")
+        self.phases.note(
+            "propagation", change.note or f"{change.propagation} at {change.propagated_at:%H:%M:%S}"
+        )
 
     async def _verify(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> VerifyResult:
         """Repeat verification until every answer is good and none comes from a source region.
@@ -130,26 +161,40 @@ class FailoverPhases(Operation):
             left = max(1.0, (deadline - workflow.now()).total_seconds())
             # A lost attempt (worker restart, timeout) is retried by the server until the deadline
             # rather than ending the failover.
-            last = await calls.verify_global(VerifyInput(requests=spec.verify_requests, timeout_s=min(left, 10.0)),
-                                             queue=tq, deadline_s=left, summary=f"verify attempt {attempt}")
+            last = await calls.verify_global(
+                VerifyInput(requests=spec.verify_requests, timeout_s=min(left, 10.0)),
+                queue=tq,
+                deadline_s=left,
+                summary=f"verify attempt {attempt}",
+            )
             served = last.ok == last.total and last.served_by(sources) == 0
             if served and last.unattributed in (0, last.ok):
-                self.phases.note("verify", f"{last.ok}/{last.total} ok, by region {last.by_region}"
-                                           + (f", {last.unattributed} unattributed" if last.unattributed else ""))
+                self.phases.note(
+                    "verify",
+                    f"{last.ok}/{last.total} ok, by region {last.by_region}"
+                    + (f", {last.unattributed} unattributed" if last.unattributed else ""),
+                )
                 return last
             await workflow.sleep(0.5)
         if last is not None and served:
             return last
-        raise ApplicationError(f"verification failed before {spec.verify_deadline_s:g}s: {last}", type="VerifyFailed")
+        raise ApplicationError(
+            f"verification failed before {spec.verify_deadline_s:g}s: {last}", type="VerifyFailed"
+        )
 
     async def _compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
-        self.phases.enter(ops.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights")
+        self.phases.enter(
+            ops.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights"
+        )
         sources = [s for s in (res.source or "").split(",") if s]
         dead = []
         for s in sources:
             try:
-                p = await calls.probe_region(RegionRequest(region=s), probe_timeout_s=inp.spec.probe_timeout_s,
-                                             summary=f"probe source {s}")
+                p = await calls.probe_region(
+                    RegionRequest(region=s),
+                    probe_timeout_s=inp.spec.probe_timeout_s,
+                    summary=f"probe source {s}",
+                )
                 if p.status is ProbeStatus.DOWN:
                     dead.append(s)
             except ActivityError:
@@ -162,16 +207,22 @@ class FailoverPhases(Operation):
         # Waits for propagation too: the fleet is released only once the restore is in effect (or the
         # wait's deadline says it is still pending), so the next operation does not race it.
         try:
-            change = await global_weights.apply_and_wait(tq, res.weights_before, "failover compensation",
-                                                         "restore previous weights",
-                                                         inp.spec.global_propagation_timeout_s)
+            change = await global_weights.apply_and_wait(
+                tq,
+                res.weights_before,
+                "failover compensation",
+                "restore previous weights",
+                inp.spec.global_propagation_timeout_s,
+            )
         except (ActivityError, ApplicationError) as exc:
             if not workflow.patched(COMPENSATION_FAILED_PATCH):
                 raise  # histories from before the patch ended here, failed with the raw activity error
             # The operator must learn that traffic is still on the target, and why it could not move back.
             res.compensated = "compensation_failed"
-            res.error = f"{res.error}; compensation failed, weights left at {fmt_weights(res.weights_after or {})}: " \
-                        f"{cause_of(exc)}"
+            res.error = (
+                f"{res.error}; compensation failed, weights left at {fmt_weights(res.weights_after or {})}: "
+                f"{cause_of(exc)}"
+            )
             self.phases.note("compensation", f"FAILED: {cause_of(exc)}")
             return
         res.changes.append(change)
@@ -184,8 +235,11 @@ class FailoverPhases(Operation):
     def _note_shortfall(self, plan: FailoverPlan) -> None:
         if plan.shortfall:
             # Reported, never a refusal in an emergency: traffic on a short target beats a dead source.
-            self.phases.note("capacity shortfall", f"{plan.target} needs {plan.target_replicas_needed} replicas "
-                                                   f"({plan.sizing}); max_replicas {plan.max_replicas}")
+            self.phases.note(
+                "capacity shortfall",
+                f"{plan.target} needs {plan.target_replicas_needed} replicas "
+                f"({plan.sizing}); max_replicas {plan.max_replicas}",
+            )
 
 
 async def _none() -> None:

@@ -35,11 +35,15 @@ POLL_S = 2.0
 async def apply(tq: str, weights: dict[str, int], reason: str, summary: str) -> GlobalChange:
     """Apply weights on queue `tq`; the GlobalChange says whether they are already in effect everywhere."""
     got = await calls.set_global_weights(
-        SetWeightsInput(weights=weights, reason=reason), queue=tq, summary=summary)
+        SetWeightsInput(weights=weights, reason=reason), queue=tq, summary=summary
+    )
     now = workflow.now()
     synchronous = got.change_id is None and got.propagated
     return GlobalChange(
-        weights=got.weights, reason=reason, change_id=got.change_id, applied_at=now,
+        weights=got.weights,
+        reason=reason,
+        change_id=got.change_id,
+        applied_at=now,
         propagated_at=now if got.propagated else None,
         propagation="synchronous" if synchronous else "insync" if got.propagated else "pending",
     )
@@ -51,9 +55,13 @@ def start_wait(tq: str, change: GlobalChange, timeout_s: float) -> asyncio.Task[
         return None
     if not workflow.patched(PATCH_PROPAGATION_WAIT):
         return None
-    return asyncio.ensure_future(calls.wait_global_propagation(
-        PropagationInput(change_id=change.change_id, timeout_s=timeout_s, poll_s=POLL_S),
-        queue=tq, summary=f"wait for change {change.change_id} to be INSYNC"))
+    return asyncio.ensure_future(
+        calls.wait_global_propagation(
+            PropagationInput(change_id=change.change_id, timeout_s=timeout_s, poll_s=POLL_S),
+            queue=tq,
+            summary=f"wait for change {change.change_id} to be INSYNC",
+        )
+    )
 
 
 async def finish_wait(task: asyncio.Task[Any] | None, change: GlobalChange) -> None:
@@ -69,8 +77,10 @@ async def finish_wait(task: asyncio.Task[Any] | None, change: GlobalChange) -> N
     if r.propagated:
         change.propagation, change.propagated_at = "insync", workflow.now()
     else:
-        change.note = (f"still {r.status} after {r.waited_s:g} s ({r.polls} status checks); "
-                       "the weights are applied, check the change id with the provider")
+        change.note = (
+            f"still {r.status} after {r.waited_s:g} s ({r.polls} status checks); "
+            "the weights are applied, check the change id with the provider"
+        )
 
 
 async def settle_wait(task: asyncio.Task[Any] | None, change: GlobalChange, why: str) -> None:
@@ -85,7 +95,9 @@ async def settle_wait(task: asyncio.Task[Any] | None, change: GlobalChange, why:
     change.note = f"stopped waiting for propagation: {why}"
 
 
-async def apply_and_wait(tq: str, weights: dict[str, int], reason: str, summary: str, timeout_s: float) -> GlobalChange:
+async def apply_and_wait(
+    tq: str, weights: dict[str, int], reason: str, summary: str, timeout_s: float
+) -> GlobalChange:
     """Apply, then wait for propagation (bounded); for steps that must be in effect before the next one."""
     change = await apply(tq, weights, reason, summary)
     await finish_wait(start_wait(tq, change, timeout_s), change)

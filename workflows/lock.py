@@ -85,8 +85,11 @@ class FleetLock:
         self._render()
         while True:
             await workflow.wait_condition(
-                lambda: (not self.holders or workflow.info().is_continue_as_new_suggested())
-                and workflow.all_handlers_finished())
+                lambda: (
+                    (not self.holders or workflow.info().is_continue_as_new_suggested())
+                    and workflow.all_handlers_finished()
+                )
+            )
             if not self.holders:
                 return self.state()
             workflow.continue_as_new(LockInput(fleet=self.fleet, holders=self.holders))
@@ -103,7 +106,9 @@ class FleetLock:
         if blockers:
             closed = await self._closed(blockers)
             grant.evicted += closed
-            self.holders = [h for h in self.holders if not any(_same(h, c.workflow_id, c.run_id) for c in closed)]
+            self.holders = [
+                h for h in self.holders if not any(_same(h, c.workflow_id, c.run_id) for c in closed)
+            ]
             blockers = [h for h in self.holders if blocks(h.operation, me.operation)]
         if blockers:
             grant.blocked_by = blockers[0]
@@ -117,10 +122,15 @@ class FleetLock:
         return grant
 
     async def _preempt(self, h: Holder, me: Holder, grant: LockGrant) -> None:
-        notice = PreemptNotice(by_workflow_id=me.workflow_id, by_operation=me.operation,
-                               reason=f"{me.operation} {me.workflow_id} takes the fleet (DR comes first)")
+        notice = PreemptNotice(
+            by_workflow_id=me.workflow_id,
+            by_operation=me.operation,
+            reason=f"{me.operation} {me.workflow_id} takes the fleet (DR comes first)",
+        )
         try:
-            await workflow.get_external_workflow_handle(h.workflow_id, run_id=h.run_id).signal(SIGNAL_PREEMPT, notice)
+            await workflow.get_external_workflow_handle(h.workflow_id, run_id=h.run_id).signal(
+                SIGNAL_PREEMPT, notice
+            )
         except FailureError:
             # The holder's run is gone: nothing left to yield, just forget it.
             self.holders = [x for x in self.holders if x is not h]
@@ -131,7 +141,9 @@ class FleetLock:
 
     async def _closed(self, holders: list[Holder]) -> list[Holder]:
         try:
-            res = await calls.lock_holders_closed(AliveInput(holders=holders), summary="are the holders still running?")
+            res = await calls.lock_holders_closed(
+                AliveInput(holders=holders), summary="are the holders still running?"
+            )
         except ActivityError as exc:
             # Unknown is treated as alive: refusing is safe, granting a second holder is not.
             workflow.logger.warning("holder liveness unknown, treating them as alive: %s", exc.cause or exc)
@@ -139,13 +151,20 @@ class FleetLock:
         return res.closed
 
     def _render(self) -> None:
-        lines = [f"## Lock of fleet `{self.fleet}`", "| holder | operation | since | yielding to |", "|---|---|---|---|"]
-        lines += [f"| {h.workflow_id} | {h.operation} | {h.since.isoformat() if h.since else ''} | {h.yielding_to or ''} |"
-                  for h in self.holders]
+        lines = [
+            f"## Lock of fleet `{self.fleet}`",
+            "| holder | operation | since | yielding to |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {h.workflow_id} | {h.operation} | {h.since.isoformat() if h.since else ''} | {h.yielding_to or ''} |"
+            for h in self.holders
+        ]
         workflow.set_current_details("\n".join(lines))
 
 
 # --- what holders call ---------------------------------------------------------------------------
+
 
 async def acquire_fleet(fleet: str, operation: str) -> LockGrant:
     """Take the fleet's lock for this workflow run; raises FleetBusy naming the holder when refused."""
@@ -160,7 +179,9 @@ async def acquire_fleet(fleet: str, operation: str) -> LockGrant:
             + (f" (since {b.since.isoformat(timespec='seconds')})" if b and b.since else "")
             + (f"; {grant.blocked_by_ui}" if grant.blocked_by_ui else "")
             + "; wait for it to finish or abort it with `drctl ops abort`",
-            b.model_dump(mode="json") if b else None, type=FLEET_BUSY, non_retryable=True,
+            b.model_dump(mode="json") if b else None,
+            type=FLEET_BUSY,
+            non_retryable=True,
         )
     return grant
 
@@ -170,7 +191,8 @@ async def release_fleet(fleet: str) -> None:
     info = workflow.info()
     try:
         await workflow.get_external_workflow_handle(lock_id(fleet)).signal(
-            SIGNAL_RELEASE, LockRelease(workflow_id=info.workflow_id, run_id=info.run_id))
+            SIGNAL_RELEASE, LockRelease(workflow_id=info.workflow_id, run_id=info.run_id)
+        )
     except FailureError as exc:
         # The lock is gone (terminated by hand): there is nothing to release.
         workflow.logger.warning("lock %s not released: %s", lock_id(fleet), exc)

@@ -62,36 +62,63 @@ class Migration(Progressive):
         return req.spec.region(region).queue
 
     async def _backup(self, req: MigrationRequest, region: str, name: str, ns: str) -> BackupInfo:
-        return await self.abortable(calls.create_backup(
-            BackupRequest(region=region, name=name, namespaces=[ns], label_selector={"app": req.app}),
-            queue=self._q(req, region), summary=f"backup {name} in {region}"))
+        return await self.abortable(
+            calls.create_backup(
+                BackupRequest(region=region, name=name, namespaces=[ns], label_selector={"app": req.app}),
+                queue=self._q(req, region),
+                summary=f"backup {name} in {region}",
+            )
+        )
 
-    async def _restore(self, req: MigrationRequest, name: str, backup: str, mapping: dict[str, str]) -> BackupInfo:
+    async def _restore(
+        self, req: MigrationRequest, name: str, backup: str, mapping: dict[str, str]
+    ) -> BackupInfo:
         return await calls.restore_backup(
-            RestoreRequest(region=req.target, name=name, backup_name=backup, namespace_mapping=mapping,
-                           existing_resource_policy="update"),
-            queue=self._q(req, req.target), summary=f"restore {backup} into {req.target}")
+            RestoreRequest(
+                region=req.target,
+                name=name,
+                backup_name=backup,
+                namespace_mapping=mapping,
+                existing_resource_policy="update",
+            ),
+            queue=self._q(req, req.target),
+            summary=f"restore {backup} into {req.target}",
+        )
 
     async def _weights(self, req: MigrationRequest, weights: dict[str, int], why: str) -> dict[str, int]:
         # Waits for INSYNC (bounded): the migration's next step must see the traffic where it was sent.
         got = await global_weights.apply_and_wait(
-            req.spec.region(req.target).queue, weights, why, f"global weights {fmt_weights(weights)}",
-            req.spec.global_propagation_timeout_s)
+            req.spec.region(req.target).queue,
+            weights,
+            why,
+            f"global weights {fmt_weights(weights)}",
+            req.spec.global_propagation_timeout_s,
+        )
         self.state.weights = got.weights
         self.phases.note("global weights", fmt_weights(got.weights))
         return got.weights
 
     @workflow.run
     async def run(self, req: MigrationRequest) -> MigrationResult:
-        return await self.conclude(self._run(req), lambda res: None if res.outcome is Outcome.SUCCEEDED
-                                   else f"migration {res.outcome.value}: {res.reason}")
+        return await self.conclude(
+            self._run(req),
+            lambda res: (
+                None if res.outcome is Outcome.SUCCEEDED else f"migration {res.outcome.value}: {res.reason}"
+            ),
+        )
 
     async def _run(self, req: MigrationRequest) -> MigrationResult:
         self.phases.title = f"Migration of `{req.spec.fleet}` from `{req.source}` to `{req.target}`"
-        res = MigrationResult(migration_id=req.migration_id, source=req.source, target=req.target,
-                              outcome=Outcome.FAILED, reason="")
-        workflow.upsert_search_attributes([sa.SOURCE_REGION.value_set(req.source),
-                                           sa.TARGET_REGION.value_set(req.target)])
+        res = MigrationResult(
+            migration_id=req.migration_id,
+            source=req.source,
+            target=req.target,
+            outcome=Outcome.FAILED,
+            reason="",
+        )
+        workflow.upsert_search_attributes(
+            [sa.SOURCE_REGION.value_set(req.source), sa.TARGET_REGION.value_set(req.target)]
+        )
         try:
             await self.claim(req.spec.fleet)
             await self._move(req, res)
@@ -107,14 +134,18 @@ class Migration(Progressive):
             self._yielded(req, res, self.weights_before)
         elif res.outcome not in (Outcome.SUCCEEDED, Outcome.BACKUP_FAILED) and not self.busy:
             await self._rollback(req, res, self.weights_before, self.rollback_point)
-        await self.finish(res.outcome.value, f"{res.outcome.value}: {res.reason}", ok=res.outcome is Outcome.SUCCEEDED)
+        await self.finish(
+            res.outcome.value, f"{res.outcome.value}: {res.reason}", ok=res.outcome is Outcome.SUCCEEDED
+        )
         return res
 
     async def _move(self, req: MigrationRequest, res: MigrationResult) -> None:
         """The phases: artifacts, backups, restore, ready, traffic steps, decommission."""
         if workflow.patched(MIGRATE_ARTIFACTS):
             res.artifacts = await migrate_artifacts(self.phases, req)
-        self.phases.enter("backup", f"Velero backup of `{req.namespace}` in `{req.source}`, and of the target")
+        self.phases.enter(
+            "backup", f"Velero backup of `{req.namespace}` in `{req.source}`, and of the target"
+        )
         name = f"migrate-{req.migration_id}"
         try:
             res.backup = self.state.backup = await self._backup(req, req.source, name, req.namespace)
@@ -126,23 +157,34 @@ class Migration(Progressive):
         mapping = {req.namespace: req.target_namespace} if req.namespace != req.target_namespace else {}
         res.restore = self.state.restore = await self._restore(req, name, name, mapping)
         await self._ready(req)
-        self.weights_before = before = (await calls.get_global_weights(queue=self._q(req, req.target))).weights
+        self.weights_before = before = (
+            await calls.get_global_weights(queue=self._q(req, req.target))
+        ).weights
         for pct in req.steps_percent:
             self.ctl.check_abort()
             self.phases.enter(f"shift-{pct}", f"{pct} % of `{req.source}`'s traffic to `{req.target}`")
-            res.weights = await self._weights(req, step_weights(before, req.source, req.target, pct),
-                                              f"migrate {pct} %")
+            res.weights = await self._weights(
+                req, step_weights(before, req.source, req.target, pct), f"migrate {pct} %"
+            )
             self.state.step_percent = pct
-            await self.ctl.analyse(AnalysisRequest(
-                candidate=TrackRef(region=req.target, track="stable"),
-                baseline=TrackRef(region=req.source, track="stable"),
-                window_s=req.step_pause_s, limits=req.limits), self._q(req, req.target),
-                3, self.state.analyses)
+            await self.ctl.analyse(
+                AnalysisRequest(
+                    candidate=TrackRef(region=req.target, track="stable"),
+                    baseline=TrackRef(region=req.source, track="stable"),
+                    window_s=req.step_pause_s,
+                    limits=req.limits,
+                ),
+                self._q(req, req.target),
+                3,
+                self.state.analyses,
+            )
         if req.decommission_source:
             self.phases.enter("decommission", f"scaling `{req.source}` to zero")
             await calls.scale_deployment(
                 ScaleInput(region=req.source, replicas=0, deployment=f"{req.app}-stable"),
-                queue=self._q(req, req.source), summary=f"decommission {req.source}")
+                queue=self._q(req, req.source),
+                summary=f"decommission {req.source}",
+            )
             res.decommissioned = True
 
     def _yielded(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None) -> None:
@@ -154,36 +196,59 @@ class Migration(Progressive):
         """
         self.phases.enter(ops.PHASE_COMPENSATE, f"yielding after `{res.failed_step}`: {res.reason}")
         if weights is not None:
-            res.rollback.append(f"global weights left to the failover (before the migration: {fmt_weights(weights)})")
+            res.rollback.append(
+                f"global weights left to the failover (before the migration: {fmt_weights(weights)})"
+            )
         else:
             res.rollback.append("global weights untouched: traffic had not moved yet")
         if self.target_replicas_before is not None:
-            res.rollback.append(f"{req.target} left at its migration size (was {self.target_replicas_before} "
-                                "replicas), restored workload kept: the failover may need it")
+            res.rollback.append(
+                f"{req.target} left at its migration size (was {self.target_replicas_before} "
+                "replicas), restored workload kept: the failover may need it"
+            )
         self.phases.note("yielded", "; ".join(res.rollback))
 
     async def _ready(self, req: MigrationRequest) -> None:
         """The target carries its own share plus the source's: scale it, wait, warm it up."""
-        replicas = min(req.spec.region(req.target).max_replicas,
-                       req.spec.region(req.target).replicas + req.spec.region(req.source).replicas)
+        replicas = min(
+            req.spec.region(req.target).max_replicas,
+            req.spec.region(req.target).replicas + req.spec.region(req.source).replicas,
+        )
         name = f"{req.app}-stable"
         self.phases.enter("ready", f"`{req.target}` to {replicas} replicas, ready and warm")
         queue = self._q(req, req.target)
-        before = await calls.get_capacity(RegionRequest(region=req.target), queue=queue,
-                                          summary=f"read {req.target}'s size before scaling")
+        before = await calls.get_capacity(
+            RegionRequest(region=req.target), queue=queue, summary=f"read {req.target}'s size before scaling"
+        )
         self.target_replicas_before = before.replicas
-        await calls.scale_deployment(ScaleInput(region=req.target, replicas=replicas, deployment=name), queue=queue,
-                                     summary=f"scale {req.target} to {replicas}")
-        await self.abortable(calls.wait_rollout(
-            WaitRolloutInput(region=req.target, timeout_s=req.spec.rollout_timeout_s, deployment=name), queue=queue,
-            summary=f"wait for {name} in {req.target}"))
-        warm = await self.abortable(calls.warm_up(
-            WarmupRequest(region=req.target, track="stable", prompts=req.warmup_prompts), queue=queue,
-            summary=f"warm up {req.target}"))
+        await calls.scale_deployment(
+            ScaleInput(region=req.target, replicas=replicas, deployment=name),
+            queue=queue,
+            summary=f"scale {req.target} to {replicas}",
+        )
+        await self.abortable(
+            calls.wait_rollout(
+                WaitRolloutInput(region=req.target, timeout_s=req.spec.rollout_timeout_s, deployment=name),
+                queue=queue,
+                summary=f"wait for {name} in {req.target}",
+            )
+        )
+        warm = await self.abortable(
+            calls.warm_up(
+                WarmupRequest(region=req.target, track="stable", prompts=req.warmup_prompts),
+                queue=queue,
+                summary=f"warm up {req.target}",
+            )
+        )
         self.phases.note("warm-up", f"{warm.ok} ok / {warm.failed} failed on {warm.replicas} replicas")
 
-    async def _rollback(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None,
-                        rollback_point: str | None) -> None:
+    async def _rollback(
+        self,
+        req: MigrationRequest,
+        res: MigrationResult,
+        weights: dict[str, int] | None,
+        rollback_point: str | None,
+    ) -> None:
         """Traffic first (users first), then the target cluster. Each step runs even when the one
         before it failed, and the result records what each did, so an operator knows what is left."""
         self.phases.enter(ops.PHASE_COMPENSATE, f"rolling back after `{res.failed_step}`: {res.reason}")
@@ -192,10 +257,14 @@ class Migration(Progressive):
         else:
             try:
                 res.weights = await self._weights(req, weights, "migration rollback")
-                res.rollback.append(f"global weights back to {fmt_weights(res.weights)} (before the migration)")
+                res.rollback.append(
+                    f"global weights back to {fmt_weights(res.weights)} (before the migration)"
+                )
             except (ActivityError, ApplicationError) as exc:
                 res.outcome = Outcome.FAILED
-                res.rollback.append(f"FAILED to put global weights back to {fmt_weights(weights)}: {cause_of(exc)}")
+                res.rollback.append(
+                    f"FAILED to put global weights back to {fmt_weights(weights)}: {cause_of(exc)}"
+                )
         if self.target_replicas_before is not None:
             # Scale down before the restore: the raised HPA minReplicas would otherwise hold the
             # restored Deployment at the migration's size (a restore only re-applies specs).
@@ -203,7 +272,9 @@ class Migration(Progressive):
             try:
                 await calls.scale_deployment(
                     ScaleInput(region=req.target, replicas=n, deployment=f"{req.app}-stable"),
-                    queue=self._q(req, req.target), summary=f"scale {req.target} back to {n}")
+                    queue=self._q(req, req.target),
+                    summary=f"scale {req.target} back to {n}",
+                )
                 res.rollback.append(f"{req.target} scaled back to {n} replicas")
             except (ActivityError, ApplicationError) as exc:
                 res.outcome = Outcome.FAILED
@@ -214,8 +285,10 @@ class Migration(Progressive):
             name = f"{rollback_point}-{workflow.uuid4().hex[:6]}"
             try:
                 done = await self._restore(req, name, rollback_point, {})
-                res.rollback.append(f"{req.target} restored from its own backup {rollback_point} "
-                                    f"(restore {done.name}: {done.phase}, {done.items} items)")
+                res.rollback.append(
+                    f"{req.target} restored from its own backup {rollback_point} "
+                    f"(restore {done.name}: {done.phase}, {done.items} items)"
+                )
             except (ActivityError, ApplicationError) as exc:
                 res.outcome = Outcome.FAILED
                 res.rollback.append(f"FAILED to restore {req.target} from {rollback_point}: {cause_of(exc)}")

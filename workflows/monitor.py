@@ -49,8 +49,8 @@ _ALERT_TEXT = {
     REGION_UNRESOLVED: "the worker's config lacks regions this monitor watches; they are not probed",
     PROBE_AUTH_REFUSED: "replicas refuse drctl's token; check workload.auth",
     NO_QUORUM: "the monitor sees a region down but most other vantage points do not (or did not answer): not "
-               "failed over, voting again after a back-off; with two regions the other region's worker must answer "
-               "(`drctl failover --to` still works)",
+    "failed over, voting again after a back-off; with two regions the other region's worker must answer "
+    "(`drctl failover --to` still works)",
 }
 
 
@@ -69,7 +69,9 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
         self.refused: list[str] = []  # with the watcher: regions refusing drctl's token, as last reported
         self.shown_phase: str | None = None  # with the watcher: the phase last upserted
         self.quiet_until: dict[str, datetime] = {}  # with the watcher: passive suspicion held off until
-        self.early: dict[str, asyncio.Task[dict[str, tuple[str, datetime]]]] = {}  # peers' views of a SUSPECT region
+        self.early: dict[
+            str, asyncio.Task[dict[str, tuple[str, datetime]]]
+        ] = {}  # peers' views of a SUSPECT region
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -77,10 +79,21 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
     def status(self) -> MonitorStatus:
         s = self._state()
         return MonitorStatus(
-            fleet=s.spec.fleet, policy=s.policy, paused=s.paused, alert=s.alert, iteration=s.total_iterations,
-            probe_rounds=s.probe_rounds, regions=s.trackers, active_failover=self.active, failed_over=s.failed_over,
-            last_failover=s.last_failover, last_failback=s.last_failback, weights=s.spec.weights,
-            unresolved=s.unresolved, avoid_targets=s.avoid_targets, votes=s.votes,
+            fleet=s.spec.fleet,
+            policy=s.policy,
+            paused=s.paused,
+            alert=s.alert,
+            iteration=s.total_iterations,
+            probe_rounds=s.probe_rounds,
+            regions=s.trackers,
+            active_failover=self.active,
+            failed_over=s.failed_over,
+            last_failover=s.last_failover,
+            last_failback=s.last_failback,
+            weights=s.spec.weights,
+            unresolved=s.unresolved,
+            avoid_targets=s.avoid_targets,
+            votes=s.votes,
         )
 
     @workflow.signal
@@ -150,7 +163,9 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
                 self._show()
             else:
                 self._render()
-            if (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()) and self.child is None:
+            if (
+                s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()
+            ) and self.child is None:
                 self._apply_pending()  # an update waiting for the next round must finish before continue-as-new
                 await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -158,7 +173,8 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
             if watcher:
                 continue  # the watcher waited; no timer between its calls
             fast_confirm = s.spec.fast_confirm and any(
-                t.state is RegionState.SUSPECT for t in s.trackers.values())
+                t.state is RegionState.SUSPECT for t in s.trackers.values()
+            )
             period = s.spec.fast_confirm_interval_s if fast_confirm else s.spec.interval_s
             left = period - (workflow.now() - round_start).total_seconds()
             self.poke = False
@@ -172,8 +188,11 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
         s = self._state()
         spec = s.spec
         try:
-            batch = await calls.probe_regions(ProbeRequest(regions=spec.region_names),
-                                              probe_timeout_s=spec.probe_timeout_s, summary="probe all regions")
+            batch = await calls.probe_regions(
+                ProbeRequest(regions=spec.region_names),
+                probe_timeout_s=spec.probe_timeout_s,
+                summary="probe all regions",
+            )
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise  # `drctl monitor stop` cancelled us mid-probe: stop, don't swallow it (sdk-python#620)
@@ -197,14 +216,21 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
                 # to fail over from. Its state stays as it was; the alert below says why.
                 refused.append(probe.region)
                 continue
-            if t.observe(probe_passes(probe, spec.fail_on_degraded), now, spec.failure_threshold,
-                         spec.recovery_threshold):
+            if t.observe(
+                probe_passes(probe, spec.fail_on_degraded),
+                now,
+                spec.failure_threshold,
+                spec.recovery_threshold,
+            ):
                 workflow.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
         self._decide()
         if refused and s.alert is None:
             s.alert = PROBE_AUTH_REFUSED
-            workflow.logger.error("%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
-                                  PROBE_AUTH_REFUSED, ", ".join(refused))
+            workflow.logger.error(
+                "%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
+                PROBE_AUTH_REFUSED,
+                ", ".join(refused),
+            )
         self.notes.monitor_alert(s)
 
     def _decide(self) -> None:
@@ -214,11 +240,17 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
         s.alert = REGION_UNRESOLVED if s.unresolved else no_quorum
         # A region this worker cannot resolve is unknown, not unhealthy: with one, "every region is
         # unhealthy" would be a guess; the unhealthy region then has no target (NO_FAILOVER_TARGET).
-        if (not s.unresolved and RegionState.UNHEALTHY in states
-                and all(x in (RegionState.UNHEALTHY, RegionState.SUSPECT) for x in states)):
+        if (
+            not s.unresolved
+            and RegionState.UNHEALTHY in states
+            and all(x in (RegionState.UNHEALTHY, RegionState.SUSPECT) for x in states)
+        ):
             s.alert = ALL_REGIONS_UNHEALTHY
-            workflow.logger.error("%s: every region of fleet %s is unhealthy; traffic is left where it is",
-                                  ALL_REGIONS_UNHEALTHY, s.spec.fleet)
+            workflow.logger.error(
+                "%s: every region of fleet %s is unhealthy; traffic is left where it is",
+                ALL_REGIONS_UNHEALTHY,
+                s.spec.fleet,
+            )
             return
         if s.policy != "automatic" or self.child is not None:
             return
@@ -230,8 +262,9 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
                 target = choose_target(s, name, workflow.now())
                 if target is None:
                     s.alert = NO_FAILOVER_TARGET
-                    workflow.logger.error("%s: %s is unhealthy and no region can take its traffic",
-                                          NO_FAILOVER_TARGET, name)
+                    workflow.logger.error(
+                        "%s: %s is unhealthy and no region can take its traffic", NO_FAILOVER_TARGET, name
+                    )
                     return
                 # The back-off guards against the same obstacle; a region not tried yet is a new chance.
                 if backing_off and target in s.avoid_targets:
@@ -260,15 +293,22 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
 
     def _details(self) -> None:
         s = self._state()
-        rounds = f"{s.probe_rounds} probe rounds" + (" as of the watcher's last return" if s.spec.watcher else "")
-        lines = [f"## Fleet `{s.spec.fleet}` monitor", f"policy **{s.policy}**, {rounds}, turn {s.total_iterations}"]
+        rounds = f"{s.probe_rounds} probe rounds" + (
+            " as of the watcher's last return" if s.spec.watcher else ""
+        )
+        lines = [
+            f"## Fleet `{s.spec.fleet}` monitor",
+            f"policy **{s.policy}**, {rounds}, turn {s.total_iterations}",
+        ]
         if s.alert:
             lines.insert(1, f"# 🚨 {s.alert}: {_ALERT_TEXT.get(s.alert, '')}")
             lines += [f"- {why}" for why in s.unresolved.values()]
         lines.append("\n| region | state | fails | oks | last probe |\n|---|---|---|---|---|")
         for t in s.trackers.values():
-            lines.append(f"| {t.region} | {t.state.value} | {t.consecutive_failures} | {t.consecutive_successes} "
-                         f"| {t.last_status.value if t.last_status else '-'} {t.last_reason} |")
+            lines.append(
+                f"| {t.region} | {t.state.value} | {t.consecutive_failures} | {t.consecutive_successes} "
+                f"| {t.last_status.value if t.last_status else '-'} {t.last_reason} |"
+            )
         lines += self._vote_lines()
         if self.active:
             lines.append(f"\nfailover running: {self.active.source} → {self.active.target}")

@@ -42,8 +42,12 @@ async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: typ
 
 
 def _attrs(fleet: str, operation: str, source: str, target: str | None) -> TypedSearchAttributes:
-    pairs = [SearchAttributePair(sa.FLEET, fleet), SearchAttributePair(sa.OPERATION, operation),
-             SearchAttributePair(sa.PHASE, "pending"), SearchAttributePair(sa.SOURCE_REGION, source)]
+    pairs = [
+        SearchAttributePair(sa.FLEET, fleet),
+        SearchAttributePair(sa.OPERATION, operation),
+        SearchAttributePair(sa.PHASE, "pending"),
+        SearchAttributePair(sa.SOURCE_REGION, source),
+    ]
     if target:
         pairs.append(SearchAttributePair(sa.TARGET_REGION, target))
     return TypedSearchAttributes(pairs)
@@ -69,10 +73,19 @@ class MonitorActions:
         try:
             handle = await workflow.start_child_workflow(
                 "Failover",
-                FailoverInput(spec=s.spec, target=target, source=source, emergency=True, fault_at=t.first_failure_at,
-                              last_good_at=t.last_good_at, initiator="monitor",
-                              reason=f"{source} UNHEALTHY: {t.last_reason}"),
-                id=wid, task_queue=s.spec.task_queue, result_type=FailoverResult,
+                FailoverInput(
+                    spec=s.spec,
+                    target=target,
+                    source=source,
+                    emergency=True,
+                    fault_at=t.first_failure_at,
+                    last_good_at=t.last_good_at,
+                    initiator="monitor",
+                    reason=f"{source} UNHEALTHY: {t.last_reason}",
+                ),
+                id=wid,
+                task_queue=s.spec.task_queue,
+                result_type=FailoverResult,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 search_attributes=_attrs(s.spec.fleet, "failover", source, target),
                 memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": "monitor"},
@@ -89,12 +102,17 @@ class MonitorActions:
             else:
                 self._back_off(f"failover {result.status}: {result.error}")
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
-            rec.status, rec.finished_at = "not started" if isinstance(exc, WorkflowAlreadyStartedError) else "error", workflow.now()
+            rec.status, rec.finished_at = (
+                "not started" if isinstance(exc, WorkflowAlreadyStartedError) else "error",
+                workflow.now(),
+            )
             self._back_off(f"failover {source} → {target} did not run: {exc}")
         finally:
             if rec.status not in ("succeeded", "unverified"):
                 # The next attempt goes to another healthy region first (this one's worker may be dead).
-                s.avoid_targets[target] = workflow.now() + timedelta(seconds=max(300.0, 10 * s.spec.interval_s))
+                s.avoid_targets[target] = workflow.now() + timedelta(
+                    seconds=max(300.0, 10 * s.spec.interval_s)
+                )
             s.last_failover = rec
             self.active = None
             self.child = None
@@ -105,8 +123,11 @@ class MonitorActions:
         wid = f"failback/{s.spec.fleet}"
         try:
             handle = await workflow.start_child_workflow(
-                "Failback", FailbackInput(spec=s.spec, region=rec.source, stabilization_window_s=0, initiator="monitor"),
-                id=wid, task_queue=s.spec.task_queue, result_type=FailbackResult,
+                "Failback",
+                FailbackInput(spec=s.spec, region=rec.source, stabilization_window_s=0, initiator="monitor"),
+                id=wid,
+                task_queue=s.spec.task_queue,
+                result_type=FailbackResult,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 search_attributes=_attrs(s.spec.fleet, "failback", rec.target, rec.source),
                 memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": "monitor"},

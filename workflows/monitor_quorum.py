@@ -38,6 +38,7 @@ class MonitorQuorum:
     early: dict[str, asyncio.Task[dict[str, tuple[str, datetime]]]]
 
     if TYPE_CHECKING:  # MonitorActions's, called from here
+
         async def _failover(self, source: str, target: str) -> None: ...
 
     def _quorum_on(self) -> bool:
@@ -52,7 +53,11 @@ class MonitorQuorum:
     def _forget_votes(self) -> str | None:
         """Drop votes on regions no longer UNHEALTHY (the next transition votes afresh); NO_QUORUM while one stands."""
         s = self.s
-        s.votes = {r: v for r, v in s.votes.items() if r in s.trackers and s.trackers[r].state is RegionState.UNHEALTHY}
+        s.votes = {
+            r: v
+            for r, v in s.votes.items()
+            if r in s.trackers and s.trackers[r].state is RegionState.UNHEALTHY
+        }
         moved = {rec.source for rec in s.failed_over}
         if any(v.verdict == "no_quorum" and r not in moved for r, v in s.votes.items()):
             return NO_QUORUM
@@ -67,8 +72,12 @@ class MonitorQuorum:
         probe confirms: a slow region's vote then costs no second probe's wait after UNHEALTHY.
         Only views seeing it down are kept for the vote (and only while fresh); others are asked again."""
         s = self.s
-        for name in [r for r in self.early if s.trackers.get(r) is None
-                     or s.trackers[r].state in (RegionState.HEALTHY, RegionState.RECOVERING)]:
+        for name in [
+            r
+            for r in self.early
+            if s.trackers.get(r) is None
+            or s.trackers[r].state in (RegionState.HEALTHY, RegionState.RECOVERING)
+        ]:
             del self.early[name]  # the suspicion cleared: its activities finish unread
         suspect = [n for n, t in s.trackers.items() if t.state is RegionState.SUSPECT and n not in self.early]
         if not suspect or not self._quorum_on() or not workflow.patched(EARLY_PATCH):
@@ -87,8 +96,13 @@ class MonitorQuorum:
         try:
             vote = await self._vote(source)
             still = s.trackers.get(source)
-            if (vote.verdict == "confirmed" and still is not None and still.state is RegionState.UNHEALTHY
-                    and s.policy == "automatic" and not s.paused):
+            if (
+                vote.verdict == "confirmed"
+                and still is not None
+                and still.state is RegionState.UNHEALTHY
+                and s.policy == "automatic"
+                and not s.paused
+            ):
                 await self._failover(source, target)  # clears self.child itself
                 return
         finally:
@@ -105,7 +119,11 @@ class MonitorQuorum:
         kept: dict[str, str] = {}
         if early is not None:
             fresh = workflow.now() - timedelta(seconds=spec.quorum.max_age_s)
-            kept = {peer: view for peer, (view, at) in (await early).items() if view.startswith("down") and at >= fresh}
+            kept = {
+                peer: view
+                for peer, (view, at) in (await early).items()
+                if view.startswith("down") and at >= fresh
+            }
         asked = {peer: view for peer, (view, _) in (await self._peer_views(region, skip=kept)).items()} | kept
         views.update({r.name: asked[r.name] for r in spec.regions if r.name != region})
         vote = decide(views, workflow.now(), s.votes.get(region), spec.interval_s)
@@ -118,8 +136,12 @@ class MonitorQuorum:
         spec = self.s.spec
         try:
             batch = await calls.probe_from(
-                ProbeRequest(regions=[region]), queue=peer.queue, probe_timeout_s=spec.probe_timeout_s,
-                vantage_timeout_s=spec.quorum.vantage_timeout_s, summary=f"{peer.name} votes on {region}")
+                ProbeRequest(regions=[region]),
+                queue=peer.queue,
+                probe_timeout_s=spec.probe_timeout_s,
+                vantage_timeout_s=spec.quorum.vantage_timeout_s,
+                summary=f"{peer.name} votes on {region}",
+            )
         except ActivityError as exc:
             if isinstance(exc.cause, CancelledError):
                 raise  # the monitor is stopping

@@ -39,6 +39,7 @@ class MonitorWatch:
     shown_phase: str | None
 
     if TYPE_CHECKING:  # FleetMonitor's own, called from here
+
         def _decide(self) -> None: ...
 
         def _details(self) -> None: ...
@@ -49,7 +50,9 @@ class MonitorWatch:
         """Future moments at which `_decide` may act without any region changing state."""
         s, now = self.s, workflow.now()
         due = [s.next_failover_attempt_at] if s.next_failover_attempt_at else []
-        due += self._vote_due()  # a region UNHEALTHY without a quorum stays so: nothing else wakes the re-vote
+        due += (
+            self._vote_due()
+        )  # a region UNHEALTHY without a quorum stays so: nothing else wakes the re-vote
         window = timedelta(seconds=s.spec.stabilization_window_s)
         for rec in s.failed_over:
             t = s.trackers.get(rec.source)
@@ -68,17 +71,27 @@ class MonitorWatch:
         self.poke = False
         if s.paused:
             try:
-                await workflow.wait_condition(lambda: self.poke, timeout=timedelta(seconds=spec.watcher_checkpoint_s))
+                await workflow.wait_condition(
+                    lambda: self.poke, timeout=timedelta(seconds=spec.watcher_checkpoint_s)
+                )
             except TimeoutError:
                 pass
             return
         inp = WatchInput(
-            regions=spec.region_names, trackers=s.trackers, interval_s=spec.interval_s,
-            fast_confirm=spec.fast_confirm, fast_confirm_interval_s=spec.fast_confirm_interval_s,
-            failure_threshold=spec.failure_threshold, recovery_threshold=spec.recovery_threshold,
-            fail_on_degraded=spec.fail_on_degraded, probe_timeout_s=spec.probe_timeout_s,
-            return_after_s=spec.watcher_checkpoint_s, unresolved=s.unresolved, refused=self.refused,
-            quiet_until=self.quiet_until)
+            regions=spec.region_names,
+            trackers=s.trackers,
+            interval_s=spec.interval_s,
+            fast_confirm=spec.fast_confirm,
+            fast_confirm_interval_s=spec.fast_confirm_interval_s,
+            failure_threshold=spec.failure_threshold,
+            recovery_threshold=spec.recovery_threshold,
+            fail_on_degraded=spec.fail_on_degraded,
+            probe_timeout_s=spec.probe_timeout_s,
+            return_after_s=spec.watcher_checkpoint_s,
+            unresolved=s.unresolved,
+            refused=self.refused,
+            quiet_until=self.quiet_until,
+        )
         handle = calls.start_watch(inp, summary="watch regions")
         try:
             while not handle.done():
@@ -131,8 +144,11 @@ class MonitorWatch:
         self._decide()
         if res.refused and s.alert is None:
             s.alert = PROBE_AUTH_REFUSED
-            workflow.logger.error("%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
-                                  PROBE_AUTH_REFUSED, ", ".join(res.refused))
+            workflow.logger.error(
+                "%s: %s refuse drctl's credentials (workload.auth); their health is unknown",
+                PROBE_AUTH_REFUSED,
+                ", ".join(res.refused),
+            )
         self.notes.monitor_alert(s)
 
     def _show(self) -> None:

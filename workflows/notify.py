@@ -31,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls
 
 
-
 @workflow.defn(name="Notify")
 class Notify:
     @workflow.run
@@ -49,14 +48,19 @@ class Notify:
                 res.delivered.append(hook.name)
         if res.failed:
             # Honest in the UI: a notification that never arrived ends Failed, with who missed it.
-            raise ApplicationError(f"{inp.event.kind} not delivered to: " +
-                                   "; ".join(f"{k}: {v}" for k, v in res.failed.items()),
-                                   res, type="NotificationFailed", non_retryable=True)
+            raise ApplicationError(
+                f"{inp.event.kind} not delivered to: "
+                + "; ".join(f"{k}: {v}" for k, v in res.failed.items()),
+                res,
+                type="NotificationFailed",
+                non_retryable=True,
+            )
         return res
 
     async def _deliver(self, event: Event, hook: ev.WebhookSpec) -> Delivery:
-        return await calls.notify_webhook(DeliverInput(webhook=hook, event=event),
-                                          summary=f"{event.kind} → {hook.name} ({hook.format})")
+        return await calls.notify_webhook(
+            DeliverInput(webhook=hook, event=event), summary=f"{event.kind} → {hook.name} ({hook.format})"
+        )
 
 
 class Notifier:
@@ -84,8 +88,11 @@ class Notifier:
         e = inp.event
         try:
             await workflow.start_child_workflow(
-                Notify.run, inp, id=f"notify/{e.fleet}/{e.kind}/{workflow.uuid4().hex[:12]}",
-                task_queue=self.spec.task_queue, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                Notify.run,
+                inp,
+                id=f"notify/{e.fleet}/{e.kind}/{workflow.uuid4().hex[:12]}",
+                task_queue=self.spec.task_queue,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 execution_timeout=timedelta(seconds=max(w.retry_for_s for w in inp.webhooks) + 60),
                 static_summary=e.summary[:200],
             )
@@ -99,13 +106,30 @@ class Notifier:
     # --- event points -------------------------------------------------------------------------
 
     def failover_started(self, inp: FailoverInput) -> None:
-        self.emit(ev.failover_started(**self._base(), source=inp.source, target=inp.target,
-                                      initiator=inp.initiator, reason=inp.reason or "", emergency=inp.emergency))
+        self.emit(
+            ev.failover_started(
+                **self._base(),
+                source=inp.source,
+                target=inp.target,
+                initiator=inp.initiator,
+                reason=inp.reason or "",
+                emergency=inp.emergency,
+            )
+        )
 
     async def failover_ended(self, res: FailoverResult) -> None:
-        self.emit(ev.failover_ended(**self._base(), status=res.status, source=res.source, target=res.target,
-                                    error=res.error, rto_s=res.rto_s, rto_target_s=res.rto_target_s,
-                                    rto_met=res.rto_met))
+        self.emit(
+            ev.failover_ended(
+                **self._base(),
+                status=res.status,
+                source=res.source,
+                target=res.target,
+                error=res.error,
+                rto_s=res.rto_s,
+                rto_target_s=res.rto_target_s,
+                rto_met=res.rto_met,
+            )
+        )
         await self.flush()
 
     def monitor_alert(self, state: MonitorState) -> None:
@@ -115,19 +139,37 @@ class Notifier:
         self.alert = state.alert
 
     async def drill_verdict(self, report: DrillReport) -> None:
-        self.emit(ev.drill_verdict(**self._base(), verdict=report.verdict.value, experiment=report.experiment,
-                                   target=report.target_region, reasons=report.reasons,
-                                   rto_s=report.measured_rto_s, rto_target_s=report.rto_target_s))
+        self.emit(
+            ev.drill_verdict(
+                **self._base(),
+                verdict=report.verdict.value,
+                experiment=report.experiment,
+                target=report.target_region,
+                reasons=report.reasons,
+                rto_s=report.measured_rto_s,
+                rto_target_s=report.rto_target_s,
+            )
+        )
         await self.flush()
 
     async def upgrade_ended(self, res: UpgradeResult) -> None:
         # An aborted wave was rolled back too: the operator asked, but the fleet still changed back.
-        rolled = [w.region for w in res.waves
-                  if w.outcome in (Outcome.ROLLED_BACK, Outcome.ABORTED, Outcome.ROLLBACK_FAILED)]
+        rolled = [
+            w.region
+            for w in res.waves
+            if w.outcome in (Outcome.ROLLED_BACK, Outcome.ABORTED, Outcome.ROLLBACK_FAILED)
+        ]
         if res.outcome in (Outcome.ROLLED_BACK, Outcome.ROLLBACK_FAILED) or rolled:
-            self.emit(ev.upgrade_rolled_back(**self._base(), image=res.image, outcome=res.outcome.value,
-                                             region=res.failed_region or (rolled[0] if rolled else None),
-                                             reason=res.reason, metric=res.failed_metric))
+            self.emit(
+                ev.upgrade_rolled_back(
+                    **self._base(),
+                    image=res.image,
+                    outcome=res.outcome.value,
+                    region=res.failed_region or (rolled[0] if rolled else None),
+                    reason=res.reason,
+                    metric=res.failed_metric,
+                )
+            )
         await self.flush()
 
 

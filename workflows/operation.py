@@ -96,8 +96,10 @@ def no_worker(exc: BaseException, queue: str) -> str | None:
     cause = exc.cause if isinstance(exc, ActivityError) else None
     if isinstance(cause, ActivityTimeout) and cause.type is TimeoutType.SCHEDULE_TO_START:
         name = exc.activity_type if isinstance(exc, ActivityError) else "activity"
-        return (f"no worker picked up {name} from task queue {queue!r} within {QUEUE_WAIT_S:g} s: "
-                "is the worker serving that queue running (`drctl worker --region R`)?")
+        return (
+            f"no worker picked up {name} from task queue {queue!r} within {QUEUE_WAIT_S:g} s: "
+            "is the worker serving that queue running (`drctl worker --region R`)?"
+        )
     return None
 
 
@@ -184,8 +186,10 @@ class Operation:
         self.phases.awaiting_approval = True
         self.phases.enter(ops.PHASE_AWAITING_APPROVAL, details)
         try:
-            await workflow.wait_condition(lambda: self.approved_by is not None or self.abort_reason is not None,
-                                          timeout=timedelta(seconds=timeout_s))
+            await workflow.wait_condition(
+                lambda: self.approved_by is not None or self.abort_reason is not None,
+                timeout=timedelta(seconds=timeout_s),
+            )
         except TimeoutError:
             self.abort_reason = f"no approval within {timeout_s:g} s"
         finally:
@@ -211,8 +215,12 @@ class Operation:
             fleet, self._locked = self._locked, None
             await release_fleet(fleet)
 
-    async def conclude(self, phases: Awaitable[R], failure: Callable[[R], str | None],
-                       after: Callable[[R], Awaitable[None]] | None = None) -> R:
+    async def conclude(
+        self,
+        phases: Awaitable[R],
+        failure: Callable[[R], str | None],
+        after: Callable[[R], Awaitable[None]] | None = None,
+    ) -> R:
         """Run the operation's phases, give the lock back whatever happens, then end with the result.
 
         `failure` says why a result is a failure (None: it is not); the workflow then ends Failed,
@@ -232,7 +240,9 @@ class Operation:
 
     # --- the end ----------------------------------------------------------------------------------
 
-    async def finish(self, verdict: str, details: str, *, ok: bool, memo: dict[str, Any] | None = None) -> None:
+    async def finish(
+        self, verdict: str, details: str, *, ok: bool, memo: dict[str, Any] | None = None
+    ) -> None:
         """Record the outcome where operators look (phase, DrctlVerdict, memo, UI details), then let
         any update still running end before the workflow does."""
         self.finished = True

@@ -123,20 +123,30 @@ class Control:
             await self.hold()
             if self.promote_requested:
                 return None
-            result = await self.abortable(calls.analyze_tracks(
-                req, queue=queue, summary=f"analyse {req.candidate} vs {req.baseline} for {req.window_s:g}s"))
+            result = await self.abortable(
+                calls.analyze_tracks(
+                    req,
+                    queue=queue,
+                    summary=f"analyse {req.candidate} vs {req.baseline} for {req.window_s:g}s",
+                )
+            )
             history.append(result)
             self.phases.note("last analysis", f"{result.verdict.value}: {result.reason}")
             if result.verdict is Verdict.PASS:
                 return result
             if result.verdict is Verdict.FAIL:
-                if (latency_failed is None and result.failed_metric in LATENCY_METRICS
-                        and workflow.patched(LATENCY_CONFIRM_PATCH)):
+                if (
+                    latency_failed is None
+                    and result.failed_metric in LATENCY_METRICS
+                    and workflow.patched(LATENCY_CONFIRM_PATCH)
+                ):
                     latency_failed = result
                     self.phases.note("last analysis", f"FAIL, measuring again to confirm: {result.reason}")
                     continue
                 confirmed = f" (and the window before: {latency_failed.reason})" if latency_failed else ""
-                raise Stop(Outcome.ROLLED_BACK, f"analysis failed: {result.reason}{confirmed}", result.failed_metric)
+                raise Stop(
+                    Outcome.ROLLED_BACK, f"analysis failed: {result.reason}{confirmed}", result.failed_metric
+                )
             inconclusive += 1
             if inconclusive >= max_inconclusive:
                 self.pause(f"{inconclusive} inconclusive analyses: {result.reason}")

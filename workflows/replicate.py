@@ -38,9 +38,14 @@ class Replicate:
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> ReplicateStatus:
         s = self.state
-        return ReplicateStatus(fleet=self.inp.fleet, rpo_target_s=self.inp.rpo_target_s, total_runs=s.total_runs,
-                               total_transfers=s.total_transfers, total_bytes=s.total_bytes,
-                               pairs=list(s.pairs.values()))
+        return ReplicateStatus(
+            fleet=self.inp.fleet,
+            rpo_target_s=self.inp.rpo_target_s,
+            total_runs=s.total_runs,
+            total_transfers=s.total_transfers,
+            total_bytes=s.total_bytes,
+            pairs=list(s.pairs.values()),
+        )
 
     @workflow.run
     async def run(self, inp: ReplicateInput) -> ReplicateStatus:
@@ -56,7 +61,9 @@ class Replicate:
             left = (wake - workflow.now()).total_seconds() if wake else 1.0
             if left > 0:
                 try:
-                    await workflow.wait_condition(lambda: self.state.stopping, timeout=timedelta(seconds=left))
+                    await workflow.wait_condition(
+                        lambda: self.state.stopping, timeout=timedelta(seconds=left)
+                    )
                 except TimeoutError:
                     pass
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -71,8 +78,11 @@ class Replicate:
         started = workflow.now()
         try:
             run = await calls.replicate_pair(
-                p, queue=self.inp.queues.get(p.replica_region, self.inp.task_queue), timeout_s=self.inp.timeout_s,
-                summary=f"rclone {p.mode} {p.bucket} {p.source_region} → {p.replica_region}")
+                p,
+                queue=self.inp.queues.get(p.replica_region, self.inp.task_queue),
+                timeout_s=self.inp.timeout_s,
+                summary=f"rclone {p.mode} {p.bucket} {p.source_region} → {p.replica_region}",
+            )
         except ActivityError as exc:
             ps.failures += 1
             workflow.logger.warning("replication %s failed: %s", p.key, cause_of(exc))
@@ -91,9 +101,13 @@ class Replicate:
         ps.next_run_at = started + timedelta(seconds=p.interval_s)
 
     def _render(self) -> None:
-        lines = [f"## Replication of fleet `{self.inp.fleet}`", f"RPO target {self.inp.rpo_target_s:g} s, "
-                 f"{self.state.total_runs} runs, {self.state.total_transfers} objects / {self.state.total_bytes} bytes copied",
-                 "\n| bucket | replica | lag s | behind | last run | transfers | bytes | check |", "|---|---|---|---|---|---|---|---|"]
+        lines = [
+            f"## Replication of fleet `{self.inp.fleet}`",
+            f"RPO target {self.inp.rpo_target_s:g} s, "
+            f"{self.state.total_runs} runs, {self.state.total_transfers} objects / {self.state.total_bytes} bytes copied",
+            "\n| bucket | replica | lag s | behind | last run | transfers | bytes | check |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for ps in self.state.pairs.values():
             r = ps.last
             if r is None:
@@ -101,9 +115,11 @@ class Replicate:
                 continue
             lag = "?" if r.lag.lag_s is None else f"{r.lag.lag_s:.1f}"
             over = " **> RPO**" if r.lag.lag_s and r.lag.lag_s > self.inp.rpo_target_s else ""
-            lines.append(f"| {r.bucket} | {r.replica_region} | {lag}{over} | {r.lag.unreplicated} | "
-                         f"{r.finished_at:%H:%M:%S} | {r.stats.transfers} | {r.stats.bytes} | "
-                         f"{'ok' if r.check_ok else (r.error or 'differs')} |")
+            lines.append(
+                f"| {r.bucket} | {r.replica_region} | {lag}{over} | {r.lag.unreplicated} | "
+                f"{r.finished_at:%H:%M:%S} | {r.stats.transfers} | {r.stats.bytes} | "
+                f"{'ok' if r.check_ok else (r.error or 'differs')} |"
+            )
         workflow.set_current_details("\n".join(lines))
 
 

@@ -13,13 +13,24 @@ with workflow.unsafe.imports_passed_through():
 PATCH = "record-outcome-metrics"
 
 
-async def record_outcome(operation: str, fleet: str, result: str, rto_s: float | None, rto_target_s: float) -> None:
+async def record_outcome(
+    operation: str, fleet: str, result: str, rto_s: float | None, rto_target_s: float
+) -> None:
     """Count the outcome through the `record_outcome` activity; a failure there is logged, never raised."""
     if not workflow.patched(PATCH):
         return
     inp = OutcomeInput.model_validate(
-        {"operation": operation, "fleet": fleet, "result": result, "rto_s": rto_s, "rto_target_s": rto_target_s})
+        {
+            "operation": operation,
+            "fleet": fleet,
+            "result": result,
+            "rto_s": rto_s,
+            "rto_target_s": rto_target_s,
+        }
+    )
     try:
         await calls.record_outcome(inp, summary=f"metrics: {operation} {result}")
     except ActivityError as exc:
-        workflow.logger.warning("could not record the %s outcome in the metrics: %s", operation, exc.cause or exc)
+        workflow.logger.warning(
+            "could not record the %s outcome in the metrics: %s", operation, exc.cause or exc
+        )

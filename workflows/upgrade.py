@@ -43,10 +43,14 @@ class Upgrade(Progressive):
 
     @workflow.query(name="status")
     def status(self) -> UpgradeStatus:
-        return self.state.model_copy(update={
-            "phase": self.phases.phase, "paused": self.ctl.paused, "pause_reason": self.ctl.pause_reason,
-            "awaiting_approval": self.phases.awaiting_approval,
-        })
+        return self.state.model_copy(
+            update={
+                "phase": self.phases.phase,
+                "paused": self.ctl.paused,
+                "pause_reason": self.ctl.pause_reason,
+                "awaiting_approval": self.phases.awaiting_approval,
+            }
+        )
 
     def on_abort(self) -> str:
         return f"abort requested in phase {self.phases.phase}; rolling back {self.state.region or ''}".strip()
@@ -93,13 +97,22 @@ class Upgrade(Progressive):
 
     @workflow.run
     async def run(self, req: UpgradeRequest) -> UpgradeResult:
-        return await self.conclude(self._run(req), lambda res: None if res.outcome is Outcome.SUCCEEDED
-                                   else f"upgrade {res.outcome.value}: {res.reason}")
+        return await self.conclude(
+            self._run(req),
+            lambda res: (
+                None if res.outcome is Outcome.SUCCEEDED else f"upgrade {res.outcome.value}: {res.reason}"
+            ),
+        )
 
     async def _run(self, req: UpgradeRequest) -> UpgradeResult:
         self.phases.title = f"Upgrade of `{req.spec.fleet}` to `{req.release.image}` ({req.strategy.value})"
-        res = UpgradeResult(upgrade_id=req.upgrade_id, image=req.release.image, strategy=req.strategy,
-                            outcome=Outcome.FAILED, reason="")
+        res = UpgradeResult(
+            upgrade_id=req.upgrade_id,
+            image=req.release.image,
+            strategy=req.strategy,
+            outcome=Outcome.FAILED,
+            reason="",
+        )
         try:
             await self.claim(req.spec.fleet)
             await self._read_releases(req)
@@ -107,11 +120,16 @@ class Upgrade(Progressive):
             for i, region in enumerate(req.regions):
                 if i > 0 and req.approval_between_regions:
                     self.approved_by = None  # each region is approved on its own
-                    await self.await_approval(f"waiting for `drctl ops approve` before upgrading {region}",
-                                              req.spec.approval_timeout_s)
+                    await self.await_approval(
+                        f"waiting for `drctl ops approve` before upgrading {region}",
+                        req.spec.approval_timeout_s,
+                    )
                 self.ctl.check_abort()
                 await self.steps.run(req, region, res)
-            res.outcome, res.reason = Outcome.SUCCEEDED, f"{req.release.image} is stable in {', '.join(req.regions)}"
+            res.outcome, res.reason = (
+                Outcome.SUCCEEDED,
+                f"{req.release.image} is stable in {', '.join(req.regions)}",
+            )
         except Stop as stop:
             res.outcome, res.reason, res.failed_metric = stop.outcome, stop.reason, stop.metric
         except (ActivityError, ApplicationError) as exc:
@@ -122,7 +140,9 @@ class Upgrade(Progressive):
         if res.outcome is not Outcome.SUCCEEDED and kept:
             # A mixed fleet must be impossible to miss: earlier waves were proven and stay upgraded.
             res.reason += f"; {', '.join(kept)} already promoted, still on {req.release.image} (mixed fleet)"
-        await self.finish(res.outcome.value, f"{res.outcome.value}: {res.reason}", ok=res.outcome is Outcome.SUCCEEDED)
+        await self.finish(
+            res.outcome.value, f"{res.outcome.value}: {res.reason}", ok=res.outcome is Outcome.SUCCEEDED
+        )
         await Notifier(req.spec).upgrade_ended(res)
         return res
 
@@ -132,8 +152,10 @@ class Upgrade(Progressive):
         self.phases.enter("preflight", "reading each region's current release")
         for region in req.regions:
             self.steps.before[region] = await calls.get_stable_release(
-                RegionRequest(region=region), queue=req.spec.region(region).queue,
-                summary=f"read stable release in {region}")
+                RegionRequest(region=region),
+                queue=req.spec.region(region).queue,
+                summary=f"read stable release in {region}",
+            )
 
     # --- backup gate ----------------------------------------------------------------------------
 
@@ -141,11 +163,13 @@ class Upgrade(Progressive):
         self.phases.enter("backup", f"Velero backup of {', '.join(req.regions)} before anything changes")
         for region in req.regions:
             name = f"upgrade-{req.upgrade_id}-{region}"
-            breq = BackupRequest(region=region, name=name, namespaces=[req.namespaces[region]],
-                                 label_selector={"app": req.app})
+            breq = BackupRequest(
+                region=region, name=name, namespaces=[req.namespaces[region]], label_selector={"app": req.app}
+            )
             try:
-                backup = await self.abortable(calls.create_backup(
-                    breq, queue=req.spec.region(region).queue, summary=f"backup {name}"))
+                backup = await self.abortable(
+                    calls.create_backup(breq, queue=req.spec.region(region).queue, summary=f"backup {name}")
+                )
             except (ActivityError, ApplicationError) as exc:
                 # The gate: nothing has been changed yet, and nothing will be.
                 raise Stop(Outcome.BACKUP_FAILED, f"backup failed, nothing changed: {cause_of(exc)}") from exc

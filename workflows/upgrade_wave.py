@@ -56,8 +56,14 @@ def ended_on(req: UpgradeRequest, waves: list[RegionWave], before: dict[str, Rel
         if outcome.get(region) is Outcome.SUCCEEDED:
             out.append(RegionRelease(region=region, image=req.release.image, state="upgraded"))
         elif wave is not None and wave.outcome is Outcome.ROLLBACK_FAILED:
-            out.append(RegionRelease(region=region, image=wave.stable_image or before[region].image,
-                                     state="rollback-failed", left_behind=list(wave.left_behind)))
+            out.append(
+                RegionRelease(
+                    region=region,
+                    image=wave.stable_image or before[region].image,
+                    state="rollback-failed",
+                    left_behind=list(wave.left_behind),
+                )
+            )
         else:
             state = "rolled-back" if region in outcome else "not-started"
             out.append(RegionRelease(region=region, image=before[region].image, state=state))  # type: ignore[arg-type]
@@ -102,38 +108,65 @@ class WaveSteps:
         wave.outcome, wave.reason = Outcome.SUCCEEDED, f"{req.release.image} stable in {region}"
 
     async def _weights(self, req: UpgradeRequest, region: str, weights: dict[str, int]) -> None:
-        await self.ctl.abortable(calls.set_track_weights(
-            TrackWeightsRequest(region=region, weights=weights), queue=req.spec.region(region).queue,
-            summary=f"{region} track weights " + " / ".join(f"{k} {v}" for k, v in weights.items())))
+        await self.ctl.abortable(
+            calls.set_track_weights(
+                TrackWeightsRequest(region=region, weights=weights),
+                queue=req.spec.region(region).queue,
+                summary=f"{region} track weights " + " / ".join(f"{k} {v}" for k, v in weights.items()),
+            )
+        )
         self.phases.note(f"weights {region}", " / ".join(f"{k} {v}" for k, v in weights.items()))
 
     async def _ready(self, req: UpgradeRequest, region: str, track: str, replicas: int | None = None) -> None:
         name, queue = f"{req.app}-{track}", req.spec.region(region).queue
         if replicas is not None:
-            await self.ctl.abortable(calls.scale_deployment(
-                ScaleInput(region=region, replicas=replicas, deployment=name), queue=queue,
-                summary=f"scale {name} to {replicas}"))
-        await self.ctl.abortable(calls.wait_rollout(
-            WaitRolloutInput(region=region, timeout_s=req.spec.rollout_timeout_s, deployment=name), queue=queue,
-            summary=f"wait for {name} in {region}"))
+            await self.ctl.abortable(
+                calls.scale_deployment(
+                    ScaleInput(region=region, replicas=replicas, deployment=name),
+                    queue=queue,
+                    summary=f"scale {name} to {replicas}",
+                )
+            )
+        await self.ctl.abortable(
+            calls.wait_rollout(
+                WaitRolloutInput(region=region, timeout_s=req.spec.rollout_timeout_s, deployment=name),
+                queue=queue,
+                summary=f"wait for {name} in {region}",
+            )
+        )
 
     async def _deploy(self, req: UpgradeRequest, region: str, track: str, replicas: int) -> None:
-        self.phases.enter(f"deploy-{track}", f"`{req.app}-{track}` with `{req.release.image}` ×{replicas} in `{region}`")
+        self.phases.enter(
+            f"deploy-{track}", f"`{req.app}-{track}` with `{req.release.image}` ×{replicas} in `{region}`"
+        )
         queue = req.spec.region(region).queue
-        await self.ctl.abortable(calls.deploy_track(
-            TrackDeployRequest(region=region, track=track, release=req.release, replicas=replicas), queue=queue,
-            summary=f"deploy {track} in {region}"))
+        await self.ctl.abortable(
+            calls.deploy_track(
+                TrackDeployRequest(region=region, track=track, release=req.release, replicas=replicas),
+                queue=queue,
+                summary=f"deploy {track} in {region}",
+            )
+        )
         await self._ready(req, region, track)
         self.phases.enter("warm-up", f"{req.warmup_prompts} prompts per {track} replica in `{region}`")
-        warm = await self.ctl.abortable(calls.warm_up(
-            WarmupRequest(region=region, track=track, prompts=req.warmup_prompts), queue=queue,
-            summary=f"warm up {track} in {region}"))
-        self.phases.note(f"warm-up {region}", f"{warm.ok} ok / {warm.failed} failed on {warm.replicas} replicas")
+        warm = await self.ctl.abortable(
+            calls.warm_up(
+                WarmupRequest(region=region, track=track, prompts=req.warmup_prompts),
+                queue=queue,
+                summary=f"warm up {track} in {region}",
+            )
+        )
+        self.phases.note(
+            f"warm-up {region}", f"{warm.ok} ok / {warm.failed} failed on {warm.replicas} replicas"
+        )
 
     def _analysis(self, req: UpgradeRequest, region: str, track: str) -> AnalysisRequest:
-        return AnalysisRequest(candidate=TrackRef(region=region, track=track),
-                               baseline=TrackRef(region=region, track="stable"),
-                               window_s=req.step_pause_s, limits=req.limits)
+        return AnalysisRequest(
+            candidate=TrackRef(region=region, track=track),
+            baseline=TrackRef(region=region, track="stable"),
+            window_s=req.step_pause_s,
+            limits=req.limits,
+        )
 
     async def _canary(self, req: UpgradeRequest, region: str, wave: RegionWave) -> None:
         full = req.spec.region(region).replicas
@@ -149,11 +182,20 @@ class WaveSteps:
                 self.phases.enter("scale-canary", f"canary to {needed} replicas for {pct} %")
                 await self._ready(req, region, "canary", needed)
                 current = needed
-            self.phases.enter(f"step-{pct}", f"`{region}`: canary {pct} %, analysing for {req.step_pause_s:g}s")
+            self.phases.enter(
+                f"step-{pct}", f"`{region}`: canary {pct} %, analysing for {req.step_pause_s:g}s"
+            )
             await self._weights(req, region, {"stable": 100 - pct, "canary": pct})
             wave.step_percent = self.state.step_percent = pct
-            if await self.ctl.analyse(self._analysis(req, region, "canary"), req.spec.region(region).queue,
-                                      req.max_inconclusive, wave.analyses) is None:
+            if (
+                await self.ctl.analyse(
+                    self._analysis(req, region, "canary"),
+                    req.spec.region(region).queue,
+                    req.max_inconclusive,
+                    wave.analyses,
+                )
+                is None
+            ):
                 break
         await self._promote(req, region, "canary")
 
@@ -162,15 +204,21 @@ class WaveSteps:
         self.phases.enter("preview", f"`{region}`: green in preview, compared with blue (stable)")
         self.candidate_live = True
         queue = req.spec.region(region).queue
-        await self.ctl.analyse(self._analysis(req, region, "green"), queue, req.max_inconclusive, wave.analyses)
+        await self.ctl.analyse(
+            self._analysis(req, region, "green"), queue, req.max_inconclusive, wave.analyses
+        )
         self.ctl.check_abort()
-        self.phases.enter("switch", f"`{region}`: all traffic to green; blue kept {req.scale_down_delay_s:g}s")
+        self.phases.enter(
+            "switch", f"`{region}`: all traffic to green; blue kept {req.scale_down_delay_s:g}s"
+        )
         await self._weights(req, region, {"stable": 0, "green": 100})
         wave.step_percent = self.state.step_percent = 100
         # Blue keeps running through the delay, so an abort or a failed check flips back at once.
         try:
-            await workflow.wait_condition(lambda: self.ctl.abort_reason is not None or self.ctl.promote_requested,
-                                          timeout=timedelta(seconds=req.scale_down_delay_s))
+            await workflow.wait_condition(
+                lambda: self.ctl.abort_reason is not None or self.ctl.promote_requested,
+                timeout=timedelta(seconds=req.scale_down_delay_s),
+            )
         except TimeoutError:
             pass
         self.ctl.check_abort()
@@ -179,18 +227,25 @@ class WaveSteps:
     async def _promote(self, req: UpgradeRequest, region: str, track: str) -> None:
         """Stable takes the new image by a rolling update, then carries all traffic again."""
         self.ctl.check_abort()
-        self.phases.enter("promote", f"`{region}`: stable rolls to `{req.release.image}`, then {track} is removed")
+        self.phases.enter(
+            "promote", f"`{region}`: stable rolls to `{req.release.image}`, then {track} is removed"
+        )
         # From here on stable may run the new release: a rollback must put the old one back.
         self.promoting.add(region)
         queue = req.spec.region(region).queue
-        await self.ctl.abortable(calls.set_stable_release(
-            PromoteRequest(region=region, release=req.release), queue=queue,
-            summary=f"stable to {req.release.image} in {region}"))
+        await self.ctl.abortable(
+            calls.set_stable_release(
+                PromoteRequest(region=region, release=req.release),
+                queue=queue,
+                summary=f"stable to {req.release.image} in {region}",
+            )
+        )
         await self._ready(req, region, "stable")
         self.candidate_live = False
         await self._weights(req, region, {"stable": 100, track: 0})
-        await calls.remove_track(RegionTrackRequest(region=region, track=track), queue=queue,
-                                 summary=f"remove {track} in {region}")
+        await calls.remove_track(
+            RegionTrackRequest(region=region, track=track), queue=queue, summary=f"remove {track} in {region}"
+        )
 
     async def _roll_back(self, req: UpgradeRequest, region: str, track: str, wave: RegionWave) -> None:
         """Roll the region back; if any step failed, the wave ends ROLLBACK_FAILED, never "rolled back"."""
@@ -228,21 +283,39 @@ class WaveSteps:
         self.candidate_live = False
         left: list[str] = []
         candidate, queue = f"{req.app}-{track}", req.spec.region(region).queue
-        shifted = await self._undo(left, f"traffic still reaches {candidate} ({req.release.image})",
-                                   calls.set_track_weights(
-            TrackWeightsRequest(region=region, weights={"stable": 100, track: 0}), queue=queue,
-            summary=f"{region}: all traffic back to stable"))
+        shifted = await self._undo(
+            left,
+            f"traffic still reaches {candidate} ({req.release.image})",
+            calls.set_track_weights(
+                TrackWeightsRequest(region=region, weights={"stable": 100, track: 0}),
+                queue=queue,
+                summary=f"{region}: all traffic back to stable",
+            ),
+        )
         old = self.before.get(region)
         if old is not None and region in self.promoting:
-            await self._undo(left, f"stable {req.app}-stable may still run {req.release.image}, not {old.image}",
-                             calls.set_stable_release(
-                PromoteRequest(region=region, release=old), queue=queue, summary=f"stable back to {old.image}"))
+            await self._undo(
+                left,
+                f"stable {req.app}-stable may still run {req.release.image}, not {old.image}",
+                calls.set_stable_release(
+                    PromoteRequest(region=region, release=old),
+                    queue=queue,
+                    summary=f"stable back to {old.image}",
+                ),
+            )
         if not shifted:
             # Removing a candidate that still takes traffic would turn a failed rollback into an outage.
             left.append(f"{candidate} ({req.release.image}) kept: it may still serve traffic")
         else:
-            await self._undo(left, f"{candidate} ({req.release.image}) still deployed", calls.remove_track(
-                RegionTrackRequest(region=region, track=track), queue=queue, summary=f"remove {track} in {region}"))
+            await self._undo(
+                left,
+                f"{candidate} ({req.release.image}) still deployed",
+                calls.remove_track(
+                    RegionTrackRequest(region=region, track=track),
+                    queue=queue,
+                    summary=f"remove {track} in {region}",
+                ),
+            )
         if not left:
             self.phases.note(f"rollback {region}", why)
         return left

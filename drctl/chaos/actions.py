@@ -26,8 +26,15 @@ from drctl.chaos.faults import (
 from drctl.chaos.faults import now as _now
 from drctl.config.schema import FleetConfig, RegionConfig
 
-__all__ = ["RESTORE_ANNOTATION", "FaultNotInjected", "clear_faults", "degrade_region", "kill_gateway",
-           "kill_region_replicas", "kill_replicas"]
+__all__ = [
+    "RESTORE_ANNOTATION",
+    "FaultNotInjected",
+    "clear_faults",
+    "degrade_region",
+    "kill_gateway",
+    "kill_region_replicas",
+    "kill_replicas",
+]
 
 
 def _owner(configuration: dict[str, Any] | None) -> str | None:
@@ -43,7 +50,9 @@ def _target(configuration: dict[str, Any] | None, region: str) -> tuple[FleetCon
     return cfg, region_cfg
 
 
-def _admin(region: RegionConfig, path: str, body: dict[str, Any], configuration: dict[str, Any] | None) -> Any:
+def _admin(
+    region: RegionConfig, path: str, body: dict[str, Any], configuration: dict[str, Any] | None
+) -> Any:
     return admin(region, path, {**body, "owner": _owner(configuration)})
 
 
@@ -71,7 +80,9 @@ def kill_region_replicas(
     """Region outage: every replica of the track goes down and stays down until `clear_faults`."""
     cfg, rc = _target(configuration, region)
     if cfg.drills.fault_injector == "devstack":
-        out = _admin(rc, "/faults/replicas", {"action": "kill", "track": track, "stay_down": True}, configuration)
+        out = _admin(
+            rc, "/faults/replicas", {"action": "kill", "track": track, "stay_down": True}, configuration
+        )
         return _injected(region, "region-outage", list(out.get("affected", [])))
     apps = apps_api(rc)
     name, ns = cfg.workload.deployment_name(track), rc.kube.namespace
@@ -99,7 +110,9 @@ def kill_replicas(
         raise ValueError("count must be at least 1")
     cfg, rc = _target(configuration, region)
     if cfg.drills.fault_injector == "devstack":
-        out = _admin(rc, "/faults/replicas", {"action": "kill", "track": track, "count": count}, configuration)
+        out = _admin(
+            rc, "/faults/replicas", {"action": "kill", "track": track, "count": count}, configuration
+        )
         return _injected(region, "replica-loss", list(out.get("affected", [])))
     core = _core(rc)
     selector = f"app={cfg.workload.app},drctl.io/track={track}"
@@ -142,7 +155,9 @@ def kill_gateway(region: str, configuration: dict[str, Any] | None = None) -> di
     return _injected(region, "gateway-loss", list(affected or [f"{region}/gateway"]))
 
 
-def clear_faults(region: str, track: str = "stable", configuration: dict[str, Any] | None = None) -> dict[str, Any]:
+def clear_faults(
+    region: str, track: str = "stable", configuration: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Rollback: undo every fault in the region (restart, thaw, restore the gateway, restore replicas)."""
     cfg, _ = _target(configuration, region)
     return clear_region(cfg, region, (track,))

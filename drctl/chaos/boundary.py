@@ -26,8 +26,10 @@ from drctl.config.schema import FleetConfig
 
 ALLOWED_MODULES = ("drctl.chaos.actions", "drctl.chaos.probes")
 # Keys chaoslib reads as code or credentials, wherever they appear.
-_FORBIDDEN_KEYS = {"controls": "controls load arbitrary python modules",
-                   "secrets": "secrets read credentials from the environment or a vault"}
+_FORBIDDEN_KEYS = {
+    "controls": "controls load arbitrary python modules",
+    "secrets": "secrets read credentials from the environment or a vault",
+}
 # chaoslib fills these itself; given as arguments they would replace the checked configuration.
 _RESERVED_ARGS = ("configuration", "secrets")
 _CREDENTIAL = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
@@ -51,7 +53,11 @@ def _walk(node: Any, where: str) -> Iterator[tuple[str, Any]]:
 def allowed_functions(module: str) -> set[str]:
     """Public functions defined in `module` itself (not ones it imports, such as `fleet`)."""
     mod = importlib.import_module(module)
-    return {n for n, f in vars(mod).items() if inspect.isfunction(f) and not n.startswith("_") and f.__module__ == module}
+    return {
+        n
+        for n, f in vars(mod).items()
+        if inspect.isfunction(f) and not n.startswith("_") and f.__module__ == module
+    }
 
 
 def fleet_origins(cfg: FleetConfig) -> set[tuple[str, str, int | None]]:
@@ -72,7 +78,9 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 def _check_python(where: str, provider: dict[str, Any]) -> None:
     module, func = provider.get("module"), provider.get("func")
     if module not in ALLOWED_MODULES:
-        raise BoundaryViolation(f"{where}: python module {module!r} is not allowed; drills run only {', '.join(ALLOWED_MODULES)}")
+        raise BoundaryViolation(
+            f"{where}: python module {module!r} is not allowed; drills run only {', '.join(ALLOWED_MODULES)}"
+        )
     if not isinstance(func, str) or func not in allowed_functions(module):
         # Quoted unless a plain name: the value comes from the experiment and may hold control characters.
         shown = func if isinstance(func, str) and func.isidentifier() else repr(func)
@@ -82,7 +90,9 @@ def _check_python(where: str, provider: dict[str, Any]) -> None:
         raise BoundaryViolation(f"{where}: arguments must be a mapping")
     for name in _RESERVED_ARGS:
         if name in args:
-            raise BoundaryViolation(f"{where}: argument {name!r} is reserved (chaoslib passes the checked one)")
+            raise BoundaryViolation(
+                f"{where}: argument {name!r} is reserved (chaoslib passes the checked one)"
+            )
 
 
 def _check_http(where: str, provider: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig) -> None:
@@ -91,7 +101,8 @@ def _check_http(where: str, provider: dict[str, Any], conf: dict[str, Any], cfg:
     url = substitute(provider.get("url"), conf, {})
     if not isinstance(url, str) or _origin(url) not in fleet_origins(cfg):
         raise BoundaryViolation(
-            f"{where}: HTTP provider url {url!r} is not the fleet's global endpoint or a region gateway")
+            f"{where}: HTTP provider url {url!r} is not the fleet's global endpoint or a region gateway"
+        )
 
 
 def _check_provider(where: str, provider: Any, conf: dict[str, Any], cfg: FleetConfig) -> None:
@@ -103,7 +114,9 @@ def _check_provider(where: str, provider: Any, conf: dict[str, Any], cfg: FleetC
     elif kind == "http":
         _check_http(where, provider, conf, cfg)
     else:
-        raise BoundaryViolation(f"{where}: provider type {kind!r} is not allowed in a drill (only python and http)")
+        raise BoundaryViolation(
+            f"{where}: provider type {kind!r} is not allowed in a drill (only python and http)"
+        )
 
 
 def _env_allowed(name: str, env_key: Any) -> bool:
@@ -119,14 +132,18 @@ def _check_configuration(exp: dict[str, Any]) -> None:
             continue
         if value.get("type") != "env":
             raise BoundaryViolation(
-                f"configuration.{key}: dynamic configuration of type {value.get('type')!r} is not allowed in a drill")
+                f"configuration.{key}: dynamic configuration of type {value.get('type')!r} is not allowed in a drill"
+            )
         if not _env_allowed(key, value.get("key")):
             raise BoundaryViolation(
                 f"configuration.{key}: may not read environment variable {value.get('key')!r}; a drill reads only "
-                f"{', '.join(f'{k}<-{v}' for k, v in CONFIG_ENV.items())} and <name><-DRCTL_<NAME> (no secrets)")
+                f"{', '.join(f'{k}<-{v}' for k, v in CONFIG_ENV.items())} and <name><-DRCTL_<NAME> (no secrets)"
+            )
 
 
-def check_boundary(exp: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig, configuration_only: bool = False) -> None:
+def check_boundary(
+    exp: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig, configuration_only: bool = False
+) -> None:
     """Raise BoundaryViolation for anything in `exp` a drill must not run, wherever it sits.
 
     `configuration_only` checks just what resolving the configuration would read, so that can be
@@ -140,7 +157,9 @@ def check_boundary(exp: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig, 
             continue
         for key, why in _FORBIDDEN_KEYS.items():
             if key in node:
-                raise BoundaryViolation(f"{where + '.' if where else ''}{key}: not allowed in a drill ({why})")
+                raise BoundaryViolation(
+                    f"{where + '.' if where else ''}{key}: not allowed in a drill ({why})"
+                )
         if "provider" in node:
             _check_provider(f"{where} '{node.get('name')}'", node["provider"], conf, cfg)
         if node.get("type") == "process":

@@ -87,8 +87,10 @@ def clear_region(cfg: FleetConfig, region: str, tracks: tuple[str, ...] = TRACKS
         saved = annotations[RESTORE_ANNOTATION]
         kept = {k: v for k, v in annotations.items() if k not in (RESTORE_ANNOTATION, OWNER_ANNOTATION)}
         # A merge patch only deletes a key given as null; the kept ones are written back unchanged.
-        patch = {"metadata": {"annotations": {**kept, RESTORE_ANNOTATION: None, OWNER_ANNOTATION: None}},
-                 "spec": {"replicas": int(saved)}}
+        patch = {
+            "metadata": {"annotations": {**kept, RESTORE_ANNOTATION: None, OWNER_ANNOTATION: None}},
+            "spec": {"replicas": int(saved)},
+        }
         apps.patch_namespaced_deployment(dep.metadata.name, rc.kube.namespace, patch)
         restored.append(f"{dep.metadata.name}:{saved}")
     return {"cleared": True, "region": region, "restored": ",".join(restored) or None, "at": now()}

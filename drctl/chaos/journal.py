@@ -84,22 +84,28 @@ def judge(journal: dict[str, Any]) -> JournalVerdict:
             hurt = not (isinstance(output, dict) and output.get("injected") is False)
             if _kind(entry) == "action" and hurt and not v.fault_injected:
                 v.fault_injected = True
-                v.fault_at = _parse_time(output.get("at") if isinstance(output, dict) else None) or _parse_time(
-                    entry.get("end")
-                )
+                v.fault_at = _parse_time(
+                    output.get("at") if isinstance(output, dict) else None
+                ) or _parse_time(entry.get("end"))
             continue
         if _kind(entry) == "action":
             v.failed_actions.append(_name(entry))
-            v.reasons.append(f"action '{_name(entry)}' {entry.get('status') or 'did not finish'}: {_why(entry)}")
+            v.reasons.append(
+                f"action '{_name(entry)}' {entry.get('status') or 'did not finish'}: {_why(entry)}"
+            )
         else:
             v.failed_probes.append(_name(entry))
-            v.reasons.append(f"probe '{_name(entry)}' {entry.get('status') or 'did not finish'}: {_why(entry)}")
+            v.reasons.append(
+                f"probe '{_name(entry)}' {entry.get('status') or 'did not finish'}: {_why(entry)}"
+            )
     if planned_actions and not v.fault_injected and not v.failed_actions and not problem_before:
         v.reasons.append("no fault action ran: nothing was injected")
 
     if v.fault_injected and has_hypothesis:
         if v.deviated:
-            v.reasons.append(_hypothesis_problem(after, "after") or "the steady state deviated after the fault")
+            v.reasons.append(
+                _hypothesis_problem(after, "after") or "the steady state deviated after the fault"
+            )
         elif after is None and v.status not in ("interrupted", "aborted"):
             v.reasons.append("the steady-state hypothesis did not run after the method")
 

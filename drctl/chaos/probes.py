@@ -131,7 +131,9 @@ def wait_for_served(
                 return {"served": True, "after_s": round(time.monotonic() - started, 3)}
             if not ok:
                 time.sleep(0.05)
-    raise TimeoutError(f"the global endpoint did not serve {consecutive} requests in a row within {within_s:g}s")
+    raise TimeoutError(
+        f"the global endpoint did not serve {consecutive} requests in a row within {within_s:g}s"
+    )
 
 
 async def _query_monitor(configuration: dict[str, Any] | None) -> dict[str, Any]:

@@ -50,15 +50,21 @@ def _parse(path: Path) -> tuple[Any, str]:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ExperimentInvalid(str(path), f"YAML syntax error{where}: {getattr(exc, 'problem', exc)}") from None
+            raise ExperimentInvalid(
+                str(path), f"YAML syntax error{where}: {getattr(exc, 'problem', exc)}"
+            ) from None
     try:
         return json.loads(text), text
     except json.JSONDecodeError as exc:
-        raise ExperimentInvalid(str(path), f"JSON syntax error at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise ExperimentInvalid(
+            str(path), f"JSON syntax error at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
 
 
 def _activities(exp: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    found = [("steady-state-hypothesis", a) for a in (exp.get("steady-state-hypothesis") or {}).get("probes") or []]
+    found = [
+        ("steady-state-hypothesis", a) for a in (exp.get("steady-state-hypothesis") or {}).get("probes") or []
+    ]
     found += [("method", a) for a in exp.get("method") or []]
     found += [("rollbacks", a) for a in exp.get("rollbacks") or []]
     return [(where, a) for where, a in found if isinstance(a, dict)]
@@ -72,22 +78,34 @@ def _drctl_extension(exp: dict[str, Any]) -> dict[str, Any]:
 
 
 def _required(path: str, exp: dict[str, Any]) -> None:
-    missing = [k for k in ("title", "description", "steady-state-hypothesis", "method", "configuration") if k not in exp]
+    missing = [
+        k
+        for k in ("title", "description", "steady-state-hypothesis", "method", "configuration")
+        if k not in exp
+    ]
     if missing:
         raise ExperimentInvalid(path, f"missing required key(s): {', '.join(missing)}")
     hypo = exp["steady-state-hypothesis"]
     if not isinstance(hypo, dict) or not hypo.get("probes") or not isinstance(hypo["probes"], list):
-        raise ExperimentInvalid(path, "steady-state-hypothesis needs a list of at least one probe against the global endpoint")
+        raise ExperimentInvalid(
+            path, "steady-state-hypothesis needs a list of at least one probe against the global endpoint"
+        )
     for key in ("method", "rollbacks"):
         if not isinstance(exp.get(key), list | None):
-            raise ExperimentInvalid(path, f"{key} must be a list of activities, not {type(exp[key]).__name__}")
+            raise ExperimentInvalid(
+                path, f"{key} must be a list of activities, not {type(exp[key]).__name__}"
+            )
     for where, act in [("steady-state-hypothesis", a) for a in hypo["probes"]] + [
         (k, a) for k in ("method", "rollbacks") for a in exp.get(k) or []
     ]:
         if not isinstance(act, dict | str):
-            raise ExperimentInvalid(path, f"{where}: each activity must be a mapping (or a reference), not {act!r}")
+            raise ExperimentInvalid(
+                path, f"{where}: each activity must be a mapping (or a reference), not {act!r}"
+            )
         if isinstance(act, dict) and not isinstance(act.get("provider"), dict | None):
-            raise ExperimentInvalid(path, f"{where} '{act.get('name')}': provider must be a mapping, not {act['provider']!r}")
+            raise ExperimentInvalid(
+                path, f"{where} '{act.get('name')}': provider must be a mapping, not {act['provider']!r}"
+            )
     if not isinstance(exp["method"], list) or not any(
         isinstance(a, dict) and a.get("type") == "action" for a in exp["method"]
     ):
@@ -101,7 +119,8 @@ def _required(path: str, exp: dict[str, Any]) -> None:
     ext = _drctl_extension(exp)
     if not isinstance(ext.get("expect_failover"), bool):
         raise ExperimentInvalid(
-            path, 'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?'
+            path,
+            'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?',
         )
 
 
@@ -124,9 +143,13 @@ def _check_imports(path: str, exp: dict[str, Any]) -> None:
         try:
             mod = importlib.import_module(str(mod_name))
         except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
-            raise ExperimentInvalid(path, f"{where} '{act.get('name')}': cannot import module {mod_name!r}: {exc}") from None
+            raise ExperimentInvalid(
+                path, f"{where} '{act.get('name')}': cannot import module {mod_name!r}: {exc}"
+            ) from None
         if not callable(getattr(mod, str(func), None)):
-            raise ExperimentInvalid(path, f"{where} '{act.get('name')}': module {mod_name!r} has no function {func!r}")
+            raise ExperimentInvalid(
+                path, f"{where} '{act.get('name')}': module {mod_name!r} has no function {func!r}"
+            )
 
 
 def _chaoslib_valid(path: str, exp: dict[str, Any]) -> None:
@@ -150,7 +173,8 @@ def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: Fl
         provider = act.get("provider") or {}
         if provider.get("type") != "python" or provider.get("module") != ACTIONS_MODULE:
             raise ExperimentInvalid(
-                path, f"{where} action '{act.get('name')}': drills run only {ACTIONS_MODULE} actions, whose targets are checked"
+                path,
+                f"{where} action '{act.get('name')}': drills run only {ACTIONS_MODULE} actions, whose targets are checked",
             )
         args = substitute(provider.get("arguments") or {}, conf, {})
         region = args.get("region")
@@ -158,16 +182,19 @@ def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: Fl
             raise ExperimentInvalid(path, f"{where} action '{act.get('name')}' names no region")
         if region not in cfg.region_names:
             raise ExperimentInvalid(
-                path, f"{where} action '{act.get('name')}': unknown region {region!r}; known: {', '.join(cfg.region_names)}"
+                path,
+                f"{where} action '{act.get('name')}': unknown region {region!r}; known: {', '.join(cfg.region_names)}",
             )
         if region not in cfg.drills.allowed_targets:
             allowed = ", ".join(cfg.drills.allowed_targets) or "none"
             raise ExperimentInvalid(
-                path, f"{where} action '{act.get('name')}': region {region!r} is not an allowed drill target (allowed: {allowed})"
+                path,
+                f"{where} action '{act.get('name')}': region {region!r} is not an allowed drill target (allowed: {allowed})",
             )
         if provider.get("func") in _DEVSTACK_ONLY and cfg.drills.fault_injector != "devstack":
             raise ExperimentInvalid(
-                path, f"{where} action '{act.get('name')}': {provider.get('func')} needs drills.fault_injector devstack"
+                path,
+                f"{where} action '{act.get('name')}': {provider.get('func')} needs drills.fault_injector devstack",
             )
 
 
@@ -200,8 +227,13 @@ def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None =
     try:
         safe_name(p.stem)
         check_boundary(exp, {}, cfg, configuration_only=True)
-        conf = _guarded(name, "configuration", lambda: _resolve_configuration(
-            name, exp, {k: v for k, v in overrides.items() if k in exp["configuration"]}))
+        conf = _guarded(
+            name,
+            "configuration",
+            lambda: _resolve_configuration(
+                name, exp, {k: v for k, v in overrides.items() if k in exp["configuration"]}
+            ),
+        )
         # Nothing is imported before this check: an import can run code.
         _guarded(name, "drill boundary", lambda: check_boundary(exp, conf, cfg))
     except BoundaryViolation as exc:
@@ -229,8 +261,8 @@ def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None =
         target_region=target_region,
         expect_failover=bool(_drctl_extension(exp)["expect_failover"]),
         fault_actions=[str(a.get("name")) for a in acts if a.get("type") == "action"],
-        probes=[str(a.get("name")) for a in hypo] + [str(a.get("name")) for a in acts if a.get("type") == "probe"],
+        probes=[str(a.get("name")) for a in hypo]
+        + [str(a.get("name")) for a in acts if a.get("type") == "probe"],
         rollbacks=[str(a.get("name") if isinstance(a, dict) else a) for a in exp.get("rollbacks") or []],
         configuration=conf,
     )
-

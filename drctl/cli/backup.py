@@ -36,12 +36,16 @@ from drctl.providers.velero import VeleroBackupProvider
 
 # `restore` is a top-level command beside the `backup` group: both live here and share the rendering.
 app = typer.Typer()
-backup_app = typer.Typer(name="backup", help="Velero backups of the inference workload.", no_args_is_help=True)
+backup_app = typer.Typer(
+    name="backup", help="Velero backups of the inference workload.", no_args_is_help=True
+)
 backup_app.add_typer(backup_schedule.app)
 app.add_typer(backup_app)
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-RegionOpt = Annotated[str | None, typer.Option("--region", help="Region whose cluster to use (default: the first).")]
+RegionOpt = Annotated[
+    str | None, typer.Option("--region", help="Region whose cluster to use (default: the first).")
+]
 
 
 def _name(name: str | None, prefix: str) -> str:
@@ -56,8 +60,16 @@ def _table(items: list[BackupInfo], title: str) -> Table:
     for col in ("name", "phase", "items", "errors", "warnings", "started", "completed", "reason"):
         t.add_column(col)
     for b in items:
-        t.add_row(b.name, b.phase or "New", str(b.items), str(b.errors), str(b.warnings), b.started or "",
-                  b.completed or "", b.failure_reason or "")
+        t.add_row(
+            b.name,
+            b.phase or "New",
+            str(b.items),
+            str(b.errors),
+            str(b.warnings),
+            b.started or "",
+            b.completed or "",
+            b.failure_reason or "",
+        )
     return t
 
 
@@ -66,7 +78,9 @@ def render_job(res: BackupJobResult, link: str) -> None:
     if res.info is not None:
         common.console.print(_table([res.info], f"{res.kind.lower()} in {res.region}"))
     if not res.ok:
-        common.err_console.print(f"error: {res.reason} (see {link})", markup=False, highlight=False, soft_wrap=True)
+        common.err_console.print(
+            f"error: {res.reason} (see {link})", markup=False, highlight=False, soft_wrap=True
+        )
         return
     if res.info is not None:
         i = res.info
@@ -109,8 +123,12 @@ def create(
     """Back up the workload namespace of one region's cluster and wait for Velero to finish."""
     cfg = common.load(config)
     r = _region(cfg, region)
-    req = BackupRequest(region=r, name=_name(name, "manual"), namespaces=[cfg.region(r).kube.namespace],
-                        label_selector={"app": cfg.workload.app})
+    req = BackupRequest(
+        region=r,
+        name=_name(name, "manual"),
+        namespaces=[cfg.region(r).kube.namespace],
+        label_selector={"app": cfg.workload.app},
+    )
     _refuse_existing(cfg, r, req.name)
     job = BackupJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
     wid = f"backup/{cfg.name}/{req.name}"
@@ -121,19 +139,33 @@ def create(
         try:
             # A backup changes no workload, so it runs beside any operation (no fleet claim).
             return await client.start_workflow(
-                Backup.run, job, id=wid, task_queue=cfg.temporal.task_queue,
+                Backup.run,
+                job,
+                id=wid,
+                task_queue=cfg.temporal.task_queue,
                 search_attributes=search_attributes(cfg.name, "backup", target=r),
                 memo={"fleet": cfg.name, "operation": "backup", "target": r},
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL)
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            )
         except WorkflowAlreadyStartedError:
-            raise common.UserError(f"backup {req.name} is already being taken: {ui_link(cfg, wid)}", exit_code=1) from None
+            raise common.UserError(
+                f"backup {req.name} is already being taken: {ui_link(cfg, wid)}", exit_code=1
+            ) from None
 
-    conclude(launch(cfg, "backup", start, BackupJobResult, no_wait=False, output=output), output, render_job, job_json)
+    conclude(
+        launch(cfg, "backup", start, BackupJobResult, no_wait=False, output=output),
+        output,
+        render_job,
+        job_json,
+    )
 
 
 @backup_app.command("list")
-def list_cmd(region: RegionOpt = None, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-             output: common.OutputOpt = common.Output.table) -> None:
+def list_cmd(
+    region: RegionOpt = None,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
+) -> None:
     """Backups known to one region's Velero, newest first."""
     cfg = common.load(config)
     r = _region(cfg, region)
@@ -148,8 +180,12 @@ def list_cmd(region: RegionOpt = None, config: common.ConfigOpt = Path(common.DE
 
 
 @backup_app.command("describe")
-def describe(name: Annotated[str, typer.Argument(help="Backup name.")], region: RegionOpt = None,
-             config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+def describe(
+    name: Annotated[str, typer.Argument(help="Backup name.")],
+    region: RegionOpt = None,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
+) -> None:
     """One backup's phase, item count, errors and expiry."""
     cfg = common.load(config)
     r = _region(cfg, region)
@@ -157,7 +193,9 @@ def describe(name: Annotated[str, typer.Argument(help="Backup name.")], region: 
         info = VeleroBackupProvider(cfg, r).describe_backup(name)
     except ProviderError as exc:
         if exc.error.kind == "NotFound":
-            raise common.UserError(f"no backup {name!r} in {r}; see `drctl backup list --region {r}`") from None
+            raise common.UserError(
+                f"no backup {name!r} in {r}; see `drctl backup list --region {r}`"
+            ) from None
         raise common.UserError(str(exc), exit_code=1) from None
     if output is common.Output.json:
         common.print_json(info.model_dump(mode="json"))
@@ -167,9 +205,13 @@ def describe(name: Annotated[str, typer.Argument(help="Backup name.")], region: 
 
 @app.command("restore")
 def restore(
-    backup: Annotated[str, typer.Option("--backup", help="Backup to restore (any region's: the bucket is shared).")],
+    backup: Annotated[
+        str, typer.Option("--backup", help="Backup to restore (any region's: the bucket is shared).")
+    ],
     region: RegionOpt = None,
-    namespace_mapping: Annotated[list[str], typer.Option("--namespace-mapping", help="SRC:DST (repeatable).")] = [],  # noqa: B006
+    namespace_mapping: Annotated[
+        list[str], typer.Option("--namespace-mapping", help="SRC:DST (repeatable).")
+    ] = [],  # noqa: B006
     policy: Annotated[str, typer.Option("--existing-resource-policy", help="none or update.")] = "none",
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     output: common.OutputOpt = common.Output.table,
@@ -185,15 +227,32 @@ def restore(
         if not sep or not _NAME.match(src) or not _NAME.match(dst):
             raise common.UserError(f"bad --namespace-mapping {m!r}: expected SRC:DST namespace names")
         mapping[src] = dst
-    req = RestoreRequest(region=r, name=_name(None, f"restore-{backup}"[:40]), backup_name=backup,
-                         namespace_mapping=mapping, existing_resource_policy=policy)  # type: ignore[arg-type]
+    req = RestoreRequest(
+        region=r,
+        name=_name(None, f"restore-{backup}"[:40]),
+        backup_name=backup,
+        namespace_mapping=mapping,
+        existing_resource_policy=policy,
+    )  # type: ignore[arg-type]
     job = RestoreJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
     from workflows.backup import Restore
 
     # A restore overwrites workload objects: exclusive, like any mutating operation.
     launched: Launched[BackupJobResult] = launch(
-        cfg, "restore", lambda client: start_operation(
-            client, cfg, Restore.run, job, operation="restore", workflow_id=f"restore/{cfg.name}/{req.name}",
-            target=r, memo={"backup": backup}),
-        BackupJobResult, no_wait=False, output=output)
+        cfg,
+        "restore",
+        lambda client: start_operation(
+            client,
+            cfg,
+            Restore.run,
+            job,
+            operation="restore",
+            workflow_id=f"restore/{cfg.name}/{req.name}",
+            target=r,
+            memo={"backup": backup},
+        ),
+        BackupJobResult,
+        no_wait=False,
+        output=output,
+    )
     conclude(launched, output, render_job, job_json)

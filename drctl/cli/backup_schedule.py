@@ -19,10 +19,15 @@ from drctl.providers.errors import ProviderError
 from drctl.providers.velero_schedule import VeleroSchedules, go_duration_ok
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
-app = typer.Typer(name="schedule", help="Velero Schedules: periodic backups taken by each region's Velero.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    name="schedule",
+    help="Velero Schedules: periodic backups taken by each region's Velero.",
+    no_args_is_help=True,
+)
 
-RegionsOpt = Annotated[list[str] | None, typer.Option("--region", help="Region (repeatable); default every region.")]
+RegionsOpt = Annotated[
+    list[str] | None, typer.Option("--region", help="Region (repeatable); default every region.")
+]
 
 
 def _regions(cfg: FleetConfig, regions: list[str] | None) -> list[str]:
@@ -30,7 +35,9 @@ def _regions(cfg: FleetConfig, regions: list[str] | None) -> list[str]:
 
 
 def _provider_error(exc: ProviderError) -> common.UserError:
-    return common.UserError(str(exc), exit_code=2 if exc.error.kind in ("Conflict", "NotFound", "Invalid") else 1)
+    return common.UserError(
+        str(exc), exit_code=2 if exc.error.kind in ("Conflict", "NotFound", "Invalid") else 1
+    )
 
 
 @app.command("create")
@@ -38,7 +45,9 @@ def create(
     every: Annotated[str | None, typer.Option("--every", help="Interval, a Go duration: 1h, 30m.")] = None,
     cron: Annotated[str | None, typer.Option("--cron", help="Cron expression instead of --every.")] = None,
     ttl: Annotated[str, typer.Option("--ttl", help="How long each backup is kept, a Go duration.")] = "720h",
-    name: Annotated[str | None, typer.Option("--name", help="Schedule name (default: every-<interval>).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Schedule name (default: every-<interval>).")
+    ] = None,
     region: RegionsOpt = None,
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
 ) -> None:
@@ -58,16 +67,24 @@ def create(
     regions = _regions(cfg, region)
     for r in regions:
         try:
-            s = VeleroSchedules(cfg, r).create(name, f"@every {every}" if every else str(cron), ttl,
-                                               [cfg.region(r).kube.namespace], {"app": cfg.workload.app})
+            s = VeleroSchedules(cfg, r).create(
+                name,
+                f"@every {every}" if every else str(cron),
+                ttl,
+                [cfg.region(r).kube.namespace],
+                {"app": cfg.workload.app},
+            )
         except ProviderError as exc:
             raise _provider_error(exc) from None
         common.console.print(f"schedule {s.name} created in {r}: {s.schedule}, backups kept {ttl}")
 
 
 @app.command("list")
-def list_(region: RegionsOpt = None, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-          output: common.OutputOpt = common.Output.table) -> None:
+def list_(
+    region: RegionsOpt = None,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
+) -> None:
     """Schedules of every region, with the time of their last backup."""
     cfg = common.load(config)
     items = []
@@ -88,8 +105,11 @@ def list_(region: RegionsOpt = None, config: common.ConfigOpt = Path(common.DEFA
 
 
 @app.command("delete")
-def delete(name: Annotated[str, typer.Argument(help="Schedule name.")], region: RegionsOpt = None,
-           config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+def delete(
+    name: Annotated[str, typer.Argument(help="Schedule name.")],
+    region: RegionsOpt = None,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+) -> None:
     """Delete a schedule (its backups stay until their TTL)."""
     cfg = common.load(config)
     for r in _regions(cfg, region):

@@ -19,10 +19,19 @@ def codec_server(
     config: ConfigOpt = Path(DEFAULT_CONFIG),
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8081,
-    origin: Annotated[list[str] | None, typer.Option(
-        "--origin", help="Browser origin allowed by CORS (repeatable); default the config's temporal.ui_url.")] = None,
-    token_env: Annotated[str | None, typer.Option(
-        "--token-env", help="Env var holding a bearer token every /encode and /decode must present.")] = None,
+    origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--origin",
+            help="Browser origin allowed by CORS (repeatable); default the config's temporal.ui_url.",
+        ),
+    ] = None,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--token-env", help="Env var holding a bearer token every /encode and /decode must present."
+        ),
+    ] = None,
 ) -> None:
     """Decrypt and encrypt payloads for the Temporal UI's remote codec setting."""
     from drctl.client.codec import CodecKeyError, codec_for
@@ -43,8 +52,12 @@ def codec_server(
             raise UserError(f"--token-env: environment variable {token_env} is unset or empty")
     origins = origin or [cfg.temporal.ui_url]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    err_console.print(f"codec server on http://{host}:{port} for origins {', '.join(origins)}"
-                      + (" (bearer token required)" if token else ""), markup=False, highlight=False)
+    err_console.print(
+        f"codec server on http://{host}:{port} for origins {', '.join(origins)}"
+        + (" (bearer token required)" if token else ""),
+        markup=False,
+        highlight=False,
+    )
     httpd = CodecServer(codec, origins, token).serve(host, port)
     try:
         httpd.serve_forever()

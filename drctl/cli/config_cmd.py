@@ -17,7 +17,9 @@ app = typer.Typer(name="config", help="Fleet configuration.", no_args_is_help=Tr
 
 @app.command("validate")
 def validate(
-    file: Annotated[Path, typer.Argument(help="Fleet config file.", envvar="DRCTL_CONFIG")] = Path(DEFAULT_CONFIG),
+    file: Annotated[Path, typer.Argument(help="Fleet config file.", envvar="DRCTL_CONFIG")] = Path(
+        DEFAULT_CONFIG
+    ),
     output: OutputOpt = Output.table,
 ) -> None:
     """Validate a fleet config; list every problem with its field path (exit 2 when invalid).
@@ -29,15 +31,26 @@ def validate(
     norm = cfg.normalised_weights()
     warned = warnings(cfg)
     if output is Output.json:
-        print_json({"file": str(file), "valid": True, "warnings": [w.model_dump(exclude_none=True) for w in warned],
-                    "config": cfg.model_dump(mode="json", by_alias=True)})
+        print_json(
+            {
+                "file": str(file),
+                "valid": True,
+                "warnings": [w.model_dump(exclude_none=True) for w in warned],
+                "config": cfg.model_dump(mode="json", by_alias=True),
+            }
+        )
         return
     table = Table(title=f"{file}: fleet {cfg.name!r} is valid")
     for col in ("region", "weight", "share", "replicas", "kubernetes", "gateway"):
         table.add_column(col)
     for r in cfg.regions:
-        kube = r.kube.api_url or (f"context {r.kube.context}" if r.kube.context else
-                                  "in-cluster" if r.kube.in_cluster else "in-cluster or current context")
+        kube = r.kube.api_url or (
+            f"context {r.kube.context}"
+            if r.kube.context
+            else "in-cluster"
+            if r.kube.in_cluster
+            else "in-cluster or current context"
+        )
         table.add_row(r.name, str(r.weight), f"{norm[r.name]:.0%}", str(r.replicas), kube, r.gateway_url)
     console.print(table)
     h, o = cfg.health, cfg.objectives

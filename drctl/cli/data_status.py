@@ -36,8 +36,14 @@ def _render_lag(reports: list[dict[str, Any]], rpo_s: float) -> None:
     for r in reports:
         if "bucket" not in r:  # the measurement as a whole failed; its error is printed below
             continue
-        t.add_row(r["bucket"], r["source_region"], r["replica_region"], lag_cell(r.get("lag_s"), rpo_s),
-                  str(r.get("missing", 0) + r.get("differ", 0)), str(r.get("source_objects", 0)))
+        t.add_row(
+            r["bucket"],
+            r["source_region"],
+            r["replica_region"],
+            lag_cell(r.get("lag_s"), rpo_s),
+            str(r.get("missing", 0) + r.get("differ", 0)),
+            str(r.get("source_objects", 0)),
+        )
     console.print(t)
     for r in reports:
         if r.get("error"):
@@ -74,14 +80,22 @@ async def last_backups(cfg: FleetConfig) -> list[dict[str, Any]]:
 
 
 async def collect(cfg: FleetConfig) -> dict[str, Any]:
-    lags, rels, backups = await asyncio.gather(measure_all(cfg), releases(cfg), last_backups(cfg),
-                                               return_exceptions=True)
-    out: dict[str, Any] = {"releases": rels if isinstance(rels, list) else [{"error": f"{type(rels).__name__}: {rels}"}]}
-    out["last_backup"] = backups if isinstance(backups, list) else [{"error": f"{type(backups).__name__}: {backups}"}]
+    lags, rels, backups = await asyncio.gather(
+        measure_all(cfg), releases(cfg), last_backups(cfg), return_exceptions=True
+    )
+    out: dict[str, Any] = {
+        "releases": rels if isinstance(rels, list) else [{"error": f"{type(rels).__name__}: {rels}"}]
+    }
+    out["last_backup"] = (
+        backups if isinstance(backups, list) else [{"error": f"{type(backups).__name__}: {backups}"}]
+    )
     if cfg.data.buckets:
         out["rpo_target_s"] = cfg.objectives.rpo_target_s
-        out["replication"] = ([r.model_dump(mode="json") for r in lags] if isinstance(lags, list)
-                              else [{"error": f"{type(lags).__name__}: {lags}"}])
+        out["replication"] = (
+            [r.model_dump(mode="json") for r in lags]
+            if isinstance(lags, list)
+            else [{"error": f"{type(lags).__name__}: {lags}"}]
+        )
     return out
 
 
@@ -102,9 +116,14 @@ def render(data: dict[str, Any]) -> None:
             continue
         p = r.get("parity")
         drift = "primary" if p is None else ("none" if not p["drift"] else f"{len(p['drift'])} difference(s)")
-        t.add_row(r["region"], r.get("image") or "?", r.get("model") or "?",
-                  ",".join(r["served_models"]) if r.get("served_models") is not None else "?",
-                  str(len(r.get("env_names") or [])), drift)
+        t.add_row(
+            r["region"],
+            r.get("image") or "?",
+            r.get("model") or "?",
+            ",".join(r["served_models"]) if r.get("served_models") is not None else "?",
+            str(len(r.get("env_names") or [])),
+            drift,
+        )
         notes += [f"{r['region']}: {d}" for d in (p or {}).get("drift", [])]
         if r.get("error"):
             notes.append(f"{r['region']}: {r['error']}")

@@ -10,8 +10,11 @@ from rich.table import Table
 
 from drctl.cli import common
 
-app = typer.Typer(name="dev", help="The embedded dev stack: everything on one machine, no cloud account.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    name="dev",
+    help="The embedded dev stack: everything on one machine, no cloud account.",
+    no_args_is_help=True,
+)
 
 
 @app.callback()
@@ -21,14 +24,18 @@ def _needs_the_extra() -> None:
     # The worker image installs the runtime only; say what is missing instead of a traceback.
     missing = [m for m in ("kmock", "moto") if importlib.util.find_spec(m) is None]
     if missing:
-        raise common.UserError(f"the dev stack needs the devstack extra ({', '.join(missing)} not installed): "
-                        "pip install 'drctl[devstack]'")
+        raise common.UserError(
+            f"the dev stack needs the devstack extra ({', '.join(missing)} not installed): "
+            "pip install 'drctl[devstack]'"
+        )
 
 
 @app.command("up")
 def up_cmd(
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the stack to serve.")] = 180.0,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the stack to serve.")
+    ] = 180.0,
     workers: Annotated[
         bool, typer.Option("--workers/--no-workers", help="Also run one drctl worker per region.")
     ] = True,
@@ -71,21 +78,30 @@ def up_cmd(
 
 
 @app.command("status")
-def status_cmd(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+def status_cmd(
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table
+) -> None:
     """Each component's pid, whether it is alive, and whether its ports answer."""
     from drctl.devstack import prometheus, stack
 
     cfg = common.load(config)
     rows = stack.status(cfg, config)
     if output is common.Output.json:
-        common.print_json({"state_dir": str(stack.state_dir(cfg)), "prometheus_url": prometheus.url(cfg),
-                    "components": [r.model_dump() for r in rows]})
+        common.print_json(
+            {
+                "state_dir": str(stack.state_dir(cfg)),
+                "prometheus_url": prometheus.url(cfg),
+                "components": [r.model_dump() for r in rows],
+            }
+        )
         return
     table = Table(title=f"dev stack ({stack.state_dir(cfg)})")
     for col in ("component", "pid", "alive", "ports"):
         table.add_column(col)
     for r in rows:
-        ports = ", ".join(f"{p['port']} {label} {'open' if p['open'] else 'closed'}" for label, p in r.ports.items())
+        ports = ", ".join(
+            f"{p['port']} {label} {'open' if p['open'] else 'closed'}" for label, p in r.ports.items()
+        )
         table.add_row(r.name, str(r.pid or "-"), "yes" if r.alive else "no", ports)
     common.console.print(table)
     common.console.print(f"Prometheus: {prometheus.url(cfg)}")
@@ -98,4 +114,6 @@ def down_cmd(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
 
     cfg = common.load(config)
     stopped = stack.down(cfg)
-    common.console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing of the dev stack was running")
+    common.console.print(
+        f"stopped: {', '.join(stopped)}" if stopped else "nothing of the dev stack was running"
+    )

@@ -21,11 +21,15 @@ from drctl.providers.drill_reports import ReportStore
 app = typer.Typer(name="drill", help="Chaos drills that measure the real RTO.", no_args_is_help=True)
 app.add_typer(drill_schedule.app)
 
-TargetOpt = Annotated[str | None, typer.Option("--target", help="Region to hurt (default: the experiment's).")]
+TargetOpt = Annotated[
+    str | None, typer.Option("--target", help="Region to hurt (default: the experiment's).")
+]
 
 
 def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
-    common.console.print(f"[bold]Drill plan[/bold] (dry run: nothing is injected) for fleet [cyan]{cfg.name}[/cyan]")
+    common.console.print(
+        f"[bold]Drill plan[/bold] (dry run: nothing is injected) for fleet [cyan]{cfg.name}[/cyan]"
+    )
     rows = [
         ("experiment", f"{plan.name}: {plan.title}"),
         ("target region", plan.target_region),
@@ -46,8 +50,12 @@ def render_report(r: DrillReport, link: str) -> None:
     color = {"PASS": "green", "FAILED": "red", "ABORTED": "yellow"}[r.verdict.value]
     common.console.print(f"[bold {color}]{r.verdict.value}[/bold {color}] {r.id}")
     rto = f"{r.measured_rto_s:.1f} s" if r.measured_rto_s is not None else "n/a"
-    common.console.print(f"  measured RTO {rto} (target {r.rto_target_s:g} s); error window {r.error_window_s:.1f} s; "
-                  f"{r.errors}/{r.requests} requests failed", markup=False, highlight=False)
+    common.console.print(
+        f"  measured RTO {rto} (target {r.rto_target_s:g} s); error window {r.error_window_s:.1f} s; "
+        f"{r.errors}/{r.requests} requests failed",
+        markup=False,
+        highlight=False,
+    )
     for why in r.reasons:
         common.console.print(f"  - {why}", markup=False, highlight=False)
     common.console.print(f"UI: {link}", markup=False, highlight=False)
@@ -58,7 +66,9 @@ def run_cmd(
     experiment: Annotated[Path, typer.Argument(help="Chaos Toolkit experiment (JSON or YAML).")],
     config: common.ConfigOpt = Path("config/fleet.yaml"),
     target: TargetOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")
+    ] = False,
     no_wait: NoWait = False,
     output: common.OutputOpt = common.Output.table,
 ) -> None:
@@ -74,10 +84,21 @@ def run_cmd(
     wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
     # A drill that did not PASS ends Failed; its report is in the failure's details.
     launched: Launched[DrillReport] = launch(
-        cfg, f"drill of {plan.name} against {plan.target_region}", lambda client: start_operation(
-            client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), operation="drill", workflow_id=wid,
-            target=plan.target_region),
-        DrillReport, no_wait=no_wait, output=output)
+        cfg,
+        f"drill of {plan.name} against {plan.target_region}",
+        lambda client: start_operation(
+            client,
+            cfg,
+            "ChaosDrill",
+            DrillInput.from_config(cfg, plan),
+            operation="drill",
+            workflow_id=wid,
+            target=plan.target_region,
+        ),
+        DrillReport,
+        no_wait=no_wait,
+        output=output,
+    )
     conclude(launched, output, render_report, result_only)
 
 
@@ -102,11 +123,19 @@ def _trend(reports: list[DrillReport]) -> dict[str, str]:
 def _loss(r: DrillReport) -> str:
     if r.data_loss_objects is None:
         return "-"
-    return f"{r.data_loss_s:.1f}s/{r.data_loss_objects}" if r.data_loss_s is not None else f"?/{r.data_loss_objects}"
+    return (
+        f"{r.data_loss_s:.1f}s/{r.data_loss_objects}"
+        if r.data_loss_s is not None
+        else f"?/{r.data_loss_objects}"
+    )
 
 
 @app.command("history")
-def history_cmd(config: common.ConfigOpt = Path("config/fleet.yaml"), limit: int = 20, output: common.OutputOpt = common.Output.table) -> None:
+def history_cmd(
+    config: common.ConfigOpt = Path("config/fleet.yaml"),
+    limit: int = 20,
+    output: common.OutputOpt = common.Output.table,
+) -> None:
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
     cfg = common.load(config)
     reports = ReportStore(cfg).list(cfg.name, limit)
@@ -115,19 +144,41 @@ def history_cmd(config: common.ConfigOpt = Path("config/fleet.yaml"), limit: int
         return
     trend = _trend(reports)
     table = Table(title=f"Drills of fleet {cfg.name}")
-    for col in ("date", "experiment", "target", "verdict", "RTO / target", "error window", "data loss", "trend", "id"):
+    for col in (
+        "date",
+        "experiment",
+        "target",
+        "verdict",
+        "RTO / target",
+        "error window",
+        "data loss",
+        "trend",
+        "id",
+    ):
         table.add_column(col)
     for r in reports:
         rto = f"{r.measured_rto_s:.1f}s" if r.measured_rto_s is not None else "-"
-        table.add_row(r.started_at.strftime("%Y-%m-%d %H:%M"), r.experiment, r.target_region, r.verdict.value,
-                      f"{rto} / {r.rto_target_s:g}s", f"{r.error_window_s:.1f}s", _loss(r), trend.get(r.id, ""), r.id)
+        table.add_row(
+            r.started_at.strftime("%Y-%m-%d %H:%M"),
+            r.experiment,
+            r.target_region,
+            r.verdict.value,
+            f"{rto} / {r.rto_target_s:g}s",
+            f"{r.error_window_s:.1f}s",
+            _loss(r),
+            trend.get(r.id, ""),
+            r.id,
+        )
     # Piped output gets rich's 80 columns, which would cut drill ids a script or grep needs whole.
     (common.console if common.console.is_terminal else Console(width=200)).print(table)
 
 
 @app.command("report")
-def report_cmd(drill_id: Annotated[str, typer.Argument(help="drill/<fleet>/<ts>")],
-               config: common.ConfigOpt = Path("config/fleet.yaml"), output: common.OutputOpt = common.Output.table) -> None:
+def report_cmd(
+    drill_id: Annotated[str, typer.Argument(help="drill/<fleet>/<ts>")],
+    config: common.ConfigOpt = Path("config/fleet.yaml"),
+    output: common.OutputOpt = common.Output.table,
+) -> None:
     """One drill's full report (markdown, or JSON with --output json)."""
     cfg = common.load(config)
     store = ReportStore(cfg)

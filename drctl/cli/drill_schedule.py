@@ -69,8 +69,10 @@ def _cron(expr: str) -> str:
     # what the Temporal server's parser takes.
     plain = re.sub(_CRON_NAMES, "0", expr.upper())
     if not re.fullmatch(r"[0-9*,/\- ]+", plain) or not croniter.is_valid(expr):
-        raise UserError(f"--cron {expr!r}: not a valid cron expression (minute 0-59, hour 0-23, day 1-31, "
-                        "month 1-12 or JAN-DEC, weekday 0-6 or SUN-SAT)")
+        raise UserError(
+            f"--cron {expr!r}: not a valid cron expression (minute 0-59, hour 0-23, day 1-31, "
+            "month 1-12 or JAN-DEC, weekday 0-6 or SUN-SAT)"
+        )
     try:
         croniter(expr).get_next(float)
     except Exception:  # noqa: BLE001 - croniter raises several types for a date that never comes
@@ -81,10 +83,17 @@ def _cron(expr: str) -> str:
 @app.callback()
 def schedule_cmd(
     ctx: typer.Context,
-    cron: Annotated[str | None, typer.Option("--cron", help='Cron expression, UTC, e.g. "0 3 * * MON".')] = None,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help='Cron expression, UTC, e.g. "0 3 * * MON".')
+    ] = None,
     jitter: Annotated[str | None, typer.Option("--jitter", help="Random delay per run, e.g. 30m.")] = None,
-    experiment: Annotated[list[Path] | None, typer.Option("--experiment", "-e", help="Experiment file; repeat to pick at random.")] = None,
-    target: Annotated[str | None, typer.Option("--target", help="Region to hurt (default: each experiment's).")] = None,
+    experiment: Annotated[
+        list[Path] | None,
+        typer.Option("--experiment", "-e", help="Experiment file; repeat to pick at random."),
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="Region to hurt (default: each experiment's).")
+    ] = None,
     name: NameOpt = "weekly",
     config: ConfigOpt = Path("config/fleet.yaml"),
 ) -> None:
@@ -92,20 +101,31 @@ def schedule_cmd(
     if ctx.invoked_subcommand is not None:
         return
     if cron is None:
-        raise UserError("give --cron to create a schedule, or a subcommand: list, pause, resume, delete, trigger")
+        raise UserError(
+            "give --cron to create a schedule, or a subcommand: list, pause, resume, delete, trigger"
+        )
     if not experiment:
         raise UserError("give at least one --experiment file")
     cfg = load(config)
-    plans = [validate_experiment(p, cfg, target) for p in experiment]  # every file is validated before scheduling
+    plans = [
+        validate_experiment(p, cfg, target) for p in experiment
+    ]  # every file is validated before scheduling
     spec = ScheduleSpec(cron_expressions=[_cron(cron)], jitter=_jitter(jitter))
     sid = schedule_id(cfg, name)
     action = ScheduleActionStartWorkflow(
-        "ChaosDrill", DrillInput.from_config(cfg, plans[0], plans[1:]), id=f"drill/{cfg.name}/{name}",
-        task_queue=cfg.temporal.task_queue, typed_search_attributes=search_attributes(cfg.name, "drill"),
+        "ChaosDrill",
+        DrillInput.from_config(cfg, plans[0], plans[1:]),
+        id=f"drill/{cfg.name}/{name}",
+        task_queue=cfg.temporal.task_queue,
+        typed_search_attributes=search_attributes(cfg.name, "drill"),
         memo={"fleet": cfg.name, "operation": "drill", "initiator": f"schedule {sid}"},
     )
-    schedule = Schedule(action=action, spec=spec, policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-                        state=ScheduleState(note=f"drills: {', '.join(p.name for p in plans)}"))
+    schedule = Schedule(
+        action=action,
+        spec=spec,
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        state=ScheduleState(note=f"drills: {', '.join(p.name for p in plans)}"),
+    )
 
     async def go() -> list[str]:
         client = await connect(cfg)
@@ -118,8 +138,11 @@ def schedule_cmd(
         return [t.isoformat() for t in desc.info.next_action_times[:3]]
 
     nxt = run_async(go)
-    console.print(f"schedule {sid}: {cron}" + (f" ±{jitter}" if jitter else "") + f"; next runs {', '.join(nxt)}",
-                  markup=False, highlight=False)
+    console.print(
+        f"schedule {sid}: {cron}" + (f" ±{jitter}" if jitter else "") + f"; next runs {', '.join(nxt)}",
+        markup=False,
+        highlight=False,
+    )
 
 
 @app.command("list")
@@ -136,14 +159,16 @@ def list_cmd(config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = 
                 continue
             desc = await client.get_schedule_handle(entry.id).describe()
             spec = desc.schedule.spec
-            rows.append({
-                "id": entry.id,
-                "cron": ", ".join(spec.cron_expressions) or _calendar_text(spec),
-                "jitter": str(spec.jitter) if spec.jitter else "",
-                "paused": desc.schedule.state.paused,
-                "note": desc.schedule.state.note or "",
-                "next_runs": [t.isoformat() for t in desc.info.next_action_times[:5]],
-            })
+            rows.append(
+                {
+                    "id": entry.id,
+                    "cron": ", ".join(spec.cron_expressions) or _calendar_text(spec),
+                    "jitter": str(spec.jitter) if spec.jitter else "",
+                    "paused": desc.schedule.state.paused,
+                    "note": desc.schedule.state.note or "",
+                    "next_runs": [t.isoformat() for t in desc.info.next_action_times[:5]],
+                }
+            )
         return rows
 
     rows = run_async(go)
@@ -156,7 +181,9 @@ def list_cmd(config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = 
     for r in rows:
         next_runs = r["next_runs"]
         runs = "\n".join(str(t) for t in next_runs) if isinstance(next_runs, list) else ""
-        table.add_row(str(r["id"]), str(r["cron"]), str(r["jitter"]), "paused" if r["paused"] else "active", runs)
+        table.add_row(
+            str(r["id"]), str(r["cron"]), str(r["jitter"]), "paused" if r["paused"] else "active", runs
+        )
     # Piped output gets rich's 80 columns, which would cut the schedule ids scripts need whole.
     (console if console.is_terminal else Console(width=200)).print(table)
 
@@ -170,8 +197,11 @@ def _calendar_text(spec: ScheduleSpec) -> str:
 
     def field(name: str, ranges: Sequence[ScheduleRange]) -> str:
         lo, hi = _FULL[name]
-        if not ranges or (len(ranges) == 1 and (ranges[0].start, ranges[0].end or ranges[0].start) == (lo, hi)
-                          and ranges[0].step in (0, 1)):
+        if not ranges or (
+            len(ranges) == 1
+            and (ranges[0].start, ranges[0].end or ranges[0].start) == (lo, hi)
+            and ranges[0].step in (0, 1)
+        ):
             return "*"
         parts = []
         for r in ranges:
@@ -181,9 +211,7 @@ def _calendar_text(spec: ScheduleSpec) -> str:
             parts.append(text + (f"/{r.step}" if r.step > 1 else ""))
         return ",".join(parts)
 
-    return "; ".join(
-        " ".join(field(n, getattr(c, n)) for n in _FULL) for c in spec.calendars
-    )
+    return "; ".join(" ".join(field(n, getattr(c, n)) for n in _FULL) for c in spec.calendars)
 
 
 def _handle_op(config: Path, name: str, op: str) -> None:

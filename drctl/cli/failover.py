@@ -33,8 +33,9 @@ app = typer.Typer()
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
-def dry_run_plan(cfg: FleetConfig, target: str, source: str | None, *, emergency: bool = False,
-                 force: bool = False) -> FailoverPlan:
+def dry_run_plan(
+    cfg: FleetConfig, target: str, source: str | None, *, emergency: bool = False, force: bool = False
+) -> FailoverPlan:
     """The plan the workflow would follow, from the same reads as its preflight; changes nothing.
 
     Only the reads are here (the providers the preflight's activities call); judging them is
@@ -47,11 +48,26 @@ def dry_run_plan(cfg: FleetConfig, target: str, source: str | None, *, emergency
     weights = global_traffic(cfg).get_weights()
     name = cfg.workload.deployment_name("stable")
     dep = KubernetesPlatform(cfg.region(target)).get_deployment(name)
-    cap = capacity_of(target, name, dep.replicas, dep.ready_replicas, cfg.region(target).max_replicas,
-                      dep.hpa_min_replicas, dep.hpa_max_replicas)
+    cap = capacity_of(
+        target,
+        name,
+        dep.replicas,
+        dep.ready_replicas,
+        cfg.region(target).max_replicas,
+        dep.hpa_min_replicas,
+        dep.hpa_max_replicas,
+    )
     probe = None if force else asyncio.run(InferenceProber(cfg).probe_region(target))
-    return plan_failover(FleetSpec.from_config(cfg), weights, target, source, cap, emergency=emergency, force=force,
-                         target_issue=target_problem(probe, emergency, cfg.health.fail_on_degraded))
+    return plan_failover(
+        FleetSpec.from_config(cfg),
+        weights,
+        target,
+        source,
+        cap,
+        emergency=emergency,
+        force=force,
+        target_issue=target_problem(probe, emergency, cfg.health.fail_on_degraded),
+    )
 
 
 def _print_plan(plan: FailoverPlan, output: common.Output) -> None:
@@ -60,11 +76,17 @@ def _print_plan(plan: FailoverPlan, output: common.Output) -> None:
         return
     to = plan.target
     common.console.print(f"[bold]dry run[/] (nothing changed): failover {plan.source} → {to}")
-    common.console.print(f"  global weights: {fmt_weights(plan.weights_before)} → {fmt_weights(plan.weights_after)}")
-    common.console.print(f"  {to} replicas: {plan.target_replicas_before} → {plan.target_replicas_planned} "
-                  f"(needed {plan.target_replicas_needed}: {plan.sizing}; max {plan.max_replicas})")
+    common.console.print(
+        f"  global weights: {fmt_weights(plan.weights_before)} → {fmt_weights(plan.weights_after)}"
+    )
+    common.console.print(
+        f"  {to} replicas: {plan.target_replicas_before} → {plan.target_replicas_planned} "
+        f"(needed {plan.target_replicas_needed}: {plan.sizing}; max {plan.max_replicas})"
+    )
     if plan.shortfall:
-        common.console.print(f"  [yellow]capacity shortfall:[/] {plan.shortfall} replica(s) short of the need")
+        common.console.print(
+            f"  [yellow]capacity shortfall:[/] {plan.shortfall} replica(s) short of the need"
+        )
     for p in plan.problems:
         common.console.print(f"  [red]would refuse:[/] {p}")
 
@@ -73,7 +95,9 @@ def _confirm(yes: bool, question: str) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise common.UserError("refusing to change traffic without confirmation: pass --yes (stdin is not a terminal)")
+        raise common.UserError(
+            "refusing to change traffic without confirmation: pass --yes (stdin is not a terminal)"
+        )
     typer.confirm(question, abort=True)
 
 
@@ -87,7 +111,10 @@ def fmt_change(c: GlobalChange) -> str:
 def _outcome_rows(t: Table, res: FailoverResult) -> None:
     """What the failover measured and left behind: RTO, verification, changes, phases, data loss."""
     if res.rto_s is not None:
-        t.add_row("measured RTO", f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})")
+        t.add_row(
+            "measured RTO",
+            f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})",
+        )
     if res.verify:
         v = res.verify
         extra = f", {v.unattributed} without the `{v.region_header}` header" if v.unattributed else ""
@@ -108,12 +135,18 @@ def render_failover(res: FailoverResult, link: str) -> None:
     t = Table(title=f"failover {res.source or '?'} → {res.target}: {res.status}")
     t.add_column("")
     t.add_column("")
-    t.add_row("weights", f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after or res.weights_before)}")
+    t.add_row(
+        "weights",
+        f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after or res.weights_before)}",
+    )
     if res.target_replicas is not None:
         t.add_row(f"{res.target} replicas", str(res.target_replicas))
     if res.plan is not None and res.plan.shortfall:
-        t.add_row("capacity shortfall", f"needs {res.plan.target_replicas_needed} ({res.plan.sizing}); "
-                                        f"max_replicas {res.plan.max_replicas}")
+        t.add_row(
+            "capacity shortfall",
+            f"needs {res.plan.target_replicas_needed} ({res.plan.sizing}); "
+            f"max_replicas {res.plan.max_replicas}",
+        )
     _outcome_rows(t, res)
     if res.compensated:
         t.add_row("compensation", res.compensated)
@@ -124,8 +157,10 @@ def render_failover(res: FailoverResult, link: str) -> None:
 
 
 def render_failback(res: FailbackResult, link: str) -> None:
-    common.console.print(f"failback {res.status}: {fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}; "
-                  f"steps {res.steps_done}/{res.steps_planned}; scaled back {res.scaled_back or '-'}")
+    common.console.print(
+        f"failback {res.status}: {fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}; "
+        f"steps {res.steps_done}/{res.steps_planned}; scaled back {res.scaled_back or '-'}"
+    )
     for c in res.changes:
         common.console.print(f"  global change {fmt_change(c)}")
     if res.error:
@@ -137,9 +172,17 @@ def render_failback(res: FailbackResult, link: str) -> None:
 def failover(
     to: Annotated[str, typer.Option("--to", help="Region that takes the traffic.")],
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    from_: Annotated[str | None, typer.Option("--from", help="Region to drain; default every other region.")] = None,
+    from_: Annotated[
+        str | None, typer.Option("--from", help="Region to drain; default every other region.")
+    ] = None,
     emergency: Annotated[bool, typer.Option("--emergency", help="Shift first, scale after.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Override refusals: target health, capacity, replication lag over the RPO, model drift.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Override refusals: target health, capacity, replication lag over the RPO, model drift.",
+        ),
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     yes: Yes = False,
     no_wait: NoWait = False,
@@ -158,19 +201,36 @@ def failover(
     _confirm(yes, f"Move all traffic of fleet {cfg.name!r} to {to}?")
     from workflows.failover import Failover
 
-    inp = FailoverInput(spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force)
+    inp = FailoverInput(
+        spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force
+    )
     launched: Launched[FailoverResult] = launch(
-        cfg, "failover", lambda client: start_operation(
-            client, cfg, Failover.run, inp, operation="failover", workflow_id=f"failover/{cfg.name}",
-            source=from_, target=to, memo={"initiator": "cli"}),
-        FailoverResult, no_wait=no_wait, output=output)
+        cfg,
+        "failover",
+        lambda client: start_operation(
+            client,
+            cfg,
+            Failover.run,
+            inp,
+            operation="failover",
+            workflow_id=f"failover/{cfg.name}",
+            source=from_,
+            target=to,
+            memo={"initiator": "cli"},
+        ),
+        FailoverResult,
+        no_wait=no_wait,
+        output=output,
+    )
     conclude(launched, output, render_failover)
 
 
 @app.command("failback")
 def failback(
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    region: Annotated[str | None, typer.Option("--region", help="The recovered region (default: any below its weight).")] = None,
+    region: Annotated[
+        str | None, typer.Option("--region", help="The recovered region (default: any below its weight).")
+    ] = None,
     yes: Yes = False,
     no_wait: NoWait = False,
     output: common.OutputOpt = common.Output.table,
@@ -184,7 +244,19 @@ def failback(
 
     inp = FailbackInput(spec=FleetSpec.from_config(cfg), region=region)
     launched: Launched[FailbackResult] = launch(
-        cfg, "failback", lambda client: start_operation(
-            client, cfg, Failback.run, inp, operation="failback", workflow_id=f"failback/{cfg.name}", target=region),
-        FailbackResult, no_wait=no_wait, output=output)
+        cfg,
+        "failback",
+        lambda client: start_operation(
+            client,
+            cfg,
+            Failback.run,
+            inp,
+            operation="failback",
+            workflow_id=f"failback/{cfg.name}",
+            target=region,
+        ),
+        FailbackResult,
+        no_wait=no_wait,
+        output=output,
+    )
     conclude(launched, output, render_failback)

@@ -25,8 +25,13 @@ from drctl.client.outcome import Finished, M, finished
 from drctl.config.schema import FleetConfig
 from drctl.models.ops import QUERY_PROGRESS, OperationProgress
 
-NoWait = Annotated[bool, typer.Option(
-    "--no-wait", help="Start and return; follow it with `drctl ops watch ID`, `drctl ops show ID` or in the UI.")]
+NoWait = Annotated[
+    bool,
+    typer.Option(
+        "--no-wait",
+        help="Start and return; follow it with `drctl ops watch ID`, `drctl ops show ID` or in the UI.",
+    ),
+]
 
 Starter = Callable[[Client], Awaitable[WorkflowHandle[Any, Any]]]
 
@@ -49,7 +54,7 @@ def progress_table(wid: str, p: OperationProgress | None, status: str) -> Table:
     t = Table(title=f"{wid}: {status}" + (f", phase {p.phase}" if p else ""), expand=False)
     t.add_column("phase")
     t.add_column("seconds", justify="right")
-    for ph in (p.phases if p else []):
+    for ph in p.phases if p else []:
         t.add_row(ph.phase, "…" if ph.duration_s is None else f"{ph.duration_s:.2f}")
     if p and p.awaiting_approval:
         t.caption = f"waiting for approval: drctl ops approve {wid}"
@@ -65,8 +70,9 @@ async def query_progress(handle: WorkflowHandle[Any, Any]) -> OperationProgress 
         return None  # not yet picked up by a worker, or no such query on this workflow type
 
 
-async def watch(handle: WorkflowHandle[Any, Any], result_type: type[M], show: bool = True,
-                poll_s: float = 0.5) -> Finished[M]:
+async def watch(
+    handle: WorkflowHandle[Any, Any], result_type: type[M], show: bool = True, poll_s: float = 0.5
+) -> Finished[M]:
     """Wait for the operation to close, showing the phases live (when `show`).
 
     An operation that did not succeed ends Failed; its result comes from the failure's details.
@@ -74,7 +80,9 @@ async def watch(handle: WorkflowHandle[Any, Any], result_type: type[M], show: bo
     result_task = asyncio.ensure_future(finished(handle, result_type))
     if not show:
         return await result_task
-    with Live(progress_table(handle.id, None, "starting"), console=console, refresh_per_second=4, transient=False) as live:
+    with Live(
+        progress_table(handle.id, None, "starting"), console=console, refresh_per_second=4, transient=False
+    ) as live:
         while not result_task.done():
             live.update(progress_table(handle.id, await query_progress(handle), "running"))
             await asyncio.wait([result_task], timeout=poll_s)
@@ -91,13 +99,25 @@ def reattach_hint(workflow_ids: list[str]) -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         for wid in workflow_ids:
-            err_console.print(f"{wid} keeps running; follow it again with `drctl ops watch {wid}`",
-                              markup=False, highlight=False, soft_wrap=True)
+            err_console.print(
+                f"{wid} keeps running; follow it again with `drctl ops watch {wid}`",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         raise
 
 
-def launch(cfg: FleetConfig, what: str, start: Starter, result_type: type[M], *, no_wait: bool,
-           output: Output, live: bool = True) -> Launched[M]:
+def launch(
+    cfg: FleetConfig,
+    what: str,
+    start: Starter,
+    result_type: type[M],
+    *,
+    no_wait: bool,
+    output: Output,
+    live: bool = True,
+) -> Launched[M]:
     """Start an operation with `start(client)`, print its UI link on stderr, then watch it or return.
 
     With `--no-wait -o json` stdout gets the workflow id, run id and link, for a script to follow.
@@ -110,12 +130,16 @@ def launch(cfg: FleetConfig, what: str, start: Starter, result_type: type[M], *,
         started.append(handle.id)
         link = ui_link(cfg, handle.id, handle.result_run_id)
         # stderr: stdout stays clean for `-o json`
-        err_console.print(f"{what} started: {handle.id}\nUI: {link}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(
+            f"{what} started: {handle.id}\nUI: {link}", markup=False, highlight=False, soft_wrap=True
+        )
         if no_wait:
             if output is Output.json:
                 print_json({"workflow_id": handle.id, "run_id": handle.result_run_id, "ui_link": link})
             return Launched(handle.id, link, None)
-        return Launched(handle.id, link, await watch(handle, result_type, show=live and output is Output.table))
+        return Launched(
+            handle.id, link, await watch(handle, result_type, show=live and output is Output.table)
+        )
 
     with reattach_hint(started):
         return run_async(go)
@@ -126,15 +150,26 @@ def result_only(launched: Launched[Any]) -> Any:
     return launched.done.result.model_dump(mode="json") if launched.done else None
 
 
-def conclude(launched: Launched[M], output: Output, render: Callable[[M, str], None],
-             as_json: Callable[[Launched[M]], Any] | None = None) -> None:
+def conclude(
+    launched: Launched[M],
+    output: Output,
+    render: Callable[[M, str], None],
+    as_json: Callable[[Launched[M]], Any] | None = None,
+) -> None:
     """Render a watched operation's result (table or JSON) and exit with its code; nothing after --no-wait."""
     done = launched.done
     if done is None:
         return
     if output is Output.json:
-        print_json(as_json(launched) if as_json else {"workflow_id": launched.workflow_id, "ui_link": launched.link,
-                                                      "result": done.result.model_dump(mode="json")})
+        print_json(
+            as_json(launched)
+            if as_json
+            else {
+                "workflow_id": launched.workflow_id,
+                "ui_link": launched.link,
+                "result": done.result.model_dump(mode="json"),
+            }
+        )
     else:
         render(done.result, launched.link)
     raise typer.Exit(exit_code(done))

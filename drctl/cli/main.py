@@ -32,15 +32,29 @@ app = typer.Typer(
     name="drctl",
     help="Disaster recovery and migration for multi-region LLM inference fleets, on Temporal.",
     epilog="Exit codes, the same for every command: 0 succeeded; 1 ran and did not succeed (the result says "
-           "why); 2 usage or validation error; 3 nothing started: the fleet is busy, or Temporal is unreachable.",
+    "why); 2 usage or validation error; 3 nothing started: the fleet is busy, or Temporal is unreachable.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 
 # Every command module holds one module-level Typer app: a named group (`ops`, `drill`, …) or the
 # top-level commands it defines (`failover`, `failback`, `status`, …).
-for _module in (config_cmd, dev, worker, status, failover, monitor, ops, upgrade, migrate, backup, drill,
-                replicate, notify, codec):
+for _module in (
+    config_cmd,
+    dev,
+    worker,
+    status,
+    failover,
+    monitor,
+    ops,
+    upgrade,
+    migrate,
+    backup,
+    drill,
+    replicate,
+    notify,
+    codec,
+):
     app.add_typer(_module.app)
 
 
@@ -59,8 +73,12 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version_: Annotated[bool | None, typer.Option(
-        "--version", callback=_print_version, is_eager=True, help="Print drctl's version and exit.")] = None,
+    version_: Annotated[
+        bool | None,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print drctl's version and exit."
+        ),
+    ] = None,
 ) -> None:
     """Disaster recovery and migration for multi-region LLM inference fleets, on Temporal."""
 

@@ -20,9 +20,15 @@ app = typer.Typer()
 def migrate(
     from_: Annotated[str, typer.Option("--from", help="Source region (its cluster is backed up).")],
     to: Annotated[str, typer.Option("--to", help="Target region (the backup is restored there).")],
-    target_namespace: Annotated[str | None, typer.Option("--target-namespace", help="Namespace in the target.")] = None,
-    steps: Annotated[str | None, typer.Option("--steps", help="Share of the source's traffic moved per step.")] = None,
-    decommission: Annotated[bool, typer.Option("--decommission", help="Scale the source to zero at the end.")] = False,
+    target_namespace: Annotated[
+        str | None, typer.Option("--target-namespace", help="Namespace in the target.")
+    ] = None,
+    steps: Annotated[
+        str | None, typer.Option("--steps", help="Share of the source's traffic moved per step.")
+    ] = None,
+    decommission: Annotated[
+        bool, typer.Option("--decommission", help="Scale the source to zero at the end.")
+    ] = False,
     config: ConfigOpt = Path(DEFAULT_CONFIG),
     no_wait: NoWait = False,
     output: OutputOpt = Output.table,
@@ -33,13 +39,26 @@ def migrate(
     cfg.region(to)
     if from_ == to:
         raise UserError(f"--from and --to are both {to}")
-    req = migration_request(cfg, new_id(), from_, to, target_namespace, parse_steps(steps) if steps else None,
-                            decommission)
+    req = migration_request(
+        cfg, new_id(), from_, to, target_namespace, parse_steps(steps) if steps else None, decommission
+    )
     from workflows.migrate import Migration
 
     launched: Launched[MigrationResult] = launch(
-        cfg, "migrate", lambda client: start_operation(
-            client, cfg, Migration.run, req, operation="migrate", workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-            source=from_, target=to),
-        MigrationResult, no_wait=no_wait, output=output)
+        cfg,
+        "migrate",
+        lambda client: start_operation(
+            client,
+            cfg,
+            Migration.run,
+            req,
+            operation="migrate",
+            workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
+            source=from_,
+            target=to,
+        ),
+        MigrationResult,
+        no_wait=no_wait,
+        output=output,
+    )
     conclude(launched, output, render)

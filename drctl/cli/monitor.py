@@ -21,7 +21,9 @@ from drctl.models.failover import MonitorInput, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
 from drctl.models.ops import FleetSpec
 
-app = typer.Typer(name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True)
+app = typer.Typer(
+    name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True
+)
 
 
 def monitor_id(cfg: FleetConfig) -> str:
@@ -39,11 +41,21 @@ async def start_monitor(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandl
             return client.get_workflow_handle(wid), False
     except RPCError:
         pass
-    attrs = TypedSearchAttributes([SearchAttributePair(sa.FLEET, cfg.name), SearchAttributePair(sa.OPERATION, "monitor"),
-                                   SearchAttributePair(sa.PHASE, "watching")])
+    attrs = TypedSearchAttributes(
+        [
+            SearchAttributePair(sa.FLEET, cfg.name),
+            SearchAttributePair(sa.OPERATION, "monitor"),
+            SearchAttributePair(sa.PHASE, "watching"),
+        ]
+    )
     handle = await client.start_workflow(
-        FleetMonitor.run, MonitorInput(spec=FleetSpec.from_config(cfg)), id=wid, task_queue=cfg.temporal.task_queue,
-        search_attributes=attrs, memo={"fleet": cfg.name}, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        FleetMonitor.run,
+        MonitorInput(spec=FleetSpec.from_config(cfg)),
+        id=wid,
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=attrs,
+        memo={"fleet": cfg.name},
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
     return handle, True
 
@@ -54,11 +66,14 @@ async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> 
     Applied by the monitor between probe rounds; regions in both configs keep their state.
     """
     try:
-        return await handle.execute_update("update_spec", SpecUpdate(spec=FleetSpec.from_config(cfg)),
-                                           result_type=list[str])
+        return await handle.execute_update(
+            "update_spec", SpecUpdate(spec=FleetSpec.from_config(cfg)), result_type=list[str]
+        )
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause.message if exc.cause is not None and hasattr(exc.cause, "message") else str(exc)
-        raise common.UserError(f"monitor {handle.id} refused the config {cfg.source_path or ''}: {cause}") from None
+        raise common.UserError(
+            f"monitor {handle.id} refused the config {cfg.source_path or ''}: {cause}"
+        ) from None
 
 
 async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
@@ -93,7 +108,9 @@ def start(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
     if started:
         common.console.print(f"monitor started: {link}")
     elif changes:
-        common.console.print(f"monitor already running; updated to follow {cfg.source_path or 'the config'}: {link}")
+        common.console.print(
+            f"monitor already running; updated to follow {cfg.source_path or 'the config'}: {link}"
+        )
         for c in changes:
             common.console.print(f"  {c}")
     else:
@@ -116,7 +133,9 @@ def stop(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
 
 
 @app.command("status")
-def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+def status(
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table
+) -> None:
     """The monitor's view: per-region state, policy, alert."""
     cfg = common.load(config)
 
@@ -125,7 +144,9 @@ def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: commo
 
     st = common.run_async(go)
     if st is None:
-        raise common.UserError(f"monitor {monitor_id(cfg)} is not running; start it with `drctl monitor start`", 1)
+        raise common.UserError(
+            f"monitor {monitor_id(cfg)} is not running; start it with `drctl monitor start`", 1
+        )
     if output is common.Output.json:
         common.print_json(st.model_dump(mode="json"))
         return
@@ -138,9 +159,14 @@ def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: commo
     for col in ("region", "state", "fails", "oks", "last probe", "ttft p50 ms"):
         t.add_column(col)
     for r in st.regions.values():
-        t.add_row(r.region, r.state.value, str(r.consecutive_failures), str(r.consecutive_successes),
-                  f"{r.last_status.value if r.last_status else '-'} {r.last_reason}",
-                  f"{r.last_ttft_ms:.0f}" if r.last_ttft_ms is not None else "-")
+        t.add_row(
+            r.region,
+            r.state.value,
+            str(r.consecutive_failures),
+            str(r.consecutive_successes),
+            f"{r.last_status.value if r.last_status else '-'} {r.last_reason}",
+            f"{r.last_ttft_ms:.0f}" if r.last_ttft_ms is not None else "-",
+        )
     common.console.print(t)
     for region, v in st.votes.items():
         # Missing is shown as missing: an unanswered or old view is never counted healthy.
@@ -157,6 +183,8 @@ def _probe_line(st: MonitorStatus) -> str:
     if st.heartbeat_age_s is None:
         return line + "; watcher starting, no heartbeat yet"
     if st.heartbeat_stale:
-        return (line + f"; [bold red]watcher heartbeat STALE ({st.heartbeat_age_s:.0f} s old)[/]: "
-                "states below are the monitor's last, not live")
+        return (
+            line + f"; [bold red]watcher heartbeat STALE ({st.heartbeat_age_s:.0f} s old)[/]: "
+            "states below are the monitor's last, not live"
+        )
     return line + f"; live from the watcher's heartbeat {st.heartbeat_age_s:.1f} s ago"

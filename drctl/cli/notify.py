@@ -22,14 +22,17 @@ from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec, ping_eve
 _TEST_RETRY_FOR_S = 20.0
 
 
-app = typer.Typer(name="notify", help="Webhook notifications (notifications.webhooks in the config).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    name="notify", help="Webhook notifications (notifications.webhooks in the config).", no_args_is_help=True
+)
 
 
 @app.command("test")
 def test_cmd(
-    webhook: Annotated[list[str] | None, typer.Option(
-        "--webhook", "-w", help="Webhook name (repeatable); default every configured webhook.")] = None,
+    webhook: Annotated[
+        list[str] | None,
+        typer.Option("--webhook", "-w", help="Webhook name (repeatable); default every configured webhook."),
+    ] = None,
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     output: common.OutputOpt = common.Output.table,
 ) -> None:
@@ -43,17 +46,26 @@ def test_cmd(
     if unknown:
         common.fail(f"unknown webhook {', '.join(unknown)}; configured: {', '.join(known)}")
     chosen = [w for w in hooks if not webhook or w.name in webhook]
-    specs = [WebhookSpec.from_config(w).model_copy(update={"retry_for_s": min(w.retry_for_s, _TEST_RETRY_FOR_S)})
-             for w in chosen]
+    specs = [
+        WebhookSpec.from_config(w).model_copy(update={"retry_for_s": min(w.retry_for_s, _TEST_RETRY_FOR_S)})
+        for w in chosen
+    ]
     wid = f"notify/{cfg.name}/notify.test/{uuid.uuid4().hex[:12]}"
     event = ping_event(cfg.name, wid, datetime.now(UTC), by=f"{getpass.getuser()} via drctl notify test")
 
     inp = NotifyInput(event=event, webhooks=specs)
     # A webhook that did not take the event ends the workflow Failed, its result in the details.
     launched: Launched[NotifyResult] = launch(
-        cfg, "notify test", lambda client: client.start_workflow(
-            "Notify", inp, id=wid, task_queue=cfg.temporal.task_queue, result_type=NotifyResult),
-        NotifyResult, no_wait=False, output=output, live=False)
+        cfg,
+        "notify test",
+        lambda client: client.start_workflow(
+            "Notify", inp, id=wid, task_queue=cfg.temporal.task_queue, result_type=NotifyResult
+        ),
+        NotifyResult,
+        no_wait=False,
+        output=output,
+        live=False,
+    )
     conclude(launched, output, _render, result_only)
 
 

@@ -34,15 +34,20 @@ from drctl.models.ops import UPDATE_ABORT, UPDATE_APPROVE, AbortInput, ApproveIn
 from drctl.models.outcome import details_from
 from drctl.models.upgrade import UpgradeResult
 
-app = typer.Typer(name="ops", help="Running and recent operations (failover, failback, upgrade, migrate, drill).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    name="ops",
+    help="Running and recent operations (failover, failback, upgrade, migrate, drill).",
+    no_args_is_help=True,
+)
 
 WorkflowId = Annotated[str, typer.Argument(help="Workflow id, e.g. failover/dev.")]
 
 # Per operation (the DrctlOperation search attribute): its result model and how the command that
 # starts it renders that result (table, and JSON where it differs from the default), so `ops watch`
 # ends exactly as the start command would have.
-_RESULTS: dict[str, tuple[type[BaseModel], Callable[[Any, str], None], Callable[[Launched[Any]], Any] | None]] = {
+_RESULTS: dict[
+    str, tuple[type[BaseModel], Callable[[Any, str], None], Callable[[Launched[Any]], Any] | None]
+] = {
     "failover": (FailoverResult, failover.render_failover, None),
     "failback": (FailbackResult, failover.render_failback, None),
     "upgrade": (UpgradeResult, upgrade.render, None),
@@ -58,14 +63,18 @@ async def _handle(client: Client, cfg: FleetConfig, wid: str) -> WorkflowHandle[
     try:
         await handle.describe()
     except RPCError:
-        raise common.UserError(f"no operation {wid!r} in namespace {cfg.temporal.namespace}; see `drctl ops list`") from None
+        raise common.UserError(
+            f"no operation {wid!r} in namespace {cfg.temporal.namespace}; see `drctl ops list`"
+        ) from None
     return handle
 
 
 @app.command("list")
 def list_cmd(
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    all_: Annotated[bool, typer.Option("--all", help="Include finished operations (most recent 20).")] = False,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Include finished operations (most recent 20).")
+    ] = False,
     output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Operations on this fleet: running ones by default."""
@@ -88,8 +97,16 @@ def list_cmd(
     for col in ("workflow id", "operation", "status", "phase", "source", "target", "started", "UI"):
         t.add_column(col)
     for o in found:
-        t.add_row(o.workflow_id, o.operation, o.status, o.phase or "", o.source or "", o.target or "",
-                  o.start_time.isoformat(timespec="seconds") if o.start_time else "", o.ui_link or "")
+        t.add_row(
+            o.workflow_id,
+            o.operation,
+            o.status,
+            o.phase or "",
+            o.source or "",
+            o.target or "",
+            o.start_time.isoformat(timespec="seconds") if o.start_time else "",
+            o.ui_link or "",
+        )
     common.console.print(t)
 
 
@@ -107,14 +124,24 @@ async def _show(cfg: FleetConfig, workflow_id: str) -> dict[str, Any]:
         except WorkflowFailureError as exc:
             result = details_from(exc) or {"error": str(exc.cause or exc)}
     attrs = desc.typed_search_attributes
-    return {"workflow_id": workflow_id, "run_id": desc.run_id, "status": desc.status.name if desc.status else "?",
-            "operation": attrs.get(sa.OPERATION), "phase": attrs.get(sa.PHASE),
-            "progress": prog.model_dump(mode="json") if prog else None, "result": result,
-            "ui_link": ui_link(cfg, workflow_id, desc.run_id)}
+    return {
+        "workflow_id": workflow_id,
+        "run_id": desc.run_id,
+        "status": desc.status.name if desc.status else "?",
+        "operation": attrs.get(sa.OPERATION),
+        "phase": attrs.get(sa.PHASE),
+        "progress": prog.model_dump(mode="json") if prog else None,
+        "result": result,
+        "ui_link": ui_link(cfg, workflow_id, desc.run_id),
+    }
 
 
 @app.command("show")
-def show(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+def show(
+    workflow_id: WorkflowId,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
+) -> None:
     """One operation: status, phase timings, and its result when finished."""
     cfg = common.load(config)
     info = common.run_async(lambda: _show(cfg, workflow_id))
@@ -129,8 +156,11 @@ def show(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DEFAULT
 
 
 @app.command("watch")
-def watch_cmd(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-              output: common.OutputOpt = common.Output.table) -> None:
+def watch_cmd(
+    workflow_id: WorkflowId,
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    output: common.OutputOpt = common.Output.table,
+) -> None:
     """Follow an operation until it ends (after Ctrl-C or --no-wait); exit with its exit code.
 
     A finished operation is not waited for: its result and exit code are shown at once.
@@ -142,8 +172,10 @@ def watch_cmd(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DE
         desc = await (await _handle(client, cfg, workflow_id)).describe()
         operation = desc.typed_search_attributes.get(sa.OPERATION) or ""
         if operation not in _RESULTS:
-            raise common.UserError(f"{workflow_id} is a {operation or 'non-drctl'} workflow, not an operation drctl "
-                            f"can watch ({', '.join(_RESULTS)}); see `drctl ops show {workflow_id}`")
+            raise common.UserError(
+                f"{workflow_id} is a {operation or 'non-drctl'} workflow, not an operation drctl "
+                f"can watch ({', '.join(_RESULTS)}); see `drctl ops show {workflow_id}`"
+            )
         # This run, not a later one started under the same id while we watch.
         run = client.get_workflow_handle(workflow_id, run_id=desc.run_id)
         done = await watch(run, _RESULTS[operation][0], show=output is common.Output.table)
@@ -159,13 +191,20 @@ def watch_cmd(workflow_id: WorkflowId, config: common.ConfigOpt = Path(common.DE
 def approve(
     workflow_id: Annotated[str, typer.Argument(help="Workflow id waiting at its approval gate.")],
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    approver: Annotated[str, typer.Option(help="Your name, recorded in the result.", envvar="USER")] = "operator",
+    approver: Annotated[
+        str, typer.Option(help="Your name, recorded in the result.", envvar="USER")
+    ] = "operator",
     comment: Annotated[str, typer.Option(help="Why.")] = "",
 ) -> None:
     """Approve an operation waiting at its approval gate (rejected if it is not waiting)."""
     cfg = common.load(config)
-    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, ApproveInput(approver=approver,
-                                                                                           comment=comment))))
+    common.console.print(
+        common.run_async(
+            lambda: _update(
+                cfg, workflow_id, UPDATE_APPROVE, ApproveInput(approver=approver, comment=comment)
+            )
+        )
+    )
 
 
 @app.command("abort")
@@ -176,7 +215,9 @@ def abort(
 ) -> None:
     """Ask an operation to stop at its next safe point (rejected once it is past no-return)."""
     cfg = common.load(config)
-    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason))))
+    common.console.print(
+        common.run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason)))
+    )
 
 
 async def _update(cfg: FleetConfig, wid: str, name: str, arg: Any) -> str:

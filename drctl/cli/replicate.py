@@ -23,9 +23,14 @@ def replicate_id(cfg: FleetConfig) -> str:
 
 
 def replicate_input(cfg: FleetConfig) -> ReplicateInput:
-    return ReplicateInput(fleet=cfg.name, task_queue=cfg.temporal.task_queue,
-                          queues={r.name: r.queue for r in cfg.regions}, pairs=replica_pairs(cfg),
-                          rpo_target_s=cfg.objectives.rpo_target_s, timeout_s=cfg.data.check_timeout_s)
+    return ReplicateInput(
+        fleet=cfg.name,
+        task_queue=cfg.temporal.task_queue,
+        queues={r.name: r.queue for r in cfg.regions},
+        pairs=replica_pairs(cfg),
+        rpo_target_s=cfg.objectives.rpo_target_s,
+        timeout_s=cfg.data.check_timeout_s,
+    )
 
 
 async def start_replication(client: Client, cfg: FleetConfig) -> tuple[str, bool]:
@@ -41,23 +46,39 @@ async def start_replication(client: Client, cfg: FleetConfig) -> tuple[str, bool
             return wid, False
     except RPCError:
         pass
-    attrs = TypedSearchAttributes([SearchAttributePair(sa.FLEET, cfg.name), SearchAttributePair(sa.OPERATION, "replicate"),
-                                   SearchAttributePair(sa.PHASE, "replicating")])
-    await client.start_workflow(Replicate.run, replicate_input(cfg), id=wid, task_queue=cfg.temporal.task_queue,
-                                search_attributes=attrs, memo={"fleet": cfg.name},
-                                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+    attrs = TypedSearchAttributes(
+        [
+            SearchAttributePair(sa.FLEET, cfg.name),
+            SearchAttributePair(sa.OPERATION, "replicate"),
+            SearchAttributePair(sa.PHASE, "replicating"),
+        ]
+    )
+    await client.start_workflow(
+        Replicate.run,
+        replicate_input(cfg),
+        id=wid,
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=attrs,
+        memo={"fleet": cfg.name},
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
     return wid, True
 
 
 async def replication_status(client: Client, cfg: FleetConfig) -> ReplicateStatus | None:
     try:
-        return await client.get_workflow_handle(replicate_id(cfg)).query("status", result_type=ReplicateStatus)
+        return await client.get_workflow_handle(replicate_id(cfg)).query(
+            "status", result_type=ReplicateStatus
+        )
     except RPCError:
         return None
 
 
-app = typer.Typer(name="replicate", help="Model artifact and state replication with rclone (replicate/<fleet>).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    name="replicate",
+    help="Model artifact and state replication with rclone (replicate/<fleet>).",
+    no_args_is_help=True,
+)
 
 
 @app.command("start")
@@ -88,25 +109,50 @@ def stop(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
 
 
 @app.command("status")
-def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+def status(
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table
+) -> None:
     """Last run of every replica: transfers, bytes, check, lag against the RPO."""
     cfg = common.load(config)
     st = common.run_async(lambda: _status(cfg))
     if st is None:
-        raise common.UserError(f"{replicate_id(cfg)} is not running; start it with `drctl replicate start`", 1)
+        raise common.UserError(
+            f"{replicate_id(cfg)} is not running; start it with `drctl replicate start`", 1
+        )
     if output is common.Output.json:
         common.print_json(st.model_dump(mode="json"))
         return
-    t = Table(title=f"replication {cfg.name}: {st.total_runs} runs, {st.total_transfers} objects, "
-                    f"{st.total_bytes} bytes (RPO target {st.rpo_target_s:g} s)")
-    for col in ("bucket", "replica", "mode", "runs", "failures", "last run", "transfers", "bytes", "check", "lag"):
+    t = Table(
+        title=f"replication {cfg.name}: {st.total_runs} runs, {st.total_transfers} objects, "
+        f"{st.total_bytes} bytes (RPO target {st.rpo_target_s:g} s)"
+    )
+    for col in (
+        "bucket",
+        "replica",
+        "mode",
+        "runs",
+        "failures",
+        "last run",
+        "transfers",
+        "bytes",
+        "check",
+        "lag",
+    ):
         t.add_column(col, no_wrap=True)
     for ps in st.pairs:
         r = ps.last
-        t.add_row(ps.pair.bucket, ps.pair.replica_region, ps.pair.mode, str(ps.runs), str(ps.failures),
-                  f"{r.finished_at:%H:%M:%S}" if r else "never", str(r.stats.transfers) if r else "-",
-                  str(r.stats.bytes) if r else "-", ("ok" if r.check_ok else "DIFFERS") if r else "-",
-                  lag_cell(r.lag.lag_s, st.rpo_target_s) if r else "-")
+        t.add_row(
+            ps.pair.bucket,
+            ps.pair.replica_region,
+            ps.pair.mode,
+            str(ps.runs),
+            str(ps.failures),
+            f"{r.finished_at:%H:%M:%S}" if r else "never",
+            str(r.stats.transfers) if r else "-",
+            str(r.stats.bytes) if r else "-",
+            ("ok" if r.check_ok else "DIFFERS") if r else "-",
+            lag_cell(r.lag.lag_s, st.rpo_target_s) if r else "-",
+        )
     common.console.print(t)
     common.console.print(f"UI: {ui_link(cfg, replicate_id(cfg))}")
 

@@ -28,7 +28,10 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
     from drctl.providers.probe import InferenceProber
     from drctl.providers.traffic_factory import global_traffic
 
-    out: dict[str, Any] = {"fleet": cfg.name, "regions": {r.name: {"configured_weight": r.weight} for r in cfg.regions}}
+    out: dict[str, Any] = {
+        "fleet": cfg.name,
+        "regions": {r.name: {"configured_weight": r.weight} for r in cfg.regions},
+    }
 
     def weights() -> dict[str, int]:
         return global_traffic(cfg).get_weights()
@@ -39,12 +42,19 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
 
     async def temporal() -> tuple[Any, Any]:
         client = await connect(cfg)
-        return await monitor_status(client, cfg), await list_operations(client, cfg.name, visibility_query(cfg.name), cfg)
+        return await monitor_status(client, cfg), await list_operations(
+            client, cfg.name, visibility_query(cfg.name), cfg
+        )
 
     from drctl.cli import data_status
 
-    tasks = [asyncio.to_thread(weights), InferenceProber(cfg).probe_regions(cfg.region_names), temporal(),
-             data_status.collect(cfg), *(asyncio.to_thread(replicas, r) for r in cfg.region_names)]
+    tasks = [
+        asyncio.to_thread(weights),
+        InferenceProber(cfg).probe_regions(cfg.region_names),
+        temporal(),
+        data_status.collect(cfg),
+        *(asyncio.to_thread(replicas, r) for r in cfg.region_names),
+    ]
     w, probes, tmp, data, *reps = await asyncio.gather(*tasks, return_exceptions=True)
     out.update(data if isinstance(data, dict) else {"data_error": _short(data)})
     for i, name in enumerate(cfg.region_names):
@@ -53,18 +63,29 @@ async def collect(cfg: FleetConfig) -> dict[str, Any]:
         reg["replicas"] = reps[i] if isinstance(reps[i], dict) else {"error": _short(reps[i])}
         if isinstance(probes, list):
             p = probes[i]
-            reg["probe"] = {"status": p.status.value, "reason": p.reason, "ttft_p50_ms": p.ttft_p50_ms,
-                            "failing_fraction": p.failing_fraction, "duration_ms": p.duration_ms}
+            reg["probe"] = {
+                "status": p.status.value,
+                "reason": p.reason,
+                "ttft_p50_ms": p.ttft_p50_ms,
+                "failing_fraction": p.failing_fraction,
+                "duration_ms": p.duration_ms,
+            }
     if not isinstance(w, dict):
         out["weights_error"] = _short(w)
     if not isinstance(probes, list):
         out["probe_error"] = _short(probes)
     if isinstance(tmp, tuple):
         mon, ops = tmp
-        out["monitor"] = {"running": mon is not None, "policy": mon.policy if mon else None,
-                          "alert": mon.alert if mon else None, "paused": mon.paused if mon else None}
+        out["monitor"] = {
+            "running": mon is not None,
+            "policy": mon.policy if mon else None,
+            "alert": mon.alert if mon else None,
+            "paused": mon.paused if mon else None,
+        }
         for name in cfg.region_names:
-            out["regions"][name]["state"] = mon.regions[name].state.value if mon and name in mon.regions else None
+            out["regions"][name]["state"] = (
+                mon.regions[name].state.value if mon and name in mon.regions else None
+            )
         out["operations"] = [o.model_dump(mode="json") for o in ops]
     else:
         out["temporal_error"] = _short(tmp)
@@ -75,7 +96,9 @@ app = typer.Typer()
 
 
 @app.command("status")
-def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table) -> None:
+def status(
+    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table
+) -> None:
     """The fleet now: region states, probe figures, global weights, replicas, running operations."""
     cfg = common.load(config)
     data = common.run_async(lambda: collect(cfg))
@@ -85,7 +108,10 @@ def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: commo
     mon = data.get("monitor") or {}
     if mon.get("alert"):
         common.console.print(f"[bold red]ALERT {mon['alert']}[/]")
-    t = Table(title=f"fleet {cfg.name}" + (f" (monitor: {mon.get('policy')})" if mon.get("running") else " (monitor not running)"))
+    t = Table(
+        title=f"fleet {cfg.name}"
+        + (f" (monitor: {mon.get('policy')})" if mon.get("running") else " (monitor not running)")
+    )
     for col in ("region", "state", "probe", "TTFT p50", "weight", "config", "replicas"):
         t.add_column(col, no_wrap=True)
     reasons = []
@@ -97,10 +123,15 @@ def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: commo
             reasons.append(f"{name}: {p['reason']}")
         if "replicas" not in rep and rep.get("error"):
             reasons.append(f"{name} replicas: {rep['error']}")
-        t.add_row(name, r.get("state") or "-", p.get("status", "-"),
-                  f"{p['ttft_p50_ms']:.0f} ms" if p.get("ttft_p50_ms") is not None else "-",
-                  str(r.get("weight", "-")), str(r["configured_weight"]),
-                  f"{rep['ready']}/{rep['replicas']} ready" if "replicas" in rep else "unknown")
+        t.add_row(
+            name,
+            r.get("state") or "-",
+            p.get("status", "-"),
+            f"{p['ttft_p50_ms']:.0f} ms" if p.get("ttft_p50_ms") is not None else "-",
+            str(r.get("weight", "-")),
+            str(r["configured_weight"]),
+            f"{rep['ready']}/{rep['replicas']} ready" if "replicas" in rep else "unknown",
+        )
     common.console.print(t)
     for line in reasons:
         common.console.print(f"  {line}", markup=False, highlight=False)
@@ -114,6 +145,8 @@ def status(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: commo
     if ops:
         common.console.print("running operations:")
         for o in ops:
-            common.console.print(f"  {o['workflow_id']} ({o['operation']}, phase {o.get('phase')}) {o.get('ui_link') or ''}")
+            common.console.print(
+                f"  {o['workflow_id']} ({o['operation']}, phase {o.get('phase')}) {o.get('ui_link') or ''}"
+            )
     elif "operations" in data:
         common.console.print("no running operations")

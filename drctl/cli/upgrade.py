@@ -26,8 +26,12 @@ from drctl.models.upgrade import (
     upgrade_request,
 )
 
-app = typer.Typer(name="upgrade", help="Upgrade the fleet behind a Velero backup: canary or blue-green, region by region.",
-                  invoke_without_command=True, no_args_is_help=False)
+app = typer.Typer(
+    name="upgrade",
+    help="Upgrade the fleet behind a Velero backup: canary or blue-green, region by region.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
 
 # A container image reference with an explicit tag or digest: an upgrade must name what it ships.
 _IMAGE = re.compile(
@@ -42,7 +46,9 @@ def new_id() -> str:
 
 def parse_image(image: str) -> str:
     if not _IMAGE.fullmatch(image):  # fullmatch: `$` alone would let a trailing newline through
-        raise common.UserError(f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)")
+        raise common.UserError(
+            f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)"
+        )
     return image
 
 
@@ -50,9 +56,13 @@ def parse_steps(text: str) -> list[int]:
     try:
         steps = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise common.UserError(f"bad --steps {text!r}: expected comma-separated percentages, e.g. 5,25,50,100") from None
+        raise common.UserError(
+            f"bad --steps {text!r}: expected comma-separated percentages, e.g. 5,25,50,100"
+        ) from None
     if not steps or any(s <= 0 or s > 100 for s in steps) or steps != sorted(set(steps)) or steps[-1] != 100:
-        raise common.UserError(f"bad --steps {text!r}: percentages must be increasing, within 1..100, and end at 100")
+        raise common.UserError(
+            f"bad --steps {text!r}: percentages must be increasing, within 1..100, and end at 100"
+        )
     return steps
 
 
@@ -78,7 +88,9 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = commo
         t.add_row("backup", f"{res.backup.name} ({res.backup.phase}, {res.backup.items} items)")
     for w in getattr(res, "waves", []):
         last = w.analyses[-1].reason if w.analyses else "-"
-        t.add_row(f"wave {w.region}", f"{w.outcome.value if w.outcome else '…'} at {w.step_percent} %: {last}")
+        t.add_row(
+            f"wave {w.region}", f"{w.outcome.value if w.outcome else '…'} at {w.step_percent} %: {last}"
+        )
     for r in getattr(res, "releases", []):
         t.add_row(f"release {r.region}", f"{r.image} ({r.state})")
         for line in getattr(r, "left_behind", []):
@@ -102,9 +114,15 @@ def upgrade(
     ctx: typer.Context,
     image: Annotated[str | None, typer.Option("--image", help="New image, with a tag or digest.")] = None,
     strategy: Annotated[Strategy, typer.Option("--strategy", help="canary or blue-green.")] = Strategy.CANARY,
-    steps: Annotated[str | None, typer.Option("--steps", help="Canary weights, e.g. 5,25,50,100 (default from config).")] = None,
-    regions: Annotated[str | None, typer.Option("--regions", help="Comma-separated waves, in order (default: all).")] = None,
-    env: Annotated[list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")] = [],  # noqa: B006
+    steps: Annotated[
+        str | None, typer.Option("--steps", help="Canary weights, e.g. 5,25,50,100 (default from config).")
+    ] = None,
+    regions: Annotated[
+        str | None, typer.Option("--regions", help="Comma-separated waves, in order (default: all).")
+    ] = None,
+    env: Annotated[
+        list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")
+    ] = [],  # noqa: B006
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     no_wait: NoWait = False,
     output: common.OutputOpt = common.Output.table,
@@ -126,10 +144,21 @@ def upgrade(
     from workflows.upgrade import Upgrade
 
     launched: Launched[UpgradeResult] = launch(
-        cfg, "upgrade", lambda client: start_operation(
-            client, cfg, Upgrade.run, req, operation="upgrade", workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-            target=",".join(req.regions)),
-        UpgradeResult, no_wait=no_wait, output=output)
+        cfg,
+        "upgrade",
+        lambda client: start_operation(
+            client,
+            cfg,
+            Upgrade.run,
+            req,
+            operation="upgrade",
+            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+            target=",".join(req.regions),
+        ),
+        UpgradeResult,
+        no_wait=no_wait,
+        output=output,
+    )
     conclude(launched, output, render)
 
 
@@ -150,7 +179,9 @@ def _send(config: Path, upgrade_id: str, name: str, reason: str) -> None:
             raise common.UserError(f"cannot {name} {wid}: {exc}", exit_code=1) from None
 
     ack = common.run_async(go)
-    common.console.print(getattr(ack, "message", None) or (ack.get("message") if isinstance(ack, dict) else ack))
+    common.console.print(
+        getattr(ack, "message", None) or (ack.get("message") if isinstance(ack, dict) else ack)
+    )
     common.console.print(f"UI: {ui_link(cfg, wid)}")
 
 
@@ -159,8 +190,11 @@ Reason = Annotated[str, typer.Option("--reason", help="Why, for the audit trail.
 
 
 def _control_command(name: str) -> Any:
-    def command(upgrade_id: UpgradeId, reason: Reason = f"{name} from the CLI",
-                config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+    def command(
+        upgrade_id: UpgradeId,
+        reason: Reason = f"{name} from the CLI",
+        config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    ) -> None:
         _send(config, upgrade_id, name, reason)
 
     command.__doc__ = f"{name.capitalize()} a running upgrade."
@@ -193,10 +227,14 @@ def status(
     if output is common.Output.json:
         common.print_json(st.model_dump(mode="json"))
         return
-    common.console.print(f"{wid}: phase [bold]{st.phase}[/] region {st.region or '-'} step {st.step_percent} %"
-                  + (f" [yellow]PAUSED[/] ({st.pause_reason})" if st.paused else ""))
+    common.console.print(
+        f"{wid}: phase [bold]{st.phase}[/] region {st.region or '-'} step {st.step_percent} %"
+        + (f" [yellow]PAUSED[/] ({st.pause_reason})" if st.paused else "")
+    )
     for w in st.waves:
         last = w.analyses[-1] if w.analyses else None
-        common.console.print(f"  {w.region}: {w.outcome.value if w.outcome else 'in progress'}"
-                      + (f" — {last.verdict.value}: {last.reason}" if last else ""))
+        common.console.print(
+            f"  {w.region}: {w.outcome.value if w.outcome else 'in progress'}"
+            + (f" — {last.verdict.value}: {last.reason}" if last else "")
+        )
     common.console.print(f"UI: {ui_link(cfg, wid)}")

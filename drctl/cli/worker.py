@@ -23,25 +23,38 @@ app = typer.Typer()
 def worker(
     config: Annotated[
         list[Path] | None,
-        typer.Option("--config", "-c", envvar="DRCTL_CONFIG",
-                     help=f"Fleet config file (repeatable: one worker serves every fleet named; default {DEFAULT_CONFIG}; "
-                          "DRCTL_CONFIG may list several, separated by ':')."),
+        typer.Option(
+            "--config",
+            "-c",
+            envvar="DRCTL_CONFIG",
+            help=f"Fleet config file (repeatable: one worker serves every fleet named; default {DEFAULT_CONFIG}; "
+            "DRCTL_CONFIG may list several, separated by ':').",
+        ),
     ] = None,
     config_dir: Annotated[
         list[Path] | None,
-        typer.Option("--config-dir", help="Serve every fleet config (*.yaml, *.yml) in this directory (repeatable)."),
+        typer.Option(
+            "--config-dir", help="Serve every fleet config (*.yaml, *.yml) in this directory (repeatable)."
+        ),
     ] = None,
     region: Annotated[
         list[str] | None,
-        typer.Option("--region", "-r", help="Serve this region's task queue (repeatable); default: every region."),
+        typer.Option(
+            "--region", "-r", help="Serve this region's task queue (repeatable); default: every region."
+        ),
     ] = None,
     no_main: Annotated[
-        bool, typer.Option("--no-main", help="Serve only region queues, not workflows (a region-local worker).")
+        bool,
+        typer.Option("--no-main", help="Serve only region queues, not workflows (a region-local worker)."),
     ] = False,
     http_port: Annotated[
         int | None,
-        typer.Option("--http-port", min=0, max=65535,
-                     help="Port of /metrics, /healthz and /readyz (default: worker.http_port; 0 disables)."),
+        typer.Option(
+            "--http-port",
+            min=0,
+            max=65535,
+            help="Port of /metrics, /healthz and /readyz (default: worker.http_port; 0 disables).",
+        ),
     ] = None,
     http_host: Annotated[
         str | None,
@@ -49,8 +62,11 @@ def worker(
     ] = None,
     log_format: Annotated[
         LogFormatOpt,
-        typer.Option("--log-format", envvar="DRCTL_LOG_FORMAT",
-                     help="text, or json: one object per line with fleet, region, operation, workflow_id."),
+        typer.Option(
+            "--log-format",
+            envvar="DRCTL_LOG_FORMAT",
+            help="text, or json: one object per line with fleet, region, operation, workflow_id.",
+        ),
     ] = LogFormatOpt.text,
 ) -> None:
     """Run drctl's workflows and activities: the main queue plus each served region's queue.
@@ -70,7 +86,9 @@ def worker(
         raise UserError(str(exc)) from None
     cfgs = [load(f) for f in files]
     if http_host is not None:
-        cfgs[0] = cfgs[0].model_copy(update={"worker": cfgs[0].worker.model_copy(update={"http_host": http_host})})
+        cfgs[0] = cfgs[0].model_copy(
+            update={"worker": cfgs[0].worker.model_copy(update={"http_host": http_host})}
+        )
     if len(cfgs) == 1:
         for r in region or []:
             cfgs[0].region(r)  # unknown region: exit 2 listing the known ones
@@ -101,5 +119,7 @@ def eks_token(
     try:
         cred = exec_credential(cluster_name, aws_region)
     except botocore.exceptions.NoCredentialsError as exc:
-        raise UserError(f"no AWS credentials for the EKS token of {cluster_name}: {exc}", exit_code=1) from None
+        raise UserError(
+            f"no AWS credentials for the EKS token of {cluster_name}: {exc}", exit_code=1
+        ) from None
     typer.echo(json.dumps(cred))

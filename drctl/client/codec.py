@@ -65,7 +65,9 @@ def load_keys(cfg: CodecConfig) -> list[tuple[str, bytes]]:
     if cfg.keys_env:
         text = os.environ.get(cfg.keys_env, "")
         if not text.strip():
-            raise CodecKeyError(f"temporal.codec.keys_env: environment variable {cfg.keys_env} is unset or empty")
+            raise CodecKeyError(
+                f"temporal.codec.keys_env: environment variable {cfg.keys_env} is unset or empty"
+            )
         return parse_keys(text, f"environment variable {cfg.keys_env}")
     path = Path(cfg.keys_file or "")
     try:
@@ -85,7 +87,9 @@ class AesGcmCodec(PayloadCodec):
     def encrypt(self, p: Payload) -> Payload:
         nonce = os.urandom(_NONCE)
         # The key id is authenticated data: moving a ciphertext under another id fails to decrypt.
-        data = nonce + self._keys[self.current_id].encrypt(nonce, p.SerializeToString(), self.current_id.encode())
+        data = nonce + self._keys[self.current_id].encrypt(
+            nonce, p.SerializeToString(), self.current_id.encode()
+        )
         return Payload(metadata={"encoding": ENCODING, KEY_ID: self.current_id.encode()}, data=data)
 
     def decrypt(self, p: Payload) -> Payload:
@@ -94,7 +98,9 @@ class AesGcmCodec(PayloadCodec):
         key_id = p.metadata.get(KEY_ID, b"").decode()
         aes = self._keys.get(key_id)
         if aes is None:
-            raise CodecKeyError(f"payload encrypted with key {key_id!r}, which is not among the configured keys")
+            raise CodecKeyError(
+                f"payload encrypted with key {key_id!r}, which is not among the configured keys"
+            )
         return Payload.FromString(aes.decrypt(p.data[:_NONCE], p.data[_NONCE:], key_id.encode()))
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:

@@ -72,8 +72,13 @@ class CodecServer:
             def do_OPTIONS(self) -> None:  # noqa: N802 - http.server's naming
                 if self.path not in _PATHS:
                     return self._answer(404, {"message": "not found"})
-                self._answer(200, None, Access_Control_Allow_Methods="POST, OPTIONS",
-                             Access_Control_Allow_Headers=_ALLOW_HEADERS, Access_Control_Max_Age="600")
+                self._answer(
+                    200,
+                    None,
+                    Access_Control_Allow_Methods="POST, OPTIONS",
+                    Access_Control_Allow_Headers=_ALLOW_HEADERS,
+                    Access_Control_Max_Age="600",
+                )
 
             def do_POST(self) -> None:  # noqa: N802
                 if self.path not in _PATHS:
@@ -85,7 +90,9 @@ class CodecServer:
                     return self._answer(413, {"message": f"body over {_MAX_BODY} bytes"})
                 status, body = server.transform(self.path, self.rfile.read(length))
                 if status != 200:
-                    log.warning("codec %s for namespace %s: %s", self.path, self.headers.get("X-Namespace"), body)
+                    log.warning(
+                        "codec %s for namespace %s: %s", self.path, self.headers.get("X-Namespace"), body
+                    )
                 self._answer(status, body)
 
             def log_message(self, fmt: str, *args: Any) -> None:

@@ -55,14 +55,20 @@ def connect_options(cfg: FleetConfig) -> dict[str, Any]:
         if not api_key:
             # Connecting without the key would fail later as a confusing auth error, or worse work
             # against a server that allows anonymous access.
-            raise TemporalConfigError(f"temporal.api_key_env: environment variable {t.api_key_env} is unset or empty")
+            raise TemporalConfigError(
+                f"temporal.api_key_env: environment variable {t.api_key_env} is unset or empty"
+            )
         # An API key needs TLS; the configured TLS (custom CA, server name) is kept, not replaced.
         tls = tls or True
     try:
         codec = codec_for(t.codec)
     except CodecKeyError as exc:
         raise TemporalConfigError(str(exc)) from None
-    converter = dataclasses.replace(pydantic_data_converter, payload_codec=codec) if codec else pydantic_data_converter
+    converter = (
+        dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+        if codec
+        else pydantic_data_converter
+    )
     return {"namespace": t.namespace, "data_converter": converter, "tls": tls, "api_key": api_key}
 
 

@@ -28,7 +28,9 @@ STALE_AFTER_S = 5.0
 CANCEL_REQUESTED = PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
 
 
-async def live_status(handle: WorkflowHandle[Any, Any], *, rpc_timeout: timedelta | None = None) -> MonitorStatus:
+async def live_status(
+    handle: WorkflowHandle[Any, Any], *, rpc_timeout: timedelta | None = None
+) -> MonitorStatus:
     """The monitor's status with the watcher's live trackers and probe rounds merged in.
 
     Query first, describe second: a watcher that returns in between has already been replaced by
@@ -49,7 +51,9 @@ async def live_status(handle: WorkflowHandle[Any, Any], *, rpc_timeout: timedelt
     return st
 
 
-def merge(st: MonitorStatus, progress: WatchProgress, beat_at: datetime, now: datetime | None = None) -> MonitorStatus:
+def merge(
+    st: MonitorStatus, progress: WatchProgress, beat_at: datetime, now: datetime | None = None
+) -> MonitorStatus:
     """`st` with the heartbeat's trackers and rounds; a stale heartbeat only adds its age, never its trackers."""
     age = ((now or datetime.now(UTC)) - beat_at).total_seconds()
     st.heartbeat_age_s = max(0.0, age)

@@ -58,7 +58,9 @@ def operation_info(ex: WorkflowExecution, fleet: str, ui_base: FleetConfig | Non
     )
 
 
-async def list_operations(client: Client, fleet: str, query: str, cfg: FleetConfig | None, limit: int = 50) -> list[OperationInfo]:
+async def list_operations(
+    client: Client, fleet: str, query: str, cfg: FleetConfig | None, limit: int = 50
+) -> list[OperationInfo]:
     found: list[OperationInfo] = []
     async for ex in client.list_workflows(query, limit=limit):
         found.append(operation_info(ex, fleet, cfg))
@@ -113,7 +115,13 @@ async def start_operation(
             id=workflow_id,
             task_queue=task_queue or cfg.temporal.task_queue,
             search_attributes=search_attributes(cfg.name, operation, source, target),
-            memo={"fleet": cfg.name, "operation": operation, "source": source, "target": target, **(memo or {})},
+            memo={
+                "fleet": cfg.name,
+                "operation": operation,
+                "source": source,
+                "target": target,
+                **(memo or {}),
+            },
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         )
     except WorkflowAlreadyStartedError:

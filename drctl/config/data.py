@@ -20,17 +20,21 @@ class _Model(BaseModel):
 
 class S3Endpoint(_Model):
     endpoint_url: str | None = Field(
-        None, description="S3-compatible endpoint URL; default aws.endpoint_url, or AWS S3 when that is unset."
+        None,
+        description="S3-compatible endpoint URL; default aws.endpoint_url, or AWS S3 when that is unset.",
     )
     provider: str = Field(
         "Other", description="rclone's S3 provider name: AWS, Minio, Ceph, Other (any S3-compatible store)."
     )
-    s3_region: str | None = Field(None, description="The store's own region; default the fleet region's name.")
+    s3_region: str | None = Field(
+        None, description="The store's own region; default the fleet region's name."
+    )
     access_key_id_env: str | None = Field(
         None, description="Environment variable holding the access key id; default boto3's credential chain."
     )
     secret_access_key_env: str | None = Field(
-        None, description="Environment variable holding the secret access key; default boto3's credential chain."
+        None,
+        description="Environment variable holding the secret access key; default boto3's credential chain.",
     )
 
 
@@ -58,10 +62,15 @@ class BucketReplication(_Model):
 
 class DataConfig(_Model):
     endpoints: dict[str, S3Endpoint] = Field(
-        default_factory=dict, description="S3-compatible endpoint per region; a region not listed uses the default."
+        default_factory=dict,
+        description="S3-compatible endpoint per region; a region not listed uses the default.",
     )
-    buckets: list[BucketReplication] = Field(default_factory=list, description="Buckets replicated between regions.")
-    check_timeout_s: float = Field(300.0, gt=0, description="Deadline for one rclone run (copy, check or listing), s.")
+    buckets: list[BucketReplication] = Field(
+        default_factory=list, description="Buckets replicated between regions."
+    )
+    check_timeout_s: float = Field(
+        300.0, gt=0, description="Deadline for one rclone run (copy, check or listing), s."
+    )
 
     def endpoint(self, region: str) -> S3Endpoint:
         return self.endpoints.get(region) or S3Endpoint()

@@ -18,13 +18,15 @@ class _Model(BaseModel):
 class PrometheusSignals(_Model):
     url: str = Field(..., description="Prometheus HTTP API base URL, e.g. http://prometheus.monitoring:9090.")
     region_label: str = Field(
-        "region", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
+        "region",
+        pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
         description="Label whose value is the region name on the vLLM series (added by relabelling or "
         "external_labels).",
     )
     selector: str = Field(
-        "", description="Extra label matchers for every series, e.g. 'job=\"vllm\"' (no braces).",
-        pattern=r'^[^{}]*$',
+        "",
+        description="Extra label matchers for every series, e.g. 'job=\"vllm\"' (no braces).",
+        pattern=r"^[^{}]*$",
     )
     timeout_s: float = Field(2.0, gt=0, le=30, description="Timeout of one query, seconds.")
 
@@ -38,7 +40,9 @@ class PassiveConfig(_Model):
     )
     interval_s: float = Field(1.0, gt=0, le=60, description="Seconds between reads.")
     window_s: float = Field(
-        3.0, gt=0, le=300,
+        3.0,
+        gt=0,
+        le=300,
         description="Window over which rates and TTFT quantiles are computed, s: long enough for min_requests at "
         "ordinary traffic, short enough that a breach shows within a second or two.",
     )
@@ -49,11 +53,15 @@ class PassiveConfig(_Model):
         2000.0, gt=0, description="TTFT p99 over the window above which a region is SUSPECT, ms."
     )
     min_requests: int = Field(
-        10, ge=1, le=1_000_000,
+        10,
+        ge=1,
+        le=1_000_000,
         description="Fewer requests than this in the window give no signal: the active probe alone decides.",
     )
     confirm_probes: int = Field(
-        1, ge=1, le=10,
+        1,
+        ge=1,
+        le=10,
         description="While a region breaches these limits, this many failed active probes in a row make it "
         "UNHEALTHY (health.failure_threshold otherwise, if lower): two independent signals agreeing.",
     )
@@ -70,10 +78,13 @@ class PassiveConfig(_Model):
         if self.source == "prometheus" and self.prometheus is None:
             raise ValueError("source 'prometheus' needs health.passive.prometheus.url")
         if self.interval_s >= self.window_s:
-            raise ValueError(f"window_s ({self.window_s:g}) must be longer than interval_s ({self.interval_s:g}): "
-                             "a window needs at least two reads")
+            raise ValueError(
+                f"window_s ({self.window_s:g}) must be longer than interval_s ({self.interval_s:g}): "
+                "a window needs at least two reads"
+            )
         if self.max_age_s < self.interval_s:
-            raise ValueError(f"max_age_s ({self.max_age_s:g}) must be at least interval_s ({self.interval_s:g}), "
-                             "or every read would count as missing before the next one")
+            raise ValueError(
+                f"max_age_s ({self.max_age_s:g}) must be at least interval_s ({self.interval_s:g}), "
+                "or every read would count as missing before the next one"
+            )
         return self
-

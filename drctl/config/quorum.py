@@ -21,12 +21,16 @@ class QuorumConfig(BaseModel):
         "other region's worker) see it down; off: the monitor's own probe alone decides.",
     )
     vantage_timeout_s: float = Field(
-        3.0, gt=0, le=60,
+        3.0,
+        gt=0,
+        le=60,
         description="How long a vote waits for a region's worker to pick up its probe; a worker that does not "
         "is a missing vote, s.",
     )
     max_age_s: float = Field(
-        5.0, gt=0, le=600,
+        5.0,
+        gt=0,
+        le=600,
         description="A vantage point's probe older than this when it reaches the monitor (its probed_at against "
         "the monitor's clock) is a missing vote, never a healthy one, s.",
     )

@@ -109,9 +109,13 @@ class WorkloadAuth(_Model):
     """
 
     token_env: str | None = Field(
-        None, description="Environment variable of the worker that holds the API key.", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
+        None,
+        description="Environment variable of the worker that holds the API key.",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
     )
-    token_file: str | None = Field(None, description="File holding the API key (e.g. a mounted Secret); relative to the config file.")
+    token_file: str | None = Field(
+        None, description="File holding the API key (e.g. a mounted Secret); relative to the config file."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadAuth:
@@ -126,11 +130,15 @@ class WorkloadConfig(_Model):
     image: str = Field("vllm/vllm-openai:v0.6.3", description="Stable image of the inference server.")
     container_port: int = Field(8000, ge=1, le=65535, description="Container port of the inference server.")
     max_rps_per_replica: float | None = Field(
-        None, gt=0, description="Requests per second one replica serves within its latency target; with peak_rps, "
-        "sizes a failover target (otherwise the source's configured replicas move with its share)."
+        None,
+        gt=0,
+        description="Requests per second one replica serves within its latency target; with peak_rps, "
+        "sizes a failover target (otherwise the source's configured replicas move with its share).",
     )
     peak_rps: float | None = Field(
-        None, gt=0, description="Expected peak requests per second of the whole fleet, through the global endpoint."
+        None,
+        gt=0,
+        description="Expected peak requests per second of the whole fleet, through the global endpoint.",
     )
 
     @model_validator(mode="after")
@@ -138,6 +146,7 @@ class WorkloadConfig(_Model):
         if (self.max_rps_per_replica is None) != (self.peak_rps is None):
             raise ValueError("set max_rps_per_replica and peak_rps together (failover sizing needs both)")
         return self
+
     auth: WorkloadAuth | None = Field(
         None, description="Bearer token for the inference servers' /v1 API; none means anonymous requests."
     )
@@ -152,37 +161,53 @@ class WorkloadConfig(_Model):
 class HealthConfig(_Model):
     interval_s: float = Field(10.0, gt=0, description="Seconds between health checks of every region.")
     probe_timeout_s: float = Field(2.0, gt=0, description="Timeout of one probe request, seconds.")
-    failure_threshold: int = Field(3, ge=1, le=20, description="Consecutive failed checks that mark a region UNHEALTHY.")
+    failure_threshold: int = Field(
+        3, ge=1, le=20, description="Consecutive failed checks that mark a region UNHEALTHY."
+    )
     recovery_threshold: int = Field(
-        3, ge=1, le=50, description="Consecutive good checks that return a RECOVERING region to HEALTHY (hysteresis)."
+        3,
+        ge=1,
+        le=50,
+        description="Consecutive good checks that return a RECOVERING region to HEALTHY (hysteresis).",
     )
     fast_confirm_interval_s: float = Field(
         1.0, gt=0, description="Seconds between re-probes after a first failure (fast confirm)."
     )
-    fast_confirm: bool = Field(True, description="Re-probe quickly after a first failure instead of waiting interval_s.")
-    ttft_degraded_ms: float = Field(2000.0, gt=0, description="TTFT above which a probe counts as degraded, ms.")
+    fast_confirm: bool = Field(
+        True, description="Re-probe quickly after a first failure instead of waiting interval_s."
+    )
+    ttft_degraded_ms: float = Field(
+        2000.0, gt=0, description="TTFT above which a probe counts as degraded, ms."
+    )
     error_rate_degraded: float = Field(
         0.25, gt=0, le=1, description="Fraction of failing replica probes above which a region is DEGRADED."
     )
     probe_source_address: IPvAnyAddress | None = Field(
-        None, description="Local address the probe's connections leave from (a multi-homed worker picks the path "
+        None,
+        description="Local address the probe's connections leave from (a multi-homed worker picks the path "
         "it probes by); default: the kernel's choice.",
     )
     probe_concurrency: int = Field(
         64, ge=1, le=1024, description="Targets probed at once (each runs its 2 to 6 requests itself)."
     )
     completion_sample: float = Field(
-        0.1, gt=0, le=1,
+        0.1,
+        gt=0,
+        le=1,
         description="Fraction of a region's replicas sent a 1-token completion per round, rotating so every "
         "replica gets one within ceil(1/fraction) rounds; the gateway gets completions every round.",
     )
     fail_on_degraded: bool = Field(True, description="Count a DEGRADED region as a failed check.")
     watcher: bool = Field(
-        True, description="Run the monitor's probe (and passive) loop in one long-lived heartbeating activity that "
+        True,
+        description="Run the monitor's probe (and passive) loop in one long-lived heartbeating activity that "
         "returns only on a region state change or a checkpoint: a few history events an hour instead of ~12 a round.",
     )
     watcher_checkpoint_s: float = Field(
-        600.0, ge=10, le=3600, description="With watcher: the longest the watcher runs before returning, s.",
+        600.0,
+        ge=10,
+        le=3600,
+        description="With watcher: the longest the watcher runs before returning, s.",
     )
     passive: PassiveConfig = Field(
         default_factory=PassiveConfig,
@@ -204,21 +229,31 @@ class HealthConfig(_Model):
 
 
 class ObjectivesConfig(_Model):
-    rto_target_s: float = Field(30.0, gt=0, description="Recovery time objective: fault to traffic fully served, s.")
+    rto_target_s: float = Field(
+        30.0, gt=0, description="Recovery time objective: fault to traffic fully served, s."
+    )
     rpo_target_s: float = Field(5.0, ge=0, description="Recovery point objective, seconds.")
 
 
 class FailoverConfig(_Model):
-    policy: Literal["automatic", "manual"] = Field("automatic", description="Fail over automatically on UNHEALTHY.")
+    policy: Literal["automatic", "manual"] = Field(
+        "automatic", description="Fail over automatically on UNHEALTHY."
+    )
     require_approval: bool = Field(False, description="Wait for `drctl ops approve` before shifting traffic.")
     approval_timeout_s: float = Field(900.0, gt=0, description="How long an approval gate waits, seconds.")
-    verify_requests: int = Field(20, ge=1, le=1000, description="Requests through the global endpoint to verify a shift.")
-    verify_timeout_s: float = Field(15.0, gt=0, description="Deadline for the post-shift verification, seconds.")
+    verify_requests: int = Field(
+        20, ge=1, le=1000, description="Requests through the global endpoint to verify a shift."
+    )
+    verify_timeout_s: float = Field(
+        15.0, gt=0, description="Deadline for the post-shift verification, seconds."
+    )
     rollout_timeout_s: float = Field(120.0, gt=0, description="Deadline for a pre-scale rollout, seconds.")
 
 
 class FailbackConfig(_Model):
-    stabilization_window_s: float = Field(30.0, ge=0, description="Source must stay healthy this long first, s.")
+    stabilization_window_s: float = Field(
+        30.0, ge=0, description="Source must stay healthy this long first, s."
+    )
     steps: int = Field(3, ge=1, le=20, description="Number of weight steps back to the configured weights.")
     step_interval_s: float = Field(10.0, ge=0, description="Pause and analysis time per step, seconds.")
 
@@ -229,7 +264,9 @@ class FailbackConfig(_Model):
 class HAProxyGlobal(_Model):
     kind: Literal["haproxy"] = Field(..., description="Global tier provider kind.")
     runtime_socket: str = Field(..., description="HAProxy runtime API unix socket of the global frontend.")
-    backend: str = Field("global", description="Backend whose servers are the region gateways (named by region).")
+    backend: str = Field(
+        "global", description="Backend whose servers are the region gateways (named by region)."
+    )
     fast_path: bool = Field(
         False,
         description="Data-plane fast path (off by default): the global tier retries a request whose connect failed, "
@@ -247,12 +284,16 @@ class Route53Global(_Model):
     record_name: str = Field(..., description="Weighted record name, e.g. api.example.com.")
     record_type: Literal["A", "AAAA", "CNAME"] = Field("CNAME", description="Record type.")
     ttl_s: int = Field(
-        30, ge=0, le=86400,
+        30,
+        ge=0,
+        le=86400,
         description="Record TTL, seconds. Resolvers keep the old answer this long after a change, so the "
         "failover's verification window is failover.verify_timeout_s + ttl_s.",
     )
     propagation_timeout_s: float = Field(
-        180.0, gt=0, le=3600,
+        180.0,
+        gt=0,
+        le=3600,
         description="How long an operation waits for a weight change to be INSYNC before it records the "
         "change as still pending and goes on, seconds (AWS: generally within 60 s).",
     )
@@ -291,7 +332,9 @@ class TrafficConfig(_Model):
 
 
 class TemporalTLS(_Model):
-    client_cert_path: str | None = Field(None, description="mTLS client certificate (PEM); omit with an API key.")
+    client_cert_path: str | None = Field(
+        None, description="mTLS client certificate (PEM); omit with an API key."
+    )
     client_key_path: str | None = Field(None, description="mTLS client key (PEM); set with client_cert_path.")
     server_root_ca_cert_path: str | None = Field(None, description="CA bundle for the server certificate.")
     domain: str | None = Field(None, description="TLS server name override.")
@@ -320,7 +363,9 @@ class TemporalConfig(_Model):
     task_queue: str = Field("drctl", description="Task queue for workflows and region-neutral activities.")
     ui_url: str = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
     tls: TemporalTLS | None = Field(None, description="mTLS settings (Temporal Cloud or a TLS cluster).")
-    api_key_env: str | None = Field(None, description="Environment variable holding a Temporal Cloud API key.")
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding a Temporal Cloud API key."
+    )
     codec: CodecConfig | None = Field(
         None, description="AES-GCM payload encryption for the worker and the CLI (docs: drctl codec-server)."
     )
@@ -328,7 +373,9 @@ class TemporalConfig(_Model):
 
 class AwsConfig(_Model):
     region: str = Field("us-east-1", description="AWS region for S3 and the Route 53 client.")
-    endpoint_url: str | None = Field(None, description="AWS endpoint override (moto server in the dev stack).")
+    endpoint_url: str | None = Field(
+        None, description="AWS endpoint override (moto server in the dev stack)."
+    )
 
 
 class VeleroConfig(_Model):
@@ -337,10 +384,13 @@ class VeleroConfig(_Model):
     storage_location: str = Field("default", description="BackupStorageLocation name.")
     bucket: str = Field("drctl-backups", description="Object store bucket behind the storage location.")
     ttl: str = Field("720h0m0s", description="Backup TTL, in Velero's duration format.")
-    timeout_s: float = Field(300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase.")
+    timeout_s: float = Field(
+        300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase."
+    )
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
     max_age_s: float = Field(
-        93600.0, gt=0,
+        93600.0,
+        gt=0,
         description="Newest successful backup may be this old before the alert fires: the schedule's period plus slack, s.",
     )
 
@@ -348,16 +398,27 @@ class VeleroConfig(_Model):
 class UpgradeConfig(_Model):
     steps_percent: list[int] = Field([5, 25, 50, 100], description="Canary weight steps, percent.")
     step_pause_s: float = Field(10.0, ge=0, description="Analysis window per step, seconds.")
-    max_error_rate: float = Field(0.05, ge=0, le=1, description="Canary error rate above which analysis fails.")
-    max_ttft_p99_ratio: float = Field(2.0, gt=1, description="Canary TTFT p99 / stable TTFT p99 above which it fails.")
-    max_ttft_p50_ratio: float = Field(1.5, gt=1, description="Canary TTFT p50 / stable TTFT p50 above which it fails.")
-    min_ttft_increase_ms: float = Field(
-        50.0, ge=0,
-        description="A TTFT ratio over its limit fails only when the canary is also this much slower, ms: "
-                    "the ratio of two small figures (30 ms vs 65 ms) is scheduling noise, not a regression.",
+    max_error_rate: float = Field(
+        0.05, ge=0, le=1, description="Canary error rate above which analysis fails."
     )
-    min_samples: int = Field(20, ge=1, description="Fewer samples than this per track make a step inconclusive.")
-    scale_down_delay_s: float = Field(30.0, ge=0, description="Blue-green: keep blue this long after the switch.")
+    max_ttft_p99_ratio: float = Field(
+        2.0, gt=1, description="Canary TTFT p99 / stable TTFT p99 above which it fails."
+    )
+    max_ttft_p50_ratio: float = Field(
+        1.5, gt=1, description="Canary TTFT p50 / stable TTFT p50 above which it fails."
+    )
+    min_ttft_increase_ms: float = Field(
+        50.0,
+        ge=0,
+        description="A TTFT ratio over its limit fails only when the canary is also this much slower, ms: "
+        "the ratio of two small figures (30 ms vs 65 ms) is scheduling noise, not a regression.",
+    )
+    min_samples: int = Field(
+        20, ge=1, description="Fewer samples than this per track make a step inconclusive."
+    )
+    scale_down_delay_s: float = Field(
+        30.0, ge=0, description="Blue-green: keep blue this long after the switch."
+    )
     approval_between_regions: bool = Field(False, description="Wait for approval between region waves.")
 
     @field_validator("steps_percent")
@@ -374,52 +435,76 @@ class DrillConfig(_Model):
     )
     history_bucket: str = Field("drctl-drills", description="S3 bucket for drill reports.")
     fault_injector: Literal["devstack", "kubernetes"] = Field(
-        "kubernetes", description="How experiments inject faults: the dev stack's node agent, or the Kubernetes API."
+        "kubernetes",
+        description="How experiments inject faults: the dev stack's node agent, or the Kubernetes API.",
     )
-    load_rps: float = Field(5.0, gt=0, le=100, description="Bounded load through the global endpoint during a drill.")
+    load_rps: float = Field(
+        5.0, gt=0, le=100, description="Bounded load through the global endpoint during a drill."
+    )
     timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
 
 
 class WorkerConfig(_Model):
     # The default fits Kubernetes' default terminationGracePeriodSeconds (30 s) with time to exit.
     graceful_shutdown_s: float = Field(
-        25.0, ge=0, le=3600,
+        25.0,
+        ge=0,
+        le=3600,
         description="On SIGTERM, how long running activities may take to finish before they are cancelled, s.",
     )
     http_port: int = Field(
-        9464, ge=0, le=65535,
+        9464,
+        ge=0,
+        le=65535,
         description="Port of the worker's HTTP endpoint (/metrics, /healthz, /readyz); 0 disables it.",
     )
     http_host: str = Field("0.0.0.0", description="Address the worker's HTTP endpoint binds to.")
     sdk_metrics: bool = Field(
-        True, description="Include the Temporal SDK's own metrics (temporal_*) in /metrics.",
+        True,
+        description="Include the Temporal SDK's own metrics (temporal_*) in /metrics.",
     )
 
 
 # --- Notifications -----------------------------------------------------------------------------
 
 NotifyEvent = Literal[
-    "failover.started", "failover.succeeded", "failover.failed",
-    "alert.raised", "alert.resolved", "drill.verdict", "upgrade.rolled_back",
+    "failover.started",
+    "failover.succeeded",
+    "failover.failed",
+    "alert.raised",
+    "alert.resolved",
+    "drill.verdict",
+    "upgrade.rolled_back",
 ]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = typing.get_args(NotifyEvent)
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class WebhookConfig(_Model):
-    name: str = Field(..., pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$", description="Webhook name, shown in history.")
+    name: str = Field(
+        ..., pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$", description="Webhook name, shown in history."
+    )
     format: Literal["json", "slack", "pagerduty"] = Field(
-        "json", description="Payload: generic JSON, a Slack incoming webhook, or PagerDuty Events API v2.")
+        "json", description="Payload: generic JSON, a Slack incoming webhook, or PagerDuty Events API v2."
+    )
     url: str | None = Field(None, description="Endpoint URL (default for pagerduty: the Events API v2 URL).")
     url_env: str | None = Field(
-        None, description="Environment variable holding the URL instead (a Slack webhook URL is a secret).")
-    routing_key_env: str | None = Field(None, description="pagerduty: env var holding the integration's routing key.")
+        None, description="Environment variable holding the URL instead (a Slack webhook URL is a secret)."
+    )
+    routing_key_env: str | None = Field(
+        None, description="pagerduty: env var holding the integration's routing key."
+    )
     routing_key_file: str | None = Field(None, description="pagerduty: file holding the routing key.")
     events: list[NotifyEvent] = Field(
-        default_factory=lambda: list(NOTIFY_EVENTS), description="Events sent to this webhook; default all.")
+        default_factory=lambda: list(NOTIFY_EVENTS), description="Events sent to this webhook; default all."
+    )
     timeout_s: float = Field(5.0, gt=0, le=60, description="Timeout of one delivery attempt, seconds.")
     retry_for_s: float = Field(
-        120.0, gt=0, le=3600, description="Retry a failed delivery with backoff for at most this long, seconds.")
+        120.0,
+        gt=0,
+        le=3600,
+        description="Retry a failed delivery with backoff for at most this long, seconds.",
+    )
 
     @model_validator(mode="after")
     def _sources(self) -> WebhookConfig:
@@ -436,7 +521,9 @@ class WebhookConfig(_Model):
 
 
 class NotificationsConfig(_Model):
-    webhooks: list[WebhookConfig] = Field(default_factory=list, description="Where operation events are sent.")
+    webhooks: list[WebhookConfig] = Field(
+        default_factory=list, description="Where operation events are sent."
+    )
 
     @field_validator("webhooks")
     @classmethod
@@ -455,18 +542,28 @@ class NotificationsConfig(_Model):
 
 
 class DevStackConfig(_Model):
-    state_dir: str = Field(".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets.")
+    state_dir: str = Field(
+        ".drctl/dev", description="Where the dev stack keeps PIDs, logs, SQLite and sockets."
+    )
     stats_port: int = Field(8404, ge=1, le=65535, description="HAProxy stats page port.")
     prometheus_port: int = Field(9090, ge=1, le=65535, description="Port of the dev stack's Prometheus.")
-    scrape_interval_s: float = Field(2.0, gt=0, le=60, description="How often the dev stack's Prometheus scrapes, s.")
+    scrape_interval_s: float = Field(
+        2.0, gt=0, le=60, description="How often the dev stack's Prometheus scrapes, s."
+    )
     worker_http_port: int = Field(
-        9464, ge=1, le=65535,
+        9464,
+        ge=1,
+        le=65535,
         description="HTTP port of the first dev-stack worker; each further region's worker takes the next one.",
     )
 
 
 class FleetConfig(_Model):
-    name: str = Field(..., description="Fleet name; workflow IDs and search attributes carry it.", pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
+    name: str = Field(
+        ...,
+        description="Fleet name; workflow IDs and search attributes carry it.",
+        pattern=r"^[a-z0-9][a-z0-9-]{0,40}$",
+    )
     regions: list[RegionConfig] = Field(..., min_length=1, description="Regions of the fleet, active-active.")
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="The inference workload.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Health monitoring.")
@@ -479,12 +576,18 @@ class FleetConfig(_Model):
     backup: VeleroConfig = Field(default_factory=VeleroConfig, description="Backup provider.")
     upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig, description="Upgrade defaults.")
     drills: DrillConfig = Field(default_factory=DrillConfig, description="Chaos drills.")
-    data: DataConfig = Field(default_factory=DataConfig, description="Model artifact and state bucket replication.")
+    data: DataConfig = Field(
+        default_factory=DataConfig, description="Model artifact and state bucket replication."
+    )
     worker: WorkerConfig = Field(default_factory=WorkerConfig, description="The drctl worker process.")
     notifications: NotificationsConfig = Field(
-        default_factory=NotificationsConfig, description="Webhooks that hear about failovers, alerts, drills, upgrades.")
+        default_factory=NotificationsConfig,
+        description="Webhooks that hear about failovers, alerts, drills, upgrades.",
+    )
     devstack: DevStackConfig | None = Field(None, description="Embedded dev stack settings (dev only).")
-    source_path: str | None = Field(None, description="Set by the loader: the file this came from.", exclude=True)
+    source_path: str | None = Field(
+        None, description="Set by the loader: the file this came from.", exclude=True
+    )
 
     @model_validator(mode="after")
     def _cross_checks(self) -> FleetConfig:
@@ -631,7 +734,9 @@ def _raw_checks(data: dict) -> list[ConfigProblem]:
     names = [r.get("name") for r in regions if isinstance(r, dict)]
     for i, r in enumerate(regions):
         if isinstance(r, dict) and r.get("name") is not None and names.index(r.get("name")) != i:
-            problems.append(ConfigProblem(path=f"regions[{i}].name", message=f"duplicate region {r['name']!r}"))
+            problems.append(
+                ConfigProblem(path=f"regions[{i}].name", message=f"duplicate region {r['name']!r}")
+            )
     weights = [r.get("weight") for r in regions if isinstance(r, dict)]
     ints = [w for w in weights if isinstance(w, int)]
     if weights and len(ints) == len(weights) and sum(ints) <= 0:
@@ -649,9 +754,13 @@ def parse_config(text: str, file: str = "<string>", base_dir: Path | None = None
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(file, [ConfigProblem(path="(yaml)", message=f"YAML syntax: {problem}", line=line)]) from None
+        raise ConfigError(
+            file, [ConfigProblem(path="(yaml)", message=f"YAML syntax: {problem}", line=line)]
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError(file, [ConfigProblem(path="(top level)", message="expected a mapping of fleet settings")])
+        raise ConfigError(
+            file, [ConfigProblem(path="(top level)", message="expected a mapping of fleet settings")]
+        )
     if base_dir is not None:
         _resolve_paths(data, base_dir)
     data["source_path"] = file
@@ -673,5 +782,7 @@ def load_config(path: str | Path) -> FleetConfig:
     try:
         text = p.read_text()
     except OSError as exc:
-        raise ConfigError(str(p), [ConfigProblem(path="(file)", message=f"cannot read: {exc.strerror}")]) from None
+        raise ConfigError(
+            str(p), [ConfigProblem(path="(file)", message=f"cannot read: {exc.strerror}")]
+        ) from None
     return parse_config(text, file=str(p), base_dir=p.resolve().parent)

@@ -23,13 +23,15 @@ def warnings(cfg: FleetConfig) -> list[ConfigProblem]:
         # Resolvers keep the old answer for up to one TTL after the shift, so clients keep reaching
         # the failed region that long: the TTL must fit in what detection leaves of the RTO.
         if tier.ttl_s > budget:
-            out.append(ConfigProblem(
-                path="traffic.global.ttl_s",
-                message=(
-                    f"TTL {tier.ttl_s} s exceeds the RTO budget: objectives.rto_target_s {rto:g} s minus "
-                    f"detection ~{detect:g} s (health.interval_s + confirming probes) leaves {max(budget, 0):g} s, "
-                    f"but resolvers may send clients to the failed region for up to {tier.ttl_s} s after the "
-                    "shift; lower ttl_s or raise rto_target_s"
-                ),
-            ))
+            out.append(
+                ConfigProblem(
+                    path="traffic.global.ttl_s",
+                    message=(
+                        f"TTL {tier.ttl_s} s exceeds the RTO budget: objectives.rto_target_s {rto:g} s minus "
+                        f"detection ~{detect:g} s (health.interval_s + confirming probes) leaves {max(budget, 0):g} s, "
+                        f"but resolvers may send clients to the failed region for up to {tier.ttl_s} s after the "
+                        "shift; lower ttl_s or raise rto_target_s"
+                    ),
+                )
+            )
     return out

@@ -85,21 +85,41 @@ class RegionAdmin:
         return app
 
     async def replicas(self, _request: web.Request) -> web.Response:
-        return web.json_response([r.describe() for r in sorted(self.agent.replicas.values(), key=lambda r: r.pod)])
+        return web.json_response(
+            [r.describe() for r in sorted(self.agent.replicas.values(), key=lambda r: r.pod)]
+        )
 
     async def faults(self, _request: web.Request) -> web.Response:
-        held = [{"pod": r.pod, "track": r.track, "state": r.state, "stay_down": r.stay_down}
-                for r in sorted(self.agent.replicas.values(), key=lambda r: r.pod) if r.stay_down or r.state == "frozen"]
-        return web.json_response({"replicas": held, "gateway": self.gateway.fault,
-                                  "inference": self.agent.inference_faults, "partitioned": self.gateway.partitioned,
-                                  "owners": sorted(self.owners)})
+        held = [
+            {"pod": r.pod, "track": r.track, "state": r.state, "stay_down": r.stay_down}
+            for r in sorted(self.agent.replicas.values(), key=lambda r: r.pod)
+            if r.stay_down or r.state == "frozen"
+        ]
+        return web.json_response(
+            {
+                "replicas": held,
+                "gateway": self.gateway.fault,
+                "inference": self.agent.inference_faults,
+                "partitioned": self.gateway.partitioned,
+                "owners": sorted(self.owners),
+            }
+        )
 
     async def fault_replicas(self, request: web.Request) -> web.Response:
         body = ReplicaFault.model_validate(await request.json())
-        wanted = {"kill": ("starting", "running", "frozen"), "freeze": ("starting", "running"), "thaw": ("frozen",)}
-        targets = [r for r in sorted(self.agent.replicas.values(), key=lambda r: r.pod)
-                   if r.state in wanted[body.action] and r.proc.returncode is None
-                   and body.track in (None, r.track) and body.deployment in (None, r.deployment)]
+        wanted = {
+            "kill": ("starting", "running", "frozen"),
+            "freeze": ("starting", "running"),
+            "thaw": ("frozen",),
+        }
+        targets = [
+            r
+            for r in sorted(self.agent.replicas.values(), key=lambda r: r.pod)
+            if r.state in wanted[body.action]
+            and r.proc.returncode is None
+            and body.track in (None, r.track)
+            and body.deployment in (None, r.deployment)
+        ]
         targets = targets[: body.count] if body.count is not None else targets
         if body.stay_down or body.action == "freeze":
             self._own(body)
@@ -125,8 +145,11 @@ class RegionAdmin:
         fault = body.model_dump(exclude_none=True, exclude={"track", "owner"})
         key = body.track or "*"
         self.agent.inference_faults[key] = {**self.agent.inference_faults.get(key, {}), **fault}
-        targets = [r for r in self.agent.replicas.values()
-                   if body.track in (None, r.track) and r.state in ("starting", "running") and r.faults_applied]
+        targets = [
+            r
+            for r in self.agent.replicas.values()
+            if body.track in (None, r.track) and r.state in ("starting", "running") and r.faults_applied
+        ]
         # Replicas not yet reached get the fault from the agent before they are marked ready.
         await asyncio.gather(*(_fleetsim_fault(r, "POST", fault) for r in targets))
         return web.json_response({"affected": sorted(r.pod for r in targets)})

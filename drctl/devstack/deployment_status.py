@@ -36,8 +36,14 @@ def _condition(memory: dict[str, Any], ctype: str, status: str, reason: str, mes
     if prev and (prev["status"], prev["reason"]) == (status, reason):
         return prev
     now = _now()
-    cond = {"type": ctype, "status": status, "reason": reason, "message": message,
-            "lastUpdateTime": now, "lastTransitionTime": now if not prev or prev["status"] != status else prev["lastTransitionTime"]}
+    cond = {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastUpdateTime": now,
+        "lastTransitionTime": now if not prev or prev["status"] != status else prev["lastTransitionTime"],
+    }
     memory[ctype] = cond
     return cond
 
@@ -61,7 +67,11 @@ def deployment_status(
         started = memory.setdefault("progress_started", time.monotonic())
         deadline = float(dep["spec"].get("progressDeadlineSeconds", 600))
         if time.monotonic() - started > deadline:
-            progressing = ("False", "ProgressDeadlineExceeded", f'ReplicaSet "{name}" has timed out progressing.')
+            progressing = (
+                "False",
+                "ProgressDeadlineExceeded",
+                f'ReplicaSet "{name}" has timed out progressing.',
+            )
         else:
             progressing = ("True", "ReplicaSetUpdated", f'ReplicaSet "{name}" is progressing.')
     return {
@@ -72,10 +82,15 @@ def deployment_status(
         "availableReplicas": len(ready),
         "unavailableReplicas": max(0, desired - len(ready)),
         "conditions": [
-            _condition(memory, "Available", "True" if available else "False",
-                       "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
-                       "Deployment has minimum availability." if available
-                       else "Deployment does not have minimum availability."),
+            _condition(
+                memory,
+                "Available",
+                "True" if available else "False",
+                "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+                "Deployment has minimum availability."
+                if available
+                else "Deployment does not have minimum availability.",
+            ),
             _condition(memory, "Progressing", *progressing),
         ],
     }
@@ -89,7 +104,11 @@ def hpa_target(dep: dict[str, Any], hpas: list[dict[str, Any]]) -> int | None:
     ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
     for hpa in hpas:
         ref = hpa["spec"].get("scaleTargetRef") or {}
-        if hpa["metadata"].get("namespace") == ns and ref.get("kind", "Deployment") == "Deployment" and ref.get("name") == name:
+        if (
+            hpa["metadata"].get("namespace") == ns
+            and ref.get("kind", "Deployment") == "Deployment"
+            and ref.get("name") == name
+        ):
             replicas = int(dep["spec"].get("replicas", 1))
             low = int(hpa["spec"].get("minReplicas", 1))
             if replicas == 0 and low > 0:

@@ -41,15 +41,21 @@ class PodEndpoint:
 class SliceStore(Protocol):
     """The part of RegionCluster the controller writes through."""
 
-    def list_objects(self, key: str, ns: str | None = None, label_selector: str = "",
-                     field_selector: str = "") -> list[dict[str, Any]]: ...
-    async def create_object(self, key: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]: ...
-    async def replace_object(self, key: str, ns: str | None, name: str, body: dict[str, Any],
-                             subresource: str | None = None) -> dict[str, Any]: ...
+    def list_objects(
+        self, key: str, ns: str | None = None, label_selector: str = "", field_selector: str = ""
+    ) -> list[dict[str, Any]]: ...
+    async def create_object(
+        self, key: str, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]: ...
+    async def replace_object(
+        self, key: str, ns: str | None, name: str, body: dict[str, Any], subresource: str | None = None
+    ) -> dict[str, Any]: ...
     async def delete_object(self, key: str, ns: str | None, name: str) -> dict[str, Any]: ...
 
 
-def desired_slices(services: list[dict[str, Any]], pods: list[PodEndpoint]) -> dict[tuple[str, str], dict[str, Any]]:
+def desired_slices(
+    services: list[dict[str, Any]], pods: list[PodEndpoint]
+) -> dict[tuple[str, str], dict[str, Any]]:
     """Every managed slice that should exist, by (namespace, name)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for svc in services:
@@ -58,7 +64,9 @@ def desired_slices(services: list[dict[str, Any]], pods: list[PodEndpoint]) -> d
         if not selector:
             continue  # a selector-less Service's endpoints are managed by hand, not by the controller
         ns = meta.get("namespace", "")
-        members = [p for p in pods if p.namespace == ns and all(p.labels.get(k) == v for k, v in selector.items())]
+        members = [
+            p for p in pods if p.namespace == ns and all(p.labels.get(k) == v for k, v in selector.items())
+        ]
         by_port: dict[int | None, list[PodEndpoint]] = defaultdict(list)
         for p in sorted(members, key=lambda p: (p.name, p.port)):
             by_port[p.port].append(p)
@@ -76,8 +84,14 @@ def _slice(svc: dict[str, Any], port: int | None, pods: list[PodEndpoint]) -> di
     # Real slices are named `<service>-<random>`; a hash of the Service's uid and the port keeps the
     # name stable across reconciles and fresh for a re-created Service.
     suffix = hashlib.sha1(f"{uid}/{port}".encode()).hexdigest()[:5]
-    ports = [{"name": p.get("name", ""), "port": port, "protocol": p.get("protocol", "TCP")}
-             for p in (svc.get("spec") or {}).get("ports") or []] if port is not None else None
+    ports = (
+        [
+            {"name": p.get("name", ""), "port": port, "protocol": p.get("protocol", "TCP")}
+            for p in (svc.get("spec") or {}).get("ports") or []
+        ]
+        if port is not None
+        else None
+    )
     return {
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
         "metadata": {
@@ -97,15 +111,22 @@ def _slice(svc: dict[str, Any], port: int | None, pods: list[PodEndpoint]) -> di
 
 def _content(obj: dict[str, Any]) -> tuple[Any, ...]:
     meta = obj.get("metadata") or {}
-    return (meta.get("labels"), meta.get("ownerReferences"), obj.get("addressType"),
-            obj.get("endpoints"), obj.get("ports"))
+    return (
+        meta.get("labels"),
+        meta.get("ownerReferences"),
+        obj.get("addressType"),
+        obj.get("endpoints"),
+        obj.get("ports"),
+    )
 
 
 async def publish(store: SliceStore, services: list[dict[str, Any]], pods: list[PodEndpoint]) -> int:
     """Bring the managed slices to what the Services select; returns the number of writes."""
     want = desired_slices(services, pods)
-    have = {(o["metadata"]["namespace"], o["metadata"]["name"]): o
-            for o in store.list_objects(SLICES, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")}
+    have = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for o in store.list_objects(SLICES, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+    }
     writes = 0
     for (ns, name), body in want.items():
         current = have.get((ns, name))

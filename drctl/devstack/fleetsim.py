@@ -136,8 +136,12 @@ def build_app(settings: FleetsimSettings) -> web.Application:
     async def api_key_gate(request: web.Request, handler: Any) -> web.StreamResponse:
         # As vLLM's middleware: only /v1/* is guarded (health and metrics stay open), the header
         # must match exactly, and the answer is a bare 401 {"error": "Unauthorized"}.
-        if settings.api_key and request.path.startswith("/v1") and request.method != "OPTIONS" \
-                and request.headers.get("Authorization") != f"Bearer {settings.api_key}":
+        if (
+            settings.api_key
+            and request.path.startswith("/v1")
+            and request.method != "OPTIONS"
+            and request.headers.get("Authorization") != f"Bearer {settings.api_key}"
+        ):
             return web.json_response({"error": "Unauthorized"}, status=401)
         return await handler(request)
 
@@ -252,7 +256,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m drctl.devstack.fleetsim", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--api-key", default=None, help="as vLLM's: require this bearer token on /v1/* (env VLLM_API_KEY)")
+    parser.add_argument(
+        "--api-key", default=None, help="as vLLM's: require this bearer token on /v1/* (env VLLM_API_KEY)"
+    )
     args = parser.parse_args(argv)
     try:
         settings = FleetsimSettings.from_env()

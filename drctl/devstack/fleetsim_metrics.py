@@ -126,6 +126,8 @@ def render(stats: EngineStats) -> str:
     lines.append("# HELP http_requests_total Total number of requests by method, status and handler.")
     lines.append("# TYPE http_requests_total counter")
     for (handler, method, status), n in sorted(stats.http_requests.items()):
-        lines.append(f'http_requests_total{{handler="{_escape(handler)}",method="{method}",status="{status}"}} '
-                     f"{_fmt(n)}")
+        lines.append(
+            f'http_requests_total{{handler="{_escape(handler)}",method="{method}",status="{status}"}} '
+            f"{_fmt(n)}"
+        )
     return "\n".join(lines) + "\n"

@@ -86,25 +86,27 @@ def render_global(cfg: FleetConfig) -> str:
     for r in cfg.regions:
         ghost, gport = host_port(r.gateway_url)
         servers.append(f"    server {r.name} {ghost}:{gport} weight {r.weight}")
-    return "\n".join([
-        _global_section(global_socket(cfg)),
-        _DEFAULTS,
-        "frontend global",
-        f"    bind {host}:{port}",
-        f"    default_backend {backend}",
-        "",
-        f"backend {backend}",
-        "    balance roundrobin",
-        *_fast_path(cfg),
-        *servers,
-        "",
-        "listen stats",
-        f"    bind 127.0.0.1:{stats_port}",
-        "    stats enable",
-        "    stats uri /",
-        "    stats refresh 5s",
-        "",
-    ])
+    return "\n".join(
+        [
+            _global_section(global_socket(cfg)),
+            _DEFAULTS,
+            "frontend global",
+            f"    bind {host}:{port}",
+            f"    default_backend {backend}",
+            "",
+            f"backend {backend}",
+            "    balance roundrobin",
+            *_fast_path(cfg),
+            *servers,
+            "",
+            "listen stats",
+            f"    bind 127.0.0.1:{stats_port}",
+            "    stats enable",
+            "    stats uri /",
+            "    stats refresh 5s",
+            "",
+        ]
+    )
 
 
 def _fast_path(cfg: FleetConfig) -> list[str]:

@@ -78,7 +78,10 @@ class RegionCluster(kmock.KubernetesEmulator):
         for key, (kind, namespaced) in _RESOURCES.items():
             subs = {"status", "scale"} if key.endswith("/deployments") else {"status"}
             self.resources[key] = kmock.ResourceInfo(
-                kind=kind, namespaced=namespaced, verbs=_VERBS, subresources=subs,
+                kind=kind,
+                namespaced=namespaced,
+                verbs=_VERBS,
+                subresources=subs,
                 singular=kind.lower(),
             )
 
@@ -92,8 +95,9 @@ class RegionCluster(kmock.KubernetesEmulator):
                     data = json.loads(raw) if raw else None
                 except ValueError:
                     data = None
-                return await self._respond("v1/namespaces", raw_request.method, None, m[1], None, data,
-                                           raw_request.query)
+                return await self._respond(
+                    "v1/namespaces", raw_request.method, None, m[1], None, data, raw_request.query
+                )
             return await super().__call__(raw_request)
         finally:
             # kmock records every request and error for test assertions; a long-lived dev cluster
@@ -113,7 +117,8 @@ class RegionCluster(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(await self._serve_apis(request))
         if path.rstrip("/") == "/api":  # the pydantic models of client 37 require the CIDR list
             return aiohttp.web.json_response(
-                {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+                {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+            )
         res = request.resource
         if res is not None and res.plural is None and request.method.value == "GET":
             # Discovery: kmock's own fallbacks would route /apis/<group>/<version> to its list handler.
@@ -121,16 +126,33 @@ class RegionCluster(kmock.KubernetesEmulator):
                 serve = self._serve_version if res.version else self._serve_group
                 return aiohttp.web.json_response(await serve(request))
             except kmock.KubernetesError as exc:
-                return aiohttp.web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                                  "reason": "NotFound", "message": str(exc.message), "code": 404}, status=404)
+                return aiohttp.web.json_response(
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "reason": "NotFound",
+                        "message": str(exc.message),
+                        "code": 404,
+                    },
+                    status=404,
+                )
         if res is None or request.action == kmock.action.WATCH:
             return await super()._handle(request)
         key = f"{_api_version(res.group or '', res.version or '')}/{res.plural}"
-        return await self._respond(key, request.method.value, request.namespace, request.name,
-                                   request.subresource, request.data, request.params)
+        return await self._respond(
+            key,
+            request.method.value,
+            request.namespace,
+            request.name,
+            request.subresource,
+            request.data,
+            request.params,
+        )
 
-    async def _respond(self, key: str, method: str, ns: str | None, name: str | None, sub: str | None,
-                       data: Any, params: Any) -> aiohttp.web.Response:
+    async def _respond(
+        self, key: str, method: str, ns: str | None, name: str | None, sub: str | None, data: Any, params: Any
+    ) -> aiohttp.web.Response:
         try:
             if key not in _RESOURCES:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({key})")
@@ -138,15 +160,24 @@ class RegionCluster(kmock.KubernetesEmulator):
             status, body = await self._serve_object(key, method, ns, name, sub, data, params)
         except ApiError as exc:
             group, _, plural = _split_key(key)
-            status, body = exc.code, {
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": exc.message, "reason": exc.reason, "code": exc.code,
-                "details": {"name": name or "", "group": group, "kind": plural},
-            }
+            status, body = (
+                exc.code,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": exc.message,
+                    "reason": exc.reason,
+                    "code": exc.code,
+                    "details": {"name": name or "", "group": group, "kind": plural},
+                },
+            )
         return aiohttp.web.json_response(body, status=status)
 
-    async def _serve_object(self, key: str, method: str, ns: str | None, name: str | None, sub: str | None,
-                            data: Any, params: Any) -> tuple[int, Any]:
+    async def _serve_object(
+        self, key: str, method: str, ns: str | None, name: str | None, sub: str | None, data: Any, params: Any
+    ) -> tuple[int, Any]:
         if method == "GET" and name is None:
             return 200, self._list_body(key, ns, params)
         if name is None and method == "POST":
@@ -178,25 +209,38 @@ class RegionCluster(kmock.KubernetesEmulator):
         group, version, plural = _split_key(key)
         items = self.list_objects(key, ns, params.get("labelSelector", ""), params.get("fieldSelector", ""))
         meta, items = paginate(items, params.get("limit", ""), params.get("continue", ""), str(self._rv))
-        return {"apiVersion": _api_version(group, version), "kind": f"{_RESOURCES[key][0]}List",
-                "metadata": meta, "items": items}
+        return {
+            "apiVersion": _api_version(group, version),
+            "kind": f"{_RESOURCES[key][0]}List",
+            "metadata": meta,
+            "items": items,
+        }
 
     def _scale_of(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         match = (obj.get("spec", {}).get("selector") or {}).get("matchLabels") or {}
         return {
-            "apiVersion": "autoscaling/v1", "kind": "Scale",
-            "metadata": {k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {
+                k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            },
             "spec": {"replicas": obj.get("spec", {}).get("replicas", 1)},
-            "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                       "selector": ",".join(f"{k}={v}" for k, v in match.items())},
+            "status": {
+                "replicas": (obj.get("status") or {}).get("replicas", 0),
+                "selector": ",".join(f"{k}={v}" for k, v in match.items()),
+            },
         }
 
     # --- the store, also used in-process by the node agent and the seeder -------------------------
 
     def _key(self, key: str, ns: str | None, name: str) -> tuple[kmock.resource, str | None, str]:
         group, version, plural = _split_key(key)
-        return kmock.resource(group=group, version=version, plural=plural), (ns if _RESOURCES[key][1] else None), name
+        return (
+            kmock.resource(group=group, version=version, plural=plural),
+            (ns if _RESOURCES[key][1] else None),
+            name,
+        )
 
     def _current(self, key: str, ns: str | None, name: str) -> dict[str, Any] | None:
         k = self._key(key, ns, name)
@@ -210,7 +254,9 @@ class RegionCluster(kmock.KubernetesEmulator):
             raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
         return copy.deepcopy(obj)
 
-    def list_objects(self, key: str, ns: str | None = None, label_selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
+    def list_objects(
+        self, key: str, ns: str | None = None, label_selector: str = "", field_selector: str = ""
+    ) -> list[dict[str, Any]]:
         labels, fields = parse_selector(label_selector), parse_selector(field_selector)
         res, _, _ = self._key(key, None, "")
         out = []
@@ -224,7 +270,9 @@ class RegionCluster(kmock.KubernetesEmulator):
                 out.append(copy.deepcopy(raw))
         return sorted(out, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
-    async def create_object(self, key: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    async def create_object(
+        self, key: str, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
         group, version, _ = _split_key(key)
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
@@ -245,16 +293,29 @@ class RegionCluster(kmock.KubernetesEmulator):
             meta.pop("deletionTimestamp", None)
             return await self._store(key, ns, name, obj, "ADDED")
 
-    async def replace_object(self, key: str, ns: str | None, name: str, body: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+    async def replace_object(
+        self, key: str, ns: str | None, name: str, body: dict[str, Any], subresource: str | None = None
+    ) -> dict[str, Any]:
         async with self._lock:
             old = self.read_object(key, ns, name)
             rv = (body.get("metadata") or {}).get("resourceVersion")
             if rv and rv != old["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", f'the object "{name}" has been modified; please apply your changes to the latest version')
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'the object "{name}" has been modified; please apply your changes to the latest version',
+                )
             new = copy.deepcopy(body)
             return await self._update(key, ns, name, old, new, subresource)
 
-    async def patch_object(self, key: str, ns: str | None, name: str, patch: dict[str, Any] | list[Any], subresource: str | None = None) -> dict[str, Any]:
+    async def patch_object(
+        self,
+        key: str,
+        ns: str | None,
+        name: str,
+        patch: dict[str, Any] | list[Any],
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
         async with self._lock:
             old = self.read_object(key, ns, name)
             try:
@@ -275,11 +336,23 @@ class RegionCluster(kmock.KubernetesEmulator):
         group, _, plural = _split_key(key)
         if plural in _DELETE_RETURNS_OBJECT:
             return old
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": name, "group": group, "kind": plural, "uid": old["metadata"]["uid"]}}
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": name, "group": group, "kind": plural, "uid": old["metadata"]["uid"]},
+        }
 
-    async def _update(self, key: str, ns: str | None, name: str, old: dict[str, Any], new: dict[str, Any],
-                      subresource: str | None) -> dict[str, Any]:
+    async def _update(
+        self,
+        key: str,
+        ns: str | None,
+        name: str,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str | None,
+    ) -> dict[str, Any]:
         plural = _split_key(key)[2]
         if subresource == "status":  # only status moves through /status
             new = {**old, "status": new.get("status", {})}
@@ -292,8 +365,10 @@ class RegionCluster(kmock.KubernetesEmulator):
             if field in old["metadata"]:
                 meta[field] = old["metadata"][field]
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
+
         def body(o: dict[str, Any]) -> str:
             return json.dumps({k: v for k, v in o.items() if k not in ("metadata", "status")}, sort_keys=True)
+
         if body(old) != body(new):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
@@ -301,7 +376,9 @@ class RegionCluster(kmock.KubernetesEmulator):
             return new
         return await self._store(key, ns, name, new, "MODIFIED")
 
-    async def _store(self, key: str, ns: str | None, name: str, obj: dict[str, Any], event: str) -> dict[str, Any]:
+    async def _store(
+        self, key: str, ns: str | None, name: str, obj: dict[str, Any], event: str
+    ) -> dict[str, Any]:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         k = self._key(key, ns, name)

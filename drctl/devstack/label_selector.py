@@ -55,7 +55,9 @@ def selector_matches(reqs: list[tuple[str, str, set[str]]], labels: dict[str, st
     return True
 
 
-def paginate(items: list[dict[str, Any]], limit: str, token: str, rv: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def paginate(
+    items: list[dict[str, Any]], limit: str, token: str, rv: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One page of a sorted list and its ListMeta, as the API server pages with `limit`/`continue`.
 
     The token carries the last key served, as the real one does, so a page never repeats or skips
@@ -73,7 +75,9 @@ def paginate(items: list[dict[str, Any]], limit: str, token: str, rv: str) -> tu
     if not size or start + size >= len(items):
         return meta, items[start:]
     page = items[start : start + size]
-    meta["continue"] = base64.urlsafe_b64encode(json.dumps({"after": list(_sort_key(page[-1]))}).encode()).decode()
+    meta["continue"] = base64.urlsafe_b64encode(
+        json.dumps({"after": list(_sort_key(page[-1]))}).encode()
+    ).decode()
     meta["remainingItemCount"] = len(items) - start - size
     return meta, page
 

@@ -61,7 +61,9 @@ def seed_model(cfg: FleetConfig) -> int:
 def ensure_buckets(cfg: FleetConfig) -> list[str]:
     s3 = aws_client(cfg, "s3")
     wanted = [cfg.backup.bucket, cfg.drills.history_bucket]
-    wanted += [loc.bucket for b in cfg.data.buckets for loc in [b.source, *b.replicas] if loc.bucket not in wanted]
+    wanted += [
+        loc.bucket for b in cfg.data.buckets for loc in [b.source, *b.replicas] if loc.bucket not in wanted
+    ]
     existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
     for name in wanted:
         if name in existing:
@@ -72,7 +74,10 @@ def ensure_buckets(cfg: FleetConfig) -> list[str]:
         try:
             s3.create_bucket(**kwargs)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            if exc.response.get("Error", {}).get("Code") not in (
+                "BucketAlreadyOwnedByYou",
+                "BucketAlreadyExists",
+            ):
                 raise
     return wanted
 

@@ -70,8 +70,15 @@ class Replica:
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def describe(self) -> dict[str, Any]:
-        return {"pod": self.pod, "namespace": self.namespace, "deployment": self.deployment, "track": self.track, "port": self.port,
-                "pid": self.proc.pid, "state": self.state}
+        return {
+            "pod": self.pod,
+            "namespace": self.namespace,
+            "deployment": self.deployment,
+            "track": self.track,
+            "port": self.port,
+            "pid": self.proc.pid,
+            "state": self.state,
+        }
 
 
 def die_with_parent() -> None:
@@ -122,7 +129,11 @@ class NodeAgent:
 
     async def reconcile(self) -> None:
         self._reap()
-        deployments = [d for d in self.cluster.list_objects(DEPLOYMENTS) if TRACK_LABEL in (d["metadata"].get("labels") or {})]
+        deployments = [
+            d
+            for d in self.cluster.list_objects(DEPLOYMENTS)
+            if TRACK_LABEL in (d["metadata"].get("labels") or {})
+        ]
         hpas = self.cluster.list_objects(HPAS)
         keys = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in deployments}
         for r in list(self.replicas.values()):
@@ -133,8 +144,12 @@ class NodeAgent:
             target = hpa_target(dep, hpas)
             if target is not None and target != dep["spec"].get("replicas", 1):
                 # As the HPA controller would: write the new count back to the Deployment's spec.
-                await self.cluster.patch_object(DEPLOYMENTS, dep["metadata"]["namespace"], dep["metadata"]["name"],
-                                         {"spec": {"replicas": target}})
+                await self.cluster.patch_object(
+                    DEPLOYMENTS,
+                    dep["metadata"]["namespace"],
+                    dep["metadata"]["name"],
+                    {"spec": {"replicas": target}},
+                )
                 continue
             await self._converge(dep)
         await self._register()
@@ -162,7 +177,9 @@ class NodeAgent:
     async def _converge(self, dep: dict[str, Any]) -> None:
         ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
         desired, h = int(dep["spec"].get("replicas", 1)), _template_hash(dep)
-        mine = sorted((r for r in self.replicas.values() if (r.namespace, r.deployment) == (ns, name)), key=_index)
+        mine = sorted(
+            (r for r in self.replicas.values() if (r.namespace, r.deployment) == (ns, name)), key=_index
+        )
         current = [r for r in mine if r.template_hash == h]
         old = [r for r in mine if r.template_hash != h]
         # Scale down: drop the newest and least ready first.
@@ -194,20 +211,42 @@ class NodeAgent:
         image = container.get("image", "")
         tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
         track = dep["metadata"]["labels"][TRACK_LABEL]
-        env = {**os.environ, **{e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e}}
-        env.update(FLEETSIM_REGION=self.region, FLEETSIM_TRACK=track, FLEETSIM_REPLICA=pod, FLEETSIM_VERSION=tag)
+        env = {
+            **os.environ,
+            **{e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e},
+        }
+        env.update(
+            FLEETSIM_REGION=self.region, FLEETSIM_TRACK=track, FLEETSIM_REPLICA=pod, FLEETSIM_VERSION=tag
+        )
         port = _free_port()
         log_dir = self.state_dir / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         with await asyncio.to_thread(open, log_dir / f"fleetsim-{self.region}-{pod}.log", "ab") as log:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "drctl.devstack.fleetsim", "--host", "127.0.0.1", "--port", str(port),
-                stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
+                sys.executable,
+                "-m",
+                "drctl.devstack.fleetsim",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
                 preexec_fn=die_with_parent,
             )
         labels = ((dep["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
-        self.replicas[pod] = Replica(pod=pod, namespace=ns, deployment=name, track=track, template_hash=h,
-                                     port=port, proc=proc, labels=dict(labels))
+        self.replicas[pod] = Replica(
+            pod=pod,
+            namespace=ns,
+            deployment=name,
+            track=track,
+            template_hash=h,
+            port=port,
+            proc=proc,
+            labels=dict(labels),
+        )
         return True
 
     def _stop(self, r: Replica) -> None:
@@ -220,7 +259,9 @@ class NodeAgent:
     async def _terminate(self, r: Replica) -> None:
         if r.registered_epoch >= 0 and self.gateway.usable:
             with contextlib.suppress(HAProxyError):
-                await asyncio.to_thread(self.gateway.runtime.del_server, track_backend(r.track), r.pod, missing_ok=True)
+                await asyncio.to_thread(
+                    self.gateway.runtime.del_server, track_backend(r.track), r.pod, missing_ok=True
+                )
         if r.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 r.proc.send_signal(signal.SIGCONT)
@@ -242,7 +283,9 @@ class NodeAgent:
 
         async def unregister() -> None:
             with contextlib.suppress(HAProxyError):
-                await asyncio.to_thread(self.gateway.runtime.del_server, track_backend(r.track), r.pod, missing_ok=True)
+                await asyncio.to_thread(
+                    self.gateway.runtime.del_server, track_backend(r.track), r.pod, missing_ok=True
+                )
 
         task = asyncio.create_task(unregister())
         self._stopping.add(task)
@@ -255,7 +298,11 @@ class NodeAgent:
         recheck_running = now - self._last_health >= 1.0
         if recheck_running:
             self._last_health = now
-        todo = [r for r in self.replicas.values() if r.state == "starting" or (r.state == "running" and recheck_running)]
+        todo = [
+            r
+            for r in self.replicas.values()
+            if r.state == "starting" or (r.state == "running" and recheck_running)
+        ]
         await asyncio.gather(*(self._probe(r) for r in todo))
 
     async def _probe(self, r: Replica) -> None:
@@ -313,24 +360,45 @@ class NodeAgent:
         status = deployment_status(dep, mine, _template_hash(dep), memory)
         if status != dep.get("status"):
             with contextlib.suppress(Exception):  # deleted meanwhile: nothing to report on
-                await self.cluster.patch_object(DEPLOYMENTS, ns, name, {"status": status}, subresource="status")
+                await self.cluster.patch_object(
+                    DEPLOYMENTS, ns, name, {"status": status}, subresource="status"
+                )
         for hpa in hpas:
             ref = hpa["spec"].get("scaleTargetRef") or {}
             if hpa["metadata"].get("namespace") == ns and ref.get("name") == name:
-                hs = {"currentReplicas": status["replicas"], "desiredReplicas": int(dep["spec"].get("replicas", 1))}
+                hs = {
+                    "currentReplicas": status["replicas"],
+                    "desiredReplicas": int(dep["spec"].get("replicas", 1)),
+                }
                 if {k: (hpa.get("status") or {}).get(k) for k in hs} != hs:
-                    await self.cluster.patch_object(HPAS, ns, hpa["metadata"]["name"], {"status": hs}, subresource="status")
+                    await self.cluster.patch_object(
+                        HPAS, ns, hpa["metadata"]["name"], {"status": hs}, subresource="status"
+                    )
 
     async def _publish_endpoints(self) -> None:
         # As the kubelet reports it: a killed or frozen pod stays, not ready, until it is deleted;
         # a stopped one is terminating (serving while still ready) until its process is gone.
-        pods = [PodEndpoint(name=r.pod, namespace=r.namespace, port=r.port, ready=r.ready, labels=r.labels, uid=r.uid,
-                            terminating=terminating)
-                for terminating, group in ((False, self.replicas), (True, self.terminating)) for r in group.values()]
+        pods = [
+            PodEndpoint(
+                name=r.pod,
+                namespace=r.namespace,
+                port=r.port,
+                ready=r.ready,
+                labels=r.labels,
+                uid=r.uid,
+                terminating=terminating,
+            )
+            for terminating, group in ((False, self.replicas), (True, self.terminating))
+            for r in group.values()
+        ]
         await publish(self.cluster, self.cluster.list_objects(SERVICES), pods)
 
     def _write_state_file(self) -> None:
-        data = {"region": self.region, "gateway_pid": getattr(self.gateway, "pid", None), "replicas": [r.describe() for r in sorted(self.replicas.values(), key=_index)]}
+        data = {
+            "region": self.region,
+            "gateway_pid": getattr(self.gateway, "pid", None),
+            "replicas": [r.describe() for r in sorted(self.replicas.values(), key=_index)],
+        }
         path = self.state_dir / f"replicas-{self.region}.json"
         text = json.dumps(data, indent=1)
         if not path.exists() or path.read_text() != text:
@@ -338,8 +406,10 @@ class NodeAgent:
             tmp.write_text(text)
             tmp.replace(path)
         # The dev stack's Prometheus scrapes every replica through this file_sd file.
-        prometheus.write_targets(prometheus.targets_dir(self.state_dir) / f"fleetsim-{self.region}.json",
-                                 prometheus.replica_targets(self.region, [r.describe() for r in self.replicas.values()]))
+        prometheus.write_targets(
+            prometheus.targets_dir(self.state_dir) / f"fleetsim-{self.region}.json",
+            prometheus.replica_targets(self.region, [r.describe() for r in self.replicas.values()]),
+        )
 
     async def shutdown(self) -> None:
         for r in list(self.replicas.values()):

@@ -47,8 +47,12 @@ def render_config(cfg: FleetConfig, state_dir: Path) -> str:
     interval = f"{cfg.devstack.scrape_interval_s if cfg.devstack else 2.0:g}s"
     targets = targets_dir(state_dir)
     conf: dict[str, Any] = {
-        "global": {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval,
-                   "external_labels": {"fleet": cfg.name}},
+        "global": {
+            "scrape_interval": interval,
+            "evaluation_interval": interval,
+            "scrape_timeout": interval,
+            "external_labels": {"fleet": cfg.name},
+        },
         "scrape_configs": [
             {"job_name": "drctl-worker", "file_sd_configs": [{"files": [str(targets / "workers.json")]}]},
             {"job_name": "fleetsim", "file_sd_configs": [{"files": [str(targets / "fleetsim-*.json")]}]},
@@ -61,9 +65,14 @@ def render_config(cfg: FleetConfig, state_dir: Path) -> str:
 
 def argv(binary: str, cfg: FleetConfig, state_dir: Path) -> list[str]:
     d = directory(state_dir)
-    return [binary, f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port(cfg)}", "--storage.tsdb.retention.time=2d",
-            "--log.level=warn"]
+    return [
+        binary,
+        f"--config.file={d / 'prometheus.yml'}",
+        f"--storage.tsdb.path={d / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port(cfg)}",
+        "--storage.tsdb.retention.time=2d",
+        "--log.level=warn",
+    ]
 
 
 def write_config(cfg: FleetConfig, state_dir: Path, workers: dict[str, int]) -> None:
@@ -88,6 +97,11 @@ def write_targets(path: Path, groups: list[dict[str, Any]]) -> None:
 
 def replica_targets(region: str, replicas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """file_sd groups for a node agent's replicas (Replica.describe() dicts), one per replica."""
-    return [{"targets": [f"127.0.0.1:{r['port']}"],
-             "labels": {"region": region, "track": r["track"], "pod": r["pod"]}}
-            for r in replicas if r.get("port")]
+    return [
+        {
+            "targets": [f"127.0.0.1:{r['port']}"],
+            "labels": {"region": region, "track": r["track"], "pod": r["pod"]},
+        }
+        for r in replicas
+        if r.get("port")
+    ]

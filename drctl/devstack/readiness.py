@@ -26,8 +26,12 @@ def answers_completion(base_url: str, cfg: FleetConfig) -> str | None:
     try:
         # A fleet whose servers run with an API key is ready when it answers drctl's own token.
         headers = auth_headers(cfg)
-        r = httpx.post(f"{base_url.rstrip('/')}/v1/completions", json=completion_body(cfg), timeout=TIMEOUT_S,
-                       headers=headers)
+        r = httpx.post(
+            f"{base_url.rstrip('/')}/v1/completions",
+            json=completion_body(cfg),
+            timeout=TIMEOUT_S,
+            headers=headers,
+        )
     except AuthConfigError as exc:
         return str(exc)
     except httpx.HTTPError as exc:
@@ -37,21 +41,48 @@ def answers_completion(base_url: str, cfg: FleetConfig) -> str | None:
 
 def temporal_ready(temporal_bin: str, cfg: FleetConfig) -> str | None:
     # The CLI does a real gRPC round trip (DescribeNamespace), without an event loop in this process.
-    argv = [temporal_bin, "operator", "namespace", "describe", "--address", cfg.temporal.address,
-            "--namespace", cfg.temporal.namespace, "--command-timeout", "3s"]
+    argv = [
+        temporal_bin,
+        "operator",
+        "namespace",
+        "describe",
+        "--address",
+        cfg.temporal.address,
+        "--namespace",
+        cfg.temporal.namespace,
+        "--command-timeout",
+        "3s",
+    ]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     except subprocess.TimeoutExpired:
         return "namespace describe timed out"
     if done.returncode != 0:
-        return (done.stderr or done.stdout).strip().splitlines()[-1:][0] if (done.stderr or done.stdout) else "failed"
+        return (
+            (done.stderr or done.stdout).strip().splitlines()[-1:][0]
+            if (done.stderr or done.stdout)
+            else "failed"
+        )
     return None
 
 
 def worker_polling(temporal_bin: str, cfg: FleetConfig, task_queue: str) -> str | None:
     """A worker counts as ready once Temporal sees it polling its task queue."""
-    argv = [temporal_bin, "task-queue", "describe", "--task-queue", task_queue, "--address", cfg.temporal.address,
-            "--namespace", cfg.temporal.namespace, "--command-timeout", "3s", "-o", "json"]
+    argv = [
+        temporal_bin,
+        "task-queue",
+        "describe",
+        "--task-queue",
+        task_queue,
+        "--address",
+        cfg.temporal.address,
+        "--namespace",
+        cfg.temporal.namespace,
+        "--command-timeout",
+        "3s",
+        "-o",
+        "json",
+    ]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     except subprocess.TimeoutExpired:
@@ -107,7 +138,11 @@ def region_ready(region: RegionConfig, cfg: FleetConfig) -> str | None:
     assert region.kube.api_url
     for check in (
         lambda: _status_200(f"{region.kube.api_url.rstrip('/')}/version"),  # type: ignore[union-attr]
-        lambda: _status_200(f"{region.devstack_admin_url.rstrip('/')}/replicas") if region.devstack_admin_url else None,
+        lambda: (
+            _status_200(f"{region.devstack_admin_url.rstrip('/')}/replicas")
+            if region.devstack_admin_url
+            else None
+        ),
         lambda: deployments_ready(region),
         lambda: answers_completion(region.gateway_url, cfg),
     ):

@@ -60,8 +60,13 @@ class Gateway:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with await asyncio.to_thread(open, self.log_path, "ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
-                "haproxy", "-db", "-f", str(self.config_path),
-                stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                "haproxy",
+                "-db",
+                "-f",
+                str(self.config_path),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
                 preexec_fn=die_with_parent,
             )
         self._started_at = time.monotonic()
@@ -87,7 +92,11 @@ class Gateway:
             if self.proc is not None and self.proc.returncode is not None and self.fault != "killed":
                 # A crash loop (e.g. port taken) retries every few seconds rather than spinning.
                 if time.monotonic() - self._started_at > 2.0:
-                    print(f"region gateway exited {self.proc.returncode}; restarting", file=sys.stderr, flush=True)
+                    print(
+                        f"region gateway exited {self.proc.returncode}; restarting",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     await self.start()
             elif self.usable and time.monotonic() - last_snapshot > 1.0:
                 last_snapshot = time.monotonic()
@@ -129,8 +138,10 @@ class Gateway:
         await asyncio.to_thread(self.partition_path.write_text, "".join(f"{a}\n" for a in self.partitioned))
         if self.usable:
             path = self.partition_path
-            await asyncio.to_thread(self.runtime.commands,
-                                    [f"clear acl {path}", *(f"add acl {path} {a}" for a in self.partitioned)])
+            await asyncio.to_thread(
+                self.runtime.commands,
+                [f"clear acl {path}", *(f"add acl {path} {a}" for a in self.partitioned)],
+            )
 
     async def stop(self) -> None:
         self._signal(signal.SIGCONT)
@@ -147,47 +158,94 @@ async def seed(cluster: RegionCluster, cfg: FleetConfig, region: str) -> None:
     labels = {"app": app, TRACK_LABEL: "stable"}
     for namespace in {ns, cfg.backup.namespace}:
         await cluster.ensure("v1/namespaces", {"metadata": {"name": namespace}})
-    await cluster.ensure(DEPLOYMENTS, {
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {
-            "replicas": r.replicas,
-            "selector": {"matchLabels": labels},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
-                "name": "server", "image": w.image, "ports": [{"containerPort": w.container_port}],
-                "env": [{"name": "FLEETSIM_MODEL", "value": w.model}],
-            }]}},
+    await cluster.ensure(
+        DEPLOYMENTS,
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "replicas": r.replicas,
+                "selector": {"matchLabels": labels},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "server",
+                                "image": w.image,
+                                "ports": [{"containerPort": w.container_port}],
+                                "env": [{"name": "FLEETSIM_MODEL", "value": w.model}],
+                            }
+                        ]
+                    },
+                },
+            },
         },
-    })
-    await cluster.ensure("v1/services", {
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": w.container_port}]},
-    })
-    await cluster.ensure(HPAS, {
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "minReplicas": r.replicas, "maxReplicas": max(r.max_replicas, r.replicas),
-            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
-                                                          "target": {"type": "Utilization", "averageUtilization": 80}}}],
+    )
+    await cluster.ensure(
+        "v1/services",
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "selector": labels,
+                "ports": [{"name": "http", "port": 80, "targetPort": w.container_port}],
+            },
         },
-    })
-    await cluster.ensure("gateway.networking.k8s.io/v1/httproutes", {
-        "metadata": {"name": app, "namespace": ns, "labels": {"app": app}},
-        "spec": {
-            "parentRefs": [{"name": f"{region}-gateway"}],
-            "rules": [{"backendRefs": [
-                {"name": w.deployment_name(t), "port": 80, "weight": 100 if t == "stable" else 0} for t in TRACKS
-            ]}],
+    )
+    await cluster.ensure(
+        HPAS,
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                "minReplicas": r.replicas,
+                "maxReplicas": max(r.max_replicas, r.replicas),
+                "metrics": [
+                    {
+                        "type": "Resource",
+                        "resource": {
+                            "name": "cpu",
+                            "target": {"type": "Utilization", "averageUtilization": 80},
+                        },
+                    }
+                ],
+            },
         },
-    })
-    await cluster.ensure("velero.io/v1/backupstoragelocations", {
-        "metadata": {"name": cfg.backup.storage_location, "namespace": cfg.backup.namespace},
-        "spec": {"provider": "aws", "default": True, "objectStorage": {"bucket": cfg.backup.bucket},
-                 "config": {"region": cfg.aws.region, "s3ForcePathStyle": "true",
-                            **({"s3Url": cfg.aws.endpoint_url} if cfg.aws.endpoint_url else {})}},
-        "status": {"phase": "Available"},
-    })
+    )
+    await cluster.ensure(
+        "gateway.networking.k8s.io/v1/httproutes",
+        {
+            "metadata": {"name": app, "namespace": ns, "labels": {"app": app}},
+            "spec": {
+                "parentRefs": [{"name": f"{region}-gateway"}],
+                "rules": [
+                    {
+                        "backendRefs": [
+                            {"name": w.deployment_name(t), "port": 80, "weight": 100 if t == "stable" else 0}
+                            for t in TRACKS
+                        ]
+                    }
+                ],
+            },
+        },
+    )
+    await cluster.ensure(
+        "velero.io/v1/backupstoragelocations",
+        {
+            "metadata": {"name": cfg.backup.storage_location, "namespace": cfg.backup.namespace},
+            "spec": {
+                "provider": "aws",
+                "default": True,
+                "objectStorage": {"bucket": cfg.backup.bucket},
+                "config": {
+                    "region": cfg.aws.region,
+                    "s3ForcePathStyle": "true",
+                    **({"s3Url": cfg.aws.endpoint_url} if cfg.aws.endpoint_url else {}),
+                },
+            },
+            "status": {"phase": "Available"},
+        },
+    )
 
 
 async def run_region(cfg: FleetConfig, region: str) -> None:
@@ -212,10 +270,16 @@ async def run_region(cfg: FleetConfig, region: str) -> None:
         try:
             await gateway.start()
             runner = await start_admin(RegionAdmin(agent, gateway), admin_host, admin_port)
-            tasks = [asyncio.create_task(agent.run()), asyncio.create_task(gateway.supervise()),
-                     asyncio.create_task(run_velero_agent(cfg, region))]
-            print(f"region {region}: kube {r.kube.api_url}, admin {r.devstack_admin_url}, "
-                  f"gateway {r.gateway_url}", flush=True)
+            tasks = [
+                asyncio.create_task(agent.run()),
+                asyncio.create_task(gateway.supervise()),
+                asyncio.create_task(run_velero_agent(cfg, region)),
+            ]
+            print(
+                f"region {region}: kube {r.kube.api_url}, admin {r.devstack_admin_url}, "
+                f"gateway {r.gateway_url}",
+                flush=True,
+            )
             stopper = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
             for task in [stopper, *tasks]:

@@ -26,7 +26,9 @@ def _component(cfg: FleetConfig, config_path: Path, name: str) -> Component:
 
 def _spawn(cfg: FleetConfig, comp: Component) -> int:
     s = state_dir(cfg)
-    pid = processes.spawn(comp.argv, s / "logs" / f"{comp.name}.log", _pid_path(s, comp.name), {**os.environ, **comp.env})
+    pid = processes.spawn(
+        comp.argv, s / "logs" / f"{comp.name}.log", _pid_path(s, comp.name), {**os.environ, **comp.env}
+    )
     record = _read_record(s)
     record["components"][comp.name] = {"pid": pid, "argv": comp.argv, "ports": comp.ports}
     (s / "stack.json").write_text(json.dumps(record, indent=2))
@@ -40,13 +42,18 @@ def _wait(cfg: FleetConfig, comp: Component, pid: int, ready: readiness.Check, t
     while True:
         # Between fork and exec the child still shows our cmdline: only a dead pid has exited.
         if not processes.pid_alive(pid):
-            raise StackError(f"{comp.name} exited during start-up (log {log})", comp.name, processes.log_tail(log))
+            raise StackError(
+                f"{comp.name} exited during start-up (log {log})", comp.name, processes.log_tail(log)
+            )
         reason = ready()
         if reason is None:
             return
         if time.monotonic() > deadline:
-            raise StackError(f"{comp.name} not ready after {timeout_s:g}s: {reason} (log {log})", comp.name,
-                             processes.log_tail(log))
+            raise StackError(
+                f"{comp.name} not ready after {timeout_s:g}s: {reason} (log {log})",
+                comp.name,
+                processes.log_tail(log),
+            )
         time.sleep(0.1)
 
 
@@ -55,8 +62,11 @@ def _wait_ports_free(comp: Component, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not all(processes.port_bindable(p) for p in comp.ports.values()):
         if time.monotonic() > deadline:
-            raise StackError(f"{comp.name}: ports {sorted(comp.ports.values())} still taken (is one running?)",
-                             comp.name, exit_code=2)
+            raise StackError(
+                f"{comp.name}: ports {sorted(comp.ports.values())} still taken (is one running?)",
+                comp.name,
+                exit_code=2,
+            )
         time.sleep(0.1)
 
 
@@ -101,6 +111,13 @@ def restart_global_gateway(cfg: FleetConfig, config_path: Path, timeout_s: float
         processes.terminate([old])
     _wait_ports_free(comp, timeout_s)
     pid = _spawn(cfg, comp)
-    _wait(cfg, comp, pid, lambda: None if all(processes.port_open(p) for p in comp.ports.values())
-          else "ports not answering yet", timeout_s)
+    _wait(
+        cfg,
+        comp,
+        pid,
+        lambda: (
+            None if all(processes.port_open(p) for p in comp.ports.values()) else "ports not answering yet"
+        ),
+        timeout_s,
+    )
     return pid

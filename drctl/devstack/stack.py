@@ -80,16 +80,25 @@ def state_dir(cfg: FleetConfig) -> Path:
 def _port(url: str, what: str) -> int:
     parsed = urlparse(url if "://" in url else f"tcp://{url}")
     if parsed.port is None:
-        raise StackError(f"{what} {url!r} has no port; the dev stack serves only explicit loopback ports", exit_code=2)
+        raise StackError(
+            f"{what} {url!r} has no port; the dev stack serves only explicit loopback ports", exit_code=2
+        )
     return parsed.port
 
 
 def _tool(name: str, fallback: str | None = None) -> str:
     beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.exists() else shutil.which(name) or (fallback if fallback and Path(fallback).exists() else None)
+    found = (
+        str(beside)
+        if beside.exists()
+        else shutil.which(name) or (fallback if fallback and Path(fallback).exists() else None)
+    )
     if not found:
-        hint = (f" (Debian: apt-get install {name})" if name in ("haproxy", "prometheus")
-                else " (pip install -e '.[test]')")
+        hint = (
+            f" (Debian: apt-get install {name})"
+            if name in ("haproxy", "prometheus")
+            else " (pip install -e '.[test]')"
+        )
         raise StackError(f"{name} not found next to {sys.executable} or on PATH{hint}", component=name)
     return found
 
@@ -99,46 +108,104 @@ def components(cfg: FleetConfig, config_path: Path, workers: bool = False) -> li
     t = cfg.temporal
     temporal = Component(
         "temporal",
-        [_tool("temporal"), "server", "start-dev", "--ip", "127.0.0.1",
-         "--port", str(_port(t.address, "temporal.address")), "--ui-port", str(_port(t.ui_url, "temporal.ui_url")),
-         "--db-filename", str(s / "temporal.db"), "--namespace", t.namespace, *search_attributes.cli_flags()],
-        {"Temporal frontend": _port(t.address, "temporal.address"), "Temporal UI": _port(t.ui_url, "temporal.ui_url")},
+        [
+            _tool("temporal"),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(_port(t.address, "temporal.address")),
+            "--ui-port",
+            str(_port(t.ui_url, "temporal.ui_url")),
+            "--db-filename",
+            str(s / "temporal.db"),
+            "--namespace",
+            t.namespace,
+            *search_attributes.cli_flags(),
+        ],
+        {
+            "Temporal frontend": _port(t.address, "temporal.address"),
+            "Temporal UI": _port(t.ui_url, "temporal.ui_url"),
+        },
     )
     if not cfg.aws.endpoint_url:
         raise StackError("aws.endpoint_url must point at the dev stack's moto server", exit_code=2)
     moto_port = _port(cfg.aws.endpoint_url, "aws.endpoint_url")
-    moto = Component("moto", [_tool("moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)], {"moto (AWS)": moto_port})
+    moto = Component(
+        "moto", [_tool("moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)], {"moto (AWS)": moto_port}
+    )
     stats_port = cfg.devstack.stats_port if cfg.devstack else 8404
     haproxy = Component(
         "haproxy-global",
         [_tool("haproxy", "/usr/sbin/haproxy"), "-db", "-f", str(s / "haproxy" / "global.cfg")],
-        {"global endpoint": _port(cfg.traffic.global_endpoint, "traffic.global_endpoint"), "HAProxy stats": stats_port},
+        {
+            "global endpoint": _port(cfg.traffic.global_endpoint, "traffic.global_endpoint"),
+            "HAProxy stats": stats_port,
+        },
     )
     # The region process starts its gateway as plain `haproxy`; /usr/sbin is often not on a user's PATH.
     path = os.environ.get("PATH", "")
-    env = {"PYTHONUNBUFFERED": "1", "PATH": f"{path}:{Path(haproxy.argv[0]).parent}" if path else str(Path(haproxy.argv[0]).parent)}
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "PATH": f"{path}:{Path(haproxy.argv[0]).parent}" if path else str(Path(haproxy.argv[0]).parent),
+    }
     regions = []
     for r in cfg.regions:
         if not r.kube.api_url:
             raise StackError(f"region {r.name}: the dev stack needs kube.api_url", exit_code=2)
-        ports = {f"{r.name} gateway": _port(r.gateway_url, f"regions[{r.name}].gateway_url"),
-                 f"{r.name} Kubernetes API": _port(r.kube.api_url, f"regions[{r.name}].kube.api_url")}
+        ports = {
+            f"{r.name} gateway": _port(r.gateway_url, f"regions[{r.name}].gateway_url"),
+            f"{r.name} Kubernetes API": _port(r.kube.api_url, f"regions[{r.name}].kube.api_url"),
+        }
         if r.devstack_admin_url:
-            ports[f"{r.name} admin API"] = _port(r.devstack_admin_url, f"regions[{r.name}].devstack_admin_url")
-        argv = [sys.executable, "-m", "drctl.devstack.region", "--config", str(config_path.resolve()), "--region", r.name]
+            ports[f"{r.name} admin API"] = _port(
+                r.devstack_admin_url, f"regions[{r.name}].devstack_admin_url"
+            )
+        argv = [
+            sys.executable,
+            "-m",
+            "drctl.devstack.region",
+            "--config",
+            str(config_path.resolve()),
+            "--region",
+            r.name,
+        ]
         regions.append(Component(f"region-{r.name}", argv, ports, env))
     # One worker per region, as in production: each serves the main queue and its own region's
     # queue, so a failover to a region needs only that region's worker (static stability).
     # Each worker gets its own HTTP port (/metrics, /healthz, /readyz) for Prometheus to scrape.
-    drctl_workers = [
-        Component(f"worker-{r.name}",
-                  [sys.executable, "-m", "drctl", "worker", "--config", str(config_path.resolve()), "--region", r.name,
-                   "--http-port", str(prometheus.worker_port(cfg, r.name)), "--http-host", "127.0.0.1"],
-                  {f"{r.name} worker metrics": prometheus.worker_port(cfg, r.name)}, env)
-        for r in cfg.regions
-    ] if workers else []
-    prom = Component("prometheus", prometheus.argv(_tool("prometheus", "/usr/bin/prometheus"), cfg, s),
-                     {"Prometheus": prometheus.port(cfg)})
+    drctl_workers = (
+        [
+            Component(
+                f"worker-{r.name}",
+                [
+                    sys.executable,
+                    "-m",
+                    "drctl",
+                    "worker",
+                    "--config",
+                    str(config_path.resolve()),
+                    "--region",
+                    r.name,
+                    "--http-port",
+                    str(prometheus.worker_port(cfg, r.name)),
+                    "--http-host",
+                    "127.0.0.1",
+                ],
+                {f"{r.name} worker metrics": prometheus.worker_port(cfg, r.name)},
+                env,
+            )
+            for r in cfg.regions
+        ]
+        if workers
+        else []
+    )
+    prom = Component(
+        "prometheus",
+        prometheus.argv(_tool("prometheus", "/usr/bin/prometheus"), cfg, s),
+        {"Prometheus": prometheus.port(cfg)},
+    )
     return [temporal, moto, *regions, haproxy, prom, *drctl_workers]
 
 
@@ -194,7 +261,9 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
         (s / sub).mkdir(parents=True, exist_ok=True)
     record = _read_record(s)
     for name, pid in keep.items():
-        record["components"].setdefault(name, {"pid": pid, "argv": by_name[name].argv, "ports": by_name[name].ports})
+        record["components"].setdefault(
+            name, {"pid": pid, "argv": by_name[name].argv, "ports": by_name[name].ports}
+        )
     started: list[str] = []
     pids: dict[str, int] = {}
     # Workers connect to Temporal as they start, so they go in a second wave, once the rest serves.
@@ -223,8 +292,14 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
     return _info(cfg, config_path, s, pids, started)
 
 
-def _wait_ready(cfg: FleetConfig, s: Path, comps: list[Component], pids: dict[str, int], timeout_s: float,
-                temporal_bin: str) -> None:
+def _wait_ready(
+    cfg: FleetConfig,
+    s: Path,
+    comps: list[Component],
+    pids: dict[str, int],
+    timeout_s: float,
+    temporal_bin: str,
+) -> None:
     checks: dict[str, readiness.Check] = {
         "temporal": lambda: readiness.temporal_ready(temporal_bin, cfg),
         "moto": lambda: readiness.http_answers(cfg.aws.endpoint_url or ""),
@@ -235,7 +310,8 @@ def _wait_ready(cfg: FleetConfig, s: Path, comps: list[Component], pids: dict[st
         checks[f"region-{r.name}"] = lambda r=r: readiness.region_ready(r, cfg)  # type: ignore[misc]
         if f"worker-{r.name}" in pids:
             checks[f"worker-{r.name}"] = lambda r=r: readiness.worker_polling(  # type: ignore[misc]
-                temporal_bin, cfg, r.queue)
+                temporal_bin, cfg, r.queue
+            )
     by_name = {c.name: c for c in comps}
     pending = {name: check for name, check in checks.items() if name in by_name}
     reasons: dict[str, str] = {}
@@ -258,12 +334,16 @@ def _wait_ready(cfg: FleetConfig, s: Path, comps: list[Component], pids: dict[st
             name = next(iter(pending))
             log = s / "logs" / f"{name}.log"
             raise StackError(
-                f"{name} not ready after {timeout_s:g}s: {reasons.get(name)} (log {log})", name, processes.log_tail(log)
+                f"{name} not ready after {timeout_s:g}s: {reasons.get(name)} (log {log})",
+                name,
+                processes.log_tail(log),
             )
         time.sleep(0.25)
 
 
-def _info(cfg: FleetConfig, config_path: Path, s: Path, pids: dict[str, int], started: list[str]) -> StackInfo:
+def _info(
+    cfg: FleetConfig, config_path: Path, s: Path, pids: dict[str, int], started: list[str]
+) -> StackInfo:
     stats_port = cfg.devstack.stats_port if cfg.devstack else 8404
     return StackInfo(
         state_dir=str(s),
@@ -275,8 +355,13 @@ def _info(cfg: FleetConfig, config_path: Path, s: Path, pids: dict[str, int], st
         stats_url=f"http://127.0.0.1:{stats_port}/",
         prometheus_url=prometheus.url(cfg),
         regions=[
-            RegionEndpoints(name=r.name, kube_api_url=r.kube.api_url or "", gateway_url=r.gateway_url,
-                            admin_url=r.devstack_admin_url, gateway_runtime_socket=r.gateway_runtime_socket)
+            RegionEndpoints(
+                name=r.name,
+                kube_api_url=r.kube.api_url or "",
+                gateway_url=r.gateway_url,
+                admin_url=r.devstack_admin_url,
+                gateway_runtime_socket=r.gateway_runtime_socket,
+            )
             for r in cfg.regions
         ],
         pids=pids,
@@ -328,8 +413,13 @@ def down(cfg: FleetConfig) -> list[str]:
     processes.terminate(p for p in replicas if processes.pid_alive(p))
     # Anything still naming our state dir (a region gateway HAProxy orphaned by a crashed region).
     processes.terminate(processes.pids_mentioning(f"{s}/"), timeout_s=3.0)
-    for f in [*s.glob("pids/*.pid"), *s.glob("haproxy/*.sock"), *s.glob("replicas-*.json"), s / "stack.json",
-              *prometheus.targets_dir(s).glob("fleetsim-*.json")]:
+    for f in [
+        *s.glob("pids/*.pid"),
+        *s.glob("haproxy/*.sock"),
+        *s.glob("replicas-*.json"),
+        s / "stack.json",
+        *prometheus.targets_dir(s).glob("fleetsim-*.json"),
+    ]:
         f.unlink(missing_ok=True)
     sockets = [r.gateway_runtime_socket for r in cfg.regions]
     if cfg.traffic.global_tier.kind == "haproxy":

@@ -128,14 +128,19 @@ class VeleroAgent:
         started = _now()
         location = spec.get("storageLocation") or self.cfg.backup.storage_location
         try:
-            bsl = await self._req("GET", _path("velero.io", "v1", "backupstoragelocations", self.ns, location))
+            bsl = await self._req(
+                "GET", _path("velero.io", "v1", "backupstoragelocations", self.ns, location)
+            )
         except KubeError as exc:
             if exc.status != 404:
                 raise
             await self._set_status(
                 "backups",
                 name,
-                {"phase": "FailedValidation", "validationErrors": [f"backup storage location {location!r} not found"]},
+                {
+                    "phase": "FailedValidation",
+                    "validationErrors": [f"backup storage location {location!r} not found"],
+                },
             )
             return
         # As in Velero, the storage location names the bucket; the config's bucket is the default.
@@ -151,9 +156,9 @@ class VeleroAgent:
                 "phase": "Completed" if fault != "partially-failed" else "PartiallyFailed",
                 "startTimestamp": started,
                 "completionTimestamp": _now(),
-                "expiration": (datetime.now(UTC) + go_duration(spec.get("ttl") or self.cfg.backup.ttl)).strftime(
-                    "%Y-%m-%dT%H:%M:%SZ"
-                ),
+                "expiration": (
+                    datetime.now(UTC) + go_duration(spec.get("ttl") or self.cfg.backup.ttl)
+                ).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "progress": {"totalItems": len(items), "itemsBackedUp": len(items)},
                 "version": 1,
             }
@@ -164,7 +169,9 @@ class VeleroAgent:
         except (ClientError, BotoCoreError) as exc:
             log.warning("backup %s failed: %s", name, exc)
             await self._set_status(
-                "backups", name, {"phase": "Failed", "failureReason": f"object store: {exc}", "completionTimestamp": _now()}
+                "backups",
+                name,
+                {"phase": "Failed", "failureReason": f"object store: {exc}", "completionTimestamp": _now()},
             )
             return
         await self._set_status("backups", name, status)
@@ -218,8 +225,11 @@ class VeleroAgent:
             await self._set_status(
                 "restores",
                 name,
-                {"phase": "FailedValidation", "failureReason": f"backup {spec.get('backupName')!r} unreadable: {exc}",
-                 "completionTimestamp": _now()},
+                {
+                    "phase": "FailedValidation",
+                    "failureReason": f"backup {spec.get('backupName')!r} unreadable: {exc}",
+                    "completionTimestamp": _now(),
+                },
             )
             return
         mapping: dict[str, str] = spec.get("namespaceMapping") or {}
@@ -229,7 +239,9 @@ class VeleroAgent:
             try:
                 outcome = await self._restore_one(obj, mapping, policy, spec.get("backupName", ""), name)
             except KubeError as exc:
-                log.warning("restore %s: %s/%s failed: %s", name, obj.get("kind"), obj["metadata"].get("name"), exc)
+                log.warning(
+                    "restore %s: %s/%s failed: %s", name, obj.get("kind"), obj["metadata"].get("name"), exc
+                )
                 errors += 1
                 continue
             restored += outcome == "restored"
@@ -238,8 +250,14 @@ class VeleroAgent:
         await self._set_status(
             "restores",
             name,
-            {"phase": phase, "startTimestamp": started, "completionTimestamp": _now(), "warnings": warnings,
-             "errors": errors, "progress": {"totalItems": len(objects), "itemsRestored": restored}},
+            {
+                "phase": phase,
+                "startTimestamp": started,
+                "completionTimestamp": _now(),
+                "warnings": warnings,
+                "errors": errors,
+                "progress": {"totalItems": len(objects), "itemsRestored": restored},
+            },
         )
         log.info("restore %s %s: %d restored, %d skipped, %d errors", name, phase, restored, warnings, errors)
 
@@ -254,7 +272,9 @@ class VeleroAgent:
         for key in _STRIP_META:
             meta.pop(key, None)
         meta["namespace"] = ns
-        meta.setdefault("labels", {}).update({"velero.io/backup-name": backup_name, "velero.io/restore-name": restore_name})
+        meta.setdefault("labels", {}).update(
+            {"velero.io/backup-name": backup_name, "velero.io/restore-name": restore_name}
+        )
         obj.pop("status", None)
         if obj.get("kind") == "Service":
             # ClusterIPs belong to the source cluster; the target allocates its own.
@@ -282,7 +302,11 @@ class VeleroAgent:
         if ns in self._namespaces:
             return
         try:
-            await self._req("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            await self._req(
+                "POST",
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            )
         except KubeError as exc:
             if exc.status != 409:
                 log.debug("namespace %s not created: %s", ns, exc)

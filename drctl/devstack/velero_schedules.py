@@ -43,26 +43,38 @@ async def reconcile_schedules(api: _Api) -> None:
     for sch in (listing or {}).get("items", []):
         name = sch["metadata"]["name"]
         spec, status = sch.get("spec") or {}, sch.get("status") or {}
-        last = datetime.strptime(status["lastBackup"], _FMT).replace(tzinfo=UTC) if status.get("lastBackup") else None
+        last = (
+            datetime.strptime(status["lastBackup"], _FMT).replace(tzinfo=UTC)
+            if status.get("lastBackup")
+            else None
+        )
         try:
             due = next_run(spec.get("schedule", ""), last)
         except ValueError as exc:
             if status.get("phase") != "FailedValidation":
-                await api._req("PATCH", f"{base}/schedules/{name}",
-                               {"status": {"phase": "FailedValidation", "validationErrors": [str(exc)]}})
+                await api._req(
+                    "PATCH",
+                    f"{base}/schedules/{name}",
+                    {"status": {"phase": "FailedValidation", "validationErrors": [str(exc)]}},
+                )
             continue
         if due is not None and due > now:
             if status.get("phase") != "Enabled":
                 await api._req("PATCH", f"{base}/schedules/{name}", {"status": {"phase": "Enabled"}})
             continue
         backup = {
-            "apiVersion": "velero.io/v1", "kind": "Backup",
-            "metadata": {"name": f"{name}-{now:%Y%m%d%H%M%S}", "namespace": api.ns,
-                         "labels": {SCHEDULE_LABEL: name}},
+            "apiVersion": "velero.io/v1",
+            "kind": "Backup",
+            "metadata": {
+                "name": f"{name}-{now:%Y%m%d%H%M%S}",
+                "namespace": api.ns,
+                "labels": {SCHEDULE_LABEL: name},
+            },
             "spec": dict(spec.get("template") or {}),
         }
         await api._req("POST", f"{base}/backups", backup)
-        await api._req("PATCH", f"{base}/schedules/{name}",
-                       {"status": {"phase": "Enabled", "lastBackup": now.strftime(_FMT)}})
-
-
+        await api._req(
+            "PATCH",
+            f"{base}/schedules/{name}",
+            {"status": {"phase": "Enabled", "lastBackup": now.strftime(_FMT)}},
+        )

@@ -45,7 +45,9 @@ class BackupStore:
             config=BotoConfig(retries={"max_attempts": 2}, connect_timeout=2, read_timeout=5),
         )
 
-    def upload(self, bucket: str, name: str, backup: dict[str, Any], items: list[tuple[str, dict[str, Any]]]) -> None:
+    def upload(
+        self, bucket: str, name: str, backup: dict[str, Any], items: list[tuple[str, dict[str, Any]]]
+    ) -> None:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for member, obj in items:
@@ -55,7 +57,9 @@ class BackupStore:
                 tar.addfile(info, io.BytesIO(data))
         self.s3.put_object(Bucket=bucket, Key=f"backups/{name}/{name}.tar.gz", Body=buf.getvalue())
         self.s3.put_object(
-            Bucket=bucket, Key=f"backups/{name}/velero-backup.json", Body=json.dumps(backup, indent=2).encode()
+            Bucket=bucket,
+            Key=f"backups/{name}/velero-backup.json",
+            Body=json.dumps(backup, indent=2).encode(),
         )
 
     def download(self, backup_name: str) -> list[dict[str, Any]]:

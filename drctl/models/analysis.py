@@ -54,7 +54,9 @@ class TrackRef(BaseModel):
 
 
 class AnalysisRequest(BaseModel):
-    candidate: TrackRef = Field(description="What is under test: a canary or green track, or a migration target.")
+    candidate: TrackRef = Field(
+        description="What is under test: a canary or green track, or a migration target."
+    )
     baseline: TrackRef = Field(description="What it is compared with, measured in the same window.")
     window_s: float = Field(description="Analysis window, seconds.")
     limits: AnalysisLimits
@@ -120,6 +122,10 @@ def judge(cand: TrackSample, base: TrackSample, limits: AnalysisLimits) -> Analy
 
 def limits_from(cfg: FleetConfig) -> AnalysisLimits:
     u = cfg.upgrade
-    return AnalysisLimits(max_error_rate=u.max_error_rate, max_ttft_p50_ratio=u.max_ttft_p50_ratio,
-                          max_ttft_p99_ratio=u.max_ttft_p99_ratio, min_samples=u.min_samples,
-                          min_ttft_increase_ms=u.min_ttft_increase_ms)
+    return AnalysisLimits(
+        max_error_rate=u.max_error_rate,
+        max_ttft_p50_ratio=u.max_ttft_p50_ratio,
+        max_ttft_p99_ratio=u.max_ttft_p99_ratio,
+        min_samples=u.min_samples,
+        min_ttft_increase_ms=u.min_ttft_increase_ms,
+    )

@@ -19,7 +19,9 @@ class BackupRequest(BaseModel):
     region: str = Field(description="Region whose cluster runs the backup.")
     name: str = Field(description="Backup object name (unique in the Velero namespace).")
     namespaces: list[str] = Field(description="spec.includedNamespaces.")
-    label_selector: dict[str, str] = Field(default_factory=dict, description="spec.labelSelector.matchLabels.")
+    label_selector: dict[str, str] = Field(
+        default_factory=dict, description="spec.labelSelector.matchLabels."
+    )
     ttl: str | None = Field(None, description="spec.ttl; default backup.ttl.")
 
 

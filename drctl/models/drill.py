@@ -30,7 +30,9 @@ class ExperimentPlan(BaseModel):
     path: str
     name: str = Field(description="File stem, e.g. region-outage; reports group by it.")
     title: str
-    text: str = Field(description="Canonical experiment (configuration resolved): what the worker checks and runs.")
+    text: str = Field(
+        description="Canonical experiment (configuration resolved): what the worker checks and runs."
+    )
     sha256: str = Field("", description="sha256 of `text`; the worker refuses a text that does not match.")
     fmt: str = Field("json", description="Format of `text`; canonical texts are json.")
     target_region: str
@@ -54,15 +56,22 @@ class DrillInput(BaseModel):
     initiator: str = "cli"
 
     @classmethod
-    def from_config(cls, cfg: FleetConfig, plan: ExperimentPlan,
-                    alternatives: list[ExperimentPlan] | None = None) -> DrillInput:
+    def from_config(
+        cls, cfg: FleetConfig, plan: ExperimentPlan, alternatives: list[ExperimentPlan] | None = None
+    ) -> DrillInput:
         """A drill of `plan` (or, scheduled, one of plan + alternatives) on the fleet `cfg` describes."""
         fb = cfg.failback
         # Failover + failback stabilisation + steps bound how long the failback may take.
         failback_timeout_s = fb.stabilization_window_s + fb.steps * (fb.step_interval_s + 15) + 60
-        return cls(spec=FleetSpec.from_config(cfg), plan=plan, alternatives=alternatives or [],
-                   rto_target_s=cfg.objectives.rto_target_s, load_rps=cfg.drills.load_rps,
-                   timeout_s=cfg.drills.timeout_s, failback_timeout_s=failback_timeout_s)
+        return cls(
+            spec=FleetSpec.from_config(cfg),
+            plan=plan,
+            alternatives=alternatives or [],
+            rto_target_s=cfg.objectives.rto_target_s,
+            load_rps=cfg.drills.load_rps,
+            timeout_s=cfg.drills.timeout_s,
+            failback_timeout_s=failback_timeout_s,
+        )
 
 
 class LoadSample(BaseModel):
@@ -169,8 +178,12 @@ class DrillReport(BaseModel):
     failover_phases: list[dict[str, Any]] = Field(default_factory=list)
     failover_rto_s: float | None = Field(None, description="The failover workflow's own RTO figure.")
     data_loss_s: float | None = Field(
-        None, description="Data-loss exposure the failover recorded: replication lag of the target at the fault, s.")
-    data_loss_objects: int | None = Field(None, description="Objects the target lacked when it took the traffic.")
+        None,
+        description="Data-loss exposure the failover recorded: replication lag of the target at the fault, s.",
+    )
+    data_loss_objects: int | None = Field(
+        None, description="Objects the target lacked when it took the traffic."
+    )
     failback: Observation | None = None
     journal: JournalVerdict | None = None
     journal_key: str | None = None
@@ -217,7 +230,11 @@ def load_figures(samples: list[LoadSample], fault_at: datetime | None, target: s
             elif recovered is None:
                 recovered = s.t
     return LoadFigures(
-        requests=len(samples), errors=errors, served_by=served, error_window_s=round(window, 3), recovered_at=recovered
+        requests=len(samples),
+        errors=errors,
+        served_by=served,
+        error_window_s=round(window, 3),
+        recovered_at=recovered,
     )
 
 
@@ -234,13 +251,18 @@ def mark_stopped(report: DrillReport, out: ExperimentOutcome, why: str) -> None:
     if out.exit_code is None:
         report.reasons.append("stopped before `chaos run` started: nothing was injected")
     elif not out.journal.get("status"):
-        report.reasons.append("`chaos run` left no journal, so whether its rollbacks ran is unknown: check the region")
+        report.reasons.append(
+            "`chaos run` left no journal, so whether its rollbacks ran is unknown: check the region"
+        )
     elif v.rollbacks_failed or v.rollbacks_ok < v.rollbacks_expected:
         failed = ", ".join(v.rollbacks_failed) or "not run"
         report.reasons.append(
-            f"rollbacks incomplete ({v.rollbacks_ok}/{v.rollbacks_expected} succeeded; {failed}): check the region")
+            f"rollbacks incomplete ({v.rollbacks_ok}/{v.rollbacks_expected} succeeded; {failed}): check the region"
+        )
     else:
-        report.reasons.append(f"the experiment was interrupted and its {v.rollbacks_ok} rollback(s) succeeded")
+        report.reasons.append(
+            f"the experiment was interrupted and its {v.rollbacks_ok} rollback(s) succeeded"
+        )
 
 
 class ClearFaultsInput(BaseModel):

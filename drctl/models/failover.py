@@ -111,11 +111,17 @@ class RegionTracker(BaseModel):
         self.last_probed_at = at
 
 
-def pick_target(trackers: dict[str, RegionTracker], source: str, weights: dict[str, int],
-                exclude: frozenset[str] | set[str] = frozenset()) -> str | None:
+def pick_target(
+    trackers: dict[str, RegionTracker],
+    source: str,
+    weights: dict[str, int],
+    exclude: frozenset[str] | set[str] = frozenset(),
+) -> str | None:
     """The healthiest other region not excluded: HEALTHY before RECOVERING, then the larger configured weight."""
     rank = {RegionState.HEALTHY: 0, RegionState.RECOVERING: 1}
-    candidates = [t for name, t in trackers.items() if name != source and name not in exclude and t.state in rank]
+    candidates = [
+        t for name, t in trackers.items() if name != source and name not in exclude and t.state in rank
+    ]
     if not candidates:
         return None
     candidates.sort(key=lambda t: (rank[t.state], -weights.get(t.region, 0), t.region))
@@ -132,8 +138,9 @@ def choose_target(state: MonitorState, source: str, now: datetime) -> str | None
     state.avoid_targets = {r: until for r, until in state.avoid_targets.items() if until > now}
     unresolved = set(state.unresolved)
     weights = state.spec.weights
-    return (pick_target(state.trackers, source, weights, exclude=unresolved | set(state.avoid_targets))
-            or pick_target(state.trackers, source, weights, exclude=unresolved))
+    return pick_target(
+        state.trackers, source, weights, exclude=unresolved | set(state.avoid_targets)
+    ) or pick_target(state.trackers, source, weights, exclude=unresolved)
 
 
 # --- failover ----------------------------------------------------------------------------------
@@ -142,11 +149,17 @@ def choose_target(state: MonitorState, source: str, now: datetime) -> str | None
 class FailoverInput(BaseModel):
     spec: FleetSpec
     target: str
-    source: str | None = Field(None, description="Default: every other region with weight moves to the target.")
+    source: str | None = Field(
+        None, description="Default: every other region with weight moves to the target."
+    )
     emergency: bool = Field(False, description="Shift first, scale after (the source is already failing).")
-    force: bool = Field(False, description="Skip the refusals: target health, capacity, replication lag, model drift.")
+    force: bool = Field(
+        False, description="Skip the refusals: target health, capacity, replication lag, model drift."
+    )
     require_approval: bool | None = Field(None, description="Override the fleet's approval policy.")
-    fault_at: datetime | None = Field(None, description="Detection or fault time for the RTO; default: start.")
+    fault_at: datetime | None = Field(
+        None, description="Detection or fault time for the RTO; default: start."
+    )
     last_good_at: datetime | None = Field(None, description="Last good probe before the fault, if known.")
     initiator: str = "cli"
     reason: str = ""
@@ -169,19 +182,31 @@ class FailoverResult(BaseModel):
     shifted_at: datetime | None = None
     weights_applied_at: datetime | None = Field(None, description="When the global tier accepted the shift.")
     propagated_at: datetime | None = Field(
-        None, description="When the tier reported the shift in effect everywhere (Route 53 INSYNC); None: not confirmed.")
-    changes: list[GlobalChange] = Field(default_factory=list, description="Every global weight change made, in order.")
+        None,
+        description="When the tier reported the shift in effect everywhere (Route 53 INSYNC); None: not confirmed.",
+    )
+    changes: list[GlobalChange] = Field(
+        default_factory=list, description="Every global weight change made, in order."
+    )
     verified_at: datetime | None = None
     rto_s: float | None = Field(None, description="fault_at to verified traffic fully served elsewhere.")
     rto_upper_bound_s: float | None = Field(None, description="From the last good probe, when known.")
     rto_target_s: float
     rto_met: bool | None = None
-    compensated: Literal["restored_weights", "left_on_target_source_dead", "compensation_failed"] | None = Field(
-        None, description="After a failure past the shift: what the compensation did (failed: weights as the shift left them).")
+    compensated: Literal["restored_weights", "left_on_target_source_dead", "compensation_failed"] | None = (
+        Field(
+            None,
+            description="After a failure past the shift: what the compensation did (failed: weights as the shift left them).",
+        )
+    )
     error: str | None = None
     approved_by: str | None = None
-    preempted: list[str] = Field(default_factory=list, description="Maintenance operations told to yield to this failover.")
-    data_loss: DataLossExposure | None = Field(None, description="Replication lag accepted (emergency or --force).")
+    preempted: list[str] = Field(
+        default_factory=list, description="Maintenance operations told to yield to this failover."
+    )
+    data_loss: DataLossExposure | None = Field(
+        None, description="Replication lag accepted (emergency or --force)."
+    )
 
 
 # --- failback ----------------------------------------------------------------------------------
@@ -189,8 +214,12 @@ class FailoverResult(BaseModel):
 
 class FailbackInput(BaseModel):
     spec: FleetSpec
-    region: str | None = Field(None, description="The recovered region; default every region below its weight.")
-    stabilization_window_s: float | None = Field(None, description="Override; the monitor passes 0 (it watched).")
+    region: str | None = Field(
+        None, description="The recovered region; default every region below its weight."
+    )
+    stabilization_window_s: float | None = Field(
+        None, description="Override; the monitor passes 0 (it watched)."
+    )
     initiator: str = "cli"
 
 
@@ -201,7 +230,9 @@ class FailbackResult(BaseModel):
     steps_done: int = 0
     steps_planned: int = 0
     scaled_back: dict[str, int] = Field(default_factory=dict)
-    changes: list[GlobalChange] = Field(default_factory=list, description="Every global weight change made, in order.")
+    changes: list[GlobalChange] = Field(
+        default_factory=list, description="Every global weight change made, in order."
+    )
     phases: list[PhaseTiming] = Field(default_factory=list)
     error: str | None = None
 
@@ -243,10 +274,15 @@ class MonitorState(BaseModel):
     last_failback: str | None = None
     next_failover_attempt_at: datetime | None = None
     avoid_targets: dict[str, datetime] = Field(
-        default_factory=dict, description="Targets whose failover just failed, until when: another region goes first.")
-    unresolved: dict[str, str] = Field(default_factory=dict, description="Regions the worker cannot resolve, why.")
+        default_factory=dict,
+        description="Targets whose failover just failed, until when: another region goes first.",
+    )
+    unresolved: dict[str, str] = Field(
+        default_factory=dict, description="Regions the worker cannot resolve, why."
+    )
     votes: dict[str, QuorumVote] = Field(
-        default_factory=dict, description="The last quorum vote on each UNHEALTHY region (health.quorum).")
+        default_factory=dict, description="The last quorum vote on each UNHEALTHY region (health.quorum)."
+    )
 
     @classmethod
     def initial(cls, inp: MonitorInput) -> MonitorState:
@@ -267,13 +303,17 @@ class MonitorStatus(BaseModel):
     regions: dict[str, RegionTracker]
     probe_rounds: int = Field(0, description="Active probe rounds; the live view adds the running watcher's.")
     watching: bool = Field(False, description="Live view: a watcher call is running.")
-    heartbeat_age_s: float | None = Field(None, description="Live view: age of the watcher's last heartbeat, s.")
+    heartbeat_age_s: float | None = Field(
+        None, description="Live view: age of the watcher's last heartbeat, s."
+    )
     heartbeat_stale: bool = Field(False, description="Live view: heartbeat too old to show as current.")
     active_failover: FailoverRecord | None = None
     failed_over: list[FailoverRecord] = Field(default_factory=list)
     last_failover: FailoverRecord | None = None
     last_failback: str | None = None
-    weights: dict[str, int] = Field(default_factory=dict, description="Configured weights the monitor works with.")
+    weights: dict[str, int] = Field(
+        default_factory=dict, description="Configured weights the monitor works with."
+    )
     unresolved: dict[str, str] = Field(default_factory=dict)
     avoid_targets: dict[str, datetime] = Field(default_factory=dict)
     votes: dict[str, QuorumVote] = Field(default_factory=dict)

@@ -66,8 +66,9 @@ def serving_replicas(spec: FleetSpec, region: str, weights: dict[str, int]) -> f
     return fleet * share_now
 
 
-def needed_replicas(spec: FleetSpec, weights: dict[str, int], after: dict[str, int], target: str,
-                    target_replicas: int) -> tuple[int, str]:
+def needed_replicas(
+    spec: FleetSpec, weights: dict[str, int], after: dict[str, int], target: str, target_replicas: int
+) -> tuple[int, str]:
     """Replicas the target needs for the share it carries after the shift, and how that was sized.
 
     The rule (README "Failover capacity"):
@@ -84,8 +85,9 @@ def needed_replicas(spec: FleetSpec, weights: dict[str, int], after: dict[str, i
     floor = 1 if share_after > 0 else 0
     if spec.max_rps_per_replica and spec.peak_rps:
         need = math.ceil(spec.peak_rps * share_after / spec.max_rps_per_replica - 1e-9)
-        return max(floor, need), (f"{share_after:.0%} of {spec.peak_rps:g} rps at "
-                                  f"{spec.max_rps_per_replica:g} rps per replica")
+        return max(floor, need), (
+            f"{share_after:.0%} of {spec.peak_rps:g} rps at {spec.max_rps_per_replica:g} rps per replica"
+        )
     own = target_replicas if weights.get(target, 0) > 0 else 0
     moved = 0.0
     parts = [f"{own} serving in {target}"]
@@ -96,7 +98,9 @@ def needed_replicas(spec: FleetSpec, weights: dict[str, int], after: dict[str, i
         r = serving_replicas(spec, region, weights) * lost / w
         moved += r
         parts.append(f"{r:g} from {region}")
-    return max(floor, math.ceil(own + moved - 1e-9)), " + ".join(parts) + f", for {share_after:.0%} of traffic"
+    return max(floor, math.ceil(own + moved - 1e-9)), " + ".join(
+        parts
+    ) + f", for {share_after:.0%} of traffic"
 
 
 def target_problem(probe: RegionProbe | None, emergency: bool, fail_on_degraded: bool) -> str | None:
@@ -110,8 +114,17 @@ def target_problem(probe: RegionProbe | None, emergency: bool, fail_on_degraded:
     return None
 
 
-def plan_failover(spec: FleetSpec, weights: dict[str, int], target: str, source: str | None, cap: Capacity, *,
-                  emergency: bool, force: bool, target_issue: str | None = None) -> FailoverPlan:
+def plan_failover(
+    spec: FleetSpec,
+    weights: dict[str, int],
+    target: str,
+    source: str | None,
+    cap: Capacity,
+    *,
+    emergency: bool,
+    force: bool,
+    target_issue: str | None = None,
+) -> FailoverPlan:
     """The whole failover plan from what preflight read; the workflow and `--dry-run` both use it.
 
     Capacity never refuses an emergency failover: it shifts, scales as far as max_replicas allows,
@@ -137,21 +150,43 @@ def plan_failover(spec: FleetSpec, weights: dict[str, int], target: str, source:
             "(use --force to shift anyway, or --emergency)"
         )
     return FailoverPlan(
-        source=",".join(sources) or None, target=target, weights_before=weights, weights_after=after,
-        target_replicas_before=cap.replicas, target_replicas_needed=needed, target_replicas_planned=planned,
-        max_replicas=cap.max_replicas, capacity_ok=ok, mode="emergency" if emergency else "normal",
-        problems=problems, target_share_after=round(_share(after, target), 4), sizing=sizing,
+        source=",".join(sources) or None,
+        target=target,
+        weights_before=weights,
+        weights_after=after,
+        target_replicas_before=cap.replicas,
+        target_replicas_needed=needed,
+        target_replicas_planned=planned,
+        max_replicas=cap.max_replicas,
+        capacity_ok=ok,
+        mode="emergency" if emergency else "normal",
+        problems=problems,
+        target_share_after=round(_share(after, target), 4),
+        sizing=sizing,
         shortfall=max(0, needed - planned),
     )
 
 
-def capacity_of(region: str, deployment: str, replicas: int, ready_replicas: int, config_max: int,
-                hpa_min: int | None, hpa_max: int | None) -> Capacity:
+def capacity_of(
+    region: str,
+    deployment: str,
+    replicas: int,
+    ready_replicas: int,
+    config_max: int,
+    hpa_min: int | None,
+    hpa_max: int | None,
+) -> Capacity:
     """A region's capacity: the HPA's max is the platform's own bound, the config's is drctl's; the
     tighter one wins."""
-    return Capacity(region=region, deployment=deployment, replicas=replicas, ready_replicas=ready_replicas,
-                    max_replicas=min(config_max, hpa_max or config_max), hpa_min_replicas=hpa_min,
-                    hpa_max_replicas=hpa_max)
+    return Capacity(
+        region=region,
+        deployment=deployment,
+        replicas=replicas,
+        ready_replicas=ready_replicas,
+        max_replicas=min(config_max, hpa_max or config_max),
+        hpa_min_replicas=hpa_min,
+        hpa_max_replicas=hpa_max,
+    )
 
 
 def probe_passes(probe: RegionProbe, fail_on_degraded: bool) -> bool:
@@ -177,8 +212,8 @@ class FailoverPlan(BaseModel):
     capacity_ok: bool
     mode: Literal["normal", "emergency"]
     problems: list[str] = Field(default_factory=list)
-    target_share_after: float = Field(0.0, description="Fraction of the fleet's traffic the target carries after.")
+    target_share_after: float = Field(
+        0.0, description="Fraction of the fleet's traffic the target carries after."
+    )
     sizing: str = Field("", description="How target_replicas_needed was computed (see needed_replicas).")
     shortfall: int = Field(0, description="Replicas needed beyond what the target can scale to.")
-
-

@@ -31,7 +31,9 @@ class TargetProbe(BaseModel):
     target: str = Field(description="'gateway' or the replica name.")
     url: str
     status: ProbeStatus
-    error_class: str | None = Field(None, description="timeout, connect, http_5xx, http_4xx, auth, bad_response, ...")
+    error_class: str | None = Field(
+        None, description="timeout, connect, http_5xx, http_4xx, auth, bad_response, ..."
+    )
     error: str | None = None
     latency_ms: float | None = Field(None, description="Wall time of the /health request.")
     ttft_ms: float | None = Field(None, description="Time to first token of a 1-token completion.")

@@ -47,20 +47,35 @@ class MigrationResult(BaseModel):
     restore: BackupInfo | None = None
     weights: dict[str, int] = Field(default_factory=dict)
     decommissioned: bool = False
-    artifacts: ArtifactsResult | None = Field(None, description="Model artifacts copied and verified with rclone.")
+    artifacts: ArtifactsResult | None = Field(
+        None, description="Model artifacts copied and verified with rclone."
+    )
     failed_step: str | None = Field(None, description="The phase that failed or was aborted, e.g. shift-50.")
     rollback: list[str] = Field(
-        default_factory=list, description="What the rollback undid, in order; a step that failed says so.")
+        default_factory=list, description="What the rollback undid, in order; a step that failed says so."
+    )
 
 
 def migration_request(
-    cfg: FleetConfig, migration_id: str, source: str, target: str, target_namespace: str | None = None,
-    steps_percent: list[int] | None = None, decommission_source: bool = False,
+    cfg: FleetConfig,
+    migration_id: str,
+    source: str,
+    target: str,
+    target_namespace: str | None = None,
+    steps_percent: list[int] | None = None,
+    decommission_source: bool = False,
 ) -> MigrationRequest:
     ns = cfg.region(source).kube.namespace
     return MigrationRequest(
-        spec=FleetSpec.from_config(cfg), migration_id=migration_id, source=source, target=target, namespace=ns,
-        target_namespace=target_namespace or cfg.region(target).kube.namespace, app=cfg.workload.app,
-        steps_percent=steps_percent or list(cfg.upgrade.steps_percent), step_pause_s=cfg.upgrade.step_pause_s,
-        limits=limits_from(cfg), decommission_source=decommission_source,
+        spec=FleetSpec.from_config(cfg),
+        migration_id=migration_id,
+        source=source,
+        target=target,
+        namespace=ns,
+        target_namespace=target_namespace or cfg.region(target).kube.namespace,
+        app=cfg.workload.app,
+        steps_percent=steps_percent or list(cfg.upgrade.steps_percent),
+        step_pause_s=cfg.upgrade.step_pause_s,
+        limits=limits_from(cfg),
+        decommission_source=decommission_source,
     )

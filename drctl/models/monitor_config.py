@@ -23,8 +23,10 @@ def spec_problems(current: FleetSpec, new: FleetSpec) -> list[str]:
         problems.append(f"the config is for fleet {new.fleet!r}, this monitor watches {current.fleet!r}")
     if new.task_queue != current.task_queue:
         # Children and the monitor's next run would land on another queue than its worker's.
-        problems.append(f"temporal.task_queue changed ({current.task_queue} → {new.task_queue}): "
-                        "stop the monitor and start it again")
+        problems.append(
+            f"temporal.task_queue changed ({current.task_queue} → {new.task_queue}): "
+            "stop the monitor and start it again"
+        )
     if not new.regions or sum(r.weight for r in new.regions) <= 0:
         problems.append("the new config has no region with weight")
     return problems

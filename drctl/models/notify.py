@@ -30,8 +30,13 @@ class WebhookSpec(BaseModel):
 
     @classmethod
     def from_config(cls, w: WebhookConfig) -> WebhookSpec:
-        return cls(name=w.name, format=w.format, events=list(w.events), timeout_s=w.timeout_s,
-                   retry_for_s=w.retry_for_s)
+        return cls(
+            name=w.name,
+            format=w.format,
+            events=list(w.events),
+            timeout_s=w.timeout_s,
+            retry_for_s=w.retry_for_s,
+        )
 
     def wants(self, event: Event) -> bool:
         # PagerDuty pages or resolves; an informational event (failover started) has no action there.
@@ -77,80 +82,202 @@ def dedup_key(fleet: str, incident: str) -> str:
     return f"drctl/{fleet}/{incident}"
 
 
-def failover_started(fleet: str, wid: str, at: datetime, *, source: str | None, target: str, initiator: str,
-                     reason: str, emergency: bool) -> Event:
+def failover_started(
+    fleet: str,
+    wid: str,
+    at: datetime,
+    *,
+    source: str | None,
+    target: str,
+    initiator: str,
+    reason: str,
+    emergency: bool,
+) -> Event:
     mode = "emergency" if emergency else "normal"
     return Event(
-        kind="failover.started", fleet=fleet, severity="warning", dedup_key=dedup_key(fleet, "failover"),
-        summary=f"[{fleet}] failover to {target} started ({mode}, by {initiator})" + (f": {reason}" if reason else ""),
-        workflow_id=wid, region=target, at=at,
+        kind="failover.started",
+        fleet=fleet,
+        severity="warning",
+        dedup_key=dedup_key(fleet, "failover"),
+        summary=f"[{fleet}] failover to {target} started ({mode}, by {initiator})"
+        + (f": {reason}" if reason else ""),
+        workflow_id=wid,
+        region=target,
+        at=at,
         details={"source": source, "target": target, "initiator": initiator, "mode": mode, "reason": reason},
     )
 
 
-def failover_ended(fleet: str, wid: str, at: datetime, *, status: str, source: str | None, target: str,
-                   error: str | None, rto_s: float | None, rto_target_s: float, rto_met: bool | None) -> Event:
-    details: dict[str, Detail] = {"status": status, "source": source, "target": target, "rto_s": rto_s,
-                                  "rto_target_s": rto_target_s, "rto_met": rto_met, "error": error}
+def failover_ended(
+    fleet: str,
+    wid: str,
+    at: datetime,
+    *,
+    status: str,
+    source: str | None,
+    target: str,
+    error: str | None,
+    rto_s: float | None,
+    rto_target_s: float,
+    rto_met: bool | None,
+) -> Event:
+    details: dict[str, Detail] = {
+        "status": status,
+        "source": source,
+        "target": target,
+        "rto_s": rto_s,
+        "rto_target_s": rto_target_s,
+        "rto_met": rto_met,
+        "error": error,
+    }
     key = dedup_key(fleet, "failover")
     if status == "succeeded":
         rto = f"RTO {rto_s:g} s (target {rto_target_s:g} s)" if rto_s is not None else "RTO not measured"
-        return Event(kind="failover.succeeded", fleet=fleet, severity="info", action="resolve", dedup_key=key,
-                     summary=f"[{fleet}] failover to {target} succeeded: {rto}", workflow_id=wid, region=target,
-                     at=at, details=details)
+        return Event(
+            kind="failover.succeeded",
+            fleet=fleet,
+            severity="info",
+            action="resolve",
+            dedup_key=key,
+            summary=f"[{fleet}] failover to {target} succeeded: {rto}",
+            workflow_id=wid,
+            region=target,
+            at=at,
+            details=details,
+        )
     # A failover that did not run (refused, aborted) leaves the fleet as it was; one that failed may not.
     severity: Severity = "critical" if status in ("failed", "unverified") else "error"
-    return Event(kind="failover.failed", fleet=fleet, severity=severity, action="trigger", dedup_key=key,
-                 summary=f"[{fleet}] failover to {target} {status}: {error or 'no reason given'}", workflow_id=wid,
-                 region=target, at=at, details=details)
+    return Event(
+        kind="failover.failed",
+        fleet=fleet,
+        severity=severity,
+        action="trigger",
+        dedup_key=key,
+        summary=f"[{fleet}] failover to {target} {status}: {error or 'no reason given'}",
+        workflow_id=wid,
+        region=target,
+        at=at,
+        details=details,
+    )
 
 
-def alert_changed(fleet: str, wid: str, at: datetime, *, before: str | None, after: str | None,
-                  regions: dict[str, str]) -> list[Event]:
+def alert_changed(
+    fleet: str, wid: str, at: datetime, *, before: str | None, after: str | None, regions: dict[str, str]
+) -> list[Event]:
     """The monitor's alert moved: resolve the old one, raise the new one (either may be None)."""
     if before == after:
         return []
     states = ", ".join(f"{r} {s}" for r, s in regions.items())
     out: list[Event] = []
     if before:
-        out.append(Event(kind="alert.resolved", fleet=fleet, severity="info", action="resolve",
-                         dedup_key=dedup_key(fleet, before), summary=f"[{fleet}] {before} resolved: {states}",
-                         workflow_id=wid, at=at, details={"alert": before, **regions}))
+        out.append(
+            Event(
+                kind="alert.resolved",
+                fleet=fleet,
+                severity="info",
+                action="resolve",
+                dedup_key=dedup_key(fleet, before),
+                summary=f"[{fleet}] {before} resolved: {states}",
+                workflow_id=wid,
+                at=at,
+                details={"alert": before, **regions},
+            )
+        )
     if after:
-        out.append(Event(kind="alert.raised", fleet=fleet, severity="critical", action="trigger",
-                         dedup_key=dedup_key(fleet, after), summary=f"[{fleet}] {after}: {states}",
-                         workflow_id=wid, at=at, details={"alert": after, **regions}))
+        out.append(
+            Event(
+                kind="alert.raised",
+                fleet=fleet,
+                severity="critical",
+                action="trigger",
+                dedup_key=dedup_key(fleet, after),
+                summary=f"[{fleet}] {after}: {states}",
+                workflow_id=wid,
+                at=at,
+                details={"alert": after, **regions},
+            )
+        )
     return out
 
 
-def drill_verdict(fleet: str, wid: str, at: datetime, *, verdict: str, experiment: str, target: str,
-                  reasons: list[str], rto_s: float | None, rto_target_s: float) -> Event:
+def drill_verdict(
+    fleet: str,
+    wid: str,
+    at: datetime,
+    *,
+    verdict: str,
+    experiment: str,
+    target: str,
+    reasons: list[str],
+    rto_s: float | None,
+    rto_target_s: float,
+) -> Event:
     passed = verdict == "PASS"
     why = "; ".join(reasons)
     return Event(
-        kind="drill.verdict", fleet=fleet, severity="info" if passed else "error",
-        action="resolve" if passed else "trigger", dedup_key=dedup_key(fleet, "drill"),
+        kind="drill.verdict",
+        fleet=fleet,
+        severity="info" if passed else "error",
+        action="resolve" if passed else "trigger",
+        dedup_key=dedup_key(fleet, "drill"),
         summary=f"[{fleet}] drill {experiment} on {target}: {verdict}" + (f": {why}" if why else ""),
-        workflow_id=wid, region=target, at=at,
-        details={"verdict": verdict, "experiment": experiment, "target": target, "measured_rto_s": rto_s,
-                 "rto_target_s": rto_target_s, "reasons": why},
+        workflow_id=wid,
+        region=target,
+        at=at,
+        details={
+            "verdict": verdict,
+            "experiment": experiment,
+            "target": target,
+            "measured_rto_s": rto_s,
+            "rto_target_s": rto_target_s,
+            "reasons": why,
+        },
     )
 
 
-def upgrade_rolled_back(fleet: str, wid: str, at: datetime, *, image: str, outcome: str, region: str | None,
-                        reason: str, metric: str | None) -> Event:
+def upgrade_rolled_back(
+    fleet: str,
+    wid: str,
+    at: datetime,
+    *,
+    image: str,
+    outcome: str,
+    region: str | None,
+    reason: str,
+    metric: str | None,
+) -> Event:
     # A region left half-upgraded by a failed rollback needs a human now.
     severity: Severity = "critical" if outcome == "ROLLBACK_FAILED" else "warning"
     return Event(
-        kind="upgrade.rolled_back", fleet=fleet, severity=severity, action="trigger",
-        dedup_key=dedup_key(fleet, "upgrade"), summary=f"[{fleet}] upgrade to {image} {outcome}: {reason}",
-        workflow_id=wid, region=region, at=at,
-        details={"image": image, "outcome": outcome, "region": region, "reason": reason, "failed_metric": metric},
+        kind="upgrade.rolled_back",
+        fleet=fleet,
+        severity=severity,
+        action="trigger",
+        dedup_key=dedup_key(fleet, "upgrade"),
+        summary=f"[{fleet}] upgrade to {image} {outcome}: {reason}",
+        workflow_id=wid,
+        region=region,
+        at=at,
+        details={
+            "image": image,
+            "outcome": outcome,
+            "region": region,
+            "reason": reason,
+            "failed_metric": metric,
+        },
     )
 
 
 def ping_event(fleet: str, wid: str, at: datetime, *, by: str) -> Event:
     """`drctl notify test`: proves the worker's URLs and keys work. PagerDuty opens an info incident."""
-    return Event(kind="notify.test", fleet=fleet, severity="info", action="trigger", dedup_key=dedup_key(fleet, "test"),
-                 summary=f"[{fleet}] drctl test notification from {by}; safe to resolve", workflow_id=wid, at=at,
-                 details={"sent_by": by})
+    return Event(
+        kind="notify.test",
+        fleet=fleet,
+        severity="info",
+        action="trigger",
+        dedup_key=dedup_key(fleet, "test"),
+        summary=f"[{fleet}] drctl test notification from {by}; safe to resolve",
+        workflow_id=wid,
+        at=at,
+        details={"sent_by": by},
+    )

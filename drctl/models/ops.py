@@ -91,14 +91,17 @@ class FleetSpec(BaseModel):
     # Defaults keep specs recorded before these fields existed (replayed histories) valid.
     global_ttl_s: float = Field(0.0, description="Global tier record TTL (Route 53), 0 for HAProxy, s.")
     global_propagation_timeout_s: float = Field(
-        180.0, description="How long an operation waits for a global weight change to be INSYNC, s.")
+        180.0, description="How long an operation waits for a global weight change to be INSYNC, s."
+    )
     # Defaulted: histories recorded before notifications existed must still replay.
     webhooks: list[WebhookSpec] = Field(default_factory=list, description="Webhooks (no URLs or keys).")
     # Defaulted off: histories recorded before the watcher existed replay the round-per-probe loop.
     watcher: bool = Field(False, description="health.watcher: detection in one long-lived activity.")
     watcher_checkpoint_s: float = Field(600.0, description="health.watcher_checkpoint_s.")
     # Off when absent: specs recorded before the quorum existed replay the single-vantage decision.
-    quorum: QuorumConfig = Field(default_factory=lambda: QuorumConfig(mode="off"), description="health.quorum.")
+    quorum: QuorumConfig = Field(
+        default_factory=lambda: QuorumConfig(mode="off"), description="health.quorum."
+    )
 
     @property
     def verify_deadline_s(self) -> float:
@@ -116,7 +119,9 @@ class FleetSpec(BaseModel):
             deployment=cfg.workload.deployment_name("stable"),
             # HAProxy has no TTL and applies at once: defaults stand for it.
             global_ttl_s=float(getattr(cfg.traffic.global_tier, "ttl_s", 0)),
-            global_propagation_timeout_s=float(getattr(cfg.traffic.global_tier, "propagation_timeout_s", 180.0)),
+            global_propagation_timeout_s=float(
+                getattr(cfg.traffic.global_tier, "propagation_timeout_s", 180.0)
+            ),
             webhooks=[WebhookSpec.from_config(w) for w in cfg.notifications.webhooks],
             **copied,
         )
@@ -179,7 +184,8 @@ class ProbeBatch(BaseModel):
 
     probes: list[RegionProbe]
     unresolved: dict[str, str] = Field(
-        default_factory=dict, description="Regions the worker's config does not define, with why: not probed.")
+        default_factory=dict, description="Regions the worker's config does not define, with why: not probed."
+    )
 
 
 class Weights(BaseModel):
@@ -233,8 +239,12 @@ class VerifyResult(BaseModel):
     total: int
     ok: int
     errors: int
-    by_region: dict[str, int] = Field(default_factory=dict, description="Successes per region, from region_header.")
-    unattributed: int = Field(0, description="Successes without the region header: served, but by an unknown region.")
+    by_region: dict[str, int] = Field(
+        default_factory=dict, description="Successes per region, from region_header."
+    )
+    unattributed: int = Field(
+        0, description="Successes without the region header: served, but by an unknown region."
+    )
     auth_rejected: int = Field(0, description="Answers 401/403: the global endpoint refused drctl's token.")
     region_header: str = Field("", description="The response header read for the serving region.")
     error_samples: list[str] = Field(default_factory=list)
@@ -248,8 +258,19 @@ class VerifyResult(BaseModel):
 # computed in `from_config`. Anything else is an error at import, so a new spec field cannot be
 # silently left at its default.
 _SECTIONS = ("health", "objectives", "failover", "failback", "workload")
-_RENAMED = {"failback_steps": ("failback", "steps"), "failback_step_interval_s": ("failback", "step_interval_s")}
-_DERIVED = {"fleet", "task_queue", "regions", "deployment", "global_ttl_s", "global_propagation_timeout_s", "webhooks"}
+_RENAMED = {
+    "failback_steps": ("failback", "steps"),
+    "failback_step_interval_s": ("failback", "step_interval_s"),
+}
+_DERIVED = {
+    "fleet",
+    "task_queue",
+    "regions",
+    "deployment",
+    "global_ttl_s",
+    "global_propagation_timeout_s",
+    "webhooks",
+}
 
 
 def _copied_fields() -> dict[str, tuple[str, str]]:
@@ -258,8 +279,10 @@ def _copied_fields() -> dict[str, tuple[str, str]]:
     for name in FleetSpec.model_fields.keys() - _DERIVED - _RENAMED.keys():
         found = [sec for sec, model in sections.items() if name in getattr(model, "model_fields", {})]
         if len(found) != 1:
-            raise TypeError(f"FleetSpec.{name}: found in config sections {found or 'none'} of {_SECTIONS}; "
-                            "name exactly one in _RENAMED or derive it in from_config")
+            raise TypeError(
+                f"FleetSpec.{name}: found in config sections {found or 'none'} of {_SECTIONS}; "
+                "name exactly one in _RENAMED or derive it in from_config"
+            )
         copied[name] = (found[0], name)
     return copied
 

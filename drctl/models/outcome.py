@@ -24,7 +24,9 @@ OPERATION_FAILED = "OperationFailed"
 
 def failed(message: str, result: BaseModel, *, busy: bool = False) -> ApplicationError:
     """The error a workflow raises to end Failed while still handing back its result."""
-    return ApplicationError(message, result, type=FLEET_BUSY if busy else OPERATION_FAILED, non_retryable=True)
+    return ApplicationError(
+        message, result, type=FLEET_BUSY if busy else OPERATION_FAILED, non_retryable=True
+    )
 
 
 def _app_error(exc: BaseException | None) -> ApplicationError | None:
@@ -60,7 +62,6 @@ def result_from(exc: BaseException, model: type[M]) -> M | None:
         except ValueError:
             return None
     return None
-
 
 
 class OutcomeInput(BaseModel):

@@ -26,7 +26,9 @@ class HistogramSnapshot(BaseModel):
     The +Inf bucket is `count` (it always equals it), which keeps infinities out of JSON.
     """
 
-    buckets: list[tuple[float, float]] = Field(description="(le, cumulative count), le ascending, finite only.")
+    buckets: list[tuple[float, float]] = Field(
+        description="(le, cumulative count), le ascending, finite only."
+    )
     count: float = Field(description="Observations in total: the +Inf bucket.")
     sum: float = Field(0.0, description="Sum of the observed values (seconds for vLLM's latency histograms).")
 
@@ -43,7 +45,8 @@ class SignalSnapshot(BaseModel):
     ttft: HistogramSnapshot | None = Field(None, description="vllm:time_to_first_token_seconds.")
     e2e: HistogramSnapshot | None = Field(None, description="vllm:e2e_request_latency_seconds.")
     response_time_avg_ms: float | None = Field(
-        None, description="Gauge: HAProxy rtime, the mean time to response headers over its last 1024 requests."
+        None,
+        description="Gauge: HAProxy rtime, the mean time to response headers over its last 1024 requests.",
     )
     queue: float | None = Field(None, description="Gauge: HAProxy qcur, or vllm:num_requests_waiting.")
     connect_errors_total: float | None = Field(None, description="HAProxy econ, cumulative (informational).")
@@ -62,7 +65,9 @@ class WindowStats(BaseModel):
     e2e_p99_ms: float | None = None
     response_time_avg_ms: float | None = None
     queue: float | None = None
-    connect_errors: float | None = Field(None, description="Gateway: failed connections to its servers (econ).")
+    connect_errors: float | None = Field(
+        None, description="Gateway: failed connections to its servers (econ)."
+    )
 
     @property
     def error_rate(self) -> float | None:
@@ -87,8 +92,13 @@ class PassiveThresholds(BaseModel):
 
     @classmethod
     def from_config(cls, cfg: PassiveConfig) -> PassiveThresholds:
-        return cls(window_s=cfg.window_s, max_error_rate=cfg.max_error_rate, max_ttft_p99_ms=cfg.max_ttft_p99_ms,
-                   min_requests=cfg.min_requests, max_age_s=cfg.max_age_s)
+        return cls(
+            window_s=cfg.window_s,
+            max_error_rate=cfg.max_error_rate,
+            max_ttft_p99_ms=cfg.max_ttft_p99_ms,
+            min_requests=cfg.min_requests,
+            max_age_s=cfg.max_age_s,
+        )
 
 
 class PassiveVerdict(BaseModel):
@@ -108,8 +118,10 @@ def _breaches(view: WindowStats, th: PassiveThresholds) -> list[str]:
     if rate is not None and rate > th.max_error_rate:
         # Failed connects tell a region that is down from one that answers with errors.
         econ = f", {view.connect_errors:g} failed connects" if view.connect_errors else ""
-        out.append(f"{view.kind} error rate {rate:.0%} > {th.max_error_rate:.0%} "
-                   f"({view.errors:g}/{view.requests:g}{econ})")
+        out.append(
+            f"{view.kind} error rate {rate:.0%} > {th.max_error_rate:.0%} "
+            f"({view.errors:g}/{view.requests:g}{econ})"
+        )
     if view.ttft_p99_ms is not None and view.ttft_p99_ms > th.max_ttft_p99_ms:
         out.append(f"{view.kind} TTFT p99 {view.ttft_p99_ms:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
     # A mean never exceeds the p99 of the same requests, so a mean above the limit is a breach.
@@ -139,17 +151,35 @@ def judge(region: str, views: list[WindowStats], missing: list[str], th: Passive
     gone = f"; no fresh read from {', '.join(missing)}" if missing else ""
     if not views:
         return PassiveVerdict(
-            region=region, signal=PassiveSignal.MISSING, missing=missing,
-            reason=f"no passive signal newer than {th.max_age_s:g}s" + (f" ({', '.join(missing)})" if missing else ""),
+            region=region,
+            signal=PassiveSignal.MISSING,
+            missing=missing,
+            reason=f"no passive signal newer than {th.max_age_s:g}s"
+            + (f" ({', '.join(missing)})" if missing else ""),
         )
     busy = [v for v in views if v.requests >= th.min_requests]
     breaches = [b for v in busy for b in _breaches(v, th)]
     if breaches:
-        return PassiveVerdict(region=region, signal=PassiveSignal.SUSPECT, views=views, missing=missing,
-                              reason="; ".join(breaches) + gone)
+        return PassiveVerdict(
+            region=region,
+            signal=PassiveSignal.SUSPECT,
+            views=views,
+            missing=missing,
+            reason="; ".join(breaches) + gone,
+        )
     traffic = ", ".join(_summary(v) for v in views)
     if not busy:
-        return PassiveVerdict(region=region, signal=PassiveSignal.NO_SIGNAL, views=views, missing=missing,
-                              reason=f"too little traffic (< {th.min_requests} requests): {traffic}{gone}")
-    return PassiveVerdict(region=region, signal=PassiveSignal.OK, views=views, missing=missing,
-                          reason=f"within thresholds: {traffic}{gone}")
+        return PassiveVerdict(
+            region=region,
+            signal=PassiveSignal.NO_SIGNAL,
+            views=views,
+            missing=missing,
+            reason=f"too little traffic (< {th.min_requests} requests): {traffic}{gone}",
+        )
+    return PassiveVerdict(
+        region=region,
+        signal=PassiveSignal.OK,
+        views=views,
+        missing=missing,
+        reason=f"within thresholds: {traffic}{gone}",
+    )

@@ -46,8 +46,10 @@ def merge_histograms(parts: Iterable[HistogramSnapshot]) -> HistogramSnapshot | 
     if not parts:
         return None
     edges = [le for le, _ in parts[0].buckets]
-    if all(len(p.buckets) == len(edges) and all(a == le for (a, _), le in zip(p.buckets, edges, strict=True))
-           for p in parts[1:]):
+    if all(
+        len(p.buckets) == len(edges) and all(a == le for (a, _), le in zip(p.buckets, edges, strict=True))
+        for p in parts[1:]
+    ):
         # Every replica of a model shares vLLM's edges: add the columns (the per-second path).
         columns = [sum(col) for col in zip(*([c for _, c in p.buckets] for p in parts), strict=True)]
         merged = list(zip(edges, columns, strict=True))
@@ -131,12 +133,17 @@ def view(kind: SourceKind, series: Sequence[Sequence[SignalSnapshot]]) -> Window
             queues.append(reads[-1].queue)
     t, e = merge_histograms(ttft), merge_histograms(e2e)
     return WindowStats(
-        kind=kind, span_s=span, sources=len(series), requests=requests, errors=errors,
+        kind=kind,
+        span_s=span,
+        sources=len(series),
+        requests=requests,
+        errors=errors,
         ttft_p50_ms=_ms(quantile(0.5, t)) if t else None,
         ttft_p99_ms=_ms(quantile(0.99, t)) if t else None,
         e2e_p99_ms=_ms(quantile(0.99, e)) if e else None,
         response_time_avg_ms=max(rtimes) if rtimes else None,
-        queue=sum(queues) if queues else None, connect_errors=econ,
+        queue=sum(queues) if queues else None,
+        connect_errors=econ,
     )
 
 

@@ -48,7 +48,9 @@ def voters(regions: list[str], region: str) -> list[str]:
     return [MAIN, *(r for r in regions if r != region)]
 
 
-def view_of(batch: ProbeBatch, region: str, received: datetime, max_age_s: float, fail_on_degraded: bool) -> str:
+def view_of(
+    batch: ProbeBatch, region: str, received: datetime, max_age_s: float, fail_on_degraded: bool
+) -> str:
     """One peer's view of `region` from its probe batch, received by the monitor at `received`."""
     if region in batch.unresolved:
         return f"missing: {batch.unresolved[region]}"
@@ -90,5 +92,11 @@ def decide(views: dict[str, str], at: datetime, previous: QuorumVote | None, int
         backoff = interval_s
     else:
         backoff = previous.backoff_s * 2
-    return QuorumVote(at=at, verdict=verdict, views=views, down=down, voters=len(views),
-                      backoff_s=min(max(backoff, interval_s), max(REVOTE_CAP_S, interval_s)))
+    return QuorumVote(
+        at=at,
+        verdict=verdict,
+        views=views,
+        down=down,
+        voters=len(views),
+        backoff_s=min(max(backoff, interval_s), max(REVOTE_CAP_S, interval_s)),
+    )

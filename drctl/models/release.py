@@ -12,9 +12,15 @@ from pydantic import BaseModel, Field
 class Release(BaseModel):
     region: str
     image: str | None = None
-    model: str | None = Field(None, description="Model the Deployment is configured to serve (args or *MODEL env).")
-    env_names: list[str] = Field(default_factory=list, description="Env var names only; values may be secrets.")
-    served_models: list[str] | None = Field(None, description="Model ids /v1/models lists; None if unreachable.")
+    model: str | None = Field(
+        None, description="Model the Deployment is configured to serve (args or *MODEL env)."
+    )
+    env_names: list[str] = Field(
+        default_factory=list, description="Env var names only; values may be secrets."
+    )
+    served_models: list[str] | None = Field(
+        None, description="Model ids /v1/models lists; None if unreachable."
+    )
     error: str | None = None
 
 
@@ -22,7 +28,9 @@ class ParityReport(BaseModel):
     source: str
     target: str
     drift: list[str] = Field(default_factory=list, description="Each difference in words.")
-    model_differs: bool = Field(False, description="The target would serve a different model: refuses a failover.")
+    model_differs: bool = Field(
+        False, description="The target would serve a different model: refuses a failover."
+    )
     errors: list[str] = Field(default_factory=list)
 
 

@@ -33,9 +33,17 @@ class ReplicaPair(BaseModel):
 
 def replica_pairs(cfg: FleetConfig) -> list[ReplicaPair]:
     return [
-        ReplicaPair(bucket=b.name, source_region=b.source.region, source_bucket=b.source.bucket,
-                    replica_region=r.region, replica_bucket=r.bucket, mode=b.mode, interval_s=b.interval_s)
-        for b in cfg.data.buckets for r in b.replicas
+        ReplicaPair(
+            bucket=b.name,
+            source_region=b.source.region,
+            source_bucket=b.source.bucket,
+            replica_region=r.region,
+            replica_bucket=r.bucket,
+            mode=b.mode,
+            interval_s=b.interval_s,
+        )
+        for b in cfg.data.buckets
+        for r in b.replicas
     ]
 
 
@@ -68,8 +76,10 @@ class LagReport(BaseModel):
     oldest_unreplicated: str | None = Field(None, description="Path of the object that sets the lag.")
     error: str | None = None
     estimated_from: datetime | None = Field(
-        None, description="Source unreachable: an upper bound from the last replication check at this time "
-                          "(its lag plus the time since, as anything written after it may be lost).")
+        None,
+        description="Source unreachable: an upper bound from the last replication check at this time "
+        "(its lag plus the time since, as anything written after it may be lost).",
+    )
 
     @property
     def unreplicated(self) -> int:
@@ -80,14 +90,24 @@ def estimate_from_last_run(pair: ReplicaPair, last: ReplicationRun, now: datetim
     """A replica's lag when its source cannot be read: at most the lag the last check found plus the
     time since that check, since every object written after it may be missing."""
     since = max(0.0, (now - last.lag.measured_at).total_seconds())
-    return LagReport(bucket=pair.bucket, source_region=pair.source_region, replica_region=pair.replica_region,
-                     measured_at=now, lag_s=round((last.lag.lag_s or 0.0) + since, 3), missing=last.lag.missing,
-                     differ=last.lag.differ, source_objects=last.lag.source_objects,
-                     oldest_unreplicated=last.lag.oldest_unreplicated, estimated_from=last.lag.measured_at,
-                     error=None if last.lag.lag_s is not None else why)
+    return LagReport(
+        bucket=pair.bucket,
+        source_region=pair.source_region,
+        replica_region=pair.replica_region,
+        measured_at=now,
+        lag_s=round((last.lag.lag_s or 0.0) + since, 3),
+        missing=last.lag.missing,
+        differ=last.lag.differ,
+        source_objects=last.lag.source_objects,
+        oldest_unreplicated=last.lag.oldest_unreplicated,
+        estimated_from=last.lag.measured_at,
+        error=None if last.lag.lag_s is not None else why,
+    )
 
 
-def compute_lag(objects: list[SourceObject], missing: set[str], differ: set[str], now: datetime) -> tuple[float, str | None]:
+def compute_lag(
+    objects: list[SourceObject], missing: set[str], differ: set[str], now: datetime
+) -> tuple[float, str | None]:
     """(lag in seconds, path of the oldest unreplicated object); (0, None) when in sync."""
     behind = [o for o in objects if o.path in missing or o.path in differ]
     if not behind:
@@ -114,8 +134,12 @@ class ReplicationRun(BaseModel):
 
 class RpoCheckInput(BaseModel):
     target: str = Field(description="The failover target; every replica held there is measured.")
-    sources: list[str] = Field(default_factory=list, description="Regions whose release the target must match.")
-    parity: bool = Field(True, description="Compare releases too (emergency mode skips it: the source is failing).")
+    sources: list[str] = Field(
+        default_factory=list, description="Regions whose release the target must match."
+    )
+    parity: bool = Field(
+        True, description="Compare releases too (emergency mode skips it: the source is failing)."
+    )
     timeout_s: float = Field(20.0, description="Bound on each rclone call of the check.")
 
 
@@ -126,7 +150,9 @@ class RpoCheck(BaseModel):
     rpo_target_s: float
     reports: list[LagReport] = Field(default_factory=list)
     parity: list[ParityReport] = Field(default_factory=list)
-    lag_s: float | None = Field(None, description="Worst lag over the target's replicas; None if unmeasurable.")
+    lag_s: float | None = Field(
+        None, description="Worst lag over the target's replicas; None if unmeasurable."
+    )
     objects_behind: int = 0
     errors: list[str] = Field(default_factory=list)
 
@@ -135,7 +161,10 @@ class RpoCheck(BaseModel):
         and a lag measured later has grown by the time since (its oldest object only got older)."""
         if self.lag_s is None or fault_at is None:
             return self.lag_s
-        at = [max(0.0, (r.lag_s or 0.0) - max(0.0, (r.measured_at - fault_at).total_seconds())) for r in self.reports]
+        at = [
+            max(0.0, (r.lag_s or 0.0) - max(0.0, (r.measured_at - fault_at).total_seconds()))
+            for r in self.reports
+        ]
         return round(max(at, default=0.0), 3)
 
     @property
@@ -146,18 +175,29 @@ class RpoCheck(BaseModel):
         if self.errors:
             return f"replication lag of {self.target} unknown: {'; '.join(self.errors)}"
         worst = max(self.reports, key=lambda r: r.lag_s or 0.0, default=None)
-        where = f" ({worst.bucket}: {worst.oldest_unreplicated})" if worst and worst.oldest_unreplicated else ""
-        est = " (estimated from the last replication run: source unreachable)" if any(
-            r.estimated_from for r in self.reports) else ""
-        return (f"replication lag of {self.target} is {self.lag_s or 0:.1f} s > RPO {self.rpo_target_s:g} s, "
-                f"{self.objects_behind} object(s) not replicated{where}{est}")
+        where = (
+            f" ({worst.bucket}: {worst.oldest_unreplicated})" if worst and worst.oldest_unreplicated else ""
+        )
+        est = (
+            " (estimated from the last replication run: source unreachable)"
+            if any(r.estimated_from for r in self.reports)
+            else ""
+        )
+        return (
+            f"replication lag of {self.target} is {self.lag_s or 0:.1f} s > RPO {self.rpo_target_s:g} s, "
+            f"{self.objects_behind} object(s) not replicated{where}{est}"
+        )
 
 
 class DataLossExposure(BaseModel):
     """What a failover accepted to lose: recorded in the result and the UI."""
 
-    lag_s: float | None = Field(description="Replication lag at the fault (measured lag less the time since the fault).")
-    measured_lag_s: float | None = Field(None, description="Lag as the preflight measured it, after the fault.")
+    lag_s: float | None = Field(
+        description="Replication lag at the fault (measured lag less the time since the fault)."
+    )
+    measured_lag_s: float | None = Field(
+        None, description="Lag as the preflight measured it, after the fault."
+    )
     objects: int
     rpo_target_s: float
     forced: bool = Field(description="A normal failover with --force; False for emergency mode.")
@@ -173,7 +213,9 @@ class ArtifactsResult(BaseModel):
     """A migration's artifact copy: one rclone run per bucket whose source is the migration's source."""
 
     runs: list[ReplicationRun] = Field(default_factory=list)
-    skipped: list[str] = Field(default_factory=list, description="Buckets with no replica in the target region.")
+    skipped: list[str] = Field(
+        default_factory=list, description="Buckets with no replica in the target region."
+    )
 
     @property
     def verified(self) -> bool:
@@ -186,7 +228,9 @@ class ArtifactsResult(BaseModel):
 class ReplicateInput(BaseModel):
     fleet: str
     task_queue: str = Field(description="Fallback queue for a replica region without its own.")
-    queues: dict[str, str] = Field(default_factory=dict, description="Task queue per region: runs go to the replica's.")
+    queues: dict[str, str] = Field(
+        default_factory=dict, description="Task queue per region: runs go to the replica's."
+    )
     pairs: list[ReplicaPair]
     rpo_target_s: float
     timeout_s: float = 300.0
@@ -201,8 +245,10 @@ class PairState(BaseModel):
     failures: int = 0
     last: ReplicationRun | None = None
     last_verified: ReplicationRun | None = Field(
-        None, description="The last run whose check measured the lag: what a failover falls back on when the "
-                          "source is unreachable.")
+        None,
+        description="The last run whose check measured the lag: what a failover falls back on when the "
+        "source is unreachable.",
+    )
 
 
 class ReplicateState(BaseModel):

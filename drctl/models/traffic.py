@@ -47,7 +47,9 @@ class GlobalChange(BaseModel):
     reason: str = ""
     change_id: str | None = None
     applied_at: datetime
-    propagated_at: datetime | None = Field(None, description="When the tier reported it in effect everywhere.")
+    propagated_at: datetime | None = Field(
+        None, description="When the tier reported it in effect everywhere."
+    )
     propagation: Literal["synchronous", "insync", "pending", "unknown"] = Field(
         description="synchronous (HAProxy), insync, pending (not confirmed before the wait's deadline), "
         "unknown (the wait itself failed; the change stands)."

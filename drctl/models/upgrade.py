@@ -72,9 +72,12 @@ class RegionWave(BaseModel):
     analyses: list[AnalysisResult] = Field(default_factory=list)
     reason: str = ""
     left_behind: list[str] = Field(
-        default_factory=list, description="What a failed rollback could not undo in this region, one line each.")
+        default_factory=list,
+        description="What a failed rollback could not undo in this region, one line each.",
+    )
     stable_image: str | None = Field(
-        None, description="Set when a failed rollback left stable on this image instead of the one it had.")
+        None, description="Set when a failed rollback left stable on this image instead of the one it had."
+    )
 
 
 class UpgradeStatus(BaseModel):
@@ -97,7 +100,9 @@ class RegionRelease(BaseModel):
     region: str
     image: str = Field(description="The stable Deployment's image at the end.")
     state: Literal["upgraded", "rolled-back", "rollback-failed", "not-started"]
-    left_behind: list[str] = Field(default_factory=list, description="For rollback-failed: what is still there.")
+    left_behind: list[str] = Field(
+        default_factory=list, description="For rollback-failed: what is still there."
+    )
 
 
 class UpgradeResult(BaseModel):
@@ -111,7 +116,8 @@ class UpgradeResult(BaseModel):
     backup: BackupInfo | None = None
     waves: list[RegionWave] = Field(default_factory=list)
     releases: list[RegionRelease] = Field(
-        default_factory=list, description="Per region, in wave order: the release it ended on.")
+        default_factory=list, description="Per region, in wave order: the release it ended on."
+    )
 
 
 class OperatorAction(BaseModel):
@@ -176,10 +182,16 @@ def upgrade_request(
 ) -> UpgradeRequest:
     names = regions or cfg.region_names
     return UpgradeRequest(
-        spec=FleetSpec.from_config(cfg), upgrade_id=upgrade_id, release=Release(image=image, env=env or {}),
-        strategy=strategy, regions=names,
-        namespaces={r: cfg.region(r).kube.namespace for r in names}, app=cfg.workload.app,
-        steps_percent=steps_percent or list(cfg.upgrade.steps_percent), step_pause_s=cfg.upgrade.step_pause_s,
-        limits=limits_from(cfg), scale_down_delay_s=cfg.upgrade.scale_down_delay_s,
+        spec=FleetSpec.from_config(cfg),
+        upgrade_id=upgrade_id,
+        release=Release(image=image, env=env or {}),
+        strategy=strategy,
+        regions=names,
+        namespaces={r: cfg.region(r).kube.namespace for r in names},
+        app=cfg.workload.app,
+        steps_percent=steps_percent or list(cfg.upgrade.steps_percent),
+        step_pause_s=cfg.upgrade.step_pause_s,
+        limits=limits_from(cfg),
+        scale_down_delay_s=cfg.upgrade.scale_down_delay_s,
         approval_between_regions=cfg.upgrade.approval_between_regions,
     )

@@ -31,11 +31,19 @@ class WatchInput(BaseModel):
     recovery_threshold: int
     fail_on_degraded: bool
     probe_timeout_s: float
-    return_after_s: float = Field(description="Return by then even with no transition: the monitor's checkpoint.")
-    unresolved: dict[str, str] = Field(default_factory=dict, description="As the monitor knows them: a change returns.")
-    refused: list[str] = Field(default_factory=list, description="Regions refusing drctl's token, as the monitor knows.")
+    return_after_s: float = Field(
+        description="Return by then even with no transition: the monitor's checkpoint."
+    )
+    unresolved: dict[str, str] = Field(
+        default_factory=dict, description="As the monitor knows them: a change returns."
+    )
+    refused: list[str] = Field(
+        default_factory=list, description="Regions refusing drctl's token, as the monitor knows."
+    )
     quiet_until: dict[str, datetime] = Field(
-        default_factory=dict, description="Passive SUSPECT ignored until then, per region (kept across calls).")
+        default_factory=dict,
+        description="Passive SUSPECT ignored until then, per region (kept across calls).",
+    )
 
 
 class WatchProgress(BaseModel):
@@ -49,14 +57,18 @@ class WatchProgress(BaseModel):
     started_at: datetime
     resumed: int = Field(0, description="Attempts that resumed from a heartbeat.")
     quiet_until: dict[str, datetime] = Field(
-        default_factory=dict, description="Per region: passive SUSPECT ignored until then (a probe cleared it).")
+        default_factory=dict,
+        description="Per region: passive SUSPECT ignored until then (a probe cleared it).",
+    )
 
 
 class WatchResult(BaseModel):
     trackers: dict[str, RegionTracker]
     unresolved: dict[str, str] = Field(default_factory=dict)
     changed: list[str] = Field(default_factory=list, description="Regions whose state changed, in order.")
-    refused: list[str] = Field(default_factory=list, description="Regions refusing drctl's token in the last round.")
+    refused: list[str] = Field(
+        default_factory=list, description="Regions refusing drctl's token in the last round."
+    )
     reason: Literal["transition", "checkpoint", "unresolved"]
     rounds: int = 0
     passive_reads: int = 0
@@ -64,8 +76,9 @@ class WatchResult(BaseModel):
     quiet_until: dict[str, datetime] = Field(default_factory=dict)
 
 
-def feed_probe(t: RegionTracker, probe: RegionProbe, at: datetime, inp: WatchInput,
-               breach_threshold: int | None = None) -> bool:
+def feed_probe(
+    t: RegionTracker, probe: RegionProbe, at: datetime, inp: WatchInput, breach_threshold: int | None = None
+) -> bool:
     """One active probe into the tracker, exactly as the monitor's round does; True on a state change.
 
     AUTH (credentials refused) leaves the state as it is: a config error, not an outage.
@@ -76,11 +89,15 @@ def feed_probe(t: RegionTracker, probe: RegionProbe, at: datetime, inp: WatchInp
     t.record_probe(probe, at)
     if probe.status is ProbeStatus.AUTH:
         return False
-    threshold = inp.failure_threshold if breach_threshold is None else min(breach_threshold, inp.failure_threshold)
+    threshold = (
+        inp.failure_threshold if breach_threshold is None else min(breach_threshold, inp.failure_threshold)
+    )
     return t.observe(probe_passes(probe, inp.fail_on_degraded), at, threshold, inp.recovery_threshold)
 
 
-def feed_passive(t: RegionTracker, verdict: PassiveVerdict, at: datetime, quiet_until: datetime | None) -> bool:
+def feed_passive(
+    t: RegionTracker, verdict: PassiveVerdict, at: datetime, quiet_until: datetime | None
+) -> bool:
     """A passive breach makes a HEALTHY region SUSPECT at once; the active probe confirms or clears it.
 
     It counts as no failed check (only probes move a region to UNHEALTHY), and after a probe has
@@ -101,4 +118,3 @@ def probe_period_s(trackers: dict[str, RegionTracker], inp: WatchInput) -> float
     if inp.fast_confirm and any(t.state is RegionState.SUSPECT for t in trackers.values()):
         return inp.fast_confirm_interval_s
     return inp.interval_s
-

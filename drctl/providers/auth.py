@@ -25,7 +25,9 @@ def bearer_token(auth: WorkloadAuth | None) -> str | None:
     if auth.token_env:
         value = os.environ.get(auth.token_env, "").strip()
         if not value:
-            raise AuthConfigError(f"workload.auth.token_env: environment variable {auth.token_env} is unset or empty")
+            raise AuthConfigError(
+                f"workload.auth.token_env: environment variable {auth.token_env} is unset or empty"
+            )
         return value
     path = Path(auth.token_file or "")
     try:

@@ -30,5 +30,10 @@ def client(cfg: FleetConfig, service: str, config: Any = None) -> Any:
     # One session decides and signs: boto3's default session caches the credentials it first saw,
     # so checking a fresh session but building on the default one could disagree.
     session = boto3.Session()
-    return session.client(service, region_name=cfg.aws.region, endpoint_url=cfg.aws.endpoint_url,
-                          config=config, **credentials_for(cfg, session))
+    return session.client(
+        service,
+        region_name=cfg.aws.region,
+        endpoint_url=cfg.aws.endpoint_url,
+        config=config,
+        **credentials_for(cfg, session),
+    )

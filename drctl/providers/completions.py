@@ -57,7 +57,9 @@ def _failed(exc: Exception, started: float) -> Answer:
     return Answer(False, None, None, latency, f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
-async def complete(client: httpx.AsyncClient, url: str, model: str, prompt: str, region_header: str) -> Answer:
+async def complete(
+    client: httpx.AsyncClient, url: str, model: str, prompt: str, region_header: str
+) -> Answer:
     """One 1-token completion to `url` (a full completions URL, see `url_of`)."""
     started = time.monotonic()
     try:

@@ -24,7 +24,11 @@ _ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,120}$")
 def _split(drill_id: str) -> tuple[str, str]:
     parts = drill_id.split("/")
     # The parts become object keys: nothing that reads as a path step ('..') or carries odd bytes.
-    if len(parts) != 3 or parts[0] != "drill" or not all(_ID_PART.match(x) and ".." not in x for x in parts[1:]):
+    if (
+        len(parts) != 3
+        or parts[0] != "drill"
+        or not all(_ID_PART.match(x) and ".." not in x for x in parts[1:])
+    ):
         raise ValueError(f"not a drill id: {drill_id!r} (expected drill/<fleet>/<timestamp>)")
     return parts[1], parts[2]
 
@@ -45,7 +49,9 @@ def render_markdown(r: DrillReport) -> str:
     ]
     if r.data_loss_objects is not None:
         lag = f"{r.data_loss_s:.1f} s" if r.data_loss_s is not None else "unknown"
-        lines.append(f"- Data-loss exposure at failover: {lag} of replication lag, {r.data_loss_objects} object(s)")
+        lines.append(
+            f"- Data-loss exposure at failover: {lag} of replication lag, {r.data_loss_objects} object(s)"
+        )
     if r.failover_done_after_s is not None:
         lines.append(f"- Failover workflow closed {r.failover_done_after_s:.1f} s after the fault")
     if r.reasons:
@@ -67,17 +73,29 @@ class ReportStore:
     def put_journal(self, drill_id: str, journal: dict[str, Any]) -> str:
         fleet, ts = _split(drill_id)
         key = f"journals/{fleet}/{ts}.json"
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=json.dumps(journal, default=str).encode(),
-                           ContentType="application/json")
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=key,
+            Body=json.dumps(journal, default=str).encode(),
+            ContentType="application/json",
+        )
         return key
 
     def put(self, report: DrillReport) -> str:
         fleet, ts = _split(report.id)
         key = f"reports/{fleet}/{ts}"
-        self.s3.put_object(Bucket=self.bucket, Key=f"{key}.json", Body=report.model_dump_json(indent=2).encode(),
-                           ContentType="application/json")
-        self.s3.put_object(Bucket=self.bucket, Key=f"{key}.md", Body=render_markdown(report).encode(),
-                           ContentType="text/markdown")
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=f"{key}.json",
+            Body=report.model_dump_json(indent=2).encode(),
+            ContentType="application/json",
+        )
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=f"{key}.md",
+            Body=render_markdown(report).encode(),
+            ContentType="text/markdown",
+        )
         return f"{key}.json"
 
     def get(self, drill_id: str) -> DrillReport:

@@ -39,9 +39,11 @@ def presigned_url(cluster: str, region: str, session: boto3.Session | None = Non
 
     sts.meta.events.register("provide-client-params.sts.GetCallerIdentity", carry)
     sts.meta.events.register("before-sign.sts.GetCallerIdentity", inject)
-    return str(sts.generate_presigned_url(
-        "get_caller_identity", Params={K8S_AWS_ID: cluster}, ExpiresIn=URL_EXPIRES_S, HttpMethod="GET"
-    ))
+    return str(
+        sts.generate_presigned_url(
+            "get_caller_identity", Params={K8S_AWS_ID: cluster}, ExpiresIn=URL_EXPIRES_S, HttpMethod="GET"
+        )
+    )
 
 
 def exec_credential(cluster: str, region: str, now: dt.datetime | None = None) -> dict[str, Any]:

@@ -27,7 +27,8 @@ class ErrorClass(BaseModel):
     retryable: bool
     message: str
     retry_after_s: float | None = Field(
-        None, description="The server's Retry-After: wait at least this long before the next attempt.")
+        None, description="The server's Retry-After: wait at least this long before the next attempt."
+    )
 
 
 class ProviderError(Exception):
@@ -150,7 +151,9 @@ def classify(exc: BaseException, action: str | None = None) -> ErrorClass:
     if isinstance(exc, ApiException):
         kind, retryable = _by_status(exc.status)
         msg = f"{kind}: {what}HTTP {exc.status} {_kube_message(exc)}{_hint(kind)}"
-        return ErrorClass(kind=kind, retryable=retryable, message=msg, retry_after_s=_retry_after(exc.headers))
+        return ErrorClass(
+            kind=kind, retryable=retryable, message=msg, retry_after_s=_retry_after(exc.headers)
+        )
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         code = str(err.get("Code", ""))

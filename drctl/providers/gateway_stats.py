@@ -55,8 +55,12 @@ def backend_stats(reply: str) -> dict[str, BackendStats]:
             continue
         name = row.get("pxname", "")
         out[name] = BackendStats(
-            backend=name, status=row.get("status", ""), req_tot=_int(row, "req_tot"),
-            hrsp_5xx=_int(row, "hrsp_5xx"), econ=_int(row, "econ"), qcur=_int(row, "qcur"),
+            backend=name,
+            status=row.get("status", ""),
+            req_tot=_int(row, "req_tot"),
+            hrsp_5xx=_int(row, "hrsp_5xx"),
+            econ=_int(row, "econ"),
+            qcur=_int(row, "qcur"),
             rtime_ms=_int(row, "rtime"),
         )
     return out
@@ -74,11 +78,18 @@ def gateway_snapshots(
     stats = backend_stats(reply)
     missing = [b for b in backends if b not in stats]
     if missing:
-        raise HAProxyError(f"gateway of {region} at {runtime.socket_path} has no backend {', '.join(missing)}")
+        raise HAProxyError(
+            f"gateway of {region} at {runtime.socket_path} has no backend {', '.join(missing)}"
+        )
     return [
         SignalSnapshot(
-            source=f"gateway:{b}", kind="gateway", region=region, taken_at=taken_at,
-            requests_total=stats[b].req_tot, errors_total=stats[b].hrsp_5xx, queue=stats[b].qcur,
+            source=f"gateway:{b}",
+            kind="gateway",
+            region=region,
+            taken_at=taken_at,
+            requests_total=stats[b].req_tot,
+            errors_total=stats[b].hrsp_5xx,
+            queue=stats[b].qcur,
             # HAProxy reports 0 before any response: no mean yet, not a fast one.
             response_time_avg_ms=stats[b].rtime_ms if stats[b].req_tot else None,
             connect_errors_total=stats[b].econ,

@@ -119,7 +119,9 @@ def parse_servers_state(reply: str, backend: str | None = None) -> list[ServerSt
                 )
             )
         except (KeyError, ValueError) as exc:
-            raise HAProxyBadReply(f"unparsable `show servers state` row {line!r}: {exc}", reply=reply) from exc
+            raise HAProxyBadReply(
+                f"unparsable `show servers state` row {line!r}: {exc}", reply=reply
+            ) from exc
     return out
 
 

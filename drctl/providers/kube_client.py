@@ -63,8 +63,11 @@ def api_client_for(kube: KubeConfig) -> client.ApiClient:
     try:
         conf = client.Configuration()
         conf.retries = CLIENT_RETRIES  # set before the client builds its connection pool from it
-        return config.new_client_from_config(config_file=kube.kubeconfig_path, context=kube.context,
-                                             client_configuration=conf)
+        return config.new_client_from_config(
+            config_file=kube.kubeconfig_path, context=kube.context, client_configuration=conf
+        )
     except ConfigException as exc:
         where = kube.kubeconfig_path or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise KubeCredentialsError(f"kubeconfig {where}, context {kube.context or '(current)'}: {exc}") from exc
+        raise KubeCredentialsError(
+            f"kubeconfig {where}, context {kube.context or '(current)'}: {exc}"
+        ) from exc

@@ -261,7 +261,9 @@ class KubernetesPlatform:
             raise ProviderError(classify(exc, action=f"create {where}")) from exc
         current = self._call(
             f"get {where}",
-            lambda: self.core.read_namespaced_service(name, self.namespace, _request_timeout=self.request_timeout),
+            lambda: self.core.read_namespaced_service(
+                name, self.namespace, _request_timeout=self.request_timeout
+            ),
         )
         body = _with_resource_version(
             manifest, current.metadata.resource_version if current.metadata else None

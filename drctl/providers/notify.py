@@ -25,7 +25,12 @@ from drctl.providers.errors import ErrorClass, ProviderError, classify
 _SLACK_FIELDS = 10
 _SLACK_FIELD_CHARS = 1900
 _SLACK_TEXT_CHARS = 2900
-_EMOJI = {"critical": ":rotating_light:", "error": ":x:", "warning": ":warning:", "info": ":white_check_mark:"}
+_EMOJI = {
+    "critical": ":rotating_light:",
+    "error": ":x:",
+    "warning": ":warning:",
+    "info": ":white_check_mark:",
+}
 
 
 def render_json(event: Event, link: str | None) -> dict[str, Any]:
@@ -35,8 +40,11 @@ def render_json(event: Event, link: str | None) -> dict[str, Any]:
 def render_slack(event: Event, link: str | None) -> dict[str, Any]:
     """An incoming-webhook message: `text` is the notification fallback, `blocks` the rich view."""
     text = f"{_EMOJI[event.severity]} {event.summary}"[:_SLACK_TEXT_CHARS]
-    fields = [{"type": "mrkdwn", "text": f"*{k}*\n{v}"[:_SLACK_FIELD_CHARS]}
-              for k, v in event.details.items() if v not in (None, "")]
+    fields = [
+        {"type": "mrkdwn", "text": f"*{k}*\n{v}"[:_SLACK_FIELD_CHARS]}
+        for k, v in event.details.items()
+        if v not in (None, "")
+    ]
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
     if fields:
         blocks.append({"type": "section", "fields": fields[:_SLACK_FIELDS]})
@@ -51,13 +59,22 @@ def render_pagerduty(event: Event, link: str | None, routing_key: str) -> dict[s
     """An Events API v2 trigger or resolve; the dedup_key ties a resolve to its trigger."""
     if event.action is None:
         raise ValueError(f"event {event.kind} is not a PagerDuty incident event")
-    body: dict[str, Any] = {"routing_key": routing_key, "event_action": event.action, "dedup_key": event.dedup_key}
+    body: dict[str, Any] = {
+        "routing_key": routing_key,
+        "event_action": event.action,
+        "dedup_key": event.dedup_key,
+    }
     if event.action == "trigger":
         # PagerDuty caps the summary at 1024 characters and rejects the event beyond that.
         body["payload"] = {
-            "summary": event.summary[:1024], "severity": event.severity, "source": f"drctl/{event.fleet}",
-            "timestamp": event.at.isoformat(), "component": event.region or event.fleet, "group": event.fleet,
-            "class": event.kind, "custom_details": {**event.details, "workflow_id": event.workflow_id},
+            "summary": event.summary[:1024],
+            "severity": event.severity,
+            "source": f"drctl/{event.fleet}",
+            "timestamp": event.at.isoformat(),
+            "component": event.region or event.fleet,
+            "group": event.fleet,
+            "class": event.kind,
+            "custom_details": {**event.details, "workflow_id": event.workflow_id},
         }
         body["client"] = "drctl"
         if link:
@@ -66,8 +83,9 @@ def render_pagerduty(event: Event, link: str | None, routing_key: str) -> dict[s
     return body
 
 
-def _secret(hook: WebhookConfig, env_name: str | None, file: str | None, what: str,
-            env: Mapping[str, str]) -> str:
+def _secret(
+    hook: WebhookConfig, env_name: str | None, file: str | None, what: str, env: Mapping[str, str]
+) -> str:
     if env_name:
         value = env.get(env_name, "").strip()
         if not value:
@@ -86,11 +104,14 @@ def _secret(hook: WebhookConfig, env_name: str | None, file: str | None, what: s
 
 def _invalid(hook: WebhookConfig, message: str) -> ProviderError:
     # A missing secret does not appear by retrying: fail at once so the operator sees it.
-    return ProviderError(ErrorClass(kind="Invalid", retryable=False, message=f"webhook {hook.name}: {message}"))
+    return ProviderError(
+        ErrorClass(kind="Invalid", retryable=False, message=f"webhook {hook.name}: {message}")
+    )
 
 
-def render(hook: WebhookConfig, event: Event, link: str | None, env: Mapping[str, str] | None = None
-           ) -> tuple[str, dict[str, Any]]:
+def render(
+    hook: WebhookConfig, event: Event, link: str | None, env: Mapping[str, str] | None = None
+) -> tuple[str, dict[str, Any]]:
     """The URL and JSON body for one webhook, with its secrets resolved."""
     env = os.environ if env is None else env
     url = hook.url or (_secret(hook, hook.url_env, None, "url", env) if hook.url_env else None)
@@ -102,8 +123,9 @@ def render(hook: WebhookConfig, event: Event, link: str | None, env: Mapping[str
     return url, render_slack(event, link) if hook.format == "slack" else render_json(event, link)
 
 
-async def send(hook: WebhookConfig, event: Event, link: str | None = None,
-               env: Mapping[str, str] | None = None) -> int:
+async def send(
+    hook: WebhookConfig, event: Event, link: str | None = None, env: Mapping[str, str] | None = None
+) -> int:
     """POST one event; returns the HTTP status. Raises ProviderError, classified, naming the webhook only."""
     url, body = render(hook, event, link, env)
     try:
@@ -115,11 +137,25 @@ async def send(hook: WebhookConfig, event: Event, link: str | None = None,
                 resp.raise_for_status()
                 return resp.status_code
     except TimeoutError:
-        raise ProviderError(ErrorClass(kind="Timeout", retryable=True,
-                                       message=f"Timeout: webhook {hook.name} ({hook.format}): no answer "
-                                               f"within {hook.timeout_s:g} s")) from None
+        raise ProviderError(
+            ErrorClass(
+                kind="Timeout",
+                retryable=True,
+                message=f"Timeout: webhook {hook.name} ({hook.format}): no answer "
+                f"within {hook.timeout_s:g} s",
+            )
+        ) from None
     except httpx.HTTPError as exc:
         err = classify(exc)
-        where = f"HTTP {exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError) else type(exc).__name__
-        raise ProviderError(ErrorClass(kind=err.kind, retryable=err.retryable,
-                                       message=f"{err.kind}: webhook {hook.name} ({hook.format}): {where}")) from None
+        where = (
+            f"HTTP {exc.response.status_code}"
+            if isinstance(exc, httpx.HTTPStatusError)
+            else type(exc).__name__
+        )
+        raise ProviderError(
+            ErrorClass(
+                kind=err.kind,
+                retryable=err.retryable,
+                message=f"{err.kind}: webhook {hook.name} ({hook.format}): {where}",
+            )
+        ) from None

@@ -28,8 +28,13 @@ class PassiveReader:
     """Reads and judges every region's passive signals; keeps the window between calls."""
 
     def __init__(
-        self, cfg: FleetConfig, replicas: ReplicaSource, *, client: httpx.AsyncClient | None = None,
-        clock: Callable[[], float] = time.monotonic, replicas_refresh_s: float = 10.0,
+        self,
+        cfg: FleetConfig,
+        replicas: ReplicaSource,
+        *,
+        client: httpx.AsyncClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        replicas_refresh_s: float = 10.0,
     ) -> None:
         self.cfg = cfg
         self.passive = cfg.health.passive
@@ -39,14 +44,19 @@ class PassiveReader:
         self._replica_source = replicas
         # One pooled client for every replica: reads reuse connections, and a dead server still
         # fails its next read, so pooling hides nothing.
-        self._client = client or httpx.AsyncClient(trust_env=False, limits=httpx.Limits(max_keepalive_connections=256))
+        self._client = client or httpx.AsyncClient(
+            trust_env=False, limits=httpx.Limits(max_keepalive_connections=256)
+        )
         self._clock = clock
         self._refresh_s = replicas_refresh_s
         self._listed: dict[str, tuple[float, list[ReplicaEndpoint]]] = {}
         prom = self.passive.prometheus
         self._prom = (
-            PrometheusSignals(prom.url, region_label=prom.region_label, selector=prom.selector, timeout_s=prom.timeout_s)
-            if self.passive.source == "prometheus" and prom else None
+            PrometheusSignals(
+                prom.url, region_label=prom.region_label, selector=prom.selector, timeout_s=prom.timeout_s
+            )
+            if self.passive.source == "prometheus" and prom
+            else None
         )
         tier = cfg.traffic.regional_tier
         default = [tier.backend] if isinstance(tier, HAProxyRegional) else []
@@ -79,7 +89,9 @@ class PassiveReader:
         runtime = HAProxyRuntime(region.gateway_runtime_socket, timeout_s=self.cfg.health.probe_timeout_s)
         key = f"{region.name}/gateway"
         try:
-            snaps = await asyncio.to_thread(gateway_snapshots, runtime, region.name, self._backends, self._clock)
+            snaps = await asyncio.to_thread(
+                gateway_snapshots, runtime, region.name, self._backends, self._clock
+            )
         except HAProxyError as exc:
             self.read_errors[key] = str(exc)
             return
@@ -108,8 +120,11 @@ class PassiveReader:
     async def _read_replicas(self, region: RegionConfig) -> None:
         targets = [ReplicaTarget(region.name, e.name, e.url) for e in await self._replicas(region)]
         snaps, errors = await read_replicas(
-            self._client, targets, timeout_s=self.cfg.health.probe_timeout_s,
-            concurrency=self.cfg.health.probe_concurrency, clock=self._clock,
+            self._client,
+            targets,
+            timeout_s=self.cfg.health.probe_timeout_s,
+            concurrency=self.cfg.health.probe_concurrency,
+            clock=self._clock,
         )
         for t in targets:
             key = f"{region.name}/{t.name}"

@@ -112,8 +112,11 @@ class InferenceProber:
         # ever waits inside the connector, where its deadline would already be running.
         per_target = 2 + self.gateway_completions
         source = self.health.probe_source_address
-        connector = aiohttp.TCPConnector(limit=self.health.probe_concurrency * per_target, limit_per_host=0,
-                                         local_addr=(str(source), 0) if source is not None else None)
+        connector = aiohttp.TCPConnector(
+            limit=self.health.probe_concurrency * per_target,
+            limit_per_host=0,
+            local_addr=(str(source), 0) if source is not None else None,
+        )
         async with aiohttp.ClientSession(
             connector=connector, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
         ) as client:
@@ -215,13 +218,19 @@ class InferenceProber:
             return ProbeStatus.AUTH, f"credentials refused by {names}: {refused[0].error}"
         note = f" ({source_error})" if source_error else ""
         if gateway.status == ProbeStatus.DEGRADED:
-            if gateway.error_class not in (None, "slow") and failing and fraction <= self.health.error_rate_degraded:
+            if (
+                gateway.error_class not in (None, "slow")
+                and failing
+                and fraction <= self.health.error_rate_degraded
+            ):
                 # The gateway's failed requests met the few replicas that fail their own checks: lost
                 # capacity the gateway's own checks route around (one flapping replica of many), not
                 # a region to move traffic from. Errors on replicas that pass /health stay DEGRADED.
                 names = ", ".join(r.target for r in failing)
-                return ProbeStatus.HEALTHY, (f"gateway errors from {len(failing)}/{len(replicas)} failing "
-                                             f"replicas ({names}): {gateway.error}{note}")
+                return ProbeStatus.HEALTHY, (
+                    f"gateway errors from {len(failing)}/{len(replicas)} failing "
+                    f"replicas ({names}): {gateway.error}{note}"
+                )
             return ProbeStatus.DEGRADED, f"gateway degraded: {gateway.error}{note}"
         if fraction > self.health.error_rate_degraded:
             names = ", ".join(f"{r.target} {r.error_class or r.status.value.lower()}" for r in failing)
@@ -267,8 +276,10 @@ class InferenceProber:
             read_models(client, base, self.timeout_s, self.model),
             read_metrics(client, base, self.timeout_s),
             asyncio.gather(
-                *(completion(client, base, self.completion_timeout_s, self.model, self.slow_after_s)
-                  for _ in range(completions))
+                *(
+                    completion(client, base, self.completion_timeout_s, self.model, self.slow_after_s)
+                    for _ in range(completions)
+                )
             ),
         )
         self._read_metrics(probe, metrics)
@@ -295,8 +306,10 @@ class InferenceProber:
         elif slow and statistics.median([*good, *(math.inf for _ in slow)]) > self.health.ttft_degraded_ms:
             # The median completion had no first token by the threshold: slow, known without waiting.
             probe.status, probe.error_class = ProbeStatus.DEGRADED, "slow"
-            probe.error = (f"slow TTFT: {len(slow)}/{len(ttfts)} completions had no first token within "
-                           f"{self.health.ttft_degraded_ms:g}ms")
+            probe.error = (
+                f"slow TTFT: {len(slow)}/{len(ttfts)} completions had no first token within "
+                f"{self.health.ttft_degraded_ms:g}ms"
+            )
         elif probe.ttft_ms is not None and probe.ttft_ms > self.health.ttft_degraded_ms:
             probe.status = ProbeStatus.DEGRADED
             probe.error = f"slow TTFT {probe.ttft_ms:.0f}ms > {self.health.ttft_degraded_ms:g}ms"

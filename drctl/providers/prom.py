@@ -61,8 +61,10 @@ def parse_series(text: str) -> list[tuple[str, dict[str, str], float]]:
 
     +Inf is kept here (a histogram's last `le` label is "+Inf", and a gauge may be infinite).
     """
-    return [(m.group(1), {k: _unescape(v) for k, v in _LABEL.findall(m.group(2) or "")}, value)
-            for m, value in _samples(text)]
+    return [
+        (m.group(1), {k: _unescape(v) for k, v in _LABEL.findall(m.group(2) or "")}, value)
+        for m, value in _samples(text)
+    ]
 
 
 def histogram(series: list[tuple[str, dict[str, str], float]], name: str) -> HistogramSnapshot | None:

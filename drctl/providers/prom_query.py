@@ -66,8 +66,15 @@ def _value(sample: dict[str, Any]) -> float | None:
 class PrometheusSignals:
     """Reads the passive figures of every region from one Prometheus (or a compatible API)."""
 
-    def __init__(self, url: str, *, region_label: str = "region", selector: str = "", timeout_s: float = 2.0,
-                 client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        region_label: str = "region",
+        selector: str = "",
+        timeout_s: float = 2.0,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.label = region_label
         self.selector = selector
@@ -80,20 +87,27 @@ class PrometheusSignals:
     def query(self, promql: str) -> list[dict[str, Any]]:
         """One instant query: the result vector. Raises PrometheusQueryError."""
         try:
-            resp = self._client.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=self.timeout_s)
+            resp = self._client.get(
+                f"{self.url}/api/v1/query", params={"query": promql}, timeout=self.timeout_s
+            )
             body = resp.json()
         except httpx.HTTPError as exc:
-            raise PrometheusQueryError(f"Prometheus at {self.url} unreachable: {type(exc).__name__}: {exc}") from exc
+            raise PrometheusQueryError(
+                f"Prometheus at {self.url} unreachable: {type(exc).__name__}: {exc}"
+            ) from exc
         except ValueError as exc:
-            raise PrometheusQueryError(f"Prometheus at {self.url} answered HTTP {resp.status_code}, not JSON") from exc
+            raise PrometheusQueryError(
+                f"Prometheus at {self.url} answered HTTP {resp.status_code}, not JSON"
+            ) from exc
         if not isinstance(body, dict) or body.get("status") != "success":
             why = body.get("error", body) if isinstance(body, dict) else body
             kind = body.get("errorType", "?") if isinstance(body, dict) else "?"
             raise PrometheusQueryError(f"Prometheus at {self.url} refused {promql!r}: {kind}: {why}")
         data = body.get("data") or {}
         if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-            raise PrometheusQueryError(f"Prometheus at {self.url}: {promql!r} gave {data.get('resultType')!r}, "
-                                       "not an instant vector")
+            raise PrometheusQueryError(
+                f"Prometheus at {self.url}: {promql!r} gave {data.get('resultType')!r}, not an instant vector"
+            )
         return data["result"]
 
     def figures(self, window_s: float) -> dict[str, dict[str, float]]:
@@ -123,9 +137,14 @@ class PrometheusSignals:
                 return None if v is None else v * 1000.0
 
             view = WindowStats(
-                kind="prometheus", span_s=th.window_s, sources=int(f["replicas"].get(r, 0)),
-                requests=f["requests"].get(r, 0.0), errors=f["errors"].get(r, 0.0),
-                ttft_p50_ms=ms("ttft_p50"), ttft_p99_ms=ms("ttft_p99"), e2e_p99_ms=ms("e2e_p99"),
+                kind="prometheus",
+                span_s=th.window_s,
+                sources=int(f["replicas"].get(r, 0)),
+                requests=f["requests"].get(r, 0.0),
+                errors=f["errors"].get(r, 0.0),
+                ttft_p50_ms=ms("ttft_p50"),
+                ttft_p99_ms=ms("ttft_p99"),
+                e2e_p99_ms=ms("e2e_p99"),
             )
             out.append(judge(r, [view], [], th))
         return out

@@ -33,15 +33,22 @@ _EXIT: dict[int, tuple[str, bool]] = {
 class RcloneError(ProviderError):
     def __init__(self, action: str, code: int, detail: str) -> None:
         kind, retryable = _EXIT.get(code, ("RcloneFailed", True))
-        super().__init__(ErrorClass(kind=kind, retryable=retryable, message=f"{action}: rclone exit {code}: {detail}"))
+        super().__init__(
+            ErrorClass(kind=kind, retryable=retryable, message=f"{action}: rclone exit {code}: {detail}")
+        )
         self.code = code
 
 
 def _binary() -> str:
     found = shutil.which("rclone") or ("/usr/bin/rclone" if os.path.exists("/usr/bin/rclone") else None)
     if not found:
-        raise ProviderError(ErrorClass(kind="RcloneMissing", retryable=False,
-                                       message="rclone is not installed (Debian: apt-get install rclone)"))
+        raise ProviderError(
+            ErrorClass(
+                kind="RcloneMissing",
+                retryable=False,
+                message="rclone is not installed (Debian: apt-get install rclone)",
+            )
+        )
     return found
 
 
@@ -67,9 +74,14 @@ def parse_stats(line: str) -> TransferStats | None:
     st = entry.get("stats") if isinstance(entry, dict) else None
     if not isinstance(st, dict):
         return None
-    return TransferStats(transfers=int(st.get("transfers", 0)), bytes=int(st.get("bytes", 0)),
-                         checks=int(st.get("checks", 0)), deletes=int(st.get("deletes", 0)),
-                         errors=int(st.get("errors", 0)), elapsed_s=round(float(st.get("elapsedTime", 0.0)), 3))
+    return TransferStats(
+        transfers=int(st.get("transfers", 0)),
+        bytes=int(st.get("bytes", 0)),
+        checks=int(st.get("checks", 0)),
+        deletes=int(st.get("deletes", 0)),
+        errors=int(st.get("errors", 0)),
+        elapsed_s=round(float(st.get("elapsedTime", 0.0)), 3),
+    )
 
 
 class Rclone:
@@ -84,9 +96,13 @@ class Rclone:
         if ep.access_key_id_env and ep.secret_access_key_env:
             key, secret = os.environ.get(ep.access_key_id_env), os.environ.get(ep.secret_access_key_env)
             if not key or not secret:
-                raise ProviderError(ErrorClass(
-                    kind="Unauthorized", retryable=False,
-                    message=f"data.endpoints.{region}: {ep.access_key_id_env} or {ep.secret_access_key_env} is not set"))
+                raise ProviderError(
+                    ErrorClass(
+                        kind="Unauthorized",
+                        retryable=False,
+                        message=f"data.endpoints.{region}: {ep.access_key_id_env} or {ep.secret_access_key_env} is not set",
+                    )
+                )
             return key, secret
         import boto3
 
@@ -131,12 +147,30 @@ class Rclone:
 
     # --- commands ---------------------------------------------------------------------------------
 
-    def transfer(self, pair: ReplicaPair, on_progress: Callable[[TransferStats], None] | None = None) -> TransferStats:
+    def transfer(
+        self, pair: ReplicaPair, on_progress: Callable[[TransferStats], None] | None = None
+    ) -> TransferStats:
         """`rclone copy|sync src:bucket dst:bucket`, reporting --stats every second."""
-        argv = [_binary(), pair.mode, f"src:{pair.source_bucket}", f"dst:{pair.replica_bucket}",
-                "--use-json-log", "--stats", "1s", "--stats-log-level", "NOTICE", "--retries", "1"]
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                env=self.env(self._remotes(pair)))
+        argv = [
+            _binary(),
+            pair.mode,
+            f"src:{pair.source_bucket}",
+            f"dst:{pair.replica_bucket}",
+            "--use-json-log",
+            "--stats",
+            "1s",
+            "--stats-log-level",
+            "NOTICE",
+            "--retries",
+            "1",
+        ]
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env(self._remotes(pair)),
+        )
         # rclone prints a stats line every second, so the loop below wakes at least that often; the
         # timer ends a hung transfer at the deadline.
         killer = threading.Timer(self.timeout_s, proc.kill)
@@ -161,15 +195,25 @@ class Rclone:
                 proc.wait()
         if code != 0:
             detail = _last_error(lines) if code > 0 else f"killed after {self.timeout_s:g} s"
-            raise RcloneError(f"{pair.mode} {pair.source_bucket} → {pair.replica_region}/{pair.replica_bucket}",
-                              code, detail)
+            raise RcloneError(
+                f"{pair.mode} {pair.source_bucket} → {pair.replica_region}/{pair.replica_bucket}",
+                code,
+                detail,
+            )
         return last
 
-    def _run(self, action: str, argv: list[str], remotes: dict[str, str], ok_codes: tuple[int, ...] = (0,)) -> str:
+    def _run(
+        self, action: str, argv: list[str], remotes: dict[str, str], ok_codes: tuple[int, ...] = (0,)
+    ) -> str:
         try:
             # Few, short retries: an unreachable store must answer "unknown" within the caller's bound.
-            done = subprocess.run([_binary(), *argv, "--contimeout", "3s", "--low-level-retries", "2", "--retries", "1"],
-                                  capture_output=True, text=True, timeout=self.timeout_s, env=self.env(remotes))
+            done = subprocess.run(
+                [_binary(), *argv, "--contimeout", "3s", "--low-level-retries", "2", "--retries", "1"],
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                env=self.env(remotes),
+            )
         except subprocess.TimeoutExpired:
             raise RcloneError(action, -1, f"no answer within {self.timeout_s:g} s") from None
         if done.returncode not in ok_codes:
@@ -180,8 +224,19 @@ class Rclone:
         """`rclone check --one-way`: (paths missing in the replica, paths that differ)."""
         # Exit 1 means "differences found", which is an answer here, not a failure; an unreadable
         # bucket shows as "!" lines plus a non-zero error count and is raised below.
-        out = self._run(f"check {pair.key}", ["check", f"src:{pair.source_bucket}", f"dst:{pair.replica_bucket}",
-                                              "--one-way", "--combined", "-"], self._remotes(pair), ok_codes=(0, 1))
+        out = self._run(
+            f"check {pair.key}",
+            [
+                "check",
+                f"src:{pair.source_bucket}",
+                f"dst:{pair.replica_bucket}",
+                "--one-way",
+                "--combined",
+                "-",
+            ],
+            self._remotes(pair),
+            ok_codes=(0, 1),
+        )
         missing, differ, errors = set(), set(), []
         # --combined marks: "+" only in the source (missing in the replica), "*" differs, "!" error,
         # "=" identical, "-" only in the replica (not lag; --one-way mostly omits it).
@@ -194,20 +249,30 @@ class Rclone:
             elif mark == "!":
                 errors.append(path)
         if errors:
-            raise RcloneError(f"check {pair.key}", 1, f"{len(errors)} object(s) could not be compared: {errors[0]}")
+            raise RcloneError(
+                f"check {pair.key}", 1, f"{len(errors)} object(s) could not be compared: {errors[0]}"
+            )
         return missing, differ
 
     def list_objects(self, region: str, bucket: str) -> list[SourceObject]:
-        out = self._run(f"list {region}/{bucket}", ["lsjson", "-R", "--files-only", f"src:{bucket}"], {"src": region})
-        return [SourceObject(path=o["Path"], size=int(o["Size"]), mod_time=datetime.fromisoformat(o["ModTime"]))
-                for o in json.loads(out or "[]")]
+        out = self._run(
+            f"list {region}/{bucket}", ["lsjson", "-R", "--files-only", f"src:{bucket}"], {"src": region}
+        )
+        return [
+            SourceObject(path=o["Path"], size=int(o["Size"]), mod_time=datetime.fromisoformat(o["ModTime"]))
+            for o in json.loads(out or "[]")
+        ]
 
     def measure_lag(self, pair: ReplicaPair) -> LagReport:
         """Lag of one replica: never raises, an unreachable bucket is reported in `error`."""
         # The listing is the snapshot: objects written after it are not seen, so the lag is as of its start.
         listed_at = datetime.now(UTC)
-        report = LagReport(bucket=pair.bucket, source_region=pair.source_region, replica_region=pair.replica_region,
-                           measured_at=listed_at)
+        report = LagReport(
+            bucket=pair.bucket,
+            source_region=pair.source_region,
+            replica_region=pair.replica_region,
+            measured_at=listed_at,
+        )
         try:
             objects = self.list_objects(pair.source_region, pair.source_bucket)
             missing, differ = self.check(pair)

@@ -40,9 +40,12 @@ class ReleaseReader:
         platform = KubernetesPlatform(self.cfg.region(region))
         try:
             name = self.cfg.workload.deployment_name("stable")
-            dep = platform._call(f"get deployments {platform.namespace}/{name}",
-                                 lambda: platform.apps.read_namespaced_deployment(
-                                     name, platform.namespace, _request_timeout=REQUEST_TIMEOUT))
+            dep = platform._call(
+                f"get deployments {platform.namespace}/{name}",
+                lambda: platform.apps.read_namespaced_deployment(
+                    name, platform.namespace, _request_timeout=REQUEST_TIMEOUT
+                ),
+            )
         finally:
             platform.close()
         spec = dep.spec.template.spec

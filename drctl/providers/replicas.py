@@ -78,7 +78,10 @@ class KubernetesReplicaSource:
                 for addr in ep.addresses or []:
                     url = _url(addr, port)
                     # During a controller resync one endpoint may sit in two slices for a moment.
-                    out.setdefault((name or addr, url), ReplicaEndpoint(name=name or addr, url=url, track=self.services[svc]))
+                    out.setdefault(
+                        (name or addr, url),
+                        ReplicaEndpoint(name=name or addr, url=url, track=self.services[svc]),
+                    )
         return list(out.values())
 
     def _slices(self, region: RegionConfig) -> list[Any]:
@@ -87,8 +90,11 @@ class KubernetesReplicaSource:
         token: str | None = None
         for _ in range(MAX_PAGES):
             page = api.list_namespaced_endpoint_slice(
-                region.kube.namespace, label_selector=self.selector, limit=PAGE_SIZE,
-                _continue=token, _request_timeout=REQUEST_TIMEOUT,
+                region.kube.namespace,
+                label_selector=self.selector,
+                limit=PAGE_SIZE,
+                _continue=token,
+                _request_timeout=REQUEST_TIMEOUT,
             )
             items += page.items
             token = page.metadata.var_continue if page.metadata else None

@@ -163,7 +163,9 @@ class Route53GlobalTraffic:
             HostedZoneId=self.zone_id(),
             ChangeBatch={"Comment": f"drctl: region weights {weights}"[:256], "Changes": changes},
         )["ChangeInfo"]
-        return AppliedWeights(change_id=info["Id"], propagated=info["Status"] == "INSYNC", status=info["Status"])
+        return AppliedWeights(
+            change_id=info["Id"], propagated=info["Status"] == "INSYNC", status=info["Status"]
+        )
 
     def change_status(self, change_id: str) -> str:
         """GetChange: PENDING or INSYNC."""

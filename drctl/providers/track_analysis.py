@@ -59,7 +59,9 @@ async def run_requests(
 
         async def fire(i: int) -> None:
             async with sem:
-                results.append(await time_to_first_token(http, urls[i % len(urls)], model, PROMPTS[i % len(PROMPTS)]))
+                results.append(
+                    await time_to_first_token(http, urls[i % len(urls)], model, PROMPTS[i % len(PROMPTS)])
+                )
             if on_progress:
                 on_progress(len(results))
 

@@ -108,7 +108,9 @@ class VeleroBackupProvider:
         try:
             # Bounded like every platform call: a hung API server must end in an error naming the
             # call, not in a wait that only the activity's heartbeat timeout notices.
-            return fn(GROUP, VERSION, self.settings.namespace, *args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+            return fn(
+                GROUP, VERSION, self.settings.namespace, *args, _request_timeout=REQUEST_TIMEOUT, **kwargs
+            )
         except ApiException as exc:
             raise ProviderError(classify(exc, f"{action} in {self.region}")) from exc
 
@@ -121,7 +123,11 @@ class VeleroBackupProvider:
         body: dict[str, Any] = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "Backup",
-            "metadata": {"name": req.name, "namespace": self.settings.namespace, "labels": {"app.kubernetes.io/managed-by": "drctl"}},
+            "metadata": {
+                "name": req.name,
+                "namespace": self.settings.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "drctl"},
+            },
             "spec": {
                 "includedNamespaces": req.namespaces,
                 "ttl": req.ttl or self.settings.ttl,
@@ -131,8 +137,12 @@ class VeleroBackupProvider:
         if req.label_selector:
             body["spec"]["labelSelector"] = {"matchLabels": dict(req.label_selector)}
         try:
-            obj = cast(dict[str, Any], self.api.create_namespaced_custom_object(
-                GROUP, VERSION, self.settings.namespace, "backups", body, _request_timeout=REQUEST_TIMEOUT))
+            obj = cast(
+                dict[str, Any],
+                self.api.create_namespaced_custom_object(
+                    GROUP, VERSION, self.settings.namespace, "backups", body, _request_timeout=REQUEST_TIMEOUT
+                ),
+            )
         except ApiException as exc:
             if exc.status != 409:
                 raise ProviderError(classify(exc, f"create backups/{req.name} in {self.region}")) from exc
@@ -149,11 +159,16 @@ class VeleroBackupProvider:
         return sorted(items, key=lambda b: b.started or "", reverse=True)
 
     def wait_backup(
-        self, name: str, timeout_s: float | None = None, on_progress: Callable[[BackupInfo], None] | None = None
+        self,
+        name: str,
+        timeout_s: float | None = None,
+        on_progress: Callable[[BackupInfo], None] | None = None,
     ) -> BackupInfo:
         return self._wait("backups", "Backup", name, timeout_s, on_progress)
 
-    def backup(self, req: BackupRequest, on_progress: Callable[[BackupInfo], None] | None = None) -> BackupInfo:
+    def backup(
+        self, req: BackupRequest, on_progress: Callable[[BackupInfo], None] | None = None
+    ) -> BackupInfo:
         """Create a Backup and wait until the policy accepts it; raises BackupFailed otherwise."""
         self.create_backup(req)
         return self.wait_backup(req.name, on_progress=on_progress)
@@ -172,8 +187,17 @@ class VeleroBackupProvider:
             },
         }
         try:
-            obj = cast(dict[str, Any], self.api.create_namespaced_custom_object(
-                GROUP, VERSION, self.settings.namespace, "restores", body, _request_timeout=REQUEST_TIMEOUT))
+            obj = cast(
+                dict[str, Any],
+                self.api.create_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    self.settings.namespace,
+                    "restores",
+                    body,
+                    _request_timeout=REQUEST_TIMEOUT,
+                ),
+            )
         except ApiException as exc:
             if exc.status != 409:
                 raise ProviderError(classify(exc, f"create restores/{req.name} in {self.region}")) from exc
@@ -181,11 +205,16 @@ class VeleroBackupProvider:
         return _info(obj, "Restore", self.region)
 
     def wait_restore(
-        self, name: str, timeout_s: float | None = None, on_progress: Callable[[BackupInfo], None] | None = None
+        self,
+        name: str,
+        timeout_s: float | None = None,
+        on_progress: Callable[[BackupInfo], None] | None = None,
     ) -> BackupInfo:
         return self._wait("restores", "Restore", name, timeout_s, on_progress)
 
-    def restore(self, req: RestoreRequest, on_progress: Callable[[BackupInfo], None] | None = None) -> BackupInfo:
+    def restore(
+        self, req: RestoreRequest, on_progress: Callable[[BackupInfo], None] | None = None
+    ) -> BackupInfo:
         self.create_restore(req)
         return self.wait_restore(req.name, on_progress=on_progress)
 

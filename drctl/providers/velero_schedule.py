@@ -47,9 +47,15 @@ def go_duration_ok(text: str) -> bool:
 def _info(obj: dict[str, Any], region: str) -> ScheduleInfo:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     tmpl = spec.get("template") or {}
-    return ScheduleInfo(name=obj["metadata"]["name"], region=region, schedule=spec.get("schedule", ""),
-                        ttl=tmpl.get("ttl"), namespaces=tmpl.get("includedNamespaces") or [],
-                        phase=status.get("phase", ""), last_backup=status.get("lastBackup"))
+    return ScheduleInfo(
+        name=obj["metadata"]["name"],
+        region=region,
+        schedule=spec.get("schedule", ""),
+        ttl=tmpl.get("ttl"),
+        namespaces=tmpl.get("includedNamespaces") or [],
+        phase=status.get("phase", ""),
+        last_backup=status.get("lastBackup"),
+    )
 
 
 class VeleroSchedules:
@@ -60,26 +66,47 @@ class VeleroSchedules:
         self.api = self.velero.api
         self.ns = cfg.backup.namespace
 
-    def create(self, name: str, schedule: str, ttl: str, namespaces: list[str], labels: dict[str, str]) -> ScheduleInfo:
+    def create(
+        self, name: str, schedule: str, ttl: str, namespaces: list[str], labels: dict[str, str]
+    ) -> ScheduleInfo:
         body = {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Schedule",
-            "metadata": {"name": name, "namespace": self.ns, "labels": {"app.kubernetes.io/managed-by": "drctl"}},
-            "spec": {"schedule": schedule, "useOwnerReferencesInBackup": False, "template": {
-                "includedNamespaces": namespaces, "ttl": ttl, "storageLocation": self.cfg.backup.storage_location,
-                "labelSelector": {"matchLabels": labels}}},
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Schedule",
+            "metadata": {
+                "name": name,
+                "namespace": self.ns,
+                "labels": {"app.kubernetes.io/managed-by": "drctl"},
+            },
+            "spec": {
+                "schedule": schedule,
+                "useOwnerReferencesInBackup": False,
+                "template": {
+                    "includedNamespaces": namespaces,
+                    "ttl": ttl,
+                    "storageLocation": self.cfg.backup.storage_location,
+                    "labelSelector": {"matchLabels": labels},
+                },
+            },
         }
         try:
             obj = self.api.create_namespaced_custom_object(GROUP, VERSION, self.ns, "schedules", body)
         except ApiException as exc:
             if exc.status == 409:
-                raise ProviderError(ErrorClass(kind="Conflict", retryable=False,
-                                               message=f"schedule {name!r} already exists in {self.region}")) from exc
+                raise ProviderError(
+                    ErrorClass(
+                        kind="Conflict",
+                        retryable=False,
+                        message=f"schedule {name!r} already exists in {self.region}",
+                    )
+                ) from exc
             raise ProviderError(classify(exc, f"create schedules/{name} in {self.region}")) from exc
         return _info(cast(dict[str, Any], obj), self.region)
 
     def list(self) -> list[ScheduleInfo]:
         try:
-            out = cast(dict[str, Any], self.api.list_namespaced_custom_object(GROUP, VERSION, self.ns, "schedules"))
+            out = cast(
+                dict[str, Any], self.api.list_namespaced_custom_object(GROUP, VERSION, self.ns, "schedules")
+            )
         except ApiException as exc:
             raise ProviderError(classify(exc, f"list schedules in {self.region}")) from exc
         return sorted((_info(o, self.region) for o in out.get("items", [])), key=lambda s: s.name)
@@ -100,5 +127,9 @@ class VeleroSchedules:
             return LastBackup(region=self.region)
         newest = max(done, key=lambda b: b.completed or "")
         when = datetime.fromisoformat((newest.completed or "").replace("Z", "+00:00"))
-        return LastBackup(region=self.region, name=newest.name, completed=newest.completed,
-                          age_s=round((datetime.now(UTC) - when).total_seconds(), 1))
+        return LastBackup(
+            region=self.region,
+            name=newest.name,
+            completed=newest.completed,
+            age_s=round((datetime.now(UTC) - when).total_seconds(), 1),
+        )

@@ -45,22 +45,35 @@ class ReplicaTarget:
 def replica_snapshot(text: str, *, region: str, source: str, taken_at: float) -> SignalSnapshot:
     """A snapshot from one /metrics page (Prometheus text format)."""
     series = parse_series(text)
-    http = [(labels, v) for n, labels, v in series if n == HTTP_REQUESTS and labels.get("handler") in GENERATION_HANDLERS]
+    http = [
+        (labels, v)
+        for n, labels, v in series
+        if n == HTTP_REQUESTS and labels.get("handler") in GENERATION_HANDLERS
+    ]
     if http:
         requests = sum(v for _, v in http)
         errors = sum(v for labels, v in http if labels.get("status", "").startswith("5"))
     else:
         requests, errors = total(series, VLLM_SUCCESS) or 0.0, 0.0
     return SignalSnapshot(
-        source=source, kind="replica", region=region, taken_at=taken_at,
-        requests_total=requests, errors_total=errors,
-        ttft=histogram(series, VLLM_TTFT), e2e=histogram(series, VLLM_E2E),
+        source=source,
+        kind="replica",
+        region=region,
+        taken_at=taken_at,
+        requests_total=requests,
+        errors_total=errors,
+        ttft=histogram(series, VLLM_TTFT),
+        e2e=histogram(series, VLLM_E2E),
         queue=total(series, VLLM_WAITING),
     )
 
 
 async def read_replica(
-    client: httpx.AsyncClient, target: ReplicaTarget, *, timeout_s: float, clock: Callable[[], float] = time.monotonic
+    client: httpx.AsyncClient,
+    target: ReplicaTarget,
+    *,
+    timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
 ) -> SignalSnapshot:
     """Read one replica's /metrics; raises httpx.HTTPError (or TimeoutError) when it cannot be read."""
     async with asyncio.timeout(timeout_s):
@@ -70,7 +83,11 @@ async def read_replica(
 
 
 async def read_replicas(
-    client: httpx.AsyncClient, targets: list[ReplicaTarget], *, timeout_s: float, concurrency: int = 64,
+    client: httpx.AsyncClient,
+    targets: list[ReplicaTarget],
+    *,
+    timeout_s: float,
+    concurrency: int = 64,
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[list[SignalSnapshot], dict[str, str]]:
     """Read every target at most `concurrency` at a time: the snapshots, and why each failed read failed.

@@ -25,9 +25,13 @@ def read_manifest(platform: KubernetesPlatform, kind: str, name: str) -> dict[st
     """A Deployment or Service as a plain dict, as the API server returned it."""
     fn: Callable[[], Any]
     if kind == "Deployment":
-        fn = lambda: platform.apps.read_namespaced_deployment(name, platform.namespace, _request_timeout=REQUEST_TIMEOUT)  # noqa: E731
+        fn = lambda: platform.apps.read_namespaced_deployment(
+            name, platform.namespace, _request_timeout=REQUEST_TIMEOUT
+        )  # noqa: E731
     else:
-        fn = lambda: platform.core.read_namespaced_service(name, platform.namespace, _request_timeout=REQUEST_TIMEOUT)  # noqa: E731
+        fn = lambda: platform.core.read_namespaced_service(
+            name, platform.namespace, _request_timeout=REQUEST_TIMEOUT
+        )  # noqa: E731
     obj = platform._call(f"get {kind.lower()}s {platform.namespace}/{name}", fn)
     return platform.api_client.sanitize_for_serialization(obj)
 
@@ -46,7 +50,9 @@ def _as_new_object(obj: dict[str, Any], name: str, track: str) -> None:
     meta["labels"] = _retag(meta.get("labels"), track)
 
 
-def candidate_deployment(stable: dict[str, Any], name: str, track: str, release: Release, replicas: int) -> dict[str, Any]:
+def candidate_deployment(
+    stable: dict[str, Any], name: str, track: str, release: Release, replicas: int
+) -> dict[str, Any]:
     """The stable Deployment with a new name, track label, release and replica count."""
     dep = apply_release(stable, release)
     _as_new_object(dep, name, track)
@@ -108,7 +114,9 @@ class Workload:
     def deploy_track(self, track: str, release: Release, replicas: int) -> None:
         """Create or update the candidate track from the stable one (idempotent)."""
         stable = read_manifest(self.platform, "Deployment", self.name("stable"))
-        self.platform.apply_deployment(candidate_deployment(stable, self.name(track), track, release, replicas))
+        self.platform.apply_deployment(
+            candidate_deployment(stable, self.name(track), track, release, replicas)
+        )
         try:
             stable_svc = read_manifest(self.platform, "Service", self.name("stable"))
         except ProviderError as exc:

@@ -21,48 +21,98 @@ from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 RTO_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600)
 PROBE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)
 
-REGION_STATE = Gauge("drctl_region_state", "The monitor's state of a region: 1 for the current state, 0 otherwise.",
-                     ["fleet", "region", "state"])
-PROBE_STATUS = Gauge("drctl_region_probe_status", "Status of the latest probe of a region: 1 for it, 0 otherwise.",
-                     ["fleet", "region", "status"])
-PROBES = Counter("drctl_probes_total", "Probes of a region by resulting status.", ["fleet", "region", "status"])
-TTFT_P50 = Gauge("drctl_region_ttft_p50_seconds", "Median time to first token over the latest probe's replicas.",
-                 ["fleet", "region"])
-FAILING_FRACTION = Gauge("drctl_region_failing_fraction", "Fraction of a region's replicas not HEALTHY at the latest probe.",
-                         ["fleet", "region"])
-PROBE_TIME = Gauge("drctl_region_last_probe_timestamp_seconds", "When the latest probe of a region finished (Unix time).",
-                   ["fleet", "region"])
-PROBE_DURATION = Histogram("drctl_probe_duration_seconds", "Wall time of one inference-aware probe of a region.",
-                           ["fleet", "region"], buckets=PROBE_BUCKETS)
-WEIGHT = Gauge("drctl_region_weight", "Global traffic weight of a region, as the global tier last reported it.",
-               ["fleet", "region"])
+REGION_STATE = Gauge(
+    "drctl_region_state",
+    "The monitor's state of a region: 1 for the current state, 0 otherwise.",
+    ["fleet", "region", "state"],
+)
+PROBE_STATUS = Gauge(
+    "drctl_region_probe_status",
+    "Status of the latest probe of a region: 1 for it, 0 otherwise.",
+    ["fleet", "region", "status"],
+)
+PROBES = Counter(
+    "drctl_probes_total", "Probes of a region by resulting status.", ["fleet", "region", "status"]
+)
+TTFT_P50 = Gauge(
+    "drctl_region_ttft_p50_seconds",
+    "Median time to first token over the latest probe's replicas.",
+    ["fleet", "region"],
+)
+FAILING_FRACTION = Gauge(
+    "drctl_region_failing_fraction",
+    "Fraction of a region's replicas not HEALTHY at the latest probe.",
+    ["fleet", "region"],
+)
+PROBE_TIME = Gauge(
+    "drctl_region_last_probe_timestamp_seconds",
+    "When the latest probe of a region finished (Unix time).",
+    ["fleet", "region"],
+)
+PROBE_DURATION = Histogram(
+    "drctl_probe_duration_seconds",
+    "Wall time of one inference-aware probe of a region.",
+    ["fleet", "region"],
+    buckets=PROBE_BUCKETS,
+)
+WEIGHT = Gauge(
+    "drctl_region_weight",
+    "Global traffic weight of a region, as the global tier last reported it.",
+    ["fleet", "region"],
+)
 
 FAILOVERS = Counter("drctl_failovers_total", "Finished failovers by result.", ["fleet", "result"])
 FAILBACKS = Counter("drctl_failbacks_total", "Finished failbacks by result.", ["fleet", "result"])
-RTO = Histogram("drctl_failover_rto_seconds", "Measured RTO of successful failovers: fault to verified traffic.",
-                ["fleet"], buckets=RTO_BUCKETS)
-LAST_RTO = Gauge("drctl_failover_last_rto_seconds", "Measured RTO of the latest successful failover.", ["fleet"])
+RTO = Histogram(
+    "drctl_failover_rto_seconds",
+    "Measured RTO of successful failovers: fault to verified traffic.",
+    ["fleet"],
+    buckets=RTO_BUCKETS,
+)
+LAST_RTO = Gauge(
+    "drctl_failover_last_rto_seconds", "Measured RTO of the latest successful failover.", ["fleet"]
+)
 RTO_TARGET = Gauge("drctl_rto_target_seconds", "The fleet's configured RTO target.", ["fleet"])
-RTO_MISSED = Counter("drctl_failover_rto_missed_total", "Successful failovers whose measured RTO exceeded the target.",
-                     ["fleet"])
-LAST_FAILOVER = Gauge("drctl_last_failover_timestamp_seconds", "When the latest failover finished, by result.",
-                      ["fleet", "result"])
+RTO_MISSED = Counter(
+    "drctl_failover_rto_missed_total",
+    "Successful failovers whose measured RTO exceeded the target.",
+    ["fleet"],
+)
+LAST_FAILOVER = Gauge(
+    "drctl_last_failover_timestamp_seconds",
+    "When the latest failover finished, by result.",
+    ["fleet", "result"],
+)
 
-OPERATIONS = Gauge("drctl_operation_in_progress", "Running mutating operations by kind and phase.",
-                   ["fleet", "operation", "phase"])
-MONITOR_RUNNING = Gauge("drctl_monitor_running", "1 while the fleet's FleetMonitor workflow runs, else 0.", ["fleet"])
+OPERATIONS = Gauge(
+    "drctl_operation_in_progress",
+    "Running mutating operations by kind and phase.",
+    ["fleet", "operation", "phase"],
+)
+MONITOR_RUNNING = Gauge(
+    "drctl_monitor_running", "1 while the fleet's FleetMonitor workflow runs, else 0.", ["fleet"]
+)
 
 DRILLS = Counter("drctl_drills_total", "Finished chaos drills by verdict.", ["fleet", "verdict"])
-DRILL_RTO = Histogram("drctl_drill_rto_seconds", "RTO measured by chaos drills from their own load samples.",
-                      ["fleet"], buckets=RTO_BUCKETS)
-LAST_PASSING_DRILL = Gauge("drctl_last_passing_drill_timestamp_seconds", "When the latest passing drill finished.",
-                           ["fleet"])
+DRILL_RTO = Histogram(
+    "drctl_drill_rto_seconds",
+    "RTO measured by chaos drills from their own load samples.",
+    ["fleet"],
+    buckets=RTO_BUCKETS,
+)
+LAST_PASSING_DRILL = Gauge(
+    "drctl_last_passing_drill_timestamp_seconds", "When the latest passing drill finished.", ["fleet"]
+)
 
 BACKUPS = Counter("drctl_backups_total", "Finished Velero backups by result.", ["fleet", "region", "result"])
-LAST_BACKUP = Gauge("drctl_last_successful_backup_timestamp_seconds", "When the latest successful backup completed.",
-                    ["fleet", "region"])
-BACKUP_MAX_AGE = Gauge("drctl_backup_max_age_seconds", "Configured age after which the newest backup is overdue.",
-                       ["fleet"])
+LAST_BACKUP = Gauge(
+    "drctl_last_successful_backup_timestamp_seconds",
+    "When the latest successful backup completed.",
+    ["fleet", "region"],
+)
+BACKUP_MAX_AGE = Gauge(
+    "drctl_backup_max_age_seconds", "Configured age after which the newest backup is overdue.", ["fleet"]
+)
 
 
 # Known results, created at 0 when a worker starts: Prometheus's increase() cannot see the first
@@ -112,7 +162,9 @@ def record_probe(fleet: str, probe: RegionProbe, finished_at: float) -> None:
 
 def record_region_states(fleet: str, states: Mapping[str, str]) -> None:
     for region, state in states.items():
-        one_hot(REGION_STATE, {"fleet": fleet, "region": region}, "state", [s.value for s in RegionState], state)
+        one_hot(
+            REGION_STATE, {"fleet": fleet, "region": region}, "state", [s.value for s in RegionState], state
+        )
 
 
 def record_weights(fleet: str, weights: Mapping[str, int]) -> None:
@@ -120,7 +172,9 @@ def record_weights(fleet: str, weights: Mapping[str, int]) -> None:
         WEIGHT.labels(fleet=fleet, region=region).set(w)
 
 
-def record_failover(fleet: str, result: str, rto_s: float | None, rto_target_s: float, finished_at: float) -> None:
+def record_failover(
+    fleet: str, result: str, rto_s: float | None, rto_target_s: float, finished_at: float
+) -> None:
     FAILOVERS.labels(fleet=fleet, result=result).inc()
     LAST_FAILOVER.labels(fleet=fleet, result=result).set(finished_at)
     RTO_TARGET.labels(fleet=fleet).set(rto_target_s)

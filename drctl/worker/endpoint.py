@@ -34,7 +34,13 @@ from drctl.worker.fleet_metrics import FleetReader
 
 log = logging.getLogger("drctl.worker")
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    503: "Service Unavailable",
+}
 _MAX_HEAD = 16 * 1024  # request line and headers; a probe or scrape sends a few hundred bytes
 # Well inside the shortest scrape timeout we expect (the dev stack's 2 s; Prometheus's default is 10 s).
 READ_BUDGET_S = 1.0
@@ -46,8 +52,12 @@ def sdk_metrics_runtime() -> tuple[Runtime, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    prom = PrometheusConfig(bind_address=f"127.0.0.1:{port}", counters_total_suffix=True, unit_suffix=True,
-                            durations_as_seconds=True)
+    prom = PrometheusConfig(
+        bind_address=f"127.0.0.1:{port}",
+        counters_total_suffix=True,
+        unit_suffix=True,
+        durations_as_seconds=True,
+    )
     return Runtime(telemetry=TelemetryConfig(metrics=prom)), f"http://127.0.0.1:{port}/metrics"
 
 
@@ -73,8 +83,13 @@ class EndpointError(RuntimeError):
 
 
 class WorkerHTTP:
-    def __init__(self, cfg: FleetConfig | Sequence[FleetConfig], client: Client,
-                 workers: Callable[[], Sequence[Worker]], sdk_metrics_url: str | None = None) -> None:
+    def __init__(
+        self,
+        cfg: FleetConfig | Sequence[FleetConfig],
+        client: Client,
+        workers: Callable[[], Sequence[Worker]],
+        sdk_metrics_url: str | None = None,
+    ) -> None:
         self.client = client
         self.workers = workers
         self.sdk_metrics_url = sdk_metrics_url
@@ -121,7 +136,9 @@ class WorkerHTTP:
         serves the figures of the previous read and this one finishes in the background."""
         reading = self._reading
         if reading is None or reading.done():
-            reading = self._reading = asyncio.ensure_future(asyncio.gather(*(r.refresh() for r in self.readers)))
+            reading = self._reading = asyncio.ensure_future(
+                asyncio.gather(*(r.refresh() for r in self.readers))
+            )
             reading.add_done_callback(_log_failed_read)
         try:
             await asyncio.wait_for(asyncio.shield(reading), budget_s)
@@ -150,9 +167,12 @@ class WorkerHTTP:
         except ConnectionError:
             return
         try:
-            writer.write(f"HTTP/1.1 {resp.status} {_REASONS.get(resp.status, '')}\r\n"
-                         f"Content-Type: {resp.content_type}\r\nContent-Length: {len(resp.body)}\r\n"
-                         "Connection: close\r\n\r\n".encode() + payload)
+            writer.write(
+                f"HTTP/1.1 {resp.status} {_REASONS.get(resp.status, '')}\r\n"
+                f"Content-Type: {resp.content_type}\r\nContent-Length: {len(resp.body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + payload
+            )
             await writer.drain()
         except ConnectionError:
             pass
@@ -167,8 +187,13 @@ class WorkerHTTP:
 
 
 @asynccontextmanager
-async def serve(cfg: FleetConfig | Sequence[FleetConfig], client: Client, workers: Callable[[], Sequence[Worker]],
-                port: int, sdk_metrics_url: str | None = None) -> AsyncIterator[WorkerHTTP | None]:
+async def serve(
+    cfg: FleetConfig | Sequence[FleetConfig],
+    client: Client,
+    workers: Callable[[], Sequence[Worker]],
+    port: int,
+    sdk_metrics_url: str | None = None,
+) -> AsyncIterator[WorkerHTTP | None]:
     """Serve the endpoint on (the first fleet's) worker.http_host:port for the duration; port 0 serves nothing."""
     if not port:
         yield None
@@ -181,7 +206,8 @@ async def serve(cfg: FleetConfig | Sequence[FleetConfig], client: Client, worker
     except OSError as exc:
         raise EndpointError(
             f"the worker's HTTP endpoint cannot listen on {cfg.worker.http_host}:{port}: {exc.strerror or exc}; "
-            "choose another worker.http_port (or --http-port; 0 disables the endpoint)") from None
+            "choose another worker.http_port (or --http-port; 0 disables the endpoint)"
+        ) from None
     log.info("worker HTTP endpoint on %s:%d (/metrics, /healthz, /readyz)", cfg.worker.http_host, port)
     try:
         yield http

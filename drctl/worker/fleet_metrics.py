@@ -33,8 +33,16 @@ log = logging.getLogger("drctl.metrics")
 
 
 class FleetReader:
-    def __init__(self, cfg: FleetConfig, client: Client, *, min_interval_s: float = 1.0,
-                 weights_interval_s: float = 5.0, history_interval_s: float = 600.0, timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        cfg: FleetConfig,
+        client: Client,
+        *,
+        min_interval_s: float = 1.0,
+        weights_interval_s: float = 5.0,
+        history_interval_s: float = 600.0,
+        timeout_s: float = 3.0,
+    ) -> None:
         self.cfg = cfg
         self.client = client
         self.min_interval_s = min_interval_s
@@ -62,8 +70,9 @@ class FleetReader:
                 self._last_history = now
                 self._history_task = asyncio.create_task(asyncio.to_thread(self._history))
                 self._history_task.add_done_callback(self._history_done)
-            results = await asyncio.gather(*(asyncio.wait_for(r, self.timeout_s) for r in reads),
-                                           return_exceptions=True)
+            results = await asyncio.gather(
+                *(asyncio.wait_for(r, self.timeout_s) for r in reads), return_exceptions=True
+            )
             for r in results:
                 if isinstance(r, BaseException):
                     log.warning("metrics read failed: %s", r or type(r).__name__)
@@ -116,8 +125,7 @@ class FleetReader:
         for region in self.cfg.region_names:
             try:
                 velero = self._velero.setdefault(region, VeleroBackupProvider(self.cfg, region))
-                done = [b for b in velero.list_backups()
-                        if b.phase == "Completed" and b.completed]
+                done = [b for b in velero.list_backups() if b.phase == "Completed" and b.completed]
             except Exception as exc:  # noqa: BLE001
                 log.warning("listing backups in %s for metrics failed: %s", region, exc)
                 continue

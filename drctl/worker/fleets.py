@@ -44,28 +44,37 @@ def queues_of(cfg: FleetConfig, regions: Sequence[str] | None, *, main: bool) ->
     return ([cfg.temporal.task_queue] if main else []) + [cfg.region(r).queue for r in served]
 
 
-def check_fleets(cfgs: Sequence[FleetConfig], regions: Sequence[str] | None = None, *, main: bool = True) -> None:
+def check_fleets(
+    cfgs: Sequence[FleetConfig], regions: Sequence[str] | None = None, *, main: bool = True
+) -> None:
     """Raise FleetsError unless every fleet has its own name and queues and all share one Temporal."""
     names: dict[str, FleetConfig] = {}
     owner: dict[str, FleetConfig] = {}
     first = cfgs[0] if cfgs else None
     for cfg in cfgs:
         if cfg.name in names:
-            raise FleetsError(f"fleet name {cfg.name!r} is in both {_where(names[cfg.name])} and {_where(cfg)}: "
-                              "monitors, locks and metrics are keyed by it")
+            raise FleetsError(
+                f"fleet name {cfg.name!r} is in both {_where(names[cfg.name])} and {_where(cfg)}: "
+                "monitors, locks and metrics are keyed by it"
+            )
         names[cfg.name] = cfg
         if first is not None and _client(cfg) != _client(first):
-            raise FleetsError(f"{_where(cfg)} and {_where(first)} name different Temporal connections "
-                              f"({', '.join(sorted(_CLIENT_FIELDS))} must match): one worker has one client")
+            raise FleetsError(
+                f"{_where(cfg)} and {_where(first)} name different Temporal connections "
+                f"({', '.join(sorted(_CLIENT_FIELDS))} must match): one worker has one client"
+            )
         for r in regions or []:
             if r not in cfg.region_names:
-                raise FleetsError(f"--region {r}: {_where(cfg)} has no such region; known: "
-                                  f"{', '.join(cfg.region_names)}")
+                raise FleetsError(
+                    f"--region {r}: {_where(cfg)} has no such region; known: {', '.join(cfg.region_names)}"
+                )
         for q in queues_of(cfg, regions, main=main):
             other = owner.get(q)
             if other is not None and other is not cfg:
-                raise FleetsError(f"task queue {q!r} is used by both {_where(other)} and {_where(cfg)}: "
-                                  "each fleet needs its own queues (temporal.task_queue, regions[].task_queue)")
+                raise FleetsError(
+                    f"task queue {q!r} is used by both {_where(other)} and {_where(cfg)}: "
+                    "each fleet needs its own queues (temporal.task_queue, regions[].task_queue)"
+                )
             owner[q] = cfg
 
 

@@ -55,8 +55,11 @@ class ContextFilter(logging.Filter):
                 return found
         if activity.in_activity():  # a plain logger called from activity code
             info = activity.info()
-            return {"workflow_id": info.workflow_id, "task_queue": info.task_queue,
-                    "activity_type": info.activity_type}
+            return {
+                "workflow_id": info.workflow_id,
+                "task_queue": info.task_queue,
+                "activity_type": info.activity_type,
+            }
         return {}
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -96,11 +99,18 @@ class JsonFormatter(logging.Formatter):
 
 def core_logging() -> LoggingConfig:
     """The SDK core (Rust) writes its own log lines to stderr unless forwarded; forward them here."""
-    return LoggingConfig(filter="WARN", forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")))
+    return LoggingConfig(
+        filter="WARN", forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
+    )
 
 
-def setup(fmt: LogFormat, cfg: FleetConfig | Sequence[FleetConfig], regions: list[str] | None, level: int = logging.INFO,
-          stream: IO[str] | None = None) -> None:
+def setup(
+    fmt: LogFormat,
+    cfg: FleetConfig | Sequence[FleetConfig],
+    regions: list[str] | None,
+    level: int = logging.INFO,
+    stream: IO[str] | None = None,
+) -> None:
     """Route every log line of this process through one stderr handler in the chosen format."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.addFilter(ContextFilter(cfg, regions))
@@ -109,7 +119,9 @@ def setup(fmt: LogFormat, cfg: FleetConfig | Sequence[FleetConfig], regions: lis
         # The same details are fields now; repeated in the message they would only be noise.
         activity.logger.activity_info_on_message = False
         workflow.logger.workflow_info_on_message = False
-        Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=core_logging())), error_if_already_set=False)
+        Runtime.set_default(
+            Runtime(telemetry=TelemetryConfig(logging=core_logging())), error_if_already_set=False
+        )
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()

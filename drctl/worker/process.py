@@ -27,8 +27,14 @@ from drctl.worker.fleets import check_fleets, queues_of
 log = logging.getLogger("drctl.worker")
 
 
-def build_workers(client: Client, cfg: FleetConfig, regions: list[str] | None, executor: ThreadPoolExecutor,
-                  *, main: bool = True) -> list[Worker]:
+def build_workers(
+    client: Client,
+    cfg: FleetConfig,
+    regions: list[str] | None,
+    executor: ThreadPoolExecutor,
+    *,
+    main: bool = True,
+) -> list[Worker]:
     """Workers for the main queue (when `main`) and each served region (default: all of them)."""
     served = regions if regions is not None else cfg.region_names
     for r in served:
@@ -39,18 +45,38 @@ def build_workers(client: Client, cfg: FleetConfig, regions: list[str] | None, e
     grace = timedelta(seconds=cfg.worker.graceful_shutdown_s)
     workers: list[Worker] = []
     if main:
-        workers.append(Worker(client, task_queue=cfg.temporal.task_queue, workflows=registry.workflows(),
-                              activities=activities, activity_executor=executor,
-                              graceful_shutdown_timeout=grace))
+        workers.append(
+            Worker(
+                client,
+                task_queue=cfg.temporal.task_queue,
+                workflows=registry.workflows(),
+                activities=activities,
+                activity_executor=executor,
+                graceful_shutdown_timeout=grace,
+            )
+        )
     for r in served:
-        workers.append(Worker(client, task_queue=cfg.region(r).queue, activities=activities,
-                              activity_executor=executor, graceful_shutdown_timeout=grace))
+        workers.append(
+            Worker(
+                client,
+                task_queue=cfg.region(r).queue,
+                activities=activities,
+                activity_executor=executor,
+                graceful_shutdown_timeout=grace,
+            )
+        )
     return workers
 
 
-async def run_worker(cfg: FleetConfig | Sequence[FleetConfig], regions: list[str] | None = None, *,
-                     main: bool = True, client: Client | None = None, stop: asyncio.Event | None = None,
-                     http_port: int | None = None) -> None:
+async def run_worker(
+    cfg: FleetConfig | Sequence[FleetConfig],
+    regions: list[str] | None = None,
+    *,
+    main: bool = True,
+    client: Client | None = None,
+    stop: asyncio.Event | None = None,
+    http_port: int | None = None,
+) -> None:
     """Run until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
 
     `cfg`: one fleet, or several sharing this process (one Temporal client, one activity thread pool,
@@ -63,7 +89,9 @@ async def run_worker(cfg: FleetConfig | Sequence[FleetConfig], regions: list[str
     first = cfgs[0]
     port = first.worker.http_port if http_port is None else http_port
     # SDK metrics need the runtime at connect time, so only a client made here exports them.
-    runtime, sdk_url = sdk_metrics_runtime() if client is None and port and first.worker.sdk_metrics else (None, None)
+    runtime, sdk_url = (
+        sdk_metrics_runtime() if client is None and port and first.worker.sdk_metrics else (None, None)
+    )
     client = client or await connect(first, runtime)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -79,8 +107,12 @@ async def run_worker(cfg: FleetConfig | Sequence[FleetConfig], regions: list[str
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:
         workers = [w for c in cfgs for w in build_workers(client, c, regions, executor, main=main)]
         for c in cfgs:
-            log.info("drctl worker for fleet %r serving task queues %s on %s", c.name,
-                     queues_of(c, regions, main=main), c.temporal.address)
+            log.info(
+                "drctl worker for fleet %r serving task queues %s on %s",
+                c.name,
+                queues_of(c, regions, main=main),
+                c.temporal.address,
+            )
         # The HTTP endpoint binds first (a taken port fails before any poller starts) and stays up
         # through shutdown, so /readyz reports the drain and the last metrics can be scraped.
         async with serve(cfgs, client, lambda: workers, port, sdk_url):

@@ -21,14 +21,17 @@ from tests.workflows.conftest import terminate_fleet_workflows as _terminate_fle
 
 
 @pytest.fixture(scope="module")
-def crash_config(fleet_config: FleetConfig, fleet_config_path: Path, dev_stack: stack.StackInfo
-                 ) -> tuple[FleetConfig, Path]:
+def crash_config(
+    fleet_config: FleetConfig, fleet_config_path: Path, dev_stack: stack.StackInfo
+) -> tuple[FleetConfig, Path]:
     """The test fleet with short probe and failback settings and this module's own task queues."""
     cfg = fast_config(fleet_config)
     # The workers' HTTP ports are chosen now, not at session start: on a shared machine a port
     # free then may have been taken since (another stack's replica) by the time this module runs.
     assert cfg.devstack is not None
-    cfg = cfg.model_copy(update={"devstack": cfg.devstack.model_copy(update={"worker_http_port": port_pair()})})
+    cfg = cfg.model_copy(
+        update={"devstack": cfg.devstack.model_copy(update={"worker_http_port": port_pair()})}
+    )
     return cfg, write_config(cfg, fleet_config_path.parent)
 
 
@@ -40,8 +43,9 @@ def region_workers(crash_config: tuple[FleetConfig, Path]) -> Iterator[RegionWor
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def crash_fleet(temporal_client: Client, crash_config: tuple[FleetConfig, Path], region_workers: RegionWorkers
-                      ) -> AsyncIterator[FleetConfig]:
+async def crash_fleet(
+    temporal_client: Client, crash_config: tuple[FleetConfig, Path], region_workers: RegionWorkers
+) -> AsyncIterator[FleetConfig]:
     """Live workers for every region before the test; after it, nothing running and the baseline back."""
     await region_workers.ensure()
     yield crash_config[0]

@@ -40,7 +40,6 @@ class EndState:
     fields: dict[str, Any] | None = None
 
 
-
 def track_weights(cfg: FleetConfig, region: str) -> dict[str, int]:
     sock = cfg.region(region).gateway_runtime_socket or ""
     backend = getattr(cfg.traffic.regional_tier, "backend", "region")
@@ -49,14 +48,17 @@ def track_weights(cfg: FleetConfig, region: str) -> dict[str, int]:
 
 
 def stable_replicas(cfg: FleetConfig, region: str) -> int:
-    return KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
+    return (
+        KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
+    )
 
 
 def release(cfg: FleetConfig, region: str) -> str:
     """The image the stable Deployment runs in `region`."""
     r = cfg.region(region)
-    dep = apps_api(r.kube.api_url or "").read_namespaced_deployment(cfg.workload.deployment_name("stable"),
-                                                                    r.kube.namespace)
+    dep = apps_api(r.kube.api_url or "").read_namespaced_deployment(
+        cfg.workload.deployment_name("stable"), r.kube.namespace
+    )
     return str(dep.spec.template.spec.containers[0].image)
 
 
@@ -103,12 +105,16 @@ def verdict(res: Any) -> str:
 
 def tracks_deployed(cfg: FleetConfig, region: str) -> list[str]:
     r = cfg.region(region)
-    names = [d.metadata.name for d in apps_api(r.kube.api_url or "").list_namespaced_deployment(r.kube.namespace).items]
+    names = [
+        d.metadata.name
+        for d in apps_api(r.kube.api_url or "").list_namespaced_deployment(r.kube.namespace).items
+    ]
     return sorted(t for t in TRACKS if cfg.workload.deployment_name(t) in names)
 
 
-async def assert_end_state(client: Client, cfg: FleetConfig, res: Any, want: EndState,
-                           faults_expected: bool = False) -> None:
+async def assert_end_state(
+    client: Client, cfg: FleetConfig, res: Any, want: EndState, faults_expected: bool = False
+) -> None:
     """The end state; `faults_expected` when the test injected the fault the operation answers."""
     why = str(getattr(res, "error", None) or getattr(res, "reason", None) or getattr(res, "reasons", ""))
     assert verdict(res) == want.verdict, f"verdict {verdict(res)!r}, want {want.verdict!r}: {why}"
@@ -134,7 +140,9 @@ async def assert_end_state(client: Client, cfg: FleetConfig, res: Any, want: End
     # motion (a drill's failback by the monitor) time to finish.
     await asyncio.to_thread(wait_until, settled, want.settle_s or 0.01, 0.25, "the fleet's end state")
     # The release is a signal sent before the operation returns; the lock handles it a moment later.
-    await assert_eventually(lambda: _released(client, cfg), timeout_s=10, interval_s=0.1, what="fleet lock released")
+    await assert_eventually(
+        lambda: _released(client, cfg), timeout_s=10, interval_s=0.1, what="fleet lock released"
+    )
 
 
 async def _released(client: Client, cfg: FleetConfig) -> bool:

@@ -163,13 +163,17 @@ async def pending(handle: WorkflowHandle[Any, Any], activity: str) -> list[Pendi
 async def scheduled_ids(handle: WorkflowHandle[Any, Any], activity: str) -> list[str]:
     """Activity ids of every scheduled run of `activity`, in order (the history has these at once)."""
     history = await handle.fetch_history()
-    return [e.activity_task_scheduled_event_attributes.activity_id for e in history.events
-            if e.HasField("activity_task_scheduled_event_attributes")
-            and e.activity_task_scheduled_event_attributes.activity_type.name == activity]
+    return [
+        e.activity_task_scheduled_event_attributes.activity_id
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity
+    ]
 
 
-async def wait_scheduled(handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1,
-                         timeout_s: float = 60.0) -> str:
+async def wait_scheduled(
+    handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1, timeout_s: float = 60.0
+) -> str:
     """The activity id of the n-th scheduled run of `activity` (bounded; polls every 50 ms)."""
     deadline = time.monotonic() + timeout_s
     ids: list[str] = []
@@ -185,27 +189,34 @@ async def wait_scheduled(handle: WorkflowHandle[Any, Any], activity: str, nth: i
             return ids[nth - 1]
         desc = await handle.describe()
         assert desc.status is None or desc.status.name == "RUNNING", (
-            f"{handle.id} ended ({desc.status.name if desc.status else '?'}) before {activity} #{nth} was scheduled")
+            f"{handle.id} ended ({desc.status.name if desc.status else '?'}) before {activity} #{nth} was scheduled"
+        )
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{activity} #{nth} of {handle.id} not scheduled within {timeout_s:g}s ({len(ids)} seen)")
+    raise AssertionError(
+        f"{activity} #{nth} of {handle.id} not scheduled within {timeout_s:g}s ({len(ids)} seen)"
+    )
 
 
-async def wait_started(handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1,
-                       timeout_s: float = 60.0) -> PendingActivityInfo:
+async def wait_started(
+    handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1, timeout_s: float = 60.0
+) -> PendingActivityInfo:
     """The n-th run of `activity` once a worker has started it; fails if it ended before it was seen."""
     wanted = await wait_scheduled(handle, activity, nth, timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         mine = [a for a in await pending(handle, activity) if a.activity_id == wanted]
-        assert mine, f"{activity} #{nth} ended before it was seen running: stall its dependency (KillPoint.stall)"
+        assert mine, (
+            f"{activity} #{nth} ended before it was seen running: stall its dependency (KillPoint.stall)"
+        )
         if mine[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
             return mine[0]
         await asyncio.sleep(0.05)
     raise AssertionError(f"{activity} #{nth} of {handle.id} not started by a worker within {timeout_s:g}s")
 
 
-async def wait_heartbeat(handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1,
-                         timeout_s: float = 60.0) -> None:
+async def wait_heartbeat(
+    handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1, timeout_s: float = 60.0
+) -> None:
     """Until the n-th run of `activity` has recorded a heartbeat (bounded; polls every 50 ms)."""
     wanted = await wait_scheduled(handle, activity, nth, timeout_s)
     deadline = time.monotonic() + timeout_s
@@ -218,8 +229,9 @@ async def wait_heartbeat(handle: WorkflowHandle[Any, Any], activity: str, nth: i
     raise AssertionError(f"{activity} #{nth} of {handle.id} did not heartbeat within {timeout_s:g}s")
 
 
-async def run_kill_point(client: Client, cfg: FleetConfig, workers: RegionWorkers, scenario: Scenario,
-                         kp: KillPoint) -> Any:
+async def run_kill_point(
+    client: Client, cfg: FleetConfig, workers: RegionWorkers, scenario: Scenario, kp: KillPoint
+) -> Any:
     """Start, kill the holder of kp.activity in flight, replace it, and return the operation's result."""
     from drctl.client.outcome import result_of
 
@@ -237,7 +249,10 @@ async def run_kill_point(client: Client, cfg: FleetConfig, workers: RegionWorker
         held = await wait_started(handle, kp.activity, kp.nth)
         if kp.kill_when == "fault injected":
             await asyncio.to_thread(wait_until, lambda: faults_left(cfg), 60, 0.1, "the fault injected")
-        if restarting is not None and int(held.last_worker_identity.split("@")[0]) not in workers.pids.values():
+        if (
+            restarting is not None
+            and int(held.last_worker_identity.split("@")[0]) not in workers.pids.values()
+        ):
             await restarting  # held by the replacement of the lock's worker, still starting up
         region = workers.region_of(held.last_worker_identity)
         workers.kill(region)

@@ -26,8 +26,9 @@ if TYPE_CHECKING:  # the harness imports this module
     from tests.crash.harness import RegionWorkers
 
 
-async def strand_lock(client: Client, cfg: FleetConfig, workers: RegionWorkers, operation: str
-                      ) -> asyncio.Task[Any]:
+async def strand_lock(
+    client: Client, cfg: FleetConfig, workers: RegionWorkers, operation: str
+) -> asyncio.Task[Any]:
     """Leave `lock/<fleet>` held by a dead run of `<operation>/<fleet>`, its worker SIGKILLed.
 
     Returns the task restarting that worker's region: the operation must start at once, while
@@ -36,17 +37,28 @@ async def strand_lock(client: Client, cfg: FleetConfig, workers: RegionWorkers, 
     fleet = cfg.name
     stale = Holder(workflow_id=f"{operation}/{fleet}", run_id="run-that-crashed", operation=operation)
     start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-        "FleetLock", LockInput(fleet=fleet), id=lock_id(fleet), task_queue=cfg.temporal.task_queue,
+        "FleetLock",
+        LockInput(fleet=fleet),
+        id=lock_id(fleet),
+        task_queue=cfg.temporal.task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        search_attributes=TypedSearchAttributes([SearchAttributePair(sa.FLEET, fleet),
-                                                 SearchAttributePair(sa.OPERATION, "lock")]))
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(sa.FLEET, fleet), SearchAttributePair(sa.OPERATION, "lock")]
+        ),
+    )
     grant = await client.execute_update_with_start_workflow(
-        UPDATE_ACQUIRE, LockRequest(fleet=fleet, holder=stale), start_workflow_operation=start,
-        result_type=LockGrant)
+        UPDATE_ACQUIRE,
+        LockRequest(fleet=fleet, holder=stale),
+        start_workflow_operation=start,
+        result_type=LockGrant,
+    )
     assert grant.granted, grant
     history = await client.get_workflow_handle(lock_id(fleet)).fetch_history()
-    done = [e.workflow_task_completed_event_attributes.identity for e in history.events
-            if e.HasField("workflow_task_completed_event_attributes")]
+    done = [
+        e.workflow_task_completed_event_attributes.identity
+        for e in history.events
+        if e.HasField("workflow_task_completed_event_attributes")
+    ]
     region = workers.region_of(done[-1])
     workers.kill(region)
     return asyncio.create_task(workers.start(region))

@@ -17,63 +17,138 @@ KILL_POINTS = [
     KillPoint("Failover", "set weights", "set_global_weights", stall="global", stall_after="wait_rollout"),
     KillPoint("Failover", "verify", "verify_global", tweak={"failover": {"verify_requests": 60}}),
     # Emergency mode scales after the shift and its verification, which need no API server.
-    KillPoint("Failover (emergency)", "scale target", "scale_deployment", stall="kube:us-east-1",
-              stall_after="verify_global"),
+    KillPoint(
+        "Failover (emergency)",
+        "scale target",
+        "scale_deployment",
+        stall="kube:us-east-1",
+        stall_after="verify_global",
+    ),
     # Forced (no target probe), verification fails, the source is probed UP, then the restore.
-    KillPoint("Failover (verify fails)", "compensate: restore weights", "set_global_weights", nth=2, stall="global",
-              stall_after="probe_region"),
+    KillPoint(
+        "Failover (verify fails)",
+        "compensate: restore weights",
+        "set_global_weights",
+        nth=2,
+        stall="global",
+        stall_after="probe_region",
+    ),
     KillPoint("Failback", "claim", "acquire_fleet", stall="lock:failback"),
     KillPoint("Failback", "read weights", "get_global_weights", stall="global"),
     # A 3 s window: the gateway resumed after its stall answers again within a second or two on a
     # loaded machine, and the failback's deadline (4 windows + 3 intervals + one lost probe) must hold that.
-    KillPoint("Failback", "stabilize", "probe_regions", stall="gateway:us-west-1",
-              tweak={"input": {"stabilization_window_s": 3.0}}),
+    KillPoint(
+        "Failback",
+        "stabilize",
+        "probe_regions",
+        stall="gateway:us-west-1",
+        tweak={"input": {"stabilization_window_s": 3.0}},
+    ),
     KillPoint("Failback", "step 1", "set_global_weights", stall="global", stall_after="probe_regions"),
     # The 3rd probe: 2 over the 1 s stabilization window, then step 1's check.
-    KillPoint("Failback", "step 2", "set_global_weights", nth=2, stall="global", stall_after="probe_regions",
-              stall_after_nth=3),
+    KillPoint(
+        "Failback",
+        "step 2",
+        "set_global_weights",
+        nth=2,
+        stall="global",
+        stall_after="probe_regions",
+        stall_after_nth=3,
+    ),
     # Scale-back reads each region's capacity (us-west-1, then us-east-1) from its API server: stall
     # us-east-1's once the last step's weights are being set (that step's check probes us-west-1 only).
-    KillPoint("Failback", "scale back", "get_capacity", nth=2, stall="kube:us-east-1", stall_after="set_global_weights",
-              stall_after_nth=2),
+    KillPoint(
+        "Failback",
+        "scale back",
+        "get_capacity",
+        nth=2,
+        stall="kube:us-east-1",
+        stall_after="set_global_weights",
+        stall_after_nth=2,
+    ),
     KillPoint("Upgrade", "backup", "create_backup"),
     KillPoint("Upgrade", "deploy canary", "wait_rollout"),
     KillPoint("Upgrade", "warm-up", "warm_up"),
-    KillPoint("Upgrade", "weight step", "set_track_weights", stall="gateway:us-west-1", stall_after="warm_up"),
+    KillPoint(
+        "Upgrade", "weight step", "set_track_weights", stall="gateway:us-west-1", stall_after="warm_up"
+    ),
     KillPoint("Upgrade", "analysis", "analyze_tracks"),
     KillPoint("Upgrade", "promote", "wait_rollout", nth=2),
     # The track weights back to stable go to the gateway; removing the canary then needs the API server.
-    KillPoint("Upgrade", "promote: remove canary", "remove_track", stall="kube:us-west-1",
-              stall_after="set_track_weights", stall_after_nth=2),
+    KillPoint(
+        "Upgrade",
+        "promote: remove canary",
+        "remove_track",
+        stall="kube:us-west-1",
+        stall_after="set_track_weights",
+        stall_after_nth=2,
+    ),
     # The preview analysis sends its requests to the replicas directly, not through the gateway.
-    KillPoint("Upgrade (blue-green)", "switch to green", "set_track_weights", stall="gateway:us-west-1",
-              stall_after="analyze_tracks"),
-    KillPoint("Upgrade (bad release)", "rollback", "set_track_weights", nth=2, stall="gateway:us-west-1",
-              stall_after="analyze_tracks"),
+    KillPoint(
+        "Upgrade (blue-green)",
+        "switch to green",
+        "set_track_weights",
+        stall="gateway:us-west-1",
+        stall_after="analyze_tracks",
+    ),
+    KillPoint(
+        "Upgrade (bad release)",
+        "rollback",
+        "set_track_weights",
+        nth=2,
+        stall="gateway:us-west-1",
+        stall_after="analyze_tracks",
+    ),
     KillPoint("Migration", "backup", "create_backup"),
     KillPoint("Migration", "restore", "restore_backup"),
     KillPoint("Migration", "ready", "wait_rollout"),
     KillPoint("Migration", "warm-up", "warm_up"),
     KillPoint("Migration", "step 50 % analysis", "analyze_tracks"),
-    KillPoint("Migration", "step 100 % weights", "set_global_weights", nth=2, stall="global",
-              stall_after="analyze_tracks"),
+    KillPoint(
+        "Migration",
+        "step 100 % weights",
+        "set_global_weights",
+        nth=2,
+        stall="global",
+        stall_after="analyze_tracks",
+    ),
     # The last analysis lists us-west-1's replicas from its API server, then only sends them requests:
     # stall the API server once it heartbeats, and the decommission's scale-to-zero hangs on it.
-    KillPoint("Migration (decommission)", "decommission", "scale_deployment", nth=2, stall="kube:us-west-1",
-              stall_after="analyze_tracks", stall_after_nth=2, stall_after_beat=True),
+    KillPoint(
+        "Migration (decommission)",
+        "decommission",
+        "scale_deployment",
+        nth=2,
+        stall="kube:us-west-1",
+        stall_after="analyze_tracks",
+        stall_after_nth=2,
+        stall_after_beat=True,
+    ),
     KillPoint("ChaosDrill", "before the fault (preflight)", "probe_regions", stall="gateway:us-west-1"),
-    KillPoint("ChaosDrill (killed mid-fault)", "during the fault", "drill_run_experiment",
-              kill_when="fault injected"),
+    KillPoint(
+        "ChaosDrill (killed mid-fault)",
+        "during the fault",
+        "drill_run_experiment",
+        kill_when="fault injected",
+    ),
     KillPoint("ChaosDrill", "after the fault (failback)", "drill_observe", nth=2),
 ]
 
 # What test_temporal_restart.py restarts, and where.
 TEMPORAL_RESTARTS = [
     ("FleetMonitor", "watching a healthy fleet", "the Temporal dev server (restarted on the same db file)"),
-    ("Failover started by the monitor", "under way (after preflight started)", "the Temporal dev server (restarted on the same db file)"),
+    (
+        "Failover started by the monitor",
+        "under way (after preflight started)",
+        "the Temporal dev server (restarted on the same db file)",
+    ),
 ]
 
-_STALLED = {"global": "the global HAProxy", "gateway": "the region gateway", "kube": "the region's API server"}
+_STALLED = {
+    "global": "the global HAProxy",
+    "gateway": "the region gateway",
+    "kube": "the region's API server",
+}
 
 
 def killed_what(kp: KillPoint) -> str:
@@ -81,8 +156,10 @@ def killed_what(kp: KillPoint) -> str:
     if kp.kill_when:
         what += f" once the {kp.kill_when.split()[0]} is in place, with its `chaos run`"
     if kp.stall and kp.stall.startswith("lock:"):
-        what += (f", caught in flight by leaving the fleet lock held by a crashed {kp.stall[5:]} run, "
-                 "the lock's worker killed (Temporal holds its next task 10 s)")
+        what += (
+            f", caught in flight by leaving the fleet lock held by a crashed {kp.stall[5:]} run, "
+            "the lock's worker killed (Temporal holds its next task 10 s)"
+        )
     elif kp.stall:
         kind, _, region = kp.stall.partition(":")
         what += f", caught in flight by stalling {_STALLED[kind]}" + (f" of {region}" if region else "")

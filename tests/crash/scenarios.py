@@ -40,8 +40,11 @@ FAST_LIMITS = {"min_samples": 8, "max_ttft_p50_ratio": 20.0, "max_ttft_p99_ratio
 def tweaked(cfg: FleetConfig, kp: KillPoint) -> FleetConfig:
     """cfg with the kill point's overrides, e.g. {"failover": {"verify_requests": 50}}."""
     # "input" holds overrides of the workflow input itself, read by the scenario's start.
-    update = {section: getattr(cfg, section).model_copy(update=fields) for section, fields in kp.tweak.items()
-              if section != "input"}
+    update = {
+        section: getattr(cfg, section).model_copy(update=fields)
+        for section, fields in kp.tweak.items()
+        if section != "input"
+    }
     return cfg.model_copy(update=update)
 
 
@@ -51,26 +54,41 @@ def _scale_stable(cfg: FleetConfig, region: str, n: int) -> None:
     name = cfg.workload.deployment_name("stable")
     # The node agent holds a Deployment at its HPA's minReplicas, as the HPA controller would.
     k8s.AutoscalingV2Api(apps.api_client).patch_namespaced_horizontal_pod_autoscaler(
-        name, r.kube.namespace, {"spec": {"minReplicas": n}})
+        name, r.kube.namespace, {"spec": {"minReplicas": n}}
+    )
     apps.patch_namespaced_deployment_scale(name, r.kube.namespace, {"spec": {"replicas": n}})
 
 
 # --- Failover: us-west-1 60 / us-east-1 40 → all on us-east-1, pre-scaled to carry it ----------
 
+
 def _failover(**mode: bool) -> Any:
     """Start a failover to us-east-1; `mode`: emergency=True (shift first, scale after) or force=True."""
+
     async def start(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
         spec = FleetSpec.from_config(tweaked(cfg, kp))
-        return await start_operation(client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1", **mode),
-                                     operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1")
+        return await start_operation(
+            client,
+            cfg,
+            Failover.run,
+            FailoverInput(spec=spec, target="us-east-1", **mode),
+            operation="failover",
+            workflow_id=f"failover/{cfg.name}",
+            target="us-east-1",
+        )
+
     return start
 
 
 def _failed_over(cfg: FleetConfig) -> EndState:
     # us-east-1's 2 replicas + us-west-1's 2 that move with its share.
-    return EndState(verdict="succeeded", weights={"us-west-1": 0, "us-east-1": 100},
-                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-west-1": 2, "us-east-1": 4},
-                    releases={r: cfg.workload.image for r in cfg.region_names})
+    return EndState(
+        verdict="succeeded",
+        weights={"us-west-1": 0, "us-east-1": 100},
+        tracks={r: STABLE_ONLY for r in cfg.region_names},
+        replicas={"us-west-1": 2, "us-east-1": 4},
+        releases={r: cfg.workload.image for r in cfg.region_names},
+    )
 
 
 # Verification fails: us-east-1 answers every request with an error. Forced, so the preflight's
@@ -85,12 +103,19 @@ def _mend_target(cfg: FleetConfig) -> None:
 
 def _compensated(cfg: FleetConfig) -> EndState:
     # Weights back; us-east-1 keeps the replicas it was scaled to (compensation moves traffic only).
-    return EndState(verdict="failed", weights=cfg.weights, tracks={r: STABLE_ONLY for r in cfg.region_names},
-                    replicas={"us-west-1": 2, "us-east-1": 4}, releases={r: cfg.workload.image for r in cfg.region_names},
-                    says="verification failed", fields={"compensated": "restored_weights"})
+    return EndState(
+        verdict="failed",
+        weights=cfg.weights,
+        tracks={r: STABLE_ONLY for r in cfg.region_names},
+        replicas={"us-west-1": 2, "us-east-1": 4},
+        releases={r: cfg.workload.image for r in cfg.region_names},
+        says="verification failed",
+        fields={"compensated": "restored_weights"},
+    )
 
 
 # --- Failback: from the failed-over state back to the configured weights, in steps --------------
+
 
 def _prepare_failback(cfg: FleetConfig) -> None:
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
@@ -100,14 +125,25 @@ def _prepare_failback(cfg: FleetConfig) -> None:
 async def _start_failback(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
     spec = FleetSpec.from_config(tweaked(cfg, kp))
     window = kp.tweak.get("input", {}).get("stabilization_window_s", 1.0)
-    return await start_operation(client, cfg, Failback.run, FailbackInput(spec=spec, stabilization_window_s=window),
-                                 operation="failback", workflow_id=f"failback/{cfg.name}", target="us-west-1")
+    return await start_operation(
+        client,
+        cfg,
+        Failback.run,
+        FailbackInput(spec=spec, stabilization_window_s=window),
+        operation="failback",
+        workflow_id=f"failback/{cfg.name}",
+        target="us-west-1",
+    )
 
 
 def _failed_back(cfg: FleetConfig) -> EndState:
-    return EndState(verdict="succeeded", weights=cfg.weights, tracks={r: STABLE_ONLY for r in cfg.region_names},
-                    replicas={r.name: r.replicas for r in cfg.regions},
-                    releases={r: cfg.workload.image for r in cfg.region_names})
+    return EndState(
+        verdict="succeeded",
+        weights=cfg.weights,
+        tracks={r: STABLE_ONLY for r in cfg.region_names},
+        replicas={r.name: r.replicas for r in cfg.regions},
+        releases={r: cfg.workload.image for r in cfg.region_names},
+    )
 
 
 # --- Upgrade: a canary wave in us-west-1 only (us-east-1 stays as it was) ---------------------
@@ -117,56 +153,109 @@ NEW_IMAGE = "vllm/vllm-openai:v0.9.0-crash"
 
 def _upgrade(bad: bool, strategy: Strategy = Strategy.CANARY) -> Any:
     async def start(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
-        req = upgrade_request(tweaked(cfg, kp), uuid.uuid4().hex[:8], NEW_IMAGE, regions=["us-west-1"],
-                              steps_percent=[50], env={"FLEETSIM_ERROR_RATE": "0.6"} if bad else None,
-                              strategy=strategy)
-        req = req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
-                                     "limits": req.limits.model_copy(update=FAST_LIMITS)})
-        return await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
-                                     workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+        req = upgrade_request(
+            tweaked(cfg, kp),
+            uuid.uuid4().hex[:8],
+            NEW_IMAGE,
+            regions=["us-west-1"],
+            steps_percent=[50],
+            env={"FLEETSIM_ERROR_RATE": "0.6"} if bad else None,
+            strategy=strategy,
+        )
+        req = req.model_copy(
+            update={
+                "step_pause_s": 1.0,
+                "scale_down_delay_s": 1.0,
+                "limits": req.limits.model_copy(update=FAST_LIMITS),
+            }
+        )
+        return await start_operation(
+            client,
+            cfg,
+            Upgrade.run,
+            req,
+            operation="upgrade",
+            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+        )
+
     return start
 
 
 def _upgraded(cfg: FleetConfig) -> EndState:
-    return EndState(verdict=Outcome.SUCCEEDED.value, weights=cfg.weights,
-                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={r.name: r.replicas for r in cfg.regions},
-                    releases={"us-west-1": NEW_IMAGE, "us-east-1": cfg.workload.image})
+    return EndState(
+        verdict=Outcome.SUCCEEDED.value,
+        weights=cfg.weights,
+        tracks={r: STABLE_ONLY for r in cfg.region_names},
+        replicas={r.name: r.replicas for r in cfg.regions},
+        releases={"us-west-1": NEW_IMAGE, "us-east-1": cfg.workload.image},
+    )
 
 
 def _rolled_back(cfg: FleetConfig) -> EndState:
-    return EndState(verdict=Outcome.ROLLED_BACK.value, weights=cfg.weights,
-                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={r.name: r.replicas for r in cfg.regions},
-                    releases={r: cfg.workload.image for r in cfg.region_names})
+    return EndState(
+        verdict=Outcome.ROLLED_BACK.value,
+        weights=cfg.weights,
+        tracks={r: STABLE_ONLY for r in cfg.region_names},
+        replicas={r.name: r.replicas for r in cfg.regions},
+        releases={r: cfg.workload.image for r in cfg.region_names},
+    )
 
 
 # --- Migration: us-west-1's workload and traffic move to us-east-1 in two steps ---------------
 
+
 def _migration(decommission: bool) -> Any:
     async def start(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
-        req = migration_request(tweaked(cfg, kp), uuid.uuid4().hex[:8], "us-west-1", "us-east-1",
-                                steps_percent=[50, 100], decommission_source=decommission)
-        req = req.model_copy(update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update=FAST_LIMITS)})
-        return await start_operation(client, cfg, Migration.run, req, operation="migrate",
-                                     workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-                                     source="us-west-1", target="us-east-1")
+        req = migration_request(
+            tweaked(cfg, kp),
+            uuid.uuid4().hex[:8],
+            "us-west-1",
+            "us-east-1",
+            steps_percent=[50, 100],
+            decommission_source=decommission,
+        )
+        req = req.model_copy(
+            update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update=FAST_LIMITS)}
+        )
+        return await start_operation(
+            client,
+            cfg,
+            Migration.run,
+            req,
+            operation="migrate",
+            workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
+            source="us-west-1",
+            target="us-east-1",
+        )
+
     return start
 
 
 def _migrated(cfg: FleetConfig) -> EndState:
     # The target carries its own 2 replicas plus the source's 2; the source is not decommissioned.
-    return EndState(verdict=Outcome.SUCCEEDED.value, weights={"us-west-1": 0, "us-east-1": 100},
-                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-west-1": 2, "us-east-1": 4},
-                    releases={r: cfg.workload.image for r in cfg.region_names})
+    return EndState(
+        verdict=Outcome.SUCCEEDED.value,
+        weights={"us-west-1": 0, "us-east-1": 100},
+        tracks={r: STABLE_ONLY for r in cfg.region_names},
+        replicas={"us-west-1": 2, "us-east-1": 4},
+        releases={r: cfg.workload.image for r in cfg.region_names},
+    )
 
 
 def _decommissioned(cfg: FleetConfig) -> EndState:
     # `migrate --decommission`: the source scaled to zero once all its traffic has moved.
-    return EndState(verdict=Outcome.SUCCEEDED.value, weights={"us-west-1": 0, "us-east-1": 100},
-                    tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-west-1": 0, "us-east-1": 4},
-                    releases={r: cfg.workload.image for r in cfg.region_names}, fields={"decommissioned": True})
+    return EndState(
+        verdict=Outcome.SUCCEEDED.value,
+        weights={"us-west-1": 0, "us-east-1": 100},
+        tracks={r: STABLE_ONLY for r in cfg.region_names},
+        replicas={"us-west-1": 0, "us-east-1": 4},
+        releases={r: cfg.workload.image for r in cfg.region_names},
+        fields={"decommissioned": True},
+    )
 
 
 # --- ChaosDrill: region-outage.json on us-west-1, with the monitor watching ---------------------
+
 
 async def _start_drill(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
     await watched(client, cfg)  # the drill measures the monitor's failover: it must be watching
@@ -177,32 +266,56 @@ def _drilled(verdict: str, says: str | None = None) -> Any:
     def expect(cfg: FleetConfig) -> EndState:
         # Failed over and back: configured weights, us-east-1 scaled back, no fault left. After a
         # drill that did not finish, the monitor's own failback brings the fleet there.
-        return EndState(verdict=verdict, weights=cfg.weights, tracks={r: STABLE_ONLY for r in cfg.region_names},
-                        replicas={r.name: r.replicas for r in cfg.regions},
-                        releases={r: cfg.workload.image for r in cfg.region_names}, settle_s=90.0, says=says)
+        return EndState(
+            verdict=verdict,
+            weights=cfg.weights,
+            tracks={r: STABLE_ONLY for r in cfg.region_names},
+            replicas={r.name: r.replicas for r in cfg.regions},
+            releases={r: cfg.workload.image for r in cfg.region_names},
+            settle_s=90.0,
+            says=says,
+        )
+
     return expect
 
 
 SCENARIOS: dict[str, Scenario] = {
     "Failover": Scenario(start=_failover(), result_type=FailoverResult, expect=_failed_over),
-    "Failover (emergency)": Scenario(start=_failover(emergency=True), result_type=FailoverResult,
-                                     expect=_failed_over),
-    "Failover (verify fails)": Scenario(start=_failover(force=True), result_type=FailoverResult,
-                                        expect=_compensated, prepare=_break_target, after_kill=_mend_target),
-    "Failback": Scenario(start=_start_failback, result_type=FailbackResult, expect=_failed_back,
-                         prepare=_prepare_failback),
+    "Failover (emergency)": Scenario(
+        start=_failover(emergency=True), result_type=FailoverResult, expect=_failed_over
+    ),
+    "Failover (verify fails)": Scenario(
+        start=_failover(force=True),
+        result_type=FailoverResult,
+        expect=_compensated,
+        prepare=_break_target,
+        after_kill=_mend_target,
+    ),
+    "Failback": Scenario(
+        start=_start_failback, result_type=FailbackResult, expect=_failed_back, prepare=_prepare_failback
+    ),
     "Upgrade": Scenario(start=_upgrade(bad=False), result_type=UpgradeResult, expect=_upgraded),
-    "Upgrade (bad release)": Scenario(start=_upgrade(bad=True), result_type=UpgradeResult, expect=_rolled_back),
-    "Upgrade (blue-green)": Scenario(start=_upgrade(bad=False, strategy=Strategy.BLUE_GREEN),
-                                     result_type=UpgradeResult, expect=_upgraded),
-    "Migration": Scenario(start=_migration(decommission=False), result_type=MigrationResult, expect=_migrated),
-    "Migration (decommission)": Scenario(start=_migration(decommission=True), result_type=MigrationResult,
-                                         expect=_decommissioned),
-    "ChaosDrill": Scenario(start=_start_drill, result_type=DrillReport, expect=_drilled(Verdict.PASS.value),
-                           timeout_s=240.0),
+    "Upgrade (bad release)": Scenario(
+        start=_upgrade(bad=True), result_type=UpgradeResult, expect=_rolled_back
+    ),
+    "Upgrade (blue-green)": Scenario(
+        start=_upgrade(bad=False, strategy=Strategy.BLUE_GREEN), result_type=UpgradeResult, expect=_upgraded
+    ),
+    "Migration": Scenario(
+        start=_migration(decommission=False), result_type=MigrationResult, expect=_migrated
+    ),
+    "Migration (decommission)": Scenario(
+        start=_migration(decommission=True), result_type=MigrationResult, expect=_decommissioned
+    ),
+    "ChaosDrill": Scenario(
+        start=_start_drill, result_type=DrillReport, expect=_drilled(Verdict.PASS.value), timeout_s=240.0
+    ),
     # Killed with the fault injected: the experiment is never retried (it would inject twice), so
     # the drill ends ABORTED (nothing was measured), and clears the fault itself.
     "ChaosDrill (killed mid-fault)": Scenario(
-        start=_start_drill, result_type=DrillReport, timeout_s=240.0,
-        expect=_drilled(Verdict.ABORTED.value, says="drill faults in us-west-1 cleared by the workflow")),
+        start=_start_drill,
+        result_type=DrillReport,
+        timeout_s=240.0,
+        expect=_drilled(Verdict.ABORTED.value, says="drill faults in us-west-1 cleared by the workflow"),
+    ),
 }

@@ -16,10 +16,10 @@ from tests.crash.scenarios import SCENARIOS
 pytestmark = [pytest.mark.slow, pytest.mark.devstack, pytest.mark.crash]
 
 
-
 @pytest.mark.parametrize("kp", KILL_POINTS, ids=lambda kp: kp.id)
-async def test_kill_point(kp: KillPoint, crash_fleet: FleetConfig, region_workers: RegionWorkers,
-                          temporal_client: Client) -> None:
+async def test_kill_point(
+    kp: KillPoint, crash_fleet: FleetConfig, region_workers: RegionWorkers, temporal_client: Client
+) -> None:
     scenario = SCENARIOS[kp.op]
     res = await run_kill_point(temporal_client, crash_fleet, region_workers, scenario, kp)
     await assert_end_state(temporal_client, crash_fleet, res, scenario.expect(crash_fleet))

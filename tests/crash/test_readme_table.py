@@ -24,4 +24,5 @@ def readme_table() -> str:
 
 def test_readme_kill_point_table_matches_the_suite() -> None:
     assert readme_table() == markdown_table(), (
-        "README's Kill points table drifted from tests/crash/points.py; paste markdown_table()'s output")
+        "README's Kill points table drifted from tests/crash/points.py; paste markdown_table()'s output"
+    )

@@ -33,14 +33,18 @@ async def _failovers_since(client: Client, cfg: FleetConfig, since: datetime) ->
 
 
 async def test_temporal_restart_mid_monitor_and_mid_failover(
-    crash_fleet: FleetConfig, crash_config: tuple[FleetConfig, Path], region_workers: RegionWorkers,
+    crash_fleet: FleetConfig,
+    crash_config: tuple[FleetConfig, Path],
+    region_workers: RegionWorkers,
     temporal_client: Client,
 ) -> None:
     cfg, path = crash_config
     assert cfg.failover.policy == "automatic"
     since = datetime.now(UTC)
     mon = await _monitor(temporal_client, cfg)
-    await assert_eventually(lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    await assert_eventually(
+        lambda: _healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
+    )
 
     # Mid-monitor: the server goes away and comes back on the same db; the run and its state survive.
     before = (await _status(mon)).probe_rounds
@@ -50,7 +54,9 @@ async def test_temporal_restart_mid_monitor_and_mid_failover(
         st = await _status(mon)
         return st if st.probe_rounds >= before + 3 else None
 
-    st = await assert_eventually(rounds_after_restart, timeout_s=60, interval_s=0.5, what="monitor rounds resume")
+    st = await assert_eventually(
+        rounds_after_restart, timeout_s=60, interval_s=0.5, what="monitor rounds resume"
+    )
     assert not st.failed_over and st.active_failover is None and st.alert is None, st
     assert await _failovers_since(temporal_client, cfg, since) == []  # a healthy fleet: no failover
 
@@ -58,24 +64,39 @@ async def test_temporal_restart_mid_monitor_and_mid_failover(
     # once that failover is under way (its preflight has scheduled work; it then runs for seconds).
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     # This outage's run, not an earlier failover/<fleet> that earlier tests closed.
-    runs = await assert_eventually(lambda: _failovers_since(temporal_client, cfg, since), timeout_s=90,
-                                   interval_s=0.1, what="the monitor starts a failover")
+    runs = await assert_eventually(
+        lambda: _failovers_since(temporal_client, cfg, since),
+        timeout_s=90,
+        interval_s=0.1,
+        what="the monitor starts a failover",
+    )
     failover = temporal_client.get_workflow_handle(f"failover/{cfg.name}", run_id=runs[0])
     await wait_scheduled(failover, "get_global_weights", timeout_s=30)
     assert (await failover.describe()).status.name == "RUNNING"  # type: ignore[union-attr]
     await asyncio.to_thread(restart.restart_temporal, cfg, path)
     res = await asyncio.wait_for(result_of(failover, FailoverResult), 120)
     assert res.source == "us-west-1" and res.target == "us-east-1", res
-    await assert_end_state(temporal_client, cfg, res, EndState(
-        verdict="succeeded", weights={"us-west-1": 0, "us-east-1": 100},
-        tracks={r: STABLE_ONLY for r in cfg.region_names}, replicas={"us-east-1": 4},
-        releases={r: cfg.workload.image for r in cfg.region_names}), faults_expected=True)
+    await assert_end_state(
+        temporal_client,
+        cfg,
+        res,
+        EndState(
+            verdict="succeeded",
+            weights={"us-west-1": 0, "us-east-1": 100},
+            tracks={r: STABLE_ONLY for r in cfg.region_names},
+            replicas={"us-east-1": 4},
+            releases={r: cfg.workload.image for r in cfg.region_names},
+        ),
+        faults_expected=True,
+    )
 
     async def recorded() -> MonitorStatus | None:
         s = await _status(mon)
         return s if s.last_failover and s.last_failover.status == "succeeded" else None
 
-    st = await assert_eventually(recorded, timeout_s=30, interval_s=0.5, what="the monitor records the failover")
+    st = await assert_eventually(
+        recorded, timeout_s=30, interval_s=0.5, what="the monitor records the failover"
+    )
     assert st.active_failover is None and [f.target for f in st.failed_over] == ["us-east-1"], st
     # Exactly one failover for one outage, across both restarts; the monitor is still watching.
     await asyncio.sleep(cfg.health.interval_s * 2)

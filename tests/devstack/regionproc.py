@@ -40,11 +40,23 @@ class RegionProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "drctl.devstack.region", "--config", str(self.config_path), "--region", self.region],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [
+                    sys.executable,
+                    "-m",
+                    "drctl.devstack.region",
+                    "--config",
+                    str(self.config_path),
+                    "--region",
+                    self.region,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        wait_until(self._ready, timeout_s=self.start_timeout_s, interval_s=0.2, what=f"region {self.region} ready")
+        wait_until(
+            self._ready, timeout_s=self.start_timeout_s, interval_s=0.2, what=f"region {self.region} ready"
+        )
         return self
 
     def _ready(self) -> bool:
@@ -77,5 +89,7 @@ class RegionProcess:
     def __enter__(self) -> RegionProcess:
         return self.start()
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

@@ -26,10 +26,14 @@ def _service(name: str, selector: dict[str, str] | None, uid: str = "u1") -> dic
 
 
 def _pod(name: str, port: int, ready: bool, labels: dict[str, str] = STABLE, **kw: Any) -> PodEndpoint:
-    return PodEndpoint(name=name, namespace=NS, port=port, ready=ready, labels=labels, uid=f"uid-{name}", **kw)
+    return PodEndpoint(
+        name=name, namespace=NS, port=port, ready=ready, labels=labels, uid=f"uid-{name}", **kw
+    )
 
 
-def _endpoints(slices: dict[tuple[str, str], dict[str, Any]], service: str) -> dict[str, tuple[int, dict[str, bool]]]:
+def _endpoints(
+    slices: dict[tuple[str, str], dict[str, Any]], service: str
+) -> dict[str, tuple[int, dict[str, bool]]]:
     """pod -> (port, conditions) over every slice of one Service."""
     out = {}
     for s in slices.values():
@@ -40,7 +44,11 @@ def _endpoints(slices: dict[tuple[str, str], dict[str, Any]], service: str) -> d
 
 
 def test_a_slice_per_pod_port_with_the_controllers_labels_and_conditions() -> None:
-    services = [_service("llm-stable", STABLE), _service("llm-canary", CANARY, uid="u2"), _service("external", None)]
+    services = [
+        _service("llm-stable", STABLE),
+        _service("llm-canary", CANARY, uid="u2"),
+        _service("external", None),
+    ]
     pods = [_pod("llm-stable-0", 4001, True), _pod("llm-stable-1", 4002, False),
             _pod("llm-stable-2", 4003, True, terminating=True), _pod("llm-canary-0", 4004, True, labels=CANARY),
             _pod("elsewhere", 4005, True, labels={**STABLE, "x": "y"})]  # fmt: skip
@@ -52,16 +60,37 @@ def test_a_slice_per_pod_port_with_the_controllers_labels_and_conditions() -> No
         "llm-stable-1": (4002, {"ready": False, "serving": False, "terminating": False}),
         "llm-stable-2": (4003, {"ready": False, "serving": True, "terminating": True}),
     }
-    assert _endpoints(slices, "llm-canary") == {"llm-canary-0": (4004, {"ready": True, "serving": True, "terminating": False})}
+    assert _endpoints(slices, "llm-canary") == {
+        "llm-canary-0": (4004, {"ready": True, "serving": True, "terminating": False})
+    }
     # A selector-less Service gets no managed slice: its endpoints are someone else's to publish.
-    assert {s["metadata"]["labels"][SERVICE_NAME_LABEL] for s in slices.values()} == {"llm-stable", "llm-canary"}
+    assert {s["metadata"]["labels"][SERVICE_NAME_LABEL] for s in slices.values()} == {
+        "llm-stable",
+        "llm-canary",
+    }
     one = next(s for s in slices.values() if s["endpoints"][0]["targetRef"]["name"] == "llm-stable-0")
     assert one["addressType"] == "IPv4" and one["endpoints"][0]["addresses"] == ["127.0.0.1"]
-    assert one["endpoints"][0]["targetRef"] == {"kind": "Pod", "namespace": NS, "name": "llm-stable-0", "uid": "uid-llm-stable-0"}
+    assert one["endpoints"][0]["targetRef"] == {
+        "kind": "Pod",
+        "namespace": NS,
+        "name": "llm-stable-0",
+        "uid": "uid-llm-stable-0",
+    }
     assert one["ports"] == [{"name": "http", "port": 4001, "protocol": "TCP"}]
-    assert one["metadata"]["labels"] == {"app": "llm", "team": "ml", SERVICE_NAME_LABEL: "llm-stable", MANAGED_BY_LABEL: MANAGED_BY}
-    assert one["metadata"]["ownerReferences"][0] == {"apiVersion": "v1", "kind": "Service", "name": "llm-stable",
-                                                   "uid": "u1", "controller": True, "blockOwnerDeletion": True}
+    assert one["metadata"]["labels"] == {
+        "app": "llm",
+        "team": "ml",
+        SERVICE_NAME_LABEL: "llm-stable",
+        MANAGED_BY_LABEL: MANAGED_BY,
+    }
+    assert one["metadata"]["ownerReferences"][0] == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "name": "llm-stable",
+        "uid": "u1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
     assert one["metadata"]["name"].startswith("llm-stable-")
 
 
@@ -85,12 +114,18 @@ async def test_publish_follows_pods_and_leaves_other_slices_alone() -> None:
 
     starting = [_pod("llm-stable-0", 4001, False), _pod("llm-stable-1", 4002, False)]
     assert await publish(cluster, [svc], starting) == 2
-    assert {p: c["ready"] for p, (_, c) in published().items()} == {"llm-stable-0": False, "llm-stable-1": False}
+    assert {p: c["ready"] for p, (_, c) in published().items()} == {
+        "llm-stable-0": False,
+        "llm-stable-1": False,
+    }
     assert await publish(cluster, [svc], starting) == 0  # nothing changed: no write, no watch event
 
     ready = [_pod("llm-stable-0", 4001, True), _pod("llm-stable-1", 4002, True)]
     assert await publish(cluster, [svc], ready) == 2
-    assert {p: c["ready"] for p, (_, c) in published().items()} == {"llm-stable-0": True, "llm-stable-1": True}
+    assert {p: c["ready"] for p, (_, c) in published().items()} == {
+        "llm-stable-0": True,
+        "llm-stable-1": True,
+    }
 
     # Killed (kept down): the pod stays, not ready. Scaled away: gone, and so is its slice.
     assert await publish(cluster, [svc], [_pod("llm-stable-0", 4001, False)]) == 2

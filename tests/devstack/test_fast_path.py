@@ -63,15 +63,21 @@ def _global(fast_path: bool, west_url: str, east_url: str) -> Iterator[str]:
     """A global HAProxy from the dev stack's own renderer; yields its endpoint URL."""
     path = write_fleet_config(overrides={"traffic": {"global": {"fast_path": fast_path}}})
     cfg = load_config(path)
-    regions = [r.model_copy(update={"gateway_url": url}) for r, url in zip(cfg.regions, (west_url, east_url),
-                                                                           strict=True)]
+    regions = [
+        r.model_copy(update={"gateway_url": url})
+        for r, url in zip(cfg.regions, (west_url, east_url), strict=True)
+    ]
     cfg = cfg.model_copy(update={"regions": regions})
     Path(global_socket(cfg)).parent.mkdir(parents=True, exist_ok=True)
     conf = path.parent / "global.cfg"
     conf.write_text(render_global(cfg))
-    proc = subprocess.Popen([HAPROXY, "-db", "-f", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [HAPROXY, "-db", "-f", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
-        wait_until(lambda: Path(global_socket(cfg)).exists() or proc.poll() is not None, 10, what="HAProxy up")
+        wait_until(
+            lambda: Path(global_socket(cfg)).exists() or proc.poll() is not None, 10, what="HAProxy up"
+        )
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         yield cfg.traffic.global_endpoint
     finally:
@@ -83,6 +89,7 @@ def _global(fast_path: bool, west_url: str, east_url: str) -> Iterator[str]:
 def _answers(url: str) -> list[tuple[int, str]]:
     """REQUESTS completions at once (HAProxy spends ~1 s per connect retry to a dead server)."""
     with httpx.Client(timeout=10.0, limits=httpx.Limits(max_connections=REQUESTS)) as client:
+
         def one(_: int) -> tuple[int, str]:
             r = client.post(f"{url}/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 1})
             return r.status_code, r.text
@@ -96,8 +103,13 @@ def test_fast_path_is_off_by_default_and_renders_the_retry_lines() -> None:
     try:
         cfg = load_config(path)
         assert "retry-on" not in render_global(cfg) and "redispatch" not in render_global(cfg)
-        on = cfg.model_copy(update={"traffic": cfg.traffic.model_copy(update={
-            "global_tier": cfg.traffic.global_tier.model_copy(update={"fast_path": True})})})
+        on = cfg.model_copy(
+            update={
+                "traffic": cfg.traffic.model_copy(
+                    update={"global_tier": cfg.traffic.global_tier.model_copy(update={"fast_path": True})}
+                )
+            }
+        )
         text = render_global(on)
         assert "retry-on conn-failure empty-response 503" in text and "option redispatch 1" in text
     finally:
@@ -130,7 +142,11 @@ def test_compose_global_config_documents_the_same_lines() -> None:
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)
     compose = (Path(__file__).resolve().parents[2] / "deploy/compose/haproxy-global.cfg").read_text()
-    lines = [ln for ln in rendered if ln.startswith(("retries", "option redispatch", "retry-on", "option http-buffer"))]
+    lines = [
+        ln
+        for ln in rendered
+        if ln.startswith(("retries", "option redispatch", "retry-on", "option http-buffer"))
+    ]
     assert len(lines) == 4
     for ln in lines:
         assert f"# {ln}\n" in compose, ln
@@ -142,8 +158,13 @@ def test_the_global_gateway_restarts_on_its_re_rendered_config() -> None:
     (Its own state dir, not the session stack, whose recorded pids other tests compare.)"""
     path = write_fleet_config()
     off = load_config(path)
-    on = off.model_copy(update={"traffic": off.traffic.model_copy(update={
-        "global_tier": off.traffic.global_tier.model_copy(update={"fast_path": True})})})
+    on = off.model_copy(
+        update={
+            "traffic": off.traffic.model_copy(
+                update={"global_tier": off.traffic.global_tier.model_copy(update={"fast_path": True})}
+            )
+        }
+    )
     glob = stack.state_dir(off) / "haproxy" / "global.cfg"
     glob.parent.mkdir(parents=True, exist_ok=True)
     try:

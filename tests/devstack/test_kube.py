@@ -33,14 +33,19 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
-def deployment(name: str, track: str, replicas: int = 2, image: str = "vllm/vllm-openai:v1") -> dict[str, Any]:
+def deployment(
+    name: str, track: str, replicas: int = 2, image: str = "vllm/vllm-openai:v1"
+) -> dict[str, Any]:
     labels = {"app": "llm", "drctl.io/track": track}
     return {
         "metadata": {"name": name, "labels": labels},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "server", "image": image}]}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "server", "image": image}]},
+            },
         },
     }
 
@@ -79,7 +84,12 @@ async def test_deployment_lifecycle(api: k8s.ApiClient) -> None:
     assert (patched.spec.replicas, patched.metadata.generation) == (3, 2)
 
     # The status subresource moves status only, and a replace of the main object keeps it.
-    await call(apps.patch_namespaced_deployment_status, "d1", NS, {"status": {"readyReplicas": 3, "observedGeneration": 2}})
+    await call(
+        apps.patch_namespaced_deployment_status,
+        "d1",
+        NS,
+        {"status": {"readyReplicas": 3, "observedGeneration": 2}},
+    )
     current = await call(apps.read_namespaced_deployment, "d1", NS)
     assert (current.status.ready_replicas, current.metadata.generation) == (3, 2)
     current.spec.template.spec.containers[0].image = "vllm/vllm-openai:v2"
@@ -133,37 +143,60 @@ async def test_core_hpa_and_custom_objects(api: k8s.ApiClient) -> None:
     core, hpa, custom = k8s.CoreV1Api(api), k8s.AutoscalingV2Api(api), k8s.CustomObjectsApi(api)
     await call(core.create_namespace, {"metadata": {"name": "velero"}})
     assert "velero" in [n.metadata.name for n in (await call(core.list_namespace)).items]
-    svc = await call(core.create_namespaced_service, NS, {"metadata": {"name": "llm-stable"},
-                                                           "spec": {"ports": [{"port": 80}]}})
+    svc = await call(
+        core.create_namespaced_service,
+        NS,
+        {"metadata": {"name": "llm-stable"}, "spec": {"ports": [{"port": 80}]}},
+    )
     assert svc.spec.ports[0].port == 80
-    scratch = await call(core.create_namespaced_service, NS, {"metadata": {"name": "scratch"},
-                                                               "spec": {"ports": [{"port": 81}]}})
+    scratch = await call(
+        core.create_namespaced_service,
+        NS,
+        {"metadata": {"name": "scratch"}, "spec": {"ports": [{"port": 81}]}},
+    )
     deleted = await call(core.delete_namespaced_service, "scratch", NS)  # the client expects a V1Service
     assert deleted.metadata.name == "scratch" and deleted.metadata.uid == scratch.metadata.uid
 
-    body = {"metadata": {"name": "llm-stable"}, "spec": {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm-stable"},
-        "minReplicas": 2, "maxReplicas": 8}}
+    body = {
+        "metadata": {"name": "llm-stable"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm-stable"},
+            "minReplicas": 2,
+            "maxReplicas": 8,
+        },
+    }
     await call(hpa.create_namespaced_horizontal_pod_autoscaler, NS, body)
-    raised = await call(hpa.patch_namespaced_horizontal_pod_autoscaler, "llm-stable", NS, {"spec": {"minReplicas": 4}})
+    raised = await call(
+        hpa.patch_namespaced_horizontal_pod_autoscaler, "llm-stable", NS, {"spec": {"minReplicas": 4}}
+    )
     assert (raised.spec.min_replicas, raised.metadata.generation) == (4, 2)
 
-    backup = {"apiVersion": "velero.io/v1", "kind": "Backup",
-              "metadata": {"name": "b1", "labels": {"drctl.io/fleet": "t"}}, "spec": {"includedNamespaces": [NS]}}
+    backup = {
+        "apiVersion": "velero.io/v1",
+        "kind": "Backup",
+        "metadata": {"name": "b1", "labels": {"drctl.io/fleet": "t"}},
+        "spec": {"includedNamespaces": [NS]},
+    }
     args = ("velero.io", "v1", "velero", "backups")
     created = await call(custom.create_namespaced_custom_object, *args, backup)
     assert created["metadata"]["generation"] == 1
     listed = await call(custom.list_namespaced_custom_object, *args, label_selector="drctl.io/fleet=t")
     assert [b["metadata"]["name"] for b in listed["items"]] == ["b1"]
-    done = await call(custom.patch_namespaced_custom_object_status, *args, "b1", {"status": {"phase": "Completed"}})
+    done = await call(
+        custom.patch_namespaced_custom_object_status, *args, "b1", {"status": {"phase": "Completed"}}
+    )
     assert (done["status"]["phase"], done["metadata"]["generation"]) == ("Completed", 1)
     await call(custom.delete_namespaced_custom_object, *args, "b1")
     with pytest.raises(k8s.ApiException) as exc:
         await call(custom.get_namespaced_custom_object, *args, "b1")
     assert exc.value.status == 404
 
-    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "llm"},
-             "spec": {"rules": [{"backendRefs": [{"name": "llm-stable", "weight": 100}]}]}}
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "llm"},
+        "spec": {"rules": [{"backendRefs": [{"name": "llm-stable", "weight": 100}]}]},
+    }
     rargs = ("gateway.networking.k8s.io", "v1", NS, "httproutes")
     await call(custom.create_namespaced_custom_object, *rargs, route)
     route["spec"]["rules"][0]["backendRefs"].append({"name": "llm-canary", "weight": 5})

@@ -55,9 +55,13 @@ def test_error_fault_makes_only_that_region_suspect(
     async def run() -> tuple[dict[str, PassiveVerdict], dict[str, PassiveVerdict]]:
         reader = PassiveReader(cfg, KubernetesReplicaSource(cfg))
         try:
-            healthy = await _until(reader, lambda g: all(v.signal is PassiveSignal.OK for v in g.values()), 15)
+            healthy = await _until(
+                reader, lambda g: all(v.signal is PassiveSignal.OK for v in g.values()), 15
+            )
             async with httpx.AsyncClient(timeout=5, trust_env=False) as admin:
-                resp = await admin.post(f"{east.devstack_admin_url}/faults/inference", json={"error_rate": 0.6})
+                resp = await admin.post(
+                    f"{east.devstack_admin_url}/faults/inference", json={"error_rate": 0.6}
+                )
                 resp.raise_for_status()
             faulted = await _until(reader, lambda g: g["us-east-1"].signal is PassiveSignal.SUSPECT, 15)
             return healthy, faulted
@@ -70,7 +74,9 @@ def test_error_fault_makes_only_that_region_suspect(
     finally:
         stop.set()
         loader.join(timeout=10)
-    assert all(v.signal is PassiveSignal.OK for v in healthy.values()), {r: v.reason for r, v in healthy.items()}
+    assert all(v.signal is PassiveSignal.OK for v in healthy.values()), {
+        r: v.reason for r, v in healthy.items()
+    }
     assert {v.kind for v in healthy["us-west-1"].views} == {"gateway", "replica"}
     east_v = faulted["us-east-1"]
     assert east_v.signal is PassiveSignal.SUSPECT, east_v.reason

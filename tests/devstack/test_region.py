@@ -49,7 +49,9 @@ def back_to_steady_state(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) ->
     yield
     region.admin.post("/faults/clear").raise_for_status()
     apps.patch_namespaced_deployment_scale(DEPLOYMENT, ns, {"spec": {"replicas": 2}})
-    wait_until(lambda: ready(apps, ns) == 2 and len(running(region)) == 2, timeout_s=20, what="2 ready replicas")
+    wait_until(
+        lambda: ready(apps, ns) == 2 and len(running(region)) == 2, timeout_s=20, what="2 ready replicas"
+    )
 
 
 def ready(apps: k8s.AppsV1Api, ns: str) -> int:
@@ -70,7 +72,9 @@ def test_two_replicas_serve_through_the_gateway(region: RegionProcess, apps: k8s
 
     served_by = set()
     for _ in range(8):
-        resp = region.gateway.post("/v1/completions", json={"model": "fleetsim-tiny", "prompt": "hi", "max_tokens": 2})
+        resp = region.gateway.post(
+            "/v1/completions", json={"model": "fleetsim-tiny", "prompt": "hi", "max_tokens": 2}
+        )
         assert resp.status_code == 200
         assert resp.headers["X-Fleetsim-Region"] == REGION
         assert resp.headers["X-Fleetsim-Version"] == "v0.6.3"
@@ -93,7 +97,9 @@ def test_sigkilled_replica_is_replaced(region: RegionProcess, apps: k8s.AppsV1Ap
 
 
 def test_stay_down_kill_keeps_the_replica_down(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
-    resp = region.admin.post("/faults/replicas", json={"action": "kill", "track": "stable", "count": 1, "stay_down": True})
+    resp = region.admin.post(
+        "/faults/replicas", json={"action": "kill", "track": "stable", "count": 1, "stay_down": True}
+    )
     (pod,) = resp.json()["affected"]
     status_file = region.cfg.state_dir() / f"replicas-{REGION}.json"
 
@@ -148,7 +154,9 @@ def test_scale_to_three(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> 
     assert apps.read_namespaced_deployment(DEPLOYMENT, ns).status.replicas == 3
 
 
-def test_template_change_rolls_replicas_without_errors(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
+def test_template_change_rolls_replicas_without_errors(
+    region: RegionProcess, apps: k8s.AppsV1Api, ns: str
+) -> None:
     dep = apps.read_namespaced_deployment(DEPLOYMENT, ns)
     dep.spec.template.spec.containers[0].image = "vllm/vllm-openai:v0.7.0"
     apps.replace_namespaced_deployment(DEPLOYMENT, ns, dep)
@@ -159,7 +167,11 @@ def test_template_change_rolls_replicas_without_errors(region: RegionProcess, ap
         # HAProxy closing it at its keep-alive timeout, which says nothing about the rollout.
         codes.append(region.gateway.get("/v1/models", headers={"Connection": "close"}).status_code)
         s = apps.read_namespaced_deployment_status(DEPLOYMENT, ns).status
-        return (s.updated_replicas, s.ready_replicas, s.replicas) == (2, 2, 2) and s.observed_generation == dep.metadata.generation + 1
+        return (s.updated_replicas, s.ready_replicas, s.replicas) == (
+            2,
+            2,
+            2,
+        ) and s.observed_generation == dep.metadata.generation + 1
 
     wait_until(rolled, timeout_s=30, interval_s=0.05, what="the rollout to finish")
     assert set(codes) == {200}
@@ -171,8 +183,11 @@ def test_hpa_min_replicas_raises_the_deployment(region: RegionProcess, apps: k8s
     hpa = k8s.AutoscalingV2Api(apps.api_client)
     hpa.patch_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns, {"spec": {"minReplicas": 3}})
     try:
-        wait_until(lambda: apps.read_namespaced_deployment(DEPLOYMENT, ns).spec.replicas == 3, timeout_s=10,
-                   what="the HPA to raise spec.replicas")
+        wait_until(
+            lambda: apps.read_namespaced_deployment(DEPLOYMENT, ns).spec.replicas == 3,
+            timeout_s=10,
+            what="the HPA to raise spec.replicas",
+        )
         wait_until(lambda: ready(apps, ns) == 3, timeout_s=20, what="3 ready replicas")
         assert hpa.read_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns).status.desired_replicas == 3
     finally:
@@ -199,8 +214,11 @@ def test_canary_deployment_joins_its_track_and_leaves_on_delete(
     canary.status = None
     apps.create_namespaced_deployment(ns, canary)
     runtime = HAProxyRuntime(region_socket(region.cfg, region.region_cfg))
-    wait_until(lambda: [s.name for s in runtime.servers("track_canary")] == ["llm-canary-0"], timeout_s=20,
-               what="the canary replica in track_canary")
+    wait_until(
+        lambda: [s.name for s in runtime.servers("track_canary")] == ["llm-canary-0"],
+        timeout_s=20,
+        what="the canary replica in track_canary",
+    )
     runtime.set_weight("region", "canary", 100)
     runtime.set_weight("region", "stable", 0)
     try:
@@ -209,15 +227,20 @@ def test_canary_deployment_joins_its_track_and_leaves_on_delete(
         runtime.set_weight("region", "stable", 100)
         runtime.set_weight("region", "canary", 0)
     apps.delete_namespaced_deployment("llm-canary", ns)
-    wait_until(lambda: not [r for r in region.admin.get("/replicas").json() if r["track"] == "canary"],
-               timeout_s=10, what="the canary replica to stop")
+    wait_until(
+        lambda: not [r for r in region.admin.get("/replicas").json() if r["track"] == "canary"],
+        timeout_s=10,
+        what="the canary replica to stop",
+    )
     wait_until(lambda: runtime.servers("track_canary") == [], timeout_s=10, what="track_canary to empty")
 
 
 def endpoints(api: k8s.DiscoveryV1Api, ns: str) -> dict[str, tuple[int, bool, bool]]:
     """pod -> (port, ready, terminating), over the stable Service's EndpointSlices."""
     out = {}
-    for s in api.list_namespaced_endpoint_slice(ns, label_selector=f"kubernetes.io/service-name={DEPLOYMENT}").items:
+    for s in api.list_namespaced_endpoint_slice(
+        ns, label_selector=f"kubernetes.io/service-name={DEPLOYMENT}"
+    ).items:
         for ep in s.endpoints or []:
             out[ep.target_ref.name] = (s.ports[0].port, ep.conditions.ready, ep.conditions.terminating)
     return out
@@ -227,20 +250,34 @@ def test_endpoint_slices_follow_the_replicas(region: RegionProcess, apps: k8s.Ap
     disc = k8s.DiscoveryV1Api(apps.api_client)
     serving = {r["pod"]: (r["port"], True, False) for r in running(region)}
     assert len(serving) == 2
-    wait_until(lambda: endpoints(disc, ns) == serving, timeout_s=5, interval_s=0.1, what="both replicas ready in the slices")
+    wait_until(
+        lambda: endpoints(disc, ns) == serving,
+        timeout_s=5,
+        interval_s=0.1,
+        what="both replicas ready in the slices",
+    )
 
     # Killed and kept down: the pod is still there, not ready, as the kubelet would report it.
-    (pod,) = region.admin.post("/faults/replicas", json={"action": "kill", "track": "stable", "count": 1,
-                                                         "stay_down": True}).json()["affected"]
-    wait_until(lambda: endpoints(disc, ns) == {**serving, pod: (serving[pod][0], False, False)}, timeout_s=5,
-               interval_s=0.1, what="the killed replica listed not ready")
+    (pod,) = region.admin.post(
+        "/faults/replicas", json={"action": "kill", "track": "stable", "count": 1, "stay_down": True}
+    ).json()["affected"]
+    wait_until(
+        lambda: endpoints(disc, ns) == {**serving, pod: (serving[pod][0], False, False)},
+        timeout_s=5,
+        interval_s=0.1,
+        what="the killed replica listed not ready",
+    )
 
     # Scaled down (the not-ready one goes first): its endpoint leaves the slices.
     hpa = k8s.AutoscalingV2Api(apps.api_client)
     hpa.patch_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns, {"spec": {"minReplicas": 1}})
     try:
         apps.patch_namespaced_deployment_scale(DEPLOYMENT, ns, {"spec": {"replicas": 1}})
-        wait_until(lambda: endpoints(disc, ns) == {p: v for p, v in serving.items() if p != pod}, timeout_s=10,
-                   interval_s=0.1, what="the scaled-away replica gone from the slices")
+        wait_until(
+            lambda: endpoints(disc, ns) == {p: v for p, v in serving.items() if p != pod},
+            timeout_s=10,
+            interval_s=0.1,
+            what="the scaled-away replica gone from the slices",
+        )
     finally:
         hpa.patch_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns, {"spec": {"minReplicas": 2}})

@@ -29,7 +29,9 @@ REGION, POD = "us-west-1", "llm-stable-outside"
 @pytest.fixture
 async def slice_only_replica(fleet_config: FleetConfig, dev_stack: stack.StackInfo) -> AsyncIterator[str]:
     """A fleetsim server, published in the stable Service's slices by a controller of the test's own."""
-    runner = web.AppRunner(build_app(FleetsimSettings(region=REGION, replica=POD, model=fleet_config.workload.model)))
+    runner = web.AppRunner(
+        build_app(FleetsimSettings(region=REGION, replica=POD, model=fleet_config.workload.model))
+    )
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -68,4 +70,3 @@ async def test_a_replica_only_its_endpoint_slice_names_is_probed(
     # Answered, not merely listed: its /health latency and its /metrics (the completion sample rotates).
     assert probed[POD].latency_ms is not None and probed[POD].queue_depth == 0.0
     assert len(probed) == r.replicas + 1 and p.status == ProbeStatus.HEALTHY, p.reason
-

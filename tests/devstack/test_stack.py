@@ -49,7 +49,9 @@ def test_openai_client_completion_and_stream(dev_stack: stack.StackInfo, fleet_c
     assert len(chunks) > 1 and text.strip()
 
 
-def test_global_split_follows_configured_weights(dev_stack: stack.StackInfo, fleet_config: FleetConfig) -> None:
+def test_global_split_follows_configured_weights(
+    dev_stack: stack.StackInfo, fleet_config: FleetConfig
+) -> None:
     url = f"{dev_stack.global_endpoint}/v1/completions"
     body = {"model": fleet_config.workload.model, "prompt": "x", "max_tokens": 1}
     deadline = time.monotonic() + 60
@@ -59,7 +61,11 @@ def test_global_split_follows_configured_weights(dev_stack: stack.StackInfo, fle
             if time.monotonic() > deadline:
                 return "deadline"
             r = http.post(url, json=body)
-            return r.headers.get("X-Fleetsim-Region", f"status {r.status_code}") if r.status_code == 200 else "error"
+            return (
+                r.headers.get("X-Fleetsim-Region", f"status {r.status_code}")
+                if r.status_code == 200
+                else "error"
+            )
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             regions = Counter(pool.map(one, range(1000)))
@@ -76,7 +82,9 @@ def test_dev_up_again_leaves_running_stack_alone(
     assert again.pids == dev_stack.pids
 
 
-def test_killed_replica_is_replaced(dev_stack: stack.StackInfo, fleet_config: FleetConfig, reset_fleet: None) -> None:
+def test_killed_replica_is_replaced(
+    dev_stack: stack.StackInfo, fleet_config: FleetConfig, reset_fleet: None
+) -> None:
     region = fleet_config.regions[0]
     admin = f"{region.devstack_admin_url}/replicas"
     deployment = fleet_config.workload.deployment_name("stable")
@@ -88,7 +96,9 @@ def test_killed_replica_is_replaced(dev_stack: stack.StackInfo, fleet_config: Fl
         pods = {r["pod"]: r for r in httpx.get(admin, timeout=5).json()}
         new = pods.get(victim["pod"])
         ready = apps.read_namespaced_deployment(deployment, region.kube.namespace).status.ready_replicas
-        return bool(new and new["pid"] != victim["pid"] and new["state"] == "running" and ready == region.replicas)
+        return bool(
+            new and new["pid"] != victim["pid"] and new["state"] == "running" and ready == region.replicas
+        )
 
     wait_until(replaced, timeout_s=30, interval_s=0.2, what=f"{victim['pod']} replaced and ready")
     assert not processes.pid_alive(victim["pid"])
@@ -107,13 +117,21 @@ def test_kubernetes_client_reads_and_scales_each_region(
         apps.patch_namespaced_deployment_scale(name, ns, {"spec": {"replicas": region.replicas + 1}})
 
         def scaled(apps=apps, ns=ns, region=region) -> bool:  # type: ignore[no-untyped-def]
-            running = [r for r in httpx.get(f"{region.devstack_admin_url}/replicas", timeout=5).json()
-                       if r["deployment"] == name and r["state"] == "running"]
+            running = [
+                r
+                for r in httpx.get(f"{region.devstack_admin_url}/replicas", timeout=5).json()
+                if r["deployment"] == name and r["state"] == "running"
+            ]
             ready = apps.read_namespaced_deployment_scale(name, ns)
             status = apps.read_namespaced_deployment(name, ns).status
-            return ready.spec.replicas == region.replicas + 1 and status.ready_replicas == len(running) == region.replicas + 1
+            return (
+                ready.spec.replicas == region.replicas + 1
+                and status.ready_replicas == len(running) == region.replicas + 1
+            )
 
-        wait_until(scaled, timeout_s=30, interval_s=0.2, what=f"{region.name} scaled to {region.replicas + 1}")
+        wait_until(
+            scaled, timeout_s=30, interval_s=0.2, what=f"{region.name} scaled to {region.replicas + 1}"
+        )
 
 
 def test_dev_status_cli(dev_stack: stack.StackInfo, fleet_config_path: Path) -> None:
@@ -188,7 +206,9 @@ async def test_cli_up_down_history_and_port_conflict() -> None:
             n: c["pid"] for n, c in before.items() if n != "moto"
         }
         s3 = moto_seed.aws_client(cfg, "s3")
-        assert {cfg.backup.bucket, cfg.drills.history_bucket} <= {b["Name"] for b in s3.list_buckets()["Buckets"]}
+        assert {cfg.backup.bucket, cfg.drills.history_bucket} <= {
+            b["Name"] for b in s3.list_buckets()["Buckets"]
+        }
         workflow_id = f"history-probe-{uuid.uuid4()}"
         await _start_probe_workflow(cfg, workflow_id)
 

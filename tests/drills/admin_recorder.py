@@ -46,8 +46,9 @@ def admin_recorder() -> Iterator[str]:
     server.shutdown()
 
 
-def drill_config(directory: Path, admin: str, allowed: list[str], injector: str = "devstack",
-                 temporal: str | None = None) -> Path:
+def drill_config(
+    directory: Path, admin: str, allowed: list[str], injector: str = "devstack", temporal: str | None = None
+) -> Path:
     """A test fleet config whose regions' admin API is `admin`, with these drill targets and injector."""
     data = fleet_config_data()
     for r in data["regions"]:

@@ -13,8 +13,12 @@ def ratio_probe(url: str, name: str = "global-endpoint-serves") -> dict[str, Any
     return {
         "type": "probe",
         "name": name,
-        "provider": {"type": "python", "module": "drctl.chaos.probes", "func": "global_success_ratio",
-                     "arguments": {"requests": 3, "timeout_s": 2}},
+        "provider": {
+            "type": "python",
+            "module": "drctl.chaos.probes",
+            "func": "global_success_ratio",
+            "arguments": {"requests": 3, "timeout_s": 2},
+        },
         "tolerance": {"type": "range", "range": [0.9, 1.0]},
     }
 
@@ -24,18 +28,31 @@ def fault_action(url: str, body: dict[str, Any], name: str = "inject-fault") -> 
     return {
         "type": "action",
         "name": name,
-        "provider": {"type": "http", "url": f"{url}/admin/fault", "method": "POST",
-                     "headers": {"Content-Type": "application/json"}, "arguments": body, "timeout": 3},
+        "provider": {
+            "type": "http",
+            "url": f"{url}/admin/fault",
+            "method": "POST",
+            "headers": {"Content-Type": "application/json"},
+            "arguments": body,
+            "timeout": 3,
+        },
     }
 
 
 def clear_action(url: str, name: str = "clear-fault") -> dict[str, Any]:
-    return {"type": "action", "name": name,
-            "provider": {"type": "http", "url": f"{url}/admin/fault", "method": "DELETE", "timeout": 3}}
+    return {
+        "type": "action",
+        "name": name,
+        "provider": {"type": "http", "url": f"{url}/admin/fault", "method": "DELETE", "timeout": 3},
+    }
 
 
-def experiment(url: str, method: list[dict[str, Any]], rollbacks: list[dict[str, Any]],
-               configuration: dict[str, Any] | None = None) -> dict[str, Any]:
+def experiment(
+    url: str,
+    method: list[dict[str, Any]],
+    rollbacks: list[dict[str, Any]],
+    configuration: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "title": "tiny drill",
         "description": "a tiny experiment against one fleetsim",
@@ -54,8 +71,22 @@ def chaos_run(exp: dict[str, Any], workdir: Path) -> tuple[int, dict[str, Any]]:
     path, journal = workdir / "experiment.json", workdir / "journal.json"
     path.write_text(json.dumps(exp))
     proc = subprocess.run(
-        [sys.executable, "-m", "chaostoolkit", "--no-version-check", "--log-file", str(workdir / "chaos.log"),
-         "run", "--journal-path", str(journal), "--rollback-strategy", "always", str(path)],
-        cwd=workdir, capture_output=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "chaostoolkit",
+            "--no-version-check",
+            "--log-file",
+            str(workdir / "chaos.log"),
+            "run",
+            "--journal-path",
+            str(journal),
+            "--rollback-strategy",
+            "always",
+            str(path),
+        ],
+        cwd=workdir,
+        capture_output=True,
+        timeout=60,
     )
     return proc.returncode, json.loads(journal.read_text())

@@ -37,15 +37,25 @@ async def watched(client: Client, cfg: FleetConfig) -> None:
     await assert_eventually(healthy, timeout_s=30, what="monitor sees both regions healthy")
 
 
-async def start_drill(client: Client, cfg: FleetConfig, experiment: Path, target: str = "us-west-1"
-                      ) -> WorkflowHandle[object, object]:
+async def start_drill(
+    client: Client, cfg: FleetConfig, experiment: Path, target: str = "us-west-1"
+) -> WorkflowHandle[object, object]:
     plan = validate_experiment(experiment, cfg, target)
     wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-    return await start_operation(client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), operation="drill",
-                                 workflow_id=wid, target=target)
+    return await start_operation(
+        client,
+        cfg,
+        "ChaosDrill",
+        DrillInput.from_config(cfg, plan),
+        operation="drill",
+        workflow_id=wid,
+        target=target,
+    )
 
 
-async def run_drill(client: Client, cfg: FleetConfig, experiment: Path, target: str = "us-west-1") -> DrillReport:
+async def run_drill(
+    client: Client, cfg: FleetConfig, experiment: Path, target: str = "us-west-1"
+) -> DrillReport:
     handle = await start_drill(client, cfg, experiment, target)
     return await asyncio.wait_for(result_of(handle, DrillReport), 180)
 
@@ -55,7 +65,13 @@ def replica_states(cfg: FleetConfig, region: str) -> list[str]:
 
 
 # What the region admin API's GET /faults answers when no fault is held.
-NO_FAULTS: dict[str, Any] = {"replicas": [], "gateway": None, "inference": {}, "partitioned": [], "owners": []}
+NO_FAULTS: dict[str, Any] = {
+    "replicas": [],
+    "gateway": None,
+    "inference": {},
+    "partitioned": [],
+    "owners": [],
+}
 
 
 def held_outage(tmp_path: Path) -> Path:

@@ -30,12 +30,19 @@ EVIL_MODULE = "drctl_evil_probe"
 
 
 def _process(marker: Path, name: str = "evil") -> dict[str, Any]:
-    return {"type": "probe", "name": name, "provider": {"type": "process", "path": "touch", "arguments": str(marker)}}
+    return {
+        "type": "probe",
+        "name": name,
+        "provider": {"type": "process", "path": "touch", "arguments": str(marker)},
+    }
 
 
 def _python(module: str, func: str, name: str = "evil", **arguments: Any) -> dict[str, Any]:
-    return {"type": "probe", "name": name,
-            "provider": {"type": "python", "module": module, "func": func, "arguments": arguments}}
+    return {
+        "type": "probe",
+        "name": name,
+        "provider": {"type": "python", "module": module, "func": func, "arguments": arguments},
+    }
 
 
 def _cases(marker: Path, recorder: str) -> dict[str, tuple[Any, str]]:
@@ -45,36 +52,77 @@ def _cases(marker: Path, recorder: str) -> dict[str, tuple[Any, str]]:
     return {
         "process-in-hypothesis": (hypo(_process(marker)), "provider type 'process' is not allowed"),
         "process-in-method": (lambda e: e["method"].append(_process(marker)), "provider type 'process'"),
-        "process-in-rollbacks": (lambda e: e["rollbacks"].append(
-            {**_process(marker), "type": "action"}), "provider type 'process'"),
-        "dynamic-configuration": (lambda e: e["configuration"].update(x={**_process(marker)}),
-                                  "dynamic configuration of type 'probe'"),
-        "configuration-reads-secret-env": (lambda e: e["configuration"].update(
-            aws={"type": "env", "key": "AWS_SECRET_ACCESS_KEY"}), "may not read environment variable"),
-        "configuration-reads-drctl-token": (lambda e: e["configuration"].update(
-            api_token={"type": "env", "key": "DRCTL_API_TOKEN"}), "may not read environment variable"),
-        "configuration-renamed-env": (lambda e: e["configuration"].update(
-            target_region={"type": "env", "key": "HOME"}), "may not read environment variable 'HOME'"),
-        "controls-experiment": (lambda e: e.update(controls=[
-            {"name": "c", "provider": {"type": "python", "module": EVIL_MODULE}}]), "controls: not allowed"),
-        "controls-activity": (lambda e: e["method"][0].update(controls=[
-            {"name": "c", "provider": {"type": "python", "module": EVIL_MODULE}}]), "controls: not allowed"),
-        "secrets": (lambda e: e.update(secrets={"k": {"t": {"type": "env", "key": "AWS_SECRET_ACCESS_KEY"}}}),
-                    "secrets: not allowed"),
-        "provider-in-extension": (lambda e: e["extensions"].append(
-            {"name": "other", "hook": _process(marker)}), "provider type 'process'"),
+        "process-in-rollbacks": (
+            lambda e: e["rollbacks"].append({**_process(marker), "type": "action"}),
+            "provider type 'process'",
+        ),
+        "dynamic-configuration": (
+            lambda e: e["configuration"].update(x={**_process(marker)}),
+            "dynamic configuration of type 'probe'",
+        ),
+        "configuration-reads-secret-env": (
+            lambda e: e["configuration"].update(aws={"type": "env", "key": "AWS_SECRET_ACCESS_KEY"}),
+            "may not read environment variable",
+        ),
+        "configuration-reads-drctl-token": (
+            lambda e: e["configuration"].update(api_token={"type": "env", "key": "DRCTL_API_TOKEN"}),
+            "may not read environment variable",
+        ),
+        "configuration-renamed-env": (
+            lambda e: e["configuration"].update(target_region={"type": "env", "key": "HOME"}),
+            "may not read environment variable 'HOME'",
+        ),
+        "controls-experiment": (
+            lambda e: e.update(
+                controls=[{"name": "c", "provider": {"type": "python", "module": EVIL_MODULE}}]
+            ),
+            "controls: not allowed",
+        ),
+        "controls-activity": (
+            lambda e: e["method"][0].update(
+                controls=[{"name": "c", "provider": {"type": "python", "module": EVIL_MODULE}}]
+            ),
+            "controls: not allowed",
+        ),
+        "secrets": (
+            lambda e: e.update(secrets={"k": {"t": {"type": "env", "key": "AWS_SECRET_ACCESS_KEY"}}}),
+            "secrets: not allowed",
+        ),
+        "provider-in-extension": (
+            lambda e: e["extensions"].append({"name": "other", "hook": _process(marker)}),
+            "provider type 'process'",
+        ),
         "foreign-python-in-hypothesis": (hypo(evil_py), f"python module '{EVIL_MODULE}' is not allowed"),
-        "foreign-python-in-rollbacks": (lambda e: e["rollbacks"].append({**evil_py, "type": "action"}),
-                                        "is not allowed"),
-        "imported-helper": (hypo(_python("drctl.chaos.probes", "fleet")), "drctl.chaos.probes.fleet is not one"),
-        "private-helper": (hypo(_python("drctl.chaos.actions", "_admin", region="us-west-1", path="/faults/clear")),
-                           "_admin is not one"),
-        "configuration-argument": (lambda e: e["method"][0]["provider"]["arguments"].update(
-            configuration={"fleet_config": "/tmp/other.yaml"}), "argument 'configuration' is reserved"),
-        "http-outside-fleet": (hypo({"type": "probe", "name": "exfil", "provider": {
-            "type": "http", "url": recorder + "/exfil"}}), "is not the fleet's global endpoint"),
-        "http-process-in-config": (lambda e: e["configuration"].update(u={"type": "probe", "name": "u", "provider": {
-            "type": "http", "url": recorder + "/cfg"}}), "dynamic configuration"),
+        "foreign-python-in-rollbacks": (
+            lambda e: e["rollbacks"].append({**evil_py, "type": "action"}),
+            "is not allowed",
+        ),
+        "imported-helper": (
+            hypo(_python("drctl.chaos.probes", "fleet")),
+            "drctl.chaos.probes.fleet is not one",
+        ),
+        "private-helper": (
+            hypo(_python("drctl.chaos.actions", "_admin", region="us-west-1", path="/faults/clear")),
+            "_admin is not one",
+        ),
+        "configuration-argument": (
+            lambda e: e["method"][0]["provider"]["arguments"].update(
+                configuration={"fleet_config": "/tmp/other.yaml"}
+            ),
+            "argument 'configuration' is reserved",
+        ),
+        "http-outside-fleet": (
+            hypo(
+                {"type": "probe", "name": "exfil", "provider": {"type": "http", "url": recorder + "/exfil"}}
+            ),
+            "is not the fleet's global endpoint",
+        ),
+        "http-process-in-config": (
+            lambda e: e["configuration"].update(
+                u={"type": "probe", "name": "u", "provider": {"type": "http", "url": recorder + "/cfg"}}
+            ),
+            "dynamic configuration",
+        ),
     }
 
 
@@ -84,10 +132,15 @@ def hostile(tmp_path: Path, admin_recorder: str, monkeypatch: pytest.MonkeyPatch
     mod_dir = tmp_path / "mods"
     mod_dir.mkdir()
     (mod_dir / f"{EVIL_MODULE}.py").write_text(
-        f"from pathlib import Path\nPath({str(marker)!r}).touch()\ndef run(**kw):\n    Path({str(marker)!r}).touch()\n")
+        f"from pathlib import Path\nPath({str(marker)!r}).touch()\ndef run(**kw):\n    Path({str(marker)!r}).touch()\n"
+    )
     monkeypatch.syspath_prepend(str(mod_dir))
-    return {"marker": marker, "dir": tmp_path, "config": drill_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"]),
-            "recorder": admin_recorder}
+    return {
+        "marker": marker,
+        "dir": tmp_path,
+        "config": drill_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"]),
+        "recorder": admin_recorder,
+    }
 
 
 def test_every_hostile_experiment_exits_2_from_run_and_schedule(hostile: dict[str, Any]) -> None:
@@ -98,7 +151,10 @@ def test_every_hostile_experiment_exits_2_from_run_and_schedule(hostile: dict[st
         mutate(exp)
         path = hostile["dir"] / f"{name}.json"
         path.write_text(json.dumps(exp))
-        for argv in (["drill", "run", str(path)], ["drill", "schedule", "--cron", "0 3 * * MON", "-e", str(path)]):
+        for argv in (
+            ["drill", "run", str(path)],
+            ["drill", "schedule", "--cron", "0 3 * * MON", "-e", str(path)],
+        ):
             code, _, err = run_cli([*argv, "-c", str(hostile["config"])])
             if code != 2 or expected not in err:
                 failures.append(f"{name} {argv[1]}: exit {code}, stderr {err.strip()!r}")
@@ -113,27 +169,37 @@ def test_the_real_binary_refuses_a_process_probe(hostile: dict[str, Any]) -> Non
     exp["steady-state-hypothesis"]["probes"].insert(0, _process(hostile["marker"]))
     path = hostile["dir"] / "process.yaml"
     path.write_text(yaml.safe_dump(exp))
-    proc = subprocess.run([str(DRCTL), "drill", "run", str(path), "-c", str(hostile["config"])],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(DRCTL), "drill", "run", str(path), "-c", str(hostile["config"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "provider type 'process' is not allowed" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert not hostile["marker"].exists()
 
 
 @pytest.mark.parametrize("stem", ["..hidden", "-rf", ".x"])
-def test_experiment_names_that_could_leave_a_directory_are_refused(hostile: dict[str, Any], stem: str) -> None:
+def test_experiment_names_that_could_leave_a_directory_are_refused(
+    hostile: dict[str, Any], stem: str
+) -> None:
     path = hostile["dir"] / f"{stem}.json"
     path.write_text(json.dumps(OUTAGE))
     with pytest.raises(ExperimentInvalid, match="is not allowed"):
         validate_experiment(path, load_config(hostile["config"]))
 
 
-def _run_input(hostile: dict[str, Any], exp: dict[str, Any], **plan_update: Any) -> tuple[ChaosActivities, ExperimentRunInput]:
+def _run_input(
+    hostile: dict[str, Any], exp: dict[str, Any], **plan_update: Any
+) -> tuple[ChaosActivities, ExperimentRunInput]:
     cfg = load_config(hostile["config"])
     path = hostile["dir"] / "outage.json"
     path.write_text(json.dumps(OUTAGE))
     plan = validate_experiment(path, cfg).model_copy(update=plan_update)
-    return ChaosActivities(cfg), ExperimentRunInput(plan=plan, workflow_id="drill/test/x", load_rps=1, timeout_s=5)
+    return ChaosActivities(cfg), ExperimentRunInput(
+        plan=plan, workflow_id="drill/test/x", load_rps=1, timeout_s=5
+    )
 
 
 def test_worker_refuses_a_plan_whose_text_was_swapped(hostile: dict[str, Any]) -> None:
@@ -155,7 +221,11 @@ def test_worker_runs_exactly_the_validated_bytes_under_fixed_names(hostile: dict
     workdir, run, sha = acts._prepare(inp)
     try:
         assert run.parent == workdir and run.name == "experiment.json"
-        assert sorted(p.name for p in workdir.iterdir()) == ["experiment.json", "settings.yaml", "submitted.json"]
+        assert sorted(p.name for p in workdir.iterdir()) == [
+            "experiment.json",
+            "settings.yaml",
+            "submitted.json",
+        ]
         assert digest(run.read_text()) == sha
         conf = json.loads(run.read_text())["configuration"]
         # Resolved to plain values: nothing is read from the worker's environment at run time.

@@ -24,8 +24,15 @@ async def test_drill_on_an_unhealthy_fleet_is_aborted_without_injecting(
     admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
     before = replica_states(cfg, "us-west-1")
     # Through the CLI, as an operator runs it: a drill that is not PASS exits non-zero.
-    code, out, err = await drctl_async("drill", "run", str(EXPERIMENTS / "region-outage.json"), "-o", "json",
-                                 "-c", str(write_config(cfg, tmp_path)))
+    code, out, err = await drctl_async(
+        "drill",
+        "run",
+        str(EXPERIMENTS / "region-outage.json"),
+        "-o",
+        "json",
+        "-c",
+        str(write_config(cfg, tmp_path)),
+    )
     assert code == 1, (out, err)
     report = DrillReport.model_validate(json.loads(out))
     assert report.verdict is Verdict.ABORTED, report
@@ -61,10 +68,11 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     cfg = await start_workers()
     await watched(temporal_client, cfg)
     cfg_file = write_config(cfg, fleet_config_path.parent)
-    code, out, err = await drctl_async("drill", "run", str(EXPERIMENTS / "region-outage.json"), "-c", str(cfg_file),
-                                 "--output", "json")
+    code, out, err = await drctl_async(
+        "drill", "run", str(EXPERIMENTS / "region-outage.json"), "-c", str(cfg_file), "--output", "json"
+    )
     assert code == 0, f"{out}\n{err}"
-    report = DrillReport.model_validate_json(out[out.index("{"):])
+    report = DrillReport.model_validate_json(out[out.index("{") :])
     assert report.verdict is Verdict.PASS, report.reasons
     assert report.fault_injected and report.measured_rto_s is not None
     assert 0 < report.measured_rto_s < report.rto_target_s == cfg.objectives.rto_target_s
@@ -105,9 +113,22 @@ async def test_replica_loss_drill_passes_without_failover(
 async def test_schedule_lists_weekly_next_runs(temporal_client: Client, fleet_config_path: Path) -> None:
     cfg_path = str(fleet_config_path)
     name = f"weekly-{datetime.now(UTC).strftime('%H%M%S%f')}"
-    code, out, err = await drctl_async("drill", "schedule", "--cron", "0 3 * * MON", "--jitter", "30m", "--name", name,
-                                 "-e", str(EXPERIMENTS / "region-outage.json"),
-                                 "-e", str(EXPERIMENTS / "gateway-loss.json"), "-c", cfg_path)
+    code, out, err = await drctl_async(
+        "drill",
+        "schedule",
+        "--cron",
+        "0 3 * * MON",
+        "--jitter",
+        "30m",
+        "--name",
+        name,
+        "-e",
+        str(EXPERIMENTS / "region-outage.json"),
+        "-e",
+        str(EXPERIMENTS / "gateway-loss.json"),
+        "-c",
+        cfg_path,
+    )
     assert code == 0, err
     try:
         code, out, err = await drctl_async("drill", "schedule", "list", "-c", cfg_path, "--output", "json")

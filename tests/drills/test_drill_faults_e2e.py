@@ -19,6 +19,7 @@ from tests.workflows.conftest import StartWorkers, admin, served_by, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
+
 def assert_passed_with_failover(report: DrillReport, cfg: FleetConfig) -> None:
     """PASS, and every figure that PASS stands on is really there."""
     assert report.verdict is Verdict.PASS, report.reasons
@@ -71,8 +72,15 @@ async def test_stopping_a_running_drill_rolls_back_and_reports_aborted(
     handle = await start_drill(temporal_client, cfg, held_outage(tmp_path))
     await assert_eventually(lambda: fault_held(cfg), timeout_s=60, what="the outage injected and held")
     if how == "ops-abort":
-        code, out, err = await drctl_async("ops", "abort", handle.id, "--reason", "drill window closed",
-                                     "-c", str(write_config(cfg, fleet_config_path.parent)))
+        code, out, err = await drctl_async(
+            "ops",
+            "abort",
+            handle.id,
+            "--reason",
+            "drill window closed",
+            "-c",
+            str(write_config(cfg, fleet_config_path.parent)),
+        )
         assert code == 0 and "stopping the experiment" in out, f"{out}\n{err}"
         reason = "drill window closed"
     else:
@@ -89,5 +97,7 @@ async def test_stopping_a_running_drill_rolls_back_and_reports_aborted(
     assert weights(cfg) == cfg.weights
     if how == "ops-abort":
         # A finished drill has nothing left to abort: a clear refusal, not a traceback.
-        code, _, err = await drctl_async("ops", "abort", handle.id, "-c", str(write_config(cfg, fleet_config_path.parent)))
+        code, _, err = await drctl_async(
+            "ops", "abort", handle.id, "-c", str(write_config(cfg, fleet_config_path.parent))
+        )
         assert code != 0 and "Traceback" not in err and handle.id in err, err

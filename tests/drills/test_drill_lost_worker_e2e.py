@@ -48,11 +48,18 @@ async def _kill_worker_and_chaos(worker: asyncio.subprocess.Process) -> None:
     await asyncio.wait_for(worker.wait(), 10)
 
 
-async def _killed_mid_drill(temporal_client: Client, cfg_dir: Path, tmp_path: Path, fleet_config: FleetConfig
-                           ) -> tuple[FleetConfig, WorkflowHandle[object, object]]:
+async def _killed_mid_drill(
+    temporal_client: Client, cfg_dir: Path, tmp_path: Path, fleet_config: FleetConfig
+) -> tuple[FleetConfig, WorkflowHandle[object, object]]:
     cfg = fast_config(fleet_config)
-    worker = await asyncio.create_subprocess_exec(str(DRCTL), "worker", "-c", str(write_config(cfg, cfg_dir)),
-                                                  stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    worker = await asyncio.create_subprocess_exec(
+        str(DRCTL),
+        "worker",
+        "-c",
+        str(write_config(cfg, cfg_dir)),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     try:
         handle = await start_drill(temporal_client, cfg, held_outage(tmp_path))
         await assert_eventually(lambda: fault_held(cfg), timeout_s=90, what="the outage injected and held")
@@ -64,7 +71,10 @@ async def _killed_mid_drill(temporal_client: Client, cfg_dir: Path, tmp_path: Pa
 
 
 async def test_the_drill_workflow_clears_its_fault_when_its_worker_dies(
-    start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path, fleet_config: FleetConfig,
+    start_workers: StartWorkers,
+    temporal_client: Client,
+    fleet_config_path: Path,
+    fleet_config: FleetConfig,
     tmp_path: Path,
 ) -> None:
     cfg, handle = await _killed_mid_drill(temporal_client, fleet_config_path.parent, tmp_path, fleet_config)
@@ -72,12 +82,17 @@ async def test_the_drill_workflow_clears_its_fault_when_its_worker_dies(
     await start_workers(cfg=cfg)
     report = await asyncio.wait_for(result_of(handle, DrillReport), 150)
     assert report.verdict is not Verdict.PASS
-    assert any("drill faults in us-west-1 cleared by the workflow" in r for r in report.reasons), report.reasons
+    assert any("drill faults in us-west-1 cleared by the workflow" in r for r in report.reasons), (
+        report.reasons
+    )
     assert admin(cfg, "us-west-1", "/faults") == NO_FAULTS
 
 
 async def test_a_starting_worker_sweeps_faults_whose_drill_is_gone(
-    start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path, fleet_config: FleetConfig,
+    start_workers: StartWorkers,
+    temporal_client: Client,
+    fleet_config_path: Path,
+    fleet_config: FleetConfig,
     tmp_path: Path,
 ) -> None:
     cfg, handle = await _killed_mid_drill(temporal_client, fleet_config_path.parent, tmp_path, fleet_config)
@@ -86,4 +101,6 @@ async def test_a_starting_worker_sweeps_faults_whose_drill_is_gone(
     await start_workers(cfg=cfg)
     await assert_eventually(
         lambda: asyncio.to_thread(lambda: admin(cfg, "us-west-1", "/faults") == NO_FAULTS),
-        timeout_s=30, what="the sweep cleared the orphaned fault")
+        timeout_s=30,
+        what="the sweep cleared the orphaned fault",
+    )

@@ -16,14 +16,23 @@ pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
 
 async def test_an_aborted_drill_triggers_a_pagerduty_incident(
-    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, monkeypatch: pytest.MonkeyPatch
+    start_workers: StartWorkers,
+    temporal_client: Client,
+    fleet_config: FleetConfig,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DRCTL_TEST_PD_KEY", "drill-key")
     with receiver() as rec:
-        hook = WebhookConfig(name="pager", format="pagerduty", url=rec.url, routing_key_env="DRCTL_TEST_PD_KEY")
+        hook = WebhookConfig(
+            name="pager", format="pagerduty", url=rec.url, routing_key_env="DRCTL_TEST_PD_KEY"
+        )
         base = fast_config(fleet_config)
-        cfg = await start_workers(cfg=base.model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])}))
-        admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})  # preflight refuses: nothing injected
+        cfg = await start_workers(
+            cfg=base.model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])})
+        )
+        admin(
+            cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0}
+        )  # preflight refuses: nothing injected
         report = await run_drill(temporal_client, cfg, EXPERIMENTS / "region-outage.json")
         assert report.verdict is Verdict.ABORTED, report
 

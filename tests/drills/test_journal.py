@@ -20,8 +20,11 @@ from tests.helpers import free_port, wait_until
 @pytest.fixture(scope="module")
 def fleetsim() -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "drctl.devstack.fleetsim", "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "drctl.devstack.fleetsim", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _answers(f"{url}/health"), timeout_s=15, what="fleetsim up")
@@ -43,7 +46,9 @@ def _dead_url() -> str:
 
 
 @pytest.fixture(scope="module")
-def journals(fleetsim: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any]]]:
+def journals(
+    fleetsim: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[int, dict[str, Any]]]:
     """Every scenario's real journal, produced once (in parallel: each is a separate `chaos run`)."""
     url, dead = fleetsim, _dead_url()
     cfg_dir = short_tmp_dir()
@@ -53,13 +58,25 @@ def journals(fleetsim: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         "pass": experiment(url, [fault_action(url, {"added_latency_ms": 1})], [clear_action(url)]),
         "action-fails": experiment(url, [fault_action(dead, {"down": True})], [clear_action(url)]),
         "deviated": experiment(url, [fault_action(url, {"down": True})], [clear_action(url)]),
-        "rollback-fails": experiment(url, [fault_action(url, {"added_latency_ms": 1})],
-                                     [clear_action(url), clear_action(dead, "clear-on-a-dead-host")]),
+        "rollback-fails": experiment(
+            url,
+            [fault_action(url, {"added_latency_ms": 1})],
+            [clear_action(url), clear_action(dead, "clear-on-a-dead-host")],
+        ),
         "target-refused": experiment(
             url,
-            [{"type": "action", "name": "kill-west",
-              "provider": {"type": "python", "module": "drctl.chaos.actions", "func": "kill_region_replicas",
-                           "arguments": {"region": "us-west-1"}}}],
+            [
+                {
+                    "type": "action",
+                    "name": "kill-west",
+                    "provider": {
+                        "type": "python",
+                        "module": "drctl.chaos.actions",
+                        "func": "kill_region_replicas",
+                        "arguments": {"region": "us-west-1"},
+                    },
+                }
+            ],
             [clear_action(url)],
             {"fleet_config": str(cfg_path)},
         ),
@@ -74,7 +91,9 @@ def journals(fleetsim: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     out["deviated"] = chaos_run(scenarios["deviated"], base / "deviated")
     httpx.post(f"{url}/admin/fault", json={"down": True}, timeout=3).raise_for_status()
     try:
-        before = experiment(url, [fault_action(url, {"added_latency_ms": 1})], [clear_action(dead, "noop-rollback")])
+        before = experiment(
+            url, [fault_action(url, {"added_latency_ms": 1})], [clear_action(dead, "noop-rollback")]
+        )
         out["broken-before"] = chaos_run(before, base / "broken-before")
     finally:
         httpx.delete(f"{url}/admin/fault", timeout=3).raise_for_status()

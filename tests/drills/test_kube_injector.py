@@ -50,7 +50,10 @@ def _alive(pid: int) -> bool:
 def _region_serves(cfg: FleetConfig) -> bool:
     body = {"model": cfg.workload.model, "prompt": "x", "max_tokens": 1}
     try:
-        return httpx.post(cfg.region(REGION).gateway_url + "/v1/completions", json=body, timeout=3).status_code == 200
+        return (
+            httpx.post(cfg.region(REGION).gateway_url + "/v1/completions", json=body, timeout=3).status_code
+            == 200
+        )
     except httpx.HTTPError:
         return False
 
@@ -72,8 +75,11 @@ def test_outage_scales_to_zero_and_rollback_restores(kube_cfg: FleetConfig) -> N
         assert dep.spec.replicas == 0
         assert dep.metadata.annotations[actions.RESTORE_ANNOTATION] == str(rc.replicas)
         # The node agent stops the replicas for real, and its HPA leaves a Deployment at 0 alone.
-        wait_until(lambda: _pids(kube_cfg, name) == [] and not any(_alive(p) for p in before),
-                   timeout_s=20, what="replicas of a Deployment scaled to 0 stopped")
+        wait_until(
+            lambda: _pids(kube_cfg, name) == [] and not any(_alive(p) for p in before),
+            timeout_s=20,
+            what="replicas of a Deployment scaled to 0 stopped",
+        )
         wait_until(lambda: not _region_serves(kube_cfg), timeout_s=10, what="the region stops serving")
         assert apps.read_namespaced_deployment(name, ns).spec.replicas == 0
         # Nothing left to hurt: a second outage says so instead of claiming an injection.

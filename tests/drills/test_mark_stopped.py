@@ -12,23 +12,45 @@ NOW = datetime.now(UTC)
 
 
 def _report() -> DrillReport:
-    return DrillReport(id="drill/test/1", fleet="test", experiment="region-outage", title="t", target_region="us-west-1",
-                       verdict=Verdict.PASS, started_at=NOW, finished_at=NOW, expect_failover=True, rto_target_s=30)
+    return DrillReport(
+        id="drill/test/1",
+        fleet="test",
+        experiment="region-outage",
+        title="t",
+        target_region="us-west-1",
+        verdict=Verdict.PASS,
+        started_at=NOW,
+        finished_at=NOW,
+        expect_failover=True,
+        rto_target_s=30,
+    )
 
 
-@pytest.mark.parametrize(("exit_code", "journal", "verdict", "says"), [
-    (None, {}, JournalVerdict(), "stopped before `chaos run` started: nothing was injected"),
-    (-9, {}, JournalVerdict(fault_injected=True), "whether its rollbacks ran is unknown"),
-    (1, {"status": "interrupted"}, JournalVerdict(fault_injected=True, rollbacks_expected=1, rollbacks_failed=["clear"]),
-     "rollbacks incomplete (0/1 succeeded; clear)"),
-    (1, {"status": "interrupted"}, JournalVerdict(fault_injected=True, rollbacks_expected=1, rollbacks_ok=1),
-     "its 1 rollback(s) succeeded"),
-])
+@pytest.mark.parametrize(
+    ("exit_code", "journal", "verdict", "says"),
+    [
+        (None, {}, JournalVerdict(), "stopped before `chaos run` started: nothing was injected"),
+        (-9, {}, JournalVerdict(fault_injected=True), "whether its rollbacks ran is unknown"),
+        (
+            1,
+            {"status": "interrupted"},
+            JournalVerdict(fault_injected=True, rollbacks_expected=1, rollbacks_failed=["clear"]),
+            "rollbacks incomplete (0/1 succeeded; clear)",
+        ),
+        (
+            1,
+            {"status": "interrupted"},
+            JournalVerdict(fault_injected=True, rollbacks_expected=1, rollbacks_ok=1),
+            "its 1 rollback(s) succeeded",
+        ),
+    ],
+)
 def test_stopped_report_says_whether_the_fault_was_undone(
     exit_code: int | None, journal: dict[str, str], verdict: JournalVerdict, says: str
 ) -> None:
-    out = ExperimentOutcome(exit_code=exit_code, verdict=verdict, journal=journal, started_at=NOW, ended_at=NOW,
-                            cancelled=True)
+    out = ExperimentOutcome(
+        exit_code=exit_code, verdict=verdict, journal=journal, started_at=NOW, ended_at=NOW, cancelled=True
+    )
     report = _report()
     mark_stopped(report, out, "drill window closed (by ops)")
     assert report.verdict is Verdict.ABORTED

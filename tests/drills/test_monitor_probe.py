@@ -26,8 +26,11 @@ from drctl.chaos import probes
 from tests.fleetcfg import fleet_config_data
 from tests.providers.loop_thread import LoopThread
 
-STATUS = {"fleet": "test", "policy": "automatic", "regions": {"us-west-1": {"state": "UNHEALTHY"},
-                                                             "us-east-1": {"state": "HEALTHY"}}}
+STATUS = {
+    "fleet": "test",
+    "policy": "automatic",
+    "regions": {"us-west-1": {"state": "UNHEALTHY"}, "us-east-1": {"state": "HEALTHY"}},
+}
 
 
 @workflow.defn(name="FleetMonitor")
@@ -50,11 +53,22 @@ def conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     lt = LoopThread()
     temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     try:
-        env = lt.enter(lt.run(WorkflowEnvironment.start_local(dev_server_existing_path=temporal,
-                                                              data_converter=pydantic_data_converter)))
+        env = lt.enter(
+            lt.run(
+                WorkflowEnvironment.start_local(
+                    dev_server_existing_path=temporal, data_converter=pydantic_data_converter
+                )
+            )
+        )
         queue = f"q-{uuid.uuid4()}"
-        lt.enter(Worker(env.client, task_queue=queue, workflows=[StatusOnly],
-                        workflow_runner=UnsandboxedWorkflowRunner()))
+        lt.enter(
+            Worker(
+                env.client,
+                task_queue=queue,
+                workflows=[StatusOnly],
+                workflow_runner=UnsandboxedWorkflowRunner(),
+            )
+        )
         lt.run(env.client.start_workflow(StatusOnly.run, STATUS, id="monitor/test", task_queue=queue))
         data = fleet_config_data()
         data["temporal"]["address"] = env.client.service_client.config.target_host

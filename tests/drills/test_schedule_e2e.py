@@ -34,8 +34,18 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
     cfg_path = str(write_config(cfg, fleet_config_path.parent))
     name = f"trig-{datetime.now(UTC).strftime('%H%M%S%f')}"
     sid = f"drill-schedule/{cfg.name}/{name}"
-    code, _, err = await drctl_async("drill", "schedule", "--cron", "0 3 * * MON", "--name", name,
-                               "-e", str(EXPERIMENTS / "region-outage.json"), "-c", cfg_path)
+    code, _, err = await drctl_async(
+        "drill",
+        "schedule",
+        "--cron",
+        "0 3 * * MON",
+        "--name",
+        name,
+        "-e",
+        str(EXPERIMENTS / "region-outage.json"),
+        "-c",
+        cfg_path,
+    )
     assert code == 0, err
     try:
         assert (await drctl_async("drill", "schedule", "pause", "--name", name, "-c", cfg_path))[0] == 0
@@ -60,7 +70,9 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
         report = await asyncio.wait_for(result_of(handle, DrillReport), 90)
         # No monitor watches this fleet, so the drill must refuse before injecting anything.
         assert report.verdict is Verdict.ABORTED, report
-        assert any("is not running: nothing would detect the fault" in r for r in report.reasons), report.reasons
+        assert any("is not running: nothing would detect the fault" in r for r in report.reasons), (
+            report.reasons
+        )
         assert not report.fault_injected and report.experiment == "region-outage"
     finally:
         assert (await drctl_async("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0

@@ -80,45 +80,96 @@ CASES: dict[str, tuple[Any, str, str]] = {
     "missing-method.json": (_mutate(lambda e: e.pop("method")), "both", "missing required key(s): method"),
     "no-rollbacks.json": (_mutate(lambda e: e.update(rollbacks=[])), "both", "rollbacks are required"),
     "no-expectation.json": (_mutate(lambda e: e.pop("extensions")), "both", "expect_failover"),
-    "unknown-module.json": (_mutate(lambda e: _action(e)["provider"].update(module="drctl.chaos.nope")), "both",
-                            "python module 'drctl.chaos.nope' is not allowed"),
-    "unknown-func.json": (_mutate(lambda e: _action(e)["provider"].update(func="explode")), "both",
-                          "drctl.chaos.actions.explode is not one of drctl's drill functions"),
-    "bad-argument.json": (_mutate(lambda e: _action(e)["provider"]["arguments"].update(regoin="x")), "both",
-                          "regoin"),
-    "bad-tolerance.json": (_mutate(lambda e: e["steady-state-hypothesis"]["probes"][0].update(
-        tolerance={"type": "range", "range": [1]})), "both", "not a valid Chaos Toolkit experiment"),
-    "foreign-action.json": (_mutate(lambda e: e["method"].insert(0, {
-        "type": "action", "name": "rm", "provider": {"type": "process", "path": "true"}})), "both",
-        "provider type 'process' is not allowed"),
-    "unknown-region.json": (_mutate(lambda e: _action(e)["provider"]["arguments"].update(region="mars-1")), "both",
-                            "unknown region 'mars-1'"),
+    "unknown-module.json": (
+        _mutate(lambda e: _action(e)["provider"].update(module="drctl.chaos.nope")),
+        "both",
+        "python module 'drctl.chaos.nope' is not allowed",
+    ),
+    "unknown-func.json": (
+        _mutate(lambda e: _action(e)["provider"].update(func="explode")),
+        "both",
+        "drctl.chaos.actions.explode is not one of drctl's drill functions",
+    ),
+    "bad-argument.json": (
+        _mutate(lambda e: _action(e)["provider"]["arguments"].update(regoin="x")),
+        "both",
+        "regoin",
+    ),
+    "bad-tolerance.json": (
+        _mutate(
+            lambda e: e["steady-state-hypothesis"]["probes"][0].update(
+                tolerance={"type": "range", "range": [1]}
+            )
+        ),
+        "both",
+        "not a valid Chaos Toolkit experiment",
+    ),
+    "foreign-action.json": (
+        _mutate(
+            lambda e: e["method"].insert(
+                0, {"type": "action", "name": "rm", "provider": {"type": "process", "path": "true"}}
+            )
+        ),
+        "both",
+        "provider type 'process' is not allowed",
+    ),
+    "unknown-region.json": (
+        _mutate(lambda e: _action(e)["provider"]["arguments"].update(region="mars-1")),
+        "both",
+        "unknown region 'mars-1'",
+    ),
     "target-not-allowed.json": (OUTAGE, "east-only", "'us-west-1' is not an allowed drill target"),
-    "devstack-only-fault.json": (json.loads((REPO / "experiments" / "gateway-loss.json").read_text()), "kube",
-                                 "kill_gateway needs drills.fault_injector devstack"),
+    "devstack-only-fault.json": (
+        json.loads((REPO / "experiments" / "gateway-loss.json").read_text()),
+        "kube",
+        "kill_gateway needs drills.fault_injector devstack",
+    ),
 }
 
 
-def test_each_broken_experiment_exits_2_before_any_fault(admin_recorder: str, temporal_door: _TemporalDoor) -> None:
+def test_each_broken_experiment_exits_2_before_any_fault(
+    admin_recorder: str, temporal_door: _TemporalDoor
+) -> None:
     work = short_tmp_dir("drctl-val-")
     configs = {
-        "both": drill_config(work, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address),
+        "both": drill_config(
+            work, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address
+        ),
         "east-only": drill_config(work, admin_recorder, ["us-east-1"], temporal=temporal_door.address),
-        "kube": drill_config(work, admin_recorder, ["us-west-1", "us-east-1"], "kubernetes", temporal=temporal_door.address),
+        "kube": drill_config(
+            work, admin_recorder, ["us-west-1", "us-east-1"], "kubernetes", temporal=temporal_door.address
+        ),
     }
     # The control: the same command on a valid experiment gets as far as Temporal, so the door
     # does see an experiment that passed validation.
     control_door = _TemporalDoor()
-    control_cfg = drill_config(work, admin_recorder, ["us-west-1", "us-east-1"], "devstack", temporal=control_door.address)
-    control = subprocess.Popen([str(DRCTL), "drill", "run", str(REPO / "experiments" / "region-outage.json"),
-                                "-c", str(control_cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    control_cfg = drill_config(
+        work, admin_recorder, ["us-west-1", "us-east-1"], "devstack", temporal=control_door.address
+    )
+    control = subprocess.Popen(
+        [
+            str(DRCTL),
+            "drill",
+            "run",
+            str(REPO / "experiments" / "region-outage.json"),
+            "-c",
+            str(control_cfg),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     procs = {}
     for name, (content, cfg, _) in CASES.items():
         path = work / name
         path.write_text(content if isinstance(content, str) else json.dumps(content))
         # Not a dry run: a valid experiment here would really be started.
-        procs[name] = subprocess.Popen([str(DRCTL), "drill", "run", str(path), "-c", str(configs[cfg])],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs[name] = subprocess.Popen(
+            [str(DRCTL), "drill", "run", str(path), "-c", str(configs[cfg])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     failures = []
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=60)
@@ -128,7 +179,9 @@ def test_each_broken_experiment_exits_2_before_any_fault(admin_recorder: str, te
     _, control_err = control.communicate(timeout=60)
     control_door.close()
     assert not failures, "\n".join(failures)
-    assert temporal_door.knocks == 0, "a broken experiment got past validation: drctl went on to start the drill"
+    assert temporal_door.knocks == 0, (
+        "a broken experiment got past validation: drctl went on to start the drill"
+    )
     assert control.returncode == 3 and control_door.knocks >= 1, (control.returncode, control_err)
 
 
@@ -143,11 +196,26 @@ def test_shipped_experiments_are_valid_and_say_what_they_expect(tmp_path: Path, 
         assert plan.rollbacks == ["clear-target-region-faults"]
 
 
-def test_dry_run_prints_the_plan_and_injects_nothing(tmp_path: Path, admin_recorder: str,
-                                                     temporal_door: _TemporalDoor) -> None:
+def test_dry_run_prints_the_plan_and_injects_nothing(
+    tmp_path: Path, admin_recorder: str, temporal_door: _TemporalDoor
+) -> None:
     cfg = drill_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address)
-    proc = subprocess.run([str(DRCTL), "drill", "run", str(REPO / "experiments" / "region-outage.json"), "--dry-run",
-                           "-c", str(cfg), "--target", "us-east-1"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            str(DRCTL),
+            "drill",
+            "run",
+            str(REPO / "experiments" / "region-outage.json"),
+            "--dry-run",
+            "-c",
+            str(cfg),
+            "--target",
+            "us-east-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "nothing is injected" in proc.stdout and "us-east-1" in proc.stdout
     assert "kill-all-target-region-replicas" in proc.stdout

@@ -84,8 +84,15 @@ class KubeFaultProxy:
             return web.Response(text=fault.body, status=fault.status, content_type="application/xml")
         reason = _REASONS.get(fault.status, "InternalError")
         message = fault.message or f"injected {fault.status} on {request.method} {request.path}"
-        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                "message": message, "reason": reason, "code": fault.status}
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": fault.status,
+        }
         headers = {"Retry-After": str(fault.retry_after_s)} if fault.retry_after_s is not None else {}
         return web.json_response(body, status=fault.status, headers=headers)
 
@@ -93,8 +100,9 @@ class KubeFaultProxy:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
-        async with self._session.request(request.method, f"{self.upstream}{request.path_qs}", headers=headers,
-                                         data=await request.read()) as up:
+        async with self._session.request(
+            request.method, f"{self.upstream}{request.path_qs}", headers=headers, data=await request.read()
+        ) as up:
             body = await up.read()
             return web.Response(body=body, status=up.status, content_type=up.content_type)
 

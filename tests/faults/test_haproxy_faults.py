@@ -72,16 +72,21 @@ def test_missing_socket_is_retryable_and_names_the_path(tmp_path: Path) -> None:
         HAProxyGlobalTraffic(HAProxyRuntime(path, timeout_s=0.5), "global", ["us-west-1"]).get_weights()
     e = classify(err.value, "read global weights")
     assert (e.kind, e.retryable) == ("Unavailable", True)
-    assert path in e.message and "unreachable" in e.message and e.message.startswith("Unavailable: read global")
+    assert (
+        path in e.message and "unreachable" in e.message and e.message.startswith("Unavailable: read global")
+    )
     app = app_error(err.value, "read global weights")
     assert app.type == "Unavailable" and not app.non_retryable
 
 
-@pytest.mark.parametrize("reply", [
-    b"HTTP/1.1 400 Bad Request\r\n\r\n",  # something else listens on the socket
-    b"\x00\xff\xfe garbage",
-    b"\n> 1\n# be_id be_name",  # a reply cut short mid-way (HAProxy reloading)
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 400 Bad Request\r\n\r\n",  # something else listens on the socket
+        b"\x00\xff\xfe garbage",
+        b"\n> 1\n# be_id be_name",  # a reply cut short mid-way (HAProxy reloading)
+    ],
+)
 def test_garbage_reply_is_a_clear_bad_reply(tmp_path: Path, fake: list[FakeSocket], reply: bytes) -> None:
     srv = FakeSocket(tmp_path / "garbage.sock", reply)
     fake.append(srv)
@@ -99,7 +104,9 @@ def test_garbage_reply_is_a_clear_bad_reply(tmp_path: Path, fake: list[FakeSocke
 
 def test_unparsable_servers_state_names_the_socket(tmp_path: Path, fake: list[FakeSocket]) -> None:
     # The header of a state table, then a row that lacks its columns: a reply cut short.
-    srv = FakeSocket(tmp_path / "odd.sock", b"\n> 1\n# be_id be_name srv_name srv_admin_state\n1 global\n\n> ")
+    srv = FakeSocket(
+        tmp_path / "odd.sock", b"\n> 1\n# be_id be_name srv_name srv_admin_state\n1 global\n\n> "
+    )
     fake.append(srv)
     with pytest.raises(HAProxyBadReply) as err:
         HAProxyRuntime(srv.path, timeout_s=2).servers("global")

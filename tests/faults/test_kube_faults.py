@@ -63,11 +63,20 @@ class Stack:
     async def _seed(self) -> None:
         labels = {"app": "llm", "drctl.io/track": "stable"}
         await self.cluster.ensure("v1/namespaces", {"metadata": {"name": NS}})
-        await self.cluster.ensure("apps/v1/deployments", {
-            "metadata": {"name": "llm-stable", "namespace": NS, "labels": labels},
-            "spec": {"replicas": 2, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [{"name": "server", "image": "vllm/vllm-openai:v1"}]}}}})
+        await self.cluster.ensure(
+            "apps/v1/deployments",
+            {
+                "metadata": {"name": "llm-stable", "namespace": NS, "labels": labels},
+                "spec": {
+                    "replicas": 2,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "server", "image": "vllm/vllm-openai:v1"}]},
+                    },
+                },
+            },
+        )
 
     def close(self) -> None:
         self.lt.run(self.runner.cleanup())
@@ -87,14 +96,21 @@ def clean_faults(stack: Stack) -> None:
 
 
 def _platform(stack: Stack, timeout: tuple[float, float] = (5.0, 30.0)) -> KubernetesPlatform:
-    region = RegionConfig(name=REGION, weight=60, max_replicas=8, gateway_url="http://127.0.0.1:1",
-                          kube=KubeConfig(api_url=stack.url, namespace=NS))
+    region = RegionConfig(
+        name=REGION,
+        weight=60,
+        max_replicas=8,
+        gateway_url="http://127.0.0.1:1",
+        kube=KubeConfig(api_url=stack.url, namespace=NS),
+    )
     return KubernetesPlatform(region, poll_interval_s=0.05, request_timeout=timeout)
 
 
 @pytest.mark.parametrize(("status", "kind"), [(409, "Conflict"), (429, "RateLimited"), (500, "ServerError")])
 def test_transient_statuses_are_retryable_and_name_the_call(stack: Stack, status: int, kind: str) -> None:
-    stack.proxy.add(Fault("PATCH", SCALE_PATH, status=status, times=1, retry_after_s=7 if status == 429 else None))
+    stack.proxy.add(
+        Fault("PATCH", SCALE_PATH, status=status, times=1, retry_after_s=7 if status == 429 else None)
+    )
     p = _platform(stack)
     with pytest.raises(ProviderError) as err:
         p.scale("llm-stable", 3)
@@ -108,8 +124,13 @@ def test_transient_statuses_are_retryable_and_name_the_call(stack: Stack, status
 
 def test_a_list_that_never_answers_ends_in_a_retryable_timeout(stack: Stack) -> None:
     stalled = stack.proxy.add(Fault("GET", HPA_LIST, status=0))
-    region = RegionConfig(name=REGION, weight=60, max_replicas=8, gateway_url="http://127.0.0.1:1",
-                          kube=KubeConfig(api_url=stack.url, namespace=NS))
+    region = RegionConfig(
+        name=REGION,
+        weight=60,
+        max_replicas=8,
+        gateway_url="http://127.0.0.1:1",
+        kube=KubeConfig(api_url=stack.url, namespace=NS),
+    )
     p = KubernetesPlatform(region, api_client=api_client_for(region.kube), request_timeout=(2.0, 0.5))
     with pytest.raises(ProviderError) as err:
         p.get_deployment("llm-stable")
@@ -129,7 +150,9 @@ def test_a_list_that_never_answers_ends_in_a_retryable_timeout(stack: Stack) -> 
 class ScaleThroughFaults:
     @workflow.run
     async def run(self, inp: ScaleInput) -> DeploymentStatus:
-        return await calls.scale_deployment(inp, queue=workflow.info().task_queue, summary="scale through faults")
+        return await calls.scale_deployment(
+            inp, queue=workflow.info().task_queue, summary="scale through faults"
+        )
 
 
 def _config(stack: Stack) -> FleetConfig:
@@ -150,25 +173,35 @@ traffic:
 @pytest_asyncio.fixture(scope="module")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal,
-                                                     data_converter=pydantic_data_converter) as e:
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal, data_converter=pydantic_data_converter
+    ) as e:
         yield e
 
 
 async def _scale(env: WorkflowEnvironment, stack: Stack, replicas: int) -> DeploymentStatus:
     queue = f"faults-{uuid.uuid4().hex[:8]}"
     with ThreadPoolExecutor(max_workers=4) as pool:
-        async with Worker(env.client, task_queue=queue, workflows=[ScaleThroughFaults],
-                          activities=platform_activities.build(_config(stack)), activity_executor=pool,
-                          workflow_runner=UnsandboxedWorkflowRunner()):
+        async with Worker(
+            env.client,
+            task_queue=queue,
+            workflows=[ScaleThroughFaults],
+            activities=platform_activities.build(_config(stack)),
+            activity_executor=pool,
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
             return await env.client.execute_workflow(
-                ScaleThroughFaults.run, ScaleInput(region=REGION, replicas=replicas, deployment="llm-stable"),
-                id=f"scale-{uuid.uuid4().hex[:8]}", task_queue=queue)
+                ScaleThroughFaults.run,
+                ScaleInput(region=REGION, replicas=replicas, deployment="llm-stable"),
+                id=f"scale-{uuid.uuid4().hex[:8]}",
+                task_queue=queue,
+            )
 
 
 @pytest.mark.parametrize("status", [409, 500])
 async def test_activity_retries_conflicts_and_5xx_with_growing_backoff(
-        env: WorkflowEnvironment, stack: Stack, status: int) -> None:
+    env: WorkflowEnvironment, stack: Stack, status: int
+) -> None:
     fault = stack.proxy.add(Fault("PATCH", SCALE_PATH, status=status, times=3))
     res = await _scale(env, stack, 4)
     assert res.replicas == 4
@@ -188,9 +221,13 @@ async def test_activity_waits_for_retry_after_on_429(env: WorkflowEnvironment, s
     assert fault.at[1] - fault.at[0] >= initial * 4
 
 
-async def test_activity_stops_at_once_on_403_naming_the_permission(env: WorkflowEnvironment, stack: Stack) -> None:
-    message = ('deployments.apps "llm-stable" is forbidden: User "system:serviceaccount:drctl:drctl" cannot patch '
-               'resource "deployments/scale" in API group "apps" in the namespace "inference"')
+async def test_activity_stops_at_once_on_403_naming_the_permission(
+    env: WorkflowEnvironment, stack: Stack
+) -> None:
+    message = (
+        'deployments.apps "llm-stable" is forbidden: User "system:serviceaccount:drctl:drctl" cannot patch '
+        'resource "deployments/scale" in API group "apps" in the namespace "inference"'
+    )
     fault = stack.proxy.add(Fault("PATCH", SCALE_PATH, status=403, message=message))
     with pytest.raises(WorkflowFailureError) as err:
         await _scale(env, stack, 6)
@@ -198,6 +235,6 @@ async def test_activity_stops_at_once_on_403_naming_the_permission(env: Workflow
     act = err.value.cause
     assert isinstance(act, ActivityError) and isinstance(act.cause, ApplicationError)
     assert act.cause.type == "Forbidden" and act.cause.non_retryable
-    assert "cannot patch resource \"deployments/scale\"" in act.cause.message
+    assert 'cannot patch resource "deployments/scale"' in act.cause.message
     assert f"patch deployments/scale {NS}/llm-stable (cluster of {REGION})" in act.cause.message
     assert "RBAC" in act.cause.message

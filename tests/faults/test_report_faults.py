@@ -33,8 +33,10 @@ from tests.faults.kube_proxy import Fault, KubeFaultProxy, serve
 from tests.helpers import free_port
 from workflows.drill import store_report
 
-SLOW_DOWN = ('<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-             '<Message>Please reduce your request rate.</Message><RequestId>fault</RequestId></Error>')
+SLOW_DOWN = (
+    '<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+    "<Message>Please reduce your request rate.</Message><RequestId>fault</RequestId></Error>"
+)
 
 
 class StoreInput(BaseModel):
@@ -53,8 +55,13 @@ class StoreReportThroughFaults:
 class S3Stack:
     def __init__(self, moto_port: int, proxy: KubeFaultProxy, proxy_port: int) -> None:
         self.proxy = proxy
-        self.s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{moto_port}", region_name="us-east-1",
-                               aws_access_key_id="t", aws_secret_access_key="t")
+        self.s3 = boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{moto_port}",
+            region_name="us-east-1",
+            aws_access_key_id="t",
+            aws_secret_access_key="t",
+        )
         self.cfg: FleetConfig = parse_config(f"""
 name: reportfaults
 regions:
@@ -85,27 +92,48 @@ async def stack() -> AsyncIterator[S3Stack]:
 @pytest_asyncio.fixture(scope="module")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    async with await WorkflowEnvironment.start_local(dev_server_existing_path=temporal,
-                                                     data_converter=pydantic_data_converter) as e:
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal, data_converter=pydantic_data_converter
+    ) as e:
         yield e
 
 
 def _report() -> DrillReport:
     now = datetime.now(UTC)
-    return DrillReport(id=f"drill/reportfaults/{uuid.uuid4().hex[:8]}", fleet="reportfaults", experiment="x.json",
-                       title="region outage", target_region="us-west-1", verdict=Verdict.PASS, started_at=now,
-                       finished_at=now, expect_failover=True, rto_target_s=30.0, measured_rto_s=12.5)
+    return DrillReport(
+        id=f"drill/reportfaults/{uuid.uuid4().hex[:8]}",
+        fleet="reportfaults",
+        experiment="x.json",
+        title="region outage",
+        target_region="us-west-1",
+        verdict=Verdict.PASS,
+        started_at=now,
+        finished_at=now,
+        expect_failover=True,
+        rto_target_s=30.0,
+        measured_rto_s=12.5,
+    )
 
 
-async def _store(env: WorkflowEnvironment, stack: S3Stack, report: DrillReport, give_up_after_s: float) -> DrillReport:
+async def _store(
+    env: WorkflowEnvironment, stack: S3Stack, report: DrillReport, give_up_after_s: float
+) -> DrillReport:
     queue = f"reports-{uuid.uuid4().hex[:8]}"
     with ThreadPoolExecutor(max_workers=4) as pool:
-        async with Worker(env.client, task_queue=queue, workflows=[StoreReportThroughFaults],
-                          activities=reports.build(stack.cfg), activity_executor=pool,
-                          workflow_runner=UnsandboxedWorkflowRunner()):
+        async with Worker(
+            env.client,
+            task_queue=queue,
+            workflows=[StoreReportThroughFaults],
+            activities=reports.build(stack.cfg),
+            activity_executor=pool,
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
             return await env.client.execute_workflow(
-                StoreReportThroughFaults.run, StoreInput(report=report, give_up_after_s=give_up_after_s),
-                id=f"store-{uuid.uuid4().hex[:8]}", task_queue=queue)
+                StoreReportThroughFaults.run,
+                StoreInput(report=report, give_up_after_s=give_up_after_s),
+                id=f"store-{uuid.uuid4().hex[:8]}",
+                task_queue=queue,
+            )
 
 
 def _json_key(report: DrillReport) -> str:
@@ -117,7 +145,9 @@ def clean_faults(stack: S3Stack) -> None:
     stack.proxy.faults.clear()
 
 
-async def test_report_upload_outlasts_slow_down_with_backoff(env: WorkflowEnvironment, stack: S3Stack) -> None:
+async def test_report_upload_outlasts_slow_down_with_backoff(
+    env: WorkflowEnvironment, stack: S3Stack
+) -> None:
     report = _report()
     fault = stack.proxy.add(Fault("PUT", rf".*/{_json_key(report)}", status=503, times=3, body=SLOW_DOWN))
     out = await _store(env, stack, report, give_up_after_s=120)

@@ -71,7 +71,9 @@ def platform(cluster: tuple[RbacCluster, str]) -> Iterator[KubernetesPlatform]:
     p.close()
 
 
-def deployment_manifest(name: str, replicas: int = 2, image: str = "vllm/vllm-openai:v0.6.3") -> dict[str, Any]:
+def deployment_manifest(
+    name: str, replicas: int = 2, image: str = "vllm/vllm-openai:v0.6.3"
+) -> dict[str, Any]:
     labels = {"app": "llm", "drctl.io/track": name.rsplit("-", 1)[-1]}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",

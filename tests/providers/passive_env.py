@@ -47,10 +47,18 @@ def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> sub
 
 
 def _fleetsim(region: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "FLEETSIM_REGION": region, "FLEETSIM_REPLICA": f"{region}-0",
-           "FLEETSIM_TTFT_MS": str(TTFT_MS), "FLEETSIM_ITL_MS": "1"}
-    return _spawn([sys.executable, "-m", "drctl.devstack.fleetsim", "--host", "127.0.0.1", "--port", str(port)],
-                  log, env)
+    env = {
+        **os.environ,
+        "FLEETSIM_REGION": region,
+        "FLEETSIM_REPLICA": f"{region}-0",
+        "FLEETSIM_TTFT_MS": str(TTFT_MS),
+        "FLEETSIM_ITL_MS": "1",
+    }
+    return _spawn(
+        [sys.executable, "-m", "drctl.devstack.fleetsim", "--host", "127.0.0.1", "--port", str(port)],
+        log,
+        env,
+    )
 
 
 def _answers(url: str) -> bool:
@@ -103,12 +111,26 @@ scrape_configs:
         _fleetsim("us-west-1", west_p, tmp / "west.log"),
         _fleetsim("us-east-1", east_p, tmp / "east.log"),
         _spawn([HAPROXY, "-db", "-f", str(tmp / "gw.cfg")], tmp / "haproxy.log"),
-        _spawn([PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{prom_p}", "--log.level=warn"], tmp / "prometheus.log"),
+        _spawn(
+            [
+                PROMETHEUS,
+                f"--config.file={tmp / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{prom_p}",
+                "--log.level=warn",
+            ],
+            tmp / "prometheus.log",
+        ),
     ]
-    e = Env(west=f"http://127.0.0.1:{west_p}", east=f"http://127.0.0.1:{east_p}",
-            gateway=f"http://127.0.0.1:{gw_p}", broken=f"http://127.0.0.1:{broken_p}", sse=f"http://127.0.0.1:{sse_p}",
-            runtime=HAProxyRuntime(sock), prometheus=f"http://127.0.0.1:{prom_p}")
+    e = Env(
+        west=f"http://127.0.0.1:{west_p}",
+        east=f"http://127.0.0.1:{east_p}",
+        gateway=f"http://127.0.0.1:{gw_p}",
+        broken=f"http://127.0.0.1:{broken_p}",
+        sse=f"http://127.0.0.1:{sse_p}",
+        runtime=HAProxyRuntime(sock),
+        prometheus=f"http://127.0.0.1:{prom_p}",
+    )
     try:
         for url in (f"{e.west}/health", f"{e.east}/health", f"{e.prometheus}/-/ready"):
             wait_until(lambda u=url: _answers(u), timeout_s=20, interval_s=0.05, what=url)

@@ -26,14 +26,26 @@ from tests.helpers import free_port
 from tests.providers.loop_thread import LoopThread
 
 KUBE = {  # deployment name -> (status, reason, message) as a real API server words them
-    "forbidden": (403, "Forbidden", 'deployments.apps "forbidden" is forbidden: User "system:serviceaccount:drctl:drctl" '
-                  'cannot get resource "deployments" in API group "apps" in the namespace "inference"'),
+    "forbidden": (
+        403,
+        "Forbidden",
+        'deployments.apps "forbidden" is forbidden: User "system:serviceaccount:drctl:drctl" '
+        'cannot get resource "deployments" in API group "apps" in the namespace "inference"',
+    ),
     "unauthorized": (401, "Unauthorized", "Unauthorized"),
     "missing": (404, "NotFound", 'deployments.apps "missing" not found'),
-    "conflict": (409, "Conflict", 'Operation cannot be fulfilled on deployments.apps "conflict": the object has been modified'),
+    "conflict": (
+        409,
+        "Conflict",
+        'Operation cannot be fulfilled on deployments.apps "conflict": the object has been modified',
+    ),
     "invalid": (422, "Invalid", 'Deployment.apps "invalid" is invalid: spec.replicas: Invalid value: -1'),
     "bad": (400, "BadRequest", "the body of the request was in an unknown format"),
-    "throttled": (429, "TooManyRequests", "the server has received too many requests and has asked us to try again later"),
+    "throttled": (
+        429,
+        "TooManyRequests",
+        "the server has received too many requests and has asked us to try again later",
+    ),
     "unavailable": (503, "ServiceUnavailable", "the server is currently unable to handle the request"),
 }
 S3 = {  # bucket -> (status, code)
@@ -109,7 +121,9 @@ def test_kubernetes_statuses(server_url: str, name: str, kind: str, retryable: b
 
 
 def test_platform_403_names_verb_and_resource(server_url: str) -> None:
-    region = RegionConfig(name="us-west-1", weight=1, gateway_url="http://127.0.0.1:1", kube=KubeConfig(api_url=server_url))
+    region = RegionConfig(
+        name="us-west-1", weight=1, gateway_url="http://127.0.0.1:1", kube=KubeConfig(api_url=server_url)
+    )
     platform = KubernetesPlatform(region)
     with pytest.raises(ProviderError) as info:
         platform.get_deployment("forbidden")

@@ -174,8 +174,10 @@ def test_weight_change_writes_the_region_header_filter_on_track_rules_only(
     admin_rule, track_rule = read_route(kube)["spec"]["rules"]
     assert "filters" not in admin_rule  # a rule drctl does not manage is left alone
     assert _modifiers(track_rule) == [
-        {"type": "ResponseHeaderModifier",
-         "responseHeaderModifier": {"set": [{"name": cfg.traffic.region_header, "value": "us-west-1"}]}}
+        {
+            "type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {"set": [{"name": cfg.traffic.region_header, "value": "us-west-1"}]},
+        }
     ]
 
 
@@ -184,9 +186,18 @@ def test_ensure_region_header_extends_an_existing_modifier_once(
 ) -> None:
     custom, _ = kube
     obj = read_route(kube)
-    obj["spec"]["rules"][1]["filters"] = [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {
-        "set": [{"name": "x-team", "value": "inference"}, {"name": "X-DRCTL-REGION", "value": "stale"}],
-        "remove": ["server"]}}]
+    obj["spec"]["rules"][1]["filters"] = [
+        {
+            "type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {
+                "set": [
+                    {"name": "x-team", "value": "inference"},
+                    {"name": "X-DRCTL-REGION", "value": "stale"},
+                ],
+                "remove": ["server"],
+            },
+        }
+    ]
     custom.replace_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "llm", obj)
     gw = GatewayApiRegionalTraffic.from_config(cfg)
 

@@ -52,17 +52,26 @@ def _self_signed(tmp: Path) -> tuple[Path, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
     now = dt.datetime.now(dt.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
         .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     cert_path, key_path = tmp / "ca.crt", tmp / "tls.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     return cert_path, key_path
 
 
@@ -136,15 +145,26 @@ def _exec_kubeconfig(tmp_path: Path, server_url: str) -> Path:
         " 'spec': {}, 'status': {'token': 'k8s-aws-v1.presigned', 'expirationTimestamp': '2099-01-01T00:00:00Z'}}))\n"
     )
     kubeconfig = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "us-east-1",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "us-east-1",
         "clusters": [{"name": "west", "cluster": {"server": server_url}}],
-        "contexts": [{"name": "us-west-1", "context": {"cluster": "west", "user": "eks-west"}},
-                     {"name": "us-east-1", "context": {"cluster": "west", "user": "nobody"}}],
+        "contexts": [
+            {"name": "us-west-1", "context": {"cluster": "west", "user": "eks-west"}},
+            {"name": "us-east-1", "context": {"cluster": "west", "user": "nobody"}},
+        ],
         "users": [
-            {"name": "eks-west", "user": {"exec": {
-                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
-                "args": [str(plugin), "eks", "get-token", "--cluster-name", "west"],
-                "interactiveMode": "Never"}}},
+            {
+                "name": "eks-west",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": sys.executable,
+                        "args": [str(plugin), "eks", "get-token", "--cluster-name", "west"],
+                        "interactiveMode": "Never",
+                    }
+                },
+            },
             {"name": "nobody", "user": {"token": "wrong"}},
         ],
     }
@@ -175,8 +195,12 @@ def test_two_sources_are_refused() -> None:
 
 # --- `drctl eks-token`: the exec plugin the Kubernetes overlays' kubeconfig runs -------------------
 
-_FAKE_AWS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-             "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
+_FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    "AWS_CONFIG_FILE": "/dev/null",
+    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+}
 _ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -197,7 +221,10 @@ def _assert_eks_url(url: str, cluster_region: str) -> None:
     assert q["Action"] == ["GetCallerIdentity"] and q["X-Amz-Expires"] == ["60"]
     # The cluster name is signed in, so a token for one cluster is refused by another.
     assert "x-k8s-aws-id" in q["X-Amz-SignedHeaders"][0].split(";")
-    assert q["X-Amz-Credential"][0].startswith("AKIDEXAMPLE/") and f"/{cluster_region}/sts/" in q["X-Amz-Credential"][0]
+    assert (
+        q["X-Amz-Credential"][0].startswith("AKIDEXAMPLE/")
+        and f"/{cluster_region}/sts/" in q["X-Amz-Credential"][0]
+    )
 
 
 def test_eks_token_as_the_kubeconfig_exec_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,13 +234,33 @@ def test_eks_token_as_the_kubeconfig_exec_plugin(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("PYTHONPATH", str(_ROOT))
     for server in _serve(None):
         kubeconfig = {
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "east", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "east", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}
+            ],
             "contexts": [{"name": "us-east-1", "context": {"cluster": "east", "user": "eks"}}],
-            "users": [{"name": "eks", "user": {"exec": {
-                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
-                "args": ["-m", "drctl", "eks-token", "--cluster-name", "prod-east", "--region", "us-east-1"],
-                "interactiveMode": "Never"}}}],
+            "users": [
+                {
+                    "name": "eks",
+                    "user": {
+                        "exec": {
+                            "apiVersion": "client.authentication.k8s.io/v1beta1",
+                            "command": sys.executable,
+                            "args": [
+                                "-m",
+                                "drctl",
+                                "eks-token",
+                                "--cluster-name",
+                                "prod-east",
+                                "--region",
+                                "us-east-1",
+                            ],
+                            "interactiveMode": "Never",
+                        }
+                    },
+                }
+            ],
         }
         path = tmp_path / "kubeconfig"
         path.write_text(yaml.safe_dump(kubeconfig))
@@ -235,6 +282,7 @@ def test_eks_token_output_and_missing_credentials() -> None:
     _assert_eks_url(_decode(cred["status"]["token"]), "us-west-1")
     env.pop("AWS_ACCESS_KEY_ID")
     env.pop("AWS_SECRET_ACCESS_KEY")
-    out = subprocess.run(cmd, capture_output=True, text=True, env={**env, "AWS_EC2_METADATA_DISABLED": "true"},
-                         timeout=60)
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, env={**env, "AWS_EC2_METADATA_DISABLED": "true"}, timeout=60
+    )
     assert out.returncode == 1 and "no AWS credentials for the EKS token of prod-west" in out.stderr

@@ -35,7 +35,9 @@ def _write_status(p: KubernetesPlatform, name: str, **status: Any) -> None:
     p.apps.patch_namespaced_deployment_status(name, NS, {"status": status}, _content_type=MERGE)
 
 
-def _deploy(p: KubernetesPlatform, name: str, replicas: int, hpa: tuple[int, int] | None = None) -> DeploymentState:
+def _deploy(
+    p: KubernetesPlatform, name: str, replicas: int, hpa: tuple[int, int] | None = None
+) -> DeploymentState:
     p.delete_deployment(name)
     if hpa:
         auto = client.AutoscalingV2Api(p.api_client)
@@ -62,7 +64,8 @@ def test_scale_moves_hpa_bounds(platform: KubernetesPlatform) -> None:
     assert (up.replicas, up.hpa_min_replicas, up.hpa_max_replicas) == (3, 3, 4)
     # What the cluster holds, read independently of the provider:
     raw = client.AutoscalingV2Api(platform.api_client).read_namespaced_horizontal_pod_autoscaler(
-        "llm-stable-autoscaler", NS)
+        "llm-stable-autoscaler", NS
+    )
     assert (raw.spec.min_replicas, raw.spec.max_replicas) == (3, 4)
     scale: Any = platform.apps.read_namespaced_deployment_scale("llm-stable", NS)
     assert scale.spec.replicas == 3
@@ -95,7 +98,9 @@ def test_forbidden_scale_is_non_retryable_and_named(
         cluster[0].denied.clear()
     err = classify(info.value)
     assert (err.kind, err.retryable) == ("Forbidden", False)
-    assert err.message.startswith("Forbidden: patch deployments/scale inference/llm-blue (cluster of us-west-1): HTTP 403")
+    assert err.message.startswith(
+        "Forbidden: patch deployments/scale inference/llm-blue (cluster of us-west-1): HTTP 403"
+    )
     assert 'cannot patch resource "deployments/scale"' in err.message
     assert platform.get_deployment("llm-blue").replicas == 1  # nothing changed
 

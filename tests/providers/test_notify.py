@@ -20,13 +20,33 @@ LINK = "http://127.0.0.1:8233/namespaces/default/workflows/failover%2Fdemo"
 
 
 def failed() -> ev.Event:
-    return ev.failover_ended("demo", "failover/demo", AT, status="failed", source="us-west-1", target="us-east-1",
-                             error="verification failed", rto_s=None, rto_target_s=30, rto_met=None)
+    return ev.failover_ended(
+        "demo",
+        "failover/demo",
+        AT,
+        status="failed",
+        source="us-west-1",
+        target="us-east-1",
+        error="verification failed",
+        rto_s=None,
+        rto_target_s=30,
+        rto_met=None,
+    )
 
 
 def succeeded() -> ev.Event:
-    return ev.failover_ended("demo", "failover/demo", AT, status="succeeded", source="us-west-1",
-                             target="us-east-1", error=None, rto_s=4.2, rto_target_s=30, rto_met=True)
+    return ev.failover_ended(
+        "demo",
+        "failover/demo",
+        AT,
+        status="succeeded",
+        source="us-west-1",
+        target="us-east-1",
+        error=None,
+        rto_s=4.2,
+        rto_target_s=30,
+        rto_met=True,
+    )
 
 
 async def test_json_format_posts_the_event_and_its_link() -> None:
@@ -62,8 +82,9 @@ async def test_pagerduty_trigger_then_resolve_share_a_dedup_key(tmp_path: Path) 
     key_file = tmp_path / "pd-key"
     key_file.write_text("R0UT1NGKEY\n")
     with receiver() as rec:
-        hook = WebhookConfig(name="pager", format="pagerduty", url=rec.url + "/v2/enqueue",
-                             routing_key_file=str(key_file))
+        hook = WebhookConfig(
+            name="pager", format="pagerduty", url=rec.url + "/v2/enqueue", routing_key_file=str(key_file)
+        )
         await notify.send(hook, failed(), LINK)
         await notify.send(hook, succeeded(), LINK)
     trigger, resolve = rec.bodies("/v2/enqueue")
@@ -79,25 +100,79 @@ async def test_pagerduty_trigger_then_resolve_share_a_dedup_key(tmp_path: Path) 
 def test_pagerduty_only_hears_incident_events_and_severities_map() -> None:
     pd = WebhookSpec.from_config(WebhookConfig(name="p", format="pagerduty", routing_key_env="K"))
     chat = WebhookSpec.from_config(WebhookConfig(name="c", format="slack", url="http://127.0.0.1:1"))
-    started = ev.failover_started("demo", "failover/demo", AT, source=None, target="us-east-1", initiator="cli",
-                                  reason="", emergency=False)
+    started = ev.failover_started(
+        "demo",
+        "failover/demo",
+        AT,
+        source=None,
+        target="us-east-1",
+        initiator="cli",
+        reason="",
+        emergency=False,
+    )
     assert not pd.wants(started) and chat.wants(started)
-    raised, = ev.alert_changed("demo", "monitor/demo", AT, before=None, after="ALL_REGIONS_UNHEALTHY",
-                               regions={"us-west-1": "UNHEALTHY", "us-east-1": "UNHEALTHY"})
-    resolved, = ev.alert_changed("demo", "monitor/demo", AT, before="ALL_REGIONS_UNHEALTHY", after=None,
-                                 regions={"us-west-1": "HEALTHY", "us-east-1": "RECOVERING"})
+    (raised,) = ev.alert_changed(
+        "demo",
+        "monitor/demo",
+        AT,
+        before=None,
+        after="ALL_REGIONS_UNHEALTHY",
+        regions={"us-west-1": "UNHEALTHY", "us-east-1": "UNHEALTHY"},
+    )
+    (resolved,) = ev.alert_changed(
+        "demo",
+        "monitor/demo",
+        AT,
+        before="ALL_REGIONS_UNHEALTHY",
+        after=None,
+        regions={"us-west-1": "HEALTHY", "us-east-1": "RECOVERING"},
+    )
     assert (raised.action, raised.severity, resolved.action) == ("trigger", "critical", "resolve")
     assert raised.dedup_key == resolved.dedup_key == "drctl/demo/ALL_REGIONS_UNHEALTHY"
-    refused = ev.failover_ended("demo", "w", AT, status="refused", source=None, target="us-east-1", error="busy",
-                                rto_s=None, rto_target_s=30, rto_met=None)
+    refused = ev.failover_ended(
+        "demo",
+        "w",
+        AT,
+        status="refused",
+        source=None,
+        target="us-east-1",
+        error="busy",
+        rto_s=None,
+        rto_target_s=30,
+        rto_met=None,
+    )
     assert (refused.kind, refused.severity, refused.action) == ("failover.failed", "error", "trigger")
-    unverified = ev.failover_ended("demo", "w", AT, status="unverified", source="us-west-1", target="us-east-1",
-                                   error="no x-drctl-region header", rto_s=None, rto_target_s=30, rto_met=None)
-    assert (unverified.kind, unverified.severity) == ("failover.failed", "critical")  # traffic moved, unproven
-    drill = ev.drill_verdict("demo", "drill/demo/1", AT, verdict="FAILED", experiment="kill-region",
-                             target="us-west-1", reasons=["RTO over target"], rto_s=41.0, rto_target_s=30)
+    unverified = ev.failover_ended(
+        "demo",
+        "w",
+        AT,
+        status="unverified",
+        source="us-west-1",
+        target="us-east-1",
+        error="no x-drctl-region header",
+        rto_s=None,
+        rto_target_s=30,
+        rto_met=None,
+    )
+    assert (unverified.kind, unverified.severity) == (
+        "failover.failed",
+        "critical",
+    )  # traffic moved, unproven
+    drill = ev.drill_verdict(
+        "demo",
+        "drill/demo/1",
+        AT,
+        verdict="FAILED",
+        experiment="kill-region",
+        target="us-west-1",
+        reasons=["RTO over target"],
+        rto_s=41.0,
+        rto_target_s=30,
+    )
     assert (drill.severity, drill.action, drill.dedup_key) == ("error", "trigger", "drctl/demo/drill")
-    only_failures = WebhookSpec.from_config(WebhookConfig(name="f", url="http://x", events=["failover.failed"]))
+    only_failures = WebhookSpec.from_config(
+        WebhookConfig(name="f", url="http://x", events=["failover.failed"])
+    )
     assert only_failures.wants(refused) and not only_failures.wants(succeeded())
 
 
@@ -144,13 +219,16 @@ async def test_a_missing_routing_key_fails_at_once_without_sending() -> None:
     assert "NO_SUCH_KEY_VAR is not set" in str(exc.value) and rec.posts == []
 
 
-@pytest.mark.parametrize(("hook", "message"), [
-    ({"name": "a", "format": "slack"}, "set url or url_env"),
-    ({"name": "a", "url": "http://x", "url_env": "U"}, "set url or url_env, not both"),
-    ({"name": "a", "format": "pagerduty"}, "exactly one of routing_key_env or routing_key_file"),
-    ({"name": "a", "url": "http://x", "routing_key_env": "K"}, "format pagerduty only"),
-    ({"name": "a", "url": "http://x", "events": ["failover.exploded"]}, "Input should be"),
-])
+@pytest.mark.parametrize(
+    ("hook", "message"),
+    [
+        ({"name": "a", "format": "slack"}, "set url or url_env"),
+        ({"name": "a", "url": "http://x", "url_env": "U"}, "set url or url_env, not both"),
+        ({"name": "a", "format": "pagerduty"}, "exactly one of routing_key_env or routing_key_file"),
+        ({"name": "a", "url": "http://x", "routing_key_env": "K"}, "format pagerduty only"),
+        ({"name": "a", "url": "http://x", "events": ["failover.exploded"]}, "Input should be"),
+    ],
+)
 def test_bad_webhook_config_names_the_field(hook: dict[str, object], message: str) -> None:
     text = (Path(__file__).resolve().parents[2] / "config" / "fleet.yaml").read_text()
     import yaml
@@ -164,7 +242,9 @@ def test_bad_webhook_config_names_the_field(hook: dict[str, object], message: st
 
 def test_duplicate_webhook_names_are_refused() -> None:
     with pytest.raises(ValueError, match="duplicate webhook names: a"):
-        NotificationsConfig(webhooks=[WebhookConfig(name="a", url="http://x"), WebhookConfig(name="a", url="http://y")])
+        NotificationsConfig(
+            webhooks=[WebhookConfig(name="a", url="http://x"), WebhookConfig(name="a", url="http://y")]
+        )
 
 
 def test_the_readme_notifications_example_is_valid_config() -> None:

@@ -78,7 +78,10 @@ def test_slow_sse_streams_show_in_the_gateway_response_time_and_the_ttft_histogr
 
     def stream(_: int) -> float:
         body = {"model": MODEL, "prompt": "hi", "max_tokens": 3, "stream": True}
-        with httpx.Client(timeout=5, trust_env=False) as c, c.stream("POST", f"{env.sse}/v1/completions", json=body) as r:
+        with (
+            httpx.Client(timeout=5, trust_env=False) as c,
+            c.stream("POST", f"{env.sse}/v1/completions", json=body) as r,
+        ):
             assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
             return len(r.read())
 
@@ -111,8 +114,10 @@ def test_gateway_reader_names_a_missing_backend_and_a_dead_socket(env: Env, tmp_
 
 
 def test_replica_metrics_give_errors_and_ttft_and_a_dead_replica_goes_missing(env: Env) -> None:
-    targets = [ReplicaTarget("us-east-1", "east-0", env.east),
-               ReplicaTarget("us-east-1", "east-dead", f"http://127.0.0.1:{free_port()}")]
+    targets = [
+        ReplicaTarget("us-east-1", "east-0", env.east),
+        ReplicaTarget("us-east-1", "east-dead", f"http://127.0.0.1:{free_port()}"),
+    ]
 
     async def read() -> tuple[list, dict[str, str]]:
         async with httpx.AsyncClient(trust_env=False) as client:
@@ -131,7 +136,9 @@ def test_replica_metrics_give_errors_and_ttft_and_a_dead_replica_goes_missing(en
         fault(env.east)
     snaps, _ = asyncio.run(read())
     (now,) = snaps
-    assert (now.requests_total - first.requests_total, now.errors_total - first.errors_total) == (30, 15), codes
+    assert (now.requests_total - first.requests_total, now.errors_total - first.errors_total) == (30, 15), (
+        codes
+    )
     assert now.ttft is not None and first.ttft is not None and now.e2e is not None
     assert now.ttft.count - first.ttft.count == 15  # only the answered requests have a first token
     window.add(now)
@@ -163,7 +170,10 @@ def test_prometheus_queries_judge_each_region(env: Env) -> None:
 
         def judged() -> dict[str, PassiveSignal] | None:
             got = {v.region: v for v in prom.verdicts(["us-east-1", "us-west-1", "eu-west-1"], TH)}
-            ok = got["us-east-1"].signal is PassiveSignal.SUSPECT and got["us-west-1"].signal is PassiveSignal.OK
+            ok = (
+                got["us-east-1"].signal is PassiveSignal.SUSPECT
+                and got["us-west-1"].signal is PassiveSignal.OK
+            )
             return {r: v.signal for r, v in got.items()} if ok else None
 
         signals = wait_until(judged, timeout_s=10, interval_s=0.25, what="prometheus verdicts")
@@ -206,8 +216,15 @@ def _fleet(env: Env, source: str = "direct", prometheus: str | None = None) -> F
     data = fleet_config_data()
     data["regions"][0]["gateway_runtime_socket"] = env.runtime.socket_path
     data["regions"][1]["gateway_runtime_socket"] = "/nonexistent/gw.sock"
-    data["health"] = {"passive": {"window_s": 3, "max_age_s": 2, "min_requests": 5, "source": source,
-                                  "prometheus": {"url": prometheus or env.prometheus, "timeout_s": 0.5}}}
+    data["health"] = {
+        "passive": {
+            "window_s": 3,
+            "max_age_s": 2,
+            "min_requests": 5,
+            "source": source,
+            "prometheus": {"url": prometheus or env.prometheus, "timeout_s": 0.5},
+        }
+    }
     return FleetConfig.model_validate(data)
 
 
@@ -246,10 +263,16 @@ def test_passive_reader_with_prometheus_source(env: Env) -> None:
 
     # Prometheus scrapes both replicas every 250 ms, so both regions soon have fresh series (whatever
     # the last load left); this test may be the module's first to ask, before the first scrapes.
-    west, east = wait_until(lambda: (v := asyncio.run(run())) and PassiveSignal.MISSING not in (v[0].signal, v[1].signal)
-                            and v, 15, 0.5, what="fresh vLLM series in Prometheus")
+    west, east = wait_until(
+        lambda: (v := asyncio.run(run())) and PassiveSignal.MISSING not in (v[0].signal, v[1].signal) and v,
+        15,
+        0.5,
+        what="fresh vLLM series in Prometheus",
+    )
     assert west.views[0].kind == east.views[0].kind == "prometheus"
     reader = PassiveReader(_fleet(env, "prometheus", f"http://127.0.0.1:{free_port()}"), _Listing({}))
     verdicts = asyncio.run(reader.read())
-    assert [v.signal for v in verdicts] == [PassiveSignal.MISSING] * 2 and "unreachable" in reader.read_errors["prometheus"]
+    assert [v.signal for v in verdicts] == [
+        PassiveSignal.MISSING
+    ] * 2 and "unreachable" in reader.read_errors["prometheus"]
     asyncio.run(reader.aclose())

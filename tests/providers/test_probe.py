@@ -121,7 +121,10 @@ async def test_slow_ttft_is_degraded_not_down(clean: Stack) -> None:
     assert p.status == ProbeStatus.DEGRADED, p.reason
     # Judged when the threshold passed with no first token, not when the slow answer came.
     assert p.gateway.ttft_ms is None and p.gateway.error_class == "slow"
-    assert p.reason == f"gateway degraded: slow TTFT: 3/3 completions had no first token within {TTFT_DEGRADED_MS:g}ms"
+    assert (
+        p.reason
+        == f"gateway degraded: slow TTFT: 3/3 completions had no first token within {TTFT_DEGRADED_MS:g}ms"
+    )
 
 
 async def test_half_failing_gateway_is_degraded(clean: Stack) -> None:
@@ -149,7 +152,10 @@ async def test_gateway_errors_explained_by_one_failing_replica_of_four_pass(clea
     await clean.fault("r1", down=True)
     p = await _probe(clean)
     assert p.status == ProbeStatus.HEALTHY, p.reason
-    assert p.reason.startswith("gateway errors from 1/4 failing replicas (r1): ") and "inference requests failed" in p.reason
+    assert (
+        p.reason.startswith("gateway errors from 1/4 failing replicas (r1): ")
+        and "inference requests failed" in p.reason
+    )
     await clean.fault("r2", down=True)
     p = await _probe(clean)
     assert p.status == ProbeStatus.DEGRADED and p.reason.startswith("gateway degraded: "), p.reason
@@ -165,7 +171,9 @@ async def test_no_replica_serving_is_down(clean: Stack) -> None:
     p = await _probe(clean)
     assert p.status == ProbeStatus.DOWN
     assert p.reason.startswith("no replica serving (0/2); r0: http_5xx")
-    assert p.replicas[1].error_class == "http_5xx" and (p.replicas[1].error or "").startswith("completion failed")
+    assert p.replicas[1].error_class == "http_5xx" and (p.replicas[1].error or "").startswith(
+        "completion failed"
+    )
 
 
 async def test_gateway_down_fault(clean: Stack) -> None:
@@ -216,6 +224,7 @@ async def test_killed_gateway_process(clean: Stack) -> None:
     )  # fmt: skip
     gateway = f"http://127.0.0.1:{port}"
     try:
+
         async def serving() -> bool:
             return (await _probe(clean, gateway=gateway)).status == ProbeStatus.HEALTHY
 
@@ -224,7 +233,9 @@ async def test_killed_gateway_process(clean: Stack) -> None:
         await asyncio.wait_for(proc.wait(), 5)
         started = time.monotonic()
         p = await _probe(clean, gateway=gateway)
-        assert time.monotonic() - started < 4 * TIMEOUT_S  # a refused connection never waits out the timeout twice
+        assert (
+            time.monotonic() - started < 4 * TIMEOUT_S
+        )  # a refused connection never waits out the timeout twice
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -255,10 +266,13 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
         lt.enter(kmock.Server(cluster, host="127.0.0.1", port=port))
         api = client.DiscoveryV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}")))
         for pod, ready in (("r0", True), ("r1", False)):
-            api.create_namespaced_endpoint_slice("inference", _slice(f"llm-stable-{pod}", "llm-stable", pod,
-                                                                     int(clean.urls[pod].rsplit(":", 1)[1]), ready))
-        api.create_namespaced_endpoint_slice("inference", _slice("llm-stable-old", "llm-stable", "old", 1, False,
-                                                                 terminating=True))
+            api.create_namespaced_endpoint_slice(
+                "inference",
+                _slice(f"llm-stable-{pod}", "llm-stable", pod, int(clean.urls[pod].rsplit(":", 1)[1]), ready),
+            )
+        api.create_namespaced_endpoint_slice(
+            "inference", _slice("llm-stable-old", "llm-stable", "old", 1, False, terminating=True)
+        )
         # A slice of some other Service is not a replica of the fleet.
         api.create_namespaced_endpoint_slice("inference", _slice("other-x", "other", "x", 1, True))
         await clean.fault("r1", down=True)
@@ -267,7 +281,9 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
     finally:
         lt.close()
     assert [(r.target, r.url, r.status) for r in p.replicas] == [
-        ("r0", clean.urls["r0"], ProbeStatus.HEALTHY), ("r1", clean.urls["r1"], ProbeStatus.DOWN)]
+        ("r0", clean.urls["r0"], ProbeStatus.HEALTHY),
+        ("r1", clean.urls["r1"], ProbeStatus.DOWN),
+    ]
     assert p.status == ProbeStatus.DEGRADED and p.reason == "1/2 replicas failing: r1 http_5xx"
 
 

@@ -50,7 +50,9 @@ class AuthedRegion:
 async def region() -> AsyncIterator[AuthedRegion]:
     r = AuthedRegion()
     for name in ("gateway", "r0", "r1"):
-        r.urls[name] = await r.serve(build_app(FleetsimSettings(region="us-west-1", replica=name, api_key=KEY)))
+        r.urls[name] = await r.serve(
+            build_app(FleetsimSettings(region="us-west-1", replica=name, api_key=KEY))
+        )
     yield r
     for runner in r.runners:
         await runner.cleanup()
@@ -92,7 +94,9 @@ async def test_authed_fleet_is_probed_healthy_with_the_env_token(
     region: AuthedRegion, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ENV, KEY)
-    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region).probe_region("us-west-1")
+    p = await InferenceProber(
+        _cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region
+    ).probe_region("us-west-1")
     assert p.status == ProbeStatus.HEALTHY, p.reason
     assert "2/2 replicas healthy" in p.reason
     assert all(t.models_ok and t.ttft_ms is not None for t in [p.gateway, *p.replicas])
@@ -100,14 +104,20 @@ async def test_authed_fleet_is_probed_healthy_with_the_env_token(
 
 async def test_authed_fleet_is_probed_healthy_with_a_token_file(region: AuthedRegion, tmp_path: Path) -> None:
     (tmp_path / "vllm-key").write_text(KEY + "\n")  # a mounted Secret usually ends with a newline
-    p = await InferenceProber(_cfg(region, f"auth: {{token_file: {tmp_path / 'vllm-key'}}}"), replica_source=region).probe_region("us-west-1")
+    p = await InferenceProber(
+        _cfg(region, f"auth: {{token_file: {tmp_path / 'vllm-key'}}}"), replica_source=region
+    ).probe_region("us-west-1")
     assert p.status == ProbeStatus.HEALTHY, p.reason
 
 
-async def test_anonymous_or_wrong_token_is_auth_not_down(region: AuthedRegion, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_anonymous_or_wrong_token_is_auth_not_down(
+    region: AuthedRegion, monkeypatch: pytest.MonkeyPatch
+) -> None:
     anonymous = await InferenceProber(_cfg(region, ""), replica_source=region).probe_region("us-west-1")
     monkeypatch.setenv(ENV, "sk-wrong")
-    wrong = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region).probe_region("us-west-1")
+    wrong = await InferenceProber(
+        _cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region
+    ).probe_region("us-west-1")
     for p in (anonymous, wrong):
         assert p.status == ProbeStatus.AUTH, p.reason
         assert all(t.status == ProbeStatus.AUTH and t.error_class == "auth" for t in [p.gateway, *p.replicas])
@@ -119,17 +129,25 @@ async def test_unreadable_token_source_is_auth_naming_it(
     region: AuthedRegion, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv(ENV, raising=False)
-    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region).probe_region("us-west-1")
+    p = await InferenceProber(
+        _cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region
+    ).probe_region("us-west-1")
     assert p.status == ProbeStatus.AUTH and f"environment variable {ENV} is unset" in p.reason
     missing = tmp_path / "absent"
-    p = await InferenceProber(_cfg(region, f"auth: {{token_file: {missing}}}"), replica_source=region).probe_region("us-west-1")
+    p = await InferenceProber(
+        _cfg(region, f"auth: {{token_file: {missing}}}"), replica_source=region
+    ).probe_region("us-west-1")
     assert p.status == ProbeStatus.AUTH and f"cannot read {missing}" in p.reason
 
 
-async def test_a_dead_gateway_is_down_whatever_the_token(region: AuthedRegion, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_dead_gateway_is_down_whatever_the_token(
+    region: AuthedRegion, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(ENV, "sk-wrong")
     dead = f"http://127.0.0.1:{free_port()}"
-    p = await InferenceProber(_cfg(region, f"auth: {{token_env: {ENV}}}", gateway_url=dead), replica_source=region).probe_region("us-west-1")
+    p = await InferenceProber(
+        _cfg(region, f"auth: {{token_env: {ENV}}}", gateway_url=dead), replica_source=region
+    ).probe_region("us-west-1")
     assert p.status == ProbeStatus.DOWN and p.gateway.error_class == "connect", p.reason
 
 
@@ -151,7 +169,9 @@ def test_fleetsim_reads_the_key_from_vllms_variable() -> None:
 
 async def test_warmup_and_analysis_traffic_carries_the_token(region: AuthedRegion) -> None:
     urls = [region.urls["r0"], region.urls["r1"]]
-    with_token = await run_requests(urls, "fleetsim-tiny", 4, 0.0, 5.0, headers={"Authorization": f"Bearer {KEY}"})
+    with_token = await run_requests(
+        urls, "fleetsim-tiny", 4, 0.0, 5.0, headers={"Authorization": f"Bearer {KEY}"}
+    )
     anonymous = await run_requests(urls, "fleetsim-tiny", 4, 0.0, 5.0)
     assert all(t is not None for t in with_token) and anonymous == [None] * 4
 
@@ -163,7 +183,7 @@ async def test_drill_probes_send_the_token_from_the_fleet_config(
     path.write_text(f"""
 name: auth-drill
 regions:
-  - {{name: us-west-1, weight: 1, gateway_url: "{region.urls['gateway']}", kube: {{api_url: "http://127.0.0.1:1"}}}}
+  - {{name: us-west-1, weight: 1, gateway_url: "{region.urls["gateway"]}", kube: {{api_url: "http://127.0.0.1:1"}}}}
 workload: {{model: fleetsim-tiny, auth: {{token_env: {ENV}}}}}
 traffic:
   global_endpoint: {region.urls["gateway"]}

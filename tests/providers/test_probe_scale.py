@@ -154,6 +154,9 @@ async def test_a_round_ends_within_its_budget_and_unreached_replicas_are_not_dow
         p = await prober.probe_region("r1")
         assert p.duration_ms / 1000 < prober.round_budget_s + 1.0
         assert 0 < len(p.replicas) < 100 and all(r.status == ProbeStatus.HEALTHY for r in p.replicas)
-        assert p.status == ProbeStatus.HEALTHY and f"{100 - len(p.replicas)} replicas not probed within 1.5s" in p.reason
+        assert (
+            p.status == ProbeStatus.HEALTHY
+            and f"{100 - len(p.replicas)} replicas not probed within 1.5s" in p.reason
+        )
     finally:
         await runner.cleanup()

@@ -46,14 +46,45 @@ def _service(name: str, track: str) -> dict[str, Any]:
 async def _seed(cluster: RegionCluster) -> None:
     services = [await cluster.create_object("v1/services", _service(n, t), namespace=NS)
                 for n, t in (("llm-stable", "stable"), ("llm-canary", "canary"), ("other-stable", "stable"))]  # fmt: skip
-    pods = [PodEndpoint(name=f"llm-stable-{i}", namespace=NS, port=5000 + i, ready=i != 3,
-                        labels={"app": "llm", "drctl.io/track": "stable"}, uid=f"u{i}") for i in range(7)]
-    pods.append(PodEndpoint(name="llm-stable-old", namespace=NS, port=5100, ready=True, terminating=True,
-                            labels={"app": "llm", "drctl.io/track": "stable"}))
-    pods.append(PodEndpoint(name="llm-canary-0", namespace=NS, port=5200, ready=True,
-                            labels={"app": "llm", "drctl.io/track": "canary"}))
-    pods.append(PodEndpoint(name="other-stable-0", namespace=NS, port=5300, ready=True,
-                            labels={"app": "other", "drctl.io/track": "stable"}))
+    pods = [
+        PodEndpoint(
+            name=f"llm-stable-{i}",
+            namespace=NS,
+            port=5000 + i,
+            ready=i != 3,
+            labels={"app": "llm", "drctl.io/track": "stable"},
+            uid=f"u{i}",
+        )
+        for i in range(7)
+    ]
+    pods.append(
+        PodEndpoint(
+            name="llm-stable-old",
+            namespace=NS,
+            port=5100,
+            ready=True,
+            terminating=True,
+            labels={"app": "llm", "drctl.io/track": "stable"},
+        )
+    )
+    pods.append(
+        PodEndpoint(
+            name="llm-canary-0",
+            namespace=NS,
+            port=5200,
+            ready=True,
+            labels={"app": "llm", "drctl.io/track": "canary"},
+        )
+    )
+    pods.append(
+        PodEndpoint(
+            name="other-stable-0",
+            namespace=NS,
+            port=5300,
+            ready=True,
+            labels={"app": "other", "drctl.io/track": "stable"},
+        )
+    )
     await publish(cluster, services, pods)
 
 
@@ -75,7 +106,9 @@ async def _make_cluster() -> RegionCluster:
     return RegionCluster()
 
 
-async def test_track_service_slices_are_selected_and_paged(api_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_track_service_slices_are_selected_and_paged(
+    api_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[dict[str, Any]] = []
     real = client.DiscoveryV1Api.list_namespaced_endpoint_slice
 
@@ -92,7 +125,8 @@ async def test_track_service_slices_are_selected_and_paged(api_url: str, monkeyp
     # nor does another app's Service that the label selection keeps on the server.
     assert sorted((r.name, r.url, r.track) for r in found) == sorted(
         [(f"llm-stable-{i}", f"http://127.0.0.1:{5000 + i}", "stable") for i in range(7)]
-        + [("llm-canary-0", "http://127.0.0.1:5200", "canary")])
+        + [("llm-canary-0", "http://127.0.0.1:5200", "canary")]
+    )
     assert len(calls) == 3 and calls[0]["_continue"] is None and all(c["_continue"] for c in calls[1:])
     assert calls[0]["label_selector"] == f"{SERVICE_NAME_LABEL} in (llm-blue,llm-canary,llm-green,llm-stable)"
 

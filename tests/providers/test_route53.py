@@ -44,7 +44,10 @@ def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = (workdir / "moto.log").open("wb")
     # cwd: moto's recorder writes its `moto_recording` file into the working directory.
     proc = subprocess.Popen(
-        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log, cwd=workdir
+        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=log,
+        cwd=workdir,
     )
     url = f"http://127.0.0.1:{port}"
 
@@ -223,7 +226,9 @@ def test_apply_returns_pending_at_once_and_insync_comes_later(
     # Route 53 serves the new records from its API at once; only propagation lags.
     assert record_sets(moto_url, zid, name)["use1"][0] == 100
     assert r53.is_propagated(applied.change_id) is False
-    wait_until(lambda: r53.is_propagated(applied.change_id or ""), timeout_s=10, interval_s=0.2, what="INSYNC")
+    wait_until(
+        lambda: r53.is_propagated(applied.change_id or ""), timeout_s=10, interval_s=0.2, what="INSYNC"
+    )
     assert time.monotonic() - t0 >= 1.5
     assert standin.calls["ChangeResourceRecordSets"] == 1
 
@@ -238,7 +243,9 @@ def test_set_weights_for_scripts_blocks_until_insync(standin: Route53StandIn, zo
     assert standin.calls["ChangeResourceRecordSets"] == 1 and standin.calls["GetChange"] >= 2
 
 
-@pytest.mark.parametrize(("code", "kind"), [("Throttling", "RateLimited"), ("PriorRequestNotComplete", "Conflict")])
+@pytest.mark.parametrize(
+    ("code", "kind"), [("Throttling", "RateLimited"), ("PriorRequestNotComplete", "Conflict")]
+)
 def test_throttling_reaches_the_activity_once_and_is_retryable(
     standin: Route53StandIn, zone: tuple[str, str], code: str, kind: str
 ) -> None:
@@ -253,8 +260,10 @@ def test_throttling_reaches_the_activity_once_and_is_retryable(
     # Through the activity: the same refusal as a retryable ApplicationError of that type.
     standin.inject("ChangeResourceRecordSets", code)
     with pytest.raises(ApplicationError) as app:
-        ActivityEnvironment().run(TrafficActivities(cfg).set_global_weights,
-                                  SetWeightsInput(weights={"us-west-1": 1, "us-east-1": 1}))
+        ActivityEnvironment().run(
+            TrafficActivities(cfg).set_global_weights,
+            SetWeightsInput(weights={"us-west-1": 1, "us-east-1": 1}),
+        )
     assert app.value.type == kind and not app.value.non_retryable
     assert standin.calls["ChangeResourceRecordSets"] == 2
 
@@ -264,30 +273,42 @@ def test_wait_activity_heartbeats_backs_off_when_throttled_and_reports_insync(
 ) -> None:
     name, zid = zone
     acts = TrafficActivities(fleet(standin.url, zid, name))
-    applied = ActivityEnvironment().run(acts.set_global_weights,
-                                        SetWeightsInput(weights={"us-west-1": 0, "us-east-1": 100}))
-    assert applied.propagated is False and applied.change_id and applied.weights == {"us-west-1": 0, "us-east-1": 100}
+    applied = ActivityEnvironment().run(
+        acts.set_global_weights, SetWeightsInput(weights={"us-west-1": 0, "us-east-1": 100})
+    )
+    assert (
+        applied.propagated is False
+        and applied.change_id
+        and applied.weights == {"us-west-1": 0, "us-east-1": 100}
+    )
     standin.inject("GetChange", "Throttling", "Throttling")
     env = ActivityEnvironment()
     beats: list[Any] = []
     env.on_heartbeat = lambda *details: beats.append(details)
-    res = env.run(acts.wait_global_propagation, PropagationInput(change_id=applied.change_id, timeout_s=20, poll_s=0.2))
+    res = env.run(
+        acts.wait_global_propagation, PropagationInput(change_id=applied.change_id, timeout_s=20, poll_s=0.2)
+    )
     assert res.propagated and res.status == "INSYNC" and res.waited_s >= 1.0
     assert res.last_error and "Throttling" in res.last_error
     assert len(beats) == res.polls >= 3  # two throttled polls (backing off 0.4 s, 0.8 s), then INSYNC
     assert standin.calls["ChangeResourceRecordSets"] == 1
 
 
-def test_wait_activity_deadline_is_an_answer_not_an_error(standin: Route53StandIn, zone: tuple[str, str]) -> None:
+def test_wait_activity_deadline_is_an_answer_not_an_error(
+    standin: Route53StandIn, zone: tuple[str, str]
+) -> None:
     name, zid = zone
     standin.pending_s = 600
     acts = TrafficActivities(fleet(standin.url, zid, name))
-    applied = ActivityEnvironment().run(acts.set_global_weights,
-                                        SetWeightsInput(weights={"us-west-1": 60, "us-east-1": 40}))
+    applied = ActivityEnvironment().run(
+        acts.set_global_weights, SetWeightsInput(weights={"us-west-1": 60, "us-east-1": 40})
+    )
     assert applied.change_id
     deadline_s = 1.0
-    res = ActivityEnvironment().run(acts.wait_global_propagation,
-                                    PropagationInput(change_id=applied.change_id, timeout_s=deadline_s, poll_s=0.3))
+    res = ActivityEnvironment().run(
+        acts.wait_global_propagation,
+        PropagationInput(change_id=applied.change_id, timeout_s=deadline_s, poll_s=0.3),
+    )
     # Waited its whole deadline, and stopped there: a small multiple of it, not the 600 s PENDING.
     assert res.propagated is False and res.status == "PENDING" and deadline_s <= res.waited_s < 5 * deadline_s
     assert standin.calls["ChangeResourceRecordSets"] == 1

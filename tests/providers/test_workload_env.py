@@ -28,15 +28,18 @@ def test_rollback_restores_the_secret_reference(platform: KubernetesPlatform) ->
     workload = Workload(load_config(path), platform)
     manifest = deployment_manifest("llm-stable")
     manifest["spec"]["template"]["spec"]["containers"][0]["env"] = [
-        {"name": "MAX_MODEL_LEN", "value": "4096"}, {"name": "HF_TOKEN", "valueFrom": HF_TOKEN}]
+        {"name": "MAX_MODEL_LEN", "value": "4096"},
+        {"name": "HF_TOKEN", "valueFrom": HF_TOKEN},
+    ]
     platform.delete_deployment("llm-stable")
     platform.apply_deployment(manifest)
 
     before = workload.stable_release()
     assert before.value_from == {"HF_TOKEN": HF_TOKEN} and before.env == {"MAX_MODEL_LEN": "4096"}
     # The upgrade replaces the env (as an upgrade with new model flags does); the rollback restores it.
-    workload.set_stable_release(Release(image="vllm/vllm-openai:v0.6.4", env={"MAX_MODEL_LEN": "8192"},
-                                        replace_env=True))
+    workload.set_stable_release(
+        Release(image="vllm/vllm-openai:v0.6.4", env={"MAX_MODEL_LEN": "8192"}, replace_env=True)
+    )
     assert {e["name"] for e in _env(platform, "llm-stable")} == {"MAX_MODEL_LEN"}
     workload.set_stable_release(before)
     env = {e["name"]: e for e in _env(platform, "llm-stable")}

@@ -66,14 +66,21 @@ def _ports_in(lo: int, hi: int) -> Iterator[int]:
 
 def _remap_ports(data: Any, new: dict[int, int], fresh: Iterator[int]) -> Any:
     """Every 127.0.0.1:<port>, `stats_port` and `prometheus_port` in the config data, moved to ports from `fresh`."""
+
     def sub(m: re.Match[str]) -> str:
         old = int(m.group(1))
         new.setdefault(old, next(fresh))
         return f"127.0.0.1:{new[old]}"
 
     if isinstance(data, dict):
-        return {k: (new.setdefault(v, next(fresh)) if k in ("stats_port", "prometheus_port") else _remap_ports(v, new, fresh))
-                for k, v in data.items()}
+        return {
+            k: (
+                new.setdefault(v, next(fresh))
+                if k in ("stats_port", "prometheus_port")
+                else _remap_ports(v, new, fresh)
+            )
+            for k, v in data.items()
+        }
     if isinstance(data, list):
         return [_remap_ports(v, new, fresh) for v in data]
     return PORT_RE.sub(sub, data) if isinstance(data, str) else data
@@ -100,8 +107,12 @@ async def save(handle: WorkflowHandle[Any, Any], name: str) -> Path:
 
 async def record_monitor(client: Client, cfg: FleetConfig, suffix: str) -> None:
     wid = f"monitor/{cfg.name}"
-    handle = await client.start_workflow(FleetMonitor.run, MonitorInput(spec=FleetSpec.from_config(cfg),
-                                         max_iterations=3), id=wid, task_queue=cfg.temporal.task_queue)
+    handle = await client.start_workflow(
+        FleetMonitor.run,
+        MonitorInput(spec=FleetSpec.from_config(cfg), max_iterations=3),
+        id=wid,
+        task_queue=cfg.temporal.task_queue,
+    )
     first = client.get_workflow_handle(wid, run_id=handle.result_run_id)
     for _ in range(120):  # bounded: 3 rounds at interval_s=2 take ~6 s; 60 s at most
         if (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
@@ -117,23 +128,43 @@ async def record_monitor(client: Client, cfg: FleetConfig, suffix: str) -> None:
 async def record_core(client: Client, cfg: FleetConfig, suffix: str) -> None:
     """Failover to us-east-1, Failback, and a one-region canary Upgrade."""
     spec = FleetSpec.from_config(cfg)
-    fo = await start_operation(client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1"),
-                               operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1")
+    fo = await start_operation(
+        client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=spec, target="us-east-1"),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
+    )
     res = await asyncio.wait_for(fo.result(), 120)
     assert res.status == "succeeded", res.error
     await save(fo, f"failover{suffix}")
-    fb = await start_operation(client, cfg, Failback.run, FailbackInput(spec=spec),
-                               operation="failback", workflow_id=f"failback/{cfg.name}")
+    fb = await start_operation(
+        client,
+        cfg,
+        Failback.run,
+        FailbackInput(spec=spec),
+        operation="failback",
+        workflow_id=f"failback/{cfg.name}",
+    )
     res = await asyncio.wait_for(fb.result(), 120)
     assert res.status == "succeeded", res.error
     await save(fb, f"failback{suffix}")
-    req = upgrade_request(cfg, uuid.uuid4().hex[:8], "vllm/vllm-openai:v0.7.0", regions=["us-west-1"],
-                          steps_percent=[50, 100])
+    req = upgrade_request(
+        cfg, uuid.uuid4().hex[:8], "vllm/vllm-openai:v0.7.0", regions=["us-west-1"], steps_percent=[50, 100]
+    )
     # Short windows, as in tests/upgrade: a few samples per window still judge a healthy canary.
-    req = req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
-                                 "limits": req.limits.model_copy(update={"min_samples": 8})})
-    up = await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
-                               workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+    req = req.model_copy(
+        update={
+            "step_pause_s": 1.0,
+            "scale_down_delay_s": 1.0,
+            "limits": req.limits.model_copy(update={"min_samples": 8}),
+        }
+    )
+    up = await start_operation(
+        client, cfg, Upgrade.run, req, operation="upgrade", workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}"
+    )
     res = await asyncio.wait_for(up.result(), 180)
     assert res.outcome == "SUCCEEDED", res
     await save(up, f"upgrade_canary{suffix}")
@@ -166,9 +197,14 @@ async def record(cfg: FleetConfig, suffix: str, only: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port-range", help="LO-HI: take the stack's ports from this range (default: any free)")
-    ap.add_argument("--suffix", default="", help="Appended to each file name, e.g. _v2 after a patched change.")
-    ap.add_argument("--only", default=",".join(GROUPS),
-                    help=f"Comma-separated subset of {','.join(GROUPS)} (default: all).")
+    ap.add_argument(
+        "--suffix", default="", help="Appended to each file name, e.g. _v2 after a patched change."
+    )
+    ap.add_argument(
+        "--only",
+        default=",".join(GROUPS),
+        help=f"Comma-separated subset of {','.join(GROUPS)} (default: all).",
+    )
     args = ap.parse_args(argv)
     only = [g for g in args.only.split(",") if g]
     if unknown := set(only) - set(GROUPS):

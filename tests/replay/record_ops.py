@@ -37,20 +37,39 @@ async def record_backup_restore(client: Client, cfg: FleetConfig, save: Save, su
     """A backup of us-east-1's workload, restored into us-west-1 under a new namespace (as the CLI does)."""
     east = cfg.region("us-east-1")
     name = f"replay-{uuid.uuid4().hex[:6]}"
-    req = BackupRequest(region=east.name, name=name, namespaces=[east.kube.namespace],
-                        label_selector={"app": cfg.workload.app})
+    req = BackupRequest(
+        region=east.name,
+        name=name,
+        namespaces=[east.kube.namespace],
+        label_selector={"app": cfg.workload.app},
+    )
     wid = f"backup/{cfg.name}/{name}"
-    bh = await client.start_workflow(Backup.run, BackupJob(fleet=cfg.name, queue=east.queue, request=req), id=wid,
-                                     task_queue=cfg.temporal.task_queue,
-                                     search_attributes=search_attributes(cfg.name, "backup", target=east.name))
+    bh = await client.start_workflow(
+        Backup.run,
+        BackupJob(fleet=cfg.name, queue=east.queue, request=req),
+        id=wid,
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=search_attributes(cfg.name, "backup", target=east.name),
+    )
     res = await asyncio.wait_for(result_of(bh, BackupJobResult), 120)
     assert res.ok, res.reason
     await save(bh, f"backup{suffix}")
     west = cfg.region("us-west-1")
-    rreq = RestoreRequest(region=west.name, name=f"restore-{name}", backup_name=name,
-                          namespace_mapping={east.kube.namespace: "replay-restored"})
-    rh = await start_operation(client, cfg, Restore.run, RestoreJob(fleet=cfg.name, queue=west.queue, request=rreq),
-                               operation="restore", workflow_id=f"restore/{cfg.name}/{rreq.name}", target=west.name)
+    rreq = RestoreRequest(
+        region=west.name,
+        name=f"restore-{name}",
+        backup_name=name,
+        namespace_mapping={east.kube.namespace: "replay-restored"},
+    )
+    rh = await start_operation(
+        client,
+        cfg,
+        Restore.run,
+        RestoreJob(fleet=cfg.name, queue=west.queue, request=rreq),
+        operation="restore",
+        workflow_id=f"restore/{cfg.name}/{rreq.name}",
+        target=west.name,
+    )
     res = await asyncio.wait_for(result_of(rh, BackupJobResult), 120)
     assert res.ok, res.reason
     await save(rh, f"restore{suffix}")
@@ -69,8 +88,15 @@ async def record_drill(client: Client, cfg: FleetConfig, save: Save, suffix: str
             raise RuntimeError("monitor did not see every region healthy within 60 s")
         plan = validate_experiment(EXPERIMENTS / "region-outage.json", cfg, "us-west-1")
         wid = f"drill/{cfg.name}/{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}"
-        dh = await start_operation(client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), operation="drill",
-                                   workflow_id=wid, target="us-west-1")
+        dh = await start_operation(
+            client,
+            cfg,
+            "ChaosDrill",
+            DrillInput.from_config(cfg, plan),
+            operation="drill",
+            workflow_id=wid,
+            target="us-west-1",
+        )
         report = await asyncio.wait_for(result_of(dh, DrillReport), 240)
         assert report.verdict is Verdict.PASS, report.reasons
         await save(dh, f"drill_region_outage{suffix}")
@@ -82,10 +108,19 @@ async def record_migration(client: Client, cfg: FleetConfig, save: Save, suffix:
     """us-west-1 → us-east-1 in two steps; last, since it leaves every weight on us-east-1."""
     req = migration_request(cfg, uuid.uuid4().hex[:8], "us-west-1", "us-east-1", steps_percent=[50, 100])
     # Short windows, as in tests/upgrade: a few samples per window still judge a healthy target.
-    req = req.model_copy(update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})})
-    mh = await start_operation(client, cfg, Migration.run, req, operation="migrate",
-                               workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-                               source="us-west-1", target="us-east-1")
+    req = req.model_copy(
+        update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})}
+    )
+    mh = await start_operation(
+        client,
+        cfg,
+        Migration.run,
+        req,
+        operation="migrate",
+        workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
+        source="us-west-1",
+        target="us-east-1",
+    )
     res = await asyncio.wait_for(result_of(mh, MigrationResult), 240)
     assert res.outcome is Outcome.SUCCEEDED, res
     await save(mh, f"migration{suffix}")

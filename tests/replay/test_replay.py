@@ -23,7 +23,16 @@ FILES = sorted(HISTORIES.glob("*.json"))
 TEXTS = {p.stem: p.read_text() for p in FILES}
 # Every workflow an operator starts; each must keep a recorded history (the lock, Notify and
 # Replicate children are exercised inside these).
-REQUIRED_TYPES = {"Failover", "Failback", "FleetMonitor", "Upgrade", "ChaosDrill", "Migration", "Backup", "Restore"}
+REQUIRED_TYPES = {
+    "Failover",
+    "Failback",
+    "FleetMonitor",
+    "Upgrade",
+    "ChaosDrill",
+    "Migration",
+    "Backup",
+    "Restore",
+}
 
 
 def _workflow_type(text: str) -> str:

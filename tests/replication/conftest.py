@@ -19,8 +19,12 @@ def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     workdir = tmp_path_factory.mktemp("moto")
     log = (workdir / "moto.log").open("wb")
-    proc = subprocess.Popen([str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=log, cwd=workdir)
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=log,
+        cwd=workdir,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:

@@ -16,8 +16,11 @@ pytestmark = [pytest.mark.devstack]
 
 
 def scheduled(cfg: FleetConfig, region: str, schedule: str) -> list[str]:
-    return [b.name for b in VeleroBackupProvider(cfg, region).list_backups()
-            if b.name.startswith(f"{schedule}-") and b.phase == "Completed"]
+    return [
+        b.name
+        for b in VeleroBackupProvider(cfg, region).list_backups()
+        if b.name.startswith(f"{schedule}-") and b.phase == "Completed"
+    ]
 
 
 def test_schedule_create_list_delete_and_backup_age_in_status(
@@ -28,6 +31,7 @@ def test_schedule_create_list_delete_and_backup_age_in_status(
     assert made.returncode == 0, made.stdout + made.stderr
     assert "every-1h created in us-west-1: @every 1h" in made.stdout and "us-east-1" in made.stdout
     try:
+
         def listed() -> list[dict]:
             p = drctl("backup", "schedule", "list", "-o", "json", "-c", c)
             rows = [s for s in json.loads(p.stdout) if s["name"] == "every-1h"]
@@ -51,11 +55,28 @@ def test_schedule_create_list_delete_and_backup_age_in_status(
         # An hourly schedule is not due again: still one backup per region.
         assert len(scheduled(fleet_config, "us-west-1", "every-1h")) == 1
 
-        fast = drctl("backup", "schedule", "create", "--every", "2s", "--ttl", "1h", "--name", "fast",
-                     "--region", "us-west-1", "-c", c)
+        fast = drctl(
+            "backup",
+            "schedule",
+            "create",
+            "--every",
+            "2s",
+            "--ttl",
+            "1h",
+            "--name",
+            "fast",
+            "--region",
+            "us-west-1",
+            "-c",
+            c,
+        )
         assert fast.returncode == 0, fast.stderr
-        wait_until(lambda: len(scheduled(fleet_config, "us-west-1", "fast")) >= 2, timeout_s=30, interval_s=0.5,
-                   what="a 2 s schedule taking a second backup")
+        wait_until(
+            lambda: len(scheduled(fleet_config, "us-west-1", "fast")) >= 2,
+            timeout_s=30,
+            interval_s=0.5,
+            what="a 2 s schedule taking a second backup",
+        )
         assert drctl("backup", "schedule", "delete", "fast", "--region", "us-west-1", "-c", c).returncode == 0
     finally:
         gone = drctl("backup", "schedule", "delete", "every-1h", "-c", c)
@@ -63,12 +84,17 @@ def test_schedule_create_list_delete_and_backup_age_in_status(
     assert json.loads(drctl("backup", "schedule", "list", "-o", "json", "-c", c).stdout) == []
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--every", "soon"], "--every 'soon'"),
-    (["--every", "1h", "--cron", "0 * * * *"], "exactly one"),
-    (["--every", "1h", "--ttl", "3 days"], "--ttl '3 days'"),
-    (["--every", "1h", "--region", "mars-1"], "unknown region 'mars-1'"),
-])
-def test_bad_schedule_input_exits_2_and_creates_nothing(fleet_config_path: Path, args: list[str], words: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--every", "soon"], "--every 'soon'"),
+        (["--every", "1h", "--cron", "0 * * * *"], "exactly one"),
+        (["--every", "1h", "--ttl", "3 days"], "--ttl '3 days'"),
+        (["--every", "1h", "--region", "mars-1"], "unknown region 'mars-1'"),
+    ],
+)
+def test_bad_schedule_input_exits_2_and_creates_nothing(
+    fleet_config_path: Path, args: list[str], words: str
+) -> None:
     p = drctl("backup", "schedule", "create", *args, "-c", str(fleet_config_path))
     assert p.returncode == 2 and words in p.stderr, p.stderr

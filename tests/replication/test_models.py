@@ -28,11 +28,21 @@ def test_lag_is_the_age_of_the_oldest_unreplicated_object() -> None:
 
 
 def test_rpo_verdict_and_its_words() -> None:
-    rep = LagReport(bucket="models", source_region="w", replica_region="e", measured_at=NOW, lag_s=12.5, missing=1,
-                    oldest_unreplicated="adapters/x")
+    rep = LagReport(
+        bucket="models",
+        source_region="w",
+        replica_region="e",
+        measured_at=NOW,
+        lag_s=12.5,
+        missing=1,
+        oldest_unreplicated="adapters/x",
+    )
     check = RpoCheck(target="e", rpo_target_s=5, reports=[rep], lag_s=12.5, objects_behind=1)
     assert check.exceeded
-    assert check.describe() == "replication lag of e is 12.5 s > RPO 5 s, 1 object(s) not replicated (models: adapters/x)"
+    assert (
+        check.describe()
+        == "replication lag of e is 12.5 s > RPO 5 s, 1 object(s) not replicated (models: adapters/x)"
+    )
     assert not RpoCheck(target="e", rpo_target_s=5, reports=[rep], lag_s=5.0).exceeded
     unknown = RpoCheck(target="e", rpo_target_s=5, errors=["models/e: NotFound"])
     assert unknown.exceeded and "unknown" in unknown.describe()
@@ -55,22 +65,37 @@ def test_release_comparison_names_each_drift() -> None:
 def test_model_of_reads_vllm_args_then_env() -> None:
     c = k8s.V1Container(name="s", args=["--model", "meta/llama", "--port", "8000"])
     assert model_of(c) == "meta/llama"
-    assert model_of(k8s.V1Container(name="s", command=["vllm", "serve", "qwen"], args=["--served-model-name=q"])) == "qwen"
-    assert model_of(k8s.V1Container(name="s", env=[k8s.V1EnvVar(name="FLEETSIM_MODEL", value="tiny")])) == "tiny"
+    assert (
+        model_of(k8s.V1Container(name="s", command=["vllm", "serve", "qwen"], args=["--served-model-name=q"]))
+        == "qwen"
+    )
+    assert (
+        model_of(k8s.V1Container(name="s", env=[k8s.V1EnvVar(name="FLEETSIM_MODEL", value="tiny")])) == "tiny"
+    )
     assert model_of(k8s.V1Container(name="s")) is None
 
 
 def test_parse_stats_reads_rclone_json_log_lines() -> None:
-    line = ('{"level":"notice","msg":"x","stats":{"bytes":1234,"checks":3,"deletes":1,"elapsedTime":0.51,'
-            '"errors":0,"transfers":2}}')
+    line = (
+        '{"level":"notice","msg":"x","stats":{"bytes":1234,"checks":3,"deletes":1,"elapsedTime":0.51,'
+        '"errors":0,"transfers":2}}'
+    )
     st = parse_stats(line)
-    assert st is not None and (st.transfers, st.bytes, st.checks, st.deletes, st.elapsed_s) == (2, 1234, 3, 1, 0.51)
+    assert st is not None and (st.transfers, st.bytes, st.checks, st.deletes, st.elapsed_s) == (
+        2,
+        1234,
+        3,
+        1,
+        0.51,
+    )
     assert parse_stats('{"level":"info","msg":"copied"}') is None and parse_stats("not json") is None
 
 
 def test_lag_at_the_fault_discounts_the_time_since() -> None:
-    reps = [LagReport(bucket="s", source_region="w", replica_region="e", measured_at=NOW, lag_s=5.5, missing=1),
-            LagReport(bucket="m", source_region="w", replica_region="e", measured_at=NOW, lag_s=0.0)]
+    reps = [
+        LagReport(bucket="s", source_region="w", replica_region="e", measured_at=NOW, lag_s=5.5, missing=1),
+        LagReport(bucket="m", source_region="w", replica_region="e", measured_at=NOW, lag_s=0.0),
+    ]
     check = RpoCheck(target="e", rpo_target_s=5, reports=reps, lag_s=5.5, objects_behind=1)
     assert check.lag_at(NOW - timedelta(seconds=5)) == 0.5
     assert check.lag_at(NOW - timedelta(seconds=9)) == 0.0
@@ -80,12 +105,24 @@ def test_lag_at_the_fault_discounts_the_time_since() -> None:
 def test_an_unreadable_source_is_bounded_by_the_last_replication_check() -> None:
     from drctl.models.rpo import ReplicaPair, ReplicationRun, TransferStats, estimate_from_last_run
 
-    pair = ReplicaPair(bucket="state", source_region="w", source_bucket="a-w", replica_region="e", replica_bucket="a-e")
+    pair = ReplicaPair(
+        bucket="state", source_region="w", source_bucket="a-w", replica_region="e", replica_bucket="a-e"
+    )
     checked = NOW - timedelta(seconds=4)
-    last = ReplicationRun(bucket="state", source_region="w", replica_region="e", mode="copy", started_at=checked,
-                          finished_at=checked, ok=True, stats=TransferStats(), check_ok=True,
-                          lag=LagReport(bucket="state", source_region="w", replica_region="e", measured_at=checked,
-                                        lag_s=1.5, missing=2))
+    last = ReplicationRun(
+        bucket="state",
+        source_region="w",
+        replica_region="e",
+        mode="copy",
+        started_at=checked,
+        finished_at=checked,
+        ok=True,
+        stats=TransferStats(),
+        check_ok=True,
+        lag=LagReport(
+            bucket="state", source_region="w", replica_region="e", measured_at=checked, lag_s=1.5, missing=2
+        ),
+    )
     rep = estimate_from_last_run(pair, last, NOW, "connection refused")
     assert (rep.lag_s, rep.missing, rep.error, rep.estimated_from) == (5.5, 2, None, checked)
     check = RpoCheck(target="e", rpo_target_s=5, reports=[rep], lag_s=rep.lag_s, objects_behind=2)

@@ -29,14 +29,17 @@ data:
 
 
 def fleet(url: str, src: str, dst: str, mode: str = "copy", extra: str = "") -> FleetConfig:
-    data = (f"  buckets:\n    - {{name: models, mode: {mode}, source: {{region: us-west-1, bucket: {src}}},\n"
-            f"       replicas: [{{region: us-east-1, bucket: {dst}}}]}}\n{extra}")
+    data = (
+        f"  buckets:\n    - {{name: models, mode: {mode}, source: {{region: us-west-1, bucket: {src}}},\n"
+        f"       replicas: [{{region: us-east-1, bucket: {dst}}}]}}\n{extra}"
+    )
     return parse_config(BASE.format(url=url, data=data))
 
 
 def s3(url: str) -> Any:
-    return boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="t",
-                        aws_secret_access_key="t")
+    return boto3.client(
+        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
+    )
 
 
 @pytest.fixture
@@ -92,7 +95,9 @@ def test_a_deleted_adapter_is_lag_until_the_next_run(moto_url: str, buckets: tup
     assert lag.missing == 1 and lag.oldest_unreplicated == adapter
     assert lag.lag_s is not None and lag.lag_s >= 0.3
     # A changed object in the source counts too, from the time it was written.
-    s3(moto_url).put_object(Bucket=buckets[0], Key="fleetsim-tiny/tokenizer_config.json", Body=b'{"changed": 1}')
+    s3(moto_url).put_object(
+        Bucket=buckets[0], Key="fleetsim-tiny/tokenizer_config.json", Body=b'{"changed": 1}'
+    )
     lag = rc.measure_lag(pair)
     assert (lag.missing, lag.differ) == (1, 1)
     stats = rc.transfer(pair)
@@ -124,9 +129,10 @@ def test_missing_source_bucket_is_a_non_retryable_error(moto_url: str) -> None:
     assert lag.lag_s is None and "no-such-src" in (lag.error or "") + pair.source_bucket
 
 
-def test_named_credential_variables_must_be_set(moto_url: str, buckets: tuple[str, str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    extra = ("  endpoints:\n    us-east-1: {access_key_id_env: DRCTL_TEST_KEY, secret_access_key_env: DRCTL_TEST_SECRET}\n")
+def test_named_credential_variables_must_be_set(
+    moto_url: str, buckets: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = "  endpoints:\n    us-east-1: {access_key_id_env: DRCTL_TEST_KEY, secret_access_key_env: DRCTL_TEST_SECRET}\n"
     cfg = fleet(moto_url, *buckets, extra=extra)
     monkeypatch.delenv("DRCTL_TEST_KEY", raising=False)
     with pytest.raises(ProviderError, match="DRCTL_TEST_KEY"):
@@ -139,7 +145,10 @@ def test_named_credential_variables_must_be_set(moto_url: str, buckets: tuple[st
 
 
 def test_config_names_the_unknown_region(moto_url: str) -> None:
-    text = BASE.format(url=moto_url, data="  buckets:\n    - {name: m, source: {region: eu-west-9, bucket: abc},\n"
-                                          "       replicas: [{region: us-east-1, bucket: abd}]}\n")
+    text = BASE.format(
+        url=moto_url,
+        data="  buckets:\n    - {name: m, source: {region: eu-west-9, bucket: abc},\n"
+        "       replicas: [{region: us-east-1, bucket: abd}]}\n",
+    )
     with pytest.raises(ConfigError, match=r"data.buckets\[0\].source.region \(eu-west-9\)"):
         parse_config(text)

@@ -25,11 +25,14 @@ def experiment(name: str = "region-outage") -> dict[str, Any]:
     return copy.deepcopy(json.loads((REPO / "experiments" / f"{name}.json").read_text()))
 
 
-def write_config(directory: Path, *, allowed: list[str] | None = None, injector: str = "devstack",
-                 name: str = "fleet.yaml") -> FleetConfig:
+def write_config(
+    directory: Path, *, allowed: list[str] | None = None, injector: str = "devstack", name: str = "fleet.yaml"
+) -> FleetConfig:
     data = fleet_config_data()
-    data["drills"] = {"allowed_targets": ["us-west-1", "us-east-1"] if allowed is None else allowed,
-                      "fault_injector": injector}
+    data["drills"] = {
+        "allowed_targets": ["us-west-1", "us-east-1"] if allowed is None else allowed,
+        "fault_injector": injector,
+    }
     path = directory / name
     path.write_text(yaml.safe_dump(data))
     return load_config(path)

@@ -54,16 +54,20 @@ def main(argv: list[str]) -> int:
             minus = [d[1:] for d in diff if d.startswith("-") and not d.startswith("---")]
             plus = [d[1:] for d in diff if d.startswith("+") and not d.startswith("+++")]
             line = _where(Path(path), name, minus[0]) if minus else None
-            survivors.append(f"{path}:{line or '?'} [{status}] {name}\n      - {(minus or [''])[0].strip()}\n"
-                             f"      + {(plus or [''])[0].strip()}")
+            survivors.append(
+                f"{path}:{line or '?'} [{status}] {name}\n      - {(minus or [''])[0].strip()}\n"
+                f"      + {(plus or [''])[0].strip()}"
+            )
     total = sum(counts.values())
     if not total:
         print("no mutants: run `mutmut run` first", file=sys.stderr)
         return 1
     score = 100 * counts["killed"] / total
     others = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "killed")
-    print(f"mutation score: {counts['killed']}/{total} killed ({score:.1f} %)"
-          + (f"; {others}" if others else ""))
+    print(
+        f"mutation score: {counts['killed']}/{total} killed ({score:.1f} %)"
+        + (f"; {others}" if others else "")
+    )
     if survivors:
         print(f"\nnot killed ({len(survivors)}):")
         print("\n".join(survivors))

@@ -26,25 +26,37 @@ def _py(module: str = "drctl.chaos.actions", func: str = "clear_faults", **args:
 
 
 def test_python_providers_only_from_drctls_chaos_functions(cfg: FleetConfig) -> None:
-    ok = _exp(method=[{"name": "a", "provider": _py(region="us-west-1")},
-                      {"name": "p", "provider": _py("drctl.chaos.probes", "global_success_ratio")}])
+    ok = _exp(
+        method=[
+            {"name": "a", "provider": _py(region="us-west-1")},
+            {"name": "p", "provider": _py("drctl.chaos.probes", "global_success_ratio")},
+        ]
+    )
     b.check_boundary(ok, {}, cfg)
-    assert _violation(b.check_boundary, _exp(method=[{"name": "a", "provider": _py("os", "system")}]), {}, cfg) == (
-        "method[0] 'a': python module 'os' is not allowed; drills run only drctl.chaos.actions, drctl.chaos.probes")
-    assert _violation(b.check_boundary, _exp(method=[{"name": "a", "provider": _py(func="fleet")}]), {}, cfg) == (
-        "method[0] 'a': drctl.chaos.actions.fleet is not one of drctl's drill functions")
-    assert _violation(b.check_boundary, _exp(method=[{"name": "a", "provider": _py(func="_load")}]), {}, cfg) == (
-        "method[0] 'a': drctl.chaos.actions._load is not one of drctl's drill functions")
+    assert _violation(
+        b.check_boundary, _exp(method=[{"name": "a", "provider": _py("os", "system")}]), {}, cfg
+    ) == (
+        "method[0] 'a': python module 'os' is not allowed; drills run only drctl.chaos.actions, drctl.chaos.probes"
+    )
+    assert _violation(
+        b.check_boundary, _exp(method=[{"name": "a", "provider": _py(func="fleet")}]), {}, cfg
+    ) == ("method[0] 'a': drctl.chaos.actions.fleet is not one of drctl's drill functions")
+    assert _violation(
+        b.check_boundary, _exp(method=[{"name": "a", "provider": _py(func="_load")}]), {}, cfg
+    ) == ("method[0] 'a': drctl.chaos.actions._load is not one of drctl's drill functions")
     no_func = {"type": "python", "module": "drctl.chaos.probes"}
     assert _violation(b.check_boundary, _exp(method=[{"name": "a", "provider": no_func}]), {}, cfg) == (
-        "method[0] 'a': drctl.chaos.probes.None is not one of drctl's drill functions")
+        "method[0] 'a': drctl.chaos.probes.None is not one of drctl's drill functions"
+    )
     bad_args = {**_py(), "arguments": ["x"]}
     assert _violation(b.check_boundary, _exp(rollbacks=[{"name": "r", "provider": bad_args}]), {}, cfg) == (
-        "rollbacks[0] 'r': arguments must be a mapping")
+        "rollbacks[0] 'r': arguments must be a mapping"
+    )
     for reserved in ("configuration", "secrets"):
         exp = _exp(rollbacks=[{"name": "r", "provider": _py(**{reserved: {}})}])
         assert _violation(b.check_boundary, exp, {}, cfg) == (
-            f"rollbacks[0] 'r': argument {reserved!r} is reserved (chaoslib passes the checked one)")
+            f"rollbacks[0] 'r': argument {reserved!r} is reserved (chaoslib passes the checked one)"
+        )
 
 
 def test_allowed_functions_are_the_modules_own_public_ones() -> None:
@@ -56,17 +68,34 @@ def test_allowed_functions_are_the_modules_own_public_ones() -> None:
 
 def test_http_providers_only_to_the_fleets_own_endpoints(cfg: FleetConfig) -> None:
     gateway = cfg.regions[1].gateway_url
-    ok = _exp(**{"steady-state-hypothesis": {"probes": [
-        {"name": "g", "provider": {"type": "http", "url": "${global_endpoint}/health"}},
-        {"name": "r", "provider": {"type": "http", "url": gateway.upper().replace("HTTP", "http") + "/v1/models"}}]}})
+    ok = _exp(
+        **{
+            "steady-state-hypothesis": {
+                "probes": [
+                    {"name": "g", "provider": {"type": "http", "url": "${global_endpoint}/health"}},
+                    {
+                        "name": "r",
+                        "provider": {
+                            "type": "http",
+                            "url": gateway.upper().replace("HTTP", "http") + "/v1/models",
+                        },
+                    },
+                ]
+            }
+        }
+    )
     b.check_boundary(ok, {"global_endpoint": cfg.traffic.global_endpoint}, cfg)
-    foreign = _exp(method=[{"name": "x", "provider": {"type": "http", "url": "http://169.254.169.254/latest"}}])
+    foreign = _exp(
+        method=[{"name": "x", "provider": {"type": "http", "url": "http://169.254.169.254/latest"}}]
+    )
     assert _violation(b.check_boundary, foreign, {}, cfg) == (
         "method[0] 'x': HTTP provider url 'http://169.254.169.254/latest' is not the fleet's global endpoint or a "
-        "region gateway")
+        "region gateway"
+    )
     no_url = _exp(method=[{"name": "x", "provider": {"type": "http"}}])
-    assert _violation(b.check_boundary, no_url, {}, cfg).endswith("HTTP provider url None is not the fleet's global "
-                                                                   "endpoint or a region gateway")
+    assert _violation(b.check_boundary, no_url, {}, cfg).endswith(
+        "HTTP provider url None is not the fleet's global endpoint or a region gateway"
+    )
 
 
 def test_origins_compare_scheme_host_and_port_with_defaults() -> None:
@@ -84,35 +113,60 @@ def test_fleet_origins_are_the_global_endpoint_and_every_gateway(cfg: FleetConfi
 
 
 def test_every_other_provider_kind_and_forbidden_key_is_refused(cfg: FleetConfig) -> None:
-    assert _violation(b.check_boundary, _exp(method=[{"name": "sh", "provider": {"type": "process", "path": "sh"}}]),
-                      {}, cfg) == "method[0] 'sh': provider type 'process' is not allowed in a drill (only python and http)"
+    assert (
+        _violation(
+            b.check_boundary,
+            _exp(method=[{"name": "sh", "provider": {"type": "process", "path": "sh"}}]),
+            {},
+            cfg,
+        )
+        == "method[0] 'sh': provider type 'process' is not allowed in a drill (only python and http)"
+    )
     assert _violation(b.check_boundary, _exp(method=[{"name": "x", "provider": "python"}]), {}, cfg) == (
-        "method[0] 'x': provider must be a mapping")
+        "method[0] 'x': provider must be a mapping"
+    )
     assert _violation(b.check_boundary, _exp(controls=[{"name": "c"}]), {}, cfg) == (
-        "controls: not allowed in a drill (controls load arbitrary python modules)")
+        "controls: not allowed in a drill (controls load arbitrary python modules)"
+    )
     assert _violation(b.check_boundary, _exp(method=[{"name": "a", "secrets": ["k"]}]), {}, cfg) == (
-        "method[0].secrets: not allowed in a drill (secrets read credentials from the environment or a vault)")
+        "method[0].secrets: not allowed in a drill (secrets read credentials from the environment or a vault)"
+    )
     # A process entry anywhere, even outside a provider key, is refused.
     assert _violation(b.check_boundary, _exp(extensions=[{"name": "x", "type": "process"}]), {}, cfg) == (
-        "extensions[0]: process providers are never allowed in a drill")
+        "extensions[0]: process providers are never allowed in a drill"
+    )
     nested = _exp(extensions=[{"name": "drctl", "deep": {"provider": _py("subprocess", "run")}}])
-    assert _violation(b.check_boundary, nested, {}, cfg).startswith("extensions[0].deep 'None': python module 'subprocess'")
+    assert _violation(b.check_boundary, nested, {}, cfg).startswith(
+        "extensions[0].deep 'None': python module 'subprocess'"
+    )
 
 
 def test_dynamic_configuration_may_read_only_documented_env_keys(cfg: FleetConfig) -> None:
-    ok = _exp(configuration={"target_region": {"type": "env", "key": "DRCTL_DRILL_TARGET"},
-                             "rps": {"type": "env", "key": "DRCTL_RPS"}, "plain": 3, "mapping": {"a": 1}})
+    ok = _exp(
+        configuration={
+            "target_region": {"type": "env", "key": "DRCTL_DRILL_TARGET"},
+            "rps": {"type": "env", "key": "DRCTL_RPS"},
+            "plain": 3,
+            "mapping": {"a": 1},
+        }
+    )
     b.check_boundary(ok, {}, cfg, configuration_only=True)
     vault = _exp(configuration={"x": {"type": "vault", "path": "secret/x"}})
     assert _violation(b.check_boundary, vault, {}, cfg) == (
-        "configuration.x: dynamic configuration of type 'vault' is not allowed in a drill")
-    message = _violation(b.check_boundary, _exp(configuration={"region": {"type": "env", "key": "HOME"}}), {}, cfg)
+        "configuration.x: dynamic configuration of type 'vault' is not allowed in a drill"
+    )
+    message = _violation(
+        b.check_boundary, _exp(configuration={"region": {"type": "env", "key": "HOME"}}), {}, cfg
+    )
     assert message == (
         "configuration.region: may not read environment variable 'HOME'; a drill reads only "
         "fleet_config<-DRCTL_CONFIG, global_endpoint<-DRCTL_GLOBAL_ENDPOINT, target_region<-DRCTL_DRILL_TARGET, "
-        "rto_target_s<-DRCTL_RTO_TARGET_S and <name><-DRCTL_<NAME> (no secrets)")
+        "rto_target_s<-DRCTL_RTO_TARGET_S and <name><-DRCTL_<NAME> (no secrets)"
+    )
     # configuration_only stops before the providers.
-    b.check_boundary(_exp(method=[{"name": "sh", "provider": {"type": "process"}}]), {}, cfg, configuration_only=True)
+    b.check_boundary(
+        _exp(method=[{"name": "sh", "provider": {"type": "process"}}]), {}, cfg, configuration_only=True
+    )
 
 
 def test_env_names_follow_the_knob_and_never_a_credential() -> None:
@@ -126,7 +180,12 @@ def test_env_names_follow_the_knob_and_never_a_credential() -> None:
 
 def test_walk_names_every_node_by_its_path() -> None:
     assert list(b._walk({"a": [1, {"b": 2}]}, "")) == [
-        ("", {"a": [1, {"b": 2}]}), ("a", [1, {"b": 2}]), ("a[0]", 1), ("a[1]", {"b": 2}), ("a[1].b", 2)]
+        ("", {"a": [1, {"b": 2}]}),
+        ("a", [1, {"b": 2}]),
+        ("a[0]", 1),
+        ("a[1]", {"b": 2}),
+        ("a[1].b", 2),
+    ]
 
 
 @pytest.mark.parametrize("name", ["region-outage", "a", "A.b_c-9", "x" * 100])
@@ -137,21 +196,28 @@ def test_safe_names_pass(name: str) -> None:
 @pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden", "-flag", "a..b", "x" * 101, "a b", "a\n"])
 def test_names_that_could_leave_a_directory_are_refused(name: str) -> None:
     assert _violation(b.safe_name, name) == (
-        f"name {name!r} is not allowed: use letters, digits, '.', '_' and '-' only")
+        f"name {name!r} is not allowed: use letters, digits, '.', '_' and '-' only"
+    )
 
 
 def test_canonical_text_replaces_the_configuration_and_is_stable() -> None:
     exp = {"b": 1, "configuration": {"x": {"type": "env", "key": "DRCTL_X"}}, "a": [2]}
     text = b.canonical(exp, {"x": "resolved"})
-    assert text == json.dumps({"a": [2], "b": 1, "configuration": {"x": "resolved"}}, indent=1, sort_keys=True)
+    assert text == json.dumps(
+        {"a": [2], "b": 1, "configuration": {"x": "resolved"}}, indent=1, sort_keys=True
+    )
     assert b.digest(text) == __import__("hashlib").sha256(text.encode()).hexdigest()
     assert _violation(b.canonical, {"a": {1, 2}}, {}).startswith("not representable as a JSON experiment: ")
 
 
 def test_every_configuration_entry_is_checked_and_the_root_is_named_plainly(cfg: FleetConfig) -> None:
     later = _exp(configuration={"plain": 1, "x": {"type": "env", "key": "HOME"}})
-    assert _violation(b.check_boundary, later, {}, cfg).startswith("configuration.x: may not read environment variable")
+    assert _violation(b.check_boundary, later, {}, cfg).startswith(
+        "configuration.x: may not read environment variable"
+    )
     assert _violation(b.check_boundary, {"provider": {"type": "process"}}, {}, cfg) == (
-        " 'None': provider type 'process' is not allowed in a drill (only python and http)")
+        " 'None': provider type 'process' is not allowed in a drill (only python and http)"
+    )
     assert _violation(b.check_boundary, {"type": "process"}, {}, cfg) == (
-        ": process providers are never allowed in a drill")
+        ": process providers are never allowed in a drill"
+    )

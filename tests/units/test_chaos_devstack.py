@@ -30,8 +30,16 @@ def _fresh(standin: StandIn) -> None:
     standin.reset()
 
 
-def _write(directory: Path, standin: StandIn, name: str, *, allowed: list[str] | None = None,
-           injector: str = "devstack", auth_env: str | None = None, header: str | None = None) -> str:
+def _write(
+    directory: Path,
+    standin: StandIn,
+    name: str,
+    *,
+    allowed: list[str] | None = None,
+    injector: str = "devstack",
+    auth_env: str | None = None,
+    header: str | None = None,
+) -> str:
     data: dict[str, Any] = fleet_config_data()
     for r in data["regions"]:
         r["devstack_admin_url"] = f"{standin.url}/admin/{r['name']}/"
@@ -40,7 +48,10 @@ def _write(directory: Path, standin: StandIn, name: str, *, allowed: list[str] |
         data["traffic"]["region_header"] = header
     if auth_env:
         data["workload"]["auth"] = {"token_env": auth_env}
-    data["drills"] = {"allowed_targets": [WEST, EAST] if allowed is None else allowed, "fault_injector": injector}
+    data["drills"] = {
+        "allowed_targets": [WEST, EAST] if allowed is None else allowed,
+        "fault_injector": injector,
+    }
     path = directory / name
     path.write_text(yaml.safe_dump(data))
     return str(path)
@@ -61,16 +72,23 @@ def test_fleet_and_endpoint_come_from_the_configuration(conf: dict[str, Any], st
     assert isinstance(cfg, FleetConfig) and cfg.source_path == conf["fleet_config"]
     assert chaos.fleet(conf) is cfg  # loaded once per path
     assert chaos.global_endpoint(conf) == standin.url
-    assert chaos.global_endpoint({**conf, "global_endpoint": "http://127.0.0.1:1/X/"}) == "http://127.0.0.1:1/X"
+    assert (
+        chaos.global_endpoint({**conf, "global_endpoint": "http://127.0.0.1:1/X/"}) == "http://127.0.0.1:1/X"
+    )
     for missing in (None, {}, {"fleet_config": ""}):
         with pytest.raises(ValueError) as info:
             chaos.fleet(missing)
         assert str(info.value) == "experiment configuration has no 'fleet_config' (set it or DRCTL_CONFIG)"
     with pytest.raises(chaos.TargetNotAllowed) as refused:
         chaos.ensure_allowed(cfg, EAST)
-    assert str(refused.value) == "region 'us-east-1' is not an allowed drill target (drills.allowed_targets: us-west-1)"
+    assert (
+        str(refused.value)
+        == "region 'us-east-1' is not an allowed drill target (drills.allowed_targets: us-west-1)"
+    )
     chaos.ensure_allowed(cfg, WEST)
-    two = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_targets": [WEST, "eu-west-9"]})})
+    two = cfg.model_copy(
+        update={"drills": cfg.drills.model_copy(update={"allowed_targets": [WEST, "eu-west-9"]})}
+    )
     with pytest.raises(chaos.TargetNotAllowed, match=r"\(drills.allowed_targets: us-west-1, eu-west-9\)$"):
         chaos.ensure_allowed(two, EAST)
     nobody = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_targets": []})})
@@ -78,12 +96,17 @@ def test_fleet_and_endpoint_come_from_the_configuration(conf: dict[str, Any], st
         chaos.ensure_allowed(nobody, WEST)
 
 
-def test_region_outage_kills_every_replica_of_the_track_and_names_its_owner(conf: dict[str, Any],
-                                                                             standin: StandIn) -> None:
+def test_region_outage_kills_every_replica_of_the_track_and_names_its_owner(
+    conf: dict[str, Any], standin: StandIn
+) -> None:
     standin.replies["POST /admin/us-west-1/faults/replicas"] = Reply(200, {"affected": ["r1", "r2"]})
     out = actions.kill_region_replicas(WEST, track="canary", configuration=conf)
-    assert _posts(standin) == [("/admin/us-west-1/faults/replicas",
-                                {"action": "kill", "track": "canary", "stay_down": True, "owner": "drill/test/1"})]
+    assert _posts(standin) == [
+        (
+            "/admin/us-west-1/faults/replicas",
+            {"action": "kill", "track": "canary", "stay_down": True, "owner": "drill/test/1"},
+        )
+    ]
     at = out.pop("at")
     assert out == {"injected": True, "fault": "region-outage", "region": WEST, "affected": ["r1", "r2"]}
     assert at.startswith("20") and "+00:00" in at
@@ -98,8 +121,9 @@ def test_region_outage_kills_every_replica_of_the_track_and_names_its_owner(conf
     assert _posts(standin)[-1][1] == {"action": "kill", "track": "stable", "stay_down": True, "owner": None}
 
 
-def test_every_action_refuses_a_region_outside_the_allow_list_before_any_call(conf: dict[str, Any],
-                                                                              standin: StandIn) -> None:
+def test_every_action_refuses_a_region_outside_the_allow_list_before_any_call(
+    conf: dict[str, Any], standin: StandIn
+) -> None:
     calls: list[Any] = [
         lambda: actions.kill_region_replicas(EAST, configuration=conf),
         lambda: actions.kill_replicas(EAST, configuration=conf),
@@ -119,10 +143,19 @@ def test_replica_loss_kills_count_replicas(conf: dict[str, Any], standin: StandI
     standin.replies["POST /admin/us-west-1/faults/replicas"] = Reply(200, {"affected": ["r1"]})
     out = actions.kill_replicas(WEST, count=2, track="canary", configuration=conf)
     assert (out["fault"], out["affected"], out["injected"]) == ("replica-loss", ["r1"], True)
-    assert _posts(standin) == [("/admin/us-west-1/faults/replicas",
-                                {"action": "kill", "track": "canary", "count": 2, "owner": "drill/test/1"})]
+    assert _posts(standin) == [
+        (
+            "/admin/us-west-1/faults/replicas",
+            {"action": "kill", "track": "canary", "count": 2, "owner": "drill/test/1"},
+        )
+    ]
     assert actions.kill_replicas(WEST, configuration=conf)["affected"] == ["r1"]
-    assert _posts(standin)[-1][1] == {"action": "kill", "track": "stable", "count": 1, "owner": "drill/test/1"}
+    assert _posts(standin)[-1][1] == {
+        "action": "kill",
+        "track": "stable",
+        "count": 1,
+        "owner": "drill/test/1",
+    }
     with pytest.raises(ValueError, match="^count must be at least 1$"):
         actions.kill_replicas(WEST, count=0, configuration=conf)
     standin.replies["POST /admin/us-west-1/faults/replicas"] = Reply(200, {})
@@ -131,19 +164,34 @@ def test_replica_loss_kills_count_replicas(conf: dict[str, Any], standin: StandI
 
 
 def test_degradation_sends_latency_and_error_rate(conf: dict[str, Any], standin: StandIn) -> None:
-    out = actions.degrade_region(WEST, added_latency_ms=250.0, error_rate=0.5, track="canary", configuration=conf)
+    out = actions.degrade_region(
+        WEST, added_latency_ms=250.0, error_rate=0.5, track="canary", configuration=conf
+    )
     out.pop("at")
-    assert out == {"injected": True, "fault": "region-degradation", "region": WEST, "affected": ["us-west-1/canary"],
-                   "track": "canary", "added_latency_ms": 250.0, "error_rate": 0.5}
-    assert _posts(standin) == [("/admin/us-west-1/faults/inference", {
-        "track": "canary", "added_latency_ms": 250.0, "error_rate": 0.5, "owner": "drill/test/1"})]
+    assert out == {
+        "injected": True,
+        "fault": "region-degradation",
+        "region": WEST,
+        "affected": ["us-west-1/canary"],
+        "track": "canary",
+        "added_latency_ms": 250.0,
+        "error_rate": 0.5,
+    }
+    assert _posts(standin) == [
+        (
+            "/admin/us-west-1/faults/inference",
+            {"track": "canary", "added_latency_ms": 250.0, "error_rate": 0.5, "owner": "drill/test/1"},
+        )
+    ]
     standin.replies["POST /admin/us-west-1/faults/inference"] = Reply(200, {"affected": ["a", "b"]})
     assert actions.degrade_region(WEST, error_rate=1.0, configuration=conf)["affected"] == ["a", "b"]
     assert actions.degrade_region(WEST, added_latency_ms=1, configuration=conf)["track"] == "stable"
-    for kwargs, message in [({}, "give added_latency_ms > 0 or error_rate > 0"),
-                            ({"added_latency_ms": -1, "error_rate": 0}, "give added_latency_ms > 0 or error_rate > 0"),
-                            ({"error_rate": 1.5}, "error_rate must be within 0..1"),
-                            ({"added_latency_ms": 5, "error_rate": -0.5}, "error_rate must be within 0..1")]:
+    for kwargs, message in [
+        ({}, "give added_latency_ms > 0 or error_rate > 0"),
+        ({"added_latency_ms": -1, "error_rate": 0}, "give added_latency_ms > 0 or error_rate > 0"),
+        ({"error_rate": 1.5}, "error_rate must be within 0..1"),
+        ({"added_latency_ms": 5, "error_rate": -0.5}, "error_rate must be within 0..1"),
+    ]:
         with pytest.raises(ValueError) as info:
             actions.degrade_region(WEST, configuration=conf, **kwargs)
         assert str(info.value) == message
@@ -156,10 +204,15 @@ def test_gateway_loss_and_clearing(conf: dict[str, Any], standin: StandIn) -> No
     standin.replies["POST /admin/us-west-1/faults/gateway"] = Reply(200, ["ok"])
     assert actions.kill_gateway(WEST, configuration=conf)["affected"] == ["us-west-1/gateway"]
     standin.replies["POST /admin/us-west-1/faults/inference"] = Reply(200, ["ok"])
-    assert actions.degrade_region(WEST, error_rate=0.5, configuration=conf)["affected"] == ["us-west-1/stable"]
+    assert actions.degrade_region(WEST, error_rate=0.5, configuration=conf)["affected"] == [
+        "us-west-1/stable"
+    ]
     standin.replies["POST /admin/us-west-1/faults/gateway"] = Reply(200, {"affected": ["haproxy-west"]})
     assert actions.kill_gateway(WEST, configuration=conf)["affected"] == ["haproxy-west"]
-    assert _posts(standin)[0] == ("/admin/us-west-1/faults/gateway", {"action": "kill", "owner": "drill/test/1"})
+    assert _posts(standin)[0] == (
+        "/admin/us-west-1/faults/gateway",
+        {"action": "kill", "owner": "drill/test/1"},
+    )
     cleared = actions.clear_faults(WEST, configuration=conf)
     assert cleared["cleared"] is True and cleared["region"] == WEST and "at" in cleared
     assert _posts(standin)[-1] == ("/admin/us-west-1/faults/clear", None)
@@ -169,7 +222,10 @@ def test_devstack_only_faults_refuse_the_kubernetes_injector(standin: StandIn, t
     kube = {"fleet_config": _write(tmp_path, standin, "kube.yaml", injector="kubernetes")}
     with pytest.raises(actions.FaultNotInjected) as info:
         actions.degrade_region(WEST, added_latency_ms=1, configuration=kube)
-    assert str(info.value) == "fault 'degrade_region' needs the devstack injector; drills.fault_injector is 'kubernetes'"
+    assert (
+        str(info.value)
+        == "fault 'degrade_region' needs the devstack injector; drills.fault_injector is 'kubernetes'"
+    )
     with pytest.raises(actions.FaultNotInjected, match="^fault 'kill_gateway' needs the devstack injector"):
         actions.kill_gateway(WEST, configuration=kube)
     assert standin.calls == []
@@ -199,8 +255,9 @@ def _completion(region: str | None, status: int = 200, header: str = "x-drctl-re
     return Reply(status, {"choices": [{"text": "x"}]}, {header: region} if region is not None else {})
 
 
-def test_success_ratio_and_traffic_share_count_completions(conf: dict[str, Any], standin: StandIn,
-                                                           monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_success_ratio_and_traffic_share_count_completions(
+    conf: dict[str, Any], standin: StandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     standin.completions[:] = [_completion(WEST), _completion(None, 500), _completion(EAST), _completion(EAST)]
     assert probes.global_success_ratio(requests=4, configuration=conf) == 0.75
     body = standin.calls[0][2]
@@ -225,7 +282,9 @@ def test_success_ratio_and_traffic_share_count_completions(conf: dict[str, Any],
     assert probes.traffic_share(EAST, configuration=conf) == 1.0 and len(standin.calls) == 30
     # A custom header, and the fleet's bearer token when it has one.
     monkeypatch.setenv("UNIT_TOKEN", "s3cret")
-    authed = {"fleet_config": _write(tmp_path, standin, "auth.yaml", auth_env="UNIT_TOKEN", header="x-served-by")}
+    authed = {
+        "fleet_config": _write(tmp_path, standin, "auth.yaml", auth_env="UNIT_TOKEN", header="x-served-by")
+    }
     standin.reset()
     standin.completions[:] = [_completion(WEST, header="x-served-by")]
     assert probes.traffic_share(WEST, requests=2, configuration=authed) == 1.0
@@ -260,22 +319,33 @@ def test_a_failed_request_backs_off_only_briefly(conf: dict[str, Any], standin: 
 
 
 def test_the_waits_default_to_ten_in_a_row_with_the_fleets_model_and_token(
-        standin: StandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    standin: StandIn, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("UNIT_TOKEN", "s3cret")
-    authed = {"fleet_config": _write(tmp_path, standin, "auth-wait.yaml", auth_env="UNIT_TOKEN", header="x-served-by")}
+    authed = {
+        "fleet_config": _write(
+            tmp_path, standin, "auth-wait.yaml", auth_env="UNIT_TOKEN", header="x-served-by"
+        )
+    }
     model = probes.fleet(authed).workload.model
-    for wait in (lambda: probes.wait_for_served(configuration=authed)["served"],
-                 lambda: probes.wait_for_traffic_moved(WEST, configuration=authed)["moved"],
-                 lambda: probes.global_success_ratio(requests=2, configuration=authed) == 1.0):
+    for wait in (
+        lambda: probes.wait_for_served(configuration=authed)["served"],
+        lambda: probes.wait_for_traffic_moved(WEST, configuration=authed)["moved"],
+        lambda: probes.global_success_ratio(requests=2, configuration=authed) == 1.0,
+    ):
         standin.reset()
         standin.completions[:] = [_completion(EAST, header="x-served-by")]
         assert wait()
         assert len(standin.calls) in (2, 10)
-        assert all(h["authorization"] == "Bearer s3cret" and body["model"] == model for _, _, body, h in standin.calls)
+        assert all(
+            h["authorization"] == "Bearer s3cret" and body["model"] == model
+            for _, _, body, h in standin.calls
+        )
 
 
-def test_an_answer_without_the_region_header_is_served_but_not_attributed(conf: dict[str, Any],
-                                                                          standin: StandIn) -> None:
+def test_an_answer_without_the_region_header_is_served_but_not_attributed(
+    conf: dict[str, Any], standin: StandIn
+) -> None:
     standin.completions[:] = [_completion(None)]
     assert probes.global_success_ratio(requests=2, configuration=conf) == 1.0
     assert probes.wait_for_served(within_s=2, consecutive=2, configuration=conf)["served"]
@@ -283,8 +353,9 @@ def test_an_answer_without_the_region_header_is_served_but_not_attributed(conf: 
         probes.wait_for_traffic_moved(WEST, within_s=0.3, consecutive=1, configuration=conf)
 
 
-def test_the_waits_give_up_on_an_answer_slower_than_the_request_timeout(conf: dict[str, Any],
-                                                                        standin: StandIn) -> None:
+def test_the_waits_give_up_on_an_answer_slower_than_the_request_timeout(
+    conf: dict[str, Any], standin: StandIn
+) -> None:
     standin.completions[:] = [Reply(200, {}, {"x-drctl-region": EAST}, delay_s=0.6)]
     assert probes.global_success_ratio(requests=1, timeout_s=0.1, configuration=conf) == 0.0
     with pytest.raises(TimeoutError):
@@ -308,11 +379,21 @@ def test_an_unreachable_endpoint_fails_every_request() -> None:
     assert probes.global_success_ratio(requests=2, timeout_s=1, configuration=dead) == 0.0
 
 
-def test_wait_for_traffic_moved_needs_a_streak_served_elsewhere(conf: dict[str, Any], standin: StandIn) -> None:
+def test_wait_for_traffic_moved_needs_a_streak_served_elsewhere(
+    conf: dict[str, Any], standin: StandIn
+) -> None:
     # West, a failure, and an unattributed answer all restart the streak.
-    standin.completions[:] = [_completion(EAST), _completion(WEST), _completion(EAST), _completion(None, 500),
-                              _completion(EAST), _completion(""), _completion(EAST), _completion(EAST),
-                              _completion(EAST)]
+    standin.completions[:] = [
+        _completion(EAST),
+        _completion(WEST),
+        _completion(EAST),
+        _completion(None, 500),
+        _completion(EAST),
+        _completion(""),
+        _completion(EAST),
+        _completion(EAST),
+        _completion(EAST),
+    ]
     out = probes.wait_for_traffic_moved(WEST, within_s=10, consecutive=3, configuration=conf)
     assert out["moved"] is True and out["region"] == WEST and 0 <= out["after_s"] < 10
     assert len(standin.calls) == 9

@@ -62,13 +62,22 @@ def apps(api_url: str) -> Iterator[client.AppsV1Api]:
         yield client.AppsV1Api(api)
 
 
-def _deployment(apps: client.AppsV1Api, track: str, replicas: int, annotations: dict[str, str] | None = None) -> None:
+def _deployment(
+    apps: client.AppsV1Api, track: str, replicas: int, annotations: dict[str, str] | None = None
+) -> None:
     name = f"llm-{track}"
     labels = {"app": "llm", "drctl.io/track": track}
-    body = {"metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [{"name": "server", "image": "vllm:1"}]}}}}
+    body = {
+        "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "server", "image": "vllm:1"}]},
+            },
+        },
+    }
     try:
         apps.delete_namespaced_deployment(name, NS)
     except client.ApiException as exc:
@@ -85,17 +94,25 @@ def _delete(apps: client.AppsV1Api, name: str) -> None:
 
 def _read(apps: client.AppsV1Api, name: str = "llm-stable") -> tuple[int, dict[str, str]]:
     dep = apps.read_namespaced_deployment(name, NS)
-    return int(dep.spec.replicas), {k: v for k, v in (dep.metadata.annotations or {}).items() if v is not None}
+    return int(dep.spec.replicas), {
+        k: v for k, v in (dep.metadata.annotations or {}).items() if v is not None
+    }
 
 
-def test_outage_scales_to_zero_and_the_rollback_restores_the_count(conf: dict[str, Any],
-                                                                  apps: client.AppsV1Api) -> None:
+def test_outage_scales_to_zero_and_the_rollback_restores_the_count(
+    conf: dict[str, Any], apps: client.AppsV1Api
+) -> None:
     _deployment(apps, "stable", 3, {"team": "ml"})
     _delete(apps, "llm-canary")
     out = actions.kill_region_replicas(WEST, configuration=conf)
-    assert out["injected"] is True and out["fault"] == "region-outage" and out["affected"] == ["llm-stable:3->0"]
+    assert (
+        out["injected"] is True and out["fault"] == "region-outage" and out["affected"] == ["llm-stable:3->0"]
+    )
     assert out["region"] == WEST
-    assert _read(apps) == (0, {"team": "ml", faults.RESTORE_ANNOTATION: "3", faults.OWNER_ANNOTATION: "drill/test/7"})
+    assert _read(apps) == (
+        0,
+        {"team": "ml", faults.RESTORE_ANNOTATION: "3", faults.OWNER_ANNOTATION: "drill/test/7"},
+    )
     cfg = chaos.fleet(conf)
     assert faults.owners(cfg, WEST) == {"drill/test/7"}
     with pytest.raises(actions.FaultNotInjected) as info:
@@ -111,7 +128,8 @@ def test_outage_scales_to_zero_and_the_rollback_restores_the_count(conf: dict[st
 
 
 def test_a_second_outage_keeps_the_first_count_and_an_unowned_fault_reads_as_nobodys(
-        conf: dict[str, Any], apps: client.AppsV1Api) -> None:
+    conf: dict[str, Any], apps: client.AppsV1Api
+) -> None:
     _deployment(apps, "stable", 2, {faults.RESTORE_ANNOTATION: "5"})
     _delete(apps, "llm-canary")
     cfg = chaos.fleet(conf)
@@ -140,8 +158,13 @@ def test_replica_loss_deletes_pods_in_name_order(conf: dict[str, Any], api_url: 
         core = client.CoreV1Api(api)
         for name, track in [("p-c", "stable"), ("p-a", "stable"), ("p-b", "stable"), ("p-x", "canary")]:
             labels = {"app": "llm", "drctl.io/track": track}
-            core.create_namespaced_pod(NS, {"metadata": {"name": name, "labels": labels},
-                                            "spec": {"containers": [{"name": "s", "image": "vllm:1"}]}})
+            core.create_namespaced_pod(
+                NS,
+                {
+                    "metadata": {"name": name, "labels": labels},
+                    "spec": {"containers": [{"name": "s", "image": "vllm:1"}]},
+                },
+            )
         out = actions.kill_replicas(WEST, count=2, configuration=conf)
         assert out["fault"] == "replica-loss" and out["affected"] == ["p-a", "p-b"]
         left = sorted(p.metadata.name for p in core.list_namespaced_pod(NS).items)

@@ -81,15 +81,20 @@ def test_needed_replicas_round_up_never_down() -> None:
     s = spec([("w", 60, 3), ("e", 40, 2)])
     # 2 own + 3 from w = 5.
     assert needed_replicas(s, {"w": 60, "e": 40}, {"w": 0, "e": 100}, "e", 2) == (
-        5, "2 serving in e + 3 from w, for 100% of traffic")
+        5,
+        "2 serving in e + 3 from w, for 100% of traffic",
+    )
     # Half of w moves: 1.5 replicas, rounded up to 2 (down would under-provision the target).
     assert needed_replicas(s, {"w": 60, "e": 40}, {"w": 30, "e": 70}, "e", 2) == (
-        4, "2 serving in e + 1.5 from w, for 70% of traffic")
+        4,
+        "2 serving in e + 1.5 from w, for 70% of traffic",
+    )
     # A target at weight 0 owns nothing yet; regions that gain weight are not sources.
     # (w's 3 replicas carry its configured 60 %; now it carries all of it, so 5 move.)
     assert needed_replicas(s, {"w": 60, "e": 0}, {"w": 0, "e": 60}, "e", 5)[0] == 5
     assert needed_replicas(s, {"w": 60, "e": 40, "x": 0}, {"w": 60, "e": 0, "x": 40}, "w", 3)[1] == (
-        "3 serving in w + 2 from e, for 60% of traffic")
+        "3 serving in w + 2 from e, for 60% of traffic"
+    )
     # Carrying nothing needs nothing; carrying anything needs one.
     assert needed_replicas(s, {"w": 60, "e": 0}, {"w": 60, "e": 0}, "e", 0)[0] == 0
     tiny = spec([("w", 60, 0), ("e", 40, 0)])
@@ -99,9 +104,13 @@ def test_needed_replicas_round_up_never_down() -> None:
 def test_needed_replicas_by_rate_when_the_workload_says_its_rate() -> None:
     s = spec([("w", 60, 3), ("e", 40, 2)], peak_rps=100, max_rps_per_replica=30)
     assert needed_replicas(s, {"w": 60, "e": 40}, {"w": 0, "e": 100}, "e", 2) == (
-        4, "100% of 100 rps at 30 rps per replica")
+        4,
+        "100% of 100 rps at 30 rps per replica",
+    )
     assert needed_replicas(s, {"w": 60, "e": 40}, {"w": 40, "e": 60}, "e", 2) == (
-        2, "60% of 100 rps at 30 rps per replica")
+        2,
+        "60% of 100 rps at 30 rps per replica",
+    )
     exact = spec([("w", 50, 1), ("e", 50, 1)], peak_rps=90, max_rps_per_replica=30)
     assert needed_replicas(exact, {"w": 50, "e": 50}, {"w": 0, "e": 100}, "e", 1)[0] == 3
     # Only one of the two set: sized from replicas, not rates.
@@ -116,7 +125,8 @@ def test_plan_refuses_a_target_without_capacity_unless_forced_or_emergency() -> 
     assert not plan.capacity_ok and plan.mode == "normal" and plan.target_share_after == 1.0
     assert plan.problems == [
         "target e cannot carry its 100% share after the shift: needs 8 replicas (2 serving in e + 6 from w, for 100% "
-        "of traffic), max_replicas 5, now 2 (use --force to shift anyway, or --emergency)"]
+        "of traffic), max_replicas 5, now 2 (use --force to shift anyway, or --emergency)"
+    ]
     emergency = plan_failover(s, {"w": 60, "e": 40}, "e", None, cap("e", 2, 5), emergency=True, force=False)
     assert emergency.problems == [] and emergency.mode == "emergency" and emergency.shortfall == 3
     forced = plan_failover(s, {"w": 60, "e": 40}, "e", None, cap("e", 2, 5), emergency=False, force=True)
@@ -130,13 +140,27 @@ def test_plan_refuses_a_target_without_capacity_unless_forced_or_emergency() -> 
 
 def test_plan_sources_and_refusals() -> None:
     s = spec([("w", 50, 2), ("c", 30, 2), ("e", 20, 2), ("z", 0, 2)])
-    every = plan_failover(s, {"w": 50, "c": 30, "e": 20, "z": 0}, "e", None, cap("e", 2), emergency=False, force=False)
+    every = plan_failover(
+        s, {"w": 50, "c": 30, "e": 20, "z": 0}, "e", None, cap("e", 2), emergency=False, force=False
+    )
     assert every.source == "w,c" and every.weights_after == {"w": 0, "c": 0, "e": 100, "z": 0}
     assert every.weights_before == {"w": 50, "c": 30, "e": 20, "z": 0}
     one = plan_failover(s, {"w": 50, "c": 30, "e": 20}, "e", "w", cap("e", 2), emergency=False, force=False)
-    assert one.source == "w" and one.weights_after == {"w": 0, "c": 30, "e": 70} and one.target_share_after == 0.7
-    same = plan_failover(s, {"w": 50, "e": 50}, "e", "e", cap("e", 2), emergency=False, force=False,
-                         target_issue="target e is DOWN")
+    assert (
+        one.source == "w"
+        and one.weights_after == {"w": 0, "c": 30, "e": 70}
+        and one.target_share_after == 0.7
+    )
+    same = plan_failover(
+        s,
+        {"w": 50, "e": 50},
+        "e",
+        "e",
+        cap("e", 2),
+        emergency=False,
+        force=False,
+        target_issue="target e is DOWN",
+    )
     assert same.problems == ["source and target are the same region", "target e is DOWN"]
     alone = plan_failover(s, {"e": 100, "w": 0}, "e", None, cap("e", 2), emergency=False, force=False)
     assert alone.source is None and alone.target_replicas_before == 2 and alone.max_replicas == 8
@@ -146,16 +170,28 @@ def test_plan_sources_and_refusals() -> None:
 
 def test_capacity_takes_the_tighter_bound() -> None:
     c = capacity_of("e", "llm-stable", 2, 1, 8, 1, 5)
-    assert c.model_dump() == {"region": "e", "deployment": "llm-stable", "replicas": 2, "ready_replicas": 1,
-                              "max_replicas": 5, "hpa_min_replicas": 1, "hpa_max_replicas": 5}
+    assert c.model_dump() == {
+        "region": "e",
+        "deployment": "llm-stable",
+        "replicas": 2,
+        "ready_replicas": 1,
+        "max_replicas": 5,
+        "hpa_min_replicas": 1,
+        "hpa_max_replicas": 5,
+    }
     assert capacity_of("e", "d", 2, 2, 8, None, None).max_replicas == 8
     assert capacity_of("e", "d", 2, 2, 8, 1, 20).max_replicas == 8
 
 
 def _probe(status: ProbeStatus, gateway: ProbeStatus = ProbeStatus.HEALTHY, region: str = "e") -> RegionProbe:
-    return RegionProbe(region=region, status=status, reason="why",
-                       gateway=TargetProbe(target="gateway", url="http://g", status=gateway),
-                       failing_fraction=0.5, ttft_p50_ms=12.0)
+    return RegionProbe(
+        region=region,
+        status=status,
+        reason="why",
+        gateway=TargetProbe(target="gateway", url="http://g", status=gateway),
+        failing_fraction=0.5,
+        ttft_p50_ms=12.0,
+    )
 
 
 def test_probe_passes_judges_the_region_and_its_gateway() -> None:
@@ -173,17 +209,22 @@ def test_probe_passes_judges_the_region_and_its_gateway() -> None:
 def test_target_problem_refuses_a_dead_target_even_in_an_emergency() -> None:
     assert target_problem(None, emergency=False, fail_on_degraded=True) is None
     assert target_problem(_probe(ProbeStatus.DOWN), emergency=True, fail_on_degraded=False) == (
-        "target e is DOWN: why (use --force to override)")
+        "target e is DOWN: why (use --force to override)"
+    )
     slow = _probe(ProbeStatus.DEGRADED, ProbeStatus.DEGRADED)
     assert target_problem(slow, emergency=False, fail_on_degraded=True) == (
-        "target e is DEGRADED: why (use --force to override)")
+        "target e is DEGRADED: why (use --force to override)"
+    )
     assert target_problem(slow, emergency=True, fail_on_degraded=True) is None
     assert target_problem(_probe(ProbeStatus.HEALTHY), emergency=False, fail_on_degraded=True) is None
 
 
 def test_failback_plan_steps_linearly_and_ends_exactly_configured() -> None:
     assert failback_plan({"w": 0, "e": 100}, {"w": 60, "e": 40}, 3) == [
-        {"w": 20, "e": 80}, {"w": 40, "e": 60}, {"w": 60, "e": 40}]
+        {"w": 20, "e": 80},
+        {"w": 40, "e": 60},
+        {"w": 60, "e": 40},
+    ]
     assert failback_plan({"e": 100}, {"w": 60, "e": 40}, 2) == [{"w": 30, "e": 70}, {"w": 60, "e": 40}]
     assert failback_plan({"w": 60, "e": 40}, {"w": 60, "e": 40}, 3) == [{"w": 60, "e": 40}]
     # An all-zero step is skipped; repeated steps collapse.
@@ -202,8 +243,12 @@ def test_observe_walks_the_state_machine_and_records_since() -> None:
     assert (t.state, t.since, t.first_failure_at, t.consecutive_failures) == (S, T0, T0, 1)
     # One blip, never confirmed: straight back to healthy.
     assert t.observe(True, T0 + timedelta(seconds=5), 3, 2) is True
-    assert (t.state, t.since, t.first_failure_at, t.last_good_at) == (H, T0 + timedelta(seconds=5), None,
-                                                                      T0 + timedelta(seconds=5))
+    assert (t.state, t.since, t.first_failure_at, t.last_good_at) == (
+        H,
+        T0 + timedelta(seconds=5),
+        None,
+        T0 + timedelta(seconds=5),
+    )
     t = RegionTracker(region="w")
     changes = _feed(t, "---")
     assert changes == [True, False, True] and t.state is U and t.since == T0 + timedelta(seconds=2)
@@ -211,7 +256,9 @@ def test_observe_walks_the_state_machine_and_records_since() -> None:
     assert t.observe(False, T0 + timedelta(seconds=9), 3, 2) is False and t.since == T0 + timedelta(seconds=2)
     # Recovery needs recovery_threshold successes in a row; a relapse starts it over.
     assert t.observe(True, T0 + timedelta(seconds=10), 3, 2) is True and t.state is R
-    assert t.since == T0 + timedelta(seconds=10) and t.consecutive_failures == 0 and t.consecutive_successes == 1
+    assert (
+        t.since == T0 + timedelta(seconds=10) and t.consecutive_failures == 0 and t.consecutive_successes == 1
+    )
     assert t.observe(False, T0 + timedelta(seconds=11), 3, 2) is True and t.state is U
     assert t.observe(True, T0 + timedelta(seconds=12), 3, 2) is True and t.state is R
     assert t.observe(True, T0 + timedelta(seconds=13), 3, 2) is True and t.state is H
@@ -229,7 +276,12 @@ def test_record_probe_keeps_the_last_probe() -> None:
     t = RegionTracker(region="e")
     t.record_probe(_probe(ProbeStatus.DEGRADED), T0)
     assert (t.last_status, t.last_reason, t.last_ttft_ms, t.last_failing_fraction, t.last_probed_at) == (
-        ProbeStatus.DEGRADED, "why", 12.0, 0.5, T0)
+        ProbeStatus.DEGRADED,
+        "why",
+        12.0,
+        0.5,
+        T0,
+    )
 
 
 def _trackers(**states: RegionState) -> dict[str, RegionTracker]:
@@ -252,7 +304,11 @@ def test_pick_target_prefers_healthy_then_the_larger_weight() -> None:
 def test_choose_target_avoids_a_target_that_just_failed_until_it_expires() -> None:
     s = spec([("w", 50, 2), ("big", 30, 2), ("small", 20, 2)])
     state = MonitorState.initial(MonitorInput(spec=s, max_iterations=7))
-    assert state.max_iterations == 7 and state.policy == "automatic" and list(state.trackers) == ["w", "big", "small"]
+    assert (
+        state.max_iterations == 7
+        and state.policy == "automatic"
+        and list(state.trackers) == ["w", "big", "small"]
+    )
     assert all(t.region == name and t.state is H for name, t in state.trackers.items())
     state.avoid_targets = {"big": T0 + timedelta(seconds=60)}
     assert choose_target(state, "w", T0) == "small"

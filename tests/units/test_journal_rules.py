@@ -21,9 +21,17 @@ def _state(met: bool, probes: list[dict[str, Any]] | None = None) -> dict[str, A
     return {"steady_state_met": met, "probes": probes or []}
 
 
-def _journal(run: list[dict[str, Any]], *, status: str | None = "completed", before: Any = True, after: Any = True,
-             deviated: bool = False, rollbacks: list[dict[str, Any]] | None = None, planned_rollbacks: int = 1,
-             hypothesis: bool = True) -> dict[str, Any]:
+def _journal(
+    run: list[dict[str, Any]],
+    *,
+    status: str | None = "completed",
+    before: Any = True,
+    after: Any = True,
+    deviated: bool = False,
+    rollbacks: list[dict[str, Any]] | None = None,
+    planned_rollbacks: int = 1,
+    hypothesis: bool = True,
+) -> dict[str, Any]:
     states: dict[str, Any] = {}
     if before is not None:
         states["before"] = before if isinstance(before, dict) else _state(before)
@@ -49,10 +57,19 @@ FAULT = _entry("kill", "action", output={"injected": True, "at": AT}, end="2026-
 def test_a_clean_run_passes_with_the_fault_time_from_the_action() -> None:
     v = judge(_journal([FAULT, _entry("look", "probe")]))
     assert v.model_dump() == {
-        "status": "completed", "steady_state_before_met": True, "steady_state_after_met": True, "deviated": False,
-        "fault_injected": True, "fault_at": datetime(2026, 11, 30, 8, 0, 1, 500000, tzinfo=UTC),
-        "failed_actions": [], "failed_probes": [], "rollbacks_expected": 1, "rollbacks_ok": 1,
-        "rollbacks_failed": [], "reasons": [], "aborted": False,
+        "status": "completed",
+        "steady_state_before_met": True,
+        "steady_state_after_met": True,
+        "deviated": False,
+        "fault_injected": True,
+        "fault_at": datetime(2026, 11, 30, 8, 0, 1, 500000, tzinfo=UTC),
+        "failed_actions": [],
+        "failed_probes": [],
+        "rollbacks_expected": 1,
+        "rollbacks_ok": 1,
+        "rollbacks_failed": [],
+        "reasons": [],
+        "aborted": False,
     }
     assert v.ok
 
@@ -78,10 +95,12 @@ def test_an_action_that_hurt_nothing_is_not_a_fault() -> None:
 
 
 def test_failed_actions_and_probes_are_named_with_their_exception() -> None:
-    run = [_entry("kill", "action", "failed", exception=["Traceback ...", "  HTTPError: 503 \n"]),
-           _entry("look", "probe", "failed", exception="timeout "),
-           _entry("poke", "probe", None, output=7),
-           {"status": "failed"}]
+    run = [
+        _entry("kill", "action", "failed", exception=["Traceback ...", "  HTTPError: 503 \n"]),
+        _entry("look", "probe", "failed", exception="timeout "),
+        _entry("poke", "probe", None, output=7),
+        {"status": "failed"},
+    ]
     v = judge(_journal(run))
     assert v.failed_actions == ["kill"] and v.failed_probes == ["look", "poke", "?"]
     assert v.reasons == [
@@ -100,12 +119,18 @@ def test_a_steady_state_broken_before_the_method_aborts_the_drill() -> None:
     assert v.reasons == ["steady state before the fault: probe 'p' failed: ConnectError"]
     assert v.aborted
     tolerance = {"name": "p", "type": "probe", "tolerance": {"type": "range", "range": [0.9, 1.0]}}
-    outside = _state(False, [{"activity": tolerance, "status": "succeeded", "tolerance_met": False, "output": 0.5}])
+    outside = _state(
+        False, [{"activity": tolerance, "status": "succeeded", "tolerance_met": False, "output": 0.5}]
+    )
     assert judge(_journal([], before=outside, after=None)).reasons == [
-        "steady state before the fault: probe 'p' returned 0.5, outside tolerance {'type': 'range', 'range': [0.9, 1.0]}"]
-    assert judge(_journal([], before=_state(False), after=None)).reasons == ["steady state not met before the fault"]
+        "steady state before the fault: probe 'p' returned 0.5, outside tolerance {'type': 'range', 'range': [0.9, 1.0]}"
+    ]
+    assert judge(_journal([], before=_state(False), after=None)).reasons == [
+        "steady state not met before the fault"
+    ]
     assert judge(_journal([], before=None, after=None)).reasons == [
-        "the steady-state hypothesis did not run before the method"]
+        "the steady-state hypothesis did not run before the method"
+    ]
 
 
 def test_the_hypothesis_is_only_judged_when_the_experiment_has_one() -> None:
@@ -120,15 +145,21 @@ def test_a_deviation_after_the_fault_is_a_failure_with_its_cause() -> None:
     assert v.reasons == ["steady state after the fault: probe 'p' returned 0.2, outside tolerance None"]
     assert not v.aborted
     assert judge(_journal([FAULT], after=_state(True), deviated=True)).reasons == [
-        "the steady state deviated after the fault"]
-    assert judge(_journal([FAULT], after=None)).reasons == ["the steady-state hypothesis did not run after the method"]
+        "the steady state deviated after the fault"
+    ]
+    assert judge(_journal([FAULT], after=None)).reasons == [
+        "the steady-state hypothesis did not run after the method"
+    ]
     # Deviation without a fault is not judged: nothing was hurt.
     assert judge(_journal([_entry("kill", "action", output={"injected": False})], deviated=True)).reasons == [
-        "no fault action ran: nothing was injected"]
+        "no fault action ran: nothing was injected"
+    ]
 
 
 def test_status_other_than_completed_is_a_reason() -> None:
-    assert judge(_journal([FAULT], status=None)).reasons == ["the journal has no status: the experiment did not finish"]
+    assert judge(_journal([FAULT], status=None)).reasons == [
+        "the journal has no status: the experiment did not finish"
+    ]
     for status in ("interrupted", "aborted"):
         v = judge(_journal([FAULT], status=status, after=None))
         assert v.reasons == [f"the experiment was {status}"], v.reasons
@@ -148,7 +179,8 @@ def test_rollbacks_that_failed_or_never_ran_are_reasons() -> None:
     assert none_ran.reasons == ["only 0 of 1 rollbacks ran"]
     # Without a fault, rollbacks that did not run undo nothing.
     assert judge(_journal([_entry("kill", "action", output={"injected": False})], rollbacks=[])).reasons == [
-        "no fault action ran: nothing was injected"]
+        "no fault action ran: nothing was injected"
+    ]
 
 
 def test_an_empty_journal_says_it_did_not_finish() -> None:

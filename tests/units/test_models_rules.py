@@ -33,7 +33,9 @@ T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 LIMITS = a.AnalysisLimits(max_error_rate=0.05, max_ttft_p50_ratio=1.5, max_ttft_p99_ratio=2.0, min_samples=20)
 
 
-def _s(track: str, requests: int, errors: int = 0, p50: float | None = 100.0, p99: float | None = 200.0) -> a.TrackSample:
+def _s(
+    track: str, requests: int, errors: int = 0, p50: float | None = 100.0, p99: float | None = 200.0
+) -> a.TrackSample:
     return a.TrackSample(track=track, requests=requests, errors=errors, ttft_p50_ms=p50, ttft_p99_ms=p99)
 
 
@@ -46,24 +48,47 @@ def _judge(cand: a.TrackSample, base: a.TrackSample) -> tuple[str, str, str | No
 def test_analysis_judges_errors_first_then_samples_then_latency() -> None:
     base = _s("w/stable", 40)
     assert _judge(_s("w/canary", 40), base) == (
-        "PASS", "w/canary error 0.0%, ttft p50 100 ms / p99 200 ms vs w/stable p50 100 / p99 200 ms", None)
+        "PASS",
+        "w/canary error 0.0%, ttft p50 100 ms / p99 200 ms vs w/stable p50 100 / p99 200 ms",
+        None,
+    )
     # 2 errors out of 40 is exactly 5 %: not over the limit. 3 is.
     assert _judge(_s("w/canary", 40, 2), base)[0] == "PASS"
     assert _judge(_s("w/canary", 40, 3), base) == (
-        "FAIL", "w/canary error rate 7.5% (3/40) > limit 5.0%", "error_rate")
+        "FAIL",
+        "w/canary error rate 7.5% (3/40) > limit 5.0%",
+        "error_rate",
+    )
     # Few samples, but the failures alone exceed the limit at min_samples: fail now.
-    assert _judge(_s("w/canary", 2, 2), base) == ("FAIL", "w/canary error rate 100.0% (2/2) > limit 5.0%", "error_rate")
+    assert _judge(_s("w/canary", 2, 2), base) == (
+        "FAIL",
+        "w/canary error rate 100.0% (2/2) > limit 5.0%",
+        "error_rate",
+    )
     assert _judge(_s("w/canary", 2, 1), base) == (
-        "INCONCLUSIVE", "too few samples: w/canary 2, w/stable 40 (need 20 each)", None)
+        "INCONCLUSIVE",
+        "too few samples: w/canary 2, w/stable 40 (need 20 each)",
+        None,
+    )
     assert _judge(_s("w/canary", 20), _s("w/stable", 19))[0] == "INCONCLUSIVE"
     assert _judge(_s("w/canary", 20), _s("w/stable", 20))[0] == "PASS"
     assert _judge(_s("w/canary", 40, p99=None), base) == ("INCONCLUSIVE", "no ttft_p99 measured", None)
-    assert _judge(_s("w/canary", 40), _s("w/stable", 40, p50=None)) == ("INCONCLUSIVE", "no ttft_p50 measured", None)
+    assert _judge(_s("w/canary", 40), _s("w/stable", 40, p50=None)) == (
+        "INCONCLUSIVE",
+        "no ttft_p50 measured",
+        None,
+    )
     assert _judge(_s("w/canary", 40, p99=401.0), base) == (
-        "FAIL", "w/canary ttft_p99 401 ms is 2.0x w/stable (200 ms) > limit 2x", "ttft_p99")
+        "FAIL",
+        "w/canary ttft_p99 401 ms is 2.0x w/stable (200 ms) > limit 2x",
+        "ttft_p99",
+    )
     assert _judge(_s("w/canary", 40, p99=400.0), base)[0] == "PASS"
     assert _judge(_s("w/canary", 40, p50=151.0), base) == (
-        "FAIL", "w/canary ttft_p50 151 ms is 1.5x w/stable (100 ms) > limit 1.5x", "ttft_p50")
+        "FAIL",
+        "w/canary ttft_p50 151 ms is 1.5x w/stable (100 ms) > limit 1.5x",
+        "ttft_p50",
+    )
     # A near-zero baseline is floored at 1 ms, so jitter is not a huge ratio.
     assert _judge(_s("w/canary", 40, p50=1.4, p99=1.9), _s("w/stable", 40, p50=0.01, p99=0.01))[0] == "PASS"
 
@@ -78,7 +103,12 @@ def test_a_latency_ratio_fails_only_with_a_real_difference_behind_it() -> None:
     assert slow.reason == "w/canary ttft_p99 82 ms is 2.6x w/stable (32 ms) > limit 2x and 50 ms slower"
     assert a.judge(_s("w/canary", 8, p50=400.0, p99=410.0), base, limits).failed_metric == "ttft_p99"
     # Requests recorded before the floor existed judge the ratio alone, as they did.
-    assert a.AnalysisLimits.model_validate(LIMITS.model_dump(exclude={"min_ttft_increase_ms"})).min_ttft_increase_ms == 0
+    assert (
+        a.AnalysisLimits.model_validate(
+            LIMITS.model_dump(exclude={"min_ttft_increase_ms"})
+        ).min_ttft_increase_ms
+        == 0
+    )
     old = limits.model_copy(update={"min_ttft_increase_ms": 0.0})
     assert a.judge(_s("w/canary", 8, p50=31.0, p99=68.0), base, old).verdict is a.Verdict.FAIL
 
@@ -90,9 +120,16 @@ def test_track_error_rate_and_names() -> None:
 
 def _cfg(tmp_path: Path) -> FleetConfig:
     data = fleet_config_data()
-    data["upgrade"] = {"steps_percent": [10, 100], "step_pause_s": 3, "max_error_rate": 0.1, "max_ttft_p50_ratio": 1.2,
-                       "max_ttft_p99_ratio": 3.0, "min_samples": 7, "approval_between_regions": True,
-                       "scale_down_delay_s": 4}
+    data["upgrade"] = {
+        "steps_percent": [10, 100],
+        "step_pause_s": 3,
+        "max_error_rate": 0.1,
+        "max_ttft_p50_ratio": 1.2,
+        "max_ttft_p99_ratio": 3.0,
+        "min_samples": 7,
+        "approval_between_regions": True,
+        "scale_down_delay_s": 4,
+    }
     data["workload"].update(max_rps_per_replica=30, peak_rps=100)
     data["regions"][1]["kube"]["namespace"] = "east-ns"
     path = tmp_path / "fleet.yaml"
@@ -102,24 +139,71 @@ def _cfg(tmp_path: Path) -> FleetConfig:
 
 def test_request_builders_take_everything_from_the_config(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path)
-    assert a.limits_from(cfg) == a.AnalysisLimits(max_error_rate=0.1, max_ttft_p50_ratio=1.2, max_ttft_p99_ratio=3.0,
-                                                  min_samples=7, min_ttft_increase_ms=50.0)
+    assert a.limits_from(cfg) == a.AnalysisLimits(
+        max_error_rate=0.1,
+        max_ttft_p50_ratio=1.2,
+        max_ttft_p99_ratio=3.0,
+        min_samples=7,
+        min_ttft_increase_ms=50.0,
+    )
     up = upgrade_request(cfg, "u1", "img:v2", env={"A": "1"})
-    assert (up.upgrade_id, up.release.image, up.release.env, up.strategy) == ("u1", "img:v2", {"A": "1"}, Strategy.CANARY)
-    assert up.regions == ["us-west-1", "us-east-1"] and up.namespaces == {"us-west-1": "inference", "us-east-1": "east-ns"}
-    assert (up.app, up.steps_percent, up.step_pause_s, up.scale_down_delay_s, up.approval_between_regions) == (
-        "llm", [10, 100], 3.0, 4.0, True)
+    assert (up.upgrade_id, up.release.image, up.release.env, up.strategy) == (
+        "u1",
+        "img:v2",
+        {"A": "1"},
+        Strategy.CANARY,
+    )
+    assert up.regions == ["us-west-1", "us-east-1"] and up.namespaces == {
+        "us-west-1": "inference",
+        "us-east-1": "east-ns",
+    }
+    assert (
+        up.app,
+        up.steps_percent,
+        up.step_pause_s,
+        up.scale_down_delay_s,
+        up.approval_between_regions,
+    ) == ("llm", [10, 100], 3.0, 4.0, True)
     assert up.limits == a.limits_from(cfg) and up.spec == FleetSpec.from_config(cfg)
-    bg = upgrade_request(cfg, "u2", "img:v3", Strategy.BLUE_GREEN, regions=["us-east-1"], steps_percent=[50, 100])
-    assert bg.strategy == Strategy.BLUE_GREEN and bg.regions == ["us-east-1"] and bg.namespaces == {"us-east-1": "east-ns"}
+    bg = upgrade_request(
+        cfg, "u2", "img:v3", Strategy.BLUE_GREEN, regions=["us-east-1"], steps_percent=[50, 100]
+    )
+    assert (
+        bg.strategy == Strategy.BLUE_GREEN
+        and bg.regions == ["us-east-1"]
+        and bg.namespaces == {"us-east-1": "east-ns"}
+    )
     assert bg.steps_percent == [50, 100] and bg.release.env == {}
     m = migration_request(cfg, "m1", "us-west-1", "us-east-1")
     assert (m.migration_id, m.source, m.target, m.namespace, m.target_namespace, m.app) == (
-        "m1", "us-west-1", "us-east-1", "inference", "east-ns", "llm")
-    assert (m.steps_percent, m.step_pause_s, m.decommission_source, m.limits) == ([10, 100], 3.0, False, a.limits_from(cfg))
-    m2 = migration_request(cfg, "m2", "us-east-1", "us-west-1", target_namespace="new", steps_percent=[100],
-                           decommission_source=True)
-    assert (m2.namespace, m2.target_namespace, m2.steps_percent, m2.decommission_source) == ("east-ns", "new", [100], True)
+        "m1",
+        "us-west-1",
+        "us-east-1",
+        "inference",
+        "east-ns",
+        "llm",
+    )
+    assert (m.steps_percent, m.step_pause_s, m.decommission_source, m.limits) == (
+        [10, 100],
+        3.0,
+        False,
+        a.limits_from(cfg),
+    )
+    m2 = migration_request(
+        cfg,
+        "m2",
+        "us-east-1",
+        "us-west-1",
+        target_namespace="new",
+        steps_percent=[100],
+        decommission_source=True,
+    )
+    assert (m2.namespace, m2.target_namespace, m2.steps_percent, m2.decommission_source) == (
+        "east-ns",
+        "new",
+        [100],
+        True,
+    )
 
 
 def test_fleet_spec_from_config(tmp_path: Path) -> None:
@@ -137,10 +221,23 @@ def test_fleet_spec_from_config(tmp_path: Path) -> None:
 def test_fleet_spec_takes_every_field_from_the_config(tmp_path: Path) -> None:
     # Distinct values in every copied section, so a field read from the wrong place shows.
     data = fleet_config_data()
-    data["health"] = {"interval_s": 7, "probe_timeout_s": 3, "failure_threshold": 4, "recovery_threshold": 5,
-                      "fast_confirm": False, "fast_confirm_interval_s": 0.7, "fail_on_degraded": True}
-    data["failover"] = {"policy": "manual", "require_approval": True, "approval_timeout_s": 11,
-                        "verify_requests": 13, "verify_timeout_s": 17, "rollout_timeout_s": 19}
+    data["health"] = {
+        "interval_s": 7,
+        "probe_timeout_s": 3,
+        "failure_threshold": 4,
+        "recovery_threshold": 5,
+        "fast_confirm": False,
+        "fast_confirm_interval_s": 0.7,
+        "fail_on_degraded": True,
+    }
+    data["failover"] = {
+        "policy": "manual",
+        "require_approval": True,
+        "approval_timeout_s": 11,
+        "verify_requests": 13,
+        "verify_timeout_s": 17,
+        "rollout_timeout_s": 19,
+    }
     data["failback"] = {"stabilization_window_s": 23, "steps": 2, "step_interval_s": 29}
     data["objectives"] = {"rto_target_s": 31, "rpo_target_s": 37}
     path = tmp_path / "distinct.yaml"
@@ -152,10 +249,22 @@ def test_fleet_spec_takes_every_field_from_the_config(tmp_path: Path) -> None:
     assert (s.fast_confirm, s.fast_confirm_interval_s, s.fail_on_degraded) == (False, 0.7, True)
     assert (s.policy, s.require_approval, s.approval_timeout_s) == ("manual", True, 11)
     assert (s.verify_requests, s.verify_timeout_s, s.rollout_timeout_s) == (13, 17, 19)
-    assert (s.stabilization_window_s, s.failback_steps, s.failback_step_interval_s, s.rto_target_s) == (23, 2, 29, 31)
+    assert (s.stabilization_window_s, s.failback_steps, s.failback_step_interval_s, s.rto_target_s) == (
+        23,
+        2,
+        29,
+        31,
+    )
     assert [r.model_dump() for r in s.regions] == [
-        {"name": r.name, "weight": r.weight, "replicas": r.replicas, "max_replicas": r.max_replicas, "queue": r.queue}
-        for r in cfg.regions]
+        {
+            "name": r.name,
+            "weight": r.weight,
+            "replicas": r.replicas,
+            "max_replicas": r.max_replicas,
+            "queue": r.queue,
+        }
+        for r in cfg.regions
+    ]
 
 
 def test_verify_counts_answers_served_by_regions() -> None:
@@ -168,8 +277,15 @@ def _sample(sec: float, ok: bool, region: str | None = "e") -> LoadSample:
 
 
 def test_load_figures_error_window_and_recovery() -> None:
-    samples = [_sample(0, True, "w"), _sample(1, False), _sample(2, True, "w"), _sample(3.5, False),
-               _sample(4, True, "e"), _sample(5, True, None), _sample(6, True, "e")]
+    samples = [
+        _sample(0, True, "w"),
+        _sample(1, False),
+        _sample(2, True, "w"),
+        _sample(3.5, False),
+        _sample(4, True, "e"),
+        _sample(5, True, None),
+        _sample(6, True, "e"),
+    ]
     f = load_figures(samples, T0 + timedelta(seconds=0.5), "w")
     assert (f.requests, f.errors, f.served_by, f.error_window_s) == (7, 2, {"w": 2, "e": 2, "?": 1}, 2.5)
     assert f.recovered_at == T0 + timedelta(seconds=4)
@@ -183,69 +299,133 @@ def test_load_figures_error_window_and_recovery() -> None:
     # Errors before the fault are not in the window; samples are ordered by time.
     late = load_figures(list(reversed(samples)), T0 + timedelta(seconds=2), None)
     assert late.error_window_s == 0.0 and late.recovered_at == T0 + timedelta(seconds=4)
-    assert load_figures([], T0, None).model_dump() == {"requests": 0, "errors": 0, "served_by": {},
-                                                       "error_window_s": 0.0, "recovered_at": None}
+    assert load_figures([], T0, None).model_dump() == {
+        "requests": 0,
+        "errors": 0,
+        "served_by": {},
+        "error_window_s": 0.0,
+        "recovered_at": None,
+    }
     assert load_figures([_sample(0.0001, False), _sample(0.0017, False)], None, None).error_window_s == 0.002
 
 
 def _report() -> DrillReport:
-    return DrillReport(id="drill/t/1", fleet="t", experiment="x", title="x", target_region="w", verdict=Verdict.PASS,
-                       started_at=T0, finished_at=T0, expect_failover=True, rto_target_s=30)
+    return DrillReport(
+        id="drill/t/1",
+        fleet="t",
+        experiment="x",
+        title="x",
+        target_region="w",
+        verdict=Verdict.PASS,
+        started_at=T0,
+        finished_at=T0,
+        expect_failover=True,
+        rto_target_s=30,
+    )
 
 
 def _outcome(exit_code: int | None, status: str | None, verdict: JournalVerdict) -> ExperimentOutcome:
-    return ExperimentOutcome(exit_code=exit_code, verdict=verdict, journal_key="k", journal={"status": status} if status else {},
-                             load=[_sample(1, False), _sample(2, True, "e")], started_at=T0, ended_at=T0)
+    return ExperimentOutcome(
+        exit_code=exit_code,
+        verdict=verdict,
+        journal_key="k",
+        journal={"status": status} if status else {},
+        load=[_sample(1, False), _sample(2, True, "e")],
+        started_at=T0,
+        ended_at=T0,
+    )
 
 
 def test_an_aborted_drill_says_whether_its_fault_was_undone() -> None:
-    v = JournalVerdict(fault_injected=True, fault_at=T0, rollbacks_expected=2, rollbacks_ok=1,
-                       rollbacks_failed=["clear"])
+    v = JournalVerdict(
+        fault_injected=True, fault_at=T0, rollbacks_expected=2, rollbacks_ok=1, rollbacks_failed=["clear"]
+    )
     r = _report()
     mark_stopped(r, _outcome(1, "interrupted", v), "operator abort")
     assert r.verdict is Verdict.ABORTED and r.journal == v and r.journal_key == "k"
     assert (r.fault_injected, r.fault_at, r.requests, r.errors, r.served_by, r.error_window_s) == (
-        True, T0, 2, 1, {"e": 1}, 0.0)
-    assert r.reasons == ["aborted during the experiment: operator abort",
-                         "rollbacks incomplete (1/2 succeeded; clear): check the region"]
+        True,
+        T0,
+        2,
+        1,
+        {"e": 1},
+        0.0,
+    )
+    assert r.reasons == [
+        "aborted during the experiment: operator abort",
+        "rollbacks incomplete (1/2 succeeded; clear): check the region",
+    ]
     r = _report()
     mark_stopped(r, _outcome(1, "interrupted", JournalVerdict(rollbacks_expected=1)), "timeout")
     assert r.reasons[1] == "rollbacks incomplete (0/1 succeeded; not run): check the region"
     r = _report()
-    mark_stopped(r, _outcome(1, "interrupted", JournalVerdict(rollbacks_expected=1, rollbacks_ok=1)), "timeout")
+    mark_stopped(
+        r, _outcome(1, "interrupted", JournalVerdict(rollbacks_expected=1, rollbacks_ok=1)), "timeout"
+    )
     assert r.reasons[1] == "the experiment was interrupted and its 1 rollback(s) succeeded"
     r = _report()
     mark_stopped(r, _outcome(None, None, JournalVerdict()), "abort")
     assert r.reasons[1] == "stopped before `chaos run` started: nothing was injected"
     r = _report()
     mark_stopped(r, _outcome(-9, None, JournalVerdict()), "abort")
-    assert r.reasons[1] == "`chaos run` left no journal, so whether its rollbacks ran is unknown: check the region"
+    assert (
+        r.reasons[1]
+        == "`chaos run` left no journal, so whether its rollbacks ran is unknown: check the region"
+    )
 
 
-def _lag(bucket: str, lag: float | None, at: datetime = T0, oldest: str | None = None, est: bool = False) -> LagReport:
-    return LagReport(bucket=bucket, source_region="w", replica_region="e", measured_at=at, lag_s=lag,
-                     oldest_unreplicated=oldest, estimated_from=T0 if est else None)
+def _lag(
+    bucket: str, lag: float | None, at: datetime = T0, oldest: str | None = None, est: bool = False
+) -> LagReport:
+    return LagReport(
+        bucket=bucket,
+        source_region="w",
+        replica_region="e",
+        measured_at=at,
+        lag_s=lag,
+        oldest_unreplicated=oldest,
+        estimated_from=T0 if est else None,
+    )
 
 
 def test_rpo_words_and_lag_at_the_fault() -> None:
-    check = RpoCheck(target="e", rpo_target_s=5, reports=[_lag("models", 2.0), _lag("state", 9.0, oldest="s/1")],
-                     lag_s=9.0, objects_behind=3)
+    check = RpoCheck(
+        target="e",
+        rpo_target_s=5,
+        reports=[_lag("models", 2.0), _lag("state", 9.0, oldest="s/1")],
+        lag_s=9.0,
+        objects_behind=3,
+    )
     assert check.exceeded
-    assert check.describe() == "replication lag of e is 9.0 s > RPO 5 s, 3 object(s) not replicated (state: s/1)"
-    estimated = RpoCheck(target="e", rpo_target_s=5, reports=[_lag("m", 6.0, est=True)], lag_s=6.0, objects_behind=1)
-    assert estimated.describe() == ("replication lag of e is 6.0 s > RPO 5 s, 1 object(s) not replicated "
-                                    "(estimated from the last replication run: source unreachable)")
+    assert (
+        check.describe() == "replication lag of e is 9.0 s > RPO 5 s, 3 object(s) not replicated (state: s/1)"
+    )
+    estimated = RpoCheck(
+        target="e", rpo_target_s=5, reports=[_lag("m", 6.0, est=True)], lag_s=6.0, objects_behind=1
+    )
+    assert estimated.describe() == (
+        "replication lag of e is 6.0 s > RPO 5 s, 1 object(s) not replicated "
+        "(estimated from the last replication run: source unreachable)"
+    )
     assert RpoCheck(target="e", rpo_target_s=5, lag_s=None).describe() == (
-        "replication lag of e is 0.0 s > RPO 5 s, 0 object(s) not replicated")
+        "replication lag of e is 0.0 s > RPO 5 s, 0 object(s) not replicated"
+    )
     broken = RpoCheck(target="e", rpo_target_s=5, errors=["a: refused", "b: timeout"])
     assert broken.exceeded and broken.describe() == "replication lag of e unknown: a: refused; b: timeout"
     assert not RpoCheck(target="e", rpo_target_s=5, lag_s=5.0).exceeded
     assert RpoCheck(target="e", rpo_target_s=5, lag_s=5.1).exceeded
     assert not RpoCheck(target="e", rpo_target_s=5, lag_s=None).exceeded
     # Measured 3 s after the fault: the lag then was 3 s less (never below 0).
-    later = RpoCheck(target="e", rpo_target_s=5, lag_s=9.0,
-                     reports=[_lag("a", 9.0, T0 + timedelta(seconds=3)), _lag("b", 1.0, T0 + timedelta(seconds=3)),
-                              _lag("c", None, T0 - timedelta(seconds=3))])
+    later = RpoCheck(
+        target="e",
+        rpo_target_s=5,
+        lag_s=9.0,
+        reports=[
+            _lag("a", 9.0, T0 + timedelta(seconds=3)),
+            _lag("b", 1.0, T0 + timedelta(seconds=3)),
+            _lag("c", None, T0 - timedelta(seconds=3)),
+        ],
+    )
     assert later.lag_at(T0) == 6.0 and later.lag_at(None) == 9.0
     assert RpoCheck(target="e", rpo_target_s=5, lag_s=None).lag_at(T0) is None
     assert RpoCheck(target="e", rpo_target_s=5, lag_s=1.0).lag_at(T0) == 0.0
@@ -254,8 +434,11 @@ def test_rpo_words_and_lag_at_the_fault() -> None:
 def test_lag_is_the_age_of_the_oldest_behind_object() -> None:
     from drctl.models.rpo import SourceObject
 
-    objs = [SourceObject(path="a", size=1, mod_time=T0), SourceObject(path="b", size=1, mod_time=T0 + timedelta(seconds=5)),
-            SourceObject(path="c", size=1, mod_time=T0 - timedelta(seconds=5))]
+    objs = [
+        SourceObject(path="a", size=1, mod_time=T0),
+        SourceObject(path="b", size=1, mod_time=T0 + timedelta(seconds=5)),
+        SourceObject(path="c", size=1, mod_time=T0 - timedelta(seconds=5)),
+    ]
     now = T0 + timedelta(seconds=10)
     assert compute_lag(objs, {"a"}, {"b"}, now) == (10.0, "a")
     assert compute_lag(objs, set(), {"b"}, now) == (5.0, "b")
@@ -265,9 +448,29 @@ def test_lag_is_the_age_of_the_oldest_behind_object() -> None:
 
 def test_replica_pairs_list_every_bucket_replica(tmp_path: Path) -> None:
     pairs = replica_pairs(_cfg(tmp_path))
-    assert [(p.bucket, p.source_bucket, p.replica_region, p.replica_bucket, p.mode, p.interval_s, p.key) for p in pairs] == [
-        ("models", "drctl-models-us-west-1", "us-east-1", "drctl-models-us-east-1", "sync", 3.0, "models/us-east-1"),
-        ("state", "drctl-state-us-west-1", "us-east-1", "drctl-state-us-east-1", "copy", 2.0, "state/us-east-1")]
+    assert [
+        (p.bucket, p.source_bucket, p.replica_region, p.replica_bucket, p.mode, p.interval_s, p.key)
+        for p in pairs
+    ] == [
+        (
+            "models",
+            "drctl-models-us-west-1",
+            "us-east-1",
+            "drctl-models-us-east-1",
+            "sync",
+            3.0,
+            "models/us-east-1",
+        ),
+        (
+            "state",
+            "drctl-state-us-west-1",
+            "us-east-1",
+            "drctl-state-us-east-1",
+            "copy",
+            2.0,
+            "state/us-east-1",
+        ),
+    ]
 
 
 def _rel(region: str, **kw: object) -> Release:
@@ -275,15 +478,29 @@ def _rel(region: str, **kw: object) -> Release:
 
 
 def test_release_parity_names_each_drift() -> None:
-    same = compare(_rel("w", model="m", env_names=["A"], served_models=["m"]),
-                   _rel("e", model="m", env_names=["A"], served_models=["m", "x"]))
-    assert not same.drift and not same.errors and not same.model_differs and (same.source, same.target) == ("w", "e")
-    rep = compare(_rel("w", image="img:2", model="m1", env_names=["A", "B", "C"], served_models=["m1", "m2"]),
-                  _rel("e", model="m0", env_names=["C", "D"], served_models=["m0"], error="x"))
+    same = compare(
+        _rel("w", model="m", env_names=["A"], served_models=["m"]),
+        _rel("e", model="m", env_names=["A"], served_models=["m", "x"]),
+    )
+    assert (
+        not same.drift
+        and not same.errors
+        and not same.model_differs
+        and (same.source, same.target) == ("w", "e")
+    )
+    rep = compare(
+        _rel("w", image="img:2", model="m1", env_names=["A", "B", "C"], served_models=["m1", "m2"]),
+        _rel("e", model="m0", env_names=["C", "D"], served_models=["m0"], error="x"),
+    )
     assert rep.model_differs and rep.drift
     assert rep.errors == ["e: x"]
-    assert rep.drift == ["image img:1 in e, img:2 in w", "model m0 in e, m1 in w", "env missing in e: A, B",
-                         "env only in e: D", "/v1/models of e lacks m1, m2"]
+    assert rep.drift == [
+        "image img:1 in e, img:2 in w",
+        "model m0 in e, m1 in w",
+        "env missing in e: A, B",
+        "env only in e: D",
+        "/v1/models of e lacks m1, m2",
+    ]
     # Known on one side only: drift to show, not a different model.
     one_side = compare(_rel("w", model="m"), _rel("e"))
     assert not one_side.model_differs and one_side.drift == ["model None in e, m in w"]
@@ -298,18 +515,26 @@ def test_monitor_spec_updates(tmp_path: Path) -> None:
     assert spec_problems(old, other) == [
         "the config is for fleet 'prod', this monitor watches 't'",
         "temporal.task_queue changed (q → q2): stop the monitor and start it again",
-        "the new config has no region with weight"]
+        "the new config has no region with weight",
+    ]
     zero = spec([("w", 0, 2), ("e", 0, 2)])
     assert spec_problems(old, zero) == ["the new config has no region with weight"]
     assert spec_problems(old, spec([("w", 1, 2), ("e", 0, 2)])) == []
     new = spec([("e", 50, 3), ("c", 50, 2)]).model_copy(update={"policy": "manual"})
-    assert spec_changes(old, new) == ["regions added: c", "regions removed: w", "e.weight: 40 → 50",
-                                      "e.replicas: 2 → 3", "policy: automatic → manual"]
+    assert spec_changes(old, new) == [
+        "regions added: c",
+        "regions removed: w",
+        "e.weight: 40 → 50",
+        "e.replicas: 2 → 3",
+        "policy: automatic → manual",
+    ]
     assert spec_changes(old, old) == []
     state = MonitorState.initial(MonitorInput(spec=old))
     state.trackers["e"] = RegionTracker(region="e", consecutive_failures=2)
-    state.failed_over = [FailoverRecord(workflow_id="f", source="w", target="e", started_at=T0),
-                         FailoverRecord(workflow_id="g", source="e", target="c", started_at=T0)]
+    state.failed_over = [
+        FailoverRecord(workflow_id="f", source="w", target="e", started_at=T0),
+        FailoverRecord(workflow_id="g", source="e", target="c", started_at=T0),
+    ]
     state.avoid_targets = {"w": T0, "e": T0}
     state.unresolved = {"w": "x", "c": "y"}
     assert apply_spec(state, new) == spec_changes(old, new)

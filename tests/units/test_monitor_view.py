@@ -13,15 +13,27 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def _status() -> MonitorStatus:
-    return MonitorStatus(fleet="f", policy="manual", paused=False, alert=None, iteration=1, probe_rounds=7,
-                         regions={"w": RegionTracker(region="w"), "e": RegionTracker(region="e")})
+    return MonitorStatus(
+        fleet="f",
+        policy="manual",
+        paused=False,
+        alert=None,
+        iteration=1,
+        probe_rounds=7,
+        regions={"w": RegionTracker(region="w"), "e": RegionTracker(region="e")},
+    )
 
 
 def _progress() -> WatchProgress:
-    west = RegionTracker(region="w", state=RegionState.SUSPECT, last_status=ProbeStatus.DOWN, last_reason="passive: 5xx")
+    west = RegionTracker(
+        region="w", state=RegionState.SUSPECT, last_status=ProbeStatus.DOWN, last_reason="passive: 5xx"
+    )
     # "gone" was removed by a spec update after this watcher started: it must not come back.
-    return WatchProgress(trackers={"w": west, "e": RegionTracker(region="e"), "gone": RegionTracker(region="gone")},
-                         rounds=4, started_at=NOW - timedelta(seconds=30))
+    return WatchProgress(
+        trackers={"w": west, "e": RegionTracker(region="e"), "gone": RegionTracker(region="gone")},
+        rounds=4,
+        started_at=NOW - timedelta(seconds=30),
+    )
 
 
 def test_a_fresh_heartbeat_brings_the_watchers_trackers_and_rounds() -> None:
@@ -42,7 +54,9 @@ def test_monitor_status_says_how_old_the_live_view_is() -> None:
 
     fresh = merge(_status(), _progress(), NOW - timedelta(seconds=1), now=NOW)
     fresh.watching = True
-    assert _probe_line(fresh) == "11 probe rounds, monitor turn 1; live from the watcher's heartbeat 1.0 s ago"
+    assert (
+        _probe_line(fresh) == "11 probe rounds, monitor turn 1; live from the watcher's heartbeat 1.0 s ago"
+    )
     stale = merge(_status(), _progress(), NOW - timedelta(seconds=12), now=NOW)
     stale.watching = True
     assert "STALE (12 s old)" in _probe_line(stale) and "not live" in _probe_line(stale)

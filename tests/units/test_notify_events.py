@@ -21,43 +21,116 @@ def _base(**kw: Any) -> dict[str, Any]:
 
 
 def test_failover_started_says_who_and_why() -> None:
-    e = n.failover_started("prod", "wf/1", AT, source="us-west-1", target="us-east-1", initiator="monitor",
-                           reason="us-west-1 UNHEALTHY", emergency=True)
+    e = n.failover_started(
+        "prod",
+        "wf/1",
+        AT,
+        source="us-west-1",
+        target="us-east-1",
+        initiator="monitor",
+        reason="us-west-1 UNHEALTHY",
+        emergency=True,
+    )
     assert _dump(e) == _base(
-        kind="failover.started", severity="warning", action=None, dedup_key="drctl/prod/failover", region="us-east-1",
+        kind="failover.started",
+        severity="warning",
+        action=None,
+        dedup_key="drctl/prod/failover",
+        region="us-east-1",
         summary="[prod] failover to us-east-1 started (emergency, by monitor): us-west-1 UNHEALTHY",
-        details={"source": "us-west-1", "target": "us-east-1", "initiator": "monitor", "mode": "emergency",
-                 "reason": "us-west-1 UNHEALTHY"})
-    quiet = n.failover_started("prod", "wf/1", AT, source=None, target="us-east-1", initiator="cli", reason="",
-                               emergency=False)
+        details={
+            "source": "us-west-1",
+            "target": "us-east-1",
+            "initiator": "monitor",
+            "mode": "emergency",
+            "reason": "us-west-1 UNHEALTHY",
+        },
+    )
+    quiet = n.failover_started(
+        "prod", "wf/1", AT, source=None, target="us-east-1", initiator="cli", reason="", emergency=False
+    )
     assert quiet.summary == "[prod] failover to us-east-1 started (normal, by cli)"
     assert quiet.details["mode"] == "normal"
 
 
 def test_a_succeeded_failover_resolves_with_its_rto() -> None:
-    e = n.failover_ended("prod", "wf/1", AT, status="succeeded", source="us-west-1", target="us-east-1", error=None,
-                         rto_s=12.5, rto_target_s=30.0, rto_met=True)
+    e = n.failover_ended(
+        "prod",
+        "wf/1",
+        AT,
+        status="succeeded",
+        source="us-west-1",
+        target="us-east-1",
+        error=None,
+        rto_s=12.5,
+        rto_target_s=30.0,
+        rto_met=True,
+    )
     assert _dump(e) == _base(
-        kind="failover.succeeded", severity="info", action="resolve", dedup_key="drctl/prod/failover",
-        region="us-east-1", summary="[prod] failover to us-east-1 succeeded: RTO 12.5 s (target 30 s)",
-        details={"status": "succeeded", "source": "us-west-1", "target": "us-east-1", "rto_s": 12.5,
-                 "rto_target_s": 30.0, "rto_met": True, "error": None})
-    unmeasured = n.failover_ended("prod", "wf/1", AT, status="succeeded", source=None, target="us-east-1", error=None,
-                                  rto_s=None, rto_target_s=30.0, rto_met=None)
+        kind="failover.succeeded",
+        severity="info",
+        action="resolve",
+        dedup_key="drctl/prod/failover",
+        region="us-east-1",
+        summary="[prod] failover to us-east-1 succeeded: RTO 12.5 s (target 30 s)",
+        details={
+            "status": "succeeded",
+            "source": "us-west-1",
+            "target": "us-east-1",
+            "rto_s": 12.5,
+            "rto_target_s": 30.0,
+            "rto_met": True,
+            "error": None,
+        },
+    )
+    unmeasured = n.failover_ended(
+        "prod",
+        "wf/1",
+        AT,
+        status="succeeded",
+        source=None,
+        target="us-east-1",
+        error=None,
+        rto_s=None,
+        rto_target_s=30.0,
+        rto_met=None,
+    )
     assert unmeasured.summary == "[prod] failover to us-east-1 succeeded: RTO not measured"
 
 
 def test_a_failover_that_did_not_succeed_pages_by_how_bad_it_is() -> None:
     def ended(status: str, error: str | None) -> n.Event:
-        return n.failover_ended("prod", "wf/1", AT, status=status, source="us-west-1", target="us-east-1", error=error,
-                                rto_s=None, rto_target_s=30.0, rto_met=False)
+        return n.failover_ended(
+            "prod",
+            "wf/1",
+            AT,
+            status=status,
+            source="us-west-1",
+            target="us-east-1",
+            error=error,
+            rto_s=None,
+            rto_target_s=30.0,
+            rto_met=False,
+        )
 
     failed = ended("failed", "verify failed")
     assert _dump(failed) == _base(
-        kind="failover.failed", severity="critical", action="trigger", dedup_key="drctl/prod/failover",
-        region="us-east-1", summary="[prod] failover to us-east-1 failed: verify failed",
-        details={"status": "failed", "source": "us-west-1", "target": "us-east-1", "rto_s": None,
-                 "rto_target_s": 30.0, "rto_met": False, "error": "verify failed"})
+        kind="failover.failed",
+        severity="critical",
+        action="trigger",
+        dedup_key="drctl/prod/failover",
+        region="us-east-1",
+        summary="[prod] failover to us-east-1 failed: verify failed",
+        details={
+            "status": "failed",
+            "source": "us-west-1",
+            "target": "us-east-1",
+            "rto_s": None,
+            "rto_target_s": 30.0,
+            "rto_met": False,
+            "error": "verify failed",
+        },
+    )
     assert ended("unverified", None).severity == "critical"
     assert ended("unverified", None).summary == "[prod] failover to us-east-1 unverified: no reason given"
     for status in ("refused", "aborted"):
@@ -69,17 +142,28 @@ def test_alert_changes_resolve_the_old_and_raise_the_new() -> None:
     regions = {"us-west-1": "UNHEALTHY", "us-east-1": "HEALTHY"}
     assert n.alert_changed("prod", "m", AT, before="X", after="X", regions=regions) == []
     assert n.alert_changed("prod", "m", AT, before=None, after=None, regions=regions) == []
-    resolved, raised = n.alert_changed("prod", "m", AT, before="NO_FAILOVER_TARGET", after="ALL_REGIONS_UNHEALTHY",
-                                       regions=regions)
+    resolved, raised = n.alert_changed(
+        "prod", "m", AT, before="NO_FAILOVER_TARGET", after="ALL_REGIONS_UNHEALTHY", regions=regions
+    )
     states = "us-west-1 UNHEALTHY, us-east-1 HEALTHY"
     assert _dump(resolved) == _base(
-        kind="alert.resolved", severity="info", action="resolve", dedup_key="drctl/prod/NO_FAILOVER_TARGET",
-        workflow_id="m", summary=f"[prod] NO_FAILOVER_TARGET resolved: {states}",
-        details={"alert": "NO_FAILOVER_TARGET", **regions})
+        kind="alert.resolved",
+        severity="info",
+        action="resolve",
+        dedup_key="drctl/prod/NO_FAILOVER_TARGET",
+        workflow_id="m",
+        summary=f"[prod] NO_FAILOVER_TARGET resolved: {states}",
+        details={"alert": "NO_FAILOVER_TARGET", **regions},
+    )
     assert _dump(raised) == _base(
-        kind="alert.raised", severity="critical", action="trigger", dedup_key="drctl/prod/ALL_REGIONS_UNHEALTHY",
-        workflow_id="m", summary=f"[prod] ALL_REGIONS_UNHEALTHY: {states}",
-        details={"alert": "ALL_REGIONS_UNHEALTHY", **regions})
+        kind="alert.raised",
+        severity="critical",
+        action="trigger",
+        dedup_key="drctl/prod/ALL_REGIONS_UNHEALTHY",
+        workflow_id="m",
+        summary=f"[prod] ALL_REGIONS_UNHEALTHY: {states}",
+        details={"alert": "ALL_REGIONS_UNHEALTHY", **regions},
+    )
     only_new = n.alert_changed("prod", "m", AT, before=None, after="A", regions=regions)
     assert [e.kind for e in only_new] == ["alert.raised"]
     only_old = n.alert_changed("prod", "m", AT, before="A", after=None, regions=regions)
@@ -87,50 +171,140 @@ def test_alert_changes_resolve_the_old_and_raise_the_new() -> None:
 
 
 def test_drill_verdicts_resolve_on_pass_and_page_otherwise() -> None:
-    passed = n.drill_verdict("prod", "drill/prod/1", AT, verdict="PASS", experiment="region-outage",
-                             target="us-west-1", reasons=[], rto_s=8.0, rto_target_s=30.0)
+    passed = n.drill_verdict(
+        "prod",
+        "drill/prod/1",
+        AT,
+        verdict="PASS",
+        experiment="region-outage",
+        target="us-west-1",
+        reasons=[],
+        rto_s=8.0,
+        rto_target_s=30.0,
+    )
     assert _dump(passed) == _base(
-        kind="drill.verdict", severity="info", action="resolve", dedup_key="drctl/prod/drill",
-        workflow_id="drill/prod/1", region="us-west-1", summary="[prod] drill region-outage on us-west-1: PASS",
-        details={"verdict": "PASS", "experiment": "region-outage", "target": "us-west-1", "measured_rto_s": 8.0,
-                 "rto_target_s": 30.0, "reasons": ""})
-    failed = n.drill_verdict("prod", "d", AT, verdict="FAILED", experiment="x", target="us-west-1",
-                             reasons=["RTO 40 s over 30 s", "rollback failed"], rto_s=40.0, rto_target_s=30.0)
+        kind="drill.verdict",
+        severity="info",
+        action="resolve",
+        dedup_key="drctl/prod/drill",
+        workflow_id="drill/prod/1",
+        region="us-west-1",
+        summary="[prod] drill region-outage on us-west-1: PASS",
+        details={
+            "verdict": "PASS",
+            "experiment": "region-outage",
+            "target": "us-west-1",
+            "measured_rto_s": 8.0,
+            "rto_target_s": 30.0,
+            "reasons": "",
+        },
+    )
+    failed = n.drill_verdict(
+        "prod",
+        "d",
+        AT,
+        verdict="FAILED",
+        experiment="x",
+        target="us-west-1",
+        reasons=["RTO 40 s over 30 s", "rollback failed"],
+        rto_s=40.0,
+        rto_target_s=30.0,
+    )
     assert (failed.severity, failed.action) == ("error", "trigger")
     assert failed.summary == "[prod] drill x on us-west-1: FAILED: RTO 40 s over 30 s; rollback failed"
     assert failed.details["reasons"] == "RTO 40 s over 30 s; rollback failed"
 
 
 def test_upgrade_rollbacks_page_and_a_failed_rollback_is_critical() -> None:
-    e = n.upgrade_rolled_back("prod", "upgrade/prod/1", AT, image="vllm:v2", outcome="ROLLED_BACK", region="us-west-1",
-                              reason="error rate 5%", metric="error_rate")
+    e = n.upgrade_rolled_back(
+        "prod",
+        "upgrade/prod/1",
+        AT,
+        image="vllm:v2",
+        outcome="ROLLED_BACK",
+        region="us-west-1",
+        reason="error rate 5%",
+        metric="error_rate",
+    )
     assert _dump(e) == _base(
-        kind="upgrade.rolled_back", severity="warning", action="trigger", dedup_key="drctl/prod/upgrade",
-        workflow_id="upgrade/prod/1", region="us-west-1", summary="[prod] upgrade to vllm:v2 ROLLED_BACK: error rate 5%",
-        details={"image": "vllm:v2", "outcome": "ROLLED_BACK", "region": "us-west-1", "reason": "error rate 5%",
-                 "failed_metric": "error_rate"})
-    failed = n.upgrade_rolled_back("prod", "u", AT, image="i", outcome="ROLLBACK_FAILED", region=None, reason="r",
-                                   metric=None)
+        kind="upgrade.rolled_back",
+        severity="warning",
+        action="trigger",
+        dedup_key="drctl/prod/upgrade",
+        workflow_id="upgrade/prod/1",
+        region="us-west-1",
+        summary="[prod] upgrade to vllm:v2 ROLLED_BACK: error rate 5%",
+        details={
+            "image": "vllm:v2",
+            "outcome": "ROLLED_BACK",
+            "region": "us-west-1",
+            "reason": "error rate 5%",
+            "failed_metric": "error_rate",
+        },
+    )
+    failed = n.upgrade_rolled_back(
+        "prod", "u", AT, image="i", outcome="ROLLBACK_FAILED", region=None, reason="r", metric=None
+    )
     assert failed.severity == "critical"
 
 
 def test_the_test_ping_is_an_info_incident() -> None:
     assert _dump(n.ping_event("prod", "notify/prod", AT, by="alice")) == _base(
-        kind="notify.test", severity="info", action="trigger", dedup_key="drctl/prod/test", workflow_id="notify/prod",
-        summary="[prod] drctl test notification from alice; safe to resolve", details={"sent_by": "alice"})
+        kind="notify.test",
+        severity="info",
+        action="trigger",
+        dedup_key="drctl/prod/test",
+        workflow_id="notify/prod",
+        summary="[prod] drctl test notification from alice; safe to resolve",
+        details={"sent_by": "alice"},
+    )
 
 
 def test_webhook_specs_carry_no_secret_and_pick_their_events() -> None:
-    cfg = WebhookConfig(name="pd", format="pagerduty", routing_key_env="PD_KEY", events=["failover.started",
-                        "failover.failed"], timeout_s=3, retry_for_s=60, url="http://127.0.0.1:9/x")
+    cfg = WebhookConfig(
+        name="pd",
+        format="pagerduty",
+        routing_key_env="PD_KEY",
+        events=["failover.started", "failover.failed"],
+        timeout_s=3,
+        retry_for_s=60,
+        url="http://127.0.0.1:9/x",
+    )
     spec = n.WebhookSpec.from_config(cfg)
-    assert spec.model_dump() == {"name": "pd", "format": "pagerduty", "events": ["failover.started", "failover.failed"],
-                                 "timeout_s": 3.0, "retry_for_s": 60.0}
-    started = n.failover_started("prod", "w", AT, source=None, target="t", initiator="cli", reason="", emergency=False)
-    failed = n.failover_ended("prod", "w", AT, status="failed", source=None, target="t", error="e", rto_s=None,
-                              rto_target_s=30, rto_met=None)
-    succeeded = n.failover_ended("prod", "w", AT, status="succeeded", source=None, target="t", error=None, rto_s=1,
-                                 rto_target_s=30, rto_met=True)
+    assert spec.model_dump() == {
+        "name": "pd",
+        "format": "pagerduty",
+        "events": ["failover.started", "failover.failed"],
+        "timeout_s": 3.0,
+        "retry_for_s": 60.0,
+    }
+    started = n.failover_started(
+        "prod", "w", AT, source=None, target="t", initiator="cli", reason="", emergency=False
+    )
+    failed = n.failover_ended(
+        "prod",
+        "w",
+        AT,
+        status="failed",
+        source=None,
+        target="t",
+        error="e",
+        rto_s=None,
+        rto_target_s=30,
+        rto_met=None,
+    )
+    succeeded = n.failover_ended(
+        "prod",
+        "w",
+        AT,
+        status="succeeded",
+        source=None,
+        target="t",
+        error=None,
+        rto_s=1,
+        rto_target_s=30,
+        rto_met=True,
+    )
     # PagerDuty has no action for an informational event; it also skips events it was not given.
     assert not spec.wants(started) and spec.wants(failed) and not spec.wants(succeeded)
     slack = n.WebhookSpec(**{**spec.model_dump(), "format": "slack"})

@@ -27,14 +27,31 @@ def hist(*values_s: float) -> HistogramSnapshot:
     """A cumulative histogram over EDGES holding these observations."""
     return HistogramSnapshot(
         buckets=[(le, float(sum(v <= le for v in values_s))) for le in EDGES],
-        count=float(len(values_s)), sum=sum(values_s),
+        count=float(len(values_s)),
+        sum=sum(values_s),
     )
 
 
-def snap(t: float, req: float, err: float = 0, source: str = "r1", kind: str = "replica",
-         ttft: HistogramSnapshot | None = None, region: str = "us-west-1", **kw: float) -> SignalSnapshot:
-    return SignalSnapshot(source=source, kind=kind, region=region, taken_at=t,  # type: ignore[arg-type]
-                          requests_total=req, errors_total=err, ttft=ttft, **kw)
+def snap(
+    t: float,
+    req: float,
+    err: float = 0,
+    source: str = "r1",
+    kind: str = "replica",
+    ttft: HistogramSnapshot | None = None,
+    region: str = "us-west-1",
+    **kw: float,
+) -> SignalSnapshot:
+    return SignalSnapshot(
+        source=source,
+        kind=kind,
+        region=region,
+        taken_at=t,  # type: ignore[arg-type]
+        requests_total=req,
+        errors_total=err,
+        ttft=ttft,
+        **kw,
+    )
 
 
 def test_counter_increase_counts_a_drop_as_a_restart_from_zero() -> None:
@@ -179,7 +196,13 @@ def test_reads_must_not_go_back_in_time() -> None:
 def test_config_defaults_and_validation() -> None:
     cfg = PassiveConfig()
     th = PassiveThresholds.from_config(cfg)
-    assert (th.window_s, th.max_error_rate, th.max_ttft_p99_ms, th.min_requests, th.max_age_s) == (3, 0.2, 2000, 10, 3)
+    assert (th.window_s, th.max_error_rate, th.max_ttft_p99_ms, th.min_requests, th.max_age_s) == (
+        3,
+        0.2,
+        2000,
+        10,
+        3,
+    )
     with pytest.raises(ValueError, match="needs health.passive.prometheus.url"):
         PassiveConfig(source="prometheus")
     with pytest.raises(ValueError, match="must be longer than interval_s"):
@@ -210,9 +233,11 @@ def test_readme_documents_the_passive_defaults() -> None:
 
 @pytest.mark.parametrize(
     ("requests", "errors", "signal"),
-    [(10, 2, PassiveSignal.OK),  # exactly max_error_rate is not above it
-     (10, 3, PassiveSignal.SUSPECT),
-     (9, 9, PassiveSignal.NO_SIGNAL)],  # one short of min_requests
+    [
+        (10, 2, PassiveSignal.OK),  # exactly max_error_rate is not above it
+        (10, 3, PassiveSignal.SUSPECT),
+        (9, 9, PassiveSignal.NO_SIGNAL),
+    ],  # one short of min_requests
 )
 def test_threshold_boundaries(requests: int, errors: int, signal: PassiveSignal) -> None:
     w = SignalWindow(TH)

@@ -18,11 +18,21 @@ from drctl.models.quorum import MAIN, REVOTE_CAP_S, decide, view_of, voters
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
 
-def batch(status: ProbeStatus, age_s: float = 0.5, region: str = "w", gateway: ProbeStatus | None = None,
-          probed_at: str | None = None) -> ProbeBatch:
+def batch(
+    status: ProbeStatus,
+    age_s: float = 0.5,
+    region: str = "w",
+    gateway: ProbeStatus | None = None,
+    probed_at: str | None = None,
+) -> ProbeBatch:
     at = (NOW - timedelta(seconds=age_s)).isoformat() if probed_at is None else probed_at
-    probe = RegionProbe(region=region, status=status, reason=f"{status.value.lower()} reason",
-                        gateway=TargetProbe(target="gateway", url="http://g", status=gateway or status), probed_at=at)
+    probe = RegionProbe(
+        region=region,
+        status=status,
+        reason=f"{status.value.lower()} reason",
+        gateway=TargetProbe(target="gateway", url="http://g", status=gateway or status),
+        probed_at=at,
+    )
     return ProbeBatch(probes=[probe])
 
 
@@ -41,19 +51,24 @@ def test_a_fresh_probe_is_down_or_healthy_as_the_monitor_would_judge_it() -> Non
     # Degraded replicas behind a healthy gateway are not a reason to move traffic (probe_passes).
     assert view(batch(ProbeStatus.DEGRADED, gateway=ProbeStatus.HEALTHY)) == "healthy"
     assert view(batch(ProbeStatus.DEGRADED, gateway=ProbeStatus.DEGRADED)).startswith("down:")
-    assert view(batch(ProbeStatus.DEGRADED, gateway=ProbeStatus.DEGRADED), fail_on_degraded=False) == "healthy"
+    assert (
+        view(batch(ProbeStatus.DEGRADED, gateway=ProbeStatus.DEGRADED), fail_on_degraded=False) == "healthy"
+    )
 
 
-@pytest.mark.parametrize("b, why", [
-    (batch(ProbeStatus.HEALTHY, age_s=5.5), "probe 5.5s old (max 5s)"),
-    (batch(ProbeStatus.DOWN, age_s=30), "probe 30.0s old"),
-    (batch(ProbeStatus.HEALTHY, age_s=-8), "probe -8.0s old"),  # a clock far ahead is not now either
-    (batch(ProbeStatus.HEALTHY, probed_at=""), "the probe has no time"),
-    (batch(ProbeStatus.HEALTHY, probed_at="2026-11-30T12:00:00"), "the probe has no time"),  # no zone
-    (batch(ProbeStatus.AUTH), "refused drctl's token"),
-    (batch(ProbeStatus.HEALTHY, region="e"), "no probe of the region"),
-    (ProbeBatch(probes=[], unresolved={"w": "worker q has no region 'w'"}), "worker q has no region 'w'"),
-])
+@pytest.mark.parametrize(
+    "b, why",
+    [
+        (batch(ProbeStatus.HEALTHY, age_s=5.5), "probe 5.5s old (max 5s)"),
+        (batch(ProbeStatus.DOWN, age_s=30), "probe 30.0s old"),
+        (batch(ProbeStatus.HEALTHY, age_s=-8), "probe -8.0s old"),  # a clock far ahead is not now either
+        (batch(ProbeStatus.HEALTHY, probed_at=""), "the probe has no time"),
+        (batch(ProbeStatus.HEALTHY, probed_at="2026-11-30T12:00:00"), "the probe has no time"),  # no zone
+        (batch(ProbeStatus.AUTH), "refused drctl's token"),
+        (batch(ProbeStatus.HEALTHY, region="e"), "no probe of the region"),
+        (ProbeBatch(probes=[], unresolved={"w": "worker q has no region 'w'"}), "worker q has no region 'w'"),
+    ],
+)
 def test_an_old_unanswerable_or_refused_view_is_missing_never_healthy(b: ProbeBatch, why: str) -> None:
     v = view(b)
     assert v.startswith("missing: ") and why in v, v

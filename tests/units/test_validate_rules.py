@@ -34,7 +34,7 @@ def _refusal(path: Path, cfg: FleetConfig, target: str | None = None) -> str:
     assert info.value.path == str(path)
     prefix = f"{path}: "
     assert str(info.value).startswith(prefix)
-    return str(info.value)[len(prefix):]
+    return str(info.value)[len(prefix) :]
 
 
 def _broken(fn: Breaker, name: str = "region-outage") -> dict[str, Any]:
@@ -49,41 +49,76 @@ def _action(exp: dict[str, Any]) -> dict[str, Any]:
 
 # case → (experiment broken one way, the exact refusal)
 SHAPE_CASES: dict[str, tuple[Breaker, str]] = {
-    "missing-keys": (lambda e: [e.pop(k) for k in ("title", "description", "configuration")],
-                     "missing required key(s): title, description, configuration"),
-    "missing-hypothesis": (lambda e: e.pop("steady-state-hypothesis"),
-                           "missing required key(s): steady-state-hypothesis"),
+    "missing-keys": (
+        lambda e: [e.pop(k) for k in ("title", "description", "configuration")],
+        "missing required key(s): title, description, configuration",
+    ),
+    "missing-hypothesis": (
+        lambda e: e.pop("steady-state-hypothesis"),
+        "missing required key(s): steady-state-hypothesis",
+    ),
     "missing-method": (lambda e: e.pop("method"), "missing required key(s): method"),
-    "hypothesis-not-mapping": (lambda e: e.update({"steady-state-hypothesis": ["x"]}),
-                               "steady-state-hypothesis needs a list of at least one probe against the global endpoint"),
-    "hypothesis-no-probes": (lambda e: e["steady-state-hypothesis"].update(probes=[]),
-                             "steady-state-hypothesis needs a list of at least one probe against the global endpoint"),
-    "hypothesis-probes-not-list": (lambda e: e["steady-state-hypothesis"].update(probes={"a": 1}),
-                                   "steady-state-hypothesis needs a list of at least one probe against the global endpoint"),
+    "hypothesis-not-mapping": (
+        lambda e: e.update({"steady-state-hypothesis": ["x"]}),
+        "steady-state-hypothesis needs a list of at least one probe against the global endpoint",
+    ),
+    "hypothesis-no-probes": (
+        lambda e: e["steady-state-hypothesis"].update(probes=[]),
+        "steady-state-hypothesis needs a list of at least one probe against the global endpoint",
+    ),
+    "hypothesis-probes-not-list": (
+        lambda e: e["steady-state-hypothesis"].update(probes={"a": 1}),
+        "steady-state-hypothesis needs a list of at least one probe against the global endpoint",
+    ),
     "method-not-list": (lambda e: e.update(method="kill"), "method must be a list of activities, not str"),
-    "rollbacks-not-list": (lambda e: e.update(rollbacks={"a": 1}), "rollbacks must be a list of activities, not dict"),
-    "activity-not-mapping": (lambda e: e["method"].append(7),
-                             "method: each activity must be a mapping (or a reference), not 7"),
-    "probe-not-mapping": (lambda e: e["steady-state-hypothesis"]["probes"].append(1.5),
-                          "steady-state-hypothesis: each activity must be a mapping (or a reference), not 1.5"),
-    "rollback-not-mapping": (lambda e: e["rollbacks"].append(None),
-                             "rollbacks: each activity must be a mapping (or a reference), not None"),
-    "provider-not-mapping": (lambda e: _action(e).update(provider=7),
-                             "method 'kill-all-target-region-replicas': provider must be a mapping, not 7"),
-    "no-fault-action": (lambda e: e.update(method=[e["method"][1]]), "method needs at least one fault action"),
+    "rollbacks-not-list": (
+        lambda e: e.update(rollbacks={"a": 1}),
+        "rollbacks must be a list of activities, not dict",
+    ),
+    "activity-not-mapping": (
+        lambda e: e["method"].append(7),
+        "method: each activity must be a mapping (or a reference), not 7",
+    ),
+    "probe-not-mapping": (
+        lambda e: e["steady-state-hypothesis"]["probes"].append(1.5),
+        "steady-state-hypothesis: each activity must be a mapping (or a reference), not 1.5",
+    ),
+    "rollback-not-mapping": (
+        lambda e: e["rollbacks"].append(None),
+        "rollbacks: each activity must be a mapping (or a reference), not None",
+    ),
+    "provider-not-mapping": (
+        lambda e: _action(e).update(provider=7),
+        "method 'kill-all-target-region-replicas': provider must be a mapping, not 7",
+    ),
+    "no-fault-action": (
+        lambda e: e.update(method=[e["method"][1]]),
+        "method needs at least one fault action",
+    ),
     "method-only-references": (lambda e: e.update(method=["kill"]), "method needs at least one fault action"),
     "no-rollbacks": (lambda e: e.update(rollbacks=[]), "rollbacks are required: a drill must undo its fault"),
     "rollbacks-absent": (lambda e: e.pop("rollbacks"), "rollbacks are required: a drill must undo its fault"),
     "extensions-not-list": (lambda e: e.update(extensions={"name": "drctl"}), "extensions must be a list"),
-    "configuration-not-mapping": (lambda e: e.update(configuration=["target_region"]),
-                                  "configuration must name the target_region"),
-    "no-target-region": (lambda e: e["configuration"].pop("target_region"), "configuration must name the target_region"),
-    "no-drctl-extension": (lambda e: e.update(extensions=[{"name": "other", "expect_failover": True}]),
-                           'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?'),
-    "expectation-not-bool": (lambda e: e["extensions"][0].update(expect_failover="yes"),
-                             'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?'),
-    "extensions-absent": (lambda e: e.pop("extensions"),
-                          'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?'),
+    "configuration-not-mapping": (
+        lambda e: e.update(configuration=["target_region"]),
+        "configuration must name the target_region",
+    ),
+    "no-target-region": (
+        lambda e: e["configuration"].pop("target_region"),
+        "configuration must name the target_region",
+    ),
+    "no-drctl-extension": (
+        lambda e: e.update(extensions=[{"name": "other", "expect_failover": True}]),
+        'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?',
+    ),
+    "expectation-not-bool": (
+        lambda e: e["extensions"][0].update(expect_failover="yes"),
+        'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?',
+    ),
+    "extensions-absent": (
+        lambda e: e.pop("extensions"),
+        'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?',
+    ),
 }
 
 
@@ -95,19 +130,42 @@ def test_each_shape_error_is_refused_with_its_message(case: str, cfg: FleetConfi
 
 TARGET_CASES: dict[str, tuple[Breaker, str]] = {
     "probe-module-as-action": (
-        lambda e: e["method"].insert(0, {"type": "action", "name": "probe-as-fault", "provider": {
-            "type": "python", "module": "drctl.chaos.probes", "func": "global_success_ratio"}}),
-        "method action 'probe-as-fault': drills run only drctl.chaos.actions actions, whose targets are checked"),
+        lambda e: e["method"].insert(
+            0,
+            {
+                "type": "action",
+                "name": "probe-as-fault",
+                "provider": {
+                    "type": "python",
+                    "module": "drctl.chaos.probes",
+                    "func": "global_success_ratio",
+                },
+            },
+        ),
+        "method action 'probe-as-fault': drills run only drctl.chaos.actions actions, whose targets are checked",
+    ),
     "http-action": (
-        lambda e: e["rollbacks"].append({"type": "action", "name": "poke", "provider": {
-            "type": "http", "url": "${global_endpoint}/health"}}),
-        "rollbacks action 'poke': drills run only drctl.chaos.actions actions, whose targets are checked"),
-    "no-region": (lambda e: _action(e)["provider"]["arguments"].update(region=None),
-                  "method action 'kill-all-target-region-replicas' names no region"),
-    "unknown-region": (lambda e: _action(e)["provider"]["arguments"].update(region="mars-1"),
-                       "method action 'kill-all-target-region-replicas': unknown region 'mars-1'; known: us-west-1, us-east-1"),
-    "rollback-unknown-region": (lambda e: e["rollbacks"][0]["provider"]["arguments"].update(region="eu-1"),
-                                "rollbacks action 'clear-target-region-faults': unknown region 'eu-1'; known: us-west-1, us-east-1"),
+        lambda e: e["rollbacks"].append(
+            {
+                "type": "action",
+                "name": "poke",
+                "provider": {"type": "http", "url": "${global_endpoint}/health"},
+            }
+        ),
+        "rollbacks action 'poke': drills run only drctl.chaos.actions actions, whose targets are checked",
+    ),
+    "no-region": (
+        lambda e: _action(e)["provider"]["arguments"].update(region=None),
+        "method action 'kill-all-target-region-replicas' names no region",
+    ),
+    "unknown-region": (
+        lambda e: _action(e)["provider"]["arguments"].update(region="mars-1"),
+        "method action 'kill-all-target-region-replicas': unknown region 'mars-1'; known: us-west-1, us-east-1",
+    ),
+    "rollback-unknown-region": (
+        lambda e: e["rollbacks"][0]["provider"]["arguments"].update(region="eu-1"),
+        "rollbacks action 'clear-target-region-faults': unknown region 'eu-1'; known: us-west-1, us-east-1",
+    ),
 }
 
 
@@ -123,15 +181,23 @@ def test_the_allow_list_is_checked_per_action_and_for_the_target(unit_dir: Path,
     outage = _write(tmp_path, "outage.json", experiment())
     assert _refusal(outage, east_only) == (
         "method action 'kill-all-target-region-replicas': region 'us-west-1' is not an allowed drill target "
-        "(allowed: us-east-1)")
+        "(allowed: us-east-1)"
+    )
     assert _refusal(outage, nobody) == (
         "method action 'kill-all-target-region-replicas': region 'us-west-1' is not an allowed drill target "
-        "(allowed: none)")
+        "(allowed: none)"
+    )
     # The fault aims at an allowed region, but the experiment's own target is not one.
-    aimed = _broken(lambda e: [a["provider"]["arguments"].update(region="us-east-1") for a in e["method"] + e["rollbacks"]
-                               if "region" in a["provider"].get("arguments", {})])
+    aimed = _broken(
+        lambda e: [
+            a["provider"]["arguments"].update(region="us-east-1")
+            for a in e["method"] + e["rollbacks"]
+            if "region" in a["provider"].get("arguments", {})
+        ]
+    )
     assert _refusal(_write(tmp_path, "aimed.json", aimed), east_only) == (
-        "target_region 'us-west-1' is not an allowed drill target")
+        "target_region 'us-west-1' is not an allowed drill target"
+    )
     # Aimed at the allowed region with --target, it passes.
     assert v.validate_experiment(outage, east_only, target="us-east-1").target_region == "us-east-1"
 
@@ -139,7 +205,9 @@ def test_the_allow_list_is_checked_per_action_and_for_the_target(unit_dir: Path,
 def test_the_refusal_lists_every_allowed_target(tmp_path: Path) -> None:
     data = fleet_config_data()
     third = copy.deepcopy(data["regions"][1])
-    third.update(name="eu-west-1", weight=0, gateway_url="http://127.0.0.1:1", devstack_admin_url="http://127.0.0.1:1")
+    third.update(
+        name="eu-west-1", weight=0, gateway_url="http://127.0.0.1:1", devstack_admin_url="http://127.0.0.1:1"
+    )
     third["gateway_runtime_socket"] = "s/haproxy/eu-west-1.sock"
     data["regions"].append(third)
     data["drills"] = {"allowed_targets": ["us-east-1", "eu-west-1"], "fault_injector": "devstack"}
@@ -147,63 +215,87 @@ def test_the_refusal_lists_every_allowed_target(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(data))
     assert _refusal(_write(tmp_path, "outage.json", experiment()), load_config(path)) == (
         "method action 'kill-all-target-region-replicas': region 'us-west-1' is not an allowed drill target "
-        "(allowed: us-east-1, eu-west-1)")
+        "(allowed: us-east-1, eu-west-1)"
+    )
 
 
 def test_devstack_only_faults_need_the_devstack_injector(unit_dir: Path, tmp_path: Path) -> None:
     kube = write_config(unit_dir, injector="kubernetes", name="kube.yaml")
     path = _write(tmp_path, "gateway-loss.json", experiment("gateway-loss"))
     assert _refusal(path, kube, target="us-east-1") == (
-        "method action 'kill-target-region-gateway': kill_gateway needs drills.fault_injector devstack")
+        "method action 'kill-target-region-gateway': kill_gateway needs drills.fault_injector devstack"
+    )
     degrade = _write(tmp_path, "degradation.json", experiment("region-degradation"))
-    assert _refusal(degrade, kube, target="us-east-1").endswith(": degrade_region needs drills.fault_injector devstack")
+    assert _refusal(degrade, kube, target="us-east-1").endswith(
+        ": degrade_region needs drills.fault_injector devstack"
+    )
     # The same faults pass with the dev-stack injector, and outages pass with either.
-    assert v.validate_experiment(path, write_config(unit_dir, name="ds.yaml"), target="us-east-1").expect_failover
+    assert v.validate_experiment(
+        path, write_config(unit_dir, name="ds.yaml"), target="us-east-1"
+    ).expect_failover
     assert v.validate_experiment(_write(tmp_path, "o.json", experiment()), kube, target="us-east-1")
 
 
-def test_boundary_violations_are_refused_before_anything_is_imported(cfg: FleetConfig, tmp_path: Path) -> None:
-    foreign = _broken(lambda e: e["steady-state-hypothesis"]["probes"].append(
-        {"type": "probe", "name": "sh", "provider": {"type": "process", "path": "sh"}}))
+def test_boundary_violations_are_refused_before_anything_is_imported(
+    cfg: FleetConfig, tmp_path: Path
+) -> None:
+    foreign = _broken(
+        lambda e: e["steady-state-hypothesis"]["probes"].append(
+            {"type": "probe", "name": "sh", "provider": {"type": "process", "path": "sh"}}
+        )
+    )
     assert _refusal(_write(tmp_path, "process.json", foreign), cfg) == (
-        "steady-state-hypothesis.probes[1] 'sh': provider type 'process' is not allowed in a drill (only python and http)")
-    secret_env = _broken(lambda e: e["configuration"].update(token={"type": "env", "key": "AWS_SECRET_ACCESS_KEY"}))
+        "steady-state-hypothesis.probes[1] 'sh': provider type 'process' is not allowed in a drill (only python and http)"
+    )
+    secret_env = _broken(
+        lambda e: e["configuration"].update(token={"type": "env", "key": "AWS_SECRET_ACCESS_KEY"})
+    )
     assert _refusal(_write(tmp_path, "env.json", secret_env), cfg).startswith(
-        "configuration.token: may not read environment variable 'AWS_SECRET_ACCESS_KEY'")
+        "configuration.token: may not read environment variable 'AWS_SECRET_ACCESS_KEY'"
+    )
     assert _refusal(_write(tmp_path, "../units-evil..name.json", experiment()), cfg) == (
-        "name 'units-evil..name' is not allowed: use letters, digits, '.', '_' and '-' only")
+        "name 'units-evil..name' is not allowed: use letters, digits, '.', '_' and '-' only"
+    )
 
 
 def test_read_and_syntax_errors_name_the_line(cfg: FleetConfig, tmp_path: Path) -> None:
     assert _refusal(tmp_path / "absent.json", cfg) == "cannot read: No such file or directory"
     assert _refusal(_write(tmp_path, "bad.json", '{"title": "x",\n  "method": ['), cfg) == (
-        "JSON syntax error at line 2 column 14: Expecting value")
+        "JSON syntax error at line 2 column 14: Expecting value"
+    )
     assert _refusal(_write(tmp_path, "bad.yaml", "title: x\nmethod: [unclosed\n  - {"), cfg) == (
-        "YAML syntax error at line 3: expected ',' or ']', but got '{'")
+        "YAML syntax error at line 3: expected ',' or ']', but got '{'"
+    )
     assert _refusal(_write(tmp_path, "bad.yml", "a: b\n\tc: d\n"), cfg) == (
-        "YAML syntax error at line 2: found character '\\t' that cannot start any token")
+        "YAML syntax error at line 2: found character '\\t' that cannot start any token"
+    )
     assert _refusal(_write(tmp_path, "list.json", "[1, 2]"), cfg) == (
-        "an experiment must be a mapping of keys (title, method, ...)")
+        "an experiment must be a mapping of keys (title, method, ...)"
+    )
     assert _refusal(_write(tmp_path, "list.yaml", "- 1\n- 2\n"), cfg) == (
-        "an experiment must be a mapping of keys (title, method, ...)")
+        "an experiment must be a mapping of keys (title, method, ...)"
+    )
 
 
 def test_documents_chaoslib_or_json_cannot_handle_are_refused(cfg: FleetConfig, tmp_path: Path) -> None:
     # A reader error has no line mark: the message says what, without a line.
     assert _refusal(_write(tmp_path, "ctl.yaml", "title: x\x07\n"), cfg) == (
         "YAML syntax error: unacceptable character #x0007: special characters are not allowed\n"
-        '  in "<unicode string>", position 8')
+        '  in "<unicode string>", position 8'
+    )
     # chaoslib crashes on a bare reference in the method: refused, naming the step.
     ref = experiment()
     ref["method"].append("look")
     assert _refusal(_write(tmp_path, "ref.json", ref), cfg) == (
-        "Chaos Toolkit validation: malformed experiment (AttributeError: 'str' object has no attribute 'get')")
+        "Chaos Toolkit validation: malformed experiment (AttributeError: 'str' object has no attribute 'get')"
+    )
     # YAML reads a date; the canonical text that runs is JSON, which has none.
     dated = experiment()
     dated["extensions"][0]["when"] = "DATE"
     text = yaml.safe_dump(dated).replace("when: DATE", "when: 2026-01-01")
     assert _refusal(_write(tmp_path, "dated.yaml", text), cfg) == (
-        "not representable as a JSON experiment: Object of type date is not JSON serializable")
+        "not representable as a JSON experiment: Object of type date is not JSON serializable"
+    )
 
 
 def test_yaml_experiments_are_read_as_yaml(cfg: FleetConfig, tmp_path: Path) -> None:
@@ -218,32 +310,48 @@ def test_yaml_experiments_are_read_as_yaml(cfg: FleetConfig, tmp_path: Path) -> 
 
 def test_chaostoolkit_validation_and_configuration_errors(cfg: FleetConfig, tmp_path: Path) -> None:
     logging.getLogger("chaostoolkit").setLevel(logging.NOTSET)  # whatever an earlier validation left
-    bad_tolerance = _broken(lambda e: e["steady-state-hypothesis"]["probes"][0].update(
-        tolerance={"type": "range", "range": [1]}))
+    bad_tolerance = _broken(
+        lambda e: e["steady-state-hypothesis"]["probes"][0].update(tolerance={"type": "range", "range": [1]})
+    )
     assert _refusal(_write(tmp_path, "tol.json", bad_tolerance), cfg) == (
-        "not a valid Chaos Toolkit experiment: hypothesis range sequence must be made of two values")
+        "not a valid Chaos Toolkit experiment: hypothesis range sequence must be made of two values"
+    )
     # chaoslib's own progress logging is quieted: a validation speaks only when something is wrong.
     assert logging.getLogger("chaostoolkit").level == logging.WARNING
     unset = _broken(lambda e: e["configuration"].update(knob={"type": "env", "key": "DRCTL_KNOB"}))
     assert _refusal(_write(tmp_path, "unset.json", unset), cfg) == (
-        "configuration: Configuration makes reference to an environment key that does not exist: DRCTL_KNOB")
+        "configuration: Configuration makes reference to an environment key that does not exist: DRCTL_KNOB"
+    )
 
 
 def test_a_valid_experiment_yields_the_plan_that_runs(cfg: FleetConfig, tmp_path: Path) -> None:
     exp = experiment()
-    exp["method"].append({"type": "probe", "name": "look", "provider": {
-        "type": "python", "module": "drctl.chaos.probes", "func": "global_success_ratio"}})
+    exp["method"].append(
+        {
+            "type": "probe",
+            "name": "look",
+            "provider": {"type": "python", "module": "drctl.chaos.probes", "func": "global_success_ratio"},
+        }
+    )
     path = _write(tmp_path, "outage.json", exp)
     plan = v.validate_experiment(path, cfg, target="us-east-1")
-    conf = {"fleet_config": str(Path(cfg.source_path or "").resolve()), "global_endpoint": cfg.traffic.global_endpoint,
-            "target_region": "us-east-1", "rto_target_s": cfg.objectives.rto_target_s}
+    conf = {
+        "fleet_config": str(Path(cfg.source_path or "").resolve()),
+        "global_endpoint": cfg.traffic.global_endpoint,
+        "target_region": "us-east-1",
+        "rto_target_s": cfg.objectives.rto_target_s,
+    }
     assert plan.configuration == conf
     assert plan.path == str(path.resolve()) and plan.name == "outage"
     assert plan.title == exp["title"] and plan.fmt == "json"
     assert plan.text == canonical(exp, conf) and plan.sha256 == digest(plan.text)
     assert plan.target_region == "us-east-1" and plan.expect_failover is True
     assert plan.fault_actions == ["kill-all-target-region-replicas"]
-    assert plan.probes == ["global-endpoint-serves-completions", "traffic-served-elsewhere-within-rto", "look"]
+    assert plan.probes == [
+        "global-endpoint-serves-completions",
+        "traffic-served-elsewhere-within-rto",
+        "look",
+    ]
     assert plan.rollbacks == ["clear-target-region-faults"]
     # The fleet's RTO target replaces the experiment's default.
     slow = cfg.model_copy(update={"objectives": cfg.objectives.model_copy(update={"rto_target_s": 45.0})})
@@ -258,11 +366,21 @@ def test_a_valid_experiment_yields_the_plan_that_runs(cfg: FleetConfig, tmp_path
 
 def test_check_imports_names_the_module_and_function() -> None:
     def exp(module: str, func: str) -> dict[str, Any]:
-        return {"method": [{"type": "action", "name": "a", "provider": {"type": "python", "module": module, "func": func}}]}
+        return {
+            "method": [
+                {
+                    "type": "action",
+                    "name": "a",
+                    "provider": {"type": "python", "module": module, "func": func},
+                }
+            ]
+        }
 
     with pytest.raises(v.ExperimentInvalid) as info:
         v._check_imports("p", exp("drctl.chaos.nope", "f"))
-    assert str(info.value).startswith("p: method 'a': cannot import module 'drctl.chaos.nope': No module named")
+    assert str(info.value).startswith(
+        "p: method 'a': cannot import module 'drctl.chaos.nope': No module named"
+    )
     with pytest.raises(v.ExperimentInvalid) as info:
         v._check_imports("p", exp("drctl.chaos.actions", "explode"))
     assert str(info.value) == "p: method 'a': module 'drctl.chaos.actions' has no function 'explode'"
@@ -270,8 +388,13 @@ def test_check_imports_names_the_module_and_function() -> None:
         v._check_imports("p", exp("drctl.chaos.actions", "CONFIG_ENV"))  # imported, but not callable
     assert str(info.value) == "p: method 'a': module 'drctl.chaos.actions' has no function 'CONFIG_ENV'"
     # http providers and references are not imported, and do not end the check.
-    mixed = {"method": [{"name": "h", "provider": {"type": "http", "module": "nope"}}, "ref",
-                        {"name": "b", "provider": {"type": "python", "module": "drctl.chaos.actions", "func": "nope"}}]}
+    mixed = {
+        "method": [
+            {"name": "h", "provider": {"type": "http", "module": "nope"}},
+            "ref",
+            {"name": "b", "provider": {"type": "python", "module": "drctl.chaos.actions", "func": "nope"}},
+        ]
+    }
     with pytest.raises(v.ExperimentInvalid) as info:
         v._check_imports("p", mixed)
     assert str(info.value) == "p: method 'b': module 'drctl.chaos.actions' has no function 'nope'"
@@ -288,6 +411,7 @@ def test_guarded_turns_library_crashes_into_refusals() -> None:
     own = v.ExperimentInvalid("p", "mine")
     violation = BoundaryViolation("edge")
     for exc in (own, violation):
+
         def reraise(exc: Exception = exc) -> None:
             raise exc
 
@@ -298,8 +422,19 @@ def test_guarded_turns_library_crashes_into_refusals() -> None:
 
 
 def test_activities_lists_every_section_in_order() -> None:
-    exp = {"steady-state-hypothesis": {"probes": [{"n": 1}, "ref"]}, "method": [{"n": 2}], "rollbacks": [{"n": 3}, 4]}
-    assert v._activities(exp) == [("steady-state-hypothesis", {"n": 1}), ("method", {"n": 2}), ("rollbacks", {"n": 3})]
+    exp = {
+        "steady-state-hypothesis": {"probes": [{"n": 1}, "ref"]},
+        "method": [{"n": 2}],
+        "rollbacks": [{"n": 3}, 4],
+    }
+    assert v._activities(exp) == [
+        ("steady-state-hypothesis", {"n": 1}),
+        ("method", {"n": 2}),
+        ("rollbacks", {"n": 3}),
+    ]
     assert v._activities({"steady-state-hypothesis": None, "method": None}) == []
-    assert v._drctl_extension({"extensions": ["x", {"name": "other"}, {"name": "drctl", "a": 1}]}) == {"name": "drctl", "a": 1}
+    assert v._drctl_extension({"extensions": ["x", {"name": "other"}, {"name": "drctl", "a": 1}]}) == {
+        "name": "drctl",
+        "a": 1,
+    }
     assert v._drctl_extension({"extensions": None}) == {}

@@ -15,15 +15,27 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 def _inp(**kw: object) -> WatchInput:
     base: dict[str, object] = dict(
-        regions=["a"], trackers={"a": RegionTracker(region="a")}, interval_s=10.0, fast_confirm=True,
-        fast_confirm_interval_s=1.0, failure_threshold=3, recovery_threshold=2, fail_on_degraded=True,
-        probe_timeout_s=2.0, return_after_s=600.0)
+        regions=["a"],
+        trackers={"a": RegionTracker(region="a")},
+        interval_s=10.0,
+        fast_confirm=True,
+        fast_confirm_interval_s=1.0,
+        failure_threshold=3,
+        recovery_threshold=2,
+        fail_on_degraded=True,
+        probe_timeout_s=2.0,
+        return_after_s=600.0,
+    )
     return WatchInput.model_validate({**base, **kw})
 
 
 def _probe(status: ProbeStatus) -> RegionProbe:
-    return RegionProbe(region="a", status=status, reason=status.value,
-                       gateway=TargetProbe(target="gateway", url="http://g", status=status))
+    return RegionProbe(
+        region="a",
+        status=status,
+        reason=status.value,
+        gateway=TargetProbe(target="gateway", url="http://g", status=status),
+    )
 
 
 def _verdict(signal: PassiveSignal) -> PassiveVerdict:
@@ -33,7 +45,9 @@ def _verdict(signal: PassiveSignal) -> PassiveVerdict:
 def test_probes_walk_the_monitors_state_machine_and_auth_changes_nothing() -> None:
     t, inp = RegionTracker(region="a"), _inp()
     assert not feed_probe(t, _probe(ProbeStatus.AUTH), T0, inp)
-    assert t.state is RegionState.HEALTHY and t.last_status is ProbeStatus.AUTH and t.consecutive_failures == 0
+    assert (
+        t.state is RegionState.HEALTHY and t.last_status is ProbeStatus.AUTH and t.consecutive_failures == 0
+    )
     steps = [feed_probe(t, _probe(ProbeStatus.DOWN), T0 + timedelta(seconds=i), inp) for i in range(3)]
     assert steps == [True, False, True] and t.state is RegionState.UNHEALTHY
     assert t.first_failure_at == T0 and t.since == T0 + timedelta(seconds=2)
@@ -49,7 +63,10 @@ def test_passive_breach_makes_only_a_healthy_region_suspect_and_counts_no_failed
     assert t.last_reason.startswith("passive: gateway error rate")
     assert not feed_passive(t, _verdict(PassiveSignal.SUSPECT), T0, None)  # already SUSPECT
     down = RegionTracker(region="a", state=RegionState.UNHEALTHY)
-    assert not feed_passive(down, _verdict(PassiveSignal.SUSPECT), T0, None) and down.state is RegionState.UNHEALTHY
+    assert (
+        not feed_passive(down, _verdict(PassiveSignal.SUSPECT), T0, None)
+        and down.state is RegionState.UNHEALTHY
+    )
 
 
 def test_passive_breach_waits_out_the_quiet_time_a_clearing_probe_set() -> None:
@@ -69,7 +86,6 @@ def test_fast_confirm_while_any_region_is_suspect() -> None:
     assert probe_period_s(calm, _inp(fast_confirm=False)) == 10.0
 
 
-
 def test_a_breaching_region_is_confirmed_by_fewer_failed_probes_never_more_than_the_threshold() -> None:
     inp = _inp()
     t = RegionTracker(region="a")
@@ -81,5 +97,9 @@ def test_a_breaching_region_is_confirmed_by_fewer_failed_probes_never_more_than_
     u, w = RegionTracker(region="a"), RegionTracker(region="a")
     assert [feed_probe(u, _probe(ProbeStatus.DOWN), T0, inp) for _ in range(2)] == [True, False]
     assert u.state is RegionState.SUSPECT
-    assert [feed_probe(w, _probe(ProbeStatus.DOWN), T0, inp, breach_threshold=9) for _ in range(3)] == [True, False, True]
+    assert [feed_probe(w, _probe(ProbeStatus.DOWN), T0, inp, breach_threshold=9) for _ in range(3)] == [
+        True,
+        False,
+        True,
+    ]
     assert w.state is RegionState.UNHEALTHY

@@ -62,8 +62,10 @@ async def _seed(cluster: RegionCluster, cfg: FleetConfig, region: str) -> None:
         await cluster.ensure("v1/namespaces", {"metadata": {"name": name}})
     await cluster.ensure(
         "velero.io/v1/backupstoragelocations",
-        {"metadata": {"name": "default", "namespace": cfg.backup.namespace},
-         "spec": {"provider": "aws", "objectStorage": {"bucket": cfg.backup.bucket}}},
+        {
+            "metadata": {"name": "default", "namespace": cfg.backup.namespace},
+            "spec": {"provider": "aws", "objectStorage": {"bucket": cfg.backup.bucket}},
+        },
     )
 
 
@@ -71,12 +73,18 @@ async def _seed(cluster: RegionCluster, cfg: FleetConfig, region: str) -> None:
 async def backup_stack(velero_moto_port: int) -> AsyncIterator[BackupStack]:
     ports = {r: free_port() for r in REGIONS}
     cfg = _config(velero_moto_port, ports)
-    s3 = boto3.client("s3", endpoint_url=cfg.aws.endpoint_url, region_name="us-east-1",
-                      aws_access_key_id="t", aws_secret_access_key="t")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=cfg.aws.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="t",
+        aws_secret_access_key="t",
+    )
     s3.create_bucket(Bucket=cfg.backup.bucket)
-    async with serve_cluster("127.0.0.1", ports[REGIONS[0]]) as west, serve_cluster(
-        "127.0.0.1", ports[REGIONS[1]]
-    ) as east:
+    async with (
+        serve_cluster("127.0.0.1", ports[REGIONS[0]]) as west,
+        serve_cluster("127.0.0.1", ports[REGIONS[1]]) as east,
+    ):
         clusters = {REGIONS[0]: west, REGIONS[1]: east}
         for region, cluster in clusters.items():
             await _seed(cluster, cfg, region)

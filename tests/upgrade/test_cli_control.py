@@ -29,12 +29,23 @@ pytestmark = pytest.mark.devstack
 
 
 @pytest.fixture
-async def cli_env(fleet_config: FleetConfig, fleet_config_path: Path, temporal_client: Client,
-                  reset_fleet: None) -> AsyncIterator[tuple[FleetConfig, str]]:
+async def cli_env(
+    fleet_config: FleetConfig, fleet_config_path: Path, temporal_client: Client, reset_fleet: None
+) -> AsyncIterator[tuple[FleetConfig, str]]:
     """A worker on fresh queues and its config file; short analysis windows keep each step ~1 s."""
     cfg = fresh_queues(fleet_config)
-    cfg = cfg.model_copy(update={"upgrade": cfg.upgrade.model_copy(update={
-        "steps_percent": [50, 100], "step_pause_s": 1.0, "scale_down_delay_s": 30.0, "min_samples": 8})})
+    cfg = cfg.model_copy(
+        update={
+            "upgrade": cfg.upgrade.model_copy(
+                update={
+                    "steps_percent": [50, 100],
+                    "step_pause_s": 1.0,
+                    "scale_down_delay_s": 30.0,
+                    "min_samples": 8,
+                }
+            )
+        }
+    )
     async with running_worker(temporal_client, cfg):
         yield cfg, str(write_config(cfg, fleet_config_path.parent))
 
@@ -50,22 +61,41 @@ async def _status(wid: str, path: str) -> dict[str, Any]:
     return json.loads(out)
 
 
-async def test_canary_paused_resumed_and_promoted_from_the_cli(cli_env: tuple[FleetConfig, str],
-                                                               temporal_client: Client) -> None:
+async def test_canary_paused_resumed_and_promoted_from_the_cli(
+    cli_env: tuple[FleetConfig, str], temporal_client: Client
+) -> None:
     cfg, path = cli_env
     old = stable_container(cfg, "us-west-1").image
     image = f"vllm/vllm-openai:v3.0.{uuid.uuid4().int % 1000}"
-    wid = _started(*await cli("upgrade", "--image", image, "--strategy", "canary", "--regions", "us-west-1",
-                                    "--no-wait", "-o", "json", "-c", path))
+    wid = _started(
+        *await cli(
+            "upgrade",
+            "--image",
+            image,
+            "--strategy",
+            "canary",
+            "--regions",
+            "us-west-1",
+            "--no-wait",
+            "-o",
+            "json",
+            "-c",
+            path,
+        )
+    )
     uid = wid.rsplit("/", 1)[1]
     code, out, err = await cli("upgrade", "pause", uid, "--reason", "hold for the test", "-c", path)
     assert code == 0 and "holds at the next step boundary" in out, (out, err)
 
     async def held() -> bool:
         st = await _status(wid, path)
-        return st["paused"] and st["pause_reason"] == "hold for the test" and "canary" in _deployments_now(cfg)
+        return (
+            st["paused"] and st["pause_reason"] == "hold for the test" and "canary" in _deployments_now(cfg)
+        )
 
-    await assert_eventually(held, timeout_s=90, interval_s=0.3, what="the canary deployed and the upgrade held")
+    await assert_eventually(
+        held, timeout_s=90, interval_s=0.3, what="the canary deployed and the upgrade held"
+    )
     # Held at the step boundary: no share of traffic reaches the canary while paused.
     await asyncio.sleep(1.5)
     assert track_weights(cfg, "us-west-1").get("canary", 0) == 0
@@ -73,8 +103,12 @@ async def test_canary_paused_resumed_and_promoted_from_the_cli(cli_env: tuple[Fl
     assert code == 0 and "PAUSED" in out and "hold for the test" in out, out
     code, out, err = await cli("upgrade", "resume", uid, "-c", path)
     assert code == 0 and "resumed" in out, (out, err)
-    await assert_eventually(lambda: asyncio.to_thread(lambda: track_weights(cfg, "us-west-1").get("canary") == 50),
-                            timeout_s=60, interval_s=0.1, what="the 50 % step after resume")
+    await assert_eventually(
+        lambda: asyncio.to_thread(lambda: track_weights(cfg, "us-west-1").get("canary") == 50),
+        timeout_s=60,
+        interval_s=0.1,
+        what="the 50 % step after resume",
+    )
     code, out, err = await cli("upgrade", "promote", uid, "-c", path)
     assert code == 0 and "promoting us-west-1 now" in out, (out, err)
     res = await asyncio.wait_for(result_of(temporal_client.get_workflow_handle(wid), UpgradeResult), 120)
@@ -85,38 +119,76 @@ async def test_canary_paused_resumed_and_promoted_from_the_cli(cli_env: tuple[Fl
     assert "llm-canary" not in deployments(cfg, "us-west-1")
     # A finished upgrade refuses further control, naming why (exit 1, no traceback).
     code, out, err = await cli("upgrade", "pause", uid, "-c", path)
-    assert code == 1 and "cannot pause" in err and "already completed" in err and "Traceback" not in err, (out, err)
+    assert code == 1 and "cannot pause" in err and "already completed" in err and "Traceback" not in err, (
+        out,
+        err,
+    )
 
 
 def _deployments_now(cfg: FleetConfig) -> str:
     return " ".join(deployments(cfg, "us-west-1"))
 
 
-async def test_blue_green_aborted_from_the_cli_keeps_blue(cli_env: tuple[FleetConfig, str],
-                                                          temporal_client: Client) -> None:
+async def test_blue_green_aborted_from_the_cli_keeps_blue(
+    cli_env: tuple[FleetConfig, str], temporal_client: Client
+) -> None:
     cfg, path = cli_env
     before = stable_container(cfg, "us-east-1").image
-    wid = _started(*await cli("upgrade", "--image", "vllm/vllm-openai:v9.9.9", "--strategy", "blue-green",
-                                    "--regions", "us-east-1", "--no-wait", "-o", "json", "-c", path))
+    wid = _started(
+        *await cli(
+            "upgrade",
+            "--image",
+            "vllm/vllm-openai:v9.9.9",
+            "--strategy",
+            "blue-green",
+            "--regions",
+            "us-east-1",
+            "--no-wait",
+            "-o",
+            "json",
+            "-c",
+            path,
+        )
+    )
     uid = wid.rsplit("/", 1)[1]
     # Green carries everything during the 30 s scale-down delay; blue (stable) still runs to flip back to.
-    await assert_eventually(lambda: asyncio.to_thread(lambda: track_weights(cfg, "us-east-1").get("green") == 100),
-                            timeout_s=120, interval_s=0.1, what="the switch to green")
+    await assert_eventually(
+        lambda: asyncio.to_thread(lambda: track_weights(cfg, "us-east-1").get("green") == 100),
+        timeout_s=120,
+        interval_s=0.1,
+        what="the switch to green",
+    )
     code, out, err = await cli("upgrade", "abort", uid, "--reason", "operator saw a problem", "-c", path)
     assert code == 0 and "abort requested" in out, (out, err)
     res = await asyncio.wait_for(result_of(temporal_client.get_workflow_handle(wid), UpgradeResult), 120)
     assert res.outcome is Outcome.ABORTED, res
     assert "operator saw a problem" in res.reason
-    assert track_weights(cfg, "us-east-1").get("stable") == 100 and track_weights(cfg, "us-east-1").get("green") == 0
+    assert (
+        track_weights(cfg, "us-east-1").get("stable") == 100
+        and track_weights(cfg, "us-east-1").get("green") == 0
+    )
     assert stable_container(cfg, "us-east-1").image == before
     assert "llm-green" not in deployments(cfg, "us-east-1")
 
 
 async def test_migrate_with_decommission_moves_traffic_and_scales_the_source_to_zero(
-        cli_env: tuple[FleetConfig, str]) -> None:
+    cli_env: tuple[FleetConfig, str],
+) -> None:
     cfg, path = cli_env
-    code, out, err = await cli("migrate", "--from", "us-west-1", "--to", "us-east-1", "--steps", "50,100",
-                               "--decommission", "-o", "json", "-c", path)
+    code, out, err = await cli(
+        "migrate",
+        "--from",
+        "us-west-1",
+        "--to",
+        "us-east-1",
+        "--steps",
+        "50,100",
+        "--decommission",
+        "-o",
+        "json",
+        "-c",
+        path,
+    )
     assert code == 0, (out, err)
     res = json.loads(out)["result"]
     assert res["outcome"] == "SUCCEEDED", res
@@ -127,12 +199,15 @@ async def test_migrate_with_decommission_moves_traffic_and_scales_the_source_to_
 
 
 async def test_restore_existing_resource_policy_none_keeps_update_overwrites(
-        cli_env: tuple[FleetConfig, str]) -> None:
+    cli_env: tuple[FleetConfig, str],
+) -> None:
     cfg, path = cli_env
     west = cfg.region("us-west-1")
     apps = apps_api(west.kube.api_url or "")
     name = f"policy-{uuid.uuid4().hex[:6]}"
-    code, out, err = await cli("backup", "create", "--name", name, "--region", "us-west-1", "-o", "json", "-c", path)
+    code, out, err = await cli(
+        "backup", "create", "--name", name, "--region", "us-west-1", "-o", "json", "-c", path
+    )
     assert code == 0 and json.loads(out)["phase"] == "Completed", (out, err)
     marker = {"metadata": {"annotations": {"drctl.test/after-backup": name}}}
     apps.patch_namespaced_deployment("llm-stable", west.kube.namespace, marker)
@@ -140,12 +215,34 @@ async def test_restore_existing_resource_policy_none_keeps_update_overwrites(
     def annotations() -> dict[str, str]:
         return apps.read_namespaced_deployment("llm-stable", west.kube.namespace).metadata.annotations or {}
 
-    code, out, err = await cli("restore", "--backup", name, "--region", "us-west-1",
-                               "--existing-resource-policy", "none", "-o", "json", "-c", path)
+    code, out, err = await cli(
+        "restore",
+        "--backup",
+        name,
+        "--region",
+        "us-west-1",
+        "--existing-resource-policy",
+        "none",
+        "-o",
+        "json",
+        "-c",
+        path,
+    )
     assert code == 0 and json.loads(out)["phase"] == "Completed", (out, err)
     assert annotations().get("drctl.test/after-backup") == name  # Velero's default: existing objects kept
-    code, out, err = await cli("restore", "--backup", name, "--region", "us-west-1",
-                               "--existing-resource-policy", "update", "-o", "json", "-c", path)
+    code, out, err = await cli(
+        "restore",
+        "--backup",
+        name,
+        "--region",
+        "us-west-1",
+        "--existing-resource-policy",
+        "update",
+        "-o",
+        "json",
+        "-c",
+        path,
+    )
     assert code == 0 and json.loads(out)["phase"] == "Completed", (out, err)
     assert "drctl.test/after-backup" not in annotations()  # overwritten with the backed-up object
     code, out, err = await cli("restore", "--backup", name, "--existing-resource-policy", "merge", "-c", path)

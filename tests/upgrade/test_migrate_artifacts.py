@@ -21,22 +21,37 @@ pytestmark = pytest.mark.devstack
 
 
 def s3(cfg: FleetConfig):  # type: ignore[no-untyped-def]
-    return boto3.client("s3", endpoint_url=cfg.aws.endpoint_url, region_name="us-east-1",
-                        aws_access_key_id="t", aws_secret_access_key="t")
+    return boto3.client(
+        "s3",
+        endpoint_url=cfg.aws.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="t",
+        aws_secret_access_key="t",
+    )
 
 
 async def migrate(client: Client, cfg: FleetConfig):  # type: ignore[no-untyped-def]
     req = migration_request(cfg, uuid.uuid4().hex[:8], "us-west-1", "us-east-1", steps_percent=[100])
-    req = req.model_copy(update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})})
+    req = req.model_copy(
+        update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})}
+    )
     async with running_worker(client, cfg):
-        handle = await start_operation(client, cfg, Migration.run, req, operation="migrate",
-                                       workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-                                       source="us-west-1", target="us-east-1")
+        handle = await start_operation(
+            client,
+            cfg,
+            Migration.run,
+            req,
+            operation="migrate",
+            workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
+            source="us-west-1",
+            target="us-east-1",
+        )
         return await asyncio.wait_for(result_of(handle, MigrationResult), timeout=180)
 
 
-async def test_artifacts_copied_and_verified_before_the_restore(fleet_config: FleetConfig, temporal_client: Client,
-                                                                reset_fleet: None) -> None:
+async def test_artifacts_copied_and_verified_before_the_restore(
+    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
+) -> None:
     cfg = fresh_queues(fleet_config)
     key = f"adapters/new-{uuid.uuid4().hex[:6]}/adapter_model.safetensors"
     c = s3(cfg)
@@ -59,10 +74,14 @@ async def test_unreadable_artifacts_stop_the_migration_before_anything_changes(
 ) -> None:
     cfg = fresh_queues(fleet_config)
     (models, *rest) = cfg.data.buckets
-    broken = models.model_copy(update={"source": models.source.model_copy(update={"bucket": "drctl-no-such-bucket"})})
+    broken = models.model_copy(
+        update={"source": models.source.model_copy(update={"bucket": "drctl-no-such-bucket"})}
+    )
     cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"buckets": [broken, *rest]})})
     res = await migrate(temporal_client, cfg)
     assert res.outcome is Outcome.FAILED and res.failed_step == "artifacts", res
-    assert "model artifacts not copied, nothing changed" in res.reason and "drctl-no-such-bucket" in res.reason
+    assert (
+        "model artifacts not copied, nothing changed" in res.reason and "drctl-no-such-bucket" in res.reason
+    )
     assert res.backup is None and res.restore is None
     assert "global weights untouched: traffic had not moved yet" in res.rollback

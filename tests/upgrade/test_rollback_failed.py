@@ -35,13 +35,17 @@ REGION = "us-west-1"
 
 
 def _through_proxy(cfg: FleetConfig, url: str) -> FleetConfig:
-    regions = [r.model_copy(update={"kube": r.kube.model_copy(update={"api_url": url})}) if r.name == REGION else r
-               for r in cfg.regions]
+    regions = [
+        r.model_copy(update={"kube": r.kube.model_copy(update={"api_url": url})}) if r.name == REGION else r
+        for r in cfg.regions
+    ]
     return cfg.model_copy(update={"regions": regions})
 
 
 @pytest.fixture
-async def proxied(fleet_config: FleetConfig, reset_fleet: None) -> AsyncIterator[tuple[FleetConfig, KubeFaultProxy]]:
+async def proxied(
+    fleet_config: FleetConfig, reset_fleet: None
+) -> AsyncIterator[tuple[FleetConfig, KubeFaultProxy]]:
     proxy = KubeFaultProxy(fleet_config.region(REGION).kube.api_url or "")
     port = free_port()
     runner = await serve(proxy, port)
@@ -52,22 +56,52 @@ async def proxied(fleet_config: FleetConfig, reset_fleet: None) -> AsyncIterator
 
 
 async def test_failed_rollback_is_reported_as_rollback_failed(
-        proxied: tuple[FleetConfig, KubeFaultProxy], fleet_config: FleetConfig, temporal_client: Client) -> None:
+    proxied: tuple[FleetConfig, KubeFaultProxy], fleet_config: FleetConfig, temporal_client: Client
+) -> None:
     cfg, proxy = proxied
-    denied = proxy.add(Fault("DELETE", r".*/deployments/llm-canary", status=403, message=(
-        'deployments.apps "llm-canary" is forbidden: User "system:serviceaccount:drctl:drctl" cannot delete '
-        'resource "deployments" in API group "apps" in the namespace "inference"')))
+    denied = proxy.add(
+        Fault(
+            "DELETE",
+            r".*/deployments/llm-canary",
+            status=403,
+            message=(
+                'deployments.apps "llm-canary" is forbidden: User "system:serviceaccount:drctl:drctl" cannot delete '
+                'resource "deployments" in API group "apps" in the namespace "inference"'
+            ),
+        )
+    )
     ns = fleet_config.region(REGION).kube.namespace
-    before = apps_api(fleet_config.region(REGION).kube.api_url or "").read_namespaced_deployment(
-        "llm-stable", ns).spec.template.spec.containers[0].image
+    before = (
+        apps_api(fleet_config.region(REGION).kube.api_url or "")
+        .read_namespaced_deployment("llm-stable", ns)
+        .spec.template.spec.containers[0]
+        .image
+    )
     image = f"vllm/vllm-openai:v0.9.{uuid.uuid4().int % 1000}-bad"
-    req: Any = upgrade_request(cfg, uuid.uuid4().hex[:8], image, steps_percent=[25, 100], regions=[REGION],
-                               env={"FLEETSIM_ERROR_RATE": "0.6"})
-    req = req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
-                                 "limits": req.limits.model_copy(update={"min_samples": 8})})
+    req: Any = upgrade_request(
+        cfg,
+        uuid.uuid4().hex[:8],
+        image,
+        steps_percent=[25, 100],
+        regions=[REGION],
+        env={"FLEETSIM_ERROR_RATE": "0.6"},
+    )
+    req = req.model_copy(
+        update={
+            "step_pause_s": 1.0,
+            "scale_down_delay_s": 1.0,
+            "limits": req.limits.model_copy(update={"min_samples": 8}),
+        }
+    )
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
-                                       workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+        handle = await start_operation(
+            temporal_client,
+            cfg,
+            Upgrade.run,
+            req,
+            operation="upgrade",
+            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+        )
         res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=180)
 
     assert res.outcome is Outcome.ROLLBACK_FAILED, res
@@ -82,12 +116,16 @@ async def test_failed_rollback_is_reported_as_rollback_failed(
     wave = res.waves[0]
     assert wave.outcome is Outcome.ROLLBACK_FAILED and wave.left_behind == [left]
     # What the result claims is what the cluster shows: the canary is still there, traffic is on stable.
-    deployments = {d.metadata.name for d in apps_api(fleet_config.region(REGION).kube.api_url or "")
-                   .list_namespaced_deployment(ns).items}
+    deployments = {
+        d.metadata.name
+        for d in apps_api(fleet_config.region(REGION).kube.api_url or "").list_namespaced_deployment(ns).items
+    }
     assert "llm-canary" in deployments
     weights = HAProxyRuntime(fleet_config.region(REGION).gateway_runtime_socket or "").get_weights("region")
     assert weights["stable"] == 100 and weights["canary"] == 0
     console = Console(width=300, record=True)
     render(res, "http://ui/x", console)
     text = console.export_text()
-    assert "upgrade: ROLLBACK_FAILED" in text and f"left behind {REGION}" in text and "rolled-back" not in text
+    assert (
+        "upgrade: ROLLBACK_FAILED" in text and f"left behind {REGION}" in text and "rolled-back" not in text
+    )

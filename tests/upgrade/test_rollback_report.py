@@ -19,18 +19,29 @@ def test_each_region_ends_on_what_the_rollback_really_left(fleet_config: FleetCo
     waves = [
         RegionWave(region="us-west-1", outcome=Outcome.SUCCEEDED),
         # Promotion had started and putting stable back failed: stable is on the new image.
-        RegionWave(region="us-east-1", outcome=Outcome.ROLLBACK_FAILED, left_behind=[stuck], stable_image=NEW),
+        RegionWave(
+            region="us-east-1", outcome=Outcome.ROLLBACK_FAILED, left_behind=[stuck], stable_image=NEW
+        ),
     ]
     releases = ended_on(req, waves, before)
     assert [(r.region, r.image, r.state, r.left_behind) for r in releases] == [
-        ("us-west-1", NEW, "upgraded", []), ("us-east-1", NEW, "rollback-failed", [stuck])]
+        ("us-west-1", NEW, "upgraded", []),
+        ("us-east-1", NEW, "rollback-failed", [stuck]),
+    ]
     # Without stable_image the rollback failed elsewhere (e.g. the canary): stable kept its old image.
     waves[1] = waves[1].model_copy(update={"stable_image": None})
     assert ended_on(req, waves, before)[1].image == OLD
 
-    res = UpgradeResult(upgrade_id="u1", image=NEW, strategy=req.strategy, outcome=Outcome.ROLLBACK_FAILED,
-                        reason="us-east-1: analysis failed; rollback failed", failed_region="us-east-1",
-                        waves=waves, releases=releases)
+    res = UpgradeResult(
+        upgrade_id="u1",
+        image=NEW,
+        strategy=req.strategy,
+        outcome=Outcome.ROLLBACK_FAILED,
+        reason="us-east-1: analysis failed; rollback failed",
+        failed_region="us-east-1",
+        waves=waves,
+        releases=releases,
+    )
     console = Console(width=250, record=True)
     render(res, "http://ui/x", console)
     text = console.export_text()

@@ -27,22 +27,35 @@ from workflows.upgrade import Upgrade
 pytestmark = pytest.mark.devstack
 
 
-async def test_failed_backup_changes_nothing(fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None) -> None:
+async def test_failed_backup_changes_nothing(
+    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
+) -> None:
     region = fleet_config.region("us-west-1")
     conf = k8s.Configuration()
     conf.host = region.kube.api_url
     crd = k8s.CustomObjectsApi(k8s.ApiClient(conf))
-    body = {"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-            "metadata": {"name": "lost-bucket", "namespace": fleet_config.backup.namespace},
-            "spec": {"provider": "aws", "objectStorage": {"bucket": f"missing-{uuid.uuid4().hex[:6]}"}}}
-    crd.create_namespaced_custom_object("velero.io", "v1", fleet_config.backup.namespace, "backupstoragelocations", body)
+    body = {
+        "apiVersion": "velero.io/v1",
+        "kind": "BackupStorageLocation",
+        "metadata": {"name": "lost-bucket", "namespace": fleet_config.backup.namespace},
+        "spec": {"provider": "aws", "objectStorage": {"bucket": f"missing-{uuid.uuid4().hex[:6]}"}},
+    }
+    crd.create_namespaced_custom_object(
+        "velero.io", "v1", fleet_config.backup.namespace, "backupstoragelocations", body
+    )
     cfg = fresh_queues(fleet_config)
     cfg = cfg.model_copy(update={"backup": cfg.backup.model_copy(update={"storage_location": "lost-bucket"})})
     before = {r: (stable_container(cfg, r).image, sorted(deployments(cfg, r))) for r in cfg.region_names}
     req = upgrade_req(cfg, "vllm/vllm-openai:v1.0.0")
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
-                                       workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+        handle = await start_operation(
+            temporal_client,
+            cfg,
+            Upgrade.run,
+            req,
+            operation="upgrade",
+            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+        )
         res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
     assert res.outcome is Outcome.BACKUP_FAILED, res
     assert "nothing changed" in res.reason and "NoSuchBucket" in res.reason
@@ -52,14 +65,22 @@ async def test_failed_backup_changes_nothing(fleet_config: FleetConfig, temporal
     assert all(track_weights(cfg, r)["stable"] == 100 for r in cfg.region_names)
 
 
-async def test_abort_mid_canary_restores_stable(fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None) -> None:
+async def test_abort_mid_canary_restores_stable(
+    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
+) -> None:
     cfg = fresh_queues(fleet_config)
     before = stable_container(cfg, "us-east-1").image
     req = upgrade_req(cfg, "vllm/vllm-openai:v1.1.0", steps_percent=[25, 50, 100], regions=["us-east-1"])
     req = req.model_copy(update={"step_pause_s": 4.0})
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
-                                       workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+        handle = await start_operation(
+            temporal_client,
+            cfg,
+            Upgrade.run,
+            req,
+            operation="upgrade",
+            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+        )
         await until(lambda: track_weights(cfg, "us-east-1")["canary"] == 25, "canary at 25 %")
         await handle.execute_update("abort", {"reason": "operator saw a problem", "by": "pytest"})
         res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
@@ -69,14 +90,22 @@ async def test_abort_mid_canary_restores_stable(fleet_config: FleetConfig, tempo
     assert stable_container(cfg, "us-east-1").image == before
 
 
-async def test_worker_lost_mid_upgrade_resumes(fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None) -> None:
+async def test_worker_lost_mid_upgrade_resumes(
+    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
+) -> None:
     cfg = fresh_queues(fleet_config)
     image = f"vllm/vllm-openai:v1.2.{uuid.uuid4().int % 1000}"
     req = upgrade_req(cfg, image, steps_percent=[50, 100], regions=["us-west-1"])
     req = req.model_copy(update={"step_pause_s": 2.0})
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
-                                       workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+        handle = await start_operation(
+            temporal_client,
+            cfg,
+            Upgrade.run,
+            req,
+            operation="upgrade",
+            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+        )
         await until(lambda: track_weights(cfg, "us-west-1")["canary"] == 50, "canary at 50 %")
     # The worker is gone mid-analysis; a new one on the same queues picks the workflow up.
     async with running_worker(temporal_client, cfg):

@@ -31,13 +31,17 @@ pytestmark = pytest.mark.devstack
 
 
 @pytest.fixture
-async def upgrade_env(fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None) -> AsyncIterator[FleetConfig]:
+async def upgrade_env(
+    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
+) -> AsyncIterator[FleetConfig]:
     cfg = fresh_queues(fleet_config)
     async with running_worker(temporal_client, cfg):
         yield cfg
 
 
-async def test_good_canary_becomes_stable_region_by_region(upgrade_env: FleetConfig, temporal_client: Client) -> None:
+async def test_good_canary_becomes_stable_region_by_region(
+    upgrade_env: FleetConfig, temporal_client: Client
+) -> None:
     cfg = upgrade_env
     image = f"vllm/vllm-openai:v0.7.{uuid.uuid4().int % 1000}"
     req = upgrade_req(cfg, image, steps_percent=[50, 100])
@@ -46,7 +50,9 @@ async def test_good_canary_becomes_stable_region_by_region(upgrade_env: FleetCon
     assert res.outcome is Outcome.SUCCEEDED, res.reason
     assert [w.region for w in res.waves] == ["us-west-1", "us-east-1"]
     assert [(r.region, r.image, r.state) for r in res.releases] == [
-        ("us-west-1", image, "upgraded"), ("us-east-1", image, "upgraded")]
+        ("us-west-1", image, "upgraded"),
+        ("us-east-1", image, "upgraded"),
+    ]
     for region in cfg.region_names:
         assert stable_container(cfg, region).image == image
         assert "llm-canary" not in deployments(cfg, region)
@@ -55,21 +61,37 @@ async def test_good_canary_becomes_stable_region_by_region(upgrade_env: FleetCon
     assert not any(all(s[r]["canary"] > 0 for r in s) for s in watch.samples)
     assert all(any(s[r]["canary"] > 0 for s in watch.samples) for r in cfg.region_names)
     # The backup is in S3, in Velero's layout, and completed before the first canary existed.
-    s3 = boto3.client("s3", endpoint_url=cfg.aws.endpoint_url, region_name="us-east-1",
-                      aws_access_key_id="t", aws_secret_access_key="t")
-    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=cfg.backup.bucket,
-                                                 Prefix=f"backups/upgrade-{req.upgrade_id}-")["Contents"]}
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=cfg.aws.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="t",
+        aws_secret_access_key="t",
+    )
+    keys = {
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=cfg.backup.bucket, Prefix=f"backups/upgrade-{req.upgrade_id}-")[
+            "Contents"
+        ]
+    }
     for region in cfg.region_names:
         name = f"upgrade-{req.upgrade_id}-{region}"
         assert {f"backups/{name}/velero-backup.json", f"backups/{name}/{name}.tar.gz"} <= keys
     assert res.backup is not None and res.backup.phase == "Completed"
 
 
-async def test_bad_release_rolls_back_and_names_the_metric(upgrade_env: FleetConfig, temporal_client: Client) -> None:
+async def test_bad_release_rolls_back_and_names_the_metric(
+    upgrade_env: FleetConfig, temporal_client: Client
+) -> None:
     cfg = upgrade_env
     before = stable_container(cfg, "us-west-1").image
-    req = upgrade_req(cfg, "vllm/vllm-openai:v0.8.0-bad", steps_percent=[25, 50, 100], regions=["us-west-1"],
-                   env={"FLEETSIM_ERROR_RATE": "0.6"})
+    req = upgrade_req(
+        cfg,
+        "vllm/vllm-openai:v0.8.0-bad",
+        steps_percent=[25, 50, 100],
+        regions=["us-west-1"],
+        env={"FLEETSIM_ERROR_RATE": "0.6"},
+    )
     watch = WeightWatch(cfg)
     res = await run_upgrade(temporal_client, cfg, req, watch)
     assert res.outcome is Outcome.ROLLED_BACK, res
@@ -85,21 +107,34 @@ async def test_bad_release_rolls_back_and_names_the_metric(upgrade_env: FleetCon
 
 async def test_slow_release_fails_on_ttft(upgrade_env: FleetConfig, temporal_client: Client) -> None:
     cfg = upgrade_env
-    req = upgrade_req(cfg, "vllm/vllm-openai:v0.8.1-slow", steps_percent=[10, 100], regions=["us-east-1"],
-                   env={"FLEETSIM_TTFT_MS": "400"})
+    req = upgrade_req(
+        cfg,
+        "vllm/vllm-openai:v0.8.1-slow",
+        steps_percent=[10, 100],
+        regions=["us-east-1"],
+        env={"FLEETSIM_TTFT_MS": "400"},
+    )
     res = await run_upgrade(temporal_client, cfg, req)
     assert res.outcome is Outcome.ROLLED_BACK, res
     assert res.failed_metric in ("ttft_p99", "ttft_p50"), res
     assert "llm-canary" not in deployments(cfg, "us-east-1")
 
 
-async def test_blue_green_switches_and_abort_is_instant(upgrade_env: FleetConfig, temporal_client: Client) -> None:
+async def test_blue_green_switches_and_abort_is_instant(
+    upgrade_env: FleetConfig, temporal_client: Client
+) -> None:
     cfg = upgrade_env
     before = stable_container(cfg, "us-west-1").image
     req = upgrade_req(cfg, "vllm/vllm-openai:v0.9.0", strategy=Strategy.BLUE_GREEN, regions=["us-west-1"])
     req = req.model_copy(update={"scale_down_delay_s": 120.0})
-    handle = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
-                                   workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+    handle = await start_operation(
+        temporal_client,
+        cfg,
+        Upgrade.run,
+        req,
+        operation="upgrade",
+        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+    )
     for _ in range(600):  # the switch: green carries everything while blue (stable) is kept
         if track_weights(cfg, "us-west-1")["green"] == 100:
             break
@@ -121,19 +156,24 @@ async def test_blue_green_switches_and_abort_is_instant(upgrade_env: FleetConfig
     assert "llm-green" not in deployments(cfg, "us-west-1")
 
 
-async def test_later_region_rolls_back_earlier_wave_stays_upgraded(upgrade_env: FleetConfig,
-                                                                   temporal_client: Client) -> None:
+async def test_later_region_rolls_back_earlier_wave_stays_upgraded(
+    upgrade_env: FleetConfig, temporal_client: Client
+) -> None:
     cfg = upgrade_env
     before = stable_container(cfg, "us-east-1").image
     image = f"vllm/vllm-openai:v0.10.{uuid.uuid4().int % 1000}"
     # Only us-east-1's canary misbehaves (the fault is re-applied to replicas started later).
     admin = (cfg.region("us-east-1").devstack_admin_url or "").rstrip("/")
     async with httpx.AsyncClient(timeout=10) as http:
-        (await http.post(f"{admin}/faults/inference", json={"track": "canary", "error_rate": 0.6})).raise_for_status()
+        (
+            await http.post(f"{admin}/faults/inference", json={"track": "canary", "error_rate": 0.6})
+        ).raise_for_status()
     res = await run_upgrade(temporal_client, cfg, upgrade_req(cfg, image, steps_percent=[50, 100]))
     assert res.outcome is Outcome.ROLLED_BACK and res.failed_region == "us-east-1", res
     assert [(r.region, r.image, r.state) for r in res.releases] == [
-        ("us-west-1", image, "upgraded"), ("us-east-1", before, "rolled-back")]
+        ("us-west-1", image, "upgraded"),
+        ("us-east-1", before, "rolled-back"),
+    ]
     assert f"us-west-1 already promoted, still on {image} (mixed fleet)" in res.reason
     assert stable_container(cfg, "us-west-1").image == image
     assert stable_container(cfg, "us-east-1").image == before

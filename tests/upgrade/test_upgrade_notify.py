@@ -14,14 +14,22 @@ from tests.upgrade.workers import fresh_queues, run_upgrade, running_worker, upg
 pytestmark = pytest.mark.devstack
 
 
-async def test_a_rolled_back_upgrade_is_notified(fleet_config: FleetConfig, temporal_client: Client,
-                                                 reset_fleet: None) -> None:
+async def test_a_rolled_back_upgrade_is_notified(
+    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
+) -> None:
     with receiver() as rec:
         hook = WebhookConfig(name="ops", url=rec.url, events=["upgrade.rolled_back", "failover.started"])
-        cfg = fresh_queues(fleet_config).model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])})
+        cfg = fresh_queues(fleet_config).model_copy(
+            update={"notifications": NotificationsConfig(webhooks=[hook])}
+        )
         async with running_worker(temporal_client, cfg):
-            req = upgrade_req(cfg, "vllm/vllm-openai:v0.8.0-bad", steps_percent=[25, 100], regions=["us-west-1"],
-                           env={"FLEETSIM_ERROR_RATE": "0.6"})
+            req = upgrade_req(
+                cfg,
+                "vllm/vllm-openai:v0.8.0-bad",
+                steps_percent=[25, 100],
+                regions=["us-west-1"],
+                env={"FLEETSIM_ERROR_RATE": "0.6"},
+            )
             res = await run_upgrade(temporal_client, cfg, req)
             assert res.outcome is Outcome.ROLLED_BACK, res
 

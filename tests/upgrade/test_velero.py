@@ -23,7 +23,10 @@ def _deployment(name: str, ns: str, labels: dict[str, str], image: str) -> dict:
         "spec": {
             "replicas": 2,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "server", "image": image}]}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "server", "image": image}]},
+            },
         },
     }
 
@@ -33,14 +36,21 @@ async def _workload(stack: BackupStack, region: str, ns: str, image: str) -> Non
     await cluster.ensure("v1/namespaces", {"metadata": {"name": ns}})
     app = {"app": "llm", "drctl.io/track": "stable"}
     await cluster.ensure("apps/v1/deployments", _deployment("llm-stable", ns, app, image))
-    await cluster.ensure("v1/services", {"metadata": {"name": "llm-stable", "namespace": ns, "labels": app},
-                                         "spec": {"selector": app, "ports": [{"port": 8000}], "clusterIP": "10.0.0.7"}})
+    await cluster.ensure(
+        "v1/services",
+        {
+            "metadata": {"name": "llm-stable", "namespace": ns, "labels": app},
+            "spec": {"selector": app, "ports": [{"port": 8000}], "clusterIP": "10.0.0.7"},
+        },
+    )
     # Not the app's: a label selector must leave it out of the backup.
     await cluster.ensure("apps/v1/deployments", _deployment("other", ns, {"app": "other"}, "busybox"))
 
 
 def _tar_members(stack: BackupStack, name: str) -> dict[str, dict]:
-    body = stack.s3.get_object(Bucket=stack.cfg.backup.bucket, Key=f"backups/{name}/{name}.tar.gz")["Body"].read()
+    body = stack.s3.get_object(Bucket=stack.cfg.backup.bucket, Key=f"backups/{name}/{name}.tar.gz")[
+        "Body"
+    ].read()
     with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
         return {m.name: json.loads(tar.extractfile(m).read()) for m in tar.getmembers()}
 
@@ -52,7 +62,8 @@ async def test_backup_lands_in_s3_in_velero_layout_and_restores_elsewhere(backup
     name = f"b-{uuid.uuid4().hex[:8]}"
     seen: list[str] = []
     info = await asyncio.to_thread(
-        west.backup, BackupRequest(region="us-west-1", name=name, namespaces=[ns], label_selector={"app": "llm"}),
+        west.backup,
+        BackupRequest(region="us-west-1", name=name, namespaces=[ns], label_selector={"app": "llm"}),
         lambda i: seen.append(i.phase),
     )
     assert info.phase == "Completed" and info.items == 2, info
@@ -63,9 +74,9 @@ async def test_backup_lands_in_s3_in_velero_layout_and_restores_elsewhere(backup
         f"resources/services/namespaces/{ns}/llm-stable.json",
     ]
     meta = json.loads(
-        backup_stack.s3.get_object(Bucket=backup_stack.cfg.backup.bucket, Key=f"backups/{name}/velero-backup.json")[
-            "Body"
-        ].read()
+        backup_stack.s3.get_object(
+            Bucket=backup_stack.cfg.backup.bucket, Key=f"backups/{name}/velero-backup.json"
+        )["Body"].read()
     )
     assert meta["kind"] == "Backup" and meta["spec"]["includedNamespaces"] == [ns]
     assert meta["spec"]["labelSelector"] == {"matchLabels": {"app": "llm"}}
@@ -76,7 +87,9 @@ async def test_backup_lands_in_s3_in_velero_layout_and_restores_elsewhere(backup
     target_ns = f"{ns}-moved"
     restored = await asyncio.to_thread(
         east.restore,
-        RestoreRequest(region="us-east-1", name=f"r-{name}", backup_name=name, namespace_mapping={ns: target_ns}),
+        RestoreRequest(
+            region="us-east-1", name=f"r-{name}", backup_name=name, namespace_mapping={ns: target_ns}
+        ),
     )
     assert restored.phase == "Completed" and restored.items == 2, restored
     dep = backup_stack.clusters["us-east-1"].read_object("apps/v1/deployments", target_ns, "llm-stable")
@@ -93,18 +106,28 @@ async def test_existing_resource_policy_none_keeps_target_update_replaces(backup
     west = VeleroBackupProvider(backup_stack.cfg, "us-west-1")
     east = VeleroBackupProvider(backup_stack.cfg, "us-east-1")
     name = f"b-{uuid.uuid4().hex[:8]}"
-    await asyncio.to_thread(west.backup, BackupRequest(region="us-west-1", name=name, namespaces=[ns],
-                                                       label_selector={"app": "llm"}))
+    await asyncio.to_thread(
+        west.backup,
+        BackupRequest(region="us-west-1", name=name, namespaces=[ns], label_selector={"app": "llm"}),
+    )
 
     def image() -> str:
         dep = backup_stack.clusters["us-east-1"].read_object("apps/v1/deployments", ns, "llm-stable")
         return dep["spec"]["template"]["spec"]["containers"][0]["image"]
 
-    kept = await asyncio.to_thread(east.restore, RestoreRequest(
-        region="us-east-1", name=f"r1-{name}", backup_name=name, existing_resource_policy="none"))
+    kept = await asyncio.to_thread(
+        east.restore,
+        RestoreRequest(
+            region="us-east-1", name=f"r1-{name}", backup_name=name, existing_resource_policy="none"
+        ),
+    )
     assert kept.warnings == 2 and image() == "img:old"
-    updated = await asyncio.to_thread(east.restore, RestoreRequest(
-        region="us-east-1", name=f"r2-{name}", backup_name=name, existing_resource_policy="update"))
+    updated = await asyncio.to_thread(
+        east.restore,
+        RestoreRequest(
+            region="us-east-1", name=f"r2-{name}", backup_name=name, existing_resource_policy="update"
+        ),
+    )
     assert updated.items == 2 and image() == "img:new"
 
 
@@ -112,26 +135,34 @@ async def test_backup_to_missing_bucket_fails_with_reason(backup_stack: BackupSt
     cluster = backup_stack.clusters["us-west-1"]
     await cluster.ensure(
         "velero.io/v1/backupstoragelocations",
-        {"metadata": {"name": "broken", "namespace": "velero"},
-         "spec": {"provider": "aws", "objectStorage": {"bucket": "no-such-bucket"}}},
+        {
+            "metadata": {"name": "broken", "namespace": "velero"},
+            "spec": {"provider": "aws", "objectStorage": {"bucket": "no-such-bucket"}},
+        },
     )
-    cfg = backup_stack.cfg.model_copy(update={"backup": backup_stack.cfg.backup.model_copy(
-        update={"storage_location": "broken"})})
+    cfg = backup_stack.cfg.model_copy(
+        update={"backup": backup_stack.cfg.backup.model_copy(update={"storage_location": "broken"})}
+    )
     provider = VeleroBackupProvider(cfg, "us-west-1")
     name = f"b-{uuid.uuid4().hex[:8]}"
     with pytest.raises(BackupFailed) as caught:
-        await asyncio.to_thread(provider.backup, BackupRequest(region="us-west-1", name=name, namespaces=["inference"]))
+        await asyncio.to_thread(
+            provider.backup, BackupRequest(region="us-west-1", name=name, namespaces=["inference"])
+        )
     assert caught.value.info.phase == "Failed"
     assert "NoSuchBucket" in str(caught.value) and caught.value.error.retryable is False
 
 
 async def test_unknown_storage_location_fails_validation(backup_stack: BackupStack) -> None:
-    cfg = backup_stack.cfg.model_copy(update={"backup": backup_stack.cfg.backup.model_copy(
-        update={"storage_location": "nowhere"})})
+    cfg = backup_stack.cfg.model_copy(
+        update={"backup": backup_stack.cfg.backup.model_copy(update={"storage_location": "nowhere"})}
+    )
     provider = VeleroBackupProvider(cfg, "us-west-1")
     with pytest.raises(BackupFailed, match="FailedValidation.*nowhere"):
-        await asyncio.to_thread(provider.backup, BackupRequest(region="us-west-1", name=f"b-{uuid.uuid4().hex[:8]}",
-                                                               namespaces=["inference"]))
+        await asyncio.to_thread(
+            provider.backup,
+            BackupRequest(region="us-west-1", name=f"b-{uuid.uuid4().hex[:8]}", namespaces=["inference"]),
+        )
 
 
 def test_partially_failed_policy_is_explicit() -> None:
@@ -139,4 +170,6 @@ def test_partially_failed_policy_is_explicit() -> None:
     assert "partially_failed_ok" in (judge_phase(info, partially_failed_ok=False) or "")
     assert judge_phase(info, partially_failed_ok=True) is None
     assert judge_phase(info.model_copy(update={"phase": "Completed"}), False) is None
-    assert "FailedValidation" in (judge_phase(info.model_copy(update={"phase": "FailedValidation"}), True) or "")
+    assert "FailedValidation" in (
+        judge_phase(info.model_copy(update={"phase": "FailedValidation"}), True) or ""
+    )

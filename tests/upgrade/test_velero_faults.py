@@ -30,8 +30,10 @@ async def velero_fault(backup_stack: BackupStack) -> AsyncIterator[Callable[[str
     ns = backup_stack.cfg.backup.namespace
 
     async def inject(value: str) -> None:
-        await cluster.ensure("v1/configmaps", {"metadata": {"name": FAULTS_CONFIGMAP, "namespace": ns},
-                                               "data": {"backup": value}})
+        await cluster.ensure(
+            "v1/configmaps",
+            {"metadata": {"name": FAULTS_CONFIGMAP, "namespace": ns}, "data": {"backup": value}},
+        )
 
     yield inject
     await cluster.delete_object("v1/configmaps", ns, FAULTS_CONFIGMAP)
@@ -44,12 +46,14 @@ def _cfg(stack: BackupStack, **backup: object) -> FleetConfig:
 def _run(cfg: FleetConfig, name: str, beats: list[object]) -> BackupInfo:
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: beats.append(details[0])
-    return env.run(BackupActivities(cfg).create_backup,
-                   BackupRequest(region=REGION, name=name, namespaces=["inference"]))
+    return env.run(
+        BackupActivities(cfg).create_backup, BackupRequest(region=REGION, name=name, namespaces=["inference"])
+    )
 
 
 async def test_backup_stuck_in_progress_ends_at_its_deadline_naming_the_backup(
-        backup_stack: BackupStack, velero_fault: Callable[[str], Awaitable[None]]) -> None:
+    backup_stack: BackupStack, velero_fault: Callable[[str], Awaitable[None]]
+) -> None:
     await velero_fault("stall")
     name = f"stuck-{uuid.uuid4().hex[:6]}"
     beats: list[object] = []
@@ -63,7 +67,9 @@ async def test_backup_stuck_in_progress_ends_at_its_deadline_naming_the_backup(
     assert len(beats) >= 3 and all(b == {"phase": "InProgress", "items": 0} for b in beats[1:])
 
 
-async def test_partially_failed_backup_is_refused_by_default(backup_stack: BackupStack, velero_fault: Callable[[str], Awaitable[None]]) -> None:
+async def test_partially_failed_backup_is_refused_by_default(
+    backup_stack: BackupStack, velero_fault: Callable[[str], Awaitable[None]]
+) -> None:
     await velero_fault("partially-failed")
     name = f"partial-{uuid.uuid4().hex[:6]}"
     with pytest.raises(ApplicationError) as err:
@@ -75,7 +81,10 @@ async def test_partially_failed_backup_is_refused_by_default(backup_stack: Backu
 
 
 async def test_partially_failed_backup_accepted_by_policy_says_so(
-        backup_stack: BackupStack, velero_fault: Callable[[str], Awaitable[None]], caplog: pytest.LogCaptureFixture) -> None:
+    backup_stack: BackupStack,
+    velero_fault: Callable[[str], Awaitable[None]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     await velero_fault("partially-failed")
     name = f"partial-ok-{uuid.uuid4().hex[:6]}"
     info = await asyncio.to_thread(_run, _cfg(backup_stack, partially_failed_ok=True), name, [])

@@ -49,7 +49,10 @@ def track_weights(cfg: FleetConfig, region: str) -> dict[str, int]:
 
 def deployments(cfg: FleetConfig, region: str) -> dict[str, Any]:
     r = cfg.region(region)
-    return {d.metadata.name: d for d in apps_api(r.kube.api_url or "").list_namespaced_deployment(r.kube.namespace).items}
+    return {
+        d.metadata.name: d
+        for d in apps_api(r.kube.api_url or "").list_namespaced_deployment(r.kube.namespace).items
+    }
 
 
 def stable_container(cfg: FleetConfig, region: str) -> Any:
@@ -74,13 +77,21 @@ def upgrade_req(cfg: FleetConfig, image: str, **kw: Any) -> Any:
     """An upgrade request with short windows (the suite stays fast; a few samples still judge)."""
     req = upgrade_request(cfg, uuid.uuid4().hex[:8], image, **kw)
     # Short windows keep the suite fast; a few samples per window still judge a clear difference.
-    return req.model_copy(update={"step_pause_s": 1.0, "scale_down_delay_s": 1.0,
-                                  "limits": req.limits.model_copy(update={"min_samples": 8})})
+    return req.model_copy(
+        update={
+            "step_pause_s": 1.0,
+            "scale_down_delay_s": 1.0,
+            "limits": req.limits.model_copy(update={"min_samples": 8}),
+        }
+    )
 
 
-async def run_upgrade(client: Client, cfg: FleetConfig, req: Any, watch: WeightWatch | None = None) -> UpgradeResult:
-    handle = await start_operation(client, cfg, Upgrade.run, req, operation="upgrade",
-                                   workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}")
+async def run_upgrade(
+    client: Client, cfg: FleetConfig, req: Any, watch: WeightWatch | None = None
+) -> UpgradeResult:
+    handle = await start_operation(
+        client, cfg, Upgrade.run, req, operation="upgrade", workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}"
+    )
     watcher = asyncio.create_task(watch.run()) if watch else None
     try:
         return await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=180)

@@ -29,25 +29,41 @@ StartWorkers = Callable[..., Awaitable[FleetConfig]]
 def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
     """The test fleet with short probe intervals and windows, and fresh task queues."""
     tag = uuid.uuid4().hex[:8]
-    h = {"interval_s": 2.0, "probe_timeout_s": 1.0, "fast_confirm_interval_s": 0.5, "failure_threshold": 3,
-         "recovery_threshold": 2, **health}
-    return cfg.model_copy(update={
-        "temporal": cfg.temporal.model_copy(update={"task_queue": f"drctl-test-{tag}"}),
-        "regions": [r.model_copy(update={"task_queue": f"drctl-test-{tag}-{r.name}"}) for r in cfg.regions],
-        "health": cfg.health.model_copy(update=h),
-        "failover": cfg.failover.model_copy(update={"verify_requests": 10, "verify_timeout_s": 10.0,
-                                                    "rollout_timeout_s": 60.0}),
-        "failback": cfg.failback.model_copy(update={"stabilization_window_s": 3.0, "steps": 2, "step_interval_s": 1.0}),
-    })
+    h = {
+        "interval_s": 2.0,
+        "probe_timeout_s": 1.0,
+        "fast_confirm_interval_s": 0.5,
+        "failure_threshold": 3,
+        "recovery_threshold": 2,
+        **health,
+    }
+    return cfg.model_copy(
+        update={
+            "temporal": cfg.temporal.model_copy(update={"task_queue": f"drctl-test-{tag}"}),
+            "regions": [
+                r.model_copy(update={"task_queue": f"drctl-test-{tag}-{r.name}"}) for r in cfg.regions
+            ],
+            "health": cfg.health.model_copy(update=h),
+            "failover": cfg.failover.model_copy(
+                update={"verify_requests": 10, "verify_timeout_s": 10.0, "rollout_timeout_s": 60.0}
+            ),
+            "failback": cfg.failback.model_copy(
+                update={"stabilization_window_s": 3.0, "steps": 2, "step_interval_s": 1.0}
+            ),
+        }
+    )
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def start_workers(temporal_client: Client, fleet_config: FleetConfig, reset_fleet: None
-                        ) -> AsyncIterator[StartWorkers]:
+async def start_workers(
+    temporal_client: Client, fleet_config: FleetConfig, reset_fleet: None
+) -> AsyncIterator[StartWorkers]:
     """`await start_workers(regions=None, cfg=None, **health)` → the FleetConfig the workers serve."""
     stops: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
-    async def start(regions: list[str] | None = None, cfg: FleetConfig | None = None, **health: Any) -> FleetConfig:
+    async def start(
+        regions: list[str] | None = None, cfg: FleetConfig | None = None, **health: Any
+    ) -> FleetConfig:
         cfg = cfg or fast_config(fleet_config, **health)
         stop = asyncio.Event()
         task = asyncio.create_task(run_worker(cfg, regions, client=temporal_client, stop=stop))
@@ -74,7 +90,9 @@ def weights(cfg: FleetConfig) -> dict[str, int]:
 
 def replicas(cfg: FleetConfig, region: str) -> int:
     """spec.replicas of the stable Deployment in `region`, read from its cluster."""
-    return KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
+    return (
+        KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
+    )
 
 
 async def monitor_handle(client: Client, cfg: FleetConfig) -> WorkflowHandle[Any, Any]:
@@ -104,9 +122,15 @@ async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
     async with httpx.AsyncClient(timeout=5, limits=limits) as client:
         for _ in range(n):
             try:
-                r = await client.post(cfg.traffic.global_endpoint + "/v1/completions",
-                                      json={"model": cfg.workload.model, "prompt": "x", "max_tokens": 1})
-                key = r.headers.get("X-Fleetsim-Region", "?") if r.status_code == 200 else f"HTTP {r.status_code}"
+                r = await client.post(
+                    cfg.traffic.global_endpoint + "/v1/completions",
+                    json={"model": cfg.workload.model, "prompt": "x", "max_tokens": 1},
+                )
+                key = (
+                    r.headers.get("X-Fleetsim-Region", "?")
+                    if r.status_code == 200
+                    else f"HTTP {r.status_code}"
+                )
             except httpx.HTTPError as exc:
                 key = type(exc).__name__
             counts[key] = counts.get(key, 0) + 1
@@ -115,8 +139,10 @@ async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
 
 def admin(cfg: FleetConfig, region: str, path: str, body: dict[str, Any] | None = None) -> Any:
     url = (cfg.region(region).devstack_admin_url or "").rstrip("/") + path
-    r = httpx.post(url, json=body, timeout=10) if body is not None or path.endswith("clear") else httpx.get(url, timeout=10)
+    r = (
+        httpx.post(url, json=body, timeout=10)
+        if body is not None or path.endswith("clear")
+        else httpx.get(url, timeout=10)
+    )
     r.raise_for_status()
     return r.json() if r.content else None
-
-

@@ -41,21 +41,33 @@ class AnalyseOnce(Progressive):
     @workflow.run
     async def run(self, queue: str) -> Outcome:
         history: list[AnalysisResult] = []
-        req = AnalysisRequest(candidate=TrackRef(region="w", track="canary"), baseline=TrackRef(region="w", track="stable"),
-                              window_s=1, limits=AnalysisLimits(max_error_rate=0.05, max_ttft_p50_ratio=1.5,
-                                                                max_ttft_p99_ratio=2.0, min_samples=8))
+        req = AnalysisRequest(
+            candidate=TrackRef(region="w", track="canary"),
+            baseline=TrackRef(region="w", track="stable"),
+            window_s=1,
+            limits=AnalysisLimits(
+                max_error_rate=0.05, max_ttft_p50_ratio=1.5, max_ttft_p99_ratio=2.0, min_samples=8
+            ),
+        )
         try:
             result = await self.ctl.analyse(req, queue, 3, history)
         except Stop as stop:
-            return Outcome(verdict=stop.outcome.value, reason=stop.reason, metric=stop.metric, analyses=len(history))
+            return Outcome(
+                verdict=stop.outcome.value, reason=stop.reason, metric=stop.metric, analyses=len(history)
+            )
         assert result is not None
         return Outcome(verdict=result.verdict.value, reason=result.reason, analyses=len(history))
 
 
 def _result(verdict: Verdict, metric: str | None = None) -> AnalysisResult:
     sample = TrackSample(track="w/canary", requests=8, ttft_p50_ms=30, ttft_p99_ms=30)
-    return AnalysisResult(verdict=verdict, reason=f"{verdict.value} {metric or ''}".strip(), failed_metric=metric,
-                          candidate=sample, baseline=sample.model_copy(update={"track": "w/stable"}))
+    return AnalysisResult(
+        verdict=verdict,
+        reason=f"{verdict.value} {metric or ''}".strip(),
+        failed_metric=metric,
+        candidate=sample,
+        baseline=sample.model_copy(update={"track": "w/stable"}),
+    )
 
 
 class Script:
@@ -69,8 +81,11 @@ class Script:
 
 async def _run(temporal_client: Client, verdicts: Sequence[AnalysisResult]) -> Outcome:
     queue = f"analyse-{uuid.uuid4().hex[:8]}"
-    client = Client(temporal_client.service_client, namespace=temporal_client.namespace,
-                    data_converter=pydantic_data_converter)
+    client = Client(
+        temporal_client.service_client,
+        namespace=temporal_client.namespace,
+        data_converter=pydantic_data_converter,
+    )
     script = Script(verdicts)
     async with Worker(client, task_queue=queue, workflows=[AnalyseOnce], activities=[script.analyze_tracks]):
         out = await client.execute_workflow(AnalyseOnce.run, queue, id=f"analyse/{queue}", task_queue=queue)
@@ -84,8 +99,10 @@ async def test_one_slow_window_is_measured_again_and_passes(temporal_client: Cli
 
 
 async def test_two_slow_windows_roll_back_naming_both(temporal_client: Client) -> None:
-    out = await _run(temporal_client, [_result(Verdict.FAIL, "ttft_p99"), _result(Verdict.INCONCLUSIVE),
-                                       _result(Verdict.FAIL, "ttft_p50")])
+    out = await _run(
+        temporal_client,
+        [_result(Verdict.FAIL, "ttft_p99"), _result(Verdict.INCONCLUSIVE), _result(Verdict.FAIL, "ttft_p50")],
+    )
     assert (out.verdict, out.metric, out.analyses) == ("ROLLED_BACK", "ttft_p50", 3)
     assert out.reason == "analysis failed: FAIL ttft_p50 (and the window before: FAIL ttft_p99)"
 
@@ -94,5 +111,7 @@ async def test_errors_roll_back_at_once(temporal_client: Client) -> None:
     out = await _run(temporal_client, [_result(Verdict.FAIL, "error_rate")])
     assert (out.verdict, out.metric, out.analyses) == ("ROLLED_BACK", "error_rate", 1)
     # A latency FAIL already confirmed once does not earn an error a second chance either.
-    out = await _run(temporal_client, [_result(Verdict.FAIL, "ttft_p99"), _result(Verdict.FAIL, "error_rate")])
+    out = await _run(
+        temporal_client, [_result(Verdict.FAIL, "ttft_p99"), _result(Verdict.FAIL, "error_rate")]
+    )
     assert (out.verdict, out.metric, out.analyses) == ("ROLLED_BACK", "error_rate", 2)

@@ -32,7 +32,9 @@ async def test_failover_from_then_failback_region_and_ops_show_each(
     code, out, err = await cli("failover", "--to", "us-east-1", "--from", "us-east-1", "--yes", "-c", path)
     assert code == 2 and "--from and --to are both us-east-1" in err, (out, err)
 
-    code, out, err = await cli("failover", "--to", "us-east-1", "--from", "us-west-1", "--yes", "-o", "json", "-c", path)
+    code, out, err = await cli(
+        "failover", "--to", "us-east-1", "--from", "us-west-1", "--yes", "-o", "json", "-c", path
+    )
     assert code == 0, (out, err)
     res = json.loads(out)["result"]
     assert (res["status"], res["source"], res["target"]) == ("succeeded", "us-west-1", "us-east-1"), res
@@ -53,8 +55,11 @@ async def test_failover_from_then_failback_region_and_ops_show_each(
     assert back["status"] == "succeeded" and back["steps_done"] == back["steps_planned"] == 2, back
     assert weights(cfg) == cfg.weights
     assert back["scaled_back"] == {"us-east-1": 2}, back
-    await assert_eventually(lambda: asyncio.to_thread(lambda: replicas(cfg, "us-east-1") == 2), timeout_s=30,
-                            what="us-east-1 scaled back to its configured 2")
+    await assert_eventually(
+        lambda: asyncio.to_thread(lambda: replicas(cfg, "us-east-1") == 2),
+        timeout_s=30,
+        what="us-east-1 scaled back to its configured 2",
+    )
     shown = await show(f"failback/{cfg.name}", path)
     assert shown["status"] == "COMPLETED" and shown["result"]["weights_after"] == cfg.weights
     # Nothing to fail back from: exit 0 (not needed counts as success), nothing moves.
@@ -67,8 +72,11 @@ async def test_failover_without_approval_in_time_ends_aborted_and_moves_nothing(
     start_workers: StartWorkers, fleet_config_path: Path
 ) -> None:
     cfg = await start_workers()
-    gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True,
-                                                                              "approval_timeout_s": 2.0})})
+    gated = cfg.model_copy(
+        update={
+            "failover": cfg.failover.model_copy(update={"require_approval": True, "approval_timeout_s": 2.0})
+        }
+    )
     path = str(write_config(gated, fleet_config_path.parent))
     code, out, err = await cli("failover", "--to", "us-east-1", "--yes", "-o", "json", "-c", path)
     assert code == 1, (out, err)
@@ -90,7 +98,9 @@ async def test_drill_run_no_wait_returns_at_once_and_ops_show_follows_the_drill(
     # exit 1; --no-wait exits 0 as soon as it started, and names the workflow.
     admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
     before = [r["state"] for r in admin(cfg, "us-west-1", "/replicas")]
-    code, out, err = await cli("drill", "run", str(EXPERIMENTS / "region-outage.json"), "--no-wait", "-c", path)
+    code, out, err = await cli(
+        "drill", "run", str(EXPERIMENTS / "region-outage.json"), "--no-wait", "-c", path
+    )
     assert code == 0, (out, err)
     wid = next(t for t in err.split() if t.startswith(f"drill/{cfg.name}/"))
     # Re-attached with `ops watch`: it follows the drill to its end and exits with the drill's own

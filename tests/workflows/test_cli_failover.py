@@ -27,7 +27,10 @@ async def test_cli_failover_moves_haproxy_weights_and_exits_0(
     proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
-    assert f"{cfg.temporal.ui_url}/namespaces/{cfg.temporal.namespace}/workflows/failover%2F{cfg.name}" in proc.stderr
+    assert (
+        f"{cfg.temporal.ui_url}/namespaces/{cfg.temporal.namespace}/workflows/failover%2F{cfg.name}"
+        in proc.stderr
+    )
     assert "succeeded" in proc.stdout and "measured RTO" in proc.stdout
     # HAProxy applies and propagates in one step, and the result says so.
     assert "global change" in proc.stdout and "(synchronous)" in proc.stdout
@@ -51,11 +54,15 @@ async def test_cli_dry_run_changes_nothing_and_bad_input_exits_2(
     cfg = await start_workers()
     path = write_config(cfg, fleet_config_path.parent)
     before = (weights(cfg), replicas(cfg, "us-east-1"))
-    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--dry-run", "-o", "json", "-c", str(path))
+    proc = await asyncio.to_thread(
+        drctl, "failover", "--to", "us-east-1", "--dry-run", "-o", "json", "-c", str(path)
+    )
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)["plan"]
     # The workflow's own plan function: 2 serving in us-east-1 + us-west-1's 2 move with its share.
-    assert plan["weights_after"] == {"us-west-1": 0, "us-east-1": 100} and plan["target_replicas_planned"] == 4
+    assert (
+        plan["weights_after"] == {"us-west-1": 0, "us-east-1": 100} and plan["target_replicas_planned"] == 4
+    )
     assert plan["problems"] == [] and "2 from us-west-1" in plan["sizing"]
     assert (weights(cfg), replicas(cfg, "us-east-1")) == before
 
@@ -76,14 +83,25 @@ async def test_cli_second_failover_refused_naming_the_first(
     log = path.with_suffix(".stderr")
     with log.open("w") as stderr:
         first = await asyncio.create_subprocess_exec(
-            str(DRCTL), "failover", "--to", "us-east-1", "--yes", "-c", str(path),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+            str(DRCTL),
+            "failover",
+            "--to",
+            "us-east-1",
+            "--yes",
+            "-c",
+            str(path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
 
     async def first_started() -> bool:
         return "failover started" in log.read_text()
 
     try:
-        await assert_eventually(first_started, timeout_s=60, interval_s=0.2, what="the first failover to start")
+        await assert_eventually(
+            first_started, timeout_s=60, interval_s=0.2, what="the first failover to start"
+        )
         first.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(first.wait(), 30) == 130, log.read_text()
     finally:
@@ -102,20 +120,28 @@ async def test_cli_second_failover_refused_naming_the_first(
         return code == 0 and f"failover/{cfg.name}" in [o["workflow_id"] for o in json.loads(out)]
 
     await assert_eventually(listed, timeout_s=30, interval_s=0.3, what="the failover in visibility")
-    for argv in (["failback", "--yes"], ["upgrade", "--image", "vllm/vllm-openai:v9.9.9", "--no-wait"],
-                 ["migrate", "--from", "us-west-1", "--to", "us-east-1"], ["restore", "--backup", "any"]):
+    for argv in (
+        ["failback", "--yes"],
+        ["upgrade", "--image", "vllm/vllm-openai:v9.9.9", "--no-wait"],
+        ["migrate", "--from", "us-west-1", "--to", "us-east-1"],
+        ["restore", "--backup", "any"],
+    ):
         code, out, err = await cli(*argv, "-c", str(path))
         assert code == 3 and f"failover/{cfg.name} is running" in err, (argv, out, err)
     approve = await asyncio.to_thread(drctl, "ops", "approve", f"failover/{cfg.name}", "-c", str(path))
     assert approve.returncode == 0, approve.stderr
     # `ops watch` re-attaches and ends as `failover` would have.
-    code, out, err = await asyncio.wait_for(cli("ops", "watch", f"failover/{cfg.name}", "-o", "json", "-c", str(path)), 90)
+    code, out, err = await asyncio.wait_for(
+        cli("ops", "watch", f"failover/{cfg.name}", "-o", "json", "-c", str(path)), 90
+    )
     assert code == 0, (out, err)
     watched = json.loads(out)
     assert watched["workflow_id"] == f"failover/{cfg.name}" and watched["result"]["status"] == "succeeded"
     handle = temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult)
     res = await handle.result()
-    assert res.status == "succeeded" and res.approved_by and watched["result"]["approved_by"] == res.approved_by
+    assert (
+        res.status == "succeeded" and res.approved_by and watched["result"]["approved_by"] == res.approved_by
+    )
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
     # Watching an operation that already ended shows its result at once, with its exit code.
     code, out, err = await cli("ops", "watch", f"failover/{cfg.name}", "-c", str(path))
@@ -124,8 +150,9 @@ async def test_cli_second_failover_refused_naming_the_first(
     assert code == 2 and f"no operation 'failover/{cfg.name}-nosuch'" in err, (out, err)
 
 
-async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_config_path: Path,
-                                          temporal_client: Client) -> None:
+async def test_cli_monitor_status_and_ops(
+    start_workers: StartWorkers, fleet_config_path: Path, temporal_client: Client
+) -> None:
     # The probe budget is the product's default (2 s), not the 1 s the failure tests use: this test
     # asserts HEALTHY, which a CLI start-up burst on two cores must not turn into a timeout.
     cfg = await start_workers(probe_timeout_s=2.0, interval_s=3.0)
@@ -147,7 +174,9 @@ async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_con
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     west = data["regions"]["us-west-1"]
-    assert west["weight"] == 60 and west["replicas"]["replicas"] == 2 and west["probe"]["status"] == "HEALTHY", west
+    assert (
+        west["weight"] == 60 and west["replicas"]["replicas"] == 2 and west["probe"]["status"] == "HEALTHY"
+    ), west
     assert data["monitor"]["running"] and data["operations"] == []
     table = await asyncio.to_thread(drctl, "status", "-c", str(path))
     assert table.returncode == 0 and "us-east-1" in table.stdout and "no running operations" in table.stdout
@@ -164,14 +193,19 @@ async def test_cli_monitor_status_and_ops(start_workers: StartWorkers, fleet_con
         return status if status != WorkflowExecutionStatus.RUNNING else None
 
     assert await assert_eventually(closed, timeout_s=30, interval_s=0.2, what="monitor closed") == (
-        WorkflowExecutionStatus.CANCELED)
+        WorkflowExecutionStatus.CANCELED
+    )
 
 
-async def test_cli_temporal_unreachable_names_the_address(fleet_config: FleetConfig, fleet_config_path: Path) -> None:
+async def test_cli_temporal_unreachable_names_the_address(
+    fleet_config: FleetConfig, fleet_config_path: Path
+) -> None:
     from tests.helpers import free_port
 
     addr = f"127.0.0.1:{free_port()}"
-    cfg = fleet_config.model_copy(update={"temporal": fleet_config.temporal.model_copy(update={"address": addr})})
+    cfg = fleet_config.model_copy(
+        update={"temporal": fleet_config.temporal.model_copy(update={"address": addr})}
+    )
     path = write_config(cfg, fleet_config_path.parent)
     proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
     assert proc.returncode == 3 and addr in proc.stderr and "Traceback" not in proc.stderr

@@ -29,8 +29,14 @@ async def test_failback_steps_back_to_configured_weights_and_scales_down(
     # The state a failover leaves: everything on us-east-1, scaled up.
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
     KubernetesPlatform(cfg.region("us-east-1")).scale(cfg.workload.deployment_name("stable"), 5)
-    handle = await start_operation(temporal_client, cfg, Failback.run, FailbackInput(spec=FleetSpec.from_config(cfg)),
-                                   operation="failback", workflow_id=f"failback/{cfg.name}")
+    handle = await start_operation(
+        temporal_client,
+        cfg,
+        Failback.run,
+        FailbackInput(spec=FleetSpec.from_config(cfg)),
+        operation="failback",
+        workflow_id=f"failback/{cfg.name}",
+    )
     res = await asyncio.wait_for(result_of(handle, FailbackResult), 90)
     assert res.status == "succeeded", res.error
     assert res.steps_done == res.steps_planned == 2
@@ -41,13 +47,16 @@ async def test_failback_steps_back_to_configured_weights_and_scales_down(
     assert set(await served_by(cfg, 40)) == {"us-west-1", "us-east-1"}
 
 
-async def test_failback_refuses_while_the_region_is_down(start_workers: StartWorkers, temporal_client: Client) -> None:
+async def test_failback_refuses_while_the_region_is_down(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
     cfg = await start_workers()
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     inp = FailbackInput(spec=FleetSpec.from_config(cfg), stabilization_window_s=0)
-    handle = await start_operation(temporal_client, cfg, Failback.run, inp, operation="failback",
-                                   workflow_id=f"failback/{cfg.name}")
+    handle = await start_operation(
+        temporal_client, cfg, Failback.run, inp, operation="failback", workflow_id=f"failback/{cfg.name}"
+    )
     res: FailbackResult = await asyncio.wait_for(result_of(handle, FailbackResult), 60)
     assert res.status == "failed" and "us-west-1 is DOWN" in (res.error or "")
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}  # no traffic handed to a dead region
@@ -59,8 +68,11 @@ async def test_failback_rolls_back_one_step_when_the_region_regresses(
     base = fast_config(fleet_config)
     # Four steps (0/100 → 15/85 → 30/70 → 45/55 → 60/40) with an interval long enough to break
     # us-west-1 while it holds step 1's share, before the post-step probe looks at it.
-    cfg = await start_workers(cfg=base.model_copy(update={
-        "failback": base.failback.model_copy(update={"steps": 4, "step_interval_s": 4.0})}))
+    cfg = await start_workers(
+        cfg=base.model_copy(
+            update={"failback": base.failback.model_copy(update={"steps": 4, "step_interval_s": 4.0})}
+        )
+    )
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
     seen: list[dict[str, int]] = []
     stop = asyncio.Event()
@@ -79,9 +91,14 @@ async def test_failback_rolls_back_one_step_when_the_region_regresses(
 
     recorder = asyncio.create_task(record_weights())
     try:
-        handle = await start_operation(temporal_client, cfg, Failback.run,
-                                       FailbackInput(spec=FleetSpec.from_config(cfg)),
-                                       operation="failback", workflow_id=f"failback/{cfg.name}")
+        handle = await start_operation(
+            temporal_client,
+            cfg,
+            Failback.run,
+            FailbackInput(spec=FleetSpec.from_config(cfg)),
+            operation="failback",
+            workflow_id=f"failback/{cfg.name}",
+        )
 
         async def at_step_one() -> bool:
             return weights(cfg) == {"us-west-1": 15, "us-east-1": 85}
@@ -93,7 +110,9 @@ async def test_failback_rolls_back_one_step_when_the_region_regresses(
         stop.set()
         await recorder
     assert res.status == "rolled_back", res
-    assert (res.error or "").startswith("step 1 regressed (us-west-1 ") and "rolled back one step" in (res.error or "")
+    assert (res.error or "").startswith("step 1 regressed (us-west-1 ") and "rolled back one step" in (
+        res.error or ""
+    )
     assert (res.steps_done, res.steps_planned) == (0, 4)
     assert res.weights_after == weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
     # Back down to the previous step's value, never past it, never through an all-zero state.

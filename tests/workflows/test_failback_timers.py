@@ -48,14 +48,18 @@ WINDOW_S = 600.0
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def time_skipping_env(dev_stack: stack.StackInfo) -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=str(TEST_SERVER),
-                                                       data_converter=pydantic_data_converter)
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(TEST_SERVER), data_converter=pydantic_data_converter
+    )
     try:
         # The test server validates search attributes like a real one, and the workflows upsert
         # drctl's (phase, target, verdict) at every phase: register them as `drctl dev up` does.
-        await env.client.operator_service.add_search_attributes(AddSearchAttributesRequest(
-            namespace=env.client.namespace,
-            search_attributes={k.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for k in sa.ALL}))
+        await env.client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=env.client.namespace,
+                search_attributes={k.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for k in sa.ALL},
+            )
+        )
         yield env
     finally:
         await env.shutdown()
@@ -84,33 +88,57 @@ def activities(cfg: FleetConfig, dev_client: Client) -> list[Callable[..., Any]]
 
 
 async def test_failback_waits_out_a_600s_stabilization_window_before_its_first_step(
-    time_skipping_env: WorkflowEnvironment, temporal_client: Client, fleet_config: FleetConfig, reset_fleet: None
+    time_skipping_env: WorkflowEnvironment,
+    temporal_client: Client,
+    fleet_config: FleetConfig,
+    reset_fleet: None,
 ) -> None:
     env = time_skipping_env
     base = fast_config(fleet_config)
     # Production pacing: a probe every 10 s through a 10-minute window, then 2 steps 60 s apart.
-    cfg = base.model_copy(update={
-        "health": base.health.model_copy(update={"interval_s": 10.0}),
-        "failback": base.failback.model_copy(update={"stabilization_window_s": WINDOW_S, "steps": 2,
-                                                     "step_interval_s": 60.0}),
-    })
+    cfg = base.model_copy(
+        update={
+            "health": base.health.model_copy(update={"interval_s": 10.0}),
+            "failback": base.failback.model_copy(
+                update={"stabilization_window_s": WINDOW_S, "steps": 2, "step_interval_s": 60.0}
+            ),
+        }
+    )
     before = {"us-west-1": 0, "us-east-1": 100}
     global_traffic(cfg).set_weights(before)
     acts = activities(cfg, temporal_client)
     queues = [cfg.temporal.task_queue, *(r.queue for r in cfg.regions)]
     with ThreadPoolExecutor(max_workers=8) as executor:
-        workers = [Worker(env.client, task_queue=q, workflows=[Failback] if q == cfg.temporal.task_queue else [],
-                          activities=acts, activity_executor=executor) for q in queues]
+        workers = [
+            Worker(
+                env.client,
+                task_queue=q,
+                workflows=[Failback] if q == cfg.temporal.task_queue else [],
+                activities=acts,
+                activity_executor=executor,
+            )
+            for q in queues
+        ]
         # The fleet's lock runs on the dev server (see DevServerLock).
-        workers.append(Worker(temporal_client, task_queue=cfg.temporal.task_queue, workflows=[FleetLock],
-                              activities=acts, activity_executor=executor))
+        workers.append(
+            Worker(
+                temporal_client,
+                task_queue=cfg.temporal.task_queue,
+                workflows=[FleetLock],
+                activities=acts,
+                activity_executor=executor,
+            )
+        )
         runs = [asyncio.create_task(w.run()) for w in workers]
         try:
             started = await env.get_current_time()
             handle = await env.client.start_workflow(
-                Failback.run, FailbackInput(spec=FleetSpec.from_config(cfg)), id=f"failback/{cfg.name}",
+                Failback.run,
+                FailbackInput(spec=FleetSpec.from_config(cfg)),
+                id=f"failback/{cfg.name}",
                 task_queue=cfg.temporal.task_queue,
-                search_attributes=search_attributes(cfg.name, "failback", None, "us-west-1"))
+                search_attributes=search_attributes(cfg.name, "failback", None, "us-west-1"),
+            )
             with env.auto_time_skipping_disabled():
                 # Skip to 10 s before the window can have elapsed: still stabilising, nothing moved.
                 await env.sleep(WINDOW_S - 10)
@@ -133,12 +161,20 @@ async def test_failback_waits_out_a_600s_stabilization_window_before_its_first_s
     assert weights(cfg) == {"us-west-1": 60, "us-east-1": 40}
     # The server's own record, in workflow time: every weight change was scheduled after the window.
     scheduled = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
-    sets = [e.event_time.ToDatetime() for e in scheduled
-            if e.activity_task_scheduled_event_attributes.activity_type.name == "set_global_weights"]
-    probes = [e for e in scheduled if e.activity_task_scheduled_event_attributes.activity_type.name == "probe_regions"]
+    sets = [
+        e.event_time.ToDatetime()
+        for e in scheduled
+        if e.activity_task_scheduled_event_attributes.activity_type.name == "set_global_weights"
+    ]
+    probes = [
+        e
+        for e in scheduled
+        if e.activity_task_scheduled_event_attributes.activity_type.name == "probe_regions"
+    ]
     stabilize = next(p for p in res.phases if p.phase == "stabilize")
-    assert len(sets) == 2 and all(t >= stabilize.started_at.replace(tzinfo=None) + timedelta(seconds=WINDOW_S)
-                                  for t in sets), (stabilize, sets)
+    assert len(sets) == 2 and all(
+        t >= stabilize.started_at.replace(tzinfo=None) + timedelta(seconds=WINDOW_S) for t in sets
+    ), (stabilize, sets)
     # The window was watched, not just slept: a real probe of us-west-1 every interval through it.
     assert len(probes) >= WINDOW_S / 10.0, len(probes)
     # The steps run after the window, one step interval apart (real probes ran in between).

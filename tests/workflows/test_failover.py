@@ -35,8 +35,13 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
     # Static stability: only the main queue and us-east-1's queue have a worker.
     cfg = await start_workers(regions=["us-east-1"])
     handle = await start_operation(
-        temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        temporal_client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
     )
     res = await asyncio.wait_for(handle.result(), 90)
     assert res.status == "succeeded", res.error
@@ -54,20 +59,37 @@ async def test_second_failover_is_refused_naming_the_first(
     cfg = await start_workers()
     spec = FleetSpec.from_config(cfg)
     first = await start_operation(
-        temporal_client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1", require_approval=True),
-        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        temporal_client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=spec, target="us-east-1", require_approval=True),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
     )
-    await assert_eventually(lambda: _phase(first, "awaiting-approval"), timeout_s=20, what="first at its gate")
+    await assert_eventually(
+        lambda: _phase(first, "awaiting-approval"), timeout_s=20, what="first at its gate"
+    )
     # Through the client-side check: refused with the first's id and UI link.
     with pytest.raises(FleetBusyError) as busy:
-        await start_operation(temporal_client, cfg, Failover.run, FailoverInput(spec=spec, target="us-west-1"),
-                              operation="failover", workflow_id=f"failover/{cfg.name}-other")
+        await start_operation(
+            temporal_client,
+            cfg,
+            Failover.run,
+            FailoverInput(spec=spec, target="us-west-1"),
+            operation="failover",
+            workflow_id=f"failover/{cfg.name}-other",
+        )
     assert f"failover/{cfg.name}" in str(busy.value) and cfg.temporal.ui_url in str(busy.value)
     # Past the client-side check (a racing client): the workflow's own claim refuses it.
     second = await temporal_client.start_workflow(
-        Failover.run, FailoverInput(spec=spec, target="us-west-1"), id=f"failover/{cfg.name}-race",
+        Failover.run,
+        FailoverInput(spec=spec, target="us-west-1"),
+        id=f"failover/{cfg.name}-race",
         task_queue=cfg.temporal.task_queue,
-        search_attributes=__import__("drctl.client.operations").operations.search_attributes(cfg.name, "failover"),
+        search_attributes=__import__("drctl.client.operations").operations.search_attributes(
+            cfg.name, "failover"
+        ),
     )
     # The fleet lock refuses it; it ends Failed (red in the UI) with FleetBusy, its result in the details.
     refused = await asyncio.wait_for(finished(second, FailoverResult), 30)
@@ -93,8 +115,12 @@ async def test_region_down_fails_over_automatically_then_fails_back(
 ) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
-    killed = admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    await assert_eventually(
+        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
+    )
+    killed = admin(
+        cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
+    )
     assert killed["affected"]
 
     async def failed_over() -> MonitorStatus | None:
@@ -102,7 +128,9 @@ async def test_region_down_fails_over_automatically_then_fails_back(
         return st if st.failed_over else None
 
     await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover")
-    res = await temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult).result()
+    res = await temporal_client.get_workflow_handle(
+        f"failover/{cfg.name}", result_type=FailoverResult
+    ).result()
     assert res.status == "succeeded" and res.source == "us-west-1" and res.target == "us-east-1"
     assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
@@ -110,17 +138,20 @@ async def test_region_down_fails_over_automatically_then_fails_back(
     await until(lambda: replicas(cfg, "us-east-1") == 4, timeout_s=30, what="us-east-1 scaled up")
 
     admin(cfg, "us-west-1", "/faults/clear")
-    await until(lambda: weights(cfg) == cfg.weights, timeout_s=90, interval_s=0.5,
-                            what="failback to 60/40")
+    await until(lambda: weights(cfg) == cfg.weights, timeout_s=90, interval_s=0.5, what="failback to 60/40")
     await until(lambda: replicas(cfg, "us-east-1") == 2, timeout_s=30, what="us-east-1 scaled back")
     counts = await served_by(cfg, 40)
     assert set(counts) == {"us-west-1", "us-east-1"}, counts
 
 
-async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, temporal_client: Client) -> None:
+async def test_flapping_replica_causes_no_failover(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    await assert_eventually(
+        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
+    )
     start = (await monitor_status(mon)).probe_rounds
     seen: set[str] = set()
     failing: list[float] = []
@@ -137,10 +168,17 @@ async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, 
 
     # A replica that dies and is replaced, again and again...
     for _ in range(3):
-        assert admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "count": 1})["affected"]
+        assert admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "count": 1})[
+            "affected"
+        ]
         await watch_for(2)
     # ...and one that stays dead for several probe rounds while the gateway keeps serving.
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "count": 1, "stay_down": True})
+    admin(
+        cfg,
+        "us-west-1",
+        "/faults/replicas",
+        {"action": "kill", "track": "stable", "count": 1, "stay_down": True},
+    )
     await watch_for(8)
     # The probe did see the lost replica (not vacuous): as DEGRADED, or at least as a failing share.
     assert "DEGRADED" in seen or max(failing) > 0, (seen, failing)
@@ -154,10 +192,14 @@ async def test_flapping_replica_causes_no_failover(start_workers: StartWorkers, 
     assert weights(cfg) == cfg.weights
 
 
-async def test_both_regions_down_never_zero_everywhere(start_workers: StartWorkers, temporal_client: Client) -> None:
+async def test_both_regions_down_never_zero_everywhere(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    await assert_eventually(
+        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
+    )
     for region in cfg.region_names:
         admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     samples: list[dict[str, int]] = []
@@ -174,12 +216,16 @@ async def test_both_regions_down_never_zero_everywhere(start_workers: StartWorke
     st = await monitor_status(mon)
     assert st.alert == ALL_REGIONS_UNHEALTHY and st.last_failover is None
     desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
-    assert desc.typed_search_attributes.get(__import__("drctl.models.search_attributes").search_attributes.PHASE) == ALL_REGIONS_UNHEALTHY
+    assert (
+        desc.typed_search_attributes.get(__import__("drctl.models.search_attributes").search_attributes.PHASE)
+        == ALL_REGIONS_UNHEALTHY
+    )
 
 
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "rounds"])
-async def test_monitor_continues_as_new_keeping_its_state(start_workers: StartWorkers, temporal_client: Client,
-                                                          watcher: bool) -> None:
+async def test_monitor_continues_as_new_keeping_its_state(
+    start_workers: StartWorkers, temporal_client: Client, watcher: bool
+) -> None:
     from drctl.models.failover import MonitorInput
     from workflows.monitor import FleetMonitor
 
@@ -187,9 +233,13 @@ async def test_monitor_continues_as_new_keeping_its_state(start_workers: StartWo
     # A paused watcher monitor turns once per checkpoint: 1.5 s here (the config allows 10 s and up).
     spec = FleetSpec.from_config(cfg).model_copy(update={"watcher_checkpoint_s": 1.5})
     handle = await temporal_client.start_workflow(
-        FleetMonitor.run, MonitorInput(spec=spec, max_iterations=2),
-        id=f"monitor/{cfg.name}", task_queue=cfg.temporal.task_queue,
-        search_attributes=__import__("drctl.client.operations").operations.search_attributes(cfg.name, "monitor"),
+        FleetMonitor.run,
+        MonitorInput(spec=spec, max_iterations=2),
+        id=f"monitor/{cfg.name}",
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=__import__("drctl.client.operations").operations.search_attributes(
+            cfg.name, "monitor"
+        ),
     )
     await temporal_client.get_workflow_handle(handle.id).signal("pause")  # state that must survive
 

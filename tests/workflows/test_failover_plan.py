@@ -24,8 +24,15 @@ def test_active_passive_100_0_standby_is_sized_from_the_source_not_refused() -> 
     # The reported bug: a standby at weight 0 was "needs 1000000 replicas" and traffic stayed on the dead region.
     s = spec([("primary", 100, 3), ("standby", 0, 1)])
     for emergency in (False, True):
-        plan = plan_failover(s, {"primary": 100, "standby": 0}, "standby", None, cap("standby", 1),
-                             emergency=emergency, force=False)
+        plan = plan_failover(
+            s,
+            {"primary": 100, "standby": 0},
+            "standby",
+            None,
+            cap("standby", 1),
+            emergency=emergency,
+            force=False,
+        )
         assert plan.problems == [], plan.problems
         assert plan.weights_after == {"primary": 0, "standby": 100}
         assert plan.target_replicas_needed == 3 and plan.target_replicas_planned == 3
@@ -63,8 +70,9 @@ def test_target_at_max_replicas_normal_refuses_with_numbers_force_and_emergency_
 
 def test_configured_per_replica_capacity_sizes_by_expected_load() -> None:
     s = spec([("primary", 100, 3), ("standby", 0, 1)], max_rps_per_replica=20.0, peak_rps=150.0)
-    plan = plan_failover(s, {"primary": 100, "standby": 0}, "standby", None, cap("standby", 1),
-                         emergency=False, force=False)
+    plan = plan_failover(
+        s, {"primary": 100, "standby": 0}, "standby", None, cap("standby", 1), emergency=False, force=False
+    )
     assert plan.target_replicas_needed == 8  # ceil(150 × 100 % / 20)
     assert "150 rps" in plan.sizing
     # Never scale down: a target already above the need keeps its replicas.
@@ -86,7 +94,9 @@ def test_hpa_max_is_the_tighter_bound() -> None:
 
 
 def _probe(status: ProbeStatus) -> RegionProbe:
-    return RegionProbe(region="e", status=status, reason="r", gateway=TargetProbe(target="gateway", url="u", status=status))
+    return RegionProbe(
+        region="e", status=status, reason="r", gateway=TargetProbe(target="gateway", url="u", status=status)
+    )
 
 
 def test_target_health_refuses_dead_always_and_degraded_only_in_normal_mode() -> None:
@@ -95,6 +105,14 @@ def test_target_health_refuses_dead_always_and_degraded_only_in_normal_mode() ->
     assert target_problem(_probe(ProbeStatus.DEGRADED), True, True) is None
     assert target_problem(_probe(ProbeStatus.DEGRADED), False, True) is not None
     s = spec([("w", 60, 2), ("e", 40, 2)])
-    plan = plan_failover(s, {"w": 60, "e": 40}, "e", "e", cap("e", 2), emergency=True, force=False,
-                         target_issue=target_problem(_probe(ProbeStatus.DOWN), True, True))
+    plan = plan_failover(
+        s,
+        {"w": 60, "e": 40},
+        "e",
+        "e",
+        cap("e", 2),
+        emergency=True,
+        force=False,
+        target_issue=target_problem(_probe(ProbeStatus.DOWN), True, True),
+    )
     assert len(plan.problems) == 2 and "same region" in plan.problems[0]

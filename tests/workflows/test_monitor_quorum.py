@@ -53,7 +53,11 @@ def _from(cfg: FleetConfig, address: str) -> FleetConfig:
 # must wake the monitor by itself (its back-off is one of the watcher's due times).
 @pytest.mark.parametrize("watcher", [False, True], ids=["rounds", "watcher"])
 async def test_a_partitioned_worker_cannot_fail_over_a_healthy_region_and_a_real_fault_still_fails_over(
-    temporal_client: Client, fleet_config: FleetConfig, fleet_config_path: Path, reset_fleet: None, watcher: bool
+    temporal_client: Client,
+    fleet_config: FleetConfig,
+    fleet_config_path: Path,
+    reset_fleet: None,
+    watcher: bool,
 ) -> None:
     cfg = fast_config(fleet_config, failure_threshold=2, recovery_threshold=1, watcher=watcher)
     assert cfg.health.quorum.mode == "majority"  # the default, under test
@@ -61,13 +65,25 @@ async def test_a_partitioned_worker_cannot_fail_over_a_healthy_region_and_a_real
     tasks: list[asyncio.Task[None]] = []
     try:
         # A: main queue only, probing from A_ADDRESS. B: the region queues, default address.
-        tasks.append(asyncio.create_task(run_worker(_from(cfg, A_ADDRESS), [], main=True,
-                                                    client=temporal_client, stop=stops[0], http_port=0)))
-        tasks.append(asyncio.create_task(run_worker(cfg, None, main=False, client=temporal_client,
-                                                    stop=stops[1], http_port=0)))
+        tasks.append(
+            asyncio.create_task(
+                run_worker(
+                    _from(cfg, A_ADDRESS), [], main=True, client=temporal_client, stop=stops[0], http_port=0
+                )
+            )
+        )
+        tasks.append(
+            asyncio.create_task(
+                run_worker(cfg, None, main=False, client=temporal_client, stop=stops[1], http_port=0)
+            )
+        )
         mon = await monitor_handle(temporal_client, cfg)
-        await assert_eventually(lambda: healthy_rounds(mon, 2), timeout_s=30, interval_s=0.2,
-                                what="two probe rounds by A, both regions HEALTHY")
+        await assert_eventually(
+            lambda: healthy_rounds(mon, 2),
+            timeout_s=30,
+            interval_s=0.2,
+            what="two probe rounds by A, both regions HEALTHY",
+        )
 
         # The dev stack's partition fault: us-west-1's gateway refuses A's address.
         assert admin(cfg, WEST, "/faults/partition", {"sources": [A_ADDRESS]}) == {"partitioned": [A_ADDRESS]}
@@ -83,7 +99,9 @@ async def test_a_partitioned_worker_cannot_fail_over_a_healthy_region_and_a_real
         assert st.regions[WEST].state is RegionState.UNHEALTHY  # A's own view: down
         assert vote.views[MAIN].startswith("down:") and vote.views[EAST] == "healthy", vote
         assert (vote.down, vote.voters, vote.verdict) == (1, 2, "no_quorum")
-        assert "connect" in st.regions[WEST].last_reason or "refused" in st.regions[WEST].last_reason, st.regions
+        assert "connect" in st.regions[WEST].last_reason or "refused" in st.regions[WEST].last_reason, (
+            st.regions
+        )
 
         # It stays so: votes again only after a growing back-off, and never fails over.
         async def revoted() -> MonitorStatus | None:
@@ -132,8 +150,10 @@ async def test_a_peer_without_a_worker_is_a_missing_vote_and_with_two_regions_bl
     with receiver() as rec:
         base = fast_config(fleet_config, failure_threshold=2, recovery_threshold=1, watcher=True)
         hook = WebhookConfig(name="chat", format="slack", url=rec.url + "/slack", events=["alert.raised"])
-        cfg = await start_workers(regions=[WEST], cfg=base.model_copy(
-            update={"notifications": NotificationsConfig(webhooks=[hook])}))
+        cfg = await start_workers(
+            regions=[WEST],
+            cfg=base.model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])}),
+        )
         mon = await monitor_handle(temporal_client, cfg)
         admin(cfg, WEST, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
 
@@ -149,9 +169,13 @@ async def test_a_peer_without_a_worker_is_a_missing_vote_and_with_two_regions_bl
         # The Temporal UI's details for the monitor show the alert and each vantage point's view.
         meta = await mon.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
         details = meta.current_details
-        assert NO_QUORUM in details and f"{EAST}: missing: " in details and "1/2 see it down" in details, details
+        assert NO_QUORUM in details and f"{EAST}: missing: " in details and "1/2 see it down" in details, (
+            details
+        )
         await assert_eventually(lambda: _posted(rec), timeout_s=20, interval_s=0.3, what="NO_QUORUM webhook")
-    assert rec.bodies("/slack")[0]["text"].startswith(f":rotating_light: [{cfg.name}] {NO_QUORUM}: us-west-1 ")
+    assert rec.bodies("/slack")[0]["text"].startswith(
+        f":rotating_light: [{cfg.name}] {NO_QUORUM}: us-west-1 "
+    )
 
 
 async def _posted(rec: Receiver) -> bool:
@@ -184,4 +208,6 @@ async def test_other_regions_are_asked_while_the_region_is_suspect_and_their_dow
             if b'"UNHEALTHY"' in e.activity_task_completed_event_attributes.result.payloads[0].data:
                 unhealthy_at = e.event_id
     assert unhealthy_at is not None and len(peer_probes) == 1 and peer_probes[0] < unhealthy_at, (
-        peer_probes, unhealthy_at)
+        peer_probes,
+        unhealthy_at,
+    )

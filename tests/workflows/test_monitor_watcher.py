@@ -55,7 +55,9 @@ async def _watch_results(client: Client, mon: WorkflowHandle[Any, Any]) -> list[
     out = []
     async for e in mon.fetch_history_events():
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            [res] = await client.data_converter.decode(e.activity_task_completed_event_attributes.result.payloads)
+            [res] = await client.data_converter.decode(
+                e.activity_task_completed_event_attributes.result.payloads
+            )
             if isinstance(res, dict) and "passive_reads" in res:
                 out.append(WatchResult.model_validate(res))
     return out
@@ -77,8 +79,9 @@ async def test_worker_restart_resumes_the_watcher_from_its_heartbeat_and_a_fault
             hb = await _heartbeat(temporal_client, mon)
             return hb if hb is not None and hb[1].rounds >= n else None
 
-        attempt, before = await assert_eventually(lambda: rounds(2), timeout_s=30, interval_s=0.3,
-                                                  what="the watcher heartbeats two probe rounds")
+        attempt, before = await assert_eventually(
+            lambda: rounds(2), timeout_s=30, interval_s=0.3, what="the watcher heartbeats two probe rounds"
+        )
         assert attempt == 1 and all(t.state is RegionState.HEALTHY for t in before.trackers.values())
         assert (await monitor_status(mon)).regions["us-west-1"].state is RegionState.HEALTHY
 
@@ -139,7 +142,9 @@ async def test_watcher_monitor_fails_over_a_dead_region_and_back_after_the_windo
         return st if st.last_failback and not st.failed_over else None
 
     st = await assert_eventually(failed_back, timeout_s=60, interval_s=0.5, what="the failback recorded")
-    assert st.regions["us-west-1"].state is RegionState.HEALTHY and st.last_failback.startswith("succeeded"), st
+    assert st.regions["us-west-1"].state is RegionState.HEALTHY and st.last_failback.startswith(
+        "succeeded"
+    ), st
     # Only transitions and decisions wrote history: far fewer watcher calls than probe rounds.
     results = await _watch_results(temporal_client, mon)
     assert results and sum(r.rounds for r in results) > len(results), results
@@ -162,24 +167,34 @@ async def test_watcher_makes_an_erroring_region_suspect_from_passive_signals_and
     make it SUSPECT between two probe rounds (30 s apart here), and the confirming probes make it UNHEALTHY."""
     base = fast_config(fleet_config, watcher=True, interval_s=30.0)
     passive = base.health.passive.model_copy(update={"enabled": True})
-    cfg = await start_workers(cfg=base.model_copy(update={
-        "health": base.health.model_copy(update={"passive": passive}),
-        "failover": base.failover.model_copy(update={"policy": "manual"}),  # detection only
-    }))
+    cfg = await start_workers(
+        cfg=base.model_copy(
+            update={
+                "health": base.health.model_copy(update={"passive": passive}),
+                "failover": base.failover.model_copy(update={"policy": "manual"}),  # detection only
+            }
+        )
+    )
     stop = threading.Event()
     loader = threading.Thread(target=_load, args=(cfg, stop, 60), daemon=True)
     loader.start()
     try:
         mon = await monitor_handle(temporal_client, cfg)
-        await assert_eventually(lambda: healthy_rounds(mon, 1), timeout_s=30, interval_s=0.3,
-                                what="the watcher probed every region healthy")
+        await assert_eventually(
+            lambda: healthy_rounds(mon, 1),
+            timeout_s=30,
+            interval_s=0.3,
+            what="the watcher probed every region healthy",
+        )
         start = await monitor_status(mon)
 
         async def windows_full() -> bool:  # the passive window holds traffic: reads give a signal
             hb = await _heartbeat(temporal_client, mon)
             return hb is not None and hb[1].passive_reads >= 2 + cfg.health.passive.window_s
 
-        await assert_eventually(windows_full, timeout_s=20, interval_s=0.5, what="passive reads over a full window")
+        await assert_eventually(
+            windows_full, timeout_s=20, interval_s=0.5, what="passive reads over a full window"
+        )
         admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
         faulted = time.monotonic()
 
@@ -192,11 +207,18 @@ async def test_watcher_makes_an_erroring_region_suspect_from_passive_signals_and
         stop.set()
         await asyncio.to_thread(loader.join, 10)
     # The watcher's returns, from the history: first the passive suspicion, then the probe's verdict.
-    east = [(r.trackers["us-east-1"].state, r.trackers["us-east-1"].last_reason)
-            for r in await _watch_results(temporal_client, mon) if "us-east-1" in r.changed]
+    east = [
+        (r.trackers["us-east-1"].state, r.trackers["us-east-1"].last_reason)
+        for r in await _watch_results(temporal_client, mon)
+        if "us-east-1" in r.changed
+    ]
     assert east[0][0] is RegionState.SUSPECT and east[0][1].startswith("passive:"), east
     assert "error rate" in east[0][1], east
     assert east[-1][0] is RegionState.UNHEALTHY and not east[-1][1].startswith("passive:"), east
     st = await monitor_status(mon)
-    assert st.probe_rounds > start.probe_rounds and st.regions["us-west-1"].state is RegionState.HEALTHY and st.last_failover is None
+    assert (
+        st.probe_rounds > start.probe_rounds
+        and st.regions["us-west-1"].state is RegionState.HEALTHY
+        and st.last_failover is None
+    )
     assert weights(cfg) == cfg.weights

@@ -33,14 +33,29 @@ def with_hooks(cfg: FleetConfig, *hooks: WebhookConfig) -> FleetConfig:
 
 
 def an_event(cfg: FleetConfig) -> ev.Event:
-    return ev.failover_ended(cfg.name, f"failover/{cfg.name}", datetime.now(UTC), status="failed", source="us-west-1", target="us-east-1", error="test", rto_s=None,
-                             rto_target_s=30, rto_met=None)
+    return ev.failover_ended(
+        cfg.name,
+        f"failover/{cfg.name}",
+        datetime.now(UTC),
+        status="failed",
+        source="us-west-1",
+        target="us-east-1",
+        error="test",
+        rto_s=None,
+        rto_target_s=30,
+        rto_met=None,
+    )
 
 
 async def run_notify(client: Client, cfg: FleetConfig, hook: WebhookConfig) -> NotifyResult:
     inp = NotifyInput(event=an_event(cfg), webhooks=[WebhookSpec.from_config(hook)])
-    return await client.execute_workflow(Notify.run, inp, id=f"notify-test/{uuid.uuid4().hex[:8]}",
-                                         task_queue=cfg.temporal.task_queue, result_type=NotifyResult)
+    return await client.execute_workflow(
+        Notify.run,
+        inp,
+        id=f"notify-test/{uuid.uuid4().hex[:8]}",
+        task_queue=cfg.temporal.task_queue,
+        result_type=NotifyResult,
+    )
 
 
 async def test_delivery_is_retried_with_backoff_until_the_receiver_accepts(
@@ -77,22 +92,34 @@ async def _children(handle: WorkflowHandle[Any, Any]) -> list[str]:
 
 async def _failover(client: Client, cfg: FleetConfig) -> tuple[FailoverResult, WorkflowHandle[Any, Any]]:
     handle = await start_operation(
-        client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
     )
     return await asyncio.wait_for(result_of(handle, FailoverResult), 120), handle
 
 
 async def test_a_failover_notifies_started_and_succeeded(
-    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, monkeypatch: pytest.MonkeyPatch
+    start_workers: StartWorkers,
+    temporal_client: Client,
+    fleet_config: FleetConfig,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DRCTL_TEST_PD_KEY", "test-routing-key")
     with receiver() as rec:
-        cfg = await start_workers(cfg=with_hooks(
-            fast_config(fleet_config),
-            WebhookConfig(name="ops", url=rec.url + "/json"),
-            WebhookConfig(name="pager", format="pagerduty", url=rec.url + "/pd", routing_key_env="DRCTL_TEST_PD_KEY"),
-        ))
+        cfg = await start_workers(
+            cfg=with_hooks(
+                fast_config(fleet_config),
+                WebhookConfig(name="ops", url=rec.url + "/json"),
+                WebhookConfig(
+                    name="pager", format="pagerduty", url=rec.url + "/pd", routing_key_env="DRCTL_TEST_PD_KEY"
+                ),
+            )
+        )
         res, handle = await _failover(temporal_client, cfg)
         assert res.status == "succeeded", res.error
         await assert_eventually(lambda: _got(rec, "/json", 2), timeout_s=30, what="two JSON notifications")
@@ -102,8 +129,11 @@ async def test_a_failover_notifies_started_and_succeeded(
     assert done["workflow_id"] == f"failover/{cfg.name}" and done["details"]["rto_s"] == res.rto_s
     assert done["link"].endswith(f"/workflows/failover%2F{cfg.name}/{handle.result_run_id}")
     [pd] = rec.bodies("/pd")  # "started" is no incident: PagerDuty only hears the resolve
-    assert pd == {"routing_key": "test-routing-key", "event_action": "resolve",
-                  "dedup_key": f"drctl/{cfg.name}/failover"}
+    assert pd == {
+        "routing_key": "test-routing-key",
+        "event_action": "resolve",
+        "dedup_key": f"drctl/{cfg.name}/failover",
+    }
     # The routing key and URLs stay out of history: the workflow knows webhooks by name only.
     history = (await handle.fetch_history()).to_json()
     assert "test-routing-key" not in history and rec.url not in history
@@ -142,17 +172,33 @@ async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
     with receiver() as rec:
         base = fast_config(fleet_config)
         manual = base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})})
-        cfg = await start_workers(cfg=with_hooks(manual, WebhookConfig(
-            name="chat", format="slack", url=rec.url + "/slack", events=["alert.raised", "alert.resolved"])))
+        cfg = await start_workers(
+            cfg=with_hooks(
+                manual,
+                WebhookConfig(
+                    name="chat",
+                    format="slack",
+                    url=rec.url + "/slack",
+                    events=["alert.raised", "alert.resolved"],
+                ),
+            )
+        )
         await start_monitor(temporal_client, cfg)
         for region in cfg.region_names:
             admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
-        await assert_eventually(lambda: _got(rec, "/slack", 1), timeout_s=60, interval_s=0.3, what="alert raised")
+        await assert_eventually(
+            lambda: _got(rec, "/slack", 1), timeout_s=60, interval_s=0.3, what="alert raised"
+        )
         for region in cfg.region_names:
             admin(cfg, region, "/faults/clear")
-        await assert_eventually(lambda: _got(rec, "/slack", 2), timeout_s=90, interval_s=0.3, what="alert resolved")
+        await assert_eventually(
+            lambda: _got(rec, "/slack", 2), timeout_s=90, interval_s=0.3, what="alert resolved"
+        )
     raised, resolved = (b["text"] for b in rec.bodies("/slack")[:2])
-    assert raised.startswith(f":rotating_light: [{cfg.name}] {ALL_REGIONS_UNHEALTHY}: us-west-1 ") and "UNHEALTHY" in raised
+    assert (
+        raised.startswith(f":rotating_light: [{cfg.name}] {ALL_REGIONS_UNHEALTHY}: us-west-1 ")
+        and "UNHEALTHY" in raised
+    )
     assert resolved.startswith(f":white_check_mark: [{cfg.name}] {ALL_REGIONS_UNHEALTHY} resolved")
 
 
@@ -160,15 +206,23 @@ async def test_cli_notify_test_goes_through_the_worker_and_reports_each_webhook(
     start_workers: StartWorkers, fleet_config: FleetConfig, fleet_config_path: Path
 ) -> None:
     with receiver() as good, receiver([(400, 0)]) as bad:
-        cfg = await start_workers(cfg=with_hooks(fast_config(fleet_config), WebhookConfig(name="ops", url=good.url),
-                                                 WebhookConfig(name="broken", url=bad.url)))
+        cfg = await start_workers(
+            cfg=with_hooks(
+                fast_config(fleet_config),
+                WebhookConfig(name="ops", url=good.url),
+                WebhookConfig(name="broken", url=bad.url),
+            )
+        )
         path = write_config(cfg, fleet_config_path.parent)
         one = await asyncio.to_thread(drctl, "notify", "test", "--webhook", "ops", "-c", str(path))
         both = await asyncio.to_thread(drctl, "notify", "test", "-c", str(path))
     assert one.returncode == 0, one.stdout + one.stderr
     assert "delivered ops" in one.stdout and f"/workflows/notify%2F{cfg.name}" in one.stderr
     assert both.returncode == 1, both.stdout + both.stderr
-    assert "delivered ops" in both.stdout and "failed    broken: Invalid: webhook broken (json): HTTP 400" in both.stdout
+    assert (
+        "delivered ops" in both.stdout
+        and "failed    broken: Invalid: webhook broken (json): HTTP 400" in both.stdout
+    )
     assert [b["kind"] for b in good.bodies()] == ["notify.test", "notify.test"] and len(bad.posts) == 1
     unknown = await asyncio.to_thread(drctl, "notify", "test", "--webhook", "nope", "-c", str(path))
     assert unknown.returncode == 2 and "unknown webhook nope; configured: ops, broken" in unknown.stderr

@@ -60,31 +60,46 @@ async def test_toy_operation_gets_claim_progress_abort_and_finish_from_the_base(
     temporal_client: Client, fleet_config: FleetConfig
 ) -> None:
     queue = f"toy-{uuid.uuid4().hex[:8]}"
-    cfg = fleet_config.model_copy(update={"temporal": fleet_config.temporal.model_copy(update={"task_queue": queue})})
+    cfg = fleet_config.model_copy(
+        update={"temporal": fleet_config.temporal.model_copy(update={"task_queue": queue})}
+    )
     lock = OperationActivities(cfg)
-    client = Client(temporal_client.service_client, namespace=temporal_client.namespace,
-                    data_converter=pydantic_data_converter)
+    client = Client(
+        temporal_client.service_client,
+        namespace=temporal_client.namespace,
+        data_converter=pydantic_data_converter,
+    )
     fleet = f"toy-{uuid.uuid4().hex[:8]}"  # its own lock, shared with no other test
-    async with Worker(client, task_queue=queue, workflows=[Toy, FleetLock],
-                      activities=[lock.acquire_fleet, lock.holders_closed]):
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[Toy, FleetLock],
+        activities=[lock.acquire_fleet, lock.holders_closed],
+    ):
         first = await client.start_workflow(Toy.run, fleet, id=f"toy/{fleet}/1", task_queue=queue)
-        await assert_eventually(lambda: _working(client, first.id), timeout_s=30,
-                                what="the first toy holds the fleet and works")
+        await assert_eventually(
+            lambda: _working(client, first.id), timeout_s=30, what="the first toy holds the fleet and works"
+        )
 
         # Claim: a second toy on the same fleet is refused as busy, naming the holder.
         second = await client.start_workflow(Toy.run, fleet, id=f"toy/{fleet}/2", task_queue=queue)
         with pytest.raises(WorkflowFailureError) as refused:
             await second.result()
-        assert error_type(refused.value) == ops.FLEET_BUSY and first.id in str(refused.value.cause), refused.value
+        assert error_type(refused.value) == ops.FLEET_BUSY and first.id in str(refused.value.cause), (
+            refused.value
+        )
 
         # Abort: the validator's hook accepts it, the abort point raises, finish records the verdict.
-        answer = await first.execute_update(ops.UPDATE_ABORT, AbortInput(reason="toy test", by="pytest"),
-                                            result_type=str)
+        answer = await first.execute_update(
+            ops.UPDATE_ABORT, AbortInput(reason="toy test", by="pytest"), result_type=str
+        )
         assert answer == "abort requested in phase work"
         # Conclude: the failure the toy names ends the workflow Failed, carrying its result.
         with pytest.raises(WorkflowFailureError) as aborted:
             await first.result()
-        assert result_from(aborted.value, ToyResult) == ToyResult(outcome="aborted", error="aborted: toy test (by pytest)")
+        assert result_from(aborted.value, ToyResult) == ToyResult(
+            outcome="aborted", error="aborted: toy test (by pytest)"
+        )
         desc = await first.describe()
         assert desc.typed_search_attributes.get(sa.VERDICT) == "aborted"
         assert desc.typed_search_attributes.get(sa.PHASE) == ops.PHASE_FAILED
@@ -93,8 +108,9 @@ async def test_toy_operation_gets_claim_progress_abort_and_finish_from_the_base(
 
         # Release: the lock was given back, so a third toy gets the fleet.
         third = await client.start_workflow(Toy.run, fleet, id=f"toy/{fleet}/3", task_queue=queue)
-        await assert_eventually(lambda: _working(client, third.id), timeout_s=30,
-                                what="the third toy got the released fleet")
+        await assert_eventually(
+            lambda: _working(client, third.id), timeout_s=30, what="the third toy got the released fleet"
+        )
         await third.execute_update(ops.UPDATE_ABORT, AbortInput(reason="done", by="pytest"), result_type=str)
         with pytest.raises(WorkflowFailureError) as aborted:
             await third.result()

@@ -25,8 +25,9 @@ ADAPTER = "adapters/support-lora/adapter_model.safetensors"
 
 
 def s3(url: str | None) -> Any:
-    return boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="t",
-                        aws_secret_access_key="t")
+    return boto3.client(
+        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
+    )
 
 
 def models_lag(status_json: str) -> dict[str, Any]:
@@ -63,15 +64,22 @@ async def test_lag_refuses_a_normal_failover_until_replication_catches_up(
         refused = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
         assert refused.returncode == 1, refused.stdout + refused.stderr
         out = " ".join(refused.stdout.split())
-        assert "replication lag of us-east-1" in out and f"> RPO {rpo:g} s" in out and "1 object(s)" in out, out
+        assert "replication lag of us-east-1" in out and f"> RPO {rpo:g} s" in out and "1 object(s)" in out, (
+            out
+        )
         assert weights(cfg) == cfg.weights  # refused in preflight: nothing moved
 
-        forced = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "--force", "-o", "json",
-                                         "-c", str(path))
+        forced = await asyncio.to_thread(
+            drctl, "failover", "--to", "us-east-1", "--yes", "--force", "-o", "json", "-c", str(path)
+        )
         assert forced.returncode == 0, forced.stdout + forced.stderr
         res = json.loads(forced.stdout)["result"]
         assert res["status"] == "succeeded"
-        assert res["data_loss"]["objects"] == 1 and res["data_loss"]["lag_s"] > rpo and res["data_loss"]["forced"]
+        assert (
+            res["data_loss"]["objects"] == 1
+            and res["data_loss"]["lag_s"] > rpo
+            and res["data_loss"]["forced"]
+        )
 
         started = await asyncio.to_thread(drctl, "replicate", "start", "-c", str(path))
         assert started.returncode == 0 and "replicate%2F" in started.stdout, started.stdout + started.stderr
@@ -101,7 +109,8 @@ async def test_lag_refuses_a_normal_failover_until_replication_catches_up(
             return status if status != WorkflowExecutionStatus.RUNNING else None
 
         assert await assert_eventually(closed, timeout_s=60, interval_s=0.5, what="replication closed") == (
-            WorkflowExecutionStatus.COMPLETED)
+            WorkflowExecutionStatus.COMPLETED
+        )
         assert last["mode"] == "sync"
     finally:
         client.put_object(Bucket=replica, Key=ADAPTER, Body=MODEL_FILES[ADAPTER])
@@ -131,16 +140,21 @@ async def test_release_drift_is_shown_and_a_different_model_refuses_a_normal_fai
     assert not east["parity"]["model_differs"] and east["served_models"] == [cfg.workload.model], east
     set_model(cfg, "us-east-1", "fleetsim-other")
     try:
+
         async def drifted() -> dict[str, Any]:
             p = await asyncio.to_thread(drctl, "status", "-o", "json", "-c", str(path))
             row = next(r for r in json.loads(p.stdout)["releases"] if r["region"] == "us-east-1")
             assert row["served_models"] == ["fleetsim-other"], row
             return row
 
-        row = await assert_eventually(drifted, timeout_s=60, interval_s=1, what="us-east-1 serving another model")
+        row = await assert_eventually(
+            drifted, timeout_s=60, interval_s=1, what="us-east-1 serving another model"
+        )
         assert row["parity"]["model_differs"] and row["model"] == "fleetsim-other"
         table = await asyncio.to_thread(drctl, "status", "-c", str(path))
-        assert "release parity" in table.stdout and "model fleetsim-other in us-east-1" in table.stdout, table.stdout
+        assert "release parity" in table.stdout and "model fleetsim-other in us-east-1" in table.stdout, (
+            table.stdout
+        )
 
         refused = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
         assert refused.returncode == 1, refused.stdout + refused.stderr
@@ -149,11 +163,14 @@ async def test_release_drift_is_shown_and_a_different_model_refuses_a_normal_fai
         assert weights(cfg) == cfg.weights
         # --force gets past the preflight; the verification then meets what the refusal warned of: the
         # target answers the fleet's model with 404, so the failover compensates and traffic stays.
-        forced = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "--force", "-o", "json",
-                                         "-c", str(path))
+        forced = await asyncio.to_thread(
+            drctl, "failover", "--to", "us-east-1", "--yes", "--force", "-o", "json", "-c", str(path)
+        )
         res = json.loads(forced.stdout)["result"]
         assert [p["phase"] for p in res["phases"]][-3:] == ["shift", "verify", "compensate"], res["phases"]
-        assert res["status"] == "failed" and res["compensated"] == "restored_weights" and "404" in res["error"]
+        assert (
+            res["status"] == "failed" and res["compensated"] == "restored_weights" and "404" in res["error"]
+        )
         assert weights(cfg) == cfg.weights
     finally:
         set_model(cfg, "us-east-1", cfg.workload.model)

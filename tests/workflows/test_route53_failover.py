@@ -41,21 +41,39 @@ TTL_S = 5
 PENDING_S = float(os.environ.get("DRCTL_TEST_ROUTE53_PENDING_S", "15"))
 
 
-def with_route53(cfg: FleetConfig, endpoint_url: str, zone_id: str, zone: str, propagation_timeout_s: float) -> FleetConfig:
-    tier = Route53Global(kind="route53", hosted_zone_id=zone_id, record_name=f"api.{zone}", ttl_s=TTL_S,
-                         targets={r.name: f"{r.name}.lb.example.net" for r in cfg.regions},
-                         propagation_timeout_s=propagation_timeout_s)
-    return cfg.model_copy(update={"traffic": cfg.traffic.model_copy(update={"global_tier": tier}),
-                                  "aws": cfg.aws.model_copy(update={"endpoint_url": endpoint_url})})
+def with_route53(
+    cfg: FleetConfig, endpoint_url: str, zone_id: str, zone: str, propagation_timeout_s: float
+) -> FleetConfig:
+    tier = Route53Global(
+        kind="route53",
+        hosted_zone_id=zone_id,
+        record_name=f"api.{zone}",
+        ttl_s=TTL_S,
+        targets={r.name: f"{r.name}.lb.example.net" for r in cfg.regions},
+        propagation_timeout_s=propagation_timeout_s,
+    )
+    return cfg.model_copy(
+        update={
+            "traffic": cfg.traffic.model_copy(update={"global_tier": tier}),
+            "aws": cfg.aws.model_copy(update={"endpoint_url": endpoint_url}),
+        }
+    )
 
 
 @pytest.fixture
 def zone(fleet_config: FleetConfig, dev_stack: object) -> Iterator[tuple[str, str]]:
     """A fresh hosted zone in the dev stack's moto, holding the configured weights: (name, id)."""
-    client = boto3.client("route53", region_name="us-east-1", endpoint_url=fleet_config.aws.endpoint_url,
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client = boto3.client(
+        "route53",
+        region_name="us-east-1",
+        endpoint_url=fleet_config.aws.endpoint_url,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     name = f"r{uuid.uuid4().hex[:8]}.example.com"
-    zid = client.create_hosted_zone(Name=name, CallerReference=name)["HostedZone"]["Id"].removeprefix("/hostedzone/")
+    zid = client.create_hosted_zone(Name=name, CallerReference=name)["HostedZone"]["Id"].removeprefix(
+        "/hostedzone/"
+    )
     direct = with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60)
     Route53GlobalTraffic.from_config(direct).set_weights(fleet_config.weights)  # moto: INSYNC at once
     yield name, zid
@@ -64,7 +82,8 @@ def zone(fleet_config: FleetConfig, dev_stack: object) -> Iterator[tuple[str, st
 def follow_dns(fleet_config: FleetConfig, standin: Route53StandIn, zone_id: str, zone: str) -> None:
     """When a change becomes visible, move the emulated clients (the global HAProxy) to its weights."""
     records = Route53GlobalTraffic.from_config(
-        with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zone_id, zone, 60))
+        with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zone_id, zone, 60)
+    )
     clients = HAProxyGlobalTraffic.from_config(fleet_config)
     standin.on_visible = lambda _change: clients.set_weights(records.get_weights())
 
@@ -87,20 +106,31 @@ async def test_failover_and_failback_while_route53_answers_pending(
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
 ) -> None:
     name, zid = zone
-    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=PENDING_S, visible_after_s=2) as standin:
+    with Route53StandIn(
+        fleet_config.aws.endpoint_url or "", pending_s=PENDING_S, visible_after_s=2
+    ) as standin:
         follow_dns(fleet_config, standin, zid, name)
         cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
         spec = FleetSpec.from_config(cfg)
         assert spec.verify_deadline_s == cfg.failover.verify_timeout_s + TTL_S
         handle = await start_operation(
-            temporal_client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1"),
-            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+            temporal_client,
+            cfg,
+            Failover.run,
+            FailoverInput(spec=spec, target="us-east-1"),
+            operation="failover",
+            workflow_id=f"failover/{cfg.name}",
+            target="us-east-1",
         )
         res = await asyncio.wait_for(handle.result(), 135 + PENDING_S)
         assert res.status == "succeeded", res.error
         assert res.compensated is None and res.error is None
         assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
-        assert res.weights_applied_at is not None and res.propagated_at is not None and res.verified_at is not None
+        assert (
+            res.weights_applied_at is not None
+            and res.propagated_at is not None
+            and res.verified_at is not None
+        )
         # Verified while Route 53 still said PENDING; the INSYNC came later and was recorded.
         assert res.weights_applied_at < res.verified_at < res.propagated_at
         assert (res.propagated_at - res.weights_applied_at).total_seconds() >= PENDING_S - 3
@@ -116,8 +146,12 @@ async def test_failover_and_failback_while_route53_answers_pending(
         # Failback: each step waits for INSYNC before its analysis and the next change.
         standin.pending_s = 3
         back = await start_operation(
-            temporal_client, cfg, Failback.run, FailbackInput(spec=spec, stabilization_window_s=0),
-            operation="failback", workflow_id=f"failback/{cfg.name}",
+            temporal_client,
+            cfg,
+            Failback.run,
+            FailbackInput(spec=spec, stabilization_window_s=0),
+            operation="failback",
+            workflow_id=f"failback/{cfg.name}",
         )
         fb = await asyncio.wait_for(back.result(), 120)
         assert fb.status == "succeeded", fb.error
@@ -138,8 +172,13 @@ async def test_throttled_and_never_insync_change_still_fails_over_without_compen
         standin.inject("ChangeResourceRecordSets", "Throttling", "PriorRequestNotComplete")
         cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 5))
         handle = await start_operation(
-            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+            temporal_client,
+            cfg,
+            Failover.run,
+            FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover",
+            workflow_id=f"failover/{cfg.name}",
+            target="us-east-1",
         )
         res = await asyncio.wait_for(handle.result(), 150)
     assert res.status == "succeeded", res.error
@@ -160,8 +199,13 @@ async def test_failed_verification_compensates_and_records_both_changes(
     with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
         cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
         handle = await start_operation(
-            temporal_client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-            operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+            temporal_client,
+            cfg,
+            Failover.run,
+            FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+            operation="failover",
+            workflow_id=f"failover/{cfg.name}",
+            target="us-east-1",
         )
         await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
         standin.pending_s = 3  # the restore propagates in 3 s; the shift stays PENDING
@@ -183,14 +227,26 @@ async def _changes(standin: Route53StandIn, n: int) -> bool:
     return standin.calls["ChangeResourceRecordSets"] >= n
 
 
-async def _shifted(start_workers: StartWorkers, client: Client, fleet_config: FleetConfig, zone: tuple[str, str],
-                   standin: Route53StandIn) -> tuple[FleetConfig, WorkflowHandle[Any, Any]]:
+async def _shifted(
+    start_workers: StartWorkers,
+    client: Client,
+    fleet_config: FleetConfig,
+    zone: tuple[str, str],
+    standin: Route53StandIn,
+) -> tuple[FleetConfig, WorkflowHandle[Any, Any]]:
     """A failover to us-east-1 through the stand-in (which never reports INSYNC), once its shift is applied."""
     name, zid = zone
-    cfg = await start_workers(cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60)))
+    cfg = await start_workers(
+        cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
+    )
     handle = await start_operation(
-        client, cfg, Failover.run, FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
     )
     await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
     return cfg, handle
@@ -211,7 +267,9 @@ async def test_failed_compensation_is_reported_with_the_weights_it_left(
     # Traffic is where the shift left it, and the result says exactly that.
     assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
     assert "weights left at us-west-1 0 / us-east-1 100" in res.error, res.error
-    records = Route53GlobalTraffic.from_config(with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60))
+    records = Route53GlobalTraffic.from_config(
+        with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60)
+    )
     assert records.get_weights() == {"us-west-1": 0, "us-east-1": 100}
     assert [p.phase for p in res.phases][-1] == "compensate"
     assert await activity_attempts(handle, "set_global_weights") == [1, 1]  # Forbidden is not retried
@@ -220,8 +278,9 @@ async def test_failed_compensation_is_reported_with_the_weights_it_left(
     assert (await handle.describe()).status is WorkflowExecutionStatus.FAILED
 
     async def lock_ended() -> bool:
-        return (await temporal_client.get_workflow_handle(f"lock/{cfg.name}").describe()).status \
-            is not WorkflowExecutionStatus.RUNNING
+        return (
+            await temporal_client.get_workflow_handle(f"lock/{cfg.name}").describe()
+        ).status is not WorkflowExecutionStatus.RUNNING
 
     await assert_eventually(lock_ended, timeout_s=30, interval_s=0.3, what="the fleet lock released")
 
@@ -237,7 +296,9 @@ async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down
         res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
     assert res.status == "failed" and res.compensated == "left_on_target_source_dead", res
     assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
-    records = Route53GlobalTraffic.from_config(with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60))
+    records = Route53GlobalTraffic.from_config(
+        with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60)
+    )
     assert records.get_weights() == {"us-west-1": 0, "us-east-1": 100}
     assert standin.calls["ChangeResourceRecordSets"] == 1  # no restore was even tried
 

@@ -55,8 +55,10 @@ def _with(cfg: FleetConfig, **traffic: Any) -> FleetConfig:
 async def test_dev_stack_gateways_name_the_region(fleet_config: FleetConfig, reset_fleet: None) -> None:
     async with httpx.AsyncClient(timeout=5) as http:
         for r in fleet_config.regions:
-            resp = await http.post(f"{r.gateway_url}/v1/completions",
-                                   json={"model": fleet_config.workload.model, "prompt": "x", "max_tokens": 1})
+            resp = await http.post(
+                f"{r.gateway_url}/v1/completions",
+                json={"model": fleet_config.workload.model, "prompt": "x", "max_tokens": 1},
+            )
             assert resp.headers[fleet_config.traffic.region_header] == r.name
 
 
@@ -65,11 +67,17 @@ async def test_gateway_without_the_header_gives_unverified_and_exit_1(
 ) -> None:
     cfg = await start_workers(cfg=_with(fast_config(fleet_config), region_header="x-served-region"))
     async with httpx.AsyncClient(timeout=5) as http:
-        seen = await http.post(f"{cfg.traffic.global_endpoint}/v1/completions",
-                               json={"model": cfg.workload.model, "prompt": "x", "max_tokens": 1})
-    assert "x-served-region" not in seen.headers and seen.headers["X-Fleetsim-Region"]  # the server's own is there
+        seen = await http.post(
+            f"{cfg.traffic.global_endpoint}/v1/completions",
+            json={"model": cfg.workload.model, "prompt": "x", "max_tokens": 1},
+        )
+    assert (
+        "x-served-region" not in seen.headers and seen.headers["X-Fleetsim-Region"]
+    )  # the server's own is there
     path = write_config(cfg, fleet_config_path.parent)
-    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path), "-o", "json")
+    proc = await asyncio.to_thread(
+        drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path), "-o", "json"
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     res = json.loads(proc.stdout)["result"]
     assert res["status"] == "unverified", res
@@ -97,20 +105,31 @@ async def test_lost_verify_attempt_is_retried_until_the_deadline(
 
     acts = [a for a in acts if a is not real] + [hangs_once]
     with ThreadPoolExecutor(max_workers=8) as executor:
-        worker = Worker(temporal_client, task_queue=cfg.region("us-east-1").queue, activities=acts,
-                        activity_executor=executor)
+        worker = Worker(
+            temporal_client,
+            task_queue=cfg.region("us-east-1").queue,
+            activities=acts,
+            activity_executor=executor,
+        )
         async with worker:
             handle = await start_operation(
-                temporal_client, cfg, Failover.run,
+                temporal_client,
+                cfg,
+                Failover.run,
                 FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1", emergency=True),
-                operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+                operation="failover",
+                workflow_id=f"failover/{cfg.name}",
+                target="us-east-1",
             )
             res = await asyncio.wait_for(handle.result(), 90)
     assert res.status == "succeeded", res.error
     assert len(calls) == 2 and res.verify is not None and res.verify.by_region == {"us-east-1": 10}
     # The frozen attempt was given up at its heartbeat timeout, not at the end of start-to-close.
-    started = [e.activity_task_started_event_attributes for e in (await handle.fetch_history()).events
-               if e.HasField("activity_task_started_event_attributes")]
+    started = [
+        e.activity_task_started_event_attributes
+        for e in (await handle.fetch_history()).events
+        if e.HasField("activity_task_started_event_attributes")
+    ]
     [retried] = [a for a in started if a.attempt == 2]
     assert retried.last_failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT
 
@@ -139,7 +158,11 @@ def _anonymous_status(cfg: FleetConfig) -> set[int]:
         # Deployment an earlier test left behind (a migration's copy, a draining canary), answers
         # anonymously and is not what this fixture changed.
         for rep in httpx.get(f"{r.devstack_admin_url}/replicas", timeout=5).json():
-            if (rep.get("track"), rep.get("deployment"), rep.get("namespace")) != ("stable", name, r.kube.namespace):
+            if (rep.get("track"), rep.get("deployment"), rep.get("namespace")) != (
+                "stable",
+                name,
+                r.kube.namespace,
+            ):
                 continue
             try:
                 codes.add(httpx.get(f"http://127.0.0.1:{rep['port']}/v1/models", timeout=5).status_code)
@@ -149,23 +172,35 @@ def _anonymous_status(cfg: FleetConfig) -> set[int]:
 
 
 @pytest.fixture
-def authed_fleet(fleet_config: FleetConfig, reset_fleet: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def authed_fleet(
+    fleet_config: FleetConfig, reset_fleet: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
     key = f"sk-drctl-{uuid.uuid4().hex}"
     monkeypatch.setenv(TOKEN_ENV, key)
     _set_api_key(fleet_config, key)
     try:
-        wait_until(lambda: _settled(fleet_config, {401}), timeout_s=60, interval_s=0.5,
-                   what="every replica restarted with an API key")
+        wait_until(
+            lambda: _settled(fleet_config, {401}),
+            timeout_s=60,
+            interval_s=0.5,
+            what="every replica restarted with an API key",
+        )
         yield key
     finally:
         # Before reset_fleet's baseline check, which sends anonymous completions.
         _set_api_key(fleet_config, None)
-        wait_until(lambda: _settled(fleet_config, {200}), timeout_s=60, interval_s=0.5,
-                   what="every replica back without an API key")
+        wait_until(
+            lambda: _settled(fleet_config, {200}),
+            timeout_s=60,
+            interval_s=0.5,
+            what="every replica back without an API key",
+        )
 
 
 def _authed(cfg: FleetConfig) -> FleetConfig:
-    return cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"auth": WorkloadAuth(token_env=TOKEN_ENV)})})
+    return cfg.model_copy(
+        update={"workload": cfg.workload.model_copy(update={"auth": WorkloadAuth(token_env=TOKEN_ENV)})}
+    )
 
 
 async def _monitor(client: Client, cfg: FleetConfig) -> Any:
@@ -207,7 +242,10 @@ async def log_text() -> AsyncIterator[list[str]]:
 
 
 async def test_fleet_behind_bearer_auth_is_probed_healthy_and_the_token_stays_out_of_history(
-    authed_fleet: str, start_workers: StartWorkers, fleet_config: FleetConfig, temporal_client: Client,
+    authed_fleet: str,
+    start_workers: StartWorkers,
+    fleet_config: FleetConfig,
+    temporal_client: Client,
     log_text: list[str],
 ) -> None:
     cfg = await start_workers(cfg=_authed(fast_config(fleet_config)))
@@ -218,14 +256,23 @@ async def test_fleet_behind_bearer_auth_is_probed_healthy_and_the_token_stays_ou
         st = await live_status(monitor)  # with the watcher, a healthy fleet's probes show in its heartbeat
         return all(t.last_status is ProbeStatus.HEALTHY for t in st.regions.values()) and st.alert is None
 
-    await assert_eventually(probed_healthy, timeout_s=30, interval_s=0.5, what="monitor probes the authed fleet healthy")
+    await assert_eventually(
+        probed_healthy, timeout_s=30, interval_s=0.5, what="monitor probes the authed fleet healthy"
+    )
     failover = await start_operation(
-        temporal_client, cfg, Failover.run, FailoverInput(spec=spec, target="us-east-1"),
-        operation="failover", workflow_id=f"failover/{cfg.name}", target="us-east-1",
+        temporal_client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=spec, target="us-east-1"),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
     )
     res = await asyncio.wait_for(failover.result(), 90)
     assert res.status == "succeeded", res.error
-    assert res.verify is not None and res.verify.by_region == {"us-east-1": 10} and not res.verify.auth_rejected
+    assert (
+        res.verify is not None and res.verify.by_region == {"us-east-1": 10} and not res.verify.auth_rejected
+    )
     # The watcher's heartbeat (readable by any client) holds the probes' reasons: no token there either.
     watching = (await monitor.describe()).raw_description.pending_activities
     assert watching and authed_fleet not in str(watching)
@@ -234,13 +281,20 @@ async def test_fleet_behind_bearer_auth_is_probed_healthy_and_the_token_stays_ou
         history = (await handle.fetch_history()).to_json()
         # A healthy watcher never returns: the monitor's history holds its input, the failover's results.
         assert "ActivityTaskScheduled" in history or "activityTaskScheduledEventAttributes" in history
-        assert handle is monitor or "activityTaskCompletedEventAttributes" in history or "ActivityTaskCompleted" in history
+        assert (
+            handle is monitor
+            or "activityTaskCompletedEventAttributes" in history
+            or "ActivityTaskCompleted" in history
+        )
         assert authed_fleet not in history, f"the token is in the history of {handle.id}"
     assert log_text and not [line for line in log_text if authed_fleet in line]
 
 
 async def test_wrong_token_is_auth_and_alerts_without_failing_over(
-    authed_fleet: str, start_workers: StartWorkers, fleet_config: FleetConfig, temporal_client: Client,
+    authed_fleet: str,
+    start_workers: StartWorkers,
+    fleet_config: FleetConfig,
+    temporal_client: Client,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(TOKEN_ENV, "sk-not-the-key")
