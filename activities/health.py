@@ -9,8 +9,8 @@ from typing import Any
 from temporalio import activity
 
 from drctl.config.schema import FleetConfig
+from drctl.models.activity_io import ProbeBatch, ProbeRequest, RegionRequest
 from drctl.models.health import RegionProbe
-from drctl.models.ops import ProbeBatch, ProbeRequest, RegionRequest
 from drctl.providers.probe import InferenceProber
 from drctl.telemetry import metrics
 

@@ -25,7 +25,7 @@ from drctl.models.lock import (
     LockRequest,
     lock_id,
 )
-from drctl.models.ops import OperationInfo
+from drctl.models.phases import OperationInfo
 
 
 class OperationActivities:

@@ -16,8 +16,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
 from drctl.config.schema import FleetConfig
+from drctl.models.activity_io import Capacity, DeploymentStatus, RegionRequest, ScaleInput, WaitRolloutInput
 from drctl.models.failover import capacity_of
-from drctl.models.ops import Capacity, DeploymentStatus, RegionRequest, ScaleInput, WaitRolloutInput
 from drctl.providers.base import DeploymentState, Platform
 from drctl.providers.errors import RolloutTimeout
 from drctl.providers.kubernetes import KubernetesPlatform

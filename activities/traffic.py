@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.errors import app_error
 from drctl.config.schema import FleetConfig
-from drctl.models.ops import SetWeightsInput, Weights
+from drctl.models.activity_io import SetWeightsInput, Weights
 from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
 from drctl.providers.base import GlobalTraffic
 from drctl.providers.errors import classify

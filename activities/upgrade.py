@@ -16,8 +16,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
 from drctl.config.schema import FleetConfig
+from drctl.models.activity_io import RegionRequest
 from drctl.models.analysis import AnalysisRequest, AnalysisResult, TrackRef, judge
-from drctl.models.ops import RegionRequest
 from drctl.models.upgrade import (
     PromoteRequest,
     RegionTrackRequest,

@@ -16,7 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from drctl.config.schema import FleetConfig
-from drctl.models.ops import VerifyInput, VerifyResult
+from drctl.models.activity_io import VerifyInput, VerifyResult
 from drctl.providers import completions
 from drctl.providers.auth import AuthConfigError, auth_headers
 

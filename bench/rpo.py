@@ -43,7 +43,7 @@ from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import stack
 from drctl.models.failover import FailoverInput, FailoverResult
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.rpo import ReplicateStatus
 from drctl.providers.aws import client as aws_client
 from workflows.failover import Failover

@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 
+from drctl.models.activity_io import Capacity
 from drctl.models.failover import capacity_of
-from drctl.models.ops import Capacity, FleetSpec, RegionSpec
+from drctl.models.fleet_spec import FleetSpec, RegionSpec
 from tests.helpers import free_port
 
 

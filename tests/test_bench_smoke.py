@@ -17,7 +17,7 @@ from bench import rto_fleet
 from bench.rto import fast_path_on, main, parse_args, policy_config, write_json
 from bench.rto_report import Trial, error_window, format_table, percentile, ratios, summarise
 from drctl.models.drill import LoadSample
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 

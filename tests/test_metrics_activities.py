@@ -21,9 +21,9 @@ from activities.traffic import TrafficActivities
 from drctl.client.connection import connect
 from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
+from drctl.models.activity_io import ProbeRequest
 from drctl.models.backup import BackupRequest
 from drctl.models.drill import DrillReport, Verdict
-from drctl.models.ops import ProbeRequest
 from drctl.models.outcome import OutcomeInput
 from drctl.telemetry import metrics
 from drctl.worker.fleet_metrics import FleetReader

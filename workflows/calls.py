@@ -23,12 +23,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from drctl.models import drill as dr
     from drctl.models import upgrade as up
-    from drctl.models.analysis import AnalysisRequest, AnalysisResult
-    from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
-    from drctl.models.health import RegionProbe
-    from drctl.models.lock import AliveInput, AliveResult, LockGrant, LockRequest
-    from drctl.models.notify import DeliverInput, Delivery
-    from drctl.models.ops import (
+    from drctl.models.activity_io import (
         Capacity,
         DeploymentStatus,
         ProbeBatch,
@@ -41,6 +36,11 @@ with workflow.unsafe.imports_passed_through():
         WaitRolloutInput,
         Weights,
     )
+    from drctl.models.analysis import AnalysisRequest, AnalysisResult
+    from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+    from drctl.models.health import RegionProbe
+    from drctl.models.lock import AliveInput, AliveResult, LockGrant, LockRequest
+    from drctl.models.notify import DeliverInput, Delivery
     from drctl.models.outcome import OutcomeInput
     from drctl.models.rpo import (
         ArtifactsInput,

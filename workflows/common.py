@@ -10,7 +10,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
-    from drctl.models.ops import OperationProgress, PhaseTiming
+    from drctl.models.phases import OperationProgress, PhaseTiming
 
 
 class Phases:

@@ -20,8 +20,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models import ops
+    from drctl.models import phases
     from drctl.models import search_attributes as sa
+    from drctl.models.activity_io import ProbeRequest
     from drctl.models.drill import (
         OPERATION,
         ClearFaultsInput,
@@ -33,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
         Verdict,
         mark_stopped,
     )
-    from drctl.models.ops import ProbeRequest
     from workflows import calls
     from workflows.drill_judge import judge, store_report
     from workflows.notify import Notifier
@@ -163,7 +163,7 @@ class ChaosDrill(Operation):
             await self.claim(spec.fleet)
         except (ActivityError, ApplicationError) as exc:
             return [cause_of(exc)]
-        self.phases.enter(ops.PHASE_PREFLIGHT, "fleet healthy, monitor watching, weights as configured")
+        self.phases.enter(phases.PHASE_PREFLIGHT, "fleet healthy, monitor watching, weights as configured")
         # One slow probe is a blip, not an unhealthy fleet: only problems that persist over a few
         # probe intervals abort the drill.
         problems: list[str] = []

@@ -12,11 +12,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models import ops
+    from drctl.models import fleet_spec
     from drctl.models import search_attributes as sa
+    from drctl.models.activity_io import ProbeRequest, RegionRequest, ScaleInput
     from drctl.models.failover import FailbackInput, FailbackResult, failback_plan, probe_passes
     from drctl.models.health import RegionProbe
-    from drctl.models.ops import ProbeRequest, RegionRequest, ScaleInput
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
     from workflows.operation import Operation, cause_of
@@ -79,7 +79,7 @@ class Failback(Operation):
             res.error = cause_of(exc)
             return await self._end(res, ok=False)
 
-    async def _probe(self, spec: ops.FleetSpec, regions: list[str]) -> list[RegionProbe]:
+    async def _probe(self, spec: fleet_spec.FleetSpec, regions: list[str]) -> list[RegionProbe]:
         batch = await calls.probe_regions(
             ProbeRequest(regions=regions),
             probe_timeout_s=spec.probe_timeout_s,

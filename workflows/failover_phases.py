@@ -15,8 +15,15 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models import ops
+    from drctl.models import phases
     from drctl.models import search_attributes as sa
+    from drctl.models.activity_io import (
+        RegionRequest,
+        ScaleInput,
+        VerifyInput,
+        VerifyResult,
+        WaitRolloutInput,
+    )
     from drctl.models.failover import (
         FailoverInput,
         FailoverPlan,
@@ -25,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         target_problem,
     )
     from drctl.models.health import ProbeStatus
-    from drctl.models.ops import RegionRequest, ScaleInput, VerifyInput, VerifyResult, WaitRolloutInput
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
     from workflows.operation import Operation, cause_of
@@ -47,7 +53,7 @@ class FailoverPhases(Operation):
 
     async def _preflight(self, inp: FailoverInput, tq: str) -> FailoverPlan:
         spec = inp.spec
-        self.phases.enter(ops.PHASE_PREFLIGHT, "reading weights, target health and capacity")
+        self.phases.enter(phases.PHASE_PREFLIGHT, "reading weights, target health and capacity")
         weights = (await calls.get_global_weights(queue=tq)).weights
         probe_task = None
         if not inp.force:
@@ -91,7 +97,7 @@ class FailoverPhases(Operation):
         if plan.target_replicas_planned <= plan.target_replicas_before:
             return plan.target_replicas_before
         n = plan.target_replicas_planned
-        self.phases.enter(ops.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
+        self.phases.enter(phases.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
         await self.abortable(
             calls.scale_deployment(
                 ScaleInput(region=inp.target, replicas=n), queue=tq, summary=f"scale {inp.target} to {n}"
@@ -107,7 +113,7 @@ class FailoverPhases(Operation):
         return st.replicas
 
     async def _shift(self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult) -> None:
-        self.phases.enter(ops.PHASE_SHIFT, f"global weights {fmt_weights(plan.weights_after)}")
+        self.phases.enter(phases.PHASE_SHIFT, f"global weights {fmt_weights(plan.weights_after)}")
         # Mark before the call: if the worker dies mid-call the weights may already be applied.
         self.shifted = True
         change = await global_weights.apply(
@@ -132,7 +138,7 @@ class FailoverPhases(Operation):
         change = res.changes[0]
         if not self._propagation.done():
             self.phases.enter(
-                ops.PHASE_PROPAGATE, f"verified; waiting for change {change.change_id} to be INSYNC"
+                phases.PHASE_PROPAGATE, f"verified; waiting for change {change.change_id} to be INSYNC"
             )
         await global_weights.finish_wait(self._propagation, change)
         res.propagated_at = change.propagated_at
@@ -149,7 +155,7 @@ class FailoverPhases(Operation):
         """
         spec = inp.spec
         sources = [s for s in (plan.source or "").split(",") if s]
-        self.phases.enter(ops.PHASE_VERIFY, f"{spec.verify_requests} requests through the global endpoint")
+        self.phases.enter(phases.PHASE_VERIFY, f"{spec.verify_requests} requests through the global endpoint")
         # verify_deadline_s = verify_timeout_s + the global tier's TTL: resolvers may serve the old
         # answer that long after the change.
         deadline = workflow.now() + timedelta(seconds=spec.verify_deadline_s)
@@ -184,7 +190,7 @@ class FailoverPhases(Operation):
 
     async def _compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
         self.phases.enter(
-            ops.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights"
+            phases.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights"
         )
         sources = [s for s in (res.source or "").split(",") if s]
         dead = []

@@ -21,7 +21,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models.ops import SetWeightsInput
+    from drctl.models.activity_io import SetWeightsInput
     from drctl.models.traffic import GlobalChange, PropagationInput, PropagationResult
     from workflows import calls
     from workflows.operation import cause_of

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         lock_id,
         preempts,
     )
-    from drctl.models.ops import FLEET_BUSY
+    from drctl.models.phases import FLEET_BUSY
     from workflows import calls
 
 

@@ -12,13 +12,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models import ops
+    from drctl.models import phases
     from drctl.models import search_attributes as sa
+    from drctl.models.activity_io import RegionRequest, ScaleInput, WaitRolloutInput
     from drctl.models.analysis import AnalysisRequest, TrackRef
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
     from drctl.models.failover import cap_weights
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
-    from drctl.models.ops import RegionRequest, ScaleInput, WaitRolloutInput
     from drctl.models.upgrade import Outcome, WarmupRequest
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
@@ -194,7 +194,7 @@ class Migration(Progressive):
         down the target could take away the capacity it is moving traffic onto. What is left is
         written down for the operator, who reruns the migration once the fleet is healthy.
         """
-        self.phases.enter(ops.PHASE_COMPENSATE, f"yielding after `{res.failed_step}`: {res.reason}")
+        self.phases.enter(phases.PHASE_COMPENSATE, f"yielding after `{res.failed_step}`: {res.reason}")
         if weights is not None:
             res.rollback.append(
                 f"global weights left to the failover (before the migration: {fmt_weights(weights)})"
@@ -251,7 +251,7 @@ class Migration(Progressive):
     ) -> None:
         """Traffic first (users first), then the target cluster. Each step runs even when the one
         before it failed, and the result records what each did, so an operator knows what is left."""
-        self.phases.enter(ops.PHASE_COMPENSATE, f"rolling back after `{res.failed_step}`: {res.reason}")
+        self.phases.enter(phases.PHASE_COMPENSATE, f"rolling back after `{res.failed_step}`: {res.reason}")
         if weights is None:
             res.rollback.append("global weights untouched: traffic had not moved yet")
         else:

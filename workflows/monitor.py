@@ -19,6 +19,7 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
+    from drctl.models.activity_io import ProbeRequest
     from drctl.models.failover import (
         ALL_REGIONS_UNHEALTHY,
         NO_FAILOVER_TARGET,
@@ -32,9 +33,9 @@ with workflow.unsafe.imports_passed_through():
         choose_target,
         probe_passes,
     )
+    from drctl.models.fleet_spec import FleetSpec
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
-    from drctl.models.ops import FleetSpec, ProbeRequest
     from drctl.models.quorum import NO_QUORUM
     from workflows import calls
     from workflows.monitor_actions import MonitorActions

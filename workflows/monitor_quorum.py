@@ -19,9 +19,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
+    from drctl.models.activity_io import ProbeRequest
     from drctl.models.failover import MonitorState
+    from drctl.models.fleet_spec import RegionSpec
     from drctl.models.health import RegionState
-    from drctl.models.ops import ProbeRequest, RegionSpec
     from drctl.models.quorum import MAIN, NO_QUORUM, QuorumVote, decide, view_of
     from workflows import calls
 

@@ -25,8 +25,8 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import notify as ev
     from drctl.models.drill import DrillReport
     from drctl.models.failover import FailoverInput, FailoverResult, MonitorState
+    from drctl.models.fleet_spec import FleetSpec
     from drctl.models.notify import DeliverInput, Delivery, Event, NotifyInput, NotifyResult
-    from drctl.models.ops import FleetSpec
     from drctl.models.upgrade import Outcome, UpgradeResult
     from workflows import calls
 

@@ -54,11 +54,11 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from drctl.models import ops
+    from drctl.models import phases
     from drctl.models import search_attributes as sa
     from drctl.models.lock import LockGrant
-    from drctl.models.ops import AbortInput, ApproveInput, OperationProgress
     from drctl.models.outcome import error_type, failed
+    from drctl.models.phases import AbortInput, ApproveInput, OperationProgress
     from workflows.calls import QUEUE_WAIT_S
     from workflows.common import Phases
     from workflows.lock import acquire_fleet, release_fleet
@@ -84,7 +84,7 @@ def cause_of(exc: BaseException) -> str:
 
 
 def is_busy(exc: BaseException) -> bool:
-    return error_type(exc) == ops.FLEET_BUSY
+    return error_type(exc) == phases.FLEET_BUSY
 
 
 def no_worker(exc: BaseException, queue: str) -> str | None:
@@ -120,11 +120,11 @@ class Operation:
 
     # --- handlers ---------------------------------------------------------------------------------
 
-    @workflow.query(name=ops.QUERY_PROGRESS)
+    @workflow.query(name=phases.QUERY_PROGRESS)
     def progress(self) -> OperationProgress:
         return self.phases.progress()
 
-    @workflow.update(name=ops.UPDATE_ABORT)
+    @workflow.update(name=phases.UPDATE_ABORT)
     def abort(self, inp: AbortInput) -> str:
         self.abort_reason = f"{inp.reason} (by {inp.by})"
         return self.on_abort()
@@ -136,7 +136,7 @@ class Operation:
         if why:
             raise ValueError(why)
 
-    @workflow.update(name=ops.UPDATE_APPROVE)
+    @workflow.update(name=phases.UPDATE_APPROVE)
     def approve(self, inp: ApproveInput) -> str:
         self.approved_by = inp.approver
         return f"approved by {inp.approver}"
@@ -184,7 +184,7 @@ class Operation:
         """Wait for the `approve` update (the operation's own handler sets `approved_by`) or an abort;
         no approval in time is an abort."""
         self.phases.awaiting_approval = True
-        self.phases.enter(ops.PHASE_AWAITING_APPROVAL, details)
+        self.phases.enter(phases.PHASE_AWAITING_APPROVAL, details)
         try:
             await workflow.wait_condition(
                 lambda: self.approved_by is not None or self.abort_reason is not None,
@@ -200,7 +200,7 @@ class Operation:
 
     async def claim(self, fleet: str) -> LockGrant:
         """Take the fleet's lock (phase `claim`); a refusal raises FleetBusy and sets `busy`."""
-        self.phases.enter(ops.PHASE_CLAIM, f"taking the lock of fleet {fleet}")
+        self.phases.enter(phases.PHASE_CLAIM, f"taking the lock of fleet {fleet}")
         try:
             grant = await acquire_fleet(fleet, self.OPERATION)
         except (ActivityError, ApplicationError) as exc:
@@ -246,7 +246,7 @@ class Operation:
         """Record the outcome where operators look (phase, DrctlVerdict, memo, UI details), then let
         any update still running end before the workflow does."""
         self.finished = True
-        self.phases.finish(ops.PHASE_DONE if ok else ops.PHASE_FAILED, details)
+        self.phases.finish(phases.PHASE_DONE if ok else phases.PHASE_FAILED, details)
         workflow.upsert_search_attributes([sa.VERDICT.value_set(verdict)])
         if memo is not None:
             workflow.upsert_memo(memo)

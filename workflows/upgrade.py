@@ -13,8 +13,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from drctl.models.activity_io import RegionRequest
     from drctl.models.backup import BackupRequest
-    from drctl.models.ops import RegionRequest
     from drctl.models.upgrade import (
         ControlAck,
         OperatorAction,

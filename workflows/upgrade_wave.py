@@ -16,10 +16,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models import ops
+    from drctl.models import phases
     from drctl.models import search_attributes as sa
+    from drctl.models.activity_io import ScaleInput, WaitRolloutInput
     from drctl.models.analysis import AnalysisRequest, TrackRef
-    from drctl.models.ops import ScaleInput, WaitRolloutInput
     from drctl.models.upgrade import (
         Outcome,
         PromoteRequest,
@@ -279,7 +279,7 @@ class WaveSteps:
 
         Returns what could not be undone, one line per failed step; empty when the rollback succeeded.
         """
-        self.phases.enter(ops.PHASE_COMPENSATE, f"rolling `{region}` back: {why}")
+        self.phases.enter(phases.PHASE_COMPENSATE, f"rolling `{region}` back: {why}")
         self.candidate_live = False
         left: list[str] = []
         candidate, queue = f"{req.app}-{track}", req.spec.region(region).queue

@@ -24,7 +24,7 @@ from drctl.models.failover import (
     plan_failover,
     target_problem,
 )
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.traffic import GlobalChange
 from workflows.common import fmt_weights
 

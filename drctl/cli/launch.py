@@ -23,7 +23,7 @@ from drctl.cli.errors import EXIT_FAILED, EXIT_NOT_STARTED, EXIT_OK
 from drctl.client.connection import connect, ui_link
 from drctl.client.outcome import Finished, M, finished
 from drctl.config.schema import FleetConfig
-from drctl.models.ops import QUERY_PROGRESS, OperationProgress
+from drctl.models.phases import QUERY_PROGRESS, OperationProgress
 
 NoWait = Annotated[
     bool,

@@ -18,8 +18,8 @@ from drctl.client.monitor_view import live_status
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.failover import MonitorInput, MonitorStatus
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.monitor_config import SpecUpdate
-from drctl.models.ops import FleetSpec
 
 app = typer.Typer(
     name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True

@@ -30,8 +30,8 @@ from drctl.models.backup import BackupJobResult
 from drctl.models.drill import DrillReport
 from drctl.models.failover import FailbackResult, FailoverResult
 from drctl.models.migration import MigrationResult
-from drctl.models.ops import UPDATE_ABORT, UPDATE_APPROVE, AbortInput, ApproveInput, OperationProgress
 from drctl.models.outcome import details_from
+from drctl.models.phases import UPDATE_ABORT, UPDATE_APPROVE, AbortInput, ApproveInput, OperationProgress
 from drctl.models.upgrade import UpgradeResult
 
 app = typer.Typer(

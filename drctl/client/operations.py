@@ -20,7 +20,7 @@ from drctl.models import search_attributes as sa
 from drctl.models.lock import MUTATING as MUTATING
 from drctl.models.lock import blocks
 from drctl.models.lock import compatible as compatible
-from drctl.models.ops import PHASE_PENDING, OperationInfo
+from drctl.models.phases import PHASE_PENDING, OperationInfo
 
 
 class FleetBusyError(RuntimeError):

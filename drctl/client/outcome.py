@@ -7,8 +7,8 @@ from typing import Any, Generic
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
-from drctl.models.ops import FLEET_BUSY
 from drctl.models.outcome import M, error_type, result_from
+from drctl.models.phases import FLEET_BUSY
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from drctl.config.schema import FleetConfig
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 
 OPERATION = "drill"
 

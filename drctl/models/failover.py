@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from drctl.models.activity_io import VerifyResult
 from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failover models' one import path)
     WEIGHT_CAP,
     FailoverPlan,
@@ -24,8 +25,9 @@ from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failov
     shift_weights,
     target_problem,
 )
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
-from drctl.models.ops import FleetSpec, PhaseTiming, VerifyResult
+from drctl.models.phases import PhaseTiming
 from drctl.models.quorum import QuorumVote
 from drctl.models.rpo import DataLossExposure
 from drctl.models.traffic import GlobalChange

@@ -11,8 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from drctl.models.activity_io import Capacity
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus, RegionProbe
-from drctl.models.ops import Capacity, FleetSpec
 
 
 def shift_weights(current: dict[str, int], source: str, target: str) -> dict[str, int]:

@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 from drctl.config.schema import FleetConfig
 from drctl.models.analysis import AnalysisLimits, AnalysisResult, limits_from
 from drctl.models.backup import BackupInfo
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.rpo import ArtifactsResult
 from drctl.models.upgrade import Outcome
 

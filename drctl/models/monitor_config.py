@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from drctl.models.failover import MonitorState, RegionTracker
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 
 
 class SpecUpdate(BaseModel):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
-from drctl.models.ops import FLEET_BUSY
+from drctl.models.phases import FLEET_BUSY
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from drctl.models.activity_io import ProbeBatch
 from drctl.models.failover_plan import probe_passes
 from drctl.models.health import ProbeStatus, RegionProbe
-from drctl.models.ops import ProbeBatch
 
 MAIN = "main"  # the monitor's own probe, from the main task queue's worker
 NO_QUORUM = "NO_QUORUM"

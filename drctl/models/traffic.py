@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.models.ops import Weights
+from drctl.models.activity_io import Weights
 
 
 class WeightsApplied(Weights):

@@ -16,8 +16,8 @@ from drctl.client.operations import start_operation
 from drctl.config.schema import TRACKS, FleetConfig
 from drctl.models.drill import DrillReport, Verdict
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.migration import MigrationResult, migration_request
-from drctl.models.ops import FleetSpec
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult, upgrade_request
 from drctl.providers.traffic_factory import global_traffic
 from tests.conftest import apps_api

@@ -28,7 +28,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from activities import platform as platform_activities
 from drctl.config.schema import FleetConfig, KubeConfig, RegionConfig, parse_config
 from drctl.devstack.kube import RegionCluster
-from drctl.models.ops import DeploymentStatus, ScaleInput
+from drctl.models.activity_io import DeploymentStatus, ScaleInput
 from drctl.providers.errors import ProviderError
 from drctl.providers.kube_client import api_client_for
 from drctl.providers.kubernetes import KubernetesPlatform

@@ -25,7 +25,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.traffic import TrafficActivities
 from drctl.config.schema import FleetConfig, parse_config
-from drctl.models.ops import SetWeightsInput
+from drctl.models.activity_io import SetWeightsInput
 from drctl.models.traffic import PropagationInput
 from drctl.providers.errors import classify
 from drctl.providers.route53 import Route53GlobalTraffic

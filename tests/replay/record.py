@@ -38,7 +38,7 @@ from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import stack
 from drctl.models.failover import FailbackInput, FailoverInput, MonitorInput
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.upgrade import upgrade_request
 from drctl.worker.process import run_worker
 from tests.fleetcfg import fleet_config_data, short_tmp_dir

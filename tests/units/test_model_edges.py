@@ -22,8 +22,8 @@ from drctl.models.drill import (
 )
 from drctl.models.failover import failback_plan
 from drctl.models.failover_plan import _share, needed_replicas, plan_failover, serving_replicas, shift_weights
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.monitor_config import spec_changes
-from drctl.models.ops import FleetSpec
 from drctl.models.release import Release, compare
 from drctl.models.rpo import (
     LagReport,

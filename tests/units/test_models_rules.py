@@ -11,6 +11,7 @@ import yaml
 
 from drctl.config.schema import FleetConfig, load_config
 from drctl.models import analysis as a
+from drctl.models.activity_io import VerifyResult
 from drctl.models.drill import (
     DrillReport,
     ExperimentOutcome,
@@ -21,9 +22,9 @@ from drctl.models.drill import (
     mark_stopped,
 )
 from drctl.models.failover import FailoverRecord, MonitorInput, MonitorState, RegionTracker
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.migration import migration_request
 from drctl.models.monitor_config import apply_spec, spec_changes, spec_problems
-from drctl.models.ops import FleetSpec, VerifyResult
 from drctl.models.release import Release, compare
 from drctl.models.rpo import LagReport, RpoCheck, compute_lag, replica_pairs
 from drctl.models.upgrade import Strategy, upgrade_request

@@ -11,8 +11,9 @@ import yaml
 from pydantic import ValidationError
 
 from drctl.config.quorum import QuorumConfig
+from drctl.models.activity_io import ProbeBatch
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
-from drctl.models.ops import FleetSpec, ProbeBatch
 from drctl.models.quorum import MAIN, REVOTE_CAP_S, decide, view_of, voters
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

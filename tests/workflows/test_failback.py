@@ -12,7 +12,7 @@ from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.failover import FailbackInput, FailbackResult
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually

@@ -32,8 +32,9 @@ from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
 from drctl.models import search_attributes as sa
 from drctl.models.failover import FailbackInput, FailbackResult
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.lock import lock_id
-from drctl.models.ops import QUERY_PROGRESS, FleetSpec, OperationProgress
+from drctl.models.phases import QUERY_PROGRESS, OperationProgress
 from drctl.providers.traffic_factory import global_traffic
 from drctl.worker import registry
 from tests.workflows.conftest import fast_config, weights

@@ -11,8 +11,8 @@ from temporalio.client import Client
 from drctl.client.operations import FleetBusyError, running_operations, start_operation
 from drctl.client.outcome import finished, result_of
 from drctl.models.failover import ALL_REGIONS_UNHEALTHY, FailoverInput, FailoverResult, MonitorStatus
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
-from drctl.models.ops import FleetSpec
 from tests.helpers import assert_eventually, until
 from tests.workflows.conftest import (
     StartWorkers,
@@ -104,7 +104,7 @@ async def test_second_failover_is_refused_naming_the_first(
 
 
 async def _phase(handle: object, phase: str) -> bool:
-    from drctl.models.ops import OperationProgress
+    from drctl.models.phases import OperationProgress
 
     p = await handle.query("progress", result_type=OperationProgress)  # type: ignore[attr-defined]
     return p.phase == phase

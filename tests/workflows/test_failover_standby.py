@@ -23,8 +23,8 @@ from drctl.models.failover import (
     FailoverResult,
     MonitorStatus,
 )
+from drctl.models.fleet_spec import FleetSpec, RegionSpec
 from drctl.models.monitor_config import SpecUpdate
-from drctl.models.ops import FleetSpec, RegionSpec
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually, drctl, until, write_config
 from tests.workflows.conftest import (
@@ -185,7 +185,7 @@ async def test_abort_during_preflight_ends_the_failover(
     )
 
     async def in_preflight() -> bool:
-        from drctl.models.ops import OperationProgress
+        from drctl.models.phases import OperationProgress
 
         return (await handle.query("progress", result_type=OperationProgress)).phase == "preflight"
 

@@ -17,8 +17,9 @@ from drctl.client.operations import search_attributes, start_operation
 from drctl.client.outcome import finished, result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverResult
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
-from drctl.models.ops import FleetSpec, OperationProgress
+from drctl.models.phases import OperationProgress
 from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually, drctl, write_config

@@ -17,8 +17,8 @@ from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models import notify as ev
 from drctl.models.failover import FailoverInput, FailoverResult
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
-from drctl.models.ops import FleetSpec
 from tests.helpers import assert_eventually, drctl, write_config
 from tests.receiver import Receiver, closed_port_url, receiver
 from tests.workflows.conftest import StartWorkers, fast_config, weights

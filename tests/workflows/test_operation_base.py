@@ -16,10 +16,10 @@ from temporalio.worker import Worker
 
 from activities.operations import OperationActivities
 from drctl.config.schema import FleetConfig
-from drctl.models import ops
+from drctl.models import phases
 from drctl.models import search_attributes as sa
-from drctl.models.ops import AbortInput, OperationProgress
 from drctl.models.outcome import error_type, result_from
+from drctl.models.phases import AbortInput, OperationProgress
 from tests.helpers import assert_eventually
 from workflows.lock import FleetLock
 from workflows.operation import Aborted, Operation
@@ -52,7 +52,9 @@ class Toy(Operation):
 
 
 async def _working(client: Client, wid: str) -> bool:
-    progress = await client.get_workflow_handle(wid).query(ops.QUERY_PROGRESS, result_type=OperationProgress)
+    progress = await client.get_workflow_handle(wid).query(
+        phases.QUERY_PROGRESS, result_type=OperationProgress
+    )
     return progress.phase == "work"
 
 
@@ -85,13 +87,13 @@ async def test_toy_operation_gets_claim_progress_abort_and_finish_from_the_base(
         second = await client.start_workflow(Toy.run, fleet, id=f"toy/{fleet}/2", task_queue=queue)
         with pytest.raises(WorkflowFailureError) as refused:
             await second.result()
-        assert error_type(refused.value) == ops.FLEET_BUSY and first.id in str(refused.value.cause), (
+        assert error_type(refused.value) == phases.FLEET_BUSY and first.id in str(refused.value.cause), (
             refused.value
         )
 
         # Abort: the validator's hook accepts it, the abort point raises, finish records the verdict.
         answer = await first.execute_update(
-            ops.UPDATE_ABORT, AbortInput(reason="toy test", by="pytest"), result_type=str
+            phases.UPDATE_ABORT, AbortInput(reason="toy test", by="pytest"), result_type=str
         )
         assert answer == "abort requested in phase work"
         # Conclude: the failure the toy names ends the workflow Failed, carrying its result.
@@ -102,16 +104,18 @@ async def test_toy_operation_gets_claim_progress_abort_and_finish_from_the_base(
         )
         desc = await first.describe()
         assert desc.typed_search_attributes.get(sa.VERDICT) == "aborted"
-        assert desc.typed_search_attributes.get(sa.PHASE) == ops.PHASE_FAILED
-        progress = await first.query(ops.QUERY_PROGRESS, result_type=OperationProgress)
-        assert [p.phase for p in progress.phases] == [ops.PHASE_CLAIM, "work"]
+        assert desc.typed_search_attributes.get(sa.PHASE) == phases.PHASE_FAILED
+        progress = await first.query(phases.QUERY_PROGRESS, result_type=OperationProgress)
+        assert [p.phase for p in progress.phases] == [phases.PHASE_CLAIM, "work"]
 
         # Release: the lock was given back, so a third toy gets the fleet.
         third = await client.start_workflow(Toy.run, fleet, id=f"toy/{fleet}/3", task_queue=queue)
         await assert_eventually(
             lambda: _working(client, third.id), timeout_s=30, what="the third toy got the released fleet"
         )
-        await third.execute_update(ops.UPDATE_ABORT, AbortInput(reason="done", by="pytest"), result_type=str)
+        await third.execute_update(
+            phases.UPDATE_ABORT, AbortInput(reason="done", by="pytest"), result_type=str
+        )
         with pytest.raises(WorkflowFailureError) as aborted:
             await third.result()
         third_result = result_from(aborted.value, ToyResult)

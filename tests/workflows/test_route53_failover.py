@@ -23,7 +23,7 @@ from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig, Route53Global
 from drctl.models.failover import FailbackInput, FailoverInput, FailoverResult
-from drctl.models.ops import FleetSpec
+from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
 from tests.helpers import assert_eventually

@@ -1,4 +1,4 @@
-"""Operation models shared by every mutating workflow (failover, failback, upgrade, migrate, drill).
+"""The fleet as a running operation sees it: a `FleetSpec` snapshot of the config.
 
 Workflows receive a `FleetSpec` snapshot instead of reading the config file: a workflow cannot do
 I/O, and a snapshot keeps a running operation's view of the fleet stable while the file changes.
@@ -6,51 +6,13 @@ I/O, and a snapshot keeps a running operation's view of the fleet stable while t
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from drctl.config.quorum import QuorumConfig
 from drctl.config.schema import FleetConfig
-from drctl.models.health import RegionProbe
 from drctl.models.notify import WebhookSpec
-
-# ApplicationError.type raised when another mutating operation already holds the fleet.
-FLEET_BUSY = "FleetBusy"
-
-# Handler names every mutating workflow offers, so `drctl ops` drives any of them alike.
-QUERY_PROGRESS = "progress"
-UPDATE_APPROVE = "approve"
-UPDATE_ABORT = "abort"
-
-# Phases written to DrctlPhase (operations add their own; these are the shared ones).
-PHASE_PENDING = "pending"
-PHASE_CLAIM = "claim"
-PHASE_PREFLIGHT = "preflight"
-PHASE_AWAITING_APPROVAL = "awaiting-approval"
-PHASE_SCALE = "scale"
-PHASE_SHIFT = "shift"
-PHASE_VERIFY = "verify"
-PHASE_PROPAGATE = "propagate"  # verified, waiting for the global change to be INSYNC (Route 53)
-PHASE_COMPENSATE = "compensate"
-PHASE_DONE = "done"
-PHASE_FAILED = "failed"
-
-
-class OperationInfo(BaseModel):
-    """A running (or recent) operation as visibility reports it."""
-
-    workflow_id: str
-    run_id: str | None = None
-    operation: str
-    fleet: str
-    phase: str | None = None
-    source: str | None = None
-    target: str | None = None
-    status: str = "RUNNING"
-    start_time: datetime | None = None
-    ui_link: str | None = None
 
 
 class RegionSpec(BaseModel):
@@ -139,118 +101,6 @@ class FleetSpec(BaseModel):
     @property
     def weights(self) -> dict[str, int]:
         return {r.name: r.weight for r in self.regions}
-
-
-class PhaseTiming(BaseModel):
-    phase: str
-    started_at: datetime
-    ended_at: datetime | None = None
-    duration_s: float | None = None
-
-
-class OperationProgress(BaseModel):
-    """What the `progress` query returns: enough for the CLI's live view."""
-
-    operation: str
-    phase: str
-    details: str = ""
-    awaiting_approval: bool = False
-    phases: list[PhaseTiming] = Field(default_factory=list)
-
-
-class ApproveInput(BaseModel):
-    approver: str = Field("operator", description="Who approved, for the audit trail.")
-    comment: str = ""
-
-
-class AbortInput(BaseModel):
-    reason: str = Field("aborted by operator", min_length=1)
-    by: str = "operator"
-
-
-# --- Activity I/O shared by every workflow that moves traffic or scales ----------------------------
-
-
-class RegionRequest(BaseModel):
-    region: str
-
-
-class ProbeRequest(BaseModel):
-    regions: list[str]
-
-
-class ProbeBatch(BaseModel):
-    """One probe round: a result per region (the prober never raises for an unhealthy target)."""
-
-    probes: list[RegionProbe]
-    unresolved: dict[str, str] = Field(
-        default_factory=dict, description="Regions the worker's config does not define, with why: not probed."
-    )
-
-
-class Weights(BaseModel):
-    weights: dict[str, int]
-
-
-class SetWeightsInput(BaseModel):
-    weights: dict[str, int]
-    reason: str = ""
-
-
-class Capacity(BaseModel):
-    region: str
-    deployment: str
-    replicas: int
-    ready_replicas: int
-    max_replicas: int
-    hpa_min_replicas: int | None = None
-    hpa_max_replicas: int | None = None
-
-
-class ScaleInput(BaseModel):
-    region: str
-    replicas: int
-    deployment: str | None = Field(None, description="Default: the stable Deployment.")
-
-
-class WaitRolloutInput(BaseModel):
-    region: str
-    timeout_s: float
-    deployment: str | None = None
-
-
-class DeploymentStatus(BaseModel):
-    region: str
-    deployment: str
-    replicas: int
-    ready_replicas: int
-    updated_replicas: int
-    available_replicas: int
-    rolled_out: bool
-
-
-class VerifyInput(BaseModel):
-    requests: int = Field(ge=1, le=1000)
-    timeout_s: float = Field(gt=0, description="Deadline for the whole batch.")
-    request_timeout_s: float = 3.0
-
-
-class VerifyResult(BaseModel):
-    total: int
-    ok: int
-    errors: int
-    by_region: dict[str, int] = Field(
-        default_factory=dict, description="Successes per region, from region_header."
-    )
-    unattributed: int = Field(
-        0, description="Successes without the region header: served, but by an unknown region."
-    )
-    auth_rejected: int = Field(0, description="Answers 401/403: the global endpoint refused drctl's token.")
-    region_header: str = Field("", description="The response header read for the serving region.")
-    error_samples: list[str] = Field(default_factory=list)
-
-    def served_by(self, regions: list[str]) -> int:
-        return sum(self.by_region.get(r, 0) for r in regions)
 
 
 # The config sections a FleetSpec snapshots. A spec field named like a field of exactly one of them
