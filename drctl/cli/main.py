@@ -5,11 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from drctl.cli.entry import package_version
 
@@ -62,18 +61,17 @@ EPILOG = (
 )
 
 
-def module_command(name: str) -> click.Command:
-    """The click command `name`, built from the one module that defines it (imported now)."""
+def module_command(name: str) -> Any:
+    """The command `name`, built from the one module that defines it (imported now)."""
     module = importlib.import_module(f"drctl.cli.{COMMANDS[name][0]}")
     # A module holds one Typer app: a named group (`ops`, `drill`, ...) or top-level commands. Added
     # to a group of its own, it is built exactly as an eager top level would build it.
     holder = typer.Typer()
     holder.add_typer(module.app)
-    built = typer.main.get_group(holder)
-    return built.commands[name]
+    return typer.main.get_group(holder).commands[name]
 
 
-class _Listed(click.Command):
+class _Listed(TyperCommand):
     """A command as the table lists it, for help screens: its name and one line, nothing imported."""
 
     def __init__(self, name: str) -> None:
@@ -81,19 +79,37 @@ class _Listed(click.Command):
 
 
 class LazyGroup(TyperGroup):
-    """The top level: a command's module is imported only when that command runs (or completes)."""
+    """The top level: a command's module is imported only when that command runs (or completes).
+
+    `commands`, read whole (the README tests walk the tree), builds every command.
+    """
 
     _listing = False
+    _built: dict[str, Any]
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, Any]:
+        for name in COMMANDS.keys() - self._built.keys():
+            self._built[name] = module_command(name)
+        return self._built
+
+    @commands.setter
+    def commands(self, value: dict[str, Any]) -> None:
+        self._built = dict(value)
+
+    def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in COMMANDS:
             return None
-        return _Listed(cmd_name) if self._listing else module_command(cmd_name)
+        if self._listing:
+            return _Listed(cmd_name)
+        if cmd_name not in self._built:
+            self._built[cmd_name] = module_command(cmd_name)
+        return self._built[cmd_name]
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True
         try:
             super().format_help(ctx, formatter)

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import typer
 
 from drctl.cli.main import COMMANDS, app, invoke, module_command
@@ -31,8 +30,7 @@ def test_no_module_defines_a_command_the_table_leaves_out() -> None:
 
 
 def test_an_unknown_command_is_a_usage_error() -> None:
-    group = typer.main.get_group(app)
-    assert group.get_command(click.Context(group), "nope") is None
+    assert typer.main.get_group(app).get_command(typer.Context(typer.main.get_group(app)), "nope") is None
     assert invoke(["nope"]) == 2
 
 
