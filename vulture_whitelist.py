@@ -76,3 +76,7 @@ _.max_duration_s
 
 # Typer's eager --version option: its callback prints and exits; the parameter is never read.
 version_
+
+# click calls these on the CLI's top-level group (drctl/cli/main.py LazyGroup) to list and resolve commands.
+_.list_commands
+_.get_command

@@ -1,3 +1,3 @@
-from drctl.cli.main import run
+from drctl.cli.entry import run
 
 run()

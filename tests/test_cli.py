@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from drctl.cli.errors import render_error
 from drctl.client.connection import TemporalUnreachable
 from drctl.client.operations import FleetBusyError
 from drctl.models.phases import OperationInfo
-from tests.helpers import DRCTL, run_cli
+from tests.helpers import DRCTL, free_port, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,3 +148,22 @@ def test_a_declined_confirmation_exits_1_and_ctrl_c_130(capsys: pytest.CaptureFi
 def test_an_unknown_error_is_not_disguised_as_a_user_error() -> None:
     with pytest.raises(ZeroDivisionError):
         render_error(ZeroDivisionError("a bug"))
+
+
+def test_completion_offers_the_fleet_regions(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("_DRCTL_COMPLETE", "complete_bash")
+    monkeypatch.setenv("COMP_WORDS", f"drctl failover -c {ROOT / 'config' / 'fleet.yaml'} --to us-")
+    monkeypatch.setenv("COMP_CWORD", "5")
+    code, out, _ = run_cli([])
+    assert code == 0 and sorted(out.split()) == ["us-east-1", "us-west-1"]
+
+
+def test_operation_completion_without_temporal_is_empty_and_bounded(tmp_path: Path) -> None:
+    from drctl.cli import complete
+
+    cfg = (ROOT / "config" / "fleet.yaml").read_text().replace("127.0.0.1:7233", f"127.0.0.1:{free_port()}")
+    (tmp_path / "f.yaml").write_text(cfg)
+    ctx = type("Ctx", (), {"params": {"config": tmp_path / "f.yaml"}})()
+    started = time.monotonic()
+    assert complete.operation_ids(ctx, "") == []
+    assert time.monotonic() - started < complete.TEMPORAL_BUDGET_S + 5  # a bound, not a timing claim

@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from drctl.cli import backup_schedule, common
+from drctl.cli import backup_schedule, common, complete
 from drctl.cli.launch import Launched, conclude, launch
 from drctl.client.connection import ui_link
 from drctl.client.operations import search_attributes, start_operation
@@ -44,7 +44,10 @@ app.add_typer(backup_app)
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 RegionOpt = Annotated[
-    str | None, typer.Option("--region", help="Region whose cluster to use (default: the first).")
+    str | None,
+    typer.Option(
+        "--region", help="Region whose cluster to use (default: the first).", autocompletion=complete.regions
+    ),
 ]
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drctl.cli import common
+from drctl.cli import common, complete
 from drctl.config.schema import FleetConfig
 from drctl.providers.errors import ProviderError
 from drctl.providers.velero_schedule import VeleroSchedules, go_duration_ok
@@ -26,7 +26,10 @@ app = typer.Typer(
 )
 
 RegionsOpt = Annotated[
-    list[str] | None, typer.Option("--region", help="Region (repeatable); default every region.")
+    list[str] | None,
+    typer.Option(
+        "--region", help="Region (repeatable); default every region.", autocompletion=complete.regions
+    ),
 ]
 
 

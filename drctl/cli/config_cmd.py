@@ -1,7 +1,9 @@
-"""`drctl config validate`."""
+"""`drctl config validate` and `drctl config schema`."""
 
 from __future__ import annotations
 
+import enum
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -61,3 +63,23 @@ def validate(
     )
     for w in warned:
         console.print(f"[yellow]warning:[/yellow] {w.path}: {w.message}", soft_wrap=True)
+
+
+class SchemaFormat(enum.StrEnum):
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command("schema")
+def schema(
+    fmt: Annotated[
+        SchemaFormat, typer.Option("--format", help="json: the JSON Schema; markdown: the reference page.")
+    ] = SchemaFormat.json,
+) -> None:
+    """Print the fleet config's JSON Schema (from the models), or the reference page made from it.
+
+    docs/fleet-config.schema.json and docs/config-reference.md are this command's output.
+    """
+    from drctl.config import reference
+
+    sys.stdout.write(reference.schema_text() if fmt is SchemaFormat.json else reference.markdown())

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from drctl.chaos.validate import validate_experiment
-from drctl.cli import common, drill_schedule
+from drctl.cli import common, complete, drill_schedule
 from drctl.cli.launch import Launched, NoWait, conclude, launch, result_only
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
@@ -175,7 +175,9 @@ def history_cmd(
 
 @app.command("report")
 def report_cmd(
-    drill_id: Annotated[str, typer.Argument(help="drill/<fleet>/<ts>")],
+    drill_id: Annotated[
+        str, typer.Argument(help="drill/<fleet>/<ts>", autocompletion=complete.operation_ids)
+    ],
     config: common.ConfigOpt = Path("config/fleet.yaml"),
     output: common.OutputOpt = common.Output.table,
 ) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drctl.cli import common
+from drctl.cli import common, complete
 from drctl.cli.launch import Launched, NoWait, conclude, launch
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
@@ -170,10 +170,15 @@ def render_failback(res: FailbackResult, link: str) -> None:
 
 @app.command("failover")
 def failover(
-    to: Annotated[str, typer.Option("--to", help="Region that takes the traffic.")],
+    to: Annotated[
+        str, typer.Option("--to", help="Region that takes the traffic.", autocompletion=complete.regions)
+    ],
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     from_: Annotated[
-        str | None, typer.Option("--from", help="Region to drain; default every other region.")
+        str | None,
+        typer.Option(
+            "--from", help="Region to drain; default every other region.", autocompletion=complete.regions
+        ),
     ] = None,
     emergency: Annotated[bool, typer.Option("--emergency", help="Shift first, scale after.")] = False,
     force: Annotated[
@@ -229,7 +234,12 @@ def failover(
 def failback(
     config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
     region: Annotated[
-        str | None, typer.Option("--region", help="The recovered region (default: any below its weight).")
+        str | None,
+        typer.Option(
+            "--region",
+            help="The recovered region (default: any below its weight).",
+            autocompletion=complete.regions,
+        ),
     ] = None,
     yes: Yes = False,
     no_wait: NoWait = False,

@@ -2,72 +2,134 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from drctl.cli import (
-    backup,
-    codec,
-    config_cmd,
-    dev,
-    drill,
-    failover,
-    migrate,
-    monitor,
-    notify,
-    ops,
-    replicate,
-    status,
-    upgrade,
-    worker,
+from drctl.cli.entry import package_version
+
+# Every command, the module that defines it, and its one-line help: `drctl --help`, `--version` and
+# shell completion read this table and import no command module, so they stay fast (the Temporal,
+# Kubernetes and AWS clients cost seconds to import). tests/units/test_cli_table.py keeps it equal to
+# what the modules define.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "config": ("config_cmd", "Fleet configuration."),
+    "dev": ("dev", "The embedded dev stack: everything on one machine, no cloud account."),
+    "worker": (
+        "worker",
+        "Run drctl's workflows and activities: the main queue plus each served region's queue.",
+    ),
+    "eks-token": (
+        "worker",
+        "Print an EKS ExecCredential (a kubeconfig exec plugin, like `aws eks get-token`).",
+    ),
+    "status": (
+        "status",
+        "The fleet now: region states, probe figures, global weights, replicas, running operations.",
+    ),
+    "failover": ("failover", "Move the fleet's traffic to one region, through the Failover workflow."),
+    "failback": (
+        "failover",
+        "Return traffic to the configured weights in steps, checking health at each step.",
+    ),
+    "monitor": ("monitor", "The fleet's health monitor workflow (monitor/<fleet>)."),
+    "ops": ("ops", "Running and recent operations (failover, failback, upgrade, migrate, drill)."),
+    "upgrade": (
+        "upgrade",
+        "Upgrade the fleet behind a Velero backup: canary or blue-green, region by region.",
+    ),
+    "migrate": (
+        "migrate",
+        "Move the workload from one region's cluster to another's, and its traffic after it.",
+    ),
+    "restore": ("backup", "Restore a backup into one region's cluster and wait for Velero to finish."),
+    "backup": ("backup", "Velero backups of the inference workload."),
+    "drill": ("drill", "Chaos drills that measure the real RTO."),
+    "replicate": ("replicate", "Model artifact and state replication with rclone (replicate/<fleet>)."),
+    "notify": ("notify", "Webhook notifications (notifications.webhooks in the config)."),
+    "codec-server": ("codec", "Decrypt and encrypt payloads for the Temporal UI's remote codec setting."),
+}
+
+HELP = "Disaster recovery and migration for multi-region LLM inference fleets, on Temporal."
+EPILOG = (
+    "Exit codes, the same for every command: 0 succeeded; 1 ran and did not succeed (the result says "
+    "why); 2 usage or validation error; 3 nothing started: the fleet is busy, or Temporal is unreachable."
 )
-from drctl.cli.common import console
-from drctl.cli.errors import render_error
+
+
+def module_command(name: str) -> Any:
+    """The command `name`, built from the one module that defines it (imported now)."""
+    module = importlib.import_module(f"drctl.cli.{COMMANDS[name][0]}")
+    # A module holds one Typer app: a named group (`ops`, `drill`, ...) or top-level commands. Added
+    # to a group of its own, it is built exactly as an eager top level would build it.
+    holder = typer.Typer()
+    holder.add_typer(module.app)
+    return typer.main.get_group(holder).commands[name]
+
+
+class _Listed(TyperCommand):
+    """A command as the table lists it, for help screens: its name and one line, nothing imported."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, help=COMMANDS[name][1])
+
+
+class LazyGroup(TyperGroup):
+    """The top level: a command's module is imported only when that command runs (or completes).
+
+    `commands`, read whole (the README tests walk the tree), builds every command.
+    """
+
+    _listing = False
+    _built: dict[str, Any]
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, Any]:
+        for name in COMMANDS.keys() - self._built.keys():
+            self._built[name] = module_command(name)
+        return self._built
+
+    @commands.setter
+    def commands(self, value: dict[str, Any]) -> None:
+        self._built = dict(value)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:
+            return _Listed(cmd_name)
+        if cmd_name not in self._built:
+            self._built[cmd_name] = module_command(cmd_name)
+        return self._built[cmd_name]
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="drctl",
-    help="Disaster recovery and migration for multi-region LLM inference fleets, on Temporal.",
-    epilog="Exit codes, the same for every command: 0 succeeded; 1 ran and did not succeed (the result says "
-    "why); 2 usage or validation error; 3 nothing started: the fleet is busy, or Temporal is unreachable.",
+    cls=LazyGroup,
+    help=HELP,
+    epilog=EPILOG,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 
-# Every command module holds one module-level Typer app: a named group (`ops`, `drill`, …) or the
-# top-level commands it defines (`failover`, `failback`, `status`, …).
-for _module in (
-    config_cmd,
-    dev,
-    worker,
-    status,
-    failover,
-    monitor,
-    ops,
-    upgrade,
-    migrate,
-    backup,
-    drill,
-    replicate,
-    notify,
-    codec,
-):
-    app.add_typer(_module.app)
-
-
-def package_version() -> str:
-    try:
-        return version("drctl")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
-
 
 def _print_version(value: bool) -> None:
     if value:
-        console.print(f"drctl {package_version()}", markup=False, highlight=False)
+        print(f"drctl {package_version()}")
         raise typer.Exit()
 
 
@@ -92,6 +154,8 @@ def invoke(args: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place errors are rendered
+        from drctl.cli.errors import render_error  # imports the Temporal client: only on an error
+
         return render_error(exc)
 
 

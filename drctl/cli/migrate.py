@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from drctl.cli import complete
 from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, Output, OutputOpt, UserError, load
 from drctl.cli.launch import Launched, NoWait, conclude, launch
 from drctl.cli.upgrade import new_id, parse_steps, render
@@ -18,8 +19,18 @@ app = typer.Typer()
 
 @app.command("migrate")
 def migrate(
-    from_: Annotated[str, typer.Option("--from", help="Source region (its cluster is backed up).")],
-    to: Annotated[str, typer.Option("--to", help="Target region (the backup is restored there).")],
+    from_: Annotated[
+        str,
+        typer.Option(
+            "--from", help="Source region (its cluster is backed up).", autocompletion=complete.regions
+        ),
+    ],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to", help="Target region (the backup is restored there).", autocompletion=complete.regions
+        ),
+    ],
     target_namespace: Annotated[
         str | None, typer.Option("--target-namespace", help="Namespace in the target.")
     ] = None,

@@ -12,7 +12,7 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
-from drctl.cli import backup, common, drill, failover, upgrade
+from drctl.cli import backup, common, complete, drill, failover, upgrade
 from drctl.cli.launch import (
     Launched,
     conclude,
@@ -40,7 +40,9 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-WorkflowId = Annotated[str, typer.Argument(help="Workflow id, e.g. failover/dev.")]
+WorkflowId = Annotated[
+    str, typer.Argument(help="Workflow id, e.g. failover/dev.", autocompletion=complete.operation_ids)
+]
 
 # Per operation (the DrctlOperation search attribute): its result model and how the command that
 # starts it renders that result (table, and JSON where it differs from the default), so `ops watch`

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfigProfile
 from temporalio.runtime import Runtime
 
 from drctl.client.codec import CodecKeyError, codec_for
@@ -38,30 +41,96 @@ def _read(path: str | None, what: str) -> bytes | None:
         raise TemporalConfigError(f"temporal.tls.{what}: cannot read {path}: {exc.strerror}") from None
 
 
-def connect_options(cfg: FleetConfig) -> dict[str, Any]:
-    """Client.connect keyword arguments: TLS (mTLS and/or a custom CA), API key, codec."""
+def _profile(env: Mapping[str, str] | None) -> ClientConfigProfile:
+    """What the Temporal CLI would use: its profile file, then TEMPORAL_ADDRESS, _NAMESPACE, _API_KEY, _TLS_*."""
+    try:
+        return ClientConfigProfile.load(override_env_vars=env)
+    except Exception as exc:  # the bridge raises RuntimeError naming the file or variable
+        raise TemporalConfigError(
+            f"Temporal client settings from the environment (TEMPORAL_*) or the profile file: {exc}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how to connect: the fleet config's temporal section over the Temporal CLI's settings."""
+
+    address: str
+    namespace: str
+    tls: TLSConfig | bool
+    api_key: str | None
+    rpc_metadata: Mapping[str, str]
+    sources: Mapping[str, str]  # setting -> where it came from, for `drctl config validate` and errors
+
+
+def target(cfg: FleetConfig, env: Mapping[str, str] | None = None) -> Target:
+    """Resolve the connection as the Temporal CLI would, except that the fleet config comes first.
+
+    A setting the fleet config spells out wins; otherwise the Temporal CLI's environment variables
+    and profile file (`TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`, the default file) give it; the
+    config's defaults (127.0.0.1:7233, namespace default, no TLS) come last.
+    """
     t = cfg.temporal
+    given = t.model_fields_set
+    prof = _profile(env)
+    sources: dict[str, str] = {}
+
+    def pick(name: str, from_profile: str | None, default: str) -> str:
+        if name in given:
+            sources[name] = "fleet config"
+            return str(getattr(t, name))
+        if from_profile:
+            sources[name] = "Temporal environment/profile"
+            return from_profile
+        sources[name] = "default"
+        return default
+
+    address = pick("address", prof.address, t.address)
+    namespace = pick("namespace", prof.namespace, t.namespace)
     tls: TLSConfig | bool = False
     if t.tls:
+        sources["tls"] = "fleet config"
         tls = TLSConfig(
             client_cert=_read(t.tls.client_cert_path, "client_cert_path"),
             client_private_key=_read(t.tls.client_key_path, "client_key_path"),
             server_root_ca_cert=_read(t.tls.server_root_ca_cert_path, "server_root_ca_cert_path"),
             domain=t.tls.domain,
         )
+    elif prof.tls is not None:
+        sources["tls"] = "Temporal environment/profile"
+        try:
+            tls = prof.tls.to_connect_tls_config()
+        except OSError as exc:
+            raise TemporalConfigError(
+                f"TEMPORAL_TLS_* / profile tls: cannot read {exc.filename}: {exc.strerror}"
+            ) from None
     api_key: str | None = None
     if t.api_key_env:
-        api_key = os.environ.get(t.api_key_env, "").strip()
+        api_key = (
+            os.environ.get(t.api_key_env, "").strip() if env is None else env.get(t.api_key_env, "").strip()
+        )
         if not api_key:
             # Connecting without the key would fail later as a confusing auth error, or worse work
             # against a server that allows anonymous access.
             raise TemporalConfigError(
                 f"temporal.api_key_env: environment variable {t.api_key_env} is unset or empty"
             )
-        # An API key needs TLS; the configured TLS (custom CA, server name) is kept, not replaced.
-        tls = tls or True
+        sources["api_key"] = f"fleet config ({t.api_key_env})"
+    elif prof.api_key:
+        api_key = prof.api_key
+        sources["api_key"] = "Temporal environment/profile"
+    if api_key and tls is False and sources.get("tls") != "Temporal environment/profile":
+        # An API key needs TLS; configured TLS (custom CA, server name) is kept, not replaced. Only
+        # an explicit TEMPORAL_TLS=false (a local proxy) sends a key in the clear.
+        tls = True
+    return Target(address, namespace, tls, api_key, dict(prof.grpc_meta or {}), sources)
+
+
+def connect_options(cfg: FleetConfig, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Client.connect keyword arguments: TLS (mTLS and/or a custom CA), API key, namespace, codec."""
+    where = target(cfg, env)
     try:
-        codec = codec_for(t.codec)
+        codec = codec_for(cfg.temporal.codec)
     except CodecKeyError as exc:
         raise TemporalConfigError(str(exc)) from None
     converter = (
@@ -69,7 +138,13 @@ def connect_options(cfg: FleetConfig) -> dict[str, Any]:
         if codec
         else pydantic_data_converter
     )
-    return {"namespace": t.namespace, "data_converter": converter, "tls": tls, "api_key": api_key}
+    return {
+        "namespace": where.namespace,
+        "data_converter": converter,
+        "tls": where.tls,
+        "api_key": where.api_key,
+        "rpc_metadata": where.rpc_metadata,
+    }
 
 
 async def connect(cfg: FleetConfig, runtime: Runtime | None = None) -> Client:
@@ -78,16 +153,17 @@ async def connect(cfg: FleetConfig, runtime: Runtime | None = None) -> Client:
     `runtime`: the SDK runtime to use, e.g. one exporting SDK metrics (default: the SDK's default).
     Raises TemporalConfigError for a missing key or file, TemporalUnreachable with the address.
     """
+    address = target(cfg).address
     options = connect_options(cfg)  # small PEM and key files, read once at connect time
     try:
-        return await Client.connect(cfg.temporal.address, runtime=runtime, **options)
+        return await Client.connect(address, runtime=runtime, **options)
     except Exception as exc:  # the SDK raises RuntimeError with a transport message
-        raise TemporalUnreachable(cfg.temporal.address, exc) from None
+        raise TemporalUnreachable(address, exc) from None
 
 
 def ui_link(cfg: FleetConfig, workflow_id: str, run_id: str | None = None) -> str:
     base = cfg.temporal.ui_url.rstrip("/")
-    ns = quote(cfg.temporal.namespace, safe="")
+    ns = quote(target(cfg).namespace, safe="")
     wid = quote(workflow_id, safe="")
     link = f"{base}/namespaces/{ns}/workflows/{wid}"
     return f"{link}/{run_id}" if run_id else link

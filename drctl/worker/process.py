@@ -18,7 +18,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from drctl.client.connection import connect
+from drctl.client.connection import connect, target
 from drctl.config.schema import FleetConfig, GatewayApiRegional
 from drctl.worker import registry
 from drctl.worker.endpoint import sdk_metrics_runtime, serve
@@ -111,7 +111,7 @@ async def run_worker(
                 "drctl worker for fleet %r serving task queues %s on %s",
                 c.name,
                 queues_of(c, regions, main=main),
-                c.temporal.address,
+                target(c).address,
             )
         # The HTTP endpoint binds first (a taken port fails before any poller starts) and stays up
         # through shutdown, so /readyz reports the drain and the last metrics can be scraped.

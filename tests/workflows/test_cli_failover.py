@@ -34,6 +34,11 @@ async def test_cli_failover_moves_haproxy_weights_and_exits_0(
     assert "succeeded" in proc.stdout and "measured RTO" in proc.stdout
     # HAProxy applies and propagates in one step, and the result says so.
     assert "global change" in proc.stdout and "(synchronous)" in proc.stdout
+    # <TAB> after `drctl ops show` offers the operation just run, asked of Temporal.
+    words = f"drctl ops show -c {path} fail"
+    env = {"_DRCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": "5"}
+    done = await asyncio.to_thread(drctl, env=env)
+    assert done.returncode == 0 and f"failover/{cfg.name}" in done.stdout.split(), done
 
 
 async def test_cli_failover_to_an_unhealthy_region_is_refused_and_exits_1(

@@ -1,0 +1,56 @@
+"""Shell completion of values: region names from the fleet config, operation IDs from Temporal.
+
+A completion runs on every <TAB>, so each one is bounded (Temporal gets one second) and never
+raises: a config that does not load or a Temporal that does not answer completes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from drctl.cli.common import DEFAULT_CONFIG
+
+TEMPORAL_BUDGET_S = 1.0
+
+
+def _config_path(ctx: Any) -> Path:
+    given = (ctx.params or {}).get("config") if ctx is not None else None
+    return Path(given or os.environ.get("DRCTL_CONFIG") or DEFAULT_CONFIG)
+
+
+def regions(ctx: Any, incomplete: str) -> list[str]:
+    """Region names of the fleet named by -c / DRCTL_CONFIG, read without validating the whole file."""
+    try:
+        data = yaml.safe_load(_config_path(ctx).read_text(encoding="utf-8"))
+        names = [str(r["name"]) for r in data["regions"]]
+    except Exception:  # noqa: BLE001 - a completion completes nothing rather than fail the shell
+        return []
+    return [n for n in names if n.startswith(incomplete)]
+
+
+async def _operation_ids(path: Path, incomplete: str) -> list[str]:
+    from drctl.client.connection import connect
+    from drctl.config.schema import load_config
+    from drctl.models import search_attributes as sa
+
+    cfg = load_config(path)
+    client = await connect(cfg)
+    query = f"{sa.FLEET.name} = '{cfg.name}'"
+    ids: list[str] = []
+    async for ex in client.list_workflows(query, limit=50):
+        if ex.id.startswith(incomplete) and ex.id not in ids:
+            ids.append(ex.id)
+    return ids
+
+
+def operation_ids(ctx: Any, incomplete: str) -> list[str]:
+    """IDs of the fleet's recent workflows (newest first), asked of Temporal within one second."""
+    try:
+        return asyncio.run(asyncio.wait_for(_operation_ids(_config_path(ctx), incomplete), TEMPORAL_BUDGET_S))
+    except Exception:  # noqa: BLE001 - a completion completes nothing rather than fail the shell
+        return []
