@@ -1,16 +1,21 @@
-"""Every drctl command and option the README shows is a real one, and some test runs it.
+"""Every command README.md and docs/*.md show is a real one, and some test runs it; their links resolve.
 
-The README is read for `drctl ...` in code spans and shell blocks; each is resolved against the real
+The pages are read for `drctl ...` in code spans and shell blocks; each is resolved against the real
 click tree (so a renamed option fails here), and the test sources are scanned for a command line
 with the same command path and that option: a string-literal argv such as
 `run_cli(["failover", "--to", "us-east-1", "--from", "us-west-1"])` or `drctl("ops", "show", wid)`.
+Every other command they show (a shell-block line, or a `make ...`, `python ...`, `.venv/bin/...`
+span) must match a row of `OTHER_COMMANDS`, which names the test, or the CI script, that runs it and
+what in its source shows it does; a benchmark's arguments are parsed by the benchmark's own parser.
 The scan is static, so it is fast; whether the test asserts an effect is for review to judge.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +23,8 @@ from typing import Any
 import typer
 
 from drctl.cli.main import app
+from tests.docs_text import README, ROOT, blocks, dead_links, name_of, pages, spans
 
-ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 # Argv prefixes that only say how the binary is run.
 _RUNNER = {"-m", "drctl", "drctl.cli.main", "drctl.__main__"}
@@ -64,25 +69,31 @@ def _long_options(cmd: Any, tokens: list[str]) -> set[str]:
     }
 
 
+def _drctl_spans(text: str) -> list[str]:
+    """`drctl ...` code spans and shell-block lines of one page, comments dropped."""
+    lines = [ln.split("  #")[0].strip() for block in blocks(text, "sh") for ln in block.splitlines()]
+    found = [s for s in (*spans(text), *lines) if s.startswith(("drctl ", "python -m drctl "))]
+    # `python -m drctl worker ...` is the same command line as `drctl worker ...`.
+    return [s.removeprefix("python -m ") for s in found]
+
+
 def _readme_uses() -> list[Use]:
-    text = (ROOT / "README.md").read_text()
-    spans = [" ".join(s.split()) for s in re.findall(r"`(drctl [^`]+)`", text)]
-    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
-        spans += [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip().startswith("drctl ")]
+    """Every drctl command line README.md and docs/*.md show, one Use per alternative."""
     root, uses = _tree(), []
-    for span in spans:
-        words = re.sub(r"[\[\]]", " ", span.replace("\\|", "|")).split()[1:]
-        # `monitor start|stop|status`: one use per alternative of a command word.
-        variants = [[]]
-        for w in words:
-            alts = w.split("|") if not w.startswith("-") else [w]
-            variants = [[*v, a] for v in variants for a in alts]
-        for tokens in variants:
-            found = _resolve(tokens, root)
-            if found is None:
-                continue  # prose such as "drctl CLI" or a benchmark row, not a command line
-            path, cmd, rest = found
-            uses.append(Use(path, frozenset(_long_options(cmd, rest)), span))
+    for path in pages():
+        for span in _drctl_spans(path.read_text()):
+            words = re.sub(r"[\[\]]", " ", span.replace("\\|", "|")).split()[1:]
+            # `monitor start|stop|status`: one use per alternative of a command word.
+            variants = [[]]
+            for w in words:
+                alts = w.split("|") if not w.startswith("-") else [w]
+                variants = [[*v, a] for v in variants for a in alts]
+            for tokens in variants:
+                found = _resolve(tokens, root)
+                if found is None:
+                    continue  # prose such as "drctl CLI" or a benchmark row, not a command line
+                cmd_path, cmd, rest = found
+                uses.append(Use(cmd_path, frozenset(_long_options(cmd, rest)), f"{name_of(path)}: {span}"))
     return uses
 
 
@@ -160,7 +171,7 @@ def test_readme_shows_only_real_commands_and_options() -> None:
         _, cmd, _ = _resolve(list(u.path), root)  # type: ignore[misc]
         real = {o for p in cmd.params if _is_option(p) for o in (*p.opts, *p.secondary_opts)}
         assert u.options <= real, (
-            f"README `{u.text}`: {sorted(u.options - real)} is no option of drctl {' '.join(u.path)}"
+            f"`{u.text}`: {sorted(u.options - real)} is no option of drctl {' '.join(u.path)}"
         )
 
 
@@ -174,7 +185,7 @@ def test_every_readme_command_and_option_is_run_by_a_test() -> None:
             if u.path not in tested or (o and o not in tested[u.path])
         }
     )
-    assert not missing, "README commands/options no test runs:\n" + "\n".join(missing)
+    assert not missing, "README/docs commands and options no test runs:\n" + "\n".join(missing)
 
 
 def test_the_scan_tells_a_tested_option_from_an_untested_one() -> None:
@@ -193,3 +204,157 @@ def test_the_scan_tells_a_tested_option_from_an_untested_one() -> None:
     )
     argv = '[sys.executable, "-m", "drctl", "drill", "schedule", "--cron", "0 3 * * MON", "-e", "x"]'
     assert _tested_uses([argv])[("drill", "schedule")] == {"--cron", "--experiment"}
+
+
+# A command the pages show that is not a drctl command line: (pattern, file that runs it, what in that
+# file shows it runs it, why that counts). Benchmarks and make targets are checked by their own rules.
+OTHER_COMMANDS = [
+    (
+        r"promtool check rules deploy/prometheus/drctl-rules\.yaml",
+        "tests/test_alerts.py",
+        r'"check", "rules"',
+        "runs promtool on the rules",
+    ),
+    (
+        r"promtool test rules deploy/prometheus/tests/\*\.yaml",
+        "tests/test_alerts.py",
+        r'"test", "rules"',
+        "runs the rule unit tests",
+    ),
+    (
+        r"amtool check-config deploy/alertmanager/alertmanager\.yml",
+        "tests/test_alerts.py",
+        r'"check-config"',
+        "runs amtool on the example",
+    ),
+    (
+        r"kubectl kustomize deploy/kubernetes/overlays/[\w-]+",
+        "tests/test_readme_production.py",
+        r'"docs/production\.md"',
+        "runs every shell line of docs/production.md",
+    ),
+    (
+        r"python deploy/grafana/build\.py",
+        "tests/test_observability.py",
+        r'with_name\("build\.py"\)',
+        "runs the generator and compares its output",
+    ),
+    (
+        r"python -m drctl\.devstack\.fleetsim --host \S+ --port \S+",
+        "tests/devstack/test_fleetsim.py",
+        r'"-m", "drctl\.devstack\.fleetsim", "--host", "127\.0\.0\.1", "--port"',
+        "starts fleetsim so",
+    ),
+    (
+        r"python -m drctl\.devstack\.region --config \S+ --region \S+",
+        "tests/devstack/regionproc.py",
+        r'"drctl\.devstack\.region",',
+        "starts a region process so",
+    ),
+    (
+        r"\.venv/bin/pytest -q",
+        "Makefile",
+        r"\$\(BIN\)/pytest -q",
+        "`make test` and `make test-crash` run its two shards",
+    ),
+]
+_BENCH = re.compile(r"(?:\.venv/bin/)?python bench/(\w+)\.py(.*)")
+_OTHER = re.compile(r"(?:make|python|\.venv/bin/python) |\.venv/bin/pytest\b")
+
+
+def _other_commands() -> list[tuple[str, str]]:
+    """(page, command) for every non-drctl line of a shell block and every make/python span."""
+    found = []
+    for path in pages():
+        text = path.read_text()
+        lines = [ln.split("  #")[0].strip() for block in blocks(text, "sh") for ln in block.splitlines()]
+        lines += [s for s in spans(text) if _OTHER.match(s)]
+        found += [
+            (name_of(path), c) for c in lines if c and not c.startswith(("#", "drctl ", "python -m drctl "))
+        ]
+    return found
+
+
+def _make_recipes() -> dict[str, list[str]]:
+    recipes: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        if line.startswith("\t") and current:
+            recipes[current].append(line.strip())
+        elif m := re.match(r"^([\w-]+):(?!=)", line):
+            current = m.group(1)
+            recipes[current] = []
+        elif line.strip():
+            current = None
+    return recipes
+
+
+def test_every_other_command_shown_is_run_by_a_test() -> None:
+    sources = {p: (ROOT / p).read_text() for p in {row[1] for row in OTHER_COMMANDS}}
+    tests_text = "\n".join(_test_sources())
+    recipes, ci = _make_recipes(), (ROOT / ".ci" / "run").read_text()
+    ci_targets = {t for m in re.finditer(r"^make ([\w -]+)$", ci, re.M) for t in m.group(1).split()}
+    tested, used, problems = _tested_uses(_test_sources()), set(), []
+    for page_name, cmd in _other_commands():
+        if cmd.startswith("make "):
+            for target in cmd.split()[1:]:
+                recipe = recipes.get(target)
+                if recipe is None:
+                    problems.append(f"{page_name}: `{cmd}`: no make target {target!r}")
+                elif any("pytest" in ln for ln in recipe):
+                    if target not in ci_targets:
+                        problems.append(f"{page_name}: `{cmd}`: .ci/run does not run `make {target}`")
+                else:  # the drctl lines of the recipe are command lines some test must run
+                    for ln in recipe:
+                        if ln.startswith("$(BIN)/drctl "):
+                            found = _resolve(ln.split()[1:], _tree())
+                            assert found is not None, f"Makefile {target}: `{ln}` is no drctl command"
+                            path, c, rest = found
+                            untested = _long_options(c, rest) - tested.get(path, set())
+                            if path not in tested or untested:
+                                problems.append(
+                                    f"make {target}: `{ln}`: no test runs {sorted(untested) or path}"
+                                )
+        elif bench := _BENCH.fullmatch(cmd):
+            name, args = bench.group(1), shlex.split(bench.group(2))
+            try:
+                importlib.import_module(f"bench.{name}").parse_args(args)
+            except SystemExit:
+                problems.append(f"{page_name}: `{cmd}`: bench/{name}.py refuses these arguments")
+            runs = rf'"bench/{name}\.py"|"bench" / "{name}\.py"|from bench\.{name} import [^\n]*\bmain\b'
+            if not re.search(runs, tests_text):
+                problems.append(f"{page_name}: `{cmd}`: no test runs bench/{name}.py")
+        else:
+            rows = [r for r in OTHER_COMMANDS if re.fullmatch(r[0], cmd)]
+            if not rows:
+                problems.append(f"{page_name}: `{cmd}`: no row of OTHER_COMMANDS says which test runs it")
+            for pattern, runner, evidence, _why in rows:
+                used.add(pattern)
+                if not re.search(evidence, sources[runner]):
+                    problems.append(f"{page_name}: `{cmd}`: {runner} no longer shows {evidence!r}")
+    assert not problems, "\n".join(problems)
+    assert used == {row[0] for row in OTHER_COMMANDS}, "rows no page needs any more: remove them"
+
+
+def test_readme_fits_on_a_few_screens() -> None:
+    lines = README.read_text().count("\n")
+    assert lines <= 250, f"README.md has {lines} lines; move a subject into docs/ (its map is in the README)"
+
+
+def test_every_relative_link_points_at_a_file_or_heading() -> None:
+    dead = [f"{name_of(p)}: {d}" for p in pages() for d in dead_links(p)]
+    assert not dead, "\n".join(dead)
+    readme_links = {t.partition("#")[0] for t in re.findall(r"\]\((docs/[^)#]+)", README.read_text())}
+    unmapped = {name_of(p) for p in pages()[1:]} - readme_links
+    assert not unmapped, f"docs pages the README's map does not link: {sorted(unmapped)}"
+
+
+def test_the_link_check_finds_a_dead_file_and_a_dead_anchor(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Other page\n\n## A `config.key` section\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "# Doc\n[ok](other.md#a-configkey-section) [self](#doc) [web](https://example.com/x)\n"
+        "[gone](missing.md) [no heading](other.md#nothing) `[in code](missing2.md)`\n"
+        "```\n[in a block](missing3.md)\n```\n"
+    )
+    assert [d.split(":")[0] for d in dead_links(doc)] == ["missing.md", "other.md#nothing"]
