@@ -289,51 +289,102 @@ def _make_recipes() -> dict[str, list[str]]:
     return recipes
 
 
-def test_every_other_command_shown_is_run_by_a_test() -> None:
-    sources = {p: (ROOT / p).read_text() for p in {row[1] for row in OTHER_COMMANDS}}
-    tests_text = "\n".join(_test_sources())
+def _make_problems(cmd: str, tested: dict[tuple[str, ...], set[str]]) -> list[str]:
+    """A make target shown must exist; one that runs pytest must be run by .ci/run, and the drctl
+    command lines of any other (`make demo`) must each be run by some test."""
     recipes, ci = _make_recipes(), (ROOT / ".ci" / "run").read_text()
     ci_targets = {t for m in re.finditer(r"^make ([\w -]+)$", ci, re.M) for t in m.group(1).split()}
-    tested, used, problems = _tested_uses(_test_sources()), set(), []
-    for page_name, cmd in _other_commands():
+    problems = []
+    for target in cmd.split()[1:]:
+        recipe = recipes.get(target)
+        if recipe is None:
+            problems.append(f"no make target {target!r}")
+        elif any("pytest" in ln for ln in recipe):
+            if target not in ci_targets:
+                problems.append(f".ci/run does not run `make {target}`")
+        else:
+            for ln in (ln for ln in recipe if ln.startswith("$(BIN)/drctl ")):
+                found = _resolve(ln.split()[1:], _tree())
+                if found is None:
+                    problems.append(f"make {target}: `{ln}` is no drctl command")
+                    continue
+                path, c, rest = found
+                untested = sorted(_long_options(c, rest) - tested.get(path, set()))
+                if path not in tested:
+                    problems.append(f"make {target}: `{ln}`: no test runs drctl {' '.join(path)}")
+                elif untested:
+                    problems.append(f"make {target}: `{ln}`: no test passes {untested}")
+    return problems
+
+
+def _bench_problems(name: str, args: str, tests_text: str) -> list[str]:
+    """A benchmark shown must take its arguments (its own parser says) and be run by some test."""
+    try:
+        importlib.import_module(f"bench.{name}").parse_args(shlex.split(args))
+    except ModuleNotFoundError:
+        return [f"there is no bench/{name}.py"]
+    except SystemExit:
+        return [f"bench/{name}.py refuses these arguments"]
+    runs = rf'"bench/{name}\.py"|"bench" / "{name}\.py"|from bench\.{name} import [^\n]*\bmain\b'
+    return [] if re.search(runs, tests_text) else [f"no test runs bench/{name}.py"]
+
+
+def _other_problems(commands: list[tuple[str, str]], test_sources: list[str]) -> tuple[list[str], set[str]]:
+    """What is wrong with the non-drctl commands shown, and the OTHER_COMMANDS rows they used."""
+    runners = {p: (ROOT / p).read_text() for p in {row[1] for row in OTHER_COMMANDS}}
+    tested, tests_text = _tested_uses(test_sources), "\n".join(test_sources)
+    problems, used = [], set()
+    for page_name, cmd in commands:
         if cmd.startswith("make "):
-            for target in cmd.split()[1:]:
-                recipe = recipes.get(target)
-                if recipe is None:
-                    problems.append(f"{page_name}: `{cmd}`: no make target {target!r}")
-                elif any("pytest" in ln for ln in recipe):
-                    if target not in ci_targets:
-                        problems.append(f"{page_name}: `{cmd}`: .ci/run does not run `make {target}`")
-                else:  # the drctl lines of the recipe are command lines some test must run
-                    for ln in recipe:
-                        if ln.startswith("$(BIN)/drctl "):
-                            found = _resolve(ln.split()[1:], _tree())
-                            assert found is not None, f"Makefile {target}: `{ln}` is no drctl command"
-                            path, c, rest = found
-                            untested = _long_options(c, rest) - tested.get(path, set())
-                            if path not in tested or untested:
-                                problems.append(
-                                    f"make {target}: `{ln}`: no test runs {sorted(untested) or path}"
-                                )
+            found = _make_problems(cmd, tested)
         elif bench := _BENCH.fullmatch(cmd):
-            name, args = bench.group(1), shlex.split(bench.group(2))
-            try:
-                importlib.import_module(f"bench.{name}").parse_args(args)
-            except SystemExit:
-                problems.append(f"{page_name}: `{cmd}`: bench/{name}.py refuses these arguments")
-            runs = rf'"bench/{name}\.py"|"bench" / "{name}\.py"|from bench\.{name} import [^\n]*\bmain\b'
-            if not re.search(runs, tests_text):
-                problems.append(f"{page_name}: `{cmd}`: no test runs bench/{name}.py")
+            found = _bench_problems(bench.group(1), bench.group(2), tests_text)
         else:
             rows = [r for r in OTHER_COMMANDS if re.fullmatch(r[0], cmd)]
-            if not rows:
-                problems.append(f"{page_name}: `{cmd}`: no row of OTHER_COMMANDS says which test runs it")
+            found = [] if rows else ["no row of OTHER_COMMANDS says which test runs it"]
             for pattern, runner, evidence, _why in rows:
                 used.add(pattern)
-                if not re.search(evidence, sources[runner]):
-                    problems.append(f"{page_name}: `{cmd}`: {runner} no longer shows {evidence!r}")
+                if not re.search(evidence, runners[runner]):
+                    found.append(f"{runner} no longer shows {evidence!r}")
+        problems += [f"{page_name}: `{cmd}`: {why}" for why in found]
+    return problems, used
+
+
+def test_every_other_command_shown_is_run_by_a_test() -> None:
+    problems, used = _other_problems(_other_commands(), _test_sources())
     assert not problems, "\n".join(problems)
     assert used == {row[0] for row in OTHER_COMMANDS}, "rows no page needs any more: remove them"
+
+
+def test_the_other_command_check_can_fail() -> None:
+    shown = [
+        ("p.md", "promtool check rules deploy/prometheus/drctl-rules.yaml"),  # a row, and test_alerts runs it
+        ("p.md", "make demo"),  # its drctl lines: only `dev up` is run by the (planted) tests below
+        ("p.md", "make down"),  # `dev down -c`: run, but without -c
+        ("p.md", "make no-such-target"),
+        ("p.md", "make lint"),  # runs no pytest and no drctl: nothing to check
+        ("p.md", "python bench/rto.py --no-such-option 1"),
+        ("p.md", "python bench/no_such_bench.py"),
+        ("p.md", "python bench/history_cost.py --minutes 3"),  # parses, but no planted test runs it
+        ("p.md", "frobnicate --all"),
+    ]
+    problems, used = _other_problems(shown, ['run_cli(["dev", "up", "-c", "x"])', 'cli("dev", "down")'])
+    assert [p.split(": ", 2)[2] for p in problems if "make demo" in p] == [
+        "make demo: `$(BIN)/drctl monitor start -c $(CONFIG)`: no test runs drctl monitor start",
+        "make demo: `$(BIN)/drctl replicate start -c $(CONFIG)`: no test runs drctl replicate start",
+        "make demo: `$(BIN)/drctl status -c $(CONFIG)`: no test runs drctl status",
+        "make demo: `$(BIN)/drctl failover -c $(CONFIG) --to us-east-1 --yes`: no test runs drctl failover",
+        "make demo: `$(BIN)/drctl status -c $(CONFIG)`: no test runs drctl status",
+    ]
+    assert [p for p in problems if "make demo" not in p] == [
+        "p.md: `make down`: make down: `$(BIN)/drctl dev down -c $(CONFIG)`: no test passes ['--config']",
+        "p.md: `make no-such-target`: no make target 'no-such-target'",
+        "p.md: `python bench/rto.py --no-such-option 1`: bench/rto.py refuses these arguments",
+        "p.md: `python bench/no_such_bench.py`: there is no bench/no_such_bench.py",
+        "p.md: `python bench/history_cost.py --minutes 3`: no test runs bench/history_cost.py",
+        "p.md: `frobnicate --all`: no row of OTHER_COMMANDS says which test runs it",
+    ]
+    assert used == {OTHER_COMMANDS[0][0]}
 
 
 def test_readme_fits_on_a_few_screens() -> None:
