@@ -13,6 +13,7 @@ The scan is static, so it is fast; whether the test asserts an effect is for rev
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 import shlex
@@ -159,6 +160,12 @@ def _tested_uses(sources: list[str]) -> dict[tuple[str, ...], set[str]]:
     return tested
 
 
+@functools.cache
+def _suite_tested() -> dict[tuple[str, ...], set[str]]:
+    """`_tested_uses` of the whole suite, parsed once for the tests that need it."""
+    return _tested_uses(_test_sources())
+
+
 def _test_sources() -> list[str]:
     return [p.read_text() for p in sorted(TESTS.rglob("*.py")) if p.resolve() != Path(__file__).resolve()]
 
@@ -176,7 +183,7 @@ def test_readme_shows_only_real_commands_and_options() -> None:
 
 
 def test_every_readme_command_and_option_is_run_by_a_test() -> None:
-    tested = _tested_uses(_test_sources())
+    tested = _suite_tested()
     missing = sorted(
         {
             f"drctl {' '.join(u.path)} {o}".strip()
@@ -329,10 +336,12 @@ def _bench_problems(name: str, args: str, tests_text: str) -> list[str]:
     return [] if re.search(runs, tests_text) else [f"no test runs bench/{name}.py"]
 
 
-def _other_problems(commands: list[tuple[str, str]], test_sources: list[str]) -> tuple[list[str], set[str]]:
+def _other_problems(
+    commands: list[tuple[str, str]], test_sources: list[str], tested: dict[tuple[str, ...], set[str]]
+) -> tuple[list[str], set[str]]:
     """What is wrong with the non-drctl commands shown, and the OTHER_COMMANDS rows they used."""
     runners = {p: (ROOT / p).read_text() for p in {row[1] for row in OTHER_COMMANDS}}
-    tested, tests_text = _tested_uses(test_sources), "\n".join(test_sources)
+    tests_text = "\n".join(test_sources)
     problems, used = [], set()
     for page_name, cmd in commands:
         if cmd.startswith("make "):
@@ -351,7 +360,7 @@ def _other_problems(commands: list[tuple[str, str]], test_sources: list[str]) ->
 
 
 def test_every_other_command_shown_is_run_by_a_test() -> None:
-    problems, used = _other_problems(_other_commands(), _test_sources())
+    problems, used = _other_problems(_other_commands(), _test_sources(), _suite_tested())
     assert not problems, "\n".join(problems)
     assert used == {row[0] for row in OTHER_COMMANDS}, "rows no page needs any more: remove them"
 
@@ -368,7 +377,8 @@ def test_the_other_command_check_can_fail() -> None:
         ("p.md", "python bench/history_cost.py --minutes 3"),  # parses, but no planted test runs it
         ("p.md", "frobnicate --all"),
     ]
-    problems, used = _other_problems(shown, ['run_cli(["dev", "up", "-c", "x"])', 'cli("dev", "down")'])
+    planted = ['run_cli(["dev", "up", "-c", "x"])', 'cli("dev", "down")']
+    problems, used = _other_problems(shown, planted, _tested_uses(planted))
     assert [p.split(": ", 2)[2] for p in problems if "make demo" in p] == [
         "make demo: `$(BIN)/drctl monitor start -c $(CONFIG)`: no test runs drctl monitor start",
         "make demo: `$(BIN)/drctl replicate start -c $(CONFIG)`: no test runs drctl replicate start",
