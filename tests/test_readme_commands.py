@@ -6,7 +6,9 @@ with the same command path and that option: a string-literal argv such as
 `run_cli(["failover", "--to", "us-east-1", "--from", "us-west-1"])` or `drctl("ops", "show", wid)`.
 Every other command they show (a shell-block line, or a `make ...`, `python ...`, `.venv/bin/...`
 span) must match a row of `OTHER_COMMANDS`, which names the test, or the CI script, that runs it and
-what in its source shows it does; a benchmark's arguments are parsed by the benchmark's own parser.
+what in its source shows it does. A benchmark's arguments are parsed by its own parser, and some test
+must run it with each option shown (`BENCH_NOT_RUN` names the one exception and why). A make target
+that runs pytest must be run by .ci/run; the drctl lines of any other must each be run by a test.
 The scan is static, so it is fast; whether the test asserts an effect is for review to judge.
 """
 
@@ -324,16 +326,91 @@ def _make_problems(cmd: str, tested: dict[tuple[str, ...], set[str]]) -> list[st
     return problems
 
 
-def _bench_problems(name: str, args: str, tests_text: str) -> list[str]:
-    """A benchmark shown must take its arguments (its own parser says) and be run by some test."""
+def _bench_script(e: ast.expr) -> str | None:
+    """The benchmark an argv element names: `"bench/rto.py"` or `ROOT / "bench" / "rto.py"`."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "str" and e.args:
+        return _bench_script(e.args[0])
+    if isinstance(e, ast.Constant) and isinstance(e.value, str):
+        m = re.fullmatch(r"bench/(\w+)\.py", e.value)
+    elif isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and isinstance(e.right, ast.Constant):
+        left = e.left
+        m = re.fullmatch(r"(\w+)\.py", str(e.right.value))
+        m = m if isinstance(left, ast.BinOp) and getattr(left.right, "value", None) == "bench" else None
+    else:
+        m = None
+    return m.group(1) if m else None
+
+
+def _bench_runs(sources: list[str]) -> dict[str, set[str]]:
+    """Benchmark → every option some test runs it with.
+
+    A run is an argv naming the script (`[sys.executable, "bench/rto.py", "--trials", "1"]`, or a
+    helper call `_run("bench/rto.py", ...)`), a call to a module's helper whose argv ends in `*args`
+    (`_plot("--from", ...)`), or `main([...])` where the module imports main from that benchmark.
+    """
+    runs: dict[str, set[str]] = {}
+    for src in sources:
+        tree = ast.parse(src)
+        mains = {
+            n.module.split(".")[1]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom)
+            and (n.module or "").startswith("bench.")
+            and any(a.name == "main" for a in n.names)
+        }
+        helpers: dict[str, str] = {}
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            for seq in (n for n in ast.walk(fn) if isinstance(n, ast.List | ast.Tuple)):
+                names = [b for b in map(_bench_script, seq.elts) if b]
+                if names and seq.elts and isinstance(seq.elts[-1], ast.Starred):
+                    helpers[fn.name] = names[0]
+        for node in ast.walk(tree):
+            items: list[ast.expr] = []
+            if isinstance(node, ast.List | ast.Tuple):
+                items = list(node.elts)
+            elif isinstance(node, ast.Call):
+                items = list(node.args)
+                fname = node.func.id if isinstance(node.func, ast.Name) else None
+                if fname in helpers:
+                    runs.setdefault(helpers[fname], set()).update(_options(items))
+                elif fname == "main" and len(mains) == 1 and items and isinstance(items[0], ast.List):
+                    runs.setdefault(next(iter(mains)), set()).update(_options(list(items[0].elts)))
+            for i, e in enumerate(items):
+                if name := _bench_script(e):
+                    runs.setdefault(name, set()).update(_options(items[i + 1 :]))
+    return runs
+
+
+def _options(items: list[ast.expr]) -> set[str]:
+    return {
+        e.value.split("=", 1)[0]
+        for e in items
+        if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value.startswith("--")
+    }
+
+
+# A benchmark option a page shows that no test passes, and why no test can.
+BENCH_NOT_RUN = {
+    (
+        "plot_failover",
+        "--samples",
+    ): "the trial mode (no --from) runs a real failover on a dev stack of its own",
+}
+
+
+def _bench_problems(name: str, args: str, runs: dict[str, set[str]]) -> list[str]:
+    """A benchmark shown must take its arguments (its own parser says) and be run with them by a test."""
     try:
         importlib.import_module(f"bench.{name}").parse_args(shlex.split(args))
     except ModuleNotFoundError:
         return [f"there is no bench/{name}.py"]
     except SystemExit:
         return [f"bench/{name}.py refuses these arguments"]
-    runs = rf'"bench/{name}\.py"|"bench" / "{name}\.py"|from bench\.{name} import [^\n]*\bmain\b'
-    return [] if re.search(runs, tests_text) else [f"no test runs bench/{name}.py"]
+    if name not in runs:
+        return [f"no test runs bench/{name}.py"]
+    shown = {a.split("=", 1)[0] for a in shlex.split(args) if a.startswith("--")}
+    untested = sorted(o for o in shown - runs[name] if (name, o) not in BENCH_NOT_RUN)
+    return [f"no test runs bench/{name}.py with {untested}"] if untested else []
 
 
 def _other_problems(
@@ -341,13 +418,13 @@ def _other_problems(
 ) -> tuple[list[str], set[str]]:
     """What is wrong with the non-drctl commands shown, and the OTHER_COMMANDS rows they used."""
     runners = {p: (ROOT / p).read_text() for p in {row[1] for row in OTHER_COMMANDS}}
-    tests_text = "\n".join(test_sources)
+    runs = _bench_runs(test_sources)
     problems, used = [], set()
     for page_name, cmd in commands:
         if cmd.startswith("make "):
             found = _make_problems(cmd, tested)
         elif bench := _BENCH.fullmatch(cmd):
-            found = _bench_problems(bench.group(1), bench.group(2), tests_text)
+            found = _bench_problems(bench.group(1), bench.group(2), runs)
         else:
             rows = [r for r in OTHER_COMMANDS if re.fullmatch(r[0], cmd)]
             found = [] if rows else ["no row of OTHER_COMMANDS says which test runs it"]
@@ -375,9 +452,21 @@ def test_the_other_command_check_can_fail() -> None:
         ("p.md", "python bench/rto.py --no-such-option 1"),
         ("p.md", "python bench/no_such_bench.py"),
         ("p.md", "python bench/history_cost.py --minutes 3"),  # parses, but no planted test runs it
+        ("p.md", "python bench/probe_scale.py --sizes 100 --rounds 3"),  # run, but never with --rounds
+        (
+            "p.md",
+            "python bench/plot_failover.py --from x --out y.png",
+        ),  # run through its helper, not with --out
+        ("p.md", "python bench/plot_failover.py --out y --samples s"),  # --samples: BENCH_NOT_RUN
         ("p.md", "frobnicate --all"),
     ]
-    planted = ['run_cli(["dev", "up", "-c", "x"])', 'cli("dev", "down")']
+    planted = [
+        'run_cli(["dev", "up", "-c", "x"])',
+        'cli("dev", "down")',
+        'subprocess.run([sys.executable, "bench/probe_scale.py", "--sizes", "20"])',
+        'def _plot(*args):\n    run([sys.executable, str(ROOT / "bench" / "plot_failover.py"), *args])\n'
+        '_plot("--from", "x")',
+    ]
     problems, used = _other_problems(shown, planted, _tested_uses(planted))
     assert [p.split(": ", 2)[2] for p in problems if "make demo" in p] == [
         "make demo: `$(BIN)/drctl monitor start -c $(CONFIG)`: no test runs drctl monitor start",
@@ -386,14 +475,20 @@ def test_the_other_command_check_can_fail() -> None:
         "make demo: `$(BIN)/drctl failover -c $(CONFIG) --to us-east-1 --yes`: no test runs drctl failover",
         "make demo: `$(BIN)/drctl status -c $(CONFIG)`: no test runs drctl status",
     ]
-    assert [p for p in problems if "make demo" not in p] == [
-        "p.md: `make down`: make down: `$(BIN)/drctl dev down -c $(CONFIG)`: no test passes ['--config']",
-        "p.md: `make no-such-target`: no make target 'no-such-target'",
-        "p.md: `python bench/rto.py --no-such-option 1`: bench/rto.py refuses these arguments",
-        "p.md: `python bench/no_such_bench.py`: there is no bench/no_such_bench.py",
-        "p.md: `python bench/history_cost.py --minutes 3`: no test runs bench/history_cost.py",
-        "p.md: `frobnicate --all`: no row of OTHER_COMMANDS says which test runs it",
-    ]
+    assert {
+        cmd: why
+        for cmd, why in (p.removeprefix("p.md: `").split("`: ", 1) for p in problems if "make demo" not in p)
+    } == {
+        "make down": "make down: `$(BIN)/drctl dev down -c $(CONFIG)`: no test passes ['--config']",
+        "make no-such-target": "no make target 'no-such-target'",
+        "python bench/rto.py --no-such-option 1": "bench/rto.py refuses these arguments",
+        "python bench/no_such_bench.py": "there is no bench/no_such_bench.py",
+        "python bench/history_cost.py --minutes 3": "no test runs bench/history_cost.py",
+        "python bench/probe_scale.py --sizes 100 --rounds 3": "no test runs bench/probe_scale.py with ['--rounds']",
+        "python bench/plot_failover.py --from x --out y.png": "no test runs bench/plot_failover.py with ['--out']",
+        "python bench/plot_failover.py --out y --samples s": "no test runs bench/plot_failover.py with ['--out']",
+        "frobnicate --all": "no row of OTHER_COMMANDS says which test runs it",
+    }
     assert used == {OTHER_COMMANDS[0][0]}
 
 
