@@ -440,14 +440,12 @@ def test_every_other_command_shown_is_run_by_a_test() -> None:
     problems, used = _other_problems(_other_commands(), _test_sources(), _suite_tested())
     assert not problems, "\n".join(problems)
     assert used == {row[0] for row in OTHER_COMMANDS}, "rows no page needs any more: remove them"
-    runs, shown = _bench_runs(_test_sources()), " ".join(c for _, c in _other_commands())
+    runs, shown = _bench_runs(_test_sources()), [c for _, c in _other_commands()]
     for name, option in BENCH_NOT_RUN:
         assert option not in runs.get(name, set()), (
             f"a test runs bench/{name}.py {option} now: drop the exception"
         )
-        assert re.search(rf"bench/{name}\.py [^`]*{option}\b", shown), (
-            f"no page shows bench/{name}.py {option}"
-        )
+        assert any(re.search(rf"bench/{name}\.py .*{option}\b", c) for c in shown), f"{option}: shown nowhere"
 
 
 def test_the_other_command_check_can_fail() -> None:
