@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from bench.history_cost import main, measure, parse_args, render
+from tests.docs_text import page
 
 T0 = datetime(2026, 11, 30, 12, 0, 0)
 
@@ -58,9 +58,8 @@ def test_events_and_bytes_per_region_hour_over_the_steady_window_and_the_whole_r
 
 
 def test_the_readmes_command_line_parses() -> None:
-    """The README's run, as written there (a real run brings its own stack up for minutes: not here)."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    found = re.search(r"`\.venv/bin/python bench/history_cost\.py ([^`]*)`", readme)
-    assert found, "the README shows no bench/history_cost.py run"
+    """docs/measurements.md's run, as written there (a real run brings its own stack up for minutes: not here)."""
+    found = re.search(r"`\.venv/bin/python bench/history_cost\.py ([^`]*)`", page("docs/measurements.md"))
+    assert found, "docs/measurements.md shows no bench/history_cost.py run"
     args = parse_args(found.group(1).split())
     assert (args.minutes, args.checkpoint_s) == (3.0, 60.0)

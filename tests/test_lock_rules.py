@@ -1,4 +1,4 @@
-"""The precedence table of the fleet lock (README "Who may run beside whom"), as pure rules."""
+"""The precedence table of the fleet lock (docs/lock.md, "Who may run beside whom"), as pure rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from drctl.models.lock import MUTATING, blocks, compatible, preempts
 
-# (requested, holding) → "busy" | "preempts" | "beside"; the README table, row by row.
+# (requested, holding) → "busy" | "preempts" | "beside"; the table of docs/lock.md, row by row.
 TABLE = {
     "failover": {
         "failover": "busy",
@@ -55,8 +55,7 @@ def test_dr_first_no_maintenance_ever_blocks_a_failover() -> None:
 
 
 def test_readme_shows_the_same_table() -> None:
-    from pathlib import Path
+    from tests.docs_text import page
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
     row = "| failover | busy | busy | **preempts** | **preempts** | **preempts** | runs beside |"
-    assert row in readme
+    assert row in page("docs/lock.md")

@@ -1,4 +1,4 @@
-"""README "Run it in production": every command it shows runs, and what it names exists."""
+"""docs/production.md ("Run it in production"): every command it shows runs, and what it names exists."""
 
 from __future__ import annotations
 
@@ -12,21 +12,18 @@ from pathlib import Path
 
 import yaml
 
+from tests.docs_text import ROOT, blocks, page
 from tests.kustomize import one, render
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
 def _section() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("## Run it in production")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    return page("docs/production.md")
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", _section(), re.S)
+    return blocks(_section(), lang)
 
 
 def test_every_shell_command_runs() -> None:

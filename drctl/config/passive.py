@@ -1,7 +1,7 @@
 """Fleet config for passive health signals (`health.passive`): thresholds and where signals come from.
 
 Kept apart from drctl/config/schema.py so the detection settings read as one unit. The defaults are
-documented in the README's Configuration section.
+documented in docs/configuration.md (Passive signals).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fleet config for the quorum of vantage points (`health.quorum`): who must agree before a failover.
 
 Kept apart from drctl/config/schema.py so the setting reads as one unit. The defaults are documented in
-the README's health section.
+docs/configuration.md (A quorum of vantage points).
 """
 
 from __future__ import annotations

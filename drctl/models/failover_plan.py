@@ -72,7 +72,7 @@ def needed_replicas(
 ) -> tuple[int, str]:
     """Replicas the target needs for the share it carries after the shift, and how that was sized.
 
-    The rule (README "Failover capacity"):
+    The rule (docs/failover.md, "How many replicas a failover target needs"):
     1. With `workload.max_rps_per_replica` and `workload.peak_rps` configured:
        ceil(peak_rps × target's share after the shift / max_rps_per_replica).
     2. Otherwise the replicas that serve the traffic today move with it: the target keeps the

@@ -1,7 +1,7 @@
 """The per-fleet lock (`lock/<fleet>`): who may run beside whom, and what preempts what.
 
 Pure rules, free of Temporal, so the lock workflow, the CLI's early check and the tests all judge
-a request the same way. The table in the README ("Who may run beside whom") is this module.
+a request the same way. The table in docs/lock.md ("Who may run beside whom") is this module.
 """
 
 from __future__ import annotations

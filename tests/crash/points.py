@@ -1,7 +1,7 @@
-"""The kill points the crash suite tries, and the README table rendered from them.
+"""The kill points the crash suite tries, and the docs/tests.md table rendered from them.
 
-tests/crash/test_readme_table.py keeps README's "Kill points" table equal to `markdown_table()`,
-so the README lists exactly what the suite parametrizes.
+tests/crash/test_readme_table.py keeps docs/tests.md's "Kill points" table equal to `markdown_table()`,
+so the page lists exactly what the suite parametrizes.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def killed_what(kp: KillPoint) -> str:
 
 
 def markdown_table() -> str:
-    """The README table: every kill point and restart the suite runs; each row is one passing test."""
+    """The docs/tests.md table: every kill point and restart the suite runs; each row is one passing test."""
     rows = ["| operation | phase | killed what | resumed to the right end state |", "|---|---|---|---|"]
     rows += [f"| {kp.op} | {kp.phase} | {killed_what(kp)} | yes |" for kp in KILL_POINTS]
     rows += [f"| {op} | {phase} | {what} | yes |" for op, phase, what in TEMPORAL_RESTARTS]

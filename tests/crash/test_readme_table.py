@@ -1,17 +1,14 @@
-"""README's "Kill points" table lists exactly the kill points and restarts the crash suite runs."""
+"""docs/tests.md's "Kill points" table lists exactly the kill points and restarts the crash suite runs."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tests.crash.points import markdown_table
-
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.docs_text import page
 
 
 def readme_table() -> str:
-    text = README.read_text()
-    start = text.index("### Kill points")
+    text = page("docs/tests.md")
+    start = text.index("## Kill points")
     lines = text[start:].splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("| operation"))
     rows = []
@@ -24,5 +21,5 @@ def readme_table() -> str:
 
 def test_readme_kill_point_table_matches_the_suite() -> None:
     assert readme_table() == markdown_table(), (
-        "README's Kill points table drifted from tests/crash/points.py; paste markdown_table()'s output"
+        "docs/tests.md's Kill points table drifted from tests/crash/points.py; paste markdown_table()'s output"
     )

@@ -13,6 +13,7 @@ from drctl.models import notify as ev
 from drctl.models.notify import WebhookSpec
 from drctl.providers import notify
 from drctl.providers.errors import ProviderError
+from tests.docs_text import page
 from tests.receiver import closed_port_url, receiver
 
 AT = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
@@ -250,7 +251,7 @@ def test_duplicate_webhook_names_are_refused() -> None:
 def test_the_readme_notifications_example_is_valid_config() -> None:
     import yaml
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("### Notifications", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    doc = page("docs/configuration.md")
+    block = doc.split("## Notifications", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     cfg = NotificationsConfig.model_validate(yaml.safe_load(block)["notifications"])
     assert [(w.name, w.format) for w in cfg.webhooks] == [("sre-slack", "slack"), ("pagerduty", "pagerduty")]

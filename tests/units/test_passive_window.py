@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -18,6 +15,7 @@ from drctl.models.passive_window import (
     merge_histograms,
     quantile,
 )
+from tests.docs_text import blocks, page
 
 TH = PassiveThresholds(window_s=5, max_error_rate=0.2, max_ttft_p99_ms=2000, min_requests=10, max_age_s=3)
 EDGES = (0.1, 0.5, 1.0, 2.5, 5.0)
@@ -225,8 +223,7 @@ health: {passive: {max_error_rate: 2, window_s: 3}}
 
 
 def test_readme_documents_the_passive_defaults() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "passive:" in b)
+    block = next(b for b in blocks(page("docs/configuration.md"), "yaml") if "passive:" in b)
     documented = yaml.safe_load(block)["health"]["passive"]
     assert documented == PassiveConfig().model_dump(include=set(documented))
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,6 +13,7 @@ from drctl.models.activity_io import ProbeBatch
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.models.quorum import MAIN, REVOTE_CAP_S, decide, view_of, voters
+from tests.docs_text import blocks, page
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -114,8 +113,8 @@ def test_quorum_config_defaults_and_bounds_and_old_specs_stay_single_vantage() -
 
 
 def test_the_readme_documents_the_defaults() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "quorum:" in b)
+    doc = page("docs/configuration.md")
+    block = next(b for b in blocks(doc, "yaml") if "quorum:" in b)
     documented = yaml.safe_load(block)["health"]["quorum"]
     assert documented == QuorumConfig().model_dump()
-    assert f"at most {REVOTE_CAP_S:g} s" in readme
+    assert f"at most {REVOTE_CAP_S:g} s" in doc

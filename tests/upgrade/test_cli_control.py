@@ -1,4 +1,4 @@
-"""The README's upgrade, migrate and restore command lines, run in-process against the dev stack.
+"""The upgrade, migrate and restore command lines docs/operations.md shows, run in-process on the dev stack.
 
 `drctl upgrade --strategy`, `upgrade pause|resume|status|promote|abort`, `migrate --from --to
 --decommission` and `restore --existing-resource-policy`: each checked by what it did to the fleet
