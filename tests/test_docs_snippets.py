@@ -24,11 +24,12 @@ NOT_FLEET_CONFIG = {
 
 
 def _snippets() -> list[tuple[str, dict[str, Any]]]:
-    return [
+    loaded = [
         (name_of(p), yaml.safe_load(textwrap.dedent(b)))
         for p in pages()
         for b in blocks(p.read_text(), "yaml")
     ]
+    return [(page, data) for page, data in loaded if data is not None]  # a block of comments shows no config
 
 
 def _merge(into: dict[str, Any], snippet: dict[str, Any]) -> None:

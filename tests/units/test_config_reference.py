@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 import yaml
 
-from drctl.cli.main import invoke
 from drctl.config import reference
+from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config").glob("*.yaml"))
@@ -30,11 +30,11 @@ def test_committed_reference_page_is_what_the_schema_generates() -> None:
     )
 
 
-def test_config_schema_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
-    assert invoke(["config", "schema"]) == 0
-    assert json.loads(capsys.readouterr().out)["$id"] == reference.SCHEMA_ID
-    assert invoke(["config", "schema", "--format", "markdown"]) == 0
-    assert capsys.readouterr().out == reference.markdown()
+def test_config_schema_prints_the_schema() -> None:
+    code, out, _ = run_cli(["config", "schema"])
+    assert code == 0 and json.loads(out)["$id"] == reference.SCHEMA_ID
+    code, out, _ = run_cli(["config", "schema", "--format", "markdown"])
+    assert code == 0 and out == reference.markdown()
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
