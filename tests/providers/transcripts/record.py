@@ -2,16 +2,18 @@
 
     python -m tests.providers.transcripts.record /usr/sbin/haproxy
     python -m tests.providers.transcripts.record ../shared/tools/haproxy-3.2/haproxy
-    python -m tests.providers.transcripts.record --derive v3.0.0 --from 2.6 --source /path/to/haproxy.git
+    python -m tests.providers.transcripts.record --derive v2.8.0 --from 2.6 --source /path/to/haproxy.git
+    python -m tests.providers.transcripts.record --derive v3.0.0 --from 3.2 --source /path/to/haproxy.git
 
 Recording starts the binary on a throwaway config (backends only, servers on unreachable loopback
 ports), sends each command of SCRIPT on its own connection as drctl's client does, and writes the
 raw replies to haproxy-<major.minor>/runtime.json. It also records one line of several commands in
 prompt mode, which shows the separator each release prints between them.
 
-Deriving (for releases with no binary here) takes the recorded replies of a release whose CLI
-messages are the same at both tags, and rebuilds what differs from the upstream source at the tag:
-the `show stat` CSV header (the stat field table, in order) and the pipelined separator (src/cli.c).
+Deriving (for releases with no binary here) takes the recorded replies of the nearest recorded
+release and rebuilds, from the upstream source at the tag, what that tag prints differently: the
+`show stat` CSV header (the stat field table, in order), the unknown-command line, the `del server`
+message and the prompts between pipelined commands.
 """
 
 from __future__ import annotations
@@ -147,30 +149,57 @@ def _stat_fields(repo: str, tag: str) -> list[str]:
     raise SystemExit(f"no stat field table at {tag}")
 
 
+def _git_show(repo: str, tag: str, path: str) -> str:
+    return subprocess.run(["git", "-C", repo, "show", f"{tag}:{path}"], capture_output=True, text=True).stdout
+
+
+def _rebuild(ex: dict[str, str], repo: str, tag: str, fields: list[str]) -> None:
+    """Rewrite one recorded reply where the source at `tag` prints something else than the base."""
+    send, reply = ex["send"], ex["reply"]
+    if send.startswith("show stat"):
+        lines = reply.rstrip("\n").split("\n")
+        cols = lines[0][2:].split(",")
+        rows = [dict(zip(cols, ln.split(","), strict=False)) for ln in lines[1:]]
+        csv = ["# " + ",".join(fields) + ","] + [",".join(r.get(f, "") for f in fields) + "," for r in rows]
+        ex["reply"] = "\n".join(csv) + "\n\n"
+    elif send == "frobnicate all":
+        # src/cli.c: 2.8 and later quote the word ("Unknown command: 'frobnicate', but maybe ...").
+        quoted = 'chunk_strcat(tmp, "Unknown command: \'");' in _git_show(repo, tag, "src/cli.c")
+        first = (
+            "Unknown command: 'frobnicate', but maybe one of the following ones is a better match:"
+            if quoted
+            else "Unknown command, but maybe one of the following ones is a better match:"
+        )
+        ex["reply"] = first + reply[reply.index("\n") :]
+    elif send.startswith("del server") and reply.startswith("Server deleted."):
+        # src/server.c: 3.0 and later end the message with its own newline, before the CLI's.
+        own = 'cli_msg(appctx, LOG_INFO, "Server deleted.\\n");' in _git_show(repo, tag, "src/server.c")
+        ex["reply"] = "Server deleted.\n" + ("\n" if own else "")
+
+
 def derive(tag: str, base: str, repo: str) -> Path:
     doc = json.loads((HERE / f"haproxy-{base}" / "runtime.json").read_text())
     fields = _stat_fields(repo, tag)
     for ex in doc["exchanges"]:
-        if ex["send"].startswith("show stat"):
-            lines = ex["reply"].rstrip("\n").split("\n")
-            cols = lines[0][2:].split(",")
-            rows = [dict(zip(cols, ln.split(","), strict=False)) for ln in lines[1:]]
-            csv = ["# " + ",".join(fields) + ","] + [
-                ",".join(r.get(f, "") for f in fields) + "," for r in rows
-            ]
-            ex["reply"] = "\n".join(csv) + "\n\n"
-    cli = subprocess.run(
-        ["git", "-C", repo, "show", f"{tag}:src/cli.c"], capture_output=True, text=True
-    ).stdout
-    if "we are executing pipelined commands, don't display the prompt" in cli:
+        _rebuild(ex, repo, tag, fields)
+    if "we are executing pipelined commands, don't display the prompt" in _git_show(repo, tag, "src/cli.c"):
         raise SystemExit(f"{tag} prints a bare newline between pipelined commands; record it instead")
+    # Before 3.2 a prompt follows every command of a line (src/cli.c, the post-command prompt).
+    # The line is sent after SCRIPT, so it reads the weights the last `show servers state global` shows.
+    state = [ex["reply"] for ex in doc["exchanges"] if ex["send"] == "show servers state global"][-1]
+    now = {r.split()[3]: r.split()[7] for r in state.strip().splitlines()[2:]}
+    doc["pipelined"]["reply"] = "\n> " + "".join(
+        f"{now[s]} (initial {i})\n\n> " for s, i in (("us-west-1", 60), ("us-east-1", 40))
+    )
     short = re.match(r"v(\d+\.\d+)", tag)
     assert short, tag
     doc["haproxy"] = f"HAProxy version {tag[1:]} (derived, no binary run)"
     doc["source"] = (
-        f"derived from the upstream source at tag {tag}: replies of haproxy-{base}, whose CLI messages "
-        f"(src/server.c, src/cli.c) and `show servers state` fields (include/haproxy/server-t.h) are the "
-        f"same at {tag}; the `show stat` header rebuilt from the stat field table at {tag}, values by name"
+        f"derived from the upstream source at tag {tag}: the replies of haproxy-{base}, with what the "
+        f"source at {tag} prints differently rebuilt from it: the `show stat` header (its stat field "
+        f"table; values carried by name, stats-module columns left out), the unknown-command line "
+        f"(src/cli.c), the `del server` message (src/server.c) and the pipelined prompts (src/cli.c). "
+        f"`show servers state` fields (include/haproxy/server-t.h) and the other messages are the same"
     )
     out = HERE / f"haproxy-{short.group(1)}" / "runtime.json"
     out.parent.mkdir(exist_ok=True)
