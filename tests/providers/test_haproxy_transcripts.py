@@ -142,3 +142,32 @@ def test_unparsable_reply_with_unreadable_weights(tmp_path: Path) -> None:
         ]
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("registered", [True, False])
+def test_unparsable_add_server_reply_is_settled_by_looking_for_the_server(
+    tmp_path: Path, registered: bool
+) -> None:
+    transcript = Transcript("3.2")
+
+    def answer(line: str) -> bytes:
+        if line.startswith("add server "):
+            return b"New server"  # cut short: was it registered?
+        reply = transcript(line)
+        if line == "show servers state track_stable" and not registered:
+            return b"\n".join(reply.split(b"\n")[:2]) + b"\n\n"  # the header, no server
+        return reply
+
+    srv = FakeSocket(tmp_path / "a.sock", answer)
+    try:
+        rt = HAProxyRuntime(srv.path, timeout_s=2)
+        if registered:
+            rt.add_server("track_stable", "r1", "127.0.0.1", 1, inter_ms=1000, fall=2, rise=1)
+            assert [r.name for r in rt.servers("track_stable")] == ["r1"]
+        else:
+            with pytest.raises(HAProxyBadReply, match="effect is unknown"):
+                rt.add_server("track_stable", "r1", "127.0.0.1", 1, inter_ms=1000, fall=2, rise=1)
+        # Put in service only when it is known to be there.
+        assert (b"set server track_stable/r1 state ready\n" in srv.received) is registered
+    finally:
+        srv.close()
