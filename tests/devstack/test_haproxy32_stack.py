@@ -36,7 +36,10 @@ def test_dev_stack_fails_over_and_back_on_haproxy_32() -> None:
     path = write_fleet_config(overrides=quick, namespace="drctl-h32")
     cfg = load_config(path)
     env = {"PATH": f"{HAPROXY_32.parent}:{os.environ.get('PATH', '/usr/bin')}"}
-    weights = lambda: HAProxyRuntime(global_socket(cfg)).get_weights(global_backend(cfg))  # noqa: E731
+
+    def weights() -> dict[str, int]:
+        return HAProxyRuntime(global_socket(cfg)).get_weights(global_backend(cfg))
+
     try:
         up = drctl("dev", "up", "-c", str(path), env=env)
         assert up.returncode == 0, up.stdout + up.stderr
