@@ -104,22 +104,7 @@ def test_search_attribute_script_registers_the_registry() -> None:
         assert key.name in script
 
 
-@pytest.mark.parametrize("cfg", ["haproxy-global.cfg", "haproxy-region.cfg"])
-def test_haproxy_configs_parse(cfg: str, tmp_path: Path) -> None:
-    """HAProxy's own check mode, with service names mapped to loopback."""
-    text = (ROOT / "deploy" / "compose" / cfg).read_text()
-    text = re.sub(r"(gateway-us-\w+-1|vllm-\$\{REGION\}[\w-]*):", "127.0.0.1:", text)
-    text = text.replace("/run/haproxy/", f"{tmp_path}/")
-    path = tmp_path / cfg
-    path.write_text(text)
-    result = subprocess.run(
-        [shutil.which("haproxy") or "/usr/sbin/haproxy", "-c", "-f", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={"REGION": "us-west-1", "PATH": "/usr/sbin:/usr/bin"},
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+# `haproxy -c` on these configs, failing on any warning: tests/devstack/test_haproxy_configs.py.
 
 
 # --- Runtime sockets, healthchecks and credentials, run for real as far as Docker is not needed ----

@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from drctl.devstack.fleetsim_faults import HANG_MAX_S, Faults, FaultSpec, validated_fault_patch
-from drctl.devstack.fleetsim_metrics import CONTENT_TYPE, EngineStats, render
+from drctl.devstack.fleetsim_metrics import CONTENT_TYPE, SURFACES, EngineStats, render
 from drctl.devstack.fleetsim_openai import (
     MAX_TOKENS_CAP,
     BadRequest,
@@ -49,6 +49,8 @@ class FleetsimSettings:
     error_rate: float = 0.0
     max_num_seqs: int = 16
     api_key: str | None = None  # vLLM's --api-key: /v1/* then needs `Authorization: Bearer <key>`
+    vllm_metrics: str = "v1"  # the /metrics surface: "v1" (vLLM today) or "v0" (the V0 engine's names)
+    load_s: float = 0.0  # model load time: nothing listens until it has passed, as with vLLM
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> FleetsimSettings:
@@ -74,12 +76,20 @@ class FleetsimSettings:
                 raise SettingsError(f"FLEETSIM_{name}={raw!r} must be between {lo} and {hi}")
             return value
 
+        def choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+            value = env.get(f"FLEETSIM_{name}", default).strip()
+            if value not in allowed:
+                raise SettingsError(f"FLEETSIM_{name}={value!r} must be one of {', '.join(allowed)}")
+            return value
+
         return cls(
             region=text("REGION", d.region), track=text("TRACK", d.track), replica=text("REPLICA", d.replica),
             version=text("VERSION", d.version), model=text("MODEL", d.model),
             ttft_ms=number("TTFT_MS", d.ttft_ms, 0, 600_000), itl_ms=number("ITL_MS", d.itl_ms, 0, 60_000),
             error_rate=number("ERROR_RATE", d.error_rate, 0, 1),
             max_num_seqs=number("MAX_NUM_SEQS", d.max_num_seqs, 1, 100_000, int),
+            vllm_metrics=choice("VLLM_METRICS", d.vllm_metrics, SURFACES),
+            load_s=number("LOAD_S", d.load_s, 0, 3600),
             # The variable vLLM itself reads for --api-key, so a Deployment's env serves both.
             api_key=env.get("VLLM_API_KEY") or None,
         )  # fmt: skip
@@ -154,7 +164,15 @@ def build_app(settings: FleetsimSettings) -> web.Application:
         return web.json_response({"object": "list", "data": [entry]})
 
     async def metrics(_request: web.Request) -> web.Response:
-        return web.Response(body=render(stats).encode(), headers={"Content-Type": CONTENT_TYPE})
+        body = render(stats, settings.vllm_metrics).encode()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    async def load(_request: web.Request) -> web.Response:
+        # vLLM's /load: the requests the server is handling now.
+        return web.json_response({"server_load": stats.running + stats.waiting})
+
+    async def version(_request: web.Request) -> web.Response:
+        return web.json_response({"version": f"fleetsim-{settings.version}"})
 
     async def fault(request: web.Request) -> web.Response:
         if request.method == "DELETE":
@@ -242,7 +260,11 @@ def build_app(settings: FleetsimSettings) -> web.Application:
     app = web.Application(middlewares=[count_http, fault_gate, api_key_gate])
     app.on_response_prepare.append(add_identity)
     app.on_shutdown.append(on_shutdown)
+    # Public under --api-key, as in vLLM: only /v1/* is guarded.
     app.router.add_get("/health", health)
+    app.router.add_route("*", "/ping", health)  # vLLM answers GET and POST /ping as /health
+    app.router.add_get("/load", load)
+    app.router.add_get("/version", version)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/completions", completions)
@@ -269,6 +291,10 @@ def main(argv: list[str] | None = None) -> None:
         settings = replace(settings, api_key=args.api_key)
     banner = f"fleetsim {settings.replica} ({settings.region}/{settings.track}, {settings.model} " \
              f"{settings.version}) on http://{args.host}:{args.port}"  # fmt: skip
+    if settings.load_s:
+        # vLLM opens its port only once the model is loaded: until then connections are refused.
+        print(f"fleetsim {settings.replica}: loading {settings.model} for {settings.load_s:g}s", flush=True)
+        time.sleep(settings.load_s)
     try:
         # run_app turns SIGTERM into a graceful stop; a short shutdown_timeout keeps rolling restarts quick.
         web.run_app(build_app(settings), host=args.host, port=args.port, shutdown_timeout=5.0,

@@ -1,8 +1,13 @@
 """fleetsim's engine statistics, rendered as Prometheus text under vLLM's metric names.
 
 The drctl probe reads these exactly as it would read a real vLLM server's /metrics, so the names,
-the `model_name` label and the TTFT histogram buckets follow vLLM. Rendering is done by hand
-instead of through prometheus_client to keep replica start-up cheap and avoid a dependency.
+the labels and the TTFT histogram buckets follow vLLM. Two surfaces, one at a time, as a real
+server exposes one (FLEETSIM_VLLM_METRICS):
+- "v1", vLLM today (vllm/v1/metrics/loggers.py): labels model_name and engine, KV-cache fill as
+  `vllm:kv_cache_usage_perc`;
+- "v0", the V0 engine (vllm/engine/metrics.py): label model_name only, KV-cache fill as
+  `vllm:gpu_cache_usage_perc`.
+Rendering is done by hand instead of through prometheus_client to keep replica start-up cheap.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ E2E_BUCKETS_S: tuple[float, ...] = (
 )  # fmt: skip
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+SURFACES = ("v0", "v1")
+_KV_CACHE = {"v0": "vllm:gpu_cache_usage_perc", "v1": "vllm:kv_cache_usage_perc"}
 
 
 @dataclass
@@ -85,9 +92,11 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render(stats: EngineStats) -> str:
-    """The Prometheus text exposition (format 0.0.4) of `stats`."""
+def render(stats: EngineStats, surface: str = "v1") -> str:
+    """The Prometheus text exposition (format 0.0.4) of `stats`, as vLLM `surface` names it."""
     label = f'model_name="{_escape(stats.model)}"'
+    if surface == "v1":
+        label = f'engine="0",{label}'  # one engine core per replica (no data parallelism)
     lines: list[str] = []
 
     def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, str, float]]) -> None:
@@ -100,8 +109,7 @@ def render(stats: EngineStats) -> str:
     scalars: tuple[tuple[str, str, str, float], ...] = (
         ("vllm:num_requests_running", "gauge", "Requests in model execution batches.", stats.running),
         ("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", stats.waiting),
-        ("vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (1 = full).", stats.cache_usage),
-        ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage (1 = full).", stats.cache_usage),
+        (_KV_CACHE[surface], "gauge", "KV-cache usage. 1 means 100 percent usage.", stats.cache_usage),
         ("vllm:prompt_tokens_total", "counter", "Prefill tokens processed.", stats.prompt_tokens),
         ("vllm:generation_tokens_total", "counter", "Generation tokens processed.", stats.generation_tokens),
     )

@@ -51,6 +51,12 @@ def track_backend(track: str) -> str:
     return f"track_{track}"
 
 
+def frontend(name: str) -> str:
+    """A frontend's name: never a backend's too, which HAProxy 3.2 warns about and 3.3 refuses
+    ("will not be supported anymore in version 3.3"); backend names come from the config."""
+    return f"fe_{name}"
+
+
 def _abstract_name(cfg: FleetConfig, region: str, track: str) -> str:
     # Abstract sockets share one namespace per machine; several stacks (tests, engineers) run at
     # once, so the name carries a hash of this stack's state dir.
@@ -90,7 +96,7 @@ def render_global(cfg: FleetConfig) -> str:
         [
             _global_section(global_socket(cfg)),
             _DEFAULTS,
-            "frontend global",
+            f"frontend {frontend('global')}",
             f"    bind {host}:{port}",
             f"    default_backend {backend}",
             "",
@@ -147,7 +153,7 @@ def render_region(cfg: FleetConfig, region: str) -> str:
     lines = [
         _global_section(region_socket(cfg, r)),
         _DEFAULTS,
-        "frontend gateway",
+        f"frontend {frontend('gateway')}",
         f"    bind {host}:{port}",
         # The partition fault: a source address listed here (at runtime, `add acl`) is refused, as a
         # firewall between that client and the region would.
@@ -165,7 +171,7 @@ def render_region(cfg: FleetConfig, region: str) -> str:
     for t in TRACKS:
         lines += [
             "",
-            f"frontend {track_backend(t)}",
+            f"frontend {frontend(track_backend(t))}",
             f"    bind abns@{_abstract_name(cfg, region, t)}",
             f"    default_backend {track_backend(t)}",
             "",

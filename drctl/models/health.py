@@ -40,7 +40,9 @@ class TargetProbe(BaseModel):
     models_ok: bool | None = None
     queue_depth: float | None = Field(None, description="vllm:num_requests_waiting, where /metrics exists.")
     running: float | None = Field(None, description="vllm:num_requests_running.")
-    kv_cache_usage: float | None = Field(None, description="vllm:gpu_cache_usage_perc (0..1).")
+    kv_cache_usage: float | None = Field(
+        None, description="vllm:kv_cache_usage_perc, or V0's gpu_cache_usage_perc (0..1)."
+    )
 
 
 class RegionProbe(BaseModel):

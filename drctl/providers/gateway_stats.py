@@ -5,8 +5,9 @@ The BACKEND row of the regional tier's backend counts what the region answered i
 answered 503 by HAProxy and counted in `hrsp_5xx` too (its `econ` rises as well, so `econ` is
 carried for context, not added). `qcur` is the queue, and `rtime` the mean time to response
 headers over the last 1024 requests; for an SSE stream whose server sends its headers with the
-first token, that is the time to first token. Field names are those of the HAProxy 2.6 management
-guide, section 9.1 (CSV format), and are looked up by the header line, never by position.
+first token, that is the time to first token. Field names are those of the HAProxy management
+guide, section 9.1 (CSV format), and are looked up by the header line, never by position: 2.6 to
+3.2 add and reorder columns, and keep these (tests/providers/transcripts/haproxy-*/).
 """
 
 from __future__ import annotations

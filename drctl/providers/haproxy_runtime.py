@@ -1,13 +1,16 @@
-"""HAProxy 2.6 runtime API client over the stats unix socket (`level admin`).
+"""HAProxy runtime API client over the stats unix socket (`level admin`), for HAProxy 2.6 to 3.2.
 
-Every call opens one connection. Several commands go into one connection as a single
-`;`-separated line in interactive ("prompt") mode: HAProxy executes the whole line back to back
-inside one CLI session, and the `\\n> ` prompt it prints after each command lets us split the reply
-per command exactly. (Non-interactive mode ends replies with a bare newline, but some messages,
-e.g. "Server deleted.", carry no trailing newline of their own, so replies cannot be told apart.)
+One command per connection, in HAProxy's default (non-interactive) mode: HAProxy runs the command,
+writes its reply and closes the connection, so the reply is exactly what came before the close.
+Nothing depends on what HAProxy prints between commands: since v3.2.0, several commands sent on
+one line in prompt mode are separated by a bare "\\n" instead of "\\n> " (src/cli.c, the
+`APPCTX_CLI_ST1_LASTCMD` test), and messages such as "Server deleted." carry no newline of their
+own, so a line of several commands cannot be split per command on every release. A unix-socket
+connect costs tens of microseconds, and HAProxy yields between pipelined commands anyway, so
+a batch was never atomic: nothing is lost by sending commands one by one.
 
-HAProxy reports errors as free text, so errors are detected by what success looks like for each
-command (verified against 2.6.12): anything else is a refusal.
+How each reply is judged (success, refusal, or a reply whose effect is unknown) is in
+haproxy_replies.py.
 """
 
 from __future__ import annotations
@@ -15,114 +18,29 @@ from __future__ import annotations
 import re
 import socket
 import time
-from dataclasses import dataclass
 
-_PROMPT = "\n> "
+from drctl.providers.haproxy_replies import (
+    HAProxyBadReply,
+    HAProxyError,
+    ServerState,
+    judge,
+    parse_servers_state,
+)
+
+__all__ = ["HAProxyBadReply", "HAProxyError", "HAProxyRuntime", "ServerState", "judge", "parse_servers_state"]
+
 # The CLI reads a command line into one buffer (tune.bufsize, 16 kB by default); stay well below.
 _MAX_LINE_BYTES = 8000
 
-# Commands whose only successful reply is empty (HAProxy 2.6 prints nothing on success).
-_SILENT = re.compile(
-    r"^(set weight |set server \S+ (state|weight) |enable (server|health|agent) |"
-    r"disable (server|health|agent) |shutdown sessions server |set maxconn server |prompt$|quit$)"
-)
-# Commands with a fixed success reply.
-_EXPECT: list[tuple[re.Pattern[str], re.Pattern[str]]] = [
-    (re.compile(r"^add server "), re.compile(r"New server registered\.")),
-    (re.compile(r"^del server "), re.compile(r"Server deleted\.")),
-    (re.compile(r"^get weight "), re.compile(r"\d+ \(initial \d+\)")),
-    (re.compile(r"^show servers state"), re.compile(r"1\n# be_id .*", re.S)),
-]
-# For any other command: the first words of 2.6's error messages.
-_ERROR_START = re.compile(
-    r"^(Unknown command|No such|Can't find|Permission denied|Require|Missing|Invalid|Absolute weight|"
-    r"Relative weight|Only servers|Server still|unknown keyword|Backend is using|Empty weight)",
-    re.I,
-)
 # `del server` refusals that clear once connections drain.
 _DEL_BUSY = re.compile(r"still has|connections attached|queue", re.I)
 
-# srv_admin_state flags (src/server.h): FMAINT|IMAINT|CMAINT|RMAINT|HMAINT, and FDRAIN|IDRAIN.
-_ADMIN_MAINT = 0x01 | 0x02 | 0x04 | 0x20 | 0x40
-_ADMIN_DRAIN = 0x08 | 0x10
-_CHECK_RESULTS = {"0": "unknown", "1": "neutral", "2": "failed", "3": "passed", "4": "condpass"}
 
-
-class HAProxyError(RuntimeError):
-    """HAProxy refused a command or could not be reached."""
-
-    def __init__(self, message: str, *, command: str | None = None, reply: str | None = None) -> None:
-        super().__init__(message)
-        self.command = command
-        self.reply = reply
-
-
-class HAProxyBadReply(HAProxyError):
-    """The socket answered, but not as HAProxy's runtime API does: a reply cut short (HAProxy
-    reloading) or a socket that is not HAProxy's admin socket."""
-
-
-@dataclass(frozen=True)
-class ServerState:
-    """One row of `show servers state`."""
-
-    backend: str
-    name: str
-    address: str
-    port: int
-    weight: int  # srv_uweight: what `set weight` sets
-    initial_weight: int  # srv_iweight: the weight from the config file
-    operational: bool  # srv_op_state == 2 (running)
-    admin_maint: bool  # in maintenance for any reason (forced, inherited, config, resolution, health)
-    draining: bool
-    check_result: str  # unknown, neutral, failed, passed, condpass
-
-
-def _reply_ok(cmd: str, reply: str) -> bool:
-    text = reply.strip("\n")
-    if _SILENT.match(cmd):
-        return text == ""
-    for pattern, ok in _EXPECT:
-        if pattern.match(cmd):
-            return ok.fullmatch(text) is not None
-    return _ERROR_START.match(text) is None
-
-
-def parse_servers_state(reply: str, backend: str | None = None) -> list[ServerState]:
-    """Parse `show servers state` output (format version 1), by the column names in its header."""
-    lines = reply.strip("\n").splitlines()
-    if len(lines) < 2 or lines[0].strip() != "1" or not lines[1].startswith("# "):
-        raise HAProxyBadReply(f"unexpected `show servers state` output: {reply[:200]!r}", reply=reply)
-    cols = lines[1][2:].split()
-    out: list[ServerState] = []
-    for line in lines[2:]:
-        if not line.strip():
-            continue
-        row = dict(zip(cols, line.split(), strict=False))
-        if backend is not None and row.get("be_name") != backend:
-            continue
-        try:
-            admin = int(row["srv_admin_state"])
-            port = row.get("srv_port", "0")
-            out.append(
-                ServerState(
-                    backend=row["be_name"],
-                    name=row["srv_name"],
-                    address=row["srv_addr"],
-                    port=int(port) if port.isdigit() else 0,
-                    weight=int(row["srv_uweight"]),
-                    initial_weight=int(row["srv_iweight"]),
-                    operational=row["srv_op_state"] == "2",
-                    admin_maint=bool(admin & _ADMIN_MAINT),
-                    draining=bool(admin & _ADMIN_DRAIN),
-                    check_result=_CHECK_RESULTS.get(row.get("srv_check_result", "0"), "unknown"),
-                )
-            )
-        except (KeyError, ValueError) as exc:
-            raise HAProxyBadReply(
-                f"unparsable `show servers state` row {line!r}: {exc}", reply=reply
-            ) from exc
-    return out
+def _check_command(cmd: str) -> None:
+    if not cmd.strip() or any(c in cmd for c in ";\n\r"):
+        raise ValueError(f"not a single runtime API command: {cmd!r}")
+    if len(cmd.encode()) > _MAX_LINE_BYTES:
+        raise ValueError(f"runtime API command too long ({len(cmd)} bytes): {cmd[:80]!r}...")
 
 
 class HAProxyRuntime:
@@ -157,38 +75,36 @@ class HAProxyRuntime:
             raise HAProxyError(f"HAProxy runtime API at {self.socket_path} unreachable: {exc}") from exc
         return b"".join(chunks).decode(errors="replace")
 
-    def raw_commands(self, cmds: list[str]) -> list[str]:
-        """Send commands as one line in one connection; return each reply, without checking them."""
-        if not cmds:
-            return []
-        for cmd in cmds:
-            if not cmd.strip() or any(c in cmd for c in ";\n\r"):
-                raise ValueError(f"not a single runtime API command: {cmd!r}")
-        line = "; ".join(["prompt", *cmds, "quit"])
-        if len(line.encode()) > _MAX_LINE_BYTES:
-            raise ValueError(f"{len(cmds)} commands do not fit in one runtime API line ({len(line)} bytes)")
-        out = self._exchange(line)
-        parts = out.split(_PROMPT)
-        # One part per command, plus the reply of `prompt` before the first prompt and the empty
-        # tail after the prompt that follows the last command (`quit` prints nothing).
-        if len(parts) != len(cmds) + 2 or parts[0] != "" or parts[-1] != "":
-            raise HAProxyBadReply(
-                f"HAProxy runtime API at {self.socket_path} gave a reply that cannot be split per command "
-                f"(cut short, or not an HAProxy admin socket?): {out[:300]!r}",
-                reply=out,
-            )
-        return parts[1:-1]
+    def raw_command(self, cmd: str) -> str:
+        """Send one command in its own connection; return the reply as sent, unchecked."""
+        _check_command(cmd)
+        return self._exchange(cmd)
+
+    def _bad_reply(self, cmd: str, reply: str) -> HAProxyBadReply:
+        return HAProxyBadReply(
+            f"HAProxy runtime API at {self.socket_path} gave a reply to {cmd!r} that cannot be parsed "
+            f"(cut short, or not an HAProxy admin socket?), so the command's effect is unknown: {reply[:300]!r}",
+            command=cmd,
+            reply=reply,
+        )
 
     def commands(self, cmds: list[str]) -> list[str]:
-        """Run several commands back to back in one connection; raise if any was refused.
+        """Run several commands one after the other; raise if any was refused or answered oddly.
 
-        HAProxy keeps going after a refused command, so the caller learns about every refusal
-        (all are named in the error) and decides how to compensate.
+        HAProxy has no transactions: every command is sent even after a refusal, so the caller
+        learns about every refusal (all are named in the error) and decides how to compensate.
+        A reply that cannot be parsed raises HAProxyBadReply: that command's effect is unknown.
         """
-        replies = self.raw_commands(cmds)
-        failed = [(c, r.strip()) for c, r in zip(cmds, replies, strict=True) if not _reply_ok(c, r)]
+        for cmd in cmds:
+            _check_command(cmd)
+        replies = [self.raw_command(c) for c in cmds]
+        verdicts = [judge(c, r) for c, r in zip(cmds, replies, strict=True)]
+        for cmd, reply, verdict in zip(cmds, replies, verdicts, strict=True):
+            if verdict == "unknown":
+                raise self._bad_reply(cmd, reply)
+        failed = [(c, r.strip()) for c, r, v in zip(cmds, replies, verdicts, strict=True) if v == "refused"]
         if failed:
-            detail = "; ".join(f"{c!r}: {r or '(empty reply)'}" for c, r in failed)
+            detail = "; ".join(f"{c!r}: {r}" for c, r in failed)
             raise HAProxyError(
                 f"HAProxy at {self.socket_path} refused {detail}", command=failed[0][0], reply=failed[0][1]
             )
@@ -221,10 +137,14 @@ class HAProxyRuntime:
                 f"backend {backend!r} at {self.socket_path} has no server {', '.join(missing)}"
             )
         cmds = [f"set weight {backend}/{s} {w}" for s, w in weights.items()]
-        replies = self.raw_commands(cmds)
-        if all(_reply_ok(c, r) for c, r in zip(cmds, replies, strict=True)):
+        replies = [self.raw_command(c) for c in cmds]
+        verdicts = [judge(c, r) for c, r in zip(cmds, replies, strict=True)]
+        if "unknown" in verdicts:
+            self._settle_unknown(backend, weights, cmds, replies, verdicts)
             return
-        bad = [(c, r.strip()) for c, r in zip(cmds, replies, strict=True) if not _reply_ok(c, r)]
+        if all(v == "ok" for v in verdicts):
+            return
+        bad = [(c, r.strip()) for c, r, v in zip(cmds, replies, verdicts, strict=True) if v != "ok"]
         refused = "; ".join(f"{c!r}: {r}" for c, r in bad)
         # Partial application would leave a mix nobody asked for: put back what was there.
         try:
@@ -239,6 +159,31 @@ class HAProxyRuntime:
             f"HAProxy at {self.socket_path} refused {refused}; earlier weights restored",
             command=bad[0][0],
             reply=bad[0][1],
+        )
+
+    def _settle_unknown(
+        self, backend: str, weights: dict[str, int], cmds: list[str], replies: list[str], verdicts: list[str]
+    ) -> None:
+        """Some `set weight` got a reply that tells neither success nor refusal: read the weights back.
+
+        Returns if every asked weight is in place; otherwise raises HAProxyBadReply naming what the
+        backend has now, so the caller (and its retry) decides from facts, not from the odd reply.
+        """
+        odd = next((c, r) for c, r, v in zip(cmds, replies, verdicts, strict=True) if v == "unknown")
+        try:
+            now = self.get_weights(backend)
+        except HAProxyError as exc:
+            raise HAProxyBadReply(
+                f"{self._bad_reply(*odd)}; reading the weights back failed too, so they are unknown: {exc}",
+                command=odd[0],
+                reply=odd[1],
+            ) from exc
+        if all(now.get(s) == w for s, w in weights.items()):
+            return
+        raise HAProxyBadReply(
+            f"{self._bad_reply(*odd)}; read back, backend {backend!r} has weights {now}, not {weights}",
+            command=odd[0],
+            reply=odd[1],
         )
 
     def set_weight(self, backend: str, server: str, weight: int) -> None:
@@ -267,9 +212,16 @@ class HAProxyRuntime:
             spec += f" weight {weight}"
         if check:
             spec += f" check inter {inter_ms}ms fall {fall} rise {rise}"
-        # Separate connection for the add: if the name already exists, the enables that follow
-        # must not touch the existing server (which may be in maintenance on purpose).
-        self.command(spec)
+        # The add first, on its own: if the name already exists, the enables that follow must not
+        # touch the existing server (which may be in maintenance on purpose).
+        try:
+            self.command(spec)
+        except HAProxyBadReply:
+            # Effect unknown: the server exists now, at this address, or the add did not happen.
+            if not any(
+                s.name == server and (s.address, s.port) == (address, port) for s in self.servers(backend)
+            ):
+                raise
         self.commands(
             ([f"enable health {backend}/{server}"] if check else [])
             + [f"set server {backend}/{server} state ready"]

@@ -13,7 +13,6 @@ import aiohttp
 from drctl.providers import prom
 
 _CLOSE = {"Connection": "close"}
-_GAUGES = (prom.VLLM_WAITING, prom.VLLM_RUNNING, prom.VLLM_KV_CACHE)
 
 
 class Reply(NamedTuple):
@@ -93,10 +92,10 @@ async def metrics(client: aiohttp.ClientSession, base: str, timeout_s: float) ->
         return None
     if resp.status != 200:
         return None
-    # Only the three gauges are read here; skipping the histogram lines before the regex
+    # Only the gauges are read here; skipping the histogram lines before the regex
     # parse is most of the prober's CPU at thousands of replicas.
-    wanted = "\n".join(ln for ln in resp.text.splitlines() if ln.startswith(_GAUGES))
-    return prom.parse_samples(wanted)
+    wanted = "\n".join(ln for ln in resp.text.splitlines() if ln.startswith(prom.VLLM_GAUGES))
+    return prom.vllm_gauges(wanted)
 
 
 async def completion(

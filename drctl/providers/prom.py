@@ -45,7 +45,33 @@ def parse_samples(text: str) -> dict[str, float]:
 
 VLLM_WAITING = "vllm:num_requests_waiting"
 VLLM_RUNNING = "vllm:num_requests_running"
-VLLM_KV_CACHE = "vllm:gpu_cache_usage_perc"
+# KV-cache fill (0..1). The V1 engine (vllm/v1/metrics/loggers.py) names it kv_cache_usage_perc,
+# one series per engine (labels model_name, engine); the V0 engine named it gpu_cache_usage_perc.
+VLLM_KV_CACHE = "vllm:kv_cache_usage_perc"
+VLLM_KV_CACHE_V0 = "vllm:gpu_cache_usage_perc"
+VLLM_GAUGES = (VLLM_WAITING, VLLM_RUNNING, VLLM_KV_CACHE, VLLM_KV_CACHE_V0)
+
+
+def vllm_gauges(text: str) -> dict[str, float]:
+    """The probe's vLLM gauges from a /metrics page of either engine generation.
+
+    Queue and running are summed over engines (a data-parallel server has several); KV-cache usage
+    is the fullest engine's, a fill and not a count, under VLLM_KV_CACHE whichever name it came as.
+    """
+    out: dict[str, float] = {}
+    usage: dict[str, float] = {}
+    for m, value in _samples(text):
+        name = m.group(1)
+        if math.isinf(value) or name not in VLLM_GAUGES:
+            continue
+        if name in (VLLM_KV_CACHE, VLLM_KV_CACHE_V0):
+            usage[name] = max(usage[name], value) if name in usage else value
+        else:
+            out[name] = out.get(name, 0.0) + value
+    kv = usage.get(VLLM_KV_CACHE, usage.get(VLLM_KV_CACHE_V0))
+    if kv is not None:
+        out[VLLM_KV_CACHE] = kv
+    return out
 
 
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')

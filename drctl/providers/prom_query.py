@@ -50,7 +50,9 @@ def region_queries(window_s: float, label: str, selector: str = "") -> dict[str,
         "ttft_p50": q(0.5, VLLM_TTFT),
         "ttft_p99": q(0.99, VLLM_TTFT),
         "e2e_p99": q(0.99, VLLM_E2E),
-        "replicas": f"count by ({label}) ({VLLM_RUNNING}{sel})",
+        # vLLM V1 exports one series per engine (label `engine`); a replica is one series once
+        # the engines are summed away (a no-op on V0, which has no such label).
+        "replicas": f"count by ({label}) (sum without (engine) ({VLLM_RUNNING}{sel}))",
         "age_s": f"time() - max by ({label}) (timestamp({VLLM_RUNNING}{sel}))",
     }
 

@@ -14,6 +14,7 @@ unchanged; the activities layer maps them (drctl/providers/errors.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from botocore.config import Config
@@ -130,33 +131,64 @@ class Route53GlobalTraffic:
 
     def get_weights(self) -> dict[str, int]:
         """Weight of each region that has a weighted record; regions without one are left out."""
+        return self._weights_of(self._records())
+
+    def _weights_of(self, records: Iterable[dict[str, Any]]) -> dict[str, int]:
         by_id = {sid: region for region, sid in self.set_identifiers.items()}
         return {
             by_id[rrs["SetIdentifier"]]: int(rrs["Weight"])
-            for rrs in self._records()
+            for rrs in records
             if rrs.get("SetIdentifier") in by_id and "Weight" in rrs
         }
 
+    def _group_ttl(self, existing: dict[Any, dict[str, Any]]) -> int:
+        """The TTL every non-alias record of the weighted group shares (the config's for a new group).
+
+        Resolvers cache each record for its own TTL, so unequal TTLs skew the split away from the
+        weights; a group that already disagrees is refused, naming each record's TTL.
+        """
+        ttls = {str(sid): int(rrs["TTL"]) for sid, rrs in existing.items() if "TTL" in rrs}
+        if len(set(ttls.values())) > 1:
+            raise ValueError(
+                f"weighted records {self.record_name} {self.record_type} have different TTLs {ttls}; "
+                "make them equal before drctl changes weights"
+            )
+        return next(iter(ttls.values()), self.ttl_s)
+
+    def _record(
+        self, region: str, weight: int, existing: dict[Any, dict[str, Any]], ttl: int
+    ) -> dict[str, Any]:
+        sid = self.set_identifiers[region]
+        if sid in existing:
+            # Everything the record has, as listed (HealthCheckId, AliasTarget, Region, Failover,
+            # GeoLocation, MultiValueAnswer, CidrRoutingConfig...), so the UPSERT drops nothing.
+            return {**existing[sid], "Weight": weight}
+        return {
+            "Name": self.record_name,
+            "Type": self.record_type,
+            "SetIdentifier": sid,
+            "Weight": weight,
+            "TTL": ttl,
+            "ResourceRecords": [{"Value": self.targets[region]}],
+        }
+
     def apply_weights(self, weights: dict[str, int]) -> AppliedWeights:
-        """UPSERT every given region's record in one change batch; return without waiting for INSYNC."""
+        """UPSERT every given region's record in one change batch; return without waiting for INSYNC.
+
+        An UPSERT replaces the whole record set, so each region's record is resent as it is now
+        (health check, TTL, alias target, routing fields...) with only its Weight changed. A region
+        without a record gets a new one, with the TTL its weighted group already has.
+        """
         validate_weights(weights, self.regions, max_weight=ROUTE53_MAX_WEIGHT, what="region")
+        existing = {rrs.get("SetIdentifier"): rrs for rrs in self._records()}
         if set(weights) != set(self.regions):
-            current = {r: 0 for r in self.regions} | self.get_weights()
+            current = {r: 0 for r in self.regions} | self._weights_of(existing.values())
             validate_weights(
                 weights, self.regions, max_weight=ROUTE53_MAX_WEIGHT, what="region", current=current
             )
+        ttl = self._group_ttl(existing)
         changes = [
-            {
-                "Action": "UPSERT",
-                "ResourceRecordSet": {
-                    "Name": self.record_name,
-                    "Type": self.record_type,
-                    "SetIdentifier": self.set_identifiers[region],
-                    "Weight": weight,
-                    "TTL": self.ttl_s,
-                    "ResourceRecords": [{"Value": self.targets[region]}],
-                },
-            }
+            {"Action": "UPSERT", "ResourceRecordSet": self._record(region, weight, existing, ttl)}
             for region, weight in weights.items()
         ]
         info = self.client.change_resource_record_sets(

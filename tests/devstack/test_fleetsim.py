@@ -169,7 +169,7 @@ async def test_metrics_are_vllm_shaped_and_move(oai: openai.AsyncOpenAI, http: h
     )
     assert len(buckets) > 10 and [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
     assert buckets[-1][1] == metric(after, "vllm:time_to_first_token_seconds_count")
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc"):
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
         assert metric(after, name) == 0
 
 
@@ -184,7 +184,7 @@ async def test_max_num_seqs_queues_requests_and_shows_in_metrics() -> None:
                 samples = parse_metrics((await client.get("/metrics")).text)
                 running, waiting = (metric(samples, f"vllm:num_requests_{k}") for k in ("running", "waiting"))
                 assert (running, waiting) == (2, 3), (running, waiting)
-                return metric(samples, "vllm:gpu_cache_usage_perc") == 1.0
+                return metric(samples, "vllm:kv_cache_usage_perc") == 1.0
 
             await assert_eventually(saturated, timeout_s=5, interval_s=0.02, what="2 running, 3 waiting")
             assert [r.status_code for r in await asyncio.gather(*calls)] == [200] * 5
@@ -324,7 +324,15 @@ def test_settings_from_env_validates(
 ) -> None:
     settings = FleetsimSettings.from_env({"FLEETSIM_TTFT_MS": "12.5", "FLEETSIM_MAX_NUM_SEQS": "4"})
     assert (settings.ttft_ms, settings.max_num_seqs, settings.itl_ms, settings.model) == (12.5, 4, 5.0, MODEL)
-    for name, value in [("TTFT_MS", "fast"), ("ERROR_RATE", "2"), ("MAX_NUM_SEQS", "0"), ("ITL_MS", "-1")]:
+    assert settings.vllm_metrics == "v1" and settings.load_s == 0
+    assert (
+        FleetsimSettings.from_env({"FLEETSIM_VLLM_METRICS": "v0", "FLEETSIM_LOAD_S": "3"}).vllm_metrics
+        == "v0"
+    )
+    for name, value in [
+        ("TTFT_MS", "fast"), ("ERROR_RATE", "2"), ("MAX_NUM_SEQS", "0"), ("ITL_MS", "-1"),
+        ("VLLM_METRICS", "v2"), ("VLLM_METRICS", "both"), ("LOAD_S", "-1"),
+    ]:  # fmt: skip
         with pytest.raises(SettingsError, match=f"FLEETSIM_{name}"):
             FleetsimSettings.from_env({f"FLEETSIM_{name}": value})
     monkeypatch.setenv("FLEETSIM_ERROR_RATE", "lots")
@@ -365,3 +373,25 @@ def test_subprocess_serves_and_stops_on_sigterm() -> None:
             proc.wait(timeout=5)
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+@pytest.mark.parametrize("surface", ["v0", "v1"])
+async def test_one_vllm_metric_surface_at_a_time(surface: str) -> None:
+    """FLEETSIM_VLLM_METRICS: V0's names (model_name label) or V1's (model_name and engine), never both."""
+    url, runner = await _serve(FleetsimSettings(vllm_metrics=surface, ttft_ms=0, itl_ms=0))
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=10, trust_env=False) as client:
+            body = {"model": MODEL, "prompt": "x", "max_tokens": 1}
+            assert (await client.post("/v1/completions", json=body)).status_code == 200
+            samples = await scrape(client)
+    finally:
+        await runner.cleanup()
+    names = {n for n, _ in samples}
+    kv, gone = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")[:: 1 if surface == "v1" else -1]
+    assert kv in names and gone not in names
+    vllm = [dict(ls) for n, ls in samples if n.startswith("vllm:")]
+    assert all(ls["model_name"] == MODEL for ls in vllm)
+    assert all(("engine" in ls) == (surface == "v1") for ls in vllm)
+    engine = {"engine": "0"} if surface == "v1" else {}
+    assert metric(samples, "vllm:request_success_total", finished_reason="length", **engine) == 1
+    assert metric(samples, "vllm:time_to_first_token_seconds_count", **engine) == 1

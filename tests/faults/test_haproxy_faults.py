@@ -7,8 +7,6 @@ that names the socket, classified so Temporal retries what can heal.
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,44 +16,7 @@ from activities.errors import app_error
 from drctl.providers.errors import classify
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.haproxy_runtime import HAProxyBadReply, HAProxyError, HAProxyRuntime
-
-
-class FakeSocket:
-    """A unix-socket server answering every connection with `reply` (None: read and never answer)."""
-
-    def __init__(self, path: Path, reply: bytes | None) -> None:
-        self.path = str(path)
-        self.reply = reply
-        self.received: list[bytes] = []
-        self._srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._srv.bind(self.path)
-        self._srv.listen(8)
-        self._srv.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._srv.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    self.received.append(conn.recv(65536))
-                    if self.reply is None:
-                        self._stop.wait(5)  # silent: hold the connection open, answer nothing
-                    else:
-                        conn.sendall(self.reply)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self._srv.close()
+from tests.providers.haproxy_socket import FakeSocket
 
 
 @pytest.fixture
@@ -84,7 +45,7 @@ def test_missing_socket_is_retryable_and_names_the_path(tmp_path: Path) -> None:
     [
         b"HTTP/1.1 400 Bad Request\r\n\r\n",  # something else listens on the socket
         b"\x00\xff\xfe garbage",
-        b"\n> 1\n# be_id be_name",  # a reply cut short mid-way (HAProxy reloading)
+        b"1\n# be_id be_name",  # a reply cut short mid-way (HAProxy reloading)
     ],
 )
 def test_garbage_reply_is_a_clear_bad_reply(tmp_path: Path, fake: list[FakeSocket], reply: bytes) -> None:
@@ -93,10 +54,10 @@ def test_garbage_reply_is_a_clear_bad_reply(tmp_path: Path, fake: list[FakeSocke
     rt = HAProxyRuntime(srv.path, timeout_s=2)
     with pytest.raises(HAProxyBadReply) as err:
         rt.get_weights("global")
-    assert srv.received and srv.received[0].startswith(b"prompt; show servers state global; quit")
+    assert srv.received and srv.received[0] == b"show servers state global\n"
     e = classify(err.value, "read global weights")
     assert (e.kind, e.retryable) == ("HAProxyBadReply", True)
-    assert srv.path in e.message and "cannot be split per command" in e.message
+    assert srv.path in e.message and "cannot be parsed" in e.message and "effect is unknown" in e.message
     # Never taken for an empty backend: a write based on it would be a silent wrong answer.
     with pytest.raises(HAProxyBadReply):
         rt.set_weights("global", {"us-west-1": 10})
@@ -104,9 +65,7 @@ def test_garbage_reply_is_a_clear_bad_reply(tmp_path: Path, fake: list[FakeSocke
 
 def test_unparsable_servers_state_names_the_socket(tmp_path: Path, fake: list[FakeSocket]) -> None:
     # The header of a state table, then a row that lacks its columns: a reply cut short.
-    srv = FakeSocket(
-        tmp_path / "odd.sock", b"\n> 1\n# be_id be_name srv_name srv_admin_state\n1 global\n\n> "
-    )
+    srv = FakeSocket(tmp_path / "odd.sock", b"1\n# be_id be_name srv_name srv_admin_state\n1 global\n\n")
     fake.append(srv)
     with pytest.raises(HAProxyBadReply) as err:
         HAProxyRuntime(srv.path, timeout_s=2).servers("global")

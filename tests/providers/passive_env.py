@@ -4,6 +4,10 @@ Two fleetsim replicas (us-west-1 and us-east-1) run as subprocesses; a real HAPr
 sits in front of the us-west-1 replica (backend `region`, a second backend `sse` for streams, and
 a backend `broken` whose only server is a closed port); the real `prometheus` binary scrapes both
 replicas every 250 ms with a `region` label, as a production relabelling would set it.
+
+The two replicas expose the two vLLM metric surfaces (FLEETSIM_VLLM_METRICS): us-west-1 the V0
+engine's names, us-east-1 today's V1 names, as a fleet half-way through a vLLM upgrade would, so
+every reader here is shown to work with either.
 """
 
 from __future__ import annotations
@@ -46,9 +50,13 @@ def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> sub
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
+SURFACE = {"us-west-1": "v0", "us-east-1": "v1"}
+
+
 def _fleetsim(region: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
+        "FLEETSIM_VLLM_METRICS": SURFACE[region],
         "FLEETSIM_REGION": region,
         "FLEETSIM_REPLICA": f"{region}-0",
         "FLEETSIM_TTFT_MS": str(TTFT_MS),

@@ -1,4 +1,4 @@
-"""HAProxy traffic providers and runtime client against a real HAProxy 2.6.
+"""HAProxy traffic providers and runtime client against real HAProxy: Debian's 2.6 and a 3.2 build.
 
 Topology (two HAProxy processes, as in the dev stack): the global frontend balances between a
 region gateway (us-west-1, tracks stable/canary) and a plain backend standing in for us-east-1.
@@ -9,7 +9,6 @@ the global endpoint would see.
 from __future__ import annotations
 
 import collections
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -21,9 +20,9 @@ import pytest
 
 from drctl.providers.haproxy import HAProxyGlobalTraffic, HAProxyRegionalTraffic
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
+from tests.haproxy_binaries import binaries
 from tests.helpers import free_port, wait_until
 
-HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 REQUESTS = 200
 
 _DEFAULTS = """
@@ -54,7 +53,7 @@ def _backend_server(name: str) -> ThreadingHTTPServer:
 
 
 class Stack:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, haproxy: str) -> None:
         self.backends = {n: _backend_server(n) for n in ("stable", "canary", "east")}
         self.port = {n: s.server_address[1] for n, s in self.backends.items()}
         self.global_port, self.gateway_port, self.pool_port = free_port(), free_port(), free_port()
@@ -65,7 +64,7 @@ class Stack:
 global
     stats socket {self.global_sock} mode 600 level admin
 {_DEFAULTS}
-frontend global
+frontend fe_global
     bind 127.0.0.1:{self.global_port}
     default_backend global
 backend global
@@ -101,7 +100,7 @@ backend hashed
             path = tmp / f"{name}.cfg"
             path.write_text(cfg)
             log = (tmp / f"{name}.log").open("wb")
-            self.procs.append(subprocess.Popen([HAPROXY, "-db", "-f", str(path)], stdout=log, stderr=log))
+            self.procs.append(subprocess.Popen([haproxy, "-db", "-f", str(path)], stdout=log, stderr=log))
         self.global_rt, self.gateway_rt = HAProxyRuntime(self.global_sock), HAProxyRuntime(self.gateway_sock)
         try:
             wait_until(lambda: self._up(self.global_rt, "global"), timeout_s=10, what="global haproxy up")
@@ -131,9 +130,9 @@ backend hashed
             server.server_close()
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    s = Stack(tmp_path_factory.mktemp("haproxy"))
+@pytest.fixture(scope="module", params=binaries())
+def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    s = Stack(tmp_path_factory.mktemp("haproxy"), request.param)
     yield s
     s.close()
 

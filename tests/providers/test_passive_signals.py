@@ -7,6 +7,7 @@ errors come from fleetsim's injected error fault and from a gateway server on a 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import pytest
 from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.models.passive import PassiveSignal, PassiveVerdict
 from drctl.models.passive_window import SignalWindow
+from drctl.providers import prom as exposition
 from drctl.providers.gateway_stats import gateway_snapshots
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 from drctl.providers.passive import PassiveReader
@@ -26,8 +28,9 @@ from drctl.providers.prom_query import PrometheusQueryError, PrometheusSignals
 from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.vllm_metrics import ReplicaTarget, read_replicas
 from tests.fleetcfg import fleet_config_data
+from tests.haproxy_binaries import REPO
 from tests.helpers import free_port, wait_until
-from tests.providers.passive_env import MODEL, TH, TTFT_MS, Env, complete, fault, running
+from tests.providers.passive_env import MODEL, SURFACE, TH, TTFT_MS, Env, complete, fault, running
 
 
 @pytest.fixture(scope="module")
@@ -276,3 +279,53 @@ def test_passive_reader_with_prometheus_source(env: Env) -> None:
         PassiveSignal.MISSING
     ] * 2 and "unreachable" in reader.read_errors["prometheus"]
     asyncio.run(reader.aclose())
+
+
+def test_each_replica_exposes_one_vllm_surface_and_the_prober_reads_either(env: Env) -> None:
+    for region, base in (("us-west-1", env.west), ("us-east-1", env.east)):
+        text = httpx.get(f"{base}/metrics", timeout=2, trust_env=False).text
+        names = {n for n, _, _ in exposition.parse_series(text)}
+        engines = {
+            labels.get("engine") for n, labels, _ in exposition.parse_series(text) if n.startswith("vllm:")
+        }
+        if SURFACE[region] == "v1":
+            assert exposition.VLLM_KV_CACHE in names and exposition.VLLM_KV_CACHE_V0 not in names
+            assert engines == {"0"}  # every vllm: series carries model_name and engine
+        else:
+            assert exposition.VLLM_KV_CACHE_V0 in names and exposition.VLLM_KV_CACHE not in names
+            assert engines == {None}
+        gauges = exposition.vllm_gauges(text)
+        assert 0 <= gauges[exposition.VLLM_KV_CACHE] <= 1 and gauges[exposition.VLLM_WAITING] == 0, (
+            region,
+            gauges,
+        )
+
+
+def _dashboard_vllm_queries() -> list[str]:
+    doc = json.loads((REPO / "deploy" / "grafana" / "drctl.json").read_text())
+    exprs = [t["expr"] for panel in doc["panels"] for t in panel.get("targets", []) if "expr" in t]
+    return [e for e in exprs if "vllm:" in e]
+
+
+def test_dashboard_vllm_queries_answer_for_both_surfaces(env: Env) -> None:
+    """The dashboard's vLLM panels, run against Prometheus scraping a V0 and a V1 replica."""
+    queries = _dashboard_vllm_queries()
+    assert queries, "the dashboard has no vLLM panel left to check"
+    with httpx.Client(timeout=5, trust_env=False) as c:
+        for base in (env.west, env.east):
+            complete(c, base, 5)
+
+        def answered(expr: str) -> set[str] | None:
+            # Grafana's $__rate_interval is at least four scrape intervals: 250 ms here.
+            promql = expr.replace("$__rate_interval", "5s").replace("$fleet", "")
+            resp = c.get(f"{env.prometheus}/api/v1/query", params={"query": promql}).json()
+            assert resp["status"] == "success", (promql, resp)
+            regions = {
+                r["metric"].get("region", "") for r in resp["data"]["result"] if r["value"][1] != "NaN"
+            }
+            return regions if regions >= set(SURFACE) else None
+
+        for expr in queries:
+            wait_until(
+                lambda e=expr: answered(e), timeout_s=15, interval_s=0.25, what=f"both surfaces in {expr}"
+            )

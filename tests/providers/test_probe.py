@@ -306,3 +306,19 @@ async def test_malformed_gateway_url_is_a_result_not_an_exception(clean: Stack) 
     p = await _probe(clean, gateway="http://127.0.0.1:notaport")
     assert p.status == ProbeStatus.DOWN
     assert p.gateway.error_class == "probe_error" and "notaport" in (p.gateway.error or "")
+
+
+def test_vllm_gauges_read_either_generation_and_every_engine() -> None:
+    # V1 with two data-parallel engines: queue and running add up, KV-cache fill is the fullest's.
+    v1 = "".join(
+        f'vllm:{name}{{engine="{e}",model_name="m"}} {value}\n'
+        for name, values in (("num_requests_waiting", (2, 3)), ("num_requests_running", (4, 1)),
+                             ("kv_cache_usage_perc", (0.25, 0.75)))
+        for e, value in enumerate(values)
+    )  # fmt: skip
+    assert prom.vllm_gauges(v1) == {prom.VLLM_WAITING: 5, prom.VLLM_RUNNING: 5, prom.VLLM_KV_CACHE: 0.75}
+    v0 = 'vllm:num_requests_waiting{model_name="m"} 1\nvllm:gpu_cache_usage_perc{model_name="m"} 0.5\n'
+    assert prom.vllm_gauges(v0) == {prom.VLLM_WAITING: 1, prom.VLLM_KV_CACHE: 0.5}
+    # A server between the two exports both names: the current one wins.
+    both = 'vllm:gpu_cache_usage_perc{model_name="m"} 0.5\nvllm:kv_cache_usage_perc{model_name="m"} 0.6\n'
+    assert prom.vllm_gauges(both) == {prom.VLLM_KV_CACHE: 0.6}

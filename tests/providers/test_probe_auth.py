@@ -8,6 +8,8 @@ fleetsim's api-key mode behaves as vLLM's middleware: /v1/* needs `Authorization
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.track_analysis import run_requests
-from tests.helpers import free_port
+from tests.helpers import assert_eventually, free_port
 
 KEY = "sk-test-4f1d2c9e"
 ENV = "DRCTL_TEST_VLLM_API_KEY"
@@ -78,8 +80,8 @@ traffic:
 async def test_fleetsim_api_key_mode_guards_v1_like_vllm(region: AuthedRegion) -> None:
     base = region.urls["r0"]
     async with httpx.AsyncClient(timeout=5) as http:
-        assert (await http.get(f"{base}/health")).status_code == 200
-        assert (await http.get(f"{base}/metrics")).status_code == 200
+        for public in ("/health", "/metrics", "/ping", "/load", "/version"):  # vLLM leaves these open
+            assert (await http.get(f"{base}{public}")).status_code == 200, public
         anon = await http.get(f"{base}/v1/models")
         assert anon.status_code == 401 and anon.json() == {"error": "Unauthorized"}
         wrong = await http.get(f"{base}/v1/models", headers={"Authorization": "Bearer nope"})
@@ -196,3 +198,67 @@ traffic:
     assert await asyncio.to_thread(probes.global_success_ratio, requests=3, configuration=conf) == 1.0
     monkeypatch.setenv(ENV, "sk-wrong")
     assert await asyncio.to_thread(probes.global_success_ratio, requests=3, configuration=conf) == 0.0
+
+
+class _Listed:
+    """A replica source listing exactly these replicas."""
+
+    def __init__(self, urls: dict[str, str]) -> None:
+        self.urls = urls
+
+    async def replicas(self, _region: RegionConfig) -> list[ReplicaEndpoint]:
+        return [ReplicaEndpoint(name=n, url=u, track="stable") for n, u in self.urls.items()]
+
+
+async def test_dead_engine_is_down_not_auth(region: AuthedRegion, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's /health answers 503 once the engine is dead: down, even though the token is right."""
+    monkeypatch.setenv(ENV, KEY)
+    async with httpx.AsyncClient(timeout=5) as http:
+        (await http.post(f"{region.urls['r1']}/admin/fault", json={"down": True})).raise_for_status()
+        try:
+            assert (await http.get(f"{region.urls['r1']}/health")).status_code == 503
+            p = await InferenceProber(
+                _cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=region
+            ).probe_region("us-west-1")
+        finally:
+            (await http.delete(f"{region.urls['r1']}/admin/fault")).raise_for_status()
+    r0, r1 = sorted(p.replicas, key=lambda t: t.target)
+    assert r0.status == ProbeStatus.HEALTHY, r0.error
+    assert (r1.status, r1.error_class) == (ProbeStatus.DOWN, "http_5xx") and "HTTP 503" in (r1.error or "")
+    assert p.status != ProbeStatus.AUTH
+
+
+async def test_replica_loading_its_model_refuses_connections_then_serves(
+    region: AuthedRegion, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As vLLM, fleetsim opens its port only once the model is loaded: until then the replica is
+    not ready (connection refused, class "connect"), never an auth problem; then it is healthy."""
+    monkeypatch.setenv(ENV, KEY)
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "drctl.devstack.fleetsim", "--port", str(port), "--api-key", KEY,
+        env={**os.environ, "FLEETSIM_LOAD_S": "2", "FLEETSIM_REGION": "us-west-1"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        # The process runs and says it is loading: from here on, a refused connection is fleetsim's.
+        line = await asyncio.wait_for(proc.stdout.readline(), 15)
+        assert b"loading fleetsim-tiny for 2s" in line, line
+        url = f"http://127.0.0.1:{port}"
+        prober = InferenceProber(
+            _cfg(region, f"auth: {{token_env: {ENV}}}"), replica_source=_Listed({"new": url})
+        )
+        (loading,) = (await prober.probe_region("us-west-1")).replicas
+        assert (loading.status, loading.error_class) == (ProbeStatus.DOWN, "connect"), loading.error
+
+        async def serving() -> bool:
+            (probe,) = (await prober.probe_region("us-west-1")).replicas
+            return probe.status == ProbeStatus.HEALTHY
+
+        await assert_eventually(
+            serving, timeout_s=20, interval_s=0.3, what="the loaded replica probed healthy"
+        )
+    finally:
+        proc.kill()
+        await proc.wait()

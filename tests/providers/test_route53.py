@@ -312,3 +312,124 @@ def test_wait_activity_deadline_is_an_answer_not_an_error(
     # Waited its whole deadline, and stopped there: a small multiple of it, not the 600 s PENDING.
     assert res.propagated is False and res.status == "PENDING" and deadline_s <= res.waited_s < 5 * deadline_s
     assert standin.calls["ChangeResourceRecordSets"] == 1
+
+
+def _rrsets(moto_url: str, zone_id: str, name: str) -> dict[str, dict[str, Any]]:
+    client = boto3.client("route53", region_name="us-east-1", endpoint_url=moto_url)
+    sets = client.list_resource_record_sets(HostedZoneId=zone_id)["ResourceRecordSets"]
+    return {s["SetIdentifier"]: s for s in sets if s["Name"] == f"api.{name}." and "SetIdentifier" in s}
+
+
+def _seed(moto_url: str, zone_id: str, records: list[dict[str, Any]]) -> None:
+    client = boto3.client("route53", region_name="us-east-1", endpoint_url=moto_url)
+    client.change_resource_record_sets(
+        HostedZoneId=zone_id,
+        ChangeBatch={"Changes": [{"Action": "CREATE", "ResourceRecordSet": r} for r in records]},
+    )
+
+
+def _health_check(moto_url: str, host: str) -> str:
+    client = boto3.client("route53", region_name="us-east-1", endpoint_url=moto_url)
+    return str(
+        client.create_health_check(
+            CallerReference=uuid.uuid4().hex,
+            HealthCheckConfig={"Type": "HTTPS", "FullyQualifiedDomainName": host, "ResourcePath": "/health"},
+        )["HealthCheck"]["Id"]
+    )
+
+
+def test_weight_change_keeps_health_check_alias_and_ttl(moto_url: str, zone: tuple[str, str]) -> None:
+    """UPSERT replaces the whole record set: everything but Weight must come back as it was."""
+    name, zid = zone
+    west_hc, east_hc = (
+        _health_check(moto_url, TARGETS["us-west-1"]),
+        _health_check(moto_url, TARGETS["us-east-1"]),
+    )
+    alias = {
+        "HostedZoneId": zid.removeprefix("/hostedzone/"),
+        "DNSName": f"east-lb.{name}.",
+        "EvaluateTargetHealth": True,
+    }
+    api = f"api.{name}."
+    _seed(
+        moto_url,
+        zid,
+        [
+            # TTL 30 where the config says 15: the record's own TTL is what it keeps.
+            {
+                "Name": api,
+                "Type": "CNAME",
+                "SetIdentifier": "us-west-1",
+                "Weight": 60,
+                "TTL": 30,
+                "ResourceRecords": [{"Value": TARGETS["us-west-1"]}],
+                "HealthCheckId": west_hc,
+            },
+            {
+                "Name": api,
+                "Type": "CNAME",
+                "SetIdentifier": "use1",
+                "Weight": 40,
+                "AliasTarget": alias,
+                "HealthCheckId": east_hc,
+            },
+        ],
+    )
+    before = _rrsets(moto_url, zid, name)
+    r53 = Route53GlobalTraffic.from_config(fleet(moto_url, zid, name))
+    r53.set_weights({"us-west-1": 0, "us-east-1": 255})
+    after = _rrsets(moto_url, zid, name)
+    assert r53.get_weights() == {"us-west-1": 0, "us-east-1": 255}
+    assert after["us-west-1"] == {**before["us-west-1"], "Weight": 0}
+    assert after["use1"] == {**before["use1"], "Weight": 255}
+    assert after["us-west-1"]["HealthCheckId"] == west_hc and after["us-west-1"]["TTL"] == 30
+    assert (
+        after["use1"]["HealthCheckId"] == east_hc
+        and after["use1"]["AliasTarget"]["DNSName"] == alias["DNSName"]
+    )
+    assert "TTL" not in after["use1"]
+
+
+def test_new_record_joins_with_the_group_ttl_and_unequal_ttls_are_refused(
+    moto_url: str, zone: tuple[str, str]
+) -> None:
+    name, zid = zone
+    api = f"api.{name}."
+    west = {
+        "Name": api,
+        "Type": "CNAME",
+        "SetIdentifier": "us-west-1",
+        "Weight": 60,
+        "TTL": 45,
+        "ResourceRecords": [{"Value": TARGETS["us-west-1"]}],
+    }
+    _seed(moto_url, zid, [west])
+    r53 = Route53GlobalTraffic.from_config(fleet(moto_url, zid, name))
+    r53.set_weights({"us-west-1": 60, "us-east-1": 40})
+    assert record_sets(moto_url, zid, name) == {
+        "us-west-1": (60, 45, TARGETS["us-west-1"]),
+        "use1": (40, 45, TARGETS["us-east-1"]),  # the group's TTL, not the config's 15
+    }
+    name2, zid2 = (
+        f"u{name}",
+        boto3.client("route53", region_name="us-east-1", endpoint_url=moto_url).create_hosted_zone(
+            Name=f"u{name}", CallerReference=f"u{name}"
+        )["HostedZone"]["Id"],
+    )
+    east = {
+        "Name": f"api.{name2}.",
+        "Type": "CNAME",
+        "SetIdentifier": "use1",
+        "Weight": 40,
+        "TTL": 300,
+        "ResourceRecords": [{"Value": TARGETS["us-east-1"]}],
+    }
+    _seed(moto_url, zid2, [{**west, "Name": f"api.{name2}."}, east])
+    skewed = Route53GlobalTraffic.from_config(fleet(moto_url, zid2, name2))
+    with (
+        Recorder(moto_url) as rec,
+        pytest.raises(ValueError, match=r"different TTLs .*'us-west-1': 45.*'use1': 300"),
+    ):
+        skewed.set_weights({"us-west-1": 0, "us-east-1": 100})
+    assert rec.change_batches() == []
+    assert skewed.get_weights() == {"us-west-1": 60, "us-east-1": 40}
