@@ -14,7 +14,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import app_error
+from activities.errors import app_error, refuse_all_zero
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import RegionRequest
 from drctl.models.analysis import AnalysisRequest, AnalysisResult, TrackRef, judge
@@ -111,12 +111,7 @@ class UpgradeActivities:
     @activity.defn(name="set_track_weights")
     def set_track_weights(self, req: TrackWeightsRequest) -> TrackWeightsRequest:
         """Apply track weights in one region and return what the tier reports afterwards."""
-        if sum(req.weights.values()) <= 0:
-            raise ApplicationError(
-                f"refusing to set every track weight in {req.region} to 0: {req.weights}",
-                type="AllWeightsZero",
-                non_retryable=True,
-            )
+        refuse_all_zero(req.weights, f"track weight in {req.region}")
         activity.logger.info("track weights in %s: %s", req.region, req.weights)
         try:
             self._tier().set_track_weights(req.region, req.weights)
