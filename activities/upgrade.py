@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error, refuse_all_zero
+from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import RegionRequest
 from drctl.models.analysis import AnalysisRequest, AnalysisResult, TrackRef, judge
@@ -43,18 +44,12 @@ MAX_REQUESTS_PER_TRACK = 200
 class UpgradeActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
-        self._workloads: dict[str, Workload] = {}
         self._traffic: RegionalTraffic | None = None
         self._lock = threading.Lock()
         self._replicas = KubernetesReplicaSource(cfg)
-
-    # Providers are built on first use: a worker must start while a cluster or gateway is down.
-    def _workload(self, region: str) -> Workload:
-        with self._lock:
-            if region not in self._workloads:
-                platform = KubernetesPlatform(self.cfg.region(region), poll_interval_s=0.5)
-                self._workloads[region] = Workload(self.cfg, platform)
-            return self._workloads[region]
+        self._workload = PerRegion(
+            lambda region: Workload(cfg, KubernetesPlatform(cfg.region(region), poll_interval_s=0.5))
+        )
 
     def _auth(self) -> dict[str, str]:
         try:
