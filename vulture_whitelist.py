@@ -28,6 +28,8 @@ _.rto_upper_bound_s
 _.active_failover  # MonitorState
 _.capacity_ok  # FailoverPlan
 _.target_share_after
+_.passive_reads  # WatchCounts: in the watcher's heartbeat and result (tests and the UI read them)
+_.resumed
 _.models_ok  # RegionProbe / TargetProbe
 _.queue_depth
 _.kv_cache_usage

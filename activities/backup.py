@@ -6,7 +6,6 @@ Backup's phase and item count on every poll, so a stuck Velero shows in the UI.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -16,6 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
+from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
 from drctl.models.backup import PARTIALLY_FAILED, BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
@@ -46,15 +46,7 @@ def _completed(info: BackupInfo) -> float:
 class BackupActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
-        self._providers: dict[str, VeleroBackupProvider] = {}
-        self._lock = threading.Lock()
-
-    def _provider(self, region: str) -> VeleroBackupProvider:
-        # Built on first use: a worker must start while a cluster is unreachable.
-        with self._lock:
-            if region not in self._providers:
-                self._providers[region] = VeleroBackupProvider(self.cfg, region)
-            return self._providers[region]
+        self._provider = PerRegion(lambda region: VeleroBackupProvider(cfg, region))
 
     @activity.defn(name="create_backup")
     def create_backup(self, req: BackupRequest) -> BackupInfo:

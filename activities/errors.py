@@ -17,3 +17,13 @@ def app_error(exc: BaseException, action: str | None = None) -> ApplicationError
     return ApplicationError(
         err.message, type=err.kind, non_retryable=not err.retryable, next_retry_delay=delay
     )
+
+
+def refuse_all_zero(weights: dict[str, int], what: str) -> None:
+    """Weights that are all 0 would leave traffic nowhere to go: refused, never retried."""
+    if sum(weights.values()) <= 0:
+        raise ApplicationError(
+            f"refusing to set every {what} to 0 ({weights}): traffic would have nowhere to go",
+            type="AllWeightsZero",
+            non_retryable=True,
+        )

@@ -15,6 +15,18 @@ from drctl.providers.probe import InferenceProber
 from drctl.telemetry import metrics
 
 
+def known_regions(cfg: FleetConfig, regions: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The regions this worker's config knows, and why each other one cannot be probed here."""
+    known = [r for r in regions if r in cfg.region_names]
+    unresolved = {
+        r: f"worker {activity.info().task_queue} has no region {r!r} in its config "
+        f"({cfg.source_path or 'built in code'}); known: {', '.join(cfg.region_names)}"
+        for r in regions
+        if r not in known
+    }
+    return known, unresolved
+
+
 class HealthActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
@@ -25,13 +37,7 @@ class HealthActivities:
     async def probe_regions(self, inp: ProbeRequest) -> ProbeBatch:
         # A region the caller knows but this worker's config does not (the two configs drifted apart)
         # is reported, not raised: raising would blind the whole round, every round, for every region.
-        known = [r for r in inp.regions if r in self.cfg.region_names]
-        unresolved = {
-            r: f"worker {activity.info().task_queue} has no region {r!r} in its config "
-            f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
-            for r in inp.regions
-            if r not in known
-        }
+        known, unresolved = known_regions(self.cfg, inp.regions)
         probes = await self.prober.probe_regions(known)
         for p in probes:
             metrics.record_probe(self.fleet, p, time.time())

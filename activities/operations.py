@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.client.connection import ui_link
-from drctl.client.operations import list_operations, visibility_query
+from drctl.client.operations import describe_or_none, list_operations, visibility_query
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.lock import (
@@ -106,14 +106,8 @@ class OperationActivities:
         client = self._client()
         closed = []
         for h in inp.holders:
-            try:
-                desc = await client.get_workflow_handle(h.workflow_id, run_id=h.run_id).describe()
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
-                closed.append(h)
-                continue
-            if desc.status != WorkflowExecutionStatus.RUNNING:
+            desc = await describe_or_none(client.get_workflow_handle(h.workflow_id, run_id=h.run_id))
+            if desc is None or desc.status != WorkflowExecutionStatus.RUNNING:
                 closed.append(h)
         return AliveResult(closed=closed)
 

@@ -6,7 +6,6 @@ KubernetesPlatform per region, built on first use so a worker starts while a clu
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +14,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import app_error
+from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import Capacity, DeploymentStatus, RegionRequest, ScaleInput, WaitRolloutInput
 from drctl.models.failover import capacity_of
@@ -42,14 +42,7 @@ def _status(region: str, d: DeploymentState) -> DeploymentStatus:
 class PlatformActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
-        self._platforms: dict[str, Platform] = {}
-        self._lock = threading.Lock()
-
-    def _platform(self, region: str) -> Platform:
-        with self._lock:
-            if region not in self._platforms:
-                self._platforms[region] = KubernetesPlatform(self.cfg.region(region))
-            return self._platforms[region]
+        self._platform: PerRegion[Platform] = PerRegion(lambda region: KubernetesPlatform(cfg.region(region)))
 
     def _deployment(self, name: str | None) -> str:
         return name or self.cfg.workload.deployment_name("stable")

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.exceptions import CancelledError
 
-from activities.errors import app_error
+from activities.errors import app_error, refuse_all_zero
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import SetWeightsInput, Weights
 from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
@@ -53,12 +53,7 @@ class TrafficActivities:
     @activity.defn(name="set_global_weights")
     def set_global_weights(self, inp: SetWeightsInput) -> WeightsApplied:
         """Apply all region weights at once; return what the tier reports and the change's id, without waiting."""
-        if sum(inp.weights.values()) <= 0:
-            raise ApplicationError(
-                f"refusing to set every region weight to 0 ({inp.weights}): traffic would have nowhere to go",
-                type="AllWeightsZero",
-                non_retryable=True,
-            )
+        refuse_all_zero(inp.weights, "region weight")
         activity.logger.info("applying global weights %s (%s)", inp.weights, inp.reason)
         try:
             applied = self._tier().apply_weights(inp.weights)
@@ -80,19 +75,23 @@ class TrafficActivities:
         """
         started = time.monotonic()
         polls, delay, last_error = 0, inp.poll_s, None
+
+        def result(propagated: bool) -> PropagationResult:
+            return PropagationResult(
+                change_id=inp.change_id,
+                propagated=propagated,
+                status="INSYNC" if propagated else "PENDING",
+                waited_s=round(time.monotonic() - started, 3),
+                polls=polls,
+                last_error=last_error,
+            )
+
         while True:
             activity.heartbeat(polls)
             polls += 1
             try:
                 if self._tier().is_propagated(inp.change_id):
-                    return PropagationResult(
-                        change_id=inp.change_id,
-                        propagated=True,
-                        status="INSYNC",
-                        waited_s=round(time.monotonic() - started, 3),
-                        polls=polls,
-                        last_error=last_error,
-                    )
+                    return result(True)
                 delay = inp.poll_s
             except Exception as exc:
                 err = classify(exc, f"read status of change {inp.change_id}")
@@ -101,14 +100,7 @@ class TrafficActivities:
                 last_error, delay = err.message, min(delay * 2, MAX_POLL_BACKOFF_S)
             left = inp.timeout_s - (time.monotonic() - started)
             if left <= 0:
-                return PropagationResult(
-                    change_id=inp.change_id,
-                    propagated=False,
-                    status="PENDING",
-                    waited_s=round(time.monotonic() - started, 3),
-                    polls=polls,
-                    last_error=last_error,
-                )
+                return result(False)
             activity.wait_for_cancelled_sync(min(delay, left))
             if activity.is_cancelled():
                 raise CancelledError(f"stopped waiting for change {inp.change_id}")

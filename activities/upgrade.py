@@ -14,7 +14,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import app_error
+from activities.errors import app_error, refuse_all_zero
+from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import RegionRequest
 from drctl.models.analysis import AnalysisRequest, AnalysisResult, TrackRef, judge
@@ -43,18 +44,12 @@ MAX_REQUESTS_PER_TRACK = 200
 class UpgradeActivities:
     def __init__(self, cfg: FleetConfig) -> None:
         self.cfg = cfg
-        self._workloads: dict[str, Workload] = {}
         self._traffic: RegionalTraffic | None = None
         self._lock = threading.Lock()
         self._replicas = KubernetesReplicaSource(cfg)
-
-    # Providers are built on first use: a worker must start while a cluster or gateway is down.
-    def _workload(self, region: str) -> Workload:
-        with self._lock:
-            if region not in self._workloads:
-                platform = KubernetesPlatform(self.cfg.region(region), poll_interval_s=0.5)
-                self._workloads[region] = Workload(self.cfg, platform)
-            return self._workloads[region]
+        self._workload = PerRegion(
+            lambda region: Workload(cfg, KubernetesPlatform(cfg.region(region), poll_interval_s=0.5))
+        )
 
     def _auth(self) -> dict[str, str]:
         try:
@@ -111,12 +106,7 @@ class UpgradeActivities:
     @activity.defn(name="set_track_weights")
     def set_track_weights(self, req: TrackWeightsRequest) -> TrackWeightsRequest:
         """Apply track weights in one region and return what the tier reports afterwards."""
-        if sum(req.weights.values()) <= 0:
-            raise ApplicationError(
-                f"refusing to set every track weight in {req.region} to 0: {req.weights}",
-                type="AllWeightsZero",
-                non_retryable=True,
-            )
+        refuse_all_zero(req.weights, f"track weight in {req.region}")
         activity.logger.info("track weights in %s: %s", req.region, req.weights)
         try:
             self._tier().set_track_weights(req.region, req.weights)

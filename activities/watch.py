@@ -23,10 +23,13 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.health import known_regions
 from drctl.config.schema import FleetConfig
 from drctl.models.health import ProbeStatus, RegionState
 from drctl.models.passive import PassiveSignal
 from drctl.models.watch import (
+    WatchCarry,
+    WatchCounts,
     WatchInput,
     WatchProgress,
     WatchResult,
@@ -55,13 +58,8 @@ def _resume(inp: WatchInput) -> WatchProgress:
         # Regions the monitor added or removed since are its to decide; keep only the ones asked for.
         progress.trackers = {r: progress.trackers.get(r) or inp.trackers[r] for r in inp.trackers}
         return progress
-    return WatchProgress(
-        trackers={k: v.model_copy() for k, v in inp.trackers.items()},
-        unresolved=dict(inp.unresolved),
-        refused=list(inp.refused),
-        started_at=_now(),
-        quiet_until=dict(inp.quiet_until),
-    )
+    # A copy: the progress changes as the watch goes, the input stays what the monitor sent.
+    return WatchProgress(started_at=_now(), **inp.model_dump(include=set(WatchCarry.model_fields)))
 
 
 class WatchActivities:
@@ -105,13 +103,7 @@ class WatchActivities:
             await asyncio.sleep(HEARTBEAT_S)
 
     async def _watch(self, inp: WatchInput, p: WatchProgress, reader: PassiveReader | None) -> WatchResult:
-        known = [r for r in inp.regions if r in self.cfg.region_names]
-        unresolved = {
-            r: f"worker {activity.info().task_queue} has no region {r!r} in its config "
-            f"({self.cfg.source_path or 'built in code'}); known: {', '.join(self.cfg.region_names)}"
-            for r in inp.regions
-            if r not in known
-        }
+        known, unresolved = known_regions(self.cfg, inp.regions)
         if unresolved != p.unresolved:
             return self._result(p, [], "unresolved", unresolved=unresolved)
         deadline = p.started_at + timedelta(seconds=inp.return_after_s)
@@ -176,17 +168,10 @@ class WatchActivities:
     def _result(
         p: WatchProgress, changed: list[str], reason: Any, unresolved: dict[str, str] | None = None
     ) -> WatchResult:
-        return WatchResult(
-            trackers=p.trackers,
-            unresolved=p.unresolved if unresolved is None else unresolved,
-            changed=list(dict.fromkeys(changed)),
-            refused=p.refused,
-            reason=reason,
-            rounds=p.rounds,
-            passive_reads=p.passive_reads,
-            resumed=p.resumed,
-            quiet_until=p.quiet_until,
-        )
+        counts = p.model_dump(include=set(WatchCounts.model_fields))
+        if unresolved is not None:
+            counts["unresolved"] = unresolved
+        return WatchResult(changed=list(dict.fromkeys(changed)), reason=reason, **counts)
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

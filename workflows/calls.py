@@ -14,6 +14,7 @@ QUEUE_WAIT_S for a worker (schedule-to-start); `NO_QUEUE_WAIT` marks the calls b
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -60,40 +61,35 @@ R_out = TypeVar("R_out", covariant=True)
 
 # --- retry policies, each with the failure it is for ---------------------------------------------
 
+
+def _s(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def _backoff(first_s: float, max_s: float, attempts: int = 0) -> RetryPolicy:
+    """Doubling waits from `first_s` up to `max_s`; `attempts` 0 is unlimited (schedule_to_close bounds it)."""
+    return RetryPolicy(
+        initial_interval=_s(first_s),
+        backoff_coefficient=2.0,
+        maximum_interval=_s(max_s),
+        maximum_attempts=attempts,
+    )
+
+
 # Fast, idempotent calls (read weights, probe): a failover is racing its RTO, so a transient socket
 # error is retried quickly, a handful of times, and must not end it.
-FAST_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=2),
-    maximum_attempts=5,
-)
+FAST_RETRY = _backoff(0.2, 2, 5)
 # Platform calls (Kubernetes API, Velero, rclone, the region gateway): conflicts and throttling heal
 # within seconds. Also what resumes a heartbeating wait on another worker after a worker restart.
-PLATFORM_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=6,
-)
+PLATFORM_RETRY = _backoff(1, 10, 6)
 # The watcher: a worker restart (graceful or a crash seen by the heartbeat) is retried at once on
 # the next worker, resuming from the heartbeat; a watcher failing over and over surfaces to the monitor.
-WATCH_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=2),
-    maximum_attempts=10,
-)
+WATCH_RETRY = _backoff(0.2, 2, 10)
 # Called once on purpose: the workflow repeats it itself, or a second attempt would do harm.
 NO_RETRY = RetryPolicy(maximum_attempts=1)
 # Route 53 Throttling / PriorRequestNotComplete heal within seconds; back off rather than hammer the
 # API (5 requests/s per account). Worst case ~22 s of backoff before giving up.
-APPLY_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=500),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=5),
-    maximum_attempts=8,
-)
+APPLY_RETRY = _backoff(0.5, 5, 8)
 # A propagation wait retries only when its worker died (heartbeat timeout); schedule_to_close bounds it.
 WAIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # Verify attempts are repeated by the workflow; this only replaces a lost attempt, until the deadline.
@@ -104,36 +100,23 @@ VERIFY_RETRY = RetryPolicy(
     non_retryable_error_types=["AuthConfigError"],
 )
 # Acquire is idempotent (same update id, same holder), so a lost attempt is simply retried.
-ACQUIRE_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=2),
-    maximum_attempts=8,
-)
+ACQUIRE_RETRY = _backoff(0.2, 2, 8)
 # Analysis sends its own bounded traffic; a worker lost mid-window is retried a couple of times.
 ANALYSIS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # S3 can be down or throttling (503 SlowDown) for minutes: keep retrying, with backoff (see REPORT_UPLOAD_WINDOW).
-REPORT_UPLOAD_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60)
-)
+REPORT_UPLOAD_RETRY = _backoff(1, 60)
 REPORT_UPLOAD_WINDOW = timedelta(minutes=15)
 # Clearing drill faults is idempotent, and a fault left behind hurts users: retry for a while.
-CLEAR_RETRY = RetryPolicy(
-    maximum_attempts=10, initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
-)
+CLEAR_RETRY = _backoff(1, 10, 10)
 # Observing a failover is a read; a worker lost mid-watch is retried.
 OBSERVE_RETRY = RetryPolicy(maximum_attempts=3)
 # Metrics must not hold up or fail the operation: a few quick tries, then the caller logs a warning.
 METRICS_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
 # rclone retries inside a run; a run that still fails is retried at the next interval, so Temporal
 # only covers a lost worker or a transient start failure.
-RUN_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=10), maximum_attempts=3
-)
+RUN_RETRY = _backoff(2, 10, 3)
 # Backoff between webhook delivery attempts; the total is bounded by schedule_to_close (retry_for_s).
-DELIVERY_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30)
-)
+DELIVERY_RETRY = _backoff(1, 30)
 
 # How long any activity may wait in its task queue for a worker. A region's worker that is dead (or
 # a queue nobody serves) must surface as an error naming the queue, never as an operation that waits
@@ -151,34 +134,58 @@ VELERO_S = 900.0  # Velero itself is the slow part; the heartbeat catches a lost
 NO_QUEUE_WAIT = None
 
 
-def _s(seconds: float) -> timedelta:
-    return timedelta(seconds=seconds)
+@dataclass(frozen=True)
+class _Policy:
+    """How one kind of call is retried and bounded: the same at every call site."""
+
+    retry: RetryPolicy
+    heartbeat: timedelta | None = None
+    queue_wait_s: float | None = QUEUE_WAIT_S
+
+
+FAST = _Policy(FAST_RETRY)
+APPLY = _Policy(APPLY_RETRY)
+PROPAGATION = _Policy(WAIT_RETRY, WAIT_HEARTBEAT)
+VERIFY = _Policy(VERIFY_RETRY, _s(5), NO_QUEUE_WAIT)
+ONCE = _Policy(NO_RETRY)
+PLATFORM = _Policy(PLATFORM_RETRY)
+ROLLOUT = _Policy(PLATFORM_RETRY, WAIT_HEARTBEAT)
+VELERO = _Policy(PLATFORM_RETRY, VELERO_HEARTBEAT)
+SLOW_PLATFORM = _Policy(PLATFORM_RETRY, _s(30))  # warm-up requests, rclone copies
+ANALYSIS = _Policy(ANALYSIS_RETRY, _s(30))
+# A replica region's worker may be restarting: a run waits longer for it than an operation does.
+REPLICATION = _Policy(RUN_RETRY, _s(30), queue_wait_s=60)
+ACQUIRE = _Policy(ACQUIRE_RETRY, queue_wait_s=NO_QUEUE_WAIT)
+METRICS = _Policy(METRICS_RETRY, queue_wait_s=NO_QUEUE_WAIT)
+DELIVERY = _Policy(DELIVERY_RETRY, queue_wait_s=NO_QUEUE_WAIT)
+OBSERVE = _Policy(OBSERVE_RETRY, _s(15), NO_QUEUE_WAIT)
+CLEAR = _Policy(CLEAR_RETRY, queue_wait_s=NO_QUEUE_WAIT)
+REPORT_UPLOAD = _Policy(REPORT_UPLOAD_RETRY, queue_wait_s=NO_QUEUE_WAIT)
 
 
 async def _call(
     name: str,
     arg: Any,
     result: type[T] | None,
-    *,
     summary: str,
     queue: str | None,
     seconds: float,
-    retry: RetryPolicy,
-    queue_wait_s: float | None = QUEUE_WAIT_S,
+    how: _Policy,
     **more: Any,
 ) -> T:
-    args = [] if arg is None else [arg]
-    wait = None if queue_wait_s is None else _s(queue_wait_s)
+    """Execute activity `name` for at most `seconds` an attempt; `more` holds the bounds that vary
+    with the input (schedule_to_close_timeout, a heartbeat_timeout or schedule_to_start_timeout of its own)."""
+    wait = None if how.queue_wait_s is None else _s(how.queue_wait_s)
+    options: dict[str, Any] = {"heartbeat_timeout": how.heartbeat, "schedule_to_start_timeout": wait, **more}
     return await workflow.execute_activity(  # type: ignore[no-any-return]
         name,
-        args=args,
+        args=[] if arg is None else [arg],
         result_type=result,
         summary=summary,
         task_queue=queue,
         start_to_close_timeout=_s(seconds),
-        schedule_to_start_timeout=wait,
-        retry_policy=retry,
-        **more,
+        retry_policy=how.retry,
+        **options,
     )
 
 
@@ -186,45 +193,40 @@ async def _call(
 
 
 async def get_global_weights(*, queue: str | None = None, summary: str = "read global weights") -> Weights:
-    return await _call(
-        "get_global_weights", None, Weights, summary=summary, queue=queue, seconds=10, retry=FAST_RETRY
-    )
+    return await _call("get_global_weights", None, Weights, summary, queue, 10, FAST)
 
 
 async def set_global_weights(inp: SetWeightsInput, *, queue: str, summary: str) -> WeightsApplied:
     # Returns at once with the change id: a slow propagation never re-sends the change.
-    return await _call(
-        "set_global_weights", inp, WeightsApplied, summary=summary, queue=queue, seconds=10, retry=APPLY_RETRY
-    )
+    return await _call("set_global_weights", inp, WeightsApplied, summary, queue, 10, APPLY)
 
 
 async def wait_global_propagation(inp: PropagationInput, *, queue: str, summary: str) -> PropagationResult:
+    close = _s(inp.timeout_s * 2 + 60)
     return await _call(
         "wait_global_propagation",
         inp,
         PropagationResult,
-        summary=summary,
-        queue=queue,
-        seconds=inp.timeout_s + 30,
-        retry=WAIT_RETRY,
-        heartbeat_timeout=WAIT_HEARTBEAT,
-        schedule_to_close_timeout=_s(inp.timeout_s * 2 + 60),
+        summary,
+        queue,
+        inp.timeout_s + 30,
+        PROPAGATION,
+        schedule_to_close_timeout=close,
     )
 
 
 async def verify_global(inp: VerifyInput, *, queue: str, deadline_s: float, summary: str) -> VerifyResult:
     """One verification attempt; the server retries a lost one until `deadline_s` from now."""
+    close = _s(deadline_s + 5)
     return await _call(
         "verify_global",
         inp,
         VerifyResult,
-        summary=summary,
-        queue=queue,
-        seconds=inp.timeout_s + 5,
-        retry=VERIFY_RETRY,
-        heartbeat_timeout=_s(5),
-        schedule_to_close_timeout=_s(deadline_s + 5),
-        queue_wait_s=NO_QUEUE_WAIT,
+        summary,
+        queue,
+        inp.timeout_s + 5,
+        VERIFY,
+        schedule_to_close_timeout=close,
     )
 
 
@@ -235,25 +237,13 @@ def probe_attempt_s(probe_timeout_s: float) -> float:
 
 async def probe_region(inp: RegionRequest, *, probe_timeout_s: float, summary: str) -> RegionProbe:
     return await _call(
-        "probe_region",
-        inp,
-        RegionProbe,
-        summary=summary,
-        queue=None,
-        seconds=probe_attempt_s(probe_timeout_s),
-        retry=FAST_RETRY,
+        "probe_region", inp, RegionProbe, summary, None, probe_attempt_s(probe_timeout_s), FAST
     )
 
 
 async def probe_regions(inp: ProbeRequest, *, probe_timeout_s: float, summary: str) -> ProbeBatch:
     return await _call(
-        "probe_regions",
-        inp,
-        ProbeBatch,
-        summary=summary,
-        queue=None,
-        seconds=probe_attempt_s(probe_timeout_s),
-        retry=FAST_RETRY,
+        "probe_regions", inp, ProbeBatch, summary, None, probe_attempt_s(probe_timeout_s), FAST
     )
 
 
@@ -262,15 +252,10 @@ async def probe_from(
 ) -> ProbeBatch:
     """A quorum vote: another region's worker probes. Once: an unanswered vote is a missing vote,
     and waiting vantage_timeout_s for a worker, not QUEUE_WAIT_S, keeps a dead one from holding up a failover."""
+    seconds = probe_attempt_s(probe_timeout_s)
+    wait = _s(vantage_timeout_s)
     return await _call(
-        "probe_regions",
-        inp,
-        ProbeBatch,
-        summary=summary,
-        queue=queue,
-        seconds=probe_attempt_s(probe_timeout_s),
-        retry=NO_RETRY,
-        queue_wait_s=vantage_timeout_s,
+        "probe_regions", inp, ProbeBatch, summary, queue, seconds, ONCE, schedule_to_start_timeout=wait
     )
 
 
@@ -302,7 +287,7 @@ def _platform(name: str, arg: type[A], result: type[T]) -> RegionCall[A, T]:
     """
 
     async def call(inp: A, *, queue: str, summary: str) -> T:
-        return await _call(name, inp, result, summary=summary, queue=queue, seconds=30, retry=PLATFORM_RETRY)
+        return await _call(name, inp, result, summary, queue, 30, PLATFORM)
 
     return call
 
@@ -319,113 +304,42 @@ set_track_weights = _platform("set_track_weights", up.TrackWeightsRequest, up.Tr
 async def wait_rollout(inp: WaitRolloutInput, *, queue: str, summary: str) -> DeploymentStatus:
     # Retried: a worker killed mid-wait is noticed by the heartbeat timeout and the wait resumes on
     # another worker. RolloutTimeout itself is non-retryable, so a real timeout still ends it.
-    return await _call(
-        "wait_rollout",
-        inp,
-        DeploymentStatus,
-        summary=summary,
-        queue=queue,
-        seconds=inp.timeout_s + 30,
-        retry=PLATFORM_RETRY,
-        heartbeat_timeout=WAIT_HEARTBEAT,
-    )
+    return await _call("wait_rollout", inp, DeploymentStatus, summary, queue, inp.timeout_s + 30, ROLLOUT)
 
 
 async def create_backup(inp: BackupRequest, *, queue: str, summary: str) -> BackupInfo:
     # Idempotent by name, so a retry re-attaches to the running backup.
-    return await _call(
-        "create_backup",
-        inp,
-        BackupInfo,
-        summary=summary,
-        queue=queue,
-        seconds=VELERO_S,
-        retry=PLATFORM_RETRY,
-        heartbeat_timeout=VELERO_HEARTBEAT,
-    )
+    return await _call("create_backup", inp, BackupInfo, summary, queue, VELERO_S, VELERO)
 
 
 async def restore_backup(inp: RestoreRequest, *, queue: str, summary: str) -> BackupInfo:
-    return await _call(
-        "restore_backup",
-        inp,
-        BackupInfo,
-        summary=summary,
-        queue=queue,
-        seconds=VELERO_S,
-        retry=PLATFORM_RETRY,
-        heartbeat_timeout=VELERO_HEARTBEAT,
-    )
+    return await _call("restore_backup", inp, BackupInfo, summary, queue, VELERO_S, VELERO)
 
 
 async def warm_up(inp: up.WarmupRequest, *, queue: str, summary: str) -> up.WarmupResult:
-    return await _call(
-        "warm_up",
-        inp,
-        up.WarmupResult,
-        summary=summary,
-        queue=queue,
-        seconds=120,
-        retry=PLATFORM_RETRY,
-        heartbeat_timeout=_s(30),
-    )
+    return await _call("warm_up", inp, up.WarmupResult, summary, queue, 120, SLOW_PLATFORM)
 
 
 async def analyze_tracks(inp: AnalysisRequest, *, queue: str, summary: str) -> AnalysisResult:
-    return await _call(
-        "analyze_tracks",
-        inp,
-        AnalysisResult,
-        summary=summary,
-        queue=queue,
-        seconds=inp.window_s + 60,
-        retry=ANALYSIS_RETRY,
-        heartbeat_timeout=_s(30),
-    )
+    return await _call("analyze_tracks", inp, AnalysisResult, summary, queue, inp.window_s + 60, ANALYSIS)
 
 
 # --- data ----------------------------------------------------------------------------------------
 
 
 async def copy_artifacts(inp: ArtifactsInput, *, queue: str, summary: str) -> ArtifactsResult:
-    return await _call(
-        "copy_artifacts",
-        inp,
-        ArtifactsResult,
-        summary=summary,
-        queue=queue,
-        seconds=VELERO_S,
-        retry=PLATFORM_RETRY,
-        heartbeat_timeout=_s(30),
-    )
+    return await _call("copy_artifacts", inp, ArtifactsResult, summary, queue, VELERO_S, SLOW_PLATFORM)
 
 
 async def check_rpo(inp: RpoCheckInput, *, queue: str, bound_s: float, summary: str) -> RpoCheck:
     # One attempt: the failover is racing its RTO, and an unmeasurable lag is itself the answer.
-    return await _call(
-        "check_rpo",
-        inp,
-        RpoCheck,
-        summary=summary,
-        queue=queue,
-        seconds=bound_s,
-        retry=NO_RETRY,
-        heartbeat_timeout=_s(bound_s),
-    )
+    bound = _s(bound_s)
+    return await _call("check_rpo", inp, RpoCheck, summary, queue, bound_s, ONCE, heartbeat_timeout=bound)
 
 
 async def replicate_pair(pair: ReplicaPair, *, queue: str, timeout_s: float, summary: str) -> ReplicationRun:
-    # A replica region's worker may be restarting: a run waits longer for it than an operation does.
     return await _call(
-        "replicate_pair",
-        pair,
-        ReplicationRun,
-        summary=summary,
-        queue=queue,
-        seconds=timeout_s * 2 + 30,
-        retry=RUN_RETRY,
-        queue_wait_s=60,
-        heartbeat_timeout=_s(30),
+        "replicate_pair", pair, ReplicationRun, summary, queue, timeout_s * 2 + 30, REPLICATION
     )
 
 
@@ -433,49 +347,29 @@ async def replicate_pair(pair: ReplicaPair, *, queue: str, timeout_s: float, sum
 
 
 async def acquire_fleet(inp: LockRequest, *, summary: str) -> LockGrant:
-    return await _call(
-        "acquire_fleet",
-        inp,
-        LockGrant,
-        summary=summary,
-        queue=None,
-        seconds=30,
-        retry=ACQUIRE_RETRY,
-        queue_wait_s=NO_QUEUE_WAIT,
-    )
+    return await _call("acquire_fleet", inp, LockGrant, summary, None, 30, ACQUIRE)
 
 
 async def lock_holders_closed(inp: AliveInput, *, summary: str) -> AliveResult:
-    return await _call(
-        "lock_holders_closed", inp, AliveResult, summary=summary, queue=None, seconds=10, retry=FAST_RETRY
-    )
+    return await _call("lock_holders_closed", inp, AliveResult, summary, None, 10, FAST)
 
 
 async def record_outcome(inp: OutcomeInput, *, summary: str) -> None:
-    await _call(
-        "record_outcome",
-        inp,
-        None,
-        summary=summary,
-        queue=None,
-        seconds=10,
-        retry=METRICS_RETRY,
-        queue_wait_s=NO_QUEUE_WAIT,
-    )
+    await _call("record_outcome", inp, None, summary, None, 10, METRICS)
 
 
 async def notify_webhook(inp: DeliverInput, *, summary: str) -> Delivery:
     hook = inp.webhook
+    close = _s(hook.retry_for_s)
     return await _call(
         "notify_webhook",
         inp,
         Delivery,
-        summary=summary,
-        queue=None,
-        seconds=hook.timeout_s + 5,
-        retry=DELIVERY_RETRY,
-        schedule_to_close_timeout=_s(hook.retry_for_s),
-        queue_wait_s=NO_QUEUE_WAIT,
+        summary,
+        None,
+        hook.timeout_s + 5,
+        DELIVERY,
+        schedule_to_close_timeout=close,
     )
 
 
@@ -483,36 +377,15 @@ async def notify_webhook(inp: DeliverInput, *, summary: str) -> Delivery:
 
 
 async def drill_monitor_check(inp: dr.MonitorCheckInput, *, summary: str) -> dr.MonitorCheck:
-    return await _call(
-        "drill_monitor_check", inp, dr.MonitorCheck, summary=summary, queue=None, seconds=20, retry=FAST_RETRY
-    )
+    return await _call("drill_monitor_check", inp, dr.MonitorCheck, summary, None, 20, FAST)
 
 
 async def drill_observe(inp: dr.ObserveInput, *, summary: str) -> dr.Observation:
-    return await _call(
-        "drill_observe",
-        inp,
-        dr.Observation,
-        summary=summary,
-        queue=None,
-        seconds=inp.timeout_s + 30,
-        retry=OBSERVE_RETRY,
-        heartbeat_timeout=_s(15),
-        queue_wait_s=NO_QUEUE_WAIT,
-    )
+    return await _call("drill_observe", inp, dr.Observation, summary, None, inp.timeout_s + 30, OBSERVE)
 
 
 async def drill_clear_faults(inp: dr.ClearFaultsInput, *, summary: str) -> dr.ClearFaultsResult:
-    return await _call(
-        "drill_clear_faults",
-        inp,
-        dr.ClearFaultsResult,
-        summary=summary,
-        queue=None,
-        seconds=60,
-        retry=CLEAR_RETRY,
-        queue_wait_s=NO_QUEUE_WAIT,
-    )
+    return await _call("drill_clear_faults", inp, dr.ClearFaultsResult, summary, None, 60, CLEAR)
 
 
 async def drill_store_report(
@@ -522,12 +395,11 @@ async def drill_store_report(
         "drill_store_report",
         report,
         dr.ReportKey,
-        summary=summary,
-        queue=None,
-        seconds=30,
-        retry=REPORT_UPLOAD_RETRY,
+        summary,
+        None,
+        30,
+        REPORT_UPLOAD,
         schedule_to_close_timeout=give_up_after,
-        queue_wait_s=NO_QUEUE_WAIT,
     )
 
 

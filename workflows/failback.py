@@ -139,19 +139,19 @@ class Failback(Operation):
         plan = failback_plan(current, configured, spec.failback_steps)
         res.steps_planned = len(plan)
         previous = current
+
+        async def move(weights: dict[str, int], reason: str, summary: str) -> None:
+            change = await global_weights.apply_and_wait(
+                tq, weights, reason, summary, spec.global_propagation_timeout_s
+            )
+            res.changes.append(change)
+            res.weights_after = change.weights
+
         for i, step in enumerate(plan, 1):
             self.phases.enter(f"step-{i}-of-{len(plan)}", f"weights {fmt_weights(step)}")
             # Each step waits until it is in effect everywhere: the analysis below must judge traffic
             # that has moved, and the next change must not pile onto a PENDING one.
-            change = await global_weights.apply_and_wait(
-                tq,
-                step,
-                f"failback step {i}/{len(plan)}",
-                f"failback step {i}: {fmt_weights(step)}",
-                spec.global_propagation_timeout_s,
-            )
-            res.changes.append(change)
-            res.weights_after = change.weights
+            await move(step, f"failback step {i}/{len(plan)}", f"failback step {i}: {fmt_weights(step)}")
             if spec.failback_step_interval_s > 0:
                 await workflow.sleep(spec.failback_step_interval_s)
             probes = await self._probe(spec, gaining) if gaining else []
@@ -159,15 +159,7 @@ class Failback(Operation):
             if failing:
                 why = "; ".join(f"{p.region} {p.status.value}: {p.reason}" for p in failing)
                 self.phases.note("regression", why)
-                change = await global_weights.apply_and_wait(
-                    tq,
-                    previous,
-                    f"failback rollback: {why}",
-                    f"roll back to {fmt_weights(previous)}",
-                    spec.global_propagation_timeout_s,
-                )
-                res.changes.append(change)
-                res.weights_after = change.weights
+                await move(previous, f"failback rollback: {why}", f"roll back to {fmt_weights(previous)}")
                 res.status, res.error = "rolled_back", f"step {i} regressed ({why}); rolled back one step"
                 return
             res.steps_done = i

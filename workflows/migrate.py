@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
     from drctl.models.failover import cap_weights
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
-    from drctl.models.upgrade import Outcome, WarmupRequest
+    from drctl.models.upgrade import Outcome, WarmupRequest, failure
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
     from workflows.operation import cause_of
@@ -100,12 +100,7 @@ class Migration(Progressive):
 
     @workflow.run
     async def run(self, req: MigrationRequest) -> MigrationResult:
-        return await self.conclude(
-            self._run(req),
-            lambda res: (
-                None if res.outcome is Outcome.SUCCEEDED else f"migration {res.outcome.value}: {res.reason}"
-            ),
-        )
+        return await self.conclude(self._run(req), lambda res: failure("migration", res.outcome, res.reason))
 
     async def _run(self, req: MigrationRequest) -> MigrationResult:
         self.phases.title = f"Migration of `{req.spec.fleet}` from `{req.source}` to `{req.target}`"

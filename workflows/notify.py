@@ -118,18 +118,9 @@ class Notifier:
         )
 
     async def failover_ended(self, res: FailoverResult) -> None:
-        self.emit(
-            ev.failover_ended(
-                **self._base(),
-                status=res.status,
-                source=res.source,
-                target=res.target,
-                error=res.error,
-                rto_s=res.rto_s,
-                rto_target_s=res.rto_target_s,
-                rto_met=res.rto_met,
-            )
-        )
+        # The event's fields are the result's, by the same names.
+        fields = {"status", "source", "target", "error", "rto_s", "rto_target_s", "rto_met"}
+        self.emit(ev.failover_ended(**self._base(), **res.model_dump(include=fields)))
         await self.flush()
 
     def monitor_alert(self, state: MonitorState) -> None:

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         UpgradeRequest,
         UpgradeResult,
         UpgradeStatus,
+        failure,
     )
     from workflows import calls
     from workflows.notify import Notifier
@@ -97,12 +98,7 @@ class Upgrade(Progressive):
 
     @workflow.run
     async def run(self, req: UpgradeRequest) -> UpgradeResult:
-        return await self.conclude(
-            self._run(req),
-            lambda res: (
-                None if res.outcome is Outcome.SUCCEEDED else f"upgrade {res.outcome.value}: {res.reason}"
-            ),
-        )
+        return await self.conclude(self._run(req), lambda res: failure("upgrade", res.outcome, res.reason))
 
     async def _run(self, req: UpgradeRequest) -> UpgradeResult:
         self.phases.title = f"Upgrade of `{req.spec.fleet}` to `{req.release.image}` ({req.strategy.value})"

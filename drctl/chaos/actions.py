@@ -56,6 +56,14 @@ def _admin(
     return admin(region, path, {**body, "owner": _owner(configuration)})
 
 
+def _admin_kill(
+    rc: RegionConfig, fault: str, body: dict[str, Any], configuration: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A replica fault through the dev stack's admin API, which names the replicas it hurt."""
+    out = _admin(rc, "/faults/replicas", {"action": "kill", **body}, configuration)
+    return _injected(rc.name, fault, list(out.get("affected", [])))
+
+
 def _core(region: RegionConfig) -> Any:
     from kubernetes import client
 
@@ -80,10 +88,7 @@ def kill_region_replicas(
     """Region outage: every replica of the track goes down and stays down until `clear_faults`."""
     cfg, rc = _target(configuration, region)
     if cfg.drills.fault_injector == "devstack":
-        out = _admin(
-            rc, "/faults/replicas", {"action": "kill", "track": track, "stay_down": True}, configuration
-        )
-        return _injected(region, "region-outage", list(out.get("affected", [])))
+        return _admin_kill(rc, "region-outage", {"track": track, "stay_down": True}, configuration)
     apps = apps_api(rc)
     name, ns = cfg.workload.deployment_name(track), rc.kube.namespace
     dep = apps.read_namespaced_deployment(name, ns)
@@ -110,10 +115,7 @@ def kill_replicas(
         raise ValueError("count must be at least 1")
     cfg, rc = _target(configuration, region)
     if cfg.drills.fault_injector == "devstack":
-        out = _admin(
-            rc, "/faults/replicas", {"action": "kill", "track": track, "count": count}, configuration
-        )
-        return _injected(region, "replica-loss", list(out.get("affected", [])))
+        return _admin_kill(rc, "replica-loss", {"track": track, "count": count}, configuration)
     core = _core(rc)
     selector = f"app={cfg.workload.app},drctl.io/track={track}"
     pods = core.list_namespaced_pod(rc.kube.namespace, label_selector=selector).items

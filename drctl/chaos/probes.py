@@ -55,17 +55,22 @@ def _complete(client: httpx.Client, url: str, model: str, header: str) -> str | 
     return (answer.region or "") if answer.ok else None
 
 
+def _served_by(
+    requests: int, timeout_s: float, header: str | None, configuration: dict[str, Any] | None
+) -> list[str | None]:
+    """`requests` completions (bounded) through the global endpoint: each one's serving region, None if failed."""
+    requests = max(1, min(requests, _MAX_REQUESTS))
+    url, model, name = global_endpoint(configuration), _model(configuration), _header(configuration, header)
+    with _client(timeout_s, configuration) as client:
+        return [_complete(client, url, model, name) for _ in range(requests)]
+
+
 def global_success_ratio(
     requests: int = 10, timeout_s: float = 5.0, configuration: dict[str, Any] | None = None
 ) -> float:
     """Fraction of `requests` completions through the global endpoint that succeed."""
-    requests = max(1, min(requests, _MAX_REQUESTS))
-    url, model = global_endpoint(configuration), _model(configuration)
-    ok = 0
-    with _client(timeout_s, configuration) as client:
-        for _ in range(requests):
-            ok += _complete(client, url, model, _header(configuration, None)) is not None
-    return ok / requests
+    answers = _served_by(requests, timeout_s, None, configuration)
+    return sum(a is not None for a in answers) / len(answers)
 
 
 def traffic_share(
@@ -76,13 +81,8 @@ def traffic_share(
     configuration: dict[str, Any] | None = None,
 ) -> float:
     """Fraction of `requests` completions through the global endpoint served by `region`."""
-    requests = max(1, min(requests, _MAX_REQUESTS))
-    url, model = global_endpoint(configuration), _model(configuration)
-    served = 0
-    with _client(timeout_s, configuration) as client:
-        for _ in range(requests):
-            served += _complete(client, url, model, _header(configuration, header)) == region
-    return served / requests
+    answers = _served_by(requests, timeout_s, header, configuration)
+    return sum(a == region for a in answers) / len(answers)
 
 
 def wait_for_traffic_moved(

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.table import Table
@@ -33,6 +34,8 @@ from drctl.models.backup import (
 )
 from drctl.providers.errors import ProviderError
 from drctl.providers.velero import VeleroBackupProvider
+
+T = TypeVar("T")
 
 # `restore` is a top-level command beside the `backup` group: both live here and share the rendering.
 app = typer.Typer()
@@ -120,8 +123,8 @@ def _refuse_existing(cfg: FleetConfig, region: str, name: str) -> None:
 def create(
     name: Annotated[str | None, typer.Option("--name", help="Backup name (default: generated).")] = None,
     region: RegionOpt = None,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Back up the workload namespace of one region's cluster and wait for Velero to finish."""
     cfg = common.load(config)
@@ -163,47 +166,56 @@ def create(
     )
 
 
-@backup_app.command("list")
-def list_cmd(
-    region: RegionOpt = None,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
-) -> None:
-    """Backups known to one region's Velero, newest first."""
+def _read(
+    config: Path,
+    region: str | None,
+    read: Callable[[VeleroBackupProvider], T],
+    missing: Callable[[str], str] | None = None,
+) -> tuple[str, T]:
+    """Read one region's Velero; `missing(region)` is the message for NotFound."""
     cfg = common.load(config)
     r = _region(cfg, region)
     try:
-        items = VeleroBackupProvider(cfg, r).list_backups()
+        return r, read(VeleroBackupProvider(cfg, r))
     except ProviderError as exc:
+        if missing and exc.error.kind == "NotFound":
+            raise common.UserError(missing(r)) from None
         raise common.UserError(str(exc), exit_code=1) from None
+
+
+def _print(output: common.Output, items: list[BackupInfo], data: Any, title: str) -> None:
     if output is common.Output.json:
-        common.print_json([b.model_dump(mode="json") for b in items])
+        common.print_json(data)
     else:
-        common.console.print(_table(items, f"backups in {r}"))
+        common.console.print(_table(items, title))
+
+
+@backup_app.command("list")
+def list_cmd(
+    region: RegionOpt = None,
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
+) -> None:
+    """Backups known to one region's Velero, newest first."""
+    r, items = _read(config, region, VeleroBackupProvider.list_backups)
+    _print(output, items, [b.model_dump(mode="json") for b in items], f"backups in {r}")
 
 
 @backup_app.command("describe")
 def describe(
     name: Annotated[str, typer.Argument(help="Backup name.")],
     region: RegionOpt = None,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """One backup's phase, item count, errors and expiry."""
-    cfg = common.load(config)
-    r = _region(cfg, region)
-    try:
-        info = VeleroBackupProvider(cfg, r).describe_backup(name)
-    except ProviderError as exc:
-        if exc.error.kind == "NotFound":
-            raise common.UserError(
-                f"no backup {name!r} in {r}; see `drctl backup list --region {r}`"
-            ) from None
-        raise common.UserError(str(exc), exit_code=1) from None
-    if output is common.Output.json:
-        common.print_json(info.model_dump(mode="json"))
-    else:
-        common.console.print(_table([info], f"backup {name} in {r}"))
+    r, info = _read(
+        config,
+        region,
+        lambda velero: velero.describe_backup(name),
+        lambda r: f"no backup {name!r} in {r}; see `drctl backup list --region {r}`",
+    )
+    _print(output, [info], info.model_dump(mode="json"), f"backup {name} in {r}")
 
 
 @app.command("restore")
@@ -216,8 +228,8 @@ def restore(
         list[str], typer.Option("--namespace-mapping", help="SRC:DST (repeatable).")
     ] = [],  # noqa: B006
     policy: Annotated[str, typer.Option("--existing-resource-policy", help="none or update.")] = "none",
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Restore a backup into one region's cluster and wait for Velero to finish."""
     cfg = common.load(config)

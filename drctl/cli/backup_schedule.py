@@ -7,7 +7,6 @@ not an operation drctl runs, so the CLI writes it directly; the backups it produ
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -52,7 +51,7 @@ def create(
         str | None, typer.Option("--name", help="Schedule name (default: every-<interval>).")
     ] = None,
     region: RegionsOpt = None,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
 ) -> None:
     """Create a Velero Schedule of the workload namespace in each region's cluster."""
     cfg = common.load(config)
@@ -85,8 +84,8 @@ def create(
 @app.command("list")
 def list_(
     region: RegionsOpt = None,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Schedules of every region, with the time of their last backup."""
     cfg = common.load(config)
@@ -96,8 +95,7 @@ def list_(
             items += VeleroSchedules(cfg, r).list()
         except ProviderError as exc:
             raise _provider_error(exc) from None
-    if output is common.Output.json:
-        common.print_json([s.model_dump(mode="json") for s in items])
+    if common.printed_json(output, items):
         return
     t = Table(title="Velero schedules")
     for col in ("region", "name", "schedule", "ttl", "phase", "last backup"):
@@ -111,7 +109,7 @@ def list_(
 def delete(
     name: Annotated[str, typer.Argument(help="Schedule name.")],
     region: RegionsOpt = None,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
 ) -> None:
     """Delete a schedule (its backups stay until their TTL)."""
     cfg = common.load(config)

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, UserError, err_console, load
+from drctl.cli.common import CONFIG, ConfigOpt, UserError, err_console, load
 
 app = typer.Typer()
 
 
 @app.command("codec-server")
 def codec_server(
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: ConfigOpt = CONFIG,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8081,
     origin: Annotated[

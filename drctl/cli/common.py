@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 
 from drctl.config.schema import FleetConfig, load_config
@@ -23,8 +24,7 @@ err_console = Console(stderr=True)
 DEFAULT_CONFIG = "config/fleet.yaml"
 
 ConfigOpt = Annotated[
-    Path,
-    typer.Option("--config", "-c", help="Fleet config file.", envvar="DRCTL_CONFIG", show_default=True),
+    Path, typer.Option("--config", "-c", help="Fleet config file.", envvar="DRCTL_CONFIG", show_default=True)
 ]
 
 
@@ -34,6 +34,10 @@ class Output(str, Enum):
 
 
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="Output format.")]
+
+# The defaults every command gives its --config and --output, stated once.
+CONFIG = Path(DEFAULT_CONFIG)
+TABLE = Output.table
 
 
 class UserError(Exception):
@@ -58,3 +62,15 @@ def run_async(fn: Callable[[], Awaitable[T]]) -> T:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+def printed_json(output: Output, data: Any) -> bool:
+    """With --output json, print `data` (plain data, a model or a list of models) and return True."""
+    if output is not Output.json:
+        return False
+    print_json([_plain(v) for v in data] if isinstance(data, list) else _plain(data))
+    return True

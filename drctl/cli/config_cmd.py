@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drctl.cli.common import DEFAULT_CONFIG, Output, OutputOpt, console, print_json
+from drctl.cli.common import DEFAULT_CONFIG, TABLE, Output, OutputOpt, console, print_json
 from drctl.config.schema import load_config
 from drctl.config.warnings import warnings
 
@@ -22,7 +22,7 @@ def validate(
     file: Annotated[Path, typer.Argument(help="Fleet config file.", envvar="DRCTL_CONFIG")] = Path(
         DEFAULT_CONFIG
     ),
-    output: OutputOpt = Output.table,
+    output: OutputOpt = TABLE,
 ) -> None:
     """Validate a fleet config; list every problem with its field path (exit 2 when invalid).
 

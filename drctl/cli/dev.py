@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -32,7 +31,7 @@ def _needs_the_extra() -> None:
 
 @app.command("up")
 def up_cmd(
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
     timeout_s: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the stack to serve.")
     ] = 180.0,
@@ -78,9 +77,7 @@ def up_cmd(
 
 
 @app.command("status")
-def status_cmd(
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table
-) -> None:
+def status_cmd(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Each component's pid, whether it is alive, and whether its ports answer."""
     from drctl.devstack import prometheus, stack
 
@@ -108,7 +105,7 @@ def status_cmd(
 
 
 @app.command("down")
-def down_cmd(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+def down_cmd(config: common.ConfigOpt = common.CONFIG) -> None:
     """Stop every process of the dev stack (Temporal history is kept in the state dir)."""
     from drctl.devstack import stack
 

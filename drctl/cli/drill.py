@@ -64,13 +64,13 @@ def render_report(r: DrillReport, link: str) -> None:
 @app.command("run")
 def run_cmd(
     experiment: Annotated[Path, typer.Argument(help="Chaos Toolkit experiment (JSON or YAML).")],
-    config: common.ConfigOpt = Path("config/fleet.yaml"),
+    config: common.ConfigOpt = common.CONFIG,
     target: TargetOpt = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")
     ] = False,
     no_wait: NoWait = False,
-    output: common.OutputOpt = common.Output.table,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Run a drill now. Exits 0 only on PASS; 2 for an invalid experiment."""
     cfg = common.load(config)
@@ -132,9 +132,7 @@ def _loss(r: DrillReport) -> str:
 
 @app.command("history")
 def history_cmd(
-    config: common.ConfigOpt = Path("config/fleet.yaml"),
-    limit: int = 20,
-    output: common.OutputOpt = common.Output.table,
+    config: common.ConfigOpt = common.CONFIG, limit: int = 20, output: common.OutputOpt = common.TABLE
 ) -> None:
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
     cfg = common.load(config)
@@ -178,12 +176,11 @@ def report_cmd(
     drill_id: Annotated[
         str, typer.Argument(help="drill/<fleet>/<ts>", autocompletion=complete.operation_ids)
     ],
-    config: common.ConfigOpt = Path("config/fleet.yaml"),
-    output: common.OutputOpt = common.Output.table,
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """One drill's full report (markdown, or JSON with --output json)."""
-    cfg = common.load(config)
-    store = ReportStore(cfg)
+    store = ReportStore(common.load(config))
     try:
         if output is common.Output.json:
             common.print_json(store.get(drill_id).model_dump(mode="json"))

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +20,7 @@ from temporalio.client import (
     Schedule,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
+    ScheduleHandle,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleRange,
@@ -30,7 +31,18 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.chaos.validate import validate_experiment
-from drctl.cli.common import ConfigOpt, Output, OutputOpt, UserError, console, load, print_json, run_async
+from drctl.cli.common import (
+    CONFIG,
+    TABLE,
+    ConfigOpt,
+    Output,
+    OutputOpt,
+    UserError,
+    console,
+    load,
+    print_json,
+    run_async,
+)
 from drctl.client.connection import connect
 from drctl.client.operations import search_attributes
 from drctl.config.schema import FleetConfig
@@ -95,7 +107,7 @@ def schedule_cmd(
         str | None, typer.Option("--target", help="Region to hurt (default: each experiment's).")
     ] = None,
     name: NameOpt = "weekly",
-    config: ConfigOpt = Path("config/fleet.yaml"),
+    config: ConfigOpt = CONFIG,
 ) -> None:
     """Create or replace a drill schedule (with --cron), or manage schedules with a subcommand."""
     if ctx.invoked_subcommand is not None:
@@ -146,7 +158,7 @@ def schedule_cmd(
 
 
 @app.command("list")
-def list_cmd(config: ConfigOpt = Path("config/fleet.yaml"), output: OutputOpt = Output.table) -> None:
+def list_cmd(config: ConfigOpt = CONFIG, output: OutputOpt = TABLE) -> None:
     """Drill schedules of this fleet with their next run times."""
     cfg = load(config)
     prefix = schedule_id(cfg, "")
@@ -214,6 +226,18 @@ def _calendar_text(spec: ScheduleSpec) -> str:
     return "; ".join(" ".join(field(n, getattr(c, n)) for n in _FULL) for c in spec.calendars)
 
 
+# Each schedule subcommand: its help, and what it does to the schedule.
+_SCHEDULE_OPS: dict[str, tuple[str, Callable[[ScheduleHandle], Awaitable[None]]]] = {
+    "pause": ("Pause a drill schedule.", lambda h: h.pause(note="paused with drctl")),
+    "resume": ("Resume a paused drill schedule.", lambda h: h.unpause(note="resumed with drctl")),
+    "delete": ("Delete a drill schedule.", lambda h: h.delete()),
+    "trigger": (
+        "Run a scheduled drill now (skipped if one is already running).",
+        lambda h: h.trigger(overlap=ScheduleOverlapPolicy.SKIP),
+    ),
+}
+
+
 def _handle_op(config: Path, name: str, op: str) -> None:
     cfg = load(config)
     sid = schedule_id(cfg, name)
@@ -221,14 +245,7 @@ def _handle_op(config: Path, name: str, op: str) -> None:
     async def go() -> None:
         handle = (await connect(cfg)).get_schedule_handle(sid)
         try:
-            if op == "pause":
-                await handle.pause(note="paused with drctl")
-            elif op == "resume":
-                await handle.unpause(note="resumed with drctl")
-            elif op == "delete":
-                await handle.delete()
-            else:
-                await handle.trigger(overlap=ScheduleOverlapPolicy.SKIP)
+            await _SCHEDULE_OPS[op][1](handle)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise UserError(f"no drill schedule {sid} (see `drctl drill schedule list`)") from None
@@ -238,25 +255,12 @@ def _handle_op(config: Path, name: str, op: str) -> None:
     console.print(f"schedule {sid}: {op}{'d' if op.endswith('e') else 'ed'}", markup=False, highlight=False)
 
 
-@app.command("pause")
-def pause_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
-    """Pause a drill schedule."""
-    _handle_op(config, name, "pause")
+def _op_command(op: str) -> Callable[..., None]:
+    def command(name: NameOpt = "weekly", config: ConfigOpt = CONFIG) -> None:
+        _handle_op(config, name, op)
+
+    return command
 
 
-@app.command("resume")
-def resume_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
-    """Resume a paused drill schedule."""
-    _handle_op(config, name, "resume")
-
-
-@app.command("delete")
-def delete_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
-    """Delete a drill schedule."""
-    _handle_op(config, name, "delete")
-
-
-@app.command("trigger")
-def trigger_cmd(name: NameOpt = "weekly", config: ConfigOpt = Path("config/fleet.yaml")) -> None:
-    """Run a scheduled drill now (skipped if one is already running)."""
-    _handle_op(config, name, "trigger")
+for _op, (_help, _) in _SCHEDULE_OPS.items():
+    app.command(_op, help=_help)(_op_command(_op))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -173,7 +172,7 @@ def failover(
     to: Annotated[
         str, typer.Option("--to", help="Region that takes the traffic.", autocompletion=complete.regions)
     ],
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
     from_: Annotated[
         str | None,
         typer.Option(
@@ -191,7 +190,7 @@ def failover(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     yes: Yes = False,
     no_wait: NoWait = False,
-    output: common.OutputOpt = common.Output.table,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Move the fleet's traffic to one region, through the Failover workflow."""
     cfg = common.load(config)
@@ -232,7 +231,7 @@ def failover(
 
 @app.command("failback")
 def failback(
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
     region: Annotated[
         str | None,
         typer.Option(
@@ -243,7 +242,7 @@ def failback(
     ] = None,
     yes: Yes = False,
     no_wait: NoWait = False,
-    output: common.OutputOpt = common.Output.table,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Return traffic to the configured weights in steps, checking health at each step."""
     cfg = common.load(config)

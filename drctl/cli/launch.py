@@ -16,13 +16,15 @@ import typer
 from rich.live import Live
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from drctl.cli.common import Output, console, err_console, print_json, run_async
+from drctl.cli.common import Output, UserError, console, err_console, print_json, run_async
 from drctl.cli.errors import EXIT_FAILED, EXIT_NOT_STARTED, EXIT_OK
 from drctl.client.connection import connect, ui_link
 from drctl.client.outcome import Finished, M, finished
 from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.phases import QUERY_PROGRESS, OperationProgress
 
 NoWait = Annotated[
@@ -43,6 +45,50 @@ class Launched(Generic[M]):
     workflow_id: str
     link: str
     done: Finished[M] | None
+
+
+async def start_unless_running(
+    client: Client, cfg: FleetConfig, run: Any, arg: Any, *, wid: str, operation: str, phase: str
+) -> tuple[WorkflowHandle[Any, Any], bool]:
+    """Start the fleet's long-running workflow `wid` (`run` is its run method) unless it runs;
+    returns (handle, started). Started in `phase`, the one it stays in while it runs."""
+    try:
+        desc = await client.get_workflow_handle(wid).describe()
+        if desc.status and desc.status.name == "RUNNING":
+            return client.get_workflow_handle(wid), False
+    except RPCError:
+        pass
+    attrs = TypedSearchAttributes(
+        [
+            SearchAttributePair(sa.FLEET, cfg.name),
+            SearchAttributePair(sa.OPERATION, operation),
+            SearchAttributePair(sa.PHASE, phase),
+        ]
+    )
+    handle = await client.start_workflow(
+        run,
+        arg,
+        id=wid,
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=attrs,
+        memo={"fleet": cfg.name},
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    return handle, True
+
+
+def stop_workflow(
+    cfg: FleetConfig, wid: str, stop: Callable[[WorkflowHandle[Any, Any]], Awaitable[None]], exit_code: int
+) -> None:
+    """Signal or cancel the long-running workflow `wid`; one that is not running is a UserError."""
+
+    async def go() -> None:
+        try:
+            await stop((await connect(cfg)).get_workflow_handle(wid))
+        except RPCError as exc:
+            raise UserError(f"{wid} is not running ({exc.message})", exit_code) from None
+
+    run_async(go)
 
 
 def exit_code(done: Finished[Any]) -> int:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from drctl.cli import complete
-from drctl.cli.common import DEFAULT_CONFIG, ConfigOpt, Output, OutputOpt, UserError, load
+from drctl.cli.common import CONFIG, TABLE, ConfigOpt, OutputOpt, UserError, load
 from drctl.cli.launch import Launched, NoWait, conclude, launch
 from drctl.cli.upgrade import new_id, parse_steps, render
 from drctl.client.operations import start_operation
@@ -40,9 +39,9 @@ def migrate(
     decommission: Annotated[
         bool, typer.Option("--decommission", help="Scale the source to zero at the end.")
     ] = False,
-    config: ConfigOpt = Path(DEFAULT_CONFIG),
+    config: ConfigOpt = CONFIG,
     no_wait: NoWait = False,
-    output: OutputOpt = Output.table,
+    output: OutputOpt = TABLE,
 ) -> None:
     """Move the workload from one region's cluster to another's, and its traffic after it."""
     cfg = load(config)

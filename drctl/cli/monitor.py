@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from drctl.cli import common
+from drctl.cli.launch import start_unless_running, stop_workflow
 from drctl.client.connection import connect, ui_link
 from drctl.client.monitor_view import live_status
 from drctl.config.schema import FleetConfig
-from drctl.models import search_attributes as sa
 from drctl.models.failover import MonitorInput, MonitorStatus
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.monitor_config import SpecUpdate
@@ -34,30 +32,10 @@ async def start_monitor(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandl
     """Start the fleet's monitor unless it runs; returns (handle, started)."""
     from workflows.monitor import FleetMonitor
 
-    wid = monitor_id(cfg)
-    try:
-        desc = await client.get_workflow_handle(wid).describe()
-        if desc.status and desc.status.name == "RUNNING":
-            return client.get_workflow_handle(wid), False
-    except RPCError:
-        pass
-    attrs = TypedSearchAttributes(
-        [
-            SearchAttributePair(sa.FLEET, cfg.name),
-            SearchAttributePair(sa.OPERATION, "monitor"),
-            SearchAttributePair(sa.PHASE, "watching"),
-        ]
+    arg = MonitorInput(spec=FleetSpec.from_config(cfg))
+    return await start_unless_running(
+        client, cfg, FleetMonitor.run, arg, wid=monitor_id(cfg), operation="monitor", phase="watching"
     )
-    handle = await client.start_workflow(
-        FleetMonitor.run,
-        MonitorInput(spec=FleetSpec.from_config(cfg)),
-        id=wid,
-        task_queue=cfg.temporal.task_queue,
-        search_attributes=attrs,
-        memo={"fleet": cfg.name},
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )
-    return handle, True
 
 
 async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> list[str]:
@@ -95,7 +73,7 @@ async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | No
 
 
 @app.command("start")
-def start(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+def start(config: common.ConfigOpt = common.CONFIG) -> None:
     """Start watching every region; a running monitor is updated to follow this config."""
     cfg = common.load(config)
 
@@ -118,24 +96,15 @@ def start(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
 
 
 @app.command("stop")
-def stop(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+def stop(config: common.ConfigOpt = common.CONFIG) -> None:
     """Stop the monitor (a failover it started keeps running)."""
     cfg = common.load(config)
-
-    async def go() -> None:
-        try:
-            await (await connect(cfg)).get_workflow_handle(monitor_id(cfg)).cancel()
-        except RPCError as exc:
-            raise common.UserError(f"monitor {monitor_id(cfg)} is not running ({exc.message})") from None
-
-    common.run_async(go)
+    stop_workflow(cfg, monitor_id(cfg), lambda handle: handle.cancel(), exit_code=2)
     common.console.print(f"monitor {monitor_id(cfg)} stopping")
 
 
 @app.command("status")
-def status(
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table
-) -> None:
+def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """The monitor's view: per-region state, policy, alert."""
     cfg = common.load(config)
 
@@ -147,8 +116,7 @@ def status(
         raise common.UserError(
             f"monitor {monitor_id(cfg)} is not running; start it with `drctl monitor start`", 1
         )
-    if output is common.Output.json:
-        common.print_json(st.model_dump(mode="json"))
+    if common.printed_json(output, st):
         return
     if st.alert:
         common.console.print(f"[bold red]ALERT {st.alert}[/]")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import getpass
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -33,8 +32,8 @@ def test_cmd(
         list[str] | None,
         typer.Option("--webhook", "-w", help="Webhook name (repeatable); default every configured webhook."),
     ] = None,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Send a test event to webhooks through the worker; exit 1 if any was not delivered."""
     cfg = common.load(config)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -73,11 +72,11 @@ async def _handle(client: Client, cfg: FleetConfig, wid: str) -> WorkflowHandle[
 
 @app.command("list")
 def list_cmd(
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
     all_: Annotated[
         bool, typer.Option("--all", help="Include finished operations (most recent 20).")
     ] = False,
-    output: common.OutputOpt = common.Output.table,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Operations on this fleet: running ones by default."""
     cfg = common.load(config)
@@ -89,8 +88,7 @@ def list_cmd(
         return await list_operations(await connect(cfg), cfg.name, query, cfg, limit=20 if all_ else 50)
 
     found = common.run_async(go)
-    if output is common.Output.json:
-        common.print_json([o.model_dump(mode="json") for o in found])
+    if common.printed_json(output, found):
         return
     if not found:
         common.console.print(f"no {'' if all_ else 'running '}operations on fleet {cfg.name!r}")
@@ -140,15 +138,12 @@ async def _show(cfg: FleetConfig, workflow_id: str) -> dict[str, Any]:
 
 @app.command("show")
 def show(
-    workflow_id: WorkflowId,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
+    workflow_id: WorkflowId, config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE
 ) -> None:
     """One operation: status, phase timings, and its result when finished."""
     cfg = common.load(config)
     info = common.run_async(lambda: _show(cfg, workflow_id))
-    if output is common.Output.json:
-        common.print_json(info)
+    if common.printed_json(output, info):
         return
     prog = OperationProgress.model_validate(info["progress"]) if info["progress"] else None
     common.console.print(progress_table(workflow_id, prog, info["status"]))
@@ -159,9 +154,7 @@ def show(
 
 @app.command("watch")
 def watch_cmd(
-    workflow_id: WorkflowId,
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
+    workflow_id: WorkflowId, config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE
 ) -> None:
     """Follow an operation until it ends (after Ctrl-C or --no-wait); exit with its exit code.
 
@@ -192,7 +185,7 @@ def watch_cmd(
 @app.command("approve")
 def approve(
     workflow_id: Annotated[str, typer.Argument(help="Workflow id waiting at its approval gate.")],
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
     approver: Annotated[
         str, typer.Option(help="Your name, recorded in the result.", envvar="USER")
     ] = "operator",
@@ -212,7 +205,7 @@ def approve(
 @app.command("abort")
 def abort(
     workflow_id: Annotated[str, typer.Argument(help="Workflow id to abort.")],
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
     reason: Annotated[str, typer.Option(help="Why, recorded in the result.")] = "aborted by operator",
 ) -> None:
     """Ask an operation to stop at its next safe point (rejected once it is past no-return)."""

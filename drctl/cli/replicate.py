@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 from rich.table import Table
 from temporalio.client import Client
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from drctl.cli import common
 from drctl.cli.data_status import lag_cell
+from drctl.cli.launch import start_unless_running, stop_workflow
 from drctl.client.connection import connect, ui_link
 from drctl.config.schema import FleetConfig
-from drctl.models import search_attributes as sa
 from drctl.models.rpo import ReplicateInput, ReplicateStatus, replica_pairs
 
 
@@ -39,30 +36,16 @@ async def start_replication(client: Client, cfg: FleetConfig) -> tuple[str, bool
 
     if not cfg.data.buckets:
         raise common.UserError(f"{cfg.source_path or 'config'}: data.buckets is empty: nothing to replicate")
-    wid = replicate_id(cfg)
-    try:
-        desc = await client.get_workflow_handle(wid).describe()
-        if desc.status and desc.status.name == "RUNNING":
-            return wid, False
-    except RPCError:
-        pass
-    attrs = TypedSearchAttributes(
-        [
-            SearchAttributePair(sa.FLEET, cfg.name),
-            SearchAttributePair(sa.OPERATION, "replicate"),
-            SearchAttributePair(sa.PHASE, "replicating"),
-        ]
-    )
-    await client.start_workflow(
+    handle, started = await start_unless_running(
+        client,
+        cfg,
         Replicate.run,
         replicate_input(cfg),
-        id=wid,
-        task_queue=cfg.temporal.task_queue,
-        search_attributes=attrs,
-        memo={"fleet": cfg.name},
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        wid=replicate_id(cfg),
+        operation="replicate",
+        phase="replicating",
     )
-    return wid, True
+    return handle.id, started
 
 
 async def replication_status(client: Client, cfg: FleetConfig) -> ReplicateStatus | None:
@@ -82,7 +65,7 @@ app = typer.Typer(
 
 
 @app.command("start")
-def start(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+def start(config: common.ConfigOpt = common.CONFIG) -> None:
     """Start replicating every data.buckets[] entry on its interval (idempotent)."""
     cfg = common.load(config)
 
@@ -94,24 +77,15 @@ def start(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
 
 
 @app.command("stop")
-def stop(config: common.ConfigOpt = Path(common.DEFAULT_CONFIG)) -> None:
+def stop(config: common.ConfigOpt = common.CONFIG) -> None:
     """Stop replicating after the runs in flight finish."""
     cfg = common.load(config)
-
-    async def go() -> None:
-        try:
-            await (await connect(cfg)).get_workflow_handle(replicate_id(cfg)).signal("stop")
-        except RPCError as exc:
-            raise common.UserError(f"{replicate_id(cfg)} is not running ({exc.message})", 1) from None
-
-    common.run_async(go)
+    stop_workflow(cfg, replicate_id(cfg), lambda handle: handle.signal("stop"), exit_code=1)
     common.console.print(f"replication {replicate_id(cfg)} stopping")
 
 
 @app.command("status")
-def status(
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table
-) -> None:
+def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Last run of every replica: transfers, bytes, check, lag against the RPO."""
     cfg = common.load(config)
     st = common.run_async(lambda: _status(cfg))
@@ -119,8 +93,7 @@ def status(
         raise common.UserError(
             f"{replicate_id(cfg)} is not running; start it with `drctl replicate start`", 1
         )
-    if output is common.Output.json:
-        common.print_json(st.model_dump(mode="json"))
+    if common.printed_json(output, st):
         return
     t = Table(
         title=f"replication {cfg.name}: {st.total_runs} runs, {st.total_transfers} objects, "

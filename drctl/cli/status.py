@@ -6,7 +6,6 @@ in its cell instead of hiding the rest.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -96,14 +95,11 @@ app = typer.Typer()
 
 
 @app.command("status")
-def status(
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG), output: common.OutputOpt = common.Output.table
-) -> None:
+def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """The fleet now: region states, probe figures, global weights, replicas, running operations."""
     cfg = common.load(config)
     data = common.run_async(lambda: collect(cfg))
-    if output is common.Output.json:
-        common.print_json(data)
+    if common.printed_json(output, data):
         return
     mon = data.get("monitor") or {}
     if mon.get("alert"):

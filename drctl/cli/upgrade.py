@@ -19,12 +19,7 @@ from drctl.client.connection import connect, ui_link
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationResult
-from drctl.models.upgrade import (
-    Strategy,
-    UpgradeResult,
-    UpgradeStatus,
-    upgrade_request,
-)
+from drctl.models.upgrade import Strategy, UpgradeResult, UpgradeStatus, upgrade_request
 
 app = typer.Typer(
     name="upgrade",
@@ -123,9 +118,9 @@ def upgrade(
     env: Annotated[
         list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")
     ] = [],  # noqa: B006
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+    config: common.ConfigOpt = common.CONFIG,
     no_wait: NoWait = False,
-    output: common.OutputOpt = common.Output.table,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Start an upgrade (`drctl upgrade --image IMG`), or manage one (subcommands)."""
     if ctx.invoked_subcommand:
@@ -193,7 +188,7 @@ def _control_command(name: str) -> Any:
     def command(
         upgrade_id: UpgradeId,
         reason: Reason = f"{name} from the CLI",
-        config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
+        config: common.ConfigOpt = common.CONFIG,
     ) -> None:
         _send(config, upgrade_id, name, reason)
 
@@ -209,8 +204,8 @@ for _name in ("promote", "abort", "pause", "resume"):
 @app.command("status")
 def status(
     upgrade_id: Annotated[str, typer.Argument(help="Upgrade id (or full workflow id).")],
-    config: common.ConfigOpt = Path(common.DEFAULT_CONFIG),
-    output: common.OutputOpt = common.Output.table,
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Phase, region, step, pause state and last analysis of an upgrade."""
     cfg = common.load(config)
@@ -224,8 +219,7 @@ def status(
             raise common.UserError(f"cannot read {wid}: {exc}", exit_code=1) from None
 
     st = common.run_async(go)
-    if output is common.Output.json:
-        common.print_json(st.model_dump(mode="json"))
+    if common.printed_json(output, st):
         return
     common.console.print(
         f"{wid}: phase [bold]{st.phase}[/] region {st.region or '-'} step {st.step_percent} %"

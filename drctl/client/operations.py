@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecution, WorkflowHandle
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.client.connection import ui_link
 from drctl.config.schema import FleetConfig
@@ -35,6 +36,16 @@ class FleetBusyError(RuntimeError):
         )
         self.fleet = fleet
         self.running = running
+
+
+async def describe_or_none(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription | None:
+    """The workflow's description; None when Temporal has no such workflow (other errors raise)."""
+    try:
+        return await handle.describe()
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None
 
 
 def visibility_query(fleet: str) -> str:

@@ -29,6 +29,7 @@ from pydantic import (
 from drctl.config.data import DataConfig
 from drctl.config.passive import PassiveConfig
 from drctl.config.quorum import QuorumConfig
+from drctl.config.regions import RegionsByName
 
 TRACKS = ("stable", "canary", "blue", "green")
 
@@ -558,7 +559,7 @@ class DevStackConfig(_Model):
     )
 
 
-class FleetConfig(_Model):
+class FleetConfig(_Model, RegionsByName[RegionConfig]):
     name: str = Field(
         ...,
         description="Fleet name; workflow IDs and search attributes carry it.",
@@ -622,18 +623,9 @@ class FleetConfig(_Model):
     # --- helpers used everywhere ----------------------------------------------------------------
 
     def region(self, name: str) -> RegionConfig:
-        for r in self.regions:
-            if r.name == name:
-                return r
-        raise UnknownRegionError(name, [r.name for r in self.regions])
-
-    @property
-    def region_names(self) -> list[str]:
-        return [r.name for r in self.regions]
-
-    @property
-    def weights(self) -> dict[str, int]:
-        return {r.name: r.weight for r in self.regions}
+        if (r := self.find_region(name)) is None:
+            raise UnknownRegionError(name, self.region_names)
+        return r
 
     def normalised_weights(self) -> dict[str, float]:
         total = sum(r.weight for r in self.regions)

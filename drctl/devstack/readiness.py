@@ -39,24 +39,20 @@ def answers_completion(base_url: str, cfg: FleetConfig) -> str | None:
     return None if r.status_code == 200 else f"{base_url}/v1/completions answered {r.status_code}"
 
 
+def _temporal(temporal_bin: str, cfg: FleetConfig, *command: str) -> subprocess.CompletedProcess[str] | str:
+    """`temporal <command>` against the fleet's server: its process, or why it did not answer in time."""
+    argv = [temporal_bin, *command, "--address", cfg.temporal.address, "--namespace", cfg.temporal.namespace]
+    try:
+        return subprocess.run([*argv, "--command-timeout", "3s"], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return f"{' '.join(command[:2])} timed out"
+
+
 def temporal_ready(temporal_bin: str, cfg: FleetConfig) -> str | None:
     # The CLI does a real gRPC round trip (DescribeNamespace), without an event loop in this process.
-    argv = [
-        temporal_bin,
-        "operator",
-        "namespace",
-        "describe",
-        "--address",
-        cfg.temporal.address,
-        "--namespace",
-        cfg.temporal.namespace,
-        "--command-timeout",
-        "3s",
-    ]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        return "namespace describe timed out"
+    done = _temporal(temporal_bin, cfg, "operator", "namespace", "describe")
+    if isinstance(done, str):
+        return done
     if done.returncode != 0:
         return (
             (done.stderr or done.stdout).strip().splitlines()[-1:][0]
@@ -68,25 +64,9 @@ def temporal_ready(temporal_bin: str, cfg: FleetConfig) -> str | None:
 
 def worker_polling(temporal_bin: str, cfg: FleetConfig, task_queue: str) -> str | None:
     """A worker counts as ready once Temporal sees it polling its task queue."""
-    argv = [
-        temporal_bin,
-        "task-queue",
-        "describe",
-        "--task-queue",
-        task_queue,
-        "--address",
-        cfg.temporal.address,
-        "--namespace",
-        cfg.temporal.namespace,
-        "--command-timeout",
-        "3s",
-        "-o",
-        "json",
-    ]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    except subprocess.TimeoutExpired:
-        return "task-queue describe timed out"
+    done = _temporal(temporal_bin, cfg, "task-queue", "describe", "--task-queue", task_queue, "-o", "json")
+    if isinstance(done, str):
+        return done
     if done.returncode != 0:
         return "task-queue describe failed"
     try:
@@ -96,31 +76,34 @@ def worker_polling(temporal_bin: str, cfg: FleetConfig, task_queue: str) -> str 
     return None if pollers else f"no worker polls {task_queue} yet"
 
 
-def http_answers(url: str) -> str | None:
+def _get(url: str) -> httpx.Response | str:
+    """The response, or why there is none."""
     try:
-        httpx.get(url, timeout=TIMEOUT_S)
+        return httpx.get(url, timeout=TIMEOUT_S)
     except httpx.HTTPError as exc:
         return f"{url}: {type(exc).__name__}"
-    return None
+
+
+def http_answers(url: str) -> str | None:
+    r = _get(url)
+    return r if isinstance(r, str) else None
 
 
 def http_ok(url: str) -> str | None:
     """The URL answers 200 (Prometheus's /-/ready answers 503 until it has loaded its TSDB)."""
-    try:
-        r = httpx.get(url, timeout=TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        return f"{url}: {type(exc).__name__}"
-    return None if r.status_code == 200 else f"{url}: HTTP {r.status_code}"
+    r = _get(url)
+    if isinstance(r, str):
+        return r
+    return None if r.status_code == 200 else f"{url} answered {r.status_code}"
 
 
 def deployments_ready(region: RegionConfig) -> str | None:
     """Every track Deployment in the region's namespace has readyReplicas == spec.replicas."""
     assert region.kube.api_url
     url = f"{region.kube.api_url.rstrip('/')}/apis/apps/v1/namespaces/{region.kube.namespace}/deployments"
-    try:
-        r = httpx.get(url, timeout=TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        return f"{url}: {type(exc).__name__}"
+    r = _get(url)
+    if isinstance(r, str):
+        return r
     if r.status_code != 200:
         return f"{url} answered {r.status_code}"
     items = [d for d in r.json().get("items", []) if "drctl.io/track" in (d["metadata"].get("labels") or {})]
@@ -137,9 +120,9 @@ def deployments_ready(region: RegionConfig) -> str | None:
 def region_ready(region: RegionConfig, cfg: FleetConfig) -> str | None:
     assert region.kube.api_url
     for check in (
-        lambda: _status_200(f"{region.kube.api_url.rstrip('/')}/version"),  # type: ignore[union-attr]
+        lambda: http_ok(f"{region.kube.api_url.rstrip('/')}/version"),  # type: ignore[union-attr]
         lambda: (
-            _status_200(f"{region.devstack_admin_url.rstrip('/')}/replicas")
+            http_ok(f"{region.devstack_admin_url.rstrip('/')}/replicas")
             if region.devstack_admin_url
             else None
         ),
@@ -150,11 +133,3 @@ def region_ready(region: RegionConfig, cfg: FleetConfig) -> str | None:
         if reason:
             return reason
     return None
-
-
-def _status_200(url: str) -> str | None:
-    try:
-        r = httpx.get(url, timeout=TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        return f"{url}: {type(exc).__name__}"
-    return None if r.status_code == 200 else f"{url} answered {r.status_code}"

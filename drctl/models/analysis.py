@@ -10,6 +10,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from drctl.config.schema import FleetConfig
+from drctl.models.config_copy import copy_fields
 
 
 class Verdict(StrEnum):
@@ -121,11 +122,4 @@ def judge(cand: TrackSample, base: TrackSample, limits: AnalysisLimits) -> Analy
 
 
 def limits_from(cfg: FleetConfig) -> AnalysisLimits:
-    u = cfg.upgrade
-    return AnalysisLimits(
-        max_error_rate=u.max_error_rate,
-        max_ttft_p50_ratio=u.max_ttft_p50_ratio,
-        max_ttft_p99_ratio=u.max_ttft_p99_ratio,
-        min_samples=u.min_samples,
-        min_ttft_increase_ms=u.min_ttft_increase_ms,
-    )
+    return copy_fields(AnalysisLimits, cfg.upgrade)

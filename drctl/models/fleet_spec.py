@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from drctl.config.quorum import QuorumConfig
+from drctl.config.regions import RegionsByName
 from drctl.config.schema import FleetConfig
 from drctl.models.notify import WebhookSpec
 
@@ -23,7 +24,7 @@ class RegionSpec(BaseModel):
     queue: str = Field(description="Task queue served by this region's worker.")
 
 
-class FleetSpec(BaseModel):
+class FleetSpec(BaseModel, RegionsByName[RegionSpec]):
     """What a workflow needs to know about the fleet, snapshotted from the config at start."""
 
     fleet: str
@@ -89,18 +90,9 @@ class FleetSpec(BaseModel):
         )
 
     def region(self, name: str) -> RegionSpec:
-        for r in self.regions:
-            if r.name == name:
-                return r
-        raise ValueError(f"unknown region {name!r}; known regions: {', '.join(self.region_names)}")
-
-    @property
-    def region_names(self) -> list[str]:
-        return [r.name for r in self.regions]
-
-    @property
-    def weights(self) -> dict[str, int]:
-        return {r.name: r.weight for r in self.regions}
+        if (r := self.find_region(name)) is None:
+            raise ValueError(f"unknown region {name!r}; known regions: {', '.join(self.region_names)}")
+        return r
 
 
 # The config sections a FleetSpec snapshots. A spec field named like a field of exactly one of them

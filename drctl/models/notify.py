@@ -130,30 +130,23 @@ def failover_ended(
         "rto_met": rto_met,
         "error": error,
     }
-    key = dedup_key(fleet, "failover")
+    kind: NotifyEvent
+    severity: Severity
+    action: PagerDutyAction
     if status == "succeeded":
         rto = f"RTO {rto_s:g} s (target {rto_target_s:g} s)" if rto_s is not None else "RTO not measured"
-        return Event(
-            kind="failover.succeeded",
-            fleet=fleet,
-            severity="info",
-            action="resolve",
-            dedup_key=key,
-            summary=f"[{fleet}] failover to {target} succeeded: {rto}",
-            workflow_id=wid,
-            region=target,
-            at=at,
-            details=details,
-        )
-    # A failover that did not run (refused, aborted) leaves the fleet as it was; one that failed may not.
-    severity: Severity = "critical" if status in ("failed", "unverified") else "error"
+        kind, severity, action, summary = "failover.succeeded", "info", "resolve", f"succeeded: {rto}"
+    else:
+        # A failover that did not run (refused, aborted) leaves the fleet as it was; one that failed may not.
+        severity = "critical" if status in ("failed", "unverified") else "error"
+        kind, action, summary = "failover.failed", "trigger", f"{status}: {error or 'no reason given'}"
     return Event(
-        kind="failover.failed",
+        kind=kind,
         fleet=fleet,
         severity=severity,
-        action="trigger",
-        dedup_key=key,
-        summary=f"[{fleet}] failover to {target} {status}: {error or 'no reason given'}",
+        action=action,
+        dedup_key=dedup_key(fleet, "failover"),
+        summary=f"[{fleet}] failover to {target} {summary}",
         workflow_id=wid,
         region=target,
         at=at,
@@ -168,35 +161,29 @@ def alert_changed(
     if before == after:
         return []
     states = ", ".join(f"{r} {s}" for r, s in regions.items())
+
+    def event(
+        alert: str, kind: NotifyEvent, severity: Severity, action: PagerDutyAction, summary: str
+    ) -> Event:
+        return Event(
+            kind=kind,
+            fleet=fleet,
+            severity=severity,
+            action=action,
+            dedup_key=dedup_key(fleet, alert),
+            summary=summary,
+            workflow_id=wid,
+            at=at,
+            details={"alert": alert, **regions},
+        )
+
     out: list[Event] = []
     if before:
         out.append(
-            Event(
-                kind="alert.resolved",
-                fleet=fleet,
-                severity="info",
-                action="resolve",
-                dedup_key=dedup_key(fleet, before),
-                summary=f"[{fleet}] {before} resolved: {states}",
-                workflow_id=wid,
-                at=at,
-                details={"alert": before, **regions},
-            )
+            event(before, "alert.resolved", "info", "resolve", f"[{fleet}] {before} resolved: {states}")
         )
     if after:
-        out.append(
-            Event(
-                kind="alert.raised",
-                fleet=fleet,
-                severity="critical",
-                action="trigger",
-                dedup_key=dedup_key(fleet, after),
-                summary=f"[{fleet}] {after}: {states}",
-                workflow_id=wid,
-                at=at,
-                details={"alert": after, **regions},
-            )
-        )
+        out.append(event(after, "alert.raised", "critical", "trigger", f"[{fleet}] {after}: {states}"))
     return out
 
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from drctl.models.config_copy import copy_fields
+
 if TYPE_CHECKING:
     from drctl.config.passive import PassiveConfig
 
@@ -92,13 +94,7 @@ class PassiveThresholds(BaseModel):
 
     @classmethod
     def from_config(cls, cfg: PassiveConfig) -> PassiveThresholds:
-        return cls(
-            window_s=cfg.window_s,
-            max_error_rate=cfg.max_error_rate,
-            max_ttft_p99_ms=cfg.max_ttft_p99_ms,
-            min_requests=cfg.min_requests,
-            max_age_s=cfg.max_age_s,
-        )
+        return copy_fields(cls, cfg)
 
 
 class PassiveVerdict(BaseModel):
@@ -149,37 +145,20 @@ def _summary(v: WindowStats) -> str:
 def judge(region: str, views: list[WindowStats], missing: list[str], th: PassiveThresholds) -> PassiveVerdict:
     """The region's verdict from its fresh views; `missing` names sources whose data is too old."""
     gone = f"; no fresh read from {', '.join(missing)}" if missing else ""
+
+    def verdict(signal: PassiveSignal, reason: str) -> PassiveVerdict:
+        return PassiveVerdict(region=region, signal=signal, views=views, missing=missing, reason=reason)
+
     if not views:
-        return PassiveVerdict(
-            region=region,
-            signal=PassiveSignal.MISSING,
-            missing=missing,
-            reason=f"no passive signal newer than {th.max_age_s:g}s"
-            + (f" ({', '.join(missing)})" if missing else ""),
-        )
+        listed = f" ({', '.join(missing)})" if missing else ""
+        return verdict(PassiveSignal.MISSING, f"no passive signal newer than {th.max_age_s:g}s{listed}")
     busy = [v for v in views if v.requests >= th.min_requests]
     breaches = [b for v in busy for b in _breaches(v, th)]
     if breaches:
-        return PassiveVerdict(
-            region=region,
-            signal=PassiveSignal.SUSPECT,
-            views=views,
-            missing=missing,
-            reason="; ".join(breaches) + gone,
-        )
+        return verdict(PassiveSignal.SUSPECT, "; ".join(breaches) + gone)
     traffic = ", ".join(_summary(v) for v in views)
     if not busy:
-        return PassiveVerdict(
-            region=region,
-            signal=PassiveSignal.NO_SIGNAL,
-            views=views,
-            missing=missing,
-            reason=f"too little traffic (< {th.min_requests} requests): {traffic}{gone}",
+        return verdict(
+            PassiveSignal.NO_SIGNAL, f"too little traffic (< {th.min_requests} requests): {traffic}{gone}"
         )
-    return PassiveVerdict(
-        region=region,
-        signal=PassiveSignal.OK,
-        views=views,
-        missing=missing,
-        reason=f"within thresholds: {traffic}{gone}",
-    )
+    return verdict(PassiveSignal.OK, f"within thresholds: {traffic}{gone}")

@@ -65,6 +65,11 @@ class Outcome(StrEnum):
     PREEMPTED = "PREEMPTED"
 
 
+def failure(what: str, outcome: Outcome, reason: str) -> str | None:
+    """Why an upgrade or migration ends Failed in the UI; None when it succeeded."""
+    return None if outcome is Outcome.SUCCEEDED else f"{what} {outcome.value}: {reason}"
+
+
 class RegionWave(BaseModel):
     region: str
     outcome: Outcome | None = None

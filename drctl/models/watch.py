@@ -19,11 +19,27 @@ from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.passive import PassiveSignal, PassiveVerdict
 
 
-class WatchInput(BaseModel):
+class WatchCarry(BaseModel):
+    """What the watcher carries from call to call and from attempt to attempt: in with WatchInput,
+    heartbeated in WatchProgress, back to the monitor in WatchResult."""
+
+    trackers: dict[str, RegionTracker]
+    unresolved: dict[str, str] = Field(
+        default_factory=dict, description="As the monitor knows them: a change returns."
+    )
+    refused: list[str] = Field(
+        default_factory=list, description="Regions refusing drctl's token in the last round."
+    )
+    quiet_until: dict[str, datetime] = Field(
+        default_factory=dict,
+        description="Per region: passive SUSPECT ignored until then (a probe cleared it); kept across calls.",
+    )
+
+
+class WatchInput(WatchCarry):
     """What one watcher attempt needs: the trackers to resume and the monitor's spec settings."""
 
     regions: list[str]
-    trackers: dict[str, RegionTracker]
     interval_s: float
     fast_confirm: bool
     fast_confirm_interval_s: float
@@ -34,46 +50,23 @@ class WatchInput(BaseModel):
     return_after_s: float = Field(
         description="Return by then even with no transition: the monitor's checkpoint."
     )
-    unresolved: dict[str, str] = Field(
-        default_factory=dict, description="As the monitor knows them: a change returns."
-    )
-    refused: list[str] = Field(
-        default_factory=list, description="Regions refusing drctl's token, as the monitor knows."
-    )
-    quiet_until: dict[str, datetime] = Field(
-        default_factory=dict,
-        description="Passive SUSPECT ignored until then, per region (kept across calls).",
-    )
 
 
-class WatchProgress(BaseModel):
-    """The heartbeat details: a retried attempt (worker restart) resumes from these."""
-
-    trackers: dict[str, RegionTracker]
-    unresolved: dict[str, str] = Field(default_factory=dict)
-    refused: list[str] = Field(default_factory=list)
+class WatchCounts(WatchCarry):
     rounds: int = Field(0, description="Active probe rounds run by this call, over all attempts.")
     passive_reads: int = 0
-    started_at: datetime
     resumed: int = Field(0, description="Attempts that resumed from a heartbeat.")
-    quiet_until: dict[str, datetime] = Field(
-        default_factory=dict,
-        description="Per region: passive SUSPECT ignored until then (a probe cleared it).",
-    )
 
 
-class WatchResult(BaseModel):
-    trackers: dict[str, RegionTracker]
-    unresolved: dict[str, str] = Field(default_factory=dict)
+class WatchProgress(WatchCounts):
+    """The heartbeat details: a retried attempt (worker restart) resumes from these."""
+
+    started_at: datetime
+
+
+class WatchResult(WatchCounts):
     changed: list[str] = Field(default_factory=list, description="Regions whose state changed, in order.")
-    refused: list[str] = Field(
-        default_factory=list, description="Regions refusing drctl's token in the last round."
-    )
     reason: Literal["transition", "checkpoint", "unresolved"]
-    rounds: int = 0
-    passive_reads: int = 0
-    resumed: int = 0
-    quiet_until: dict[str, datetime] = Field(default_factory=dict)
 
 
 def feed_probe(

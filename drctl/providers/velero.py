@@ -158,20 +158,12 @@ class VeleroBackupProvider:
         items = [_info(o, "Backup", self.region) for o in out.get("items", [])]
         return sorted(items, key=lambda b: b.started or "", reverse=True)
 
-    def wait_backup(
-        self,
-        name: str,
-        timeout_s: float | None = None,
-        on_progress: Callable[[BackupInfo], None] | None = None,
-    ) -> BackupInfo:
-        return self._wait("backups", "Backup", name, timeout_s, on_progress)
-
     def backup(
         self, req: BackupRequest, on_progress: Callable[[BackupInfo], None] | None = None
     ) -> BackupInfo:
         """Create a Backup and wait until the policy accepts it; raises BackupFailed otherwise."""
         self.create_backup(req)
-        return self.wait_backup(req.name, on_progress=on_progress)
+        return self._wait("backups", "Backup", req.name, on_progress)
 
     # --- Restores ----------------------------------------------------------------------------
 
@@ -204,19 +196,11 @@ class VeleroBackupProvider:
             obj = self._get("restores", req.name)
         return _info(obj, "Restore", self.region)
 
-    def wait_restore(
-        self,
-        name: str,
-        timeout_s: float | None = None,
-        on_progress: Callable[[BackupInfo], None] | None = None,
-    ) -> BackupInfo:
-        return self._wait("restores", "Restore", name, timeout_s, on_progress)
-
     def restore(
         self, req: RestoreRequest, on_progress: Callable[[BackupInfo], None] | None = None
     ) -> BackupInfo:
         self.create_restore(req)
-        return self.wait_restore(req.name, on_progress=on_progress)
+        return self._wait("restores", "Restore", req.name, on_progress)
 
     # --- Waiting -----------------------------------------------------------------------------
 
@@ -225,10 +209,9 @@ class VeleroBackupProvider:
         plural: str,
         kind: str,
         name: str,
-        timeout_s: float | None,
         on_progress: Callable[[BackupInfo], None] | None,
     ) -> BackupInfo:
-        timeout = timeout_s if timeout_s is not None else self.settings.timeout_s
+        timeout = self.settings.timeout_s
         deadline = time.monotonic() + timeout
         delay = 0.1
         while True:
