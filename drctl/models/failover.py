@@ -198,7 +198,8 @@ class FailoverResult(BaseModel):
     compensated: Literal["restored_weights", "left_on_target_source_dead", "compensation_failed"] | None = (
         Field(
             None,
-            description="After a failure past the shift: what the compensation did (failed: weights as the shift left them).",
+            description="After a failure past the shift: what the compensation did "
+            "(failed: weights as the shift left them).",
         )
     )
     error: str | None = None

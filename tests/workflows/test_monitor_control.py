@@ -1,7 +1,8 @@
 """The monitor under operator control on the dev stack: manual policy, pause/resume, `set_policy`, stop.
 
 One monitor, one fault: a manual monitor sees us-west-1 UNHEALTHY and moves nothing; paused, it
-probes nothing (its watcher is cancelled); resumed, it probes again; switched to automatic with `set_policy`, it fails over.
+probes nothing (its watcher is cancelled); resumed, it probes again; switched to automatic with
+`set_policy`, it fails over.
 `drctl monitor start|status|stop` run in-process (tests.helpers.cli).
 """
 
