@@ -22,7 +22,9 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ProbeRequest
-    from drctl.models.failover import (
+    from drctl.models.failover import probe_passes
+    from drctl.models.health import ProbeStatus, RegionState
+    from drctl.models.monitor import (
         ALL_REGIONS_UNHEALTHY,
         NO_FAILOVER_TARGET,
         PROBE_AUTH_REFUSED,
@@ -32,9 +34,7 @@ with workflow.unsafe.imports_passed_through():
         MonitorStatus,
         PolicyUpdate,
         choose_target,
-        probe_passes,
     )
-    from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
     from drctl.models.quorum import NO_QUORUM
     from workflows import calls

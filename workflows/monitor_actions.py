@@ -16,13 +16,8 @@ from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedErro
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
-    from drctl.models.failover import (
-        FailbackInput,
-        FailbackResult,
-        FailoverInput,
-        FailoverRecord,
-        FailoverResult,
-    )
+    from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
+    from drctl.models.monitor import FailoverRecord
     from drctl.models.outcome import result_from
     from workflows.monitor_run import MonitorRun
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models.failover import FailoverRecord, MonitorState
     from drctl.models.fleet_spec import FleetSpec
+    from drctl.models.monitor import FailoverRecord, MonitorState
 
 
 @dataclass

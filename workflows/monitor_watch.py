@@ -19,8 +19,8 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
-    from drctl.models.failover import PROBE_AUTH_REFUSED
     from drctl.models.health import RegionState
+    from drctl.models.monitor import PROBE_AUTH_REFUSED
     from drctl.models.quorum import NO_QUORUM
     from drctl.models.watch import WatchInput, WatchResult
     from workflows import calls

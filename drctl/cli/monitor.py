@@ -17,8 +17,8 @@ from drctl.client.connection import connect, ui_link
 from drctl.client.monitor_view import live_status
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
-from drctl.models.failover import MonitorInput, MonitorStatus
 from drctl.models.fleet_spec import FleetSpec
+from drctl.models.monitor import MonitorInput, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
 
 app = typer.Typer(

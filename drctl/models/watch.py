@@ -14,8 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.models.failover import RegionTracker, probe_passes
+from drctl.models.failover import probe_passes
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
+from drctl.models.monitor import RegionTracker
 from drctl.models.passive import PassiveSignal, PassiveVerdict
 
 

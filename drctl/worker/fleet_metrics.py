@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.client.operations import list_operations, visibility_query
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import MonitorStatus
+from drctl.models.monitor import MonitorStatus
 from drctl.providers.traffic_factory import global_traffic
 from drctl.providers.velero import VeleroBackupProvider
 from drctl.telemetry import metrics

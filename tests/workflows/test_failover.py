@@ -11,9 +11,10 @@ from temporalio.client import Client
 from drctl.client.operations import FleetBusyError, running_operations, search_attributes, start_operation
 from drctl.client.outcome import finished, result_of
 from drctl.models import search_attributes as sa
-from drctl.models.failover import ALL_REGIONS_UNHEALTHY, FailoverInput, FailoverResult, MonitorStatus
+from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
+from drctl.models.monitor import ALL_REGIONS_UNHEALTHY, MonitorStatus
 from tests.helpers import assert_eventually, until
 from tests.workflows.conftest import (
     StartWorkers,
@@ -222,7 +223,7 @@ async def test_both_regions_down_never_zero_everywhere(
 async def test_monitor_continues_as_new_keeping_its_state(
     start_workers: StartWorkers, temporal_client: Client, watcher: bool
 ) -> None:
-    from drctl.models.failover import MonitorInput
+    from drctl.models.monitor import MonitorInput
     from workflows.monitor import FleetMonitor
 
     cfg = await start_workers(interval_s=1.5, watcher=watcher)

@@ -18,8 +18,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.client.monitor_view import live_status
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import MonitorStatus, PolicyUpdate
 from drctl.models.health import RegionState
+from drctl.models.monitor import MonitorStatus, PolicyUpdate
 from tests.helpers import assert_eventually, cli, write_config
 from tests.workflows.conftest import StartWorkers, admin, fast_config, weights
 
