@@ -33,6 +33,7 @@ from activities.reports import ReportStore
 from drctl.chaos.boundary import digest
 from drctl.chaos.journal import judge
 from drctl.chaos.validate import ExperimentInvalid, validate_experiment
+from drctl.client.connection import describe_or_none
 from drctl.client.operations import FleetBusyError, start_operation
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import (
@@ -277,12 +278,7 @@ class ChaosActivities:
         give_up = started + inp.timeout_s
         while True:
             activity.heartbeat(obs.status)
-            try:
-                desc = await handle.describe()
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
-                desc = None
+            desc = await describe_or_none(handle)
             if desc is not None and desc.start_time >= inp.since:
                 obs.found, obs.run_id, obs.started_at = True, desc.run_id, desc.start_time
                 obs.status = desc.status.name if desc.status else None

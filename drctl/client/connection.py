@@ -1,4 +1,4 @@
-"""Temporal client construction and UI links, shared by the CLI, the worker and tests."""
+"""Temporal client construction, UI links and describe, shared by the CLI, the worker and tests."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from temporalio.client import Client, TLSConfig
+from temporalio.client import Client, TLSConfig, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
+from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.client.codec import CodecKeyError, codec_for
 from drctl.config.schema import FleetConfig
@@ -91,3 +92,13 @@ def ui_link(cfg: FleetConfig, workflow_id: str, run_id: str | None = None) -> st
     wid = quote(workflow_id, safe="")
     link = f"{base}/namespaces/{ns}/workflows/{wid}"
     return f"{link}/{run_id}" if run_id else link
+
+
+async def describe_or_none(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription | None:
+    """The workflow's description, or None when no such workflow exists (any other error raises)."""
+    try:
+        return await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise

@@ -20,8 +20,8 @@ import time
 from datetime import datetime
 
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
+from drctl.client.connection import describe_or_none
 from drctl.client.operations import list_operations, visibility_query
 from drctl.config.schema import FleetConfig
 from drctl.models.monitor import MonitorStatus
@@ -80,12 +80,7 @@ class FleetReader:
     async def _monitor(self) -> None:
         fleet = self.cfg.name
         handle = self.client.get_workflow_handle(f"monitor/{fleet}")
-        try:
-            desc = await handle.describe()
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-            desc = None
+        desc = await describe_or_none(handle)
         running = desc is not None and desc.status == WorkflowExecutionStatus.RUNNING
         metrics.MONITOR_RUNNING.labels(fleet=fleet).set(1 if running else 0)
         if not running:
