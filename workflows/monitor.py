@@ -72,24 +72,7 @@ class FleetMonitor:
 
     @workflow.query(name="status")
     def status(self) -> MonitorStatus:
-        s = self.live.state
-        return MonitorStatus(
-            fleet=s.spec.fleet,
-            policy=s.policy,
-            paused=s.paused,
-            alert=s.alert,
-            iteration=s.total_iterations,
-            probe_rounds=s.probe_rounds,
-            regions=s.trackers,
-            active_failover=self.live.active,
-            failed_over=s.failed_over,
-            last_failover=s.last_failover,
-            last_failback=s.last_failback,
-            weights=s.spec.weights,
-            unresolved=s.unresolved,
-            avoid_targets=s.avoid_targets,
-            votes=s.votes,
-        )
+        return MonitorStatus.of(self.live.state, self.live.active)
 
     @workflow.signal
     def pause(self) -> None:

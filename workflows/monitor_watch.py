@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -27,37 +28,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows.monitor_run import MonitorRun
     from workflows.notify import Notifier
 
-# The watcher's probe settings: the spec's fields of the same names.
-PROBE_SETTINGS = (
-    "interval_s",
-    "fast_confirm",
-    "fast_confirm_interval_s",
-    "failure_threshold",
-    "recovery_threshold",
-    "fail_on_degraded",
-    "probe_timeout_s",
-)
 
-
+@dataclass
 class MonitorWatch:
-    """Runs the watcher for the `MonitorRun`; `decide` and `details` are the monitor's own."""
+    """Runs the watcher for the `MonitorRun`; `decide` and `details` are the monitor's own,
+    `vote_due` the quorum's."""
 
-    def __init__(
-        self,
-        run: MonitorRun,
-        notes: Notifier,
-        decide: Callable[[], None],
-        details: Callable[[], None],
-        vote_due: Callable[[], list[datetime]],
-    ) -> None:
-        self.run = run
-        self.notes = notes
-        self.decide = decide
-        self.details = details
-        self.vote_due = vote_due
-        self.refused: list[str] = []  # regions refusing drctl's token, as last reported
-        self.shown_phase: str | None = None  # the phase last upserted
-        self.quiet_until: dict[str, datetime] = {}  # passive suspicion held off until
+    run: MonitorRun
+    notes: Notifier
+    decide: Callable[[], None]
+    details: Callable[[], None]
+    vote_due: Callable[[], list[datetime]]
+    refused: list[str] = field(default_factory=list)  # regions refusing drctl's token, as last reported
+    shown_phase: str | None = None  # the phase last upserted
+    quiet_until: dict[str, datetime] = field(default_factory=dict)  # passive suspicion held off until
 
     def _due(self) -> list[datetime]:
         """Future moments at which `decide` may act without any region changing state."""
@@ -89,14 +73,12 @@ class MonitorWatch:
             except TimeoutError:
                 pass
             return
-        inp = WatchInput(
-            regions=spec.region_names,
+        inp = WatchInput.for_spec(
+            spec,
             trackers=s.trackers,
-            return_after_s=spec.watcher_checkpoint_s,
             unresolved=s.unresolved,
             refused=self.refused,
             quiet_until=self.quiet_until,
-            **{k: getattr(spec, k) for k in PROBE_SETTINGS},
         )
         handle = calls.start_watch(inp, summary="watch regions")
         try:

@@ -192,6 +192,33 @@ class MonitorStatus(BaseModel):
     avoid_targets: dict[str, datetime] = Field(default_factory=dict)
     votes: dict[str, QuorumVote] = Field(default_factory=dict)
 
+    @classmethod
+    def of(cls, s: MonitorState, active: FailoverRecord | None) -> MonitorStatus:
+        """What the `status` query answers: mostly the state's own fields, under the same names."""
+        return cls(
+            fleet=s.spec.fleet,
+            iteration=s.total_iterations,
+            regions=s.trackers,
+            active_failover=active,
+            weights=s.spec.weights,
+            **{name: getattr(s, name) for name in _STATE_FIELDS},
+        )
+
+
+# MonitorStatus fields that are MonitorState's, by the same name.
+_STATE_FIELDS = (
+    "policy",
+    "paused",
+    "alert",
+    "probe_rounds",
+    "failed_over",
+    "last_failover",
+    "last_failback",
+    "unresolved",
+    "avoid_targets",
+    "votes",
+)
+
 
 class PolicyUpdate(BaseModel):
     policy: Literal["automatic", "manual"]
