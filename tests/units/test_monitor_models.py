@@ -43,3 +43,33 @@ def test_watch_input_carries_the_specs_probe_settings_and_the_resume_state() -> 
     assert {k: getattr(inp, k) for k in PROBE_SETTINGS} == {k: getattr(fleet, k) for k in PROBE_SETTINGS}
     assert (inp.fast_confirm_interval_s, inp.failure_threshold) == (1, 3)
     assert inp.trackers == s.trackers and inp.unresolved == s.unresolved and inp.refused == ["a"]
+
+
+def test_the_quorum_collaborator_reads_and_writes_only_the_run_it_is_handed() -> None:
+    """MonitorQuorum alone, outside any workflow: the votes it keeps and the lines it renders."""
+    from drctl.models.health import RegionState
+    from drctl.models.quorum import NO_QUORUM, QuorumVote
+    from workflows.monitor_quorum import MonitorQuorum
+    from workflows.monitor_run import MonitorRun
+
+    async def never(source: str, target: str) -> None:
+        raise AssertionError("no failover without a vote")
+
+    s = _state()
+    s.failed_over = []
+    run = MonitorRun(s)
+    quorum = MonitorQuorum(run, never)
+
+    def vote(verdict: str) -> QuorumVote:
+        views = {"main": "down: 503", "b": "healthy"}
+        return QuorumVote(at=AT, verdict=verdict, views=views, down=1, voters=2, backoff_s=60)  # type: ignore[arg-type]
+
+    s.trackers["a"].state = RegionState.UNHEALTHY
+    s.votes = {"a": vote("no_quorum"), "b": vote("no_quorum")}
+    assert quorum.forget_votes() == NO_QUORUM  # a still UNHEALTHY without a quorum
+    assert set(s.votes) == {"a"}  # b is HEALTHY: its next fall votes afresh
+    assert quorum.vote_due() == [s.votes["a"].retry_at]
+    assert quorum.lines()[1] == "| a | 12:00:00 | 1/2 see it down (no_quorum) | main: down: 503; b: healthy |"
+    s.trackers["a"].state = RegionState.RECOVERING
+    assert quorum.forget_votes() is None and s.votes == {} and quorum.lines() == []
+    assert run.child is None and not run.poke  # nothing started, nothing woken
