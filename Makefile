@@ -1,5 +1,5 @@
 # drctl developer targets. Each one installs into .venv what it needs, so they work on a fresh
-# Debian machine with Python 3.11 (`make deps` installs the Debian tools they need: HAProxy, Prometheus, amtool, rclone).
+# Debian machine with Python 3.11 (`make deps` installs the Debian tools they need, listed in .ci/debian-tools).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -11,15 +11,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 .PHONY: deps venv test test-crash demo down lint mutate
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# System packages from Debian: HAProxy (gateways), Prometheus + promtool and Alertmanager's amtool
-# (metrics, alert rules), rclone (model-artifact replication), and venv support for Python.
-# As root this installs them; otherwise through sudo.
-DEB_TOOLS := haproxy:haproxy prometheus:prometheus promtool:prometheus amtool:prometheus-alertmanager rclone:rclone
+# System packages from Debian: the tools in .ci/debian-tools (the one list, which .ci/run installs
+# too), and venv support for Python. As root this installs them; otherwise through sudo.
 deps:
-	@missing=""; for pair in $(DEB_TOOLS); do tool=$${pair%%:*}; pkg=$${pair#*:}; \
-	    command -v $$tool >/dev/null || test -x /usr/sbin/$$tool || test -x /usr/bin/$$tool || missing="$$missing $$pkg"; done; \
-	if [ -n "$$missing" ]; then echo "installing from Debian:$$missing"; \
-	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	@SUDO="$(SUDO)" .ci/install-debian-tools
 	@test -x $(BIN)/python || $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
 	    echo "installing python3-venv from Debian"; \
 	    $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }

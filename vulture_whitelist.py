@@ -26,6 +26,8 @@ _.last_probed_at
 _.weights_applied_at  # FailoverResult
 _.rto_upper_bound_s
 _.active_failover  # MonitorState
+_.last_failover  # MonitorState, copied into MonitorStatus by name (MonitorStatus.of)
+_.last_failback
 _.capacity_ok  # FailoverPlan
 _.target_share_after
 _.passive_reads  # WatchCounts: in the watcher's heartbeat and result (tests and the UI read them)

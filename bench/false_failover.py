@@ -45,8 +45,8 @@ from drctl.cli.monitor import start_monitor
 from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
 from drctl.models.drill import LoadSample
-from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
+from drctl.models.monitor import MonitorStatus
 from drctl.providers.auth import auth_headers
 
 WATCHED: tuple[Policy, ...] = ("drctl", "rounds", "baseline")

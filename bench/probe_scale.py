@@ -88,7 +88,8 @@ frontend replicas
 {binds}
     http-request return status 200 content-type text/plain string ok if {{ path /health }}
     http-request return status 200 content-type application/json lf-string {_quote(models)} if {{ path /v1/models }}
-    http-request return status 200 content-type "text/plain; version=0.0.4" lf-string {_quote(_metrics_page())} if {{ path /metrics }}
+    http-request return status 200 content-type "text/plain; version=0.0.4" \
+        lf-string {_quote(_metrics_page())} if {{ path /metrics }}
     http-request return status 200 content-type text/event-stream lf-string {_quote(sse)} if {{ path /v1/completions }}
     http-request return status 404 content-type text/plain string "not found"
 """
@@ -243,8 +244,11 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         "| N | prober | wall s/round (max) | CPU s/round (max) | false DOWN (all rounds) | not probed in time |\n"
         "|---|---|---|---|---|---|"
     )
-    body = [f"| {r['n']} | {r['prober']} | {r['wall_s']:.2f} ({r['wall_max_s']:.2f}) | "
-            f"{r['cpu_s']:.2f} ({r['cpu_max_s']:.2f}) | {r['false_down']} | {r['unprobed']} |" for r in rows]  # fmt: skip
+    body = [
+        f"| {r['n']} | {r['prober']} | {r['wall_s']:.2f} ({r['wall_max_s']:.2f}) | "
+        f"{r['cpu_s']:.2f} ({r['cpu_max_s']:.2f}) | {r['false_down']} | {r['unprobed']} |"
+        for r in rows
+    ]
     return "\n".join([head, *body])
 
 

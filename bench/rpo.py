@@ -272,7 +272,11 @@ async def trial(
 
 
 def format_table(trials: list[Trial], rpo_target_s: float) -> str:
-    head = f"{'interval s':<10}  {'n':>2}  {'lost p50/p95':>12}  {'window s p50/p95':>16}  {'met<=' + format(rpo_target_s, 'g') + 's':>8}  {'exposure s p50':>14}"
+    met_head = f"met<={rpo_target_s:g}s"
+    head = (
+        f"{'interval s':<10}  {'n':>2}  {'lost p50/p95':>12}  {'window s p50/p95':>16}  "
+        f"{met_head:>8}  {'exposure s p50':>14}"
+    )
     lines = [head, "-" * len(head)]
     for interval in sorted({t.interval_s for t in trials}):
         ts = [t for t in trials if t.interval_s == interval]

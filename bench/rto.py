@@ -271,11 +271,16 @@ async def run_trial(
     return trial
 
 
+def _secs(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
 def _line(t: Trial) -> str:
-    f = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    f = _secs
     return (
         f"[{t.policy:<8} {t.kind:<6} #{t.trial}] offset {t.offset_s:.1f}s: failover {t.failover_status}, "
-        f"first failed probe {f(t.first_failed_probe_s)}s, detect {f(t.detect_s)}s, orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, "
+        f"first failed probe {f(t.first_failed_probe_s)}s, detect {f(t.detect_s)}s, "
+        f"orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, "
         f"error window {f(t.error_window_s)}s ({t.bad_requests}/{t.requests} bad), moved {t.fully_moved}"
         + (f", error: {t.error}" if t.error else "")
     )

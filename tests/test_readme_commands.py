@@ -104,7 +104,10 @@ _RUNNERS = {"run_cli", "cli", "drctl", "drctl_async", "DRCTL"}
 
 
 def _is_runner(e: ast.expr) -> bool:
-    """`run_cli`, `cli`, `drctl`, `drctl_async`, `DRCTL`, `str(DRCTL)`, `*DRCTL`, `str(BIN / "drctl")`: what the tests run drctl through."""
+    """What the tests run drctl through.
+
+    `run_cli`, `cli`, `drctl`, `drctl_async`, `DRCTL`, `str(DRCTL)`, `*DRCTL`, `str(BIN / "drctl")`.
+    """
     if isinstance(e, ast.Starred):
         return _is_runner(e.value)
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "str" and e.args:

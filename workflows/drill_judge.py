@@ -103,7 +103,8 @@ async def _observe_failover(
         return
     if (report.failover_done_after_s or 0) > inp.rto_target_s:
         report.reasons.append(
-            f"failover finished {report.failover_done_after_s:.1f}s after the fault, over the {inp.rto_target_s:g}s RTO target"
+            f"failover finished {report.failover_done_after_s:.1f}s after the fault, "
+            f"over the {inp.rto_target_s:g}s RTO target"
         )
     if report.measured_rto_s is None:
         report.reasons.append("the load never saw traffic fully served elsewhere after the fault")

@@ -2,7 +2,7 @@
 
 Static stability: everything that must happen for the target to take traffic (read/set global
 weights, verify, scale the target) runs on the TARGET region's task queue, so the failed region's
-worker is never needed. The phases themselves are in `workflows.failover_phases`.
+worker is never needed. The phases themselves are `workflows.failover_phases.FailoverSteps`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailoverInput, FailoverPlan, FailoverResult
     from workflows import global_weights
-    from workflows.failover_phases import COMPENSATION_FAILED_PATCH, FailoverPhases
+    from workflows.failover_phases import COMPENSATION_FAILED_PATCH, FailoverSteps
     from workflows.notify import Notifier
-    from workflows.operation import Aborted, cause_of, no_worker
+    from workflows.operation import Aborted, Operation, cause_of, no_worker
     from workflows.rpo import PATCH as RPO_PATCH
     from workflows.rpo import rpo_preflight
     from workflows.telemetry import record_outcome
@@ -24,12 +24,13 @@ __all__ = ["COMPENSATION_FAILED_PATCH", "WORKFLOWS", "Failover"]
 
 
 @workflow.defn(name="Failover")
-class Failover(FailoverPhases):
+class Failover(Operation):
     OPERATION, TITLE = "failover", "Failover"
 
     @workflow.init
     def __init__(self, inp: FailoverInput) -> None:
         super().__init__()
+        self.steps = FailoverSteps(self)
         self.notes = Notifier(inp.spec)
         # Known from the first activation, so an early `approve` is judged against the real gate.
         self.require_approval = (
@@ -47,10 +48,16 @@ class Failover(FailoverPhases):
         return None
 
     def abort_refused(self) -> str | None:
-        if not self.finished and self.shifted:
+        if not self.finished and self.steps.shifted:
             # After the shift an abort would leave traffic half-way; `drctl failback` undoes it.
             return "traffic has already shifted; run `drctl failback` to move it back"
         return super().abort_refused()
+
+    async def _approval_gate(self, inp: FailoverInput) -> None:
+        if not self.require_approval:
+            return
+        await self.await_approval("waiting for `drctl ops approve` (or abort)", inp.spec.approval_timeout_s)
+        self.phases.note("approved by", self.approved_by or "")
 
     # --- run --------------------------------------------------------------------------------------
 
@@ -84,6 +91,7 @@ class Failover(FailoverPhases):
         mode = "emergency" if inp.emergency else "normal"
         self.phases.title = f"Failover of fleet `{spec.fleet}` to `{inp.target}` ({mode})"
         tq = spec.region(inp.target).queue
+        steps = self.steps
         try:
             grant = await self.claim(spec.fleet)
             # DR first: maintenance holding the fleet was told to yield; the failover goes on at once.
@@ -91,7 +99,7 @@ class Failover(FailoverPhases):
             if res.preempted:
                 self.phases.note("preempted", ", ".join(res.preempted))
             # Abortable: a preflight waiting on a slow or dead region must not outlive `drctl ops abort`.
-            plan = await self.abortable(self._preflight(inp, tq))
+            plan = await self.abortable(steps.preflight(inp, tq))
             if workflow.patched(RPO_PATCH):
                 res.data_loss = await rpo_preflight(self.phases, inp, plan, tq)
             res.plan, res.source, res.weights_before = plan, plan.source, plan.weights_before
@@ -102,9 +110,9 @@ class Failover(FailoverPhases):
             if res.approved_by is None:
                 res.approved_by = self.approved_by
             if not inp.emergency:
-                res.target_replicas = await self._scale(inp, plan, tq)
+                res.target_replicas = await steps.scale(inp, plan, tq)
             self.check_abort()
-            await self._shift(inp, plan, tq, res)
+            await steps.shift(inp, plan, tq, res)
             return await self._after_shift(inp, plan, tq, res)
         except Aborted:
             res.status, res.error = "aborted", self.abort_reason
@@ -113,13 +121,13 @@ class Failover(FailoverPhases):
             res.error = no_worker(exc, tq) or cause_of(exc)
             if self.busy:
                 res.status = "refused"
-            if self.shifted:
+            if steps.shifted:
                 if res.changes:
                     await global_weights.settle_wait(
-                        self._propagation, res.changes[0], "the failover compensated"
+                        steps.propagation, res.changes[0], "the failover compensated"
                     )
                     res.propagated_at = res.changes[0].propagated_at
-                await self._compensate(inp, res, tq)
+                await steps.compensate(inp, res, tq)
             return await self._end(res, False, f"{res.status}: {res.error}")
 
     async def _after_shift(
@@ -127,7 +135,8 @@ class Failover(FailoverPhases):
     ) -> FailoverResult:
         """Verify, measure the RTO, scale an emergency's target, record the propagation."""
         spec = inp.spec
-        res.verify = await self._verify(inp, plan, tq)
+        steps = self.steps
+        res.verify = await steps.verify(inp, plan, tq)
         unverified = ""
         if res.verify.unattributed:
             # Served, but nothing proves by whom: no RTO is claimed, and the result says why.
@@ -146,12 +155,12 @@ class Failover(FailoverPhases):
             self.phases.note("measured RTO", f"{res.rto_s} s (target {spec.rto_target_s:g} s)")
         if inp.emergency:
             try:
-                res.target_replicas = await self._scale(inp, plan, tq)
+                res.target_replicas = await steps.scale(inp, plan, tq)
             except (ActivityError, ApplicationError) as exc:
                 # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                 res.error = f"traffic shifted but scaling the target failed: {cause_of(exc)}"
-        self._note_shortfall(plan)
-        await self._await_propagation(res)
+        steps.note_shortfall(plan)
+        await steps.await_propagation(res)
         if unverified:
             res.status, res.error = "unverified", "; ".join(e for e in (unverified, res.error) if e)
             return await self._end(res, True, f"traffic shifted to `{inp.target}`, unverified: {res.error}")

@@ -1,8 +1,10 @@
-"""The Failover's phases: preflight, approval gate, scale, shift, verify, propagation, compensation.
+"""The Failover's phases: preflight, scale, shift, verify, propagation, compensation.
 
-`workflows.failover.Failover` runs them in order and owns the handlers; they live here so that
-each phase reads on its own. Everything that must happen for the target to take traffic runs on
-the TARGET region's queue (`tq`), so the failed region's worker is never needed.
+`workflows.failover.Failover` runs them in order and owns the handlers and the approval gate;
+`FailoverSteps` is handed the operation (its phases and abort point), as `WaveSteps` is handed the
+upgrade's, and keeps the shift's own state, so each phase reads on its own. Everything that must
+happen for the target to take traffic runs on the TARGET region's queue (`tq`), so the failed
+region's worker is never needed.
 """
 
 from __future__ import annotations
@@ -40,18 +42,18 @@ with workflow.unsafe.imports_passed_through():
 COMPENSATION_FAILED_PATCH = "failover-compensation-failure-reported"
 
 
-class FailoverPhases(Operation):
-    """The phases, as methods of the operation: they share its phases, abort and shift state."""
+class FailoverSteps:
+    """The phases of one failover, on the operation's phases and abort point."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.require_approval = False
+    def __init__(self, op: Operation) -> None:
+        self.op = op
+        self.phases = op.phases
         # Set before the shift's call: if the worker dies mid-call the weights may already be applied.
         self.shifted = False
         # The background wait for the shift to be INSYNC (Route 53); None on a synchronous tier.
-        self._propagation: asyncio.Task[Any] | None = None
+        self.propagation: asyncio.Task[Any] | None = None
 
-    async def _preflight(self, inp: FailoverInput, tq: str) -> FailoverPlan:
+    async def preflight(self, inp: FailoverInput, tq: str) -> FailoverPlan:
         spec = inp.spec
         self.phases.enter(phases.PHASE_PREFLIGHT, "reading weights, target health and capacity")
         weights = (await calls.get_global_weights(queue=tq)).weights
@@ -87,23 +89,17 @@ class FailoverPhases(Operation):
         )
         return plan
 
-    async def _approval_gate(self, inp: FailoverInput) -> None:
-        if not self.require_approval:
-            return
-        await self.await_approval("waiting for `drctl ops approve` (or abort)", inp.spec.approval_timeout_s)
-        self.phases.note("approved by", self.approved_by or "")
-
-    async def _scale(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> int:
+    async def scale(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> int:
         if plan.target_replicas_planned <= plan.target_replicas_before:
             return plan.target_replicas_before
         n = plan.target_replicas_planned
         self.phases.enter(phases.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
-        await self.abortable(
+        await self.op.abortable(
             calls.scale_deployment(
                 ScaleInput(region=inp.target, replicas=n), queue=tq, summary=f"scale {inp.target} to {n}"
             )
         )
-        st = await self.abortable(
+        st = await self.op.abortable(
             calls.wait_rollout(
                 WaitRolloutInput(region=inp.target, timeout_s=inp.spec.rollout_timeout_s),
                 queue=tq,
@@ -112,7 +108,7 @@ class FailoverPhases(Operation):
         )
         return st.replicas
 
-    async def _shift(self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult) -> None:
+    async def shift(self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult) -> None:
         self.phases.enter(phases.PHASE_SHIFT, f"global weights {fmt_weights(plan.weights_after)}")
         # Mark before the call: if the worker dies mid-call the weights may already be applied.
         self.shifted = True
@@ -125,28 +121,28 @@ class FailoverPhases(Operation):
         res.propagated_at = change.propagated_at
         # Verification starts now, while the tier propagates: clients follow DNS as it spreads, and
         # the verify deadline already allows for the TTL. The wait only records when it is done.
-        self._propagation = global_weights.start_wait(tq, change, inp.spec.global_propagation_timeout_s)
-        if self._propagation is not None:
+        self.propagation = global_weights.start_wait(tq, change, inp.spec.global_propagation_timeout_s)
+        if self.propagation is not None:
             self.phases.note(
                 "propagation", f"change {change.change_id} PENDING since {change.applied_at:%H:%M:%S}"
             )
 
-    async def _await_propagation(self, res: FailoverResult) -> None:
+    async def await_propagation(self, res: FailoverResult) -> None:
         """Record when the shift was in effect everywhere; a slow propagation is noted, never a failure."""
-        if self._propagation is None or not res.changes:
+        if self.propagation is None or not res.changes:
             return
         change = res.changes[0]
-        if not self._propagation.done():
+        if not self.propagation.done():
             self.phases.enter(
                 phases.PHASE_PROPAGATE, f"verified; waiting for change {change.change_id} to be INSYNC"
             )
-        await global_weights.finish_wait(self._propagation, change)
+        await global_weights.finish_wait(self.propagation, change)
         res.propagated_at = change.propagated_at
         self.phases.note(
             "propagation", change.note or f"{change.propagation} at {change.propagated_at:%H:%M:%S}"
         )
 
-    async def _verify(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> VerifyResult:
+    async def verify(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> VerifyResult:
         """Repeat verification until every answer is good and none comes from a source region.
 
         Returns as soon as that holds with every answer attributed, or with none attributed (no
@@ -188,7 +184,7 @@ class FailoverPhases(Operation):
             f"verification failed before {spec.verify_deadline_s:g}s: {last}", type="VerifyFailed"
         )
 
-    async def _compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
+    async def compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
         self.phases.enter(
             phases.PHASE_COMPENSATE, "failure after the shift: deciding whether to restore weights"
         )
@@ -238,7 +234,7 @@ class FailoverPhases(Operation):
 
     # --- helpers ----------------------------------------------------------------------------------
 
-    def _note_shortfall(self, plan: FailoverPlan) -> None:
+    def note_shortfall(self, plan: FailoverPlan) -> None:
         if plan.shortfall:
             # Reported, never a refusal in an emergency: traffic on a short target beats a dead source.
             self.phases.note(

@@ -1,6 +1,8 @@
 """FleetMonitor (`monitor/<fleet>`): the endless probe loop, region state machines, auto failover.
 
-All state lives in one MonitorState, carried across continue-as-new. `drctl monitor start` against
+All state lives in one MonitorState, carried across continue-as-new; the collaborators that start
+children (`MonitorActions`), vote (`MonitorQuorum`) and run the watcher (`MonitorWatch`) are handed
+it inside one `MonitorRun`. `drctl monitor start` against
 a running monitor sends the current config through the `update_spec` update, applied between
 rounds. Failover and Failback are started as children with parent_close_policy ABANDON: a monitor
 continuing as new (or being stopped) must never cancel a failover half-way.
@@ -9,7 +11,7 @@ continuing as new (or being stopped) must never cancel a failover half-way.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -20,26 +22,25 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ProbeRequest
-    from drctl.models.failover import (
+    from drctl.models.failover import probe_passes
+    from drctl.models.health import ProbeStatus, RegionState
+    from drctl.models.monitor import (
         ALL_REGIONS_UNHEALTHY,
         NO_FAILOVER_TARGET,
         PROBE_AUTH_REFUSED,
         REGION_UNRESOLVED,
-        FailoverRecord,
         MonitorInput,
         MonitorState,
         MonitorStatus,
         PolicyUpdate,
         choose_target,
-        probe_passes,
     )
-    from drctl.models.fleet_spec import FleetSpec
-    from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
     from drctl.models.quorum import NO_QUORUM
     from workflows import calls
     from workflows.monitor_actions import MonitorActions
     from workflows.monitor_quorum import MonitorQuorum
+    from workflows.monitor_run import MonitorRun
     from workflows.monitor_watch import MonitorWatch
     from workflows.notify import Notifier
 
@@ -56,62 +57,38 @@ _ALERT_TEXT = {
 
 
 @workflow.defn(name="FleetMonitor")
-class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
+class FleetMonitor:
     @workflow.init
     def __init__(self, inp: MonitorInput) -> None:
         # Built here, not in run: a signal or query may arrive in the very first activation.
-        self.s: MonitorState = inp.state or MonitorState.initial(inp)
-        self.child: asyncio.Task[None] | None = None
-        self.active: FailoverRecord | None = None
-        self.poke = False
-        self.pending_spec: FleetSpec | None = None
+        self.live = MonitorRun(inp.state or MonitorState.initial(inp))
         self.applied: list[str] = []
-        self.notes = Notifier(self.s.spec, alert=self.s.alert)
-        self.refused: list[str] = []  # with the watcher: regions refusing drctl's token, as last reported
-        self.shown_phase: str | None = None  # with the watcher: the phase last upserted
-        self.quiet_until: dict[str, datetime] = {}  # with the watcher: passive suspicion held off until
-        self.early: dict[
-            str, asyncio.Task[dict[str, tuple[str, datetime]]]
-        ] = {}  # peers' views of a SUSPECT region
+        self.notes = Notifier(self.live.state.spec, alert=self.live.state.alert)
+        self.actions = MonitorActions(self.live)
+        self.quorum = MonitorQuorum(self.live, self.actions.failover)
+        self.watch = MonitorWatch(self.live, self.notes, self._decide, self._details, self.quorum.vote_due)
 
     # --- handlers ---------------------------------------------------------------------------------
 
     @workflow.query(name="status")
     def status(self) -> MonitorStatus:
-        s = self._state()
-        return MonitorStatus(
-            fleet=s.spec.fleet,
-            policy=s.policy,
-            paused=s.paused,
-            alert=s.alert,
-            iteration=s.total_iterations,
-            probe_rounds=s.probe_rounds,
-            regions=s.trackers,
-            active_failover=self.active,
-            failed_over=s.failed_over,
-            last_failover=s.last_failover,
-            last_failback=s.last_failback,
-            weights=s.spec.weights,
-            unresolved=s.unresolved,
-            avoid_targets=s.avoid_targets,
-            votes=s.votes,
-        )
+        return MonitorStatus.of(self.live.state, self.live.active)
 
     @workflow.signal
     def pause(self) -> None:
-        self._state().paused = True
-        self.poke = True
+        self.live.state.paused = True
+        self.live.poke = True
 
     @workflow.signal
     def resume(self) -> None:
-        self._state().paused = False
-        self.poke = True
+        self.live.state.paused = False
+        self.live.poke = True
 
     @workflow.update
     def set_policy(self, inp: PolicyUpdate) -> str:
-        before = self._state().policy
-        self._state().policy = inp.policy
-        self.poke = True
+        before = self.live.state.policy
+        self.live.state.policy = inp.policy
+        self.live.poke = True
         return f"policy {before} → {inp.policy}"
 
     @set_policy.validator
@@ -122,51 +99,52 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
     @workflow.update
     async def update_spec(self, inp: SpecUpdate) -> list[str]:
         """Follow a changed config: applied between probe rounds (a safe point), then answered."""
-        self.pending_spec = inp.spec
-        self.poke = True
-        await workflow.wait_condition(lambda: self.pending_spec is None)
+        self.live.pending_spec = inp.spec
+        self.live.poke = True
+        await workflow.wait_condition(lambda: self.live.pending_spec is None)
         return self.applied
 
     @update_spec.validator
     def _validate_spec(self, inp: SpecUpdate) -> None:
-        problems = spec_problems(self._state().spec, inp.spec)
+        problems = spec_problems(self.live.state.spec, inp.spec)
         if problems:
             raise ValueError("; ".join(problems))
 
     def _apply_pending(self) -> None:
-        if self.pending_spec is None:
+        run = self.live
+        if run.pending_spec is None:
             return
-        self.applied = apply_spec(self._state(), self.pending_spec)
-        self.notes.spec = self._state().spec  # webhooks follow the config too
-        self.pending_spec = None
+        self.applied = apply_spec(run.state, run.pending_spec)
+        self.notes.spec = run.state.spec  # webhooks follow the config too
+        run.pending_spec = None
         workflow.logger.info("monitor follows the changed config: %s", "; ".join(self.applied) or "no change")
 
     # --- loop -------------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, inp: MonitorInput) -> None:
-        s = self.s
+        run, s = self.live, self.live.state
         s.iteration = 0
         workflow.upsert_search_attributes([sa.PHASE.value_set(WATCHING)])
-        self.shown_phase = WATCHING
+        self.watch.shown_phase = WATCHING
         while True:
             round_start = workflow.now()
             self._apply_pending()
             # Behind patched(): histories recorded before the watcher replay the loop below unchanged.
             watcher = s.spec.watcher and workflow.patched("monitor-watcher")
             if watcher:
-                await self._watch_cycle()
+                await self.watch.cycle()
             elif not s.paused:
                 await self._round()
             s.iteration += 1
             s.total_iterations += 1
             if watcher:
-                self._show()
+                self.watch.show()
             else:
                 self._render()
             if (
                 s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()
-            ) and self.child is None:
+            ) and run.child is None:
                 self._apply_pending()  # an update waiting for the next round must finish before continue-as-new
                 await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -178,15 +156,15 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
             )
             period = s.spec.fast_confirm_interval_s if fast_confirm else s.spec.interval_s
             left = period - (workflow.now() - round_start).total_seconds()
-            self.poke = False
+            run.poke = False
             if left > 0:
                 try:
-                    await workflow.wait_condition(lambda: self.poke, timeout=timedelta(seconds=left))
+                    await workflow.wait_condition(lambda: run.poke, timeout=timedelta(seconds=left))
                 except TimeoutError:
                     pass
 
     async def _round(self) -> None:
-        s = self._state()
+        s = self.live.state
         spec = s.spec
         try:
             batch = await calls.probe_regions(
@@ -235,9 +213,9 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
         self.notes.monitor_alert(s)
 
     def _decide(self) -> None:
-        s = self._state()
+        run, s, quorum = self.live, self.live.state, self.quorum
         states = [t.state for name, t in s.trackers.items() if name not in s.unresolved]
-        no_quorum = self._forget_votes() if s.votes else None
+        no_quorum = quorum.forget_votes() if s.votes else None
         s.alert = REGION_UNRESOLVED if s.unresolved else no_quorum
         # A region this worker cannot resolve is unknown, not unhealthy: with one, "every region is
         # unhealthy" would be a guess; the unhealthy region then has no target (NO_FAILOVER_TARGET).
@@ -253,9 +231,9 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
                 s.spec.fleet,
             )
             return
-        if s.policy != "automatic" or self.child is not None:
+        if s.policy != "automatic" or run.child is not None:
             return
-        self._early_votes()
+        quorum.early_votes()
         backing_off = s.next_failover_attempt_at is not None and workflow.now() < s.next_failover_attempt_at
         moved = {r.source for r in s.failed_over}
         for name, t in s.trackers.items():
@@ -270,12 +248,12 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
                 # The back-off guards against the same obstacle; a region not tried yet is a new chance.
                 if backing_off and target in s.avoid_targets:
                     return
-                if not self._quorum_on():
-                    self.child = asyncio.ensure_future(self._failover(name, target))
-                elif self._vote_waits(name):
+                if not quorum.on():
+                    run.child = asyncio.ensure_future(self.actions.failover(name, target))
+                elif quorum.vote_waits(name):
                     continue  # no quorum on this one yet: another UNHEALTHY region may still have one
                 else:
-                    self.child = asyncio.ensure_future(self._vote_then_failover(name, target))
+                    run.child = asyncio.ensure_future(quorum.vote_then_failover(name, target))
                 return
         if backing_off:
             return
@@ -283,17 +261,17 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
         for rec in s.failed_over:
             t = s.trackers[rec.source]  # apply_spec drops records of removed regions
             if t.state is RegionState.HEALTHY and t.since is not None and workflow.now() - t.since >= window:
-                self.child = asyncio.ensure_future(self._failback(rec))
+                run.child = asyncio.ensure_future(self.actions.failback(rec))
                 return
 
     def _render(self) -> None:
-        s = self._state()
+        s = self.live.state
         phase = s.alert or ("paused" if s.paused else WATCHING)
         workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
         self._details()
 
     def _details(self) -> None:
-        s = self._state()
+        s = self.live.state
         rounds = f"{s.probe_rounds} probe rounds" + (
             " as of the watcher's last return" if s.spec.watcher else ""
         )
@@ -310,9 +288,10 @@ class FleetMonitor(MonitorActions, MonitorWatch, MonitorQuorum):
                 f"| {t.region} | {t.state.value} | {t.consecutive_failures} | {t.consecutive_successes} "
                 f"| {t.last_status.value if t.last_status else '-'} {t.last_reason} |"
             )
-        lines += self._vote_lines()
-        if self.active:
-            lines.append(f"\nfailover running: {self.active.source} → {self.active.target}")
+        lines += self.quorum.lines()
+        active = self.live.active
+        if active:
+            lines.append(f"\nfailover running: {active.source} → {active.target}")
         workflow.set_current_details("\n".join(lines))
 
 

@@ -1,13 +1,12 @@
 """The monitor's actions: start a Failover or Failback child, record its outcome, back off.
 
-`workflows.monitor.FleetMonitor` decides when; this says how. Children are started with
-parent_close_policy ABANDON: a monitor continuing as new (or being stopped) must never cancel a
-failover half-way.
+`workflows.monitor.FleetMonitor` decides when; `MonitorActions` says how, on the `MonitorRun` it is
+handed. Children are started with parent_close_policy ABANDON: a monitor continuing as new (or
+being stopped) must never cancel a failover half-way.
 """
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -17,15 +16,10 @@ from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedErro
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
-    from drctl.models.failover import (
-        FailbackInput,
-        FailbackResult,
-        FailoverInput,
-        FailoverRecord,
-        FailoverResult,
-        MonitorState,
-    )
+    from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
+    from drctl.models.monitor import FailoverRecord
     from drctl.models.outcome import result_from
+    from workflows.monitor_run import MonitorRun
 
 R = TypeVar("R", FailoverResult, FailbackResult)
 
@@ -54,22 +48,17 @@ def _attrs(fleet: str, operation: str, source: str, target: str | None) -> Typed
 
 
 class MonitorActions:
-    """Mixed into FleetMonitor, which holds this state."""
+    """The monitor's children; each one clears `run.child` when it ends."""
 
-    s: MonitorState
-    child: asyncio.Task[None] | None
-    active: FailoverRecord | None
-    poke: bool
+    def __init__(self, run: MonitorRun) -> None:
+        self.run = run
 
-    def _state(self) -> MonitorState:
-        return self.s
-
-    async def _failover(self, source: str, target: str) -> None:
-        s = self._state()
+    async def failover(self, source: str, target: str) -> None:
+        s = self.run.state
         t = s.trackers[source]
         wid = f"failover/{s.spec.fleet}"
         rec = FailoverRecord(workflow_id=wid, source=source, target=target, started_at=workflow.now())
-        self.active = rec
+        self.run.active = rec
         try:
             handle = await workflow.start_child_workflow(
                 "Failover",
@@ -100,13 +89,13 @@ class MonitorActions:
                 s.failed_over.append(rec)
                 s.avoid_targets.pop(target, None)
             else:
-                self._back_off(f"failover {result.status}: {result.error}")
+                self.back_off(f"failover {result.status}: {result.error}")
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
             rec.status, rec.finished_at = (
                 "not started" if isinstance(exc, WorkflowAlreadyStartedError) else "error",
                 workflow.now(),
             )
-            self._back_off(f"failover {source} → {target} did not run: {exc}")
+            self.back_off(f"failover {source} → {target} did not run: {exc}")
         finally:
             if rec.status not in ("succeeded", "unverified"):
                 # The next attempt goes to another healthy region first (this one's worker may be dead).
@@ -114,12 +103,11 @@ class MonitorActions:
                     seconds=max(300.0, 10 * s.spec.interval_s)
                 )
             s.last_failover = rec
-            self.active = None
-            self.child = None
-            self.poke = True
+            self.run.active = None
+            self.run.child_done()
 
-    async def _failback(self, rec: FailoverRecord) -> None:
-        s = self._state()
+    async def failback(self, rec: FailoverRecord) -> None:
+        s = self.run.state
         wid = f"failback/{s.spec.fleet}"
         try:
             handle = await workflow.start_child_workflow(
@@ -138,16 +126,15 @@ class MonitorActions:
             if result.status in ("succeeded", "not_needed"):
                 s.failed_over = [r for r in s.failed_over if r.source != rec.source]
             else:
-                self._back_off(f"failback {result.status}: {result.error}")
+                self.back_off(f"failback {result.status}: {result.error}")
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
             s.last_failback = f"error: {exc}"
-            self._back_off(f"failback to {rec.source} did not run: {exc}")
+            self.back_off(f"failback to {rec.source} did not run: {exc}")
         finally:
-            self.child = None
-            self.poke = True
+            self.run.child_done()
 
-    def _back_off(self, why: str) -> None:
-        s = self._state()
+    def back_off(self, why: str) -> None:
+        s = self.run.state
         # Retrying every round would start a workflow every few seconds against the same obstacle.
         delay = max(30.0, 3 * s.spec.interval_s)
         s.next_failover_attempt_at = workflow.now() + timedelta(seconds=delay)

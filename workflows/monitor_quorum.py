@@ -1,6 +1,6 @@
 """The monitor's quorum vote (`health.quorum`): other regions' workers confirm a region is down.
 
-When `_decide` would fail a region over automatically, the vote runs first, as the monitor's child
+When the monitor's `_decide` would fail a region over automatically, the vote runs first, as the monitor's child
 task (so nothing else is decided meanwhile): each other region's worker probes the region once, on
 its own queue, in parallel. The monitor's own probe is one vote for down. Only a strict majority of
 all voters seeing it down starts the failover, in the same task. Otherwise the vote is recorded,
@@ -11,49 +11,48 @@ UNHEALTHY or when the back-off expires, never every round).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.activity_io import ProbeRequest
-    from drctl.models.failover import MonitorState
     from drctl.models.fleet_spec import RegionSpec
     from drctl.models.health import RegionState
     from drctl.models.quorum import MAIN, NO_QUORUM, QuorumVote, decide, view_of
     from workflows import calls
+    from workflows.monitor_run import MonitorRun
 
 PATCH = "monitor-quorum"
 EARLY_PATCH = "monitor-early-vote"
 
 
 class MonitorQuorum:
-    """Mixed into FleetMonitor, which holds this state and `_failover`."""
+    """Votes on the `MonitorRun`'s regions; a confirmed vote runs `failover` (MonitorActions's)."""
 
-    s: MonitorState
-    child: asyncio.Task[None] | None
-    poke: bool
-    early: dict[str, asyncio.Task[dict[str, tuple[str, datetime]]]]
+    def __init__(self, run: MonitorRun, failover: Callable[[str, str], Awaitable[None]]) -> None:
+        self.run = run
+        self.failover = failover
+        # Peers' views of a SUSPECT region, asked before it turns UNHEALTHY.
+        self.early: dict[str, asyncio.Task[dict[str, tuple[str, datetime]]]] = {}
 
-    if TYPE_CHECKING:  # MonitorActions's, called from here
-
-        async def _failover(self, source: str, target: str) -> None: ...
-
-    def _quorum_on(self) -> bool:
+    def on(self) -> bool:
         # Behind patched(): histories recorded before the quorum (its spec field absent: off) never get here.
-        return self.s.spec.quorum.mode == "majority" and workflow.patched(PATCH)
+        return self.run.state.spec.quorum.mode == "majority" and workflow.patched(PATCH)
 
-    def _vote_waits(self, region: str) -> bool:
+    def vote_waits(self, region: str) -> bool:
         """A vote on `region` found no quorum and its back-off has not expired: no failover, no vote yet."""
-        vote = self.s.votes.get(region)
+        vote = self.run.state.votes.get(region)
         return vote is not None and vote.verdict == "no_quorum" and workflow.now() < vote.retry_at
 
-    def _forget_votes(self) -> str | None:
-        """Drop votes on regions no longer UNHEALTHY (the next transition votes afresh); NO_QUORUM while one stands."""
-        s = self.s
+    def forget_votes(self) -> str | None:
+        """Drop votes on regions no longer UNHEALTHY (the next transition votes afresh).
+
+        Returns NO_QUORUM while a vote without quorum stands.
+        """
+        s = self.run.state
         s.votes = {
             r: v
             for r, v in s.votes.items()
@@ -64,15 +63,15 @@ class MonitorQuorum:
             return NO_QUORUM
         return None
 
-    def _vote_due(self) -> list[datetime]:
+    def vote_due(self) -> list[datetime]:
         """When the watcher must wake for a re-vote (the rounds loop calls `_decide` every round anyway)."""
-        return [v.retry_at for v in self.s.votes.values() if v.verdict == "no_quorum"]
+        return [v.retry_at for v in self.run.state.votes.values() if v.verdict == "no_quorum"]
 
-    def _early_votes(self) -> None:
+    def early_votes(self) -> None:
         """Ask the other regions' views of a region as soon as it is SUSPECT, while the monitor's own
         probe confirms: a slow region's vote then costs no second probe's wait after UNHEALTHY.
         Only views seeing it down are kept for the vote (and only while fresh); others are asked again."""
-        s = self.s
+        s = self.run.state
         for name in [
             r
             for r in self.early
@@ -81,19 +80,19 @@ class MonitorQuorum:
         ]:
             del self.early[name]  # the suspicion cleared: its activities finish unread
         suspect = [n for n, t in s.trackers.items() if t.state is RegionState.SUSPECT and n not in self.early]
-        if not suspect or not self._quorum_on() or not workflow.patched(EARLY_PATCH):
+        if not suspect or not self.on() or not workflow.patched(EARLY_PATCH):
             return
         for name in suspect:
             self.early[name] = asyncio.ensure_future(self._peer_views(name))
 
     async def _peer_views(self, region: str, skip: Collection[str] = ()) -> dict[str, tuple[str, datetime]]:
         """Every other region's view of `region` (but those in `skip`), with when it arrived."""
-        peers = [r for r in self.s.spec.regions if r.name != region and r.name not in skip]
+        peers = [r for r in self.run.state.spec.regions if r.name != region and r.name not in skip]
         seen = await asyncio.gather(*(self._view_from(peer, region) for peer in peers))
         return {peer.name: (view, workflow.now()) for peer, view in zip(peers, seen, strict=True)}
 
-    async def _vote_then_failover(self, source: str, target: str) -> None:
-        s = self.s
+    async def vote_then_failover(self, source: str, target: str) -> None:
+        s = self.run.state
         try:
             vote = await self._vote(source)
             still = s.trackers.get(source)
@@ -104,15 +103,14 @@ class MonitorQuorum:
                 and s.policy == "automatic"
                 and not s.paused
             ):
-                await self._failover(source, target)  # clears self.child itself
+                await self.failover(source, target)  # clears run.child itself
                 return
         finally:
-            if self.child is not None:  # no quorum (or the region recovered): _failover did not run
-                self.child = None
-                self.poke = True
+            if self.run.child is not None:  # no quorum (or the region recovered): failover did not run
+                self.run.child_done()
 
     async def _vote(self, region: str) -> QuorumVote:
-        s = self.s
+        s = self.run.state
         spec = s.spec
         t = s.trackers[region]
         views = {MAIN: f"down: {t.last_reason or t.state.value}"}
@@ -134,7 +132,7 @@ class MonitorQuorum:
         return vote
 
     async def _view_from(self, peer: RegionSpec, region: str) -> str:
-        spec = self.s.spec
+        spec = self.run.state.spec
         try:
             batch = await calls.probe_from(
                 ProbeRequest(regions=[region]),
@@ -151,9 +149,9 @@ class MonitorQuorum:
             return f"missing: {peer.queue}: {exc.cause or exc}"
         return view_of(batch, region, workflow.now(), spec.quorum.max_age_s, spec.fail_on_degraded)
 
-    def _vote_lines(self) -> list[str]:
+    def lines(self) -> list[str]:
         """The details markdown's votes section (Temporal UI)."""
-        s = self.s
+        s = self.run.state
         if not s.votes:
             return []
         lines = ["\n| vote on | at | result | views |\n|---|---|---|---|"]

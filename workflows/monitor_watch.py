@@ -2,57 +2,53 @@
 
 The watcher (activities/watch.py) probes and reads passive signals itself and returns only when a
 region changes state or its checkpoint is due. The monitor then applies the returned trackers and
-decides exactly as after a round (`_decide`). Between returns it wakes only for what it owns: a
-signal or update (pause and spec changes restart the watcher; a policy change or a finished child
-is decided at once) and timed decisions (a failback window, a failover back-off).
+decides exactly as after a round (the monitor's `_decide`, handed in as `decide`). Between returns
+it wakes only for what it owns: a signal or update (pause and spec changes restart the watcher; a
+policy change or a finished child is decided at once) and timed decisions (a failback window, a
+failover back-off).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
-    from drctl.models.failover import PROBE_AUTH_REFUSED, MonitorState
-    from drctl.models.fleet_spec import FleetSpec
     from drctl.models.health import RegionState
+    from drctl.models.monitor import PROBE_AUTH_REFUSED
     from drctl.models.quorum import NO_QUORUM
     from drctl.models.watch import WatchInput, WatchResult
     from workflows import calls
+    from workflows.monitor_run import MonitorRun
     from workflows.notify import Notifier
 
 
+@dataclass
 class MonitorWatch:
-    """Mixed into FleetMonitor, which holds this state, `_decide` and `_details`."""
+    """Runs the watcher for the `MonitorRun`; `decide` and `details` are the monitor's own,
+    `vote_due` the quorum's."""
 
-    s: MonitorState
-    poke: bool
-    pending_spec: FleetSpec | None
+    run: MonitorRun
     notes: Notifier
-    refused: list[str]
-    quiet_until: dict[str, datetime]
-    shown_phase: str | None
-
-    if TYPE_CHECKING:  # FleetMonitor's own, called from here
-
-        def _decide(self) -> None: ...
-
-        def _details(self) -> None: ...
-
-        def _vote_due(self) -> list[datetime]: ...
+    decide: Callable[[], None]
+    details: Callable[[], None]
+    vote_due: Callable[[], list[datetime]]
+    refused: list[str] = field(default_factory=list)  # regions refusing drctl's token, as last reported
+    shown_phase: str | None = None  # the phase last upserted
+    quiet_until: dict[str, datetime] = field(default_factory=dict)  # passive suspicion held off until
 
     def _due(self) -> list[datetime]:
-        """Future moments at which `_decide` may act without any region changing state."""
-        s, now = self.s, workflow.now()
+        """Future moments at which `decide` may act without any region changing state."""
+        s, now = self.run.state, workflow.now()
         due = [s.next_failover_attempt_at] if s.next_failover_attempt_at else []
-        due += (
-            self._vote_due()
-        )  # a region UNHEALTHY without a quorum stays so: nothing else wakes the re-vote
+        # A region UNHEALTHY without a quorum stays so: nothing else wakes the re-vote.
+        due += self.vote_due()
         window = timedelta(seconds=s.spec.stabilization_window_s)
         for rec in s.failed_over:
             t = s.trackers.get(rec.source)
@@ -64,30 +60,22 @@ class MonitorWatch:
         due = self._due()
         return min(due) - workflow.now() if due else None
 
-    async def _watch_cycle(self) -> None:
+    async def cycle(self) -> None:
         """One watcher call, or one paused wait; returns when the loop should run its bookkeeping."""
-        s = self.s
+        run, s = self.run, self.run.state
         spec = s.spec
-        self.poke = False
+        run.poke = False
         if s.paused:
             try:
                 await workflow.wait_condition(
-                    lambda: self.poke, timeout=timedelta(seconds=spec.watcher_checkpoint_s)
+                    lambda: run.poke, timeout=timedelta(seconds=spec.watcher_checkpoint_s)
                 )
             except TimeoutError:
                 pass
             return
-        inp = WatchInput(
-            regions=spec.region_names,
+        inp = WatchInput.for_spec(
+            spec,
             trackers=s.trackers,
-            interval_s=spec.interval_s,
-            fast_confirm=spec.fast_confirm,
-            fast_confirm_interval_s=spec.fast_confirm_interval_s,
-            failure_threshold=spec.failure_threshold,
-            recovery_threshold=spec.recovery_threshold,
-            fail_on_degraded=spec.fail_on_degraded,
-            probe_timeout_s=spec.probe_timeout_s,
-            return_after_s=spec.watcher_checkpoint_s,
             unresolved=s.unresolved,
             refused=self.refused,
             quiet_until=self.quiet_until,
@@ -95,25 +83,25 @@ class MonitorWatch:
         handle = calls.start_watch(inp, summary="watch regions")
         try:
             while not handle.done():
-                self.poke = False
+                run.poke = False
                 try:
-                    await workflow.wait_condition(lambda: self.poke or handle.done(), timeout=self._timeout())
+                    await workflow.wait_condition(lambda: run.poke or handle.done(), timeout=self._timeout())
                 except TimeoutError:
                     pass
                 if handle.done():
                     break
-                if s.paused or self.pending_spec is not None:
+                if s.paused or run.pending_spec is not None:
                     handle.cancel()  # the watcher restarts with the new spec, or stops while paused
                     await asyncio.gather(handle, return_exceptions=True)
                     return
-                self._decide()  # a policy change, a finished child or a timed decision: no probe needed
+                self.decide()  # a policy change, a finished child or a timed decision: no probe needed
                 if self.refused and s.alert is None:
                     s.alert = PROBE_AUTH_REFUSED
                 if NO_QUORUM in (s.alert, self.notes.alert):
                     # Raised or ended by a vote: no watcher return comes for it. Only this alert, so
                     # histories recorded before the quorum emit what they emitted.
                     self.notes.monitor_alert(s)
-                self._show()
+                self.show()
         except asyncio.CancelledError:
             handle.cancel()  # `drctl monitor stop`
             raise
@@ -126,10 +114,10 @@ class MonitorWatch:
             workflow.logger.warning("watcher failed, regions unchanged: %s", exc.cause or exc)
             await workflow.sleep(spec.interval_s)
             return
-        self._apply_watch(res)
+        self._apply(res)
 
-    def _apply_watch(self, res: WatchResult) -> None:
-        s = self.s
+    def _apply(self, res: WatchResult) -> None:
+        s = self.run.state
         # Regions removed by a spec update meanwhile are not brought back.
         s.trackers = {name: res.trackers.get(name, t) for name, t in s.trackers.items()}
         s.unresolved = {r: why for r, why in res.unresolved.items() if r in s.trackers}
@@ -141,7 +129,7 @@ class MonitorWatch:
         self.refused = res.refused
         # A probe just cleared a passive suspicion: the next call must not raise it again at once.
         self.quiet_until = {r: at for r, at in res.quiet_until.items() if at > workflow.now()}
-        self._decide()
+        self.decide()
         if res.refused and s.alert is None:
             s.alert = PROBE_AUTH_REFUSED
             workflow.logger.error(
@@ -151,11 +139,11 @@ class MonitorWatch:
             )
         self.notes.monitor_alert(s)
 
-    def _show(self) -> None:
+    def show(self) -> None:
         """The phase search attribute, upserted only when it changes (each upsert is a history event)."""
-        s = self.s
+        s = self.run.state
         phase = s.alert or ("paused" if s.paused else "watching")
         if phase != self.shown_phase:
             workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
             self.shown_phase = phase
-        self._details()
+        self.details()

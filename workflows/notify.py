@@ -24,8 +24,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError,
 with workflow.unsafe.imports_passed_through():
     from drctl.models import notify as ev
     from drctl.models.drill import DrillReport
-    from drctl.models.failover import FailoverInput, FailoverResult, MonitorState
+    from drctl.models.failover import FailoverInput, FailoverResult
     from drctl.models.fleet_spec import FleetSpec
+    from drctl.models.monitor import MonitorState
     from drctl.models.notify import DeliverInput, Delivery, Event, NotifyInput, NotifyResult
     from drctl.models.upgrade import Outcome, UpgradeResult
     from workflows import calls

@@ -104,7 +104,8 @@ class Replicate:
         lines = [
             f"## Replication of fleet `{self.inp.fleet}`",
             f"RPO target {self.inp.rpo_target_s:g} s, "
-            f"{self.state.total_runs} runs, {self.state.total_transfers} objects / {self.state.total_bytes} bytes copied",
+            f"{self.state.total_runs} runs, "
+            f"{self.state.total_transfers} objects / {self.state.total_bytes} bytes copied",
             "\n| bucket | replica | lag s | behind | last run | transfers | bytes | check |",
             "|---|---|---|---|---|---|---|---|",
         ]

@@ -174,7 +174,8 @@ def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: Fl
         if provider.get("type") != "python" or provider.get("module") != ACTIONS_MODULE:
             raise ExperimentInvalid(
                 path,
-                f"{where} action '{act.get('name')}': drills run only {ACTIONS_MODULE} actions, whose targets are checked",
+                f"{where} action '{act.get('name')}': drills run only {ACTIONS_MODULE} actions, "
+                "whose targets are checked",
             )
         args = substitute(provider.get("arguments") or {}, conf, {})
         region = args.get("region")
@@ -189,7 +190,8 @@ def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: Fl
             allowed = ", ".join(cfg.drills.allowed_targets) or "none"
             raise ExperimentInvalid(
                 path,
-                f"{where} action '{act.get('name')}': region {region!r} is not an allowed drill target (allowed: {allowed})",
+                f"{where} action '{act.get('name')}': region {region!r} is not an allowed drill target "
+                f"(allowed: {allowed})",
             )
         if provider.get("func") in _DEVSTACK_ONLY and cfg.drills.fault_injector != "devstack":
             raise ExperimentInvalid(

@@ -15,8 +15,8 @@ from drctl.cli.launch import start_unless_running, stop_workflow
 from drctl.client.connection import connect, ui_link
 from drctl.client.monitor_view import live_status
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import MonitorInput, MonitorStatus
 from drctl.models.fleet_spec import FleetSpec
+from drctl.models.monitor import MonitorInput, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
 
 app = typer.Typer(

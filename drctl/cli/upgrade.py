@@ -42,7 +42,8 @@ def new_id() -> str:
 def parse_image(image: str) -> str:
     if not _IMAGE.fullmatch(image):  # fullmatch: `$` alone would let a trailing newline through
         raise common.UserError(
-            f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 (a tag or @sha256 digest is required)"
+            f"bad image reference {image!r}: expected e.g. vllm/vllm-openai:v0.6.4 "
+            "(a tag or @sha256 digest is required)"
         )
     return image
 

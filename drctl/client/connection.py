@@ -1,4 +1,4 @@
-"""Temporal client construction and UI links, shared by the CLI, the worker and tests."""
+"""Temporal client construction, UI links and describe, shared by the CLI, the worker and tests."""
 
 from __future__ import annotations
 

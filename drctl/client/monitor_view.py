@@ -18,7 +18,7 @@ from typing import Any
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowHandle
 
-from drctl.models.failover import MonitorStatus
+from drctl.models.monitor import MonitorStatus
 from drctl.models.watch import WatchProgress
 
 WATCH_ACTIVITY = "watch_regions"

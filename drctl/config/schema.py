@@ -392,7 +392,8 @@ class VeleroConfig(_Model):
     max_age_s: float = Field(
         93600.0,
         gt=0,
-        description="Newest successful backup may be this old before the alert fires: the schedule's period plus slack, s.",
+        description="Newest successful backup may be this old before the alert fires: "
+        "the schedule's period plus slack, s.",
     )
 
 

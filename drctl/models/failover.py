@@ -1,8 +1,8 @@
-"""Failover, failback and monitor models, and the pure logic they share (weights, states).
+"""Failover and failback models, and the pure logic they share (weights).
 
 The logic lives next to the models, free of Temporal, so the workflows, the CLI's dry run and the
 unit tests all compute the same plan. The failover plan itself (weights, capacity) is in
-failover_plan.py and re-exported here.
+failover_plan.py and re-exported here; the monitor's models are in monitor.py.
 """
 
 from __future__ import annotations
@@ -26,19 +26,9 @@ from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failov
     target_problem,
 )
 from drctl.models.fleet_spec import FleetSpec
-from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.phases import PhaseTiming
-from drctl.models.quorum import QuorumVote
 from drctl.models.rpo import DataLossExposure
 from drctl.models.traffic import GlobalChange
-
-ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
-NO_FAILOVER_TARGET = "NO_FAILOVER_TARGET"
-# A region in the monitor's spec that the worker's config cannot resolve: it is neither probed nor
-# a failover target until the configs agree again.
-REGION_UNRESOLVED = "REGION_UNRESOLVED"
-PROBE_AUTH_REFUSED = "PROBE_AUTH_REFUSED"
-
 
 # --- pure plan logic ---------------------------------------------------------------------------
 
@@ -56,93 +46,6 @@ def failback_plan(current: dict[str, int], configured: dict[str, int], steps: in
     if not plan or plan[-1] != configured:
         plan.append(dict(configured))
     return plan
-
-
-# --- the monitor's per-region state machine ----------------------------------------------------
-
-
-class RegionTracker(BaseModel):
-    region: str
-    state: RegionState = RegionState.HEALTHY
-    consecutive_failures: int = 0
-    consecutive_successes: int = 0
-    since: datetime | None = Field(None, description="When the current state began.")
-    first_failure_at: datetime | None = None
-    last_good_at: datetime | None = None
-    last_status: ProbeStatus | None = None
-    last_reason: str = ""
-    last_ttft_ms: float | None = None
-    last_failing_fraction: float = 0.0
-    last_probed_at: datetime | None = None
-
-    def observe(self, passed: bool, at: datetime, failure_threshold: int, recovery_threshold: int) -> bool:
-        """Feed one check; returns True when the state changed."""
-        before = self.state
-        if passed:
-            self.consecutive_failures = 0
-            self.consecutive_successes += 1
-            self.last_good_at = at
-            if self.state is RegionState.SUSPECT:
-                self.state = RegionState.HEALTHY  # one blip, never confirmed: no hysteresis needed
-                self.first_failure_at = None
-            elif self.state is RegionState.UNHEALTHY:
-                self.state = RegionState.RECOVERING
-            if self.state is RegionState.RECOVERING and self.consecutive_successes >= recovery_threshold:
-                self.state = RegionState.HEALTHY
-                self.first_failure_at = None
-        else:
-            self.consecutive_successes = 0
-            self.consecutive_failures += 1
-            if self.state is RegionState.HEALTHY:
-                self.first_failure_at = at
-                self.state = RegionState.SUSPECT
-            elif self.state is RegionState.RECOVERING:
-                self.state = RegionState.UNHEALTHY  # relapse: recovery must start over
-            if self.state is RegionState.SUSPECT and self.consecutive_failures >= failure_threshold:
-                self.state = RegionState.UNHEALTHY
-        if self.state is not before:
-            self.since = at
-            return True
-        return False
-
-    def record_probe(self, probe: RegionProbe, at: datetime) -> None:
-        self.last_status = probe.status
-        self.last_reason = probe.reason
-        self.last_ttft_ms = probe.ttft_p50_ms
-        self.last_failing_fraction = probe.failing_fraction
-        self.last_probed_at = at
-
-
-def pick_target(
-    trackers: dict[str, RegionTracker],
-    source: str,
-    weights: dict[str, int],
-    exclude: frozenset[str] | set[str] = frozenset(),
-) -> str | None:
-    """The healthiest other region not excluded: HEALTHY before RECOVERING, then the larger configured weight."""
-    rank = {RegionState.HEALTHY: 0, RegionState.RECOVERING: 1}
-    candidates = [
-        t for name, t in trackers.items() if name != source and name not in exclude and t.state in rank
-    ]
-    if not candidates:
-        return None
-    candidates.sort(key=lambda t: (rank[t.state], -weights.get(t.region, 0), t.region))
-    return candidates[0].region
-
-
-def choose_target(state: MonitorState, source: str, now: datetime) -> str | None:
-    """The monitor's failover target for `source`.
-
-    A healthy region whose failover has not just failed comes first (a target whose worker is dead
-    would fail again); only when no other region is left is a recently failed target tried again.
-    Regions the worker cannot resolve are never chosen. Expired avoidances are dropped from `state`.
-    """
-    state.avoid_targets = {r: until for r, until in state.avoid_targets.items() if until > now}
-    unresolved = set(state.unresolved)
-    weights = state.spec.weights
-    return pick_target(
-        state.trackers, source, weights, exclude=unresolved | set(state.avoid_targets)
-    ) or pick_target(state.trackers, source, weights, exclude=unresolved)
 
 
 # --- failover ----------------------------------------------------------------------------------
@@ -198,7 +101,8 @@ class FailoverResult(BaseModel):
     compensated: Literal["restored_weights", "left_on_target_source_dead", "compensation_failed"] | None = (
         Field(
             None,
-            description="After a failure past the shift: what the compensation did (failed: weights as the shift left them).",
+            description="After a failure past the shift: what the compensation did "
+            "(failed: weights as the shift left them).",
         )
     )
     error: str | None = None
@@ -237,92 +141,3 @@ class FailbackResult(BaseModel):
     )
     phases: list[PhaseTiming] = Field(default_factory=list)
     error: str | None = None
-
-
-# --- monitor -----------------------------------------------------------------------------------
-
-
-class FailoverRecord(BaseModel):
-    workflow_id: str
-    run_id: str | None = None
-    source: str
-    target: str
-    started_at: datetime
-    status: str = "running"
-    rto_s: float | None = None
-    finished_at: datetime | None = None
-
-
-class MonitorInput(BaseModel):
-    spec: FleetSpec
-    max_iterations: int = Field(500, description="Continue as new after this many probe rounds.")
-    state: MonitorState | None = Field(None, description="Carried across continue-as-new.")
-
-
-class MonitorState(BaseModel):
-    """Everything the monitor carries across continue-as-new."""
-
-    spec: FleetSpec
-    max_iterations: int = 500
-    policy: Literal["automatic", "manual"]
-    paused: bool = False
-    trackers: dict[str, RegionTracker]
-    iteration: int = 0
-    total_iterations: int = 0
-    probe_rounds: int = Field(0, description="Active probe rounds over all runs, the watcher's included.")
-    alert: str | None = None
-    failed_over: list[FailoverRecord] = Field(default_factory=list, description="Awaiting failback.")
-    last_failover: FailoverRecord | None = None
-    last_failback: str | None = None
-    next_failover_attempt_at: datetime | None = None
-    avoid_targets: dict[str, datetime] = Field(
-        default_factory=dict,
-        description="Targets whose failover just failed, until when: another region goes first.",
-    )
-    unresolved: dict[str, str] = Field(
-        default_factory=dict, description="Regions the worker cannot resolve, why."
-    )
-    votes: dict[str, QuorumVote] = Field(
-        default_factory=dict, description="The last quorum vote on each UNHEALTHY region (health.quorum)."
-    )
-
-    @classmethod
-    def initial(cls, inp: MonitorInput) -> MonitorState:
-        return cls(
-            spec=inp.spec,
-            max_iterations=inp.max_iterations,
-            policy=inp.spec.policy,
-            trackers={r.name: RegionTracker(region=r.name) for r in inp.spec.regions},
-        )
-
-
-class MonitorStatus(BaseModel):
-    fleet: str
-    policy: str
-    paused: bool
-    alert: str | None
-    iteration: int = Field(description="Monitor loop turns: probe rounds, or with the watcher its returns.")
-    regions: dict[str, RegionTracker]
-    probe_rounds: int = Field(0, description="Active probe rounds; the live view adds the running watcher's.")
-    watching: bool = Field(False, description="Live view: a watcher call is running.")
-    heartbeat_age_s: float | None = Field(
-        None, description="Live view: age of the watcher's last heartbeat, s."
-    )
-    heartbeat_stale: bool = Field(False, description="Live view: heartbeat too old to show as current.")
-    active_failover: FailoverRecord | None = None
-    failed_over: list[FailoverRecord] = Field(default_factory=list)
-    last_failover: FailoverRecord | None = None
-    last_failback: str | None = None
-    weights: dict[str, int] = Field(
-        default_factory=dict, description="Configured weights the monitor works with."
-    )
-    unresolved: dict[str, str] = Field(default_factory=dict)
-    avoid_targets: dict[str, datetime] = Field(default_factory=dict)
-    votes: dict[str, QuorumVote] = Field(default_factory=dict)
-
-
-class PolicyUpdate(BaseModel):
-    policy: Literal["automatic", "manual"]
-
-
-MonitorInput.model_rebuild()

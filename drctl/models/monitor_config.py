@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from drctl.models.failover import MonitorState, RegionTracker
 from drctl.models.fleet_spec import FleetSpec
+from drctl.models.monitor import MonitorState, RegionTracker
 
 
 class SpecUpdate(BaseModel):

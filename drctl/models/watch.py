@@ -10,13 +10,26 @@ the monitor stays the authority on what a state means (failover, failback, alert
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.models.failover import RegionTracker, probe_passes
+from drctl.models.failover import probe_passes
+from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
+from drctl.models.monitor import RegionTracker
 from drctl.models.passive import PassiveSignal, PassiveVerdict
+
+# The watcher's probe settings: the FleetSpec fields of the same names.
+PROBE_SETTINGS = (
+    "interval_s",
+    "fast_confirm",
+    "fast_confirm_interval_s",
+    "failure_threshold",
+    "recovery_threshold",
+    "fail_on_degraded",
+    "probe_timeout_s",
+)
 
 
 class WatchCarry(BaseModel):
@@ -50,6 +63,13 @@ class WatchInput(WatchCarry):
     return_after_s: float = Field(
         description="Return by then even with no transition: the monitor's checkpoint."
     )
+
+    @classmethod
+    def for_spec(cls, spec: FleetSpec, **resume: Any) -> WatchInput:
+        """A call watching `spec`'s regions with its probe settings and checkpoint, resuming from
+        `resume` (trackers, unresolved, refused, quiet_until)."""
+        settings = {name: getattr(spec, name) for name in PROBE_SETTINGS}
+        return cls(regions=spec.region_names, return_after_s=spec.watcher_checkpoint_s, **settings, **resume)
 
 
 class WatchCounts(WatchCarry):

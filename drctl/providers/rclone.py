@@ -100,7 +100,8 @@ class Rclone:
                     ErrorClass(
                         kind="Unauthorized",
                         retryable=False,
-                        message=f"data.endpoints.{region}: {ep.access_key_id_env} or {ep.secret_access_key_env} is not set",
+                        message=f"data.endpoints.{region}: {ep.access_key_id_env} "
+                        f"or {ep.secret_access_key_env} is not set",
                     )
                 )
             return key, secret

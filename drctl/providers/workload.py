@@ -8,7 +8,6 @@ platform provider's API client, so errors come out of the same error table.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 from drctl.config.schema import FleetConfig
@@ -23,16 +22,17 @@ _SERVER_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "ma
 
 def read_manifest(platform: KubernetesPlatform, kind: str, name: str) -> dict[str, Any]:
     """A Deployment or Service as a plain dict, as the API server returned it."""
-    fn: Callable[[], Any]
-    if kind == "Deployment":
-        fn = lambda: platform.apps.read_namespaced_deployment(
+
+    def read() -> Any:
+        if kind == "Deployment":
+            return platform.apps.read_namespaced_deployment(
+                name, platform.namespace, _request_timeout=REQUEST_TIMEOUT
+            )
+        return platform.core.read_namespaced_service(
             name, platform.namespace, _request_timeout=REQUEST_TIMEOUT
-        )  # noqa: E731
-    else:
-        fn = lambda: platform.core.read_namespaced_service(
-            name, platform.namespace, _request_timeout=REQUEST_TIMEOUT
-        )  # noqa: E731
-    obj = platform._call(f"get {kind.lower()}s {platform.namespace}/{name}", fn)
+        )
+
+    obj = platform._call(f"get {kind.lower()}s {platform.namespace}/{name}", read)
     return platform.api_client.sanitize_for_serialization(obj)
 
 

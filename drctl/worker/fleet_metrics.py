@@ -20,11 +20,10 @@ import time
 from datetime import datetime
 
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
-from drctl.client.operations import list_operations, visibility_query
+from drctl.client.operations import describe_or_none, list_operations, visibility_query
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import MonitorStatus
+from drctl.models.monitor import MonitorStatus
 from drctl.providers.traffic_factory import global_traffic
 from drctl.providers.velero import VeleroBackupProvider
 from drctl.telemetry import metrics
@@ -80,12 +79,7 @@ class FleetReader:
     async def _monitor(self) -> None:
         fleet = self.cfg.name
         handle = self.client.get_workflow_handle(f"monitor/{fleet}")
-        try:
-            desc = await handle.describe()
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-            desc = None
+        desc = await describe_or_none(handle)
         running = desc is not None and desc.status == WorkflowExecutionStatus.RUNNING
         metrics.MONITOR_RUNNING.labels(fleet=fleet).set(1 if running else 0)
         if not running:

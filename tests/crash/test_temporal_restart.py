@@ -13,7 +13,8 @@ from temporalio.client import Client
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.devstack import restart
-from drctl.models.failover import FailoverResult, MonitorStatus
+from drctl.models.failover import FailoverResult
+from drctl.models.monitor import MonitorStatus
 from tests.crash.endstate import EndState, assert_end_state
 from tests.crash.harness import RegionWorkers, wait_scheduled
 from tests.crash.scenarios import STABLE_ONLY

@@ -59,9 +59,9 @@ S3 = {  # bucket -> (status, code)
 def _app() -> web.Application:
     async def deployment(request: web.Request) -> web.Response:
         status, reason, message = KUBE[request.match_info["name"]]
+        details = {"name": request.match_info["name"], "group": "apps", "kind": "deployments"}
         body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-                "reason": reason, "details": {"name": request.match_info["name"], "group": "apps", "kind": "deployments"},
-                "code": status}  # fmt: skip
+                "reason": reason, "details": details, "code": status}  # fmt: skip
         return web.json_response(body, status=status)
 
     async def s3_object(request: web.Request) -> web.Response:

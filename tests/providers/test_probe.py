@@ -251,7 +251,10 @@ async def test_metrics_parser_reads_fleetsim(clean: Stack) -> None:
     samples = prom.parse_samples(text)
     assert samples[prom.VLLM_RUNNING] == 0 and samples[prom.VLLM_WAITING] == 0
     assert 0 <= samples[prom.VLLM_KV_CACHE] <= 1
-    odd = 'vllm:num_requests_waiting{model_name="a b",x="q\\"}"} 3\nvllm:num_requests_waiting{model_name="c"} 4 1700000\nbad line\nx NaN\n'
+    odd = (
+        'vllm:num_requests_waiting{model_name="a b",x="q\\"}"} 3\n'
+        'vllm:num_requests_waiting{model_name="c"} 4 1700000\nbad line\nx NaN\n'
+    )
     assert prom.parse_samples(odd) == {"vllm:num_requests_waiting": 7.0}
 
 

@@ -44,8 +44,8 @@ def _service(name: str, track: str) -> dict[str, Any]:
 
 
 async def _seed(cluster: RegionCluster) -> None:
-    services = [await cluster.create_object("v1/services", _service(n, t), namespace=NS)
-                for n, t in (("llm-stable", "stable"), ("llm-canary", "canary"), ("other-stable", "stable"))]  # fmt: skip
+    named = (("llm-stable", "stable"), ("llm-canary", "canary"), ("other-stable", "stable"))
+    services = [await cluster.create_object("v1/services", _service(n, t), namespace=NS) for n, t in named]
     pods = [
         PodEndpoint(
             name=f"llm-stable-{i}",

@@ -37,8 +37,9 @@ from drctl.client.connection import connect
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import stack
-from drctl.models.failover import FailbackInput, FailoverInput, MonitorInput
+from drctl.models.failover import FailbackInput, FailoverInput
 from drctl.models.fleet_spec import FleetSpec
+from drctl.models.monitor import MonitorInput
 from drctl.models.upgrade import upgrade_request
 from drctl.worker.process import run_worker
 from tests.fleetcfg import fleet_config_data, short_tmp_dir

@@ -132,7 +132,10 @@ def test_missing_source_bucket_is_a_non_retryable_error(moto_url: str) -> None:
 def test_named_credential_variables_must_be_set(
     moto_url: str, buckets: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    extra = "  endpoints:\n    us-east-1: {access_key_id_env: DRCTL_TEST_KEY, secret_access_key_env: DRCTL_TEST_SECRET}\n"
+    extra = (
+        "  endpoints:\n"
+        "    us-east-1: {access_key_id_env: DRCTL_TEST_KEY, secret_access_key_env: DRCTL_TEST_SECRET}\n"
+    )
     cfg = fleet(moto_url, *buckets, extra=extra)
     monkeypatch.delenv("DRCTL_TEST_KEY", raising=False)
     with pytest.raises(ProviderError, match="DRCTL_TEST_KEY"):

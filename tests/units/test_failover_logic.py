@@ -10,14 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from drctl.models.failover import (
-    MonitorInput,
-    MonitorState,
-    RegionTracker,
-    choose_target,
-    failback_plan,
-    pick_target,
-)
+from drctl.models.failover import failback_plan
 from drctl.models.failover_plan import (
     _share,
     cap_weights,
@@ -30,6 +23,7 @@ from drctl.models.failover_plan import (
     target_problem,
 )
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState, TargetProbe
+from drctl.models.monitor import MonitorInput, MonitorState, RegionTracker, choose_target, pick_target
 from tests.fleetcfg import cap, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

@@ -123,7 +123,8 @@ def test_a_steady_state_broken_before_the_method_aborts_the_drill() -> None:
         False, [{"activity": tolerance, "status": "succeeded", "tolerance_met": False, "output": 0.5}]
     )
     assert judge(_journal([], before=outside, after=None)).reasons == [
-        "steady state before the fault: probe 'p' returned 0.5, outside tolerance {'type': 'range', 'range': [0.9, 1.0]}"
+        "steady state before the fault: probe 'p' returned 0.5, "
+        "outside tolerance {'type': 'range', 'range': [0.9, 1.0]}"
     ]
     assert judge(_journal([], before=_state(False), after=None)).reasons == [
         "steady state not met before the fault"

@@ -21,9 +21,9 @@ from drctl.models.drill import (
     load_figures,
     mark_stopped,
 )
-from drctl.models.failover import FailoverRecord, MonitorInput, MonitorState, RegionTracker
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.migration import migration_request
+from drctl.models.monitor import FailoverRecord, MonitorInput, MonitorState, RegionTracker
 from drctl.models.monitor_config import apply_spec, spec_changes, spec_problems
 from drctl.models.release import Release, compare
 from drctl.models.rpo import LagReport, RpoCheck, compute_lag, replica_pairs

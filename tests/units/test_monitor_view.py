@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from drctl.client.monitor_view import STALE_AFTER_S, merge
-from drctl.models.failover import MonitorStatus, RegionTracker
 from drctl.models.health import ProbeStatus, RegionState
+from drctl.models.monitor import MonitorStatus, RegionTracker
 from drctl.models.watch import WatchProgress
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

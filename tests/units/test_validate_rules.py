@@ -245,7 +245,8 @@ def test_boundary_violations_are_refused_before_anything_is_imported(
         )
     )
     assert _refusal(_write(tmp_path, "process.json", foreign), cfg) == (
-        "steady-state-hypothesis.probes[1] 'sh': provider type 'process' is not allowed in a drill (only python and http)"
+        "steady-state-hypothesis.probes[1] 'sh': provider type 'process' is not allowed in a drill "
+        "(only python and http)"
     )
     secret_env = _broken(
         lambda e: e["configuration"].update(token={"type": "env", "key": "AWS_SECRET_ACCESS_KEY"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from drctl.models.failover import RegionTracker
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState, TargetProbe
+from drctl.models.monitor import RegionTracker
 from drctl.models.passive import PassiveSignal, PassiveVerdict
 from drctl.models.watch import WatchInput, feed_passive, feed_probe, probe_period_s
 

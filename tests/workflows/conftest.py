@@ -17,8 +17,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from drctl.client.monitor_view import live_status
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
+from drctl.models.monitor import MonitorStatus
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from drctl.worker.process import run_worker

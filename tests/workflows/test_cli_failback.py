@@ -1,6 +1,6 @@
 """`drctl failover --from`, `drctl failback [--region]`, `drctl ops show`, the approval timeout and
-`drctl drill run --no-wait` followed by `drctl ops watch`, run in-process (tests.helpers.cli) against the dev stack and judged
-by weights, replicas and the operation's result."""
+`drctl drill run --no-wait` followed by `drctl ops watch`, run in-process (tests.helpers.cli) against
+the dev stack and judged by weights, replicas and the operation's result."""
 
 from __future__ import annotations
 

@@ -16,14 +16,9 @@ from drctl.client.outcome import result_of
 from drctl.config.quorum import QuorumConfig
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
-from drctl.models.failover import (
-    NO_FAILOVER_TARGET,
-    REGION_UNRESOLVED,
-    FailoverInput,
-    FailoverResult,
-    MonitorStatus,
-)
+from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec, RegionSpec
+from drctl.models.monitor import NO_FAILOVER_TARGET, REGION_UNRESOLVED, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
 from drctl.providers.traffic_factory import global_traffic
 from tests.helpers import assert_eventually, drctl, until, write_config

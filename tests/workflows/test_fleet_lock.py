@@ -230,7 +230,7 @@ async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
     from drctl.cli.monitor import start_monitor
-    from drctl.models.failover import MonitorStatus
+    from drctl.models.monitor import MonitorStatus
 
     cfg = await start_workers()
     held = cfg.model_copy(

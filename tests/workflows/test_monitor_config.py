@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from drctl.models.failover import FailoverRecord, MonitorInput, MonitorState
 from drctl.models.health import RegionState
+from drctl.models.monitor import FailoverRecord, MonitorInput, MonitorState
 from drctl.models.monitor_config import apply_spec, spec_problems
 from tests.fleetcfg import spec
 

@@ -1,7 +1,8 @@
 """The monitor under operator control on the dev stack: manual policy, pause/resume, `set_policy`, stop.
 
 One monitor, one fault: a manual monitor sees us-west-1 UNHEALTHY and moves nothing; paused, it
-probes nothing (its watcher is cancelled); resumed, it probes again; switched to automatic with `set_policy`, it fails over.
+probes nothing (its watcher is cancelled); resumed, it probes again; switched to automatic with
+`set_policy`, it fails over.
 `drctl monitor start|status|stop` run in-process (tests.helpers.cli).
 """
 
@@ -17,8 +18,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.client.monitor_view import live_status
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import MonitorStatus, PolicyUpdate
 from drctl.models.health import RegionState
+from drctl.models.monitor import MonitorStatus, PolicyUpdate
 from tests.helpers import assert_eventually, cli, write_config
 from tests.workflows.conftest import StartWorkers, admin, fast_config, weights
 

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from drctl.models.failover import (
-    RegionTracker,
-    failback_plan,
-    pick_target,
-    probe_passes,
-    shift_weights,
-)
+from drctl.models.failover import failback_plan, probe_passes, shift_weights
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState, TargetProbe
+from drctl.models.monitor import RegionTracker, pick_target
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -110,7 +105,7 @@ def test_degraded_counts_as_failed_only_when_configured_and_user_visible() -> No
 
 
 def test_monitor_tries_the_next_healthy_region_before_retrying_a_failed_one() -> None:
-    from drctl.models.failover import MonitorInput, MonitorState, choose_target
+    from drctl.models.monitor import MonitorInput, MonitorState, choose_target
     from tests.fleetcfg import spec
 
     st = MonitorState.initial(MonitorInput(spec=spec([("a", 50, 5), ("b", 30, 3), ("c", 20, 2)])))

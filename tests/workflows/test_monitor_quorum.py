@@ -19,8 +19,8 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
-from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
+from drctl.models.monitor import MonitorStatus
 from drctl.models.quorum import MAIN, NO_QUORUM
 from drctl.worker.process import run_worker
 from tests.helpers import assert_eventually, cli, write_config

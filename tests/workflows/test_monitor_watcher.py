@@ -22,8 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import MonitorStatus
 from drctl.models.health import RegionState
+from drctl.models.monitor import MonitorStatus
 from drctl.models.watch import WatchProgress, WatchResult
 from drctl.worker.process import run_worker
 from tests.helpers import assert_eventually, until

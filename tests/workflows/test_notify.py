@@ -166,7 +166,7 @@ async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
 ) -> None:
     from drctl.cli.monitor import start_monitor
-    from drctl.models.failover import ALL_REGIONS_UNHEALTHY
+    from drctl.models.monitor import ALL_REGIONS_UNHEALTHY
     from tests.workflows.conftest import admin
 
     with receiver() as rec:

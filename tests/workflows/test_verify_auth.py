@@ -34,9 +34,10 @@ from drctl.client.monitor_view import live_status
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig, WorkloadAuth
 from drctl.models.activity_io import VerifyInput, VerifyResult
-from drctl.models.failover import FailoverInput, MonitorStatus
+from drctl.models.failover import FailoverInput
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus
+from drctl.models.monitor import MonitorStatus
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.worker import registry
 from tests.conftest import apps_api
