@@ -25,9 +25,17 @@ from typing import Any
 import aiohttp.web
 import attrs
 import kmock
-from kmock._internal import dicts, rendering
+from kmock._internal import rendering
 
-from drctl.devstack.label_selector import ApiError, paginate, parse_selector, selector_matches
+from drctl.devstack import kube_patch, kube_schema
+from drctl.devstack.kube_services import allocate
+from drctl.devstack.label_selector import (
+    ApiError,
+    check_field_labels,
+    object_matches,
+    paginate,
+    parse_selector,
+)
 
 _RESOURCES: dict[str, tuple[str, bool]] = {  # "group/version/plural" -> (kind, namespaced)
     "v1/namespaces": ("Namespace", False),
@@ -43,9 +51,11 @@ _RESOURCES: dict[str, tuple[str, bool]] = {  # "group/version/plural" -> (kind, 
     "velero.io/v1/backupstoragelocations": ("BackupStorageLocation", True),
     "gateway.networking.k8s.io/v1/httproutes": ("HTTPRoute", True),
 }
-# Writes to the main endpoint of these keep the stored status, as with a real status subresource,
-# so a client replacing a Deployment never clobbers what the node agent reported.
-_STATUS_SUBRESOURCE = {"deployments", "horizontalpodautoscalers", "httproutes"}
+# Built-in kinds with a status subresource: writes to the main endpoint keep the stored status, and
+# /status writes keep everything else, so a client replacing a Deployment never clobbers what the
+# node agent reported. Custom resources have one when their CRD says so (HTTPRoute does, Velero's
+# Backup and Restore do not).
+_STATUS_SUBRESOURCE = {"deployments", "horizontalpodautoscalers", "services", "namespaces"}
 _NAMESPACE_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?/?")
 _VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 
@@ -64,6 +74,38 @@ def _now() -> str:
 
 
 _DELETE_RETURNS_OBJECT = {"services", "pods"}
+# metadata the server owns: a create drops the client's values, an update keeps the stored ones.
+_SERVER_META = ("uid", "creationTimestamp", "generation", "resourceVersion", "deletionTimestamp", "selfLink")
+
+
+def _has_status(key: str) -> bool:
+    group, version, plural = _split_key(key)
+    kind = _RESOURCES[key][0]
+    crd = kube_schema.status_subresource(_api_version(group, version), kind)
+    return plural in _STATUS_SUBRESOURCE if crd is None else crd
+
+
+def _field_validation(params: Any) -> str:
+    value = params.get("fieldValidation", "") or "Warn"
+    if value not in ("Strict", "Warn", "Ignore"):
+        raise ApiError(
+            400, "BadRequest", f'fieldValidation must be one of Strict, Warn, Ignore, not "{value}"'
+        )
+    return value
+
+
+def _check_version(key: str, name: str, body: dict[str, Any], current: dict[str, Any]) -> None:
+    """409 for a write that names a resourceVersion other than the stored one (optimistic concurrency)."""
+    rv = (body.get("metadata") or {}).get("resourceVersion")
+    if rv and rv != current["metadata"].get("resourceVersion"):
+        group, _, plural = _split_key(key)
+        resource = f"{plural}.{group}" if group else plural
+        raise ApiError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
+            "please apply your changes to the latest version and try again",
+        )
 
 
 @attrs.define(kw_only=True)
@@ -77,6 +119,8 @@ class RegionCluster(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         for key, (kind, namespaced) in _RESOURCES.items():
             subs = {"status", "scale"} if key.endswith("/deployments") else {"status"}
+            if not _has_status(key):
+                subs.discard("status")
             self.resources[key] = kmock.ResourceInfo(
                 kind=kind,
                 namespaced=namespaced,
@@ -147,7 +191,7 @@ class RegionCluster(kmock.KubernetesEmulator):
             request.name,
             request.subresource,
             request.data,
-            request.params,
+            {**request.params, "$content-type": request.headers.get("Content-Type", "")},
         )
 
     async def _respond(
@@ -157,8 +201,12 @@ class RegionCluster(kmock.KubernetesEmulator):
             if key not in _RESOURCES:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({key})")
             data = data if isinstance(data, (dict, list)) else None
-            status, body = await self._serve_object(key, method, ns, name, sub, data, params)
+            warnings: list[str] = []
+            status, body = await self._serve_object(
+                key, method, ns, name, sub, data, {**params, "$warn": warnings}
+            )
         except ApiError as exc:
+            warnings = []
             group, _, plural = _split_key(key)
             status, body = (
                 exc.code,
@@ -173,17 +221,22 @@ class RegionCluster(kmock.KubernetesEmulator):
                     "details": {"name": name or "", "group": group, "kind": plural},
                 },
             )
-        return aiohttp.web.json_response(body, status=status)
+        # The API server's warning header: code 299, agent "-", the text quoted (RFC 7234 5.5).
+        headers = {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)} if warnings else None
+        return aiohttp.web.json_response(body, status=status, headers=headers)
 
     async def _serve_object(
         self, key: str, method: str, ns: str | None, name: str | None, sub: str | None, data: Any, params: Any
     ) -> tuple[int, Any]:
         if method == "GET" and name is None:
             return 200, self._list_body(key, ns, params)
+        validation = _field_validation(params)
         if name is None and method == "POST":
             if not isinstance(data, dict):
                 raise ApiError(400, "BadRequest", "the body must be a JSON object")
-            return 201, await self.create_object(key, data, namespace=ns)
+            return 201, await self.create_object(
+                key, data, namespace=ns, field_validation=validation, warnings=params["$warn"]
+            )
         if name is None:
             raise ApiError(405, "MethodNotAllowed", f"{method} needs an object name")
         if method == "GET":
@@ -193,17 +246,78 @@ class RegionCluster(kmock.KubernetesEmulator):
             return 200, await self.delete_object(key, ns, name)
         if method not in ("PUT", "PATCH") or data is None:
             raise ApiError(405, "MethodNotAllowed", f"{method} on {key} is not supported")
+        if sub not in (None, "status", "scale") or (sub == "status" and not _has_status(key)):
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({key}/{sub})")
+        ctype = kube_patch.content_type(params.get("$content-type"))
         if sub == "scale":
             current = self._scale_of(self.read_object(key, ns, name))
-            scale = data if method == "PUT" else dicts.patch_dict(current, data)
+            if method == "PATCH":
+                kube_patch.check_type(ctype, builtin=True)
+                scale = (
+                    kube_patch.merge_patch(current, data)
+                    if ctype != kube_patch.JSON_PATCH
+                    else kube_patch.apply(ctype, current, data)
+                )
+            else:
+                scale = data
+            _check_version(key, name, scale, current)
             replicas = (scale.get("spec") or {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
-                raise ApiError(422, "Invalid", "spec.replicas must be a non-negative integer")
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'Scale "{name}" is invalid: spec.replicas: must be a non-negative integer',
+                )
             obj = await self.patch_object(key, ns, name, {"spec": {"replicas": replicas}})
             return 200, self._scale_of(obj)
+        write = {"subresource": sub, "field_validation": validation, "warnings": params["$warn"]}
         if method == "PUT":
-            return 200, await self.replace_object(key, ns, name, data, subresource=sub)
-        return 200, await self.patch_object(key, ns, name, data, subresource=sub)
+            return 200, await self.replace_object(key, ns, name, data, **write)
+        return 200, await self.patch_object(key, ns, name, data, content_type=ctype, **write)
+
+    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[Any]:
+        """A watch as the API server streams it: selectors applied, resourceVersion and timeoutSeconds honoured.
+
+        Without a resourceVersion (or with "0") it starts with the matching objects as ADDED; from a
+        list's resourceVersion it sends only what changes next. An object that stops matching the
+        selector is sent as DELETED, as the API server's filtered watch does.
+        """
+        yield b""  # send the headers now, or the client waits for the first event
+        res = request.resource
+        assert res is not None  # the watch fallback serves resource requests only
+        key = f"{_api_version(res.group or '', res.version or '')}/{res.plural}"
+        params = request.params
+        labels = parse_selector(params.get("labelSelector", ""))
+        fields = parse_selector(params.get("fieldSelector", ""), fields=True)
+        if key in _RESOURCES:
+            check_field_labels(_RESOURCES[key][0], fields)
+        bus = self._buses[res]
+        marker = await bus.mark()  # before the snapshot, so no write between them is lost
+        timeout = float(params.get("timeoutSeconds") or 0) or None
+        seen: set[tuple[str, str]] = set()
+        try:
+            if params.get("resourceVersion", "0") in ("", "0"):
+                for obj in self.list_objects(key, request.namespace, params.get("labelSelector", "")):
+                    if object_matches(obj, [], fields):
+                        seen.add((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
+                        yield {"type": "ADDED", "object": obj}
+            async with asyncio.timeout(timeout):
+                async for event in bus.stream(since=marker):
+                    obj = event["object"]
+                    meta = obj.get("metadata") or {}
+                    ident = (meta.get("namespace", ""), meta.get("name", ""))
+                    if request.namespace is not None and ident[0] != request.namespace:
+                        continue
+                    if object_matches(obj, labels, fields):
+                        seen.add(ident)
+                        yield event
+                    elif ident in seen:
+                        seen.discard(ident)
+                        yield {"type": "DELETED", "object": obj}
+        except TimeoutError:
+            return
+        finally:
+            await bus.unmark(marker)
 
     def _list_body(self, key: str, ns: str | None, params: Any) -> dict[str, Any]:
         group, version, plural = _split_key(key)
@@ -257,56 +371,66 @@ class RegionCluster(kmock.KubernetesEmulator):
     def list_objects(
         self, key: str, ns: str | None = None, label_selector: str = "", field_selector: str = ""
     ) -> list[dict[str, Any]]:
-        labels, fields = parse_selector(label_selector), parse_selector(field_selector)
+        labels, fields = parse_selector(label_selector), parse_selector(field_selector, fields=True)
+        check_field_labels(_RESOURCES[key][0], fields)
         res, _, _ = self._key(key, None, "")
         out = []
-        for (r, obj_ns, name), obj in list(self._objects.items()):
+        for (r, obj_ns, _name), obj in list(self._objects.items()):
             if r != res or obj.deleted or (ns is not None and obj_ns != ns):
                 continue
-            raw = obj.raw
-            meta = raw.get("metadata", {})
-            flat = {"metadata.name": name, "metadata.namespace": obj_ns or ""}
-            if selector_matches(labels, meta.get("labels") or {}) and selector_matches(fields, flat):
-                out.append(copy.deepcopy(raw))
+            if object_matches(obj.raw, labels, fields):
+                out.append(copy.deepcopy(obj.raw))
         return sorted(out, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
     async def create_object(
-        self, key: str, body: dict[str, Any], namespace: str | None = None
+        self,
+        key: str,
+        body: dict[str, Any],
+        namespace: str | None = None,
+        field_validation: str = "Strict",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
-        group, version, _ = _split_key(key)
+        """Create as the API server does; in-process writers (the node agent, seeding) are Strict."""
+        group, version, plural = _split_key(key)
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
         if not name and meta.get("generateName"):
             name = meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
         if not name:
-            raise ApiError(422, "Invalid", "metadata.name: Required value")
+            raise ApiError(422, "Invalid", "metadata.name: Required value: name or generateName is required")
         ns = (namespace or meta.get("namespace")) if _RESOURCES[key][1] else None
         if ns:
             meta["namespace"] = ns
         async with self._lock:
             if self._current(key, ns, name) is not None:
-                raise ApiError(409, "AlreadyExists", f'{_split_key(key)[2]} "{name}" already exists')
+                raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
             obj["apiVersion"], obj["kind"] = _api_version(group, version), _RESOURCES[key][0]
+            for field in _SERVER_META:  # the server's to set: a client's values are ignored
+                meta.pop(field, None)
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
-            meta.pop("resourceVersion", None)
-            meta.pop("deletionTimestamp", None)
+            if _has_status(key):
+                obj.pop("status", None)  # a create through the main resource sets no status
+            (warnings if warnings is not None else []).extend(kube_schema.check(obj, field_validation))
+            if plural == "services":
+                allocate(obj, [o for o in self.list_objects(key, ns) if o["metadata"]["name"] != name])
             return await self._store(key, ns, name, obj, "ADDED")
 
     async def replace_object(
-        self, key: str, ns: str | None, name: str, body: dict[str, Any], subresource: str | None = None
+        self,
+        key: str,
+        ns: str | None,
+        name: str,
+        body: dict[str, Any],
+        subresource: str | None = None,
+        field_validation: str = "Strict",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
         async with self._lock:
             old = self.read_object(key, ns, name)
-            rv = (body.get("metadata") or {}).get("resourceVersion")
-            if rv and rv != old["metadata"]["resourceVersion"]:
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'the object "{name}" has been modified; please apply your changes to the latest version',
-                )
+            _check_version(key, name, body, old)
             new = copy.deepcopy(body)
-            return await self._update(key, ns, name, old, new, subresource)
+            return await self._update(key, ns, name, old, new, subresource, field_validation, warnings)
 
     async def patch_object(
         self,
@@ -315,14 +439,16 @@ class RegionCluster(kmock.KubernetesEmulator):
         name: str,
         patch: dict[str, Any] | list[Any],
         subresource: str | None = None,
+        content_type: str = kube_patch.MERGE_PATCH,
+        field_validation: str = "Strict",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
+        """Patch as the API server does; in-process callers send merge patches by default."""
         async with self._lock:
             old = self.read_object(key, ns, name)
-            try:
-                new = copy.deepcopy(dict(dicts.patch_dict(old, patch)))
-            except Exception as exc:  # a bad JSON patch is the client's mistake, not a server error
-                raise ApiError(422, "Invalid", f"cannot apply patch: {exc}") from None
-            return await self._update(key, ns, name, old, new, subresource)
+            new = kube_patch.apply(content_type, old, patch)
+            _check_version(key, name, new, old)
+            return await self._update(key, ns, name, old, new, subresource, field_validation, warnings)
 
     # The API server answers a Service (or Pod) DELETE with the deleted object, not a Status, and
     # the kubernetes client deserialises it as such (delete_namespaced_service -> V1Service).
@@ -352,25 +478,40 @@ class RegionCluster(kmock.KubernetesEmulator):
         old: dict[str, Any],
         new: dict[str, Any],
         subresource: str | None,
+        field_validation: str = "Strict",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
         plural = _split_key(key)[2]
         if subresource == "status":  # only status moves through /status
             new = {**old, "status": new.get("status", {})}
-        elif plural in _STATUS_SUBRESOURCE:
+        elif _has_status(key):
             new["status"] = old.get("status")
             if new["status"] is None:
                 del new["status"]
         meta = new.setdefault("metadata", {})
-        for field in ("uid", "creationTimestamp", "generation", "name", "namespace", "deletionTimestamp"):
+        for field in _SERVER_META:
             if field in old["metadata"]:
                 meta[field] = old["metadata"][field]
+            else:
+                meta.pop(field, None)
+        meta["name"] = old["metadata"]["name"]
+        if "namespace" in old["metadata"]:
+            meta["namespace"] = old["metadata"]["namespace"]
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
+        (warnings if warnings is not None else []).extend(kube_schema.check(new, field_validation))
+        if plural == "services":
+            others = [o for o in self.list_objects(key, ns) if o["metadata"]["name"] != name]
+            allocate(new, others, old)
 
         def body(o: dict[str, Any]) -> str:
-            return json.dumps({k: v for k, v in o.items() if k not in ("metadata", "status")}, sort_keys=True)
+            skip = ("metadata", "status") if _has_status(key) else ("metadata",)
+            return json.dumps({k: v for k, v in o.items() if k not in skip}, sort_keys=True)
 
+        # generation counts changes of the spec (everything but metadata and a status subresource).
         if body(old) != body(new):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        if new == old:
+            return new  # a no-op write keeps the resourceVersion, as the API server's does
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             await self._drop(key, ns, name, new)
             return new
