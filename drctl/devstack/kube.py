@@ -406,6 +406,12 @@ class RegionCluster(kmock.KubernetesEmulator):
             if self._current(key, ns, name) is not None:
                 raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
             obj["apiVersion"], obj["kind"] = _api_version(group, version), _RESOURCES[key][0]
+            if meta.get("resourceVersion"):  # storage.ErrResourceVersionSetOnCreate, served as a 500
+                raise ApiError(
+                    500,
+                    "InternalError",
+                    "Internal error occurred: resourceVersion should not be set on objects to be created",
+                )
             for field in _SERVER_META:  # the server's to set: a client's values are ignored
                 meta.pop(field, None)
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)

@@ -27,6 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from drctl.config.schema import FleetConfig
 from drctl.devstack.velero_schedules import reconcile_schedules
 from drctl.devstack.velero_store import BackupStore, go_duration
+from drctl.providers.kube_objects import as_copy
 
 log = logging.getLogger("drctl.devstack.velero")
 
@@ -38,8 +39,6 @@ RESOURCES: list[tuple[str, str, str, str]] = [
     ("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute"),
 ]
 FAULTS_CONFIGMAP = "drctl-devstack-velero-faults"
-# Server-owned metadata that must not travel to another cluster.
-_STRIP_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
 
 
 def _now() -> str:
@@ -267,19 +266,15 @@ class VeleroAgent:
         api_version: str = obj["apiVersion"]
         group, _, version = api_version.rpartition("/")
         plural = next(p for g, _, p, k in RESOURCES if g == group and k == obj.get("kind"))
+        # As Velero's restore item actions: what the source cluster allocated (uid, resourceVersion,
+        # a Service's clusterIP and nodePorts) does not travel to the target, which allocates its own.
+        obj = as_copy(obj)
         meta = obj["metadata"]
         ns = mapping.get(meta.get("namespace", ""), meta.get("namespace", ""))
-        for key in _STRIP_META:
-            meta.pop(key, None)
         meta["namespace"] = ns
         meta.setdefault("labels", {}).update(
             {"velero.io/backup-name": backup_name, "velero.io/restore-name": restore_name}
         )
-        obj.pop("status", None)
-        if obj.get("kind") == "Service":
-            # ClusterIPs belong to the source cluster; the target allocates its own.
-            (obj.get("spec") or {}).pop("clusterIP", None)
-            (obj.get("spec") or {}).pop("clusterIPs", None)
         await self._ensure_namespace(ns)
         try:
             await self._req("POST", _path(group, version, plural, ns), obj)

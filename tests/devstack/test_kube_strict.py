@@ -243,6 +243,10 @@ async def test_generation_status_subresource_and_observed_generation_lag(api: k8
     # not observed yet.
     assert (replaced.metadata.generation, replaced.status.observed_generation) == (2, 1)
     assert replaced.status.replicas == 2
+    code, _, message = await _refused(
+        apps.create_namespaced_deployment, NS, {**body, "metadata": {"name": "gen2", "resourceVersion": "1"}}
+    )
+    assert code == 500 and "resourceVersion should not be set on objects to be created" in message
     unchanged = await call(
         apps.replace_namespaced_deployment, "gen", NS, api.sanitize_for_serialization(replaced)
     )
