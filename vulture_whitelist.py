@@ -76,3 +76,7 @@ _.max_duration_s
 
 # Typer's eager --version option: its callback prints and exits; the parameter is never read.
 version_
+
+# kmock's KubernetesEmulator registers self._serve_watch as its watch fallback; the dev stack's
+# cluster overrides it to honour selectors, resourceVersion and timeoutSeconds.
+_._serve_watch
