@@ -1,13 +1,14 @@
-"""The emulated regional Kubernetes API: a kmock KubernetesEmulator that the official client accepts.
+"""The emulated regional Kubernetes API: a kmock KubernetesEmulator as strict as a real API server.
 
-kmock keeps objects as plain merged JSON. The product and the node agent rely on more of the real
-API server's contract, so this subclass serves object requests itself: 201 on create, PUT, merge
-and JSON patch, metadata.generation/resourceVersion/uid/creationTimestamp, labelSelector, the
-Deployment /scale and /status subresources, and Status bodies on errors. Discovery, watches and
-the object store stay kmock's.
+kmock keeps objects as plain merged JSON and accepts any write. This subclass serves object
+requests itself, with the real server's rules (docs/kubernetes-standin.md): 201 on create, PUT,
+PATCH by Content-Type (kube_patch.py), schema and unknown-field checks (kube_schema.py),
+resourceVersion conflicts, generation on spec changes, status and scale subresources, Service
+allocation (kube_services.py), label and field selectors on list and watch (kube_watch.py), and
+Status bodies on errors. Discovery and the object store stay kmock's.
 
-Slightly over the house limit of about 300 lines: each verb handler is short, and they share
-the emulator's store and its resourceVersion counter, which one class keeps consistent.
+Over the house limit of about 300 lines: each verb handler is short, and they share the
+emulator's store, its lock and its resourceVersion counter, which one class keeps consistent.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import datetime
 import json
-import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -28,7 +27,21 @@ import kmock
 from kmock._internal import rendering
 
 from drctl.devstack import kube_patch, kube_schema
+from drctl.devstack.kube_resources import (
+    DELETE_RETURNS_OBJECT,
+    NAMESPACE_PATH,
+    RESOURCES,
+    SERVER_META,
+    VERBS,
+    api_version,
+    check_version,
+    field_validation_of,
+    has_status,
+    now,
+    split_key,
+)
 from drctl.devstack.kube_services import allocate
+from drctl.devstack.kube_watch import watch_events
 from drctl.devstack.label_selector import (
     ApiError,
     check_field_labels,
@@ -36,76 +49,6 @@ from drctl.devstack.label_selector import (
     paginate,
     parse_selector,
 )
-
-_RESOURCES: dict[str, tuple[str, bool]] = {  # "group/version/plural" -> (kind, namespaced)
-    "v1/namespaces": ("Namespace", False),
-    "v1/services": ("Service", True),
-    "v1/configmaps": ("ConfigMap", True),
-    "v1/endpoints": ("Endpoints", True),
-    "discovery.k8s.io/v1/endpointslices": ("EndpointSlice", True),  # the node agent publishes them
-    "apps/v1/deployments": ("Deployment", True),
-    "autoscaling/v2/horizontalpodautoscalers": ("HorizontalPodAutoscaler", True),
-    "velero.io/v1/backups": ("Backup", True),
-    "velero.io/v1/restores": ("Restore", True),
-    "velero.io/v1/schedules": ("Schedule", True),
-    "velero.io/v1/backupstoragelocations": ("BackupStorageLocation", True),
-    "gateway.networking.k8s.io/v1/httproutes": ("HTTPRoute", True),
-}
-# Built-in kinds with a status subresource: writes to the main endpoint keep the stored status, and
-# /status writes keep everything else, so a client replacing a Deployment never clobbers what the
-# node agent reported. Custom resources have one when their CRD says so (HTTPRoute does, Velero's
-# Backup and Restore do not).
-_STATUS_SUBRESOURCE = {"deployments", "horizontalpodautoscalers", "services", "namespaces"}
-_NAMESPACE_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?/?")
-_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
-
-
-def _split_key(key: str) -> tuple[str, str, str]:
-    parts = key.split("/")
-    return ("", parts[0], parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[2])
-
-
-def _api_version(group: str, version: str) -> str:
-    return f"{group}/{version}" if group else version
-
-
-def _now() -> str:
-    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_DELETE_RETURNS_OBJECT = {"services", "pods"}
-# metadata the server owns: a create drops the client's values, an update keeps the stored ones.
-_SERVER_META = ("uid", "creationTimestamp", "generation", "resourceVersion", "deletionTimestamp", "selfLink")
-
-
-def _has_status(key: str) -> bool:
-    group, version, plural = _split_key(key)
-    kind = _RESOURCES[key][0]
-    crd = kube_schema.status_subresource(_api_version(group, version), kind)
-    return plural in _STATUS_SUBRESOURCE if crd is None else crd
-
-
-def _field_validation(params: Any) -> str:
-    value = params.get("fieldValidation", "") or "Warn"
-    if value not in ("Strict", "Warn", "Ignore"):
-        raise ApiError(
-            400, "BadRequest", f'fieldValidation must be one of Strict, Warn, Ignore, not "{value}"'
-        )
-    return value
-
-
-def _check_version(key: str, name: str, body: dict[str, Any], current: dict[str, Any]) -> None:
-    """409 for a write that names a resourceVersion other than the stored one (optimistic concurrency)."""
-    rv = (body.get("metadata") or {}).get("resourceVersion")
-    if rv and rv != current["metadata"].get("resourceVersion"):
-        group, _, plural = _split_key(key)
-        resource = f"{plural}.{group}" if group else plural
-        raise ApiError(
-            409,
-            "Conflict",
-            f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
-            "please apply your changes to the latest version and try again",
-        )
 
 
 @attrs.define(kw_only=True)
@@ -117,21 +60,21 @@ class RegionCluster(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        for key, (kind, namespaced) in _RESOURCES.items():
+        for key, (kind, namespaced) in RESOURCES.items():
             subs = {"status", "scale"} if key.endswith("/deployments") else {"status"}
-            if not _has_status(key):
+            if not has_status(key):
                 subs.discard("status")
             self.resources[key] = kmock.ResourceInfo(
                 kind=kind,
                 namespaced=namespaced,
-                verbs=_VERBS,
+                verbs=VERBS,
                 subresources=subs,
                 singular=kind.lower(),
             )
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         try:
-            m = _NAMESPACE_PATH.fullmatch(raw_request.path)
+            m = NAMESPACE_PATH.fullmatch(raw_request.path)
             if m:
                 # kmock's path parser reads /api/v1/namespaces/<x> as a namespace prefix and fails.
                 raw = await raw_request.read()
@@ -183,7 +126,7 @@ class RegionCluster(kmock.KubernetesEmulator):
                 )
         if res is None or request.action == kmock.action.WATCH:
             return await super()._handle(request)
-        key = f"{_api_version(res.group or '', res.version or '')}/{res.plural}"
+        key = f"{api_version(res.group or '', res.version or '')}/{res.plural}"
         return await self._respond(
             key,
             request.method.value,
@@ -198,7 +141,7 @@ class RegionCluster(kmock.KubernetesEmulator):
         self, key: str, method: str, ns: str | None, name: str | None, sub: str | None, data: Any, params: Any
     ) -> aiohttp.web.Response:
         try:
-            if key not in _RESOURCES:
+            if key not in RESOURCES:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({key})")
             data = data if isinstance(data, (dict, list)) else None
             warnings: list[str] = []
@@ -207,7 +150,7 @@ class RegionCluster(kmock.KubernetesEmulator):
             )
         except ApiError as exc:
             warnings = []
-            group, _, plural = _split_key(key)
+            group, _, plural = split_key(key)
             status, body = (
                 exc.code,
                 {
@@ -230,7 +173,7 @@ class RegionCluster(kmock.KubernetesEmulator):
     ) -> tuple[int, Any]:
         if method == "GET" and name is None:
             return 200, self._list_body(key, ns, params)
-        validation = _field_validation(params)
+        validation = field_validation_of(params)
         if name is None and method == "POST":
             if not isinstance(data, dict):
                 raise ApiError(400, "BadRequest", "the body must be a JSON object")
@@ -246,7 +189,7 @@ class RegionCluster(kmock.KubernetesEmulator):
             return 200, await self.delete_object(key, ns, name)
         if method not in ("PUT", "PATCH") or data is None:
             raise ApiError(405, "MethodNotAllowed", f"{method} on {key} is not supported")
-        if sub not in (None, "status", "scale") or (sub == "status" and not _has_status(key)):
+        if sub not in (None, "status", "scale") or (sub == "status" and not has_status(key)):
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({key}/{sub})")
         ctype = kube_patch.content_type(params.get("$content-type"))
         if sub == "scale":
@@ -260,7 +203,7 @@ class RegionCluster(kmock.KubernetesEmulator):
                 )
             else:
                 scale = data
-            _check_version(key, name, scale, current)
+            check_version(key, name, scale, current)
             replicas = (scale.get("spec") or {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
                 raise ApiError(
@@ -276,56 +219,23 @@ class RegionCluster(kmock.KubernetesEmulator):
         return 200, await self.patch_object(key, ns, name, data, content_type=ctype, **write)
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[Any]:
-        """A watch as the API server streams it: selectors applied, resourceVersion and timeoutSeconds honoured.
-
-        Without a resourceVersion (or with "0") it starts with the matching objects as ADDED; from a
-        list's resourceVersion it sends only what changes next. An object that stops matching the
-        selector is sent as DELETED, as the API server's filtered watch does.
-        """
+        """A watch as the API server streams it (see kube_watch.watch_events)."""
         yield b""  # send the headers now, or the client waits for the first event
         res = request.resource
         assert res is not None  # the watch fallback serves resource requests only
-        key = f"{_api_version(res.group or '', res.version or '')}/{res.plural}"
-        params = request.params
-        labels = parse_selector(params.get("labelSelector", ""))
-        fields = parse_selector(params.get("fieldSelector", ""), fields=True)
-        if key in _RESOURCES:
-            check_field_labels(_RESOURCES[key][0], fields)
-        bus = self._buses[res]
-        marker = await bus.mark()  # before the snapshot, so no write between them is lost
-        timeout = float(params.get("timeoutSeconds") or 0) or None
-        seen: set[tuple[str, str]] = set()
-        try:
-            if params.get("resourceVersion", "0") in ("", "0"):
-                for obj in self.list_objects(key, request.namespace, params.get("labelSelector", "")):
-                    if object_matches(obj, [], fields):
-                        seen.add((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
-                        yield {"type": "ADDED", "object": obj}
-            async with asyncio.timeout(timeout):
-                async for event in bus.stream(since=marker):
-                    obj = event["object"]
-                    meta = obj.get("metadata") or {}
-                    ident = (meta.get("namespace", ""), meta.get("name", ""))
-                    if request.namespace is not None and ident[0] != request.namespace:
-                        continue
-                    if object_matches(obj, labels, fields):
-                        seen.add(ident)
-                        yield event
-                    elif ident in seen:
-                        seen.discard(ident)
-                        yield {"type": "DELETED", "object": obj}
-        except TimeoutError:
-            return
-        finally:
-            await bus.unmark(marker)
+        key = f"{api_version(res.group or '', res.version or '')}/{res.plural}"
+        async for event in watch_events(
+            key, request.namespace, request.params, self._buses[res], self.list_objects
+        ):
+            yield event
 
     def _list_body(self, key: str, ns: str | None, params: Any) -> dict[str, Any]:
-        group, version, plural = _split_key(key)
+        group, version, plural = split_key(key)
         items = self.list_objects(key, ns, params.get("labelSelector", ""), params.get("fieldSelector", ""))
         meta, items = paginate(items, params.get("limit", ""), params.get("continue", ""), str(self._rv))
         return {
-            "apiVersion": _api_version(group, version),
-            "kind": f"{_RESOURCES[key][0]}List",
+            "apiVersion": api_version(group, version),
+            "kind": f"{RESOURCES[key][0]}List",
             "metadata": meta,
             "items": items,
         }
@@ -349,10 +259,10 @@ class RegionCluster(kmock.KubernetesEmulator):
     # --- the store, also used in-process by the node agent and the seeder -------------------------
 
     def _key(self, key: str, ns: str | None, name: str) -> tuple[kmock.resource, str | None, str]:
-        group, version, plural = _split_key(key)
+        group, version, plural = split_key(key)
         return (
             kmock.resource(group=group, version=version, plural=plural),
-            (ns if _RESOURCES[key][1] else None),
+            (ns if RESOURCES[key][1] else None),
             name,
         )
 
@@ -364,7 +274,7 @@ class RegionCluster(kmock.KubernetesEmulator):
     def read_object(self, key: str, ns: str | None, name: str) -> dict[str, Any]:
         obj = self._current(key, ns, name)
         if obj is None:
-            _, _, plural = _split_key(key)
+            _, _, plural = split_key(key)
             raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
         return copy.deepcopy(obj)
 
@@ -372,7 +282,7 @@ class RegionCluster(kmock.KubernetesEmulator):
         self, key: str, ns: str | None = None, label_selector: str = "", field_selector: str = ""
     ) -> list[dict[str, Any]]:
         labels, fields = parse_selector(label_selector), parse_selector(field_selector, fields=True)
-        check_field_labels(_RESOURCES[key][0], fields)
+        check_field_labels(RESOURCES[key][0], fields)
         res, _, _ = self._key(key, None, "")
         out = []
         for (r, obj_ns, _name), obj in list(self._objects.items()):
@@ -391,7 +301,7 @@ class RegionCluster(kmock.KubernetesEmulator):
         warnings: list[str] | None = None,
     ) -> dict[str, Any]:
         """Create as the API server does; in-process writers (the node agent, seeding) are Strict."""
-        group, version, plural = _split_key(key)
+        group, version, plural = split_key(key)
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
@@ -399,23 +309,23 @@ class RegionCluster(kmock.KubernetesEmulator):
             name = meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
         if not name:
             raise ApiError(422, "Invalid", "metadata.name: Required value: name or generateName is required")
-        ns = (namespace or meta.get("namespace")) if _RESOURCES[key][1] else None
+        ns = (namespace or meta.get("namespace")) if RESOURCES[key][1] else None
         if ns:
             meta["namespace"] = ns
         async with self._lock:
             if self._current(key, ns, name) is not None:
                 raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
-            obj["apiVersion"], obj["kind"] = _api_version(group, version), _RESOURCES[key][0]
+            obj["apiVersion"], obj["kind"] = api_version(group, version), RESOURCES[key][0]
             if meta.get("resourceVersion"):  # storage.ErrResourceVersionSetOnCreate, served as a 500
                 raise ApiError(
                     500,
                     "InternalError",
                     "Internal error occurred: resourceVersion should not be set on objects to be created",
                 )
-            for field in _SERVER_META:  # the server's to set: a client's values are ignored
+            for field in SERVER_META:  # the server's to set: a client's values are ignored
                 meta.pop(field, None)
-            meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
-            if _has_status(key):
+            meta.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
+            if has_status(key):
                 obj.pop("status", None)  # a create through the main resource sets no status
             (warnings if warnings is not None else []).extend(kube_schema.check(obj, field_validation))
             if plural == "services":
@@ -434,7 +344,7 @@ class RegionCluster(kmock.KubernetesEmulator):
     ) -> dict[str, Any]:
         async with self._lock:
             old = self.read_object(key, ns, name)
-            _check_version(key, name, body, old)
+            check_version(key, name, body, old)
             new = copy.deepcopy(body)
             return await self._update(key, ns, name, old, new, subresource, field_validation, warnings)
 
@@ -453,7 +363,7 @@ class RegionCluster(kmock.KubernetesEmulator):
         async with self._lock:
             old = self.read_object(key, ns, name)
             new = kube_patch.apply(content_type, old, patch)
-            _check_version(key, name, new, old)
+            check_version(key, name, new, old)
             return await self._update(key, ns, name, old, new, subresource, field_validation, warnings)
 
     # The API server answers a Service (or Pod) DELETE with the deleted object, not a Status, and
@@ -462,11 +372,11 @@ class RegionCluster(kmock.KubernetesEmulator):
         async with self._lock:
             old = self.read_object(key, ns, name)
             if old["metadata"].get("finalizers"):
-                old["metadata"].setdefault("deletionTimestamp", _now())
+                old["metadata"].setdefault("deletionTimestamp", now())
                 return await self._store(key, ns, name, old, "MODIFIED")
             await self._drop(key, ns, name, old)
-        group, _, plural = _split_key(key)
-        if plural in _DELETE_RETURNS_OBJECT:
+        group, _, plural = split_key(key)
+        if plural in DELETE_RETURNS_OBJECT:
             return old
         return {
             "kind": "Status",
@@ -487,15 +397,15 @@ class RegionCluster(kmock.KubernetesEmulator):
         field_validation: str = "Strict",
         warnings: list[str] | None = None,
     ) -> dict[str, Any]:
-        plural = _split_key(key)[2]
+        plural = split_key(key)[2]
         if subresource == "status":  # only status moves through /status
             new = {**old, "status": new.get("status", {})}
-        elif _has_status(key):
+        elif has_status(key):
             new["status"] = old.get("status")
             if new["status"] is None:
                 del new["status"]
         meta = new.setdefault("metadata", {})
-        for field in _SERVER_META:
+        for field in SERVER_META:
             if field in old["metadata"]:
                 meta[field] = old["metadata"][field]
             else:
@@ -510,7 +420,7 @@ class RegionCluster(kmock.KubernetesEmulator):
             allocate(new, others, old)
 
         def body(o: dict[str, Any]) -> str:
-            skip = ("metadata", "status") if _has_status(key) else ("metadata",)
+            skip = ("metadata", "status") if has_status(key) else ("metadata",)
             return json.dumps({k: v for k, v in o.items() if k not in skip}, sort_keys=True)
 
         # generation counts changes of the spec (everything but metadata and a status subresource).
