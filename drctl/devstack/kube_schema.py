@@ -58,7 +58,8 @@ def _nullable(schema: Any) -> Any:
 def _crds() -> dict[tuple[str, str], dict[str, Any]]:
     out = {}
     for path in sorted(_CRDS.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        # libyaml's loader where built (about 20 times faster on these 230 kB), else the pure one.
+        crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         schema = _nullable(crd["openAPIV3Schema"])
         # The API server checks a custom resource's metadata as ObjectMeta, whatever the CRD says.
         schema["properties"]["metadata"] = {"$ref": f"#/$defs/{_OBJECT_META}"}
@@ -76,14 +77,34 @@ def status_subresource(api_version: str, kind: str) -> bool | None:
     return None if crd is None else "status" in (crd.get("subresources") or {})
 
 
+def _reachable(schema: Any, out: dict[str, Any]) -> dict[str, Any]:
+    """The definitions `schema` refers to, transitively: a validator over all ~900 builds for seconds."""
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.rsplit("/", 1)[-1] not in out:
+            name = ref.rsplit("/", 1)[-1]
+            out[name] = _defs()[name]
+            _reachable(out[name], out)
+        for value in schema.values():
+            _reachable(value, out)
+    elif isinstance(schema, list):
+        for value in schema:
+            _reachable(value, out)
+    return out
+
+
 @functools.cache
 def schema_of(api_version: str, kind: str) -> dict[str, Any] | None:
     """The root schema of a kind (with `$defs` for references), or None if no schema is known."""
     crd = _crds().get((api_version, kind))
+    root: dict[str, Any]
     if crd is not None:
-        return {**crd["openAPIV3Schema"], "$defs": _defs()}
-    name = _builtin_names().get((api_version, kind))
-    return None if name is None else {"$ref": f"#/$defs/{name}", "$defs": _defs()}
+        root = dict(crd["openAPIV3Schema"])
+    elif (api_version, kind) in _builtin_names():
+        root = {"$ref": f"#/$defs/{_builtin_names()[(api_version, kind)]}"}
+    else:
+        return None
+    return {**root, "$defs": _reachable(root, {})}
 
 
 def resolve(schema: dict[str, Any]) -> dict[str, Any]:
