@@ -83,7 +83,13 @@ class RegionCluster(kmock.KubernetesEmulator):
                 except ValueError:
                     data = None
                 return await self._respond(
-                    "v1/namespaces", raw_request.method, None, m[1], None, data, raw_request.query
+                    "v1/namespaces",
+                    raw_request.method,
+                    None,
+                    m[1],
+                    None,
+                    data,
+                    {**raw_request.query, "$content-type": raw_request.headers.get("Content-Type", "")},
                 )
             return await super().__call__(raw_request)
         finally:

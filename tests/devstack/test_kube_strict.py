@@ -90,6 +90,15 @@ async def test_patch_without_or_with_unknown_content_type_is_415(api: k8s.ApiCli
         )
         assert plain.status_code == 415 and plain.json()["reason"] == "UnsupportedMediaType"
     assert (await call(apps.read_namespaced_deployment, "ct", NS)).spec.replicas == 2
+    # Cluster-scoped Namespaces take their patch type from the header too.
+    core = k8s.CoreV1Api(api)
+    await call(core.create_namespace, {"metadata": {"name": "strict-ns"}})
+    labelled = await call(
+        core.patch_namespace, "strict-ns", {"metadata": {"labels": {"a": "b"}}}, _content_type=MERGE
+    )
+    assert labelled.metadata.labels == {"a": "b"}
+    refused = await _raw(api, "PATCH", "/api/v1/namespaces/strict-ns", {"metadata": {}}, "text/plain")
+    assert refused.status_code == 415
 
 
 async def test_merge_patch_replaces_lists_and_strategic_merges_by_key(api: k8s.ApiClient) -> None:
