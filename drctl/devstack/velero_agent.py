@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from drctl.config.schema import FleetConfig
 from drctl.devstack.velero_schedules import reconcile_schedules
 from drctl.devstack.velero_store import BackupStore, go_duration
-from drctl.providers.kube_objects import as_copy
+from drctl.providers.kube_objects import CONFLICT_ATTEMPTS, as_copy
 
 log = logging.getLogger("drctl.devstack.velero")
 
@@ -284,10 +284,18 @@ class VeleroAgent:
                 raise
         if policy != "update":
             return "skipped"  # Velero's default: an existing object is left alone, with a warning
-        current = await self._req("GET", _path(group, version, plural, ns, meta["name"]))
-        if current.get("metadata", {}).get("resourceVersion"):
-            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await self._req("PUT", _path(group, version, plural, ns, meta["name"]), obj)
+        where = _path(group, version, plural, ns, meta["name"])
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            # A controller (the node agent writing status) may move the object between the read and
+            # the write: a 409 reads it again, as a real client's retry-on-conflict does.
+            current = await self._req("GET", where)
+            meta["resourceVersion"] = current.get("metadata", {}).get("resourceVersion")
+            try:
+                await self._req("PUT", where, obj)
+                break
+            except KubeError as exc:
+                if exc.status != 409 or attempt == CONFLICT_ATTEMPTS:
+                    raise
         return "restored"
 
     async def _ensure_namespace(self, ns: str) -> None:
