@@ -84,3 +84,7 @@ version_
 # click calls these on the CLI's top-level group (drctl/cli/main.py LazyGroup) to list and resolve commands.
 _.list_commands
 _.get_command
+
+# kmock's KubernetesEmulator registers self._serve_watch as its watch fallback; the dev stack's
+# cluster overrides it to honour selectors, resourceVersion and timeoutSeconds.
+_._serve_watch

@@ -25,6 +25,7 @@ from drctl.chaos.faults import (
 )
 from drctl.chaos.faults import now as _now
 from drctl.config.schema import FleetConfig, RegionConfig
+from drctl.providers.kube_objects import MERGE, STRICT
 
 __all__ = [
     "RESTORE_ANNOTATION",
@@ -102,7 +103,11 @@ def kill_region_replicas(
         annotations[OWNER_ANNOTATION] = str(_owner(configuration))
     # An HPA stops acting on a target scaled to 0, so the outage holds until the rollback.
     apps.patch_namespaced_deployment(
-        name, ns, {"metadata": {"annotations": annotations}, "spec": {"replicas": 0}}
+        name,
+        ns,
+        {"metadata": {"annotations": annotations}, "spec": {"replicas": 0}},
+        _content_type=MERGE,
+        field_validation=STRICT,
     )
     return _injected(region, "region-outage", [f"{name}:{replicas}->0"])
 

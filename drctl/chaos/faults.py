@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from drctl.config.schema import FleetConfig, RegionConfig
+from drctl.providers.kube_objects import MERGE, STRICT
 
 RESTORE_ANNOTATION = "drctl.io/drill-restore-replicas"
 OWNER_ANNOTATION = "drctl.io/drill-workflow-id"
@@ -91,6 +92,8 @@ def clear_region(cfg: FleetConfig, region: str, tracks: tuple[str, ...] = TRACKS
             "metadata": {"annotations": {**kept, RESTORE_ANNOTATION: None, OWNER_ANNOTATION: None}},
             "spec": {"replicas": int(saved)},
         }
-        apps.patch_namespaced_deployment(dep.metadata.name, rc.kube.namespace, patch)
+        apps.patch_namespaced_deployment(
+            dep.metadata.name, rc.kube.namespace, patch, _content_type=MERGE, field_validation=STRICT
+        )
         restored.append(f"{dep.metadata.name}:{saved}")
     return {"cleared": True, "region": region, "restored": ",".join(restored) or None, "at": now()}

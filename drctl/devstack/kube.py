@@ -1,13 +1,14 @@
-"""The emulated regional Kubernetes API: a kmock KubernetesEmulator that the official client accepts.
+"""The emulated regional Kubernetes API: a kmock KubernetesEmulator as strict as a real API server.
 
-kmock keeps objects as plain merged JSON. The product and the node agent rely on more of the real
-API server's contract, so this subclass serves object requests itself: 201 on create, PUT, merge
-and JSON patch, metadata.generation/resourceVersion/uid/creationTimestamp, labelSelector, the
-Deployment /scale and /status subresources, and Status bodies on errors. Discovery, watches and
-the object store stay kmock's.
+kmock keeps objects as plain merged JSON and accepts any write. This subclass serves object
+requests itself, with the real server's rules (docs/kubernetes-standin.md): 201 on create, PUT,
+PATCH by Content-Type (kube_patch.py), schema and unknown-field checks (kube_schema.py),
+resourceVersion conflicts, generation on spec changes, status and scale subresources, Service
+allocation (kube_services.py), label and field selectors on list and watch (kube_watch.py), and
+Status bodies on errors. Discovery and the object store stay kmock's.
 
-Slightly over the house limit of about 300 lines: each verb handler is short, and they share
-the emulator's store and its resourceVersion counter, which one class keeps consistent.
+Over the house limit of about 300 lines: each verb handler is short, and they share the
+emulator's store, its lock and its resourceVersion counter, which one class keeps consistent.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import datetime
 import json
-import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,45 +24,31 @@ from typing import Any
 import aiohttp.web
 import attrs
 import kmock
-from kmock._internal import dicts, rendering
+from kmock._internal import rendering
 
-from drctl.devstack.label_selector import ApiError, paginate, parse_selector, selector_matches
-
-_RESOURCES: dict[str, tuple[str, bool]] = {  # "group/version/plural" -> (kind, namespaced)
-    "v1/namespaces": ("Namespace", False),
-    "v1/services": ("Service", True),
-    "v1/configmaps": ("ConfigMap", True),
-    "v1/endpoints": ("Endpoints", True),
-    "discovery.k8s.io/v1/endpointslices": ("EndpointSlice", True),  # the node agent publishes them
-    "apps/v1/deployments": ("Deployment", True),
-    "autoscaling/v2/horizontalpodautoscalers": ("HorizontalPodAutoscaler", True),
-    "velero.io/v1/backups": ("Backup", True),
-    "velero.io/v1/restores": ("Restore", True),
-    "velero.io/v1/schedules": ("Schedule", True),
-    "velero.io/v1/backupstoragelocations": ("BackupStorageLocation", True),
-    "gateway.networking.k8s.io/v1/httproutes": ("HTTPRoute", True),
-}
-# Writes to the main endpoint of these keep the stored status, as with a real status subresource,
-# so a client replacing a Deployment never clobbers what the node agent reported.
-_STATUS_SUBRESOURCE = {"deployments", "horizontalpodautoscalers", "httproutes"}
-_NAMESPACE_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?/?")
-_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
-
-
-def _split_key(key: str) -> tuple[str, str, str]:
-    parts = key.split("/")
-    return ("", parts[0], parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[2])
-
-
-def _api_version(group: str, version: str) -> str:
-    return f"{group}/{version}" if group else version
-
-
-def _now() -> str:
-    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_DELETE_RETURNS_OBJECT = {"services", "pods"}
+from drctl.devstack import kube_patch, kube_schema
+from drctl.devstack.kube_resources import (
+    DELETE_RETURNS_OBJECT,
+    NAMESPACE_PATH,
+    RESOURCES,
+    SERVER_META,
+    VERBS,
+    api_version,
+    check_version,
+    field_validation_of,
+    has_status,
+    now,
+    split_key,
+)
+from drctl.devstack.kube_services import allocate
+from drctl.devstack.kube_watch import watch_events
+from drctl.devstack.label_selector import (
+    ApiError,
+    check_field_labels,
+    object_matches,
+    paginate,
+    parse_selector,
+)
 
 
 @attrs.define(kw_only=True)
@@ -75,19 +60,21 @@ class RegionCluster(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        for key, (kind, namespaced) in _RESOURCES.items():
+        for key, (kind, namespaced) in RESOURCES.items():
             subs = {"status", "scale"} if key.endswith("/deployments") else {"status"}
+            if not has_status(key):
+                subs.discard("status")
             self.resources[key] = kmock.ResourceInfo(
                 kind=kind,
                 namespaced=namespaced,
-                verbs=_VERBS,
+                verbs=VERBS,
                 subresources=subs,
                 singular=kind.lower(),
             )
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         try:
-            m = _NAMESPACE_PATH.fullmatch(raw_request.path)
+            m = NAMESPACE_PATH.fullmatch(raw_request.path)
             if m:
                 # kmock's path parser reads /api/v1/namespaces/<x> as a namespace prefix and fails.
                 raw = await raw_request.read()
@@ -96,7 +83,13 @@ class RegionCluster(kmock.KubernetesEmulator):
                 except ValueError:
                     data = None
                 return await self._respond(
-                    "v1/namespaces", raw_request.method, None, m[1], None, data, raw_request.query
+                    "v1/namespaces",
+                    raw_request.method,
+                    None,
+                    m[1],
+                    None,
+                    data,
+                    {**raw_request.query, "$content-type": raw_request.headers.get("Content-Type", "")},
                 )
             return await super().__call__(raw_request)
         finally:
@@ -139,7 +132,7 @@ class RegionCluster(kmock.KubernetesEmulator):
                 )
         if res is None or request.action == kmock.action.WATCH:
             return await super()._handle(request)
-        key = f"{_api_version(res.group or '', res.version or '')}/{res.plural}"
+        key = f"{api_version(res.group or '', res.version or '')}/{res.plural}"
         return await self._respond(
             key,
             request.method.value,
@@ -147,19 +140,23 @@ class RegionCluster(kmock.KubernetesEmulator):
             request.name,
             request.subresource,
             request.data,
-            request.params,
+            {**request.params, "$content-type": request.headers.get("Content-Type", "")},
         )
 
     async def _respond(
         self, key: str, method: str, ns: str | None, name: str | None, sub: str | None, data: Any, params: Any
     ) -> aiohttp.web.Response:
         try:
-            if key not in _RESOURCES:
+            if key not in RESOURCES:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({key})")
             data = data if isinstance(data, (dict, list)) else None
-            status, body = await self._serve_object(key, method, ns, name, sub, data, params)
+            warnings: list[str] = []
+            status, body = await self._serve_object(
+                key, method, ns, name, sub, data, {**params, "$warn": warnings}
+            )
         except ApiError as exc:
-            group, _, plural = _split_key(key)
+            warnings = []
+            group, _, plural = split_key(key)
             status, body = (
                 exc.code,
                 {
@@ -173,17 +170,22 @@ class RegionCluster(kmock.KubernetesEmulator):
                     "details": {"name": name or "", "group": group, "kind": plural},
                 },
             )
-        return aiohttp.web.json_response(body, status=status)
+        # The API server's warning header: code 299, agent "-", the text quoted (RFC 7234 5.5).
+        headers = {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)} if warnings else None
+        return aiohttp.web.json_response(body, status=status, headers=headers)
 
     async def _serve_object(
         self, key: str, method: str, ns: str | None, name: str | None, sub: str | None, data: Any, params: Any
     ) -> tuple[int, Any]:
         if method == "GET" and name is None:
             return 200, self._list_body(key, ns, params)
+        validation = field_validation_of(params)
         if name is None and method == "POST":
             if not isinstance(data, dict):
                 raise ApiError(400, "BadRequest", "the body must be a JSON object")
-            return 201, await self.create_object(key, data, namespace=ns)
+            return 201, await self.create_object(
+                key, data, namespace=ns, field_validation=validation, warnings=params["$warn"]
+            )
         if name is None:
             raise ApiError(405, "MethodNotAllowed", f"{method} needs an object name")
         if method == "GET":
@@ -193,25 +195,53 @@ class RegionCluster(kmock.KubernetesEmulator):
             return 200, await self.delete_object(key, ns, name)
         if method not in ("PUT", "PATCH") or data is None:
             raise ApiError(405, "MethodNotAllowed", f"{method} on {key} is not supported")
+        if sub not in (None, "status", "scale") or (sub == "status" and not has_status(key)):
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({key}/{sub})")
+        ctype = kube_patch.content_type(params.get("$content-type"))
         if sub == "scale":
             current = self._scale_of(self.read_object(key, ns, name))
-            scale = data if method == "PUT" else dicts.patch_dict(current, data)
+            if method == "PATCH":
+                kube_patch.check_type(ctype, builtin=True)
+                scale = (
+                    kube_patch.merge_patch(current, data)
+                    if ctype != kube_patch.JSON_PATCH
+                    else kube_patch.apply(ctype, current, data)
+                )
+            else:
+                scale = data
+            check_version(key, name, scale, current)
             replicas = (scale.get("spec") or {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
-                raise ApiError(422, "Invalid", "spec.replicas must be a non-negative integer")
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'Scale "{name}" is invalid: spec.replicas: must be a non-negative integer',
+                )
             obj = await self.patch_object(key, ns, name, {"spec": {"replicas": replicas}})
             return 200, self._scale_of(obj)
+        write = {"subresource": sub, "field_validation": validation, "warnings": params["$warn"]}
         if method == "PUT":
-            return 200, await self.replace_object(key, ns, name, data, subresource=sub)
-        return 200, await self.patch_object(key, ns, name, data, subresource=sub)
+            return 200, await self.replace_object(key, ns, name, data, **write)
+        return 200, await self.patch_object(key, ns, name, data, content_type=ctype, **write)
+
+    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[Any]:
+        """A watch as the API server streams it (see kube_watch.watch_events)."""
+        yield b""  # send the headers now, or the client waits for the first event
+        res = request.resource
+        assert res is not None  # the watch fallback serves resource requests only
+        key = f"{api_version(res.group or '', res.version or '')}/{res.plural}"
+        async for event in watch_events(
+            key, request.namespace, request.params, self._buses[res], self.list_objects
+        ):
+            yield event
 
     def _list_body(self, key: str, ns: str | None, params: Any) -> dict[str, Any]:
-        group, version, plural = _split_key(key)
+        group, version, plural = split_key(key)
         items = self.list_objects(key, ns, params.get("labelSelector", ""), params.get("fieldSelector", ""))
         meta, items = paginate(items, params.get("limit", ""), params.get("continue", ""), str(self._rv))
         return {
-            "apiVersion": _api_version(group, version),
-            "kind": f"{_RESOURCES[key][0]}List",
+            "apiVersion": api_version(group, version),
+            "kind": f"{RESOURCES[key][0]}List",
             "metadata": meta,
             "items": items,
         }
@@ -235,10 +265,10 @@ class RegionCluster(kmock.KubernetesEmulator):
     # --- the store, also used in-process by the node agent and the seeder -------------------------
 
     def _key(self, key: str, ns: str | None, name: str) -> tuple[kmock.resource, str | None, str]:
-        group, version, plural = _split_key(key)
+        group, version, plural = split_key(key)
         return (
             kmock.resource(group=group, version=version, plural=plural),
-            (ns if _RESOURCES[key][1] else None),
+            (ns if RESOURCES[key][1] else None),
             name,
         )
 
@@ -250,63 +280,79 @@ class RegionCluster(kmock.KubernetesEmulator):
     def read_object(self, key: str, ns: str | None, name: str) -> dict[str, Any]:
         obj = self._current(key, ns, name)
         if obj is None:
-            _, _, plural = _split_key(key)
+            _, _, plural = split_key(key)
             raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
         return copy.deepcopy(obj)
 
     def list_objects(
         self, key: str, ns: str | None = None, label_selector: str = "", field_selector: str = ""
     ) -> list[dict[str, Any]]:
-        labels, fields = parse_selector(label_selector), parse_selector(field_selector)
+        labels, fields = parse_selector(label_selector), parse_selector(field_selector, fields=True)
+        check_field_labels(RESOURCES[key][0], fields)
         res, _, _ = self._key(key, None, "")
         out = []
-        for (r, obj_ns, name), obj in list(self._objects.items()):
+        for (r, obj_ns, _name), obj in list(self._objects.items()):
             if r != res or obj.deleted or (ns is not None and obj_ns != ns):
                 continue
-            raw = obj.raw
-            meta = raw.get("metadata", {})
-            flat = {"metadata.name": name, "metadata.namespace": obj_ns or ""}
-            if selector_matches(labels, meta.get("labels") or {}) and selector_matches(fields, flat):
-                out.append(copy.deepcopy(raw))
+            if object_matches(obj.raw, labels, fields):
+                out.append(copy.deepcopy(obj.raw))
         return sorted(out, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
     async def create_object(
-        self, key: str, body: dict[str, Any], namespace: str | None = None
+        self,
+        key: str,
+        body: dict[str, Any],
+        namespace: str | None = None,
+        field_validation: str = "Strict",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
-        group, version, _ = _split_key(key)
+        """Create as the API server does; in-process writers (the node agent, seeding) are Strict."""
+        group, version, plural = split_key(key)
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
         if not name and meta.get("generateName"):
             name = meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
         if not name:
-            raise ApiError(422, "Invalid", "metadata.name: Required value")
-        ns = (namespace or meta.get("namespace")) if _RESOURCES[key][1] else None
+            raise ApiError(422, "Invalid", "metadata.name: Required value: name or generateName is required")
+        ns = (namespace or meta.get("namespace")) if RESOURCES[key][1] else None
         if ns:
             meta["namespace"] = ns
         async with self._lock:
             if self._current(key, ns, name) is not None:
-                raise ApiError(409, "AlreadyExists", f'{_split_key(key)[2]} "{name}" already exists')
-            obj["apiVersion"], obj["kind"] = _api_version(group, version), _RESOURCES[key][0]
-            meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
-            meta.pop("resourceVersion", None)
-            meta.pop("deletionTimestamp", None)
+                raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
+            obj["apiVersion"], obj["kind"] = api_version(group, version), RESOURCES[key][0]
+            if meta.get("resourceVersion"):  # storage.ErrResourceVersionSetOnCreate, served as a 500
+                raise ApiError(
+                    500,
+                    "InternalError",
+                    "Internal error occurred: resourceVersion should not be set on objects to be created",
+                )
+            for field in SERVER_META:  # the server's to set: a client's values are ignored
+                meta.pop(field, None)
+            meta.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
+            if has_status(key):
+                obj.pop("status", None)  # a create through the main resource sets no status
+            (warnings if warnings is not None else []).extend(kube_schema.check(obj, field_validation))
+            if plural == "services":
+                allocate(obj, [o for o in self.list_objects(key, ns) if o["metadata"]["name"] != name])
             return await self._store(key, ns, name, obj, "ADDED")
 
     async def replace_object(
-        self, key: str, ns: str | None, name: str, body: dict[str, Any], subresource: str | None = None
+        self,
+        key: str,
+        ns: str | None,
+        name: str,
+        body: dict[str, Any],
+        subresource: str | None = None,
+        field_validation: str = "Strict",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
         async with self._lock:
             old = self.read_object(key, ns, name)
-            rv = (body.get("metadata") or {}).get("resourceVersion")
-            if rv and rv != old["metadata"]["resourceVersion"]:
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'the object "{name}" has been modified; please apply your changes to the latest version',
-                )
+            check_version(key, name, body, old)
             new = copy.deepcopy(body)
-            return await self._update(key, ns, name, old, new, subresource)
+            return await self._update(key, ns, name, old, new, subresource, field_validation, warnings)
 
     async def patch_object(
         self,
@@ -315,14 +361,16 @@ class RegionCluster(kmock.KubernetesEmulator):
         name: str,
         patch: dict[str, Any] | list[Any],
         subresource: str | None = None,
+        content_type: str = kube_patch.MERGE_PATCH,
+        field_validation: str = "Strict",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
+        """Patch as the API server does; in-process callers send merge patches by default."""
         async with self._lock:
             old = self.read_object(key, ns, name)
-            try:
-                new = copy.deepcopy(dict(dicts.patch_dict(old, patch)))
-            except Exception as exc:  # a bad JSON patch is the client's mistake, not a server error
-                raise ApiError(422, "Invalid", f"cannot apply patch: {exc}") from None
-            return await self._update(key, ns, name, old, new, subresource)
+            new = kube_patch.apply(content_type, old, patch)
+            check_version(key, name, new, old)
+            return await self._update(key, ns, name, old, new, subresource, field_validation, warnings)
 
     # The API server answers a Service (or Pod) DELETE with the deleted object, not a Status, and
     # the kubernetes client deserialises it as such (delete_namespaced_service -> V1Service).
@@ -330,11 +378,11 @@ class RegionCluster(kmock.KubernetesEmulator):
         async with self._lock:
             old = self.read_object(key, ns, name)
             if old["metadata"].get("finalizers"):
-                old["metadata"].setdefault("deletionTimestamp", _now())
+                old["metadata"].setdefault("deletionTimestamp", now())
                 return await self._store(key, ns, name, old, "MODIFIED")
             await self._drop(key, ns, name, old)
-        group, _, plural = _split_key(key)
-        if plural in _DELETE_RETURNS_OBJECT:
+        group, _, plural = split_key(key)
+        if plural in DELETE_RETURNS_OBJECT:
             return old
         return {
             "kind": "Status",
@@ -352,25 +400,40 @@ class RegionCluster(kmock.KubernetesEmulator):
         old: dict[str, Any],
         new: dict[str, Any],
         subresource: str | None,
+        field_validation: str = "Strict",
+        warnings: list[str] | None = None,
     ) -> dict[str, Any]:
-        plural = _split_key(key)[2]
+        plural = split_key(key)[2]
         if subresource == "status":  # only status moves through /status
             new = {**old, "status": new.get("status", {})}
-        elif plural in _STATUS_SUBRESOURCE:
+        elif has_status(key):
             new["status"] = old.get("status")
             if new["status"] is None:
                 del new["status"]
         meta = new.setdefault("metadata", {})
-        for field in ("uid", "creationTimestamp", "generation", "name", "namespace", "deletionTimestamp"):
+        for field in SERVER_META:
             if field in old["metadata"]:
                 meta[field] = old["metadata"][field]
+            else:
+                meta.pop(field, None)
+        meta["name"] = old["metadata"]["name"]
+        if "namespace" in old["metadata"]:
+            meta["namespace"] = old["metadata"]["namespace"]
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
+        (warnings if warnings is not None else []).extend(kube_schema.check(new, field_validation))
+        if plural == "services":
+            others = [o for o in self.list_objects(key, ns) if o["metadata"]["name"] != name]
+            allocate(new, others, old)
 
         def body(o: dict[str, Any]) -> str:
-            return json.dumps({k: v for k, v in o.items() if k not in ("metadata", "status")}, sort_keys=True)
+            skip = ("metadata", "status") if has_status(key) else ("metadata",)
+            return json.dumps({k: v for k, v in o.items() if k not in skip}, sort_keys=True)
 
+        # generation counts changes of the spec (everything but metadata and a status subresource).
         if body(old) != body(new):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        if new == old:
+            return new  # a no-op write keeps the resourceVersion, as the API server's does
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             await self._drop(key, ns, name, new)
             return new

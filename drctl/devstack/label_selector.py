@@ -1,4 +1,4 @@
-"""Kubernetes list semantics the emulated API server adds to kmock: label selectors and paging."""
+"""Kubernetes list semantics the emulated API server adds to kmock: label and field selectors, paging."""
 
 from __future__ import annotations
 
@@ -17,12 +17,32 @@ class ApiError(Exception):
         self.code, self.reason, self.message = code, reason, message
 
 
-def parse_selector(selector: str) -> list[tuple[str, str, set[str]]]:
-    """Parse a labelSelector into (key, op, values); op ∈ =, !=, in, notin, exists, !exists."""
+# Field labels each kind supports beside metadata.name and metadata.namespace (the API server's
+# per-kind field label conversion funcs); any other is a 400, as there.
+_FIELD_LABELS = {
+    "Pod": {"status.phase", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "status.podIP"},
+    "Namespace": {"status.phase"},
+    "Service": {"spec.clusterIP", "spec.type"},
+}
+
+
+def parse_selector(selector: str, fields: bool = False) -> list[tuple[str, str, set[str]]]:
+    """Parse a labelSelector into (key, op, values); op ∈ =, !=, in, notin, exists, !exists.
+
+    With `fields`, parse a fieldSelector, which allows only =, == and != (as the API server does).
+    """
     reqs: list[tuple[str, str, set[str]]] = []
     for part in re.split(r",(?![^()]*\))", selector or ""):
         part = part.strip()
         if not part:
+            continue
+        if fields:
+            m = re.fullmatch(r"([\w.-]+)\s*(==|!=|=)\s*([^,=!]*)", part)
+            if not m:
+                raise ApiError(
+                    400, "BadRequest", f'invalid field selector: "{part}": only =, == and != are supported'
+                )
+            reqs.append((m[1], "!=" if m[2] == "!=" else "=", {m[3].strip()}))
             continue
         m = re.fullmatch(r"([\w./-]+)\s+(in|notin)\s*\(([^)]*)\)", part)
         if m:
@@ -53,6 +73,31 @@ def selector_matches(reqs: list[tuple[str, str, set[str]]], labels: dict[str, st
         if not ok:
             return False
     return True
+
+
+def check_field_labels(kind: str, fields: list[tuple[str, str, set[str]]]) -> None:
+    """A 400 for a field label the kind does not support, as the API server's conversion funcs give."""
+    allowed = {"metadata.name", "metadata.namespace"} | _FIELD_LABELS.get(kind, set())
+    for key, _, _ in fields:
+        if key not in allowed:
+            raise ApiError(400, "BadRequest", f"field label not supported: {key}")
+
+
+def object_matches(
+    obj: dict[str, Any], labels: list[tuple[str, str, set[str]]], fields: list[tuple[str, str, set[str]]]
+) -> bool:
+    """Whether an object passes a parsed labelSelector and fieldSelector."""
+    meta = obj.get("metadata") or {}
+    if not selector_matches(labels, meta.get("labels") or {}):
+        return False
+    flat: dict[str, str] = {}
+    for key, _, _ in fields:
+        value: Any = obj
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        flat[key] = "" if value is None else str(value)
+    # A field always has a value (maybe ""), so "!=" matches a missing one and "=" needs it equal.
+    return all((flat[k] in v) == (op == "=") for k, op, v in fields)
 
 
 def paginate(

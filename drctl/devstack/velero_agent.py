@@ -27,6 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from drctl.config.schema import FleetConfig
 from drctl.devstack.velero_schedules import reconcile_schedules
 from drctl.devstack.velero_store import BackupStore, go_duration
+from drctl.providers.kube_objects import CONFLICT_ATTEMPTS, as_copy
 
 log = logging.getLogger("drctl.devstack.velero")
 
@@ -38,8 +39,6 @@ RESOURCES: list[tuple[str, str, str, str]] = [
     ("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute"),
 ]
 FAULTS_CONFIGMAP = "drctl-devstack-velero-faults"
-# Server-owned metadata that must not travel to another cluster.
-_STRIP_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
 
 
 def _now() -> str:
@@ -267,19 +266,15 @@ class VeleroAgent:
         api_version: str = obj["apiVersion"]
         group, _, version = api_version.rpartition("/")
         plural = next(p for g, _, p, k in RESOURCES if g == group and k == obj.get("kind"))
+        # As Velero's restore item actions: what the source cluster allocated (uid, resourceVersion,
+        # a Service's clusterIP and nodePorts) does not travel to the target, which allocates its own.
+        obj = as_copy(obj)
         meta = obj["metadata"]
         ns = mapping.get(meta.get("namespace", ""), meta.get("namespace", ""))
-        for key in _STRIP_META:
-            meta.pop(key, None)
         meta["namespace"] = ns
         meta.setdefault("labels", {}).update(
             {"velero.io/backup-name": backup_name, "velero.io/restore-name": restore_name}
         )
-        obj.pop("status", None)
-        if obj.get("kind") == "Service":
-            # ClusterIPs belong to the source cluster; the target allocates its own.
-            (obj.get("spec") or {}).pop("clusterIP", None)
-            (obj.get("spec") or {}).pop("clusterIPs", None)
         await self._ensure_namespace(ns)
         try:
             await self._req("POST", _path(group, version, plural, ns), obj)
@@ -289,10 +284,18 @@ class VeleroAgent:
                 raise
         if policy != "update":
             return "skipped"  # Velero's default: an existing object is left alone, with a warning
-        current = await self._req("GET", _path(group, version, plural, ns, meta["name"]))
-        if current.get("metadata", {}).get("resourceVersion"):
-            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await self._req("PUT", _path(group, version, plural, ns, meta["name"]), obj)
+        where = _path(group, version, plural, ns, meta["name"])
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            # A controller (the node agent writing status) may move the object between the read and
+            # the write: a 409 reads it again, as a real client's retry-on-conflict does.
+            current = await self._req("GET", where)
+            meta["resourceVersion"] = current.get("metadata", {}).get("resourceVersion")
+            try:
+                await self._req("PUT", where, obj)
+                break
+            except KubeError as exc:
+                if exc.status != 409 or attempt == CONFLICT_ATTEMPTS:
+                    raise
         return "restored"
 
     async def _ensure_namespace(self, ns: str) -> None:

@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from drctl.config.schema import TRACKS, FleetConfig, GatewayApiRegional
+from drctl.providers.kube_objects import STRICT, on_conflict
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, api_client_for
 from drctl.providers.weights import validate_weights
 
@@ -26,8 +27,6 @@ GROUP, VERSION, PLURAL = "gateway.networking.k8s.io", "v1", "httproutes"
 # Gateway API: backendRef weight is 0..1,000,000; an omitted weight means 1.
 GATEWAY_MAX_WEIGHT = 1_000_000
 _DEFAULT_WEIGHT = 1
-# Retries after a 409: another writer updated the route between our read and our write.
-_CONFLICT_RETRIES = 3
 
 
 class GatewayApiRegionalTraffic:
@@ -125,26 +124,25 @@ class GatewayApiRegionalTraffic:
 
     def _update(self, region: str, change: Any) -> bool:
         """Read, change and PUT the route with the resourceVersion read, retrying on 409."""
-        for attempt in range(_CONFLICT_RETRIES + 1):
+
+        def write() -> bool:
             route = self._read(region)
             new = change(route)
             if new == route:
                 return False
-            try:
-                self.custom[region].replace_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    self.namespaces[region],
-                    PLURAL,
-                    self.route,
-                    new,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-                return True
-            except ApiException as exc:
-                if exc.status != 409 or attempt == _CONFLICT_RETRIES:
-                    raise
-        return False
+            self.custom[region].replace_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                self.namespaces[region],
+                PLURAL,
+                self.route,
+                new,
+                field_validation=STRICT,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            return True
+
+        return on_conflict(write)
 
     def _with_weights(self, region: str, route: dict[str, Any], weights: dict[str, int]) -> dict[str, Any]:
         new = copy.deepcopy(route)

@@ -19,12 +19,12 @@ from drctl.config.schema import RegionConfig
 from drctl.providers.base import DeploymentState
 from drctl.providers.errors import ProviderError, RolloutTimeout, classify
 from drctl.providers.kube_client import api_client_for
+from drctl.providers.kube_objects import MERGE, STRICT, as_copy, on_conflict
 
 T = TypeVar("T")
 
-# Object patches are sent as JSON merge patches: the client would otherwise pick strategic merge,
-# which custom resources and some API servers (and the dev stack's emulator) do not accept.
-MERGE = "application/merge-patch+json"
+# Object patches name their type (a JSON merge patch here): without one the client picks JSON
+# Patch for a list body and strategic merge for an object, which no custom resource accepts.
 # Manifests stay plain dicts (the client serializes them verbatim), so fields the typed models do
 # not know survive; `_raw` hands them over as Any because the client's stubs name only its models.
 # (connect, read) seconds per request, so a hung API server cannot stall an activity forever.
@@ -130,6 +130,7 @@ class KubernetesPlatform:
                     self.namespace,
                     {"spec": spec},
                     _content_type=MERGE,
+                    field_validation=STRICT,
                     _request_timeout=self.request_timeout,
                 ),
             )
@@ -140,6 +141,7 @@ class KubernetesPlatform:
                 self.namespace,
                 {"spec": {"replicas": replicas}},
                 _content_type=MERGE,
+                field_validation=STRICT,
                 _request_timeout=self.request_timeout,
             ),
         )
@@ -201,29 +203,38 @@ class KubernetesPlatform:
     # --- manifests (upgrade and migration work) --------------------------------------------------
 
     def apply_deployment(self, manifest: dict[str, Any]) -> DeploymentState:
-        """Create the Deployment, or replace its spec if it exists (status stays the controller's)."""
+        """Create the Deployment, or replace its spec if it exists (status stays the controller's).
+
+        A replace names the resourceVersion it read; on 409 (a controller wrote in between) it reads
+        again and re-applies, up to CONFLICT_ATTEMPTS times.
+        """
         name = manifest["metadata"]["name"]
         where = self._where("deployments", name)
         try:
             self.apps.create_namespaced_deployment(
-                self.namespace, _raw(manifest), _request_timeout=self.request_timeout
+                self.namespace,
+                _raw(as_copy(manifest)),
+                field_validation=STRICT,
+                _request_timeout=self.request_timeout,
             )
         except ApiException as exc:
             if exc.status != 409:
                 raise ProviderError(classify(exc, action=f"create {where}")) from exc
-            current = self._read(name)
-            body = _with_resource_version(
-                manifest, current.metadata.resource_version if current.metadata else None
-            )
-            self._call(
-                f"replace {where}",
-                lambda: self.apps.replace_namespaced_deployment(
+
+            def replace() -> Any:
+                current = self._read(name)
+                body = _with_resource_version(
+                    manifest, current.metadata.resource_version if current.metadata else None
+                )
+                return self.apps.replace_namespaced_deployment(
                     name,
                     self.namespace,
                     _raw(body),
+                    field_validation=STRICT,
                     _request_timeout=self.request_timeout,
-                ),
-            )
+                )
+
+            self._call(f"replace {where}", lambda: on_conflict(replace))
         except urllib3.exceptions.HTTPError as exc:
             raise ProviderError(classify(exc, action=f"create {where}")) from exc
         return self.get_deployment(name)
@@ -244,13 +255,14 @@ class KubernetesPlatform:
         return True
 
     def apply_service(self, manifest: dict[str, Any]) -> None:
-        """Create the Service, or replace it keeping its clusterIP (immutable once allocated)."""
+        """Create the Service, or replace it keeping what the cluster allocated (clusterIP, nodePorts)."""
         name = manifest["metadata"]["name"]
         where = self._where("services", name)
         try:
             self.core.create_namespaced_service(
                 self.namespace,
-                _raw(manifest),
+                _raw(as_copy(manifest)),
+                field_validation=STRICT,
                 _request_timeout=self.request_timeout,
             )
             return
@@ -259,27 +271,24 @@ class KubernetesPlatform:
                 raise ProviderError(classify(exc, action=f"create {where}")) from exc
         except urllib3.exceptions.HTTPError as exc:
             raise ProviderError(classify(exc, action=f"create {where}")) from exc
-        current = self._call(
-            f"get {where}",
-            lambda: self.core.read_namespaced_service(
+
+        def replace() -> Any:
+            current = self.core.read_namespaced_service(
                 name, self.namespace, _request_timeout=self.request_timeout
-            ),
-        )
-        body = _with_resource_version(
-            manifest, current.metadata.resource_version if current.metadata else None
-        )
-        cluster_ip = current.spec.cluster_ip if current.spec else None
-        if cluster_ip and not body.get("spec", {}).get("clusterIP"):
-            body["spec"] = {**body.get("spec", {}), "clusterIP": cluster_ip}
-        self._call(
-            f"replace {where}",
-            lambda: self.core.replace_namespaced_service(
+            )
+            # Unset allocations are kept by the server on a replace; the copy's own would be refused.
+            body = _with_resource_version(
+                as_copy(manifest), current.metadata.resource_version if current.metadata else None
+            )
+            return self.core.replace_namespaced_service(
                 name,
                 self.namespace,
                 _raw(body),
+                field_validation=STRICT,
                 _request_timeout=self.request_timeout,
-            ),
-        )
+            )
+
+        self._call(f"replace {where}", lambda: on_conflict(replace))
 
 
 def _with_resource_version(manifest: dict[str, Any], resource_version: str | None) -> dict[str, Any]:

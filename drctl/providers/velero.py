@@ -24,6 +24,7 @@ from drctl.models.backup import (
     RestoreRequest,
 )
 from drctl.providers.errors import ErrorClass, ProviderError, classify
+from drctl.providers.kube_objects import STRICT
 from drctl.providers.kubernetes import REQUEST_TIMEOUT
 from drctl.providers.kubernetes import api_client_for as kube_api_client
 
@@ -140,7 +141,13 @@ class VeleroBackupProvider:
             obj = cast(
                 dict[str, Any],
                 self.api.create_namespaced_custom_object(
-                    GROUP, VERSION, self.settings.namespace, "backups", body, _request_timeout=REQUEST_TIMEOUT
+                    GROUP,
+                    VERSION,
+                    self.settings.namespace,
+                    "backups",
+                    body,
+                    field_validation=STRICT,
+                    _request_timeout=REQUEST_TIMEOUT,
                 ),
             )
         except ApiException as exc:
@@ -187,6 +194,7 @@ class VeleroBackupProvider:
                     self.settings.namespace,
                     "restores",
                     body,
+                    field_validation=STRICT,
                     _request_timeout=REQUEST_TIMEOUT,
                 ),
             )

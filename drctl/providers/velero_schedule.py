@@ -15,6 +15,8 @@ from pydantic import BaseModel
 
 from drctl.config.schema import FleetConfig
 from drctl.providers.errors import ErrorClass, ProviderError, classify
+from drctl.providers.kube_objects import STRICT
+from drctl.providers.kubernetes import REQUEST_TIMEOUT
 from drctl.providers.velero import GROUP, VERSION, VeleroBackupProvider
 
 SCHEDULE_LABEL = "velero.io/schedule-name"
@@ -89,7 +91,15 @@ class VeleroSchedules:
             },
         }
         try:
-            obj = self.api.create_namespaced_custom_object(GROUP, VERSION, self.ns, "schedules", body)
+            obj = self.api.create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                self.ns,
+                "schedules",
+                body,
+                field_validation=STRICT,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
         except ApiException as exc:
             if exc.status == 409:
                 raise ProviderError(

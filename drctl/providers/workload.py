@@ -13,11 +13,10 @@ from typing import Any
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Release
 from drctl.providers.errors import ProviderError
+from drctl.providers.kube_objects import as_copy
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, KubernetesPlatform
 
 TRACK_LABEL = "drctl.io/track"
-# Server-owned fields that must not be sent back in a new object.
-_SERVER_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
 
 
 def read_manifest(platform: KubernetesPlatform, kind: str, name: str) -> dict[str, Any]:
@@ -40,22 +39,20 @@ def _retag(labels: dict[str, str] | None, track: str) -> dict[str, str]:
     return {**(labels or {}), TRACK_LABEL: track}
 
 
-def _as_new_object(obj: dict[str, Any], name: str, track: str) -> None:
-    """In place: drop what the server set on the original, rename it and move it to `track`."""
-    obj.pop("status", None)
-    meta = obj["metadata"]
-    for key in _SERVER_META:
-        meta.pop(key, None)
+def _as_new_object(obj: dict[str, Any], name: str, track: str) -> dict[str, Any]:
+    """A copy without what the server set on the original (see as_copy), renamed and moved to `track`."""
+    out = as_copy(obj)
+    meta = out["metadata"]
     meta["name"] = name
     meta["labels"] = _retag(meta.get("labels"), track)
+    return out
 
 
 def candidate_deployment(
     stable: dict[str, Any], name: str, track: str, release: Release, replicas: int
 ) -> dict[str, Any]:
     """The stable Deployment with a new name, track label, release and replica count."""
-    dep = apply_release(stable, release)
-    _as_new_object(dep, name, track)
+    dep = _as_new_object(apply_release(stable, release), name, track)
     spec = dep["spec"]
     spec["replicas"] = replicas
     # A distinct selector keeps the stable ReplicaSet and the candidate's apart.
@@ -92,11 +89,8 @@ def release_of(deployment: dict[str, Any]) -> Release:
 
 
 def candidate_service(stable: dict[str, Any], name: str, track: str) -> dict[str, Any]:
-    svc = copy.deepcopy(stable)
-    _as_new_object(svc, name, track)
+    svc = _as_new_object(stable, name, track)
     spec = svc.setdefault("spec", {})
-    for key in ("clusterIP", "clusterIPs"):  # allocated per Service by the cluster
-        spec.pop(key, None)
     spec["selector"] = _retag(spec.get("selector"), track)
     return svc
 

@@ -18,6 +18,7 @@ from temporalio.client import Client
 from drctl.config.schema import TRACKS, FleetConfig
 from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
 from drctl.providers.haproxy_runtime import HAProxyRuntime
+from drctl.providers.kube_objects import on_conflict
 from drctl.providers.kubernetes import KubernetesPlatform
 from tests.conftest import apps_api
 from tests.helpers import assert_eventually, wait_until
@@ -67,10 +68,14 @@ def reset_release(cfg: FleetConfig) -> None:
     for r in cfg.regions:
         apps = apps_api(r.kube.api_url or "")
         name = cfg.workload.deployment_name("stable")
-        dep = apps.read_namespaced_deployment(name, r.kube.namespace)
-        if dep.spec.template.spec.containers[0].image != cfg.workload.image:
-            dep.spec.template.spec.containers[0].image = cfg.workload.image
-            apps.replace_namespaced_deployment(name, r.kube.namespace, dep)
+
+        def reset(apps: Any = apps, name: str = name, ns: str = r.kube.namespace) -> None:
+            dep = apps.read_namespaced_deployment(name, ns)
+            if dep.spec.template.spec.containers[0].image != cfg.workload.image:
+                dep.spec.template.spec.containers[0].image = cfg.workload.image
+                apps.replace_namespaced_deployment(name, ns, dep)
+
+        on_conflict(reset)  # the node agent writes status meanwhile: a 409 reads again
 
 
 def faults_left(cfg: FleetConfig) -> dict[str, Any]:

@@ -11,14 +11,16 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from temporalio.client import Client
 
 from drctl.chaos import actions
 from drctl.chaos.validate import validate_experiment
 from drctl.config.schema import FleetConfig, load_config
+from drctl.models.drill import Verdict
 from tests.conftest import apps_api
-from tests.drills.e2e import EXPERIMENTS
-from tests.helpers import wait_until
-from tests.workflows.conftest import admin
+from tests.drills.e2e import EXPERIMENTS, run_drill, watched
+from tests.helpers import wait_until, write_config
+from tests.workflows.conftest import StartWorkers, admin, fast_config, weights
 
 pytestmark = [pytest.mark.devstack]
 
@@ -95,3 +97,29 @@ def test_outage_scales_to_zero_and_rollback_restores(kube_cfg: FleetConfig) -> N
     wait_until(lambda: _region_serves(kube_cfg), timeout_s=30, what="the region serves again")
     # A rollback with nothing recorded is a no-op, not a guess at the replica count.
     assert actions.clear_faults(REGION, configuration=conf)["restored"] is None
+
+
+@pytest.mark.slow
+async def test_region_outage_drill_with_the_kubernetes_injector_passes(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, fleet_config_path: Path
+) -> None:
+    """The drill end to end with drills.fault_injector: kubernetes: its fault and its rollback are
+    Deployment writes through the emulated Kubernetes API, and the failover it causes meets the RTO."""
+    fast = fast_config(fleet_config)
+    fast = fast.model_copy(update={"drills": fast.drills.model_copy(update={"fault_injector": "kubernetes"})})
+    cfg = await start_workers(cfg=load_config(write_config(fast, fleet_config_path.parent)))
+    rc = cfg.region(REGION)
+    name, ns = cfg.workload.deployment_name("stable"), rc.kube.namespace
+    apps = apps_api(rc.kube.api_url or "")
+    generation = apps.read_namespaced_deployment(name, ns).metadata.generation
+    await watched(temporal_client, cfg)
+    report = await run_drill(temporal_client, cfg, EXPERIMENTS / "region-outage.json")
+    assert report.verdict is Verdict.PASS, report.reasons
+    assert report.fault_injected and report.failover and report.failover.found
+    assert report.measured_rto_s is not None and report.measured_rto_s < report.rto_target_s
+    dep: Any = apps.read_namespaced_deployment(name, ns)
+    # Scaled to 0 and back through the API (two spec changes); the devstack admin API held nothing.
+    assert (dep.spec.replicas, dep.metadata.generation) == (rc.replicas, generation + 2)
+    assert actions.RESTORE_ANNOTATION not in (dep.metadata.annotations or {})
+    assert admin(cfg, REGION, "/faults")["replicas"] == []
+    assert weights(cfg) == cfg.weights

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from drctl import chaos
 from drctl.chaos import actions, faults
-from drctl.devstack import kube as devstack_kube
+from drctl.devstack import kube_resources
 from drctl.devstack.kube import RegionCluster
 from tests.fleetcfg import fleet_config_data
 from tests.helpers import free_port
@@ -30,7 +30,7 @@ def api_url() -> Iterator[str]:
     # The dev stack's cluster serves no Pods (its node agent runs processes); a real API server does,
     # and replica loss deletes them, so this cluster adds the resource.
     patch = pytest.MonkeyPatch()
-    patch.setitem(devstack_kube._RESOURCES, "v1/pods", ("Pod", True))
+    patch.setitem(kube_resources.RESOURCES, "v1/pods", ("Pod", True))
     lt = LoopThread()
     port = free_port()
 

@@ -40,7 +40,7 @@ async def _workload(stack: BackupStack, region: str, ns: str, image: str) -> Non
         "v1/services",
         {
             "metadata": {"name": "llm-stable", "namespace": ns, "labels": app},
-            "spec": {"selector": app, "ports": [{"port": 8000}], "clusterIP": "10.0.0.7"},
+            "spec": {"selector": app, "ports": [{"port": 8000}], "clusterIP": "10.96.100.7"},
         },
     )
     # Not the app's: a label selector must leave it out of the backup.
@@ -96,7 +96,10 @@ async def test_backup_lands_in_s3_in_velero_layout_and_restores_elsewhere(backup
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "vllm/vllm-openai:v0.6.4"
     assert dep["metadata"]["labels"]["velero.io/backup-name"] == name
     svc = backup_stack.clusters["us-east-1"].read_object("v1/services", target_ns, "llm-stable")
-    assert "clusterIP" not in svc["spec"]
+    # The source's clusterIP stays behind; the target allocated its own.
+    assert svc["spec"]["clusterIP"] not in ("", "10.96.100.7") and svc["spec"]["clusterIPs"] == [
+        svc["spec"]["clusterIP"]
+    ]
 
 
 async def test_existing_resource_policy_none_keeps_target_update_replaces(backup_stack: BackupStack) -> None:

@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.config.schema import FleetConfig
 from drctl.devstack.moto_seed import MODEL_FILES
+from drctl.providers.kube_objects import on_conflict
 from tests.conftest import apps_api
 from tests.helpers import assert_eventually, drctl, write_config
 from tests.workflows.conftest import StartWorkers, weights
@@ -121,12 +122,16 @@ def set_model(cfg: FleetConfig, region: str, model: str | None) -> None:
     r = cfg.region(region)
     apps = apps_api(r.kube.api_url or "")
     name = cfg.workload.deployment_name("stable")
-    dep = apps.read_namespaced_deployment(name, r.kube.namespace)
-    c = dep.spec.template.spec.containers[0]
-    c.env = [e for e in c.env or [] if e.name != "FLEETSIM_MODEL"]
-    if model is not None:
-        c.env.append(k8s.V1EnvVar(name="FLEETSIM_MODEL", value=model))
-    apps.replace_namespaced_deployment(name, r.kube.namespace, dep)
+
+    def put() -> None:
+        dep = apps.read_namespaced_deployment(name, r.kube.namespace)
+        c = dep.spec.template.spec.containers[0]
+        c.env = [e for e in c.env or [] if e.name != "FLEETSIM_MODEL"]
+        if model is not None:
+            c.env.append(k8s.V1EnvVar(name="FLEETSIM_MODEL", value=model))
+        apps.replace_namespaced_deployment(name, r.kube.namespace, dep)
+
+    on_conflict(put)  # the node agent writes status meanwhile: a 409 reads again
 
 
 async def test_release_drift_is_shown_and_a_different_model_refuses_a_normal_failover(

@@ -38,6 +38,7 @@ from drctl.models.failover import FailoverInput
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus
 from drctl.models.monitor import MonitorStatus
+from drctl.providers.kube_objects import on_conflict
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.worker import registry
 from tests.conftest import apps_api
@@ -144,13 +145,17 @@ def _set_api_key(cfg: FleetConfig, key: str | None) -> None:
     for r in cfg.regions:
         apps = apps_api(r.kube.api_url or "")
         name, ns = cfg.workload.deployment_name("stable"), r.kube.namespace
-        dep = apps.read_namespaced_deployment(name, ns)
-        container = dep.spec.template.spec.containers[0]
-        env = [e for e in container.env or [] if e.name != "VLLM_API_KEY"]
-        if key is not None:
-            env.append(k8s.V1EnvVar(name="VLLM_API_KEY", value=key))
-        container.env = env
-        apps.replace_namespaced_deployment(name, ns, dep)
+
+        def put(apps: Any = apps, name: str = name, ns: str = ns) -> None:
+            dep = apps.read_namespaced_deployment(name, ns)
+            container = dep.spec.template.spec.containers[0]
+            env = [e for e in container.env or [] if e.name != "VLLM_API_KEY"]
+            if key is not None:
+                env.append(k8s.V1EnvVar(name="VLLM_API_KEY", value=key))
+            container.env = env
+            apps.replace_namespaced_deployment(name, ns, dep)
+
+        on_conflict(put)  # the node agent writes status meanwhile: a 409 reads again
 
 
 def _anonymous_status(cfg: FleetConfig) -> set[int]:
