@@ -113,6 +113,11 @@ LAST_BACKUP = Gauge(
 BACKUP_MAX_AGE = Gauge(
     "drctl_backup_max_age_seconds", "Configured age after which the newest backup is overdue.", ["fleet"]
 )
+SEARCH_ATTRIBUTES_MISSING = Gauge(
+    "drctl_search_attributes_missing",
+    "Search attributes drctl upserts that the worker's Temporal namespace lacks (or types wrongly).",
+    ["namespace"],
+)
 
 
 # Known results, created at 0 when a worker starts: Prometheus's increase() cannot see the first
