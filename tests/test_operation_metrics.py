@@ -46,7 +46,7 @@ class Probe:
         if wait:
             await workflow.wait_condition(lambda: False, timeout=timedelta(minutes=5))
         else:
-            workflow.upsert_search_attributes([sa.VERDICT.value_set("rolled_back")])
+            workflow.upsert_search_attributes([sa.VERDICT.value_set("ROLLED_BACK")])
 
     @workflow.query(name="progress")
     def progress(self) -> OperationProgress:
@@ -114,7 +114,7 @@ async def test_results_approvals_and_schedules(env: WorkflowEnvironment, fleet_c
                 "drctl_operation_last_result_timestamp_seconds",
                 fleet=cfg.name,
                 operation="upgrade",
-                result="rolled_back",
+                result="ROLLED_BACK",
             )
             assert ts is not None and abs(ts - datetime.now(UTC).timestamp()) < 120
             return True

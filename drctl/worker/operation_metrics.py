@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
@@ -92,8 +92,8 @@ async def read_schedules(client: Client, cfg: FleetConfig) -> None:
 async def read_results(client: Client, cfg: FleetConfig, limit: int = 200) -> None:
     """The newest close time per (operation, result) of finished maintenance operations and drills.
 
-    The result is the operation's DrctlVerdict (succeeded, rolled_back, PASS, FAILED...), or its
-    Temporal status when it ended without one (terminated, timed out).
+    The result is the operation's DrctlVerdict (SUCCEEDED, ROLLED_BACK, PASS, FAILED...), or its
+    Temporal status when it ended without one (TERMINATED, TIMED_OUT).
     """
     since = (datetime.now(UTC) - RESULTS_LOOKBACK).strftime("%Y-%m-%dT%H:%M:%SZ")
     ops = ", ".join(f"'{o}'" for o in RESULT_OPERATIONS)
@@ -107,10 +107,7 @@ async def read_results(client: Client, cfg: FleetConfig, limit: int = 200) -> No
         operation = attrs.get(sa.OPERATION)
         if operation is None or ex.close_time is None:
             continue
-        status = ex.status.name.lower() if ex.status else "unknown"
-        result = attrs.get(sa.VERDICT) or (
-            "succeeded" if ex.status == WorkflowExecutionStatus.COMPLETED else status
-        )
+        result = attrs.get(sa.VERDICT) or (ex.status.name if ex.status else "UNKNOWN")
         key = (operation, result)
         newest[key] = max(newest.get(key, 0.0), ex.close_time.timestamp())
     for (operation, result), ts in newest.items():
