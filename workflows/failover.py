@@ -103,6 +103,7 @@ class Failover(FailoverPhases):
                 res.approved_by = self.approved_by
             if not inp.emergency:
                 res.target_replicas = await self._scale(inp, plan, tq)
+                res.gitops_managed = list(self.gitops_managed)
             self.check_abort()
             await self._shift(inp, plan, tq, res)
             return await self._after_shift(inp, plan, tq, res)
@@ -147,6 +148,7 @@ class Failover(FailoverPhases):
         if inp.emergency:
             try:
                 res.target_replicas = await self._scale(inp, plan, tq)
+                res.gitops_managed = list(self.gitops_managed)
             except (ActivityError, ApplicationError) as exc:
                 # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                 res.error = f"traffic shifted but scaling the target failed: {cause_of(exc)}"

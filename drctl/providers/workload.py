@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from drctl.config.schema import FleetConfig
+from drctl.models.gitops import argocd_tracking
 from drctl.models.upgrade import Release
 from drctl.providers.errors import ProviderError
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, KubernetesPlatform
@@ -143,12 +144,16 @@ class Workload:
                 raise
         return gone
 
-    def set_stable_release(self, release: Release) -> None:
+    def set_stable_release(self, release: Release) -> str | None:
+        """Roll stable to the release; returns Argo CD's tracking marker on it, if it has one."""
         stable = read_manifest(self.platform, "Deployment", self.name("stable"))
+        meta = stable.get("metadata") or {}
+        tracking = argocd_tracking(meta.get("labels"), meta.get("annotations"))
         new = apply_release(stable, release)
         if new["spec"] == stable["spec"]:
-            return  # already there: a retried activity must not restart the replicas again
+            return tracking  # already there: a retried activity must not restart the replicas again
         self.platform.apply_deployment(new)
+        return tracking
 
     def stable_release(self) -> Release:
         return release_of(read_manifest(self.platform, "Deployment", self.name("stable")))
