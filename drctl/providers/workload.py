@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from drctl.config.schema import FleetConfig
-from drctl.models.gitops import argocd_tracking
+from drctl.models.gitops import TRACKING_ANNOTATION, TRACKING_LABEL, argocd_tracking
 from drctl.models.upgrade import Release
 from drctl.providers.errors import ProviderError
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, KubernetesPlatform
@@ -49,6 +49,10 @@ def _as_new_object(obj: dict[str, Any], name: str, track: str) -> None:
         meta.pop(key, None)
     meta["name"] = name
     meta["labels"] = _retag(meta.get("labels"), track)
+    # A copy of an object Argo CD tracks must not carry its marker: with label tracking, Argo CD would
+    # count the candidate as part of the Application and prune it in the middle of the upgrade.
+    meta["labels"].pop(TRACKING_LABEL, None)
+    (meta.get("annotations") or {}).pop(TRACKING_ANNOTATION, None)
 
 
 def candidate_deployment(

@@ -52,3 +52,23 @@ def test_the_annotation_wins_over_the_label_and_empty_values_do_not_count() -> N
     assert both == "argocd.argoproj.io/tracking-id=b"
     assert argocd_tracking({"app.kubernetes.io/instance": ""}, {}) is None
     assert argocd_tracking(None, None) is None
+
+
+def test_candidate_tracks_do_not_inherit_the_argo_cd_marker(platform: KubernetesPlatform) -> None:
+    """With label tracking, a canary carrying stable's instance label would be pruned by Argo CD."""
+    path = short_tmp_dir("drctl-gitops-") / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet_config_data()))
+    workload = Workload(load_config(path), platform)
+    _deploy(
+        platform,
+        "llm-stable",
+        annotations={"argocd.argoproj.io/tracking-id": TRACKING_ID},
+        labels={"app.kubernetes.io/instance": "llm-us-west-1"},
+    )
+    workload.deploy_track("canary", Release(image="vllm/vllm-openai:v0.6.4"), 1)
+    canary = platform.apps.read_namespaced_deployment("llm-canary", platform.namespace)
+    assert "app.kubernetes.io/instance" not in (canary.metadata.labels or {})
+    assert "argocd.argoproj.io/tracking-id" not in (canary.metadata.annotations or {})
+    assert platform.get_deployment("llm-canary").gitops is None
+    # Stable keeps its marker: it is still Argo CD's.
+    assert platform.get_deployment("llm-stable").gitops == f"argocd.argoproj.io/tracking-id={TRACKING_ID}"
