@@ -130,3 +130,33 @@ def test_the_documented_result_field_exists_on_both_results() -> None:
         assert "gitops_managed" in model.model_fields
     for _, kind, name, _ in OWNED:
         assert kind in doc and (name is None or f"`{name}`" in doc)
+
+
+def test_the_failover_table_shows_each_gitops_managed_object() -> None:
+    from datetime import UTC, datetime
+
+    from drctl.cli import common
+    from drctl.cli.failover import render_failover
+    from drctl.models.gitops import GitOpsManaged
+
+    now = datetime.now(UTC)
+    res = FailoverResult(
+        status="succeeded",
+        source="us-west-1",
+        target="us-east-1",
+        started_at=now,
+        fault_at=now,
+        rto_target_s=30,
+        gitops_managed=[
+            GitOpsManaged(
+                region="us-east-1",
+                name=STABLE,
+                field="spec.replicas",
+                tracking="app.kubernetes.io/instance=llm",
+            )
+        ],
+    )
+    with common.console.capture() as out:
+        render_failover(res, "http://ui")
+    text = " ".join(out.get().split())
+    assert "GitOps-managed" in text and f"Deployment/{STABLE}" in text and "spec.replicas" in text
