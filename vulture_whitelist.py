@@ -76,3 +76,9 @@ _.max_duration_s
 
 # Typer's eager --version option: its callback prints and exits; the parameter is never read.
 version_
+
+# The registry of executables the image must carry (drctl/providers/executables.py): read by
+# tests/test_worker_image.py, which checks the Dockerfile and the worker lock against it.
+BINARIES
+PYTHON_MODULES
+_.distribution  # PythonModule

@@ -116,12 +116,15 @@ def _temporal(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([TEMPORAL, *argv], capture_output=True, text=True, timeout=60)
 
 
-def _register(address: str, namespace: str = "default") -> subprocess.CompletedProcess[str]:
+def _register(
+    address: str, namespace: str = "default", attempts: int = 40
+) -> subprocess.CompletedProcess[str]:
+    # A new namespace reaches the dev server's frontend cache within its 10 s refresh: 40 x 0.5 s.
     env = {
         "PATH": f"{Path(TEMPORAL).parent}:/usr/bin:/bin",
         "TEMPORAL_ADDRESS": address,
         "TEMPORAL_NAMESPACE": namespace,
-        "TEMPORAL_HEALTH_ATTEMPTS": "10",
+        "TEMPORAL_HEALTH_ATTEMPTS": str(attempts),
         "TEMPORAL_HEALTH_PAUSE_S": "0.5",
     }
     return subprocess.run(["sh", str(REGISTER)], capture_output=True, text=True, timeout=120, env=env)
@@ -157,5 +160,5 @@ def test_registration_fails_loudly_on_a_conflict_or_no_server(server: str) -> No
     clash = _register(server)
     assert clash.returncode != 0 and "DrctlPhase: cannot register in namespace default" in clash.stderr
     assert "different type" in clash.stderr
-    gone = _register(f"127.0.0.1:{free_port()}")
-    assert gone.returncode != 0 and "is not healthy after 10 attempts" in gone.stderr
+    gone = _register(f"127.0.0.1:{free_port()}", attempts=3)
+    assert gone.returncode != 0 and "is not healthy after 3 attempts" in gone.stderr

@@ -4,12 +4,9 @@ activity-side replication lag and the monitor's standing alert."""
 
 from __future__ import annotations
 
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest_asyncio
 from prometheus_client import REGISTRY
@@ -22,7 +19,6 @@ from temporalio.client import (
     ScheduleState,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -32,7 +28,7 @@ from drctl.models.phases import OperationInfo, OperationProgress, PhaseTiming
 from drctl.models.rpo import LagReport
 from drctl.telemetry import metrics
 from drctl.worker import operation_metrics
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, local_temporal
 
 WAITING_SINCE = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -58,10 +54,7 @@ class Probe:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, data_converter=pydantic_data_converter, search_attributes=sa.ALL
-    ) as e:
+    async with await local_temporal(search_attributes=sa.ALL) as e:
         yield e
 
 

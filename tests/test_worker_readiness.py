@@ -7,89 +7,79 @@ registers them), a real worker on it, and then the registration an operator woul
 from __future__ import annotations
 
 import asyncio
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest_asyncio
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from drctl.config.schema import FleetConfig
 from drctl.models.search_attributes import ALL
 from drctl.worker.process import run_worker
-from tests.helpers import assert_eventually, free_port
+from tests.helpers import assert_eventually, free_port, local_temporal
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def bare_env() -> AsyncIterator[WorkflowEnvironment]:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, data_converter=pydantic_data_converter
-    ) as e:
+    async with await local_temporal() as e:  # no search attributes registered
         yield e
 
 
-def _on(cfg: FleetConfig, env: WorkflowEnvironment) -> FleetConfig:
+@asynccontextmanager
+async def _worker_on(cfg: FleetConfig, env: WorkflowEnvironment) -> AsyncIterator[httpx.AsyncClient]:
+    """A real worker for `cfg` on `env`'s server, on fresh queues; yields a client for its endpoint."""
     tq = f"ready-{uuid.uuid4().hex[:8]}"
-    regions = [r.model_copy(update={"task_queue": f"{tq}-{r.name}"}) for r in cfg.regions]
-    address = env.client.service_client.config.target_host
-    return cfg.model_copy(
+    cfg = cfg.model_copy(
         update={
-            "temporal": cfg.temporal.model_copy(update={"address": address, "task_queue": tq}),
-            "regions": regions,
+            "temporal": cfg.temporal.model_copy(
+                update={"address": env.client.service_client.config.target_host, "task_queue": tq}
+            ),
+            "regions": [r.model_copy(update={"task_queue": f"{tq}-{r.name}"}) for r in cfg.regions],
             "worker": cfg.worker.model_copy(update={"http_host": "127.0.0.1"}),
         }
     )
+    port, stopping = free_port(), asyncio.Event()
+    running = asyncio.create_task(run_worker(cfg, stop=stopping, http_port=port))
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        try:
+            yield http
+        finally:
+            stopping.set()
+            await asyncio.wait_for(running, 60)
+
+
+async def _readyz(http: httpx.AsyncClient, status: int) -> httpx.Response:
+    try:
+        answer = await http.get("/readyz")
+    except httpx.TransportError as exc:
+        raise AssertionError(f"not listening yet: {exc}") from None
+    assert answer.status_code == status, answer.text
+    return answer
 
 
 async def test_a_namespace_without_the_attributes_is_not_ready_and_says_why(
     fleet_config: FleetConfig, bare_env: WorkflowEnvironment
 ) -> None:
-    cfg = _on(fleet_config, bare_env)
-    port = free_port()
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(cfg, stop=stop, http_port=port))
-    base = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(timeout=10) as http:
+    async with _worker_on(fleet_config, bare_env) as http:
+        # The workers run and Temporal is healthy: only the attributes keep it from being ready.
+        r = await assert_eventually(lambda: _readyz(http, 503), timeout_s=30, interval_s=0.2, what="503")
+        assert "namespace default lacks drctl's search attributes" in r.text
+        assert all(f"{key.name} missing" in r.text for key in ALL), r.text
+        assert "temporal operator search-attribute create --name DrctlFleet" in r.text
+        scrape = (await http.get("/metrics")).text
+        assert f'drctl_search_attributes_missing{{namespace="default"}} {float(len(ALL))}' in scrape
 
-            async def answered() -> httpx.Response:
-                try:
-                    return await http.get(f"{base}/readyz")
-                except httpx.TransportError as exc:
-                    raise AssertionError(f"not listening yet: {exc}") from None
-
-            r = await assert_eventually(answered, timeout_s=30, interval_s=0.2, what="the endpoint")
-            # The workers run and Temporal is healthy: only the attributes keep it from being ready.
-            assert r.status_code == 503, r.text
-            assert "namespace default lacks drctl's search attributes" in r.text
-            assert all(f"{key.name} missing" in r.text for key in ALL), r.text
-            assert "temporal operator search-attribute create --name DrctlFleet" in r.text
-            scrape = (await http.get(f"{base}/metrics")).text
-            assert f'drctl_search_attributes_missing{{namespace="default"}} {float(len(ALL))}' in scrape
-
-            await bare_env.client.operator_service.add_search_attributes(
-                AddSearchAttributesRequest(
-                    namespace="default",
-                    search_attributes={k.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for k in ALL},
-                )
+        await bare_env.client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace="default",
+                search_attributes={k.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for k in ALL},
             )
-
-            async def ready() -> httpx.Response:
-                r = await http.get(f"{base}/readyz")
-                assert r.status_code == 200, r.text
-                return r
-
-            r = await assert_eventually(ready, timeout_s=30, interval_s=0.5, what="ready once registered")
-            assert cfg.temporal.task_queue in r.text
-            scrape = (await http.get(f"{base}/metrics")).text
-            assert 'drctl_search_attributes_missing{namespace="default"} 0.0' in scrape
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 60)
+        )
+        r = await assert_eventually(lambda: _readyz(http, 200), timeout_s=30, interval_s=0.5, what="ready")
+        assert r.text.startswith("ready: ready-")
+        scrape = (await http.get("/metrics")).text
+        assert 'drctl_search_attributes_missing{namespace="default"} 0.0' in scrape

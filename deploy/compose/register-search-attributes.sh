@@ -1,5 +1,6 @@
 #!/bin/sh
-# Creates the namespace and registers drctl's search attributes (drctl/models/search_attributes.py) in $TEMPORAL_NAMESPACE.
+# Creates the namespace and registers drctl's search attributes (drctl/models/search_attributes.py)
+# in $TEMPORAL_NAMESPACE.
 # Idempotent and loud: an attribute already registered as Keyword is fine; anything else (another
 # type, a missing namespace, a server that never answers) fails this one-shot service, and the
 # worker, which waits for its success, does not start on a namespace where every task would fail.
@@ -10,15 +11,22 @@ ATTEMPTS=${TEMPORAL_HEALTH_ATTEMPTS:-30}
 PAUSE=${TEMPORAL_HEALTH_PAUSE_S:-2}
 NAMES="DrctlFleet DrctlOperation DrctlPhase DrctlSourceRegion DrctlTargetRegion DrctlVerdict"
 
-attempt=1
-until temporal operator cluster health --address "$TEMPORAL_ADDRESS" >/dev/null 2>&1; do
-  if [ "$attempt" -ge "$ATTEMPTS" ]; then
-    echo "Temporal at $TEMPORAL_ADDRESS is not healthy after $ATTEMPTS attempts" >&2
-    exit 1
-  fi
-  attempt=$((attempt + 1))
-  sleep "$PAUSE"
-done
+# `retry WHAT CMD...`: run CMD until it succeeds, at most $ATTEMPTS times; fail naming WHAT.
+retry() {
+  what=$1
+  shift
+  attempt=1
+  until "$@" >/dev/null 2>&1; do
+    if [ "$attempt" -ge "$ATTEMPTS" ]; then
+      echo "$what after $ATTEMPTS attempts" >&2
+      exit 1
+    fi
+    attempt=$((attempt + 1))
+    sleep "$PAUSE"
+  done
+}
+
+retry "Temporal at $TEMPORAL_ADDRESS is not healthy" temporal operator cluster health --address "$TEMPORAL_ADDRESS"
 
 # temporalio/server creates no namespace (auto-setup did): create it once, with a week's retention.
 if ! temporal operator namespace describe --address "$TEMPORAL_ADDRESS" --namespace "$NS" >/dev/null 2>&1; then
@@ -26,15 +34,8 @@ if ! temporal operator namespace describe --address "$TEMPORAL_ADDRESS" --namesp
   echo "namespace $NS created"
 fi
 # A new namespace reaches the frontend's cache within seconds: wait until it answers for it.
-attempt=1
-until temporal operator search-attribute list --address "$TEMPORAL_ADDRESS" --namespace "$NS" >/dev/null 2>&1; do
-  if [ "$attempt" -ge "$ATTEMPTS" ]; then
-    echo "namespace $NS does not answer after $ATTEMPTS attempts" >&2
-    exit 1
-  fi
-  attempt=$((attempt + 1))
-  sleep "$PAUSE"
-done
+retry "namespace $NS does not answer" \
+  temporal operator search-attribute list --address "$TEMPORAL_ADDRESS" --namespace "$NS"
 
 for name in $NAMES; do
   if out=$(temporal operator search-attribute create --address "$TEMPORAL_ADDRESS" --namespace "$NS" \

@@ -114,51 +114,47 @@ LAST_BACKUP = Gauge(
 BACKUP_MAX_AGE = Gauge(
     "drctl_backup_max_age_seconds", "Configured age after which the newest backup is overdue.", ["fleet"]
 )
+# The operating signals' gauges (docs/runbooks.md): one label set per thing an alert names.
+_REPLICA = ("fleet", "bucket", "source_region", "replica_region")
+_SCHEDULE = ("fleet", "schedule")
 REPLICATION_LAG = Gauge(
-    "drctl_replication_lag_seconds",
-    "Replication lag of one replica: age of its oldest source object not yet copied (0 when in sync).",
-    ["fleet", "bucket", "source_region", "replica_region"],
+    "drctl_replication_lag_seconds", "Age of the oldest source object a replica lacks (0: in sync).", _REPLICA
 )
 REPLICATION_BEHIND = Gauge(
-    "drctl_replication_objects_behind",
-    "Source objects missing from a replica or differing in it, at the latest measurement.",
-    ["fleet", "bucket", "source_region", "replica_region"],
+    "drctl_replication_objects_behind", "Source objects a replica lacks or holds differently.", _REPLICA
 )
 RPO_TARGET = Gauge("drctl_rpo_target_seconds", "The fleet's configured RPO target.", ["fleet"])
 OPERATION_RESULT = Gauge(
     "drctl_operation_last_result_timestamp_seconds",
-    "When the newest finished upgrade, migration, restore or drill with this result closed (Unix time).",
-    ["fleet", "operation", "result"],
+    "When the newest upgrade, migration, restore or drill with this result closed (Unix time).",
+    ("fleet", "operation", "result"),
 )
 QUEUE_POLLERS = Gauge(
     "drctl_task_queue_pollers",
     "Workers that polled a region's activity task queue within the last two minutes.",
-    ["fleet", "region", "task_queue"],
+    ("fleet", "region", "task_queue"),
 )
 APPROVAL_PENDING = Gauge(
     "drctl_approval_pending_since_timestamp_seconds",
     "When a running operation started waiting for its approval (Unix time); absent once approved.",
-    ["fleet", "operation", "workflow_id"],
+    ("fleet", "operation", "workflow_id"),
 )
 DRILL_SCHEDULE_LAST_ACTION = Gauge(
     "drctl_drill_schedule_last_action_timestamp_seconds",
     "When a drill schedule last started a drill, or its creation time if it never has (Unix time).",
-    ["fleet", "schedule"],
+    _SCHEDULE,
 )
-DRILL_SCHEDULE_PAUSED = Gauge(
-    "drctl_drill_schedule_paused", "1 while a drill schedule is paused, else 0.", ["fleet", "schedule"]
-)
+DRILL_SCHEDULE_PAUSED = Gauge("drctl_drill_schedule_paused", "1 while a drill schedule is paused.", _SCHEDULE)
 MONITOR_ALERT = Gauge(
     "drctl_monitor_alert",
-    "The monitor's standing alert (e.g. NO_QUORUM, ALL_REGIONS_UNHEALTHY): 1 while it stands.",
-    ["fleet", "alert"],
+    "The monitor's standing alert (e.g. NO_QUORUM): 1 while it stands.",
+    ("fleet", "alert"),
 )
 SEARCH_ATTRIBUTES_MISSING = Gauge(
     "drctl_search_attributes_missing",
     "Search attributes drctl upserts that the worker's Temporal namespace lacks (or types wrongly).",
-    ["namespace"],
+    ("namespace",),
 )
-
 
 # Known results, created at 0 when a worker starts: Prometheus's increase() cannot see the first
 # increment of a series that did not exist before it, so the first failure would never alert.
