@@ -148,7 +148,9 @@ def test_failover_counts_once_with_its_rto(observed: tuple[FleetConfig, Path]) -
 def _panel_queries() -> list[tuple[str, str]]:
     dash = json.loads(DASHBOARD.read_text())
     queries = [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
-    return queries + [(f"annotation {a['name']}", a["expr"]) for a in dash["annotations"]["list"] if "expr" in a]
+    return queries + [
+        (f"annotation {a['name']}", a["expr"]) for a in dash["annotations"]["list"] if "expr" in a
+    ]
 
 
 def test_every_panel_filters_by_fleet_and_the_dashboard_shows_lag_and_failovers() -> None:

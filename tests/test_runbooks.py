@@ -39,9 +39,7 @@ def test_every_runbook_says_what_it_means_what_to_check_and_how_to_fix() -> None
         for part in ("**What it means.**", "**What to check.**", "**Fix.**"):
             assert part in text, f"{name}: no {part}"
         fix = text.split("**Fix.**", 1)[1]
-        assert re.search(r"`drctl [^`]+`", fix), (
-            f"{name}: the fix names no drctl command"
-        )
+        assert re.search(r"`drctl [^`]+`", fix), f"{name}: the fix names no drctl command"
 
 
 def test_every_drctl_command_in_the_runbooks_exists_with_its_options() -> None:
