@@ -52,12 +52,13 @@ async def _worker_on(cfg: FleetConfig, env: WorkflowEnvironment) -> AsyncIterato
             await asyncio.wait_for(running, 60)
 
 
-async def _readyz(http: httpx.AsyncClient, status: int) -> httpx.Response:
+async def _readyz(http: httpx.AsyncClient, status: int, saying: str) -> httpx.Response:
+    """The /readyz answer once it has `status` and says `saying` (before that: starting up)."""
     try:
         answer = await http.get("/readyz")
     except httpx.TransportError as exc:
         raise AssertionError(f"not listening yet: {exc}") from None
-    assert answer.status_code == status, answer.text
+    assert answer.status_code == status and saying in answer.text, answer.text
     return answer
 
 
@@ -65,9 +66,11 @@ async def test_a_namespace_without_the_attributes_is_not_ready_and_says_why(
     fleet_config: FleetConfig, bare_env: WorkflowEnvironment
 ) -> None:
     async with _worker_on(fleet_config, bare_env) as http:
-        # The workers run and Temporal is healthy: only the attributes keep it from being ready.
-        r = await assert_eventually(lambda: _readyz(http, 503), timeout_s=30, interval_s=0.2, what="503")
-        assert "namespace default lacks drctl's search attributes" in r.text
+        # Until its workers run it says so; then only the attributes keep it from being ready.
+        lacks = "namespace default lacks drctl's search attributes"
+        r = await assert_eventually(
+            lambda: _readyz(http, 503, lacks), timeout_s=60, interval_s=0.2, what=lacks
+        )
         assert all(f"{key.name} missing" in r.text for key in ALL), r.text
         assert "temporal operator search-attribute create --name DrctlFleet" in r.text
         scrape = (await http.get("/metrics")).text
@@ -79,7 +82,6 @@ async def test_a_namespace_without_the_attributes_is_not_ready_and_says_why(
                 search_attributes={k.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for k in ALL},
             )
         )
-        r = await assert_eventually(lambda: _readyz(http, 200), timeout_s=30, interval_s=0.5, what="ready")
-        assert r.text.startswith("ready: ready-")
+        r = await assert_eventually(lambda: _readyz(http, 200, "ready: ready-"), timeout_s=30, what="ready")
         scrape = (await http.get("/metrics")).text
         assert 'drctl_search_attributes_missing{namespace="default"} 0.0' in scrape
