@@ -19,7 +19,6 @@ three fixed paths do not justify a web framework in the worker image.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -143,7 +142,8 @@ class WorkerHTTP:
             return None
         ns = self.client.namespace
         try:
-            problems = await search_attribute_problems(self.client)
+            # wait_for as well: the RPC's own timeout does not cover connecting to a hung frontend.
+            problems = await asyncio.wait_for(search_attribute_problems(self.client), 3.0)
         except Exception as exc:  # noqa: BLE001 - unknown is "not ready", with the reason
             return f"cannot list the search attributes of namespace {ns}: {exc or type(exc).__name__}"
         metrics.SEARCH_ATTRIBUTES_MISSING.labels(namespace=ns).set(len(problems))
@@ -156,8 +156,6 @@ class WorkerHTTP:
         return None
 
     async def metrics(self) -> Response:
-        with contextlib.suppress(TimeoutError):  # the next scrape asks again
-            await asyncio.wait_for(self.search_attributes(), READ_BUDGET_S)
         await self._refresh_within(READ_BUDGET_S)
         body = generate_latest(REGISTRY)
         if self.sdk_metrics_url:
@@ -169,14 +167,19 @@ class WorkerHTTP:
         serves the figures of the previous read and this one finishes in the background."""
         reading = self._reading
         if reading is None or reading.done():
+            # The search-attribute check rides along (its RPC bounded by its own timeout), so the
+            # scrape waits once, for all of them, at most `budget_s`.
             reading = self._reading = asyncio.ensure_future(
-                asyncio.gather(*(r.refresh() for r in self.readers))
+                asyncio.gather(*(r.refresh() for r in self.readers), self._attributes_metric())
             )
             reading.add_done_callback(_log_failed_read)
         try:
             await asyncio.wait_for(asyncio.shield(reading), budget_s)
         except TimeoutError:
             log.warning("fleet metrics read still running after %gs: serving the previous figures", budget_s)
+
+    async def _attributes_metric(self) -> None:
+        await self.search_attributes()  # sets drctl_search_attributes_missing; the reason is for /readyz
 
     async def _sdk_metrics(self) -> bytes:
         if self._http is None:
