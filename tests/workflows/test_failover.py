@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
 
 async def test_manual_failover_completes_without_the_source_regions_worker(
-    start_workers: StartWorkers, temporal_client: Client
+    start_workers: StartWorkers, temporal_client: Client, request: pytest.FixtureRequest
 ) -> None:
     # Static stability: only the main queue and us-east-1's queue have a worker.
     cfg = await start_workers(regions=["us-east-1"])
@@ -42,20 +42,20 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
     east.apps.patch_namespaced_deployment(
         stable, east.namespace, {"metadata": {"annotations": tracking}}, _content_type=MERGE
     )
-    try:
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Failover.run,
-            FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-            operation="failover",
-            workflow_id=f"failover/{cfg.name}",
-            target="us-east-1",
-        )
-        res = await asyncio.wait_for(handle.result(), 90)
-    finally:
-        untracked = {"metadata": {"annotations": {k: None for k in tracking}}}
-        east.apps.patch_namespaced_deployment(stable, east.namespace, untracked, _content_type=MERGE)
+    untracked = {"metadata": {"annotations": {k: None for k in tracking}}}
+    request.addfinalizer(
+        lambda: east.apps.patch_namespaced_deployment(stable, east.namespace, untracked, _content_type=MERGE)
+    )
+    handle = await start_operation(
+        temporal_client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target="us-east-1",
+    )
+    res = await asyncio.wait_for(handle.result(), 90)
     assert [(g.region, g.name, g.field) for g in res.gitops_managed] == [
         ("us-east-1", stable, "spec.replicas")
     ]
