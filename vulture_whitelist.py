@@ -88,3 +88,9 @@ _.get_command
 # kmock's KubernetesEmulator registers self._serve_watch as its watch fallback; the dev stack's
 # cluster overrides it to honour selectors, resourceVersion and timeoutSeconds.
 _._serve_watch
+
+# The registry of executables the image must carry (drctl/providers/executables.py): read by
+# tests/test_worker_image.py, which checks the Dockerfile and the worker lock against it.
+BINARIES
+PYTHON_MODULES
+_.distribution  # PythonModule

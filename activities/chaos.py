@@ -46,7 +46,7 @@ from drctl.models.drill import (
     ObserveInput,
 )
 from drctl.models.outcome import details_from
-from drctl.providers import completions
+from drctl.providers import completions, executables
 from drctl.providers.auth import AuthConfigError, auth_headers
 
 _HEARTBEAT_S = 2.0
@@ -174,7 +174,7 @@ class ChaosActivities:
             cmd = [
                 sys.executable,
                 "-m",
-                "chaostoolkit",
+                executables.CHAOS.module,
                 "--no-version-check",
                 "--log-file",
                 str(workdir / "chaos.log"),

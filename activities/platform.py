@@ -36,6 +36,7 @@ def _status(region: str, d: DeploymentState) -> DeploymentStatus:
         updated_replicas=d.updated_replicas,
         available_replicas=d.available_replicas,
         rolled_out=d.rolled_out,
+        gitops=d.gitops,
     )
 
 

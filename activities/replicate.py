@@ -34,6 +34,7 @@ from drctl.models.rpo import (
 from drctl.providers.errors import ProviderError
 from drctl.providers.rclone import Rclone
 from drctl.providers.release import ReleaseReader
+from drctl.telemetry import metrics
 
 
 def _heartbeat(stats: TransferStats) -> None:
@@ -59,6 +60,7 @@ class ReplicateActivities:
             stats, error = TransferStats(errors=1), str(exc)
         activity.heartbeat({"phase": "check"})
         lag = self.rclone.measure_lag(pair)
+        metrics.record_lag(self.cfg.name, lag)
         return ReplicationRun(
             bucket=pair.bucket,
             source_region=pair.source_region,
@@ -116,6 +118,8 @@ class ReplicateActivities:
                 for p, r in zip(pairs, reports, strict=True)
             ]
         for rep in reports:
+            if rep.estimated_from is None:  # an estimate is the RPO check's bound, not a measurement
+                metrics.record_lag(self.cfg.name, rep)
             check.reports.append(rep)
             if rep.error:
                 check.errors.append(f"{rep.bucket}/{rep.replica_region}: {rep.error}")

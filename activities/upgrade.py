@@ -89,10 +89,10 @@ class UpgradeActivities:
     def set_stable_release(self, req: PromoteRequest) -> Release:
         """Roll the stable Deployment to the release (the workflow then waits for the rollout)."""
         try:
-            self._workload(req.region).set_stable_release(req.release)
+            tracking = self._workload(req.region).set_stable_release(req.release)
         except Exception as exc:
             raise app_error(exc, f"set stable in {req.region} to {req.release.image}") from exc
-        return req.release
+        return req.release.model_copy(update={"gitops": tracking})
 
     @activity.defn(name="get_stable_release")
     def get_stable_release(self, req: RegionRequest) -> Release:

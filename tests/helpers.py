@@ -10,6 +10,7 @@ import contextlib
 import io
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,11 +18,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
 if TYPE_CHECKING:
+    from temporalio.testing import WorkflowEnvironment
+
     from drctl.config.schema import FleetConfig
 
 T = TypeVar("T")
@@ -206,3 +209,15 @@ def write_config(cfg: FleetConfig, directory: Path) -> Path:
     path = directory / f"fleet-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
     return path
+
+
+async def local_temporal(**options: Any) -> WorkflowEnvironment:
+    """A Temporal dev server of the caller's own (the venv's `temporal` binary, offline), with the
+    pydantic converter; pass `search_attributes=ALL` for a namespace drctl can run on."""
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+
+    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal, data_converter=pydantic_data_converter, **options
+    )

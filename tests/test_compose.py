@@ -33,7 +33,11 @@ def _host_path(spec: str) -> str | None:
 def test_required_services_exist() -> None:
     images = {name: svc.get("image", "") for name, svc in SERVICES.items()}
     assert any(i.startswith("postgres") for i in images.values())
-    assert any("temporalio/auto-setup" in i for i in images.values())
+    # The supported images: the server, its schema set up by admin-tools (auto-setup is deprecated).
+    assert not any("auto-setup" in i for i in images.values())
+    assert images["temporal"].startswith("temporalio/server:")
+    assert images["temporal-schema"].startswith("temporalio/admin-tools:")
+    assert images["temporal-schema"].split(":")[1] == images["temporal"].split(":")[1]
     assert any("temporalio/ui" in i for i in images.values())
     assert any("haproxy" in i for i in images.values())
     assert sum("vllm/vllm-openai" in i for i in images.values()) == 2

@@ -7,6 +7,7 @@ histogram (scraped from every replica); a failover counts exactly once; every da
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -146,7 +147,23 @@ def test_failover_counts_once_with_its_rto(observed: tuple[FleetConfig, Path]) -
 
 def _panel_queries() -> list[tuple[str, str]]:
     dash = json.loads(DASHBOARD.read_text())
-    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
+    queries = [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
+    return queries + [
+        (f"annotation {a['name']}", a["expr"]) for a in dash["annotations"]["list"] if "expr" in a
+    ]
+
+
+def test_every_panel_filters_by_fleet_and_the_dashboard_shows_lag_and_failovers() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    assert [v["name"] for v in dash["templating"]["list"]] == ["datasource", "fleet"]
+    for title, expr in _panel_queries():
+        assert 'fleet="$fleet"' in expr, f"{title}: {expr} ignores the fleet filter"
+    lag = next(p for p in dash["panels"] if p["title"] == "Replication lag vs RPO target")
+    assert {"drctl_replication_lag_seconds", "drctl_rpo_target_seconds"} <= {
+        m for t in lag["targets"] for m in re.findall(r"drctl_\w+", t["expr"])
+    }
+    failovers = next(a for a in dash["annotations"]["list"] if a["name"] == "Failovers")
+    assert "drctl_last_failover_timestamp_seconds" in failovers["expr"] and failovers["enable"]
 
 
 def test_every_dashboard_query_runs(observed: tuple[FleetConfig, Path]) -> None:

@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from drctl.config.schema import load_config
+from drctl.models.search_attributes import ALL
 from drctl.worker import logs
 from tests.fleetcfg import fleet_config_data, short_tmp_dir
 from tests.helpers import free_port, run_cli, wait_until
@@ -131,8 +132,9 @@ def test_fleets_on_different_temporal_connections_exit_2() -> None:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    # With drctl's search attributes: /readyz stays 503 on a namespace that lacks them.
     async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, data_converter=pydantic_data_converter
+        dev_server_existing_path=temporal, data_converter=pydantic_data_converter, search_attributes=ALL
     ) as e:
         yield e
 

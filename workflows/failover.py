@@ -111,6 +111,7 @@ class Failover(Operation):
                 res.approved_by = self.approved_by
             if not inp.emergency:
                 res.target_replicas = await steps.scale(inp, plan, tq)
+                res.gitops_managed = list(steps.gitops_managed)
             self.check_abort()
             await steps.shift(inp, plan, tq, res)
             return await self._after_shift(inp, plan, tq, res)
@@ -156,6 +157,7 @@ class Failover(Operation):
         if inp.emergency:
             try:
                 res.target_replicas = await steps.scale(inp, plan, tq)
+                res.gitops_managed = list(steps.gitops_managed)
             except (ActivityError, ApplicationError) as exc:
                 # Traffic is already served by the target; a lagging scale-up is reported, not undone.
                 res.error = f"traffic shifted but scaling the target failed: {cause_of(exc)}"

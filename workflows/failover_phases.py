@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         plan_failover,
         target_problem,
     )
+    from drctl.models.gitops import GitOpsManaged
     from drctl.models.health import ProbeStatus
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
@@ -52,6 +53,8 @@ class FailoverSteps:
         self.shifted = False
         # The background wait for the shift to be INSYNC (Route 53); None on a synchronous tier.
         self.propagation: asyncio.Task[Any] | None = None
+        # Objects drctl changed that Argo CD also tracks, for the result (docs/gitops.md).
+        self.gitops_managed: list[GitOpsManaged] = []
 
     async def preflight(self, inp: FailoverInput, tq: str) -> FailoverPlan:
         spec = inp.spec
@@ -94,11 +97,18 @@ class FailoverSteps:
             return plan.target_replicas_before
         n = plan.target_replicas_planned
         self.phases.enter(phases.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
-        await self.op.abortable(
+        scaled = await self.op.abortable(
             calls.scale_deployment(
                 ScaleInput(region=inp.target, replicas=n), queue=tq, summary=f"scale {inp.target} to {n}"
             )
         )
+        if scaled.gitops:
+            # Argo CD's self-heal puts spec.replicas back unless the Application ignores it.
+            self.gitops_managed.append(
+                GitOpsManaged(
+                    region=inp.target, name=scaled.deployment, field="spec.replicas", tracking=scaled.gitops
+                )
+            )
         st = await self.op.abortable(
             calls.wait_rollout(
                 WaitRolloutInput(region=inp.target, timeout_s=inp.spec.rollout_timeout_s),

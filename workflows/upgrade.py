@@ -136,6 +136,7 @@ class Upgrade(Progressive):
         if res.outcome is not Outcome.SUCCEEDED and kept:
             # A mixed fleet must be impossible to miss: earlier waves were proven and stay upgraded.
             res.reason += f"; {', '.join(kept)} already promoted, still on {req.release.image} (mixed fleet)"
+        res.gitops_managed = list(self.steps.gitops_managed)
         await self.finish(
             res.outcome.value, f"{res.outcome.value}: {res.reason}", ok=res.outcome is Outcome.SUCCEEDED
         )

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ScaleInput, WaitRolloutInput
     from drctl.models.analysis import AnalysisRequest, TrackRef
+    from drctl.models.gitops import GitOpsManaged
     from drctl.models.upgrade import (
         Outcome,
         PromoteRequest,
@@ -81,6 +82,8 @@ class WaveSteps:
         self.before: dict[str, Release] = {}
         # Regions whose stable Deployment promotion has started to change.
         self.promoting: set[str] = set()
+        # Objects drctl changed that Argo CD also tracks, for the result (docs/gitops.md).
+        self.gitops_managed: list[GitOpsManaged] = []
 
     async def run(self, req: UpgradeRequest, region: str, res: UpgradeResult) -> None:
         """One region: deploy the candidate, step or switch with analysis, promote; roll back on failure."""
@@ -233,13 +236,20 @@ class WaveSteps:
         # From here on stable may run the new release: a rollback must put the old one back.
         self.promoting.add(region)
         queue = req.spec.region(region).queue
-        await self.ctl.abortable(
+        promoted = await self.ctl.abortable(
             calls.set_stable_release(
                 PromoteRequest(region=region, release=req.release),
                 queue=queue,
                 summary=f"stable to {req.release.image} in {region}",
             )
         )
+        if promoted.gitops:
+            # Argo CD's self-heal puts the Git image back unless the Application ignores it.
+            self.gitops_managed.append(
+                GitOpsManaged(
+                    region=region, name=f"{req.app}-stable", field="image", tracking=promoted.gitops
+                )
+            )
         await self._ready(req, region, "stable")
         self.candidate_live = False
         await self._weights(req, region, {"stable": 100, track: 0})

@@ -28,6 +28,9 @@ STATE_EXPR = "max by (region) (" + " or ".join(
     f'(drctl_region_state{{{F},state="{s}"}} == 1) * 0 + {c}' for s, c in STATE_CODES.items()) + ")"
 
 
+FAILOVER_ANNOTATION = f"max by (result) (changes(drctl_last_failover_timestamp_seconds{{{F}}}[1m])) > 0"
+
+
 def target(expr: str, legend: str = "", ref: str = "A", instant: bool = False) -> dict[str, Any]:
     t: dict[str, Any] = {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref}
     if instant:
@@ -66,7 +69,7 @@ def panels() -> list[dict[str, Any]]:
         panel("TTFT per region", "timeseries", [
             target(f"max by (region) (drctl_region_ttft_p50_seconds{{{F}}})", "{{region}} probe p50"),
             target("histogram_quantile(0.99, sum by (region, le) "
-                   "(rate(vllm:time_to_first_token_seconds_bucket[$__rate_interval])))", "{{region}} served p99", "B"),
+                   f"(rate(vllm:time_to_first_token_seconds_bucket{{{F}}}[$__rate_interval])))", "{{region}} served p99", "B"),
         ], 12, 6, unit="s", description="drctl's probe (median over replicas) and vLLM's own TTFT histogram."),
         panel("Replicas failing", "timeseries",
               [target(f"max by (region) (drctl_region_failing_fraction{{{F}}})", "{{region}}")], 0, 14,
@@ -99,10 +102,17 @@ def panels() -> list[dict[str, Any]]:
         panel("Backup age", "stat", [target(
             f"time() - max by (region) (drctl_last_successful_backup_timestamp_seconds{{{F}}})", "{{region}}",
             instant=True)], 16, 30, w=8, unit="s"),
+        panel("Replication lag vs RPO target", "timeseries", [
+            target(f"max by (bucket, replica_region) (drctl_replication_lag_seconds{{{F}}})",
+                   "{{bucket}} → {{replica_region}}"),
+            target(f"max(drctl_rpo_target_seconds{{{F}}})", "RPO target", "B"),
+        ], 0, 38, w=24, unit="s",
+              description="Age of the oldest source object each replica still lacks; above the target, a failover "
+                          "to that region loses more than the RPO allows."),
         panel("Operations in progress", "timeseries", [
             target(f"max by (operation, phase) (drctl_operation_in_progress{{{F}}})", "{{operation}} {{phase}}"),
             target(f"max(drctl_monitor_running{{{F}}})", "monitor running", "B"),
-        ], 0, 38, w=24, description="Running mutating operations by kind and phase, and whether the monitor runs.",
+        ], 0, 46, w=24, description="Running mutating operations by kind and phase, and whether the monitor runs.",
               defaults={"custom": {"lineInterpolation": "stepAfter"}}),
     ]
     for i, p in enumerate(out, 1):
@@ -120,6 +130,14 @@ def dashboard() -> dict[str, Any]:
             {"type": "query", "name": "fleet", "label": "fleet", "datasource": DS, "refresh": 2,
              "query": {"query": "label_values(drctl_monitor_running, fleet)", "refId": "fleet"},
              "definition": "label_values(drctl_monitor_running, fleet)"},
+        ]},
+        "annotations": {"list": [
+            {"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
+             "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"},
+            # A failover finishing moves its result's timestamp: one marker per finished failover.
+            {"datasource": DS, "enable": True, "iconColor": "red", "name": "Failovers", "step": "30s",
+             "expr": FAILOVER_ANNOTATION, "titleFormat": "failover {{result}}", "textFormat": "fleet $fleet",
+             "useValueForTime": False},
         ]},
         "panels": panels(),
     }

@@ -46,7 +46,7 @@ from drctl.cli.common import (
 from drctl.client.connection import connect
 from drctl.client.operations import search_attributes
 from drctl.config.schema import FleetConfig
-from drctl.models.drill import DrillInput
+from drctl.models.drill import DrillInput, drill_schedule_id
 
 app = typer.Typer(name="schedule", help="Weekly drills on Temporal Schedules.", invoke_without_command=True)
 
@@ -64,7 +64,7 @@ def _jitter(text: str | None) -> timedelta | None:
 
 
 def schedule_id(cfg: FleetConfig, name: str) -> str:
-    return f"drill-schedule/{cfg.name}/{name}"
+    return drill_schedule_id(cfg.name, name)
 
 
 _CRON_NAMES = r"\b(JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC|SUN|MON|TUE|WED|THU|FRI|SAT)\b"

@@ -124,6 +124,9 @@ def _outcome_rows(t: Table, res: FailoverResult) -> None:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
     if res.preempted:
         t.add_row("preempted (DR first)", ", ".join(res.preempted))
+    for g in res.gitops_managed:
+        # Argo CD's self-heal reverts this unless the Application ignores the field (docs/gitops.md).
+        t.add_row("GitOps-managed", f"{g.region} {g.kind}/{g.name}: {g.field} changed ({g.tracking})")
     if res.data_loss:
         d = res.data_loss
         lag = "unknown" if d.lag_s is None else f"{d.lag_s:.1f} s"

@@ -55,7 +55,13 @@ def render_config(cfg: FleetConfig, state_dir: Path) -> str:
         },
         "scrape_configs": [
             {"job_name": "drctl-worker", "file_sd_configs": [{"files": [str(targets / "workers.json")]}]},
-            {"job_name": "fleetsim", "file_sd_configs": [{"files": [str(targets / "fleetsim-*.json")]}]},
+            # vLLM's metrics carry no fleet label: add it, as a production scrape config (or a
+            # PodMonitor's relabelings) must, so the dashboard's fleet filter covers them too.
+            {
+                "job_name": "fleetsim",
+                "file_sd_configs": [{"files": [str(targets / "fleetsim-*.json")]}],
+                "relabel_configs": [{"target_label": "fleet", "replacement": cfg.name}],
+            },
         ],
     }
     if RULES.exists():

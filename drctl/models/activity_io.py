@@ -63,6 +63,7 @@ class DeploymentStatus(BaseModel):
     updated_replicas: int
     available_replicas: int
     rolled_out: bool
+    gitops: str | None = Field(None, description="Argo CD's tracking marker on the Deployment, if any.")
 
 
 class VerifyInput(BaseModel):

@@ -18,6 +18,11 @@ from drctl.models.fleet_spec import FleetSpec
 OPERATION = "drill"
 
 
+def drill_schedule_id(fleet: str, name: str) -> str:
+    """The Temporal Schedule id of a fleet's drill schedule (the CLI creates it, the worker reads it)."""
+    return f"drill-schedule/{fleet}/{name}"
+
+
 class Verdict(str, Enum):
     PASS = "PASS"
     FAILED = "FAILED"

@@ -26,6 +26,7 @@ from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failov
     target_problem,
 )
 from drctl.models.fleet_spec import FleetSpec
+from drctl.models.gitops import GitOpsManaged
 from drctl.models.phases import PhaseTiming
 from drctl.models.rpo import DataLossExposure
 from drctl.models.traffic import GlobalChange
@@ -80,6 +81,10 @@ class FailoverResult(BaseModel):
     weights_before: dict[str, int] = Field(default_factory=dict)
     weights_after: dict[str, int] = Field(default_factory=dict)
     target_replicas: int | None = None
+    gitops_managed: list[GitOpsManaged] = Field(
+        default_factory=list,
+        description="Objects drctl changed that Argo CD also tracks: self-heal reverts them unless ignored.",
+    )
     verify: VerifyResult | None = None
     phases: list[PhaseTiming] = Field(default_factory=list)
     started_at: datetime

@@ -14,6 +14,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.analysis import AnalysisLimits, AnalysisResult, limits_from
 from drctl.models.backup import BackupInfo
 from drctl.models.fleet_spec import FleetSpec
+from drctl.models.gitops import GitOpsManaged
 
 
 class Release(BaseModel):
@@ -26,6 +27,9 @@ class Release(BaseModel):
         default_factory=dict,
         description="Env vars read from a Secret or ConfigMap (`valueFrom`), e.g. HF_TOKEN: kept as references, "
         "never as values, so a rollback restores them and no secret enters the history.",
+    )
+    gitops: str | None = Field(
+        None, description="Set by set_stable_release: Argo CD's tracking marker on the stable Deployment."
     )
 
 
@@ -122,6 +126,10 @@ class UpgradeResult(BaseModel):
     waves: list[RegionWave] = Field(default_factory=list)
     releases: list[RegionRelease] = Field(
         default_factory=list, description="Per region, in wave order: the release it ended on."
+    )
+    gitops_managed: list[GitOpsManaged] = Field(
+        default_factory=list,
+        description="Objects drctl changed that Argo CD also tracks: self-heal reverts them unless ignored.",
     )
 
 

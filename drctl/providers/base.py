@@ -57,6 +57,7 @@ class DeploymentState(BaseModel):
     image: str | None = None
     hpa_min_replicas: int | None = None
     hpa_max_replicas: int | None = None
+    gitops: str | None = Field(None, description="Argo CD's tracking marker on the Deployment, key=value.")
 
     @property
     def rolled_out(self) -> bool:

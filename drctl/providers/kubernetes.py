@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from drctl.config.schema import RegionConfig
+from drctl.models.gitops import argocd_tracking
 from drctl.providers.base import DeploymentState
 from drctl.providers.errors import ProviderError, RolloutTimeout, classify
 from drctl.providers.kube_client import api_client_for
@@ -101,6 +102,7 @@ class KubernetesPlatform:
             image=containers[0].image if containers else None,
             hpa_min_replicas=hpa.spec.min_replicas if hpa else None,
             hpa_max_replicas=hpa.spec.max_replicas if hpa else None,
+            gitops=argocd_tracking(dep.metadata.labels, dep.metadata.annotations),
         )
 
     def get_deployment(self, name: str) -> DeploymentState:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 
 from drctl.config.schema import FleetConfig
 from drctl.models.rpo import LagReport, ReplicaPair, SourceObject, TransferStats, compute_lag
+from drctl.providers import executables
 from drctl.providers.aws import EMULATOR_KEYS
 from drctl.providers.errors import ErrorClass, ProviderError
 
@@ -37,19 +37,6 @@ class RcloneError(ProviderError):
             ErrorClass(kind=kind, retryable=retryable, message=f"{action}: rclone exit {code}: {detail}")
         )
         self.code = code
-
-
-def _binary() -> str:
-    found = shutil.which("rclone") or ("/usr/bin/rclone" if os.path.exists("/usr/bin/rclone") else None)
-    if not found:
-        raise ProviderError(
-            ErrorClass(
-                kind="RcloneMissing",
-                retryable=False,
-                message="rclone is not installed (Debian: apt-get install rclone)",
-            )
-        )
-    return found
 
 
 def _last_error(lines: list[str]) -> str:
@@ -153,7 +140,7 @@ class Rclone:
     ) -> TransferStats:
         """`rclone copy|sync src:bucket dst:bucket`, reporting --stats every second."""
         argv = [
-            _binary(),
+            executables.path(executables.RCLONE),
             pair.mode,
             f"src:{pair.source_bucket}",
             f"dst:{pair.replica_bucket}",
@@ -209,7 +196,16 @@ class Rclone:
         try:
             # Few, short retries: an unreachable store must answer "unknown" within the caller's bound.
             done = subprocess.run(
-                [_binary(), *argv, "--contimeout", "3s", "--low-level-retries", "2", "--retries", "1"],
+                [
+                    executables.path(executables.RCLONE),
+                    *argv,
+                    "--contimeout",
+                    "3s",
+                    "--low-level-retries",
+                    "2",
+                    "--retries",
+                    "1",
+                ],
                 capture_output=True,
                 text=True,
                 timeout=self.timeout_s,

@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 from drctl.config.schema import FleetConfig
+from drctl.models.gitops import TRACKING_ANNOTATION, TRACKING_LABEL, argocd_tracking
 from drctl.models.upgrade import Release
 from drctl.providers.errors import ProviderError
 from drctl.providers.kube_objects import as_copy
@@ -45,6 +46,10 @@ def _as_new_object(obj: dict[str, Any], name: str, track: str) -> dict[str, Any]
     meta = out["metadata"]
     meta["name"] = name
     meta["labels"] = _retag(meta.get("labels"), track)
+    # A copy of an object Argo CD tracks must not carry its marker: with label tracking, Argo CD would
+    # count the candidate as part of the Application and prune it in the middle of the upgrade.
+    meta["labels"].pop(TRACKING_LABEL, None)
+    (meta.get("annotations") or {}).pop(TRACKING_ANNOTATION, None)
     return out
 
 
@@ -137,12 +142,16 @@ class Workload:
                 raise
         return gone
 
-    def set_stable_release(self, release: Release) -> None:
+    def set_stable_release(self, release: Release) -> str | None:
+        """Roll stable to the release; returns Argo CD's tracking marker on it, if it has one."""
         stable = read_manifest(self.platform, "Deployment", self.name("stable"))
+        meta = stable.get("metadata") or {}
+        tracking = argocd_tracking(meta.get("labels"), meta.get("annotations"))
         new = apply_release(stable, release)
         if new["spec"] == stable["spec"]:
-            return  # already there: a retried activity must not restart the replicas again
+            return tracking  # already there: a retried activity must not restart the replicas again
         self.platform.apply_deployment(new)
+        return tracking
 
     def stable_release(self) -> Release:
         return release_of(read_manifest(self.platform, "Deployment", self.name("stable")))

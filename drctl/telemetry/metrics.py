@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import Counter, Gauge, Histogram
 
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
+from drctl.models.rpo import LagReport
 
 # RTOs land between seconds and minutes; the edges bracket the 30 s default target closely.
 RTO_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600)
@@ -113,7 +114,47 @@ LAST_BACKUP = Gauge(
 BACKUP_MAX_AGE = Gauge(
     "drctl_backup_max_age_seconds", "Configured age after which the newest backup is overdue.", ["fleet"]
 )
-
+# The operating signals' gauges (docs/runbooks.md): one label set per thing an alert names.
+_REPLICA = ("fleet", "bucket", "source_region", "replica_region")
+_SCHEDULE = ("fleet", "schedule")
+REPLICATION_LAG = Gauge(
+    "drctl_replication_lag_seconds", "Age of the oldest source object a replica lacks (0: in sync).", _REPLICA
+)
+REPLICATION_BEHIND = Gauge(
+    "drctl_replication_objects_behind", "Source objects a replica lacks or holds differently.", _REPLICA
+)
+RPO_TARGET = Gauge("drctl_rpo_target_seconds", "The fleet's configured RPO target.", ["fleet"])
+OPERATION_RESULT = Gauge(
+    "drctl_operation_last_result_timestamp_seconds",
+    "When the newest upgrade, migration, restore or drill with this result closed (Unix time).",
+    ("fleet", "operation", "result"),
+)
+QUEUE_POLLERS = Gauge(
+    "drctl_task_queue_pollers",
+    "Workers that polled a region's activity task queue within the last two minutes.",
+    ("fleet", "region", "task_queue"),
+)
+APPROVAL_PENDING = Gauge(
+    "drctl_approval_pending_since_timestamp_seconds",
+    "When a running operation started waiting for its approval (Unix time); absent once approved.",
+    ("fleet", "operation", "workflow_id"),
+)
+DRILL_SCHEDULE_LAST_ACTION = Gauge(
+    "drctl_drill_schedule_last_action_timestamp_seconds",
+    "When a drill schedule last started a drill, or its creation time if it never has (Unix time).",
+    _SCHEDULE,
+)
+DRILL_SCHEDULE_PAUSED = Gauge("drctl_drill_schedule_paused", "1 while a drill schedule is paused.", _SCHEDULE)
+MONITOR_ALERT = Gauge(
+    "drctl_monitor_alert",
+    "The monitor's standing alert (e.g. NO_QUORUM): 1 while it stands.",
+    ("fleet", "alert"),
+)
+SEARCH_ATTRIBUTES_MISSING = Gauge(
+    "drctl_search_attributes_missing",
+    "Search attributes drctl upserts that the worker's Temporal namespace lacks (or types wrongly).",
+    ("namespace",),
+)
 
 # Known results, created at 0 when a worker starts: Prometheus's increase() cannot see the first
 # increment of a series that did not exist before it, so the first failure would never alert.
@@ -122,7 +163,9 @@ FAILBACK_RESULTS = ("succeeded", "rolled_back", "failed", "not_needed")
 DRILL_VERDICTS = ("PASS", "FAILED", "ABORTED")
 
 
-def init_fleet(fleet: str, regions: Iterable[str], rto_target_s: float, backup_max_age_s: float) -> None:
+def init_fleet(
+    fleet: str, regions: Iterable[str], rto_target_s: float, backup_max_age_s: float, rpo_target_s: float
+) -> None:
     """Create every counter series at 0 and set the configured objectives."""
     for r in FAILOVER_RESULTS:
         FAILOVERS.labels(fleet=fleet, result=r)
@@ -137,6 +180,7 @@ def init_fleet(fleet: str, regions: Iterable[str], rto_target_s: float, backup_m
     RTO.labels(fleet=fleet)
     DRILL_RTO.labels(fleet=fleet)
     RTO_TARGET.labels(fleet=fleet).set(rto_target_s)
+    RPO_TARGET.labels(fleet=fleet).set(rpo_target_s)
     BACKUP_MAX_AGE.labels(fleet=fleet).set(backup_max_age_s)
 
 
@@ -201,6 +245,25 @@ def record_backup(fleet: str, region: str, ok: bool, completed_at: float | None)
     BACKUPS.labels(fleet=fleet, region=region, result="succeeded" if ok else "failed").inc()
     if ok and completed_at is not None:
         set_if_newer(LAST_BACKUP.labels(fleet=fleet, region=region), completed_at)
+
+
+def record_lag(fleet: str, report: LagReport) -> None:
+    """One replica's measured lag; an unmeasurable one drops its series rather than show an old figure."""
+    labels = (fleet, report.bucket, report.source_region, report.replica_region)
+    if report.error or report.lag_s is None:
+        _remove(REPLICATION_LAG, *labels)
+        _remove(REPLICATION_BEHIND, *labels)
+        return
+    REPLICATION_LAG.labels(*labels).set(report.lag_s)
+    REPLICATION_BEHIND.labels(*labels).set(report.unreplicated)
+
+
+def record_monitor_alert(fleet: str, alert: str | None) -> None:
+    for labels in [k for k in MONITOR_ALERT._metrics if k[0] == fleet]:  # noqa: SLF001 - no public lister
+        if labels[1] != alert:
+            MONITOR_ALERT.remove(*labels)
+    if alert:
+        MONITOR_ALERT.labels(fleet=fleet, alert=alert).set(1)
 
 
 def set_if_newer(child: Gauge, ts: float) -> None:

@@ -2,7 +2,9 @@
 
 - /healthz (liveness): answered by the worker's own event loop, so an answer proves the process and
   its loop are alive; a wedged loop times the probe out and Kubernetes restarts the pod.
-- /readyz (readiness): Temporal answers a health check and every task-queue worker is running.
+- /readyz (readiness): Temporal answers a health check, every task-queue worker is running, and the
+  namespace has every search attribute drctl upserts (checked until it has them once; a worker on a
+  namespace without them would take every workflow task and fail it, so it must not take traffic).
 - /metrics: drctl's metrics (drctl/telemetry/metrics.py) refreshed by the scrape-time reader, followed by
   the Temporal SDK's own metrics, which the SDK runtime serves on a private loopback port; merged
   here so one scrape target per worker carries both. A scrape waits at most `READ_BUDGET_S` for
@@ -29,7 +31,9 @@ from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
+from drctl.client.namespace import register_hint, search_attribute_problems
 from drctl.config.schema import FleetConfig
+from drctl.telemetry import metrics
 from drctl.worker.fleet_metrics import FleetReader
 
 log = logging.getLogger("drctl.worker")
@@ -97,6 +101,7 @@ class WorkerHTTP:
         self.readers = [FleetReader(c, client) for c in _fleets(cfg)]
         self._http: httpx.AsyncClient | None = None
         self._reading: asyncio.Future[list[None]] | None = None
+        self._attributes_ok = False
 
     async def route(self, method: str, path: str) -> Response:
         path = path.split("?", 1)[0]
@@ -122,7 +127,33 @@ class WorkerHTTP:
             return Response(503, why.encode())
         if not ok:
             return Response(503, b"not ready: Temporal reports not serving\n")
+        lacking = await self.search_attributes()
+        if lacking:
+            return Response(503, f"not ready: {lacking}\n".encode())
         return Response(200, f"ready: {', '.join(w.task_queue for w in workers)}\n".encode())
+
+    async def search_attributes(self) -> str | None:
+        """None once the namespace has every attribute drctl upserts, else why not (and the metric).
+
+        Checked until it passes once: attributes are not removed under a running fleet, and a
+        readiness probe every few seconds should not cost an operator-service call each time.
+        """
+        if self._attributes_ok:
+            return None
+        ns = self.client.namespace
+        try:
+            # wait_for as well: the RPC's own timeout does not cover connecting to a hung frontend.
+            problems = await asyncio.wait_for(search_attribute_problems(self.client), 3.0)
+        except Exception as exc:  # noqa: BLE001 - unknown is "not ready", with the reason
+            return f"cannot list the search attributes of namespace {ns}: {exc or type(exc).__name__}"
+        metrics.SEARCH_ATTRIBUTES_MISSING.labels(namespace=ns).set(len(problems))
+        if problems:
+            return (
+                f"namespace {ns} lacks drctl's search attributes ({'; '.join(problems)}), so every "
+                f"workflow task would fail; {register_hint(problems)}"
+            )
+        self._attributes_ok = True
+        return None
 
     async def metrics(self) -> Response:
         await self._refresh_within(READ_BUDGET_S)
@@ -136,14 +167,19 @@ class WorkerHTTP:
         serves the figures of the previous read and this one finishes in the background."""
         reading = self._reading
         if reading is None or reading.done():
+            # The search-attribute check rides along (its RPC bounded by its own timeout), so the
+            # scrape waits once, for all of them, at most `budget_s`.
             reading = self._reading = asyncio.ensure_future(
-                asyncio.gather(*(r.refresh() for r in self.readers))
+                asyncio.gather(*(r.refresh() for r in self.readers), self._attributes_metric())
             )
             reading.add_done_callback(_log_failed_read)
         try:
             await asyncio.wait_for(asyncio.shield(reading), budget_s)
         except TimeoutError:
             log.warning("fleet metrics read still running after %gs: serving the previous figures", budget_s)
+
+    async def _attributes_metric(self) -> None:
+        await self.search_attributes()  # sets drctl_search_attributes_missing; the reason is for /readyz
 
     async def _sdk_metrics(self) -> bytes:
         if self._http is None:

@@ -4,7 +4,10 @@ On each scrape (at most once per `min_interval_s`) it asks Temporal, never workf
 - the FleetMonitor's `status` query for each region's state, and whether the monitor runs
   (a query adds no history events, unlike an activity per round);
 - visibility for running operations and their phase;
-- the global tier for the current weights (at most every `weights_interval_s`).
+- the global tier for the current weights (at most every `weights_interval_s`);
+- each region queue's live pollers, the approvals left waiting, the drill schedules' latest runs
+  and the results of finished maintenance operations and drills (at most every `slow_interval_s`;
+  drctl/worker/operation_metrics.py).
 
 At start and then every `history_interval_s` it reads the drill history and Velero backups, so
 "last passing drill" and "last successful backup" survive a worker restart instead of resetting
@@ -27,6 +30,7 @@ from drctl.models.monitor import MonitorStatus
 from drctl.providers.traffic_factory import global_traffic
 from drctl.providers.velero import VeleroBackupProvider
 from drctl.telemetry import metrics
+from drctl.worker import operation_metrics
 
 log = logging.getLogger("drctl.metrics")
 
@@ -40,6 +44,7 @@ class FleetReader:
         min_interval_s: float = 1.0,
         weights_interval_s: float = 5.0,
         history_interval_s: float = 600.0,
+        slow_interval_s: float = 15.0,
         timeout_s: float = 3.0,
     ) -> None:
         self.cfg = cfg
@@ -47,12 +52,19 @@ class FleetReader:
         self.min_interval_s = min_interval_s
         self.weights_interval_s = weights_interval_s
         self.history_interval_s = history_interval_s
+        self.slow_interval_s = slow_interval_s
         self.timeout_s = timeout_s
-        self._last = self._last_weights = self._last_history = float("-inf")
+        self._last = self._last_weights = self._last_history = self._last_slow = float("-inf")
         self._lock = asyncio.Lock()
         self._history_task: asyncio.Task[None] | None = None
         self._velero: dict[str, VeleroBackupProvider] = {}
-        metrics.init_fleet(cfg.name, cfg.region_names, cfg.objectives.rto_target_s, cfg.backup.max_age_s)
+        metrics.init_fleet(
+            cfg.name,
+            cfg.region_names,
+            cfg.objectives.rto_target_s,
+            cfg.backup.max_age_s,
+            cfg.objectives.rpo_target_s,
+        )
 
     async def refresh(self) -> None:
         async with self._lock:  # concurrent scrapes share one read
@@ -64,6 +76,13 @@ class FleetReader:
             if now - self._last_weights >= self.weights_interval_s:
                 self._last_weights = now
                 reads.append(asyncio.to_thread(self._weights))
+            if now - self._last_slow >= self.slow_interval_s:
+                self._last_slow = now
+                reads += [
+                    operation_metrics.read_pollers(self.client, self.cfg),
+                    operation_metrics.read_schedules(self.client, self.cfg),
+                    operation_metrics.read_results(self.client, self.cfg),
+                ]
             if now - self._last_history >= self.history_interval_s and self._history_task is None:
                 # In the background: listing S3 and every cluster may take longer than a scrape may.
                 self._last_history = now
@@ -85,8 +104,10 @@ class FleetReader:
         if not running:
             # No monitor, no state: an old figure would read as a region still being watched.
             metrics.REGION_STATE.clear()
+            metrics.record_monitor_alert(fleet, None)
             return
         status = await handle.query("status", result_type=MonitorStatus)
+        metrics.record_monitor_alert(fleet, status.alert)
         metrics.record_region_states(fleet, {r: t.state.value for r, t in status.regions.items()})
 
     async def _operations(self) -> None:
@@ -95,6 +116,7 @@ class FleetReader:
         metrics.OPERATIONS.clear()
         for op in ops:
             metrics.OPERATIONS.labels(fleet=fleet, operation=op.operation, phase=op.phase or "pending").inc()
+        await operation_metrics.read_approvals(self.client, self.cfg, ops)
 
     def _history_done(self, task: asyncio.Task[None]) -> None:
         self._history_task = None

@@ -15,6 +15,7 @@ from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
 from drctl.models.monitor import ALL_REGIONS_UNHEALTHY, MonitorStatus
+from drctl.providers.kubernetes import MERGE, KubernetesPlatform
 from tests.helpers import assert_eventually, until
 from tests.workflows.conftest import (
     StartWorkers,
@@ -32,10 +33,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
 
 async def test_manual_failover_completes_without_the_source_regions_worker(
-    start_workers: StartWorkers, temporal_client: Client
+    start_workers: StartWorkers, temporal_client: Client, request: pytest.FixtureRequest
 ) -> None:
     # Static stability: only the main queue and us-east-1's queue have a worker.
     cfg = await start_workers(regions=["us-east-1"])
+    # The target's stable Deployment is also Argo CD's (docs/gitops.md): the result must say so.
+    east = KubernetesPlatform(cfg.region("us-east-1"))
+    stable = cfg.workload.deployment_name("stable")
+    tracking = {"argocd.argoproj.io/tracking-id": f"llm-us-east-1:apps/Deployment:{east.namespace}/{stable}"}
+    east.apps.patch_namespaced_deployment(
+        stable, east.namespace, {"metadata": {"annotations": tracking}}, _content_type=MERGE
+    )
+    untracked = {"metadata": {"annotations": {k: None for k in tracking}}}
+    request.addfinalizer(
+        lambda: east.apps.patch_namespaced_deployment(stable, east.namespace, untracked, _content_type=MERGE)
+    )
     handle = await start_operation(
         temporal_client,
         cfg,
@@ -46,6 +58,9 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
         target="us-east-1",
     )
     res = await asyncio.wait_for(handle.result(), 90)
+    assert [(g.region, g.name, g.field) for g in res.gitops_managed] == [
+        ("us-east-1", stable, "spec.replicas")
+    ]
     assert res.status == "succeeded", res.error
     assert res.source == "us-west-1"
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}

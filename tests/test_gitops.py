@@ -1,0 +1,162 @@
+"""The GitOps examples: valid against the Argo CD and Flux CRD schemas (vendored offline), and
+ignoring every field drctl owns, for the names the region overlays' fleet configs give."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from drctl.config.schema import load_config
+from drctl.models.failover import FailoverResult
+from drctl.models.upgrade import UpgradeResult
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+APP = yaml.safe_load((ROOT / "deploy" / "gitops" / "argocd-application.yaml").read_text())
+FLUX = yaml.safe_load((ROOT / "deploy" / "gitops" / "flux-kustomization.yaml").read_text())
+CFG = load_config(ROOT / "deploy" / "kubernetes" / "overlays" / "us-west-1" / "fleet.yaml")
+STABLE = CFG.workload.deployment_name("stable")
+ROUTE = CFG.traffic.regional_tier.httproute  # type: ignore[union-attr]
+
+# What drctl writes at run time (docs/gitops.md's table): (group, kind, name or None, JSON Pointer).
+OWNED = [
+    ("apps", "Deployment", STABLE, "/spec/replicas"),
+    ("apps", "Deployment", STABLE, "/spec/template/spec/containers/0/image"),
+    ("apps", "Deployment", STABLE, "/spec/template/spec/containers/0/env"),
+    ("autoscaling", "HorizontalPodAutoscaler", None, "/spec/minReplicas"),
+    ("autoscaling", "HorizontalPodAutoscaler", None, "/spec/maxReplicas"),
+    ("gateway.networking.k8s.io", "HTTPRoute", ROUTE, "/spec/rules/*/backendRefs"),
+    ("gateway.networking.k8s.io", "HTTPRoute", ROUTE, "/spec/rules/*/filters"),
+]
+
+
+def _unknown_keys(doc: Any, schema: dict[str, Any], where: str = "") -> list[str]:
+    """Keys the schema does not define: Kubernetes would silently prune them (a typo'd field)."""
+    if isinstance(doc, dict) and "properties" in schema:
+        out = []
+        for k, v in doc.items():
+            if k not in schema["properties"]:
+                if not schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get(
+                    "additionalProperties"
+                ):
+                    out.append(f"{where}/{k}")
+                continue
+            out += _unknown_keys(v, schema["properties"][k], f"{where}/{k}")
+        return out
+    if isinstance(doc, list) and "items" in schema:
+        return [e for i, item in enumerate(doc) for e in _unknown_keys(item, schema["items"], f"{where}/{i}")]
+    return []
+
+
+@pytest.mark.parametrize(
+    ("doc", "schema", "api"),
+    [
+        (APP, "argocd-application.schema.json", ("argoproj.io/v1alpha1", "Application")),
+        (FLUX, "flux-kustomization.schema.json", ("kustomize.toolkit.fluxcd.io/v1", "Kustomization")),
+    ],
+)
+def test_the_examples_are_valid_against_their_crd_schemas(
+    doc: dict, schema: str, api: tuple[str, str]
+) -> None:
+    crd = json.loads((DATA / schema).read_text())
+    assert (doc["apiVersion"], doc["kind"]) == api
+    errors = list(jsonschema.Draft7Validator(crd).iter_errors(doc))
+    assert not errors, [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors]
+    assert not _unknown_keys(doc, crd), _unknown_keys(doc, crd)
+
+
+def test_the_schema_check_catches_a_typo() -> None:
+    crd = json.loads((DATA / "argocd-application.schema.json").read_text())
+    typo = {**APP, "spec": {**APP["spec"], "ignoreDiferences": APP["spec"]["ignoreDifferences"]}}
+    assert _unknown_keys(typo, crd) == ["/spec/ignoreDiferences"]
+
+
+def _pointer_matches(pattern: str, pointer: str) -> bool:
+    return re.fullmatch(pattern.replace("*", "[^/]+"), pointer) is not None
+
+
+def _argo_ignores(group: str, kind: str, name: str | None, pointer: str) -> bool:
+    for entry in APP["spec"]["ignoreDifferences"]:
+        if (entry.get("group", ""), entry["kind"]) != (group, kind) or entry.get("name", name) != name:
+            continue
+        if pointer in entry.get("jsonPointers", []):
+            return True
+        # `.spec.rules[].backendRefs` is the jq form of /spec/rules/*/backendRefs.
+        jq = {
+            "/" + e.lstrip(".").replace("[]", "/*").replace(".", "/")
+            for e in entry.get("jqPathExpressions", [])
+        }
+        if any(_pointer_matches(p, pointer) or p == pointer for p in jq):
+            return True
+    return False
+
+
+def _flux_ignores(group: str, kind: str, name: str | None, pointer: str) -> bool:
+    for rule in FLUX["spec"]["ignore"]:
+        t = rule["target"]
+        if (t.get("group"), t["kind"]) != (group, kind) or t.get("name", name) != name:
+            continue
+        # A path ignores itself and everything below it.
+        if any(
+            pointer == p or pointer.startswith(p + "/") or _pointer_matches(pointer, p) for p in rule["paths"]
+        ):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("owned", OWNED, ids=[f"{k}:{p}" for _, k, _, p in OWNED])
+def test_both_examples_ignore_every_field_drctl_owns(owned: tuple[str, str, str | None, str]) -> None:
+    assert _argo_ignores(*owned), f"argocd-application.yaml does not ignore {owned}"
+    assert _flux_ignores(*owned), f"flux-kustomization.yaml does not ignore {owned}"
+
+
+def test_argo_cd_keeps_the_ignored_fields_on_sync_and_heals_the_rest() -> None:
+    policy = APP["spec"]["syncPolicy"]
+    assert "RespectIgnoreDifferences=true" in policy["syncOptions"]
+    assert policy["automated"]["selfHeal"] is True
+    assert APP["spec"]["destination"]["namespace"] == CFG.regions[0].kube.namespace
+
+
+def test_the_documented_result_field_exists_on_both_results() -> None:
+    doc = (ROOT / "docs" / "gitops.md").read_text()
+    assert '"gitops_managed"' in doc
+    for model in (FailoverResult, UpgradeResult):
+        assert "gitops_managed" in model.model_fields
+    for _, kind, name, _ in OWNED:
+        assert kind in doc and (name is None or f"`{name}`" in doc)
+
+
+def test_the_failover_table_shows_each_gitops_managed_object() -> None:
+    from datetime import UTC, datetime
+
+    from drctl.cli import common
+    from drctl.cli.failover import render_failover
+    from drctl.models.gitops import GitOpsManaged
+
+    now = datetime.now(UTC)
+    res = FailoverResult(
+        status="succeeded",
+        source="us-west-1",
+        target="us-east-1",
+        started_at=now,
+        fault_at=now,
+        rto_target_s=30,
+        gitops_managed=[
+            GitOpsManaged(
+                region="us-east-1",
+                name=STABLE,
+                field="spec.replicas",
+                tracking="app.kubernetes.io/instance=llm",
+            )
+        ],
+    )
+    with common.console.capture() as out:
+        render_failover(res, "http://ui")
+    text = " ".join(out.get().split())
+    assert "GitOps-managed" in text and f"Deployment/{STABLE}" in text and "spec.replicas" in text
