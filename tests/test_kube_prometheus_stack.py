@@ -77,3 +77,13 @@ def test_each_overlay_renders_with_the_component(overlay: str, tmp_path: Path) -
     # The overlay's own objects are all still there, unchanged in kind.
     assert {"Deployment", "ServiceAccount", "PodDisruptionBudget"} <= set(by_kind)
     assert rule["spec"]["groups"][0]["rules"]
+
+
+def test_the_docs_snippet_names_the_component_from_each_overlay() -> None:
+    from tests.docs_text import blocks
+
+    (snippet,) = [yaml.safe_load(b) for b in blocks((ROOT / "docs/monitoring.md").read_text(), "yaml")]
+    page = "docs/monitoring.md"  # tests/test_docs_snippets.py: this test reads the page's YAML
+    for overlay in OVERLAYS:
+        for path in snippet["components"]:
+            assert (KUBE / "overlays" / overlay / path).resolve() == COMPONENT.resolve(), (page, overlay)

@@ -265,6 +265,18 @@ OTHER_COMMANDS = [
         "starts a region process so",
     ),
     (
+        r"\.venv/bin/python deploy/kubernetes/components/kube-prometheus-stack/build\.py( --check)?",
+        "tests/test_kube_prometheus_stack.py",
+        r'\[sys\.executable, str\(BUILD\), "--check"\]',
+        "runs the generator with --check (the same output, compared instead of written)",
+    ),
+    (
+        r"\.venv/bin/pip-compile --generate-hashes .*requirements/worker\.lock.*",
+        "tests/test_worker_image.py",
+        r"pip-compile",
+        "checks the lock's header is this command; a run resolves against the index for minutes, so no test runs it",
+    ),
+    (
         r"\.venv/bin/pytest -q",
         "Makefile",
         r"\$\(BIN\)/pytest -q",

@@ -207,6 +207,8 @@ def test_server_tls_needs_the_ca_that_signed_it(tls_temporal: dict[str, str], tm
     )
     code, out, err = _ops_list(trusted)
     assert code == 0 and json.loads(out) == [], err
+    code, out, err = run_cli(["ops", "list", "--all", "-o", "json", "-c", str(trusted)])
+    assert code == 0 and json.loads(out) == [], err
     system_roots = _config(tmp_path, f"temporal:\n  address: {tls_temporal['tls']}\n  tls: {{}}\n")
     code, _, err = _ops_list(system_roots)
     assert code == 3 and "cannot reach Temporal" in err, err

@@ -44,6 +44,10 @@ def test_schedule_create_list_delete_and_backup_age_in_status(
             assert len(wait_until(lambda r=r: scheduled(fleet_config, r, "every-1h"), timeout_s=30)) == 1
         table = drctl("backup", "schedule", "list", "-c", c)
         assert "every-1h" in table.stdout and "@every 1h" in table.stdout
+        one = json.loads(
+            drctl("backup", "schedule", "list", "--region", "us-east-1", "-o", "json", "-c", c).stdout
+        )
+        assert {s["region"] for s in one} == {"us-east-1"}, one
 
         st = json.loads(drctl("status", "-o", "json", "-c", c).stdout)
         ages = {b["region"]: b["age_s"] for b in st["last_backup"]}

@@ -133,7 +133,9 @@ async def test_cli_second_failover_refused_naming_the_first(
     ):
         code, out, err = await cli(*argv, "-c", str(path))
         assert code == 3 and f"failover/{cfg.name} is running" in err, (argv, out, err)
-    approve = await asyncio.to_thread(drctl, "ops", "approve", f"failover/{cfg.name}", "-c", str(path))
+    approve = await asyncio.to_thread(
+        drctl, "ops", "approve", f"failover/{cfg.name}", "--approver", "on-call", "-c", str(path)
+    )
     assert approve.returncode == 0, approve.stderr
     # `ops watch` re-attaches and ends as `failover` would have.
     code, out, err = await asyncio.wait_for(
