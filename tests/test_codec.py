@@ -29,8 +29,10 @@ from drctl.client.codec import AesGcmCodec, CodecKeyError, parse_keys
 from drctl.client.connection import TemporalConfigError, connect_options
 from drctl.config.schema import load_config
 from drctl.models import search_attributes
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.helpers import drctl, free_port, run_cli, wait_until
+from tests.support.cli import drctl, run_cli
+from tests.support.config import fleet_config_data, short_tmp_dir
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 BIN = Path(sys.executable).parent
 OUTAGE = json.loads((Path(__file__).resolve().parents[1] / "experiments" / "region-outage.json").read_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.fleets_per_worker import cpu_seconds, mean_probe_s, parse_args, probe_counts, rss_mib
-from tests.helpers import free_port_run
+from tests.support.ports import free_port_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

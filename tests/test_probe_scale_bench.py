@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.probe_scale import format_table, parse_args, summarise
-from tests.helpers import free_port_run
+from tests.support.ports import free_port_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

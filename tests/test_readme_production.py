@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.kustomize import one, render
+from tests.support.kustomize import one, render
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

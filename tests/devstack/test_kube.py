@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 
 from drctl.devstack.kube import serve_cluster
 from drctl.devstack.label_selector import parse_selector, selector_matches
-from tests.helpers import free_port
+from tests.support.ports import free_port
 
 T = TypeVar("T")
 NS = "inference"

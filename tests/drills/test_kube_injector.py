@@ -15,10 +15,10 @@ import yaml
 from drctl.chaos import actions
 from drctl.chaos.validate import validate_experiment
 from drctl.config.schema import FleetConfig, load_config
-from tests.conftest import apps_api
-from tests.drills.e2e import EXPERIMENTS
-from tests.helpers import wait_until
-from tests.workflows.conftest import admin
+from tests.support.devstack import apps_api
+from tests.support.drills import EXPERIMENTS
+from tests.support.wait import wait_until
+from tests.support.workers import admin
 
 pytestmark = [pytest.mark.devstack]
 

@@ -15,9 +15,9 @@ import pytest
 
 from drctl.chaos.validate import validate_experiment
 from drctl.config.schema import load_config
-from tests.drills.admin_recorder import OUTAGE, drill_config
-from tests.fleetcfg import short_tmp_dir
-from tests.helpers import DRCTL
+from tests.support.admin_recorder import OUTAGE
+from tests.support.cli import DRCTL
+from tests.support.config import drill_config, short_tmp_dir
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from drctl.models import notify as ev
 from drctl.models.notify import WebhookSpec
 from drctl.providers import notify
 from drctl.providers.errors import ProviderError
-from tests.receiver import closed_port_url, receiver
+from tests.support.receiver import closed_port_url, receiver
 
 AT = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
 LINK = "http://127.0.0.1:8233/namespaces/default/workflows/failover%2Fdemo"

@@ -28,8 +28,9 @@ from drctl.models.health import ProbeStatus, RegionProbe
 from drctl.providers import prom
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
-from tests.helpers import assert_eventually, free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.loop_thread import LoopThread
+from tests.support.ports import free_port
+from tests.support.wait import assert_eventually
 
 TIMEOUT_S = 1.5  # generous: these machines are noisy, and a slow answer must not read as a timeout
 TTFT_DEGRADED_MS = 300.0  # fleetsim's TTFT is 30 ms; x20 is well past this

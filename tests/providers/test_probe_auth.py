@@ -22,7 +22,7 @@ from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.track_analysis import run_requests
-from tests.helpers import free_port
+from tests.support.ports import free_port
 
 KEY = "sk-test-4f1d2c9e"
 ENV = "DRCTL_TEST_VLLM_API_KEY"

@@ -15,8 +15,8 @@ from drctl.devstack.endpointslices import SERVICE_NAME_LABEL, PodEndpoint, publi
 from drctl.devstack.kube import RegionCluster
 from drctl.providers import replicas as replicas_mod
 from drctl.providers.replicas import KubernetesReplicaSource
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.loop_thread import LoopThread
+from tests.support.ports import free_port
 
 NS = "inference"
 

@@ -26,8 +26,8 @@ from drctl.models.drill import DrillInput, DrillReport, Verdict
 from drctl.models.health import RegionState
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
+from tests.support.upgrade import start_migration
 from workflows.backup import Backup, Restore
-from workflows.migrate import Migration
 
 Save = Callable[[WorkflowHandle[Any, Any], str], Awaitable[Path]]
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -111,16 +111,7 @@ async def record_migration(client: Client, cfg: FleetConfig, save: Save, suffix:
     req = req.model_copy(
         update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})}
     )
-    mh = await start_operation(
-        client,
-        cfg,
-        Migration.run,
-        req,
-        operation="migrate",
-        workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-        source="us-west-1",
-        target="us-east-1",
-    )
+    mh = await start_migration(client, cfg, req)
     res = await asyncio.wait_for(result_of(mh, MigrationResult), 240)
     assert res.outcome is Outcome.SUCCEEDED, res
     await save(mh, f"migration{suffix}")

@@ -17,9 +17,9 @@ from drctl import chaos
 from drctl.chaos import actions, faults
 from drctl.devstack import kube as devstack_kube
 from drctl.devstack.kube import RegionCluster
-from tests.fleetcfg import fleet_config_data
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.config import fleet_config_data
+from tests.support.loop_thread import LoopThread
+from tests.support.ports import free_port
 
 NS = "inference"
 WEST = "us-west-1"

@@ -12,11 +12,9 @@ from drctl.chaos.journal import judge
 from drctl.config.schema import load_config
 from drctl.models import analysis as a
 from drctl.models.drill import (
-    DrillReport,
     ExperimentOutcome,
     JournalVerdict,
     LoadSample,
-    Verdict,
     load_figures,
     mark_stopped,
 )
@@ -35,7 +33,8 @@ from drctl.models.rpo import (
     compute_lag,
     estimate_from_last_run,
 )
-from tests.fleetcfg import cap, fleet_config_data, spec
+from tests.support.builders import drill_report
+from tests.support.config import cap, fleet_config_data, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -239,18 +238,7 @@ def test_an_aborted_report_measures_errors_from_the_fault_and_names_every_failed
     out = ExperimentOutcome(
         exit_code=1, verdict=v, journal={"status": "interrupted"}, load=load, started_at=T0, ended_at=T0
     )
-    r = DrillReport(
-        id="d",
-        fleet="t",
-        experiment="x",
-        title="x",
-        target_region="w",
-        verdict=Verdict.PASS,
-        started_at=T0,
-        finished_at=T0,
-        expect_failover=True,
-        rto_target_s=30,
-    )
+    r = drill_report(T0, id="d")
     mark_stopped(r, out, "abort")
     assert r.error_window_s == 0.5 and r.errors == 3
     assert r.reasons[1] == "rollbacks incomplete (0/2 succeeded; a, b): check the region"

@@ -28,7 +28,8 @@ from drctl.models.monitor_config import apply_spec, spec_changes, spec_problems
 from drctl.models.release import Release, compare
 from drctl.models.rpo import LagReport, RpoCheck, compute_lag, replica_pairs
 from drctl.models.upgrade import Strategy, upgrade_request
-from tests.fleetcfg import fleet_config_data, spec
+from tests.support.builders import drill_report
+from tests.support.config import fleet_config_data, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 LIMITS = a.AnalysisLimits(max_error_rate=0.05, max_ttft_p50_ratio=1.5, max_ttft_p99_ratio=2.0, min_samples=20)
@@ -311,18 +312,7 @@ def test_load_figures_error_window_and_recovery() -> None:
 
 
 def _report() -> DrillReport:
-    return DrillReport(
-        id="drill/t/1",
-        fleet="t",
-        experiment="x",
-        title="x",
-        target_region="w",
-        verdict=Verdict.PASS,
-        started_at=T0,
-        finished_at=T0,
-        expect_failover=True,
-        rto_target_s=30,
-    )
+    return drill_report(T0)
 
 
 def _outcome(exit_code: int | None, status: str | None, verdict: JournalVerdict) -> ExperimentOutcome:

@@ -20,10 +20,12 @@ from temporalio.client import Client
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
-from tests.conftest import apps_api
-from tests.helpers import assert_eventually, cli, write_config
-from tests.upgrade.workers import deployments, fresh_queues, running_worker, stable_container, track_weights
-from tests.workflows.conftest import weights
+from tests.support.cli import cli
+from tests.support.config import write_config
+from tests.support.devstack import apps_api
+from tests.support.upgrade import deployments, fresh_queues, running_worker, stable_container, track_weights
+from tests.support.wait import assert_eventually
+from tests.support.workers import weights
 
 pytestmark = pytest.mark.devstack
 

@@ -11,21 +11,20 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult
-from tests.upgrade.workers import (
+from tests.support.upgrade import (
     WeightWatch,
     deployments,
     fresh_queues,
     run_upgrade,
     running_worker,
     stable_container,
+    start_upgrade,
     track_weights,
     upgrade_req,
 )
-from workflows.upgrade import Upgrade
 
 pytestmark = pytest.mark.devstack
 
@@ -127,14 +126,7 @@ async def test_blue_green_switches_and_abort_is_instant(
     before = stable_container(cfg, "us-west-1").image
     req = upgrade_req(cfg, "vllm/vllm-openai:v0.9.0", strategy=Strategy.BLUE_GREEN, regions=["us-west-1"])
     req = req.model_copy(update={"scale_down_delay_s": 120.0})
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Upgrade.run,
-        req,
-        operation="upgrade",
-        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-    )
+    handle = await start_upgrade(temporal_client, cfg, req)
     for _ in range(600):  # the switch: green carries everything while blue (stable) is kept
         if track_weights(cfg, "us-west-1")["green"] == 100:
             break

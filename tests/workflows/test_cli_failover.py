@@ -13,8 +13,10 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailoverResult
-from tests.helpers import DRCTL, assert_eventually, cli, drctl, write_config
-from tests.workflows.conftest import StartWorkers, admin, replicas, weights
+from tests.support.cli import DRCTL, cli, drctl
+from tests.support.config import write_config
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, replicas, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -200,7 +202,7 @@ async def test_cli_monitor_status_and_ops(
 async def test_cli_temporal_unreachable_names_the_address(
     fleet_config: FleetConfig, fleet_config_path: Path
 ) -> None:
-    from tests.helpers import free_port
+    from tests.support.ports import free_port
 
     addr = f"127.0.0.1:{free_port()}"
     cfg = fleet_config.model_copy(

@@ -15,8 +15,8 @@ from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, fast_config, replicas, served_by, weights
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, fast_config, replicas, served_by, weights
 from workflows.failback import Failback
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]

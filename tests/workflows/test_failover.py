@@ -13,8 +13,8 @@ from drctl.client.outcome import finished, result_of
 from drctl.models.failover import ALL_REGIONS_UNHEALTHY, FailoverInput, FailoverResult, MonitorStatus
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
-from tests.helpers import assert_eventually, until
-from tests.workflows.conftest import (
+from tests.support.wait import assert_eventually, until
+from tests.support.workers import (
     StartWorkers,
     admin,
     healthy_rounds,
@@ -22,6 +22,7 @@ from tests.workflows.conftest import (
     monitor_status,
     replicas,
     served_by,
+    start_failover,
     weights,
 )
 from workflows.failover import Failover
@@ -34,15 +35,7 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
 ) -> None:
     # Static stability: only the main queue and us-east-1's queue have a worker.
     cfg = await start_workers(regions=["us-east-1"])
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    handle = await start_failover(temporal_client, cfg)
     res = await asyncio.wait_for(handle.result(), 90)
     assert res.status == "succeeded", res.error
     assert res.source == "us-west-1"
@@ -58,15 +51,7 @@ async def test_second_failover_is_refused_naming_the_first(
 ) -> None:
     cfg = await start_workers()
     spec = FleetSpec.from_config(cfg)
-    first = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=spec, target="us-east-1", require_approval=True),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    first = await start_failover(temporal_client, cfg, spec=spec, require_approval=True)
     await assert_eventually(
         lambda: _phase(first, "awaiting-approval"), timeout_s=20, what="first at its gate"
     )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from drctl.client.operations import running_operations, start_operation
+from drctl.client.operations import running_operations
 from drctl.client.outcome import result_of
 from drctl.config.quorum import QuorumConfig
 from drctl.config.schema import FleetConfig
@@ -19,15 +19,16 @@ from drctl.models import search_attributes as sa
 from drctl.models.failover import (
     NO_FAILOVER_TARGET,
     REGION_UNRESOLVED,
-    FailoverInput,
     FailoverResult,
     MonitorStatus,
 )
 from drctl.models.fleet_spec import FleetSpec, RegionSpec
 from drctl.models.monitor_config import SpecUpdate
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import assert_eventually, drctl, until, write_config
-from tests.workflows.conftest import (
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.wait import assert_eventually, until
+from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,
@@ -36,10 +37,10 @@ from tests.workflows.conftest import (
     monitor_status,
     replicas,
     served_by,
+    start_failover,
     weights,
 )
 from workflows.calls import QUEUE_WAIT_S
-from workflows.failover import Failover
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -152,15 +153,7 @@ async def test_failover_to_a_region_without_a_worker_fails_fast_naming_the_queue
 ) -> None:
     cfg = await start_workers(regions=["us-west-1"])  # us-east-1's worker is down
     started = time.monotonic()
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    handle = await start_failover(temporal_client, cfg)
     res = await asyncio.wait_for(result_of(handle, FailoverResult), 120)
     took = time.monotonic() - started
     # Failed by one bounded queue wait, not by retrying an activity nobody picks up.
@@ -174,15 +167,7 @@ async def test_abort_during_preflight_ends_the_failover(
     start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path
 ) -> None:
     cfg = await start_workers(regions=["us-west-1"])  # preflight waits on us-east-1's queue
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    handle = await start_failover(temporal_client, cfg)
 
     async def in_preflight() -> bool:
         from drctl.models.phases import OperationProgress

@@ -22,11 +22,12 @@ from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
 from drctl.models.phases import OperationProgress
 from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import assert_eventually, drctl, write_config
-from tests.upgrade.workers import track_weights, upgrade_req
-from tests.workflows.conftest import StartWorkers, admin, weights
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.upgrade import start_upgrade, track_weights, upgrade_req
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, weights
 from workflows.failback import Failback
-from workflows.upgrade import Upgrade
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -169,15 +170,7 @@ async def test_failover_during_a_paused_canary_upgrade_succeeds_and_the_upgrade_
 ) -> None:
     cfg = await start_workers()
     req = upgrade_req(cfg, "vllm/vllm-openai:v1.3.0", steps_percent=[25, 50, 100], regions=["us-west-1"])
-    upgrade = await start_operation(
-        temporal_client,
-        cfg,
-        Upgrade.run,
-        req,
-        operation="upgrade",
-        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-        target="us-west-1",
-    )
+    upgrade = await start_upgrade(temporal_client, cfg, req, target="us-west-1")
     await assert_eventually(lambda: _canary_at(cfg), timeout_s=120, what="canary serving 25 % in us-west-1")
     await upgrade.execute_update("pause", {"reason": "looking at dashboards", "by": "pytest"})
     await assert_eventually(lambda: _phase(upgrade, "paused"), timeout_s=60, what="upgrade paused")

@@ -15,9 +15,11 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.config.schema import FleetConfig
 from drctl.devstack.moto_seed import MODEL_FILES
-from tests.conftest import apps_api
-from tests.helpers import assert_eventually, drctl, write_config
-from tests.workflows.conftest import StartWorkers, weights
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.devstack import apps_api
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

@@ -18,8 +18,8 @@ from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport
 from drctl.models.health import RegionState
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import admin
+from tests.support.wait import assert_eventually
+from tests.support.workers import admin
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"

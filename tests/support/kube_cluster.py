@@ -18,8 +18,8 @@ from kmock._internal import rendering
 from drctl.config.schema import KubeConfig, RegionConfig
 from drctl.devstack.kube import RegionCluster
 from drctl.providers.kubernetes import KubernetesPlatform
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.loop_thread import LoopThread
+from tests.support.ports import free_port
 
 NS = "inference"
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
