@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-import boto3
 import pytest
 import pytest_asyncio
 from aiohttp import web
@@ -26,7 +25,7 @@ from drctl.config.schema import FleetConfig, parse_config
 from drctl.models.drill import DrillReport
 from tests.support.builders import drill_report
 from tests.support.fault_proxy import Fault, KubeFaultProxy, serve
-from tests.support.moto import port_of
+from tests.support.moto import aws_client, port_of
 from tests.support.ports import free_port
 from workflows.drill import store_report
 
@@ -52,13 +51,7 @@ class StoreReportThroughFaults:
 class S3Stack:
     def __init__(self, moto_port: int, proxy: KubeFaultProxy, proxy_port: int) -> None:
         self.proxy = proxy
-        self.s3 = boto3.client(
-            "s3",
-            endpoint_url=f"http://127.0.0.1:{moto_port}",
-            region_name="us-east-1",
-            aws_access_key_id="t",
-            aws_secret_access_key="t",
-        )
+        self.s3 = aws_client("s3", f"http://127.0.0.1:{moto_port}")
         self.cfg: FleetConfig = parse_config(f"""
 name: reportfaults
 regions:

@@ -7,13 +7,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import boto3
 import pytest
 
 from drctl.config.schema import FleetConfig, parse_config
 from drctl.devstack.kube import RegionCluster, serve_cluster
 from drctl.devstack.velero_agent import VeleroAgent
-from tests.support.moto import moto_server, port_of
+from tests.support.moto import aws_client, moto_server, port_of
 from tests.support.ports import free_port
 
 REGIONS = ("us-west-1", "us-east-1")
@@ -66,13 +65,7 @@ async def backup_stack() -> AsyncIterator[BackupStack]:
     with moto_server() as moto_url:
         ports = {r: free_port() for r in REGIONS}
         cfg = _config(port_of(moto_url), ports)
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=cfg.aws.endpoint_url,
-            region_name="us-east-1",
-            aws_access_key_id="t",
-            aws_secret_access_key="t",
-        )
+        s3 = aws_client("s3", cfg.aws.endpoint_url)
         s3.create_bucket(Bucket=cfg.backup.bucket)
         async with (
             serve_cluster("127.0.0.1", ports[REGIONS[0]]) as west,

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from bench.rto_fleet import loopback_services
 from drctl.config.schema import FleetConfig, load_config
 from drctl.models.activity_io import Capacity
 from drctl.models.failover import capacity_of
@@ -74,17 +75,7 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
         "name": "test",
         "regions": regions,
         "workload": {"app": "llm", "model": "fleetsim-tiny", "image": "vllm/vllm-openai:v0.6.3"},
-        "traffic": {
-            "global_endpoint": f"http://127.0.0.1:{glob}",
-            "global": {"kind": "haproxy", "runtime_socket": "s/haproxy/global.sock"},
-            "regional": {"kind": "haproxy"},
-        },
-        "temporal": {
-            "address": f"127.0.0.1:{temporal}",
-            "ui_url": f"http://127.0.0.1:{ui}",
-            "namespace": namespace,
-        },
-        "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
+        **loopback_services(temporal, ui, moto, glob, namespace=namespace),
         "drills": {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"},
         "data": {
             "buckets": [

@@ -14,7 +14,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import boto3
 import httpx
 import pytest
 
@@ -59,3 +61,14 @@ def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A moto server for the module's tests."""
     with moto_server(tmp_path_factory.mktemp("moto")) as url:
         yield url
+
+
+def aws_client(service: str, endpoint_url: str | None, key: str = "t") -> Any:
+    """A boto3 client for moto (or a stand-in in front of it): any credentials do, but some must be set."""
+    return boto3.client(
+        service,
+        endpoint_url=endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id=key,
+        aws_secret_access_key=key,
+    )

@@ -91,14 +91,9 @@ async def start_upgrade(
     client: Client, cfg: FleetConfig, req: Any, **search: str
 ) -> WorkflowHandle[Any, Any]:
     """The upgrade `req`, started the way `drctl upgrade` starts it."""
+    wid = f"upgrade/{cfg.name}/{req.upgrade_id}"
     return await start_operation(
-        client,
-        cfg,
-        Upgrade.run,
-        req,
-        operation="upgrade",
-        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-        **search,
+        client, cfg, Upgrade.run, req, operation="upgrade", workflow_id=wid, **search
     )
 
 
@@ -106,15 +101,10 @@ async def start_migration(
     client: Client, cfg: FleetConfig, req: Any, source: str = "us-west-1", target: str = "us-east-1"
 ) -> WorkflowHandle[Any, Any]:
     """The migration `req`, started the way `drctl migrate` starts it."""
+    wid = f"migrate/{cfg.name}/{req.migration_id}"
+    search = {"source": source, "target": target}
     return await start_operation(
-        client,
-        cfg,
-        Migration.run,
-        req,
-        operation="migrate",
-        workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-        source=source,
-        target=target,
+        client, cfg, Migration.run, req, operation="migrate", workflow_id=wid, **search
     )
 
 

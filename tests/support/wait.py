@@ -10,19 +10,25 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+def _given_up(deadline: float, timeout_s: float, what: object, last: object) -> AssertionError | None:
+    """The failure to raise once the deadline has passed: it names the last value or error seen."""
+    if time.monotonic() <= deadline:
+        return None
+    return AssertionError(f"timed out after {timeout_s}s waiting for {what}: last={last!r}")
+
+
 def wait_until(check: Callable[[], T], timeout_s: float = 10.0, interval_s: float = 0.1, what: str = "") -> T:
     """Poll a sync check until it returns a truthy value; fail with the last value or error."""
     deadline = time.monotonic() + timeout_s
     last: object = None
     while True:
         try:
-            last = check()
-            if last:
+            if last := check():
                 return last  # type: ignore[return-value]
         except AssertionError as exc:
             last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or check}: last={last!r}")
+        if failure := _given_up(deadline, timeout_s, what or check, last):
+            raise failure
         time.sleep(interval_s)
 
 
@@ -35,12 +41,13 @@ async def assert_eventually(
     while True:
         try:
             last = await check()
-            if last:
-                return last  # type: ignore[return-value]
         except AssertionError as exc:
             last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or check}: last={last!r}")
+        else:
+            if last:
+                return last  # type: ignore[return-value]
+        if failure := _given_up(deadline, timeout_s, what or check, last):
+            raise failure
         await asyncio.sleep(interval_s)
 
 

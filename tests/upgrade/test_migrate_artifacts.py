@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import boto3
 import pytest
 from temporalio.client import Client
 
@@ -13,19 +12,14 @@ from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
+from tests.support.moto import aws_client
 from tests.support.upgrade import fresh_queues, running_worker, start_migration
 
 pytestmark = pytest.mark.devstack
 
 
 def s3(cfg: FleetConfig):  # type: ignore[no-untyped-def]
-    return boto3.client(
-        "s3",
-        endpoint_url=cfg.aws.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="t",
-        aws_secret_access_key="t",
-    )
+    return aws_client("s3", cfg.aws.endpoint_url)
 
 
 async def migrate(client: Client, cfg: FleetConfig):  # type: ignore[no-untyped-def]

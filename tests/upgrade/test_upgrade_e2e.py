@@ -6,7 +6,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
-import boto3
 import httpx
 import pytest
 from temporalio.client import Client
@@ -14,6 +13,7 @@ from temporalio.client import Client
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult
+from tests.support.moto import aws_client
 from tests.support.upgrade import (
     WeightWatch,
     deployments,
@@ -60,13 +60,7 @@ async def test_good_canary_becomes_stable_region_by_region(
     assert not any(all(s[r]["canary"] > 0 for r in s) for s in watch.samples)
     assert all(any(s[r]["canary"] > 0 for s in watch.samples) for r in cfg.region_names)
     # The backup is in S3, in Velero's layout, and completed before the first canary existed.
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=cfg.aws.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="t",
-        aws_secret_access_key="t",
-    )
+    s3 = aws_client("s3", cfg.aws.endpoint_url)
     keys = {
         o["Key"]
         for o in s3.list_objects_v2(Bucket=cfg.backup.bucket, Prefix=f"backups/upgrade-{req.upgrade_id}-")[

@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
@@ -26,6 +25,7 @@ from drctl.models.failover import FailbackInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
+from tests.support.moto import aws_client
 from tests.support.route53_standin import Route53StandIn
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, admin, fast_config, served_by, start_failover
@@ -62,13 +62,7 @@ def with_route53(
 @pytest.fixture
 def zone(fleet_config: FleetConfig, dev_stack: object) -> Iterator[tuple[str, str]]:
     """A fresh hosted zone in the dev stack's moto, holding the configured weights: (name, id)."""
-    client = boto3.client(
-        "route53",
-        region_name="us-east-1",
-        endpoint_url=fleet_config.aws.endpoint_url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    client = aws_client("route53", fleet_config.aws.endpoint_url, key="testing")
     name = f"r{uuid.uuid4().hex[:8]}.example.com"
     zid = client.create_hosted_zone(Name=name, CallerReference=name)["HostedZone"]["Id"].removeprefix(
         "/hostedzone/"
