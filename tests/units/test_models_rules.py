@@ -28,7 +28,7 @@ from drctl.models.monitor_config import apply_spec, spec_changes, spec_problems
 from drctl.models.release import Release, compare
 from drctl.models.rpo import LagReport, RpoCheck, compute_lag, replica_pairs
 from drctl.models.upgrade import Strategy, upgrade_request
-from tests.support.builders import drill_report
+from tests.support.builders import drill_report, lag_report
 from tests.support.config import fleet_config_data, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -368,15 +368,7 @@ def test_an_aborted_drill_says_whether_its_fault_was_undone() -> None:
 def _lag(
     bucket: str, lag: float | None, at: datetime = T0, oldest: str | None = None, est: bool = False
 ) -> LagReport:
-    return LagReport(
-        bucket=bucket,
-        source_region="w",
-        replica_region="e",
-        measured_at=at,
-        lag_s=lag,
-        oldest_unreplicated=oldest,
-        estimated_from=T0 if est else None,
-    )
+    return lag_report(at, lag, bucket, oldest_unreplicated=oldest, estimated_from=T0 if est else None)
 
 
 def test_rpo_words_and_lag_at_the_fault() -> None:

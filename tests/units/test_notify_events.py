@@ -8,6 +8,7 @@ from typing import Any
 
 from drctl.config.schema import WebhookConfig
 from drctl.models import notify as n
+from tests.support.builders import failover_ended_event
 
 AT = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -54,18 +55,7 @@ def test_failover_started_says_who_and_why() -> None:
 
 
 def test_a_succeeded_failover_resolves_with_its_rto() -> None:
-    e = n.failover_ended(
-        "prod",
-        "wf/1",
-        AT,
-        status="succeeded",
-        source="us-west-1",
-        target="us-east-1",
-        error=None,
-        rto_s=12.5,
-        rto_target_s=30.0,
-        rto_met=True,
-    )
+    e = failover_ended_event("prod", "wf/1", AT, rto_s=12.5, rto_target_s=30.0, rto_met=True)
     assert _dump(e) == _base(
         kind="failover.succeeded",
         severity="info",
@@ -83,34 +73,14 @@ def test_a_succeeded_failover_resolves_with_its_rto() -> None:
             "error": None,
         },
     )
-    unmeasured = n.failover_ended(
-        "prod",
-        "wf/1",
-        AT,
-        status="succeeded",
-        source=None,
-        target="us-east-1",
-        error=None,
-        rto_s=None,
-        rto_target_s=30.0,
-        rto_met=None,
-    )
+    unmeasured = failover_ended_event("prod", "wf/1", AT, source=None, rto_target_s=30.0)
     assert unmeasured.summary == "[prod] failover to us-east-1 succeeded: RTO not measured"
 
 
 def test_a_failover_that_did_not_succeed_pages_by_how_bad_it_is() -> None:
     def ended(status: str, error: str | None) -> n.Event:
-        return n.failover_ended(
-            "prod",
-            "wf/1",
-            AT,
-            status=status,
-            source="us-west-1",
-            target="us-east-1",
-            error=error,
-            rto_s=None,
-            rto_target_s=30.0,
-            rto_met=False,
+        return failover_ended_event(
+            "prod", "wf/1", AT, status=status, error=error, rto_target_s=30.0, rto_met=False
         )
 
     failed = ended("failed", "verify failed")
@@ -281,30 +251,8 @@ def test_webhook_specs_carry_no_secret_and_pick_their_events() -> None:
     started = n.failover_started(
         "prod", "w", AT, source=None, target="t", initiator="cli", reason="", emergency=False
     )
-    failed = n.failover_ended(
-        "prod",
-        "w",
-        AT,
-        status="failed",
-        source=None,
-        target="t",
-        error="e",
-        rto_s=None,
-        rto_target_s=30,
-        rto_met=None,
-    )
-    succeeded = n.failover_ended(
-        "prod",
-        "w",
-        AT,
-        status="succeeded",
-        source=None,
-        target="t",
-        error=None,
-        rto_s=1,
-        rto_target_s=30,
-        rto_met=True,
-    )
+    failed = failover_ended_event("prod", "w", AT, status="failed", source=None, target="t", error="e")
+    succeeded = failover_ended_event("prod", "w", AT, source=None, target="t", rto_s=1, rto_met=True)
     # PagerDuty has no action for an informational event; it also skips events it was not given.
     assert not spec.wants(started) and spec.wants(failed) and not spec.wants(succeeded)
     slack = n.WebhookSpec(**{**spec.model_dump(), "format": "slack"})

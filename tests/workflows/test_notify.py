@@ -17,6 +17,7 @@ from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models import notify as ev
 from drctl.models.failover import FailoverResult
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
+from tests.support.builders import failover_ended_event
 from tests.support.cli import drctl
 from tests.support.config import write_config
 from tests.support.receiver import Receiver, closed_port_url, receiver
@@ -32,17 +33,8 @@ def with_hooks(cfg: FleetConfig, *hooks: WebhookConfig) -> FleetConfig:
 
 
 def an_event(cfg: FleetConfig) -> ev.Event:
-    return ev.failover_ended(
-        cfg.name,
-        f"failover/{cfg.name}",
-        datetime.now(UTC),
-        status="failed",
-        source="us-west-1",
-        target="us-east-1",
-        error="test",
-        rto_s=None,
-        rto_target_s=30,
-        rto_met=None,
+    return failover_ended_event(
+        cfg.name, f"failover/{cfg.name}", datetime.now(UTC), status="failed", error="test"
     )
 
 
