@@ -178,23 +178,19 @@ def _found(raw: str, secret: str) -> bool:
     return any(secret.encode() in base64.b64decode(p.get("data") or "") for p in _payloads(json.loads(raw)))
 
 
+def _upgrade_no_wait(path: Path, env: dict[str, str]) -> str:
+    """`drctl upgrade --no-wait` with HF_TOKEN in its environment: the upgrade's workflow id."""
+    up = drctl(
+        "upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
+        "-o", "json", "-c", str(path), env=env,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    return str(json.loads(up.stdout)["workflow_id"])
+
+
 def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[str]:
     """An upgrade with HF_TOKEN and a drill whose experiment holds a value and an API token."""
-    up = drctl(
-        "upgrade",
-        "--image",
-        "vllm/vllm-openai:v0.6.4",
-        "--env",
-        f"HF_TOKEN={HF_TOKEN}",
-        "--no-wait",
-        "-o",
-        "json",
-        "-c",
-        str(path),
-        env=env,
-    )
-    assert up.returncode == 0, up.stderr
-    upgrade_id = json.loads(up.stdout)["workflow_id"]
+    upgrade_id = _upgrade_no_wait(path, env)
     # No worker runs here: end the upgrade so the fleet is free for the drill (its history stays).
     subprocess.run(
         [
@@ -332,21 +328,7 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
             "task_queue": f"codec-{time.monotonic_ns()}",
         },
     )
-    up = drctl(
-        "upgrade",
-        "--image",
-        "vllm/vllm-openai:v0.6.4",
-        "--env",
-        f"HF_TOKEN={HF_TOKEN}",
-        "--no-wait",
-        "-o",
-        "json",
-        "-c",
-        str(cfg_path),
-        env=env,
-    )
-    assert up.returncode == 0, up.stderr
-    wid = json.loads(up.stdout)["workflow_id"]
+    wid = _upgrade_no_wait(cfg_path, env)
     worker = subprocess.Popen(
         [str(BIN / "drctl"), "worker", "-c", str(cfg_path)],
         env={**os.environ, **env},

@@ -12,14 +12,11 @@ import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -29,6 +26,7 @@ from tests.support.cli import run_cli
 from tests.support.config import fleet_config_data, short_tmp_dir
 from tests.support.http_stub import Reply, Request, StubServer
 from tests.support.ports import free_port
+from tests.support.temporal import CallVerifyGlobal
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,18 +145,7 @@ def endpoints() -> Iterator[list[_GlobalEndpoint]]:
         e.server.close()
 
 
-@workflow.defn(sandboxed=False)
-class CallVerifyOn:
-    @workflow.run
-    async def run(self, queue: str) -> dict:
-        return await workflow.execute_activity(
-            "verify_global",
-            {"requests": 2, "timeout_s": 20, "request_timeout_s": 10},
-            result_type=dict,
-            task_queue=queue,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=1),
-        )
+VERIFY = {"requests": 2, "timeout_s": 20, "request_timeout_s": 10}
 
 
 def _get(url: str) -> str:
@@ -192,14 +179,12 @@ async def test_one_process_serves_two_fleets_each_with_its_own_config(
         for name in ("alpha", "beta"):
             for q in ("main", "us-west-1", "us-east-1"):
                 assert f"{name}-{tag}-{q}" in body, body
-        async with Worker(temporal_env.client, task_queue=TEST_QUEUE, workflows=[CallVerifyOn]):
+        async with Worker(temporal_env.client, task_queue=TEST_QUEUE, workflows=[CallVerifyGlobal]):
             for name, ep in zip(("alpha", "beta"), endpoints, strict=True):
                 before = [e.hits for e in endpoints]
+                call = {"queue": f"{name}-{tag}-us-east-1", "input": VERIFY, "start_to_close_s": 30}
                 result = await temporal_env.client.execute_workflow(
-                    CallVerifyOn.run,
-                    f"{name}-{tag}-us-east-1",
-                    id=f"verify/{name}-{tag}",
-                    task_queue=TEST_QUEUE,
+                    CallVerifyGlobal.run, call, id=f"verify/{name}-{tag}", task_queue=TEST_QUEUE
                 )
                 assert result["ok"] == 2, result
                 # Only this fleet's global endpoint was asked: the activity ran with its fleet's config.

@@ -16,14 +16,15 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio import activity, workflow
 from temporalio.client import WorkflowFailureError
-from temporalio.common import RetryPolicy
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -31,6 +32,7 @@ from drctl.config.schema import load_config
 from drctl.worker import logs
 from tests.support.config import write_fleet_config
 from tests.support.http_stub import Reply, Request, StubServer
+from tests.support.temporal import CallVerifyGlobal
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,20 +68,8 @@ def gate() -> Iterator[_Gate]:
     g.close()
 
 
-@workflow.defn(sandboxed=False)
-class CallVerify:
-    """Calls the product activity on the region queue the worker process serves."""
-
-    @workflow.run
-    async def run(self, queue: str) -> dict:
-        return await workflow.execute_activity(
-            "verify_global",
-            {"requests": 1, "timeout_s": 60, "request_timeout_s": 60},
-            result_type=dict,
-            task_queue=queue,
-            start_to_close_timeout=timedelta(seconds=90),
-            retry_policy=RetryPolicy(maximum_attempts=1),  # a cancelled attempt must show, not be retried
-        )
+# The test's workflow holds one verification on the region queue the worker process serves.
+VERIFY = {"requests": 1, "timeout_s": 60, "request_timeout_s": 60}
 
 
 def _config(temporal_env: WorkflowEnvironment, gate: _Gate, grace_s: float) -> Path:
@@ -148,37 +138,42 @@ async def _start(
         what="worker process start",
     )
     assert proc.proc.poll() is None, "\n".join(proc.lines)
+    call = {"queue": cfg.region("us-west-1").queue, "input": VERIFY, "start_to_close_s": 90}
     handle = await temporal_env.client.start_workflow(
-        CallVerify.run,
-        cfg.region("us-west-1").queue,
-        id=f"drill/test/{uuid.uuid4().hex[:8]}",
-        task_queue=TEST_QUEUE,
+        CallVerifyGlobal.run, call, id=f"drill/test/{uuid.uuid4().hex[:8]}", task_queue=TEST_QUEUE
     )
     return proc, handle
 
 
-async def test_sigterm_lets_the_running_activity_finish(
-    temporal_env: WorkflowEnvironment, gate: _Gate
-) -> None:
-    config = _config(temporal_env, gate, grace_s=30)
-    async with Worker(temporal_env.client, task_queue=TEST_QUEUE, workflows=[CallVerify]):
+@asynccontextmanager
+async def _held(
+    temporal_env: WorkflowEnvironment, gate: _Gate, grace_s: float
+) -> AsyncIterator[tuple[_WorkerProcess, Any]]:
+    """A worker process whose one verification is held at the gate; stopped when the block exits."""
+    config = _config(temporal_env, gate, grace_s=grace_s)
+    async with Worker(temporal_env.client, task_queue=TEST_QUEUE, workflows=[CallVerifyGlobal]):
         proc, handle = await _start(temporal_env, config, gate)
         try:
             assert await asyncio.to_thread(gate.hit.wait, 30), (
                 "the activity never reached the global endpoint"
             )
-            proc.proc.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(
-                wait_until, lambda: proc.logged("running activities have 30s to finish"), 10
-            )
-            await asyncio.sleep(1.0)
-            assert proc.proc.poll() is None, "the worker exited while its activity was still running"
-            gate.release.set()
-            result = await handle.result()  # type: ignore[attr-defined]
-            assert result["ok"] == 1 and result["errors"] == 0
-            assert await asyncio.to_thread(proc.proc.wait, 30) == 0, "\n".join(proc.lines[-20:])
+            yield proc, handle
         finally:
             proc.stop()
+
+
+async def test_sigterm_lets_the_running_activity_finish(
+    temporal_env: WorkflowEnvironment, gate: _Gate
+) -> None:
+    async with _held(temporal_env, gate, grace_s=30) as (proc, handle):
+        proc.proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(wait_until, lambda: proc.logged("running activities have 30s to finish"), 10)
+        await asyncio.sleep(1.0)
+        assert proc.proc.poll() is None, "the worker exited while its activity was still running"
+        gate.release.set()
+        result = await handle.result()  # type: ignore[attr-defined]
+        assert result["ok"] == 1 and result["errors"] == 0
+        assert await asyncio.to_thread(proc.proc.wait, 30) == 0, "\n".join(proc.lines[-20:])
     assert proc.logged("drctl worker stopped")
     for line in proc.lines:  # --log-format json: every line one object carrying the context fields
         record = json.loads(line)
@@ -189,21 +184,13 @@ async def test_sigterm_lets_the_running_activity_finish(
 async def test_sigterm_cancels_an_activity_that_outlives_the_grace_period(
     temporal_env: WorkflowEnvironment, gate: _Gate
 ) -> None:
-    config = _config(temporal_env, gate, grace_s=1)
-    async with Worker(temporal_env.client, task_queue=TEST_QUEUE, workflows=[CallVerify]):
-        proc, handle = await _start(temporal_env, config, gate)
-        try:
-            assert await asyncio.to_thread(gate.hit.wait, 30), (
-                "the activity never reached the global endpoint"
-            )
-            proc.proc.send_signal(signal.SIGTERM)
-            assert await asyncio.to_thread(proc.proc.wait, 20) == 0, "\n".join(proc.lines[-20:])
-            # Ordering, not a stopwatch: the worker was gone while its activity's request was still held.
-            assert not gate.answered.is_set()
-            with pytest.raises(WorkflowFailureError):
-                await handle.result()  # type: ignore[attr-defined]
-        finally:
-            proc.stop()
+    async with _held(temporal_env, gate, grace_s=1) as (proc, handle):
+        proc.proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.proc.wait, 20) == 0, "\n".join(proc.lines[-20:])
+        # Ordering, not a stopwatch: the worker was gone while its activity's request was still held.
+        assert not gate.answered.is_set()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()  # type: ignore[attr-defined]
 
 
 # --- JSON log context from activity and workflow loggers, in process ------------------------------

@@ -22,6 +22,7 @@ from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.track_analysis import run_requests
+from tests.support.http_stub import serve_app
 from tests.support.ports import free_port
 
 KEY = "sk-test-4f1d2c9e"
@@ -38,12 +39,9 @@ class AuthedRegion:
         return [ReplicaEndpoint(name=n, url=self.urls[n], track="stable") for n in ("r0", "r1")]
 
     async def serve(self, app: web.Application) -> str:
-        runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runner, url = await serve_app(app)
         self.runners.append(runner)
-        return f"http://127.0.0.1:{port}"
+        return url
 
 
 @pytest.fixture(scope="module")

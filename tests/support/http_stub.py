@@ -17,6 +17,10 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from aiohttp import web
+
+from tests.support.ports import free_port
+
 
 @dataclass
 class Request:
@@ -133,3 +137,13 @@ class StubServer:
                 pass
 
         return Handler
+
+
+async def serve_app(app: web.Application, port: int | None = None) -> tuple[web.AppRunner, str]:
+    """An aiohttp stand-in (where the test needs aiohttp's streaming or its event loop) on 127.0.0.1,
+    on a free port unless given: its runner, for the caller to clean up, and its URL."""
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    port = port or free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, f"http://127.0.0.1:{port}"

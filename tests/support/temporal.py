@@ -10,10 +10,13 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
+from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -34,3 +37,22 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     """A dev server for the module's tests (each test still takes fresh task queues)."""
     async with await start_local() as env:
         yield env
+
+
+@workflow.defn(sandboxed=False)
+class CallVerifyGlobal:
+    """Runs the product's `verify_global` activity on the region queue that a worker under test serves.
+
+    Its one argument: {"queue": the region queue, "input": the activity's input, "start_to_close_s"}.
+    """
+
+    @workflow.run
+    async def run(self, call: dict[str, Any]) -> dict[str, Any]:
+        return await workflow.execute_activity(
+            "verify_global",
+            call["input"],
+            result_type=dict,
+            task_queue=call["queue"],
+            start_to_close_timeout=timedelta(seconds=call["start_to_close_s"]),
+            retry_policy=RetryPolicy(maximum_attempts=1),  # a cancelled attempt must show, not be retried
+        )

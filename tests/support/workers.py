@@ -19,12 +19,14 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.client.monitor_view import live_status
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import FailoverInput, MonitorStatus
+from drctl.models.failover import FailbackInput, FailoverInput, MonitorStatus
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from drctl.worker.process import run_worker
+from tests.support.wait import assert_eventually
+from workflows.failback import Failback
 from workflows.failover import Failover
 
 StartWorkers = Callable[..., Awaitable[FleetConfig]]
@@ -103,6 +105,15 @@ async def start_failover(
     )
 
 
+async def start_failback(client: Client, cfg: FleetConfig) -> WorkflowHandle[Any, Any]:
+    """A failback of cfg's fleet, started the way `drctl failback` starts it."""
+    spec = FleetSpec.from_config(cfg)
+    wid = f"failback/{cfg.name}"
+    return await start_operation(
+        client, cfg, Failback.run, FailbackInput(spec=spec), operation="failback", workflow_id=wid
+    )
+
+
 def weights(cfg: FleetConfig) -> dict[str, int]:
     return global_traffic(cfg).get_weights()
 
@@ -132,6 +143,13 @@ async def healthy_rounds(handle: WorkflowHandle[Any, Any], n: int = 2) -> bool:
     """The monitor has probed n rounds and sees every region HEALTHY."""
     st = await monitor_status(handle)
     return st.probe_rounds >= n and all(r.state is RegionState.HEALTHY for r in st.regions.values())
+
+
+async def until_healthy(handle: WorkflowHandle[Any, Any]) -> None:
+    """Wait until the monitor has probed two rounds and sees every region HEALTHY."""
+    await assert_eventually(
+        lambda: healthy_rounds(handle), timeout_s=30, what="monitor sees both regions healthy"
+    )
 
 
 async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kmock import Server
 from kubernetes import client
 
 from drctl import chaos
@@ -19,7 +18,6 @@ from drctl.devstack import kube as devstack_kube
 from drctl.devstack.kube import RegionCluster
 from tests.support.config import fleet_config_data
 from tests.support.loop_thread import LoopThread
-from tests.support.ports import free_port
 
 NS = "inference"
 WEST = "us-west-1"
@@ -32,15 +30,8 @@ def api_url() -> Iterator[str]:
     patch = pytest.MonkeyPatch()
     patch.setitem(devstack_kube._RESOURCES, "v1/pods", ("Pod", True))
     lt = LoopThread()
-    port = free_port()
-
-    async def make() -> RegionCluster:
-        return RegionCluster()
-
-    emulator = lt.run(make())  # built on its loop: it creates asyncio primitives
-    lt.enter(emulator)
-    lt.enter(Server(emulator, host="127.0.0.1", port=port))
-    yield f"http://127.0.0.1:{port}"
+    _, url = lt.serve_cluster(RegionCluster)
+    yield url
     lt.close()
     patch.undo()
 

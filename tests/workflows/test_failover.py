@@ -17,12 +17,12 @@ from tests.support.wait import assert_eventually, until
 from tests.support.workers import (
     StartWorkers,
     admin,
-    healthy_rounds,
     monitor_handle,
     monitor_status,
     replicas,
     served_by,
     start_failover,
+    until_healthy,
     weights,
 )
 from workflows.failover import Failover
@@ -100,9 +100,7 @@ async def test_region_down_fails_over_automatically_then_fails_back(
 ) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     killed = admin(
         cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
     )
@@ -134,9 +132,7 @@ async def test_flapping_replica_causes_no_failover(
 ) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     start = (await monitor_status(mon)).probe_rounds
     seen: set[str] = set()
     failing: list[float] = []
@@ -182,9 +178,7 @@ async def test_both_regions_down_never_zero_everywhere(
 ) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     for region in cfg.region_names:
         admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     samples: list[dict[str, int]] = []

@@ -32,12 +32,12 @@ from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,
-    healthy_rounds,
     monitor_handle,
     monitor_status,
     replicas,
     served_by,
     start_failover,
+    until_healthy,
     weights,
 )
 from workflows.calls import QUEUE_WAIT_S
@@ -77,9 +77,7 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     cfg = await start_workers()
     # The monitor started weeks ago from the active-active config...
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     # ...and the fleet is now active-passive: `drctl monitor start` with the new file updates it.
     ap = active_passive(cfg)
     global_traffic(ap).set_weights(ap.weights)
@@ -200,9 +198,7 @@ async def _with_unresolved_region(
     (and, unless keep_east, told to forget us-east-1): (config, monitor handle, the changes it reported)."""
     cfg = await start_workers()
     mon = await monitor_handle(client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     spec = FleetSpec.from_config(cfg)
     extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
     kept = [r for r in spec.regions if keep_east or r.name != "us-east-1"]
@@ -263,9 +259,7 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
     # starts (tests/workflows/test_monitor_quorum.py); this test is about the failover's queue wait.
     cfg = await start_workers(regions=["us-west-1"], quorum=QuorumConfig(mode="off"))
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     started = time.monotonic()
 

@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from drctl.client.operations import search_attributes, start_operation
+from drctl.client.operations import search_attributes
 from drctl.client.outcome import finished, result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverResult
@@ -26,7 +26,7 @@ from tests.support.cli import drctl
 from tests.support.config import write_config
 from tests.support.upgrade import start_upgrade, track_weights, upgrade_req
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, admin, weights
+from tests.support.workers import StartWorkers, admin, start_failback, weights
 from workflows.failback import Failback
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -272,14 +272,7 @@ async def test_a_lock_left_on_a_task_queue_nobody_serves_is_replaced(
         task_queue=f"{cfg.temporal.task_queue}-old",
         search_attributes=search_attributes(cfg.name, "lock"),
     )
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failback.run,
-        FailbackInput(spec=FleetSpec.from_config(cfg)),
-        operation="failback",
-        workflow_id=f"failback/{cfg.name}",
-    )
+    handle = await start_failback(temporal_client, cfg)
     res = await asyncio.wait_for(result_of(handle, FailbackResult), 60)
     assert res.status == "not_needed", res
     old = temporal_client.get_workflow_handle(lock_id(cfg.name), run_id=stale.result_run_id)
