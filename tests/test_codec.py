@@ -188,24 +188,18 @@ def _upgrade_no_wait(path: Path, env: dict[str, str]) -> str:
     return str(json.loads(up.stdout)["workflow_id"])
 
 
+def _terminate(workflow_id: str, path: Path) -> None:
+    """End a workflow no worker will run, so the fleet is free for the next (its history stays)."""
+    address = load_config(path).temporal.address
+    cmd = [str(BIN / "temporal"), "workflow", "terminate", "-w", workflow_id, "--address", address]
+    subprocess.run(cmd, capture_output=True, timeout=60, check=True)
+
+
 def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[str]:
     """An upgrade with HF_TOKEN and a drill whose experiment holds a value and an API token."""
     upgrade_id = _upgrade_no_wait(path, env)
     # No worker runs here: end the upgrade so the fleet is free for the drill (its history stays).
-    subprocess.run(
-        [
-            str(BIN / "temporal"),
-            "workflow",
-            "terminate",
-            "-w",
-            upgrade_id,
-            "--address",
-            load_config(path).temporal.address,
-        ],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
+    _terminate(upgrade_id, path)
     exp = copy.deepcopy(OUTAGE)
     exp["configuration"].update(note=EXP_SECRET, probe_api_token=API_TOKEN)
     exp_path = directory / f"outage-{time.monotonic_ns()}.json"
@@ -213,20 +207,7 @@ def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[s
     drill = drctl("drill", "run", str(exp_path), "--no-wait", "-c", str(path), env=env)
     assert drill.returncode == 0, drill.stderr
     drill_id = next(t for t in drill.stderr.split() if t.startswith("drill/"))
-    subprocess.run(
-        [
-            str(BIN / "temporal"),
-            "workflow",
-            "terminate",
-            "-w",
-            drill_id,
-            "--address",
-            load_config(path).temporal.address,
-        ],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
+    _terminate(drill_id, path)
     return [upgrade_id, drill_id]
 
 

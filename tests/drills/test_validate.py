@@ -127,6 +127,11 @@ CASES: dict[str, tuple[Any, str, str]] = {
 }
 
 
+def _drill_run(experiment: Path, config: Path, *options: str) -> list[str]:
+    """`drctl drill run EXPERIMENT -c CONFIG [options]`, as a user types it."""
+    return [str(DRCTL), "drill", "run", str(experiment), "-c", str(config), *options]
+
+
 def test_each_broken_experiment_exits_2_before_any_fault(
     admin_recorder: str, temporal_door: _TemporalDoor
 ) -> None:
@@ -147,14 +152,7 @@ def test_each_broken_experiment_exits_2_before_any_fault(
         work, admin_recorder, ["us-west-1", "us-east-1"], "devstack", temporal=control_door.address
     )
     control = subprocess.Popen(
-        [
-            str(DRCTL),
-            "drill",
-            "run",
-            str(REPO / "experiments" / "region-outage.json"),
-            "-c",
-            str(control_cfg),
-        ],
+        _drill_run(REPO / "experiments" / "region-outage.json", control_cfg),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -165,7 +163,7 @@ def test_each_broken_experiment_exits_2_before_any_fault(
         path.write_text(content if isinstance(content, str) else json.dumps(content))
         # Not a dry run: a valid experiment here would really be started.
         procs[name] = subprocess.Popen(
-            [str(DRCTL), "drill", "run", str(path), "-c", str(configs[cfg])],
+            _drill_run(path, configs[cfg]),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -201,17 +199,7 @@ def test_dry_run_prints_the_plan_and_injects_nothing(
 ) -> None:
     cfg = drill_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address)
     proc = subprocess.run(
-        [
-            str(DRCTL),
-            "drill",
-            "run",
-            str(REPO / "experiments" / "region-outage.json"),
-            "--dry-run",
-            "-c",
-            str(cfg),
-            "--target",
-            "us-east-1",
-        ],
+        _drill_run(REPO / "experiments" / "region-outage.json", cfg, "--dry-run", "--target", "us-east-1"),
         capture_output=True,
         text=True,
         timeout=60,

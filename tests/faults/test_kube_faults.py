@@ -8,9 +8,7 @@ server is checked for what an operator sees: attempts, the backoff between them,
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kmock import Server
@@ -18,7 +16,6 @@ from temporalio import workflow
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities import platform as platform_activities
 from drctl.config.schema import FleetConfig, KubeConfig, RegionConfig, parse_config
@@ -30,6 +27,7 @@ from drctl.providers.kubernetes import KubernetesPlatform
 from tests.support.fault_proxy import Fault, KubeFaultProxy, serve
 from tests.support.loop_thread import LoopThread
 from tests.support.ports import free_port
+from tests.support.temporal import execute_once
 from workflows import calls
 from workflows.calls import PLATFORM_RETRY
 
@@ -90,15 +88,18 @@ def clean_faults(stack: Stack) -> None:
     stack.proxy.faults.clear()
 
 
-def _platform(stack: Stack, timeout: tuple[float, float] = (5.0, 30.0)) -> KubernetesPlatform:
-    region = RegionConfig(
+def _region(stack: Stack) -> RegionConfig:
+    return RegionConfig(
         name=REGION,
         weight=60,
         max_replicas=8,
         gateway_url="http://127.0.0.1:1",
         kube=KubeConfig(api_url=stack.url, namespace=NS),
     )
-    return KubernetesPlatform(region, poll_interval_s=0.05, request_timeout=timeout)
+
+
+def _platform(stack: Stack, timeout: tuple[float, float] = (5.0, 30.0)) -> KubernetesPlatform:
+    return KubernetesPlatform(_region(stack), poll_interval_s=0.05, request_timeout=timeout)
 
 
 @pytest.mark.parametrize(("status", "kind"), [(409, "Conflict"), (429, "RateLimited"), (500, "ServerError")])
@@ -119,13 +120,7 @@ def test_transient_statuses_are_retryable_and_name_the_call(stack: Stack, status
 
 def test_a_list_that_never_answers_ends_in_a_retryable_timeout(stack: Stack) -> None:
     stalled = stack.proxy.add(Fault("GET", HPA_LIST, status=0))
-    region = RegionConfig(
-        name=REGION,
-        weight=60,
-        max_replicas=8,
-        gateway_url="http://127.0.0.1:1",
-        kube=KubeConfig(api_url=stack.url, namespace=NS),
-    )
+    region = _region(stack)
     p = KubernetesPlatform(region, api_client=api_client_for(region.kube), request_timeout=(2.0, 0.5))
     with pytest.raises(ProviderError) as err:
         p.get_deployment("llm-stable")
@@ -166,22 +161,9 @@ traffic:
 
 
 async def _scale(temporal_env: WorkflowEnvironment, stack: Stack, replicas: int) -> DeploymentStatus:
-    queue = f"faults-{uuid.uuid4().hex[:8]}"
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        async with Worker(
-            temporal_env.client,
-            task_queue=queue,
-            workflows=[ScaleThroughFaults],
-            activities=platform_activities.build(_config(stack)),
-            activity_executor=pool,
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        ):
-            return await temporal_env.client.execute_workflow(
-                ScaleThroughFaults.run,
-                ScaleInput(region=REGION, replicas=replicas, deployment="llm-stable"),
-                id=f"scale-{uuid.uuid4().hex[:8]}",
-                task_queue=queue,
-            )
+    scale = ScaleInput(region=REGION, replicas=replicas, deployment="llm-stable")
+    activities = platform_activities.build(_config(stack))
+    return await execute_once(temporal_env.client, ScaleThroughFaults, scale, activities, "faults", "scale")
 
 
 @pytest.mark.parametrize("status", [409, 500])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -18,7 +17,6 @@ from aiohttp import web
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities import reports
 from drctl.config.schema import FleetConfig, parse_config
@@ -27,6 +25,7 @@ from tests.support.builders import drill_report
 from tests.support.fault_proxy import Fault, KubeFaultProxy, serve
 from tests.support.moto import aws_client, port_of
 from tests.support.ports import free_port
+from tests.support.temporal import execute_once
 from workflows.drill import store_report
 
 SLOW_DOWN = (
@@ -91,22 +90,11 @@ def _report() -> DrillReport:
 async def _store(
     temporal_env: WorkflowEnvironment, stack: S3Stack, report: DrillReport, give_up_after_s: float
 ) -> DrillReport:
-    queue = f"reports-{uuid.uuid4().hex[:8]}"
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        async with Worker(
-            temporal_env.client,
-            task_queue=queue,
-            workflows=[StoreReportThroughFaults],
-            activities=reports.build(stack.cfg),
-            activity_executor=pool,
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        ):
-            return await temporal_env.client.execute_workflow(
-                StoreReportThroughFaults.run,
-                StoreInput(report=report, give_up_after_s=give_up_after_s),
-                id=f"store-{uuid.uuid4().hex[:8]}",
-                task_queue=queue,
-            )
+    store = StoreInput(report=report, give_up_after_s=give_up_after_s)
+    activities = reports.build(stack.cfg)
+    return await execute_once(
+        temporal_env.client, StoreReportThroughFaults, store, activities, "reports", "store"
+    )
 
 
 def _json_key(report: DrillReport) -> str:

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import shutil
 import sys
+import uuid
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
 from temporalio import workflow
+from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 TEMPORAL = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
 
@@ -56,3 +60,22 @@ class CallVerifyGlobal:
             start_to_close_timeout=timedelta(seconds=call["start_to_close_s"]),
             retry_policy=RetryPolicy(maximum_attempts=1),  # a cancelled attempt must show, not be retried
         )
+
+
+async def execute_once(
+    client: Client, workflow_cls: Any, arg: Any, activities: Sequence[Any], queue_prefix: str, id_prefix: str
+) -> Any:
+    """Run `workflow_cls` once with the product's `activities` on a worker of its own: a fresh task
+    queue, sync activities on a thread pool, as drctl's worker runs them."""
+    queue = f"{queue_prefix}-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[workflow_cls],
+            activities=activities,
+            activity_executor=pool,
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
+            wid = f"{id_prefix}-{uuid.uuid4().hex[:8]}"
+            return await client.execute_workflow(workflow_cls.run, arg, id=wid, task_queue=queue)
