@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +26,8 @@ from drctl.models.health import RegionState
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from drctl.worker.process import run_worker
+from tests.support.cli import drctl
+from tests.support.config import write_config
 from tests.support.wait import assert_eventually
 from workflows.failback import Failback
 from workflows.failover import Failover
@@ -172,6 +175,17 @@ async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
                 key = type(exc).__name__
             counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+async def refused_cli_failover(start_workers: StartWorkers, directory: Path) -> tuple[FleetConfig, Path, Any]:
+    """`drctl failover --to us-east-1` (the real binary) while us-east-1 answers no inference: it is
+    refused in preflight and exits 1. The FleetConfig, its file and the finished process."""
+    cfg = await start_workers()
+    path = write_config(cfg, directory)
+    admin(cfg, "us-east-1", "/faults/inference", {"down": True})
+    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return cfg, path, proc
 
 
 def admin(cfg: FleetConfig, region: str, path: str, body: dict[str, Any] | None = None) -> Any:

@@ -57,6 +57,12 @@ def _started(code: int, out: str, err: str) -> str:
     return json.loads(out)["workflow_id"]
 
 
+async def _upgrade_no_wait(path: str, image: str, strategy: str, region: str) -> str:
+    """`drctl upgrade --no-wait -o json` of one region, in-process: the upgrade's workflow id."""
+    options = ["--strategy", strategy, "--regions", region, "--no-wait", "-o", "json", "-c", path]
+    return _started(*await cli("upgrade", "--image", image, *options))
+
+
 async def _status(wid: str, path: str) -> dict[str, Any]:
     code, out, err = await cli("upgrade", "status", wid.rsplit("/", 1)[1], "-o", "json", "-c", path)
     assert code == 0, err
@@ -69,22 +75,7 @@ async def test_canary_paused_resumed_and_promoted_from_the_cli(
     cfg, path = cli_env
     old = stable_container(cfg, "us-west-1").image
     image = f"vllm/vllm-openai:v3.0.{uuid.uuid4().int % 1000}"
-    wid = _started(
-        *await cli(
-            "upgrade",
-            "--image",
-            image,
-            "--strategy",
-            "canary",
-            "--regions",
-            "us-west-1",
-            "--no-wait",
-            "-o",
-            "json",
-            "-c",
-            path,
-        )
-    )
+    wid = await _upgrade_no_wait(path, image, "canary", "us-west-1")
     uid = wid.rsplit("/", 1)[1]
     code, out, err = await cli("upgrade", "pause", uid, "--reason", "hold for the test", "-c", path)
     assert code == 0 and "holds at the next step boundary" in out, (out, err)
@@ -136,22 +127,7 @@ async def test_blue_green_aborted_from_the_cli_keeps_blue(
 ) -> None:
     cfg, path = cli_env
     before = stable_container(cfg, "us-east-1").image
-    wid = _started(
-        *await cli(
-            "upgrade",
-            "--image",
-            "vllm/vllm-openai:v9.9.9",
-            "--strategy",
-            "blue-green",
-            "--regions",
-            "us-east-1",
-            "--no-wait",
-            "-o",
-            "json",
-            "-c",
-            path,
-        )
-    )
+    wid = await _upgrade_no_wait(path, "vllm/vllm-openai:v9.9.9", "blue-green", "us-east-1")
     uid = wid.rsplit("/", 1)[1]
     # Green carries everything during the 30 s scale-down delay; blue (stable) still runs to flip back to.
     await assert_eventually(

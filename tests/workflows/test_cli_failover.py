@@ -16,7 +16,7 @@ from drctl.models.failover import FailoverResult
 from tests.support.cli import DRCTL, cli, drctl
 from tests.support.config import write_config
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, admin, replicas, weights
+from tests.support.workers import StartWorkers, refused_cli_failover, replicas, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -41,11 +41,7 @@ async def test_cli_failover_moves_haproxy_weights_and_exits_0(
 async def test_cli_failover_to_an_unhealthy_region_is_refused_and_exits_1(
     start_workers: StartWorkers, fleet_config_path: Path
 ) -> None:
-    cfg = await start_workers()
-    path = write_config(cfg, fleet_config_path.parent)
-    admin(cfg, "us-east-1", "/faults/inference", {"down": True})
-    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    cfg, _, proc = await refused_cli_failover(start_workers, fleet_config_path.parent)
     assert "us-east-1" in proc.stdout and "succeeded" not in proc.stdout
     assert weights(cfg) == cfg.weights  # refused in preflight: nothing moved
 

@@ -26,7 +26,7 @@ from tests.support.cli import drctl
 from tests.support.config import write_config
 from tests.support.upgrade import start_upgrade, track_weights, upgrade_req
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, admin, start_failback, weights
+from tests.support.workers import StartWorkers, admin, refused_cli_failover, start_failback, weights
 from workflows.failback import Failback
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -203,11 +203,7 @@ async def _phase(handle: object, phase: str) -> bool:
 async def test_refused_failover_is_failed_in_temporal_and_the_cli_says_why(
     start_workers: StartWorkers, fleet_config_path: Path
 ) -> None:
-    cfg = await start_workers()
-    path = write_config(cfg, fleet_config_path.parent)
-    admin(cfg, "us-east-1", "/faults/inference", {"down": True})
-    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    cfg, path, proc = await refused_cli_failover(start_workers, fleet_config_path.parent)
     assert "refused" in proc.stdout and "target us-east-1 is DOWN" in proc.stdout, proc.stdout
     listed = temporal_list(cfg, f"WorkflowId = 'failover/{cfg.name}'")
     assert listed and listed[0]["status"] in ("WORKFLOW_EXECUTION_STATUS_FAILED", "Failed", 3), listed[0]
