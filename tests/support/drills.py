@@ -42,15 +42,8 @@ async def start_drill(
 ) -> WorkflowHandle[object, object]:
     plan = validate_experiment(experiment, cfg, target)
     wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-    return await start_operation(
-        client,
-        cfg,
-        "ChaosDrill",
-        DrillInput.from_config(cfg, plan),
-        operation="drill",
-        workflow_id=wid,
-        target=target,
-    )
+    search = {"operation": "drill", "workflow_id": wid, "target": target}
+    return await start_operation(client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), **search)
 
 
 async def run_drill(

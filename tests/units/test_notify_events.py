@@ -31,15 +31,8 @@ def _event(
     **kw: Any,
 ) -> dict[str, Any]:
     """The dump of an event of fleet prod at AT: these fields, the rest as `_base` has them."""
-    return _base(
-        kind=kind,
-        severity=severity,
-        action=action,
-        dedup_key=dedup_key,
-        summary=summary,
-        details=details,
-        **kw,
-    )
+    fields = {"kind": kind, "severity": severity, "action": action, "dedup_key": dedup_key}
+    return _base(**fields, summary=summary, details=details, **kw)
 
 
 def test_failover_started_says_who_and_why() -> None:
