@@ -127,9 +127,9 @@ CASES: dict[str, tuple[Any, str, str]] = {
 }
 
 
-def _drill_run(experiment: Path, config: Path, *options: str) -> list[str]:
-    """`drctl drill run EXPERIMENT -c CONFIG [options]`, as a user types it."""
-    return [str(DRCTL), "drill", "run", str(experiment), "-c", str(config), *options]
+def _drill_run(experiment: Path, config: Path) -> list[str]:
+    """`drctl drill run EXPERIMENT -c CONFIG`, as a user types it."""
+    return [str(DRCTL), "drill", "run", str(experiment), "-c", str(config)]
 
 
 def test_each_broken_experiment_exits_2_before_any_fault(
@@ -199,7 +199,17 @@ def test_dry_run_prints_the_plan_and_injects_nothing(
 ) -> None:
     cfg = drill_config(tmp_path, admin_recorder, ["us-west-1", "us-east-1"], temporal=temporal_door.address)
     proc = subprocess.run(
-        _drill_run(REPO / "experiments" / "region-outage.json", cfg, "--dry-run", "--target", "us-east-1"),
+        [
+            str(DRCTL),
+            "drill",
+            "run",
+            str(REPO / "experiments" / "region-outage.json"),
+            "--dry-run",
+            "-c",
+            str(cfg),
+            "--target",
+            "us-east-1",
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         timeout=60,

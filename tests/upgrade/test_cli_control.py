@@ -59,8 +59,22 @@ def _started(code: int, out: str, err: str) -> str:
 
 async def _upgrade_no_wait(path: str, image: str, strategy: str, region: str) -> str:
     """`drctl upgrade --no-wait -o json` of one region, in-process: the upgrade's workflow id."""
-    options = ["--strategy", strategy, "--regions", region, "--no-wait", "-o", "json", "-c", path]
-    return _started(*await cli("upgrade", "--image", image, *options))
+    return _started(
+        *await cli(
+            "upgrade",
+            "--image",
+            image,
+            "--strategy",
+            strategy,
+            "--regions",
+            region,
+            "--no-wait",
+            "-o",
+            "json",
+            "-c",
+            path,
+        )
+    )
 
 
 async def _status(wid: str, path: str) -> dict[str, Any]:

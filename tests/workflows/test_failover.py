@@ -8,8 +8,10 @@ import time
 import pytest
 from temporalio.client import Client
 
+from drctl.client import operations
 from drctl.client.operations import FleetBusyError, running_operations, start_operation
 from drctl.client.outcome import finished, result_of
+from drctl.models import search_attributes as sa
 from drctl.models.failover import ALL_REGIONS_UNHEALTHY, FailoverInput, FailoverResult, MonitorStatus
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
@@ -72,9 +74,7 @@ async def test_second_failover_is_refused_naming_the_first(
         FailoverInput(spec=spec, target="us-west-1"),
         id=f"failover/{cfg.name}-race",
         task_queue=cfg.temporal.task_queue,
-        search_attributes=__import__("drctl.client.operations").operations.search_attributes(
-            cfg.name, "failover"
-        ),
+        search_attributes=operations.search_attributes(cfg.name, "failover"),
     )
     # The fleet lock refuses it; it ends Failed (red in the UI) with FleetBusy, its result in the details.
     refused = await asyncio.wait_for(finished(second, FailoverResult), 30)
@@ -195,10 +195,7 @@ async def test_both_regions_down_never_zero_everywhere(
     st = await monitor_status(mon)
     assert st.alert == ALL_REGIONS_UNHEALTHY and st.last_failover is None
     desc = await temporal_client.get_workflow_handle(f"monitor/{cfg.name}").describe()
-    assert (
-        desc.typed_search_attributes.get(__import__("drctl.models.search_attributes").search_attributes.PHASE)
-        == ALL_REGIONS_UNHEALTHY
-    )
+    assert desc.typed_search_attributes.get(sa.PHASE) == ALL_REGIONS_UNHEALTHY
 
 
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "rounds"])
@@ -216,9 +213,7 @@ async def test_monitor_continues_as_new_keeping_its_state(
         MonitorInput(spec=spec, max_iterations=2),
         id=f"monitor/{cfg.name}",
         task_queue=cfg.temporal.task_queue,
-        search_attributes=__import__("drctl.client.operations").operations.search_attributes(
-            cfg.name, "monitor"
-        ),
+        search_attributes=operations.search_attributes(cfg.name, "monitor"),
     )
     await temporal_client.get_workflow_handle(handle.id).signal("pause")  # state that must survive
 
