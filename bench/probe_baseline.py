@@ -1,6 +1,9 @@
 """BASELINE: the prober as it was before issue 12 (a copy of drctl/providers/probe.py), for bench/probe_scale.py.
 
 Kept verbatim so the bench measures the old and the new prober side by side in one run; not product code.
+It is a frozen baseline: it stays duplicated with drctl/providers/probe*.py on purpose (`duplicates`
+lists those pairs), and is never refactored, deduplicated or fixed, or it would no longer measure
+the prober as it was.
 
 
 Each target answers /health, /v1/models, a 1-token streamed completion (time to first token is

@@ -61,6 +61,24 @@ def _free_ports(n: int) -> list[int]:
     raise RuntimeError(f"no {n} free ports found in 61000-65535")
 
 
+def loopback_services(temporal: int, ui: int, moto: int, glob: int, **temporal_extra: str) -> dict[str, Any]:
+    """The traffic, Temporal and AWS sections of a dev-stack fleet on these loopback ports: HAProxy's
+    gateways, the Temporal dev server and moto. The tests' fleet (tests/support/config.py) uses it too."""
+    return {
+        "traffic": {
+            "global_endpoint": f"http://127.0.0.1:{glob}",
+            "global": {"kind": "haproxy", "runtime_socket": "s/haproxy/global.sock"},
+            "regional": {"kind": "haproxy"},
+        },
+        "temporal": {
+            "address": f"127.0.0.1:{temporal}",
+            "ui_url": f"http://127.0.0.1:{ui}",
+            **temporal_extra,
+        },
+        "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
+    }
+
+
 def write_bench_config(interval_s: float, threshold: int, replicas: int = 2) -> Path:
     """fleet.yaml for the reference fleet (us-west-1 60 / us-east-1 40) on free ports in a short /tmp dir.
 
@@ -86,17 +104,7 @@ def write_bench_config(interval_s: float, threshold: int, replicas: int = 2) -> 
         "name": "bench",
         "regions": regions,
         "health": {"interval_s": interval_s, "failure_threshold": threshold},
-        "traffic": {
-            "global_endpoint": f"http://127.0.0.1:{glob}",
-            "global": {"kind": "haproxy", "runtime_socket": "s/haproxy/global.sock"},
-            "regional": {"kind": "haproxy"},
-        },
-        "temporal": {
-            "address": f"127.0.0.1:{temporal}",
-            "ui_url": f"http://127.0.0.1:{ui}",
-            "task_queue": "drctl-bench",
-        },
-        "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
+        **loopback_services(temporal, ui, moto, glob, task_queue="drctl-bench"),
         # The bench's worker runs in-process with no HTTP endpoint; its stack's Prometheus on a free port.
         "worker": {"http_port": 0},
         "devstack": {"state_dir": "s", "stats_port": stats, "prometheus_port": prom},

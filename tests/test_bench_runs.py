@@ -35,19 +35,8 @@ def test_rto_bench_one_down_trial_of_the_default_monitor(tmp_path: Path) -> None
     out = tmp_path / "rto.json"
     done = _run(
         "bench/rto.py",
-        "--trials",
-        "1",
-        "--kinds",
-        "down",
-        "--policies",
-        "drctl",
-        "--interval-s",
-        "3",
-        "--threshold",
-        "2",
-        "--seed",
-        "12",  # as docs/measurements.md runs it: the fault's offset in the probe cycle is reproducible
-        "--json",
+        # --seed as docs/measurements.md runs it: the fault's offset in the probe cycle is reproducible
+        *"--trials 1 --kinds down --policies drctl --interval-s 3 --threshold 2 --seed 12 --json".split(),
         str(out),
     )
     assert "RTO benchmark: 1 faults in us-west-1, interval 3s, threshold 2" in done.stdout
@@ -58,15 +47,7 @@ def test_rto_bench_one_down_trial_of_the_default_monitor(tmp_path: Path) -> None
 
 def test_history_cost_bench_both_monitors_side_by_side() -> None:
     done = _run(
-        "bench/history_cost.py",
-        "--minutes",
-        "0.5",
-        "--warmup-s",
-        "0",
-        "--interval-s",
-        "3",
-        "--checkpoint-s",
-        "10",
+        "bench/history_cost.py", *"--minutes 0.5 --warmup-s 0 --interval-s 3 --checkpoint-s 10".split()
     )
     assert "rounds" in done.stdout and "watcher" in done.stdout and "target <= 200 events" in done.stdout
 
@@ -74,15 +55,7 @@ def test_history_cost_bench_both_monitors_side_by_side() -> None:
 def test_false_failover_bench_sees_no_failover(tmp_path: Path) -> None:
     out = tmp_path / "ff.json"
     done = _run(
-        "bench/false_failover.py",
-        "--minutes",
-        "0.5",
-        "--interval-s",
-        "3",
-        "--threshold",
-        "2",
-        "--json",
-        str(out),
+        "bench/false_failover.py", *"--minutes 0.5 --interval-s 3 --threshold 2 --json".split(), str(out)
     )
     assert done.stdout.count("\n") > 5 and "False-failover bench: 0.5 min" in done.stdout
     data = json.loads(out.read_text())

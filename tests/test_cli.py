@@ -20,7 +20,8 @@ from drctl.cli.errors import render_error
 from drctl.client.connection import TemporalUnreachable
 from drctl.client.operations import FleetBusyError
 from drctl.models.phases import OperationInfo
-from tests.helpers import DRCTL, free_port, run_cli
+from tests.support.cli import DRCTL, run_cli
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,8 +29,10 @@ from drctl.client.codec import AesGcmCodec, CodecKeyError, parse_keys
 from drctl.client.connection import TemporalConfigError, connect_options
 from drctl.config.schema import load_config
 from drctl.models import search_attributes
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.helpers import drctl, free_port, run_cli, wait_until
+from tests.support.cli import drctl, run_cli
+from tests.support.config import fleet_config_data, short_tmp_dir
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 BIN = Path(sys.executable).parent
 OUTAGE = json.loads((Path(__file__).resolve().parents[1] / "experiments" / "region-outage.json").read_text())
@@ -176,38 +178,28 @@ def _found(raw: str, secret: str) -> bool:
     return any(secret.encode() in base64.b64decode(p.get("data") or "") for p in _payloads(json.loads(raw)))
 
 
+def _upgrade_no_wait(path: Path, env: dict[str, str]) -> str:
+    """`drctl upgrade --no-wait` with HF_TOKEN in its environment: the upgrade's workflow id."""
+    up = drctl(
+        "upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
+        "-o", "json", "-c", str(path), env=env,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    return str(json.loads(up.stdout)["workflow_id"])
+
+
+def _terminate(workflow_id: str, path: Path) -> None:
+    """End a workflow no worker will run, so the fleet is free for the next (its history stays)."""
+    address = load_config(path).temporal.address
+    cmd = [str(BIN / "temporal"), "workflow", "terminate", "-w", workflow_id, "--address", address]
+    subprocess.run(cmd, capture_output=True, timeout=60, check=True)
+
+
 def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[str]:
     """An upgrade with HF_TOKEN and a drill whose experiment holds a value and an API token."""
-    up = drctl(
-        "upgrade",
-        "--image",
-        "vllm/vllm-openai:v0.6.4",
-        "--env",
-        f"HF_TOKEN={HF_TOKEN}",
-        "--no-wait",
-        "-o",
-        "json",
-        "-c",
-        str(path),
-        env=env,
-    )
-    assert up.returncode == 0, up.stderr
-    upgrade_id = json.loads(up.stdout)["workflow_id"]
+    upgrade_id = _upgrade_no_wait(path, env)
     # No worker runs here: end the upgrade so the fleet is free for the drill (its history stays).
-    subprocess.run(
-        [
-            str(BIN / "temporal"),
-            "workflow",
-            "terminate",
-            "-w",
-            upgrade_id,
-            "--address",
-            load_config(path).temporal.address,
-        ],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
+    _terminate(upgrade_id, path)
     exp = copy.deepcopy(OUTAGE)
     exp["configuration"].update(note=EXP_SECRET, probe_api_token=API_TOKEN)
     exp_path = directory / f"outage-{time.monotonic_ns()}.json"
@@ -215,20 +207,7 @@ def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[s
     drill = drctl("drill", "run", str(exp_path), "--no-wait", "-c", str(path), env=env)
     assert drill.returncode == 0, drill.stderr
     drill_id = next(t for t in drill.stderr.split() if t.startswith("drill/"))
-    subprocess.run(
-        [
-            str(BIN / "temporal"),
-            "workflow",
-            "terminate",
-            "-w",
-            drill_id,
-            "--address",
-            load_config(path).temporal.address,
-        ],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
+    _terminate(drill_id, path)
     return [upgrade_id, drill_id]
 
 
@@ -330,21 +309,7 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
             "task_queue": f"codec-{time.monotonic_ns()}",
         },
     )
-    up = drctl(
-        "upgrade",
-        "--image",
-        "vllm/vllm-openai:v0.6.4",
-        "--env",
-        f"HF_TOKEN={HF_TOKEN}",
-        "--no-wait",
-        "-o",
-        "json",
-        "-c",
-        str(cfg_path),
-        env=env,
-    )
-    assert up.returncode == 0, up.stderr
-    wid = json.loads(up.stdout)["workflow_id"]
+    wid = _upgrade_no_wait(cfg_path, env)
     worker = subprocess.Popen(
         [str(BIN / "drctl"), "worker", "-c", str(cfg_path)],
         env={**os.environ, **env},

@@ -9,8 +9,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,8 @@ import yaml
 
 from drctl.config.schema import load_config
 from drctl.models.search_attributes import ALL
+from tests.support.http_stub import Reply, Request, StubServer
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -132,7 +132,7 @@ def _dockerfile_user() -> tuple[int, int]:
 
 def _mapped(cfg: str, tmp: Path, run_dir: Path, region: str = "us-west-1") -> tuple[Path, dict[str, int]]:
     """A compose HAProxy config runnable here: service names to loopback, ports to free ones."""
-    from tests.helpers import free_port
+    from tests.support.ports import free_port
 
     text = (ROOT / "deploy" / "compose" / cfg).read_text()
     text = re.sub(r"(gateway-us-\w+-1|vllm-\$\{REGION\}[\w-]*):", "127.0.0.1:", text)
@@ -172,7 +172,7 @@ def _stop(proc: subprocess.Popen[str]) -> str:
 
 @pytest.fixture
 def run_dir() -> Any:
-    from tests.fleetcfg import short_tmp_dir
+    from tests.support.config import short_tmp_dir
 
     base = short_tmp_dir("drctl-run-")
     base.chmod(0o755)
@@ -184,8 +184,6 @@ def run_dir() -> Any:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to HAProxy's and the worker's uids needs root")
 def test_runtime_socket_is_reachable_by_the_worker_only(run_dir: Path) -> None:
-    from tests.helpers import wait_until
-
     cfg, _ = _mapped("haproxy-global.cfg", run_dir.parent, run_dir)  # readable by HAProxy's uid
     sock = run_dir / "global.sock"
     # Without the init service HAProxy, not root, cannot even create its socket: the original bug.
@@ -277,27 +275,19 @@ def _healthy(cmd: list[str]) -> bool:
     return subprocess.run(cmd, capture_output=True, timeout=15).returncode == 0
 
 
-class _Status(BaseHTTPRequestHandler):
+class _Status:
     status = 200
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        self.send_response(type(self).status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
+    @staticmethod
+    def handle(_req: Request) -> Reply:
+        return Reply(_Status.status, content_type=None)
 
 
-def _serve(port: int = 0) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", port), _Status)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+def _serve(port: int = 0) -> StubServer:
+    return StubServer(_Status.handle, port=port).start()
 
 
 def test_gateway_healthcheck_follows_its_servers(run_dir: Path, tmp_path: Path) -> None:
-    from tests.helpers import wait_until
-
     cfg, ports = _mapped("haproxy-region.cfg", tmp_path, run_dir)
     proc = _start_haproxy(cfg)
     check = _healthcheck("gateway-us-west-1", {"8410": ports["8410"]})
@@ -309,15 +299,12 @@ def test_gateway_healthcheck_follows_its_servers(run_dir: Path, tmp_path: Path) 
         try:
             wait_until(lambda: _healthy(check), 15, what="gateway healthy once its server passes checks")
         finally:
-            server.shutdown()
-            server.server_close()
+            server.close()
     finally:
         _stop(proc)
 
 
 def test_global_healthcheck(run_dir: Path, tmp_path: Path) -> None:
-    from tests.helpers import wait_until
-
     cfg, ports = _mapped("haproxy-global.cfg", tmp_path, run_dir)
     check = _healthcheck("haproxy-global", {"8404": ports["8404"]})
     assert not _healthy(check)  # nothing listening yet
@@ -331,13 +318,12 @@ def test_global_healthcheck(run_dir: Path, tmp_path: Path) -> None:
 def test_worker_healthcheck_reads_healthz() -> None:
     server = _serve()
     try:
-        check = _healthcheck("drctl-worker", {"9464": server.server_address[1]})
-        assert any(f":{server.server_address[1]}/healthz" in c for c in check)
+        check = _healthcheck("drctl-worker", {"9464": server.port})
+        assert any(f":{server.port}/healthz" in c for c in check)
         _Status.status = 200
         assert _healthy(check)
         _Status.status = 503
         assert not _healthy(check)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
     assert not _healthy(check)  # nothing listening

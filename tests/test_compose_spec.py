@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from drctl.models.search_attributes import ALL
-from tests.helpers import free_port, wait_until
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from drctl.config.schema import ConfigError, load_config
-from tests.helpers import drctl
+from tests.support.cli import drctl
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = (ROOT / "config" / "fleet.yaml").read_text()

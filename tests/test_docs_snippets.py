@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from drctl.config.schema import FleetConfig
-from tests.docs_text import ROOT, blocks, name_of, pages
+from tests.support.docs_text import ROOT, blocks, name_of, pages
 
 # YAML the pages show that is not a fleet config: (page, top-level key) → the test that checks it.
 NOT_FLEET_CONFIG = {

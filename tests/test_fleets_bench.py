@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench.fleets_per_worker import cpu_seconds, mean_probe_s, parse_args, probe_counts, rss_mib
-from tests.helpers import free_port_run
+from tests.support.argv import assert_refused
+from tests.support.ports import free_port_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,19 +64,16 @@ def test_proc_readers_see_this_process() -> None:
     assert 10 < rss_mib(os.getpid()) < 10_000
 
 
-@pytest.mark.parametrize(
-    "argv, says",
-    [
-        (["--fleets", "0"], "--fleets must be in 1..200"),
-        (["--fleets", "5", "--baseline", "5"], "--baseline must be at least 1 and fewer than --fleets"),
-        (["--minutes", "0"], "--minutes must be in (0, 30]"),
-        (["--replicas-per-region", "0"], "--replicas-per-region must be in 1..20"),
-    ],
-)
+BAD_ARGUMENTS = [
+    (["--fleets", "0"], "--fleets must be in 1..200"),
+    (["--fleets", "5", "--baseline", "5"], "--baseline must be at least 1 and fewer than --fleets"),
+    (["--minutes", "0"], "--minutes must be in (0, 30]"),
+    (["--replicas-per-region", "0"], "--replicas-per-region must be in 1..20"),
+]
+
+
+@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
 def test_bad_arguments_exit_2_naming_the_problem(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exc:
-        parse_args(argv)
-    assert exc.value.code == 2
-    assert says in capsys.readouterr().err
+    assert_refused(parse_args, argv, says, capsys)

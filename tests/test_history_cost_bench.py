@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from bench.history_cost import main, measure, parse_args, render
-from tests.docs_text import page
+from tests.support.argv import assert_refused
+from tests.support.docs_text import page
 
 T0 = datetime(2026, 11, 30, 12, 0, 0)
 
@@ -19,23 +20,20 @@ def test_defaults_are_the_products_settings() -> None:
     assert parse_args(["--minutes", "0.5", "--warmup-s", "0"]).minutes == 0.5
 
 
-@pytest.mark.parametrize(
-    "argv, says",
-    [
-        (["--minutes", "0"], "--minutes must be in (0, 60]"),
-        (["--minutes", "61"], "--minutes must be in (0, 60]"),
-        (["--interval-s", "1"], "--interval-s must be in (2, 600]"),
-        (["--checkpoint-s", "5"], "--checkpoint-s must be in [10, 3600]"),
-        (["--minutes", "1", "--warmup-s", "60"], "--warmup-s must be at least 0 and shorter than the run"),
-    ],
-)
+BAD_ARGUMENTS = [
+    (["--minutes", "0"], "--minutes must be in (0, 60]"),
+    (["--minutes", "61"], "--minutes must be in (0, 60]"),
+    (["--interval-s", "1"], "--interval-s must be in (2, 600]"),
+    (["--checkpoint-s", "5"], "--checkpoint-s must be in [10, 3600]"),
+    (["--minutes", "1", "--warmup-s", "60"], "--warmup-s must be at least 0 and shorter than the run"),
+]
+
+
+@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
 def test_bad_arguments_exit_2_naming_the_problem(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    assert says in capsys.readouterr().err
+    assert_refused(main, argv, says, capsys)
 
 
 def test_events_and_bytes_per_region_hour_over_the_steady_window_and_the_whole_run() -> None:

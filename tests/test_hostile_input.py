@@ -26,8 +26,8 @@ from drctl.config.schema import ConfigError, FleetConfig, load_config, parse_con
 from drctl.models.failover import WEIGHT_CAP, cap_weights, shift_weights
 from drctl.providers.errors import classify
 from drctl.providers.weights import validate_weights
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
+from tests.support.config import fleet_config_data, short_tmp_dir
 from workflows.migrate import step_weights
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.kustomize import KUBE, OVERLAYS, kubectl
+from tests.support.kustomize import KUBE, OVERLAYS, kubectl
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENT = KUBE / "components" / "kube-prometheus-stack"
@@ -80,7 +80,7 @@ def test_each_overlay_renders_with_the_component(overlay: str, tmp_path: Path) -
 
 
 def test_the_docs_snippet_names_the_component_from_each_overlay() -> None:
-    from tests.docs_text import blocks
+    from tests.support.docs_text import blocks
 
     (snippet,) = [yaml.safe_load(b) for b in blocks((ROOT / "docs/monitoring.md").read_text(), "yaml")]
     page = "docs/monitoring.md"  # tests/test_docs_snippets.py: this test reads the page's YAML

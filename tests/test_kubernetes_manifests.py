@@ -10,8 +10,8 @@ import kubernetes_validate
 import pytest
 
 from drctl.config.schema import FleetConfig, parse_config
-from tests.kube_verbs import Permission, code_permissions
-from tests.kustomize import OVERLAYS, one, render
+from tests.support.kube_verbs import Permission, code_permissions
+from tests.support.kustomize import OVERLAYS, one, render
 
 ROOT = Path(__file__).resolve().parents[1]
 # Custom resources have no schema in kubernetes-validate; only these kinds may skip it.

@@ -55,7 +55,7 @@ def test_dr_first_no_maintenance_ever_blocks_a_failover() -> None:
 
 
 def test_readme_shows_the_same_table() -> None:
-    from tests.docs_text import page
+    from tests.support.docs_text import page
 
     row = "| failover | busy | busy | **preempts** | **preempts** | **preempts** | runs beside |"
     assert row in page("docs/lock.md")

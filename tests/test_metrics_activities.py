@@ -27,7 +27,7 @@ from drctl.models.drill import DrillReport, Verdict
 from drctl.models.outcome import OutcomeInput
 from drctl.telemetry import metrics
 from drctl.worker.fleet_metrics import FleetReader
-from tests.helpers import assert_eventually
+from tests.support.wait import assert_eventually
 
 pytestmark = pytest.mark.devstack
 

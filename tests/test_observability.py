@@ -20,8 +20,9 @@ import pytest
 
 from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import prometheus, stack
-from tests.fleetcfg import write_fleet_config
-from tests.helpers import drctl, wait_until
+from tests.support.cli import drctl
+from tests.support.config import write_fleet_config
+from tests.support.wait import wait_until
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "drctl.json"
 pytestmark = pytest.mark.slow

@@ -28,7 +28,8 @@ from drctl.models.phases import OperationInfo, OperationProgress, PhaseTiming
 from drctl.models.rpo import LagReport
 from drctl.telemetry import metrics
 from drctl.worker import operation_metrics
-from tests.helpers import assert_eventually, local_temporal
+from tests.support.temporal import start_local
+from tests.support.wait import assert_eventually
 
 WAITING_SINCE = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -54,7 +55,7 @@ class Probe:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
-    async with await local_temporal(search_attributes=sa.ALL) as e:
+    async with await start_local(search_attributes=sa.ALL) as e:
         yield e
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench.probe_scale import format_table, parse_args, summarise
-from tests.helpers import free_port_run
+from tests.support.argv import assert_refused
+from tests.support.ports import free_port_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,23 +32,20 @@ def test_tiny_run_prints_both_probers_with_no_false_down(tmp_path: Path) -> None
     assert out.read_text().count('"prober"') == 2
 
 
-@pytest.mark.parametrize(
-    "argv, says",
-    [
-        (["--sizes", "5001"], "--sizes must each be in 1..5000"),
-        (["--sizes", "a,b"], "--sizes must be comma-separated integers"),
-        (["--rounds", "0"], "--rounds must be in 1..20"),
-        (["--concurrency", "65"], "--concurrency must be in 1..64"),
-        (["--sample", "0"], "--sample must be in (0, 1]"),
-    ],
-)
+BAD_ARGUMENTS = [
+    (["--sizes", "5001"], "--sizes must each be in 1..5000"),
+    (["--sizes", "a,b"], "--sizes must be comma-separated integers"),
+    (["--rounds", "0"], "--rounds must be in 1..20"),
+    (["--concurrency", "65"], "--concurrency must be in 1..64"),
+    (["--sample", "0"], "--sample must be in (0, 1]"),
+]
+
+
+@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
 def test_bad_arguments_exit_2_naming_the_problem(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exc:
-        parse_args(argv)
-    assert exc.value.code == 2
-    assert says in capsys.readouterr().err
+    assert_refused(parse_args, argv, says, capsys)
 
 
 def test_summary_and_table_arithmetic() -> None:

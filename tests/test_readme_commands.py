@@ -26,7 +26,7 @@ from typing import Any
 import typer
 
 from drctl.cli.main import app
-from tests.docs_text import README, ROOT, blocks, dead_links, name_of, pages, spans
+from tests.support.docs_text import README, ROOT, blocks, dead_links, name_of, pages, spans
 
 TESTS = ROOT / "tests"
 # Argv prefixes that only say how the binary is run.

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.docs_text import ROOT, blocks, page
-from tests.kustomize import one, render
+from tests.support.docs_text import ROOT, blocks, page
+from tests.support.kustomize import one, render
 
 BIN = Path(sys.executable).parent
 

@@ -25,8 +25,10 @@ from cryptography.x509.oid import NameOID
 from drctl.client.connection import target, ui_link
 from drctl.config.schema import parse_config
 from drctl.models import search_attributes
-from tests.fleetcfg import short_tmp_dir
-from tests.helpers import free_port, run_cli, wait_until
+from tests.support.cli import run_cli
+from tests.support.config import short_tmp_dir
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

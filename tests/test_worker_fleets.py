@@ -4,35 +4,30 @@ worker process serves two fleets, each fleet's activities with its own config.""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 import yaml
-from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from drctl.config.schema import load_config
-from drctl.models.search_attributes import ALL
 from drctl.worker import logs
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.helpers import free_port, run_cli, wait_until
+from tests.support.cli import run_cli
+from tests.support.config import fleet_config_data, short_tmp_dir
+from tests.support.http_stub import Reply, Request, StubServer
+from tests.support.ports import free_port
+from tests.support.temporal import CallVerifyGlobal
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_QUEUE = f"test-fleets-{uuid.uuid4().hex[:8]}"
@@ -129,40 +124,17 @@ def test_fleets_on_different_temporal_connections_exit_2() -> None:
 # --- one process, two fleets ---------------------------------------------------------------------
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env() -> AsyncIterator[WorkflowEnvironment]:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    # With drctl's search attributes: /readyz stays 503 on a namespace that lacks them.
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, data_converter=pydantic_data_converter, search_attributes=ALL
-    ) as e:
-        yield e
-
-
 class _GlobalEndpoint:
     """Answers every completion at once and counts them: which fleet's config an activity used."""
 
     def __init__(self) -> None:
         self.hits = 0
-        owner = self
+        self.server = StubServer(self._answer).start()
+        self.url = self.server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                owner.hits += 1
-                body = json.dumps({"choices": [{"text": "ok"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _answer(self, _req: Request) -> Reply:
+        self.hits += 1
+        return Reply(200, {"choices": [{"text": "ok"}]})
 
 
 @pytest.fixture
@@ -170,22 +142,10 @@ def endpoints() -> Iterator[list[_GlobalEndpoint]]:
     eps = [_GlobalEndpoint(), _GlobalEndpoint()]
     yield eps
     for e in eps:
-        e.server.shutdown()
-        e.server.server_close()
+        e.server.close()
 
 
-@workflow.defn(sandboxed=False)
-class CallVerifyOn:
-    @workflow.run
-    async def run(self, queue: str) -> dict:
-        return await workflow.execute_activity(
-            "verify_global",
-            {"requests": 2, "timeout_s": 20, "request_timeout_s": 10},
-            result_type=dict,
-            task_queue=queue,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=1),
-        )
+VERIFY = {"requests": 2, "timeout_s": 20, "request_timeout_s": 10}
 
 
 def _get(url: str) -> str:
@@ -194,10 +154,10 @@ def _get(url: str) -> str:
 
 
 async def test_one_process_serves_two_fleets_each_with_its_own_config(
-    env: WorkflowEnvironment, endpoints: list[_GlobalEndpoint]
+    temporal_env: WorkflowEnvironment, endpoints: list[_GlobalEndpoint]
 ) -> None:
     d = short_tmp_dir()
-    address = env.client.service_client.config.target_host
+    address = temporal_env.client.service_client.config.target_host
     tag = uuid.uuid4().hex[:6]
     for name, ep in zip(("alpha", "beta"), endpoints, strict=True):
         _fleet(d, name, address=address, queues=f"{name}-{tag}", global_endpoint=ep.url)
@@ -219,14 +179,12 @@ async def test_one_process_serves_two_fleets_each_with_its_own_config(
         for name in ("alpha", "beta"):
             for q in ("main", "us-west-1", "us-east-1"):
                 assert f"{name}-{tag}-{q}" in body, body
-        async with Worker(env.client, task_queue=TEST_QUEUE, workflows=[CallVerifyOn]):
+        async with Worker(temporal_env.client, task_queue=TEST_QUEUE, workflows=[CallVerifyGlobal]):
             for name, ep in zip(("alpha", "beta"), endpoints, strict=True):
                 before = [e.hits for e in endpoints]
-                result = await env.client.execute_workflow(
-                    CallVerifyOn.run,
-                    f"{name}-{tag}-us-east-1",
-                    id=f"verify/{name}-{tag}",
-                    task_queue=TEST_QUEUE,
+                call = {"queue": f"{name}-{tag}-us-east-1", "input": VERIFY, "start_to_close_s": 30}
+                result = await temporal_env.client.execute_workflow(
+                    CallVerifyGlobal.run, call, id=f"verify/{name}-{tag}", task_queue=TEST_QUEUE
                 )
                 assert result["ok"] == 2, result
                 # Only this fleet's global endpoint was asked: the activity ran with its fleet's config.

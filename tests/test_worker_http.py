@@ -17,7 +17,8 @@ from drctl.config.schema import FleetConfig
 from drctl.devstack import processes, stack
 from drctl.worker.endpoint import WorkerHTTP
 from drctl.worker.process import run_worker
-from tests.helpers import assert_eventually, free_port
+from tests.support.ports import free_port
+from tests.support.wait import assert_eventually
 
 pytestmark = pytest.mark.devstack
 

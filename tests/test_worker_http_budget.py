@@ -19,7 +19,7 @@ from temporalio.client import Client
 
 from drctl.config.schema import load_config
 from drctl.worker.endpoint import READ_BUDGET_S, WorkerHTTP
-from tests.fleetcfg import write_fleet_config
+from tests.support.config import write_fleet_config
 
 
 @pytest.fixture

@@ -11,43 +11,33 @@ import io
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio import activity, workflow
 from temporalio.client import WorkflowFailureError
-from temporalio.common import RetryPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from drctl.config.schema import load_config
 from drctl.worker import logs
-from tests.fleetcfg import write_fleet_config
-from tests.helpers import wait_until
+from tests.support.config import write_fleet_config
+from tests.support.http_stub import Reply, Request, StubServer
+from tests.support.temporal import CallVerifyGlobal
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 # The test's workflow runs on its own queue: the worker process serves the main queue's workflows.
 TEST_QUEUE = f"test-{uuid.uuid4().hex[:8]}"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env() -> AsyncIterator[WorkflowEnvironment]:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, data_converter=pydantic_data_converter
-    ) as e:
-        yield e
 
 
 class _Gate:
@@ -57,33 +47,18 @@ class _Gate:
         self.hit = threading.Event()
         self.release = threading.Event()
         self.answered = threading.Event()  # a held completion was let through (released or at 60 s)
-        gate = self
+        self.server = StubServer(self._answer).start()
+        self.url = self.server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                gate.hit.set()
-                gate.release.wait(60)
-                gate.answered.set()
-                body = json.dumps({"choices": [{"text": "ok"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _answer(self, _req: Request) -> Reply:
+        self.hit.set()
+        self.release.wait(60)
+        self.answered.set()
+        return Reply(200, {"choices": [{"text": "ok"}]})
 
     def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 @pytest.fixture
@@ -93,27 +68,15 @@ def gate() -> Iterator[_Gate]:
     g.close()
 
 
-@workflow.defn(sandboxed=False)
-class CallVerify:
-    """Calls the product activity on the region queue the worker process serves."""
-
-    @workflow.run
-    async def run(self, queue: str) -> dict:
-        return await workflow.execute_activity(
-            "verify_global",
-            {"requests": 1, "timeout_s": 60, "request_timeout_s": 60},
-            result_type=dict,
-            task_queue=queue,
-            start_to_close_timeout=timedelta(seconds=90),
-            retry_policy=RetryPolicy(maximum_attempts=1),  # a cancelled attempt must show, not be retried
-        )
+# The test's workflow holds one verification on the region queue the worker process serves.
+VERIFY = {"requests": 1, "timeout_s": 60, "request_timeout_s": 60}
 
 
-def _config(env: WorkflowEnvironment, gate: _Gate, grace_s: float) -> Path:
+def _config(temporal_env: WorkflowEnvironment, gate: _Gate, grace_s: float) -> Path:
     return write_fleet_config(
         overrides={
             "temporal": {
-                "address": env.client.service_client.config.target_host,
+                "address": temporal_env.client.service_client.config.target_host,
                 "task_queue": f"main-{uuid.uuid4().hex[:8]}",
             },
             "traffic": {"global_endpoint": gate.url},
@@ -163,7 +126,9 @@ class _WorkerProcess:
         self._reader.join(5)
 
 
-async def _start(env: WorkflowEnvironment, config: Path, gate: _Gate) -> tuple[_WorkerProcess, object]:
+async def _start(
+    temporal_env: WorkflowEnvironment, config: Path, gate: _Gate
+) -> tuple[_WorkerProcess, object]:
     cfg = load_config(config)
     proc = _WorkerProcess(config)
     await asyncio.to_thread(
@@ -173,35 +138,42 @@ async def _start(env: WorkflowEnvironment, config: Path, gate: _Gate) -> tuple[_
         what="worker process start",
     )
     assert proc.proc.poll() is None, "\n".join(proc.lines)
-    handle = await env.client.start_workflow(
-        CallVerify.run,
-        cfg.region("us-west-1").queue,
-        id=f"drill/test/{uuid.uuid4().hex[:8]}",
-        task_queue=TEST_QUEUE,
+    call = {"queue": cfg.region("us-west-1").queue, "input": VERIFY, "start_to_close_s": 90}
+    handle = await temporal_env.client.start_workflow(
+        CallVerifyGlobal.run, call, id=f"drill/test/{uuid.uuid4().hex[:8]}", task_queue=TEST_QUEUE
     )
     return proc, handle
 
 
-async def test_sigterm_lets_the_running_activity_finish(env: WorkflowEnvironment, gate: _Gate) -> None:
-    config = _config(env, gate, grace_s=30)
-    async with Worker(env.client, task_queue=TEST_QUEUE, workflows=[CallVerify]):
-        proc, handle = await _start(env, config, gate)
+@asynccontextmanager
+async def _held(
+    temporal_env: WorkflowEnvironment, gate: _Gate, grace_s: float
+) -> AsyncIterator[tuple[_WorkerProcess, Any]]:
+    """A worker process whose one verification is held at the gate; stopped when the block exits."""
+    config = _config(temporal_env, gate, grace_s=grace_s)
+    async with Worker(temporal_env.client, task_queue=TEST_QUEUE, workflows=[CallVerifyGlobal]):
+        proc, handle = await _start(temporal_env, config, gate)
         try:
             assert await asyncio.to_thread(gate.hit.wait, 30), (
                 "the activity never reached the global endpoint"
             )
-            proc.proc.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(
-                wait_until, lambda: proc.logged("running activities have 30s to finish"), 10
-            )
-            await asyncio.sleep(1.0)
-            assert proc.proc.poll() is None, "the worker exited while its activity was still running"
-            gate.release.set()
-            result = await handle.result()  # type: ignore[attr-defined]
-            assert result["ok"] == 1 and result["errors"] == 0
-            assert await asyncio.to_thread(proc.proc.wait, 30) == 0, "\n".join(proc.lines[-20:])
+            yield proc, handle
         finally:
             proc.stop()
+
+
+async def test_sigterm_lets_the_running_activity_finish(
+    temporal_env: WorkflowEnvironment, gate: _Gate
+) -> None:
+    async with _held(temporal_env, gate, grace_s=30) as (proc, handle):
+        proc.proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(wait_until, lambda: proc.logged("running activities have 30s to finish"), 10)
+        await asyncio.sleep(1.0)
+        assert proc.proc.poll() is None, "the worker exited while its activity was still running"
+        gate.release.set()
+        result = await handle.result()  # type: ignore[attr-defined]
+        assert result["ok"] == 1 and result["errors"] == 0
+        assert await asyncio.to_thread(proc.proc.wait, 30) == 0, "\n".join(proc.lines[-20:])
     assert proc.logged("drctl worker stopped")
     for line in proc.lines:  # --log-format json: every line one object carrying the context fields
         record = json.loads(line)
@@ -210,23 +182,15 @@ async def test_sigterm_lets_the_running_activity_finish(env: WorkflowEnvironment
 
 
 async def test_sigterm_cancels_an_activity_that_outlives_the_grace_period(
-    env: WorkflowEnvironment, gate: _Gate
+    temporal_env: WorkflowEnvironment, gate: _Gate
 ) -> None:
-    config = _config(env, gate, grace_s=1)
-    async with Worker(env.client, task_queue=TEST_QUEUE, workflows=[CallVerify]):
-        proc, handle = await _start(env, config, gate)
-        try:
-            assert await asyncio.to_thread(gate.hit.wait, 30), (
-                "the activity never reached the global endpoint"
-            )
-            proc.proc.send_signal(signal.SIGTERM)
-            assert await asyncio.to_thread(proc.proc.wait, 20) == 0, "\n".join(proc.lines[-20:])
-            # Ordering, not a stopwatch: the worker was gone while its activity's request was still held.
-            assert not gate.answered.is_set()
-            with pytest.raises(WorkflowFailureError):
-                await handle.result()  # type: ignore[attr-defined]
-        finally:
-            proc.stop()
+    async with _held(temporal_env, gate, grace_s=1) as (proc, handle):
+        proc.proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.proc.wait, 20) == 0, "\n".join(proc.lines[-20:])
+        # Ordering, not a stopwatch: the worker was gone while its activity's request was still held.
+        assert not gate.answered.is_set()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()  # type: ignore[attr-defined]
 
 
 # --- JSON log context from activity and workflow loggers, in process ------------------------------
@@ -248,7 +212,9 @@ class LogSomething:
         )
 
 
-async def test_json_lines_carry_fleet_region_operation_and_workflow_id(env: WorkflowEnvironment) -> None:
+async def test_json_lines_carry_fleet_region_operation_and_workflow_id(
+    temporal_env: WorkflowEnvironment,
+) -> None:
     cfg = load_config(
         write_fleet_config(overrides={"temporal": {"task_queue": f"main-{uuid.uuid4().hex[:8]}"}})
     )
@@ -260,10 +226,10 @@ async def test_json_lines_carry_fleet_region_operation_and_workflow_id(env: Work
     wid = f"failover/test-{uuid.uuid4().hex[:6]}"
     try:
         async with (
-            Worker(env.client, task_queue=cfg.temporal.task_queue, workflows=[LogSomething]),
-            Worker(env.client, task_queue=east, activities=[log_something]),
+            Worker(temporal_env.client, task_queue=cfg.temporal.task_queue, workflows=[LogSomething]),
+            Worker(temporal_env.client, task_queue=east, activities=[log_something]),
         ):
-            await env.client.execute_workflow(
+            await temporal_env.client.execute_workflow(
                 LogSomething.run, east, id=wid, task_queue=cfg.temporal.task_queue
             )
     finally:

@@ -20,12 +20,14 @@ from temporalio.testing import WorkflowEnvironment
 from drctl.config.schema import FleetConfig
 from drctl.models.search_attributes import ALL
 from drctl.worker.process import run_worker
-from tests.helpers import assert_eventually, free_port, local_temporal
+from tests.support.ports import free_port
+from tests.support.temporal import start_local
+from tests.support.wait import assert_eventually
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def bare_env() -> AsyncIterator[WorkflowEnvironment]:
-    async with await local_temporal() as e:  # no search attributes registered
+    async with await start_local() as e:  # no search attributes registered
         yield e
 
 

@@ -11,13 +11,12 @@ from temporalio.client import Client
 
 from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
-from tests.conftest import restore_baseline
 from tests.crash.endstate import reset_release
 from tests.crash.harness import RegionWorkers
-from tests.fleetcfg import port_pair
-from tests.helpers import write_config
-from tests.workflows.conftest import fast_config
-from tests.workflows.conftest import terminate_fleet_workflows as _terminate_fleet_workflows
+from tests.support.config import port_pair, write_config
+from tests.support.devstack import restore_baseline
+from tests.support.workers import fast_config
+from tests.support.workers import terminate_fleet_workflows as _terminate_fleet_workflows
 
 
 @pytest.fixture(scope="module")

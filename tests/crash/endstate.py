@@ -20,9 +20,9 @@ from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from drctl.providers.kube_objects import on_conflict
 from drctl.providers.kubernetes import KubernetesPlatform
-from tests.conftest import apps_api
-from tests.helpers import assert_eventually, wait_until
-from tests.workflows.conftest import weights
+from tests.support.devstack import apps_api
+from tests.support.wait import assert_eventually, wait_until
+from tests.support.workers import weights
 
 
 @dataclass(frozen=True)

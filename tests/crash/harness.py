@@ -38,7 +38,7 @@ from drctl.devstack import processes, restart
 from drctl.devstack.stack import state_dir
 from tests.crash.endstate import EndState, faults_left
 from tests.crash.lockstall import strand_lock
-from tests.helpers import wait_until
+from tests.support.wait import wait_until
 
 
 @dataclass(frozen=True)

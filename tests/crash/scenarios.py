@@ -15,20 +15,18 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.client.operations import start_operation
 from drctl.config.schema import TRACKS, FleetConfig
 from drctl.models.drill import DrillReport, Verdict
-from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
+from drctl.models.failover import FailbackInput, FailbackResult, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult, upgrade_request
 from drctl.providers.traffic_factory import global_traffic
-from tests.conftest import apps_api
 from tests.crash.endstate import EndState
 from tests.crash.harness import KillPoint, Scenario
-from tests.drills.e2e import EXPERIMENTS, start_drill, watched
-from tests.workflows.conftest import admin
+from tests.support.devstack import apps_api
+from tests.support.drills import EXPERIMENTS, start_drill, watched
+from tests.support.upgrade import start_migration, start_upgrade
+from tests.support.workers import admin, start_failover
 from workflows.failback import Failback
-from workflows.failover import Failover
-from workflows.migrate import Migration
-from workflows.upgrade import Upgrade
 
 STABLE_ONLY = {t: 100 if t == "stable" else 0 for t in TRACKS}
 # Short analysis windows: 8 samples judge a 60 % error rate. The suite judges resumption, not
@@ -67,15 +65,7 @@ def _failover(**mode: bool) -> Any:
 
     async def start(client: Client, cfg: FleetConfig, kp: KillPoint) -> WorkflowHandle[Any, Any]:
         spec = FleetSpec.from_config(tweaked(cfg, kp))
-        return await start_operation(
-            client,
-            cfg,
-            Failover.run,
-            FailoverInput(spec=spec, target="us-east-1", **mode),
-            operation="failover",
-            workflow_id=f"failover/{cfg.name}",
-            target="us-east-1",
-        )
+        return await start_failover(client, cfg, spec=spec, **mode)
 
     return start
 
@@ -169,14 +159,7 @@ def _upgrade(bad: bool, strategy: Strategy = Strategy.CANARY) -> Any:
                 "limits": req.limits.model_copy(update=FAST_LIMITS),
             }
         )
-        return await start_operation(
-            client,
-            cfg,
-            Upgrade.run,
-            req,
-            operation="upgrade",
-            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-        )
+        return await start_upgrade(client, cfg, req)
 
     return start
 
@@ -217,16 +200,7 @@ def _migration(decommission: bool) -> Any:
         req = req.model_copy(
             update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update=FAST_LIMITS)}
         )
-        return await start_operation(
-            client,
-            cfg,
-            Migration.run,
-            req,
-            operation="migrate",
-            workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-            source="us-west-1",
-            target="us-east-1",
-        )
+        return await start_migration(client, cfg, req)
 
     return start
 

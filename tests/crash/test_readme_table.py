@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.crash.points import markdown_table
-from tests.docs_text import page
+from tests.support.docs_text import page
 
 
 def readme_table() -> str:

@@ -18,11 +18,11 @@ from drctl.models.monitor import MonitorStatus
 from tests.crash.endstate import EndState, assert_end_state
 from tests.crash.harness import RegionWorkers, wait_scheduled
 from tests.crash.scenarios import STABLE_ONLY
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import admin
-from tests.workflows.conftest import healthy_rounds as _healthy_rounds
-from tests.workflows.conftest import monitor_handle as _monitor
-from tests.workflows.conftest import monitor_status as _status
+from tests.support.wait import assert_eventually
+from tests.support.workers import admin
+from tests.support.workers import healthy_rounds as _healthy_rounds
+from tests.support.workers import monitor_handle as _monitor
+from tests.support.workers import monitor_status as _status
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack, pytest.mark.crash]
 

@@ -6,7 +6,7 @@ import pytest_asyncio
 from kubernetes import client as k8s
 
 from drctl.devstack.kube import serve_cluster
-from tests.helpers import free_port
+from tests.support.ports import free_port
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -24,39 +22,26 @@ from drctl.devstack import processes, stack
 from drctl.devstack.haproxy_conf import global_socket, render_global
 from drctl.devstack.restart import restart_global_gateway
 from drctl.providers.traffic_factory import global_traffic
-from tests.fleetcfg import write_fleet_config
-from tests.helpers import free_port, wait_until
+from tests.support.config import write_fleet_config
+from tests.support.http_stub import Reply, StubServer
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 REQUESTS = 40
 
 
-def _server(status: int, name: str) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            body = name.encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+def _server(status: int, name: str) -> StubServer:
+    return StubServer(lambda _req: Reply(status, name.encode(), content_type=None), port=free_port()).start()
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, ThreadingHTTPServer]]:
+def servers() -> Iterator[dict[str, StubServer]]:
     """us-east-1 answering, and a us-west-1 gateway with no replica left behind it (503)."""
     running = {"east": _server(200, "us-east-1"), "west_503": _server(503, "us-west-1 has no replica")}
     yield running
     for server in running.values():
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 def _global(fast_path: bool, west_url: str, east_url: str) -> Iterator[str]:
@@ -118,10 +103,10 @@ def test_fast_path_is_off_by_default_and_renders_the_retry_lines() -> None:
 
 @pytest.mark.parametrize("broken", ["down", "503"])
 def test_a_broken_region_costs_users_errors_without_the_fast_path_and_none_with_it(
-    broken: str, servers: dict[str, ThreadingHTTPServer]
+    broken: str, servers: dict[str, StubServer]
 ) -> None:
-    east_url = f"http://127.0.0.1:{servers['east'].server_address[1]}"
-    west_port = free_port() if broken == "down" else servers["west_503"].server_address[1]
+    east_url = f"http://127.0.0.1:{servers['east'].port}"
+    west_port = free_port() if broken == "down" else servers["west_503"].port
     west_url = f"http://127.0.0.1:{west_port}"
     for fast_path in (False, True):
         for url in _global(fast_path, west_url, east_url):

@@ -20,7 +20,8 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from drctl.devstack.fleetsim import FleetsimSettings, SettingsError, build_app, main
 from drctl.devstack.fleetsim_openai import parse_request
-from tests.helpers import assert_eventually, free_port, wait_until
+from tests.support.ports import free_port
+from tests.support.wait import assert_eventually, wait_until
 
 MODEL = "fleetsim-tiny"
 TTFT_MS = 60.0

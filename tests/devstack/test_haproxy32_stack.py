@@ -16,9 +16,10 @@ from drctl.config.schema import load_config
 from drctl.devstack import stack
 from drctl.devstack.haproxy_conf import global_backend, global_socket, region_socket, track_backend
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
-from tests.fleetcfg import write_fleet_config
-from tests.haproxy_binaries import HAPROXY_32, NO_32
-from tests.helpers import drctl, wait_until
+from tests.support.cli import drctl
+from tests.support.config import write_fleet_config
+from tests.support.haproxy_binaries import HAPROXY_32, NO_32
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not HAPROXY_32.exists(), reason=NO_32)]
 

@@ -16,8 +16,8 @@ import pytest
 
 from drctl.config.schema import load_config
 from drctl.devstack.haproxy_conf import haproxy_dir, partition_acl, render_global, render_region
-from tests.fleetcfg import write_fleet_config
-from tests.haproxy_binaries import REPO, binaries
+from tests.support.config import write_fleet_config
+from tests.support.haproxy_binaries import REPO, binaries
 
 
 def _rendered() -> dict[str, str]:

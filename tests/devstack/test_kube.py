@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client as k8s
 
 from drctl.devstack.label_selector import parse_selector, selector_matches
-from tests.devstack.kubeapi import NS, call, deployment
+from tests.support.kubeapi import NS, call, deployment
 
 
 async def test_discovery(api: k8s.ApiClient) -> None:

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch
 
-from tests.devstack.kubeapi import call, deployment
+from tests.support.kubeapi import call, deployment
 
 NS = "strict"
 MERGE = "application/merge-patch+json"

@@ -14,9 +14,9 @@ from kubernetes import client as k8s
 
 from drctl.devstack.haproxy_conf import region_socket
 from drctl.providers.haproxy_runtime import HAProxyRuntime
-from tests.devstack.regionproc import RegionProcess
-from tests.fleetcfg import short_tmp_dir, write_fleet_config
-from tests.helpers import wait_until
+from tests.support.config import short_tmp_dir, write_fleet_config
+from tests.support.regionproc import RegionProcess
+from tests.support.wait import wait_until
 
 REGION, DEPLOYMENT = "us-west-1", "llm-stable"
 

@@ -20,7 +20,7 @@ from drctl.devstack import stack
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
-from tests.helpers import free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 REGION, POD = "us-west-1", "llm-stable-outside"

@@ -25,9 +25,10 @@ from drctl.client.connection import connect
 from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import moto_seed, processes, stack
 from drctl.models import search_attributes
-from tests.conftest import apps_api
-from tests.fleetcfg import write_fleet_config
-from tests.helpers import drctl, wait_until
+from tests.support.cli import drctl
+from tests.support.config import write_fleet_config
+from tests.support.devstack import apps_api
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
 

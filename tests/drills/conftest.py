@@ -1,7 +1,7 @@
 """Drill fixtures: the workflow tests' real in-process workers (fresh task queues per test), and the
-stand-in region admin API that records fault calls (tests/drills/admin_recorder.py)."""
+stand-in region admin API that records fault calls (both in tests/support/)."""
 
-from tests.drills.admin_recorder import admin_recorder
-from tests.workflows.conftest import start_workers
+from tests.support.admin_recorder import admin_recorder
+from tests.support.workers import start_workers
 
 __all__ = ["admin_recorder", "start_workers"]

@@ -23,8 +23,9 @@ from drctl.chaos.boundary import canonical, digest
 from drctl.chaos.validate import ExperimentInvalid, validate_experiment
 from drctl.config.schema import load_config
 from drctl.models.drill import ExperimentRunInput
-from tests.drills.admin_recorder import OUTAGE, Recorder, drill_config
-from tests.helpers import DRCTL, run_cli
+from tests.support.admin_recorder import OUTAGE, Recorder
+from tests.support.cli import DRCTL, run_cli
+from tests.support.config import drill_config
 
 EVIL_MODULE = "drctl_evil_probe"
 

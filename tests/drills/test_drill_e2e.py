@@ -10,9 +10,10 @@ import pytest
 from temporalio.client import Client
 
 from drctl.models.drill import DrillReport, Verdict
-from tests.drills.e2e import EXPERIMENTS, replica_states, run_drill, watched
-from tests.helpers import drctl_async, write_config
-from tests.workflows.conftest import StartWorkers, admin, weights
+from tests.support.cli import drctl_async
+from tests.support.config import write_config
+from tests.support.drills import EXPERIMENTS, replica_states, run_drill, watched
+from tests.support.workers import StartWorkers, admin, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

@@ -13,9 +13,19 @@ from temporalio.client import Client
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillReport, Verdict
-from tests.drills.e2e import EXPERIMENTS, NO_FAULTS, fault_held, held_outage, run_drill, start_drill, watched
-from tests.helpers import assert_eventually, drctl_async, write_config
-from tests.workflows.conftest import StartWorkers, admin, served_by, weights
+from tests.support.cli import drctl_async
+from tests.support.config import write_config
+from tests.support.drills import (
+    EXPERIMENTS,
+    NO_FAULTS,
+    fault_held,
+    held_outage,
+    run_drill,
+    start_drill,
+    watched,
+)
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, served_by, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

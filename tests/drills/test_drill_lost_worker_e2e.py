@@ -19,9 +19,11 @@ from temporalio.client import Client, WorkflowHandle
 
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillReport, Verdict
-from tests.drills.e2e import NO_FAULTS, fault_held, held_outage, result_of, start_drill
-from tests.helpers import DRCTL, assert_eventually, write_config
-from tests.workflows.conftest import StartWorkers, admin, fast_config
+from tests.support.cli import DRCTL
+from tests.support.config import write_config
+from tests.support.drills import NO_FAULTS, fault_held, held_outage, result_of, start_drill
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, fast_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

@@ -7,10 +7,10 @@ from temporalio.client import Client
 
 from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.drill import Verdict
-from tests.drills.e2e import EXPERIMENTS, run_drill
-from tests.helpers import assert_eventually
-from tests.receiver import receiver
-from tests.workflows.conftest import StartWorkers, admin, fast_config
+from tests.support.drills import EXPERIMENTS, run_drill
+from tests.support.receiver import receiver
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, fast_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

@@ -12,9 +12,10 @@ import httpx
 import pytest
 
 from drctl.chaos.journal import judge
-from tests.drills.chaosrun import chaos_run, clear_action, experiment, fault_action
-from tests.fleetcfg import short_tmp_dir, write_fleet_config
-from tests.helpers import free_port, wait_until
+from tests.support.chaosrun import chaos_run, clear_action, experiment, fault_action
+from tests.support.config import short_tmp_dir, write_fleet_config
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 
 @pytest.fixture(scope="module")

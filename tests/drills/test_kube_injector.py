@@ -17,10 +17,11 @@ from drctl.chaos import actions
 from drctl.chaos.validate import validate_experiment
 from drctl.config.schema import FleetConfig, load_config
 from drctl.models.drill import Verdict
-from tests.conftest import apps_api
-from tests.drills.e2e import EXPERIMENTS, run_drill, watched
-from tests.helpers import wait_until, write_config
-from tests.workflows.conftest import StartWorkers, admin, fast_config, weights
+from tests.support.config import write_config
+from tests.support.devstack import apps_api
+from tests.support.drills import EXPERIMENTS, run_drill, watched
+from tests.support.wait import wait_until
+from tests.support.workers import StartWorkers, admin, fast_config, weights
 
 pytestmark = [pytest.mark.devstack]
 

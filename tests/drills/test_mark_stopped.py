@@ -7,22 +7,14 @@ from datetime import UTC, datetime
 import pytest
 
 from drctl.models.drill import DrillReport, ExperimentOutcome, JournalVerdict, Verdict, mark_stopped
+from tests.support.builders import drill_report
 
 NOW = datetime.now(UTC)
 
 
 def _report() -> DrillReport:
-    return DrillReport(
-        id="drill/test/1",
-        fleet="test",
-        experiment="region-outage",
-        title="t",
-        target_region="us-west-1",
-        verdict=Verdict.PASS,
-        started_at=NOW,
-        finished_at=NOW,
-        expect_failover=True,
-        rto_target_s=30,
+    return drill_report(
+        NOW, id="drill/test/1", fleet="test", experiment="region-outage", title="t", target_region="us-west-1"
     )
 
 

@@ -8,23 +8,19 @@ runtime threads do not survive the fork, so a Temporal client there hangs.
 
 from __future__ import annotations
 
-import shutil
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from temporalio import workflow
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from drctl.chaos import probes
-from tests.fleetcfg import fleet_config_data
-from tests.providers.loop_thread import LoopThread
+from tests.support.config import fleet_config_data
+from tests.support.loop_thread import LoopThread
+from tests.support.temporal import start_local
 
 STATUS = {
     "fleet": "test",
@@ -51,15 +47,8 @@ class StatusOnly:
 @pytest.fixture(scope="module")
 def conf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     lt = LoopThread()
-    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     try:
-        env = lt.enter(
-            lt.run(
-                WorkflowEnvironment.start_local(
-                    dev_server_existing_path=temporal, data_converter=pydantic_data_converter
-                )
-            )
-        )
+        env = lt.enter(lt.run(start_local()))
         queue = f"q-{uuid.uuid4()}"
         lt.enter(
             Worker(

@@ -14,9 +14,11 @@ from temporalio.client import Client
 
 from drctl.client.outcome import result_of
 from drctl.models.drill import DrillReport, Verdict
-from tests.drills.e2e import EXPERIMENTS
-from tests.helpers import assert_eventually, drctl_async, write_config
-from tests.workflows.conftest import StartWorkers
+from tests.support.cli import drctl_async
+from tests.support.config import write_config
+from tests.support.drills import EXPERIMENTS
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

@@ -15,9 +15,9 @@ import pytest
 
 from drctl.chaos.validate import validate_experiment
 from drctl.config.schema import load_config
-from tests.drills.admin_recorder import OUTAGE, drill_config
-from tests.fleetcfg import short_tmp_dir
-from tests.helpers import DRCTL
+from tests.support.admin_recorder import OUTAGE
+from tests.support.cli import DRCTL
+from tests.support.config import drill_config, short_tmp_dir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,6 +127,11 @@ CASES: dict[str, tuple[Any, str, str]] = {
 }
 
 
+def _drill_run(experiment: Path, config: Path) -> list[str]:
+    """`drctl drill run EXPERIMENT -c CONFIG`, as a user types it."""
+    return [str(DRCTL), "drill", "run", str(experiment), "-c", str(config)]
+
+
 def test_each_broken_experiment_exits_2_before_any_fault(
     admin_recorder: str, temporal_door: _TemporalDoor
 ) -> None:
@@ -147,14 +152,7 @@ def test_each_broken_experiment_exits_2_before_any_fault(
         work, admin_recorder, ["us-west-1", "us-east-1"], "devstack", temporal=control_door.address
     )
     control = subprocess.Popen(
-        [
-            str(DRCTL),
-            "drill",
-            "run",
-            str(REPO / "experiments" / "region-outage.json"),
-            "-c",
-            str(control_cfg),
-        ],
+        _drill_run(REPO / "experiments" / "region-outage.json", control_cfg),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -165,7 +163,7 @@ def test_each_broken_experiment_exits_2_before_any_fault(
         path.write_text(content if isinstance(content, str) else json.dumps(content))
         # Not a dry run: a valid experiment here would really be started.
         procs[name] = subprocess.Popen(
-            [str(DRCTL), "drill", "run", str(path), "-c", str(configs[cfg])],
+            _drill_run(path, configs[cfg]),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -211,7 +209,7 @@ def test_dry_run_prints_the_plan_and_injects_nothing(
             str(cfg),
             "--target",
             "us-east-1",
-        ],
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         timeout=60,

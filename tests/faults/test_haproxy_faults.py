@@ -16,7 +16,7 @@ from activities.errors import app_error
 from drctl.providers.errors import classify
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.haproxy_runtime import HAProxyBadReply, HAProxyError, HAProxyRuntime
-from tests.providers.haproxy_socket import FakeSocket
+from tests.support.haproxy_socket import FakeSocket
 
 
 @pytest.fixture

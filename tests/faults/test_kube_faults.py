@@ -8,22 +8,14 @@ server is checked for what an operator sees: attempts, the backoff between them,
 
 from __future__ import annotations
 
-import shutil
-import sys
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
-import pytest_asyncio
 from kmock import Server
 from temporalio import workflow
 from temporalio.client import WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities import platform as platform_activities
 from drctl.config.schema import FleetConfig, KubeConfig, RegionConfig, parse_config
@@ -32,9 +24,10 @@ from drctl.models.activity_io import DeploymentStatus, ScaleInput
 from drctl.providers.errors import ProviderError
 from drctl.providers.kube_client import api_client_for
 from drctl.providers.kubernetes import KubernetesPlatform
-from tests.faults.kube_proxy import Fault, KubeFaultProxy, serve
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.fault_proxy import Fault, KubeFaultProxy, serve
+from tests.support.loop_thread import LoopThread
+from tests.support.ports import free_port
+from tests.support.temporal import execute_once
 from workflows import calls
 from workflows.calls import PLATFORM_RETRY
 
@@ -95,15 +88,18 @@ def clean_faults(stack: Stack) -> None:
     stack.proxy.faults.clear()
 
 
-def _platform(stack: Stack, timeout: tuple[float, float] = (5.0, 30.0)) -> KubernetesPlatform:
-    region = RegionConfig(
+def _region(stack: Stack) -> RegionConfig:
+    return RegionConfig(
         name=REGION,
         weight=60,
         max_replicas=8,
         gateway_url="http://127.0.0.1:1",
         kube=KubeConfig(api_url=stack.url, namespace=NS),
     )
-    return KubernetesPlatform(region, poll_interval_s=0.05, request_timeout=timeout)
+
+
+def _platform(stack: Stack, timeout: tuple[float, float] = (5.0, 30.0)) -> KubernetesPlatform:
+    return KubernetesPlatform(_region(stack), poll_interval_s=0.05, request_timeout=timeout)
 
 
 @pytest.mark.parametrize(("status", "kind"), [(409, "Conflict"), (429, "RateLimited"), (500, "ServerError")])
@@ -124,13 +120,7 @@ def test_transient_statuses_are_retryable_and_name_the_call(stack: Stack, status
 
 def test_a_list_that_never_answers_ends_in_a_retryable_timeout(stack: Stack) -> None:
     stalled = stack.proxy.add(Fault("GET", HPA_LIST, status=0))
-    region = RegionConfig(
-        name=REGION,
-        weight=60,
-        max_replicas=8,
-        gateway_url="http://127.0.0.1:1",
-        kube=KubeConfig(api_url=stack.url, namespace=NS),
-    )
+    region = _region(stack)
     p = KubernetesPlatform(region, api_client=api_client_for(region.kube), request_timeout=(2.0, 0.5))
     with pytest.raises(ProviderError) as err:
         p.get_deployment("llm-stable")
@@ -170,40 +160,18 @@ traffic:
 """)
 
 
-@pytest_asyncio.fixture(scope="module")
-async def env() -> AsyncIterator[WorkflowEnvironment]:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, data_converter=pydantic_data_converter
-    ) as e:
-        yield e
-
-
-async def _scale(env: WorkflowEnvironment, stack: Stack, replicas: int) -> DeploymentStatus:
-    queue = f"faults-{uuid.uuid4().hex[:8]}"
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        async with Worker(
-            env.client,
-            task_queue=queue,
-            workflows=[ScaleThroughFaults],
-            activities=platform_activities.build(_config(stack)),
-            activity_executor=pool,
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        ):
-            return await env.client.execute_workflow(
-                ScaleThroughFaults.run,
-                ScaleInput(region=REGION, replicas=replicas, deployment="llm-stable"),
-                id=f"scale-{uuid.uuid4().hex[:8]}",
-                task_queue=queue,
-            )
+async def _scale(temporal_env: WorkflowEnvironment, stack: Stack, replicas: int) -> DeploymentStatus:
+    scale = ScaleInput(region=REGION, replicas=replicas, deployment="llm-stable")
+    activities = platform_activities.build(_config(stack))
+    return await execute_once(temporal_env.client, ScaleThroughFaults, scale, activities, "faults", "scale")
 
 
 @pytest.mark.parametrize("status", [409, 500])
 async def test_activity_retries_conflicts_and_5xx_with_growing_backoff(
-    env: WorkflowEnvironment, stack: Stack, status: int
+    temporal_env: WorkflowEnvironment, stack: Stack, status: int
 ) -> None:
     fault = stack.proxy.add(Fault("PATCH", SCALE_PATH, status=status, times=3))
-    res = await _scale(env, stack, 4)
+    res = await _scale(temporal_env, stack, 4)
     assert res.replicas == 4
     assert fault.hits == 4  # three refused attempts, the fourth went through
     gaps = [b - a for a, b in zip(fault.at, fault.at[1:], strict=False)]
@@ -212,17 +180,17 @@ async def test_activity_retries_conflicts_and_5xx_with_growing_backoff(
     assert gaps[0] < gaps[1] < gaps[2], gaps
 
 
-async def test_activity_waits_for_retry_after_on_429(env: WorkflowEnvironment, stack: Stack) -> None:
+async def test_activity_waits_for_retry_after_on_429(temporal_env: WorkflowEnvironment, stack: Stack) -> None:
     initial = PLATFORM_RETRY.initial_interval.total_seconds() if PLATFORM_RETRY.initial_interval else 1.0
     fault = stack.proxy.add(Fault("PATCH", SCALE_PATH, status=429, times=1, retry_after_s=int(initial * 4)))
-    res = await _scale(env, stack, 5)
+    res = await _scale(temporal_env, stack, 5)
     assert res.replicas == 5 and fault.hits == 2
     # The server's Retry-After (4 × the policy's first interval) was honoured, not the policy's interval.
     assert fault.at[1] - fault.at[0] >= initial * 4
 
 
 async def test_activity_stops_at_once_on_403_naming_the_permission(
-    env: WorkflowEnvironment, stack: Stack
+    temporal_env: WorkflowEnvironment, stack: Stack
 ) -> None:
     message = (
         'deployments.apps "llm-stable" is forbidden: User "system:serviceaccount:drctl:drctl" cannot patch '
@@ -230,7 +198,7 @@ async def test_activity_stops_at_once_on_403_naming_the_permission(
     )
     fault = stack.proxy.add(Fault("PATCH", SCALE_PATH, status=403, message=message))
     with pytest.raises(WorkflowFailureError) as err:
-        await _scale(env, stack, 6)
+        await _scale(temporal_env, stack, 6)
     assert fault.hits == 1  # non-retryable: one attempt, no retry
     act = err.value.cause
     assert isinstance(act, ActivityError) and isinstance(act.cause, ApplicationError)

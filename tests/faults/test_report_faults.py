@@ -7,30 +7,25 @@ Temporal dev server with the product's report activity.
 
 from __future__ import annotations
 
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 
-import boto3
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from moto.server import ThreadedMotoServer
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities import reports
 from drctl.config.schema import FleetConfig, parse_config
-from drctl.models.drill import DrillReport, Verdict
-from tests.faults.kube_proxy import Fault, KubeFaultProxy, serve
-from tests.helpers import free_port
+from drctl.models.drill import DrillReport
+from tests.support.builders import drill_report
+from tests.support.fault_proxy import Fault, KubeFaultProxy, serve
+from tests.support.moto import aws_client, port_of
+from tests.support.ports import free_port
+from tests.support.temporal import execute_once
 from workflows.drill import store_report
 
 SLOW_DOWN = (
@@ -55,13 +50,7 @@ class StoreReportThroughFaults:
 class S3Stack:
     def __init__(self, moto_port: int, proxy: KubeFaultProxy, proxy_port: int) -> None:
         self.proxy = proxy
-        self.s3 = boto3.client(
-            "s3",
-            endpoint_url=f"http://127.0.0.1:{moto_port}",
-            region_name="us-east-1",
-            aws_access_key_id="t",
-            aws_secret_access_key="t",
-        )
+        self.s3 = aws_client("s3", f"http://127.0.0.1:{moto_port}")
         self.cfg: FleetConfig = parse_config(f"""
 name: reportfaults
 regions:
@@ -76,64 +65,36 @@ aws: {{region: us-east-1, endpoint_url: "http://127.0.0.1:{proxy_port}"}}
 
 
 @pytest_asyncio.fixture(scope="module")
-async def stack() -> AsyncIterator[S3Stack]:
-    moto_port, proxy_port = free_port(), free_port()
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
-    moto.start()
+async def stack(moto_url: str) -> AsyncIterator[S3Stack]:
+    moto_port, proxy_port = port_of(moto_url), free_port()
     proxy = KubeFaultProxy(f"http://127.0.0.1:{moto_port}")
     runner: web.AppRunner = await serve(proxy, proxy_port)
     try:
         yield S3Stack(moto_port, proxy, proxy_port)
     finally:
         await runner.cleanup()
-        moto.stop()
-
-
-@pytest_asyncio.fixture(scope="module")
-async def env() -> AsyncIterator[WorkflowEnvironment]:
-    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal, data_converter=pydantic_data_converter
-    ) as e:
-        yield e
 
 
 def _report() -> DrillReport:
-    now = datetime.now(UTC)
-    return DrillReport(
+    return drill_report(
         id=f"drill/reportfaults/{uuid.uuid4().hex[:8]}",
         fleet="reportfaults",
         experiment="x.json",
         title="region outage",
         target_region="us-west-1",
-        verdict=Verdict.PASS,
-        started_at=now,
-        finished_at=now,
-        expect_failover=True,
         rto_target_s=30.0,
         measured_rto_s=12.5,
     )
 
 
 async def _store(
-    env: WorkflowEnvironment, stack: S3Stack, report: DrillReport, give_up_after_s: float
+    temporal_env: WorkflowEnvironment, stack: S3Stack, report: DrillReport, give_up_after_s: float
 ) -> DrillReport:
-    queue = f"reports-{uuid.uuid4().hex[:8]}"
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        async with Worker(
-            env.client,
-            task_queue=queue,
-            workflows=[StoreReportThroughFaults],
-            activities=reports.build(stack.cfg),
-            activity_executor=pool,
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        ):
-            return await env.client.execute_workflow(
-                StoreReportThroughFaults.run,
-                StoreInput(report=report, give_up_after_s=give_up_after_s),
-                id=f"store-{uuid.uuid4().hex[:8]}",
-                task_queue=queue,
-            )
+    store = StoreInput(report=report, give_up_after_s=give_up_after_s)
+    activities = reports.build(stack.cfg)
+    return await execute_once(
+        temporal_env.client, StoreReportThroughFaults, store, activities, "reports", "store"
+    )
 
 
 def _json_key(report: DrillReport) -> str:
@@ -146,11 +107,11 @@ def clean_faults(stack: S3Stack) -> None:
 
 
 async def test_report_upload_outlasts_slow_down_with_backoff(
-    env: WorkflowEnvironment, stack: S3Stack
+    temporal_env: WorkflowEnvironment, stack: S3Stack
 ) -> None:
     report = _report()
     fault = stack.proxy.add(Fault("PUT", rf".*/{_json_key(report)}", status=503, times=3, body=SLOW_DOWN))
-    out = await _store(env, stack, report, give_up_after_s=120)
+    out = await _store(temporal_env, stack, report, give_up_after_s=120)
     assert out.reasons == []  # stored: nothing to report about the upload
     assert fault.hits == 4  # one try per attempt (no hidden botocore retries), the fourth went through
     gaps = [b - a for a, b in zip(fault.at, fault.at[1:], strict=False)]
@@ -159,10 +120,12 @@ async def test_report_upload_outlasts_slow_down_with_backoff(
     assert DrillReport.model_validate_json(body) == report
 
 
-async def test_report_kept_in_the_result_when_s3_stays_down(env: WorkflowEnvironment, stack: S3Stack) -> None:
+async def test_report_kept_in_the_result_when_s3_stays_down(
+    temporal_env: WorkflowEnvironment, stack: S3Stack
+) -> None:
     report = _report()
     fault = stack.proxy.add(Fault("PUT", rf".*/{_json_key(report)}", status=503, body=SLOW_DOWN))
-    out = await _store(env, stack, report, give_up_after_s=5)
+    out = await _store(temporal_env, stack, report, give_up_after_s=5)
     assert fault.hits >= 3  # retried until the window closed
     # Nothing lost: the whole report is the result, and it says the upload failed and why.
     assert out.model_dump(exclude={"reasons"}) == report.model_dump(exclude={"reasons"})

@@ -1,5 +1,5 @@
-"""Provider-test fixtures: `cluster` and `platform`, the emulated Kubernetes API (tests/providers/kube_cluster.py)."""
+"""Provider-test fixtures: `cluster` and `platform`, the emulated Kubernetes API (tests/support/kube_cluster.py)."""
 
-from tests.providers.kube_cluster import cluster, platform
+from tests.support.kube_cluster import cluster, platform
 
 __all__ = ["cluster", "platform"]

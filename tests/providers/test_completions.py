@@ -3,49 +3,31 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
 from drctl.providers import completions
-from tests.helpers import free_port
+from tests.support.http_stub import Reply, Request, StubServer
+from tests.support.ports import free_port
 
 
-class _Gateway(BaseHTTPRequestHandler):
+def _gateway(req: Request) -> Reply:
     """A gateway whose answer the path picks: /ok/v1/completions, /bare/..., /html/..., /down/..."""
-
-    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        kind = self.path.split("/")[1]
-        status, body = (
-            (503, b"{}")
-            if kind == "down"
-            else (
-                200,
-                b"<html>oops</html>" if kind == "html" else json.dumps({"choices": [{"text": "x"}]}).encode(),
-            )
-        )
-        self.send_response(status)
-        if kind == "ok":
-            self.send_header("x-drctl-region", "us-east-1")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+    kind = req.path.split("/")[1]
+    if kind == "down":
+        return Reply(503, b"{}", content_type=None)
+    body = b"<html>oops</html>" if kind == "html" else json.dumps({"choices": [{"text": "x"}]}).encode()
+    return Reply(
+        200, body, headers={"x-drctl-region": "us-east-1"} if kind == "ok" else {}, content_type=None
+    )
 
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Gateway)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with StubServer(_gateway, port=free_port()) as server:
+        yield server.url
 
 
 def _ask(base: str, kind: str) -> completions.Answer:

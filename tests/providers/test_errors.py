@@ -22,8 +22,8 @@ from drctl.config.schema import KubeConfig, RegionConfig
 from drctl.providers.errors import ProviderError, classify
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 from drctl.providers.kubernetes import KubernetesPlatform
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.loop_thread import LoopThread
+from tests.support.ports import free_port
 
 KUBE = {  # deployment name -> (status, reason, message) as a real API server words them
     "forbidden": (

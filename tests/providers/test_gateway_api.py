@@ -18,8 +18,8 @@ from drctl.devstack.kube import serve_cluster
 from drctl.providers.gateway_api import GROUP, PLURAL, VERSION, GatewayApiRegionalTraffic
 from drctl.providers.kubernetes import api_client_for
 from drctl.providers.traffic_factory import regional_traffic
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.loop_thread import LoopThread
+from tests.support.ports import free_port
 
 NS = "inference"
 

@@ -10,8 +10,8 @@ from drctl.models.gitops import argocd_tracking
 from drctl.models.upgrade import Release
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.workload import Workload
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.providers.kube_cluster import deployment_manifest
+from tests.support.config import fleet_config_data, short_tmp_dir
+from tests.support.kube_cluster import deployment_manifest
 
 TRACKING_ID = "llm-us-west-1:apps/Deployment:drctl-test/llm-stable"
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import collections
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -20,8 +18,10 @@ import pytest
 
 from drctl.providers.haproxy import HAProxyGlobalTraffic, HAProxyRegionalTraffic
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
-from tests.haproxy_binaries import binaries
-from tests.helpers import free_port, wait_until
+from tests.support.haproxy_binaries import binaries
+from tests.support.http_stub import Reply, StubServer
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 REQUESTS = 200
 
@@ -34,28 +34,15 @@ defaults
 """
 
 
-def _backend_server(name: str) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            body = name.encode()
-            self.send_response(200)
-            self.send_header("X-Served-By", name)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+def _backend_server(name: str) -> StubServer:
+    reply = Reply(200, name.encode(), headers={"X-Served-By": name}, content_type=None)
+    return StubServer(lambda _req: reply, port=free_port()).start()
 
 
 class Stack:
     def __init__(self, tmp: Path, haproxy: str) -> None:
         self.backends = {n: _backend_server(n) for n in ("stable", "canary", "east")}
-        self.port = {n: s.server_address[1] for n, s in self.backends.items()}
+        self.port = {n: s.port for n, s in self.backends.items()}
         self.global_port, self.gateway_port, self.pool_port = free_port(), free_port(), free_port()
         self.dead_port = free_port()  # nothing listens here: a server that fails its health check
         self.global_sock, self.gateway_sock = str(tmp / "global.sock"), str(tmp / "us-west-1.sock")
@@ -126,8 +113,7 @@ backend hashed
                 proc.kill()
                 proc.wait(timeout=5)
         for server in self.backends.values():
-            server.shutdown()
-            server.server_close()
+            server.close()
 
 
 @pytest.fixture(scope="module", params=binaries())

@@ -16,7 +16,7 @@ import pytest
 
 from drctl.providers.gateway_stats import gateway_snapshots
 from drctl.providers.haproxy_runtime import HAProxyBadReply, HAProxyError, HAProxyRuntime
-from tests.providers.haproxy_socket import FakeSocket, Transcript
+from tests.support.haproxy_socket import FakeSocket, Transcript
 
 VERSIONS = ["2.6", "2.8", "3.0", "3.2"]
 

@@ -11,9 +11,7 @@ import ipaddress
 import json
 import ssl
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -27,24 +25,18 @@ from kubernetes.config import incluster_config
 
 from drctl.config.schema import KubeConfig
 from drctl.providers.kube_client import KubeCredentialsError, api_client_for, uses_in_cluster
+from tests.support.http_stub import Reply, Request, StubServer
 
 
-class _Recorder(BaseHTTPRequestHandler):
+class _Recorder:
     seen: list[str | None] = []
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    @staticmethod
+    def handle(req: Request) -> Reply:
         # The auth scheme is case-insensitive (the in-cluster loader sends "bearer").
-        auth = self.headers.get("Authorization")
-        type(self).seen.append(auth[:7].capitalize() + auth[7:] if auth else auth)
-        body = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        auth = req.headers.get("Authorization")
+        _Recorder.seen.append(auth[:7].capitalize() + auth[7:] if auth else auth)
+        return Reply(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []})
 
 
 def _self_signed(tmp: Path) -> tuple[Path, Path]:
@@ -75,24 +67,18 @@ def _self_signed(tmp: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def _serve(tls: tuple[Path, Path] | None) -> Iterator[ThreadingHTTPServer]:
+def _serve(tls: tuple[Path, Path] | None) -> Iterator[StubServer]:
     _Recorder.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    ctx = None
     if tls is not None:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(str(tls[0]), str(tls[1]))
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with StubServer(_Recorder.handle, tls=ctx) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
-def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadingHTTPServer]:
+def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StubServer]:
     """What the kubelet gives a pod: service host/port env and a mounted token plus CA."""
     cert, key = _self_signed(tmp_path)
     token = tmp_path / "token"
@@ -101,7 +87,7 @@ def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadingHT
     monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(cert))
     for server in _serve((cert, key)):
         monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.server_address[1]))
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
         yield server
 
 
@@ -109,7 +95,7 @@ def _list_pods(api: client.ApiClient) -> None:
     client.CoreV1Api(api).list_namespaced_pod("inference", _request_timeout=(2, 5))
 
 
-def test_in_cluster_sends_the_service_account_token_over_verified_tls(pod: ThreadingHTTPServer) -> None:
+def test_in_cluster_sends_the_service_account_token_over_verified_tls(pod: StubServer) -> None:
     api = api_client_for(KubeConfig(in_cluster=True))
     _list_pods(api)
     assert _Recorder.seen == ["Bearer sa-token-1"]
@@ -117,14 +103,14 @@ def test_in_cluster_sends_the_service_account_token_over_verified_tls(pod: Threa
     assert api.configuration.verify_ssl
 
 
-def test_in_cluster_is_detected_when_no_source_is_set(pod: ThreadingHTTPServer) -> None:
+def test_in_cluster_is_detected_when_no_source_is_set(pod: StubServer) -> None:
     kube = KubeConfig()
     assert uses_in_cluster(kube)
     _list_pods(api_client_for(kube))
     assert _Recorder.seen == ["Bearer sa-token-1"]
 
 
-def test_a_context_wins_over_in_cluster_detection(pod: ThreadingHTTPServer) -> None:
+def test_a_context_wins_over_in_cluster_detection(pod: StubServer) -> None:
     assert not uses_in_cluster(KubeConfig(context="us-east-1"))
 
 
@@ -176,7 +162,7 @@ def _exec_kubeconfig(tmp_path: Path, server_url: str) -> Path:
 def test_kubeconfig_context_with_exec_auth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     for server in _serve(None):
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+        url = f"http://127.0.0.1:{server.port}"
         path = _exec_kubeconfig(tmp_path, url)
         _list_pods(api_client_for(KubeConfig(context="us-west-1", kubeconfig_path=str(path))))
     assert _Recorder.seen == ["Bearer k8s-aws-v1.presigned"]
@@ -236,9 +222,7 @@ def test_eks_token_as_the_kubeconfig_exec_plugin(tmp_path: Path, monkeypatch: py
         kubeconfig = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [
-                {"name": "east", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}
-            ],
+            "clusters": [{"name": "east", "cluster": {"server": f"http://127.0.0.1:{server.port}"}}],
             "contexts": [{"name": "us-east-1", "context": {"cluster": "east", "user": "eks"}}],
             "users": [
                 {

@@ -14,8 +14,8 @@ from drctl.providers.errors import ProviderError
 from drctl.providers.kube_objects import CONFLICT_ATTEMPTS, MERGE, as_copy
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.workload import Workload, candidate_service
-from tests.fleetcfg import fleet_config_data
-from tests.providers.kube_cluster import NS, deployment_manifest
+from tests.support.config import fleet_config_data
+from tests.support.kube_cluster import NS, deployment_manifest
 
 
 class RacedPlatform(KubernetesPlatform):

@@ -17,8 +17,8 @@ from kubernetes import client
 from drctl.providers.base import DeploymentState
 from drctl.providers.errors import ProviderError, RolloutTimeout, classify
 from drctl.providers.kubernetes import MERGE, KubernetesPlatform
-from tests.helpers import wait_until
-from tests.providers.kube_cluster import NS, RbacCluster, deployment_manifest
+from tests.support.kube_cluster import NS, RbacCluster, deployment_manifest
+from tests.support.wait import wait_until
 
 
 def _hpa(name: str, target: str, lo: int, hi: int) -> Any:

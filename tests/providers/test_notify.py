@@ -13,41 +13,20 @@ from drctl.models import notify as ev
 from drctl.models.notify import WebhookSpec
 from drctl.providers import notify
 from drctl.providers.errors import ProviderError
-from tests.docs_text import page
-from tests.receiver import closed_port_url, receiver
+from tests.support.builders import failover_ended_event
+from tests.support.docs_text import page
+from tests.support.receiver import closed_port_url, receiver
 
 AT = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
 LINK = "http://127.0.0.1:8233/namespaces/default/workflows/failover%2Fdemo"
 
 
 def failed() -> ev.Event:
-    return ev.failover_ended(
-        "demo",
-        "failover/demo",
-        AT,
-        status="failed",
-        source="us-west-1",
-        target="us-east-1",
-        error="verification failed",
-        rto_s=None,
-        rto_target_s=30,
-        rto_met=None,
-    )
+    return failover_ended_event("demo", "failover/demo", AT, status="failed", error="verification failed")
 
 
 def succeeded() -> ev.Event:
-    return ev.failover_ended(
-        "demo",
-        "failover/demo",
-        AT,
-        status="succeeded",
-        source="us-west-1",
-        target="us-east-1",
-        error=None,
-        rto_s=4.2,
-        rto_target_s=30,
-        rto_met=True,
-    )
+    return failover_ended_event("demo", "failover/demo", AT, rto_s=4.2, rto_met=True)
 
 
 async def test_json_format_posts_the_event_and_its_link() -> None:
@@ -130,31 +109,9 @@ def test_pagerduty_only_hears_incident_events_and_severities_map() -> None:
     )
     assert (raised.action, raised.severity, resolved.action) == ("trigger", "critical", "resolve")
     assert raised.dedup_key == resolved.dedup_key == "drctl/demo/ALL_REGIONS_UNHEALTHY"
-    refused = ev.failover_ended(
-        "demo",
-        "w",
-        AT,
-        status="refused",
-        source=None,
-        target="us-east-1",
-        error="busy",
-        rto_s=None,
-        rto_target_s=30,
-        rto_met=None,
-    )
+    refused = failover_ended_event("demo", "w", AT, status="refused", source=None, error="busy")
     assert (refused.kind, refused.severity, refused.action) == ("failover.failed", "error", "trigger")
-    unverified = ev.failover_ended(
-        "demo",
-        "w",
-        AT,
-        status="unverified",
-        source="us-west-1",
-        target="us-east-1",
-        error="no x-drctl-region header",
-        rto_s=None,
-        rto_target_s=30,
-        rto_met=None,
-    )
+    unverified = failover_ended_event("demo", "w", AT, status="unverified", error="no x-drctl-region header")
     assert (unverified.kind, unverified.severity) == (
         "failover.failed",
         "critical",

@@ -1,6 +1,6 @@
 """Passive-signal readers against real components: HAProxy 2.6 `show stat`, fleetsim /metrics, Prometheus.
 
-The processes (tests/providers/passive_env.py) are shared by the module. Traffic is real HTTP;
+The processes (tests/support/passive_env.py) are shared by the module. Traffic is real HTTP;
 errors come from fleetsim's injected error fault and from a gateway server on a closed port.
 """
 
@@ -27,10 +27,11 @@ from drctl.providers.passive import PassiveReader
 from drctl.providers.prom_query import PrometheusQueryError, PrometheusSignals
 from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.vllm_metrics import ReplicaTarget, read_replicas
-from tests.fleetcfg import fleet_config_data
-from tests.haproxy_binaries import REPO
-from tests.helpers import free_port, wait_until
-from tests.providers.passive_env import MODEL, SURFACE, TH, TTFT_MS, Env, complete, fault, running
+from tests.support.config import fleet_config_data
+from tests.support.haproxy_binaries import REPO
+from tests.support.passive_env import MODEL, SURFACE, TH, TTFT_MS, Env, complete, fault, running
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 
 @pytest.fixture(scope="module")

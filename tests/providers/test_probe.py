@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import kmock
 import pytest
 from aiohttp import web
 from kubernetes import client
@@ -28,8 +27,10 @@ from drctl.models.health import ProbeStatus, RegionProbe
 from drctl.providers import prom
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
-from tests.helpers import assert_eventually, free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.http_stub import serve_app
+from tests.support.loop_thread import LoopThread
+from tests.support.ports import free_port
+from tests.support.wait import assert_eventually
 
 TIMEOUT_S = 1.5  # generous: these machines are noisy, and a slow answer must not read as a timeout
 TTFT_DEGRADED_MS = 300.0  # fleetsim's TTFT is 30 ms; x20 is well past this
@@ -42,12 +43,9 @@ class Stack:
         self.runners: list[web.AppRunner] = []
 
     async def serve(self, app: web.Application) -> str:
-        runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runner, url = await serve_app(app)
         self.runners.append(runner)
-        return f"http://127.0.0.1:{port}"
+        return url
 
     async def fault(self, name: str, **spec: Any) -> None:
         async with httpx.AsyncClient(timeout=2) as http:
@@ -262,12 +260,9 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
     """The default replica source: the EndpointSlices of the track Services, not-ready ones included,
     terminating ones not (a pod being scaled away is not a failing replica)."""
     lt = LoopThread()
-    port = free_port()
     try:
-        cluster = lt.run(_make_cluster())
-        lt.enter(cluster)
-        lt.enter(kmock.Server(cluster, host="127.0.0.1", port=port))
-        api = client.DiscoveryV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}")))
+        _, kube_url = lt.serve_cluster(RegionCluster)
+        api = client.DiscoveryV1Api(client.ApiClient(client.Configuration(host=kube_url)))
         for pod, ready in (("r0", True), ("r1", False)):
             api.create_namespaced_endpoint_slice(
                 "inference",
@@ -279,7 +274,7 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
         # A slice of some other Service is not a replica of the fleet.
         api.create_namespaced_endpoint_slice("inference", _slice("other-x", "other", "x", 1, True))
         await clean.fault("r1", down=True)
-        cfg = _cfg(clean.urls["gateway"], kube_url=f"http://127.0.0.1:{port}")
+        cfg = _cfg(clean.urls["gateway"], kube_url=kube_url)
         p = await InferenceProber(cfg).probe_region("us-west-1")
     finally:
         lt.close()
@@ -288,10 +283,6 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
         ("r1", clean.urls["r1"], ProbeStatus.DOWN),
     ]
     assert p.status == ProbeStatus.DEGRADED and p.reason == "1/2 replicas failing: r1 http_5xx"
-
-
-async def _make_cluster() -> RegionCluster:
-    return RegionCluster()
 
 
 def _slice(name: str, service: str, pod: str, port: int, ready: bool, terminating: bool = False) -> Any:

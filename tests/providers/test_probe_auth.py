@@ -24,7 +24,9 @@ from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
 from drctl.providers.track_analysis import run_requests
-from tests.helpers import assert_eventually, free_port
+from tests.support.http_stub import serve_app
+from tests.support.ports import free_port
+from tests.support.wait import assert_eventually
 
 KEY = "sk-test-4f1d2c9e"
 ENV = "DRCTL_TEST_VLLM_API_KEY"
@@ -40,12 +42,9 @@ class AuthedRegion:
         return [ReplicaEndpoint(name=n, url=self.urls[n], track="stable") for n in ("r0", "r1")]
 
     async def serve(self, app: web.Application) -> str:
-        runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runner, url = await serve_app(app)
         self.runners.append(runner)
-        return f"http://127.0.0.1:{port}"
+        return url
 
 
 @pytest.fixture(scope="module")

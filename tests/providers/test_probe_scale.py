@@ -18,7 +18,7 @@ from bench.probe_baseline import InferenceProber as OldProber
 from bench.probe_scale import MODEL, CannedServer, StaticReplicas, bench_config, targets
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber, rotating_sample
-from tests.helpers import free_port, free_port_run
+from tests.support.ports import free_port, free_port_run
 
 
 @pytest.fixture

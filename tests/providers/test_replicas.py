@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import kmock
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -15,8 +14,7 @@ from drctl.devstack.endpointslices import SERVICE_NAME_LABEL, PodEndpoint, publi
 from drctl.devstack.kube import RegionCluster
 from drctl.providers import replicas as replicas_mod
 from drctl.providers.replicas import KubernetesReplicaSource
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.loop_thread import LoopThread
 
 NS = "inference"
 
@@ -43,6 +41,12 @@ def _service(name: str, track: str) -> dict[str, Any]:
             "spec": {"selector": sel, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]}}  # fmt: skip
 
 
+def _pod(name: str, port: int, app: str, track: str, **state: bool) -> PodEndpoint:
+    return PodEndpoint(
+        name=name, namespace=NS, port=port, ready=True, labels={"app": app, "drctl.io/track": track}, **state
+    )
+
+
 async def _seed(cluster: RegionCluster) -> None:
     named = (("llm-stable", "stable"), ("llm-canary", "canary"), ("other-stable", "stable"))
     services = [await cluster.create_object("v1/services", _service(n, t), namespace=NS) for n, t in named]
@@ -57,53 +61,23 @@ async def _seed(cluster: RegionCluster) -> None:
         )
         for i in range(7)
     ]
-    pods.append(
-        PodEndpoint(
-            name="llm-stable-old",
-            namespace=NS,
-            port=5100,
-            ready=True,
-            terminating=True,
-            labels={"app": "llm", "drctl.io/track": "stable"},
-        )
-    )
-    pods.append(
-        PodEndpoint(
-            name="llm-canary-0",
-            namespace=NS,
-            port=5200,
-            ready=True,
-            labels={"app": "llm", "drctl.io/track": "canary"},
-        )
-    )
-    pods.append(
-        PodEndpoint(
-            name="other-stable-0",
-            namespace=NS,
-            port=5300,
-            ready=True,
-            labels={"app": "other", "drctl.io/track": "stable"},
-        )
-    )
+    pods += [
+        _pod("llm-stable-old", 5100, "llm", "stable", terminating=True),
+        _pod("llm-canary-0", 5200, "llm", "canary"),
+        _pod("other-stable-0", 5300, "other", "stable"),
+    ]
     await publish(cluster, services, pods)
 
 
 @pytest.fixture(scope="module")
 def api_url() -> Iterator[str]:
     lt = LoopThread()
-    port = free_port()
     try:
-        cluster = lt.run(_make_cluster())
-        lt.enter(cluster)
-        lt.enter(kmock.Server(cluster, host="127.0.0.1", port=port))
+        cluster, url = lt.serve_cluster(RegionCluster)
         lt.run(_seed(cluster))
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         lt.close()
-
-
-async def _make_cluster() -> RegionCluster:
-    return RegionCluster()
 
 
 async def test_track_service_slices_are_selected_and_paged(

@@ -1,4 +1,4 @@
-"""Route 53 global tier against a real moto server subprocess.
+"""Route 53 global tier against a real moto server subprocess (the `moto_url` fixture).
 
 moto's request recorder (`/moto-api/recorder/*`) logs every API call the provider makes, which is
 how these tests prove a weight shift is exactly one change batch.
@@ -9,11 +9,9 @@ from __future__ import annotations
 import base64
 import json
 import re
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -30,38 +28,10 @@ from drctl.models.traffic import PropagationInput
 from drctl.providers.errors import classify
 from drctl.providers.route53 import Route53GlobalTraffic
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import free_port, wait_until
-from tests.route53_standin import Route53StandIn
+from tests.support.route53_standin import Route53StandIn
+from tests.support.wait import wait_until
 
-VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 TARGETS = {"us-west-1": "west.lb.example.net", "us-east-1": "east.lb.example.net"}
-
-
-@pytest.fixture(scope="module")
-def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    workdir = tmp_path_factory.mktemp("moto")
-    log = (workdir / "moto.log").open("wb")
-    # cwd: moto's recorder writes its `moto_recording` file into the working directory.
-    proc = subprocess.Popen(
-        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=log,
-        cwd=workdir,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert proc.poll() is None, f"moto_server exited with {proc.returncode}"
-        try:
-            return httpx.get(f"{url}/moto-api/data.json", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(up, timeout_s=30, what="moto server up")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 @pytest.fixture(autouse=True)
@@ -206,7 +176,7 @@ def test_aws_errors_propagate(moto_url: str) -> None:
         Route53GlobalTraffic.from_config(fleet(moto_url, "nosuch.example.org")).get_weights()
 
 
-# --- Route 53 as it really behaves: PENDING for a while, throttling (tests/route53_standin.py) --------
+# --- Route 53 as it really behaves: PENDING for a while, throttling (tests/support/route53_standin.py) --------
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from drctl.config.schema import load_config
 from drctl.models.upgrade import Release
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.workload import Workload
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.providers.kube_cluster import NS, deployment_manifest
+from tests.support.config import fleet_config_data, short_tmp_dir
+from tests.support.kube_cluster import NS, deployment_manifest
 
 HF_TOKEN = {"secretKeyRef": {"name": "hf-token", "key": "token"}}
 

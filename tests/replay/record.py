@@ -37,16 +37,15 @@ from drctl.client.connection import connect
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig, load_config
 from drctl.devstack import stack
-from drctl.models.failover import FailbackInput, FailoverInput
+from drctl.models.failover import FailbackInput
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.monitor import MonitorInput
 from drctl.models.upgrade import upgrade_request
 from drctl.worker.process import run_worker
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
 from tests.replay.record_ops import record_backup_restore, record_drill, record_migration
-from tests.workflows.conftest import fast_config
+from tests.support.config import fleet_config_data, short_tmp_dir
+from tests.support.workers import fast_config, start_failover
 from workflows.failback import Failback
-from workflows.failover import Failover
 from workflows.monitor import FleetMonitor
 from workflows.upgrade import Upgrade
 
@@ -129,15 +128,7 @@ async def record_monitor(client: Client, cfg: FleetConfig, suffix: str) -> None:
 async def record_core(client: Client, cfg: FleetConfig, suffix: str) -> None:
     """Failover to us-east-1, Failback, and a one-region canary Upgrade."""
     spec = FleetSpec.from_config(cfg)
-    fo = await start_operation(
-        client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=spec, target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    fo = await start_failover(client, cfg, spec=spec)
     res = await asyncio.wait_for(fo.result(), 120)
     assert res.status == "succeeded", res.error
     await save(fo, f"failover{suffix}")

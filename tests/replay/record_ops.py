@@ -9,28 +9,26 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from drctl.chaos.validate import validate_experiment
 from drctl.cli.monitor import start_monitor
 from drctl.client.monitor_view import live_status
 from drctl.client.operations import search_attributes, start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.backup import BackupJob, BackupJobResult, BackupRequest, RestoreJob, RestoreRequest
-from drctl.models.drill import DrillInput, DrillReport, Verdict
+from drctl.models.drill import DrillReport, Verdict
 from drctl.models.health import RegionState
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
+from tests.support.drills import EXPERIMENTS, start_drill
+from tests.support.upgrade import start_migration
 from workflows.backup import Backup, Restore
-from workflows.migrate import Migration
 
 Save = Callable[[WorkflowHandle[Any, Any], str], Awaitable[Path]]
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 async def record_backup_restore(client: Client, cfg: FleetConfig, save: Save, suffix: str) -> None:
@@ -86,17 +84,7 @@ async def record_drill(client: Client, cfg: FleetConfig, save: Save, suffix: str
             await asyncio.sleep(0.5)
         else:
             raise RuntimeError("monitor did not see every region healthy within 60 s")
-        plan = validate_experiment(EXPERIMENTS / "region-outage.json", cfg, "us-west-1")
-        wid = f"drill/{cfg.name}/{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}"
-        dh = await start_operation(
-            client,
-            cfg,
-            "ChaosDrill",
-            DrillInput.from_config(cfg, plan),
-            operation="drill",
-            workflow_id=wid,
-            target="us-west-1",
-        )
+        dh = await start_drill(client, cfg, EXPERIMENTS / "region-outage.json")
         report = await asyncio.wait_for(result_of(dh, DrillReport), 240)
         assert report.verdict is Verdict.PASS, report.reasons
         await save(dh, f"drill_region_outage{suffix}")
@@ -111,16 +99,7 @@ async def record_migration(client: Client, cfg: FleetConfig, save: Save, suffix:
     req = req.model_copy(
         update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})}
     )
-    mh = await start_operation(
-        client,
-        cfg,
-        Migration.run,
-        req,
-        operation="migrate",
-        workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-        source="us-west-1",
-        target="us-east-1",
-    )
+    mh = await start_migration(client, cfg, req)
     res = await asyncio.wait_for(result_of(mh, MigrationResult), 240)
     assert res.outcome is Outcome.SUCCEEDED, res
     await save(mh, f"migration{suffix}")

@@ -10,7 +10,8 @@ import pytest
 from drctl.config.schema import FleetConfig
 from drctl.devstack.stack import StackInfo
 from drctl.providers.velero import VeleroBackupProvider
-from tests.helpers import drctl, wait_until
+from tests.support.cli import drctl
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.devstack]
 

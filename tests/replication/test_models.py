@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from kubernetes import client as k8s
 
 from drctl.models.release import Release, compare
-from drctl.models.rpo import LagReport, RpoCheck, SourceObject, compute_lag
+from drctl.models.rpo import RpoCheck, SourceObject, compute_lag
 from drctl.providers.rclone import parse_stats
 from drctl.providers.release import model_of
+from tests.support.builders import lag_report, replication_run
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -28,15 +29,7 @@ def test_lag_is_the_age_of_the_oldest_unreplicated_object() -> None:
 
 
 def test_rpo_verdict_and_its_words() -> None:
-    rep = LagReport(
-        bucket="models",
-        source_region="w",
-        replica_region="e",
-        measured_at=NOW,
-        lag_s=12.5,
-        missing=1,
-        oldest_unreplicated="adapters/x",
-    )
+    rep = lag_report(NOW, 12.5, "models", missing=1, oldest_unreplicated="adapters/x")
     check = RpoCheck(target="e", rpo_target_s=5, reports=[rep], lag_s=12.5, objects_behind=1)
     assert check.exceeded
     assert (
@@ -93,8 +86,8 @@ def test_parse_stats_reads_rclone_json_log_lines() -> None:
 
 def test_lag_at_the_fault_discounts_the_time_since() -> None:
     reps = [
-        LagReport(bucket="s", source_region="w", replica_region="e", measured_at=NOW, lag_s=5.5, missing=1),
-        LagReport(bucket="m", source_region="w", replica_region="e", measured_at=NOW, lag_s=0.0),
+        lag_report(NOW, 5.5, "s", missing=1),
+        lag_report(NOW, 0.0, "m"),
     ]
     check = RpoCheck(target="e", rpo_target_s=5, reports=reps, lag_s=5.5, objects_behind=1)
     assert check.lag_at(NOW - timedelta(seconds=5)) == 0.5
@@ -103,26 +96,13 @@ def test_lag_at_the_fault_discounts_the_time_since() -> None:
 
 
 def test_an_unreadable_source_is_bounded_by_the_last_replication_check() -> None:
-    from drctl.models.rpo import ReplicaPair, ReplicationRun, TransferStats, estimate_from_last_run
+    from drctl.models.rpo import ReplicaPair, estimate_from_last_run
 
     pair = ReplicaPair(
         bucket="state", source_region="w", source_bucket="a-w", replica_region="e", replica_bucket="a-e"
     )
     checked = NOW - timedelta(seconds=4)
-    last = ReplicationRun(
-        bucket="state",
-        source_region="w",
-        replica_region="e",
-        mode="copy",
-        started_at=checked,
-        finished_at=checked,
-        ok=True,
-        stats=TransferStats(),
-        check_ok=True,
-        lag=LagReport(
-            bucket="state", source_region="w", replica_region="e", measured_at=checked, lag_s=1.5, missing=2
-        ),
-    )
+    last = replication_run(checked, lag_report(checked, 1.5, "state", missing=2), "state")
     rep = estimate_from_last_run(pair, last, NOW, "connection refused")
     assert (rep.lag_s, rep.missing, rep.error, rep.estimated_from) == (5.5, 2, None, checked)
     check = RpoCheck(target="e", rpo_target_s=5, reports=[rep], lag_s=rep.lag_s, objects_behind=2)

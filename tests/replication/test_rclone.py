@@ -6,7 +6,6 @@ import time
 import uuid
 from typing import Any
 
-import boto3
 import pytest
 
 from drctl.config.schema import ConfigError, FleetConfig, parse_config
@@ -14,6 +13,7 @@ from drctl.devstack.moto_seed import MODEL_FILES
 from drctl.models.rpo import ReplicaPair, replica_pairs
 from drctl.providers.errors import ProviderError
 from drctl.providers.rclone import Rclone, RcloneError
+from tests.support.moto import aws_client
 
 BASE = """
 name: t
@@ -37,9 +37,7 @@ def fleet(url: str, src: str, dst: str, mode: str = "copy", extra: str = "") -> 
 
 
 def s3(url: str) -> Any:
-    return boto3.client(
-        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
-    )
+    return aws_client("s3", url)
 
 
 @pytest.fixture

@@ -6,36 +6,12 @@ server and no subprocess: a subprocess would import the unmutated tree and could
 
 from __future__ import annotations
 
-import copy
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from drctl.config.schema import FleetConfig, load_config
-from tests.fleetcfg import fleet_config_data
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def experiment(name: str = "region-outage") -> dict[str, Any]:
-    """A fresh copy of a shipped experiment, to break one thing in."""
-    return copy.deepcopy(json.loads((REPO / "experiments" / f"{name}.json").read_text()))
-
-
-def write_config(
-    directory: Path, *, allowed: list[str] | None = None, injector: str = "devstack", name: str = "fleet.yaml"
-) -> FleetConfig:
-    data = fleet_config_data()
-    data["drills"] = {
-        "allowed_targets": ["us-west-1", "us-east-1"] if allowed is None else allowed,
-        "fault_injector": injector,
-    }
-    path = directory / name
-    path.write_text(yaml.safe_dump(data))
-    return load_config(path)
+from drctl.config.schema import FleetConfig
+from tests.support.config import write_drill_config
 
 
 @pytest.fixture(scope="session")
@@ -46,4 +22,4 @@ def unit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def cfg(unit_dir: Path) -> FleetConfig:
     """Two regions, both allowed drill targets, the dev-stack injector."""
-    return write_config(unit_dir)
+    return write_drill_config(unit_dir)

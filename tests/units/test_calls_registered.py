@@ -13,7 +13,7 @@ from temporalio import activity
 
 from drctl.config.schema import FleetConfig
 from drctl.worker import registry
-from tests.fleetcfg import fleet_config_data
+from tests.support.config import fleet_config_data
 from workflows import calls
 
 Signature = tuple[list[Any], Any]  # input types, result type

@@ -1,5 +1,5 @@
 """drctl's chaos actions and probes over real HTTP to an in-process stand-in of the region admin API
-and the global endpoint (tests/units/standin.py): what each sends, what it reports, and when it
+and the global endpoint (tests/support/standin.py): what each sends, what it reports, and when it
 refuses. The Kubernetes injector's path runs against the dev stack in tests/drills/test_kube_injector.py."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import yaml
 from drctl import chaos
 from drctl.chaos import actions, faults, probes
 from drctl.config.schema import FleetConfig, UnknownRegionError
-from tests.fleetcfg import fleet_config_data
-from tests.units.standin import Reply, StandIn, serve
+from tests.support.config import fleet_config_data
+from tests.support.standin import Reply, StandIn, serve
 
 WEST, EAST = "us-west-1", "us-east-1"
 

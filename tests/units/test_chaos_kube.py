@@ -10,16 +10,14 @@ from typing import Any
 
 import pytest
 import yaml
-from kmock import Server
 from kubernetes import client
 
 from drctl import chaos
 from drctl.chaos import actions, faults
 from drctl.devstack import kube_resources
 from drctl.devstack.kube import RegionCluster
-from tests.fleetcfg import fleet_config_data
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.config import fleet_config_data
+from tests.support.loop_thread import LoopThread
 
 NS = "inference"
 WEST = "us-west-1"
@@ -32,15 +30,8 @@ def api_url() -> Iterator[str]:
     patch = pytest.MonkeyPatch()
     patch.setitem(kube_resources.RESOURCES, "v1/pods", ("Pod", True))
     lt = LoopThread()
-    port = free_port()
-
-    async def make() -> RegionCluster:
-        return RegionCluster()
-
-    emulator = lt.run(make())  # built on its loop: it creates asyncio primitives
-    lt.enter(emulator)
-    lt.enter(Server(emulator, host="127.0.0.1", port=port))
-    yield f"http://127.0.0.1:{port}"
+    _, url = lt.serve_cluster(RegionCluster)
+    yield url
     lt.close()
     patch.undo()
 

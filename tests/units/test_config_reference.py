@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from drctl.config import reference
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config").glob("*.yaml"))

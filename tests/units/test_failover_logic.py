@@ -24,7 +24,7 @@ from drctl.models.failover_plan import (
 )
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState, TargetProbe
 from drctl.models.monitor import MonitorInput, MonitorState, RegionTracker, choose_target, pick_target
-from tests.fleetcfg import cap, spec
+from tests.support.config import cap, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 H, S, U, R = RegionState.HEALTHY, RegionState.SUSPECT, RegionState.UNHEALTHY, RegionState.RECOVERING

@@ -12,11 +12,9 @@ from drctl.chaos.journal import judge
 from drctl.config.schema import load_config
 from drctl.models import analysis as a
 from drctl.models.drill import (
-    DrillReport,
     ExperimentOutcome,
     JournalVerdict,
     LoadSample,
-    Verdict,
     load_figures,
     mark_stopped,
 )
@@ -31,11 +29,11 @@ from drctl.models.rpo import (
     ReplicationRun,
     RpoCheck,
     SourceObject,
-    TransferStats,
     compute_lag,
     estimate_from_last_run,
 )
-from tests.fleetcfg import cap, fleet_config_data, spec
+from tests.support.builders import drill_report, lag_report, replication_run
+from tests.support.config import cap, fleet_config_data, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -86,35 +84,14 @@ def test_region_changes_list_every_name() -> None:
 
 
 def _run(lag: LagReport) -> ReplicationRun:
-    return ReplicationRun(
-        bucket="m",
-        source_region="w",
-        replica_region="e",
-        mode="copy",
-        started_at=T0,
-        finished_at=T0,
-        ok=True,
-        stats=TransferStats(),
-        check_ok=True,
-        lag=lag,
-    )
+    return replication_run(T0, lag)
 
 
 PAIR = ReplicaPair(bucket="m", source_region="w", source_bucket="sb", replica_region="e", replica_bucket="rb")
 
 
 def test_an_estimate_carries_the_last_check_forward() -> None:
-    last = LagReport(
-        bucket="m",
-        source_region="w",
-        replica_region="e",
-        measured_at=T0,
-        lag_s=2.0,
-        missing=1,
-        differ=2,
-        source_objects=5,
-        oldest_unreplicated="x",
-    )
+    last = lag_report(T0, 2.0, missing=1, differ=2, source_objects=5, oldest_unreplicated="x")
     est = estimate_from_last_run(PAIR, _run(last), T0 + timedelta(seconds=3.5), "source unreachable")
     assert est.model_dump() == {
         "bucket": "m",
@@ -143,14 +120,7 @@ def test_lag_rounds_to_the_millisecond() -> None:
 
 
 def _lag(lag: float | None, at: datetime, oldest: str | None = None) -> LagReport:
-    return LagReport(
-        bucket="m",
-        source_region="w",
-        replica_region="e",
-        measured_at=at,
-        lag_s=lag,
-        oldest_unreplicated=oldest,
-    )
+    return lag_report(at, lag, oldest_unreplicated=oldest)
 
 
 def test_lag_at_the_fault_edges() -> None:
@@ -239,18 +209,7 @@ def test_an_aborted_report_measures_errors_from_the_fault_and_names_every_failed
     out = ExperimentOutcome(
         exit_code=1, verdict=v, journal={"status": "interrupted"}, load=load, started_at=T0, ended_at=T0
     )
-    r = DrillReport(
-        id="d",
-        fleet="t",
-        experiment="x",
-        title="x",
-        target_region="w",
-        verdict=Verdict.PASS,
-        started_at=T0,
-        finished_at=T0,
-        expect_failover=True,
-        rto_target_s=30,
-    )
+    r = drill_report(T0, id="d")
     mark_stopped(r, out, "abort")
     assert r.error_window_s == 0.5 and r.errors == 3
     assert r.reasons[1] == "rollbacks incomplete (0/2 succeeded; a, b): check the region"

@@ -28,7 +28,8 @@ from drctl.models.monitor_config import apply_spec, spec_changes, spec_problems
 from drctl.models.release import Release, compare
 from drctl.models.rpo import LagReport, RpoCheck, compute_lag, replica_pairs
 from drctl.models.upgrade import Strategy, upgrade_request
-from tests.fleetcfg import fleet_config_data, spec
+from tests.support.builders import drill_report, lag_report
+from tests.support.config import fleet_config_data, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 LIMITS = a.AnalysisLimits(max_error_rate=0.05, max_ttft_p50_ratio=1.5, max_ttft_p99_ratio=2.0, min_samples=20)
@@ -311,18 +312,7 @@ def test_load_figures_error_window_and_recovery() -> None:
 
 
 def _report() -> DrillReport:
-    return DrillReport(
-        id="drill/t/1",
-        fleet="t",
-        experiment="x",
-        title="x",
-        target_region="w",
-        verdict=Verdict.PASS,
-        started_at=T0,
-        finished_at=T0,
-        expect_failover=True,
-        rto_target_s=30,
-    )
+    return drill_report(T0)
 
 
 def _outcome(exit_code: int | None, status: str | None, verdict: JournalVerdict) -> ExperimentOutcome:
@@ -378,15 +368,7 @@ def test_an_aborted_drill_says_whether_its_fault_was_undone() -> None:
 def _lag(
     bucket: str, lag: float | None, at: datetime = T0, oldest: str | None = None, est: bool = False
 ) -> LagReport:
-    return LagReport(
-        bucket=bucket,
-        source_region="w",
-        replica_region="e",
-        measured_at=at,
-        lag_s=lag,
-        oldest_unreplicated=oldest,
-        estimated_from=T0 if est else None,
-    )
+    return lag_report(at, lag, bucket, oldest_unreplicated=oldest, estimated_from=T0 if est else None)
 
 
 def test_rpo_words_and_lag_at_the_fault() -> None:

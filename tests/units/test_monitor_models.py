@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from drctl.models.monitor import FailoverRecord, MonitorInput, MonitorState, MonitorStatus
 from drctl.models.watch import PROBE_SETTINGS, WatchInput
-from tests.fleetcfg import spec
+from tests.support.config import spec
 
 AT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from drctl.config.schema import WebhookConfig
 from drctl.models import notify as n
+from tests.support.builders import failover_ended_event
 
 AT = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -18,6 +19,20 @@ def _dump(e: n.Event) -> dict[str, Any]:
 
 def _base(**kw: Any) -> dict[str, Any]:
     return {"fleet": "prod", "workflow_id": "wf/1", "run_id": None, "region": None, "at": AT, **kw}
+
+
+def _event(
+    kind: str,
+    severity: str,
+    action: str | None,
+    dedup_key: str,
+    summary: str,
+    details: dict[str, Any],
+    **kw: Any,
+) -> dict[str, Any]:
+    """The dump of an event of fleet prod at AT: these fields, the rest as `_base` has them."""
+    fields = {"kind": kind, "severity": severity, "action": action, "dedup_key": dedup_key}
+    return _base(**fields, summary=summary, details=details, **kw)
 
 
 def test_failover_started_says_who_and_why() -> None:
@@ -31,20 +46,20 @@ def test_failover_started_says_who_and_why() -> None:
         reason="us-west-1 UNHEALTHY",
         emergency=True,
     )
-    assert _dump(e) == _base(
-        kind="failover.started",
-        severity="warning",
-        action=None,
-        dedup_key="drctl/prod/failover",
-        region="us-east-1",
-        summary="[prod] failover to us-east-1 started (emergency, by monitor): us-west-1 UNHEALTHY",
-        details={
+    assert _dump(e) == _event(
+        "failover.started",
+        "warning",
+        None,
+        "drctl/prod/failover",
+        "[prod] failover to us-east-1 started (emergency, by monitor): us-west-1 UNHEALTHY",
+        {
             "source": "us-west-1",
             "target": "us-east-1",
             "initiator": "monitor",
             "mode": "emergency",
             "reason": "us-west-1 UNHEALTHY",
         },
+        region="us-east-1",
     )
     quiet = n.failover_started(
         "prod", "wf/1", AT, source=None, target="us-east-1", initiator="cli", reason="", emergency=False
@@ -54,26 +69,14 @@ def test_failover_started_says_who_and_why() -> None:
 
 
 def test_a_succeeded_failover_resolves_with_its_rto() -> None:
-    e = n.failover_ended(
-        "prod",
-        "wf/1",
-        AT,
-        status="succeeded",
-        source="us-west-1",
-        target="us-east-1",
-        error=None,
-        rto_s=12.5,
-        rto_target_s=30.0,
-        rto_met=True,
-    )
-    assert _dump(e) == _base(
-        kind="failover.succeeded",
-        severity="info",
-        action="resolve",
-        dedup_key="drctl/prod/failover",
-        region="us-east-1",
-        summary="[prod] failover to us-east-1 succeeded: RTO 12.5 s (target 30 s)",
-        details={
+    e = failover_ended_event("prod", "wf/1", AT, rto_s=12.5, rto_target_s=30.0, rto_met=True)
+    assert _dump(e) == _event(
+        "failover.succeeded",
+        "info",
+        "resolve",
+        "drctl/prod/failover",
+        "[prod] failover to us-east-1 succeeded: RTO 12.5 s (target 30 s)",
+        {
             "status": "succeeded",
             "source": "us-west-1",
             "target": "us-east-1",
@@ -82,46 +85,26 @@ def test_a_succeeded_failover_resolves_with_its_rto() -> None:
             "rto_met": True,
             "error": None,
         },
+        region="us-east-1",
     )
-    unmeasured = n.failover_ended(
-        "prod",
-        "wf/1",
-        AT,
-        status="succeeded",
-        source=None,
-        target="us-east-1",
-        error=None,
-        rto_s=None,
-        rto_target_s=30.0,
-        rto_met=None,
-    )
+    unmeasured = failover_ended_event("prod", "wf/1", AT, source=None, rto_target_s=30.0)
     assert unmeasured.summary == "[prod] failover to us-east-1 succeeded: RTO not measured"
 
 
 def test_a_failover_that_did_not_succeed_pages_by_how_bad_it_is() -> None:
     def ended(status: str, error: str | None) -> n.Event:
-        return n.failover_ended(
-            "prod",
-            "wf/1",
-            AT,
-            status=status,
-            source="us-west-1",
-            target="us-east-1",
-            error=error,
-            rto_s=None,
-            rto_target_s=30.0,
-            rto_met=False,
+        return failover_ended_event(
+            "prod", "wf/1", AT, status=status, error=error, rto_target_s=30.0, rto_met=False
         )
 
     failed = ended("failed", "verify failed")
-    assert _dump(failed) == _base(
-        kind="failover.failed",
-        severity="critical",
-        action="trigger",
-        dedup_key="drctl/prod/failover",
-        region="us-east-1",
-        summary="[prod] failover to us-east-1 failed: verify failed",
-        details={
+    assert _dump(failed) == _event(
+        "failover.failed",
+        "critical",
+        "trigger",
+        "drctl/prod/failover",
+        "[prod] failover to us-east-1 failed: verify failed",
+        {
             "status": "failed",
             "source": "us-west-1",
             "target": "us-east-1",
@@ -130,6 +113,7 @@ def test_a_failover_that_did_not_succeed_pages_by_how_bad_it_is() -> None:
             "rto_met": False,
             "error": "verify failed",
         },
+        region="us-east-1",
     )
     assert ended("unverified", None).severity == "critical"
     assert ended("unverified", None).summary == "[prod] failover to us-east-1 unverified: no reason given"
@@ -146,23 +130,23 @@ def test_alert_changes_resolve_the_old_and_raise_the_new() -> None:
         "prod", "m", AT, before="NO_FAILOVER_TARGET", after="ALL_REGIONS_UNHEALTHY", regions=regions
     )
     states = "us-west-1 UNHEALTHY, us-east-1 HEALTHY"
-    assert _dump(resolved) == _base(
-        kind="alert.resolved",
-        severity="info",
-        action="resolve",
-        dedup_key="drctl/prod/NO_FAILOVER_TARGET",
+    assert _dump(resolved) == _event(
+        "alert.resolved",
+        "info",
+        "resolve",
+        "drctl/prod/NO_FAILOVER_TARGET",
+        f"[prod] NO_FAILOVER_TARGET resolved: {states}",
+        {"alert": "NO_FAILOVER_TARGET", **regions},
         workflow_id="m",
-        summary=f"[prod] NO_FAILOVER_TARGET resolved: {states}",
-        details={"alert": "NO_FAILOVER_TARGET", **regions},
     )
-    assert _dump(raised) == _base(
-        kind="alert.raised",
-        severity="critical",
-        action="trigger",
-        dedup_key="drctl/prod/ALL_REGIONS_UNHEALTHY",
+    assert _dump(raised) == _event(
+        "alert.raised",
+        "critical",
+        "trigger",
+        "drctl/prod/ALL_REGIONS_UNHEALTHY",
+        f"[prod] ALL_REGIONS_UNHEALTHY: {states}",
+        {"alert": "ALL_REGIONS_UNHEALTHY", **regions},
         workflow_id="m",
-        summary=f"[prod] ALL_REGIONS_UNHEALTHY: {states}",
-        details={"alert": "ALL_REGIONS_UNHEALTHY", **regions},
     )
     only_new = n.alert_changed("prod", "m", AT, before=None, after="A", regions=regions)
     assert [e.kind for e in only_new] == ["alert.raised"]
@@ -182,15 +166,13 @@ def test_drill_verdicts_resolve_on_pass_and_page_otherwise() -> None:
         rto_s=8.0,
         rto_target_s=30.0,
     )
-    assert _dump(passed) == _base(
-        kind="drill.verdict",
-        severity="info",
-        action="resolve",
-        dedup_key="drctl/prod/drill",
-        workflow_id="drill/prod/1",
-        region="us-west-1",
-        summary="[prod] drill region-outage on us-west-1: PASS",
-        details={
+    assert _dump(passed) == _event(
+        "drill.verdict",
+        "info",
+        "resolve",
+        "drctl/prod/drill",
+        "[prod] drill region-outage on us-west-1: PASS",
+        {
             "verdict": "PASS",
             "experiment": "region-outage",
             "target": "us-west-1",
@@ -198,6 +180,8 @@ def test_drill_verdicts_resolve_on_pass_and_page_otherwise() -> None:
             "rto_target_s": 30.0,
             "reasons": "",
         },
+        workflow_id="drill/prod/1",
+        region="us-west-1",
     )
     failed = n.drill_verdict(
         "prod",
@@ -226,21 +210,21 @@ def test_upgrade_rollbacks_page_and_a_failed_rollback_is_critical() -> None:
         reason="error rate 5%",
         metric="error_rate",
     )
-    assert _dump(e) == _base(
-        kind="upgrade.rolled_back",
-        severity="warning",
-        action="trigger",
-        dedup_key="drctl/prod/upgrade",
-        workflow_id="upgrade/prod/1",
-        region="us-west-1",
-        summary="[prod] upgrade to vllm:v2 ROLLED_BACK: error rate 5%",
-        details={
+    assert _dump(e) == _event(
+        "upgrade.rolled_back",
+        "warning",
+        "trigger",
+        "drctl/prod/upgrade",
+        "[prod] upgrade to vllm:v2 ROLLED_BACK: error rate 5%",
+        {
             "image": "vllm:v2",
             "outcome": "ROLLED_BACK",
             "region": "us-west-1",
             "reason": "error rate 5%",
             "failed_metric": "error_rate",
         },
+        workflow_id="upgrade/prod/1",
+        region="us-west-1",
     )
     failed = n.upgrade_rolled_back(
         "prod", "u", AT, image="i", outcome="ROLLBACK_FAILED", region=None, reason="r", metric=None
@@ -249,14 +233,14 @@ def test_upgrade_rollbacks_page_and_a_failed_rollback_is_critical() -> None:
 
 
 def test_the_test_ping_is_an_info_incident() -> None:
-    assert _dump(n.ping_event("prod", "notify/prod", AT, by="alice")) == _base(
-        kind="notify.test",
-        severity="info",
-        action="trigger",
-        dedup_key="drctl/prod/test",
+    assert _dump(n.ping_event("prod", "notify/prod", AT, by="alice")) == _event(
+        "notify.test",
+        "info",
+        "trigger",
+        "drctl/prod/test",
+        "[prod] drctl test notification from alice; safe to resolve",
+        {"sent_by": "alice"},
         workflow_id="notify/prod",
-        summary="[prod] drctl test notification from alice; safe to resolve",
-        details={"sent_by": "alice"},
     )
 
 
@@ -281,30 +265,8 @@ def test_webhook_specs_carry_no_secret_and_pick_their_events() -> None:
     started = n.failover_started(
         "prod", "w", AT, source=None, target="t", initiator="cli", reason="", emergency=False
     )
-    failed = n.failover_ended(
-        "prod",
-        "w",
-        AT,
-        status="failed",
-        source=None,
-        target="t",
-        error="e",
-        rto_s=None,
-        rto_target_s=30,
-        rto_met=None,
-    )
-    succeeded = n.failover_ended(
-        "prod",
-        "w",
-        AT,
-        status="succeeded",
-        source=None,
-        target="t",
-        error=None,
-        rto_s=1,
-        rto_target_s=30,
-        rto_met=True,
-    )
+    failed = failover_ended_event("prod", "w", AT, status="failed", source=None, target="t", error="e")
+    succeeded = failover_ended_event("prod", "w", AT, source=None, target="t", rto_s=1, rto_met=True)
     # PagerDuty has no action for an informational event; it also skips events it was not given.
     assert not spec.wants(started) and spec.wants(failed) and not spec.wants(succeeded)
     slack = n.WebhookSpec(**{**spec.model_dump(), "format": "slack"})

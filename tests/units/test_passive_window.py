@@ -15,7 +15,7 @@ from drctl.models.passive_window import (
     merge_histograms,
     quantile,
 )
-from tests.docs_text import blocks, page
+from tests.support.docs_text import blocks, page
 
 TH = PassiveThresholds(window_s=5, max_error_rate=0.2, max_ttft_p99_ms=2000, min_requests=10, max_age_s=3)
 EDGES = (0.1, 0.5, 1.0, 2.5, 5.0)

@@ -13,7 +13,7 @@ from drctl.models.activity_io import ProbeBatch
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.models.quorum import MAIN, REVOTE_CAP_S, decide, view_of, voters
-from tests.docs_text import blocks, page
+from tests.support.docs_text import blocks, page
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 

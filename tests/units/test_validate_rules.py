@@ -16,8 +16,7 @@ import yaml
 from drctl.chaos import validate as v
 from drctl.chaos.boundary import BoundaryViolation, canonical, digest
 from drctl.config.schema import FleetConfig, load_config
-from tests.fleetcfg import fleet_config_data
-from tests.units.conftest import experiment, write_config
+from tests.support.config import fleet_config_data, shipped_experiment, write_drill_config
 
 Breaker = Callable[[dict[str, Any]], Any]
 
@@ -38,7 +37,7 @@ def _refusal(path: Path, cfg: FleetConfig, target: str | None = None) -> str:
 
 
 def _broken(fn: Breaker, name: str = "region-outage") -> dict[str, Any]:
-    exp = experiment(name)
+    exp = shipped_experiment(name)
     fn(exp)
     return exp
 
@@ -176,9 +175,9 @@ def test_each_fault_target_error_is_refused(case: str, cfg: FleetConfig, tmp_pat
 
 
 def test_the_allow_list_is_checked_per_action_and_for_the_target(unit_dir: Path, tmp_path: Path) -> None:
-    east_only = write_config(unit_dir, allowed=["us-east-1"], name="east-only.yaml")
-    nobody = write_config(unit_dir, allowed=[], name="nobody.yaml")
-    outage = _write(tmp_path, "outage.json", experiment())
+    east_only = write_drill_config(unit_dir, allowed=["us-east-1"], name="east-only.yaml")
+    nobody = write_drill_config(unit_dir, allowed=[], name="nobody.yaml")
+    outage = _write(tmp_path, "outage.json", shipped_experiment())
     assert _refusal(outage, east_only) == (
         "method action 'kill-all-target-region-replicas': region 'us-west-1' is not an allowed drill target "
         "(allowed: us-east-1)"
@@ -213,27 +212,27 @@ def test_the_refusal_lists_every_allowed_target(tmp_path: Path) -> None:
     data["drills"] = {"allowed_targets": ["us-east-1", "eu-west-1"], "fault_injector": "devstack"}
     path = tmp_path / "three.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert _refusal(_write(tmp_path, "outage.json", experiment()), load_config(path)) == (
+    assert _refusal(_write(tmp_path, "outage.json", shipped_experiment()), load_config(path)) == (
         "method action 'kill-all-target-region-replicas': region 'us-west-1' is not an allowed drill target "
         "(allowed: us-east-1, eu-west-1)"
     )
 
 
 def test_devstack_only_faults_need_the_devstack_injector(unit_dir: Path, tmp_path: Path) -> None:
-    kube = write_config(unit_dir, injector="kubernetes", name="kube.yaml")
-    path = _write(tmp_path, "gateway-loss.json", experiment("gateway-loss"))
+    kube = write_drill_config(unit_dir, injector="kubernetes", name="kube.yaml")
+    path = _write(tmp_path, "gateway-loss.json", shipped_experiment("gateway-loss"))
     assert _refusal(path, kube, target="us-east-1") == (
         "method action 'kill-target-region-gateway': kill_gateway needs drills.fault_injector devstack"
     )
-    degrade = _write(tmp_path, "degradation.json", experiment("region-degradation"))
+    degrade = _write(tmp_path, "degradation.json", shipped_experiment("region-degradation"))
     assert _refusal(degrade, kube, target="us-east-1").endswith(
         ": degrade_region needs drills.fault_injector devstack"
     )
     # The same faults pass with the dev-stack injector, and outages pass with either.
     assert v.validate_experiment(
-        path, write_config(unit_dir, name="ds.yaml"), target="us-east-1"
+        path, write_drill_config(unit_dir, name="ds.yaml"), target="us-east-1"
     ).expect_failover
-    assert v.validate_experiment(_write(tmp_path, "o.json", experiment()), kube, target="us-east-1")
+    assert v.validate_experiment(_write(tmp_path, "o.json", shipped_experiment()), kube, target="us-east-1")
 
 
 def test_boundary_violations_are_refused_before_anything_is_imported(
@@ -254,7 +253,7 @@ def test_boundary_violations_are_refused_before_anything_is_imported(
     assert _refusal(_write(tmp_path, "env.json", secret_env), cfg).startswith(
         "configuration.token: may not read environment variable 'AWS_SECRET_ACCESS_KEY'"
     )
-    assert _refusal(_write(tmp_path, "../units-evil..name.json", experiment()), cfg) == (
+    assert _refusal(_write(tmp_path, "../units-evil..name.json", shipped_experiment()), cfg) == (
         "name 'units-evil..name' is not allowed: use letters, digits, '.', '_' and '-' only"
     )
 
@@ -285,13 +284,13 @@ def test_documents_chaoslib_or_json_cannot_handle_are_refused(cfg: FleetConfig, 
         '  in "<unicode string>", position 8'
     )
     # chaoslib crashes on a bare reference in the method: refused, naming the step.
-    ref = experiment()
+    ref = shipped_experiment()
     ref["method"].append("look")
     assert _refusal(_write(tmp_path, "ref.json", ref), cfg) == (
         "Chaos Toolkit validation: malformed experiment (AttributeError: 'str' object has no attribute 'get')"
     )
     # YAML reads a date; the canonical text that runs is JSON, which has none.
-    dated = experiment()
+    dated = shipped_experiment()
     dated["extensions"][0]["when"] = "DATE"
     text = yaml.safe_dump(dated).replace("when: DATE", "when: 2026-01-01")
     assert _refusal(_write(tmp_path, "dated.yaml", text), cfg) == (
@@ -304,7 +303,7 @@ def test_yaml_experiments_are_read_as_yaml(cfg: FleetConfig, tmp_path: Path) -> 
 
     for suffix in (".yaml", ".yml"):
         path = tmp_path / f"outage{suffix}"
-        path.write_text(yaml.safe_dump(experiment()))
+        path.write_text(yaml.safe_dump(shipped_experiment()))
         plan = v.validate_experiment(path, cfg, target="us-east-1")
         assert plan.name == "outage" and plan.fmt == "json" and plan.target_region == "us-east-1"
 
@@ -326,7 +325,7 @@ def test_chaostoolkit_validation_and_configuration_errors(cfg: FleetConfig, tmp_
 
 
 def test_a_valid_experiment_yields_the_plan_that_runs(cfg: FleetConfig, tmp_path: Path) -> None:
-    exp = experiment()
+    exp = shipped_experiment()
     exp["method"].append(
         {
             "type": "probe",
@@ -361,7 +360,7 @@ def test_a_valid_experiment_yields_the_plan_that_runs(cfg: FleetConfig, tmp_path
     assert v.validate_experiment(path, cfg).target_region == "us-west-1"
     no_source = cfg.model_copy(update={"source_path": None})
     assert v.validate_experiment(path, no_source).configuration["fleet_config"] == ""
-    replica = v.validate_experiment(_write(tmp_path, "r.json", experiment("replica-loss")), cfg)
+    replica = v.validate_experiment(_write(tmp_path, "r.json", shipped_experiment("replica-loss")), cfg)
     assert replica.expect_failover is False
 
 

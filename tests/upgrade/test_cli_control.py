@@ -20,10 +20,12 @@ from temporalio.client import Client
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
-from tests.conftest import apps_api
-from tests.helpers import assert_eventually, cli, write_config
-from tests.upgrade.workers import deployments, fresh_queues, running_worker, stable_container, track_weights
-from tests.workflows.conftest import weights
+from tests.support.cli import cli
+from tests.support.config import write_config
+from tests.support.devstack import apps_api
+from tests.support.upgrade import deployments, fresh_queues, running_worker, stable_container, track_weights
+from tests.support.wait import assert_eventually
+from tests.support.workers import weights
 
 pytestmark = pytest.mark.devstack
 
@@ -55,6 +57,26 @@ def _started(code: int, out: str, err: str) -> str:
     return json.loads(out)["workflow_id"]
 
 
+async def _upgrade_no_wait(path: str, image: str, strategy: str, region: str) -> str:
+    """`drctl upgrade --no-wait -o json` of one region, in-process: the upgrade's workflow id."""
+    return _started(
+        *await cli(
+            "upgrade",
+            "--image",
+            image,
+            "--strategy",
+            strategy,
+            "--regions",
+            region,
+            "--no-wait",
+            "-o",
+            "json",
+            "-c",
+            path,
+        )
+    )
+
+
 async def _status(wid: str, path: str) -> dict[str, Any]:
     code, out, err = await cli("upgrade", "status", wid.rsplit("/", 1)[1], "-o", "json", "-c", path)
     assert code == 0, err
@@ -67,22 +89,7 @@ async def test_canary_paused_resumed_and_promoted_from_the_cli(
     cfg, path = cli_env
     old = stable_container(cfg, "us-west-1").image
     image = f"vllm/vllm-openai:v3.0.{uuid.uuid4().int % 1000}"
-    wid = _started(
-        *await cli(
-            "upgrade",
-            "--image",
-            image,
-            "--strategy",
-            "canary",
-            "--regions",
-            "us-west-1",
-            "--no-wait",
-            "-o",
-            "json",
-            "-c",
-            path,
-        )
-    )
+    wid = await _upgrade_no_wait(path, image, "canary", "us-west-1")
     uid = wid.rsplit("/", 1)[1]
     code, out, err = await cli("upgrade", "pause", uid, "--reason", "hold for the test", "-c", path)
     assert code == 0 and "holds at the next step boundary" in out, (out, err)
@@ -134,22 +141,7 @@ async def test_blue_green_aborted_from_the_cli_keeps_blue(
 ) -> None:
     cfg, path = cli_env
     before = stable_container(cfg, "us-east-1").image
-    wid = _started(
-        *await cli(
-            "upgrade",
-            "--image",
-            "vllm/vllm-openai:v9.9.9",
-            "--strategy",
-            "blue-green",
-            "--regions",
-            "us-east-1",
-            "--no-wait",
-            "-o",
-            "json",
-            "-c",
-            path,
-        )
-    )
+    wid = await _upgrade_no_wait(path, "vllm/vllm-openai:v9.9.9", "blue-green", "us-east-1")
     uid = wid.rsplit("/", 1)[1]
     # Green carries everything during the 30 s scale-down delay; blue (stable) still runs to flip back to.
     await assert_eventually(

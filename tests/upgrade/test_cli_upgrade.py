@@ -16,13 +16,13 @@ from drctl.cli.upgrade import render
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.upgrade import Outcome, RegionRelease, Strategy, UpgradeResult
-from tests import helpers
-from tests.helpers import write_config
-from tests.upgrade.workers import fresh_queues, running_worker
+from tests.support import cli
+from tests.support.config import write_config
+from tests.support.upgrade import fresh_queues, running_worker
 
 
 def drctl(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
-    return helpers.drctl(*args, "--config", str(config))
+    return cli.drctl(*args, "--config", str(config))
 
 
 @pytest.mark.parametrize(

@@ -5,29 +5,21 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import boto3
 import pytest
 from temporalio.client import Client
 
-from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
-from tests.upgrade.workers import fresh_queues, running_worker
-from workflows.migrate import Migration
+from tests.support.moto import aws_client
+from tests.support.upgrade import fresh_queues, running_worker, start_migration
 
 pytestmark = pytest.mark.devstack
 
 
 def s3(cfg: FleetConfig):  # type: ignore[no-untyped-def]
-    return boto3.client(
-        "s3",
-        endpoint_url=cfg.aws.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="t",
-        aws_secret_access_key="t",
-    )
+    return aws_client("s3", cfg.aws.endpoint_url)
 
 
 async def migrate(client: Client, cfg: FleetConfig):  # type: ignore[no-untyped-def]
@@ -36,16 +28,7 @@ async def migrate(client: Client, cfg: FleetConfig):  # type: ignore[no-untyped-
         update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})}
     )
     async with running_worker(client, cfg):
-        handle = await start_operation(
-            client,
-            cfg,
-            Migration.run,
-            req,
-            operation="migrate",
-            workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-            source="us-west-1",
-            target="us-east-1",
-        )
+        handle = await start_migration(client, cfg, req)
         return await asyncio.wait_for(result_of(handle, MigrationResult), timeout=180)
 
 

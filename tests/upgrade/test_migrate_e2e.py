@@ -10,16 +10,14 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
 from drctl.providers.haproxy_runtime import HAProxyRuntime
-from tests.conftest import apps_api
-from tests.helpers import assert_eventually
-from tests.upgrade.workers import fresh_queues, running_worker
-from workflows.migrate import Migration
+from tests.support.devstack import apps_api
+from tests.support.upgrade import fresh_queues, running_worker, start_migration
+from tests.support.wait import assert_eventually
 
 pytestmark = pytest.mark.devstack
 
@@ -41,16 +39,7 @@ async def test_migration_moves_workload_and_traffic(
         update={"step_pause_s": 1.0, "limits": req.limits.model_copy(update={"min_samples": 8})}
     )
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Migration.run,
-            req,
-            operation="migrate",
-            workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-            source="us-west-1",
-            target="us-east-1",
-        )
+        handle = await start_migration(temporal_client, cfg, req)
         res = await asyncio.wait_for(result_of(handle, MigrationResult), timeout=180)
     assert res.outcome is Outcome.SUCCEEDED, (
         f"{res.outcome.value} at {res.failed_step}: {res.reason}; {res.rollback}"
@@ -87,16 +76,7 @@ async def test_migration_target_failing_mid_shift_rolls_back(
         update={"step_pause_s": 3.0, "limits": req.limits.model_copy(update={"min_samples": 8})}
     )
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Migration.run,
-            req,
-            operation="migrate",
-            workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
-            source="us-west-1",
-            target="us-east-1",
-        )
+        handle = await start_migration(temporal_client, cfg, req)
         # The target goes bad once it carries migrated traffic: its replicas start failing requests.
         await assert_eventually(
             lambda: asyncio.to_thread(lambda: runtime.get_weights(g.backend) != before),

@@ -18,16 +18,14 @@ from rich.console import Console
 from temporalio.client import Client
 
 from drctl.cli.upgrade import render
-from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
 from drctl.providers.haproxy_runtime import HAProxyRuntime
-from tests.conftest import apps_api
-from tests.faults.kube_proxy import Fault, KubeFaultProxy, serve
-from tests.helpers import free_port
-from tests.upgrade.workers import fresh_queues, running_worker
-from workflows.upgrade import Upgrade
+from tests.support.devstack import apps_api
+from tests.support.fault_proxy import Fault, KubeFaultProxy, serve
+from tests.support.ports import free_port
+from tests.support.upgrade import fresh_queues, running_worker, start_upgrade
 
 pytestmark = pytest.mark.devstack
 
@@ -94,14 +92,7 @@ async def test_failed_rollback_is_reported_as_rollback_failed(
         }
     )
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Upgrade.run,
-            req,
-            operation="upgrade",
-            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-        )
+        handle = await start_upgrade(temporal_client, cfg, req)
         res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=180)
 
     assert res.outcome is Outcome.ROLLBACK_FAILED, res

@@ -9,20 +9,19 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.client import Client
 
-from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
-from tests.helpers import until
-from tests.upgrade.workers import (
+from tests.support.upgrade import (
     deployments,
     fresh_queues,
     running_worker,
     stable_container,
+    start_upgrade,
     track_weights,
     upgrade_req,
 )
-from workflows.upgrade import Upgrade
+from tests.support.wait import until
 
 pytestmark = pytest.mark.devstack
 
@@ -48,14 +47,7 @@ async def test_failed_backup_changes_nothing(
     before = {r: (stable_container(cfg, r).image, sorted(deployments(cfg, r))) for r in cfg.region_names}
     req = upgrade_req(cfg, "vllm/vllm-openai:v1.0.0")
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Upgrade.run,
-            req,
-            operation="upgrade",
-            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-        )
+        handle = await start_upgrade(temporal_client, cfg, req)
         res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
     assert res.outcome is Outcome.BACKUP_FAILED, res
     assert "nothing changed" in res.reason and "NoSuchBucket" in res.reason
@@ -73,14 +65,7 @@ async def test_abort_mid_canary_restores_stable(
     req = upgrade_req(cfg, "vllm/vllm-openai:v1.1.0", steps_percent=[25, 50, 100], regions=["us-east-1"])
     req = req.model_copy(update={"step_pause_s": 4.0})
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Upgrade.run,
-            req,
-            operation="upgrade",
-            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-        )
+        handle = await start_upgrade(temporal_client, cfg, req)
         await until(lambda: track_weights(cfg, "us-east-1")["canary"] == 25, "canary at 25 %")
         await handle.execute_update("abort", {"reason": "operator saw a problem", "by": "pytest"})
         res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
@@ -98,14 +83,7 @@ async def test_worker_lost_mid_upgrade_resumes(
     req = upgrade_req(cfg, image, steps_percent=[50, 100], regions=["us-west-1"])
     req = req.model_copy(update={"step_pause_s": 2.0})
     async with running_worker(temporal_client, cfg):
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Upgrade.run,
-            req,
-            operation="upgrade",
-            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-        )
+        handle = await start_upgrade(temporal_client, cfg, req)
         await until(lambda: track_weights(cfg, "us-west-1")["canary"] == 50, "canary at 50 %")
     # The worker is gone mid-analysis; a new one on the same queues picks the workflow up.
     async with running_worker(temporal_client, cfg):

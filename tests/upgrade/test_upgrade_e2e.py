@@ -6,26 +6,25 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
-import boto3
 import httpx
 import pytest
 from temporalio.client import Client
 
-from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult
-from tests.upgrade.workers import (
+from tests.support.moto import aws_client
+from tests.support.upgrade import (
     WeightWatch,
     deployments,
     fresh_queues,
     run_upgrade,
     running_worker,
     stable_container,
+    start_upgrade,
     track_weights,
     upgrade_req,
 )
-from workflows.upgrade import Upgrade
 
 pytestmark = pytest.mark.devstack
 
@@ -61,13 +60,7 @@ async def test_good_canary_becomes_stable_region_by_region(
     assert not any(all(s[r]["canary"] > 0 for r in s) for s in watch.samples)
     assert all(any(s[r]["canary"] > 0 for s in watch.samples) for r in cfg.region_names)
     # The backup is in S3, in Velero's layout, and completed before the first canary existed.
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=cfg.aws.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="t",
-        aws_secret_access_key="t",
-    )
+    s3 = aws_client("s3", cfg.aws.endpoint_url)
     keys = {
         o["Key"]
         for o in s3.list_objects_v2(Bucket=cfg.backup.bucket, Prefix=f"backups/upgrade-{req.upgrade_id}-")[
@@ -127,14 +120,7 @@ async def test_blue_green_switches_and_abort_is_instant(
     before = stable_container(cfg, "us-west-1").image
     req = upgrade_req(cfg, "vllm/vllm-openai:v0.9.0", strategy=Strategy.BLUE_GREEN, regions=["us-west-1"])
     req = req.model_copy(update={"scale_down_delay_s": 120.0})
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Upgrade.run,
-        req,
-        operation="upgrade",
-        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-    )
+    handle = await start_upgrade(temporal_client, cfg, req)
     for _ in range(600):  # the switch: green carries everything while blue (stable) is kept
         if track_weights(cfg, "us-west-1")["green"] == 100:
             break

@@ -7,9 +7,9 @@ from temporalio.client import Client
 
 from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.upgrade import Outcome
-from tests.helpers import assert_eventually
-from tests.receiver import receiver
-from tests.upgrade.workers import fresh_queues, run_upgrade, running_worker, upgrade_req
+from tests.support.receiver import receiver
+from tests.support.upgrade import fresh_queues, run_upgrade, running_worker, upgrade_req
+from tests.support.wait import assert_eventually
 
 pytestmark = pytest.mark.devstack
 

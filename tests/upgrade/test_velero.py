@@ -12,7 +12,7 @@ import pytest
 
 from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.velero import BackupFailed, VeleroBackupProvider, judge_phase
-from tests.upgrade.conftest import BackupStack
+from tests.support.backup_stack import BackupStack
 
 
 def _deployment(name: str, ns: str, labels: dict[str, str], image: str) -> dict:

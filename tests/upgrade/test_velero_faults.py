@@ -19,7 +19,7 @@ from activities.backup import BackupActivities
 from drctl.config.schema import FleetConfig
 from drctl.devstack.velero_agent import FAULTS_CONFIGMAP
 from drctl.models.backup import BackupInfo, BackupRequest
-from tests.upgrade.conftest import BackupStack
+from tests.support.backup_stack import BackupStack
 
 REGION = "us-west-1"
 

@@ -1,5 +1,5 @@
 """`drctl failover --from`, `drctl failback [--region]`, `drctl ops show`, the approval timeout and
-`drctl drill run --no-wait` followed by `drctl ops watch`, run in-process (tests.helpers.cli) against
+`drctl drill run --no-wait` followed by `drctl ops watch`, run in-process (tests.support.cli) against
 the dev stack and judged by weights, replicas and the operation's result."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.drills.e2e import EXPERIMENTS
-from tests.helpers import assert_eventually, cli, write_config
-from tests.workflows.conftest import StartWorkers, admin, replicas, weights
+from tests.support.cli import cli
+from tests.support.config import write_config
+from tests.support.drills import EXPERIMENTS
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, replicas, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

@@ -13,8 +13,10 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailoverResult
-from tests.helpers import DRCTL, assert_eventually, cli, drctl, write_config
-from tests.workflows.conftest import StartWorkers, admin, replicas, weights
+from tests.support.cli import DRCTL, cli, drctl
+from tests.support.config import write_config
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, refused_cli_failover, replicas, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -44,11 +46,7 @@ async def test_cli_failover_moves_haproxy_weights_and_exits_0(
 async def test_cli_failover_to_an_unhealthy_region_is_refused_and_exits_1(
     start_workers: StartWorkers, fleet_config_path: Path
 ) -> None:
-    cfg = await start_workers()
-    path = write_config(cfg, fleet_config_path.parent)
-    admin(cfg, "us-east-1", "/faults/inference", {"down": True})
-    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    cfg, _, proc = await refused_cli_failover(start_workers, fleet_config_path.parent)
     assert "us-east-1" in proc.stdout and "succeeded" not in proc.stdout
     assert weights(cfg) == cfg.weights  # refused in preflight: nothing moved
 
@@ -207,7 +205,7 @@ async def test_cli_monitor_status_and_ops(
 async def test_cli_temporal_unreachable_names_the_address(
     fleet_config: FleetConfig, fleet_config_path: Path
 ) -> None:
-    from tests.helpers import free_port
+    from tests.support.ports import free_port
 
     addr = f"127.0.0.1:{free_port()}"
     cfg = fleet_config.model_copy(

@@ -15,8 +15,16 @@ from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import StartWorkers, admin, fast_config, replicas, served_by, weights
+from tests.support.wait import assert_eventually
+from tests.support.workers import (
+    StartWorkers,
+    admin,
+    fast_config,
+    replicas,
+    served_by,
+    start_failback,
+    weights,
+)
 from workflows.failback import Failback
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -29,14 +37,7 @@ async def test_failback_steps_back_to_configured_weights_and_scales_down(
     # The state a failover leaves: everything on us-east-1, scaled up.
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
     KubernetesPlatform(cfg.region("us-east-1")).scale(cfg.workload.deployment_name("stable"), 5)
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failback.run,
-        FailbackInput(spec=FleetSpec.from_config(cfg)),
-        operation="failback",
-        workflow_id=f"failback/{cfg.name}",
-    )
+    handle = await start_failback(temporal_client, cfg)
     res = await asyncio.wait_for(result_of(handle, FailbackResult), 90)
     assert res.status == "succeeded", res.error
     assert res.steps_done == res.steps_planned == 2
@@ -91,14 +92,7 @@ async def test_failback_rolls_back_one_step_when_the_region_regresses(
 
     recorder = asyncio.create_task(record_weights())
     try:
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Failback.run,
-            FailbackInput(spec=FleetSpec.from_config(cfg)),
-            operation="failback",
-            workflow_id=f"failback/{cfg.name}",
-        )
+        handle = await start_failback(temporal_client, cfg)
 
         async def at_step_one() -> bool:
             return weights(cfg) == {"us-west-1": 15, "us-east-1": 85}

@@ -37,7 +37,7 @@ from drctl.models.lock import lock_id
 from drctl.models.phases import QUERY_PROGRESS, OperationProgress
 from drctl.providers.traffic_factory import global_traffic
 from drctl.worker import registry
-from tests.workflows.conftest import fast_config, weights
+from tests.support.workers import fast_config, weights
 from workflows.failback import Failback
 from workflows.lock import FleetLock
 

@@ -8,7 +8,8 @@ import time
 import pytest
 from temporalio.client import Client
 
-from drctl.client.operations import FleetBusyError, running_operations, search_attributes, start_operation
+from drctl.client import operations
+from drctl.client.operations import FleetBusyError, running_operations, start_operation
 from drctl.client.outcome import finished, result_of
 from drctl.models import search_attributes as sa
 from drctl.models.failover import FailoverInput, FailoverResult
@@ -16,15 +17,16 @@ from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
 from drctl.models.monitor import ALL_REGIONS_UNHEALTHY, MonitorStatus
 from drctl.providers.kubernetes import MERGE, KubernetesPlatform
-from tests.helpers import assert_eventually, until
-from tests.workflows.conftest import (
+from tests.support.wait import assert_eventually, until
+from tests.support.workers import (
     StartWorkers,
     admin,
-    healthy_rounds,
     monitor_handle,
     monitor_status,
     replicas,
     served_by,
+    start_failover,
+    until_healthy,
     weights,
 )
 from workflows.failover import Failover
@@ -48,15 +50,7 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
     request.addfinalizer(
         lambda: east.apps.patch_namespaced_deployment(stable, east.namespace, untracked, _content_type=MERGE)
     )
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    handle = await start_failover(temporal_client, cfg)
     res = await asyncio.wait_for(handle.result(), 90)
     assert [(g.region, g.name, g.field) for g in res.gitops_managed] == [
         ("us-east-1", stable, "spec.replicas")
@@ -75,15 +69,7 @@ async def test_second_failover_is_refused_naming_the_first(
 ) -> None:
     cfg = await start_workers()
     spec = FleetSpec.from_config(cfg)
-    first = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=spec, target="us-east-1", require_approval=True),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    first = await start_failover(temporal_client, cfg, spec=spec, require_approval=True)
     await assert_eventually(
         lambda: _phase(first, "awaiting-approval"), timeout_s=20, what="first at its gate"
     )
@@ -104,7 +90,7 @@ async def test_second_failover_is_refused_naming_the_first(
         FailoverInput(spec=spec, target="us-west-1"),
         id=f"failover/{cfg.name}-race",
         task_queue=cfg.temporal.task_queue,
-        search_attributes=search_attributes(cfg.name, "failover"),
+        search_attributes=operations.search_attributes(cfg.name, "failover"),
     )
     # The fleet lock refuses it; it ends Failed (red in the UI) with FleetBusy, its result in the details.
     refused = await asyncio.wait_for(finished(second, FailoverResult), 30)
@@ -130,9 +116,7 @@ async def test_region_down_fails_over_automatically_then_fails_back(
 ) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     killed = admin(
         cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
     )
@@ -164,9 +148,7 @@ async def test_flapping_replica_causes_no_failover(
 ) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     start = (await monitor_status(mon)).probe_rounds
     seen: set[str] = set()
     failing: list[float] = []
@@ -212,9 +194,7 @@ async def test_both_regions_down_never_zero_everywhere(
 ) -> None:
     cfg = await start_workers()
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     for region in cfg.region_names:
         admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     samples: list[dict[str, int]] = []
@@ -249,7 +229,7 @@ async def test_monitor_continues_as_new_keeping_its_state(
         MonitorInput(spec=spec, max_iterations=2),
         id=f"monitor/{cfg.name}",
         task_queue=cfg.temporal.task_queue,
-        search_attributes=search_attributes(cfg.name, "monitor"),
+        search_attributes=operations.search_attributes(cfg.name, "monitor"),
     )
     await temporal_client.get_workflow_handle(handle.id).signal("pause")  # state that must survive
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from drctl.models.failover import capacity_of, plan_failover, target_problem
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
-from tests.fleetcfg import cap, spec
+from tests.support.config import cap, spec
 
 
 def test_active_active_60_40_target_keeps_its_replicas_and_takes_the_sources() -> None:

@@ -11,30 +11,32 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from drctl.client.operations import running_operations, start_operation
+from drctl.client.operations import running_operations
 from drctl.client.outcome import result_of
 from drctl.config.quorum import QuorumConfig
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
-from drctl.models.failover import FailoverInput, FailoverResult
+from drctl.models.failover import FailoverResult
 from drctl.models.fleet_spec import FleetSpec, RegionSpec
 from drctl.models.monitor import NO_FAILOVER_TARGET, REGION_UNRESOLVED, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import assert_eventually, drctl, until, write_config
-from tests.workflows.conftest import (
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.wait import assert_eventually, until
+from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,
-    healthy_rounds,
     monitor_handle,
     monitor_status,
     replicas,
     served_by,
+    start_failover,
+    until_healthy,
     weights,
 )
 from workflows.calls import QUEUE_WAIT_S
-from workflows.failover import Failover
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -71,9 +73,7 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     cfg = await start_workers()
     # The monitor started weeks ago from the active-active config...
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     # ...and the fleet is now active-passive: `drctl monitor start` with the new file updates it.
     ap = active_passive(cfg)
     global_traffic(ap).set_weights(ap.weights)
@@ -147,15 +147,7 @@ async def test_failover_to_a_region_without_a_worker_fails_fast_naming_the_queue
 ) -> None:
     cfg = await start_workers(regions=["us-west-1"])  # us-east-1's worker is down
     started = time.monotonic()
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    handle = await start_failover(temporal_client, cfg)
     res = await asyncio.wait_for(result_of(handle, FailoverResult), 120)
     took = time.monotonic() - started
     # Failed by one bounded queue wait, not by retrying an activity nobody picks up.
@@ -169,15 +161,7 @@ async def test_abort_during_preflight_ends_the_failover(
     start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path
 ) -> None:
     cfg = await start_workers(regions=["us-west-1"])  # preflight waits on us-east-1's queue
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    handle = await start_failover(temporal_client, cfg)
 
     async def in_preflight() -> bool:
         from drctl.models.phases import OperationProgress
@@ -210,9 +194,7 @@ async def _with_unresolved_region(
     (and, unless keep_east, told to forget us-east-1): (config, monitor handle, the changes it reported)."""
     cfg = await start_workers()
     mon = await monitor_handle(client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     spec = FleetSpec.from_config(cfg)
     extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
     kept = [r for r in spec.regions if keep_east or r.name != "us-east-1"]
@@ -273,9 +255,7 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
     # starts (tests/workflows/test_monitor_quorum.py); this test is about the failover's queue wait.
     cfg = await start_workers(regions=["us-west-1"], quorum=QuorumConfig(mode="off"))
     mon = await monitor_handle(temporal_client, cfg)
-    await assert_eventually(
-        lambda: healthy_rounds(mon), timeout_s=30, what="monitor sees both regions healthy"
-    )
+    await until_healthy(mon)
     admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     started = time.monotonic()
 

@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from drctl.client.operations import search_attributes, start_operation
+from drctl.client.operations import search_attributes
 from drctl.client.outcome import finished, result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailbackInput, FailbackResult, FailoverResult
@@ -22,11 +22,12 @@ from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
 from drctl.models.phases import OperationProgress
 from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.providers.traffic_factory import global_traffic
-from tests.helpers import assert_eventually, drctl, write_config
-from tests.upgrade.workers import track_weights, upgrade_req
-from tests.workflows.conftest import StartWorkers, admin, weights
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.upgrade import start_upgrade, track_weights, upgrade_req
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, refused_cli_failover, start_failback, weights
 from workflows.failback import Failback
-from workflows.upgrade import Upgrade
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -169,15 +170,7 @@ async def test_failover_during_a_paused_canary_upgrade_succeeds_and_the_upgrade_
 ) -> None:
     cfg = await start_workers()
     req = upgrade_req(cfg, "vllm/vllm-openai:v1.3.0", steps_percent=[25, 50, 100], regions=["us-west-1"])
-    upgrade = await start_operation(
-        temporal_client,
-        cfg,
-        Upgrade.run,
-        req,
-        operation="upgrade",
-        workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
-        target="us-west-1",
-    )
+    upgrade = await start_upgrade(temporal_client, cfg, req, target="us-west-1")
     await assert_eventually(lambda: _canary_at(cfg), timeout_s=120, what="canary serving 25 % in us-west-1")
     await upgrade.execute_update("pause", {"reason": "looking at dashboards", "by": "pytest"})
     await assert_eventually(lambda: _phase(upgrade, "paused"), timeout_s=60, what="upgrade paused")
@@ -210,11 +203,7 @@ async def _phase(handle: object, phase: str) -> bool:
 async def test_refused_failover_is_failed_in_temporal_and_the_cli_says_why(
     start_workers: StartWorkers, fleet_config_path: Path
 ) -> None:
-    cfg = await start_workers()
-    path = write_config(cfg, fleet_config_path.parent)
-    admin(cfg, "us-east-1", "/faults/inference", {"down": True})
-    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    cfg, path, proc = await refused_cli_failover(start_workers, fleet_config_path.parent)
     assert "refused" in proc.stdout and "target us-east-1 is DOWN" in proc.stdout, proc.stdout
     listed = temporal_list(cfg, f"WorkflowId = 'failover/{cfg.name}'")
     assert listed and listed[0]["status"] in ("WORKFLOW_EXECUTION_STATUS_FAILED", "Failed", 3), listed[0]
@@ -279,14 +268,7 @@ async def test_a_lock_left_on_a_task_queue_nobody_serves_is_replaced(
         task_queue=f"{cfg.temporal.task_queue}-old",
         search_attributes=search_attributes(cfg.name, "lock"),
     )
-    handle = await start_operation(
-        temporal_client,
-        cfg,
-        Failback.run,
-        FailbackInput(spec=FleetSpec.from_config(cfg)),
-        operation="failback",
-        workflow_id=f"failback/{cfg.name}",
-    )
+    handle = await start_failback(temporal_client, cfg)
     res = await asyncio.wait_for(result_of(handle, FailbackResult), 60)
     assert res.status == "not_needed", res
     old = temporal_client.get_workflow_handle(lock_id(cfg.name), run_id=stale.result_run_id)

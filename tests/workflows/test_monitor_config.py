@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from drctl.models.health import RegionState
 from drctl.models.monitor import FailoverRecord, MonitorInput, MonitorState
 from drctl.models.monitor_config import apply_spec, spec_problems
-from tests.fleetcfg import spec
+from tests.support.config import spec
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -3,7 +3,7 @@
 One monitor, one fault: a manual monitor sees us-west-1 UNHEALTHY and moves nothing; paused, it
 probes nothing (its watcher is cancelled); resumed, it probes again; switched to automatic with
 `set_policy`, it fails over.
-`drctl monitor start|status|stop` run in-process (tests.helpers.cli).
+`drctl monitor start|status|stop` run in-process (tests.support.cli).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from drctl.client.monitor_view import live_status
 from drctl.config.schema import FleetConfig
 from drctl.models.health import RegionState
 from drctl.models.monitor import MonitorStatus, PolicyUpdate
-from tests.helpers import assert_eventually, cli, write_config
-from tests.workflows.conftest import StartWorkers, admin, fast_config, weights
+from tests.support.cli import cli
+from tests.support.config import write_config
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, fast_config, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 

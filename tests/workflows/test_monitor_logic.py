@@ -106,7 +106,7 @@ def test_degraded_counts_as_failed_only_when_configured_and_user_visible() -> No
 
 def test_monitor_tries_the_next_healthy_region_before_retrying_a_failed_one() -> None:
     from drctl.models.monitor import MonitorInput, MonitorState, choose_target
-    from tests.fleetcfg import spec
+    from tests.support.config import spec
 
     st = MonitorState.initial(MonitorInput(spec=spec([("a", 50, 5), ("b", 30, 3), ("c", 20, 2)])))
     st.trackers["a"].state = U

@@ -23,9 +23,11 @@ from drctl.models.health import RegionState
 from drctl.models.monitor import MonitorStatus
 from drctl.models.quorum import MAIN, NO_QUORUM
 from drctl.worker.process import run_worker
-from tests.helpers import assert_eventually, cli, write_config
-from tests.receiver import Receiver, receiver
-from tests.workflows.conftest import (
+from tests.support.cli import cli
+from tests.support.config import write_config
+from tests.support.receiver import Receiver, receiver
+from tests.support.wait import assert_eventually
+from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,

@@ -26,8 +26,8 @@ from drctl.models.health import RegionState
 from drctl.models.monitor import MonitorStatus
 from drctl.models.watch import WatchProgress, WatchResult
 from drctl.worker.process import run_worker
-from tests.helpers import assert_eventually, until
-from tests.workflows.conftest import (
+from tests.support.wait import assert_eventually, until
+from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,

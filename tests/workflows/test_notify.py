@@ -12,17 +12,17 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
-from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models import notify as ev
-from drctl.models.failover import FailoverInput, FailoverResult
-from drctl.models.fleet_spec import FleetSpec
+from drctl.models.failover import FailoverResult
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
-from tests.helpers import assert_eventually, drctl, write_config
-from tests.receiver import Receiver, closed_port_url, receiver
-from tests.workflows.conftest import StartWorkers, fast_config, weights
-from workflows.failover import Failover
+from tests.support.builders import failover_ended_event
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.receiver import Receiver, closed_port_url, receiver
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, fast_config, start_failover, weights
 from workflows.notify import Notify
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -33,17 +33,8 @@ def with_hooks(cfg: FleetConfig, *hooks: WebhookConfig) -> FleetConfig:
 
 
 def an_event(cfg: FleetConfig) -> ev.Event:
-    return ev.failover_ended(
-        cfg.name,
-        f"failover/{cfg.name}",
-        datetime.now(UTC),
-        status="failed",
-        source="us-west-1",
-        target="us-east-1",
-        error="test",
-        rto_s=None,
-        rto_target_s=30,
-        rto_met=None,
+    return failover_ended_event(
+        cfg.name, f"failover/{cfg.name}", datetime.now(UTC), status="failed", error="test"
     )
 
 
@@ -91,15 +82,7 @@ async def _children(handle: WorkflowHandle[Any, Any]) -> list[str]:
 
 
 async def _failover(client: Client, cfg: FleetConfig) -> tuple[FailoverResult, WorkflowHandle[Any, Any]]:
-    handle = await start_operation(
-        client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    handle = await start_failover(client, cfg)
     return await asyncio.wait_for(result_of(handle, FailoverResult), 120), handle
 
 
@@ -167,7 +150,7 @@ async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
 ) -> None:
     from drctl.cli.monitor import start_monitor
     from drctl.models.monitor import ALL_REGIONS_UNHEALTHY
-    from tests.workflows.conftest import admin
+    from tests.support.workers import admin
 
     with receiver() as rec:
         base = fast_config(fleet_config)

@@ -20,7 +20,7 @@ from drctl.models import phases
 from drctl.models import search_attributes as sa
 from drctl.models.outcome import error_type, result_from
 from drctl.models.phases import AbortInput, OperationProgress
-from tests.helpers import assert_eventually
+from tests.support.wait import assert_eventually
 from workflows.lock import FleetLock
 from workflows.operation import Aborted, Operation
 

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -16,9 +15,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from drctl.config.schema import FleetConfig
 from drctl.devstack.moto_seed import MODEL_FILES
 from drctl.providers.kube_objects import on_conflict
-from tests.conftest import apps_api
-from tests.helpers import assert_eventually, drctl, write_config
-from tests.workflows.conftest import StartWorkers, weights
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.devstack import apps_api
+from tests.support.moto import aws_client
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -26,9 +28,7 @@ ADAPTER = "adapters/support-lora/adapter_model.safetensors"
 
 
 def s3(url: str | None) -> Any:
-    return boto3.client(
-        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
-    )
+    return aws_client("s3", url)
 
 
 def models_lag(status_json: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Failover and failback with a Route 53 global tier whose changes stay PENDING (tests/route53_standin.py).
+"""Failover and failback with a Route 53 global tier whose changes stay PENDING (tests/support/route53_standin.py).
 
 The stand-in answers PENDING for longer than any activity's start-to-close, as Route 53 does for up
 to a minute. Clients follow DNS: once a change is visible (`visible_after_s`), the test moves the
@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
@@ -22,15 +21,15 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig, Route53Global
-from drctl.models.failover import FailbackInput, FailoverInput, FailoverResult
+from drctl.models.failover import FailbackInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
-from tests.helpers import assert_eventually
-from tests.route53_standin import Route53StandIn
-from tests.workflows.conftest import StartWorkers, admin, fast_config, served_by
+from tests.support.moto import aws_client
+from tests.support.route53_standin import Route53StandIn
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, fast_config, served_by, start_failover
 from workflows.failback import Failback
-from workflows.failover import Failover
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -63,13 +62,7 @@ def with_route53(
 @pytest.fixture
 def zone(fleet_config: FleetConfig, dev_stack: object) -> Iterator[tuple[str, str]]:
     """A fresh hosted zone in the dev stack's moto, holding the configured weights: (name, id)."""
-    client = boto3.client(
-        "route53",
-        region_name="us-east-1",
-        endpoint_url=fleet_config.aws.endpoint_url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    client = aws_client("route53", fleet_config.aws.endpoint_url, key="testing")
     name = f"r{uuid.uuid4().hex[:8]}.example.com"
     zid = client.create_hosted_zone(Name=name, CallerReference=name)["HostedZone"]["Id"].removeprefix(
         "/hostedzone/"
@@ -113,15 +106,7 @@ async def test_failover_and_failback_while_route53_answers_pending(
         cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
         spec = FleetSpec.from_config(cfg)
         assert spec.verify_deadline_s == cfg.failover.verify_timeout_s + TTL_S
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Failover.run,
-            FailoverInput(spec=spec, target="us-east-1"),
-            operation="failover",
-            workflow_id=f"failover/{cfg.name}",
-            target="us-east-1",
-        )
+        handle = await start_failover(temporal_client, cfg, spec=spec)
         res = await asyncio.wait_for(handle.result(), 135 + PENDING_S)
         assert res.status == "succeeded", res.error
         assert res.compensated is None and res.error is None
@@ -171,15 +156,7 @@ async def test_throttled_and_never_insync_change_still_fails_over_without_compen
         follow_dns(fleet_config, standin, zid, name)
         standin.inject("ChangeResourceRecordSets", "Throttling", "PriorRequestNotComplete")
         cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 5))
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Failover.run,
-            FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-            operation="failover",
-            workflow_id=f"failover/{cfg.name}",
-            target="us-east-1",
-        )
+        handle = await start_failover(temporal_client, cfg)
         res = await asyncio.wait_for(handle.result(), 150)
     assert res.status == "succeeded", res.error
     assert res.compensated is None
@@ -198,15 +175,7 @@ async def test_failed_verification_compensates_and_records_both_changes(
     name, zid = zone
     with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
         cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
-        handle = await start_operation(
-            temporal_client,
-            cfg,
-            Failover.run,
-            FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-            operation="failover",
-            workflow_id=f"failover/{cfg.name}",
-            target="us-east-1",
-        )
+        handle = await start_failover(temporal_client, cfg)
         await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
         standin.pending_s = 3  # the restore propagates in 3 s; the shift stays PENDING
         res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
@@ -239,15 +208,7 @@ async def _shifted(
     cfg = await start_workers(
         cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
     )
-    handle = await start_operation(
-        client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    handle = await start_failover(client, cfg)
     await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
     return cfg, handle
 

@@ -31,20 +31,19 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from drctl.client.monitor_view import live_status
-from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig, WorkloadAuth
 from drctl.models.activity_io import VerifyInput, VerifyResult
-from drctl.models.failover import FailoverInput
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus
 from drctl.models.monitor import MonitorStatus
 from drctl.providers.kube_objects import on_conflict
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.worker import registry
-from tests.conftest import apps_api
-from tests.helpers import assert_eventually, drctl, wait_until, write_config
-from tests.workflows.conftest import StartWorkers, fast_config, weights
-from workflows.failover import Failover
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.devstack import apps_api
+from tests.support.wait import assert_eventually, wait_until
+from tests.support.workers import StartWorkers, fast_config, start_failover, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -115,15 +114,7 @@ async def test_lost_verify_attempt_is_retried_until_the_deadline(
             activity_executor=executor,
         )
         async with worker:
-            handle = await start_operation(
-                temporal_client,
-                cfg,
-                Failover.run,
-                FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1", emergency=True),
-                operation="failover",
-                workflow_id=f"failover/{cfg.name}",
-                target="us-east-1",
-            )
+            handle = await start_failover(temporal_client, cfg, emergency=True)
             res = await asyncio.wait_for(handle.result(), 90)
     assert res.status == "succeeded", res.error
     assert len(calls) == 2 and res.verify is not None and res.verify.by_region == {"us-east-1": 10}
@@ -266,15 +257,7 @@ async def test_fleet_behind_bearer_auth_is_probed_healthy_and_the_token_stays_ou
     await assert_eventually(
         probed_healthy, timeout_s=30, interval_s=0.5, what="monitor probes the authed fleet healthy"
     )
-    failover = await start_operation(
-        temporal_client,
-        cfg,
-        Failover.run,
-        FailoverInput(spec=spec, target="us-east-1"),
-        operation="failover",
-        workflow_id=f"failover/{cfg.name}",
-        target="us-east-1",
-    )
+    failover = await start_failover(temporal_client, cfg, spec=spec)
     res = await asyncio.wait_for(failover.result(), 90)
     assert res.status == "succeeded", res.error
     assert (

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
@@ -18,7 +18,8 @@ from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import UpgradeResult, upgrade_request
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from drctl.worker.process import build_workers
-from tests.conftest import apps_api
+from tests.support.devstack import apps_api
+from workflows.migrate import Migration
 from workflows.upgrade import Upgrade
 
 
@@ -86,12 +87,31 @@ def upgrade_req(cfg: FleetConfig, image: str, **kw: Any) -> Any:
     )
 
 
+async def start_upgrade(
+    client: Client, cfg: FleetConfig, req: Any, **search: str
+) -> WorkflowHandle[Any, Any]:
+    """The upgrade `req`, started the way `drctl upgrade` starts it."""
+    wid = f"upgrade/{cfg.name}/{req.upgrade_id}"
+    return await start_operation(
+        client, cfg, Upgrade.run, req, operation="upgrade", workflow_id=wid, **search
+    )
+
+
+async def start_migration(
+    client: Client, cfg: FleetConfig, req: Any, source: str = "us-west-1", target: str = "us-east-1"
+) -> WorkflowHandle[Any, Any]:
+    """The migration `req`, started the way `drctl migrate` starts it."""
+    wid = f"migrate/{cfg.name}/{req.migration_id}"
+    search = {"source": source, "target": target}
+    return await start_operation(
+        client, cfg, Migration.run, req, operation="migrate", workflow_id=wid, **search
+    )
+
+
 async def run_upgrade(
     client: Client, cfg: FleetConfig, req: Any, watch: WeightWatch | None = None
 ) -> UpgradeResult:
-    handle = await start_operation(
-        client, cfg, Upgrade.run, req, operation="upgrade", workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}"
-    )
+    handle = await start_upgrade(client, cfg, req)
     watcher = asyncio.create_task(watch.run()) if watch else None
     try:
         return await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=180)

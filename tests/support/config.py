@@ -1,4 +1,5 @@
-"""The test fleet: the reference two-region config on free loopback ports, and small FleetSpecs.
+"""The config writers: the reference two-region test fleet on free loopback ports, drill configs,
+an in-memory config written out, and small FleetSpecs.
 
 HAProxy runtime sockets are unix sockets, whose paths must stay under ~100 characters, so the
 state dir lives in a short directory under /tmp rather than pytest's deep tmp_path.
@@ -6,16 +7,23 @@ state dir lives in a short directory under /tmp rather than pytest's deep tmp_pa
 
 from __future__ import annotations
 
+import copy
+import json
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from bench.rto_fleet import loopback_services
+from drctl.config.schema import FleetConfig, load_config
 from drctl.models.activity_io import Capacity
 from drctl.models.failover import capacity_of
 from drctl.models.fleet_spec import FleetSpec, RegionSpec
-from tests.helpers import free_port
+from tests.support.ports import free_port
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def short_tmp_dir(prefix: str = "drctl-") -> Path:
@@ -67,17 +75,7 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
         "name": "test",
         "regions": regions,
         "workload": {"app": "llm", "model": "fleetsim-tiny", "image": "vllm/vllm-openai:v0.6.3"},
-        "traffic": {
-            "global_endpoint": f"http://127.0.0.1:{glob}",
-            "global": {"kind": "haproxy", "runtime_socket": "s/haproxy/global.sock"},
-            "regional": {"kind": "haproxy"},
-        },
-        "temporal": {
-            "address": f"127.0.0.1:{temporal}",
-            "ui_url": f"http://127.0.0.1:{ui}",
-            "namespace": namespace,
-        },
-        "aws": {"region": "us-east-1", "endpoint_url": f"http://127.0.0.1:{moto}"},
+        **loopback_services(temporal, ui, moto, glob, namespace=namespace),
         "drills": {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"},
         "data": {
             "buckets": [
@@ -123,6 +121,49 @@ def write_fleet_config(
     path = directory / "fleet.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def write_config(cfg: FleetConfig, directory: Path) -> Path:
+    """An in-memory config (fresh queues, short intervals) as a file in `directory`, for a CLI or
+    worker subprocess; beside the session config, relative paths in it still resolve."""
+    path = directory / f"fleet-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return path
+
+
+def drill_config(
+    directory: Path,
+    admin: str | None = None,
+    allowed: list[str] | None = None,
+    injector: str = "devstack",
+    temporal: str | None = None,
+    name: str | None = None,
+) -> Path:
+    """A test fleet config with these drill targets (both regions by default) and injector; with
+    `admin`, every region's admin API is that URL, with `temporal`, that server address."""
+    allowed = ["us-west-1", "us-east-1"] if allowed is None else allowed
+    data = fleet_config_data()
+    if admin:
+        for r in data["regions"]:
+            r["devstack_admin_url"] = admin
+    if temporal:
+        data["temporal"]["address"] = temporal
+    data["drills"] = {"allowed_targets": allowed, "fault_injector": injector}
+    path = directory / (name or f"fleet-{'-'.join(allowed) or 'none'}-{injector}.yaml")
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def write_drill_config(
+    directory: Path, *, allowed: list[str] | None = None, injector: str = "devstack", name: str = "fleet.yaml"
+) -> FleetConfig:
+    """`drill_config`, loaded."""
+    return load_config(drill_config(directory, allowed=allowed, injector=injector, name=name))
+
+
+def shipped_experiment(name: str = "region-outage") -> dict[str, Any]:
+    """A fresh copy of a shipped experiment, to break one thing in."""
+    return copy.deepcopy(json.loads((REPO / "experiments" / f"{name}.json").read_text()))
 
 
 def spec(regions: list[tuple[str, int, int]], **extra: float) -> FleetSpec:

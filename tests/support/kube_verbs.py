@@ -35,7 +35,7 @@ _CLUSTER = re.compile(
     r"\w+_for_all_namespaces)$"
 )
 _PATH = re.compile(r"'(/apis?/[^']+)'")
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 @cache

@@ -70,23 +70,8 @@ def chaos_run(exp: dict[str, Any], workdir: Path) -> tuple[int, dict[str, Any]]:
     workdir.mkdir(parents=True, exist_ok=True)
     path, journal = workdir / "experiment.json", workdir / "journal.json"
     path.write_text(json.dumps(exp))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chaostoolkit",
-            "--no-version-check",
-            "--log-file",
-            str(workdir / "chaos.log"),
-            "run",
-            "--journal-path",
-            str(journal),
-            "--rollback-strategy",
-            "always",
-            str(path),
-        ],
-        cwd=workdir,
-        capture_output=True,
-        timeout=60,
-    )
+    log = str(workdir / "chaos.log")
+    chaos = [sys.executable, "-m", "chaostoolkit", "--no-version-check", "--log-file", log]
+    run = ["run", "--journal-path", str(journal), "--rollback-strategy", "always", str(path)]
+    proc = subprocess.run([*chaos, *run], cwd=workdir, capture_output=True, timeout=60)
     return proc.returncode, json.loads(journal.read_text())

@@ -18,8 +18,8 @@ from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport
 from drctl.models.health import RegionState
-from tests.helpers import assert_eventually
-from tests.workflows.conftest import admin
+from tests.support.wait import assert_eventually
+from tests.support.workers import admin
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
@@ -42,15 +42,8 @@ async def start_drill(
 ) -> WorkflowHandle[object, object]:
     plan = validate_experiment(experiment, cfg, target)
     wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-    return await start_operation(
-        client,
-        cfg,
-        "ChaosDrill",
-        DrillInput.from_config(cfg, plan),
-        operation="drill",
-        workflow_id=wid,
-        target=target,
-    )
+    search = {"operation": "drill", "workflow_id": wid, "target": target}
+    return await start_operation(client, cfg, "ChaosDrill", DrillInput.from_config(cfg, plan), **search)
 
 
 async def run_drill(

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, TypeVar
 
+import kmock
 from aiohttp import web
 
+from tests.support.ports import free_port
+
 T = TypeVar("T")
+C = TypeVar("C", bound=AbstractAsyncContextManager[Any])
 
 
 class LoopThread:
@@ -39,6 +43,19 @@ class LoopThread:
             self._stack.push_async_callback(runner.cleanup)
 
         self.run(start())
+
+    def serve_cluster(self, make: Callable[[], C]) -> tuple[C, str]:
+        """A kmock emulator built by `make` on the loop (it creates asyncio primitives), served on a free
+        loopback port until close(): the emulator and its URL."""
+
+        async def build() -> C:
+            return make()
+
+        emulator = self.run(build())
+        self.enter(emulator)
+        port = free_port()
+        self.enter(kmock.Server(emulator, host="127.0.0.1", port=port))
+        return emulator, f"http://127.0.0.1:{port}"
 
     def close(self) -> None:
         self.run(self._stack.aclose())

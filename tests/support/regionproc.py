@@ -18,7 +18,7 @@ from types import TracebackType
 import httpx
 
 from drctl.config.schema import FleetConfig, load_config
-from tests.helpers import wait_until
+from tests.support.wait import wait_until
 
 
 class RegionProcess:

@@ -20,10 +20,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import httpx
+
+from tests.support.http_stub import Reply, Request, StubServer
 
 NS = "https://route53.amazonaws.com/doc/2013-04-01/"
 _RRSET = re.compile(r"^/2013-04-01/hostedzone/[^/]+/rrset/?$")
@@ -57,22 +57,17 @@ class Route53StandIn:
         self._errors: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="route53-standin", daemon=True
-        )
+        self._server = StubServer(self._serve, name="route53-standin")
+        self.url = self._server.url
 
     def __enter__(self) -> Route53StandIn:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         for t in self._timers:
             t.cancel()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.close()
 
     def inject(self, op: str, *codes: str) -> None:
         """Answer the next len(codes) calls of `op` with these error codes, in order."""
@@ -87,40 +82,22 @@ class Route53StandIn:
 
     # --- HTTP -------------------------------------------------------------------------------------
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
-                pass
-
-            def do_GET(self) -> None:
-                standin._serve(self)
-
-            def do_POST(self) -> None:
-                standin._serve(self)
-
-            def do_DELETE(self) -> None:
-                standin._serve(self)
-
-        return Handler
-
-    def _serve(self, req: BaseHTTPRequestHandler) -> None:
-        op = operation(req.command, req.path)
-        body = req.rfile.read(int(req.headers.get("Content-Length") or 0))
+    def _serve(self, req: Request) -> Reply:
+        op = operation(req.method, req.path)
+        body = req.body
         with self._lock:
             self.calls[op] += 1
             pending_s = self.pending_s  # as the request arrived: a test may change it once it is counted
             queued = self._errors.get(op)
             error = queued.pop(0) if queued else None
         if error is not None:
-            return self._reply(req, 400, _error_xml(error))
+            return _reply(400, _error_xml(error))
         change = _CHANGE.match(req.path.split("?", 1)[0]) if op == "GetChange" else None
         if change is not None:
             cid = change["id"]
-            return self._reply(req, 200, _change_xml("GetChangeResponse", cid, self.status(cid)))
+            return _reply(200, _change_xml("GetChangeResponse", cid, self.status(cid)))
         headers = {k: v for k, v in req.headers.items() if k.lower() not in _HOP}
-        resp = httpx.request(req.command, self.moto_url + req.path, content=body, headers=headers, timeout=10)
+        resp = httpx.request(req.method, self.moto_url + req.path, content=body, headers=headers, timeout=10)
         text = resp.content
         if op == "ChangeResourceRecordSets" and resp.status_code == 200:
             cid = re.search(rb"<Id>(?:/change/)?([^<]+)</Id>", text)
@@ -134,16 +111,11 @@ class Route53StandIn:
                 timer.daemon = True
                 self._timers.append(timer)
                 timer.start()
-        self._reply(req, resp.status_code, text, resp.headers.get("content-type", "text/xml"))
+        return _reply(resp.status_code, text, resp.headers.get("content-type", "text/xml"))
 
-    @staticmethod
-    def _reply(req: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str = "text/xml") -> None:
-        req.send_response(status)
-        req.send_header("Content-Type", ctype)
-        req.send_header("Content-Length", str(len(body)))
-        req.send_header("x-amzn-RequestId", "standin")
-        req.end_headers()
-        req.wfile.write(body)
+
+def _reply(status: int, body: bytes, ctype: str = "text/xml") -> Reply:
+    return Reply(status, body, headers={"x-amzn-RequestId": "standin"}, content_type=ctype)
 
 
 def _change_xml(root: str, change_id: str, status: str) -> bytes:

@@ -25,7 +25,8 @@ import httpx
 
 from drctl.models.passive import PassiveThresholds
 from drctl.providers.haproxy_runtime import HAProxyRuntime
-from tests.helpers import free_port, wait_until
+from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"

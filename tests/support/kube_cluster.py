@@ -12,14 +12,12 @@ from typing import Any
 import aiohttp.web
 import attrs
 import pytest
-from kmock import Server
 from kmock._internal import rendering
 
 from drctl.config.schema import KubeConfig, RegionConfig
 from drctl.devstack.kube import RegionCluster
 from drctl.providers.kubernetes import KubernetesPlatform
-from tests.helpers import free_port
-from tests.providers.loop_thread import LoopThread
+from tests.support.loop_thread import LoopThread
 
 NS = "inference"
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -50,15 +48,7 @@ class RbacCluster(RegionCluster):
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[RbacCluster, str]]:
     lt = LoopThread()
-    port = free_port()
-
-    async def make() -> RbacCluster:
-        return RbacCluster()
-
-    emulator = lt.run(make())  # built on its loop: it creates asyncio primitives
-    lt.enter(emulator)
-    lt.enter(Server(emulator, host="127.0.0.1", port=port))
-    yield emulator, f"http://127.0.0.1:{port}"
+    yield lt.serve_cluster(RbacCluster)
     lt.close()
 
 

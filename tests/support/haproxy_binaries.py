@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEBIAN = "/usr/sbin/haproxy"
 HAPROXY_32 = REPO.parent / "shared" / "tools" / "haproxy-3.2" / "haproxy"
 NO_32 = f"no HAProxy 3.2 build at {HAPROXY_32}"

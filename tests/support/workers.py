@@ -1,0 +1,200 @@
+"""drctl's real workers, in-process, against the session dev stack (the `start_workers` fixture,
+registered by the conftests that use it), and what the workflow tests read from the fleet.
+
+Every test gets fresh task queues (uuid), so a worker left from another test never picks up its
+tasks, and a test can choose which region workers exist (static-stability tests leave one out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest_asyncio
+from temporalio.client import Client, WorkflowHandle
+
+from drctl.client.monitor_view import live_status
+from drctl.client.operations import start_operation
+from drctl.config.schema import FleetConfig
+from drctl.models.failover import FailbackInput, FailoverInput
+from drctl.models.fleet_spec import FleetSpec
+from drctl.models.health import RegionState
+from drctl.models.monitor import MonitorStatus
+from drctl.providers.kubernetes import KubernetesPlatform
+from drctl.providers.traffic_factory import global_traffic
+from drctl.worker.process import run_worker
+from tests.support.cli import drctl
+from tests.support.config import write_config
+from tests.support.wait import assert_eventually
+from workflows.failback import Failback
+from workflows.failover import Failover
+
+StartWorkers = Callable[..., Awaitable[FleetConfig]]
+
+
+def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
+    """The test fleet with short probe intervals and windows, and fresh task queues."""
+    tag = uuid.uuid4().hex[:8]
+    h = {
+        "interval_s": 2.0,
+        "probe_timeout_s": 1.0,
+        "fast_confirm_interval_s": 0.5,
+        "failure_threshold": 3,
+        "recovery_threshold": 2,
+        **health,
+    }
+    return cfg.model_copy(
+        update={
+            "temporal": cfg.temporal.model_copy(update={"task_queue": f"drctl-test-{tag}"}),
+            "regions": [
+                r.model_copy(update={"task_queue": f"drctl-test-{tag}-{r.name}"}) for r in cfg.regions
+            ],
+            "health": cfg.health.model_copy(update=h),
+            "failover": cfg.failover.model_copy(
+                update={"verify_requests": 10, "verify_timeout_s": 10.0, "rollout_timeout_s": 60.0}
+            ),
+            "failback": cfg.failback.model_copy(
+                update={"stabilization_window_s": 3.0, "steps": 2, "step_interval_s": 1.0}
+            ),
+        }
+    )
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def start_workers(
+    temporal_client: Client, fleet_config: FleetConfig, reset_fleet: None
+) -> AsyncIterator[StartWorkers]:
+    """`await start_workers(regions=None, cfg=None, **health)` → the FleetConfig the workers serve."""
+    stops: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    async def start(
+        regions: list[str] | None = None, cfg: FleetConfig | None = None, **health: Any
+    ) -> FleetConfig:
+        cfg = cfg or fast_config(fleet_config, **health)
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_worker(cfg, regions, client=temporal_client, stop=stop))
+        stops.append((stop, task))
+        return cfg
+
+    yield start
+    for stop, _task in stops:
+        stop.set()
+    for _stop, task in stops:
+        await asyncio.wait_for(task, 30)
+    await terminate_fleet_workflows(temporal_client, fleet_config)
+
+
+async def terminate_fleet_workflows(client: Client, cfg: FleetConfig) -> None:
+    """Nothing of one test may keep running into the next (a monitor would fail over again)."""
+    async for ex in client.list_workflows(f"DrctlFleet = '{cfg.name}' AND ExecutionStatus = 'Running'"):
+        await client.get_workflow_handle(ex.id, run_id=ex.run_id).terminate("test teardown")
+
+
+async def start_failover(
+    client: Client, cfg: FleetConfig, target: str = "us-east-1", spec: FleetSpec | None = None, **options: Any
+) -> WorkflowHandle[Any, Any]:
+    """A failover of cfg's fleet to `target`, started the way `drctl failover --to` starts it."""
+    return await start_operation(
+        client,
+        cfg,
+        Failover.run,
+        FailoverInput(spec=spec or FleetSpec.from_config(cfg), target=target, **options),
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        target=target,
+    )
+
+
+async def start_failback(client: Client, cfg: FleetConfig) -> WorkflowHandle[Any, Any]:
+    """A failback of cfg's fleet, started the way `drctl failback` starts it."""
+    spec = FleetSpec.from_config(cfg)
+    wid = f"failback/{cfg.name}"
+    return await start_operation(
+        client, cfg, Failback.run, FailbackInput(spec=spec), operation="failback", workflow_id=wid
+    )
+
+
+def weights(cfg: FleetConfig) -> dict[str, int]:
+    return global_traffic(cfg).get_weights()
+
+
+def replicas(cfg: FleetConfig, region: str) -> int:
+    """spec.replicas of the stable Deployment in `region`, read from its cluster."""
+    return (
+        KubernetesPlatform(cfg.region(region)).get_deployment(cfg.workload.deployment_name("stable")).replicas
+    )
+
+
+async def monitor_handle(client: Client, cfg: FleetConfig) -> WorkflowHandle[Any, Any]:
+    """Start the fleet's monitor the way `drctl monitor start` does; its handle."""
+    from drctl.cli.monitor import start_monitor
+
+    handle, started = await start_monitor(client, cfg)
+    assert started
+    return handle
+
+
+async def monitor_status(handle: WorkflowHandle[Any, Any]) -> MonitorStatus:
+    """The live view (`drctl monitor status`'s): with the watcher, its heartbeat's trackers and rounds."""
+    return await live_status(handle)
+
+
+async def healthy_rounds(handle: WorkflowHandle[Any, Any], n: int = 2) -> bool:
+    """The monitor has probed n rounds and sees every region HEALTHY."""
+    st = await monitor_status(handle)
+    return st.probe_rounds >= n and all(r.state is RegionState.HEALTHY for r in st.regions.values())
+
+
+async def until_healthy(handle: WorkflowHandle[Any, Any]) -> None:
+    """Wait until the monitor has probed two rounds and sees every region HEALTHY."""
+    await assert_eventually(
+        lambda: healthy_rounds(handle), timeout_s=30, what="monitor sees both regions healthy"
+    )
+
+
+async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
+    """Regions serving n completions through the global endpoint (new connection each)."""
+    counts: dict[str, int] = {}
+    limits = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=5, limits=limits) as client:
+        for _ in range(n):
+            try:
+                r = await client.post(
+                    cfg.traffic.global_endpoint + "/v1/completions",
+                    json={"model": cfg.workload.model, "prompt": "x", "max_tokens": 1},
+                )
+                key = (
+                    r.headers.get("X-Fleetsim-Region", "?")
+                    if r.status_code == 200
+                    else f"HTTP {r.status_code}"
+                )
+            except httpx.HTTPError as exc:
+                key = type(exc).__name__
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+async def refused_cli_failover(start_workers: StartWorkers, directory: Path) -> tuple[FleetConfig, Path, Any]:
+    """`drctl failover --to us-east-1` (the real binary) while us-east-1 answers no inference: it is
+    refused in preflight and exits 1. The FleetConfig, its file and the finished process."""
+    cfg = await start_workers()
+    path = write_config(cfg, directory)
+    admin(cfg, "us-east-1", "/faults/inference", {"down": True})
+    proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return cfg, path, proc
+
+
+def admin(cfg: FleetConfig, region: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    url = (cfg.region(region).devstack_admin_url or "").rstrip("/") + path
+    r = (
+        httpx.post(url, json=body, timeout=10)
+        if body is not None or path.endswith("clear")
+        else httpx.get(url, timeout=10)
+    )
+    r.raise_for_status()
+    return r.json() if r.content else None
