@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-TRANSCRIPTS = Path(__file__).parent / "transcripts"
+TRANSCRIPTS = Path(__file__).resolve().parents[1] / "providers" / "transcripts"
 Reply = bytes | None | Callable[[str], bytes]
 
 
