@@ -260,7 +260,7 @@ OTHER_COMMANDS = [
     ),
     (
         r"python -m drctl\.devstack\.region --config \S+ --region \S+",
-        "tests/devstack/regionproc.py",
+        "tests/support/regionproc.py",
         r'"drctl\.devstack\.region",',
         "starts a region process so",
     ),
@@ -397,12 +397,25 @@ def _bench_runs(sources: list[str]) -> dict[str, set[str]]:
     return runs
 
 
+def _spelled(e: ast.expr) -> list[str]:
+    """The argv words an item spells: a string, or `*"--a 1 --b".split()`."""
+    if isinstance(e, ast.Constant) and isinstance(e.value, str):
+        return [e.value]
+    if (
+        isinstance(e, ast.Starred)
+        and isinstance(e.value, ast.Call)
+        and isinstance(e.value.func, ast.Attribute)
+        and e.value.func.attr == "split"
+        and isinstance(e.value.func.value, ast.Constant)
+        and isinstance(e.value.func.value.value, str)
+        and not e.value.args
+    ):
+        return e.value.func.value.value.split()
+    return []
+
+
 def _options(items: list[ast.expr]) -> set[str]:
-    return {
-        e.value.split("=", 1)[0]
-        for e in items
-        if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value.startswith("--")
-    }
+    return {w.split("=", 1)[0] for e in items for w in _spelled(e) if w.startswith("--")}
 
 
 # A benchmark option a page shows that no test passes, and why no test can.
