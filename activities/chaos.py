@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import signal
 import sys
@@ -32,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.reports import ReportStore
 from drctl.chaos.boundary import digest
 from drctl.chaos.journal import judge
+from drctl.chaos.runenv import chaos_env
 from drctl.chaos.validate import ExperimentInvalid, validate_experiment
 from drctl.client.operations import FleetBusyError, start_operation
 from drctl.config.schema import FleetConfig
@@ -193,6 +195,7 @@ class ChaosActivities:
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL,
                 start_new_session=True,
+                env=chaos_env(self.cfg, os.environ),
             )
             while proc.returncode is None:
                 activity.heartbeat({"pid": proc.pid, "samples": len(samples)})

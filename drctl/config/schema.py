@@ -442,6 +442,12 @@ class DrillConfig(_Model):
         5.0, gt=0, le=100, description="Bounded load through the global endpoint during a drill."
     )
     timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
+    allowed_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Worker environment variables an experiment's configuration may read (type env); "
+        "nothing else of the worker's environment reaches `chaos run`.",
+    )
 
 
 class WorkerConfig(_Model):
