@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from drctl.config.strict import StrictModel, http_url
 
 BUCKET_NAME = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = StrictModel
 
 
 class S3Endpoint(_Model):
@@ -36,6 +37,11 @@ class S3Endpoint(_Model):
         None,
         description="Environment variable holding the secret access key; default boto3's credential chain.",
     )
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _http_urls(cls, v: str | None) -> str | None:
+        return http_url(v)
 
 
 class BucketLocation(_Model):

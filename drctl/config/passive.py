@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from drctl.config.strict import StrictModel, http_url
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = StrictModel
 
 
 class PrometheusSignals(_Model):
@@ -29,6 +29,11 @@ class PrometheusSignals(_Model):
         pattern=r"^[^{}]*$",
     )
     timeout_s: float = Field(2.0, gt=0, le=30, description="Timeout of one query, seconds.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_urls(cls, v: str | None) -> str | None:
+        return http_url(v)
 
 
 class PassiveConfig(_Model):

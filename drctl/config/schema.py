@@ -11,11 +11,12 @@ Self-contained sections (passive signals, the data tier's buckets) live in their
 
 from __future__ import annotations
 
+import os
 import typing
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,12 +30,27 @@ from pydantic import (
 from drctl.config.data import DataConfig
 from drctl.config.passive import PassiveConfig
 from drctl.config.quorum import QuorumConfig
+from drctl.config.safeload import DocumentError, Limits, load_yaml, read_bounded
+from drctl.config.strict import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    LABEL_VALUE,
+    TASK_QUEUE,
+    TEMPORAL_NAMESPACE,
+    ScalarProblems,
+    StrictModel,
+    http_url,
+    matches,
+)
 
 TRACKS = ("stable", "canary", "blue", "green")
+# Where Kubernetes and Docker mount secrets, and drctl's own config directory.
+DEFAULT_SECRET_DIRS = ("/var/run/secrets", "/run/secrets", "/etc/drctl", "/etc/drctl-kube")
+# A fleet config is pages of YAML: 16 MiB and a million values hold 20,000 regions several times.
+CONFIG_LIMITS = Limits(max_bytes=16 << 20, max_depth=24, max_nodes=1_000_000, max_scalar=65_536)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = StrictModel
 
 
 # --- Kubernetes --------------------------------------------------------------------------------
@@ -52,6 +68,16 @@ class KubeConfig(_Model):
         False, description="Use the pod's service account: the region whose cluster the worker runs in."
     )
     namespace: str = Field("inference", description="Namespace that holds the inference workload.")
+
+    @field_validator("api_url")
+    @classmethod
+    def _http_urls(cls, v: str | None) -> str | None:
+        return http_url(v)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str | None:
+        return matches(DNS_LABEL, "Kubernetes namespace (DNS-1123 label)", v)
 
     @model_validator(mode="after")
     def _one_source(self) -> KubeConfig:
@@ -88,6 +114,16 @@ class RegionConfig(_Model):
     devstack_admin_url: str | None = Field(
         None, description="Dev stack only: the node agent's fault and replica admin API for this region."
     )
+
+    @field_validator("gateway_url", "devstack_admin_url")
+    @classmethod
+    def _http_urls(cls, v: str | None) -> str | None:
+        return http_url(v)
+
+    @field_validator("task_queue")
+    @classmethod
+    def _queue(cls, v: str | None) -> str | None:
+        return matches(TASK_QUEUE, "Temporal task queue name", v)
 
     @property
     def queue(self) -> str:
@@ -150,6 +186,15 @@ class WorkloadConfig(_Model):
     auth: WorkloadAuth | None = Field(
         None, description="Bearer token for the inference servers' /v1 API; none means anonymous requests."
     )
+
+    @field_validator("app")
+    @classmethod
+    def _app(cls, v: str) -> str | None:
+        # A label value (app=<app>) and the prefix of Deployment and Service names (<app>-canary).
+        if len(v) > 56:
+            raise ValueError("at most 56 characters: <app>-<track> must stay a 63-character name")
+        matches(LABEL_VALUE, "Kubernetes label value", v)
+        return matches(DNS_LABEL, "Kubernetes name (DNS-1123 label)", v)
 
     def deployment_name(self, track: str) -> str:
         return f"{self.app}-{track}"
@@ -311,6 +356,11 @@ class GatewayApiRegional(_Model):
     kind: Literal["gateway-api"] = Field(..., description="Regional tier provider kind.")
     httproute: str = Field("llm", description="HTTPRoute whose backendRefs are the track Services.")
 
+    @field_validator("httproute")
+    @classmethod
+    def _name(cls, v: str) -> str | None:
+        return matches(DNS_SUBDOMAIN, "Kubernetes object name (DNS-1123 subdomain)", v)
+
 
 class TrafficConfig(_Model):
     global_endpoint: str = Field(..., description="The one URL clients use; failover is verified through it.")
@@ -326,6 +376,11 @@ class TrafficConfig(_Model):
         ..., alias="regional", description="Who sets track weights inside a region."
     )
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("global_endpoint")
+    @classmethod
+    def _http_urls(cls, v: str | None) -> str | None:
+        return http_url(v)
 
 
 # --- Infrastructure ----------------------------------------------------------------------------
@@ -370,6 +425,21 @@ class TemporalConfig(_Model):
         None, description="AES-GCM payload encryption for the worker and the CLI (docs: drctl codec-server)."
     )
 
+    @field_validator("ui_url")
+    @classmethod
+    def _http_urls(cls, v: str | None) -> str | None:
+        return http_url(v)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str | None:
+        return matches(TEMPORAL_NAMESPACE, "Temporal namespace name", v)
+
+    @field_validator("task_queue")
+    @classmethod
+    def _queue(cls, v: str) -> str | None:
+        return matches(TASK_QUEUE, "Temporal task queue name", v)
+
 
 class AwsConfig(_Model):
     region: str = Field("us-east-1", description="AWS region for S3 and the Route 53 client.")
@@ -377,17 +447,50 @@ class AwsConfig(_Model):
         None, description="AWS endpoint override (moto server in the dev stack)."
     )
 
+    @field_validator("endpoint_url")
+    @classmethod
+    def _http_urls(cls, v: str | None) -> str | None:
+        return http_url(v)
+
 
 class VeleroConfig(_Model):
     kind: Literal["velero"] = Field("velero", description="Backup provider kind.")
     namespace: str = Field("velero", description="Namespace of Velero's Backup and Restore objects.")
     storage_location: str = Field("default", description="BackupStorageLocation name.")
     bucket: str = Field("drctl-backups", description="Object store bucket behind the storage location.")
-    ttl: str = Field("720h0m0s", description="Backup TTL, in Velero's duration format.")
+    ttl: str = Field(
+        "720h0m0s",
+        description="Backup TTL, in Velero's duration format.",
+        pattern=r"^([0-9]{1,6}[hms]){1,3}$",
+    )
     timeout_s: float = Field(
         300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase."
     )
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
+    restore_namespaces: list[str] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Namespaces a migration or restore may write into (besides each region's own "
+        "kube.namespace); drctl refuses a restore into any other.",
+    )
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str | None:
+        return matches(DNS_LABEL, "Kubernetes namespace (DNS-1123 label)", v)
+
+    @field_validator("storage_location")
+    @classmethod
+    def _location(cls, v: str) -> str | None:
+        return matches(DNS_SUBDOMAIN, "Kubernetes object name (DNS-1123 subdomain)", v)
+
+    @field_validator("restore_namespaces")
+    @classmethod
+    def _restore_namespaces(cls, v: list[str]) -> list[str]:
+        for ns in v:
+            matches(DNS_LABEL, "Kubernetes namespace (DNS-1123 label)", ns)
+        return v
+
     max_age_s: float = Field(
         93600.0,
         gt=0,
@@ -512,6 +615,11 @@ class WebhookConfig(_Model):
         description="Retry a failed delivery with backoff for at most this long, seconds.",
     )
 
+    @field_validator("url")
+    @classmethod
+    def _http_urls(cls, v: str | None) -> str | None:
+        return http_url(v)
+
     @model_validator(mode="after")
     def _sources(self) -> WebhookConfig:
         if self.url and self.url_env:
@@ -570,7 +678,15 @@ class FleetConfig(_Model):
         description="Fleet name; workflow IDs and search attributes carry it.",
         pattern=r"^[a-z0-9][a-z0-9-]{0,40}$",
     )
-    regions: list[RegionConfig] = Field(..., min_length=1, description="Regions of the fleet, active-active.")
+    regions: list[RegionConfig] = Field(
+        ..., min_length=1, max_length=50_000, description="Regions of the fleet, active-active."
+    )
+    secret_dirs: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SECRET_DIRS),
+        max_length=32,
+        description="Directories secret files (token_file, routing_key_file, codec keys_file, TLS key, "
+        "kubeconfig_path) may live in, besides the config file's own directory.",
+    )
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="The inference workload.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Health monitoring.")
     objectives: ObjectivesConfig = Field(default_factory=ObjectivesConfig, description="RTO and RPO targets.")
@@ -597,8 +713,10 @@ class FleetConfig(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> FleetConfig:
+        # Sets and Counters, not list scans: judging 20,000 regions must stay linear.
         names = [r.name for r in self.regions]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        known = set(names)
+        dupes = sorted(n for n, c in Counter(names).items() if c > 1)
         if dupes:
             raise ValueError(f"duplicate regions: {', '.join(dupes)}")
         if sum(r.weight for r in self.regions) <= 0:
@@ -617,13 +735,52 @@ class FleetConfig(_Model):
                 raise ValueError(
                     f"regional tier 'haproxy' needs gateway_runtime_socket on regions: {', '.join(missing)}"
                 )
-        unknown = [t for t in self.drills.allowed_targets if t not in names]
+        unknown = [t for t in self.drills.allowed_targets if t not in known]
         if unknown:
             raise ValueError(f"drills.allowed_targets names unknown regions: {', '.join(unknown)}")
-        bad = [f"{path} ({r})" for path, r in self.data.regions_named() if r not in names]
+        bad = [f"{path} ({r})" for path, r in self.data.regions_named() if r not in known]
         if bad:
             raise ValueError(f"data names unknown regions: {', '.join(bad)}")
+        outside = self._secrets_outside_allowed_dirs()
+        if outside:
+            raise ValueError(
+                f"secret files outside secret_dirs ({', '.join(self.secret_dirs) or 'none'}) and the config's "
+                f"directory: {', '.join(outside)}"
+            )
         return self
+
+    def _secret_files(self) -> list[tuple[str, str]]:
+        files: list[tuple[str, str | None]] = [
+            ("workload.auth.token_file", self.workload.auth.token_file if self.workload.auth else None),
+            ("temporal.codec.keys_file", self.temporal.codec.keys_file if self.temporal.codec else None),
+            (
+                "temporal.tls.client_key_path",
+                self.temporal.tls.client_key_path if self.temporal.tls else None,
+            ),
+        ]
+        files += [
+            (f"regions[{i}].kube.kubeconfig_path", r.kube.kubeconfig_path) for i, r in enumerate(self.regions)
+        ]
+        files += [
+            (f"notifications.webhooks[{i}].routing_key_file", w.routing_key_file)
+            for i, w in enumerate(self.notifications.webhooks)
+        ]
+        return [(k, v) for k, v in files if v]
+
+    def _secrets_outside_allowed_dirs(self) -> list[str]:
+        """Field paths (never the file names' contents) of secret files outside the allowed dirs."""
+        files = self._secret_files()
+        if not files:
+            return []
+        roots = [os.path.realpath(d) for d in self.secret_dirs]
+        if self.source_path:
+            roots.append(os.path.realpath(os.path.dirname(os.path.abspath(self.source_path))))
+        outside = []
+        for where, path in files:
+            real = os.path.realpath(path)
+            if not any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots):
+                outside.append(where)
+        return outside
 
     # --- helpers used everywhere ----------------------------------------------------------------
 
@@ -662,6 +819,9 @@ class ConfigProblem(BaseModel):
     line: int | None = None
 
 
+_SHOWN_PROBLEMS = 50
+
+
 class ConfigError(Exception):
     """A config file that cannot be used. Carries every problem, each with its field path."""
 
@@ -669,9 +829,11 @@ class ConfigError(Exception):
         self.file = file
         self.problems = problems
         lines = [f"{file}: {len(problems)} problem(s)"]
-        for p in problems:
+        for p in problems[:_SHOWN_PROBLEMS]:
             where = f"line {p.line}: " if p.line else ""
             lines.append(f"  - {where}{p.path}: {p.message}")
+        if len(problems) > _SHOWN_PROBLEMS:
+            lines.append(f"  ... and {len(problems) - _SHOWN_PROBLEMS} more")
         super().__init__("\n".join(lines))
 
 
@@ -737,12 +899,15 @@ def _raw_checks(data: dict) -> list[ConfigProblem]:
     if not isinstance(regions, list):
         return []
     problems: list[ConfigProblem] = []
-    names = [r.get("name") for r in regions if isinstance(r, dict)]
+    seen: set[str] = set()
     for i, r in enumerate(regions):
-        if isinstance(r, dict) and r.get("name") is not None and names.index(r.get("name")) != i:
+        name = r.get("name") if isinstance(r, dict) else None
+        if isinstance(name, str) and name in seen:
             problems.append(
-                ConfigProblem(path=f"regions[{i}].name", message=f"duplicate region {r['name']!r}")
+                ConfigProblem(path=f"regions[{i}].name", message=f"duplicate region {name[:80]!r}")
             )
+        elif isinstance(name, str):
+            seen.add(name)
     weights = [r.get("weight") for r in regions if isinstance(r, dict)]
     ints = [w for w in weights if isinstance(w, int)]
     if weights and len(ints) == len(weights) and sum(ints) <= 0:
@@ -752,17 +917,13 @@ def _raw_checks(data: dict) -> list[ConfigProblem]:
     return problems
 
 
-def parse_config(text: str, file: str = "<string>", base_dir: Path | None = None) -> FleetConfig:
+def parse_config(text: str | bytes, file: str = "<string>", base_dir: Path | None = None) -> FleetConfig:
     """Parse and validate a fleet config. Raises ConfigError listing every problem."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(
-            file, [ConfigProblem(path="(yaml)", message=f"YAML syntax: {problem}", line=line)]
-        ) from None
+        data = load_yaml(text, CONFIG_LIMITS, fast=True)
+    except DocumentError as exc:
+        message = exc.message if exc.message.startswith("YAML syntax") else f"refused: {exc.message}"
+        raise ConfigError(file, [ConfigProblem(path="(yaml)", message=message, line=exc.line)]) from None
     if not isinstance(data, dict):
         raise ConfigError(
             file, [ConfigProblem(path="(top level)", message="expected a mapping of fleet settings")]
@@ -774,7 +935,11 @@ def parse_config(text: str, file: str = "<string>", base_dir: Path | None = None
         return FleetConfig.model_validate(data)
     except ValidationError as exc:
         problems = _raw_checks(data)
-        for err in exc.errors():
+        for err in exc.errors(include_input=False, include_url=False):
+            cause = (err.get("ctx") or {}).get("error")
+            if isinstance(cause, ScalarProblems):
+                problems += [ConfigProblem(path=_loc((*err["loc"], k)), message=m) for k, m in cause.items]
+                continue
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = "unknown key"
@@ -786,9 +951,11 @@ def load_config(path: str | Path) -> FleetConfig:
     """Load a fleet config file. Raises ConfigError (never a traceback for user mistakes)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        data = read_bounded(p, CONFIG_LIMITS)
     except OSError as exc:
         raise ConfigError(
             str(p), [ConfigProblem(path="(file)", message=f"cannot read: {exc.strerror}")]
         ) from None
-    return parse_config(text, file=str(p), base_dir=p.resolve().parent)
+    except DocumentError as exc:
+        raise ConfigError(str(p), [ConfigProblem(path="(file)", message=f"refused: {exc.message}")]) from None
+    return parse_config(data, file=str(p), base_dir=p.resolve().parent)
