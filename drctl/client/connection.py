@@ -61,7 +61,7 @@ def connect_options(cfg: FleetConfig) -> dict[str, Any]:
         # An API key needs TLS; the configured TLS (custom CA, server name) is kept, not replaced.
         tls = tls or True
     try:
-        codec = codec_for(t.codec)
+        codec = codec_for(t.codec, t.namespace)
     except CodecKeyError as exc:
         raise TemporalConfigError(str(exc)) from None
     converter = (

@@ -404,6 +404,11 @@ class TemporalTLS(_Model):
 class CodecConfig(_Model):
     keys_env: str | None = Field(None, description="Env var with `id=base64key` entries, first one current.")
     keys_file: str | None = Field(None, description="File with `id=base64key` lines, first one current.")
+    allow_plaintext: bool = Field(
+        False,
+        description="Migration window only: accept payloads written before the codec (or before its "
+        "namespace binding). Off, a workflow started without the keys fails with a clear error.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> CodecConfig:

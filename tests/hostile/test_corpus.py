@@ -78,7 +78,8 @@ def world() -> Iterator[dict[str, Any]]:
     mods = work / "mods"
     mods.mkdir()
     marker = work / "ran"
-    evil = f"from pathlib import Path\nPath({str(marker)!r}).touch()\ndef run(**kw):\n    Path({str(marker)!r}).touch()\n"
+    touch = f"Path({str(marker)!r}).touch()"
+    evil = f"from pathlib import Path\n{touch}\ndef run(**kw):\n    {touch}\n"
     (mods / "hostile_evil.py").write_text(evil)
     glob = data["traffic"]["global_endpoint"].removeprefix("http://")
     fill = {

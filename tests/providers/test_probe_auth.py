@@ -7,9 +7,8 @@ fleetsim's api-key mode behaves as vLLM's middleware: /v1/* needs `Authorization
 
 from __future__ import annotations
 
-import tempfile
-
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
