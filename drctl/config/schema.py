@@ -807,6 +807,10 @@ class FleetConfig(_Model):
         total = sum(r.weight for r in self.regions)
         return {r.name: r.weight / total for r in self.regions}
 
+    def restore_namespaces(self, region: str) -> list[str]:
+        """Namespaces a restore into `region`'s cluster may write: its workload's, and the allow-list."""
+        return sorted({self.region(region).kube.namespace, *self.backup.restore_namespaces})
+
     def state_dir(self) -> Path:
         return Path(self.devstack.state_dir if self.devstack else ".drctl/dev")
 
