@@ -76,3 +76,7 @@ _.max_duration_s
 
 # Typer's eager --version option: its callback prints and exits; the parameter is never read.
 version_
+
+# http.server reads close_connection after a handler returns: a refused request's unread body must
+# not be parsed as the next request (drctl/client/codec_server.py).
+_.close_connection

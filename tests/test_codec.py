@@ -10,6 +10,7 @@ the check itself can fail.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import os
@@ -320,6 +321,27 @@ def test_planted_secrets_are_absent_from_raw_history_and_readable_through_the_co
         server.wait(20)
 
 
+@contextlib.contextmanager
+def _worker_on(temporal: str, cfg_path: Path, env: dict[str, str], wid: str) -> Iterator[None]:
+    """A `drctl worker` subprocess for the test's body; the workflow is terminated after it."""
+    worker = subprocess.Popen(
+        [str(BIN / "drctl"), "worker", "-c", str(cfg_path)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        worker.terminate()
+        worker.wait(60)
+        subprocess.run(
+            [str(BIN / "temporal"), "workflow", "terminate", "-w", wid, "--address", temporal],
+            capture_output=True,
+            timeout=60,
+        )
+
+
 def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp_path: Path) -> None:
     """The worker decrypts the input, runs the workflow code and encrypts what it records."""
     env = {"DRCTL_CODEC_KEYS": f"k1={K1}"}
@@ -346,13 +368,7 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
     )
     assert up.returncode == 0, up.stderr
     wid = json.loads(up.stdout)["workflow_id"]
-    worker = subprocess.Popen(
-        [str(BIN / "drctl"), "worker", "-c", str(cfg_path)],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with _worker_on(temporal_dev, cfg_path, env, wid):
 
         def scheduled() -> bool:
             events = json.loads(_raw_history(temporal_dev, wid))["events"]
@@ -370,14 +386,6 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
         # Search attributes stay plain by design (the server indexes them): fleet, operation, phase,
         # region names; every other payload is ciphertext.
         assert plain and all(".searchAttributes.indexedFields.Drctl" in w for w in plain), plain
-    finally:
-        worker.terminate()
-        worker.wait(60)
-        subprocess.run(
-            [str(BIN / "temporal"), "workflow", "terminate", "-w", wid, "--address", temporal_dev],
-            capture_output=True,
-            timeout=60,
-        )
 
 
 def test_a_worker_with_the_codec_refuses_a_workflow_started_without_it(
@@ -396,13 +404,7 @@ def test_a_worker_with_the_codec_refuses_a_workflow_started_without_it(
     )
     assert up.returncode == 0, up.stderr
     wid = json.loads(up.stdout)["workflow_id"]
-    worker = subprocess.Popen(
-        [str(BIN / "drctl"), "worker", "-c", str(sealed)],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with _worker_on(temporal_dev, sealed, env, wid):
 
         def refused() -> bool:
             events = json.loads(_raw_history(temporal_dev, wid))["events"]
@@ -414,11 +416,3 @@ def test_a_worker_with_the_codec_refuses_a_workflow_started_without_it(
         wait_until(refused, timeout_s=90, what="the worker refused the plaintext workflow")
         events = json.loads(_raw_history(temporal_dev, wid))["events"]
         assert not any(e.get("eventType") == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" for e in events)
-    finally:
-        worker.terminate()
-        worker.wait(60)
-        subprocess.run(
-            [str(BIN / "temporal"), "workflow", "terminate", "-w", wid, "--address", temporal_dev],
-            capture_output=True,
-            timeout=60,
-        )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from drctl.config.strict import StrictModel, http_url
+from drctl.config.strict import HttpUrl, StrictModel
 
 BUCKET_NAME = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 
@@ -20,7 +20,7 @@ _Model = StrictModel
 
 
 class S3Endpoint(_Model):
-    endpoint_url: str | None = Field(
+    endpoint_url: HttpUrl | None = Field(
         None,
         description="S3-compatible endpoint URL; default aws.endpoint_url, or AWS S3 when that is unset.",
     )
@@ -37,11 +37,6 @@ class S3Endpoint(_Model):
         None,
         description="Environment variable holding the secret access key; default boto3's credential chain.",
     )
-
-    @field_validator("endpoint_url")
-    @classmethod
-    def _http_urls(cls, v: str | None) -> str | None:
-        return http_url(v)
 
 
 class BucketLocation(_Model):

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from drctl.config.strict import StrictModel, http_url
+from drctl.config.strict import HttpUrl, StrictModel
 
 _Model = StrictModel
 
 
 class PrometheusSignals(_Model):
-    url: str = Field(..., description="Prometheus HTTP API base URL, e.g. http://prometheus.monitoring:9090.")
+    url: HttpUrl = Field(
+        ..., description="Prometheus HTTP API base URL, e.g. http://prometheus.monitoring:9090."
+    )
     region_label: str = Field(
         "region",
         pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",
@@ -29,11 +31,6 @@ class PrometheusSignals(_Model):
         pattern=r"^[^{}]*$",
     )
     timeout_s: float = Field(2.0, gt=0, le=30, description="Timeout of one query, seconds.")
-
-    @field_validator("url")
-    @classmethod
-    def _http_urls(cls, v: str | None) -> str | None:
-        return http_url(v)
 
 
 class PassiveConfig(_Model):

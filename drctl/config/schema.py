@@ -33,13 +33,14 @@ from drctl.config.quorum import QuorumConfig
 from drctl.config.safeload import DocumentError, Limits, load_yaml, read_bounded
 from drctl.config.strict import (
     DNS_LABEL,
-    DNS_SUBDOMAIN,
     LABEL_VALUE,
-    TASK_QUEUE,
-    TEMPORAL_NAMESPACE,
+    HttpUrl,
+    KubeNamespace,
+    KubeObjectName,
     ScalarProblems,
     StrictModel,
-    http_url,
+    TaskQueue,
+    TemporalNamespace,
     matches,
 )
 
@@ -57,7 +58,7 @@ _Model = StrictModel
 
 
 class KubeConfig(_Model):
-    api_url: str | None = Field(
+    api_url: HttpUrl | None = Field(
         None, description="Kubernetes API URL used without a kubeconfig (the dev stack's emulated cluster)."
     )
     context: str | None = Field(
@@ -67,17 +68,7 @@ class KubeConfig(_Model):
     in_cluster: bool = Field(
         False, description="Use the pod's service account: the region whose cluster the worker runs in."
     )
-    namespace: str = Field("inference", description="Namespace that holds the inference workload.")
-
-    @field_validator("api_url")
-    @classmethod
-    def _http_urls(cls, v: str | None) -> str | None:
-        return http_url(v)
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, v: str) -> str | None:
-        return matches(DNS_LABEL, "Kubernetes namespace (DNS-1123 label)", v)
+    namespace: KubeNamespace = Field("inference", description="Namespace that holds the inference workload.")
 
     @model_validator(mode="after")
     def _one_source(self) -> KubeConfig:
@@ -99,9 +90,9 @@ class RegionConfig(_Model):
     max_replicas: int = Field(
         8, ge=1, le=256, description="Upper bound on replicas when pre-scaling to absorb failover traffic."
     )
-    gateway_url: str = Field(..., description="Region gateway base URL, probed for region health.")
+    gateway_url: HttpUrl = Field(..., description="Region gateway base URL, probed for region health.")
     kube: KubeConfig = Field(..., description="How to reach this region's Kubernetes API.")
-    task_queue: str | None = Field(
+    task_queue: TaskQueue | None = Field(
         None,
         description="Temporal task queue served by this region's worker; default drctl-<region>.",
     )
@@ -111,19 +102,9 @@ class RegionConfig(_Model):
     gateway_runtime_socket: str | None = Field(
         None, description="HAProxy runtime API socket of this region's gateway (regional tier 'haproxy')."
     )
-    devstack_admin_url: str | None = Field(
+    devstack_admin_url: HttpUrl | None = Field(
         None, description="Dev stack only: the node agent's fault and replica admin API for this region."
     )
-
-    @field_validator("gateway_url", "devstack_admin_url")
-    @classmethod
-    def _http_urls(cls, v: str | None) -> str | None:
-        return http_url(v)
-
-    @field_validator("task_queue")
-    @classmethod
-    def _queue(cls, v: str | None) -> str | None:
-        return matches(TASK_QUEUE, "Temporal task queue name", v)
 
     @property
     def queue(self) -> str:
@@ -354,16 +335,15 @@ class HAProxyRegional(_Model):
 
 class GatewayApiRegional(_Model):
     kind: Literal["gateway-api"] = Field(..., description="Regional tier provider kind.")
-    httproute: str = Field("llm", description="HTTPRoute whose backendRefs are the track Services.")
-
-    @field_validator("httproute")
-    @classmethod
-    def _name(cls, v: str) -> str | None:
-        return matches(DNS_SUBDOMAIN, "Kubernetes object name (DNS-1123 subdomain)", v)
+    httproute: KubeObjectName = Field(
+        "llm", description="HTTPRoute whose backendRefs are the track Services."
+    )
 
 
 class TrafficConfig(_Model):
-    global_endpoint: str = Field(..., description="The one URL clients use; failover is verified through it.")
+    global_endpoint: HttpUrl = Field(
+        ..., description="The one URL clients use; failover is verified through it."
+    )
     region_header: str = Field(
         "x-drctl-region",
         description="Response header the regional gateways set to their region name; verification reads it.",
@@ -376,11 +356,6 @@ class TrafficConfig(_Model):
         ..., alias="regional", description="Who sets track weights inside a region."
     )
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    @field_validator("global_endpoint")
-    @classmethod
-    def _http_urls(cls, v: str | None) -> str | None:
-        return http_url(v)
 
 
 # --- Infrastructure ----------------------------------------------------------------------------
@@ -419,9 +394,11 @@ class CodecConfig(_Model):
 
 class TemporalConfig(_Model):
     address: str = Field("127.0.0.1:7233", description="Temporal frontend host:port.")
-    namespace: str = Field("default", description="Temporal namespace.")
-    task_queue: str = Field("drctl", description="Task queue for workflows and region-neutral activities.")
-    ui_url: str = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
+    namespace: TemporalNamespace = Field("default", description="Temporal namespace.")
+    task_queue: TaskQueue = Field(
+        "drctl", description="Task queue for workflows and region-neutral activities."
+    )
+    ui_url: HttpUrl = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
     tls: TemporalTLS | None = Field(None, description="mTLS settings (Temporal Cloud or a TLS cluster).")
     api_key_env: str | None = Field(
         None, description="Environment variable holding a Temporal Cloud API key."
@@ -430,38 +407,20 @@ class TemporalConfig(_Model):
         None, description="AES-GCM payload encryption for the worker and the CLI (docs: drctl codec-server)."
     )
 
-    @field_validator("ui_url")
-    @classmethod
-    def _http_urls(cls, v: str | None) -> str | None:
-        return http_url(v)
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, v: str) -> str | None:
-        return matches(TEMPORAL_NAMESPACE, "Temporal namespace name", v)
-
-    @field_validator("task_queue")
-    @classmethod
-    def _queue(cls, v: str) -> str | None:
-        return matches(TASK_QUEUE, "Temporal task queue name", v)
-
 
 class AwsConfig(_Model):
     region: str = Field("us-east-1", description="AWS region for S3 and the Route 53 client.")
-    endpoint_url: str | None = Field(
+    endpoint_url: HttpUrl | None = Field(
         None, description="AWS endpoint override (moto server in the dev stack)."
     )
-
-    @field_validator("endpoint_url")
-    @classmethod
-    def _http_urls(cls, v: str | None) -> str | None:
-        return http_url(v)
 
 
 class VeleroConfig(_Model):
     kind: Literal["velero"] = Field("velero", description="Backup provider kind.")
-    namespace: str = Field("velero", description="Namespace of Velero's Backup and Restore objects.")
-    storage_location: str = Field("default", description="BackupStorageLocation name.")
+    namespace: KubeNamespace = Field(
+        "velero", description="Namespace of Velero's Backup and Restore objects."
+    )
+    storage_location: KubeObjectName = Field("default", description="BackupStorageLocation name.")
     bucket: str = Field("drctl-backups", description="Object store bucket behind the storage location.")
     ttl: str = Field(
         "720h0m0s",
@@ -472,29 +431,12 @@ class VeleroConfig(_Model):
         300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase."
     )
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
-    restore_namespaces: list[str] = Field(
+    restore_namespaces: list[KubeNamespace] = Field(
         default_factory=list,
         max_length=256,
         description="Namespaces a migration or restore may write into (besides each region's own "
         "kube.namespace); drctl refuses a restore into any other.",
     )
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, v: str) -> str | None:
-        return matches(DNS_LABEL, "Kubernetes namespace (DNS-1123 label)", v)
-
-    @field_validator("storage_location")
-    @classmethod
-    def _location(cls, v: str) -> str | None:
-        return matches(DNS_SUBDOMAIN, "Kubernetes object name (DNS-1123 subdomain)", v)
-
-    @field_validator("restore_namespaces")
-    @classmethod
-    def _restore_namespaces(cls, v: list[str]) -> list[str]:
-        for ns in v:
-            matches(DNS_LABEL, "Kubernetes namespace (DNS-1123 label)", ns)
-        return v
 
     max_age_s: float = Field(
         93600.0,
@@ -601,7 +543,9 @@ class WebhookConfig(_Model):
     format: Literal["json", "slack", "pagerduty"] = Field(
         "json", description="Payload: generic JSON, a Slack incoming webhook, or PagerDuty Events API v2."
     )
-    url: str | None = Field(None, description="Endpoint URL (default for pagerduty: the Events API v2 URL).")
+    url: HttpUrl | None = Field(
+        None, description="Endpoint URL (default for pagerduty: the Events API v2 URL)."
+    )
     url_env: str | None = Field(
         None, description="Environment variable holding the URL instead (a Slack webhook URL is a secret)."
     )
@@ -619,11 +563,6 @@ class WebhookConfig(_Model):
         le=3600,
         description="Retry a failed delivery with backoff for at most this long, seconds.",
     )
-
-    @field_validator("url")
-    @classmethod
-    def _http_urls(cls, v: str | None) -> str | None:
-        return http_url(v)
 
     @model_validator(mode="after")
     def _sources(self) -> WebhookConfig:

@@ -14,9 +14,9 @@ import math
 import re
 import types
 import typing
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from drctl.config.urls import UrlRefused, check_http_url
 
@@ -30,8 +30,8 @@ DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 # Temporal accepts more (any UTF-8 up to 1,000 bytes, not /_sys/...); drctl's names also appear in
 # workflow ids, metrics labels and shell lines, so they stay printable and short.
-TASK_QUEUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
-TEMPORAL_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$")
+TASK_QUEUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
+TEMPORAL_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$")
 
 
 def _scalar_kinds(annotation: Any) -> set[type]:
@@ -140,3 +140,15 @@ def matches(pattern: re.Pattern[str], what: str, v: str | None) -> str | None:
     if v is not None and not pattern.fullmatch(v):
         raise ValueError(f"not a valid {what}: {v[:80]!r}")
     return v
+
+
+def _named(pattern: re.Pattern[str], what: str) -> AfterValidator:
+    return AfterValidator(lambda v: matches(pattern, what, v))
+
+
+# Field types: the rule travels with the type, so a new field of the kind cannot forget it.
+HttpUrl = Annotated[str, AfterValidator(http_url)]
+KubeNamespace = Annotated[str, _named(DNS_LABEL, "Kubernetes namespace (DNS-1123 label)")]
+KubeObjectName = Annotated[str, _named(DNS_SUBDOMAIN, "Kubernetes object name (DNS-1123 subdomain)")]
+TaskQueue = Annotated[str, _named(TASK_QUEUE_RE, "Temporal task queue name")]
+TemporalNamespace = Annotated[str, _named(TEMPORAL_NAMESPACE_RE, "Temporal namespace name")]
