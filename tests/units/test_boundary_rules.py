@@ -256,3 +256,30 @@ def test_every_configuration_entry_is_checked_and_the_root_is_named_plainly(cfg:
     assert _violation(b.check_boundary, {"type": "process"}, {}, cfg) == (
         ": process providers are never allowed in a drill"
     )
+
+
+def test_chaos_run_gets_only_basics_and_names_the_fleet_config_names(cfg: FleetConfig) -> None:
+    from drctl.chaos.runenv import chaos_env
+    from drctl.config.schema import WorkloadAuth
+
+    environ = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/w",
+        "LANG": "C.UTF-8",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "AWS_SESSION_TOKEN": "aws-session",
+        "TEMPORAL_API_KEY": "temporal-secret",
+        "SOME_UNNAMED_CREDENTIAL": "x",
+        "DRCTL_KNOB": "1",
+        "VLLM_TOKEN": "vllm-secret",
+    }
+    env = chaos_env(cfg, environ)
+    assert {k for k in env if k in environ} == {"PATH", "HOME", "LANG"}
+    named = cfg.model_copy(
+        update={
+            "drills": cfg.drills.model_copy(update={"allowed_env": ["DRCTL_KNOB"]}),
+            "workload": cfg.workload.model_copy(update={"auth": WorkloadAuth(token_env="VLLM_TOKEN")}),
+        }
+    )
+    env = chaos_env(named, environ)
+    assert {k for k in env if k in environ} == {"PATH", "HOME", "LANG", "DRCTL_KNOB", "VLLM_TOKEN"}
