@@ -34,8 +34,9 @@ from activities.reports import ReportStore
 from drctl.chaos.boundary import digest
 from drctl.chaos.journal import judge
 from drctl.chaos.runenv import chaos_env
-from drctl.chaos.validate import ExperimentInvalid, validate_experiment
+from drctl.chaos.validate import EXPERIMENT_LIMITS, ExperimentInvalid, validate_experiment
 from drctl.client.operations import FleetBusyError, start_operation
+from drctl.config.safeload import DocumentError, load_json
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import (
     ExperimentOutcome,
@@ -122,8 +123,9 @@ class ChaosActivities:
                 "experiment", "the plan's text does not match its sha256: refusing to run it"
             )
         try:
-            doc = json.loads(inp.plan.text)
-        except ValueError as exc:
+            # Bounded like a file: workflow input is not trusted (depth, size, duplicate keys).
+            doc = load_json(inp.plan.text, EXPERIMENT_LIMITS)
+        except DocumentError as exc:
             raise ExperimentInvalid("experiment", f"the plan's text is not canonical JSON: {exc}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("configuration"), dict):
             raise ExperimentInvalid("experiment", "the plan's text has no configuration")

@@ -167,6 +167,24 @@ def test_hostile_config_is_refused_everywhere(src: Path, world: dict[str, Any]) 
         assert "Traceback" not in err + out and SECRET not in err + out, err
 
 
+def test_the_worker_bounds_a_plan_text_like_a_file(world: dict[str, Any]) -> None:
+    """A plan handed through Temporal directly: deep nesting and duplicate keys in its JSON."""
+    for text in ("[" * 100_000 + "]" * 100_000, '{"title": "a", "title": "b"}', '{"a": NaN}'):
+        plan = ExperimentPlan(
+            path="x",
+            name="x",
+            title="t",
+            text=text,
+            sha256=digest(text),
+            target_region="us-west-1",
+            expect_failover=True,
+        )
+        inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
+        with pytest.raises(ExperimentInvalid, match="not canonical JSON"):
+            ChaosActivities(world["cfg"])._prepare(inp)
+    _no_trace(world)
+
+
 def test_oversized_inputs_are_refused_unread(world: dict[str, Any]) -> None:
     """Files too big to keep in the corpus: a 50 MB config and a 2 MB experiment."""
     big_cfg = world["work"] / "big.yaml"
