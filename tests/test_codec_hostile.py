@@ -179,3 +179,6 @@ def test_codec_server_needs_auth_unless_told_otherwise_on_loopback(tmp_path: Pat
         assert code == 2 and "--token-env" in err, err
         code, _, err = run_cli(["codec-server", "-c", str(cfg), "--insecure-no-auth", "--host", "0.0.0.0"])
         assert code == 2 and "loopback" in err, err
+        mp.delenv("DRCTL_CODEC_TOKEN", raising=False)
+        code, _, err = run_cli(["codec-server", "-c", str(cfg), "--token-env", "DRCTL_CODEC_TOKEN"])
+        assert code == 2 and "DRCTL_CODEC_TOKEN is unset or empty" in err, err
