@@ -40,6 +40,18 @@ from drctl.config.schema import TRACKS, FleetConfig
 from drctl.models.drill import ExperimentPlan
 
 T = TypeVar("T")
+_TOP_LEVEL = {
+    "version",
+    "title",
+    "description",
+    "tags",
+    "contributions",
+    "extensions",
+    "configuration",
+    "steady-state-hypothesis",
+    "method",
+    "rollbacks",
+}
 # An experiment is a page of JSON: 1 MiB and 50,000 values are far beyond any real one.
 EXPERIMENT_LIMITS = Limits(max_bytes=1 << 20, max_depth=32, max_nodes=50_000, max_scalar=16_384)
 # Faults the Kubernetes injector cannot produce (docs: scale to 0, delete pods only).
@@ -309,6 +321,14 @@ def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None =
         _guarded(name, "drill boundary", lambda: check_boundary(exp, conf, cfg))
     except BoundaryViolation as exc:
         raise ExperimentInvalid(name, str(exc)) from None
+    # chaoslib reads more top-level keys than a drill needs: `runtime` sets the rollback and hypothesis
+    # strategies (never roll back, probe continuously at any frequency) over drctl's own choice.
+    unknown = sorted(str(k)[:40] for k in exp if k not in _TOP_LEVEL)
+    if unknown:
+        raise ExperimentInvalid(
+            name,
+            f"top-level key(s) not allowed in a drill: {', '.join(unknown)} (drctl sets the run's strategy)",
+        )
     # Judged by the function called, after the boundary has said every function is one of drctl's.
     if not any(role(a.get("provider") or {}) == "fault" for a in exp["method"]):
         raise ExperimentInvalid(name, "method needs at least one fault action")
