@@ -94,3 +94,7 @@ _._serve_watch
 BINARIES
 PYTHON_MODULES
 _.distribution  # PythonModule
+
+# http.server reads close_connection after a handler returns: a refused request's unread body must
+# not be parsed as the next request (drctl/client/codec_server.py).
+_.close_connection

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import signal
 import sys
@@ -32,8 +33,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.reports import ReportStore
 from drctl.chaos.boundary import digest
 from drctl.chaos.journal import judge
-from drctl.chaos.validate import ExperimentInvalid, validate_experiment
+from drctl.chaos.runenv import chaos_env
+from drctl.chaos.validate import EXPERIMENT_LIMITS, ExperimentInvalid, validate_experiment
 from drctl.client.operations import FleetBusyError, describe_or_none, start_operation
+from drctl.config.safeload import DocumentError, load_json
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import (
     ExperimentOutcome,
@@ -120,8 +123,9 @@ class ChaosActivities:
                 "experiment", "the plan's text does not match its sha256: refusing to run it"
             )
         try:
-            doc = json.loads(inp.plan.text)
-        except ValueError as exc:
+            # Bounded like a file: workflow input is not trusted (depth, size, duplicate keys).
+            doc = load_json(inp.plan.text, EXPERIMENT_LIMITS)
+        except DocumentError as exc:
             raise ExperimentInvalid("experiment", f"the plan's text is not canonical JSON: {exc}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("configuration"), dict):
             raise ExperimentInvalid("experiment", "the plan's text has no configuration")
@@ -193,6 +197,7 @@ class ChaosActivities:
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL,
                 start_new_session=True,
+                env=chaos_env(self.cfg, os.environ),
             )
             while proc.returncode is None:
                 activity.heartbeat({"pid": proc.pid, "samples": len(samples)})

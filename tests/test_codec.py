@@ -10,6 +10,7 @@ the check itself can fail.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import os
@@ -43,8 +44,8 @@ API_TOKEN = "planted-api-token-9931"
 
 
 def test_rotation_decrypts_with_any_key_and_encrypts_with_the_first() -> None:
-    old = AesGcmCodec(parse_keys(f"k1={K1}", "test"))
-    new = AesGcmCodec(parse_keys(f"k2={K2},k1={K1}", "test"))
+    old = AesGcmCodec(parse_keys(f"k1={K1}", "test"), "default")
+    new = AesGcmCodec(parse_keys(f"k2={K2},k1={K1}", "test"), "default")
     p = Payload(metadata={"encoding": b"json/plain"}, data=b'"secret"')
     sealed = old.encrypt(p)
     assert b"secret" not in sealed.SerializeToString() and sealed.metadata["encryption-key-id"] == b"k1"
@@ -56,8 +57,9 @@ def test_rotation_decrypts_with_any_key_and_encrypts_with_the_first() -> None:
     relabelled = Payload(metadata={**sealed.metadata, "encryption-key-id": b"k2"}, data=sealed.data)
     with pytest.raises(Exception):  # noqa: B017 - cryptography's InvalidTag
         new.decrypt(relabelled)
-    # Payloads written before the codec was on stay readable.
-    assert new.decrypt(p) == p
+    # Payloads written before the codec was on stay readable only in a migration window.
+    migrating = AesGcmCodec(parse_keys(f"k2={K2},k1={K1}", "test"), "default", allow_plaintext=True)
+    assert migrating.decrypt(p) == p
 
 
 @pytest.mark.parametrize(
@@ -298,6 +300,27 @@ def test_planted_secrets_are_absent_from_raw_history_and_readable_through_the_co
         server.wait(20)
 
 
+@contextlib.contextmanager
+def _worker_on(temporal: str, cfg_path: Path, env: dict[str, str], wid: str) -> Iterator[None]:
+    """A `drctl worker` subprocess for the test's body; the workflow is terminated after it."""
+    worker = subprocess.Popen(
+        [str(BIN / "drctl"), "worker", "-c", str(cfg_path)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        worker.terminate()
+        worker.wait(60)
+        subprocess.run(
+            [str(BIN / "temporal"), "workflow", "terminate", "-w", wid, "--address", temporal],
+            capture_output=True,
+            timeout=60,
+        )
+
+
 def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp_path: Path) -> None:
     """The worker decrypts the input, runs the workflow code and encrypts what it records."""
     env = {"DRCTL_CODEC_KEYS": f"k1={K1}"}
@@ -310,13 +333,7 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
         },
     )
     wid = _upgrade_no_wait(cfg_path, env)
-    worker = subprocess.Popen(
-        [str(BIN / "drctl"), "worker", "-c", str(cfg_path)],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with _worker_on(temporal_dev, cfg_path, env, wid):
 
         def scheduled() -> bool:
             events = json.loads(_raw_history(temporal_dev, wid))["events"]
@@ -334,11 +351,33 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
         # Search attributes stay plain by design (the server indexes them): fleet, operation, phase,
         # region names; every other payload is ciphertext.
         assert plain and all(".searchAttributes.indexedFields.Drctl" in w for w in plain), plain
-    finally:
-        worker.terminate()
-        worker.wait(60)
-        subprocess.run(
-            [str(BIN / "temporal"), "workflow", "terminate", "-w", wid, "--address", temporal_dev],
-            capture_output=True,
-            timeout=60,
-        )
+
+
+def test_a_worker_with_the_codec_refuses_a_workflow_started_without_it(
+    temporal_dev: str, tmp_path: Path
+) -> None:
+    """Started by a client without the keys, the input is plaintext: the worker fails the workflow
+    task with the reason, and nothing runs (no activity is scheduled)."""
+    env = {"DRCTL_CODEC_KEYS": f"k1={K1}"}
+    queue = f"codec-plain-{time.monotonic_ns()}"
+    plain = _cfg_file(tmp_path, {"address": temporal_dev, "task_queue": queue})
+    sealed = _cfg_file(
+        tmp_path, {"address": temporal_dev, "codec": {"keys_env": "DRCTL_CODEC_KEYS"}, "task_queue": queue}
+    )
+    up = drctl(
+        "upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--no-wait", "-o", "json", "-c", str(plain), env={}
+    )
+    assert up.returncode == 0, up.stderr
+    wid = json.loads(up.stdout)["workflow_id"]
+    with _worker_on(temporal_dev, sealed, env, wid):
+
+        def refused() -> bool:
+            events = json.loads(_raw_history(temporal_dev, wid))["events"]
+            return any(
+                "plaintext payload refused" in json.dumps(e.get("workflowTaskFailedEventAttributes", {}))
+                for e in events
+            )
+
+        wait_until(refused, timeout_s=90, what="the worker refused the plaintext workflow")
+        events = json.loads(_raw_history(temporal_dev, wid))["events"]
+        assert not any(e.get("eventType") == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" for e in events)

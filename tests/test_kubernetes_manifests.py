@@ -11,7 +11,7 @@ import pytest
 
 from drctl.config.schema import FleetConfig, parse_config
 from tests.support.kube_verbs import Permission, code_permissions
-from tests.support.kustomize import OVERLAYS, one, render
+from tests.support.kustomize import OVERLAYS, one, render, render_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 # Custom resources have no schema in kubernetes-validate; only these kinds may skip it.
@@ -178,3 +178,86 @@ def test_each_role_lives_in_the_namespace_its_objects_do(rendered: tuple[str, li
     for binding in (o for o in objs if o["kind"] == "RoleBinding"):
         sa = [s for s in binding["subjects"] if s["kind"] == "ServiceAccount"]
         assert sa == [{"kind": "ServiceAccount", "name": "drctl-worker", "namespace": "drctl"}]
+
+
+# --- Least privilege: named objects, drill rights, the network, the codec ---------------------------
+
+
+def _rules(objs: list[dict[str, Any]], role: str | None = None) -> list[dict[str, Any]]:
+    return [
+        rule
+        for o in objs
+        if o["kind"] == "Role" and (role is None or o["metadata"]["name"] == role)
+        for rule in o["rules"]
+    ]
+
+
+def test_named_objects_are_limited_by_resource_names(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objs = rendered
+    cfg = fleet_of(objs)
+    tracks = sorted(cfg.workload.deployment_name(t) for t in ("stable", "canary", "blue", "green"))
+    httproute = getattr(cfg.traffic.regional_tier, "httproute", None)
+    expected = {
+        "deployments": tracks,
+        "deployments/scale": tracks,
+        "services": tracks,
+        "httproutes": [httproute],
+    }
+    seen = set()
+    for rule in _rules(objs):
+        for resource in rule["resources"]:
+            if resource not in expected:
+                continue
+            # A create names no existing object: Kubernetes cannot limit it by name.
+            if set(rule["verbs"]) == {"create"}:
+                assert "resourceNames" not in rule
+                continue
+            assert sorted(rule.get("resourceNames", [])) == sorted(expected[resource]), rule
+            seen.add(resource)
+    assert seen == set(expected)
+
+
+def test_drill_rights_are_a_role_of_their_own_bound_only_where_drills_run(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    overlay, objs = rendered
+    cfg = fleet_of(objs)
+    pod_rules = [
+        (o["metadata"]["name"], r)
+        for o in objs
+        if o["kind"] == "Role"
+        for r in o["rules"]
+        if "pods" in r["resources"]
+    ]
+    assert pod_rules and {name for name, _ in pod_rules} == {"drctl-drills"}
+    drills_here = overlay in cfg.drills.allowed_targets and cfg.drills.fault_injector == "kubernetes"
+    bindings = [o for o in objs if o["kind"] == "RoleBinding" and o["roleRef"]["name"] == "drctl-drills"]
+    assert drills_here and len(bindings) == 1
+    base = render_dir(ROOT / "deploy" / "kubernetes" / "base")
+    assert not [r for r in _rules(base) if "pods" in r["resources"]], "the base must not grant drill rights"
+
+
+def test_network_policy_allows_only_what_the_worker_needs(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objs = rendered
+    policy = one(objs, "NetworkPolicy")
+    pod_labels = one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    spec = policy["spec"]
+    assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
+    assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    ports = {(p["protocol"], p["port"]) for rule in spec["egress"] for p in rule["ports"]}
+    assert ports == {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443), ("TCP", 7233)}
+    for rule in spec["egress"]:
+        for peer in rule["to"]:
+            if "ipBlock" in peer:
+                assert "169.254.169.254/32" in peer["ipBlock"].get("except", [])
+    assert [p["port"] for r in spec["ingress"] for p in r["ports"]] == [METRICS_PORT]
+
+
+def test_the_production_overlays_enable_the_payload_codec(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objs = rendered
+    codec = fleet_of(objs).temporal.codec
+    assert codec is not None and codec.keys_file and not codec.allow_plaintext
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "drctl-payload-key")
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"])
+    assert codec.keys_file.startswith(mount["mountPath"] + "/") and not volume["secret"].get("optional")

@@ -19,12 +19,18 @@ import json
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 from drctl.chaos import CONFIG_ENV
 from drctl.config.schema import FleetConfig
+from drctl.config.urls import Origin, UrlRefused, origin, parse_http_url
 
-ALLOWED_MODULES = ("drctl.chaos.actions", "drctl.chaos.probes")
+ACTIONS_MODULE = "drctl.chaos.actions"
+ALLOWED_MODULES = (ACTIONS_MODULE, "drctl.chaos.probes")
+# The actions that undo faults; every other action is a fault (see role()).
+ROLLBACK_FUNCS = frozenset({"clear_faults"})
+# What an allowed env entry reads as to the checks: its value is not known until `chaos run`.
+ENV_SENTINEL = "\x00drctl-env\x00"
+_ENV_ENTRY_KEYS = {"type", "key", "default", "env_var_type"}
 # Keys chaoslib reads as code or credentials, wherever they appear.
 _FORBIDDEN_KEYS = {
     "controls": "controls load arbitrary python modules",
@@ -32,7 +38,6 @@ _FORBIDDEN_KEYS = {
 }
 # chaoslib fills these itself; given as arguments they would replace the checked configuration.
 _RESERVED_ARGS = ("configuration", "secrets")
-_CREDENTIAL = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -60,19 +65,23 @@ def allowed_functions(module: str) -> set[str]:
     }
 
 
-def fleet_origins(cfg: FleetConfig) -> set[tuple[str, str, int | None]]:
+def fleet_origins(cfg: FleetConfig) -> set[Origin]:
     """scheme, host, port of every endpoint the fleet config names for clients: global and gateways."""
-    return {_origin(u) for u in [cfg.traffic.global_endpoint, *(r.gateway_url for r in cfg.regions)]}
+    return {
+        origin(parse_http_url(u))
+        for u in [cfg.traffic.global_endpoint, *(r.gateway_url for r in cfg.regions)]
+    }
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
-    return parts.scheme.lower(), (parts.hostname or "").lower(), port if port is not None else default
+def role(provider: dict[str, Any]) -> str:
+    """What a provider does, judged by the function it calls, never by its activity's `type`.
+
+    Every public function of the actions module is a fault except the rollback ones, so a new
+    action is judged a fault until it is named here.
+    """
+    if provider.get("type") == "python" and provider.get("module") == ACTIONS_MODULE:
+        return "rollback" if provider.get("func") in ROLLBACK_FUNCS else "fault"
+    return "probe"
 
 
 def _check_python(where: str, provider: dict[str, Any]) -> None:
@@ -95,14 +104,43 @@ def _check_python(where: str, provider: dict[str, Any]) -> None:
             )
 
 
-def _check_http(where: str, provider: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig) -> None:
+def resolved(where: str, value: Any, conf: dict[str, Any]) -> Any:
+    """`value` after chaoslib's `${...}` substitution, refusing one that depends on the run's env."""
     from chaoslib import substitute
 
-    url = substitute(provider.get("url"), conf, {})
-    if not isinstance(url, str) or _origin(url) not in fleet_origins(cfg):
+    out = substitute(value, conf, {})
+    if ENV_SENTINEL in json.dumps(out, default=str):
         raise BoundaryViolation(
-            f"{where}: HTTP provider url {url!r} is not the fleet's global endpoint or a region gateway"
+            f"{where}: a checked value may not come from an environment variable (it is not known "
+            "until the run); write the value, or use ${target_region}"
         )
+    return out
+
+
+def http_url(where: str, provider: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig) -> str:
+    """The URL an http provider will request, re-serialised, if it is one of the fleet's endpoints."""
+    url = resolved(where, provider.get("url"), conf)
+    try:
+        parsed = parse_http_url(url)
+    except UrlRefused as exc:
+        raise BoundaryViolation(f"{where}: HTTP provider url refused: {exc}") from None
+    seen = origin(parsed)
+    if seen not in fleet_origins(cfg):
+        shown = f"{seen.scheme}://{seen.host}:{seen.port}"  # the origin only: a query may hold a secret
+        raise BoundaryViolation(
+            f"{where}: HTTP provider url {shown!r} is not the fleet's global endpoint or a region gateway"
+        )
+    method = str(provider.get("method", "GET")).upper()
+    if method not in ("GET", "HEAD"):
+        raise BoundaryViolation(f"{where}: an HTTP probe may only GET or HEAD, not {method[:20]!r}")
+    if provider.get("verify_tls", True) is not True:
+        raise BoundaryViolation(f"{where}: an HTTP probe may not turn off TLS verification")
+    retries, timeout = provider.get("max_retries", 0), provider.get("timeout", 5)
+    if not (type(retries) is int and 0 <= retries <= 3):
+        raise BoundaryViolation(f"{where}: max_retries must be an integer 0..3")
+    if not (type(timeout) in (int, float) and 0 < timeout <= 60):
+        raise BoundaryViolation(f"{where}: timeout must be a number of seconds in (0, 60]")
+    return str(parsed)
 
 
 def _check_provider(where: str, provider: Any, conf: dict[str, Any], cfg: FleetConfig) -> None:
@@ -112,33 +150,78 @@ def _check_provider(where: str, provider: Any, conf: dict[str, Any], cfg: FleetC
     if kind == "python":
         _check_python(where, provider)
     elif kind == "http":
-        _check_http(where, provider, conf, cfg)
+        http_url(where, provider, conf, cfg)
     else:
         raise BoundaryViolation(
             f"{where}: provider type {kind!r} is not allowed in a drill (only python and http)"
         )
 
 
-def _env_allowed(name: str, env_key: Any) -> bool:
-    """drctl's documented keys, or DRCTL_<NAME> for a knob `name`; never a credential-like name."""
+def _env_allowed(name: str, env_key: Any, cfg: FleetConfig) -> bool:
+    """drctl's own keys (whose values drctl supplies), or a name the fleet config allows."""
     if CONFIG_ENV.get(name) == env_key:
         return True
-    return env_key == f"DRCTL_{name.upper()}" and not _CREDENTIAL.search(name)
+    return isinstance(env_key, str) and env_key in cfg.drills.allowed_env
 
 
-def _check_configuration(exp: dict[str, Any]) -> None:
-    for key, value in (exp.get("configuration") or {}).items():
+def _check_configuration(exp: dict[str, Any], cfg: FleetConfig) -> None:
+    configuration = exp.get("configuration") or {}
+    if not isinstance(configuration, dict):
+        raise BoundaryViolation("configuration must be a mapping")
+    allowed = ", ".join(cfg.drills.allowed_env) or "none"
+    for key, value in configuration.items():
+        if not isinstance(key, str) or not _SAFE_NAME.fullmatch(key):
+            raise BoundaryViolation(f"configuration key {str(key)[:40]!r} is not a plain name")
         if not (isinstance(value, dict) and "type" in value):
             continue
         if value.get("type") != "env":
             raise BoundaryViolation(
                 f"configuration.{key}: dynamic configuration of type {value.get('type')!r} is not allowed in a drill"
             )
-        if not _env_allowed(key, value.get("key")):
+        extra = sorted(set(value) - _ENV_ENTRY_KEYS)
+        if extra:
+            raise BoundaryViolation(f"configuration.{key}: unknown env entry keys: {', '.join(extra)}")
+        if not _env_allowed(key, value.get("key"), cfg):
             raise BoundaryViolation(
-                f"configuration.{key}: may not read environment variable {value.get('key')!r}; a drill reads only "
-                f"{', '.join(f'{k}<-{v}' for k, v in CONFIG_ENV.items())} and <name><-DRCTL_<NAME> (no secrets)"
+                f"configuration.{key}: may not read environment variable {value.get('key')!r}; a drill reads "
+                f"only drctl's own {', '.join(f'{k}<-{v}' for k, v in CONFIG_ENV.items())} (values drctl "
+                f"supplies) and the names in the fleet's drills.allowed_env ({allowed})"
             )
+
+
+def configuration_for(
+    exp: dict[str, Any], drctl_values: dict[str, Any], cfg: FleetConfig
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what runs, what the checks substitute): drctl's keys get drctl's values whatever the file
+    says; an allowed env entry stays an env entry (read by `chaos run` from its scrubbed env, never
+    here) and reads as ENV_SENTINEL to the checks; any other value is taken as written."""
+    _check_configuration(exp, cfg)
+    run: dict[str, Any] = {}
+    check: dict[str, Any] = {}
+    for key, value in (exp.get("configuration") or {}).items():
+        if key in drctl_values:
+            continue
+        if isinstance(value, dict) and value.get("type") == "env":
+            if key in CONFIG_ENV:
+                run[key] = check[key] = value.get("default")
+                continue
+            run[key] = {k: value[k] for k in sorted(value)}
+            check[key] = ENV_SENTINEL
+        else:
+            run[key] = check[key] = value
+    for key, value in drctl_values.items():
+        run[key] = check[key] = value
+    return run, check
+
+
+def _activity_positions(exp: dict[str, Any]) -> set[int]:
+    hypo = exp.get("steady-state-hypothesis")
+    probes = hypo.get("probes") if isinstance(hypo, dict) else None
+    found = [*(probes if isinstance(probes, list) else [])]
+    for key in ("method", "rollbacks"):
+        section = exp.get(key)
+        found += section if isinstance(section, list) else []
+    return {id(a) for a in found if isinstance(a, dict)}
 
 
 def check_boundary(
@@ -147,11 +230,14 @@ def check_boundary(
     """Raise BoundaryViolation for anything in `exp` a drill must not run, wherever it sits.
 
     `configuration_only` checks just what resolving the configuration would read, so that can be
-    done before the rest (HTTP URLs are checked after `${...}` substitution).
+    done before the rest (HTTP URLs are checked after `${...}` substitution). A provider is allowed
+    only in an activity of the hypothesis, method or rollbacks: chaoslib also runs providers in
+    tolerances, dynamic configuration and controls, and none of those is checked as an activity.
     """
-    _check_configuration(exp)
+    _check_configuration(exp, cfg)
     if configuration_only:
         return
+    positions = _activity_positions(exp)
     for where, node in _walk(exp, ""):
         if not isinstance(node, dict):
             continue
@@ -162,8 +248,15 @@ def check_boundary(
                 )
         if "provider" in node:
             _check_provider(f"{where} '{node.get('name')}'", node["provider"], conf, cfg)
+            if id(node) not in positions:
+                raise BoundaryViolation(
+                    f"{where}: a provider is allowed only in an activity of the steady-state hypothesis, "
+                    "method or rollbacks (not in a tolerance, configuration or extension)"
+                )
         if node.get("type") == "process":
             raise BoundaryViolation(f"{where}: process providers are never allowed in a drill")
+        if "ref" in node and id(node) in positions:
+            raise BoundaryViolation(f"{where}: activity references are not allowed; write the activity out")
 
 
 def safe_name(name: str) -> str:
@@ -177,7 +270,7 @@ def safe_name(name: str) -> str:
 def canonical(exp: dict[str, Any], conf: dict[str, Any]) -> str:
     """The text that runs: `exp` with its configuration replaced by the resolved plain values."""
     try:
-        return json.dumps({**exp, "configuration": conf}, indent=1, sort_keys=True)
+        return json.dumps({**exp, "configuration": conf}, indent=1, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise BoundaryViolation(f"not representable as a JSON experiment: {exc}") from None
 

@@ -1,32 +1,59 @@
 """Validate a drill experiment before anything runs, with an error a user can act on.
 
-Checks, in order: the file reads and parses (JSON or YAML, with the line of a syntax error), the
-keys a drill needs are there with the right shapes, nothing crosses the drill boundary (boundary.py:
-only drctl's chaos functions and HTTP probes to the fleet's endpoints, anywhere in the document; this
-runs before anything is imported), every python activity's module and function import,
-chaostoolkit-lib's own `ensure_experiment_is_valid` accepts it, and every fault action is one of
-drctl's (so its target can be checked) and aims at an allow-listed region the configured injector
-can hurt. The plan carries the canonical text (configuration resolved) and its sha256: that text is
-what the worker checks again and runs.
+One judgement, made the same way by the CLI and by the worker just before `chaos run`:
+- the file is read within limits (size, depth, alias expansion, UTF-8; drctl.config.safeload);
+- the keys a drill needs are there with the right shapes, and activity references are refused;
+- nothing crosses the drill boundary (boundary.py: only drctl's chaos functions and HTTP probes to
+  the fleet's endpoints, anywhere in the document; this runs before anything is imported), and the
+  configuration reads no environment the fleet config does not allow (`drills.allowed_env`);
+- chaostoolkit-lib's own `ensure_experiment_is_valid` accepts it;
+- every provider is judged by the function it calls, not by its `type`: a fault may run only in the
+  method, must aim at the drill's declared target_region (allow-listed, and one the configured
+  injector can hurt), and must have a rollback that clears the same region and track.
+The plan carries the canonical text (drctl's configuration values filled in, URLs re-serialised)
+and its sha256: that text is what the worker checks again and runs.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
-from drctl.chaos.boundary import BoundaryViolation, canonical, check_boundary, digest, safe_name
-from drctl.config.schema import FleetConfig
+from drctl.chaos.boundary import (
+    ACTIONS_MODULE,
+    BoundaryViolation,
+    canonical,
+    check_boundary,
+    configuration_for,
+    digest,
+    http_url,
+    resolved,
+    role,
+    safe_name,
+)
+from drctl.config.safeload import DocumentError, Limits, load_json, load_yaml, read_bounded
+from drctl.config.schema import TRACKS, FleetConfig
 from drctl.models.drill import ExperimentPlan
 
 T = TypeVar("T")
-ACTIONS_MODULE = "drctl.chaos.actions"
+_TOP_LEVEL = {
+    "version",
+    "title",
+    "description",
+    "tags",
+    "contributions",
+    "extensions",
+    "configuration",
+    "steady-state-hypothesis",
+    "method",
+    "rollbacks",
+}
+# An experiment is a page of JSON: 1 MiB and 50,000 values are far beyond any real one.
+EXPERIMENT_LIMITS = Limits(max_bytes=1 << 20, max_depth=32, max_nodes=50_000, max_scalar=16_384)
 # Faults the Kubernetes injector cannot produce (docs: scale to 0, delete pods only).
 _DEVSTACK_ONLY = {"degrade_region", "kill_gateway"}
 
@@ -41,24 +68,23 @@ class ExperimentInvalid(ValueError):
 
 def _parse(path: Path) -> tuple[Any, str]:
     try:
-        text = path.read_text()
+        data = read_bounded(path, EXPERIMENT_LIMITS)
     except OSError as exc:
         raise ExperimentInvalid(str(path), f"cannot read: {exc.strerror}") from None
-    if path.suffix in (".yaml", ".yml"):
-        try:
-            return yaml.safe_load(text), text
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ExperimentInvalid(
-                str(path), f"YAML syntax error{where}: {getattr(exc, 'problem', exc)}"
-            ) from None
+    except DocumentError as exc:
+        raise ExperimentInvalid(str(path), str(exc)) from None
+    yaml_file = path.suffix in (".yaml", ".yml")
     try:
-        return json.loads(text), text
-    except json.JSONDecodeError as exc:
-        raise ExperimentInvalid(
-            str(path), f"JSON syntax error at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+        doc = load_yaml(data, EXPERIMENT_LIMITS) if yaml_file else load_json(data, EXPERIMENT_LIMITS)
+    except DocumentError as exc:
+        where = f" at line {exc.line}" if exc.line else ""
+        message = exc.message
+        if message.startswith("YAML syntax error"):
+            message = f"YAML syntax error{where}:{message.removeprefix('YAML syntax error')[1:]}"
+        elif where:
+            message = f"{message}{where}"
+        raise ExperimentInvalid(str(path), message) from None
+    return doc, data.decode()
 
 
 def _activities(exp: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -98,17 +124,17 @@ def _required(path: str, exp: dict[str, Any]) -> None:
     for where, act in [("steady-state-hypothesis", a) for a in hypo["probes"]] + [
         (k, a) for k in ("method", "rollbacks") for a in exp.get(k) or []
     ]:
-        if not isinstance(act, dict | str):
+        if not isinstance(act, dict):
             raise ExperimentInvalid(
-                path, f"{where}: each activity must be a mapping (or a reference), not {act!r}"
+                path,
+                f"{where}: each activity must be a mapping written out in full (references are not "
+                f"allowed), not {str(act)[:60]!r}",
             )
         if isinstance(act, dict) and not isinstance(act.get("provider"), dict | None):
             raise ExperimentInvalid(
                 path, f"{where} '{act.get('name')}': provider must be a mapping, not {act['provider']!r}"
             )
-    if not isinstance(exp["method"], list) or not any(
-        isinstance(a, dict) and a.get("type") == "action" for a in exp["method"]
-    ):
+    if not isinstance(exp["method"], list) or not exp["method"]:
         raise ExperimentInvalid(path, "method needs at least one fault action")
     if not exp.get("rollbacks"):
         raise ExperimentInvalid(path, "rollbacks are required: a drill must undo its fault")
@@ -122,16 +148,6 @@ def _required(path: str, exp: dict[str, Any]) -> None:
             path,
             'extensions needs {"name": "drctl", "expect_failover": true|false}: does this fault fail over?',
         )
-
-
-def _resolve_configuration(path: str, exp: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    from chaoslib.configuration import load_configuration
-    from chaoslib.exceptions import ChaosException
-
-    try:
-        return dict(load_configuration(exp.get("configuration") or {}, dict(overrides)))
-    except ChaosException as exc:
-        raise ExperimentInvalid(path, f"configuration: {exc}") from None
 
 
 def _check_imports(path: str, exp: dict[str, Any]) -> None:
@@ -164,40 +180,104 @@ def _chaoslib_valid(path: str, exp: dict[str, Any]) -> None:
         raise ExperimentInvalid(path, f"not a valid Chaos Toolkit experiment: {exc}") from None
 
 
-def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig) -> None:
-    from chaoslib import substitute
+def _default(func: str, arg: str) -> Any:
+    import inspect
 
-    for where, act in _activities(exp):
-        if act.get("type") != "action":
-            continue
-        provider = act.get("provider") or {}
-        if provider.get("type") != "python" or provider.get("module") != ACTIONS_MODULE:
+    from drctl.chaos import actions
+
+    param = inspect.signature(getattr(actions, func)).parameters.get(arg)
+    return None if param is None or param.default is inspect.Parameter.empty else param.default
+
+
+def _check_pauses(path: str, where: str, act: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig) -> None:
+    try:
+        pauses = resolved(f"{where} '{act.get('name')}' pauses", act.get("pauses") or {}, conf)
+    except BoundaryViolation as exc:
+        raise ExperimentInvalid(path, str(exc)) from None
+    for key, value in pauses.items() if isinstance(pauses, dict) else [("pauses", pauses)]:
+        if type(value) not in (int, float) or not 0 <= value <= cfg.drills.timeout_s:
             raise ExperimentInvalid(
                 path,
-                f"{where} action '{act.get('name')}': drills run only {ACTIONS_MODULE} actions, "
-                "whose targets are checked",
+                f"{where} '{act.get('name')}': pause {key} must be 0..{cfg.drills.timeout_s:g} seconds "
+                "(drills.timeout_s)",
             )
-        args = substitute(provider.get("arguments") or {}, conf, {})
+
+
+def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig) -> None:
+    """Every fault in the method, at the declared target, with a rollback of the same region and track."""
+    target = conf.get("target_region")
+    faults: list[tuple[str, str, str, Any]] = []
+    undone: set[tuple[str, Any]] = set()
+    for where, act in _activities(exp):
+        _check_pauses(path, where, act, conf, cfg)
+        provider = act.get("provider") or {}
+        kind = role(provider)
+        if kind == "probe":
+            continue
+        name, func = act.get("name"), str(provider.get("func"))
+        label = f"{where} {act.get('type')} '{name}' ({func})"
+        if kind == "fault" and where != "method":
+            raise ExperimentInvalid(
+                path, f"{label}: a fault may run only in the method, where its rollback is required"
+            )
+        try:
+            args = resolved(label, provider.get("arguments") or {}, conf)
+        except BoundaryViolation as exc:
+            raise ExperimentInvalid(path, str(exc)) from None
         region = args.get("region")
         if region is None:
-            raise ExperimentInvalid(path, f"{where} action '{act.get('name')}' names no region")
+            raise ExperimentInvalid(path, f"{where} action '{name}' names no region")
         if region not in cfg.region_names:
             raise ExperimentInvalid(
                 path,
-                f"{where} action '{act.get('name')}': unknown region {region!r}; known: {', '.join(cfg.region_names)}",
+                f"{where} action '{name}': unknown region {region!r}; known: {', '.join(cfg.region_names)}",
             )
         if region not in cfg.drills.allowed_targets:
             allowed = ", ".join(cfg.drills.allowed_targets) or "none"
             raise ExperimentInvalid(
                 path,
-                f"{where} action '{act.get('name')}': region {region!r} is not an allowed drill target "
+                f"{where} action '{name}': region {region!r} is not an allowed drill target "
                 f"(allowed: {allowed})",
             )
-        if provider.get("func") in _DEVSTACK_ONLY and cfg.drills.fault_injector != "devstack":
+        if region != target:
             raise ExperimentInvalid(
                 path,
-                f"{where} action '{act.get('name')}': {provider.get('func')} needs drills.fault_injector devstack",
+                f"{label} aims at region {region!r}, but the drill declares target_region {target!r}: "
+                "every fault and rollback must act on the declared target",
             )
+        if func in _DEVSTACK_ONLY and cfg.drills.fault_injector != "devstack":
+            raise ExperimentInvalid(
+                path, f"{where} action '{name}': {func} needs drills.fault_injector devstack"
+            )
+        track = args.get("track", _default(func, "track"))
+        if track is not None and track not in TRACKS:
+            raise ExperimentInvalid(
+                path, f"{label}: track {str(track)[:40]!r} is not one of {', '.join(TRACKS)}"
+            )
+        if kind == "fault":
+            faults.append((str(name), func, region, track))
+        elif where == "rollbacks":
+            undone.add((region, track))
+    for name, func, region, track in faults:
+        if not any(r == region and (track is None or t == track) for r, t in undone):
+            what = f"region {region!r}" + (f" track {track!r}" if track is not None else "")
+            raise ExperimentInvalid(
+                path,
+                f"method fault '{name}' ({func}) has no rollback that undoes it: add a rollbacks entry "
+                f"calling {ACTIONS_MODULE}.clear_faults on {what}",
+            )
+
+
+def _canonical_doc(
+    exp: dict[str, Any], run_conf: dict[str, Any], check_conf: dict[str, Any], cfg: FleetConfig
+) -> dict[str, Any]:
+    """What runs: drctl's configuration, and every HTTP url in the form that was checked."""
+    doc = copy.deepcopy(exp)
+    for where, act in _activities(doc):
+        provider = act.get("provider")
+        if isinstance(provider, dict) and provider.get("type") == "http":
+            provider["url"] = http_url(f"{where} '{act.get('name')}'", provider, check_conf, cfg)
+    return {**doc, "configuration": run_conf}
 
 
 def _guarded(path: str, step: str, fn: Callable[[], T]) -> T:
@@ -211,6 +291,15 @@ def _guarded(path: str, step: str, fn: Callable[[], T]) -> T:
         raise ExperimentInvalid(path, f"{step}: malformed experiment ({type(exc).__name__}: {exc})") from None
 
 
+def _declared_target(exp: dict[str, Any], target: str | None) -> str:
+    if target:
+        return target
+    value = exp["configuration"].get("target_region")
+    if isinstance(value, dict):  # drctl's env entry: its default, never the environment
+        value = value.get("default")
+    return str(value)
+
+
 def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None = None) -> ExperimentPlan:
     """Validate `path` for a drill on `cfg`, optionally aimed at `target`; raise ExperimentInvalid."""
     p = Path(path)
@@ -219,36 +308,39 @@ def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None =
     if not isinstance(exp, dict):
         raise ExperimentInvalid(name, "an experiment must be a mapping of keys (title, method, ...)")
     _required(name, exp)
-    overrides: dict[str, Any] = {
+    target_region = _declared_target(exp, target)
+    drctl_values: dict[str, Any] = {
         "fleet_config": str(Path(cfg.source_path).resolve()) if cfg.source_path else "",
         "global_endpoint": cfg.traffic.global_endpoint,
         "rto_target_s": cfg.objectives.rto_target_s,
+        "target_region": target_region,
     }
-    if target:
-        overrides["target_region"] = target
     try:
         safe_name(p.stem)
-        check_boundary(exp, {}, cfg, configuration_only=True)
-        conf = _guarded(
-            name,
-            "configuration",
-            lambda: _resolve_configuration(
-                name, exp, {k: v for k, v in overrides.items() if k in exp["configuration"]}
-            ),
-        )
+        run_conf, conf = configuration_for(exp, drctl_values, cfg)
         # Nothing is imported before this check: an import can run code.
         _guarded(name, "drill boundary", lambda: check_boundary(exp, conf, cfg))
     except BoundaryViolation as exc:
         raise ExperimentInvalid(name, str(exc)) from None
+    # chaoslib reads more top-level keys than a drill needs: `runtime` sets the rollback and hypothesis
+    # strategies (never roll back, probe continuously at any frequency) over drctl's own choice.
+    unknown = sorted(str(k)[:40] for k in exp if k not in _TOP_LEVEL)
+    if unknown:
+        raise ExperimentInvalid(
+            name,
+            f"top-level key(s) not allowed in a drill: {', '.join(unknown)} (drctl sets the run's strategy)",
+        )
+    # Judged by the function called, after the boundary has said every function is one of drctl's.
+    if not any(role(a.get("provider") or {}) == "fault" for a in exp["method"]):
+        raise ExperimentInvalid(name, "method needs at least one fault action")
     _check_imports(name, exp)
-    _guarded(name, "Chaos Toolkit validation", lambda: _chaoslib_valid(name, exp))
+    _guarded(name, "Chaos Toolkit validation", lambda: _chaoslib_valid(name, {**exp, "configuration": conf}))
     _guarded(name, "fault targets", lambda: _check_targets(name, exp, conf, cfg))
-    target_region = str(conf.get("target_region"))
     if target_region not in cfg.drills.allowed_targets:
         raise ExperimentInvalid(name, f"target_region {target_region!r} is not an allowed drill target")
     method = exp["method"]
     try:
-        text = canonical(exp, conf)
+        text = canonical(_canonical_doc(exp, run_conf, conf, cfg), run_conf)
     except BoundaryViolation as exc:
         raise ExperimentInvalid(name, str(exc)) from None
     acts = [a for a in method if isinstance(a, dict)]
@@ -256,15 +348,15 @@ def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None =
     return ExperimentPlan(
         path=str(p.resolve()),
         name=p.stem,
-        title=str(exp["title"]),
+        title=str(exp["title"])[:200],
         text=text,
         sha256=digest(text),
         fmt="json",
         target_region=target_region,
         expect_failover=bool(_drctl_extension(exp)["expect_failover"]),
-        fault_actions=[str(a.get("name")) for a in acts if a.get("type") == "action"],
+        fault_actions=[str(a.get("name")) for a in acts if role(a.get("provider") or {}) == "fault"],
         probes=[str(a.get("name")) for a in hypo]
-        + [str(a.get("name")) for a in acts if a.get("type") == "probe"],
-        rollbacks=[str(a.get("name") if isinstance(a, dict) else a) for a in exp.get("rollbacks") or []],
-        configuration=conf,
+        + [str(a.get("name")) for a in acts if role(a.get("provider") or {}) == "probe"],
+        rollbacks=[str(a.get("name")) for a in exp.get("rollbacks") or [] if isinstance(a, dict)],
+        configuration=run_conf,
     )

@@ -242,6 +242,12 @@ def restore(
         if not sep or not _NAME.match(src) or not _NAME.match(dst):
             raise common.UserError(f"bad --namespace-mapping {m!r}: expected SRC:DST namespace names")
         mapping[src] = dst
+    outside = sorted(set(mapping.values()) - set(cfg.restore_namespaces(r)))
+    if outside:
+        raise common.UserError(
+            f"--namespace-mapping: {', '.join(outside)} is not a namespace a restore may write; allowed: "
+            f"{', '.join(cfg.restore_namespaces(r))} (kube.namespace and backup.restore_namespaces)"
+        )
     req = RestoreRequest(
         region=r,
         name=_name(None, f"restore-{backup}"[:40]),

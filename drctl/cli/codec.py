@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from typing import Annotated
@@ -11,6 +12,18 @@ import typer
 from drctl.cli.common import CONFIG, ConfigOpt, UserError, err_console, load
 
 app = typer.Typer()
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _default_hosts(host: str, port: int) -> list[str]:
+    names = [host] + (["localhost", "127.0.0.1", "[::1]"] if _loopback(host) else [])
+    return [f"{n}:{port}" for n in names]
 
 
 @app.command("codec-server")
@@ -31,6 +44,21 @@ def codec_server(
             "--token-env", help="Env var holding a bearer token every /encode and /decode must present."
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="Host header value the server answers for (repeatable), e.g. codec.example.com; "
+            "default the listening host:port (and localhost:port on loopback).",
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve without a bearer token: loopback addresses only, for a UI on the same machine.",
+        ),
+    ] = False,
 ) -> None:
     """Decrypt and encrypt payloads for the Temporal UI's remote codec setting."""
     from drctl.client.codec import CodecKeyError, codec_for
@@ -49,6 +77,14 @@ def codec_server(
         token = os.environ.get(token_env, "").strip()
         if not token:
             raise UserError(f"--token-env: environment variable {token_env} is unset or empty")
+    elif not insecure_no_auth:
+        raise UserError(
+            "the codec server decrypts history: give --token-env NAME (a bearer token the UI sends), "
+            "or --insecure-no-auth on a loopback --host"
+        )
+    elif not _loopback(host):
+        raise UserError(f"--insecure-no-auth serves only on a loopback address, not --host {host}")
+    hosts = allowed_host or _default_hosts(host, port)
     origins = origin or [cfg.temporal.ui_url]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     err_console.print(
@@ -57,7 +93,7 @@ def codec_server(
         markup=False,
         highlight=False,
     )
-    httpd = CodecServer(codec, origins, token).serve(host, port)
+    httpd = CodecServer(codec, origins, token, hosts).serve(host, port)
     try:
         httpd.serve_forever()
     finally:

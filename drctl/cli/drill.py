@@ -102,6 +102,17 @@ def run_cmd(
     conclude(launched, output, render_report, result_only)
 
 
+@app.command("validate")
+def validate_cmd(
+    experiment: Annotated[Path, typer.Argument(help="Chaos Toolkit experiment (JSON or YAML).")],
+    config: common.ConfigOpt = Path("config/fleet.yaml"),
+    target: TargetOpt = None,
+    output: common.OutputOpt = common.Output.table,
+) -> None:
+    """Judge an experiment as the worker will; exit 2 naming the problem. Same as `run --dry-run`."""
+    run_cmd(experiment, config, target, dry_run=True, no_wait=False, output=output)
+
+
 def _trend(reports: list[DrillReport]) -> dict[str, str]:
     """Per report id: its RTO against the previous drill of the same experiment."""
     out: dict[str, str] = {}

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
@@ -28,6 +29,7 @@ from drctl.config.schema import CodecConfig
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
+BINDING = "encryption-binding"  # "namespace": the associated data names the namespace
 _NONCE = 12
 _KEY_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -37,24 +39,32 @@ class CodecKeyError(ValueError):
 
 
 def parse_keys(text: str, source: str) -> list[tuple[str, bytes]]:
-    """`id=base64` entries in order; the first is the current key."""
+    """`id=base64` entries in order; the first is the current key.
+
+    An error names the source and the entry's position, never the entry: whatever the format
+    mistake (a key without its id, id and key swapped, a stray separator), the text of an entry may
+    be key material, so no part of it is repeated.
+    """
     keys: list[tuple[str, bytes]] = []
+    position = 0
     for raw in re.split(r"[,\n]", text):
         entry = raw.strip()
         if not entry or entry.startswith("#"):
             continue
+        position += 1
+        where = f"{source}: entry {position}"
         key_id, sep, b64 = entry.partition("=")
         key_id = key_id.strip()
-        if not sep or not _KEY_ID_RE.match(key_id):
-            raise CodecKeyError(f"{source}: expected id=base64key entries, got {entry[:12]!r}...")
+        if not sep or not _KEY_ID_RE.fullmatch(key_id):
+            raise CodecKeyError(f"{where}: expected id=base64key, the id made of letters, digits, '_.-'")
         try:
             key = base64.b64decode(b64.strip(), validate=True)
         except (binascii.Error, ValueError):
-            raise CodecKeyError(f"{source}: key {key_id!r} is not valid base64") from None
+            raise CodecKeyError(f"{where}: the key is not valid base64") from None
         if len(key) != 32:
-            raise CodecKeyError(f"{source}: key {key_id!r} is {len(key)} bytes; AES-256-GCM needs 32")
+            raise CodecKeyError(f"{where}: the key is {len(key)} bytes; AES-256-GCM needs 32")
         if any(k == key_id for k, _ in keys):
-            raise CodecKeyError(f"{source}: key id {key_id!r} appears twice")
+            raise CodecKeyError(f"{where}: its key id appears twice")
         keys.append((key_id, key))
     if not keys:
         raise CodecKeyError(f"{source}: no keys")
@@ -74,34 +84,68 @@ def load_keys(cfg: CodecConfig) -> list[tuple[str, bytes]]:
         text = path.read_text()
     except OSError as exc:
         raise CodecKeyError(f"temporal.codec.keys_file: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CodecKeyError(f"temporal.codec.keys_file: {path} is not UTF-8 text") from None
     return parse_keys(text, str(path))
 
 
-class AesGcmCodec(PayloadCodec):
-    """Encrypts with the current key; decrypts with whichever known key the payload names."""
+class PlaintextRefused(ValueError):
+    """A payload arrived unencrypted where the codec requires ciphertext."""
 
-    def __init__(self, keys: list[tuple[str, bytes]]) -> None:
+
+class AesGcmCodec(PayloadCodec):
+    """Encrypts with the current key; decrypts with whichever known key the payload names.
+
+    The associated data binds each ciphertext to its key id and its Temporal namespace, so one
+    copied into another namespace's history does not decrypt there. A plaintext payload, or one
+    encrypted before the namespace binding, is refused unless `allow_plaintext` (a migration
+    window: turning the codec on over histories written without it).
+    """
+
+    def __init__(self, keys: list[tuple[str, bytes]], namespace: str, allow_plaintext: bool = False) -> None:
         self.current_id = keys[0][0]
+        self.namespace = namespace
+        self.allow_plaintext = allow_plaintext
         self._keys = {key_id: AESGCM(key) for key_id, key in keys}
 
-    def encrypt(self, p: Payload) -> Payload:
-        nonce = os.urandom(_NONCE)
-        # The key id is authenticated data: moving a ciphertext under another id fails to decrypt.
-        data = nonce + self._keys[self.current_id].encrypt(
-            nonce, p.SerializeToString(), self.current_id.encode()
-        )
-        return Payload(metadata={"encoding": ENCODING, KEY_ID: self.current_id.encode()}, data=data)
+    def _aad(self, key_id: str, namespace: str | None) -> bytes:
+        return f"{key_id}\x00{namespace if namespace is not None else self.namespace}".encode()
 
-    def decrypt(self, p: Payload) -> Payload:
+    def encrypt(self, p: Payload, namespace: str | None = None) -> Payload:
+        nonce = os.urandom(_NONCE)
+        aad = self._aad(self.current_id, namespace)
+        data = nonce + self._keys[self.current_id].encrypt(nonce, p.SerializeToString(), aad)
+        metadata = {"encoding": ENCODING, KEY_ID: self.current_id.encode(), BINDING: b"namespace"}
+        return Payload(metadata=metadata, data=data)
+
+    def decrypt(self, p: Payload, namespace: str | None = None) -> Payload:
         if p.metadata.get("encoding") != ENCODING:
-            return p  # written before the codec was on: readable as it is
-        key_id = p.metadata.get(KEY_ID, b"").decode()
+            if self.allow_plaintext:
+                return p  # written before the codec was on: readable during the migration window
+            raise PlaintextRefused(
+                "plaintext payload refused: this fleet encrypts every payload (temporal.codec), so start "
+                "workflows with drctl and the codec keys; temporal.codec.allow_plaintext admits plaintext "
+                "during a migration window"
+            )
+        key_id = p.metadata.get(KEY_ID, b"").decode(errors="replace")
         aes = self._keys.get(key_id)
         if aes is None:
             raise CodecKeyError(
-                f"payload encrypted with key {key_id!r}, which is not among the configured keys"
+                f"payload encrypted with key {key_id[:64]!r}, which is not among the configured keys"
             )
-        return Payload.FromString(aes.decrypt(p.data[:_NONCE], p.data[_NONCE:], key_id.encode()))
+        bound = p.metadata.get(BINDING) == b"namespace"
+        if not bound and not self.allow_plaintext:
+            raise PlaintextRefused(
+                "payload encrypted without a namespace binding refused (allow_plaintext is off)"
+            )
+        aad = self._aad(key_id, namespace) if bound else key_id.encode()
+        try:
+            plain = aes.decrypt(p.data[:_NONCE], p.data[_NONCE:], aad)
+        except InvalidTag:
+            raise CodecKeyError(
+                "payload does not decrypt: it was encrypted for another namespace, or altered"
+            ) from None
+        return Payload.FromString(plain)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.encrypt(p) for p in payloads]
@@ -110,5 +154,7 @@ class AesGcmCodec(PayloadCodec):
         return [self.decrypt(p) for p in payloads]
 
 
-def codec_for(cfg: CodecConfig | None) -> AesGcmCodec | None:
-    return AesGcmCodec(load_keys(cfg)) if cfg is not None else None
+def codec_for(cfg: CodecConfig | None, namespace: str = "default") -> AesGcmCodec | None:
+    if cfg is None:
+        return None
+    return AesGcmCodec(load_keys(cfg), namespace, allow_plaintext=cfg.allow_plaintext)

@@ -130,7 +130,7 @@ def connect_options(cfg: FleetConfig, env: Mapping[str, str] | None = None) -> d
     """Client.connect keyword arguments: TLS (mTLS and/or a custom CA), API key, namespace, codec."""
     where = target(cfg, env)
     try:
-        codec = codec_for(cfg.temporal.codec)
+        codec = codec_for(cfg.temporal.codec, where.namespace)
     except CodecKeyError as exc:
         raise TemporalConfigError(str(exc)) from None
     converter = (

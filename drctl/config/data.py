@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from drctl.config.strict import HttpUrl, StrictModel
 
 BUCKET_NAME = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = StrictModel
 
 
 class S3Endpoint(_Model):
-    endpoint_url: str | None = Field(
+    endpoint_url: HttpUrl | None = Field(
         None,
         description="S3-compatible endpoint URL; default aws.endpoint_url, or AWS S3 when that is unset.",
     )

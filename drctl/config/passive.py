@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from drctl.config.strict import HttpUrl, StrictModel
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = StrictModel
 
 
 class PrometheusSignals(_Model):
-    url: str = Field(..., description="Prometheus HTTP API base URL, e.g. http://prometheus.monitoring:9090.")
+    url: HttpUrl = Field(
+        ..., description="Prometheus HTTP API base URL, e.g. http://prometheus.monitoring:9090."
+    )
     region_label: str = Field(
         "region",
         pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$",

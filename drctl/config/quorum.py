@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from drctl.config.strict import StrictModel
 
 
-class QuorumConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class QuorumConfig(StrictModel):
     mode: Literal["majority", "off"] = Field(
         "majority",
         description="majority: before an automatic failover of region X, the workers of every other region probe X "

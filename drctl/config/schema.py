@@ -11,11 +11,12 @@ Self-contained sections (passive signals, the data tier's buckets) live in their
 
 from __future__ import annotations
 
+import os
 import typing
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -30,19 +31,35 @@ from drctl.config.data import DataConfig
 from drctl.config.passive import PassiveConfig
 from drctl.config.quorum import QuorumConfig
 from drctl.config.regions import RegionsByName
+from drctl.config.safeload import DocumentError, Limits, load_yaml, read_bounded
+from drctl.config.strict import (
+    DNS_LABEL,
+    LABEL_VALUE,
+    HttpUrl,
+    KubeNamespace,
+    KubeObjectName,
+    ScalarProblems,
+    StrictModel,
+    TaskQueue,
+    TemporalNamespace,
+    matches,
+)
 
 TRACKS = ("stable", "canary", "blue", "green")
+# Where Kubernetes and Docker mount secrets, and drctl's own config directory.
+DEFAULT_SECRET_DIRS = ("/var/run/secrets", "/run/secrets", "/etc/drctl", "/etc/drctl-kube")
+# A fleet config is pages of YAML: 16 MiB and a million values hold 20,000 regions several times.
+CONFIG_LIMITS = Limits(max_bytes=16 << 20, max_depth=24, max_nodes=1_000_000, max_scalar=65_536)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = StrictModel
 
 
 # --- Kubernetes --------------------------------------------------------------------------------
 
 
 class KubeConfig(_Model):
-    api_url: str | None = Field(
+    api_url: HttpUrl | None = Field(
         None, description="Kubernetes API URL used without a kubeconfig (the dev stack's emulated cluster)."
     )
     context: str | None = Field(
@@ -52,7 +69,7 @@ class KubeConfig(_Model):
     in_cluster: bool = Field(
         False, description="Use the pod's service account: the region whose cluster the worker runs in."
     )
-    namespace: str = Field("inference", description="Namespace that holds the inference workload.")
+    namespace: KubeNamespace = Field("inference", description="Namespace that holds the inference workload.")
 
     @model_validator(mode="after")
     def _one_source(self) -> KubeConfig:
@@ -74,9 +91,9 @@ class RegionConfig(_Model):
     max_replicas: int = Field(
         8, ge=1, le=256, description="Upper bound on replicas when pre-scaling to absorb failover traffic."
     )
-    gateway_url: str = Field(..., description="Region gateway base URL, probed for region health.")
+    gateway_url: HttpUrl = Field(..., description="Region gateway base URL, probed for region health.")
     kube: KubeConfig = Field(..., description="How to reach this region's Kubernetes API.")
-    task_queue: str | None = Field(
+    task_queue: TaskQueue | None = Field(
         None,
         description="Temporal task queue served by this region's worker; default drctl-<region>.",
     )
@@ -86,7 +103,7 @@ class RegionConfig(_Model):
     gateway_runtime_socket: str | None = Field(
         None, description="HAProxy runtime API socket of this region's gateway (regional tier 'haproxy')."
     )
-    devstack_admin_url: str | None = Field(
+    devstack_admin_url: HttpUrl | None = Field(
         None, description="Dev stack only: the node agent's fault and replica admin API for this region."
     )
 
@@ -151,6 +168,15 @@ class WorkloadConfig(_Model):
     auth: WorkloadAuth | None = Field(
         None, description="Bearer token for the inference servers' /v1 API; none means anonymous requests."
     )
+
+    @field_validator("app")
+    @classmethod
+    def _app(cls, v: str) -> str | None:
+        # A label value (app=<app>) and the prefix of Deployment and Service names (<app>-canary).
+        if len(v) > 56:
+            raise ValueError("at most 56 characters: <app>-<track> must stay a 63-character name")
+        matches(LABEL_VALUE, "Kubernetes label value", v)
+        return matches(DNS_LABEL, "Kubernetes name (DNS-1123 label)", v)
 
     def deployment_name(self, track: str) -> str:
         return f"{self.app}-{track}"
@@ -310,11 +336,15 @@ class HAProxyRegional(_Model):
 
 class GatewayApiRegional(_Model):
     kind: Literal["gateway-api"] = Field(..., description="Regional tier provider kind.")
-    httproute: str = Field("llm", description="HTTPRoute whose backendRefs are the track Services.")
+    httproute: KubeObjectName = Field(
+        "llm", description="HTTPRoute whose backendRefs are the track Services."
+    )
 
 
 class TrafficConfig(_Model):
-    global_endpoint: str = Field(..., description="The one URL clients use; failover is verified through it.")
+    global_endpoint: HttpUrl = Field(
+        ..., description="The one URL clients use; failover is verified through it."
+    )
     region_header: str = Field(
         "x-drctl-region",
         description="Response header the regional gateways set to their region name; verification reads it.",
@@ -350,6 +380,11 @@ class TemporalTLS(_Model):
 class CodecConfig(_Model):
     keys_env: str | None = Field(None, description="Env var with `id=base64key` entries, first one current.")
     keys_file: str | None = Field(None, description="File with `id=base64key` lines, first one current.")
+    allow_plaintext: bool = Field(
+        False,
+        description="Migration window only: accept payloads written before the codec (or before its "
+        "namespace binding). Off, a workflow started without the keys fails with a clear error.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> CodecConfig:
@@ -360,9 +395,11 @@ class CodecConfig(_Model):
 
 class TemporalConfig(_Model):
     address: str = Field("127.0.0.1:7233", description="Temporal frontend host:port.")
-    namespace: str = Field("default", description="Temporal namespace.")
-    task_queue: str = Field("drctl", description="Task queue for workflows and region-neutral activities.")
-    ui_url: str = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
+    namespace: TemporalNamespace = Field("default", description="Temporal namespace.")
+    task_queue: TaskQueue = Field(
+        "drctl", description="Task queue for workflows and region-neutral activities."
+    )
+    ui_url: HttpUrl = Field("http://127.0.0.1:8233", description="Temporal UI base URL, for links.")
     tls: TemporalTLS | None = Field(None, description="mTLS settings (Temporal Cloud or a TLS cluster).")
     api_key_env: str | None = Field(
         None, description="Environment variable holding a Temporal Cloud API key."
@@ -374,21 +411,34 @@ class TemporalConfig(_Model):
 
 class AwsConfig(_Model):
     region: str = Field("us-east-1", description="AWS region for S3 and the Route 53 client.")
-    endpoint_url: str | None = Field(
+    endpoint_url: HttpUrl | None = Field(
         None, description="AWS endpoint override (moto server in the dev stack)."
     )
 
 
 class VeleroConfig(_Model):
     kind: Literal["velero"] = Field("velero", description="Backup provider kind.")
-    namespace: str = Field("velero", description="Namespace of Velero's Backup and Restore objects.")
-    storage_location: str = Field("default", description="BackupStorageLocation name.")
+    namespace: KubeNamespace = Field(
+        "velero", description="Namespace of Velero's Backup and Restore objects."
+    )
+    storage_location: KubeObjectName = Field("default", description="BackupStorageLocation name.")
     bucket: str = Field("drctl-backups", description="Object store bucket behind the storage location.")
-    ttl: str = Field("720h0m0s", description="Backup TTL, in Velero's duration format.")
+    ttl: str = Field(
+        "720h0m0s",
+        description="Backup TTL, in Velero's duration format.",
+        pattern=r"^([0-9]{1,6}[hms]){1,3}$",
+    )
     timeout_s: float = Field(
         300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase."
     )
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
+    restore_namespaces: list[KubeNamespace] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Namespaces a migration or restore may write into (besides each region's own "
+        "kube.namespace); drctl refuses a restore into any other.",
+    )
+
     max_age_s: float = Field(
         93600.0,
         gt=0,
@@ -444,6 +494,12 @@ class DrillConfig(_Model):
         5.0, gt=0, le=100, description="Bounded load through the global endpoint during a drill."
     )
     timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
+    allowed_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Worker environment variables an experiment's configuration may read (type env); "
+        "nothing else of the worker's environment reaches `chaos run`.",
+    )
 
 
 class WorkerConfig(_Model):
@@ -489,7 +545,9 @@ class WebhookConfig(_Model):
     format: Literal["json", "slack", "pagerduty"] = Field(
         "json", description="Payload: generic JSON, a Slack incoming webhook, or PagerDuty Events API v2."
     )
-    url: str | None = Field(None, description="Endpoint URL (default for pagerduty: the Events API v2 URL).")
+    url: HttpUrl | None = Field(
+        None, description="Endpoint URL (default for pagerduty: the Events API v2 URL)."
+    )
     url_env: str | None = Field(
         None, description="Environment variable holding the URL instead (a Slack webhook URL is a secret)."
     )
@@ -566,7 +624,15 @@ class FleetConfig(_Model, RegionsByName[RegionConfig]):
         description="Fleet name; workflow IDs and search attributes carry it.",
         pattern=r"^[a-z0-9][a-z0-9-]{0,40}$",
     )
-    regions: list[RegionConfig] = Field(..., min_length=1, description="Regions of the fleet, active-active.")
+    regions: list[RegionConfig] = Field(
+        ..., min_length=1, max_length=50_000, description="Regions of the fleet, active-active."
+    )
+    secret_dirs: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SECRET_DIRS),
+        max_length=32,
+        description="Directories secret files (token_file, routing_key_file, codec keys_file, TLS key, "
+        "kubeconfig_path) may live in, besides the config file's own directory.",
+    )
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="The inference workload.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Health monitoring.")
     objectives: ObjectivesConfig = Field(default_factory=ObjectivesConfig, description="RTO and RPO targets.")
@@ -593,8 +659,10 @@ class FleetConfig(_Model, RegionsByName[RegionConfig]):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> FleetConfig:
+        # Sets and Counters, not list scans: judging 20,000 regions must stay linear.
         names = [r.name for r in self.regions]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        known = set(names)
+        dupes = sorted(n for n, c in Counter(names).items() if c > 1)
         if dupes:
             raise ValueError(f"duplicate regions: {', '.join(dupes)}")
         if sum(r.weight for r in self.regions) <= 0:
@@ -613,13 +681,52 @@ class FleetConfig(_Model, RegionsByName[RegionConfig]):
                 raise ValueError(
                     f"regional tier 'haproxy' needs gateway_runtime_socket on regions: {', '.join(missing)}"
                 )
-        unknown = [t for t in self.drills.allowed_targets if t not in names]
+        unknown = [t for t in self.drills.allowed_targets if t not in known]
         if unknown:
             raise ValueError(f"drills.allowed_targets names unknown regions: {', '.join(unknown)}")
-        bad = [f"{path} ({r})" for path, r in self.data.regions_named() if r not in names]
+        bad = [f"{path} ({r})" for path, r in self.data.regions_named() if r not in known]
         if bad:
             raise ValueError(f"data names unknown regions: {', '.join(bad)}")
+        outside = self._secrets_outside_allowed_dirs()
+        if outside:
+            raise ValueError(
+                f"secret files outside secret_dirs ({', '.join(self.secret_dirs) or 'none'}) and the config's "
+                f"directory: {', '.join(outside)}"
+            )
         return self
+
+    def _secret_files(self) -> list[tuple[str, str]]:
+        files: list[tuple[str, str | None]] = [
+            ("workload.auth.token_file", self.workload.auth.token_file if self.workload.auth else None),
+            ("temporal.codec.keys_file", self.temporal.codec.keys_file if self.temporal.codec else None),
+            (
+                "temporal.tls.client_key_path",
+                self.temporal.tls.client_key_path if self.temporal.tls else None,
+            ),
+        ]
+        files += [
+            (f"regions[{i}].kube.kubeconfig_path", r.kube.kubeconfig_path) for i, r in enumerate(self.regions)
+        ]
+        files += [
+            (f"notifications.webhooks[{i}].routing_key_file", w.routing_key_file)
+            for i, w in enumerate(self.notifications.webhooks)
+        ]
+        return [(k, v) for k, v in files if v]
+
+    def _secrets_outside_allowed_dirs(self) -> list[str]:
+        """Field paths (never the file names' contents) of secret files outside the allowed dirs."""
+        files = self._secret_files()
+        if not files:
+            return []
+        roots = [os.path.realpath(d) for d in self.secret_dirs]
+        if self.source_path:
+            roots.append(os.path.realpath(os.path.dirname(os.path.abspath(self.source_path))))
+        outside = []
+        for where, path in files:
+            real = os.path.realpath(path)
+            if not any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots):
+                outside.append(where)
+        return outside
 
     # --- helpers used everywhere ----------------------------------------------------------------
 
@@ -631,6 +738,10 @@ class FleetConfig(_Model, RegionsByName[RegionConfig]):
     def normalised_weights(self) -> dict[str, float]:
         total = sum(r.weight for r in self.regions)
         return {r.name: r.weight / total for r in self.regions}
+
+    def restore_namespaces(self, region: str) -> list[str]:
+        """Namespaces a restore into `region`'s cluster may write: its workload's, and the allow-list."""
+        return sorted({self.region(region).kube.namespace, *self.backup.restore_namespaces})
 
     def state_dir(self) -> Path:
         return Path(self.devstack.state_dir if self.devstack else ".drctl/dev")
@@ -649,6 +760,9 @@ class ConfigProblem(BaseModel):
     line: int | None = None
 
 
+_SHOWN_PROBLEMS = 50
+
+
 class ConfigError(Exception):
     """A config file that cannot be used. Carries every problem, each with its field path."""
 
@@ -656,9 +770,11 @@ class ConfigError(Exception):
         self.file = file
         self.problems = problems
         lines = [f"{file}: {len(problems)} problem(s)"]
-        for p in problems:
+        for p in problems[:_SHOWN_PROBLEMS]:
             where = f"line {p.line}: " if p.line else ""
             lines.append(f"  - {where}{p.path}: {p.message}")
+        if len(problems) > _SHOWN_PROBLEMS:
+            lines.append(f"  ... and {len(problems) - _SHOWN_PROBLEMS} more")
         super().__init__("\n".join(lines))
 
 
@@ -724,12 +840,15 @@ def _raw_checks(data: dict) -> list[ConfigProblem]:
     if not isinstance(regions, list):
         return []
     problems: list[ConfigProblem] = []
-    names = [r.get("name") for r in regions if isinstance(r, dict)]
+    seen: set[str] = set()
     for i, r in enumerate(regions):
-        if isinstance(r, dict) and r.get("name") is not None and names.index(r.get("name")) != i:
+        name = r.get("name") if isinstance(r, dict) else None
+        if isinstance(name, str) and name in seen:
             problems.append(
-                ConfigProblem(path=f"regions[{i}].name", message=f"duplicate region {r['name']!r}")
+                ConfigProblem(path=f"regions[{i}].name", message=f"duplicate region {name[:80]!r}")
             )
+        elif isinstance(name, str):
+            seen.add(name)
     weights = [r.get("weight") for r in regions if isinstance(r, dict)]
     ints = [w for w in weights if isinstance(w, int)]
     if weights and len(ints) == len(weights) and sum(ints) <= 0:
@@ -739,17 +858,13 @@ def _raw_checks(data: dict) -> list[ConfigProblem]:
     return problems
 
 
-def parse_config(text: str, file: str = "<string>", base_dir: Path | None = None) -> FleetConfig:
+def parse_config(text: str | bytes, file: str = "<string>", base_dir: Path | None = None) -> FleetConfig:
     """Parse and validate a fleet config. Raises ConfigError listing every problem."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(
-            file, [ConfigProblem(path="(yaml)", message=f"YAML syntax: {problem}", line=line)]
-        ) from None
+        data = load_yaml(text, CONFIG_LIMITS, fast=True)
+    except DocumentError as exc:
+        message = exc.message if exc.message.startswith("YAML syntax") else f"refused: {exc.message}"
+        raise ConfigError(file, [ConfigProblem(path="(yaml)", message=message, line=exc.line)]) from None
     if not isinstance(data, dict):
         raise ConfigError(
             file, [ConfigProblem(path="(top level)", message="expected a mapping of fleet settings")]
@@ -761,7 +876,11 @@ def parse_config(text: str, file: str = "<string>", base_dir: Path | None = None
         return FleetConfig.model_validate(data)
     except ValidationError as exc:
         problems = _raw_checks(data)
-        for err in exc.errors():
+        for err in exc.errors(include_input=False, include_url=False):
+            cause = (err.get("ctx") or {}).get("error")
+            if isinstance(cause, ScalarProblems):
+                problems += [ConfigProblem(path=_loc((*err["loc"], k)), message=m) for k, m in cause.items]
+                continue
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = "unknown key"
@@ -773,9 +892,11 @@ def load_config(path: str | Path) -> FleetConfig:
     """Load a fleet config file. Raises ConfigError (never a traceback for user mistakes)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        data = read_bounded(p, CONFIG_LIMITS)
     except OSError as exc:
         raise ConfigError(
             str(p), [ConfigProblem(path="(file)", message=f"cannot read: {exc.strerror}")]
         ) from None
-    return parse_config(text, file=str(p), base_dir=p.resolve().parent)
+    except DocumentError as exc:
+        raise ConfigError(str(p), [ConfigProblem(path="(file)", message=f"refused: {exc.message}")]) from None
+    return parse_config(data, file=str(p), base_dir=p.resolve().parent)

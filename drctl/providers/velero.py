@@ -175,6 +175,20 @@ class VeleroBackupProvider:
     # --- Restores ----------------------------------------------------------------------------
 
     def create_restore(self, req: RestoreRequest) -> BackupInfo:
+        # Checked here, in the worker that calls Velero, whoever started the restore: Velero's own
+        # rights are cluster-wide, so the allow-list is drctl's to keep (docs/security.md).
+        allowed = self.cfg.restore_namespaces(self.region)
+        outside = sorted(set(req.namespace_mapping.values()) - set(allowed))
+        if outside:
+            raise ProviderError(
+                ErrorClass(
+                    kind="Forbidden",
+                    retryable=False,
+                    message=f"Forbidden: restore {req.name} into namespace(s) {', '.join(outside)} refused: "
+                    f"a restore into {self.region} may write only {', '.join(allowed)} "
+                    "(the region's kube.namespace and backup.restore_namespaces)",
+                )
+            )
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "Restore",

@@ -99,12 +99,14 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
 
 
 async def test_replica_loss_drill_passes_without_failover(
-    start_workers: StartWorkers, temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+    start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
 ) -> None:
     cfg = await start_workers()
     await watched(temporal_client, cfg)
-    monkeypatch.setenv("DRCTL_OBSERVE_S", "6")  # long enough for several probe rounds at 2 s
-    report = await run_drill(temporal_client, cfg, EXPERIMENTS / "replica-loss.json")
+    exp = json.loads((EXPERIMENTS / "replica-loss.json").read_text())
+    exp["configuration"]["observe_s"] = 6  # long enough for several probe rounds at 2 s
+    (tmp_path / "replica-loss.json").write_text(json.dumps(exp))
+    report = await run_drill(temporal_client, cfg, tmp_path / "replica-loss.json")
     assert report.verdict is Verdict.PASS, report.reasons
     assert report.fault_injected and report.failover is None
     assert set(report.served_by) >= {"us-west-1", "us-east-1"}

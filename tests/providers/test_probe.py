@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 from kubernetes import client
 
-from drctl.config.schema import FleetConfig, RegionConfig, parse_config
+from drctl.config.schema import ConfigError, FleetConfig, RegionConfig, parse_config
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.devstack.kube import RegionCluster
 from drctl.models.health import ProbeStatus, RegionProbe
@@ -296,8 +296,15 @@ def _slice(name: str, service: str, pod: str, port: int, ready: bool, terminatin
     }  # fmt: skip
 
 
-async def test_malformed_gateway_url_is_a_result_not_an_exception(clean: Stack) -> None:
-    p = await _probe(clean, gateway="http://127.0.0.1:notaport")
+async def test_malformed_gateway_url_is_refused_by_the_config_or_a_result(clean: Stack) -> None:
+    # The config refuses it when it loads, so no monitor ever probes one.
+    with pytest.raises(ConfigError, match="regions\\[0\\].gateway_url: the port must be a number 1-65535"):
+        _cfg("http://127.0.0.1:notaport")
+    # A config built in code skips that check: the probe still answers with a result, not an exception.
+    cfg = _cfg(clean.urls["gateway"])
+    region = cfg.regions[0].model_copy(update={"gateway_url": "http://127.0.0.1:notaport"})
+    cfg = cfg.model_copy(update={"regions": [region]})
+    p = await InferenceProber(cfg, replica_source=clean).probe_region("us-west-1")
     assert p.status == ProbeStatus.DOWN
     assert p.gateway.error_class == "probe_error" and "notaport" in (p.gateway.error or "")
 

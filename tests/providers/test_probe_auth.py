@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -60,8 +61,10 @@ async def region() -> AsyncIterator[AuthedRegion]:
 
 
 def _cfg(region: AuthedRegion, auth: str, gateway_url: str = "") -> FleetConfig:
+    # Token files live in the test's tmp_path: the config allows that directory for secrets.
     return parse_config(f"""
 name: auth-test
+secret_dirs: [{tempfile.gettempdir()}]
 regions:
   - name: us-west-1
     weight: 60

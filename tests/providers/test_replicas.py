@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,8 +21,10 @@ NS = "inference"
 
 
 def _cfg(kube: str) -> FleetConfig:
+    # kubeconfig files of these tests live under the temp dir: the config allows it for secrets.
     return parse_config(f"""
 name: replicas-test
+secret_dirs: [{tempfile.gettempdir()}]
 regions:
   - name: us-west-1
     weight: 60

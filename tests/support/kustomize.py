@@ -22,9 +22,11 @@ def kubectl() -> str:
 
 
 def render(overlay: str) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [kubectl(), "kustomize", str(KUBE / "overlays" / overlay)], capture_output=True, text=True, timeout=60
-    )
+    return render_dir(KUBE / "overlays" / overlay)
+
+
+def render_dir(path: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([kubectl(), "kustomize", str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 

@@ -89,26 +89,32 @@ def test_http_providers_only_to_the_fleets_own_endpoints(cfg: FleetConfig) -> No
         method=[{"name": "x", "provider": {"type": "http", "url": "http://169.254.169.254/latest"}}]
     )
     assert _violation(b.check_boundary, foreign, {}, cfg) == (
-        "method[0] 'x': HTTP provider url 'http://169.254.169.254/latest' is not the fleet's global endpoint or a "
+        "method[0] 'x': HTTP provider url 'http://169.254.169.254:80' is not the fleet's global endpoint or a "
         "region gateway"
     )
     no_url = _exp(method=[{"name": "x", "provider": {"type": "http"}}])
     assert _violation(b.check_boundary, no_url, {}, cfg).endswith(
-        "HTTP provider url None is not the fleet's global endpoint or a region gateway"
+        "HTTP provider url refused: a URL must be a string, not NoneType"
+    )
+    # The fleet's own host, read differently by another parser, is refused rather than guessed at.
+    host = cfg.traffic.global_endpoint.removeprefix("http://")
+    sneaky = _exp(method=[{"name": "x", "provider": {"type": "http", "url": f"http://{host}\\@evil.test/"}}])
+    assert _violation(b.check_boundary, sneaky, {}, cfg).endswith("a URL must not contain a backslash")
+    post = _exp(
+        method=[
+            {"name": "x", "provider": {"type": "http", "url": cfg.traffic.global_endpoint, "method": "post"}}
+        ]
+    )
+    assert _violation(b.check_boundary, post, {}, cfg).endswith(
+        "an HTTP probe may only GET or HEAD, not 'POST'"
     )
 
 
-def test_origins_compare_scheme_host_and_port_with_defaults() -> None:
-    assert b._origin("HTTP://Example.COM/x") == ("http", "example.com", 80)
-    assert b._origin("https://example.com") == ("https", "example.com", 443)
-    assert b._origin("https://example.com:8443/") == ("https", "example.com", 8443)
-    assert b._origin("ftp://example.com") == ("ftp", "example.com", None)
-    assert b._origin("http://example.com:99999") == ("http", "example.com", -1)
-    assert b._origin("nothing") == ("", "", None)
-
-
 def test_fleet_origins_are_the_global_endpoint_and_every_gateway(cfg: FleetConfig) -> None:
-    expected = {b._origin(cfg.traffic.global_endpoint)} | {b._origin(r.gateway_url) for r in cfg.regions}
+    from drctl.config.urls import origin, parse_http_url
+
+    urls = [cfg.traffic.global_endpoint, *(r.gateway_url for r in cfg.regions)]
+    expected = {origin(parse_http_url(u)) for u in urls}
     assert b.fleet_origins(cfg) == expected and len(expected) == 3
 
 
@@ -141,11 +147,10 @@ def test_every_other_provider_kind_and_forbidden_key_is_refused(cfg: FleetConfig
     )
 
 
-def test_dynamic_configuration_may_read_only_documented_env_keys(cfg: FleetConfig) -> None:
+def test_dynamic_configuration_may_read_only_drctls_keys_and_the_fleets_allowed_env(cfg: FleetConfig) -> None:
     ok = _exp(
         configuration={
             "target_region": {"type": "env", "key": "DRCTL_DRILL_TARGET"},
-            "rps": {"type": "env", "key": "DRCTL_RPS"},
             "plain": 3,
             "mapping": {"a": 1},
         }
@@ -159,9 +164,19 @@ def test_dynamic_configuration_may_read_only_documented_env_keys(cfg: FleetConfi
         b.check_boundary, _exp(configuration={"region": {"type": "env", "key": "HOME"}}), {}, cfg
     )
     assert message == (
-        "configuration.region: may not read environment variable 'HOME'; a drill reads only "
+        "configuration.region: may not read environment variable 'HOME'; a drill reads only drctl's own "
         "fleet_config<-DRCTL_CONFIG, global_endpoint<-DRCTL_GLOBAL_ENDPOINT, target_region<-DRCTL_DRILL_TARGET, "
-        "rto_target_s<-DRCTL_RTO_TARGET_S and <name><-DRCTL_<NAME> (no secrets)"
+        "rto_target_s<-DRCTL_RTO_TARGET_S (values drctl supplies) and the names in the fleet's "
+        "drills.allowed_env (none)"
+    )
+    # A name that looks like a drctl knob is not allowed by its looks: only the fleet config allows.
+    knob = _exp(configuration={"rps": {"type": "env", "key": "DRCTL_RPS"}})
+    assert "may not read environment variable 'DRCTL_RPS'" in _violation(b.check_boundary, knob, {}, cfg)
+    allowing = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_env": ["DRCTL_RPS"]})})
+    b.check_boundary(knob, {}, allowing, configuration_only=True)
+    odd = _exp(configuration={"rps": {"type": "env", "key": "DRCTL_RPS", "path": "/etc/shadow"}})
+    assert (
+        _violation(b.check_boundary, odd, {}, allowing) == "configuration.rps: unknown env entry keys: path"
     )
     # configuration_only stops before the providers.
     b.check_boundary(
@@ -169,13 +184,33 @@ def test_dynamic_configuration_may_read_only_documented_env_keys(cfg: FleetConfi
     )
 
 
-def test_env_names_follow_the_knob_and_never_a_credential() -> None:
-    assert b._env_allowed("fleet_config", "DRCTL_CONFIG")
-    assert not b._env_allowed("fleet_config", "DRCTL_GLOBAL_ENDPOINT")
-    assert b._env_allowed("rps", "DRCTL_RPS")
-    assert not b._env_allowed("rps", "drctl_rps")
-    for name in ("api_key", "token", "secret", "password", "credentials", "auth_header", "API_KEY"):
-        assert not b._env_allowed(name, f"DRCTL_{name.upper()}"), name
+def test_env_names_are_drctls_own_pairs_or_the_fleets_allowed_env(cfg: FleetConfig) -> None:
+    assert b._env_allowed("fleet_config", "DRCTL_CONFIG", cfg)
+    assert not b._env_allowed("fleet_config", "DRCTL_GLOBAL_ENDPOINT", cfg)
+    assert not b._env_allowed("rps", "DRCTL_RPS", cfg)
+    allowing = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_env": ["DRCTL_RPS"]})})
+    assert b._env_allowed("anything", "DRCTL_RPS", allowing)
+    assert not b._env_allowed("rps", "drctl_rps", allowing)
+    assert not b._env_allowed("rps", ["DRCTL_RPS"], allowing)
+
+
+def test_a_provider_outside_an_activity_position_is_refused(cfg: FleetConfig) -> None:
+    probe = {"name": "p", "provider": _py("drctl.chaos.probes", "global_success_ratio")}
+    tolerance = _exp(method=[{"name": "a", "provider": _py(), "tolerance": {"type": "probe", **probe}}])
+    assert _violation(b.check_boundary, tolerance, {}, cfg).startswith(
+        "method[0].tolerance: a provider is allowed only in an activity"
+    )
+    ref = _exp(method=[{"ref": "a"}])
+    assert _violation(b.check_boundary, ref, {}, cfg) == (
+        "method[0]: activity references are not allowed; write the activity out"
+    )
+
+
+def test_providers_are_judged_by_the_function_they_call() -> None:
+    assert b.role(_py("drctl.chaos.actions", "kill_gateway")) == "fault"
+    assert b.role(_py("drctl.chaos.actions", "clear_faults")) == "rollback"
+    assert b.role(_py("drctl.chaos.probes", "traffic_share")) == "probe"
+    assert b.role({"type": "http", "url": "http://x"}) == "probe"
 
 
 def test_walk_names_every_node_by_its_path() -> None:
@@ -221,3 +256,30 @@ def test_every_configuration_entry_is_checked_and_the_root_is_named_plainly(cfg:
     assert _violation(b.check_boundary, {"type": "process"}, {}, cfg) == (
         ": process providers are never allowed in a drill"
     )
+
+
+def test_chaos_run_gets_only_basics_and_names_the_fleet_config_names(cfg: FleetConfig) -> None:
+    from drctl.chaos.runenv import chaos_env
+    from drctl.config.schema import WorkloadAuth
+
+    environ = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/w",
+        "LANG": "C.UTF-8",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "AWS_SESSION_TOKEN": "aws-session",
+        "TEMPORAL_API_KEY": "temporal-secret",
+        "SOME_UNNAMED_CREDENTIAL": "x",
+        "DRCTL_KNOB": "1",
+        "VLLM_TOKEN": "vllm-secret",
+    }
+    env = chaos_env(cfg, environ)
+    assert {k for k in env if k in environ} == {"PATH", "HOME", "LANG"}
+    named = cfg.model_copy(
+        update={
+            "drills": cfg.drills.model_copy(update={"allowed_env": ["DRCTL_KNOB"]}),
+            "workload": cfg.workload.model_copy(update={"auth": WorkloadAuth(token_env="VLLM_TOKEN")}),
+        }
+    )
+    env = chaos_env(named, environ)
+    assert {k for k in env if k in environ} == {"PATH", "HOME", "LANG", "DRCTL_KNOB", "VLLM_TOKEN"}

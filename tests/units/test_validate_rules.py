@@ -76,15 +76,16 @@ SHAPE_CASES: dict[str, tuple[Breaker, str]] = {
     ),
     "activity-not-mapping": (
         lambda e: e["method"].append(7),
-        "method: each activity must be a mapping (or a reference), not 7",
+        "method: each activity must be a mapping written out in full (references are not allowed), not '7'",
     ),
     "probe-not-mapping": (
         lambda e: e["steady-state-hypothesis"]["probes"].append(1.5),
-        "steady-state-hypothesis: each activity must be a mapping (or a reference), not 1.5",
+        "steady-state-hypothesis: each activity must be a mapping written out in full "
+        "(references are not allowed), not '1.5'",
     ),
     "rollback-not-mapping": (
         lambda e: e["rollbacks"].append(None),
-        "rollbacks: each activity must be a mapping (or a reference), not None",
+        "rollbacks: each activity must be a mapping written out in full (references are not allowed), not 'None'",
     ),
     "provider-not-mapping": (
         lambda e: _action(e).update(provider=7),
@@ -94,7 +95,14 @@ SHAPE_CASES: dict[str, tuple[Breaker, str]] = {
         lambda e: e.update(method=[e["method"][1]]),
         "method needs at least one fault action",
     ),
-    "method-only-references": (lambda e: e.update(method=["kill"]), "method needs at least one fault action"),
+    "method-only-references": (
+        lambda e: e.update(method=["kill"]),
+        "method: each activity must be a mapping written out in full (references are not allowed), not 'kill'",
+    ),
+    "fault-only-by-type": (
+        lambda e: e.update(method=[{**e["method"][1], "type": "action"}]),
+        "method needs at least one fault action",
+    ),
     "no-rollbacks": (lambda e: e.update(rollbacks=[]), "rollbacks are required: a drill must undo its fault"),
     "rollbacks-absent": (lambda e: e.pop("rollbacks"), "rollbacks are required: a drill must undo its fault"),
     "extensions-not-list": (lambda e: e.update(extensions={"name": "drctl"}), "extensions must be a list"),
@@ -127,31 +135,53 @@ def test_each_shape_error_is_refused_with_its_message(case: str, cfg: FleetConfi
     assert _refusal(_write(tmp_path, f"{case}.json", _broken(fn)), cfg) == message
 
 
-TARGET_CASES: dict[str, tuple[Breaker, str]] = {
-    "probe-module-as-action": (
-        lambda e: e["method"].insert(
-            0,
-            {
-                "type": "action",
-                "name": "probe-as-fault",
-                "provider": {
-                    "type": "python",
-                    "module": "drctl.chaos.probes",
-                    "func": "global_success_ratio",
+def test_probes_are_judged_by_what_they_call_not_their_type(cfg: FleetConfig, tmp_path: Path) -> None:
+    # A probe function written as an action, and an HTTP GET of the fleet's own endpoint in the
+    # rollbacks, hurt nothing: they pass, and the plan lists them as probes.
+    exp = _broken(
+        lambda e: (
+            e["method"].insert(
+                0,
+                {
+                    "type": "action",
+                    "name": "probe-as-action",
+                    "provider": {
+                        "type": "python",
+                        "module": "drctl.chaos.probes",
+                        "func": "global_success_ratio",
+                    },
                 },
-            },
+            ),
+            e["rollbacks"].append(
+                {
+                    "type": "action",
+                    "name": "poke",
+                    "provider": {"type": "http", "url": "${global_endpoint}/health"},
+                }
+            ),
+        )
+    )
+    plan = v.validate_experiment(_write(tmp_path, "judged.json", exp), cfg)
+    assert "probe-as-action" in plan.probes and "probe-as-action" not in plan.fault_actions
+
+
+TARGET_CASES: dict[str, tuple[Breaker, str]] = {
+    "fault-disguised-as-probe-in-hypothesis": (
+        lambda e: e["steady-state-hypothesis"]["probes"].append(
+            {**_action(e), "type": "probe", "tolerance": True}
         ),
-        "method action 'probe-as-fault': drills run only drctl.chaos.actions actions, whose targets are checked",
+        "steady-state-hypothesis probe 'kill-all-target-region-replicas' (kill_region_replicas): a fault may run "
+        "only in the method, where its rollback is required",
     ),
-    "http-action": (
-        lambda e: e["rollbacks"].append(
-            {
-                "type": "action",
-                "name": "poke",
-                "provider": {"type": "http", "url": "${global_endpoint}/health"},
-            }
-        ),
-        "rollbacks action 'poke': drills run only drctl.chaos.actions actions, whose targets are checked",
+    "fault-in-rollbacks": (
+        lambda e: e["rollbacks"].append(_action(e)),
+        "rollbacks action 'kill-all-target-region-replicas' (kill_region_replicas): a fault may run only in the "
+        "method, where its rollback is required",
+    ),
+    "rollback-of-another-track": (
+        lambda e: e["rollbacks"][0]["provider"]["arguments"].update(track="canary"),
+        "method fault 'kill-all-target-region-replicas' (kill_region_replicas) has no rollback that undoes it: "
+        "add a rollbacks entry calling drctl.chaos.actions.clear_faults on region 'us-west-1' track 'stable'",
     ),
     "no-region": (
         lambda e: _action(e)["provider"]["arguments"].update(region=None),
@@ -195,7 +225,8 @@ def test_the_allow_list_is_checked_per_action_and_for_the_target(unit_dir: Path,
         ]
     )
     assert _refusal(_write(tmp_path, "aimed.json", aimed), east_only) == (
-        "target_region 'us-west-1' is not an allowed drill target"
+        "method action 'kill-all-target-region-replicas' (kill_region_replicas) aims at region 'us-east-1', but "
+        "the drill declares target_region 'us-west-1': every fault and rollback must act on the declared target"
     )
     # Aimed at the allowed region with --target, it passes.
     assert v.validate_experiment(outage, east_only, target="us-east-1").target_region == "us-east-1"
@@ -283,11 +314,11 @@ def test_documents_chaoslib_or_json_cannot_handle_are_refused(cfg: FleetConfig, 
         "YAML syntax error: unacceptable character #x0007: special characters are not allowed\n"
         '  in "<unicode string>", position 8'
     )
-    # chaoslib crashes on a bare reference in the method: refused, naming the step.
+    # A bare reference in the method is refused before chaoslib (which would crash on it) sees it.
     ref = shipped_experiment()
     ref["method"].append("look")
     assert _refusal(_write(tmp_path, "ref.json", ref), cfg) == (
-        "Chaos Toolkit validation: malformed experiment (AttributeError: 'str' object has no attribute 'get')"
+        "method: each activity must be a mapping written out in full (references are not allowed), not 'look'"
     )
     # YAML reads a date; the canonical text that runs is JSON, which has none.
     dated = shipped_experiment()
@@ -319,8 +350,8 @@ def test_chaostoolkit_validation_and_configuration_errors(cfg: FleetConfig, tmp_
     # chaoslib's own progress logging is quieted: a validation speaks only when something is wrong.
     assert logging.getLogger("chaostoolkit").level == logging.WARNING
     unset = _broken(lambda e: e["configuration"].update(knob={"type": "env", "key": "DRCTL_KNOB"}))
-    assert _refusal(_write(tmp_path, "unset.json", unset), cfg) == (
-        "configuration: Configuration makes reference to an environment key that does not exist: DRCTL_KNOB"
+    assert _refusal(_write(tmp_path, "unset.json", unset), cfg).startswith(
+        "configuration.knob: may not read environment variable 'DRCTL_KNOB'"
     )
 
 

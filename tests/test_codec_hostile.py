@@ -1,0 +1,184 @@
+"""The codec against hostile input: no key material in any error, no plaintext, no replay into another
+namespace, and a codec server that refuses unauthenticated, cross-site and oversized requests."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload
+
+from drctl.client.codec import AesGcmCodec, CodecKeyError, PlaintextRefused, parse_keys
+from drctl.client.codec_server import MAX_BODY, CodecServer
+from tests.fleetcfg import fleet_config_data
+from tests.helpers import run_cli
+
+KEY = base64.b64encode(b"K" * 16 + b"e" * 16).decode()  # 32 bytes; its text must never be shown
+OTHER = base64.b64encode(b"o" * 32).decode()
+MISTAKES = [
+    KEY,  # the id forgotten
+    f"{KEY}=k1",  # id and key swapped
+    f"k1:{KEY}",  # the wrong separator
+    f"k1 = {KEY[:-4]}",  # a truncated key
+    f"k 1={KEY}",  # a space in the id
+    f'"k1={KEY}"',  # quoted
+    json.dumps({"k1": KEY}),  # JSON instead of id=key
+    f"k1={KEY};k2={OTHER}",  # the wrong list separator
+    f"k1={KEY}\nk1={OTHER}",  # the same id twice
+    f"k1={KEY}{KEY}",  # two keys run together
+    f"{KEY[:10]}={KEY[10:]}",  # a split that looks like an entry
+    f"k1=\u00e9{KEY}",  # a non-ASCII character
+]
+
+
+def _windows(secret: str, n: int = 8) -> set[str]:
+    return {secret[i : i + n] for i in range(len(secret) - n + 1)}
+
+
+@pytest.mark.parametrize("text", MISTAKES, ids=range(len(MISTAKES)))
+def test_no_format_mistake_shows_key_material(text: str) -> None:
+    with pytest.raises(CodecKeyError) as err:
+        parse_keys(text, "environment variable DRCTL_CODEC_KEYS")
+    message = str(err.value)
+    assert "DRCTL_CODEC_KEYS" in message and "entry" in message or "no keys" in message, message
+    assert not any(w in message for w in _windows(KEY) | _windows(OTHER)), message
+
+
+def test_the_cli_names_the_mistake_without_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = fleet_config_data()
+    data["temporal"]["codec"] = {"keys_env": "DRCTL_CODEC_KEYS"}
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    for text in MISTAKES[:4]:
+        monkeypatch.setenv("DRCTL_CODEC_KEYS", text)
+        for argv in (
+            ["codec-server", "-c", str(cfg), "--insecure-no-auth"],
+            ["failover", "--to", "us-east-1", "--yes", "-c", str(cfg)],
+        ):
+            code, out, err = run_cli(argv)
+            assert code == 2 and "DRCTL_CODEC_KEYS" in err, (argv, code, err)
+            assert not any(w in out + err for w in _windows(KEY)), err
+
+
+def _codec(namespace: str = "prod", allow_plaintext: bool = False) -> AesGcmCodec:
+    return AesGcmCodec(parse_keys(f"k1={KEY}", "test"), namespace, allow_plaintext=allow_plaintext)
+
+
+def test_plaintext_is_refused_unless_a_migration_window_allows_it() -> None:
+    plain = Payload(metadata={"encoding": b"json/plain"}, data=b'{"image": "x"}')
+    with pytest.raises(PlaintextRefused, match="plaintext payload refused"):
+        asyncio.run(_codec().decode([plain]))
+    assert asyncio.run(_codec(allow_plaintext=True).decode([plain])) == [plain]
+
+
+def test_ciphertext_is_bound_to_its_namespace() -> None:
+    plain = Payload(metadata={"encoding": b"json/plain"}, data=b'"secret"')
+    sealed = _codec("prod").encrypt(plain)
+    assert _codec("prod").decrypt(sealed) == plain
+    with pytest.raises(CodecKeyError, match="another namespace"):
+        _codec("staging").decrypt(sealed)
+    # Dropping the binding marker does not downgrade it to the unbound form.
+    stripped = Payload(metadata={k: v for k, v in sealed.metadata.items() if k != "encryption-binding"})
+    stripped.data = sealed.data
+    with pytest.raises(PlaintextRefused):
+        _codec("prod").decrypt(stripped)
+    with pytest.raises(CodecKeyError, match="another namespace"):
+        _codec("prod", allow_plaintext=True).decrypt(stripped)
+
+
+UI = "http://127.0.0.1:8233"
+TOKEN = "codec-ui-token"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[int, AesGcmCodec]]:
+    codec = _codec("default")
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    httpd = CodecServer(codec, [UI], TOKEN, [f"127.0.0.1:{port}"]).serve("127.0.0.1", port)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield port, codec
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _raw(port: int, head: str, body: bytes = b"") -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+            if len(data) > 1 << 20:
+                break
+    return int(data.split(b" ", 2)[1]), data
+
+
+def _post(port: int, body: bytes, **headers: str) -> tuple[int, bytes]:
+    base = {"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {TOKEN}", "Content-Length": str(len(body))}
+    base.update({k.replace("_", "-"): v for k, v in headers.items()})
+    lines = "".join(f"{k}: {v}\n" for k, v in base.items() if v != "")
+    return _raw(port, f"POST /decode HTTP/1.1\n{lines}", body)
+
+
+def test_codec_server_decodes_for_the_authenticated_caller(server: tuple[int, AesGcmCodec]) -> None:
+    port, codec = server
+    sealed = codec.encrypt(Payload(metadata={"encoding": b"json/plain"}, data=b'"hello"'))
+    body = json.dumps({"payloads": [json_format.MessageToDict(sealed)]}).encode()
+    status, data = _post(port, body, Origin=UI, X_Namespace="default")
+    assert status == 200 and base64.b64encode(b'"hello"') in data, data
+    # The same ciphertext, decoded for another namespace, does not decrypt.
+    status, data = _post(port, body, X_Namespace="other")
+    assert status == 400 and b"another namespace" in data
+
+
+@pytest.mark.parametrize(
+    "headers, status",
+    [
+        ({"Authorization": ""}, 401),
+        ({"Authorization": "Bearer wrong"}, 401),
+        ({"Authorization": f"Basic {TOKEN}"}, 401),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Host": "evil.example"}, 421),
+        ({"Content-Length": str(MAX_BODY + 1)}, 413),
+        ({"Content-Length": "-5"}, 400),
+        ({"Content-Length": "12abc"}, 400),
+        ({"Content-Length": "99999999999999999999"}, 400),
+        ({"Content-Length": ""}, 411),
+        ({"Transfer-Encoding": "chunked"}, 411),
+    ],
+    ids=lambda v: str(v)[:30],
+)
+def test_codec_server_refuses_before_reading_the_body(
+    server: tuple[int, AesGcmCodec], headers: dict[str, str], status: int
+) -> None:
+    port, _ = server
+    got, data = _post(port, b'{"payloads": []}', **{k.replace("-", "_"): v for k, v in headers.items()})
+    assert got == status, data
+    assert KEY.encode() not in data
+
+
+def test_codec_server_needs_auth_unless_told_otherwise_on_loopback(tmp_path: Path) -> None:
+    data = fleet_config_data()
+    data["temporal"]["codec"] = {"keys_env": "DRCTL_CODEC_KEYS"}
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DRCTL_CODEC_KEYS", f"k1={KEY}")
+        code, _, err = run_cli(["codec-server", "-c", str(cfg)])
+        assert code == 2 and "--token-env" in err, err
+        code, _, err = run_cli(["codec-server", "-c", str(cfg), "--insecure-no-auth", "--host", "0.0.0.0"])
+        assert code == 2 and "loopback" in err, err
+        mp.delenv("DRCTL_CODEC_TOKEN", raising=False)
+        code, _, err = run_cli(["codec-server", "-c", str(cfg), "--token-env", "DRCTL_CODEC_TOKEN"])
+        assert code == 2 and "DRCTL_CODEC_TOKEN is unset or empty" in err, err
