@@ -55,13 +55,18 @@ def judge(regions: int) -> tuple[float, float, int]:
     return elapsed, cpu, len(text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="bench/config_scale.py", description=__doc__.splitlines()[0])
     ap.add_argument("--regions", type=int, default=20_000, help="regions in the big config")
     ap.add_argument("--baseline", type=int, default=1_000, help="regions in the baseline config")
     args = ap.parse_args(argv)
     if not 1 <= args.baseline < args.regions <= 50_000:
         ap.error("need 1 <= --baseline < --regions <= 50000 (the schema's limit)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     base_s, base_cpu, base_bytes = judge(args.baseline)
     big_s, big_cpu, big_bytes = judge(args.regions)
     linear = base_cpu * args.regions / args.baseline

@@ -18,8 +18,8 @@ from temporalio.api.common.v1 import Payload
 
 from drctl.client.codec import AesGcmCodec, CodecKeyError, PlaintextRefused, parse_keys
 from drctl.client.codec_server import MAX_BODY, CodecServer
-from tests.fleetcfg import fleet_config_data
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
+from tests.support.config import fleet_config_data
 
 KEY = base64.b64encode(b"K" * 16 + b"e" * 16).decode()  # 32 bytes; its text must never be shown
 OTHER = base64.b64encode(b"o" * 32).decode()

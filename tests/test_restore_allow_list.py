@@ -14,8 +14,8 @@ from drctl.config.schema import load_config
 from drctl.models.backup import RestoreRequest
 from drctl.providers.errors import ProviderError
 from drctl.providers.velero import VeleroBackupProvider
-from tests.fleetcfg import fleet_config_data
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
+from tests.support.config import fleet_config_data
 
 
 @pytest.fixture()

@@ -168,6 +168,8 @@ def _config(tmp: Path, temporal_section: str) -> Path:
         "temporal:\n  address: 127.0.0.1:7233\n  ui_url: http://127.0.0.1:8233\n", temporal_section
     )
     assert text != BASE
+    # The test's certificates live in a directory of /tmp: one the config allows secret files in.
+    text += "\nsecret_dirs: [/tmp]\n"
     path = tmp / "fleet.yaml"
     path.write_text(text)
     return path

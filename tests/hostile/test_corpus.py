@@ -29,8 +29,8 @@ from drctl.chaos.validate import EXPERIMENT_LIMITS, ExperimentInvalid, validate_
 from drctl.config.safeload import DocumentError, load_yaml
 from drctl.config.schema import ConfigError, load_config
 from drctl.models.drill import ExperimentPlan, ExperimentRunInput
-from tests.fleetcfg import fleet_config_data, short_tmp_dir
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
+from tests.support.config import fleet_config_data, short_tmp_dir
 
 HERE = Path(__file__).parent
 EXPERIMENTS = sorted((HERE / "experiments").glob("*.yaml"))
