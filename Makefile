@@ -58,6 +58,7 @@ down: venv
 	$(BIN)/drctl dev down -c $(CONFIG)
 
 lint: venv
+	$(BIN)/ruff format --check drctl tests workflows activities bench
 	$(BIN)/ruff check drctl tests workflows activities bench
 	$(BIN)/mypy drctl workflows activities
 	$(BIN)/lint-imports
