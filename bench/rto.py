@@ -271,12 +271,12 @@ async def run_trial(
     return trial
 
 
-def _secs(v: float | None) -> str:
+def _shown_s(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
 def _line(t: Trial) -> str:
-    f = _secs
+    f = _shown_s
     return (
         f"[{t.policy:<8} {t.kind:<6} #{t.trial}] offset {t.offset_s:.1f}s: failover {t.failover_status}, "
         f"first failed probe {f(t.first_failed_probe_s)}s, detect {f(t.detect_s)}s, "

@@ -51,6 +51,7 @@ async def test_drill_whose_fault_action_fails_is_failed(
     # A fault aimed at a track with no replicas: the platform hurts nothing, so the action fails.
     exp = json.loads((EXPERIMENTS / "region-outage.json").read_text())
     exp["method"][0]["provider"]["arguments"]["track"] = "canary"
+    exp["rollbacks"][0]["provider"]["arguments"]["track"] = "canary"  # a fault's rollback undoes that fault
     # Chaos Toolkit goes on to the method's probe after a failed action; nothing will move, so
     # keep its wait short rather than spend the full RTO target on it.
     exp["method"][1]["provider"]["arguments"]["within_s"] = 3

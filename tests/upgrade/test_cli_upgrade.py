@@ -54,6 +54,10 @@ async def test_backup_create_list_describe_and_restore(
     fleet_config: FleetConfig, fleet_config_path: Path, temporal_client: Client
 ) -> None:
     cfg = fresh_queues(fleet_config)
+    # The restore below writes another namespace: one the fleet config allows a restore into.
+    cfg = cfg.model_copy(
+        update={"backup": cfg.backup.model_copy(update={"restore_namespaces": ["restored-copy"]})}
+    )
     path = write_config(cfg, fleet_config_path.parent)
     name = f"cli-backup-{uuid.uuid4().hex[:6]}"
     async with running_worker(temporal_client, cfg):

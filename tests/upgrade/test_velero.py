@@ -83,8 +83,9 @@ async def test_backup_lands_in_s3_in_velero_layout_and_restores_elsewhere(backup
     assert name in [b.name for b in await asyncio.to_thread(west.list_backups)]
 
     # Restore into the other cluster, under another namespace: Velero shares the bucket.
-    east = VeleroBackupProvider(backup_stack.cfg, "us-east-1")
     target_ns = f"{ns}-moved"
+    allowed = backup_stack.cfg.backup.model_copy(update={"restore_namespaces": [target_ns]})
+    east = VeleroBackupProvider(backup_stack.cfg.model_copy(update={"backup": allowed}), "us-east-1")
     restored = await asyncio.to_thread(
         east.restore,
         RestoreRequest(
