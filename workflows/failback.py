@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ProbeRequest, RegionRequest, ScaleInput
     from drctl.models.failover import FailbackInput, FailbackResult, failback_plan, probe_passes
+    from drctl.models.gitops import note_managed
     from drctl.models.health import RegionProbe
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
@@ -174,12 +175,13 @@ class Failback(Operation):
                 RegionRequest(region=r.name), queue=r.queue, summary=f"capacity of {r.name}"
             )
             if cap.replicas > r.replicas:
-                await calls.scale_deployment(
+                scaled = await calls.scale_deployment(
                     ScaleInput(region=r.name, replicas=r.replicas),
                     queue=r.queue,
                     summary=f"scale {r.name} back to {r.replicas}",
                 )
                 res.scaled_back[r.name] = r.replicas
+                note_managed(res.gitops_managed, r.name, scaled.deployment, scaled.gitops)
 
     async def _end(self, res: FailbackResult, ok: bool) -> FailbackResult:
         await self.finish(

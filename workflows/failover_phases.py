@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         plan_failover,
         target_problem,
     )
-    from drctl.models.gitops import GitOpsManaged
+    from drctl.models.gitops import GitOpsManaged, note_managed
     from drctl.models.health import ProbeStatus
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
@@ -102,13 +102,8 @@ class FailoverSteps:
                 ScaleInput(region=inp.target, replicas=n), queue=tq, summary=f"scale {inp.target} to {n}"
             )
         )
-        if scaled.gitops:
-            # Argo CD's self-heal puts spec.replicas back unless the Application ignores it.
-            self.gitops_managed.append(
-                GitOpsManaged(
-                    region=inp.target, name=scaled.deployment, field="spec.replicas", tracking=scaled.gitops
-                )
-            )
+        # Argo CD's self-heal puts spec.replicas back unless the Application ignores it.
+        note_managed(self.gitops_managed, inp.target, scaled.deployment, scaled.gitops)
         st = await self.op.abortable(
             calls.wait_rollout(
                 WaitRolloutInput(region=inp.target, timeout_s=inp.spec.rollout_timeout_s),

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.analysis import AnalysisRequest, TrackRef
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
     from drctl.models.failover import cap_weights
+    from drctl.models.gitops import note_managed
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
     from drctl.models.upgrade import Outcome, WarmupRequest, failure
     from workflows import calls, global_weights
@@ -151,7 +152,7 @@ class Migration(Progressive):
         self.phases.enter("restore", f"restore into `{req.target}` as `{req.target_namespace}`")
         mapping = {req.namespace: req.target_namespace} if req.namespace != req.target_namespace else {}
         res.restore = self.state.restore = await self._restore(req, name, name, mapping)
-        await self._ready(req)
+        await self._ready(req, res)
         self.weights_before = before = (
             await calls.get_global_weights(queue=self._q(req, req.target))
         ).weights
@@ -175,12 +176,13 @@ class Migration(Progressive):
             )
         if req.decommission_source:
             self.phases.enter("decommission", f"scaling `{req.source}` to zero")
-            await calls.scale_deployment(
+            scaled = await calls.scale_deployment(
                 ScaleInput(region=req.source, replicas=0, deployment=f"{req.app}-stable"),
                 queue=self._q(req, req.source),
                 summary=f"decommission {req.source}",
             )
             res.decommissioned = True
+            note_managed(res.gitops_managed, req.source, scaled.deployment, scaled.gitops)
 
     def _yielded(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None) -> None:
         """Preempted by a failover: stop, and touch nothing the failover now relies on.
@@ -203,7 +205,7 @@ class Migration(Progressive):
             )
         self.phases.note("yielded", "; ".join(res.rollback))
 
-    async def _ready(self, req: MigrationRequest) -> None:
+    async def _ready(self, req: MigrationRequest, res: MigrationResult) -> None:
         """The target carries its own share plus the source's: scale it, wait, warm it up."""
         replicas = min(
             req.spec.region(req.target).max_replicas,
@@ -216,11 +218,12 @@ class Migration(Progressive):
             RegionRequest(region=req.target), queue=queue, summary=f"read {req.target}'s size before scaling"
         )
         self.target_replicas_before = before.replicas
-        await calls.scale_deployment(
+        scaled = await calls.scale_deployment(
             ScaleInput(region=req.target, replicas=replicas, deployment=name),
             queue=queue,
             summary=f"scale {req.target} to {replicas}",
         )
+        note_managed(res.gitops_managed, req.target, scaled.deployment, scaled.gitops)
         await self.abortable(
             calls.wait_rollout(
                 WaitRolloutInput(region=req.target, timeout_s=req.spec.rollout_timeout_s, deployment=name),
@@ -265,12 +268,13 @@ class Migration(Progressive):
             # restored Deployment at the migration's size (a restore only re-applies specs).
             n = self.target_replicas_before
             try:
-                await calls.scale_deployment(
+                scaled = await calls.scale_deployment(
                     ScaleInput(region=req.target, replicas=n, deployment=f"{req.app}-stable"),
                     queue=self._q(req, req.target),
                     summary=f"scale {req.target} back to {n}",
                 )
                 res.rollback.append(f"{req.target} scaled back to {n} replicas")
+                note_managed(res.gitops_managed, req.target, scaled.deployment, scaled.gitops)
             except (ActivityError, ApplicationError) as exc:
                 res.outcome = Outcome.FAILED
                 res.rollback.append(f"FAILED to scale {req.target} back to {n} replicas: {cause_of(exc)}")

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ScaleInput, WaitRolloutInput
     from drctl.models.analysis import AnalysisRequest, TrackRef
-    from drctl.models.gitops import GitOpsManaged
+    from drctl.models.gitops import GitOpsManaged, note_managed
     from drctl.models.upgrade import (
         Outcome,
         PromoteRequest,
@@ -243,13 +243,8 @@ class WaveSteps:
                 summary=f"stable to {req.release.image} in {region}",
             )
         )
-        if promoted.gitops:
-            # Argo CD's self-heal puts the Git image back unless the Application ignores it.
-            self.gitops_managed.append(
-                GitOpsManaged(
-                    region=region, name=f"{req.app}-stable", field="image", tracking=promoted.gitops
-                )
-            )
+        # Argo CD's self-heal puts the Git image back unless the Application ignores it.
+        note_managed(self.gitops_managed, region, f"{req.app}-stable", promoted.gitops, field="image")
         await self._ready(req, region, "stable")
         self.candidate_live = False
         await self._weights(req, region, {"stable": 100, track: 0})

@@ -26,7 +26,7 @@ from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failov
     target_problem,
 )
 from drctl.models.fleet_spec import FleetSpec
-from drctl.models.gitops import GitOpsManaged
+from drctl.models.gitops import GITOPS_DESCRIPTION, GitOpsManaged, gitops_field
 from drctl.models.phases import PhaseTiming
 from drctl.models.rpo import DataLossExposure
 from drctl.models.traffic import GlobalChange
@@ -81,10 +81,7 @@ class FailoverResult(BaseModel):
     weights_before: dict[str, int] = Field(default_factory=dict)
     weights_after: dict[str, int] = Field(default_factory=dict)
     target_replicas: int | None = None
-    gitops_managed: list[GitOpsManaged] = Field(
-        default_factory=list,
-        description="Objects drctl changed that Argo CD also tracks: self-heal reverts them unless ignored.",
-    )
+    gitops_managed: list[GitOpsManaged] = Field(default_factory=gitops_field, description=GITOPS_DESCRIPTION)
     verify: VerifyResult | None = None
     phases: list[PhaseTiming] = Field(default_factory=list)
     started_at: datetime
@@ -141,6 +138,7 @@ class FailbackResult(BaseModel):
     steps_done: int = 0
     steps_planned: int = 0
     scaled_back: dict[str, int] = Field(default_factory=dict)
+    gitops_managed: list[GitOpsManaged] = Field(default_factory=gitops_field, description=GITOPS_DESCRIPTION)
     changes: list[GlobalChange] = Field(
         default_factory=list, description="Every global weight change made, in order."
     )

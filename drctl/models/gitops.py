@@ -24,6 +24,22 @@ class GitOpsManaged(BaseModel):
     tracking: str = Field(description="The marker found, as key=value (annotation or label).")
 
 
+def gitops_field() -> list[GitOpsManaged]:
+    """The `gitops_managed` field of an operation's result (Field(default_factory=...) for pydantic)."""
+    return []
+
+
+GITOPS_DESCRIPTION = "Objects drctl changed that Argo CD also tracks: self-heal reverts them unless ignored."
+
+
+def note_managed(
+    into: list[GitOpsManaged], region: str, name: str, tracking: str | None, field: str = "spec.replicas"
+) -> None:
+    """Record a change drctl made to an object Argo CD tracks (`tracking` is its marker, or None)."""
+    if tracking:
+        into.append(GitOpsManaged(region=region, name=name, field=field, tracking=tracking))
+
+
 def argocd_tracking(labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None) -> str | None:
     """`key=value` of the Argo CD marker on an object's metadata, or None when it carries none."""
     if annotations and annotations.get(TRACKING_ANNOTATION):

@@ -14,7 +14,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.analysis import AnalysisLimits, AnalysisResult, limits_from
 from drctl.models.backup import BackupInfo
 from drctl.models.fleet_spec import FleetSpec
-from drctl.models.gitops import GitOpsManaged
+from drctl.models.gitops import GITOPS_DESCRIPTION, GitOpsManaged, gitops_field
 
 
 class Release(BaseModel):
@@ -127,10 +127,7 @@ class UpgradeResult(BaseModel):
     releases: list[RegionRelease] = Field(
         default_factory=list, description="Per region, in wave order: the release it ended on."
     )
-    gitops_managed: list[GitOpsManaged] = Field(
-        default_factory=list,
-        description="Objects drctl changed that Argo CD also tracks: self-heal reverts them unless ignored.",
-    )
+    gitops_managed: list[GitOpsManaged] = Field(default_factory=gitops_field, description=GITOPS_DESCRIPTION)
 
 
 class OperatorAction(BaseModel):

@@ -530,3 +530,16 @@ def test_monitor_spec_updates(tmp_path: Path) -> None:
     state.policy = "automatic"
     apply_spec(state, new.model_copy(update={"interval_s": 5}))
     assert state.policy == "automatic" and state.spec.interval_s == 5
+
+
+def test_a_change_is_noted_as_gitops_managed_only_when_the_object_carries_a_marker() -> None:
+    from drctl.models.gitops import argocd_tracking, note_managed
+
+    noted: list = []
+    note_managed(noted, "us-east-1", "llm-stable", None)
+    assert noted == []
+    marker = argocd_tracking({"app.kubernetes.io/instance": "llm"}, None)
+    note_managed(noted, "us-east-1", "llm-stable", marker, field="image")
+    assert [(g.region, g.name, g.field, g.tracking) for g in noted] == [
+        ("us-east-1", "llm-stable", "image", "app.kubernetes.io/instance=llm")
+    ]

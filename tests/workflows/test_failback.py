@@ -13,7 +13,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.fleet_spec import FleetSpec
-from drctl.providers.kubernetes import KubernetesPlatform
+from drctl.providers.kubernetes import MERGE, KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.wait import assert_eventually
 from tests.support.workers import (
@@ -31,15 +31,27 @@ pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
 
 async def test_failback_steps_back_to_configured_weights_and_scales_down(
-    start_workers: StartWorkers, temporal_client: Client
+    start_workers: StartWorkers, temporal_client: Client, request: pytest.FixtureRequest
 ) -> None:
     cfg = await start_workers()
     # The state a failover leaves: everything on us-east-1, scaled up.
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
-    KubernetesPlatform(cfg.region("us-east-1")).scale(cfg.workload.deployment_name("stable"), 5)
+    east = KubernetesPlatform(cfg.region("us-east-1"))
+    stable = cfg.workload.deployment_name("stable")
+    east.scale(stable, 5)
+    # us-east-1's stable Deployment is also Argo CD's (label tracking): the scale-back must say so.
+    marked = {"metadata": {"labels": {"app.kubernetes.io/instance": "llm-us-east-1"}}}
+    east.apps.patch_namespaced_deployment(stable, east.namespace, marked, _content_type=MERGE)
+    unmarked = {"metadata": {"labels": {"app.kubernetes.io/instance": None}}}
+    request.addfinalizer(
+        lambda: east.apps.patch_namespaced_deployment(stable, east.namespace, unmarked, _content_type=MERGE)
+    )
     handle = await start_failback(temporal_client, cfg)
     res = await asyncio.wait_for(result_of(handle, FailbackResult), 90)
     assert res.status == "succeeded", res.error
+    assert [(g.region, g.name, g.field, g.tracking) for g in res.gitops_managed] == [
+        ("us-east-1", stable, "spec.replicas", "app.kubernetes.io/instance=llm-us-east-1")
+    ]
     assert res.steps_done == res.steps_planned == 2
     assert weights(cfg) == {"us-west-1": 60, "us-east-1": 40}
     assert res.scaled_back == {"us-east-1": 2} and replicas(cfg, "us-east-1") == 2
