@@ -35,12 +35,17 @@ def _time(argv: list[str], runs: int) -> list[float]:
     return took
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/cli_latency.py", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="Runs of each command (default 10).")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not 1 <= args.runs <= 200:
         parser.error("--runs must be 1..200")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     drctl = shutil.which("drctl", path=str(BIN)) or shutil.which("drctl")
     temporal = shutil.which("temporal", path=str(BIN)) or shutil.which("temporal")
     if drctl is None or temporal is None:
