@@ -9,30 +9,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_cli_latency_bench_prints_each_command_beside_the_temporal_baseline() -> None:
-    done = subprocess.run(
-        [sys.executable, "bench/cli_latency.py", "--runs", "2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "bench/cli_latency.py", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
+
+
+def test_cli_latency_bench_prints_each_command_beside_the_temporal_baseline() -> None:
+    done = _bench("--runs", "2")
     assert done.returncode == 0, done.stderr
-    rows = [ln.split()[0:2] for ln in done.stdout.splitlines()[1:-1]]
-    assert [" ".join(r) for r in rows] == [
-        "temporal --version",
-        "drctl --version",
-        "drctl --help",
-        "drctl ops",
-    ]
+    rows = [" ".join(ln.split()[0:2]) for ln in done.stdout.splitlines()[1:-1]]
+    assert rows == ["temporal --version", "drctl --version", "drctl --help", "drctl ops"]
 
 
 def test_cli_latency_bench_refuses_a_run_count_out_of_range() -> None:
-    done = subprocess.run(
-        [sys.executable, "bench/cli_latency.py", "--runs", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    done = _bench("--runs", "0")
     assert done.returncode == 2 and "--runs must be 1..200" in done.stderr
