@@ -126,9 +126,11 @@ def target(cfg: FleetConfig, env: Mapping[str, str] | None = None) -> Target:
     return Target(address, namespace, tls, api_key, dict(prof.grpc_meta or {}), sources)
 
 
-def connect_options(cfg: FleetConfig, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def connect_options(
+    cfg: FleetConfig, env: Mapping[str, str] | None = None, where: Target | None = None
+) -> dict[str, Any]:
     """Client.connect keyword arguments: TLS (mTLS and/or a custom CA), API key, namespace, codec."""
-    where = target(cfg, env)
+    where = where or target(cfg, env)
     try:
         codec = codec_for(cfg.temporal.codec, where.namespace)
     except CodecKeyError as exc:
@@ -153,8 +155,9 @@ async def connect(cfg: FleetConfig, runtime: Runtime | None = None) -> Client:
     `runtime`: the SDK runtime to use, e.g. one exporting SDK metrics (default: the SDK's default).
     Raises TemporalConfigError for a missing key or file, TemporalUnreachable with the address.
     """
-    address = target(cfg).address
-    options = connect_options(cfg)  # small PEM and key files, read once at connect time
+    where = target(cfg)  # the profile file and small PEM and key files, read once at connect time
+    address = where.address
+    options = connect_options(cfg, where=where)
     try:
         return await Client.connect(address, runtime=runtime, **options)
     except Exception as exc:  # the SDK raises RuntimeError with a transport message
