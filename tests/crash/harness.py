@@ -35,7 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.config.schema import FleetConfig
 from drctl.devstack import processes, restart
-from drctl.devstack.stack import state_dir
+from drctl.devstack.stack import StackError, state_dir
 from tests.crash.endstate import EndState, faults_left
 from tests.crash.lockstall import strand_lock
 from tests.support.wait import wait_until
@@ -113,9 +113,12 @@ class RegionWorkers:
         return found[0]
 
     def kill(self, region: str) -> None:
-        """SIGKILL the worker's process group, as a pod's death takes the worker and its children
+        """SIGKILL the region's worker (kill_pid)."""
+        self.kill_pid(self.pids[region])
+
+    def kill_pid(self, pid: int) -> None:
+        """SIGKILL a worker's process group, as a pod's death takes the worker and its children
         (a `chaos run` it started) at once. Workers are session leaders, so pgid == pid."""
-        pid = self.pids[region]
         os.killpg(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while processes.pid_alive(pid):  # pid_alive reaps the zombie
@@ -237,9 +240,9 @@ async def run_kill_point(
 
     await workers.ensure()
     await asyncio.to_thread(scenario.prepare, cfg)
-    restarting = None
+    stranded = None
     if kp.stall and kp.stall.startswith("lock:"):
-        restarting = await strand_lock(client, cfg, workers, kp.stall.split(":", 1)[1])
+        stranded = await strand_lock(client, cfg, workers, kp.stall.split(":", 1)[1])
     handle = await scenario.start(client, cfg, kp)
     if kp.stall and kp.stall_after:
         await wait_scheduled(handle, kp.stall_after, kp.stall_after_nth)
@@ -249,18 +252,22 @@ async def run_kill_point(
         held = await wait_started(handle, kp.activity, kp.nth)
         if kp.kill_when == "fault injected":
             await asyncio.to_thread(wait_until, lambda: faults_left(cfg), 60, 0.1, "the fault injected")
-        if (
-            restarting is not None
-            and int(held.last_worker_identity.split("@")[0]) not in workers.pids.values()
-        ):
-            await restarting  # held by the replacement of the lock's worker, still starting up
-        region = workers.region_of(held.last_worker_identity)
-        workers.kill(region)
+        holder = int(held.last_worker_identity.split("@")[0])
+        if stranded is not None and holder not in workers.pids.values():
+            # Held by the replacement of the lock's worker, still starting up. Kill it now: waiting
+            # for its readiness can outlast the sticky-queue window that holds the lock's answer.
+            region = stranded.region
+            workers.kill_pid(holder)
+            with contextlib.suppress(StackError):  # it died before its /readyz answered
+                await stranded.restarting
+        else:
+            region = workers.region_of(held.last_worker_identity)
+            workers.kill(region)
     # Still pending with the same attempt: the kill hit the attempt in flight, not after it ended.
     after = {(a.activity_id, a.attempt) for a in await pending(handle, kp.activity)}
     assert (held.activity_id, held.attempt) in after, f"{kp.activity} finished before its worker was killed"
     await asyncio.to_thread(scenario.after_kill, cfg)
-    if restarting is not None:
-        await restarting
+    if stranded is not None and not stranded.restarting.done():
+        await stranded.restarting
     await workers.start(region)
     return await asyncio.wait_for(result_of(handle, scenario.result_type), scenario.timeout_s)

@@ -13,6 +13,7 @@ then SIGKILLed. The operation's acquire is in flight for those 10 s, and its wor
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WithStartWorkflowOperation
@@ -26,12 +27,18 @@ if TYPE_CHECKING:  # the harness imports this module
     from tests.crash.harness import RegionWorkers
 
 
-async def strand_lock(
-    client: Client, cfg: FleetConfig, workers: RegionWorkers, operation: str
-) -> asyncio.Task[Any]:
+@dataclass
+class Stranded:
+    """The region whose worker ran the lock's last task and was killed, and the task restarting it."""
+
+    region: str
+    restarting: asyncio.Task[Any]
+
+
+async def strand_lock(client: Client, cfg: FleetConfig, workers: RegionWorkers, operation: str) -> Stranded:
     """Leave `lock/<fleet>` held by a dead run of `<operation>/<fleet>`, its worker SIGKILLed.
 
-    Returns the task restarting that worker's region: the operation must start at once, while
+    Returns the region and the task restarting its worker: the operation must start at once, while
     Temporal still counts the dead worker's sticky queue as polled, or it skips it.
     """
     fleet = cfg.name
@@ -61,4 +68,4 @@ async def strand_lock(
     ]
     region = workers.region_of(done[-1])
     workers.kill(region)
-    return asyncio.create_task(workers.start(region))
+    return Stranded(region, asyncio.create_task(workers.start(region)))
