@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from drctl.config.capacity import RebalanceLimits, RebalanceMode, SloConfig
 from drctl.config.data import DataConfig
 from drctl.config.passive import PassiveConfig
 from drctl.config.quorum import QuorumConfig
@@ -158,6 +159,13 @@ class WorkloadConfig(_Model):
         gt=0,
         description="Expected peak requests per second of the whole fleet, through the global endpoint.",
     )
+    max_concurrency_per_replica: int | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="Requests one replica runs at once within its latency target (vLLM's max_num_seqs); "
+        "unset, the capacity model learns it from the servers' own metrics.",
+    )
 
     @model_validator(mode="after")
     def _capacity_pair(self) -> WorkloadConfig:
@@ -260,6 +268,10 @@ class ObjectivesConfig(_Model):
         30.0, gt=0, description="Recovery time objective: fault to traffic fully served, s."
     )
     rpo_target_s: float = Field(5.0, ge=0, description="Recovery point objective, seconds.")
+    slo: SloConfig = Field(
+        default_factory=SloConfig,
+        description="The service objective: a failover or rebalance is done when the target meets it.",
+    )
 
 
 class FailoverConfig(_Model):
@@ -275,6 +287,15 @@ class FailoverConfig(_Model):
         15.0, gt=0, description="Deadline for the post-shift verification, seconds."
     )
     rollout_timeout_s: float = Field(120.0, gt=0, description="Deadline for a pre-scale rollout, seconds.")
+    rebalance: RebalanceMode = Field(
+        "automatic",
+        description="A region short of capacity or breaching the objective sheds only its excess share to the "
+        "others, in proportion to their headroom: automatic moves it, advise only records and notifies, off "
+        "leaves the share (a region that is down still fails over).",
+    )
+    rebalance_limits: RebalanceLimits = Field(
+        default_factory=RebalanceLimits, description="Steps, hysteresis and windows of a rebalance."
+    )
 
 
 class FailbackConfig(_Model):
