@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
     [
         (["nosuch"], "No such command 'nosuch'"),
         (["failover"], "Missing option '--to'"),
-        (["drill", "run", "experiments/region-outage.json", "--yes"], "No such option: --yes"),
+        (["drill", "run", "experiments/region-outage.json", "--force"], "No such option: --force"),
         (["upgrade", "--image"], "requires an argument"),
-        (["status", "--output", "yaml"], "'yaml' is not one of"),
+        (["status", "--output", "xml"], "'xml' is not one of"),
     ],
 )
 def test_usage_errors_exit_2_without_traceback(args: list[str], words: str) -> None:
@@ -57,6 +57,7 @@ def test_help_states_the_exit_codes() -> None:
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     assert "0 succeeded; 1 ran and did not succeed" in text and "3 nothing started: the fleet is busy" in text
+    assert "4 still running: --timeout passed" in text
 
 
 def test_version_prints_the_installed_package_version() -> None:

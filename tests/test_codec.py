@@ -105,10 +105,14 @@ def test_api_key_and_custom_ca_work_together(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(TemporalConfigError, match="DRCTL_TEST_API_KEY is unset or empty"):
         connect_options(load_config(path))
     # The CLI says so with exit 2, before any connection is tried.
-    code, _, err = run_cli(["upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--no-wait", "-c", str(path)])
+    code, _, err = run_cli(
+        ["upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--no-wait", "--yes", "-c", str(path)]
+    )
     assert code == 2 and "DRCTL_TEST_API_KEY is unset or empty" in err, err
     monkeypatch.delenv("DRCTL_TEST_API_KEY")
-    code, _, err = run_cli(["upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--no-wait", "-c", str(path)])
+    code, _, err = run_cli(
+        ["upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--no-wait", "--yes", "-c", str(path)]
+    )
     assert code == 2 and "DRCTL_TEST_API_KEY is unset or empty" in err, err
 
 
@@ -183,7 +187,7 @@ def _found(raw: str, secret: str) -> bool:
 def _upgrade_no_wait(path: Path, env: dict[str, str]) -> str:
     """`drctl upgrade --no-wait` with HF_TOKEN in its environment: the upgrade's workflow id."""
     up = drctl(
-        "upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait",
+        "upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--env", f"HF_TOKEN={HF_TOKEN}", "--no-wait", "--yes",
         "-o", "json", "-c", str(path), env=env,
     )  # fmt: skip
     assert up.returncode == 0, up.stderr
@@ -206,7 +210,7 @@ def _start_workflows(path: Path, directory: Path, env: dict[str, str]) -> list[s
     exp["configuration"].update(note=EXP_SECRET, probe_api_token=API_TOKEN)
     exp_path = directory / f"outage-{time.monotonic_ns()}.json"
     exp_path.write_text(json.dumps(exp))
-    drill = drctl("drill", "run", str(exp_path), "--no-wait", "-c", str(path), env=env)
+    drill = drctl("drill", "run", str(exp_path), "--no-wait", "--yes", "-c", str(path), env=env)
     assert drill.returncode == 0, drill.stderr
     drill_id = next(t for t in drill.stderr.split() if t.startswith("drill/"))
     _terminate(drill_id, path)
@@ -365,7 +369,16 @@ def test_a_worker_with_the_codec_refuses_a_workflow_started_without_it(
         tmp_path, {"address": temporal_dev, "codec": {"keys_env": "DRCTL_CODEC_KEYS"}, "task_queue": queue}
     )
     up = drctl(
-        "upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--no-wait", "-o", "json", "-c", str(plain), env={}
+        "upgrade",
+        "--image",
+        "vllm/vllm-openai:v0.6.4",
+        "--no-wait",
+        "--yes",
+        "-o",
+        "json",
+        "-c",
+        str(plain),
+        env={},
     )
     assert up.returncode == 0, up.stderr
     wid = json.loads(up.stdout)["workflow_id"]

@@ -20,7 +20,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from drctl.cli import backup_schedule, common, complete
-from drctl.cli.launch import Launched, conclude, launch
+from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
 from drctl.client.connection import ui_link
 from drctl.client.operations import search_attributes, start_operation
 from drctl.config.schema import FleetConfig
@@ -124,6 +124,9 @@ def create(
     name: Annotated[str | None, typer.Option("--name", help="Backup name (default: generated).")] = None,
     region: RegionOpt = None,
     config: common.ConfigOpt = common.CONFIG,
+    dry_run: common.DryRunOpt = False,
+    no_wait: NoWait = False,
+    timeout: Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Back up the workload namespace of one region's cluster and wait for Velero to finish."""
@@ -135,9 +138,12 @@ def create(
         namespaces=[cfg.region(r).kube.namespace],
         label_selector={"app": cfg.workload.app},
     )
-    _refuse_existing(cfg, r, req.name)
     job = BackupJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
     wid = f"backup/{cfg.name}/{req.name}"
+    if dry_run:
+        common.print_plan(output, f"backup {req.name} in {r}", wid, job, _backup_rows(req))
+        return
+    _refuse_existing(cfg, r, req.name)
 
     async def start(client: Client) -> WorkflowHandle[Any, Any]:
         from workflows.backup import Backup
@@ -159,11 +165,21 @@ def create(
             ) from None
 
     conclude(
-        launch(cfg, "backup", start, BackupJobResult, no_wait=False, output=output),
+        launch(cfg, "backup", start, BackupJobResult, no_wait=no_wait, output=output, timeout_s=timeout),
         output,
         render_job,
         job_json,
     )
+
+
+def _backup_rows(req: BackupRequest) -> list[tuple[str, str]]:
+    selector = ", ".join(f"{k}={v}" for k, v in req.label_selector.items())
+    return [
+        ("Velero Backup", f"{req.name} in {req.region}'s cluster"),
+        ("namespaces", ", ".join(req.namespaces)),
+        ("label selector", selector or "-"),
+        ("ttl", req.ttl or "backup.ttl"),
+    ]
 
 
 def _read(
@@ -184,9 +200,7 @@ def _read(
 
 
 def _print(output: common.Output, items: list[BackupInfo], data: Any, title: str) -> None:
-    if output is common.Output.json:
-        common.print_json(data)
-    else:
+    if not common.printed_json(output, data):
         common.console.print(_table(items, title))
 
 
@@ -227,8 +241,15 @@ def restore(
     namespace_mapping: Annotated[
         list[str], typer.Option("--namespace-mapping", help="SRC:DST (repeatable).")
     ] = [],  # noqa: B006
-    policy: Annotated[str, typer.Option("--existing-resource-policy", help="none or update.")] = "none",
+    policy: Annotated[
+        str,
+        typer.Option("--existing-resource-policy", help="none or update (overwrites objects: asks first)."),
+    ] = "none",
     config: common.ConfigOpt = common.CONFIG,
+    dry_run: common.DryRunOpt = False,
+    yes: common.YesOpt = False,
+    no_wait: NoWait = False,
+    timeout: Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Restore a backup into one region's cluster and wait for Velero to finish."""
@@ -256,6 +277,21 @@ def restore(
         existing_resource_policy=policy,
     )  # type: ignore[arg-type]
     job = RestoreJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
+    wid = f"restore/{cfg.name}/{req.name}"
+    if dry_run:
+        rows = [
+            ("Velero Restore", f"{req.name} of backup {backup} in {r}'s cluster"),
+            ("namespace mapping", ", ".join(f"{a} → {b}" for a, b in mapping.items()) or "-"),
+            ("existing objects", "updated (overwritten)" if policy == "update" else "left as they are"),
+        ]
+        common.print_plan(output, f"restore {backup} into {r}", wid, job, rows)
+        return
+    if policy == "update":
+        common.confirm(
+            yes,
+            f"Restore {backup} into {r}, overwriting the objects that already exist there?",
+            f"overwrite objects in {r}",
+        )
     from workflows.backup import Restore
 
     # A restore overwrites workload objects: exclusive, like any mutating operation.
@@ -268,12 +304,13 @@ def restore(
             Restore.run,
             job,
             operation="restore",
-            workflow_id=f"restore/{cfg.name}/{req.name}",
+            workflow_id=wid,
             target=r,
             memo={"backup": backup},
         ),
         BackupJobResult,
-        no_wait=False,
+        no_wait=no_wait,
         output=output,
+        timeout_s=timeout,
     )
     conclude(launched, output, render_job, job_json)

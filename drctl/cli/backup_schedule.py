@@ -15,7 +15,7 @@ from rich.table import Table
 from drctl.cli import common, complete
 from drctl.config.schema import FleetConfig
 from drctl.providers.errors import ProviderError
-from drctl.providers.velero_schedule import VeleroSchedules, go_duration_ok
+from drctl.providers.velero_schedule import ScheduleInfo, VeleroSchedules, go_duration_ok
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 app = typer.Typer(
@@ -52,6 +52,8 @@ def create(
     ] = None,
     region: RegionsOpt = None,
     config: common.ConfigOpt = common.CONFIG,
+    dry_run: common.DryRunOpt = False,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Create a Velero Schedule of the workload namespace in each region's cluster."""
     cfg = common.load(config)
@@ -67,18 +69,32 @@ def create(
     if not _NAME.match(name):
         raise common.UserError(f"bad name {name!r}: lowercase letters, digits and '-'")
     regions = _regions(cfg, region)
+    when = f"@every {every}" if every else str(cron)
+    if dry_run:
+        planned = [
+            ScheduleInfo(
+                name=name, region=r, schedule=when, ttl=ttl, namespaces=[cfg.region(r).kube.namespace]
+            )
+            for r in regions
+        ]
+        rows = [
+            (p.region, f"Schedule {p.name}: {p.schedule}, namespaces {', '.join(p.namespaces)}")
+            for p in planned
+        ]
+        common.print_plan(output, f"create schedule {name}, backups kept {ttl}", None, planned, rows)
+        return
+    created = []
     for r in regions:
         try:
             s = VeleroSchedules(cfg, r).create(
-                name,
-                f"@every {every}" if every else str(cron),
-                ttl,
-                [cfg.region(r).kube.namespace],
-                {"app": cfg.workload.app},
+                name, when, ttl, [cfg.region(r).kube.namespace], {"app": cfg.workload.app}
             )
         except ProviderError as exc:
             raise _provider_error(exc) from None
-        common.console.print(f"schedule {s.name} created in {r}: {s.schedule}, backups kept {ttl}")
+        created.append(s)
+        if not common.is_document(output):
+            common.console.print(f"schedule {s.name} created in {r}: {s.schedule}, backups kept {ttl}")
+    common.printed_json(output, created)
 
 
 @app.command("list")
@@ -110,12 +126,26 @@ def delete(
     name: Annotated[str, typer.Argument(help="Schedule name.")],
     region: RegionsOpt = None,
     config: common.ConfigOpt = common.CONFIG,
+    dry_run: common.DryRunOpt = False,
+    yes: common.YesOpt = False,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Delete a schedule (its backups stay until their TTL)."""
     cfg = common.load(config)
-    for r in _regions(cfg, region):
+    regions = _regions(cfg, region)
+    if dry_run:
+        planned = [{"name": name, "region": r} for r in regions]
+        rows = [(r, f"delete Schedule {name}") for r in regions]
+        common.print_plan(output, f"delete schedule {name}", None, planned, rows)
+        return
+    common.confirm(
+        yes, f"Delete backup schedule {name!r} in {', '.join(regions)}?", f"delete schedule {name}"
+    )
+    for r in regions:
         try:
             VeleroSchedules(cfg, r).delete(name)
         except ProviderError as exc:
             raise _provider_error(exc) from None
-        common.console.print(f"schedule {name} deleted in {r}")
+        if not common.is_document(output):
+            common.console.print(f"schedule {name} deleted in {r}")
+    common.printed_json(output, {"deleted": name, "regions": regions})

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drctl.cli.common import DEFAULT_CONFIG, TABLE, Output, OutputOpt, console, print_json
+from drctl.cli.common import DEFAULT_CONFIG, TABLE, OutputOpt, console, is_document, print_json
 from drctl.config.schema import load_config
 from drctl.config.warnings import warnings
 
@@ -32,14 +32,15 @@ def validate(
     cfg = load_config(file)
     norm = cfg.normalised_weights()
     warned = warnings(cfg)
-    if output is Output.json:
+    if is_document(output):
         print_json(
             {
                 "file": str(file),
                 "valid": True,
                 "warnings": [w.model_dump(exclude_none=True) for w in warned],
                 "config": cfg.model_dump(mode="json", by_alias=True),
-            }
+            },
+            output,
         )
         return
     table = Table(title=f"{file}: fleet {cfg.name!r} is valid")

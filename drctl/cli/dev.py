@@ -83,14 +83,14 @@ def status_cmd(config: common.ConfigOpt = common.CONFIG, output: common.OutputOp
 
     cfg = common.load(config)
     rows = stack.status(cfg, config)
-    if output is common.Output.json:
-        common.print_json(
-            {
-                "state_dir": str(stack.state_dir(cfg)),
-                "prometheus_url": prometheus.url(cfg),
-                "components": [r.model_dump() for r in rows],
-            }
-        )
+    if common.printed_json(
+        output,
+        {
+            "state_dir": str(stack.state_dir(cfg)),
+            "prometheus_url": prometheus.url(cfg),
+            "components": [r.model_dump() for r in rows],
+        },
+    ):
         return
     table = Table(title=f"dev stack ({stack.state_dir(cfg)})")
     for col in ("component", "pid", "alive", "ports"):

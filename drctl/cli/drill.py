@@ -12,7 +12,7 @@ from rich.table import Table
 
 from drctl.chaos.validate import validate_experiment
 from drctl.cli import common, complete, drill_schedule
-from drctl.cli.launch import Launched, NoWait, conclude, launch, result_only
+from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch, result_only
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
@@ -69,18 +69,24 @@ def run_cmd(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")
     ] = False,
+    yes: common.YesOpt = False,
     no_wait: NoWait = False,
+    timeout: Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Run a drill now. Exits 0 only on PASS; 2 for an invalid experiment."""
     cfg = common.load(config)
     plan = validate_experiment(experiment, cfg, target)
     if dry_run:
-        if output is common.Output.json:
-            common.print_json(plan.model_dump(mode="json", exclude={"text"}))
-        else:
+        if not common.printed_json(output, plan.model_dump(mode="json", exclude={"text"})):
             _print_plan(cfg, plan)
         return
+    # A drill injects a real fault into a region: it moves traffic, so it is confirmed like a failover.
+    common.confirm(
+        yes,
+        f"Inject {plan.name} into {plan.target_region} of fleet {cfg.name!r} (traffic will move)?",
+        f"inject a fault into {plan.target_region}",
+    )
     wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
     # A drill that did not PASS ends Failed; its report is in the failure's details.
     launched: Launched[DrillReport] = launch(
@@ -98,6 +104,7 @@ def run_cmd(
         DrillReport,
         no_wait=no_wait,
         output=output,
+        timeout_s=timeout,
     )
     conclude(launched, output, render_report, result_only)
 
@@ -110,7 +117,7 @@ def validate_cmd(
     output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Judge an experiment as the worker will; exit 2 naming the problem. Same as `run --dry-run`."""
-    run_cmd(experiment, config, target, dry_run=True, no_wait=False, output=output)
+    run_cmd(experiment, config, target, dry_run=True, yes=False, no_wait=False, timeout=None, output=output)
 
 
 def _trend(reports: list[DrillReport]) -> dict[str, str]:
@@ -148,8 +155,7 @@ def history_cmd(
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
     cfg = common.load(config)
     reports = ReportStore(cfg).list(cfg.name, limit)
-    if output is common.Output.json:
-        common.print_json([r.model_dump(mode="json", exclude={"journal"}) for r in reports])
+    if common.printed_json(output, [r.model_dump(mode="json", exclude={"journal"}) for r in reports]):
         return
     trend = _trend(reports)
     table = Table(title=f"Drills of fleet {cfg.name}")
@@ -193,8 +199,8 @@ def report_cmd(
     """One drill's full report (markdown, or JSON with --output json)."""
     store = ReportStore(common.load(config))
     try:
-        if output is common.Output.json:
-            common.print_json(store.get(drill_id).model_dump(mode="json"))
+        if common.is_document(output):
+            common.print_json(store.get(drill_id).model_dump(mode="json"), output)
         else:
             common.console.print(store.get_markdown(drill_id), markup=False, highlight=False)
     except ValueError as exc:

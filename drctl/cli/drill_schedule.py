@@ -35,12 +35,17 @@ from drctl.cli.common import (
     CONFIG,
     TABLE,
     ConfigOpt,
-    Output,
+    DryRunOpt,
     OutputOpt,
     UserError,
+    YesOpt,
+    confirm,
     console,
+    is_document,
     load,
     print_json,
+    print_plan,
+    printed_json,
     run_async,
 )
 from drctl.client.connection import connect
@@ -108,6 +113,8 @@ def schedule_cmd(
     ] = None,
     name: NameOpt = "weekly",
     config: ConfigOpt = CONFIG,
+    dry_run: DryRunOpt = False,
+    output: OutputOpt = TABLE,
 ) -> None:
     """Create or replace a drill schedule (with --cron), or manage schedules with a subcommand."""
     if ctx.invoked_subcommand is not None:
@@ -124,9 +131,25 @@ def schedule_cmd(
     ]  # every file is validated before scheduling
     spec = ScheduleSpec(cron_expressions=[_cron(cron)], jitter=_jitter(jitter))
     sid = schedule_id(cfg, name)
+    drill_input = DrillInput.from_config(cfg, plans[0], plans[1:])
+    if dry_run:
+        plan = {
+            "schedule_id": sid,
+            "cron": cron,
+            "jitter": jitter,
+            "input": drill_input.model_dump(mode="json"),
+        }
+        rows = [
+            ("schedule", sid + (" (replaced if it exists)")),
+            ("cron (UTC)", cron + (f" ±{jitter}" if jitter else "")),
+            ("experiments", ", ".join(f"{p.name} → {p.target_region}" for p in plans)),
+            ("overlap", "skip a run while a drill runs"),
+        ]
+        print_plan(output, f"drill schedule {sid}", f"drill/{cfg.name}/{name}", plan, rows)
+        return
     action = ScheduleActionStartWorkflow(
         "ChaosDrill",
-        DrillInput.from_config(cfg, plans[0], plans[1:]),
+        drill_input,
         id=f"drill/{cfg.name}/{name}",
         task_queue=cfg.temporal.task_queue,
         typed_search_attributes=search_attributes(cfg.name, "drill"),
@@ -150,6 +173,8 @@ def schedule_cmd(
         return [t.isoformat() for t in desc.info.next_action_times[:3]]
 
     nxt = run_async(go)
+    if printed_json(output, {"schedule_id": sid, "cron": cron, "jitter": jitter, "next_runs": nxt}):
+        return
     console.print(
         f"schedule {sid}: {cron}" + (f" ±{jitter}" if jitter else "") + f"; next runs {', '.join(nxt)}",
         markup=False,
@@ -184,8 +209,8 @@ def list_cmd(config: ConfigOpt = CONFIG, output: OutputOpt = TABLE) -> None:
         return rows
 
     rows = run_async(go)
-    if output is Output.json:
-        print_json(rows)
+    if is_document(output):
+        print_json(rows, output)
         return
     table = Table(title=f"Drill schedules of fleet {cfg.name}")
     for col in ("id", "schedule", "jitter", "state", "next runs"):
@@ -238,7 +263,7 @@ _SCHEDULE_OPS: dict[str, tuple[str, Callable[[ScheduleHandle], Awaitable[None]]]
 }
 
 
-def _handle_op(config: Path, name: str, op: str) -> None:
+def _handle_op(config: Path, name: str, op: str, output: OutputOpt) -> None:
     cfg = load(config)
     sid = schedule_id(cfg, name)
 
@@ -252,14 +277,35 @@ def _handle_op(config: Path, name: str, op: str) -> None:
             raise
 
     run_async(go)
-    console.print(f"schedule {sid}: {op}{'d' if op.endswith('e') else 'ed'}", markup=False, highlight=False)
+    done = f"{op}{'d' if op.endswith('e') else 'ed'}"
+    if not printed_json(output, {"schedule_id": sid, "done": done}):
+        console.print(f"schedule {sid}: {done}", markup=False, highlight=False)
+
+
+# What `delete` and `trigger` do cannot be undone (a schedule gone; a fault injected now): asked first.
+_CONFIRM = {"delete": "delete drill schedule {sid}?", "trigger": "run a drill of schedule {sid} now?"}
 
 
 def _op_command(op: str) -> Callable[..., None]:
-    def command(name: NameOpt = "weekly", config: ConfigOpt = CONFIG) -> None:
-        _handle_op(config, name, op)
+    def command(name: NameOpt = "weekly", config: ConfigOpt = CONFIG, output: OutputOpt = TABLE) -> None:
+        _handle_op(config, name, op, output)
 
-    return command
+    def confirmed(
+        name: NameOpt = "weekly",
+        config: ConfigOpt = CONFIG,
+        dry_run: DryRunOpt = False,
+        yes: YesOpt = False,
+        output: OutputOpt = TABLE,
+    ) -> None:
+        sid = schedule_id(load(config), name)
+        if dry_run:
+            print_plan(output, f"{op} {sid}", None, {"schedule_id": sid, "op": op}, [(op, sid)])
+            return
+        question = _CONFIRM[op].format(sid=sid)
+        confirm(yes, question[0].upper() + question[1:], question.rstrip("?"))
+        _handle_op(config, name, op, output)
+
+    return confirmed if op in _CONFIRM else command
 
 
 for _op, (_help, _) in _SCHEDULE_OPS.items():

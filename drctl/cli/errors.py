@@ -1,7 +1,9 @@
 """The one table from exception type to exit code and message, used by every command.
 
 Exit codes, the same for every command (README, `drctl --help`): 0 succeeded; 1 ran and did not
-succeed; 2 usage or validation error; 3 nothing started: the fleet is busy, or Temporal is unreachable.
+succeed; 2 usage or validation error, or a confirmation refused without a terminal; 3 nothing
+started: the fleet is busy, or Temporal is unreachable; 4 still running: --timeout passed while
+waiting, and the operation goes on.
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ from drctl.client.connection import TemporalConfigError, TemporalUnreachable
 from drctl.client.operations import FleetBusyError
 from drctl.config.schema import ConfigError, UnknownRegionError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_STARTED = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_STILL_RUNNING = 0, 1, 2, 3, 4
+
+
+class StillRunning(Exception):
+    """`--timeout` passed while waiting for an operation: the wait ends, the operation goes on."""
+
+    def __init__(self, workflow_id: str, link: str, waited_s: float) -> None:
+        where = f"`drctl ops watch {workflow_id}`" + (f" or {link}" if link else "")
+        super().__init__(f"{workflow_id} is still running after {waited_s:g} s; follow it with {where}")
+        self.workflow_id = workflow_id
 
 
 def _text(exc: BaseException) -> str:
@@ -37,6 +48,7 @@ ERRORS: tuple[tuple[type[BaseException], int, Callable[[BaseException], str]], .
     (ExperimentInvalid, EXIT_USAGE, lambda exc: f"invalid experiment {exc}"),
     (FleetBusyError, EXIT_NOT_STARTED, _text),
     (TemporalUnreachable, EXIT_NOT_STARTED, _text),
+    (StillRunning, EXIT_STILL_RUNNING, _text),
     # Ended Failed with no result attached: terminated or timed out in Temporal, or a bug in the workflow.
     (WorkflowFailureError, EXIT_FAILED, _cause),
 )

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from drctl.cli import common, complete
-from drctl.cli.launch import Launched, NoWait, conclude, launch
+from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import (
@@ -28,8 +27,6 @@ from drctl.models.traffic import GlobalChange
 from workflows.common import fmt_weights
 
 app = typer.Typer()
-
-Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
 def dry_run_plan(
@@ -70,8 +67,7 @@ def dry_run_plan(
 
 
 def _print_plan(plan: FailoverPlan, output: common.Output) -> None:
-    if output is common.Output.json:
-        common.print_json({"dry_run": True, "plan": plan.model_dump(mode="json")})
+    if common.printed_json(output, {"dry_run": True, "plan": plan.model_dump(mode="json")}):
         return
     to = plan.target
     common.console.print(f"[bold]dry run[/] (nothing changed): failover {plan.source} → {to}")
@@ -88,16 +84,6 @@ def _print_plan(plan: FailoverPlan, output: common.Output) -> None:
         )
     for p in plan.problems:
         common.console.print(f"  [red]would refuse:[/] {p}")
-
-
-def _confirm(yes: bool, question: str) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise common.UserError(
-            "refusing to change traffic without confirmation: pass --yes (stdin is not a terminal)"
-        )
-    typer.confirm(question, abort=True)
 
 
 def fmt_change(c: GlobalChange) -> str:
@@ -190,9 +176,10 @@ def failover(
             help="Override refusals: target health, capacity, replication lag over the RPO, model drift.",
         ),
     ] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
-    yes: Yes = False,
+    dry_run: common.DryRunOpt = False,
+    yes: common.YesOpt = False,
     no_wait: NoWait = False,
+    timeout: Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Move the fleet's traffic to one region, through the Failover workflow."""
@@ -205,7 +192,7 @@ def failover(
     if dry_run:
         _print_plan(dry_run_plan(cfg, to, from_, emergency=emergency, force=force), output)
         return
-    _confirm(yes, f"Move all traffic of fleet {cfg.name!r} to {to}?")
+    common.confirm(yes, f"Move all traffic of fleet {cfg.name!r} to {to}?", "change traffic")
     from workflows.failover import Failover
 
     inp = FailoverInput(
@@ -228,6 +215,7 @@ def failover(
         FailoverResult,
         no_wait=no_wait,
         output=output,
+        timeout_s=timeout,
     )
     conclude(launched, output, render_failover)
 
@@ -243,15 +231,18 @@ def failback(
             autocompletion=complete.regions,
         ),
     ] = None,
-    yes: Yes = False,
+    yes: common.YesOpt = False,
     no_wait: NoWait = False,
+    timeout: Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Return traffic to the configured weights in steps, checking health at each step."""
     cfg = common.load(config)
     if region:
         cfg.region(region)
-    _confirm(yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?")
+    common.confirm(
+        yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?", "change traffic"
+    )
     from workflows.failback import Failback
 
     inp = FailbackInput(spec=FleetSpec.from_config(cfg), region=region)
@@ -270,5 +261,6 @@ def failback(
         FailbackResult,
         no_wait=no_wait,
         output=output,
+        timeout_s=timeout,
     )
     conclude(launched, output, render_failback)

@@ -2,6 +2,8 @@
 
 Every command that starts a workflow goes through `launch`; `drctl ops watch` re-attaches with the
 same `watch`, so progress, result and exit code look the same however the operation is followed.
+On a terminal the phases show as a live table; without one (CI, a pipe) as one line per phase
+change, so a log shows a long upgrade moving. `--timeout` stops waiting, never the operation.
 """
 
 from __future__ import annotations
@@ -19,8 +21,16 @@ from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from drctl.cli.common import Output, UserError, console, err_console, print_json, run_async
-from drctl.cli.errors import EXIT_FAILED, EXIT_NOT_STARTED, EXIT_OK
+from drctl.cli.common import (
+    Output,
+    UserError,
+    console,
+    err_console,
+    is_document,
+    print_json,
+    run_async,
+)
+from drctl.cli.errors import EXIT_FAILED, EXIT_NOT_STARTED, EXIT_OK, StillRunning
 from drctl.client.connection import connect, ui_link
 from drctl.client.outcome import Finished, M, finished
 from drctl.config.schema import FleetConfig
@@ -32,6 +42,16 @@ NoWait = Annotated[
     typer.Option(
         "--no-wait",
         help="Start and return; follow it with `drctl ops watch ID`, `drctl ops show ID` or in the UI.",
+    ),
+]
+
+Timeout = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=0,
+        metavar="SECONDS",
+        help="Stop waiting after SECONDS and exit 4; the operation keeps running (`drctl ops watch ID`).",
     ),
 ]
 
@@ -116,25 +136,82 @@ async def query_progress(handle: WorkflowHandle[Any, Any]) -> OperationProgress 
         return None  # not yet picked up by a worker, or no such query on this workflow type
 
 
-async def watch(
-    handle: WorkflowHandle[Any, Any], result_type: type[M], show: bool = True, poll_s: float = 0.5
-) -> Finished[M]:
-    """Wait for the operation to close, showing the phases live (when `show`).
+def progress_line(wid: str, p: OperationProgress) -> str:
+    """One log line per phase change: `12:03:04 failover/prod  phase=shift  <details>`."""
+    from datetime import datetime
 
-    An operation that did not succeed ends Failed; its result comes from the failure's details.
-    """
-    result_task = asyncio.ensure_future(finished(handle, result_type))
-    if not show:
-        return await result_task
+    line = f"{datetime.now():%H:%M:%S} {wid}  phase={p.phase}"
+    if p.awaiting_approval:
+        return f"{line}  waiting for approval: drctl ops approve {wid}"
+    return f"{line}  {p.details}" if p.details else line
+
+
+def _status(result_task: asyncio.Future[Any]) -> str:
+    if not result_task.done() or result_task.cancelled():
+        return "still running"  # the wait timed out, not the operation
+    if result_task.exception() is not None:
+        return "finished"
+    return "failed" if result_task.result().failed else "completed"
+
+
+async def _live_table(
+    handle: WorkflowHandle[Any, Any], result_task: asyncio.Future[Any], poll_s: float
+) -> None:
     with Live(
         progress_table(handle.id, None, "starting"), console=console, refresh_per_second=4, transient=False
     ) as live:
         while not result_task.done():
             live.update(progress_table(handle.id, await query_progress(handle), "running"))
             await asyncio.wait([result_task], timeout=poll_s)
-        done = result_task.result() if result_task.exception() is None else None
-        status = "finished" if done is None else ("failed" if done.failed else "completed")
-        live.update(progress_table(handle.id, await query_progress(handle), status))
+        live.update(progress_table(handle.id, await query_progress(handle), _status(result_task)))
+
+
+async def _log_lines(
+    handle: WorkflowHandle[Any, Any], result_task: asyncio.Future[Any], poll_s: float
+) -> None:
+    last: tuple[str, str, bool] | None = None
+
+    def log(p: OperationProgress | None) -> None:
+        nonlocal last
+        if p is not None and (p.phase, p.details, p.awaiting_approval) != last:
+            last = (p.phase, p.details, p.awaiting_approval)
+            console.print(progress_line(handle.id, p), markup=False, highlight=False, soft_wrap=True)
+            console.file.flush()
+
+    while not result_task.done():
+        log(await query_progress(handle))
+        await asyncio.wait([result_task], timeout=poll_s)
+    log(await query_progress(handle))
+
+
+async def watch(
+    handle: WorkflowHandle[Any, Any],
+    result_type: type[M],
+    show: bool = True,
+    poll_s: float = 0.5,
+    timeout_s: float | None = None,
+    link: str = "",
+) -> Finished[M]:
+    """Wait for the operation to close, showing its phases (when `show`): a live table on a terminal,
+    one line per phase change otherwise.
+
+    An operation that did not succeed ends Failed; its result comes from the failure's details.
+    After `timeout_s` it raises StillRunning (exit 4): the wait ends, the operation does not.
+    """
+    result_task = asyncio.ensure_future(finished(handle, result_type))
+    shown = None
+    if show:
+        view = _live_table if console.is_terminal else _log_lines
+        shown = asyncio.ensure_future(view(handle, result_task, poll_s))
+    try:
+        await asyncio.wait_for(asyncio.shield(result_task), timeout_s)
+    except TimeoutError:
+        result_task.cancel()  # stops our long poll only; the workflow is not touched
+        if shown is not None:
+            await shown
+        raise StillRunning(handle.id, link, timeout_s or 0.0) from None
+    if shown is not None:
+        await shown
     return result_task.result()
 
 
@@ -163,11 +240,13 @@ def launch(
     no_wait: bool,
     output: Output,
     live: bool = True,
+    timeout_s: float | None = None,
 ) -> Launched[M]:
     """Start an operation with `start(client)`, print its UI link on stderr, then watch it or return.
 
-    With `--no-wait -o json` stdout gets the workflow id, run id and link, for a script to follow.
-    `live=False` waits without the phase table, for a workflow that has no phases to show.
+    With `--no-wait -o json|yaml` stdout gets the workflow id, run id and link, for a script to follow.
+    `live=False` waits without the phase view, for a workflow that has no phases to show.
+    `timeout_s` bounds the wait (StillRunning, exit 4), not the operation.
     """
     started: list[str] = []
 
@@ -180,11 +259,14 @@ def launch(
             f"{what} started: {handle.id}\nUI: {link}", markup=False, highlight=False, soft_wrap=True
         )
         if no_wait:
-            if output is Output.json:
-                print_json({"workflow_id": handle.id, "run_id": handle.result_run_id, "ui_link": link})
+            if is_document(output):
+                print_json(
+                    {"workflow_id": handle.id, "run_id": handle.result_run_id, "ui_link": link}, output
+                )
             return Launched(handle.id, link, None)
+        shown = live and not is_document(output)
         return Launched(
-            handle.id, link, await watch(handle, result_type, show=live and output is Output.table)
+            handle.id, link, await watch(handle, result_type, show=shown, timeout_s=timeout_s, link=link)
         )
 
     with reattach_hint(started):
@@ -206,7 +288,7 @@ def conclude(
     done = launched.done
     if done is None:
         return
-    if output is Output.json:
+    if is_document(output):
         print_json(
             as_json(launched)
             if as_json
@@ -214,7 +296,8 @@ def conclude(
                 "workflow_id": launched.workflow_id,
                 "ui_link": launched.link,
                 "result": done.result.model_dump(mode="json"),
-            }
+            },
+            output,
         )
     else:
         render(done.result, launched.link)

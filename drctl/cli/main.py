@@ -57,7 +57,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 HELP = "Disaster recovery and migration for multi-region LLM inference fleets, on Temporal."
 EPILOG = (
     "Exit codes, the same for every command: 0 succeeded; 1 ran and did not succeed (the result says "
-    "why); 2 usage or validation error; 3 nothing started: the fleet is busy, or Temporal is unreachable."
+    "why); 2 usage or validation error, or a confirmation refused without a terminal (pass --yes); 3 "
+    "nothing started: the fleet is busy, or Temporal is unreachable; 4 still running: --timeout passed, "
+    "the operation goes on."
 )
 
 

@@ -7,9 +7,20 @@ from typing import Annotated
 import typer
 
 from drctl.cli import complete
-from drctl.cli.common import CONFIG, TABLE, ConfigOpt, OutputOpt, UserError, load
-from drctl.cli.launch import Launched, NoWait, conclude, launch
-from drctl.cli.upgrade import new_id, parse_steps, render
+from drctl.cli.common import (
+    CONFIG,
+    TABLE,
+    ConfigOpt,
+    DryRunOpt,
+    OutputOpt,
+    UserError,
+    YesOpt,
+    confirm,
+    load,
+    print_plan,
+)
+from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
+from drctl.cli.upgrade import new_id, parse_steps, plan_rows, render
 from drctl.client.operations import start_operation
 from drctl.models.migration import MigrationResult, migration_request
 
@@ -40,7 +51,10 @@ def migrate(
         bool, typer.Option("--decommission", help="Scale the source to zero at the end.")
     ] = False,
     config: ConfigOpt = CONFIG,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
     no_wait: NoWait = False,
+    timeout: Timeout = None,
     output: OutputOpt = TABLE,
 ) -> None:
     """Move the workload from one region's cluster to another's, and its traffic after it."""
@@ -52,6 +66,16 @@ def migrate(
     req = migration_request(
         cfg, new_id(), from_, to, target_namespace, parse_steps(steps) if steps else None, decommission
     )
+    wid = f"migrate/{cfg.name}/{req.migration_id}"
+    if dry_run:
+        print_plan(output, f"migrate {from_} → {to}", wid, req, plan_rows(req))
+        return
+    if decommission:  # scales the source's workload to zero: as destructive as a delete
+        confirm(
+            yes,
+            f"Migrate fleet {cfg.name!r} from {from_} to {to} and scale {from_} to zero at the end?",
+            f"decommission {from_}",
+        )
     from workflows.migrate import Migration
 
     launched: Launched[MigrationResult] = launch(
@@ -63,12 +87,13 @@ def migrate(
             Migration.run,
             req,
             operation="migrate",
-            workflow_id=f"migrate/{cfg.name}/{req.migration_id}",
+            workflow_id=wid,
             source=from_,
             target=to,
         ),
         MigrationResult,
         no_wait=no_wait,
         output=output,
+        timeout_s=timeout,
     )
     conclude(launched, output, render)

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from drctl.cli import common
-from drctl.cli.launch import Launched, conclude, launch, result_only
+from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch, result_only
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec, ping_event
 
 # A test should answer in seconds, not wait out a production retry budget.
@@ -33,6 +33,8 @@ def test_cmd(
         typer.Option("--webhook", "-w", help="Webhook name (repeatable); default every configured webhook."),
     ] = None,
     config: common.ConfigOpt = common.CONFIG,
+    no_wait: NoWait = False,
+    timeout: Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Send a test event to webhooks through the worker; exit 1 if any was not delivered."""
@@ -61,9 +63,10 @@ def test_cmd(
             "Notify", inp, id=wid, task_queue=cfg.temporal.task_queue, result_type=NotifyResult
         ),
         NotifyResult,
-        no_wait=False,
+        no_wait=no_wait,
         output=output,
         live=False,
+        timeout_s=timeout,
     )
     conclude(launched, output, _render, result_only)
 

@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 from drctl.cli import backup, common, complete, drill, failover, upgrade
 from drctl.cli.launch import (
     Launched,
+    Timeout,
     conclude,
     progress_table,
     query_progress,
@@ -154,7 +155,10 @@ def show(
 
 @app.command("watch")
 def watch_cmd(
-    workflow_id: WorkflowId, config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE
+    workflow_id: WorkflowId,
+    config: common.ConfigOpt = common.CONFIG,
+    timeout: Timeout = None,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Follow an operation until it ends (after Ctrl-C or --no-wait); exit with its exit code.
 
@@ -173,8 +177,10 @@ def watch_cmd(
             )
         # This run, not a later one started under the same id while we watch.
         run = client.get_workflow_handle(workflow_id, run_id=desc.run_id)
-        done = await watch(run, _RESULTS[operation][0], show=output is common.Output.table)
-        return operation, Launched(workflow_id, ui_link(cfg, workflow_id, desc.run_id), done)
+        link = ui_link(cfg, workflow_id, desc.run_id)
+        shown = not common.is_document(output)
+        done = await watch(run, _RESULTS[operation][0], show=shown, timeout_s=timeout, link=link)
+        return operation, Launched(workflow_id, link, done)
 
     with reattach_hint([workflow_id]):
         operation, launched = common.run_async(go)

@@ -14,12 +14,12 @@ from rich.console import Console
 from rich.table import Table
 
 from drctl.cli import common
-from drctl.cli.launch import Launched, NoWait, conclude, launch
+from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
 from drctl.client.connection import connect, ui_link
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
-from drctl.models.migration import MigrationResult
-from drctl.models.upgrade import Strategy, UpgradeResult, UpgradeStatus, upgrade_request
+from drctl.models.migration import MigrationRequest, MigrationResult
+from drctl.models.upgrade import Strategy, UpgradeRequest, UpgradeResult, UpgradeStatus, upgrade_request
 
 app = typer.Typer(
     name="upgrade",
@@ -101,6 +101,33 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = commo
     out.print(f"UI: {link}", markup=False, highlight=False)
 
 
+def plan_rows(req: UpgradeRequest | MigrationRequest) -> list[tuple[str, str]]:
+    """The gist of an upgrade's or a migration's input, for a --dry-run table."""
+    a = req.limits
+    common_rows = [
+        ("backup first", ", ".join(f"{r} {ns}" for r, ns in getattr(req, "namespaces", {}).items())),
+        (
+            "traffic steps",
+            " → ".join(f"{p} %" for p in req.steps_percent) + f", {req.step_pause_s:g} s apart",
+        ),
+        ("analysis limits", ", ".join(f"{k} {v}" for k, v in a.model_dump(exclude_none=True).items())),
+    ]
+    if isinstance(req, MigrationRequest):
+        return [
+            ("source", f"{req.source} (namespace {req.namespace}, backed up first)"),
+            ("target", f"{req.target} (namespace {req.target_namespace}, restored there)"),
+            *common_rows[1:],
+            ("decommission", "scale the source to zero at the end" if req.decommission_source else "no"),
+        ]
+    return [
+        ("image", req.release.image),
+        ("strategy", str(req.strategy)),
+        ("waves", " → ".join(req.regions)),
+        *common_rows,
+        ("approval", "between regions" if req.approval_between_regions else "none"),
+    ]
+
+
 def _workflow_id(cfg: FleetConfig, kind: str, ident: str) -> str:
     return ident if ident.startswith(f"{kind}/") else f"{kind}/{cfg.name}/{ident}"
 
@@ -120,7 +147,10 @@ def upgrade(
         list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")
     ] = [],  # noqa: B006
     config: common.ConfigOpt = common.CONFIG,
+    dry_run: common.DryRunOpt = False,
+    yes: common.YesOpt = False,
     no_wait: NoWait = False,
+    timeout: Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Start an upgrade (`drctl upgrade --image IMG`), or manage one (subcommands)."""
@@ -137,6 +167,15 @@ def upgrade(
     if waves is not None and len(set(waves)) != len(waves):
         raise common.UserError(f"--regions names a region twice: {regions}")
     req = upgrade_request(cfg, new_id(), image, strategy, waves, step_list, parse_env(env))
+    wid = f"upgrade/{cfg.name}/{req.upgrade_id}"
+    if dry_run:
+        common.print_plan(output, f"upgrade to {image}", wid, req, plan_rows(req))
+        return
+    common.confirm(
+        yes,
+        f"Upgrade fleet {cfg.name!r} to {image} ({req.strategy}, regions {', '.join(req.regions)})?",
+        "upgrade the fleet",
+    )
     from workflows.upgrade import Upgrade
 
     launched: Launched[UpgradeResult] = launch(
@@ -148,17 +187,18 @@ def upgrade(
             Upgrade.run,
             req,
             operation="upgrade",
-            workflow_id=f"upgrade/{cfg.name}/{req.upgrade_id}",
+            workflow_id=wid,
             target=",".join(req.regions),
         ),
         UpgradeResult,
         no_wait=no_wait,
         output=output,
+        timeout_s=timeout,
     )
     conclude(launched, output, render)
 
 
-def _send(config: Path, upgrade_id: str, name: str, reason: str) -> None:
+def _send(config: Path, upgrade_id: str, name: str, reason: str, output: common.Output) -> None:
     """Send one control update (promote, abort, pause, resume) to a running upgrade; print its answer."""
     cfg = common.load(config)
     wid = _workflow_id(cfg, "upgrade", upgrade_id)
@@ -175,6 +215,8 @@ def _send(config: Path, upgrade_id: str, name: str, reason: str) -> None:
             raise common.UserError(f"cannot {name} {wid}: {exc}", exit_code=1) from None
 
     ack = common.run_async(go)
+    if common.printed_json(output, {"workflow_id": wid, "update": name, "ack": common.plain(ack)}):
+        return
     common.console.print(
         getattr(ack, "message", None) or (ack.get("message") if isinstance(ack, dict) else ack)
     )
@@ -190,8 +232,9 @@ def _control_command(name: str) -> Any:
         upgrade_id: UpgradeId,
         reason: Reason = f"{name} from the CLI",
         config: common.ConfigOpt = common.CONFIG,
+        output: common.OutputOpt = common.TABLE,
     ) -> None:
-        _send(config, upgrade_id, name, reason)
+        _send(config, upgrade_id, name, reason, output)
 
     command.__doc__ = f"{name.capitalize()} a running upgrade."
     return command

@@ -71,7 +71,14 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     await watched(temporal_client, cfg)
     cfg_file = write_config(cfg, fleet_config_path.parent)
     code, out, err = await drctl_async(
-        "drill", "run", str(EXPERIMENTS / "region-outage.json"), "-c", str(cfg_file), "--output", "json"
+        "drill",
+        "run",
+        str(EXPERIMENTS / "region-outage.json"),
+        "--yes",
+        "-c",
+        str(cfg_file),
+        "--output",
+        "json",
     )
     assert code == 0, f"{out}\n{err}"
     report = DrillReport.model_validate_json(out[out.index("{") :])
@@ -152,4 +159,6 @@ async def test_schedule_lists_weekly_next_runs(temporal_client: Client, fleet_co
         code, out, _ = await drctl_async("drill", "schedule", "list", "-c", cfg_path, "--output", "json")
         assert next(r for r in json.loads(out) if r["id"].endswith(f"/{name}"))["paused"] is True
     finally:
-        assert (await drctl_async("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0
+        assert (await drctl_async("drill", "schedule", "delete", "--name", name, "--yes", "-c", cfg_path))[
+            0
+        ] == 0

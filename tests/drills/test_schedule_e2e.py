@@ -57,7 +57,9 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
         row = await _row(name, cfg_path)
         assert row["paused"] is False and len(row["next_runs"]) >= 3
 
-        code, out, err = await drctl_async("drill", "schedule", "trigger", "--name", name, "-c", cfg_path)
+        code, out, err = await drctl_async(
+            "drill", "schedule", "trigger", "--name", name, "--yes", "-c", cfg_path
+        )
         assert code == 0 and f"schedule {sid}: triggered" in out, err
         # The run the schedule started, found the way the UI finds it.
         query = f"TemporalScheduledById = '{sid}'"
@@ -79,5 +81,5 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
     finally:
         assert (await drctl_async("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0
 
-    code, _, err = await drctl_async("drill", "schedule", "trigger", "--name", name, "-c", cfg_path)
+    code, _, err = await drctl_async("drill", "schedule", "trigger", "--name", name, "--yes", "-c", cfg_path)
     assert code == 2 and f"no drill schedule {sid}" in err and "Traceback" not in err, err

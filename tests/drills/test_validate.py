@@ -129,7 +129,7 @@ CASES: dict[str, tuple[Any, str, str]] = {
 
 def _drill_run(experiment: Path, config: Path) -> list[str]:
     """`drctl drill run EXPERIMENT -c CONFIG`, as a user types it."""
-    return [str(DRCTL), "drill", "run", str(experiment), "-c", str(config)]
+    return [str(DRCTL), "drill", "run", str(experiment), "--yes", "-c", str(config)]
 
 
 def test_each_broken_experiment_exits_2_before_any_fault(

@@ -82,9 +82,14 @@ def test_schedule_create_list_delete_and_backup_age_in_status(
             interval_s=0.5,
             what="a 2 s schedule taking a second backup",
         )
-        assert drctl("backup", "schedule", "delete", "fast", "--region", "us-west-1", "-c", c).returncode == 0
+        assert (
+            drctl(
+                "backup", "schedule", "delete", "fast", "--region", "us-west-1", "--yes", "-c", c
+            ).returncode
+            == 0
+        )
     finally:
-        gone = drctl("backup", "schedule", "delete", "every-1h", "-c", c)
+        gone = drctl("backup", "schedule", "delete", "every-1h", "--yes", "-c", c)
     assert gone.returncode == 0 and "deleted in us-east-1" in gone.stdout, gone.stderr
     assert json.loads(drctl("backup", "schedule", "list", "-o", "json", "-c", c).stdout) == []
 

@@ -64,3 +64,35 @@ async def drctl_async(*args: str, timeout_s: float = 240) -> tuple[int, str, str
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     return proc.returncode or 0, out.decode(), err.decode()
+
+
+def commands() -> dict[tuple[str, ...], object]:
+    """Every command of drctl by its path, e.g. ("backup", "schedule", "delete"), built from the
+    lazily loaded table: leaves, and groups that act themselves (`upgrade --image`, `drill schedule
+    --cron`). Tests walk it so that a new command cannot miss an option every command has."""
+    import typer
+
+    from drctl.cli.main import app
+
+    found: dict[tuple[str, ...], object] = {}
+
+    def walk(path: tuple[str, ...], cmd: object) -> None:
+        subs = getattr(cmd, "commands", None)
+        if path and (not subs or getattr(cmd, "invoke_without_command", False)):
+            found[path] = cmd
+        for name, sub in (subs or {}).items():
+            walk((*path, name), sub)
+
+    walk((), typer.main.get_command(app))
+    return found
+
+
+def options_of(cmd: object) -> dict[str, object]:
+    """A command's options by each of their spellings (`--output` and `-o` name one option)."""
+    opts: dict[str, object] = {}
+    for param in getattr(cmd, "params", []):
+        # Typer may vendor click (typer._click), so match by kind rather than by class.
+        if getattr(param, "param_type_name", "") == "option":
+            for spelling in [*param.opts, *param.secondary_opts]:
+                opts[spelling] = param
+    return opts

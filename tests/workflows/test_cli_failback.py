@@ -101,7 +101,7 @@ async def test_drill_run_no_wait_returns_at_once_and_ops_show_follows_the_drill(
     admin(cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0})
     before = [r["state"] for r in admin(cfg, "us-west-1", "/replicas")]
     code, out, err = await cli(
-        "drill", "run", str(EXPERIMENTS / "region-outage.json"), "--no-wait", "-c", path
+        "drill", "run", str(EXPERIMENTS / "region-outage.json"), "--no-wait", "--yes", "-c", path
     )
     assert code == 0, (out, err)
     wid = next(t for t in err.split() if t.startswith(f"drill/{cfg.name}/"))

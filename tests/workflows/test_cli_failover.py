@@ -125,7 +125,7 @@ async def test_cli_second_failover_refused_naming_the_first(
     await assert_eventually(listed, timeout_s=30, interval_s=0.3, what="the failover in visibility")
     for argv in (
         ["failback", "--yes"],
-        ["upgrade", "--image", "vllm/vllm-openai:v9.9.9", "--no-wait"],
+        ["upgrade", "--image", "vllm/vllm-openai:v9.9.9", "--no-wait", "--yes"],
         ["migrate", "--from", "us-west-1", "--to", "us-east-1"],
         ["restore", "--backup", "any"],
     ):
