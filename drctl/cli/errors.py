@@ -25,8 +25,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_STILL_RUNNING = 0, 1, 2
 class StillRunning(Exception):
     """`--timeout` passed while waiting for an operation: the wait ends, the operation goes on."""
 
-    def __init__(self, workflow_id: str, link: str, waited_s: float) -> None:
-        where = f"`drctl ops watch {workflow_id}`" + (f" or {link}" if link else "")
+    def __init__(self, workflow_id: str, link: str, waited_s: float, follow: str = "watch") -> None:
+        where = f"`drctl ops {follow} {workflow_id}`" + (f" or {link}" if link else "")
         super().__init__(f"{workflow_id} is still running after {waited_s:g} s; follow it with {where}")
         self.workflow_id = workflow_id
 
@@ -35,15 +35,52 @@ def _text(exc: BaseException) -> str:
     return str(exc)
 
 
+def _config(exc: BaseException) -> str:
+    """One line for one problem (what a command that only loads the config needs); the list for more."""
+    assert isinstance(exc, ConfigError)
+    if len(exc.problems) == 1:
+        p = exc.problems[0]
+        return f"invalid config {exc.file}: {f'line {p.line}: ' if p.line else ''}{p.path}: {p.message}"
+    return f"invalid config {exc}"
+
+
+def _dependency(exc: BaseException) -> str:
+    # The provider error table names the failed call and the kind (Unavailable, Forbidden, ...).
+    from drctl.providers.errors import classify
+
+    return classify(exc).message.splitlines()[0]
+
+
 def _cause(exc: BaseException) -> str:
     return f"the operation ended without a result: {getattr(exc, 'cause', None) or exc}"
+
+
+def _dependency_errors() -> tuple[type[BaseException], ...]:
+    """The client libraries' connection and API errors, and drctl's classified ProviderError: a
+    dependency a command reads directly (a region's Kubernetes API, S3) that did not answer or
+    refused. Exit 1: it ran and did not succeed. Imported on an error only (they cost a second)."""
+    import botocore.exceptions
+    import httpx
+    import urllib3.exceptions
+    from kubernetes.client.exceptions import ApiException
+
+    from drctl.providers.errors import ProviderError
+
+    return (
+        ProviderError,
+        ApiException,
+        urllib3.exceptions.HTTPError,
+        botocore.exceptions.BotoCoreError,
+        botocore.exceptions.ClientError,
+        httpx.HTTPError,
+    )
 
 
 # First match wins (subclasses before their bases). A UserError carries its own exit code.
 ERRORS: tuple[tuple[type[BaseException], int, Callable[[BaseException], str]], ...] = (
     (UserError, EXIT_USAGE, _text),
     (TemporalConfigError, EXIT_USAGE, _text),
-    (ConfigError, EXIT_USAGE, lambda exc: f"invalid config {exc}"),
+    (ConfigError, EXIT_USAGE, _config),
     (UnknownRegionError, EXIT_USAGE, _text),
     (ExperimentInvalid, EXIT_USAGE, lambda exc: f"invalid experiment {exc}"),
     (FleetBusyError, EXIT_NOT_STARTED, _text),
@@ -71,7 +108,9 @@ def render_error(exc: BaseException) -> int:
     if isinstance(exc, _CLICK_ERRORS):
         exc.show()  # type: ignore[attr-defined]  # usage line and what was wrong
         return int(exc.exit_code)  # type: ignore[attr-defined]  # 2 for usage errors
-    for kind, code, message in ERRORS:
+    table: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], int, Callable[..., str]], ...]
+    table = (*ERRORS, (_dependency_errors(), EXIT_FAILED, _dependency))
+    for kind, code, message in table:
         if isinstance(exc, kind):
             err_console.print(f"error: {message(exc)}", markup=False, highlight=False, soft_wrap=True)
             return exc.exit_code if isinstance(exc, UserError) else code

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Generic
 
 import typer
@@ -129,17 +130,20 @@ def progress_table(wid: str, p: OperationProgress | None, status: str) -> Table:
     return t
 
 
+# A query waits for a worker to answer it; with none polling, the server holds it. Bounded, so a view
+# of an operation nobody runs yet keeps refreshing (and a --timeout ends on time).
+QUERY_TIMEOUT = timedelta(seconds=2)
+
+
 async def query_progress(handle: WorkflowHandle[Any, Any]) -> OperationProgress | None:
     try:
-        return await handle.query(QUERY_PROGRESS, result_type=OperationProgress)
+        return await handle.query(QUERY_PROGRESS, result_type=OperationProgress, rpc_timeout=QUERY_TIMEOUT)
     except (RPCError, WorkflowQueryFailedError):
         return None  # not yet picked up by a worker, or no such query on this workflow type
 
 
 def progress_line(wid: str, p: OperationProgress) -> str:
     """One log line per phase change: `12:03:04 failover/prod  phase=shift  <details>`."""
-    from datetime import datetime
-
     line = f"{datetime.now():%H:%M:%S} {wid}  phase={p.phase}"
     if p.awaiting_approval:
         return f"{line}  waiting for approval: drctl ops approve {wid}"
@@ -191,6 +195,7 @@ async def watch(
     poll_s: float = 0.5,
     timeout_s: float | None = None,
     link: str = "",
+    follow: str = "watch",
 ) -> Finished[M]:
     """Wait for the operation to close, showing its phases (when `show`): a live table on a terminal,
     one line per phase change otherwise.
@@ -208,8 +213,9 @@ async def watch(
     except TimeoutError:
         result_task.cancel()  # stops our long poll only; the workflow is not touched
         if shown is not None:
-            await shown
-        raise StillRunning(handle.id, link, timeout_s or 0.0) from None
+            shown.cancel()  # on time: not after a progress query that nobody answers
+            await asyncio.gather(shown, return_exceptions=True)
+        raise StillRunning(handle.id, link, timeout_s or 0.0, follow) from None
     if shown is not None:
         await shown
     return result_task.result()
@@ -265,9 +271,10 @@ def launch(
                 )
             return Launched(handle.id, link, None)
         shown = live and not is_document(output)
-        return Launched(
-            handle.id, link, await watch(handle, result_type, show=shown, timeout_s=timeout_s, link=link)
-        )
+        # `ops watch` follows operations with phases; anything else (notify test) `ops show` shows.
+        follow = "watch" if live else "show"
+        done = await watch(handle, result_type, show=shown, timeout_s=timeout_s, link=link, follow=follow)
+        return Launched(handle.id, link, done)
 
     with reattach_hint(started):
         return run_async(go)
