@@ -231,6 +231,7 @@ def failback(
             autocompletion=complete.regions,
         ),
     ] = None,
+    dry_run: common.DryRunOpt = False,
     yes: common.YesOpt = False,
     no_wait: NoWait = False,
     timeout: Timeout = None,
@@ -240,12 +241,25 @@ def failback(
     cfg = common.load(config)
     if region:
         cfg.region(region)
+    inp = FailbackInput(spec=FleetSpec.from_config(cfg), region=region)
+    if dry_run:
+        spec = inp.spec
+        rows = [
+            ("to weights", fmt_weights(spec.weights)),
+            ("from weights", "the global tier's current ones, read by the workflow as it starts"),
+            (
+                "stabilisation",
+                f"{region or 'each region gaining traffic'} healthy for {spec.stabilization_window_s:g} s",
+            ),
+            ("steps", f"{spec.failback_steps}, each probed; a regression rolls back one step and ends it"),
+        ]
+        common.print_plan(output, f"failback of fleet {cfg.name}", f"failback/{cfg.name}", inp, rows)
+        return
     common.confirm(
         yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?", "change traffic"
     )
     from workflows.failback import Failback
 
-    inp = FailbackInput(spec=FleetSpec.from_config(cfg), region=region)
     launched: Launched[FailbackResult] = launch(
         cfg,
         "failback",

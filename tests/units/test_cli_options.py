@@ -40,6 +40,7 @@ NO_OBJECT = {
 # Every command that changes the fleet, and what each must take.
 MUTATING = {
     ("failover",),
+    ("failback",),
     ("upgrade",),
     ("migrate",),
     ("restore",),
@@ -164,6 +165,7 @@ def _doc(argv: list[str], output: str) -> dict[str, object]:
         ["backup", "schedule", "delete", "every-1h"],
         ["drill", "schedule", "delete"],
         ["drill", "run", EXPERIMENT],
+        ["failback", "--region", "us-west-1"],
     ],
 )
 def test_a_dry_run_document_is_the_same_in_json_and_yaml(argv: list[str], config: str) -> None:
