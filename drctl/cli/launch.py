@@ -210,14 +210,19 @@ async def watch(
         shown = asyncio.ensure_future(view(handle, result_task, poll_s))
     try:
         await asyncio.wait_for(asyncio.shield(result_task), timeout_s)
-    except TimeoutError:
-        result_task.cancel()  # stops our long poll only; the workflow is not touched
+    except (TimeoutError, asyncio.CancelledError) as exc:
+        # --timeout, or Ctrl-C: stop watching at once, not after a progress query nobody answers.
+        # This cancels our long poll and view only; the workflow is not touched.
+        result_task.cancel()
         if shown is not None:
-            shown.cancel()  # on time: not after a progress query that nobody answers
+            shown.cancel()
+        if isinstance(exc, TimeoutError):
+            raise StillRunning(handle.id, link, timeout_s or 0.0, follow) from None
+        raise
+    finally:
+        if shown is not None:
+            # Otherwise the result is in (or it raised): the view shows the last state and ends.
             await asyncio.gather(shown, return_exceptions=True)
-        raise StillRunning(handle.id, link, timeout_s or 0.0, follow) from None
-    if shown is not None:
-        await shown
     return result_task.result()
 
 

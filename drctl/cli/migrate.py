@@ -6,19 +6,7 @@ from typing import Annotated
 
 import typer
 
-from drctl.cli import complete
-from drctl.cli.common import (
-    CONFIG,
-    TABLE,
-    ConfigOpt,
-    DryRunOpt,
-    OutputOpt,
-    UserError,
-    YesOpt,
-    confirm,
-    load,
-    print_plan,
-)
+from drctl.cli import common, complete
 from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
 from drctl.cli.upgrade import new_id, parse_steps, plan_rows, render
 from drctl.client.operations import start_operation
@@ -50,28 +38,28 @@ def migrate(
     decommission: Annotated[
         bool, typer.Option("--decommission", help="Scale the source to zero at the end.")
     ] = False,
-    config: ConfigOpt = CONFIG,
-    dry_run: DryRunOpt = False,
-    yes: YesOpt = False,
+    config: common.ConfigOpt = common.CONFIG,
+    dry_run: common.DryRunOpt = False,
+    yes: common.YesOpt = False,
     no_wait: NoWait = False,
     timeout: Timeout = None,
-    output: OutputOpt = TABLE,
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Move the workload from one region's cluster to another's, and its traffic after it."""
-    cfg = load(config)
+    cfg = common.load(config)
     cfg.region(from_)
     cfg.region(to)
     if from_ == to:
-        raise UserError(f"--from and --to are both {to}")
+        raise common.UserError(f"--from and --to are both {to}")
     req = migration_request(
         cfg, new_id(), from_, to, target_namespace, parse_steps(steps) if steps else None, decommission
     )
     wid = f"migrate/{cfg.name}/{req.migration_id}"
     if dry_run:
-        print_plan(output, f"migrate {from_} → {to}", wid, req, plan_rows(req))
+        common.print_plan(output, f"migrate {from_} → {to}", wid, req, plan_rows(req))
         return
     if decommission:  # scales the source's workload to zero: as destructive as a delete
-        confirm(
+        common.confirm(
             yes,
             f"Migrate fleet {cfg.name!r} from {from_} to {to} and scale {from_} to zero at the end?",
             f"decommission {from_}",

@@ -37,44 +37,25 @@ NO_OBJECT = {
     ("ops", "approve"): "prints the workflow's answer to the update",
     ("ops", "abort"): "prints the workflow's answer to the update",
 }
-# Every command that changes the fleet, and what each must take.
-MUTATING = {
-    ("failover",),
-    ("failback",),
-    ("upgrade",),
-    ("migrate",),
-    ("restore",),
-    ("backup", "create"),
-    ("backup", "schedule", "create"),
-    ("backup", "schedule", "delete"),
-    ("drill", "run"),
-    ("drill", "schedule"),
-    ("drill", "schedule", "delete"),
-    ("drill", "schedule", "trigger"),
+# What a command does decides the options it must take:
+# M changes the fleet: --dry-run. C moves traffic, deletes or overwrites: asks first, or --yes.
+# W starts a workflow and waits for it: --no-wait and --timeout.
+KINDS = {
+    ("failover",): "MCW",
+    ("failback",): "MCW",
+    ("upgrade",): "MCW",
+    ("migrate",): "MCW",  # asks with --decommission only
+    ("restore",): "MCW",  # asks with --existing-resource-policy update only
+    ("drill", "run"): "MCW",
+    ("backup", "create"): "MW",
+    ("notify", "test"): "W",
+    ("backup", "schedule", "create"): "M",
+    ("backup", "schedule", "delete"): "MC",
+    ("drill", "schedule"): "M",
+    ("drill", "schedule", "delete"): "MC",
+    ("drill", "schedule", "trigger"): "MC",
 }
-# Moves traffic, deletes or overwrites: asks first, or --yes.
-CONFIRMED = {
-    ("failover",),
-    ("failback",),
-    ("upgrade",),
-    ("migrate",),  # asked with --decommission only
-    ("restore",),  # asked with --existing-resource-policy update only
-    ("backup", "schedule", "delete"),
-    ("drill", "run"),
-    ("drill", "schedule", "delete"),
-    ("drill", "schedule", "trigger"),
-}
-# Starts a workflow and waits for it.
-WAITS = {
-    ("failover",),
-    ("failback",),
-    ("upgrade",),
-    ("migrate",),
-    ("restore",),
-    ("backup", "create"),
-    ("drill", "run"),
-    ("notify", "test"),
-}
+MUTATING, CONFIRMED, WAITS = ({p for p, k in KINDS.items() if kind in k} for kind in "MCW")
 
 
 def _choices(option: object) -> list[str]:
