@@ -29,6 +29,7 @@ async def test_drill_on_an_unhealthy_fleet_is_aborted_without_injecting(
         "drill",
         "run",
         str(EXPERIMENTS / "region-outage.json"),
+        "--yes",
         "-o",
         "json",
         "-c",

@@ -79,7 +79,9 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
         )
         assert not report.fault_injected and report.experiment == "region-outage"
     finally:
-        assert (await drctl_async("drill", "schedule", "delete", "--name", name, "-c", cfg_path))[0] == 0
+        assert (await drctl_async("drill", "schedule", "delete", "--name", name, "--yes", "-c", cfg_path))[
+            0
+        ] == 0
 
     code, _, err = await drctl_async("drill", "schedule", "trigger", "--name", name, "--yes", "-c", cfg_path)
     assert code == 2 and f"no drill schedule {sid}" in err and "Traceback" not in err, err
