@@ -36,6 +36,7 @@ from drctl.cli.common import (
     TABLE,
     ConfigOpt,
     DryRunOpt,
+    Output,
     OutputOpt,
     UserError,
     YesOpt,
@@ -140,7 +141,7 @@ def schedule_cmd(
             "input": drill_input.model_dump(mode="json"),
         }
         rows = [
-            ("schedule", sid + (" (replaced if it exists)")),
+            ("schedule", f"{sid} (replaced if it exists)"),
             ("cron (UTC)", cron + (f" ±{jitter}" if jitter else "")),
             ("experiments", ", ".join(f"{p.name} → {p.target_region}" for p in plans)),
             ("overlap", "skip a run while a drill runs"),
@@ -263,7 +264,7 @@ _SCHEDULE_OPS: dict[str, tuple[str, Callable[[ScheduleHandle], Awaitable[None]]]
 }
 
 
-def _handle_op(config: Path, name: str, op: str, output: OutputOpt) -> None:
+def _handle_op(config: Path, name: str, op: str, output: Output) -> None:
     cfg = load(config)
     sid = schedule_id(cfg, name)
 
