@@ -42,7 +42,11 @@ class RegionSignals(BaseModel):
         None, description="TTFT p99 over the last window, from histogram deltas."
     )
     error_rate: float | None = Field(None, description="Failed share of the requests of the last window.")
-    load_rps: float | None = Field(None, description="Requests per second over the last window.")
+    load_rps: float | None = Field(
+        None,
+        description="Requests per second over the last window, over the ready replicas (scaled up from "
+        "those read at both ends of the window when some were not).",
+    )
     requests: float | None = Field(None, ge=0, description="Requests answered in the last window.")
     window_s: float = Field(ge=0, description="Seconds the window behind the rates and quantiles covers.")
     measured_at: datetime
@@ -153,6 +157,20 @@ def _learned_per_replica(
     return ceiling, seen
 
 
+def _concurrency_load(sig: RegionSignals, ev: Evidence, problems: list[str]) -> float | None:
+    """running + waiting over the ready replicas: scaled up from the replicas read when some were
+    not (a missed read must not look like room); unknown when none was."""
+    read = sig.replicas_read if sig.replicas_read is not None else sig.ready_replicas
+    load = sig.running + sig.waiting
+    if sig.ready_replicas == 0 or read >= sig.ready_replicas:
+        return load
+    if read == 0:
+        problems.append(f"no /metrics read from the {sig.ready_replicas} ready replicas: load unknown")
+        return None
+    ev["load_scaled_from"] = f"{read} of {sig.ready_replicas} ready replicas"
+    return load * sig.ready_replicas / read
+
+
 def region_capacity(
     sig: RegionSignals, spec: CapacitySpec, *, known_ceiling: float | None = None
 ) -> RegionCapacity:
@@ -189,7 +207,7 @@ def region_capacity(
         if load is None:
             problems.append("no request rate read: the rps capacity has no load to compare")
     else:
-        unit, load = "concurrency", sig.running + sig.waiting
+        unit, load = "concurrency", _concurrency_load(sig, ev, problems)
         if spec.max_concurrency_per_replica is not None:
             source, per = "configured", float(spec.max_concurrency_per_replica)
         else:
@@ -224,14 +242,14 @@ def region_capacity(
         source=source,
         evidence=ev,
         known=known,
-        ready_replicas=sig.ready_replicas,
-        desired_replicas=sig.desired_replicas,
-        ttft_p99_ms=sig.ttft_p99_ms,
-        error_rate=sig.error_rate,
-        requests=sig.requests,
         ceiling=ceiling,
         problems=problems,
+        **sig.model_dump(include=_COPIED),
     )
+
+
+# The signals a capacity carries as they were read, for the breach checks and the decision log.
+_COPIED = {"ready_replicas", "desired_replicas", "ttft_p99_ms", "error_rate", "requests"}
 
 
 def fleet_capacities(

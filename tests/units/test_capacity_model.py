@@ -101,9 +101,21 @@ def test_no_ready_replica_is_no_capacity_not_an_unknown() -> None:
     assert c.known and c.headroom == -4
 
 
-def test_every_metrics_read_failing_leaves_a_learned_capacity_unknown() -> None:
+def test_every_metrics_read_failing_leaves_the_capacity_unknown() -> None:
     c = region_capacity(sig(ready=2, replicas_read=0, problems=["replica a /metrics: timeout"]), LEARNED)
     assert not c.known and c.problems[0] == "replica a /metrics: timeout"
+    # Configured capacity too: a load never read is not an idle region with room to spare.
+    c = region_capacity(sig(ready=2, replicas_read=0), CapacitySpec(max_concurrency_per_replica=4))
+    assert not c.known and c.headroom == 0
+    assert c.problems == ["no /metrics read from the 2 ready replicas: load unknown"]
+
+
+def test_a_missed_read_scales_the_load_up_to_the_ready_replicas() -> None:
+    c = region_capacity(
+        sig(ready=3, running=4, waiting=1, replicas_read=2), CapacitySpec(max_concurrency_per_replica=4)
+    )
+    assert c.load == pytest.approx(7.5) and c.capacity == 12
+    assert c.evidence["load_scaled_from"] == "2 of 3 ready replicas"
 
 
 def test_a_ceiling_seen_in_one_region_is_shared_with_the_others() -> None:

@@ -83,12 +83,21 @@ def test_rates_and_ttft_p99_come_from_the_increase_between_readings() -> None:
     assert (s.running, s.waiting) == (8, 2)
 
 
-def test_a_restarted_replica_counts_from_zero_and_a_new_one_adds_no_rate() -> None:
+def test_a_restarted_replica_counts_from_zero_and_a_new_one_is_in_the_next_window() -> None:
     _, first = read([(snap("a", T0, 100), g("a"))], None, T0)
     reads = [(snap("a", T0 + 2, 6), g("a", 1)), (snap("c", T0 + 2, 500), g("c", 2))]
     s, sample = read(reads, first, T0 + 2)
-    assert s.requests == 6 and s.load_rps == 3 and s.running == 3
+    # c's rate starts with the next window; until then a's stands for both ready replicas.
+    assert s.requests == 6 and s.load_rps == 6 and s.running == 3
+    assert s.problems == ["request rate from 1 of 2 ready replicas, scaled up"]
     assert {r.source for r in sample.replicas} == {"a", "c"}  # c is in the next window
+
+
+def test_a_rate_from_some_of_the_ready_replicas_is_scaled_up() -> None:
+    _, first = read([(snap("a", T0, 0), g("a"))], None, T0, ready=2)
+    s, _ = read([(snap("a", T0 + 2, 10), g("a"))], first, T0 + 2, ready=2)
+    assert s.requests == 10 and s.load_rps == 10  # 5 rps read from one of two replicas
+    assert s.problems == ["request rate from 1 of 2 ready replicas, scaled up"]
 
 
 def test_a_stale_or_foreign_baseline_gives_no_window() -> None:
