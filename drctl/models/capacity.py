@@ -374,7 +374,9 @@ def plan_rebalance(
     """One tick of the proportional rebalance (docs/rebalancing.md, "The capacity model").
 
     Args:
-        weights: the global weights now; configured: the fleet config's.
+        weights: the global weights now.
+        configured: where a return goes back to: the fleet config's weights, or whatever baseline the
+            caller holds (after a failover, the failback owns the way back, not this rule).
         capacities: `region_capacity` of each region read this tick.
         breaching: region -> SLO breach reasons sustained for breach_window_s (`BreachState.sustained`).
         healthy: regions this rule may move share off and onto. A region that is down is not in it:

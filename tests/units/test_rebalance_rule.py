@@ -388,3 +388,24 @@ def test_invariants_hold_for_any_fleet(
             per = caps[r].load / weights[r] if weights[r] and caps[r].load else None
             if per is not None:  # never past the target's headroom
                 assert d * per <= caps[r].headroom + 1e-6
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 6), min_size=2, max_size=3),
+    st.lists(st.integers(1, 100), min_size=3, max_size=3),
+    st.floats(0.005, 0.3),
+)
+def test_a_steady_fleet_settles_without_flapping(
+    replicas: list[int], weights: list[int], per_point: float
+) -> None:
+    """Constant capacity, load following the weights: sheds, then holds; never a return, never a cycle."""
+    names = REGIONS[: len(replicas)]
+    fleet = Fleet(
+        dict(zip(names, replicas, strict=False)), dict(zip(names, weights, strict=False)), per_point
+    )
+    for _ in range(12):
+        fleet.tick()
+    assert "return" not in fleet.actions, fleet.actions
+    first_hold = fleet.actions.index("hold") if "hold" in fleet.actions else len(fleet.actions)
+    assert set(fleet.actions[first_hold:]) <= {"hold"}, fleet.actions
