@@ -38,6 +38,12 @@ class RegionSignals(BaseModel):
     max_num_seqs: int | None = Field(
         None, ge=1, description="Per replica, where the server tells it (the smallest reported); else None."
     )
+    running_while_waiting: float | None = Field(
+        None,
+        ge=0,
+        description="The most requests one replica ran while requests waited on it (its slot ceiling "
+        "reached); None when no replica had a queue.",
+    )
     ttft_p99_ms: float | None = Field(
         None, description="TTFT p99 over the last window, from histogram deltas."
     )
@@ -119,42 +125,55 @@ class RegionCapacity(BaseModel):
         )
 
 
+def slot_ceiling(sig: RegionSignals) -> tuple[float | None, str]:
+    """The per-replica slot ceiling this reading shows, and how it shows it (None: it shows none).
+
+    A replica runs at most max_num_seqs requests at once and queues the rest, so max_num_seqs (when
+    told) is the ceiling, and a replica with requests waiting runs as many as its ceiling lets it.
+    Every such count is a lower bound of the true ceiling, never above it.
+    """
+    if sig.max_num_seqs is not None:
+        return float(sig.max_num_seqs), "max_num_seqs"
+    if sig.running_while_waiting:
+        return sig.running_while_waiting, "running while requests wait"
+    n = sig.replicas_read if sig.replicas_read is not None else sig.ready_replicas
+    if sig.waiting > 0 and sig.running > 0 and n > 0:  # sums only: the average replica
+        return sig.running / n, "running while requests wait (mean of the replicas)"
+    return None, ""
+
+
 def _learned_per_replica(
     sig: RegionSignals, spec: CapacitySpec, ev: Evidence, known_ceiling: float | None
 ) -> tuple[float | None, float | None]:
     """Concurrent requests one replica serves within the objective, as far as the signals show;
-    and the slot ceiling seen (what `known_ceiling` remembers for the next reading).
+    and the slot ceiling it rests on (what a caller remembers as `known_ceiling` for later readings).
 
-    - A replica runs at most max_num_seqs at once; the rest wait. So with requests waiting the
-      running count per replica is the ceiling reached, and max_num_seqs (when told) is the
-      ceiling itself.
-    - Without either, nothing has reached the ceiling yet: `known_ceiling` (learned earlier, or in
-      another region of the same workload) stands in, else the capacity is unknown (the running
-      count is only a floor).
+    - The slot ceiling: the highest of what this reading shows (`slot_ceiling`) and `known_ceiling`
+      (learned earlier, or in another region of the same workload). Each is a lower bound of the
+      true ceiling, so the highest is the closest. Without either, the capacity is unknown: a
+      running count without a queue is only a floor.
     - TTFT over the objective caps it further: at the current concurrency the replicas are already
       past what they serve within it. Scaled by objective / TTFT (queueing delay grows at least in
       proportion to the excess load), it never rises above the running count.
     """
     n = sig.replicas_read if sig.replicas_read is not None else sig.ready_replicas
     if n <= 0:
-        return None, None
+        return None, known_ceiling
     running_per = sig.running / n
     ev["running_per_replica"] = round(running_per, 3)
-    seen: float | None = None
-    if sig.max_num_seqs is not None:
-        seen = float(sig.max_num_seqs)
-        ev["ceiling"] = "max_num_seqs"
-    elif sig.waiting > 0 and sig.running > 0:
-        seen = running_per
-        ev["ceiling"] = "running while requests wait"
-    elif known_ceiling is not None:
-        ev["ceiling"] = "learned earlier or in another region"
-    ceiling = seen if seen is not None else known_ceiling
+    seen, how = slot_ceiling(sig)
+    ceiling = max((c for c in (seen, known_ceiling) if c is not None), default=None)
+    if ceiling is not None:
+        ev["slot_ceiling"] = round(ceiling, 3)
+        ev["ceiling"] = (
+            how if seen is not None and seen >= (known_ceiling or 0) else "learned earlier or elsewhere"
+        )
+    per = ceiling
     if spec.ttft_p99_ms and sig.ttft_p99_ms and sig.ttft_p99_ms > spec.ttft_p99_ms and sig.running > 0:
         latency = running_per * spec.ttft_p99_ms / sig.ttft_p99_ms
         ev["latency_bound_per_replica"] = round(latency, 3)
-        ceiling = latency if ceiling is None else min(ceiling, latency)
-    return ceiling, seen
+        per = latency if per is None else min(per, latency)
+    return per, ceiling
 
 
 def _concurrency_load(sig: RegionSignals, ev: Evidence, problems: list[str]) -> float | None:
@@ -177,7 +196,7 @@ def region_capacity(
     """The region's capacity, load and headroom.
 
     `known_ceiling`: a learned replica's slot ceiling from an earlier reading or another region
-    (`RegionCapacity.ceiling`; see `fleet_capacities`), used while this reading shows none.
+    (`RegionCapacity.ceiling`; see `fleet_capacities`); the higher of it and what this reading shows counts.
 
     Unit and per-replica capacity, in this order:
     - workload.max_rps_per_replica: rps; load is `load_rps` (unknown load: not `known`);
@@ -255,24 +274,21 @@ _COPIED = {"ready_replicas", "desired_replicas", "ttft_p99_ms", "error_rate", "r
 def fleet_capacities(
     signals: dict[str, RegionSignals], spec: CapacitySpec, remembered: dict[str, float] | None = None
 ) -> dict[str, RegionCapacity]:
-    """Every region's capacity, sharing what one region's replicas showed of their slot ceiling.
+    """Every region's capacity, sharing what any region's replicas showed of their slot ceiling.
 
-    Every region runs the same workload (one image, one model, the same server flags), so a
-    replica's max_num_seqs seen anywhere is everyone's. The smallest ceiling seen now, else the
-    region's `remembered` one (its last `ceiling`), stands in where a region shows none: a region
-    that has never queued can then take share. A latency bound is never shared: it is that region's.
+    Every region runs the same workload (one image, one model, the same server flags), so a slot
+    ceiling seen anywhere is everyone's: the highest seen now, or the region's `remembered` one
+    (its last `ceiling`) if higher, stands in. A region that has never queued can then take share.
+    A latency bound is never shared: it is that region's. (A remembered ceiling outlives a change
+    of max_num_seqs: forget it when the servers' flags change.)
     """
-    first = {r: region_capacity(s, spec, known_ceiling=(remembered or {}).get(r)) for r, s in signals.items()}
-    seen = [c.ceiling for c in first.values() if c.ceiling is not None]
-    if not seen or spec.max_rps_per_replica or spec.max_concurrency_per_replica:
-        return first
-    shared = min(seen)
-    return {
-        r: c
-        if c.ceiling is not None
-        else region_capacity(signals[r], spec, known_ceiling=min(shared, (remembered or {}).get(r, shared)))
-        for r, c in first.items()
-    }
+    seen = [c for s in signals.values() if (c := slot_ceiling(s)[0]) is not None]
+    shared = max(seen, default=None)
+    out = {}
+    for r, s in signals.items():
+        known = [c for c in (shared, (remembered or {}).get(r)) if c is not None]
+        out[r] = region_capacity(s, spec, known_ceiling=max(known, default=None))
+    return out
 
 
 # --- breaches, sustained for a window --------------------------------------------------------------

@@ -97,6 +97,9 @@ def region_signals(
         running=sum(g.running for _, g in reads),
         waiting=sum(g.waiting for _, g in reads),
         max_num_seqs=min(seqs) if seqs else None,
+        running_while_waiting=max(
+            (g.running for _, g in reads if g.waiting > 0 and g.running > 0), default=None
+        ),
         ttft_p99_ms=win.ttft_p99_ms if win else None,
         error_rate=win.error_rate if win else None,
         load_rps=_rate(requests, span, len(pairs), ready, problems),

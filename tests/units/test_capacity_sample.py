@@ -80,7 +80,7 @@ def test_rates_and_ttft_p99_come_from_the_increase_between_readings() -> None:
     assert s.error_rate == pytest.approx(2 / 50)
     # The p99 rank (49.5 of 50) falls in the 0.5..1.0 bucket: interpolated as histogram_quantile does.
     assert s.ttft_p99_ms == pytest.approx(750)
-    assert (s.running, s.waiting) == (8, 2)
+    assert (s.running, s.waiting, s.running_while_waiting) == (8, 2, 4)
 
 
 def test_a_restarted_replica_counts_from_zero_and_a_new_one_is_in_the_next_window() -> None:
