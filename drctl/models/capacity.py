@@ -413,7 +413,7 @@ def plan_rebalance(
         moved_pct=0,
         capacities={r: c for r, c in capacities.items() if r in weights},
     )
-    rule = rebalance_rule.Rule(weights, configured, capacities, healthy, limits)
+    rule = rebalance_rule.Rule(weights, configured, capacities, healthy, limits, slo)
     if rule.total <= 0:
         plan.reasons.append("no region has weight: nothing to rebalance (the failover owns this)")
         return plan
