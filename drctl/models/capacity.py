@@ -1,8 +1,8 @@
 """A region's capacity, load and headroom, from its replicas' own signals: the capacity model.
 
 Pure (no I/O, no clock): drctl/providers/capacity_signals.py reads the signals into a
-`RegionSignals`; `region_capacity` turns them into a `RegionCapacity`; drctl/models/rebalance.py
-decides what share moves. Every figure a decision uses is kept in `evidence`, so the decision log
+`RegionSignals`; `region_capacity` turns them into a `RegionCapacity`; `BreachState` tells what has
+lasted a window; `plan_rebalance` decides what share moves (its arithmetic in rebalance_rule.py). Every figure a decision uses is kept in `evidence`, so the decision log
 can say why traffic is where it is. docs/rebalancing.md explains the model.
 
 - capacity = ready replicas x the capacity of one replica;
