@@ -2,8 +2,9 @@
 
 Pure (no I/O, no clock): drctl/providers/capacity_signals.py reads the signals into a
 `RegionSignals`; `region_capacity` turns them into a `RegionCapacity`; `BreachState` tells what has
-lasted a window; `plan_rebalance` decides what share moves (its arithmetic in rebalance_rule.py). Every figure a decision uses is kept in `evidence`, so the decision log
-can say why traffic is where it is. docs/rebalancing.md explains the model.
+lasted a window; `plan_rebalance` decides what share moves (its arithmetic in rebalance_rule.py).
+Every figure a decision uses is kept in `evidence`, so the decision log can say why traffic is
+where it is. docs/rebalancing.md explains the model.
 
 - capacity = ready replicas x the capacity of one replica;
 - usable = capacity x target_utilisation (the rest is the margin a region keeps for bursts);
