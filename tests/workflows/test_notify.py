@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -263,6 +264,9 @@ async def test_a_pending_approval_notifies_then_reminds_before_the_timeout_and_a
     assert f"failover to us-east-1 started by {by} waits for approval, 30 s left" in notice
     assert f"`drctl ops approve {wid}` (another identity)" in notice and f"`drctl ops reject {wid}`" in notice
     assert "reminder: failover to us-east-1" in reminder and "27 s left" in reminder
+    code, out, err = await cli("ops", "show", wid, "-o", "json", "-c", str(path))
+    shown = json.loads(out)
+    assert shown["initiator"] == by and shown["result"]["rejected_by"] == "carol@example.com", shown
     # An approval after the end: refused in one line, exit 2.
     code, out, err = await cli("ops", "approve", wid, "-c", str(path))
     assert code == 2 and err.startswith(f"error: approve failed for {wid}: "), (out, err)
