@@ -90,7 +90,7 @@ class MonitorActions:
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 search_attributes=_attrs(s.spec.fleet, "failover", source, target, by),
                 memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": by or "monitor"},
-                static_summary=f"automatic failover {source} → {target}",
+                static_summary=f"automatic failover {source} → {target}" + (f" by {by}" if by else ""),
             )
             rec.run_id = handle.first_execution_run_id
             result = await _child_result(handle, FailoverResult)
@@ -134,7 +134,7 @@ class MonitorActions:
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 search_attributes=_attrs(s.spec.fleet, "failback", rec.target, rec.source, by),
                 memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": by or "monitor"},
-                static_summary=f"automatic failback to {rec.source}",
+                static_summary=f"automatic failback to {rec.source}" + (f" by {by}" if by else ""),
             )
             result = await _child_result(handle, FailbackResult)
             s.last_failback = f"{result.status} at {workflow.now().isoformat()}"

@@ -143,7 +143,9 @@ async def test_region_down_fails_over_automatically_then_fails_back(
     res = await auto.result()
     # An automatic failover records the monitor as its initiator.
     desc = await auto.describe()
-    assert desc.typed_search_attributes.get(sa.INITIATOR) == f"drctl-monitor@monitor/{cfg.name}"
+    monitor = f"drctl-monitor@monitor/{cfg.name}"
+    assert desc.typed_search_attributes.get(sa.INITIATOR) == monitor
+    assert await desc.static_summary() == f"automatic failover us-west-1 → us-east-1 by {monitor}"
     assert res.status == "succeeded" and res.source == "us-west-1" and res.target == "us-east-1"
     assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
