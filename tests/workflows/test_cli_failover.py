@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from drctl.client.identity import identity
 from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.failover import FailoverResult
 from tests.support.cli import DRCTL, cli, drctl
 from tests.support.config import write_config
@@ -231,6 +233,9 @@ async def test_cli_monitor_status_and_ops(
     assert await assert_eventually(closed, timeout_s=30, interval_s=0.2, what="monitor closed") == (
         WorkflowExecutionStatus.CANCELED
     )
+    # Who started the monitor (the CLI inherits this environment: user@host here), searchable in the UI.
+    desc = await handle.describe()
+    assert desc.typed_search_attributes.get(sa.INITIATOR) == identity(cfg)
 
 
 async def test_cli_temporal_unreachable_names_the_address(
