@@ -22,7 +22,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from drctl.cli import backup_schedule, common, complete
 from drctl.cli.launch import Launched, conclude, launch
 from drctl.client.connection import ui_link
-from drctl.client.operations import search_attributes, start_operation
+from drctl.client.operations import search_attributes, start_operation, summary
 from drctl.config.schema import FleetConfig
 from drctl.models.backup import (
     BackupInfo,
@@ -149,8 +149,9 @@ def create(
                 job,
                 id=wid,
                 task_queue=cfg.temporal.task_queue,
-                search_attributes=search_attributes(cfg.name, "backup", target=r),
-                memo={"fleet": cfg.name, "operation": "backup", "target": r},
+                search_attributes=search_attributes(cfg.name, "backup", target=r, initiator=client.identity),
+                memo={"fleet": cfg.name, "operation": "backup", "target": r, "initiator": client.identity},
+                static_summary=summary("backup", cfg.name, client.identity, None, r),
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             )
         except WorkflowAlreadyStartedError:
