@@ -25,7 +25,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import Capacity, ProbeBatch, Weights
 from drctl.models.reads import ReadResult
 
-EXIT_OK, EXIT_UNHEALTHY = 0, 1
+EXIT_OK, EXIT_UNHEALTHY, EXIT_UNREAD = 0, 1, 3
 # A read that is refreshed (`--watch`) gets at most this long each time.
 READ_TIMEOUT_S = 30.0
 
@@ -119,8 +119,11 @@ def problems(cfg: FleetConfig, data: dict[str, Any]) -> list[str]:
         # The monitor's state when it runs (with hysteresis), else this probe's verdict.
         state = r.get("state") or (r.get("probe") or {}).get("status")
         if state != "HEALTHY":
-            why = (r.get("probe") or {}).get("reason") or (r.get("replicas") or {}).get("error")
+            why = (r.get("probe") or {}).get("reason")
             found.append(f"{name} is {state or 'unknown'}" + (f": {why}" if why else ""))
+        # Serving, but unreadable or unserved (no worker on its queue): a failover there would fail.
+        if (r.get("replicas") or {}).get("error"):
+            found.append(f"{name} replicas unknown: {r['replicas']['error']}")
     if "weights_error" in data:
         found.append(f"global weights unknown: {data['weights_error']}")
     else:
@@ -226,7 +229,7 @@ def _watch(cfg: FleetConfig, timeout_s: float, interval_s: float) -> int:
             data = common.run_async(
                 lambda: collect(cfg, min(READ_TIMEOUT_S, max(1.0, deadline - time.monotonic())))
             )
-            code = EXIT_UNHEALTHY if data["problems"] else EXIT_OK
+            code = exit_code(data)
             if live is not None:
                 live.update(
                     Group(*renderables(cfg, data), Text(time.strftime("updated %H:%M:%S"))), refresh=True
@@ -270,5 +273,11 @@ def status(
     data = common.run_async(lambda: collect(cfg, timeout))
     if not common.printed_json(output, data):
         common.console.print(*renderables(cfg, data))
-    if data["problems"]:
-        raise typer.Exit(EXIT_UNHEALTHY)
+    raise typer.Exit(exit_code(data))
+
+
+def exit_code(data: dict[str, Any]) -> int:
+    """0 the fleet is as configured; 1 it is not (`problems` says why); 3 the workers could not read it."""
+    if "read_error" in data:
+        return EXIT_UNREAD
+    return EXIT_UNHEALTHY if data["problems"] else EXIT_OK
