@@ -49,6 +49,16 @@ def _failed(exc: BaseException, queue: str | None) -> ReadPart:
     return ReadPart(error=message, kind=kind, queue=queue)
 
 
+# The reads of one region, each on that region's queue: part key -> activity stub.
+REGION_READS: dict[str, Callable[..., Awaitable[Any]]] = {
+    "capacity": calls.read_capacity,
+    "release": calls.read_release,
+    "last_backup": calls.last_backup,
+    "backups": calls.list_backups,
+    "schedules": calls.list_schedules,
+}
+
+
 @workflow.defn(name="FleetRead")
 class FleetRead:
     def __init__(self) -> None:
@@ -59,59 +69,28 @@ class FleetRead:
     async def run(self, inp: ReadInput) -> ReadResult:
         main = workflow.info().task_queue
         wait = inp.queue_wait_s
-        regions = inp.regions
         if inp.what == "status":
+            probe = ProbeRequest(regions=inp.regions)
             self.jobs["weights"] = (main, calls.get_global_weights(summary="read global weights"))
-            probe = ProbeRequest(regions=regions)
             self.jobs["probes"] = (
                 main,
                 calls.probe_regions(probe, probe_timeout_s=inp.probe_timeout_s, summary="probe"),
             )
-            self._each(
-                inp,
-                regions,
-                "capacity",
-                lambda r, q: calls.read_capacity(RegionRequest(region=r), queue=q, wait_s=wait),
-            )
+            self._per_region(inp, "capacity", *(("release", "last_backup") if inp.data else ()))
             if inp.data:
                 self.jobs["lags"] = (main, calls.measure_lags(wait_s=wait))
-                self._each(
-                    inp,
-                    regions,
-                    "release",
-                    lambda r, q: calls.read_release(RegionRequest(region=r), queue=q, wait_s=wait),
-                )
-                self._each(
-                    inp,
-                    regions,
-                    "last_backup",
-                    lambda r, q: calls.last_backup(RegionRequest(region=r), queue=q, wait_s=wait),
-                )
+        elif inp.what in ("backups", "schedules"):
+            self._per_region(inp, inp.what)
         elif inp.what == "failover_plan":
             assert inp.failover is not None
-            target = inp.failover.target
-            self._each(inp, [target], "plan", lambda r, q: self._plan(inp, q))
-        elif inp.what == "backups":
-            self._each(
-                inp,
-                regions,
-                "backups",
-                lambda r, q: calls.list_backups(RegionRequest(region=r), queue=q, wait_s=wait),
-            )
+            self._each(inp, [inp.failover.target], "plan", lambda r, q: self._plan(inp, q))
         elif inp.what == "backup":
             name = inp.name or ""
             self._each(
                 inp,
-                regions,
+                inp.regions,
                 "backup",
                 lambda r, q: calls.describe_backup(BackupName(region=r, name=name), queue=q, wait_s=wait),
-            )
-        elif inp.what == "schedules":
-            self._each(
-                inp,
-                regions,
-                "schedules",
-                lambda r, q: calls.list_schedules(RegionRequest(region=r), queue=q, wait_s=wait),
             )
         elif inp.what == "drill_history":
             req = DrillHistoryRequest(fleet=inp.fleet, limit=inp.limit)
@@ -121,6 +100,16 @@ class FleetRead:
             self.jobs["drill_report"] = (main, calls.drill_report(report, wait_s=wait))
         await asyncio.gather(*(self._part(key, queue, job) for key, (queue, job) in self.jobs.items()))
         return self.res
+
+    def _per_region(self, inp: ReadInput, *keys: str) -> None:
+        """Each of `keys` (REGION_READS) for every region of `inp`, each on its region's queue."""
+
+        def reader(key: str) -> Callable[[str, str], Awaitable[Any]]:
+            read = REGION_READS[key]
+            return lambda r, q: read(RegionRequest(region=r), queue=q, wait_s=inp.queue_wait_s)
+
+        for key in keys:
+            self._each(inp, inp.regions, key, reader(key))
 
     def _each(
         self, inp: ReadInput, regions: list[str], key: str, read: Callable[[str, str], Awaitable[Any]]

@@ -86,6 +86,12 @@ async def test_every_read_works_with_only_temporal_reachable(
     assert [r["bucket"] for r in st["replication"]] == ["models", "state"]
     code, out, err = await run("status")
     assert code == 0 and "fleet OK" in out and "us-east-1" in out, (out, err)
+    # Without a terminal, --watch prints a block per change (at least the first), until --timeout.
+    code, out, err = await run("status", "--watch", "--timeout", "5", "--interval", "2")
+    assert code == 0 and 1 <= out.count("\n--- ") + out.startswith("--- ") <= 3 and "fleet OK" in out, (
+        out,
+        err,
+    )
 
     # The dry run is the failover's own preflight and planner, on the workers.
     code, out, err = await run("failover", "--to", "us-east-1", "--dry-run", "-o", "json")
@@ -130,6 +136,10 @@ async def test_every_read_works_with_only_temporal_reachable(
     assert code == 0 and json.loads(out)["id"] == report.id, err
     code, out, err = await run("drill", "report", f"drill/{cfg.name}/nosuch")
     assert code == 2 and "no report for" in err, err
+
+    # The reads took no fleet lock and are no operations: `ops list --all` shows none of them.
+    code, out, err = await run("ops", "list", "--all", "-o", "json")
+    assert code == 0 and not [o for o in json.loads(out) if o["workflow_id"].startswith("read/")], out
 
     # Replication is a workflow; its status a query: Temporal alone, from start to status.
     assert (await run("replicate", "start"))[0] == 0
