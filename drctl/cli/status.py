@@ -28,6 +28,7 @@ from drctl.models.reads import ReadResult
 EXIT_OK, EXIT_UNHEALTHY, EXIT_UNREAD = 0, 1, 3
 # A read that is refreshed (`--watch`) gets at most this long each time.
 READ_TIMEOUT_S = 30.0
+MIN_READ_S = 5.0
 
 
 def _short(exc: BaseException) -> str:
@@ -227,7 +228,7 @@ def _watch(cfg: FleetConfig, timeout_s: float, interval_s: float) -> int:
     with live or contextlib.nullcontext():
         while True:
             data = common.run_async(
-                lambda: collect(cfg, min(READ_TIMEOUT_S, max(1.0, deadline - time.monotonic())))
+                lambda: collect(cfg, min(READ_TIMEOUT_S, max(MIN_READ_S, deadline - time.monotonic())))
             )
             code = exit_code(data)
             if live is not None:
@@ -237,7 +238,8 @@ def _watch(cfg: FleetConfig, timeout_s: float, interval_s: float) -> int:
             elif _facts(data) != last:
                 common.console.print(Text(time.strftime("--- %H:%M:%S")), *renderables(cfg, data))
                 last = _facts(data)
-            if time.monotonic() + interval_s >= deadline:
+            # The next refresh must have time to read (MIN_READ_S) before the deadline.
+            if time.monotonic() + interval_s + MIN_READ_S >= deadline:
                 return code
             time.sleep(interval_s)
 

@@ -87,7 +87,9 @@ async def test_every_read_works_with_only_temporal_reachable(
     code, out, err = await run("status")
     assert code == 0 and "fleet OK" in out and "us-east-1" in out, (out, err)
     # Without a terminal, --watch prints a block per change (at least the first), until --timeout.
-    code, out, err = await run("status", "--watch", "--timeout", "5", "--interval", "2")
+    code, out, err = await drctl_async(
+        "status", "--watch", "--timeout", "10", "--interval", "2", "-c", away, via=offline, timeout_s=60
+    )
     assert code == 0 and 1 <= out.count("\n--- ") + out.startswith("--- ") <= 3 and "fleet OK" in out, (
         out,
         err,
