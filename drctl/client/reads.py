@@ -110,6 +110,8 @@ async def read_fleet(
             id=f"read/{cfg.name}/{uuid.uuid4().hex[:12]}",
             task_queue=main,
             result_type=ReadResult,
+            # What the Temporal UI's list shows for it: a read, not an operation.
+            static_summary=f"drctl read: {what} of fleet {cfg.name}",
             # Bounded on the server too: a read nobody finishes must not linger as a running workflow.
             execution_timeout=timedelta(seconds=timeout_s),
             run_timeout=timedelta(seconds=timeout_s),
