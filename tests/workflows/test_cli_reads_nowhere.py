@@ -13,7 +13,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from drctl.config.schema import FleetConfig
+from drctl.models.reads import NO_WORKER, ReadInput, ReadPart, ReadResult
 from drctl.providers.drill_reports import ReportStore
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from drctl.providers.velero import VeleroBackupProvider
@@ -190,6 +191,21 @@ async def test_missing_workers_and_a_drifted_fleet_exit_non_zero(
     await asyncio.wait_for(task, 30)
     code, out, err = await run("backup", "list", "--region", "us-east-1")
     assert code == 3 and err.strip() == f"error: no worker polling {east}", (out, err)
+
+    # The read itself, told nothing by the CLI: its schedule-to-start names the unserved queue.
+    res = await temporal_client.execute_workflow(
+        "FleetRead",
+        ReadInput(
+            fleet=cfg.name, what="backups", queues={"us-east-1": east}, regions=["us-east-1"], queue_wait_s=2
+        ),
+        id=f"read/{cfg.name}/{uuid.uuid4().hex[:12]}",
+        task_queue=cfg.temporal.task_queue,
+        result_type=ReadResult,
+        execution_timeout=timedelta(seconds=30),
+    )
+    assert res.parts["backups/us-east-1"] == ReadPart(
+        error=f"no worker polling {east}", kind=NO_WORKER, queue=east
+    )
 
     # Weights that differ from the config are a failing status, named.
     runtime = HAProxyRuntime(cfg.traffic.global_tier.runtime_socket)  # type: ignore[union-attr]
