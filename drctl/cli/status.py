@@ -10,13 +10,10 @@ the rest of the fleet is shown.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import time
 from typing import Annotated, Any
 
 import typer
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -28,7 +25,6 @@ from drctl.models.reads import ReadResult
 EXIT_OK, EXIT_UNHEALTHY, EXIT_UNREAD = 0, 1, 3
 # A read that is refreshed (`--watch`) gets at most this long each time.
 READ_TIMEOUT_S = 30.0
-MIN_READ_S = 5.0
 
 
 def _short(exc: BaseException) -> str:
@@ -52,7 +48,9 @@ def _regions(cfg: FleetConfig, res: ReadResult, out: dict[str, Any]) -> None:
             c = Capacity.model_validate(cap)
             reg["replicas"] = {"replicas": c.replicas, "ready": c.ready_replicas}
         else:
-            reg["replicas"] = {"error": _part_error(res, f"capacity/{name}") or "not read"}
+            reg["replicas"] = {
+                "error": _part_error(res, f"capacity/{name}") or out.get("read_error") or "not read"
+            }
         p = probes.get(name)
         if p is not None:
             reg["probe"] = {
@@ -115,6 +113,23 @@ async def collect(cfg: FleetConfig, timeout_s: float = READ_TIMEOUT_S) -> dict[s
 
 def problems(cfg: FleetConfig, data: dict[str, Any]) -> list[str]:
     """Why the fleet is not as it should be; empty when `drctl status` exits 0."""
+    if "read_error" in data:  # the workers read nothing: one reason, not one per part
+        found = [f"the workers did not read the fleet: {data['read_error']}"]
+    else:
+        found = _fleet_problems(cfg, data)
+    mon = data.get("monitor") or {}
+    if mon.get("alert"):
+        found.append(f"monitor alert: {mon['alert']}")
+    for o in data.get("operations") or []:
+        if o.get("phase") in ("compensate", "failed"):
+            found.append(f"{o['workflow_id']} is failing (phase {o['phase']})")
+    if "temporal_error" in data:
+        found.append(f"Temporal: {data['temporal_error']}")
+    return found
+
+
+def _fleet_problems(cfg: FleetConfig, data: dict[str, Any]) -> list[str]:
+    """What the workers read that is out of place: region health, replicas, weights, replication lag."""
     found = []
     for name, r in data["regions"].items():
         # The monitor's state when it runs (with hysteresis), else this probe's verdict.
@@ -138,14 +153,6 @@ def problems(cfg: FleetConfig, data: dict[str, Any]) -> list[str]:
             found.append(f"replication lag of {where} unknown: {rep.get('error') or 'not measured'}")
         elif rep["lag_s"] > rpo:
             found.append(f"replication lag of {where} is {rep['lag_s']:.1f} s, over the RPO target {rpo:g} s")
-    mon = data.get("monitor") or {}
-    if mon.get("alert"):
-        found.append(f"monitor alert: {mon['alert']}")
-    for o in data.get("operations") or []:
-        if o.get("phase") in ("compensate", "failed"):
-            found.append(f"{o['workflow_id']} is failing (phase {o['phase']})")
-    if "temporal_error" in data:
-        found.append(f"Temporal: {data['temporal_error']}")
     return found
 
 
@@ -185,7 +192,13 @@ def renderables(cfg: FleetConfig, data: dict[str, Any]) -> list[RenderableType]:
         )
     out.append(t)
     out += [Text(f"  {line}") for line in reasons]
-    for key in ("read_error", "weights_error", "probe_error", "temporal_error", "data_error"):
+    # With the whole read missing, its one reason stands for every part's.
+    shown = (
+        ("read_error", "temporal_error")
+        if "read_error" in data
+        else ("weights_error", "probe_error", "temporal_error")
+    )
+    for key in shown:
         if key in data:
             out.append(Text(f"{key.replace('_', ' ')}: {data[key]}", style="yellow"))
     out += data_status.renderables(data)
@@ -204,44 +217,6 @@ def renderables(cfg: FleetConfig, data: dict[str, Any]) -> list[RenderableType]:
     )
     out += [Text(f"  - {p}") for p in found]
     return out
-
-
-def _facts(data: dict[str, Any]) -> str:
-    """What a change is, for `--watch` without a terminal: timings and measured figures left out."""
-    keep = json.loads(json.dumps(data, default=str))
-    for r in keep["regions"].values():
-        for k in ("ttft_p50_ms", "duration_ms", "failing_fraction"):
-            (r.get("probe") or {}).pop(k, None)
-    keep.pop("last_backup", None)
-    for rep in keep.get("replication") or []:
-        for k in ("measured_at", "lag_s"):
-            rep.pop(k, None)
-    return json.dumps(keep, sort_keys=True)
-
-
-def _watch(cfg: FleetConfig, timeout_s: float, interval_s: float) -> int:
-    from rich.live import Live
-
-    deadline = time.monotonic() + timeout_s
-    code, last = EXIT_OK, None
-    live = Live(console=common.console, auto_refresh=False) if common.console.is_terminal else None
-    with live or contextlib.nullcontext():
-        while True:
-            data = common.run_async(
-                lambda: collect(cfg, min(READ_TIMEOUT_S, max(MIN_READ_S, deadline - time.monotonic())))
-            )
-            code = exit_code(data)
-            if live is not None:
-                live.update(
-                    Group(*renderables(cfg, data), Text(time.strftime("updated %H:%M:%S"))), refresh=True
-                )
-            elif _facts(data) != last:
-                common.console.print(Text(time.strftime("--- %H:%M:%S")), *renderables(cfg, data))
-                last = _facts(data)
-            # The next refresh must have time to read (MIN_READ_S) before the deadline.
-            if time.monotonic() + interval_s + MIN_READ_S >= deadline:
-                return code
-            time.sleep(interval_s)
 
 
 app = typer.Typer()
@@ -271,7 +246,9 @@ def status(
     if watch:
         if output is common.Output.json:
             raise common.UserError("--watch renders a table; use it without --output json")
-        raise typer.Exit(_watch(cfg, timeout, interval))
+        from drctl.cli.status_watch import watch as watch_fleet
+
+        raise typer.Exit(watch_fleet(cfg, timeout, interval))
     data = common.run_async(lambda: collect(cfg, timeout))
     if not common.printed_json(output, data):
         common.console.print(*renderables(cfg, data))

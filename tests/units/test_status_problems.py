@@ -83,6 +83,8 @@ def test_each_fact_out_of_place_is_named_and_exits_1(change: Any, words: str) ->
     assert exit_code({**data, "problems": found}) == 1
 
 
-def test_nothing_read_by_the_workers_exits_3() -> None:
-    data = {**GOOD, "read_error": "no worker polling drctl", "problems": ["x"]}
-    assert exit_code(data) == 3
+def test_nothing_read_by_the_workers_is_one_reason_and_exits_3() -> None:
+    data = {**GOOD, "read_error": "no worker polling drctl", "weights_error": "no worker polling drctl"}
+    found = problems(CFG, data)
+    assert found == ["the workers did not read the fleet: no worker polling drctl"]
+    assert exit_code({**data, "problems": found}) == 3
