@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -29,8 +29,18 @@ from drctl.providers.release import ReleaseReader
 from drctl.providers.velero import VeleroBackupProvider
 from drctl.providers.velero_schedule import VeleroSchedules
 
+T = TypeVar("T")
+
 # A status read must answer within the CLI's patience: rclone's lag check gets at most this.
 LAG_TIMEOUT_S = 30.0
+
+
+def _mapped(action: str, read: Callable[[], T]) -> T:
+    """`read()`, its failure mapped through the one error table as `action` failing."""
+    try:
+        return read()
+    except Exception as exc:
+        raise app_error(exc, action) from exc
 
 
 class ReadActivities:
@@ -48,24 +58,22 @@ class ReadActivities:
 
     @activity.defn(name="list_backups")
     def list_backups(self, inp: RegionRequest) -> BackupList:
-        try:
-            return BackupList(items=self._velero(inp.region).list_backups())
-        except Exception as exc:
-            raise app_error(exc, f"list backups in {inp.region}") from exc
+        return _mapped(
+            f"list backups in {inp.region}", lambda: BackupList(items=self._velero(inp.region).list_backups())
+        )
 
     @activity.defn(name="describe_backup")
     def describe_backup(self, inp: BackupName) -> BackupInfo:
-        try:
-            return self._velero(inp.region).describe_backup(inp.name)
-        except Exception as exc:
-            raise app_error(exc, f"read backup {inp.name} in {inp.region}") from exc
+        return _mapped(
+            f"read backup {inp.name} in {inp.region}",
+            lambda: self._velero(inp.region).describe_backup(inp.name),
+        )
 
     @activity.defn(name="list_schedules")
     def list_schedules(self, inp: RegionRequest) -> ScheduleList:
-        try:
-            return ScheduleList(items=self._schedules(inp.region).list())
-        except Exception as exc:
-            raise app_error(exc, f"list schedules in {inp.region}") from exc
+        return _mapped(
+            f"list schedules in {inp.region}", lambda: ScheduleList(items=self._schedules(inp.region).list())
+        )
 
     @activity.defn(name="last_backup")
     def last_backup(self, inp: RegionRequest) -> LastBackup:
@@ -86,10 +94,8 @@ class ReadActivities:
 
     @activity.defn(name="drill_history")
     def drill_history(self, inp: DrillHistoryRequest) -> DrillHistory:
-        try:
-            return DrillHistory(reports=self.store.list(inp.fleet, inp.limit))
-        except Exception as exc:
-            raise app_error(exc, f"list drill reports in s3://{self.store.bucket}") from exc
+        where = f"list drill reports in s3://{self.cfg.drills.history_bucket}"
+        return _mapped(where, lambda: DrillHistory(reports=self.store.list(inp.fleet, inp.limit)))
 
     @activity.defn(name="drill_report")
     def drill_report(self, inp: DrillReportRequest) -> DrillReportText:

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 CHUNK = 65536
@@ -36,10 +36,14 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             writer.close()
 
 
-async def _splice(a: tuple[asyncio.StreamReader, asyncio.StreamWriter], b_open: object) -> None:
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def _splice(a: Streams, b_open: Awaitable[Streams]) -> None:
+    """Copy both ways between connection `a` and the one `b_open` opens, until either side closes."""
     r1, w1 = a
     try:
-        r2, w2 = await b_open  # type: ignore[misc]
+        r2, w2 = await b_open
     except OSError:
         w1.close()
         return
