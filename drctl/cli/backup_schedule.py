@@ -12,8 +12,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drctl.cli import common, complete
+from drctl.cli import common, complete, reads
 from drctl.config.schema import FleetConfig
+from drctl.models.backup import ScheduleList
 from drctl.providers.errors import ProviderError
 from drctl.providers.velero_schedule import VeleroSchedules, go_duration_ok
 
@@ -89,12 +90,9 @@ def list_(
 ) -> None:
     """Schedules of every region, with the time of their last backup."""
     cfg = common.load(config)
-    items = []
-    for r in _regions(cfg, region):
-        try:
-            items += VeleroSchedules(cfg, r).list()
-        except ProviderError as exc:
-            raise _provider_error(exc) from None
+    regions = _regions(cfg, region)
+    res = reads.ask(cfg, "schedules", regions=regions)
+    items = [s for r in regions for s in reads.value_of(res, f"schedules/{r}", ScheduleList).items]
     if common.printed_json(output, items):
         return
     t = Table(title="Velero schedules")

@@ -19,6 +19,7 @@ from activities import notify as notify_activities
 from activities import operations as operations_activities
 from activities import outcomes as outcomes_activities
 from activities import platform as platform_activities
+from activities import reads as read_activities
 from activities import replicate as replicate_activities
 from activities import reports as reports_activities
 from activities import traffic as traffic_activities
@@ -34,6 +35,7 @@ from workflows import lock as lock_workflows
 from workflows import migrate as migrate_workflows
 from workflows import monitor as monitor_workflows
 from workflows import notify as notify_workflows
+from workflows import reads as read_workflows
 from workflows import replicate as replicate_workflows
 from workflows import upgrade as upgrade_workflows
 
@@ -51,6 +53,7 @@ def workflows() -> list[type]:
         *drill_workflows.WORKFLOWS,
         *replicate_workflows.WORKFLOWS,
         *notify_workflows.WORKFLOWS,
+        *read_workflows.WORKFLOWS,
     ]
 
 
@@ -72,4 +75,5 @@ def activities(cfg: FleetConfig) -> list[Callable[..., Any]]:
         *replicate_activities.build(cfg),
         *outcomes_activities.build(cfg),
         *notify_activities.build(cfg),
+        *read_activities.build(cfg),
     ]
