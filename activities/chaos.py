@@ -341,7 +341,9 @@ class ChaosActivities:
 
         if inp.spec is None:
             return False
-        arg = FailbackInput(spec=inp.spec, region=inp.region, initiator="drill")
+        # The drill started it, on behalf of whoever started the drill (that one's DrctlInitiator).
+        by = f"drctl-drill@{activity.info().workflow_id}"
+        arg = FailbackInput(spec=inp.spec, region=inp.region, initiator=by)
         try:
             await start_operation(
                 activity.client(),
@@ -351,6 +353,7 @@ class ChaosActivities:
                 operation="failback",
                 workflow_id=inp.workflow_id,
                 target=inp.region,
+                initiator=by,
             )
         except FleetBusyError as exc:
             # Someone (the monitor) started one at the same moment: observe that one instead.

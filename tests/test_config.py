@@ -106,6 +106,15 @@ BROKEN = [
         "max_rps_per_replica and peak_rps together",
     ),
     (
+        "approval-reminder",
+        _mutate(
+            "failover:\n  policy: automatic",
+            "failover:\n  policy: automatic\n  approval_timeout_s: 60\n  approval_reminder_s: 60",
+        ),
+        "failover",
+        "approval_reminder_s (60) must be less than approval_timeout_s (60)",
+    ),
+    (
         "drill-target",
         _mutate("  allowed_targets: [us-west-1, us-east-1]", "  allowed_targets: [eu-west-9]"),
         "(top level)",

@@ -38,11 +38,28 @@ with workflow.unsafe.imports_passed_through():
         Weights,
     )
     from drctl.models.analysis import AnalysisRequest, AnalysisResult
-    from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+    from drctl.models.backup import (
+        BackupInfo,
+        BackupList,
+        BackupName,
+        BackupRequest,
+        LastBackup,
+        RestoreRequest,
+        ScheduleList,
+    )
+    from drctl.models.capacity_sample import CapacityReadInput, CapacityReadResult
     from drctl.models.health import RegionProbe
     from drctl.models.lock import AliveInput, AliveResult, LockGrant, LockRequest
     from drctl.models.notify import DeliverInput, Delivery
     from drctl.models.outcome import OutcomeInput
+    from drctl.models.reads import (
+        DrillHistory,
+        DrillHistoryRequest,
+        DrillReportRequest,
+        DrillReportText,
+        LagList,
+    )
+    from drctl.models.release import Release
     from drctl.models.rpo import (
         ArtifactsInput,
         ArtifactsResult,
@@ -273,6 +290,34 @@ def start_watch(inp: WatchInput, *, summary: str) -> workflow.ActivityHandle[Wat
     )
 
 
+def capacity_read_s(probe_timeout_s: float) -> float:
+    """start_to_close of one capacity reading: the EndpointSlice list and the Deployment reads (15 s
+    each at most, run side by side with the /metrics reads, each within the probe timeout)."""
+    return max(15.0, probe_timeout_s) * 2 + 5
+
+
+async def read_capacity_signals(
+    inp: CapacityReadInput,
+    *,
+    queue: str,
+    probe_timeout_s: float,
+    queue_wait_s: float = QUEUE_WAIT_S,
+    summary: str,
+) -> CapacityReadResult:
+    """A region's capacity reading on its own queue. A read, retried quickly (FAST); a caller that
+    reads every few seconds passes a queue_wait_s of about its tick, so a dead worker costs one tick."""
+    return await _call(
+        "read_capacity_signals",
+        inp,
+        CapacityReadResult,
+        summary,
+        queue,
+        capacity_read_s(probe_timeout_s),
+        FAST,
+        schedule_to_start_timeout=_s(queue_wait_s),
+    )
+
+
 # --- platform (a region's cluster) ---------------------------------------------------------------
 
 
@@ -418,3 +463,58 @@ def start_drill_experiment(
         retry_policy=NO_RETRY,
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     )
+
+
+# --- the CLI's reads (FleetRead, workflows/reads.py) ---------------------------------------------
+# Each waits at most `wait_s` for a worker, so a region queue that nobody serves answers "no worker
+# polling <queue>" within seconds rather than QUEUE_WAIT_S; a lost attempt is retried like any read.
+
+
+def _wait(wait_s: float) -> dict[str, Any]:
+    return {"schedule_to_start_timeout": _s(wait_s)}
+
+
+async def read_capacity(inp: RegionRequest, *, queue: str, wait_s: float) -> Capacity:
+    return await _call(
+        "get_capacity", inp, Capacity, f"capacity of {inp.region}", queue, 30, FAST, **_wait(wait_s)
+    )
+
+
+async def list_backups(inp: RegionRequest, *, queue: str, wait_s: float) -> BackupList:
+    return await _call(
+        "list_backups", inp, BackupList, f"backups in {inp.region}", queue, 30, FAST, **_wait(wait_s)
+    )
+
+
+async def describe_backup(inp: BackupName, *, queue: str, wait_s: float) -> BackupInfo:
+    summary = f"backup {inp.name} in {inp.region}"
+    return await _call("describe_backup", inp, BackupInfo, summary, queue, 30, FAST, **_wait(wait_s))
+
+
+async def list_schedules(inp: RegionRequest, *, queue: str, wait_s: float) -> ScheduleList:
+    summary = f"schedules in {inp.region}"
+    return await _call("list_schedules", inp, ScheduleList, summary, queue, 30, FAST, **_wait(wait_s))
+
+
+async def last_backup(inp: RegionRequest, *, queue: str, wait_s: float) -> LastBackup:
+    summary = f"last backup in {inp.region}"
+    return await _call("last_backup", inp, LastBackup, summary, queue, 30, FAST, **_wait(wait_s))
+
+
+async def read_release(inp: RegionRequest, *, queue: str, wait_s: float) -> Release:
+    summary = f"release of {inp.region}"
+    return await _call("read_release", inp, Release, summary, queue, 30, FAST, **_wait(wait_s))
+
+
+async def measure_lags(*, wait_s: float) -> LagList:
+    # rclone's own timeout is at most activities.reads.LAG_TIMEOUT_S; one try, a status read waits for nobody.
+    return await _call("measure_lags", None, LagList, "replication lag", None, 45, ONCE, **_wait(wait_s))
+
+
+async def drill_history(inp: DrillHistoryRequest, *, wait_s: float) -> DrillHistory:
+    return await _call("drill_history", inp, DrillHistory, "drill history", None, 30, FAST, **_wait(wait_s))
+
+
+async def drill_report(inp: DrillReportRequest, *, wait_s: float) -> DrillReportText:
+    summary = f"report of {inp.drill_id}"
+    return await _call("drill_report", inp, DrillReportText, summary, None, 30, FAST, **_wait(wait_s))

@@ -13,6 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailoverInput, FailoverPlan, FailoverResult
     from workflows import global_weights
+    from workflows.approval import ApprovalReminder
     from workflows.failover_phases import COMPENSATION_FAILED_PATCH, FailoverSteps
     from workflows.notify import Notifier
     from workflows.operation import Aborted, Operation, cause_of, no_worker
@@ -26,6 +27,7 @@ __all__ = ["COMPENSATION_FAILED_PATCH", "WORKFLOWS", "Failover"]
 @workflow.defn(name="Failover")
 class Failover(Operation):
     OPERATION, TITLE = "failover", "Failover"
+    FOUR_EYES = True
 
     @workflow.init
     def __init__(self, inp: FailoverInput) -> None:
@@ -56,14 +58,18 @@ class Failover(Operation):
     async def _approval_gate(self, inp: FailoverInput) -> None:
         if not self.require_approval:
             return
-        await self.await_approval("waiting for `drctl ops approve` (or abort)", inp.spec.approval_timeout_s)
-        self.phases.note("approved by", self.approved_by or "")
+        reminder = ApprovalReminder(self.notes, f"failover to {inp.target}", inp.spec.approval_reminder_s)
+        await self.await_approval(
+            "waiting for `drctl ops approve` by another identity (or reject, or abort)",
+            inp.spec.approval_timeout_s,
+            reminder,
+        )
 
     # --- run --------------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, inp: FailoverInput) -> FailoverResult:
-        self.notes.failover_started(inp)
+        self.notes.failover_started(inp, self.initiator())
 
         async def told(res: FailoverResult) -> None:
             await self.notes.failover_ended(res)
@@ -117,6 +123,7 @@ class Failover(Operation):
             return await self._after_shift(inp, plan, tq, res)
         except Aborted:
             res.status, res.error = "aborted", self.abort_reason
+            res.rejected_by = self.rejected_by
             return await self._end(res, False, f"aborted: {self.abort_reason}")
         except (ActivityError, ApplicationError) as exc:
             res.error = no_worker(exc, tq) or cause_of(exc)

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import phases
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import (
+        Capacity,
         RegionRequest,
         ScaleInput,
         VerifyInput,
@@ -57,30 +58,8 @@ class FailoverSteps:
         self.gitops_managed: list[GitOpsManaged] = []
 
     async def preflight(self, inp: FailoverInput, tq: str) -> FailoverPlan:
-        spec = inp.spec
         self.phases.enter(phases.PHASE_PREFLIGHT, "reading weights, target health and capacity")
-        weights = (await calls.get_global_weights(queue=tq)).weights
-        probe_task = None
-        if not inp.force:
-            probe_task = calls.probe_region(
-                RegionRequest(region=inp.target),
-                probe_timeout_s=spec.probe_timeout_s,
-                summary=f"probe target {inp.target}",
-            )
-        cap_task = calls.get_capacity(
-            RegionRequest(region=inp.target), queue=tq, summary=f"capacity of {inp.target}"
-        )
-        probe, cap = await asyncio.gather(probe_task or _none(), cap_task)
-        plan = plan_failover(
-            spec,
-            weights,
-            inp.target,
-            inp.source,
-            cap,
-            emergency=inp.emergency,
-            force=inp.force,
-            target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded),
-        )
+        plan, weights, cap = await plan_preflight(inp, tq)
         workflow.upsert_search_attributes(
             [sa.SOURCE_REGION.value_set(plan.source or ""), sa.TARGET_REGION.value_set(inp.target)]
         )
@@ -251,3 +230,32 @@ class FailoverSteps:
 
 async def _none() -> None:
     return None
+
+
+async def plan_preflight(inp: FailoverInput, tq: str) -> tuple[FailoverPlan, dict[str, int], Capacity]:
+    """The preflight's reads and the plan made of them, with the weights and capacity read: the
+    Failover's, and `drctl failover --dry-run`'s (through FleetRead, workflows/reads.py)."""
+    spec = inp.spec
+    weights = (await calls.get_global_weights(queue=tq)).weights
+    probe_task = None
+    if not inp.force:
+        probe_task = calls.probe_region(
+            RegionRequest(region=inp.target),
+            probe_timeout_s=spec.probe_timeout_s,
+            summary=f"probe target {inp.target}",
+        )
+    cap_task = calls.get_capacity(
+        RegionRequest(region=inp.target), queue=tq, summary=f"capacity of {inp.target}"
+    )
+    probe, cap = await asyncio.gather(probe_task or _none(), cap_task)
+    plan = plan_failover(
+        spec,
+        weights,
+        inp.target,
+        inp.source,
+        cap,
+        emergency=inp.emergency,
+        force=inp.force,
+        target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded),
+    )
+    return plan, weights, cap

@@ -22,6 +22,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.monitor_run import MonitorRun
 
 R = TypeVar("R", FailoverResult, FailbackResult)
+# The monitor's children record it as their initiator (DrctlInitiator); older histories replay without.
+INITIATOR_PATCH = "monitor-child-initiator"
 
 
 async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: type[R]) -> R:
@@ -35,7 +37,9 @@ async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: typ
         return res
 
 
-def _attrs(fleet: str, operation: str, source: str, target: str | None) -> TypedSearchAttributes:
+def _attrs(
+    fleet: str, operation: str, source: str, target: str | None, initiator: str | None
+) -> TypedSearchAttributes:
     pairs = [
         SearchAttributePair(sa.FLEET, fleet),
         SearchAttributePair(sa.OPERATION, operation),
@@ -44,7 +48,14 @@ def _attrs(fleet: str, operation: str, source: str, target: str | None) -> Typed
     ]
     if target:
         pairs.append(SearchAttributePair(sa.TARGET_REGION, target))
+    if initiator:
+        pairs.append(SearchAttributePair(sa.INITIATOR, initiator))
     return TypedSearchAttributes(pairs)
+
+
+def _initiator() -> str | None:
+    """The identity an automatic operation records: this monitor (None on histories from before)."""
+    return f"drctl-monitor@{workflow.info().workflow_id}" if workflow.patched(INITIATOR_PATCH) else None
 
 
 class MonitorActions:
@@ -59,6 +70,7 @@ class MonitorActions:
         wid = f"failover/{s.spec.fleet}"
         rec = FailoverRecord(workflow_id=wid, source=source, target=target, started_at=workflow.now())
         self.run.active = rec
+        by = _initiator()
         try:
             handle = await workflow.start_child_workflow(
                 "Failover",
@@ -69,16 +81,16 @@ class MonitorActions:
                     emergency=True,
                     fault_at=t.first_failure_at,
                     last_good_at=t.last_good_at,
-                    initiator="monitor",
+                    initiator=by or "monitor",
                     reason=f"{source} UNHEALTHY: {t.last_reason}",
                 ),
                 id=wid,
                 task_queue=s.spec.task_queue,
                 result_type=FailoverResult,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=_attrs(s.spec.fleet, "failover", source, target),
-                memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": "monitor"},
-                static_summary=f"automatic failover {source} → {target}",
+                search_attributes=_attrs(s.spec.fleet, "failover", source, target, by),
+                memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": by or "monitor"},
+                static_summary=f"automatic failover {source} → {target}" + (f" by {by}" if by else ""),
             )
             rec.run_id = handle.first_execution_run_id
             result = await _child_result(handle, FailoverResult)
@@ -109,17 +121,20 @@ class MonitorActions:
     async def failback(self, rec: FailoverRecord) -> None:
         s = self.run.state
         wid = f"failback/{s.spec.fleet}"
+        by = _initiator()
         try:
             handle = await workflow.start_child_workflow(
                 "Failback",
-                FailbackInput(spec=s.spec, region=rec.source, stabilization_window_s=0, initiator="monitor"),
+                FailbackInput(
+                    spec=s.spec, region=rec.source, stabilization_window_s=0, initiator=by or "monitor"
+                ),
                 id=wid,
                 task_queue=s.spec.task_queue,
                 result_type=FailbackResult,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=_attrs(s.spec.fleet, "failback", rec.target, rec.source),
-                memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": "monitor"},
-                static_summary=f"automatic failback to {rec.source}",
+                search_attributes=_attrs(s.spec.fleet, "failback", rec.target, rec.source, by),
+                memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": by or "monitor"},
+                static_summary=f"automatic failback to {rec.source}" + (f" by {by}" if by else ""),
             )
             result = await _child_result(handle, FailbackResult)
             s.last_failback = f"{result.status} at {workflow.now().isoformat()}"

@@ -72,6 +72,10 @@ class Notifier:
         self.alert = alert  # the monitor's last alert, so only a change notifies
         self._starts: list[asyncio.Future[None]] = []
 
+    def wants(self, kind: str) -> bool:
+        """Whether any webhook takes events of `kind` (checked before scheduling anything for one)."""
+        return any(kind in w.events for w in self.spec.webhooks)
+
     def emit(self, event: Event) -> None:
         hooks = [w for w in self.spec.webhooks if w.wants(event)]
         if not hooks:
@@ -106,13 +110,20 @@ class Notifier:
 
     # --- event points -------------------------------------------------------------------------
 
-    def failover_started(self, inp: FailoverInput) -> None:
+    def approval_pending(self, what: str, initiator: str | None, *, left_s: float, reminder: bool) -> None:
+        self.emit(
+            ev.approval_pending(
+                **self._base(), what=what, initiator=initiator, left_s=left_s, reminder=reminder
+            )
+        )
+
+    def failover_started(self, inp: FailoverInput, initiator: str | None = None) -> None:
         self.emit(
             ev.failover_started(
                 **self._base(),
                 source=inp.source,
                 target=inp.target,
-                initiator=inp.initiator,
+                initiator=initiator or inp.initiator,
                 reason=inp.reason or "",
                 emergency=inp.emergency,
             )

@@ -4,7 +4,10 @@ backup, restore), so each one is only its phases.
 It owns what they share:
 - the `progress` query, and the `abort` update with its validator; an operation says when an abort
   is refused (`abort_refused`) and what one does (`on_abort`, `abort_error`);
-- the `approve` update and `await_approval(...)`, the gate it opens (`approve_refused` per operation);
+- the `approve` and `reject` updates and `await_approval(...)`, the gate they answer
+  (`approve_refused` per operation; `FOUR_EYES`: the initiator may not approve), which notifies the
+  webhooks when it opens and again before it times out (`workflows.approval`);
+- `initiator()`: who started the operation (its DrctlInitiator search attribute);
 - `claim(fleet)` / `release()`: the fleet lock (`workflows.lock`), with `busy` set on refusal;
 - `conclude(phases, failure)`: runs the phases, gives the lock back whatever happens, and ends the
   workflow with its result, or Failed carrying it (red in the UI, printed by `drctl`);
@@ -58,7 +61,8 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.lock import LockGrant
     from drctl.models.outcome import error_type, failed
-    from drctl.models.phases import AbortInput, ApproveInput, OperationProgress
+    from drctl.models.phases import AbortInput, ApproveInput, OperationProgress, RejectInput, same_identity
+    from workflows.approval import ApprovalReminder
     from workflows.calls import QUEUE_WAIT_S
     from workflows.common import Phases
     from workflows.lock import acquire_fleet, release_fleet
@@ -108,11 +112,14 @@ class Operation:
 
     OPERATION: ClassVar[str]
     TITLE: ClassVar[str]
+    # Four eyes: the identity that started the operation may not approve it (failover.require_approval).
+    FOUR_EYES: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.phases = Phases(self.OPERATION, self.TITLE)
         self.abort_reason: str | None = None
         self.approved_by: str | None = None
+        self.rejected_by: str | None = None
         self.finished = False
         # Set when the fleet lock refused us: the failure then says "busy" (exit 3), not "failed".
         self.busy = False
@@ -139,17 +146,47 @@ class Operation:
     @workflow.update(name=phases.UPDATE_APPROVE)
     def approve(self, inp: ApproveInput) -> str:
         self.approved_by = inp.approver
+        self.phases.note("approved by", inp.approver + (f" ({inp.comment})" if inp.comment else ""))
         return f"approved by {inp.approver}"
 
     @approve.validator
     def _validate_approve(self, inp: ApproveInput) -> None:
-        why = self.approve_refused()
+        # A refused approval (self-approval included) never reaches history as accepted.
+        why = self.approve_refused() or self.approver_refused(inp.approver)
         if why:
             raise ValueError(why)
+
+    @workflow.update(name=phases.UPDATE_REJECT)
+    def reject(self, inp: RejectInput) -> str:
+        self.rejected_by = inp.by
+        self.abort_reason = f"rejected by {inp.by}: {inp.reason}"
+        self.phases.note("rejected by", f"{inp.by} ({inp.reason})")
+        return f"rejected by {inp.by}"
+
+    @reject.validator
+    def _validate_reject(self, inp: RejectInput) -> None:
+        # Anyone may reject, the initiator too: that only stops the operation.
+        why = self.approve_refused()
+        if why:
+            raise ValueError(why.replace("nothing to approve", "nothing to reject"))
 
     def approve_refused(self) -> str | None:
         """Why an approval is refused now, or None. Default: only while `await_approval` waits."""
         return None if self.phases.awaiting_approval else f"nothing to approve: phase {self.phases.phase}"
+
+    def initiator(self) -> str | None:
+        """Who started this operation (DrctlInitiator); None for one started before it was recorded."""
+        return workflow.info().typed_search_attributes.get(sa.INITIATOR) or None
+
+    def approver_refused(self, approver: str) -> str | None:
+        """Four eyes: why `approver` may not approve, or None."""
+        by = self.initiator()
+        if self.FOUR_EYES and by and same_identity(approver, by):
+            return (
+                f"four eyes: {approver} started this {self.OPERATION}, so another identity must approve it "
+                f"(`drctl ops reject {workflow.info().workflow_id}` stops it)"
+            )
+        return None
 
     # --- per-operation abort hooks ----------------------------------------------------------------
 
@@ -180,16 +217,20 @@ class Operation:
             raise self.abort_error()
         return task.result()
 
-    async def await_approval(self, details: str, timeout_s: float) -> None:
-        """Wait for the `approve` update (the operation's own handler sets `approved_by`) or an abort;
-        no approval in time is an abort."""
+    async def await_approval(
+        self, details: str, timeout_s: float, reminder: ApprovalReminder | None = None
+    ) -> None:
+        """Wait for the `approve` update (the operation's own handler sets `approved_by`), `reject`
+        or an abort; no approval in time is an abort. `reminder`: notify the webhooks as the gate
+        opens and again before it times out."""
         self.phases.awaiting_approval = True
         self.phases.enter(phases.PHASE_AWAITING_APPROVAL, details)
+        answered = lambda: self.approved_by is not None or self.abort_reason is not None  # noqa: E731
         try:
-            await workflow.wait_condition(
-                lambda: self.approved_by is not None or self.abort_reason is not None,
-                timeout=timedelta(seconds=timeout_s),
-            )
+            if reminder is not None and reminder.on():
+                await reminder.wait(answered, timeout_s, self.initiator())
+            else:
+                await workflow.wait_condition(answered, timeout=timedelta(seconds=timeout_s))
         except TimeoutError:
             self.abort_reason = f"no approval within {timeout_s:g} s"
         finally:

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         failure,
     )
     from workflows import calls
+    from workflows.approval import ApprovalReminder
     from workflows.notify import Notifier
     from workflows.operation import cause_of
     from workflows.progressive import Progressive, Stop
@@ -119,6 +120,11 @@ class Upgrade(Progressive):
                     await self.await_approval(
                         f"waiting for `drctl ops approve` before upgrading {region}",
                         req.spec.approval_timeout_s,
+                        ApprovalReminder(
+                            Notifier(req.spec),
+                            f"upgrade to {req.release.image} before {region}",
+                            req.spec.approval_reminder_s,
+                        ),
                     )
                 self.ctl.check_abort()
                 await self.steps.run(req, region, res)

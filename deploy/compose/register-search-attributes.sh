@@ -9,7 +9,7 @@ set -eu
 NS=${TEMPORAL_NAMESPACE:-default}
 ATTEMPTS=${TEMPORAL_HEALTH_ATTEMPTS:-30}
 PAUSE=${TEMPORAL_HEALTH_PAUSE_S:-2}
-NAMES="DrctlFleet DrctlOperation DrctlPhase DrctlSourceRegion DrctlTargetRegion DrctlVerdict"
+NAMES="DrctlFleet DrctlOperation DrctlPhase DrctlSourceRegion DrctlTargetRegion DrctlVerdict DrctlInitiator"
 
 # `retry WHAT CMD...`: run CMD until it succeeds, at most $ATTEMPTS times; fail naming WHAT.
 retry() {

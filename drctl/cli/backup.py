@@ -1,17 +1,15 @@
 """`drctl backup create|list|describe` and `drctl restore`: Velero Backup and Restore objects.
 
 `create` and `restore` start the Backup / Restore workflows (durable, visible in the Temporal UI);
-`list` and `describe` read the region's Velero objects directly.
+`list` and `describe` ask the region's worker to read its Velero objects (FleetRead).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -19,23 +17,20 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from drctl.cli import backup_schedule, common, complete
+from drctl.cli import backup_schedule, common, complete, reads
 from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
 from drctl.client.connection import ui_link
-from drctl.client.operations import search_attributes, start_operation
+from drctl.client.operations import search_attributes, start_operation, summary
 from drctl.config.schema import FleetConfig
 from drctl.models.backup import (
     BackupInfo,
     BackupJob,
     BackupJobResult,
+    BackupList,
     BackupRequest,
     RestoreJob,
     RestoreRequest,
 )
-from drctl.providers.errors import ProviderError
-from drctl.providers.velero import VeleroBackupProvider
-
-T = TypeVar("T")
 
 # `restore` is a top-level command beside the `backup` group: both live here and share the rendering.
 app = typer.Typer()
@@ -110,12 +105,11 @@ def _region(cfg: FleetConfig, region: str | None) -> str:
 
 def _refuse_existing(cfg: FleetConfig, region: str, name: str) -> None:
     """Velero names are unique: re-using one would silently report the old backup as this one."""
-    try:
-        VeleroBackupProvider(cfg, region).describe_backup(name)
-    except ProviderError as exc:
-        if exc.error.kind == "NotFound":
-            return
-        raise common.UserError(str(exc), exit_code=1) from None
+    part = reads.ask(cfg, "backup", regions=[region], name=name).parts[f"backup/{region}"]
+    if part.kind == "NotFound":
+        return
+    if not part.ok:
+        raise reads.part_error(part)
     raise common.UserError(f"backup {name!r} already exists in {region}; pick another --name")
 
 
@@ -155,8 +149,9 @@ def create(
                 job,
                 id=wid,
                 task_queue=cfg.temporal.task_queue,
-                search_attributes=search_attributes(cfg.name, "backup", target=r),
-                memo={"fleet": cfg.name, "operation": "backup", "target": r},
+                search_attributes=search_attributes(cfg.name, "backup", target=r, initiator=client.identity),
+                memo={"fleet": cfg.name, "operation": "backup", "target": r, "initiator": client.identity},
+                static_summary=summary("backup", cfg.name, client.identity, None, r),
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             )
         except WorkflowAlreadyStartedError:
@@ -182,23 +177,6 @@ def _backup_rows(req: BackupRequest) -> list[tuple[str, str]]:
     ]
 
 
-def _read(
-    config: Path,
-    region: str | None,
-    read: Callable[[VeleroBackupProvider], T],
-    missing: Callable[[str], str] | None = None,
-) -> tuple[str, T]:
-    """Read one region's Velero; `missing(region)` is the message for NotFound."""
-    cfg = common.load(config)
-    r = _region(cfg, region)
-    try:
-        return r, read(VeleroBackupProvider(cfg, r))
-    except ProviderError as exc:
-        if missing and exc.error.kind == "NotFound":
-            raise common.UserError(missing(r)) from None
-        raise common.UserError(str(exc), exit_code=1) from None
-
-
 def _print(output: common.Output, items: list[BackupInfo], data: Any, title: str) -> None:
     if not common.printed_json(output, data):
         common.console.print(_table(items, title))
@@ -211,7 +189,9 @@ def list_cmd(
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Backups known to one region's Velero, newest first."""
-    r, items = _read(config, region, VeleroBackupProvider.list_backups)
+    cfg = common.load(config)
+    r = _region(cfg, region)
+    items = reads.value_of(reads.ask(cfg, "backups", regions=[r]), f"backups/{r}", BackupList).items
     _print(output, items, [b.model_dump(mode="json") for b in items], f"backups in {r}")
 
 
@@ -223,11 +203,13 @@ def describe(
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """One backup's phase, item count, errors and expiry."""
-    r, info = _read(
-        config,
-        region,
-        lambda velero: velero.describe_backup(name),
-        lambda r: f"no backup {name!r} in {r}; see `drctl backup list --region {r}`",
+    cfg = common.load(config)
+    r = _region(cfg, region)
+    info = reads.value_of(
+        reads.ask(cfg, "backup", regions=[r], name=name),
+        f"backup/{r}",
+        BackupInfo,
+        f"no backup {name!r} in {r}; see `drctl backup list --region {r}`",
     )
     _print(output, [info], info.model_dump(mode="json"), f"backup {name} in {r}")
 

@@ -10,11 +10,13 @@ import re
 from typing import Annotated
 
 import typer
+import urllib3.exceptions
 from rich.table import Table
 
-from drctl.cli import common, complete
+from drctl.cli import common, complete, reads
 from drctl.config.schema import FleetConfig
-from drctl.providers.errors import ProviderError
+from drctl.models.backup import ScheduleList
+from drctl.providers.errors import ProviderError, classify
 from drctl.providers.velero_schedule import ScheduleInfo, VeleroSchedules, go_duration_ok
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
@@ -36,9 +38,15 @@ def _regions(cfg: FleetConfig, regions: list[str] | None) -> list[str]:
     return [cfg.region(r).name for r in regions] if regions else cfg.region_names
 
 
-def _provider_error(exc: ProviderError) -> common.UserError:
+# A region's API that refuses or does not answer raises urllib3's errors through the kubernetes
+# client; the provider error table names them (Unavailable) like every classified ProviderError.
+_WRITE_ERRORS = (ProviderError, urllib3.exceptions.HTTPError)
+
+
+def _provider_error(exc: Exception) -> common.UserError:
+    err = classify(exc)
     return common.UserError(
-        str(exc), exit_code=2 if exc.error.kind in ("Conflict", "NotFound", "Invalid") else 1
+        err.message, exit_code=2 if err.kind in ("Conflict", "NotFound", "Invalid") else 1
     )
 
 
@@ -89,7 +97,7 @@ def create(
             s = VeleroSchedules(cfg, r).create(
                 name, when, ttl, [cfg.region(r).kube.namespace], {"app": cfg.workload.app}
             )
-        except ProviderError as exc:
+        except _WRITE_ERRORS as exc:
             raise _provider_error(exc) from None
         created.append(s)
         if not common.is_document(output):
@@ -105,12 +113,9 @@ def list_(
 ) -> None:
     """Schedules of every region, with the time of their last backup."""
     cfg = common.load(config)
-    items = []
-    for r in _regions(cfg, region):
-        try:
-            items += VeleroSchedules(cfg, r).list()
-        except ProviderError as exc:
-            raise _provider_error(exc) from None
+    regions = _regions(cfg, region)
+    res = reads.ask(cfg, "schedules", regions=regions)
+    items = [s for r in regions for s in reads.value_of(res, f"schedules/{r}", ScheduleList).items]
     if common.printed_json(output, items):
         return
     t = Table(title="Velero schedules")
@@ -144,7 +149,7 @@ def delete(
     for r in regions:
         try:
             VeleroSchedules(cfg, r).delete(name)
-        except ProviderError as exc:
+        except _WRITE_ERRORS as exc:
             raise _provider_error(exc) from None
         if not common.is_document(output):
             common.console.print(f"schedule {name} deleted in {r}")

@@ -1,26 +1,20 @@
-"""The data part of `drctl status`: replication lag per bucket and replica against the RPO, and
-release parity of every region with the primary. Measured live, each piece independently, so one
-unreachable bucket or cluster shows as an error line instead of hiding the rest."""
+"""The data part of `drctl status`: replication lag per bucket and replica against the RPO, release
+parity of every region with the primary, and the last backup per region. Measured live by the
+workers (FleetRead), each piece independently, so one unreachable bucket, cluster or worker shows as
+an error line instead of hiding the rest."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
-from drctl.cli.common import console
 from drctl.config.schema import FleetConfig
-from drctl.models.release import compare
-from drctl.models.rpo import LagReport, replica_pairs
-
-
-async def measure_all(cfg: FleetConfig) -> list[LagReport]:
-    """Lag of every replica, measured now with rclone (what `drctl status` shows)."""
-    from drctl.providers.rclone import Rclone
-
-    rc = Rclone(cfg, timeout_s=min(cfg.data.check_timeout_s, 30.0))
-    return list(await asyncio.gather(*(asyncio.to_thread(rc.measure_lag, p) for p in replica_pairs(cfg))))
+from drctl.models.backup import LastBackup
+from drctl.models.reads import LagList, ReadResult
+from drctl.models.release import Release, compare
 
 
 def lag_cell(lag_s: float | None, rpo_s: float) -> str:
@@ -29,7 +23,7 @@ def lag_cell(lag_s: float | None, rpo_s: float) -> str:
     return f"{lag_s:.1f} s" + (" > RPO" if lag_s > rpo_s else "")
 
 
-def _render_lag(reports: list[dict[str, Any]], rpo_s: float) -> None:
+def _lag_table(reports: list[dict[str, Any]], rpo_s: float) -> list[RenderableType]:
     t = Table(title=f"replication lag (RPO target {rpo_s:g} s)")
     for col in ("bucket", "source", "replica", "lag", "behind", "objects"):
         t.add_column(col, no_wrap=True)
@@ -44,68 +38,72 @@ def _render_lag(reports: list[dict[str, Any]], rpo_s: float) -> None:
             str(r.get("missing", 0) + r.get("differ", 0)),
             str(r.get("source_objects", 0)),
         )
-    console.print(t)
+    out: list[RenderableType] = [t]
     for r in reports:
         if r.get("error"):
             where = f"{r['bucket']}/{r['replica_region']}" if "bucket" in r else "replication lag"
-            console.print(f"  {where}: {r['error']}", markup=False, highlight=False)
+            out.append(Text(f"  {where}: {r['error']}"))
+    return out
 
 
-async def releases(cfg: FleetConfig) -> list[dict[str, Any]]:
+def releases(cfg: FleetConfig, res: ReadResult, why: str | None) -> list[dict[str, Any]]:
     """Each region's release compared with the primary's (the largest configured weight)."""
-    from drctl.providers.release import ReleaseReader
-
-    reader = ReleaseReader(cfg)
-    got = await asyncio.gather(*(asyncio.to_thread(reader.read, r) for r in cfg.region_names))
-    by_name = {r.region: r for r in got}
+    got: dict[str, Release] = {}
+    out: list[dict[str, Any]] = []
+    for r in cfg.region_names:
+        value = res.value(f"release/{r}")
+        if value is None:
+            err = (res.parts[f"release/{r}"].error if f"release/{r}" in res.parts else why) or "not read"
+            got[r] = Release(region=r, error=err)
+        else:
+            got[r] = Release.model_validate(value)
     primary = max(cfg.regions, key=lambda r: r.weight).name
-    out = []
-    for rel in got:
-        row: dict[str, Any] = rel.model_dump(mode="json")
-        if rel.region != primary:
-            row["parity"] = compare(by_name[primary], rel).model_dump(mode="json")
+    for rel in got.values():
+        row: dict[str, Any] = {**rel.model_dump(mode="json"), "primary": rel.region == primary}
+        if rel.region != primary and got[primary].error is None and rel.error is None:
+            row["parity"] = compare(got[primary], rel).model_dump(mode="json")
         out.append(row)
     return out
 
 
-async def last_backups(cfg: FleetConfig) -> list[dict[str, Any]]:
+def last_backups(cfg: FleetConfig, res: ReadResult, why: str | None) -> list[dict[str, Any]]:
     """Age of the newest Completed Velero backup per region: the cluster-state side of the RPO."""
-    from drctl.providers.velero_schedule import LastBackup, VeleroSchedules
-
-    def last(region: str) -> LastBackup:
-        return VeleroSchedules(cfg, region).last_successful()
-
-    got = await asyncio.gather(*(asyncio.to_thread(last, r) for r in cfg.region_names))
-    return [b.model_dump(mode="json") for b in got]
-
-
-async def collect(cfg: FleetConfig) -> dict[str, Any]:
-    lags, rels, backups = await asyncio.gather(
-        measure_all(cfg), releases(cfg), last_backups(cfg), return_exceptions=True
-    )
-    out: dict[str, Any] = {
-        "releases": rels if isinstance(rels, list) else [{"error": f"{type(rels).__name__}: {rels}"}]
-    }
-    out["last_backup"] = (
-        backups if isinstance(backups, list) else [{"error": f"{type(backups).__name__}: {backups}"}]
-    )
-    if cfg.data.buckets:
-        out["rpo_target_s"] = cfg.objectives.rpo_target_s
-        out["replication"] = (
-            [r.model_dump(mode="json") for r in lags]
-            if isinstance(lags, list)
-            else [{"error": f"{type(lags).__name__}: {lags}"}]
-        )
+    out = []
+    for r in cfg.region_names:
+        part = res.parts.get(f"last_backup/{r}")
+        if part is not None and part.ok:
+            out.append(LastBackup.model_validate(part.value).model_dump(mode="json"))
+        else:
+            out.append(
+                LastBackup(region=r, error=(part.error if part else why) or "not read").model_dump(
+                    mode="json"
+                )
+            )
     return out
 
 
-def render(data: dict[str, Any]) -> None:
+def from_parts(cfg: FleetConfig, res: ReadResult, why: str | None = None) -> dict[str, Any]:
+    """The data part of `drctl status` from the workers' FleetRead; `why` is what kept the read from running."""
+    out: dict[str, Any] = {"releases": releases(cfg, res, why), "last_backup": last_backups(cfg, res, why)}
+    if cfg.data.buckets:
+        out["rpo_target_s"] = cfg.objectives.rpo_target_s
+        lags = res.value("lags")
+        if lags is not None:
+            out["replication"] = [r.model_dump(mode="json") for r in LagList.model_validate(lags).reports]
+        else:
+            part = res.parts.get("lags")
+            out["replication"] = [{"error": (part.error if part else why) or "not read"}]
+    return out
+
+
+def renderables(data: dict[str, Any]) -> list[RenderableType]:
+    out: list[RenderableType] = []
     if data.get("replication"):
-        _render_lag(data["replication"], data["rpo_target_s"])
-    _render_backups(data.get("last_backup") or [])
+        out += _lag_table(data["replication"], data["rpo_target_s"])
+    out += _backups(data.get("last_backup") or [])
     rels = data.get("releases") or []
     if not rels:
-        return
+        return out
     t = Table(title="release parity")
     for col in ("region", "image", "model", "/v1/models", "env", "drift"):
         t.add_column(col, no_wrap=True)
@@ -115,7 +113,13 @@ def render(data: dict[str, Any]) -> None:
             notes.append(f"releases: {r.get('error')}")
             continue
         p = r.get("parity")
-        drift = "primary" if p is None else ("none" if not p["drift"] else f"{len(p['drift'])} difference(s)")
+        drift = (
+            "primary"
+            if r.get("primary")
+            else "?"
+            if p is None
+            else ("none" if not p["drift"] else f"{len(p['drift'])} difference(s)")
+        )
         t.add_row(
             r["region"],
             r.get("image") or "?",
@@ -127,12 +131,10 @@ def render(data: dict[str, Any]) -> None:
         notes += [f"{r['region']}: {d}" for d in (p or {}).get("drift", [])]
         if r.get("error"):
             notes.append(f"{r['region']}: {r['error']}")
-    console.print(t)
-    for line in notes:
-        console.print(f"  {line}", markup=False, highlight=False)
+    return [*out, t, *(Text(f"  {line}") for line in notes)]
 
 
-def _render_backups(rows: list[dict[str, Any]]) -> None:
+def _backups(rows: list[dict[str, Any]]) -> list[RenderableType]:
     cells = []
     for b in rows:
         if "region" not in b:
@@ -143,8 +145,7 @@ def _render_backups(rows: list[dict[str, Any]]) -> None:
             cells.append(f"{b['region']} none")
         else:
             cells.append(f"{b['region']} {_age(b['age_s'])} ago ({b['name']})")
-    if cells:
-        console.print("last successful backup: " + "; ".join(cells), markup=False, highlight=False)
+    return [Text("last successful backup: " + "; ".join(cells))] if cells else []
 
 
 def _age(seconds: float) -> str:

@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.table import Table
 
 from drctl.chaos.validate import validate_experiment
-from drctl.cli import common, complete, drill_schedule
+from drctl.cli import common, complete, drill_schedule, reads
 from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch, result_only
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
-from drctl.providers.drill_reports import ReportStore
+from drctl.models.reads import DrillHistory, DrillReportText
 
 app = typer.Typer(name="drill", help="Chaos drills that measure the real RTO.", no_args_is_help=True)
 app.add_typer(drill_schedule.app)
@@ -154,7 +154,8 @@ def history_cmd(
 ) -> None:
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
     cfg = common.load(config)
-    reports = ReportStore(cfg).list(cfg.name, limit)
+    res = reads.ask(cfg, "drill_history", regions=[], limit=limit)
+    reports = reads.value_of(res, "drill_history", DrillHistory).reports
     if common.printed_json(output, [r.model_dump(mode="json", exclude={"journal"}) for r in reports]):
         return
     trend = _trend(reports)
@@ -197,13 +198,12 @@ def report_cmd(
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """One drill's full report (markdown, or JSON with --output json)."""
-    store = ReportStore(common.load(config))
-    try:
-        if common.is_document(output):
-            common.print_json(store.get(drill_id).model_dump(mode="json"), output)
-        else:
-            common.console.print(store.get_markdown(drill_id), markup=False, highlight=False)
-    except ValueError as exc:
-        raise common.UserError(str(exc)) from None
-    except store.s3.exceptions.NoSuchKey:
-        raise common.UserError(f"no report for {drill_id} in s3://{store.bucket}", exit_code=1) from None
+    cfg = common.load(config)
+    res = reads.ask(cfg, "drill_report", regions=[], name=drill_id)
+    got = reads.value_of(
+        res, "drill_report", DrillReportText, f"no report for {drill_id} in the drill history"
+    )
+    if common.is_document(output):
+        common.print_json(got.report.model_dump(mode="json"), output)
+    else:
+        common.console.print(got.markdown, markup=False, highlight=False)

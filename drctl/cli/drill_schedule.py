@@ -153,8 +153,6 @@ def schedule_cmd(
         drill_input,
         id=f"drill/{cfg.name}/{name}",
         task_queue=cfg.temporal.task_queue,
-        typed_search_attributes=search_attributes(cfg.name, "drill"),
-        memo={"fleet": cfg.name, "operation": "drill", "initiator": f"schedule {sid}"},
     )
     schedule = Schedule(
         action=action,
@@ -165,6 +163,10 @@ def schedule_cmd(
 
     async def go() -> list[str]:
         client = await connect(cfg)
+        # Each drill it starts records who created the schedule (Temporal records no starter for them).
+        by = f"schedule {sid} by {client.identity}"
+        action.typed_search_attributes = search_attributes(cfg.name, "drill", initiator=by)
+        action.memo = {"fleet": cfg.name, "operation": "drill", "initiator": by}
         try:
             handle = await client.create_schedule(sid, schedule)
         except ScheduleAlreadyRunningError:

@@ -44,36 +44,8 @@ def _config(exc: BaseException) -> str:
     return f"invalid config {exc}"
 
 
-def _dependency(exc: BaseException) -> str:
-    # The provider error table names the failed call and the kind (Unavailable, Forbidden, ...).
-    from drctl.providers.errors import classify
-
-    return classify(exc).message.splitlines()[0]
-
-
 def _cause(exc: BaseException) -> str:
     return f"the operation ended without a result: {getattr(exc, 'cause', None) or exc}"
-
-
-def _dependency_errors() -> tuple[type[BaseException], ...]:
-    """The client libraries' connection and API errors, and drctl's classified ProviderError: a
-    dependency a command reads directly (a region's Kubernetes API, S3) that did not answer or
-    refused. Exit 1: it ran and did not succeed. Imported on an error only (they cost a second)."""
-    import botocore.exceptions
-    import httpx
-    import urllib3.exceptions
-    from kubernetes.client.exceptions import ApiException
-
-    from drctl.providers.errors import ProviderError
-
-    return (
-        ProviderError,
-        ApiException,
-        urllib3.exceptions.HTTPError,
-        botocore.exceptions.BotoCoreError,
-        botocore.exceptions.ClientError,
-        httpx.HTTPError,
-    )
 
 
 # First match wins (subclasses before their bases). A UserError carries its own exit code.
@@ -108,9 +80,7 @@ def render_error(exc: BaseException) -> int:
     if isinstance(exc, _CLICK_ERRORS):
         exc.show()  # type: ignore[attr-defined]  # usage line and what was wrong
         return int(exc.exit_code)  # type: ignore[attr-defined]  # 2 for usage errors
-    table: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], int, Callable[..., str]], ...]
-    table = (*ERRORS, (_dependency_errors(), EXIT_FAILED, _dependency))
-    for kind, code, message in table:
+    for kind, code, message in ERRORS:
         if isinstance(exc, kind):
             err_console.print(f"error: {message(exc)}", markup=False, highlight=False, soft_wrap=True)
             return exc.exit_code if isinstance(exc, UserError) else code

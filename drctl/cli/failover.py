@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from drctl.cli import common, complete
+from drctl.cli import common, complete, reads
 from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
@@ -18,9 +17,6 @@ from drctl.models.failover import (
     FailoverInput,
     FailoverPlan,
     FailoverResult,
-    capacity_of,
-    plan_failover,
-    target_problem,
 )
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.traffic import GlobalChange
@@ -29,41 +25,14 @@ from workflows.common import fmt_weights
 app = typer.Typer()
 
 
-def dry_run_plan(
-    cfg: FleetConfig, target: str, source: str | None, *, emergency: bool = False, force: bool = False
-) -> FailoverPlan:
-    """The plan the workflow would follow, from the same reads as its preflight; changes nothing.
+def dry_run_plan(cfg: FleetConfig, inp: FailoverInput) -> FailoverPlan:
+    """The plan the workflow would follow, made by its own preflight on the workers; changes nothing.
 
-    Only the reads are here (the providers the preflight's activities call); judging them is
-    `capacity_of`, `target_problem` and `plan_failover`, which the workflow calls too.
+    FleetRead runs the Failover's preflight reads on the target's queue and its planner
+    (`workflows.failover_phases.plan_preflight`), so the plan cannot drift from the real one.
     """
-    from drctl.providers.kubernetes import KubernetesPlatform
-    from drctl.providers.probe import InferenceProber
-    from drctl.providers.traffic_factory import global_traffic
-
-    weights = global_traffic(cfg).get_weights()
-    name = cfg.workload.deployment_name("stable")
-    dep = KubernetesPlatform(cfg.region(target)).get_deployment(name)
-    cap = capacity_of(
-        target,
-        name,
-        dep.replicas,
-        dep.ready_replicas,
-        cfg.region(target).max_replicas,
-        dep.hpa_min_replicas,
-        dep.hpa_max_replicas,
-    )
-    probe = None if force else asyncio.run(InferenceProber(cfg).probe_region(target))
-    return plan_failover(
-        FleetSpec.from_config(cfg),
-        weights,
-        target,
-        source,
-        cap,
-        emergency=emergency,
-        force=force,
-        target_issue=target_problem(probe, emergency, cfg.health.fail_on_degraded),
-    )
+    res = reads.ask(cfg, "failover_plan", regions=[inp.target], failover=inp)
+    return reads.value_of(res, f"plan/{inp.target}", FailoverPlan)
 
 
 def _print_plan(plan: FailoverPlan, output: common.Output) -> None:
@@ -189,15 +158,15 @@ def failover(
         cfg.region(from_)
         if from_ == to:
             raise common.UserError(f"--from and --to are both {to}")
+    inp = FailoverInput(
+        spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force
+    )
     if dry_run:
-        _print_plan(dry_run_plan(cfg, to, from_, emergency=emergency, force=force), output)
+        _print_plan(dry_run_plan(cfg, inp), output)
         return
     common.confirm(yes, f"Move all traffic of fleet {cfg.name!r} to {to}?", "change traffic")
     from workflows.failover import Failover
 
-    inp = FailoverInput(
-        spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force
-    )
     launched: Launched[FailoverResult] = launch(
         cfg,
         "failover",

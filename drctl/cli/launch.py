@@ -84,6 +84,7 @@ async def start_unless_running(
             SearchAttributePair(sa.FLEET, cfg.name),
             SearchAttributePair(sa.OPERATION, operation),
             SearchAttributePair(sa.PHASE, phase),
+            SearchAttributePair(sa.INITIATOR, client.identity),
         ]
     )
     handle = await client.start_workflow(
@@ -92,7 +93,8 @@ async def start_unless_running(
         id=wid,
         task_queue=cfg.temporal.task_queue,
         search_attributes=attrs,
-        memo={"fleet": cfg.name},
+        memo={"fleet": cfg.name, "initiator": client.identity},
+        static_summary=f"{operation} of fleet {cfg.name}, started by {client.identity}",
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
     return handle, True

@@ -1,4 +1,7 @@
-"""`drctl ops list|show|watch|approve|abort`: any running or recent operation, by workflow id."""
+"""`drctl ops list|show|watch|approve|reject|abort`: any running or recent operation, by workflow id.
+
+Who started each one (DrctlInitiator) is listed and shown; `-` for one started before it was recorded.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ from drctl.cli.launch import (
     watch,
 )
 from drctl.client.connection import connect, ui_link
+from drctl.client.identity import IdentityError, checked
+from drctl.client.identity import identity as acting_identity
 from drctl.client.operations import list_operations, visibility_query
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
@@ -31,7 +36,15 @@ from drctl.models.drill import DrillReport
 from drctl.models.failover import FailbackResult, FailoverResult
 from drctl.models.migration import MigrationResult
 from drctl.models.outcome import details_from
-from drctl.models.phases import UPDATE_ABORT, UPDATE_APPROVE, AbortInput, ApproveInput, OperationProgress
+from drctl.models.phases import (
+    UPDATE_ABORT,
+    UPDATE_APPROVE,
+    UPDATE_REJECT,
+    AbortInput,
+    ApproveInput,
+    OperationProgress,
+    RejectInput,
+)
 from drctl.models.upgrade import UpgradeResult
 
 app = typer.Typer(
@@ -58,6 +71,9 @@ _RESULTS: dict[
     "restore": (BackupJobResult, backup.render_job, backup.job_json),
     "backup": (BackupJobResult, backup.render_job, backup.job_json),
 }
+
+
+NOT_RECORDED = "-"  # an operation started before drctl recorded who started it
 
 
 async def _handle(client: Client, cfg: FleetConfig, wid: str) -> WorkflowHandle[Any, Any]:
@@ -95,7 +111,7 @@ def list_cmd(
         common.console.print(f"no {'' if all_ else 'running '}operations on fleet {cfg.name!r}")
         return
     t = Table(title=f"fleet {cfg.name}: operations")
-    for col in ("workflow id", "operation", "status", "phase", "source", "target", "started", "UI"):
+    for col in ("workflow id", "operation", "status", "phase", "source", "target", "started", "by", "UI"):
         t.add_column(col)
     for o in found:
         t.add_row(
@@ -106,6 +122,7 @@ def list_cmd(
             o.source or "",
             o.target or "",
             o.start_time.isoformat(timespec="seconds") if o.start_time else "",
+            o.initiator or NOT_RECORDED,
             o.ui_link or "",
         )
     common.console.print(t)
@@ -131,6 +148,7 @@ async def _show(cfg: FleetConfig, workflow_id: str) -> dict[str, Any]:
         "status": desc.status.name if desc.status else "?",
         "operation": attrs.get(sa.OPERATION),
         "phase": attrs.get(sa.PHASE),
+        "initiator": attrs.get(sa.INITIATOR),
         "progress": prog.model_dump(mode="json") if prog else None,
         "result": result,
         "ui_link": ui_link(cfg, workflow_id, desc.run_id),
@@ -148,6 +166,10 @@ def show(
         return
     prog = OperationProgress.model_validate(info["progress"]) if info["progress"] else None
     common.console.print(progress_table(workflow_id, prog, info["status"]))
+    who = [f"started by {info['initiator'] or NOT_RECORDED}"]
+    result = info["result"] if isinstance(info["result"], dict) else {}
+    who += [f"{k.replace('_', ' ')} {result[k]}" for k in ("approved_by", "rejected_by") if result.get(k)]
+    common.console.print(", ".join(who), markup=False, highlight=False)
     if info["result"] is not None:
         common.console.print_json(data=info["result"])
     common.console.print(f"UI: {info['ui_link']}")
@@ -188,24 +210,45 @@ def watch_cmd(
     conclude(launched, output, render, as_json)
 
 
+def _me(cfg: FleetConfig, given: str | None = None) -> str:
+    """Who is acting: `given` (an option), else DRCTL_IDENTITY, temporal.identity or user@host."""
+    try:
+        return checked(given, "--approver") if given is not None else acting_identity(cfg)
+    except IdentityError as exc:
+        raise common.UserError(str(exc)) from None
+
+
 @app.command("approve")
 def approve(
     workflow_id: Annotated[str, typer.Argument(help="Workflow id waiting at its approval gate.")],
     config: common.ConfigOpt = common.CONFIG,
     approver: Annotated[
-        str, typer.Option(help="Your name, recorded in the result.", envvar="USER")
-    ] = "operator",
+        str | None,
+        typer.Option(
+            help="Who approves, recorded in the result and history. Default: your drctl identity "
+            "(DRCTL_IDENTITY, temporal.identity, or user@host). A failover's initiator may not approve it."
+        ),
+    ] = None,
     comment: Annotated[str, typer.Option(help="Why.")] = "",
 ) -> None:
-    """Approve an operation waiting at its approval gate (rejected if it is not waiting)."""
+    """Approve an operation waiting at its approval gate (refused if it is not waiting, or if you started it)."""
     cfg = common.load(config)
-    common.console.print(
-        common.run_async(
-            lambda: _update(
-                cfg, workflow_id, UPDATE_APPROVE, ApproveInput(approver=approver, comment=comment)
-            )
-        )
-    )
+    inp = ApproveInput(approver=_me(cfg, approver), comment=comment)
+    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, inp)))
+
+
+@app.command("reject")
+def reject(
+    workflow_id: Annotated[str, typer.Argument(help="Workflow id waiting at its approval gate.")],
+    config: common.ConfigOpt = common.CONFIG,
+    reason: Annotated[str, typer.Option(help="Why, recorded in the result and history.")] = "rejected",
+) -> None:
+    """Refuse an operation waiting at its approval gate: it ends aborted, having changed nothing."""
+    cfg = common.load(config)
+    if not reason.strip():
+        raise common.UserError("--reason: give a reason (it is recorded in the result)")
+    inp = RejectInput(by=_me(cfg), reason=reason.strip())
+    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_REJECT, inp)))
 
 
 @app.command("abort")
@@ -228,6 +271,6 @@ async def _update(cfg: FleetConfig, wid: str, name: str, arg: Any) -> str:
     try:
         return str(await handle.execute_update(name, arg, result_type=str))
     except WorkflowUpdateFailedError as exc:
-        raise common.UserError(f"{name} rejected by {wid}: {exc.cause or exc}") from None
+        raise common.UserError(f"{name} refused by {wid}: {exc.cause or exc}") from None
     except RPCError as exc:
         raise common.UserError(f"{name} failed for {wid}: {exc.message}") from None

@@ -16,6 +16,8 @@ from temporalio.envconfig import ClientConfigProfile
 from temporalio.runtime import Runtime
 
 from drctl.client.codec import CodecKeyError, codec_for
+from drctl.client.identity import IdentityError
+from drctl.client.identity import identity as acting_identity
 from drctl.config.schema import FleetConfig
 
 
@@ -149,17 +151,24 @@ def connect_options(
     }
 
 
-async def connect(cfg: FleetConfig, runtime: Runtime | None = None) -> Client:
+async def connect(cfg: FleetConfig, runtime: Runtime | None = None, identity: str | None = None) -> Client:
     """Connect with the pydantic data converter (encrypting when `temporal.codec` is set).
 
     `runtime`: the SDK runtime to use, e.g. one exporting SDK metrics (default: the SDK's default).
-    Raises TemporalConfigError for a missing key or file, TemporalUnreachable with the address.
+    `identity`: the client identity Temporal records on what this client does; default: who is
+    acting (`drctl.client.identity`: DRCTL_IDENTITY, temporal.identity, user@host).
+    Raises TemporalConfigError for a missing key or file or a bad identity, TemporalUnreachable
+    with the address.
     """
+    try:
+        identity = identity or acting_identity(cfg)
+    except IdentityError as exc:
+        raise TemporalConfigError(str(exc)) from None
     where = target(cfg)  # the profile file and small PEM and key files, read once at connect time
     address = where.address
     options = connect_options(cfg, where=where)
     try:
-        return await Client.connect(address, runtime=runtime, **options)
+        return await Client.connect(address, runtime=runtime, identity=identity, **options)
     except Exception as exc:  # the SDK raises RuntimeError with a transport message
         raise TemporalUnreachable(address, exc) from None
 

@@ -66,6 +66,7 @@ def operation_info(ex: WorkflowExecution, fleet: str, ui_base: FleetConfig | Non
         status=ex.status.name if ex.status else "UNKNOWN",
         start_time=ex.start_time,
         ui_link=ui_link(ui_base, ex.id, ex.run_id) if ui_base else None,
+        initiator=attrs.get(sa.INITIATOR),
     )
 
 
@@ -85,18 +86,30 @@ async def running_operations(client: Client, cfg: FleetConfig) -> list[Operation
 
 
 def search_attributes(
-    fleet: str, operation: str, source: str | None = None, target: str | None = None
+    fleet: str,
+    operation: str,
+    source: str | None = None,
+    target: str | None = None,
+    initiator: str | None = None,
 ) -> TypedSearchAttributes:
     pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(sa.FLEET, fleet),
         SearchAttributePair(sa.OPERATION, operation),
         SearchAttributePair(sa.PHASE, PHASE_PENDING),
     ]
+    if initiator:
+        pairs.append(SearchAttributePair(sa.INITIATOR, initiator))
     if source:
         pairs.append(SearchAttributePair(sa.SOURCE_REGION, source))
     if target:
         pairs.append(SearchAttributePair(sa.TARGET_REGION, target))
     return TypedSearchAttributes(pairs)
+
+
+def summary(operation: str, fleet: str, initiator: str, source: str | None, target: str | None) -> str:
+    """The one line the Temporal UI shows for an operation: what, where, by whom."""
+    route = " → ".join(r for r in (source, target) if r)
+    return f"{operation} of fleet {fleet}" + (f" ({route})" if route else "") + f" by {initiator}"
 
 
 async def start_operation(
@@ -111,11 +124,15 @@ async def start_operation(
     source: str | None = None,
     target: str | None = None,
     memo: Mapping[str, Any] | None = None,
+    initiator: str | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Start a mutating operation unless one that blocks it runs; raises FleetBusyError naming it.
 
     A failover is never refused here for maintenance: it preempts it (see `drctl.models.lock`).
+    `initiator` (default: the client's identity, which Temporal records on the start event too) goes
+    to the DrctlInitiator search attribute, the memo and the UI's summary and details.
     """
+    initiator = initiator or client.identity
     for op in await running_operations(client, cfg):
         if op.workflow_id != workflow_id and blocks(op.operation, operation):
             raise FleetBusyError(cfg.name, op)
@@ -125,15 +142,18 @@ async def start_operation(
             arg,
             id=workflow_id,
             task_queue=task_queue or cfg.temporal.task_queue,
-            search_attributes=search_attributes(cfg.name, operation, source, target),
+            search_attributes=search_attributes(cfg.name, operation, source, target, initiator),
             memo={
                 "fleet": cfg.name,
                 "operation": operation,
                 "source": source,
                 "target": target,
                 **(memo or {}),
+                "initiator": initiator,
             },
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            static_summary=summary(operation, cfg.name, initiator, source, target),
+            static_details=f"**initiated by** {initiator}",
         )
     except WorkflowAlreadyStartedError:
         # Same workflow id already running (visibility lagged behind): name it all the same.

@@ -280,6 +280,12 @@ class FailoverConfig(_Model):
     )
     require_approval: bool = Field(False, description="Wait for `drctl ops approve` before shifting traffic.")
     approval_timeout_s: float = Field(900.0, gt=0, description="How long an approval gate waits, seconds.")
+    approval_reminder_s: float | None = Field(
+        None,
+        gt=0,
+        description="Remind the webhooks this long before an approval gate times out, seconds; "
+        "default: a fifth of approval_timeout_s (at 80 %).",
+    )
     verify_requests: int = Field(
         20, ge=1, le=1000, description="Requests through the global endpoint to verify a shift."
     )
@@ -296,6 +302,15 @@ class FailoverConfig(_Model):
     rebalance_limits: RebalanceLimits = Field(
         default_factory=RebalanceLimits, description="Steps, hysteresis and windows of a rebalance."
     )
+
+    @model_validator(mode="after")
+    def _reminder_before_timeout(self) -> FailoverConfig:
+        if self.approval_reminder_s is not None and self.approval_reminder_s >= self.approval_timeout_s:
+            raise ValueError(
+                f"approval_reminder_s ({self.approval_reminder_s:g}) must be less than "
+                f"approval_timeout_s ({self.approval_timeout_s:g}): it is how long before the timeout to remind"
+            )
+        return self
 
 
 class FailbackConfig(_Model):
@@ -428,6 +443,13 @@ class TemporalConfig(_Model):
     codec: CodecConfig | None = Field(
         None, description="AES-GCM payload encryption for the worker and the CLI (docs: drctl codec-server)."
     )
+    identity: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Who the CLI acts as, recorded on every operation (e.g. the API key's principal); "
+        "DRCTL_IDENTITY overrides it; default: user@host.",
+    )
 
 
 class AwsConfig(_Model):
@@ -554,6 +576,7 @@ NotifyEvent = Literal[
     "alert.resolved",
     "drill.verdict",
     "upgrade.rolled_back",
+    "approval.pending",
 ]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = typing.get_args(NotifyEvent)
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"

@@ -76,3 +76,40 @@ class BackupJobResult(BaseModel):
     ok: bool = Field(description="True when the object reached a phase the policy accepts.")
     reason: str
     info: BackupInfo | None = Field(None, description="The object as Velero last reported it.")
+
+
+class ScheduleInfo(BaseModel):
+    """A Velero Schedule object of one region's cluster."""
+
+    name: str
+    region: str
+    schedule: str
+    ttl: str | None = None
+    namespaces: list[str] = []
+    phase: str = ""
+    last_backup: str | None = None
+
+
+class LastBackup(BaseModel):
+    """The newest Completed backup of a region and its age (the cluster-state side of the RPO)."""
+
+    region: str
+    name: str | None = None
+    completed: str | None = None
+    age_s: float | None = None
+    error: str | None = None
+
+
+class BackupList(BaseModel):
+    """The Backups one region's Velero knows, newest first."""
+
+    items: list[BackupInfo] = []
+
+
+class BackupName(BaseModel):
+    region: str
+    name: str
+
+
+class ScheduleList(BaseModel):
+    items: list[ScheduleInfo] = []

@@ -109,6 +109,9 @@ class FailoverResult(BaseModel):
     )
     error: str | None = None
     approved_by: str | None = None
+    rejected_by: str | None = Field(
+        None, description="Who rejected it at the approval gate (`drctl ops reject`)."
+    )
     preempted: list[str] = Field(
         default_factory=list, description="Maintenance operations told to yield to this failover."
     )

@@ -42,6 +42,8 @@ class FleetSpec(BaseModel, RegionsByName[RegionSpec]):
     policy: Literal["automatic", "manual"]
     require_approval: bool
     approval_timeout_s: float
+    # Defaulted: specs recorded before it existed remind at 80 % of approval_timeout_s.
+    approval_reminder_s: float | None = None
     verify_requests: int
     verify_timeout_s: float
     rollout_timeout_s: float

@@ -7,7 +7,7 @@ travel in workflow input; URLs and routing keys stay in the worker's config and 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -151,6 +151,43 @@ def failover_ended(
         region=target,
         at=at,
         details=details,
+    )
+
+
+def approval_pending(
+    fleet: str,
+    wid: str,
+    at: datetime,
+    *,
+    what: str,
+    initiator: str | None,
+    left_s: float,
+    reminder: bool,
+) -> Event:
+    """An approval gate waits (or still waits: `reminder`): who asked, how to answer, time left.
+
+    Not a PagerDuty incident (no action): nothing would resolve it when someone approves.
+    """
+    left = f"{left_s / 60:.0f} min" if left_s >= 120 else f"{left_s:.0f} s"
+    by = initiator or "unknown"
+    return Event(
+        kind="approval.pending",
+        fleet=fleet,
+        severity="warning",
+        dedup_key=dedup_key(fleet, "approval"),
+        summary=f"[{fleet}] {'reminder: ' if reminder else ''}{what} started by {by} waits for approval, "
+        f"{left} left: `drctl ops approve {wid}` (another identity) or `drctl ops reject {wid}`",
+        workflow_id=wid,
+        at=at,
+        details={
+            "operation": what,
+            "initiator": initiator,
+            "approve": f"drctl ops approve {wid}",
+            "reject": f"drctl ops reject {wid}",
+            "left_s": round(left_s, 3),
+            "times_out_at": (at + timedelta(seconds=left_s)).isoformat(),
+            "reminder": reminder,
+        },
     )
 
 

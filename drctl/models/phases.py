@@ -15,6 +15,7 @@ FLEET_BUSY = "FleetBusy"
 # Handler names every mutating workflow offers, so `drctl ops` drives any of them alike.
 QUERY_PROGRESS = "progress"
 UPDATE_APPROVE = "approve"
+UPDATE_REJECT = "reject"
 UPDATE_ABORT = "abort"
 
 # Phases written to DrctlPhase (operations add their own; these are the shared ones).
@@ -44,6 +45,7 @@ class OperationInfo(BaseModel):
     status: str = "RUNNING"
     start_time: datetime | None = None
     ui_link: str | None = None
+    initiator: str | None = Field(None, description="Who started it (DrctlInitiator); None: not recorded.")
 
 
 class PhaseTiming(BaseModel):
@@ -66,6 +68,18 @@ class OperationProgress(BaseModel):
 class ApproveInput(BaseModel):
     approver: str = Field("operator", description="Who approved, for the audit trail.")
     comment: str = ""
+
+
+class RejectInput(BaseModel):
+    """Body of the `reject` update: the approval gate is closed, and the operation ends aborted."""
+
+    by: str = Field(min_length=1, description="Who rejected, for the audit trail.")
+    reason: str = Field("rejected", min_length=1)
+
+
+def same_identity(a: str, b: str) -> bool:
+    """Whether two recorded identities name the same principal (case and padding aside): four eyes."""
+    return a.strip().casefold() == b.strip().casefold()
 
 
 class AbortInput(BaseModel):

@@ -14,8 +14,10 @@ PHASE = SearchAttributeKey.for_keyword("DrctlPhase")
 SOURCE_REGION = SearchAttributeKey.for_keyword("DrctlSourceRegion")
 TARGET_REGION = SearchAttributeKey.for_keyword("DrctlTargetRegion")
 VERDICT = SearchAttributeKey.for_keyword("DrctlVerdict")
+# Who started the operation (drctl.client.identity); absent on operations started before it existed.
+INITIATOR = SearchAttributeKey.for_keyword("DrctlInitiator")
 
-ALL = [FLEET, OPERATION, PHASE, SOURCE_REGION, TARGET_REGION, VERDICT]
+ALL = [FLEET, OPERATION, PHASE, SOURCE_REGION, TARGET_REGION, VERDICT, INITIATOR]
 
 
 def cli_flags() -> list[str]:

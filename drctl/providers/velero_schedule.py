@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes.client.exceptions import ApiException
-from pydantic import BaseModel
 
 from drctl.config.schema import FleetConfig
+from drctl.models.backup import LastBackup, ScheduleInfo
 from drctl.providers.errors import ErrorClass, ProviderError, classify
 from drctl.providers.kube_objects import STRICT
 from drctl.providers.kubernetes import REQUEST_TIMEOUT
@@ -21,24 +21,6 @@ from drctl.providers.velero import GROUP, VERSION, VeleroBackupProvider
 
 SCHEDULE_LABEL = "velero.io/schedule-name"
 _GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
-
-
-class ScheduleInfo(BaseModel):
-    name: str
-    region: str
-    schedule: str
-    ttl: str | None = None
-    namespaces: list[str] = []
-    phase: str = ""
-    last_backup: str | None = None
-
-
-class LastBackup(BaseModel):
-    region: str
-    name: str | None = None
-    completed: str | None = None
-    age_s: float | None = None
-    error: str | None = None
 
 
 def go_duration_ok(text: str) -> bool:

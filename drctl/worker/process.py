@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from drctl.client.connection import connect, target
+from drctl.client.identity import worker_identity
 from drctl.config.schema import FleetConfig, GatewayApiRegional
 from drctl.worker import registry
 from drctl.worker.endpoint import sdk_metrics_runtime, serve
@@ -92,7 +93,7 @@ async def run_worker(
     runtime, sdk_url = (
         sdk_metrics_runtime() if client is None and port and first.worker.sdk_metrics else (None, None)
     )
-    client = client or await connect(first, runtime)
+    client = client or await connect(first, runtime, identity=worker_identity())
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

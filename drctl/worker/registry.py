@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 from activities import backup as backup_activities
+from activities import capacity as capacity_activities
 from activities import chaos as chaos_activities
 from activities import health as health_activities
 from activities import notify as notify_activities
 from activities import operations as operations_activities
 from activities import outcomes as outcomes_activities
 from activities import platform as platform_activities
+from activities import reads as read_activities
 from activities import replicate as replicate_activities
 from activities import reports as reports_activities
 from activities import traffic as traffic_activities
@@ -33,6 +35,7 @@ from workflows import lock as lock_workflows
 from workflows import migrate as migrate_workflows
 from workflows import monitor as monitor_workflows
 from workflows import notify as notify_workflows
+from workflows import reads as read_workflows
 from workflows import replicate as replicate_workflows
 from workflows import upgrade as upgrade_workflows
 
@@ -50,6 +53,7 @@ def workflows() -> list[type]:
         *drill_workflows.WORKFLOWS,
         *replicate_workflows.WORKFLOWS,
         *notify_workflows.WORKFLOWS,
+        *read_workflows.WORKFLOWS,
     ]
 
 
@@ -58,6 +62,7 @@ def activities(cfg: FleetConfig) -> list[Callable[..., Any]]:
     return [
         *health_activities.build(cfg),
         *watch_activities.build(cfg),
+        *capacity_activities.build(cfg),
         *traffic_activities.build(cfg),
         *platform_activities.build(cfg),
         *operations_activities.build(cfg),
@@ -70,4 +75,5 @@ def activities(cfg: FleetConfig) -> list[Callable[..., Any]]:
         *replicate_activities.build(cfg),
         *outcomes_activities.build(cfg),
         *notify_activities.build(cfg),
+        *read_activities.build(cfg),
     ]

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, ScheduleActionStartWorkflow
 
+from drctl.client.identity import os_identity
+from drctl.models import search_attributes as sa
 from drctl.models.drill import DrillReport, Verdict
 from tests.support.cli import drctl_async
 from tests.support.config import write_config
@@ -149,6 +151,11 @@ async def test_schedule_lists_weekly_next_runs(temporal_client: Client, fleet_co
         runs = [datetime.fromisoformat(t) for t in row["next_runs"]]
         assert len(runs) >= 3 and not row["paused"]
         assert row["cron"] == "0 3 * * MON", row  # shown as the operator wrote it, not as calendar specs
+        # Each drill it starts records who created the schedule.
+        action = (await temporal_client.get_schedule_handle(row["id"]).describe()).schedule.action
+        assert isinstance(action, ScheduleActionStartWorkflow)
+        by = f"schedule {row['id']} by {os_identity()}"
+        assert action.typed_search_attributes.get(sa.INITIATOR) == by, action
         for t in runs:  # Mondays 03:00 UTC, plus at most the 30 min jitter
             base = t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
             assert base.weekday() == 0 and base.hour == 3, t

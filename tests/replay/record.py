@@ -12,8 +12,9 @@ The script brings up its own dev stack on free loopback ports (or ports from --p
 drctl's real worker in-process on fresh task queues, drives three FleetMonitor rounds (ending in
 continue-as-new, a closed and fully replayable run), a manual Failover to us-east-1, a Failback, a
 one-region canary Upgrade, a Backup and a Restore, a passing region-outage ChaosDrill and a
-Migration (tests/replay/record_ops.py), writes each history as compact JSON, and tears the stack
-down. `--only` records a subset (e.g. `--only drill` after a patched change to ChaosDrill).
+Migration (tests/replay/record_ops.py), a Failover through its approval gate (notice, reminder,
+approval by another identity), writes each history as compact JSON, and tears the stack down.
+`--only` records a subset (e.g. `--only drill` after a patched change to ChaosDrill).
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from drctl.client.connection import connect
 from drctl.client.operations import start_operation
-from drctl.config.schema import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig, load_config
 from drctl.devstack import stack
 from drctl.models.failover import FailbackInput
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.monitor import MonitorInput
+from drctl.models.phases import ApproveInput
 from drctl.models.upgrade import upgrade_request
 from drctl.worker.process import run_worker
 from tests.replay.record_ops import record_backup_restore, record_drill, record_migration
@@ -162,8 +164,34 @@ async def record_core(client: Client, cfg: FleetConfig, suffix: str) -> None:
     await save(up, f"upgrade_canary{suffix}")
 
 
+async def record_approval(client: Client, cfg: FleetConfig, suffix: str) -> None:
+    """A Failover that waits at its gate: the approval notice, the reminder, then an approval."""
+    gate = {"require_approval": True, "approval_timeout_s": 60.0, "approval_reminder_s": 58.0}
+    spec = FleetSpec.from_config(cfg.model_copy(update={"failover": cfg.failover.model_copy(update=gate)}))
+    fo = await start_failover(client, cfg, spec=spec)
+    for _ in range(60):  # bounded: the reminder is due 2 s after the gate opens; 30 s at most
+        notices = [e async for e in fo.fetch_history_events() if e.HasField(_CHILD_STARTED)]
+        if len(notices) >= 2:
+            break
+        await asyncio.sleep(0.5)
+    else:
+        raise RuntimeError("the approval notice and its reminder did not start within 30 s")
+    # The recording client started it, so four eyes want another approver.
+    await fo.execute_update("approve", ApproveInput(approver="replay-approver"), result_type=str)
+    res = await asyncio.wait_for(fo.result(), 120)
+    assert res.status == "succeeded" and res.approved_by == "replay-approver", res
+    await save(fo, f"failover_approval{suffix}")
+
+
+_CHILD_STARTED = "start_child_workflow_execution_initiated_event_attributes"
+# The approval group's webhook: only approval.pending, so no other recording schedules a notice.
+# Nothing listens on port 9: each notice ends Failed after retry_for_s, beside the operation.
+APPROVAL_HOOK = WebhookConfig(
+    name="replay-approvers", url="http://127.0.0.1:9/hook", events=["approval.pending"], retry_for_s=5
+)
+
 # In this order: the migration leaves every weight on us-east-1, so it comes last.
-GROUPS = ("monitor", "core", "backup", "drill", "migration")
+GROUPS = ("monitor", "core", "backup", "drill", "approval", "migration")
 
 
 async def record(cfg: FleetConfig, suffix: str, only: list[str]) -> None:
@@ -179,6 +207,8 @@ async def record(cfg: FleetConfig, suffix: str, only: list[str]) -> None:
             await record_backup_restore(client, cfg, save, suffix)
         if "drill" in only:
             await record_drill(client, cfg, save, suffix)
+        if "approval" in only:
+            await record_approval(client, cfg, suffix)
         if "migration" in only:
             await record_migration(client, cfg, save, suffix)
     finally:
@@ -208,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     HISTORIES.mkdir(exist_ok=True)
     try:
         stack.up(cfg, path)
-        asyncio.run(record(fast_config(cfg), args.suffix, only))
+        hooks = NotificationsConfig(webhooks=[APPROVAL_HOOK])
+        asyncio.run(record(fast_config(cfg).model_copy(update={"notifications": hooks}), args.suffix, only))
     finally:
         stack.down(cfg)
         shutil.rmtree(directory, ignore_errors=True)

@@ -12,6 +12,7 @@ from drctl.devstack.stack import StackInfo
 from drctl.providers.velero import VeleroBackupProvider
 from tests.support.cli import drctl
 from tests.support.wait import wait_until
+from tests.support.workers import background_workers
 
 pytestmark = [pytest.mark.devstack]
 
@@ -28,6 +29,11 @@ def test_schedule_create_list_delete_and_backup_age_in_status(
     dev_stack: StackInfo, fleet_config: FleetConfig, fleet_config_path: Path
 ) -> None:
     c = str(fleet_config_path)
+    with background_workers(fleet_config):  # `schedule list` and `status` read through them
+        _create_list_delete(fleet_config, c)
+
+
+def _create_list_delete(fleet_config: FleetConfig, c: str) -> None:
     made = drctl("backup", "schedule", "create", "--every", "1h", "--ttl", "72h", "-c", c)
     assert made.returncode == 0, made.stdout + made.stderr
     assert "every-1h created in us-west-1: @every 1h" in made.stdout and "us-east-1" in made.stdout

@@ -57,10 +57,18 @@ def drctl(
     )
 
 
-async def drctl_async(*args: str, timeout_s: float = 240) -> tuple[int, str, str]:
-    """`drctl` from an async test, so the in-process workers keep serving meanwhile."""
+async def drctl_async(
+    *args: str, timeout_s: float = 240, via: list[str] | None = None
+) -> tuple[int, str, str]:
+    """`drctl` from an async test, so the in-process workers keep serving meanwhile; `via` is a
+    command prefix that runs it (e.g. in a network namespace: tests/support/netns.py)."""
     proc = await asyncio.create_subprocess_exec(
-        str(DRCTL), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_cli_env(None)
+        *(via or []),
+        str(DRCTL),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_cli_env(None),
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     return proc.returncode or 0, out.decode(), err.decode()

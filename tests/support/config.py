@@ -198,3 +198,35 @@ def spec(regions: list[tuple[str, int, int]], **extra: float) -> FleetSpec:
 
 def cap(region: str, replicas: int, max_replicas: int = 8) -> Capacity:
     return capacity_of(region, "llm-stable", replicas, replicas, max_replicas, None, None)
+
+
+def nowhere_config(cfg: FleetConfig, directory: Path) -> FleetConfig:
+    """`cfg` with every endpoint but Temporal's pointing nowhere: Kubernetes APIs, gateways, admin
+    APIs and the global endpoint at closed loopback ports, HAProxy runtime sockets at paths that do
+    not exist, AWS (S3, Route 53) at a closed port. The CLI's copy in the read-path tests."""
+
+    def closed() -> str:
+        return f"http://127.0.0.1:{free_port()}"
+
+    missing = str(directory / "no-such.sock")
+    regions = [
+        r.model_copy(
+            update={
+                "gateway_url": closed(),
+                "devstack_admin_url": closed(),
+                "gateway_runtime_socket": missing,
+                "kube": r.kube.model_copy(update={"api_url": closed()}),
+            }
+        )
+        for r in cfg.regions
+    ]
+    g = cfg.traffic.global_tier
+    tier = g.model_copy(update={"runtime_socket": missing}) if hasattr(g, "runtime_socket") else g
+    traffic = cfg.traffic.model_copy(update={"global_endpoint": closed(), "global_tier": tier})
+    return cfg.model_copy(
+        update={
+            "regions": regions,
+            "traffic": traffic,
+            "aws": cfg.aws.model_copy(update={"endpoint_url": closed()}),
+        }
+    )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from drctl.providers.traffic_factory import global_traffic
 from drctl.worker.process import run_worker
 from tests.support.cli import drctl
 from tests.support.config import write_config
+from tests.support.loop_thread import LoopThread
 from tests.support.wait import assert_eventually
 from workflows.failback import Failback
 from workflows.failover import Failover
@@ -198,3 +200,18 @@ def admin(cfg: FleetConfig, region: str, path: str, body: dict[str, Any] | None 
     )
     r.raise_for_status()
     return r.json() if r.content else None
+
+
+@contextmanager
+def background_workers(cfg: FleetConfig) -> Iterator[None]:
+    """drctl's workers for `cfg` (every region) on a thread of their own, for a synchronous test
+    whose CLI reads go through them."""
+    lt = LoopThread()
+    stop = asyncio.Event()
+    done = asyncio.run_coroutine_threadsafe(run_worker(cfg, stop=stop), lt.loop)
+    try:
+        yield
+    finally:
+        lt.loop.call_soon_threadsafe(stop.set)
+        done.result(timeout=30)
+        lt.close()

@@ -36,6 +36,7 @@ NO_OBJECT = {
     ("replicate", "stop"): "cancels it; one line",
     ("ops", "approve"): "prints the workflow's answer to the update",
     ("ops", "abort"): "prints the workflow's answer to the update",
+    ("ops", "reject"): "prints the workflow's answer to the update",
 }
 # What a command does decides the options it must take:
 # M changes the fleet: --dry-run. C moves traffic, deletes or overwrites: asks first, or --yes.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from drctl.client.identity import identity
 from drctl.config.schema import FleetConfig
+from drctl.models import search_attributes as sa
 from drctl.models.failover import FailoverResult
 from tests.support.cli import DRCTL, cli, drctl
 from tests.support.config import write_config
@@ -83,6 +86,8 @@ async def test_cli_second_failover_refused_naming_the_first(
     gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
     path = write_config(gated, fleet_config_path.parent)
     # The first failover waits at its approval gate; Ctrl-C stops the watching, not the failover.
+    # Alice starts it (DRCTL_IDENTITY), so four eyes leave the approval to someone else.
+    alice, bob = {"DRCTL_IDENTITY": "alice@example.com"}, {"DRCTL_IDENTITY": "bob@example.com"}
     log = path.with_suffix(".stderr")
     with log.open("w") as stderr:
         first = await asyncio.create_subprocess_exec(
@@ -96,6 +101,7 @@ async def test_cli_second_failover_refused_naming_the_first(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            env={**os.environ, **alice},
         )
 
     async def first_started() -> bool:
@@ -131,10 +137,23 @@ async def test_cli_second_failover_refused_naming_the_first(
     ):
         code, out, err = await cli(*argv, "-c", str(path))
         assert code == 3 and f"failover/{cfg.name} is running" in err, (argv, out, err)
+    code, out, err = await cli("ops", "list", "-o", "json", "-c", str(path))
+    [listed_first] = [o for o in json.loads(out) if o["workflow_id"] == f"failover/{cfg.name}"]
+    assert listed_first["initiator"] == "alice@example.com", listed_first
+    table = await asyncio.to_thread(drctl, "ops", "list", "-c", str(path))
+    assert table.returncode == 0 and "alice@example.com" in table.stdout, table.stdout + table.stderr
+    # Four eyes: Alice may not approve her own failover (however she spells herself) ...
+    for argv, env in (([], alice), (["--approver", "ALICE@example.com"], None)):
+        own = await asyncio.to_thread(
+            drctl, "ops", "approve", f"failover/{cfg.name}", *argv, "-c", str(path), env=env
+        )
+        assert own.returncode == 2 and "four eyes: " in own.stderr, own.stdout + own.stderr
+        assert "Traceback" not in own.stderr and len(own.stderr.strip().splitlines()) == 1, own.stderr
+    # ... and Bob may.
     approve = await asyncio.to_thread(
-        drctl, "ops", "approve", f"failover/{cfg.name}", "--approver", "on-call", "-c", str(path)
+        drctl, "ops", "approve", f"failover/{cfg.name}", "--comment", "checked", "-c", str(path), env=bob
     )
-    assert approve.returncode == 0, approve.stderr
+    assert approve.returncode == 0 and "approved by bob@example.com" in approve.stdout, approve.stderr
     # `ops watch` re-attaches and ends as `failover` would have.
     code, out, err = await asyncio.wait_for(
         cli("ops", "watch", f"failover/{cfg.name}", "-o", "json", "-c", str(path)), 90
@@ -144,9 +163,23 @@ async def test_cli_second_failover_refused_naming_the_first(
     assert watched["workflow_id"] == f"failover/{cfg.name}" and watched["result"]["status"] == "succeeded"
     handle = temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult)
     res = await handle.result()
-    assert (
-        res.status == "succeeded" and res.approved_by and watched["result"]["approved_by"] == res.approved_by
-    )
+    assert res.status == "succeeded" and res.approved_by == "bob@example.com"
+    assert watched["result"]["approved_by"] == res.approved_by
+    # Who did what, where Temporal shows it: the client identity on the start and the update events.
+    events = (await handle.fetch_history()).events
+    assert events[0].workflow_execution_started_event_attributes.identity == "alice@example.com"
+    accepted = [
+        e.workflow_execution_update_accepted_event_attributes.accepted_request
+        for e in events
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+    ]
+    # One accepted update: the refused self-approvals never reached history.
+    assert [(r.meta.identity, r.input.name) for r in accepted] == [("bob@example.com", "approve")]
+    desc = await handle.describe()
+    assert await desc.static_summary() == f"failover of fleet {cfg.name} (us-east-1) by alice@example.com"
+    assert await desc.memo_value("initiator") == "alice@example.com"
+    shown = await asyncio.to_thread(drctl, "ops", "show", f"failover/{cfg.name}", "-c", str(path))
+    assert "started by alice@example.com, approved by bob@example.com" in shown.stdout, shown.stdout
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
     # Watching an operation that already ended shows its result at once, with its exit code.
     code, out, err = await cli("ops", "watch", f"failover/{cfg.name}", "-c", str(path))
@@ -200,6 +233,9 @@ async def test_cli_monitor_status_and_ops(
     assert await assert_eventually(closed, timeout_s=30, interval_s=0.2, what="monitor closed") == (
         WorkflowExecutionStatus.CANCELED
     )
+    # Who started the monitor (the CLI inherits this environment: user@host here), searchable in the UI.
+    desc = await handle.describe()
+    assert desc.typed_search_attributes.get(sa.INITIATOR) == identity(cfg)
 
 
 async def test_cli_temporal_unreachable_names_the_address(

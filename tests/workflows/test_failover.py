@@ -98,6 +98,13 @@ async def test_second_failover_is_refused_naming_the_first(
     assert refused.failed and refused.busy
     assert res.status == "refused" and f"failover/{cfg.name}" in (res.error or "")
     assert weights(cfg) == cfg.weights  # neither moved anything
+    # Started without an initiator, as drctl before DrctlInitiator did: listed as not recorded.
+    listed = await operations.list_operations(
+        temporal_client, cfg.name, f"WorkflowId = 'failover/{cfg.name}-race'", cfg
+    )
+    assert [(o.workflow_id, o.initiator) for o in listed] == [(f"failover/{cfg.name}-race", None)]
+    desc = await first.describe()
+    assert desc.typed_search_attributes.get(sa.INITIATOR) == temporal_client.identity
     await first.execute_update("abort", {"reason": "test done"}, result_type=str)
     aborted = await result_of(first, FailoverResult)
     assert aborted.status == "aborted" and weights(cfg) == cfg.weights
@@ -132,9 +139,13 @@ async def test_region_down_fails_over_automatically_then_fails_back(
         return st if st.failed_over else None
 
     await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover")
-    res = await temporal_client.get_workflow_handle(
-        f"failover/{cfg.name}", result_type=FailoverResult
-    ).result()
+    auto = temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult)
+    res = await auto.result()
+    # An automatic failover records the monitor as its initiator.
+    desc = await auto.describe()
+    monitor = f"drctl-monitor@monitor/{cfg.name}"
+    assert desc.typed_search_attributes.get(sa.INITIATOR) == monitor
+    assert await desc.static_summary() == f"automatic failover us-west-1 → us-east-1 by {monitor}"
     assert res.status == "succeeded" and res.source == "us-west-1" and res.target == "us-east-1"
     assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}

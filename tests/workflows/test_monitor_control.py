@@ -113,8 +113,11 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     code, _, err = await cli("monitor", "status", "-c", path)
     assert code == 1 and "not running" in err
     # A closed run still answers queries; `drctl status` must not take that for a running monitor.
+    # The fleet is failed over, so its weights differ from the config: status exits 1 and says so.
     code, out, err = await cli("status", "-o", "json", "-c", path)
-    assert code == 0 and json.loads(out)["monitor"]["running"] is False, (out, err)
+    st = json.loads(out)
+    assert code == 1 and st["monitor"]["running"] is False, (out, err)
+    assert any("differ from the config" in p for p in st["problems"]), st["problems"]
 
 
 Status = Callable[[], Awaitable[MonitorStatus]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from drctl.models import notify as ev
 from drctl.models.failover import FailoverResult
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from tests.support.builders import failover_ended_event
-from tests.support.cli import drctl
+from tests.support.cli import cli, drctl
 from tests.support.config import write_config
 from tests.support.receiver import Receiver, closed_port_url, receiver
 from tests.support.wait import assert_eventually
@@ -220,3 +221,52 @@ async def test_no_interested_webhook_schedules_nothing(
         res, handle = await _failover(temporal_client, cfg)
     assert res.status == "succeeded", res.error
     assert await _children(handle) == [] and rec.posts == []  # no command, no history event, no POST
+
+
+async def test_a_pending_approval_notifies_then_reminds_before_the_timeout_and_a_reject_ends_it(
+    start_workers: StartWorkers,
+    temporal_client: Client,
+    fleet_config: FleetConfig,
+    fleet_config_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base = fast_config(fleet_config)
+    # A 30 s gate that reminds 27 s before it times out: the reminder is due 3 s in.
+    gate = {"require_approval": True, "approval_timeout_s": 30.0, "approval_reminder_s": 27.0}
+    gated = base.model_copy(update={"failover": base.failover.model_copy(update=gate)})
+    with receiver() as rec:
+        hook = WebhookConfig(
+            name="approvers", format="slack", url=rec.url + "/slack", events=["approval.pending"]
+        )
+        cfg = await start_workers(cfg=with_hooks(gated, hook))
+        path = write_config(cfg, fleet_config_path.parent)
+        wid = f"failover/{cfg.name}"
+        handle = await start_failover(temporal_client, cfg)
+        await assert_eventually(
+            lambda: _got(rec, "/slack", 2),
+            timeout_s=45,
+            interval_s=0.3,
+            what="the approval notice and reminder",
+        )
+        monkeypatch.setenv("DRCTL_IDENTITY", "carol@example.com")
+        code, out, err = await cli("ops", "reject", wid, "--reason", "not during the launch", "-c", str(path))
+        assert code == 0 and "rejected by carol@example.com" in out, (out, err)
+        res = await asyncio.wait_for(result_of(handle, FailoverResult), 60)
+    assert res.status == "aborted" and res.rejected_by == "carol@example.com" and res.approved_by is None
+    assert res.error == "rejected by carol@example.com: not during the launch"
+    assert weights(cfg) == cfg.weights  # rejected at the gate: nothing moved
+    first, again = rec.posts[:2]
+    assert len(rec.posts) == 2  # nothing more after the answer
+    # The reminder came 3 s after the notice, well before the 30 s timeout (one second either way).
+    assert 2.0 <= again.at - first.at <= 10.0, again.at - first.at
+    by = temporal_client.identity  # start_failover starts it as the test's client
+    notice, reminder = first.body["text"], again.body["text"]
+    assert f"failover to us-east-1 started by {by} waits for approval, 30 s left" in notice
+    assert f"`drctl ops approve {wid}` (another identity)" in notice and f"`drctl ops reject {wid}`" in notice
+    assert "reminder: failover to us-east-1" in reminder and "27 s left" in reminder
+    code, out, err = await cli("ops", "show", wid, "-o", "json", "-c", str(path))
+    shown = json.loads(out)
+    assert shown["initiator"] == by and shown["result"]["rejected_by"] == "carol@example.com", shown
+    # An approval after the end: refused in one line, exit 2.
+    code, out, err = await cli("ops", "approve", wid, "-c", str(path))
+    assert code == 2 and err.startswith(f"error: approve failed for {wid}: "), (out, err)

@@ -1,0 +1,56 @@
+"""The CLI's reads of infrastructure, asked of the workers (drctl.client.reads, workflows/reads.py).
+
+Commands call `ask` and get the parts back; `value_of` turns one part into its model or into the
+one-line error the user sees: NotFound and Invalid are exit 2 (fix the name), a queue without a
+worker is exit 3 (nothing could be read), anything else exit 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from drctl.cli.common import UserError, run_async
+from drctl.config.schema import FleetConfig
+from drctl.models.reads import NO_WORKER, ReadPart, ReadResult, ReadWhat
+
+M = TypeVar("M", bound=BaseModel)
+
+EXIT_FAILED, EXIT_USAGE, EXIT_NOT_STARTED = 1, 2, 3
+
+
+async def ask_async(cfg: FleetConfig, what: ReadWhat, **more: Any) -> ReadResult:
+    from drctl.client.connection import connect
+    from drctl.client.reads import NoWorkerError, ReadTimeout, read_fleet
+
+    client = await connect(cfg)
+    try:
+        return await read_fleet(client, cfg, what, **more)
+    except NoWorkerError as exc:
+        raise UserError(str(exc), EXIT_NOT_STARTED) from None
+    except ReadTimeout as exc:
+        raise UserError(str(exc), EXIT_FAILED) from None
+
+
+def ask(cfg: FleetConfig, what: ReadWhat, **more: Any) -> ReadResult:
+    """One FleetRead; `more` fills its ReadInput (regions, name, limit, failover, timeout_s)."""
+    return run_async(lambda: ask_async(cfg, what, **more))
+
+
+def part_error(part: ReadPart, missing: str | None = None) -> UserError:
+    if part.kind == NO_WORKER:
+        return UserError(part.error or "", EXIT_NOT_STARTED)
+    if part.kind == "NotFound" and missing:
+        return UserError(missing, EXIT_USAGE)
+    return UserError(part.error or "", EXIT_USAGE if part.kind in ("NotFound", "Invalid") else EXIT_FAILED)
+
+
+def value_of(res: ReadResult, key: str, model: type[M], missing: str | None = None) -> M:
+    """Part `key` as `model`; its error (with `missing` as the NotFound message) as a UserError."""
+    part = res.parts.get(key)
+    if part is None:
+        raise UserError(f"the workers' answer has no {key!r}", EXIT_FAILED)
+    if not part.ok:
+        raise part_error(part, missing)
+    return model.model_validate(part.value)
