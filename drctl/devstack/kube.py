@@ -167,7 +167,7 @@ class RegionCluster(kmock.KubernetesEmulator):
                     "message": exc.message,
                     "reason": exc.reason,
                     "code": exc.code,
-                    "details": {"name": name or "", "group": group, "kind": plural},
+                    "details": {"name": name or "", "group": group, "kind": plural, **(exc.details or {})},
                 },
             )
         # The API server's warning header: code 299, agent "-", the text quoted (RFC 7234 5.5).
@@ -420,7 +420,7 @@ class RegionCluster(kmock.KubernetesEmulator):
         if "namespace" in old["metadata"]:
             meta["namespace"] = old["metadata"]["namespace"]
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
-        (warnings if warnings is not None else []).extend(kube_schema.check(new, field_validation))
+        (warnings if warnings is not None else []).extend(kube_schema.check(new, field_validation, old))
         if plural == "services":
             others = [o for o in self.list_objects(key, ns) if o["metadata"]["name"] != name]
             allocate(new, others, old)

@@ -159,11 +159,11 @@ async def test_core_hpa_and_custom_objects(api: k8s.ApiClient) -> None:
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
         "metadata": {"name": "llm"},
-        "spec": {"rules": [{"backendRefs": [{"name": "llm-stable", "weight": 100}]}]},
+        "spec": {"rules": [{"backendRefs": [{"name": "llm-stable", "port": 80, "weight": 100}]}]},
     }
     rargs = ("gateway.networking.k8s.io", "v1", NS, "httproutes")
     await call(custom.create_namespaced_custom_object, *rargs, route)
-    route["spec"]["rules"][0]["backendRefs"].append({"name": "llm-canary", "weight": 5})
+    route["spec"]["rules"][0]["backendRefs"].append({"name": "llm-canary", "port": 80, "weight": 5})
     current = await call(custom.get_namespaced_custom_object, *rargs, "llm")
     current["spec"] = route["spec"]
     replaced = await call(custom.replace_namespaced_custom_object, *rargs, "llm", current)
