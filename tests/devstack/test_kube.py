@@ -176,3 +176,38 @@ def test_selector_parsing() -> None:
     assert selector_matches(reqs, {"a": "1", "c": "y", "e": ""})
     assert not selector_matches(reqs, {"a": "1", "b": "2", "c": "y", "e": ""})
     assert not selector_matches(reqs, {"a": "1", "c": "y", "d": "", "e": ""})
+
+
+async def test_pod_deletion_is_graceful_only_for_a_pod_a_node_runs(api: k8s.ApiClient) -> None:
+    """As the API server's pod strategy: a bound, running pod is marked terminating (its kubelet
+    stops it and deletes it with grace 0); an unbound one, or a DELETE with grace 0, goes at once."""
+    core = k8s.CoreV1Api(api)
+    containers = [{"name": "server", "image": "vllm/vllm-openai:v1"}]
+    bound = {"metadata": {"name": "bound"}, "spec": {"nodeName": "node-a", "containers": containers,
+                                                     "terminationGracePeriodSeconds": 45}}  # fmt: skip
+    await call(core.create_namespaced_pod, NS, bound)
+    first = await call(core.delete_namespaced_pod, "bound", NS)
+    assert (
+        first.metadata.deletion_timestamp is not None and first.metadata.deletion_grace_period_seconds == 45
+    )
+    status = {"status": {"phase": "Running"}}
+    await call(
+        core.patch_namespaced_pod_status, "bound", NS, status, _content_type="application/merge-patch+json"
+    )
+    kept = await call(core.read_namespaced_pod, "bound", NS)  # a status write does not end it early
+    assert kept.metadata.deletion_timestamp == first.metadata.deletion_timestamp
+    await call(core.delete_namespaced_pod, "bound", NS, grace_period_seconds=0)
+    with pytest.raises(k8s.ApiException) as exc:
+        await call(core.read_namespaced_pod, "bound", NS)
+    assert exc.value.status == 404
+
+    await call(
+        core.create_namespaced_pod, NS, {"metadata": {"name": "loose"}, "spec": {"containers": containers}}
+    )
+    gone = await call(core.delete_namespaced_pod, "loose", NS)
+    assert gone.metadata.deletion_timestamp is None
+    assert [
+        p.metadata.name
+        for p in (await call(core.list_namespaced_pod, NS)).items
+        if p.metadata.name == "loose"
+    ] == []
