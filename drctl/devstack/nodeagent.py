@@ -147,11 +147,8 @@ class NodeAgent:
         self._reap()
         self._follow_pod_deletions()
         await self._restart_crashed()
-        deployments = [
-            d
-            for d in self.cluster.list_objects(DEPLOYMENTS)
-            if TRACK_LABEL in (d["metadata"].get("labels") or {})
-        ]
+        every = self.cluster.list_objects(DEPLOYMENTS)
+        deployments = [d for d in every if TRACK_LABEL in (d["metadata"].get("labels") or {})]
         hpas = self.cluster.list_objects(HPAS)
         keys = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in deployments}
         for r in list(self.replicas.values()):
@@ -176,7 +173,7 @@ class NodeAgent:
         await self._publish_endpoints()
         for dep in deployments:
             await self._write_status(dep, hpas)
-        await self._publish_replicasets(deployments)
+        await pods.sync_replicasets(self.cluster, deployments, every, list(self.replicas.values()))
         self._write_state_file()
 
     def _reap(self) -> None:
@@ -447,61 +444,6 @@ class NodeAgent:
                     await self.cluster.patch_object(
                         pods.PODS, r.namespace, r.pod, {"status": status}, subresource="status"
                     )
-
-    async def _publish_replicasets(self, deployments: list[dict[str, Any]]) -> None:
-        """Each ReplicaSet's replicas and status follow its pods; those of a deleted Deployment go,
-        and old ones scaled to 0 beyond the Deployment's revisionHistoryLimit are pruned."""
-        for rs in self.cluster.list_objects(pods.REPLICASETS):
-            meta = rs["metadata"]
-            dep = next((d for d in deployments if pods.owned_by(rs, d)), None)
-            if dep is None:  # the garbage collector's part: its owner is gone
-                with contextlib.suppress(ApiError):
-                    await self.cluster.delete_object(pods.REPLICASETS, meta["namespace"], meta["name"])
-                continue
-            h = (meta.get("labels") or {}).get(pods.HASH_LABEL)
-            mine = [r for r in self.replicas.values() if r.deployment == dep["metadata"]["name"]
-                    and r.namespace == meta["namespace"]]  # fmt: skip
-            own = [r for r in mine if r.template_hash == h]
-            rollout_done = all(r.template_hash == h for r in mine)
-            want = (
-                int(dep["spec"].get("replicas", 1)) if h == _template_hash(dep) and rollout_done else len(own)
-            )
-            if rs["spec"].get("replicas") != want:
-                rs = await self.cluster.patch_object(
-                    pods.REPLICASETS, meta["namespace"], meta["name"], {"spec": {"replicas": want}}
-                )
-            alive = [r for r in own if r.state != "killed"]
-            status = {
-                "replicas": len(alive),
-                "fullyLabeledReplicas": len(alive),
-                "readyReplicas": sum(r.ready for r in alive),
-                "availableReplicas": sum(r.ready for r in alive),
-                "observedGeneration": rs["metadata"].get("generation", 1),
-            }
-            if status != rs.get("status"):
-                await self.cluster.patch_object(
-                    pods.REPLICASETS,
-                    meta["namespace"],
-                    meta["name"],
-                    {"status": status},
-                    subresource="status",
-                )
-        for dep in deployments:
-            await self._prune_replicasets(dep)
-
-    async def _prune_replicasets(self, dep: dict[str, Any]) -> None:
-        ns = dep["metadata"]["namespace"]
-        owned = [rs for rs in self.cluster.list_objects(pods.REPLICASETS, ns) if pods.owned_by(rs, dep)]
-        current = f"{dep['metadata']['name']}-{_template_hash(dep)}"
-        revision = pods.revisions(owned)
-        idle = sorted(
-            (rs for rs in owned if rs["metadata"]["name"] != current and not rs["spec"].get("replicas")),
-            key=lambda rs: revision[rs["metadata"]["name"]],
-        )
-        keep = int(dep["spec"].get("revisionHistoryLimit", 10))
-        for rs in idle[: max(0, len(idle) - keep)]:
-            with contextlib.suppress(ApiError):
-                await self.cluster.delete_object(pods.REPLICASETS, ns, rs["metadata"]["name"])
 
     async def _publish_endpoints(self) -> None:
         # As the kubelet reports it: a killed or frozen pod stays, not ready, until it is deleted;

@@ -8,17 +8,23 @@ container port the one its fleetsim process listens on (every emulated pod share
 address). Its status is what the kubelet reports: phase Running, the PodScheduled, Initialized,
 ContainersReady and Ready conditions, and the container's state and restart count.
 
-The builders here are pure; drctl/devstack/nodeagent.py writes what they return.
+The builders here are pure and drctl/devstack/nodeagent.py writes what they return, except
+sync_replicasets, the ReplicaSet controller's and garbage collector's share of the agent's pass.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from drctl.devstack.kube_resources import now
+from drctl.devstack.label_selector import ApiError
+
+if TYPE_CHECKING:
+    from drctl.devstack.kube import RegionCluster
 
 PODS, REPLICASETS = "v1/pods", "apps/v1/replicasets"
 HASH_LABEL = "pod-template-hash"
@@ -173,3 +179,73 @@ def revisions(replicasets: Iterable[dict[str, Any]]) -> dict[str, int]:
 def owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> bool:
     uid = owner["metadata"].get("uid")
     return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+
+
+class ReplicaView(Protocol):
+    namespace: str
+    deployment: str
+    template_hash: str
+    state: str
+    ready: bool
+
+
+async def sync_replicasets(
+    cluster: RegionCluster,
+    deployments: list[dict[str, Any]],
+    every: list[dict[str, Any]],
+    replicas: Sequence[ReplicaView],
+) -> None:
+    """Each ReplicaSet of a tracked Deployment (`deployments`) follows its pods (replicas, status);
+    one whose owning Deployment is gone from `every` is deleted, as the garbage collector would; old
+    ones scaled to 0 beyond the Deployment's revisionHistoryLimit are pruned. Others are left alone."""
+    for rs in cluster.list_objects(REPLICASETS):
+        meta = rs["metadata"]
+        refs = [r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Deployment"]
+        if refs and not any(owned_by(rs, d) for d in every):
+            with contextlib.suppress(ApiError):
+                await cluster.delete_object(REPLICASETS, meta["namespace"], meta["name"])
+            continue
+        dep = next((d for d in deployments if owned_by(rs, d)), None)
+        if dep is None:
+            continue
+        h = (meta.get("labels") or {}).get(HASH_LABEL)
+        mine = [
+            r for r in replicas if (r.namespace, r.deployment) == (meta["namespace"], dep["metadata"]["name"])
+        ]
+        own = [r for r in mine if r.template_hash == h]
+        current = h == template_hash(dep["spec"].get("template", {}))
+        # The current ReplicaSet asks for the Deployment's count once the rollout is over.
+        want = int(dep["spec"].get("replicas", 1)) if current and len(own) == len(mine) else len(own)
+        if rs["spec"].get("replicas") != want:
+            rs = await cluster.patch_object(
+                REPLICASETS, meta["namespace"], meta["name"], {"spec": {"replicas": want}}
+            )
+        alive = [r for r in own if r.state != "killed"]
+        status = {
+            "replicas": len(alive),
+            "fullyLabeledReplicas": len(alive),
+            "readyReplicas": sum(r.ready for r in alive),
+            "availableReplicas": sum(r.ready for r in alive),
+            "observedGeneration": rs["metadata"].get("generation", 1),
+        }
+        if status != rs.get("status"):
+            await cluster.patch_object(
+                REPLICASETS, meta["namespace"], meta["name"], {"status": status}, subresource="status"
+            )
+    for dep in deployments:
+        await _prune(cluster, dep)
+
+
+async def _prune(cluster: RegionCluster, dep: dict[str, Any]) -> None:
+    ns = dep["metadata"]["namespace"]
+    owned = [rs for rs in cluster.list_objects(REPLICASETS, ns) if owned_by(rs, dep)]
+    current = f"{dep['metadata']['name']}-{template_hash(dep['spec'].get('template', {}))}"
+    revision = revisions(owned)
+    idle = sorted(
+        (rs for rs in owned if rs["metadata"]["name"] != current and not rs["spec"].get("replicas")),
+        key=lambda rs: revision[rs["metadata"]["name"]],
+    )
+    keep = int(dep["spec"].get("revisionHistoryLimit", 10))
+    for rs in idle[: max(0, len(idle) - keep)]:
+        with contextlib.suppress(ApiError):
+            await cluster.delete_object(REPLICASETS, ns, rs["metadata"]["name"])
