@@ -363,3 +363,9 @@ def test_pods_are_published_and_a_deleted_pod_is_replaced(
     assert {r["pod"] for r in running(region)} == set(names)
     serving = {r["pod"]: (r["port"], True, False) for r in running(region)}
     wait_until(lambda: endpoints(disc, ns) == serving, timeout_s=5, what="the slices to follow the pods")
+    uids = {p.metadata.name: p.metadata.uid for p in pods(apps, ns)}
+    slices = disc.list_namespaced_endpoint_slice(
+        ns, label_selector=f"kubernetes.io/service-name={DEPLOYMENT}"
+    )
+    refs = {ep.target_ref.name: ep.target_ref.uid for s in slices.items for ep in s.endpoints or []}
+    assert refs == uids  # each endpoint points at its Pod object
