@@ -317,6 +317,8 @@ def test_pods_are_published_and_a_deleted_pod_is_replaced(
     }  # fmt: skip
     h = rs.metadata.labels["pod-template-hash"]
     assert rs.metadata.name == f"{DEPLOYMENT}-{h}" and rs.spec.selector.match_labels["pod-template-hash"] == h
+    progressing = {c.type: c.message for c in dep.status.conditions}["Progressing"]
+    assert progressing == f'ReplicaSet "{rs.metadata.name}" has successfully progressed.'
     wait_until(
         lambda: apps.read_namespaced_replica_set(rs.metadata.name, ns).status.ready_replicas == 2,
         timeout_s=5,
