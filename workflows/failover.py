@@ -13,6 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailoverInput, FailoverPlan, FailoverResult
     from workflows import global_weights
+    from workflows import slo as slo_watch
     from workflows.failover_phases import COMPENSATION_FAILED_PATCH, FailoverSteps
     from workflows.notify import Notifier
     from workflows.operation import Aborted, Operation, cause_of, no_worker
@@ -163,11 +164,18 @@ class Failover(Operation):
                 res.error = f"traffic shifted but scaling the target failed: {cause_of(exc)}"
         steps.note_shortfall(plan)
         await steps.await_propagation(res)
+        if res.rto_s is not None and workflow.patched(slo_watch.PATCH):
+            # Served elsewhere is not yet done for users: the target must meet the objective too.
+            watch, res.slo_evidence = await slo_watch.measure(self.phases, spec, inp.target, res.fault_at, tq)
+            if watch is not None:
+                res.slo_met = watch.met
+                res.slo_restored_s = watch.restored_s
         if unverified:
             res.status, res.error = "unverified", "; ".join(e for e in (unverified, res.error) if e)
             return await self._end(res, True, f"traffic shifted to `{inp.target}`, unverified: {res.error}")
         res.status = "succeeded"
-        return await self._end(res, True, f"traffic on `{inp.target}`; RTO {res.rto_s} s")
+        slo = "" if res.slo_evidence is None else f"; SLO {res.slo_evidence}"
+        return await self._end(res, True, f"traffic on `{inp.target}`; RTO {res.rto_s} s{slo}")
 
     async def _end(self, res: FailoverResult, ok: bool, details: str) -> FailoverResult:
         res.phases = self.phases.timings
