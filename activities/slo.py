@@ -105,7 +105,8 @@ class SloActivities:
     ) -> list[ReplicaEndpoint]:
         """The region's replicas; a failed listing keeps the last list and is reported."""
         try:
-            found = await asyncio.wait_for(self.replicas.replicas(region), timeout_s * 4)
+            # Within the heartbeat timeout (10 s) together with the reads that follow it.
+            found = await asyncio.wait_for(self.replicas.replicas(region), timeout_s * 2)
         except Exception as exc:  # noqa: BLE001 - any listing failure is evidence, reported in the result
             errors["listing"] = f"listing replicas failed: {type(exc).__name__}: {exc}"
             return last
