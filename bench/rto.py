@@ -68,6 +68,10 @@ from drctl.providers.auth import auth_headers
 from drctl.providers.traffic_factory import global_traffic
 
 TAIL_S = 2.0  # load kept running after the failover closes, to see whether errors really stopped
+# The bench's objective for "SLO restored": TTFT p99 within vLLM's 250 ms bucket edge. Its steady
+# TTFT (150 ms) sits in the (100, 250] ms bucket, where a histogram p99 interpolates to ~248 ms, so
+# the 200 ms default could never be shown met from the servers' histograms however healthy they are.
+BENCH_SLO_TTFT_P99_MS = 250.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -253,6 +257,10 @@ async def run_trial(
         trial.orchestration_s = _secs(closed, res.started_at)
         trial.rto_s = _secs(res.verified_at, t0)
         trial.workflow_rto_s = res.rto_s
+        # The workflow counts from its own fault_at (first failed probe); the bench from t0.
+        from_t0 = _secs(res.fault_at, t0)
+        if res.slo_restored_s is not None and from_t0 is not None:
+            trial.slo_restored_s = round(res.slo_restored_s + from_t0, 3)
         weights = await asyncio.to_thread(lambda: global_traffic(cfg).get_weights())
         tail = [s for s in samples if closed is not None and s.t > closed]
         trial.fully_moved = (
@@ -280,7 +288,7 @@ def _line(t: Trial) -> str:
     return (
         f"[{t.policy:<8} {t.kind:<6} #{t.trial}] offset {t.offset_s:.1f}s: failover {t.failover_status}, "
         f"first failed probe {f(t.first_failed_probe_s)}s, detect {f(t.detect_s)}s, "
-        f"orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, "
+        f"orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, SLO restored {f(t.slo_restored_s)}s, "
         f"error window {f(t.error_window_s)}s ({t.bad_requests}/{t.requests} bad), moved {t.fully_moved}"
         + (f", error: {t.error}" if t.error else "")
     )
@@ -311,6 +319,7 @@ def settings(cfg: FleetConfig, args: argparse.Namespace) -> dict[str, Any]:
         "base_ttft_ms": args.base_ttft_ms,
         "ttft_degraded_ms": h.ttft_degraded_ms,
         "rto_target_s": cfg.objectives.rto_target_s,
+        "slo": cfg.objectives.slo.model_dump(),
         "seed": args.seed,
     }
 
@@ -323,6 +332,11 @@ def render(st: dict[str, Any], trials: list[Trial]) -> str:
         f"(not baseline), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
         f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/p95"
     )
+    if slo := st.get("slo"):  # runs saved before the objective existed have none
+        head += (
+            f"\nSLO restored = TTFT p99 <= {slo['ttft_p99_ms']:g} ms and errors <= {slo['error_rate']:.1%} "
+            f"at us-east-1's replicas, held {slo['window_s']:g}s under the moved load"
+        )
     legend = "\n".join(f"  {p:<8} {POLICY_TEXT[p]}" for p in POLICIES if any(t.policy == p for t in trials))
     return head + "\n" + legend + "\n\n" + format_table(rows, st["rto_target_s"])
 
@@ -373,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     cfg_path = rto_fleet.write_bench_config(args.interval_s, args.threshold)
     cfg = rto_fleet.load(cfg_path)
+    slo = cfg.objectives.slo.model_copy(update={"ttft_p99_ms": BENCH_SLO_TTFT_P99_MS})
+    cfg = cfg.model_copy(update={"objectives": cfg.objectives.model_copy(update={"slo": slo})})
     trials: list[Trial] = []
     interrupted = False
     try:

@@ -126,8 +126,9 @@ def test_p50_interpolates_so_two_trials_are_not_just_the_faster_one() -> None:
 
 
 TRIALS = [
-    _trial("drctl", 1, detect=3.0, window=3.5, rto=5.0),
-    _trial("drctl", 2, detect=5.0, window=5.5, rto=7.0),
+    # Served elsewhere at 5 and 7 s; the objective held at 14 s (in time) and 42 s (too late).
+    _trial("drctl", 1, detect=3.0, window=3.5, rto=5.0).model_copy(update={"slo_restored_s": 14.0}),
+    _trial("drctl", 2, detect=5.0, window=5.5, rto=7.0).model_copy(update={"slo_restored_s": 42.0}),
     _trial("baseline", 1, detect=20.0, window=21.0, rto=22.0),
     _trial("baseline", 2, detect=28.0, window=33.0, rto=32.0, ok=False),
 ]
@@ -141,9 +142,12 @@ def test_table_and_ratio_from_trial_records() -> None:
     ]
     assert ratios(rows) == {"down": {"detection": 6.0, "error_window": 6.0, "rto": 4.5}}
     text = format_table(rows, rto_target_s=30).splitlines()
-    assert text[0].split() == "policy kind n ok detect s orchestr s err window s RTO s met<=30s moved".split()
-    assert text[2].split() == "drctl down 2 2 4.0/4.9 2.0/2.0 4.5/5.4 6.0/6.9 2/2 2/2".split()
-    assert text[3].split() == "baseline down 2 1 24.0/27.6 2.0/2.0 27.0/32.4 27.0/31.5 1/2 1/2".split()
+    head = "policy kind n ok detect s orchestr s err window s RTO s met<=30s SLO s slo<=30s moved"
+    assert text[0].split() == head.split()
+    assert text[2].split() == "drctl down 2 2 4.0/4.9 2.0/2.0 4.5/5.4 6.0/6.9 2/2 28.0/40.6 1/2 2/2".split()
+    assert (
+        text[3].split() == "baseline down 2 1 24.0/27.6 2.0/2.0 27.0/32.4 27.0/31.5 1/2 -/- 0/2 1/2".split()
+    )
     assert text[-2] == "ratio baseline/drctl (p50; >1 means drctl is faster):"
     assert text[-1].split() == ["down", "detection", "6.00x", "error", "window", "6.00x", "RTO", "4.50x"]
 

@@ -59,6 +59,10 @@ def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
             "failover": cfg.failover.model_copy(
                 update={"verify_requests": 10, "verify_timeout_s": 10.0, "rollout_timeout_s": 60.0}
             ),
+            # A failover waits for "SLO restored" held this long (an idle target: this long, once).
+            "objectives": cfg.objectives.model_copy(
+                update={"slo": cfg.objectives.slo.model_copy(update={"window_s": 2.0})}
+            ),
             "failback": cfg.failback.model_copy(
                 update={"stabilization_window_s": 3.0, "steps": 2, "step_interval_s": 1.0}
             ),

@@ -8,14 +8,17 @@ import time
 import pytest
 from temporalio.client import Client
 
+from activities.chaos import _load as user_load
 from drctl.client import operations
 from drctl.client.operations import FleetBusyError, running_operations, start_operation
 from drctl.client.outcome import finished, result_of
 from drctl.models import search_attributes as sa
+from drctl.models.drill import LoadSample
 from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
 from drctl.models.monitor import ALL_REGIONS_UNHEALTHY, MonitorStatus
+from drctl.providers.auth import auth_headers
 from drctl.providers.kubernetes import MERGE, KubernetesPlatform
 from tests.support.wait import assert_eventually, until
 from tests.support.workers import (
@@ -62,6 +65,37 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
     assert replicas(cfg, "us-east-1") == 4  # its 2 + us-west-1's 2, which carried the moved share
     assert [p.phase for p in res.phases][:5] == ["claim", "preflight", "scale", "shift", "verify"]
     assert res.rto_s is not None and res.verify is not None and res.verify.by_region == {"us-east-1": 10}
+    # No user load moved (only the verification's own requests, before the watch): nothing to judge
+    # the objective by, which is said after one window rather than waited out to the RTO target.
+    assert res.slo_met is None and res.slo_restored_s is None, res.slo_evidence
+    assert (res.slo_evidence or "").startswith("not measured: no request reached the target's replicas")
+    assert [p.phase for p in res.phases][-2:] == ["verify", "slo"]
+
+
+async def test_failover_under_load_reports_slo_restored_beside_the_rto(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    samples: list[LoadSample] = []
+    # The drills' bounded open-loop load through the global endpoint: the load that moves.
+    load = asyncio.create_task(
+        user_load(cfg, 10.0, time.monotonic() + 60, samples, auth_headers(cfg), cfg.health.probe_timeout_s)
+    )
+    try:
+        await asyncio.sleep(1)
+        res = await asyncio.wait_for((await start_failover(temporal_client, cfg)).result(), 90)
+    finally:
+        load.cancel()
+        await asyncio.gather(load, return_exceptions=True)
+    assert res.status == "succeeded", res.error
+    assert res.slo_met is True, res.slo_evidence
+    # Served elsewhere first, then the objective held (its window is 2 s in the test fleet).
+    assert res.rto_s is not None and res.slo_restored_s is not None
+    assert res.rto_s <= res.slo_restored_s <= res.rto_target_s, res
+    evidence = res.slo_evidence or ""
+    assert evidence.startswith(f"restored {res.slo_restored_s:.1f}s after the fault: ttft_p99 <= "), evidence
+    assert "(objective 200 ms)" in evidence and "held 2." in evidence, evidence
+    assert any(s.region == "us-east-1" for s in samples)
 
 
 async def test_second_failover_is_refused_naming_the_first(
