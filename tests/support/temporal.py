@@ -29,6 +29,24 @@ from drctl.models import search_attributes
 TEMPORAL = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
 
 
+def dev_server_command(port: int, ui_port: int) -> list[str]:
+    """`temporal server start-dev` in memory on 127.0.0.1:`port`, with drctl's search attributes: for a
+    test that needs the server as a process of its own (behind a proxy, or read by the Temporal CLI)."""
+    return [
+        TEMPORAL,
+        "server",
+        "start-dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--headless",
+        *search_attributes.cli_flags(),
+    ]
+
+
 async def start_local(search_attributes: Sequence[Any] = ()) -> WorkflowEnvironment:
     """A Temporal dev server of this process's own; the caller enters it (`async with`)."""
     return await WorkflowEnvironment.start_local(
