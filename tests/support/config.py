@@ -12,9 +12,10 @@ import json
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel
 
 from bench.rto_fleet import loopback_services
 from drctl.config.schema import FleetConfig, load_config
@@ -24,6 +25,7 @@ from drctl.models.fleet_spec import FleetSpec, RegionSpec
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+M = TypeVar("M", bound=BaseModel)
 
 
 def short_tmp_dir(prefix: str = "drctl-") -> Path:
@@ -121,6 +123,12 @@ def write_fleet_config(
     path = directory / "fleet.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def tuned(model: M, section: str, **fields: Any) -> M:
+    """`model` (a config, or a section of one) with some fields of one of its sections changed,
+    e.g. `tuned(cfg, "failover", policy="manual")`."""
+    return model.model_copy(update={section: getattr(model, section).model_copy(update=fields)})
 
 
 def write_config(cfg: FleetConfig, directory: Path) -> Path:

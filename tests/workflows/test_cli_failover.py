@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailoverResult
 from tests.support.cli import DRCTL, cli, drctl
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, refused_cli_failover, replicas, weights
 
@@ -80,7 +80,7 @@ async def test_cli_second_failover_refused_naming_the_first(
     start_workers: StartWorkers, fleet_config_path: Path, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
-    gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
+    gated = tuned(cfg, "failover", require_approval=True)
     path = write_config(gated, fleet_config_path.parent)
     # The first failover waits at its approval gate; Ctrl-C stops the watching, not the failover.
     log = path.with_suffix(".stderr")
@@ -208,9 +208,7 @@ async def test_cli_temporal_unreachable_names_the_address(
     from tests.support.ports import free_port
 
     addr = f"127.0.0.1:{free_port()}"
-    cfg = fleet_config.model_copy(
-        update={"temporal": fleet_config.temporal.model_copy(update={"address": addr})}
-    )
+    cfg = tuned(fleet_config, "temporal", address=addr)
     path = write_config(cfg, fleet_config_path.parent)
     proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
     assert proc.returncode == 3 and addr in proc.stderr and "Traceback" not in proc.stderr

@@ -15,6 +15,7 @@ from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.kubernetes import MERGE, KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
+from tests.support.config import tuned
 from tests.support.wait import assert_eventually
 from tests.support.workers import (
     StartWorkers,
@@ -81,11 +82,7 @@ async def test_failback_rolls_back_one_step_when_the_region_regresses(
     base = fast_config(fleet_config)
     # Four steps (0/100 → 15/85 → 30/70 → 45/55 → 60/40) with an interval long enough to break
     # us-west-1 while it holds step 1's share, before the post-step probe looks at it.
-    cfg = await start_workers(
-        cfg=base.model_copy(
-            update={"failback": base.failback.model_copy(update={"steps": 4, "step_interval_s": 4.0})}
-        )
-    )
+    cfg = await start_workers(cfg=tuned(base, "failback", steps=4, step_interval_s=4.0))
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
     seen: list[dict[str, int]] = []
     stop = asyncio.Event()

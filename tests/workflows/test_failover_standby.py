@@ -22,7 +22,7 @@ from drctl.models.monitor import NO_FAILOVER_TARGET, REGION_UNRESOLVED, MonitorS
 from drctl.models.monitor_config import SpecUpdate
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.wait import assert_eventually, until
 from tests.support.workers import (
     StartWorkers,
@@ -91,7 +91,7 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     )
     assert again.returncode == 0 and "follows this config already" in again.stdout, again.stdout
     # A config the running monitor cannot follow is refused with the reason, and changes nothing.
-    moved = ap.model_copy(update={"temporal": ap.temporal.model_copy(update={"task_queue": "elsewhere"})})
+    moved = tuned(ap, "temporal", task_queue="elsewhere")
     bad = await asyncio.to_thread(
         drctl, "monitor", "start", "-c", str(write_config(moved, fleet_config_path.parent))
     )

@@ -23,7 +23,7 @@ from drctl.models.phases import OperationProgress
 from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.upgrade import start_upgrade, track_weights, upgrade_req
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, admin, refused_cli_failover, start_failback, weights
@@ -79,7 +79,7 @@ async def test_twenty_concurrent_cli_failovers_one_runs_the_others_are_told_busy
     # winner's target as down and refuse it, freeing the fleet for a second winner.
     cfg = await start_workers(probe_timeout_s=5.0, interval_s=6.0)
     # The one that wins waits at its approval gate, so it is still running when the others arrive.
-    gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
+    gated = tuned(cfg, "failover", require_approval=True)
     path = write_config(gated, fleet_config_path.parent)
     procs = await asyncio.gather(
         *(
@@ -115,9 +115,7 @@ async def test_racing_operations_past_the_client_check_get_one_holder_and_a_dead
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
-    cfg = cfg.model_copy(
-        update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 120.0})}
-    )
+    cfg = tuned(cfg, "failback", stabilization_window_s=120.0)
     # Off the configured weights, so each failback has work to do and holds the fleet while it stabilises.
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
     spec = FleetSpec.from_config(cfg)
@@ -222,9 +220,7 @@ async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
     from drctl.models.monitor import MonitorStatus
 
     cfg = await start_workers()
-    held = cfg.model_copy(
-        update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 300.0})}
-    )
+    held = tuned(cfg, "failback", stabilization_window_s=300.0)
     # A failback holds the fleet (it is stabilising us-west-1), so the monitor's failover is busy.
     global_traffic(cfg).set_weights({"us-west-1": 30, "us-east-1": 70})
     fb = await temporal_client.start_workflow(

@@ -19,7 +19,7 @@ from drctl.models.failover import FailoverResult
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from tests.support.builders import failover_ended_event
 from tests.support.cli import drctl
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.receiver import Receiver, closed_port_url, receiver
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, fast_config, start_failover, weights
@@ -154,7 +154,7 @@ async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
 
     with receiver() as rec:
         base = fast_config(fleet_config)
-        manual = base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})})
+        manual = tuned(base, "failover", policy="manual")
         cfg = await start_workers(
             cfg=with_hooks(
                 manual,

@@ -25,6 +25,7 @@ from drctl.models.failover import FailbackInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
+from tests.support.config import tuned
 from tests.support.moto import aws_client
 from tests.support.route53_standin import Route53StandIn
 from tests.support.wait import assert_eventually
@@ -266,4 +267,4 @@ async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down
 
 def _short_verify(cfg: FleetConfig) -> FleetConfig:
     """Verification that is meant to fail gives up after 3 s (+ the TTL) rather than 10."""
-    return cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"verify_timeout_s": 3.0})})
+    return tuned(cfg, "failover", verify_timeout_s=3.0)
