@@ -12,7 +12,7 @@ from temporalio.client import Client
 from drctl.models.drill import DrillReport, Verdict
 from tests.support.cli import drctl_async
 from tests.support.config import write_config
-from tests.support.drills import EXPERIMENTS, replica_states, run_drill, watched
+from tests.support.drills import EXPERIMENTS, replica_states, run_drill, watched_fleet
 from tests.support.workers import StartWorkers, admin, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -46,8 +46,7 @@ async def test_drill_on_an_unhealthy_fleet_is_aborted_without_injecting(
 async def test_drill_whose_fault_action_fails_is_failed(
     start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     # A fault aimed at a track with no replicas: the platform hurts nothing, so the action fails.
     exp = json.loads((EXPERIMENTS / "region-outage.json").read_text())
     exp["method"][0]["provider"]["arguments"]["track"] = "canary"
@@ -67,8 +66,7 @@ async def test_drill_whose_fault_action_fails_is_failed(
 async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     cfg_file = write_config(cfg, fleet_config_path.parent)
     code, out, err = await drctl_async(
         "drill", "run", str(EXPERIMENTS / "region-outage.json"), "-c", str(cfg_file), "--output", "json"
@@ -102,8 +100,7 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
 async def test_replica_loss_drill_passes_without_failover(
     start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     exp = json.loads((EXPERIMENTS / "replica-loss.json").read_text())
     exp["configuration"]["observe_s"] = 6  # long enough for several probe rounds at 2 s
     (tmp_path / "replica-loss.json").write_text(json.dumps(exp))

@@ -16,6 +16,7 @@ from typing import Any
 
 from tests.support.http_stub import Reply, Request, StubServer
 from tests.support.ports import free_port
+from tests.support.wait import assert_eventually
 
 
 @dataclass
@@ -37,6 +38,15 @@ class Receiver:
     def bodies(self, path: str | None = None) -> list[Any]:
         with self.lock:
             return [p.body for p in self.posts if path is None or p.path == path]
+
+    async def posted(self, n: int = 1, timeout_s: float = 30.0, what: str = "") -> list[Any]:
+        """The bodies received, once there are at least `n` (bounded: fails after `timeout_s`)."""
+
+        async def enough() -> list[Any] | None:
+            got = self.bodies()
+            return got if len(got) >= n else None
+
+        return await assert_eventually(enough, timeout_s=timeout_s, what=what or f"{n} post(s)")
 
     def handle(self, req: Request) -> Reply:
         with self.lock:

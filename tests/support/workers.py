@@ -156,6 +156,16 @@ async def until_healthy(handle: WorkflowHandle[Any, Any]) -> None:
     )
 
 
+async def healthy_fleet(
+    start_workers: StartWorkers, client: Client
+) -> tuple[FleetConfig, WorkflowHandle[Any, Any]]:
+    """Workers for the test fleet, and its monitor once it sees every region HEALTHY."""
+    cfg = await start_workers()
+    mon = await monitor_handle(client, cfg)
+    await until_healthy(mon)
+    return cfg, mon
+
+
 async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
     """Regions serving n completions through the global endpoint (new connection each)."""
     counts: dict[str, int] = {}

@@ -9,7 +9,6 @@ from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.upgrade import Outcome
 from tests.support.receiver import receiver
 from tests.support.upgrade import fresh_queues, run_upgrade, running_worker, upgrade_req
-from tests.support.wait import assert_eventually
 
 pytestmark = pytest.mark.devstack
 
@@ -33,10 +32,7 @@ async def test_a_rolled_back_upgrade_is_notified(
             res = await run_upgrade(temporal_client, cfg, req)
             assert res.outcome is Outcome.ROLLED_BACK, res
 
-            async def notified() -> bool:
-                return len(rec.bodies()) >= 1
-
-            await assert_eventually(notified, timeout_s=30, what="the rollback notification")
+            await rec.posted(what="the rollback notification")
     [body] = rec.bodies()
     assert body["kind"] == "upgrade.rolled_back" and body["severity"] == "warning"
     assert body["details"]["failed_metric"] == "error_rate" and body["details"]["region"] == "us-west-1"

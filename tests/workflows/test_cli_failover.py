@@ -15,6 +15,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailoverResult
 from tests.support.cli import DRCTL, cli, drctl
 from tests.support.config import tuned, write_config
+from tests.support.temporal import closed_status
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, refused_cli_failover, replicas, weights
 
@@ -192,14 +193,8 @@ async def test_cli_monitor_status_and_ops(
     assert stop.returncode == 0, stop.stderr
     # The exit code only says the cancel was sent: the workflow itself must end, cancelled.
     handle = temporal_client.get_workflow_handle(f"monitor/{cfg.name}")
-
-    async def closed() -> WorkflowExecutionStatus | None:
-        status = (await handle.describe()).status
-        return status if status != WorkflowExecutionStatus.RUNNING else None
-
-    assert await assert_eventually(closed, timeout_s=30, interval_s=0.2, what="monitor closed") == (
-        WorkflowExecutionStatus.CANCELED
-    )
+    closed = await closed_status(handle, timeout_s=30, what="monitor closed")
+    assert closed is WorkflowExecutionStatus.CANCELED
 
 
 async def test_cli_temporal_unreachable_names_the_address(

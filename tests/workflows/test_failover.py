@@ -21,12 +21,11 @@ from tests.support.wait import assert_eventually, until
 from tests.support.workers import (
     StartWorkers,
     admin,
-    monitor_handle,
+    healthy_fleet,
     monitor_status,
     replicas,
     served_by,
     start_failover,
-    until_healthy,
     weights,
 )
 from workflows.failover import Failover
@@ -119,9 +118,7 @@ async def _phase(handle: object, phase: str) -> bool:
 async def test_region_down_fails_over_automatically_then_fails_back(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
     killed = admin(
         cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
     )
@@ -151,9 +148,7 @@ async def test_region_down_fails_over_automatically_then_fails_back(
 async def test_flapping_replica_causes_no_failover(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
     start = (await monitor_status(mon)).probe_rounds
     seen: set[str] = set()
     failing: list[float] = []
@@ -197,9 +192,7 @@ async def test_flapping_replica_causes_no_failover(
 async def test_both_regions_down_never_zero_everywhere(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
     for region in cfg.region_names:
         admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
     samples: list[dict[str, int]] = []

@@ -28,6 +28,7 @@ from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,
+    healthy_fleet,
     monitor_handle,
     monitor_status,
     replicas,
@@ -192,9 +193,7 @@ async def _with_unresolved_region(
 ) -> tuple[FleetConfig, Any, list[str]]:
     """A monitor that saw both regions healthy, then was told of eu-west-9, which no worker resolves
     (and, unless keep_east, told to forget us-east-1): (config, monitor handle, the changes it reported)."""
-    cfg = await start_workers()
-    mon = await monitor_handle(client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, client)
     spec = FleetSpec.from_config(cfg)
     extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
     kept = [r for r in spec.regions if keep_east or r.name != "us-east-1"]

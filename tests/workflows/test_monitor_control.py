@@ -22,6 +22,7 @@ from drctl.models.health import RegionState
 from drctl.models.monitor import MonitorStatus, PolicyUpdate
 from tests.support.cli import cli
 from tests.support.config import tuned, write_config
+from tests.support.temporal import closed_status
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, admin, fast_config, weights
 
@@ -104,10 +105,8 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     code, out, err = await cli("monitor", "stop", "-c", path)
     assert code == 0, err
 
-    async def closed() -> bool:
-        return (await mon.describe()).status is WorkflowExecutionStatus.CANCELED
-
-    await assert_eventually(closed, timeout_s=30, interval_s=0.3, what="monitor closed as cancelled")
+    closed = await closed_status(mon, timeout_s=30, interval_s=0.3, what="monitor closed")
+    assert closed is WorkflowExecutionStatus.CANCELED
     code, _, err = await cli("monitor", "status", "-c", path)
     assert code == 1 and "not running" in err
     # A closed run still answers queries; `drctl status` must not take that for a running monitor.
