@@ -43,6 +43,7 @@ from temporalio.service import RPCError
 
 from activities.chaos import _load as run_load  # the drills' bounded open-loop generator
 from bench import rto_fleet
+from bench.args import BOUNDED_LOAD, BenchParser
 from bench.rto_report import (
     FASTPATH_KINDS,
     POLICIES,
@@ -71,8 +72,8 @@ TAIL_S = 2.0  # load kept running after the failover closes, to see whether erro
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench/rto.py", description=__doc__.split("\n")[0])
-    p.add_argument("--trials", type=int, default=3, help="Faults per policy and kind (default 3).")
+    p = BenchParser(prog="bench/rto.py", description=__doc__.split("\n")[0])
+    p.number("--trials", 3, "Faults per policy and kind", ">= 1")
     p.add_argument(
         "--kinds",
         default="down,degraded",
@@ -82,12 +83,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--policies", default=",".join(POLICIES), help=f"Comma list of {', '.join(POLICIES)} (default: all)."
     )
     p.add_argument("--interval-s", type=float, default=10.0, help="Health check interval (default 10).")
-    p.add_argument(
-        "--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3)."
-    )
-    p.add_argument(
-        "--rps", type=float, default=20.0, help="User load through the global endpoint (default 20)."
-    )
+    p.number("--threshold", 3, "Consecutive failed checks for UNHEALTHY", ">= 1")
+    p.number("--rps", 20.0, "User load through the global endpoint", "(0, 100]", why=BOUNDED_LOAD)
     p.add_argument(
         "--base-ttft-ms",
         type=float,
@@ -117,11 +114,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             if unknown
             else "--policies: no policy given"
         )
-    for name, low in (("trials", 1), ("threshold", 1)):
-        if getattr(args, name) < low:
-            p.error(f"--{name} must be >= {low}")
-    if not 0 < args.rps <= 100:
-        p.error("--rps must be in (0, 100]: the load must stay bounded on a shared machine")
     return args
 
 
