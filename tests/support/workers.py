@@ -208,3 +208,20 @@ def admin(cfg: FleetConfig, region: str, path: str, body: dict[str, Any] | None 
     )
     r.raise_for_status()
     return r.json() if r.content else None
+
+
+def kill_stable(cfg: FleetConfig, region: str) -> Any:
+    """A region outage: the node agent kills `region`'s stable replicas and keeps them down."""
+    return admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+
+
+async def monitor_failed_over(
+    mon: WorkflowHandle[Any, Any], timeout_s: float, what: str, interval_s: float = 0.5
+) -> MonitorStatus:
+    """The monitor's status once it records a failover (bounded: fails after `timeout_s`)."""
+
+    async def failed_over() -> MonitorStatus | None:
+        st = await monitor_status(mon)
+        return st if st.failed_over else None
+
+    return await assert_eventually(failed_over, timeout_s=timeout_s, interval_s=interval_s, what=what)

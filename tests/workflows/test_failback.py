@@ -21,6 +21,7 @@ from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,
+    kill_stable,
     replicas,
     served_by,
     start_failback,
@@ -66,7 +67,7 @@ async def test_failback_refuses_while_the_region_is_down(
 ) -> None:
     cfg = await start_workers()
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    kill_stable(cfg, "us-west-1")
     inp = FailbackInput(spec=FleetSpec.from_config(cfg), stabilization_window_s=0)
     handle = await start_operation(
         temporal_client, cfg, Failback.run, inp, operation="failback", workflow_id=f"failback/{cfg.name}"

@@ -22,6 +22,8 @@ from tests.support.workers import (
     StartWorkers,
     admin,
     healthy_fleet,
+    kill_stable,
+    monitor_failed_over,
     monitor_status,
     replicas,
     served_by,
@@ -119,16 +121,10 @@ async def test_region_down_fails_over_automatically_then_fails_back(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
     cfg, mon = await healthy_fleet(start_workers, temporal_client)
-    killed = admin(
-        cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
-    )
+    killed = kill_stable(cfg, "us-west-1")
     assert killed["affected"]
 
-    async def failed_over() -> MonitorStatus | None:
-        st = await monitor_status(mon)
-        return st if st.failed_over else None
-
-    await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover")
+    await monitor_failed_over(mon, timeout_s=60, what="automatic failover")
     res = await temporal_client.get_workflow_handle(
         f"failover/{cfg.name}", result_type=FailoverResult
     ).result()
@@ -194,7 +190,7 @@ async def test_both_regions_down_never_zero_everywhere(
 ) -> None:
     cfg, mon = await healthy_fleet(start_workers, temporal_client)
     for region in cfg.region_names:
-        admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        kill_stable(cfg, region)
     samples: list[dict[str, int]] = []
 
     async def alerted() -> bool:

@@ -29,6 +29,8 @@ from tests.support.workers import (
     admin,
     fast_config,
     healthy_fleet,
+    kill_stable,
+    monitor_failed_over,
     monitor_handle,
     monitor_status,
     replicas,
@@ -99,18 +101,10 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     assert bad.returncode == 2 and "task_queue" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     assert (await monitor_status(mon)).weights == {"us-west-1": 100, "us-east-1": 0}
 
-    killed = admin(
-        cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
-    )
+    killed = kill_stable(cfg, "us-west-1")
     assert killed["affected"]
 
-    async def failed_over() -> MonitorStatus | None:
-        s = await monitor_status(mon)
-        return s if s.failed_over else None
-
-    await assert_eventually(
-        failed_over, timeout_s=60, interval_s=0.5, what="automatic failover to the standby"
-    )
+    await monitor_failed_over(mon, timeout_s=60, what="automatic failover to the standby")
     res = await temporal_client.get_workflow_handle(
         f"failover/{cfg.name}", result_type=FailoverResult
     ).result()
@@ -232,7 +226,7 @@ async def test_an_unhealthy_region_whose_only_peer_is_unresolved_alerts_no_failo
     # The monitor watches us-west-1 and a region this worker cannot resolve: when us-west-1 fails
     # there is nowhere to send its traffic, and the alert says so instead of "every region unhealthy".
     cfg, mon, _ = await _with_unresolved_region(start_workers, temporal_client, keep_east=False)
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    kill_stable(cfg, "us-west-1")
 
     async def alerted() -> MonitorStatus | None:
         s = await monitor_status(mon)
@@ -255,7 +249,7 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
     cfg = await start_workers(regions=["us-west-1"], quorum=QuorumConfig(mode="off"))
     mon = await monitor_handle(temporal_client, cfg)
     await until_healthy(mon)
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    kill_stable(cfg, "us-west-1")
     started = time.monotonic()
 
     async def failed() -> MonitorStatus | None:

@@ -22,7 +22,7 @@ from tests.support.cli import drctl
 from tests.support.config import tuned, write_config
 from tests.support.receiver import Receiver, closed_port_url, receiver
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, fast_config, start_failover, weights
+from tests.support.workers import StartWorkers, fast_config, kill_stable, start_failover, weights
 from workflows.notify import Notify
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -168,7 +168,7 @@ async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
         )
         await start_monitor(temporal_client, cfg)
         for region in cfg.region_names:
-            admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+            kill_stable(cfg, region)
         await assert_eventually(
             lambda: _got(rec, "/slack", 1), timeout_s=60, interval_s=0.3, what="alert raised"
         )

@@ -29,7 +29,7 @@ from tests.support.config import tuned
 from tests.support.moto import aws_client
 from tests.support.route53_standin import Route53StandIn
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, admin, fast_config, served_by, start_failover
+from tests.support.workers import StartWorkers, fast_config, kill_stable, served_by, start_failover
 from workflows.failback import Failback
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -254,7 +254,7 @@ async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down
     name, zid = zone
     with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
         cfg, handle = await _shifted(start_workers, temporal_client, fleet_config, zone, standin)
-        admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        kill_stable(cfg, "us-west-1")
         res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
     assert res.status == "failed" and res.compensated == "left_on_target_source_dead", res
     assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
