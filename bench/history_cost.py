@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,7 +27,6 @@ if __package__ in (None, ""):  # run as `python bench/history_cost.py`: make the
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from bench import rto_fleet
 from bench.args import BenchParser
@@ -150,17 +148,7 @@ async def _start(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandle[Any, 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # The worker runs in this process: keep its routine warnings (a terminated monitor's watcher
-    # completing late) out of the printed figures.
-    logging.getLogger("temporalio").setLevel(logging.ERROR)
-    Runtime.set_default(
-        Runtime(
-            telemetry=TelemetryConfig(
-                logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-            )
-        ),
-        error_if_already_set=False,
-    )
+    rto_fleet.quiet_temporal()
     cfg_path = rto_fleet.write_bench_config(args.interval_s, 3)
     cfg = rto_fleet.load(cfg_path)
     try:

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import random
 import shutil
 import sys
@@ -38,7 +37,6 @@ if __package__ in (None, ""):  # run as `python bench/rto.py`: make the repo roo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
 from activities.chaos import _load as run_load  # the drills' bounded open-loop generator
@@ -352,17 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         return 0
-    # The worker runs in this process: keep its routine warnings (a cancelled monitor's last probe,
-    # the SDK core's late activity completions) out of the printed figures.
-    logging.getLogger("temporalio").setLevel(logging.ERROR)
-    Runtime.set_default(
-        Runtime(
-            telemetry=TelemetryConfig(
-                logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-            )
-        ),
-        error_if_already_set=False,
-    )
+    rto_fleet.quiet_temporal()
     cfg_path = rto_fleet.write_bench_config(args.interval_s, args.threshold)
     cfg = rto_fleet.load(cfg_path)
     trials: list[Trial] = []
