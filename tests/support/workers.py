@@ -20,7 +20,7 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.client.monitor_view import live_status
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import FailbackInput, FailoverInput
+from drctl.models.failover import FailbackInput, FailoverInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
 from drctl.models.monitor import MonitorStatus
@@ -225,3 +225,12 @@ async def monitor_failed_over(
         return st if st.failed_over else None
 
     return await assert_eventually(failed_over, timeout_s=timeout_s, interval_s=interval_s, what=what)
+
+
+async def outage_failover(
+    client: Client, cfg: FleetConfig, mon: WorkflowHandle[Any, Any], what: str
+) -> FailoverResult:
+    """Kill us-west-1's stable replicas; the result of the failover the monitor starts for it."""
+    assert kill_stable(cfg, "us-west-1")["affected"]
+    await monitor_failed_over(mon, timeout_s=60, what=what)
+    return await client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult).result()

@@ -23,8 +23,8 @@ from tests.support.workers import (
     admin,
     healthy_fleet,
     kill_stable,
-    monitor_failed_over,
     monitor_status,
+    outage_failover,
     replicas,
     served_by,
     start_failover,
@@ -121,13 +121,7 @@ async def test_region_down_fails_over_automatically_then_fails_back(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
     cfg, mon = await healthy_fleet(start_workers, temporal_client)
-    killed = kill_stable(cfg, "us-west-1")
-    assert killed["affected"]
-
-    await monitor_failed_over(mon, timeout_s=60, what="automatic failover")
-    res = await temporal_client.get_workflow_handle(
-        f"failover/{cfg.name}", result_type=FailoverResult
-    ).result()
+    res = await outage_failover(temporal_client, cfg, mon, what="automatic failover")
     assert res.status == "succeeded" and res.source == "us-west-1" and res.target == "us-east-1"
     assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}

@@ -30,9 +30,9 @@ from tests.support.workers import (
     fast_config,
     healthy_fleet,
     kill_stable,
-    monitor_failed_over,
     monitor_handle,
     monitor_status,
+    outage_failover,
     replicas,
     served_by,
     start_failover,
@@ -101,13 +101,7 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     assert bad.returncode == 2 and "task_queue" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     assert (await monitor_status(mon)).weights == {"us-west-1": 100, "us-east-1": 0}
 
-    killed = kill_stable(cfg, "us-west-1")
-    assert killed["affected"]
-
-    await monitor_failed_over(mon, timeout_s=60, what="automatic failover to the standby")
-    res = await temporal_client.get_workflow_handle(
-        f"failover/{cfg.name}", result_type=FailoverResult
-    ).result()
+    res = await outage_failover(temporal_client, cfg, mon, what="automatic failover to the standby")
     assert res.status == "succeeded", res.error
     assert res.source == "us-west-1" and res.target == "us-east-1" and res.plan is not None
     assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
