@@ -23,7 +23,7 @@ from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
-from drctl.providers.track_analysis import run_requests
+from drctl.providers.track_analysis import Completions, run_requests
 from tests.support.config import one_region_config
 from tests.support.http_stub import serve_app
 from tests.support.ports import free_port
@@ -167,10 +167,9 @@ def test_fleetsim_reads_the_key_from_vllms_variable() -> None:
 
 async def test_warmup_and_analysis_traffic_carries_the_token(region: AuthedRegion) -> None:
     urls = [region.urls["r0"], region.urls["r1"]]
-    with_token = await run_requests(
-        urls, "fleetsim-tiny", 4, 0.0, 5.0, headers={"Authorization": f"Bearer {KEY}"}
-    )
-    anonymous = await run_requests(urls, "fleetsim-tiny", 4, 0.0, 5.0)
+    token = {"Authorization": f"Bearer {KEY}"}
+    with_token = await run_requests(urls, Completions("fleetsim-tiny", 5.0, token), 4, 0.0)
+    anonymous = await run_requests(urls, Completions("fleetsim-tiny", 5.0), 4, 0.0)
     assert all(t is not None for t in with_token) and anonymous == [None] * 4
 
 
