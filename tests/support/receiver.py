@@ -14,6 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
+from drctl.config.schema import WebhookConfig
 from tests.support.http_stub import Reply, Request, StubServer
 from tests.support.ports import free_port
 from tests.support.wait import assert_eventually
@@ -66,6 +69,12 @@ def receiver(script: list[tuple[int, float]] | None = None) -> Iterator[Receiver
     with StubServer(rec.handle, name="receiver") as server:
         rec.url = server.url
         yield rec
+
+
+def pagerduty_hook(monkeypatch: pytest.MonkeyPatch, url: str, routing_key: str) -> WebhookConfig:
+    """A PagerDuty webhook to `url`, its routing key in the environment as production keeps it."""
+    monkeypatch.setenv("DRCTL_TEST_PD_KEY", routing_key)
+    return WebhookConfig(name="pager", format="pagerduty", url=url, routing_key_env="DRCTL_TEST_PD_KEY")
 
 
 def closed_port_url() -> str:

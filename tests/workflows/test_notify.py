@@ -20,7 +20,7 @@ from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from tests.support.builders import failover_ended_event
 from tests.support.cli import drctl
 from tests.support.config import tuned, write_config
-from tests.support.receiver import Receiver, closed_port_url, receiver
+from tests.support.receiver import Receiver, closed_port_url, pagerduty_hook, receiver
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, fast_config, kill_stable, start_failover, weights
 from workflows.notify import Notify
@@ -92,15 +92,12 @@ async def test_a_failover_notifies_started_and_succeeded(
     fleet_config: FleetConfig,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("DRCTL_TEST_PD_KEY", "test-routing-key")
     with receiver() as rec:
         cfg = await start_workers(
             cfg=with_hooks(
                 fast_config(fleet_config),
                 WebhookConfig(name="ops", url=rec.url + "/json"),
-                WebhookConfig(
-                    name="pager", format="pagerduty", url=rec.url + "/pd", routing_key_env="DRCTL_TEST_PD_KEY"
-                ),
+                pagerduty_hook(monkeypatch, rec.url + "/pd", "test-routing-key"),
             )
         )
         res, handle = await _failover(temporal_client, cfg)
