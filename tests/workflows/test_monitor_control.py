@@ -21,8 +21,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.health import RegionState
 from drctl.models.monitor import MonitorStatus, PolicyUpdate
 from tests.support.cli import cli
-from tests.support.config import tuned, write_config
-from tests.support.temporal import closed_status
+from tests.support.config import write_config
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, admin, fast_config, weights
 
@@ -33,7 +32,9 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path, fleet_config: FleetConfig
 ) -> None:
     base = fast_config(fleet_config)
-    cfg = await start_workers(cfg=tuned(base, "failover", policy="manual"))
+    cfg = await start_workers(
+        cfg=base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})})
+    )
     path = str(write_config(cfg, fleet_config_path.parent))
     code, out, err = await cli("monitor", "start", "-c", path)
     assert code == 0 and "monitor started" in out, (out, err)
@@ -105,8 +106,10 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     code, out, err = await cli("monitor", "stop", "-c", path)
     assert code == 0, err
 
-    closed = await closed_status(mon, timeout_s=30, interval_s=0.3, what="monitor closed")
-    assert closed is WorkflowExecutionStatus.CANCELED
+    async def closed() -> bool:
+        return (await mon.describe()).status is WorkflowExecutionStatus.CANCELED
+
+    await assert_eventually(closed, timeout_s=30, interval_s=0.3, what="monitor closed as cancelled")
     code, _, err = await cli("monitor", "status", "-c", path)
     assert code == 1 and "not running" in err
     # A closed run still answers queries; `drctl status` must not take that for a running monitor.

@@ -24,7 +24,7 @@ from drctl.models.monitor import MonitorStatus
 from drctl.models.quorum import MAIN, NO_QUORUM
 from drctl.worker.process import run_worker
 from tests.support.cli import cli
-from tests.support.config import tuned, write_config
+from tests.support.config import write_config
 from tests.support.receiver import Receiver, receiver
 from tests.support.wait import assert_eventually
 from tests.support.workers import (
@@ -48,7 +48,7 @@ A_ADDRESS = "127.0.0.2"  # worker A's probes leave from here; loopback, like eve
 
 def _from(cfg: FleetConfig, address: str) -> FleetConfig:
     """`cfg` with its probes leaving from `address` (the same queues: the same fleet, another path)."""
-    return tuned(cfg, "health", probe_source_address=address)
+    return cfg.model_copy(update={"health": cfg.health.model_copy(update={"probe_source_address": address})})
 
 
 # Both loops: with the watcher nothing returns while us-west-1 stays UNHEALTHY, so the re-vote

@@ -26,7 +26,6 @@ from drctl.models.health import RegionState
 from drctl.models.monitor import MonitorStatus
 from drctl.models.watch import WatchProgress, WatchResult
 from drctl.worker.process import run_worker
-from tests.support.config import tuned
 from tests.support.wait import assert_eventually, until
 from tests.support.workers import (
     StartWorkers,
@@ -69,7 +68,7 @@ async def test_worker_restart_resumes_the_watcher_from_its_heartbeat_and_a_fault
 ) -> None:
     base = fast_config(fleet_config, watcher=True)
     # Manual: detection is what is measured here; failing over is the monitor's, tested elsewhere.
-    cfg = tuned(base, "failover", policy="manual")
+    cfg = base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})})
     stop1, stop2 = asyncio.Event(), asyncio.Event()
     first = asyncio.create_task(run_worker(cfg, [], client=temporal_client, stop=stop1, http_port=0))
     second: asyncio.Task[None] | None = None
