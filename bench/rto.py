@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import random
 import shutil
 import sys
@@ -38,11 +37,11 @@ if __package__ in (None, ""):  # run as `python bench/rto.py`: make the repo roo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
 from activities.chaos import _load as run_load  # the drills' bounded open-loop generator
 from bench import rto_fleet
+from bench.args import BOUNDED_LOAD, BenchParser
 from bench.rto_report import (
     FASTPATH_KINDS,
     POLICIES,
@@ -75,8 +74,8 @@ BENCH_SLO_TTFT_P99_MS = 250.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench/rto.py", description=__doc__.split("\n")[0])
-    p.add_argument("--trials", type=int, default=3, help="Faults per policy and kind (default 3).")
+    p = BenchParser(prog="bench/rto.py", description=__doc__.split("\n")[0])
+    p.number("--trials", 3, "Faults per policy and kind", ">= 1")
     p.add_argument(
         "--kinds",
         default="down,degraded",
@@ -86,12 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--policies", default=",".join(POLICIES), help=f"Comma list of {', '.join(POLICIES)} (default: all)."
     )
     p.add_argument("--interval-s", type=float, default=10.0, help="Health check interval (default 10).")
-    p.add_argument(
-        "--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3)."
-    )
-    p.add_argument(
-        "--rps", type=float, default=20.0, help="User load through the global endpoint (default 20)."
-    )
+    p.number("--threshold", 3, "Consecutive failed checks for UNHEALTHY", ">= 1")
+    p.number("--rps", 20.0, "User load through the global endpoint", "(0, 100]", why=BOUNDED_LOAD)
     p.add_argument(
         "--base-ttft-ms",
         type=float,
@@ -121,11 +116,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             if unknown
             else "--policies: no policy given"
         )
-    for name, low in (("trials", 1), ("threshold", 1)):
-        if getattr(args, name) < low:
-            p.error(f"--{name} must be >= {low}")
-    if not 0 < args.rps <= 100:
-        p.error("--rps must be in (0, 100]: the load must stay bounded on a shared machine")
     return args
 
 
@@ -374,17 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         return 0
-    # The worker runs in this process: keep its routine warnings (a cancelled monitor's last probe,
-    # the SDK core's late activity completions) out of the printed figures.
-    logging.getLogger("temporalio").setLevel(logging.ERROR)
-    Runtime.set_default(
-        Runtime(
-            telemetry=TelemetryConfig(
-                logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-            )
-        ),
-        error_if_already_set=False,
-    )
+    rto_fleet.quiet_temporal()
     cfg_path = rto_fleet.write_bench_config(args.interval_s, args.threshold)
     cfg = rto_fleet.load(cfg_path)
     slo = cfg.objectives.slo.model_copy(update={"ttft_p99_ms": BENCH_SLO_TTFT_P99_MS})

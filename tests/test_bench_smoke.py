@@ -18,7 +18,7 @@ from bench.rto import fast_path_on, main, parse_args, policy_config, write_json
 from bench.rto_report import Trial, error_window, format_table, percentile, ratios, summarise
 from drctl.models.drill import LoadSample
 from drctl.models.fleet_spec import FleetSpec
-from tests.support.argv import assert_refused
+from tests.support.argv import refusal_test
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -46,11 +46,7 @@ BAD_ARGUMENTS = [
 ]
 
 
-@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
-def test_bad_arguments_exit_2_naming_the_problem(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert_refused(parse_args, argv, says, capsys)
+test_bad_arguments_exit_2_naming_the_problem = refusal_test(parse_args, BAD_ARGUMENTS)
 
 
 def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_their_one_setting() -> None:

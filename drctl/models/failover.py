@@ -18,10 +18,8 @@ from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failov
     FailoverPlan,
     cap_weights,
     capacity_of,
-    needed_replicas,
     plan_failover,
     probe_passes,
-    serving_replicas,
     shift_weights,
     target_problem,
 )

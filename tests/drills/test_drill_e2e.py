@@ -15,7 +15,7 @@ from drctl.models import search_attributes as sa
 from drctl.models.drill import DrillReport, Verdict
 from tests.support.cli import drctl_async
 from tests.support.config import write_config
-from tests.support.drills import EXPERIMENTS, replica_states, run_drill, watched
+from tests.support.drills import EXPERIMENTS, replica_states, run_drill, watched, watched_fleet
 from tests.support.workers import StartWorkers, admin, fast_config, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -49,8 +49,7 @@ async def test_drill_on_an_unhealthy_fleet_is_aborted_without_injecting(
 async def test_drill_whose_fault_action_fails_is_failed(
     start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     # A fault aimed at a track with no replicas: the platform hurts nothing, so the action fails.
     exp = json.loads((EXPERIMENTS / "region-outage.json").read_text())
     exp["method"][0]["provider"]["arguments"]["track"] = "canary"
@@ -70,8 +69,7 @@ async def test_drill_whose_fault_action_fails_is_failed(
 async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     cfg_file = write_config(cfg, fleet_config_path.parent)
     code, out, err = await drctl_async(
         "drill", "run", str(EXPERIMENTS / "region-outage.json"), "-c", str(cfg_file), "--output", "json"
@@ -131,8 +129,7 @@ async def test_a_drill_whose_objective_is_not_restored_fails_naming_ttft_p99(
 async def test_replica_loss_drill_passes_without_failover(
     start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     exp = json.loads((EXPERIMENTS / "replica-loss.json").read_text())
     exp["configuration"]["observe_s"] = 6  # long enough for several probe rounds at 2 s
     (tmp_path / "replica-loss.json").write_text(json.dumps(exp))

@@ -18,7 +18,7 @@ from drctl.chaos import actions
 from drctl.chaos.validate import validate_experiment
 from drctl.config.schema import FleetConfig, load_config
 from drctl.models.drill import Verdict
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.devstack import apps_api
 from tests.support.drills import EXPERIMENTS, run_drill, watched
 from tests.support.regionproc import alive
@@ -143,7 +143,7 @@ async def test_region_outage_drill_with_the_kubernetes_injector_passes(
     """The drill end to end with drills.fault_injector: kubernetes: its fault and its rollback are
     Deployment writes through the emulated Kubernetes API, and the failover it causes meets the RTO."""
     fast = fast_config(fleet_config)
-    fast = fast.model_copy(update={"drills": fast.drills.model_copy(update={"fault_injector": "kubernetes"})})
+    fast = tuned(fast, "drills", fault_injector="kubernetes")
     cfg = await start_workers(cfg=load_config(write_config(fast, fleet_config_path.parent)))
     rc = cfg.region(REGION)
     name, ns = cfg.workload.deployment_name("stable"), rc.kube.namespace

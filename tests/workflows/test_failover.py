@@ -24,12 +24,13 @@ from tests.support.wait import assert_eventually, until
 from tests.support.workers import (
     StartWorkers,
     admin,
-    monitor_handle,
+    healthy_fleet,
+    kill_stable,
     monitor_status,
+    outage_failover,
     replicas,
     served_by,
     start_failover,
-    until_healthy,
     weights,
 )
 from workflows.failover import Failover
@@ -160,23 +161,10 @@ async def _phase(handle: object, phase: str) -> bool:
 async def test_region_down_fails_over_automatically_then_fails_back(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
-    killed = admin(
-        cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
-    )
-    assert killed["affected"]
-
-    async def failed_over() -> MonitorStatus | None:
-        st = await monitor_status(mon)
-        return st if st.failed_over else None
-
-    await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover")
-    auto = temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult)
-    res = await auto.result()
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
+    res = await outage_failover(temporal_client, cfg, mon, what="automatic failover")
     # An automatic failover records the monitor as its initiator.
-    desc = await auto.describe()
+    desc = await temporal_client.get_workflow_handle(f"failover/{cfg.name}").describe()
     monitor = f"drctl-monitor@monitor/{cfg.name}"
     assert desc.typed_search_attributes.get(sa.INITIATOR) == monitor
     assert await desc.static_summary() == f"automatic failover us-west-1 → us-east-1 by {monitor}"
@@ -196,9 +184,7 @@ async def test_region_down_fails_over_automatically_then_fails_back(
 async def test_flapping_replica_causes_no_failover(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
     start = (await monitor_status(mon)).probe_rounds
     seen: set[str] = set()
     failing: list[float] = []
@@ -242,11 +228,9 @@ async def test_flapping_replica_causes_no_failover(
 async def test_both_regions_down_never_zero_everywhere(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
     for region in cfg.region_names:
-        admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        kill_stable(cfg, region)
     samples: list[dict[str, int]] = []
 
     async def alerted() -> bool:
