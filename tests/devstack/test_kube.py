@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client as k8s
 
 from drctl.devstack.label_selector import parse_selector, selector_matches
-from tests.support.kubeapi import NS, call, deployment
+from tests.support.kubeapi import NS, call, deployment, http_route, routes
 
 
 async def test_discovery(api: k8s.ApiClient) -> None:
@@ -155,13 +155,8 @@ async def test_core_hpa_and_custom_objects(api: k8s.ApiClient) -> None:
         await call(custom.get_namespaced_custom_object, *args, "b1")
     assert exc.value.status == 404
 
-    route = {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "llm"},
-        "spec": {"rules": [{"backendRefs": [{"name": "llm-stable", "port": 80, "weight": 100}]}]},
-    }
-    rargs = ("gateway.networking.k8s.io", "v1", NS, "httproutes")
+    route = http_route("llm", [{"name": "llm-stable", "port": 80, "weight": 100}])
+    rargs = routes(NS)
     await call(custom.create_namespaced_custom_object, *rargs, route)
     route["spec"]["rules"][0]["backendRefs"].append({"name": "llm-canary", "port": 80, "weight": 5})
     current = await call(custom.get_namespaced_custom_object, *rargs, "llm")

@@ -18,21 +18,15 @@ import pytest
 from kubernetes import client as k8s
 
 from drctl.devstack import kube_cel, kube_schema
-from tests.support.kubeapi import call
+from tests.support.kubeapi import call, http_route, routes
 
 NS = "cel"
-ROUTES = ("gateway.networking.k8s.io", "v1", NS, "httproutes")
+ROUTES = routes(NS)
 QUALIFIED = "HTTPRoute.gateway.networking.k8s.io"
 
 
 def _route(name: str, **rule: Any) -> dict[str, Any]:
-    backend = {"name": "llm-stable", "port": 80, "weight": 100}
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": name},
-        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [backend], **rule}]},
-    }
+    return http_route(name, [{"name": "llm-stable", "port": 80, "weight": 100}], parent="gw", **rule)
 
 
 def _header_filter(kind: str = "ResponseHeaderModifier") -> dict[str, Any]:
