@@ -205,6 +205,11 @@ class ChaosActivities:
                     await asyncio.wait_for(proc.wait(), timeout=_HEARTBEAT_S)
                 if time.monotonic() > deadline and proc.returncode is None:
                     await self._interrupt(proc)
+            # The failover's "SLO restored" is judged under this load: it goes on for the tail.
+            tail_end = min(deadline, time.monotonic() + inp.load_tail_s)
+            while time.monotonic() < tail_end:
+                activity.heartbeat({"tail": True, "samples": len(samples)})
+                await asyncio.sleep(min(_HEARTBEAT_S, tail_end - time.monotonic()))
         except asyncio.CancelledError:
             # Answered, not propagated: the outcome below is the answer to the cancel request.
             cancelled = True

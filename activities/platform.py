@@ -28,16 +28,9 @@ _WAIT_SLICE_S = 3.0
 
 
 def _status(region: str, d: DeploymentState) -> DeploymentStatus:
-    return DeploymentStatus(
-        region=region,
-        deployment=d.name,
-        replicas=d.replicas,
-        ready_replicas=d.ready_replicas,
-        updated_replicas=d.updated_replicas,
-        available_replicas=d.available_replicas,
-        rolled_out=d.rolled_out,
-        gitops=d.gitops,
-    )
+    # The counts and the GitOps marker under the state's own names; the rest the state derives.
+    counts = d.model_dump(include=set(DeploymentStatus.model_fields))
+    return DeploymentStatus(region=region, deployment=d.name, rolled_out=d.rolled_out, **counts)
 
 
 class PlatformActivities:

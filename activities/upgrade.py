@@ -32,7 +32,7 @@ from drctl.providers.auth import AuthConfigError, auth_headers
 from drctl.providers.base import RegionalTraffic
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.replicas import KubernetesReplicaSource
-from drctl.providers.track_analysis import measure_pair, run_requests
+from drctl.providers.track_analysis import Completions, measure_pair, run_requests
 from drctl.providers.traffic_factory import regional_traffic
 from drctl.providers.workload import Workload
 
@@ -51,12 +51,14 @@ class UpgradeActivities:
             lambda region: Workload(cfg, KubernetesPlatform(cfg.region(region), poll_interval_s=0.5))
         )
 
-    def _auth(self) -> dict[str, str]:
+    def _completions(self) -> Completions:
+        """How warm-up and analysis requests are made: the fleet's model, with its bearer token."""
         try:
-            return auth_headers(self.cfg)
+            headers = auth_headers(self.cfg)
         except AuthConfigError as exc:
             # Without the token every request would read as a failing candidate: stop, name the cause.
             raise ApplicationError(str(exc), type="AuthConfigError", non_retryable=True) from None
+        return Completions(self.cfg.workload.model, REQUEST_TIMEOUT_S, headers)
 
     def _tier(self) -> RegionalTraffic:
         with self._lock:
@@ -131,12 +133,10 @@ class UpgradeActivities:
             raise ApplicationError(f"{req.region}/{req.track} has no replicas to warm up", type="NoReplicas")
         results = await run_requests(
             urls,
-            self.cfg.workload.model,
+            self._completions(),
             req.prompts * len(urls),
             0.0,
-            REQUEST_TIMEOUT_S,
             on_progress=lambda n: activity.heartbeat(n),
-            headers=self._auth(),
         )
         ok = sum(r is not None for r in results)
         return WarmupResult(
@@ -158,12 +158,10 @@ class UpgradeActivities:
         cand, base = await measure_pair(
             (str(req.candidate), cand_urls),
             (str(req.baseline), base_urls),
-            self.cfg.workload.model,
+            self._completions(),
             req.window_s,
             per_track if cand_urls and base_urls else 0,
-            REQUEST_TIMEOUT_S,
             on_progress=lambda n: activity.heartbeat(n),
-            headers=self._auth(),
         )
         return judge(cand, base, req.limits)
 

@@ -39,6 +39,7 @@ from temporalio.service import RPCError
 
 from activities.chaos import _load as run_load  # the drills' bounded open-loop generator
 from bench import rto_fleet
+from bench.args import BOUNDED_LOAD, BenchParser
 from bench.rto import policy_config
 from bench.rto_report import Policy
 from drctl.cli.monitor import start_monitor
@@ -53,40 +54,19 @@ WATCHED: tuple[Policy, ...] = ("drctl", "rounds", "baseline")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench/false_failover.py", description=__doc__.split("\n")[0])
-    p.add_argument("--minutes", type=float, default=10.0, help="How long the fleet is watched (default 10).")
-    p.add_argument(
-        "--flap-s", type=float, default=5.0, help="The flapping replica's down and up spells, s (default 5)."
+    p = BenchParser(prog="bench/false_failover.py", description=__doc__.split("\n")[0])
+    p.number("--minutes", 10.0, "How long the fleet is watched", "(0, 60]")
+    p.number("--flap-s", 5.0, "The flapping replica's down and up spells, s", "[0.5, 600]")
+    p.number("--jitter", 0.5, "TTFT drawn in base x [1, 1 + jitter]", "[0, 5]")
+    p.number(
+        "--replicas", 4, "Replicas per region", "[2, 16]", why="one flapping replica must not be the region"
     )
-    p.add_argument(
-        "--jitter", type=float, default=0.5, help="TTFT drawn in base x [1, 1 + jitter] (default 0.5)."
-    )
-    p.add_argument("--replicas", type=int, default=4, help="Replicas per region (default 4).")
-    p.add_argument(
-        "--rps", type=float, default=10.0, help="User load through the global endpoint (default 10)."
-    )
+    p.number("--rps", 10.0, "User load through the global endpoint", "(0, 100]", why=BOUNDED_LOAD)
     p.add_argument("--base-ttft-ms", type=float, default=150.0, help="Steady-state TTFT (default 150).")
     p.add_argument("--interval-s", type=float, default=10.0, help="Health check interval (default 10).")
-    p.add_argument(
-        "--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3)."
-    )
+    p.number("--threshold", 3, "Consecutive failed checks for UNHEALTHY", ">= 1")
     p.add_argument("--json", type=Path, default=None, help="Write the figures here.")
-    args = p.parse_args(argv)
-    checks = [
-        (0 < args.minutes <= 60, "--minutes must be in (0, 60]"),
-        (0.5 <= args.flap_s <= 600, "--flap-s must be in [0.5, 600]"),
-        (0 <= args.jitter <= 5, "--jitter must be in [0, 5]"),
-        (
-            2 <= args.replicas <= 16,
-            "--replicas must be in [2, 16]: one flapping replica must not be the region",
-        ),
-        (0 < args.rps <= 100, "--rps must be in (0, 100]: the load must stay bounded on a shared machine"),
-        (args.threshold >= 1, "--threshold must be >= 1"),
-    ]
-    for ok, why in checks:
-        if not ok:
-            p.error(why)
-    return args
+    return p.parse_args(argv)
 
 
 @dataclass

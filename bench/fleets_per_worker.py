@@ -46,6 +46,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from bench.args import BenchParser
 from bench.probe_scale import MODEL, CannedServer, targets
 from drctl.cli.monitor import start_monitor
 from drctl.config.schema import load_config
@@ -76,39 +77,17 @@ class Row:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--fleets", type=int, default=50, help="Fleets of the big worker (default 50).")
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.number("--fleets", 50, "Fleets of the big worker", "1..200")
     p.add_argument("--baseline", type=int, default=1, help="Fleets of the baseline worker (default 1).")
-    p.add_argument(
-        "--minutes", type=float, default=1.5, help="Steady-state window measured per worker (default 1.5)."
-    )
-    p.add_argument(
-        "--warmup-s", type=float, default=20.0, help="Start-up left out of the window (default 20)."
-    )
-    p.add_argument(
-        "--replicas-per-region", type=int, default=4, help="Replicas behind each gateway (default 4)."
-    )
-    p.add_argument(
-        "--interval-s", type=float, default=10.0, help="health.interval_s (default 10, the product's)."
-    )
-    p.add_argument(
-        "--port-base", type=int, default=43000, help="First port of the canned targets and the kube API."
-    )
+    p.number("--minutes", 1.5, "Steady-state window measured per worker", "(0, 30]")
+    p.number("--warmup-s", 20.0, "Start-up left out of the window", "[0, 600]")
+    p.number("--replicas-per-region", 4, "Replicas behind each gateway", "1..20")
+    p.number("--interval-s", 10.0, "health.interval_s, the product's", "[2, 600]")
+    p.number("--port-base", 43000, "First port of the canned targets and the kube API", "1024..64000")
     args = p.parse_args(argv)
-    if not 1 <= args.fleets <= 200:
-        p.error("--fleets must be in 1..200")
     if not 1 <= args.baseline < args.fleets:
         p.error("--baseline must be at least 1 and fewer than --fleets")
-    if not 0 < args.minutes <= 30:
-        p.error("--minutes must be in (0, 30]")
-    if not 0 <= args.warmup_s <= 600:
-        p.error("--warmup-s must be in [0, 600]")
-    if not 1 <= args.replicas_per_region <= 20:
-        p.error("--replicas-per-region must be in 1..20")
-    if not 2 <= args.interval_s <= 600:
-        p.error("--interval-s must be in [2, 600]")
-    if not 1024 <= args.port_base <= 64000:
-        p.error("--port-base must be in 1024..64000")
     return args
 
 

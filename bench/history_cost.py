@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,9 +27,9 @@ if __package__ in (None, ""):  # run as `python bench/history_cost.py`: make the
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from bench import rto_fleet
+from bench.args import BenchParser
 from drctl.cli.monitor import start_monitor
 from drctl.config.schema import FleetConfig
 
@@ -53,27 +52,16 @@ class Cost:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--minutes", type=float, default=3.0, help="How long each monitor runs (default 3).")
-    p.add_argument(
-        "--interval-s", type=float, default=10.0, help="health.interval_s (default 10, the product's)."
-    )
-    p.add_argument(
-        "--checkpoint-s",
-        type=float,
-        default=600.0,
-        help="health.watcher_checkpoint_s for the watcher (default 600, the product's).",
+    p = BenchParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.number("--minutes", 3.0, "How long each monitor runs", "(0, 60]")
+    p.number("--interval-s", 10.0, "health.interval_s, the product's", "(2, 600]")
+    p.number(
+        "--checkpoint-s", 600.0, "health.watcher_checkpoint_s for the watcher, the product's", "[10, 3600]"
     )
     p.add_argument(
         "--warmup-s", type=float, default=30.0, help="Start-up left out of the steady window (default 30)."
     )
     args = p.parse_args(argv)
-    if not 0 < args.minutes <= 60:
-        p.error("--minutes must be in (0, 60]")
-    if not 2 < args.interval_s <= 600:
-        p.error("--interval-s must be in (2, 600]")
-    if not 10 <= args.checkpoint_s <= 3600:
-        p.error("--checkpoint-s must be in [10, 3600]")
     if not 0 <= args.warmup_s < args.minutes * 60:
         p.error("--warmup-s must be at least 0 and shorter than the run")
     return args
@@ -160,17 +148,7 @@ async def _start(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandle[Any, 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # The worker runs in this process: keep its routine warnings (a terminated monitor's watcher
-    # completing late) out of the printed figures.
-    logging.getLogger("temporalio").setLevel(logging.ERROR)
-    Runtime.set_default(
-        Runtime(
-            telemetry=TelemetryConfig(
-                logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-            )
-        ),
-        error_if_already_set=False,
-    )
+    rto_fleet.quiet_temporal()
     cfg_path = rto_fleet.write_bench_config(args.interval_s, 3)
     cfg = rto_fleet.load(cfg_path)
     try:

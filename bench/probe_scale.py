@@ -33,6 +33,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as `python bench/probe_scale.py`: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.args import BenchParser
 from drctl.config.schema import FleetConfig, RegionConfig, parse_config
 from drctl.providers.replicas import ReplicaEndpoint
 
@@ -214,12 +215,20 @@ def run_one(prober: str, n: int, args: argparse.Namespace) -> list[dict[str, Any
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p = BenchParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--sizes", default="100,1000,5000", help="comma-separated replica counts (1..5000)")
-    p.add_argument("--rounds", type=int, default=3, help="probe rounds per prober and size (1..20)")
-    p.add_argument("--concurrency", type=int, default=64, help="health.probe_concurrency for both probers")
-    p.add_argument("--sample", type=float, default=0.1, help="health.completion_sample for the new prober")
-    p.add_argument("--port-base", type=int, default=41000, help="first port of each loopback address")
+    p.number("--rounds", 3, "probe rounds per prober and size", "1..20")
+    p.number(
+        "--concurrency",
+        64,
+        "health.probe_concurrency for both probers",
+        "1..64",
+        why="the old prober's limit",
+    )
+    p.number("--sample", 0.1, "health.completion_sample for the new prober", "(0, 1]")
+    p.number(
+        "--port-base", 41000, "first port of each loopback address", f"1024..{65535 - PORTS_PER_ADDRESS}"
+    )
     p.add_argument("--json", type=Path, help="also write the rows here")
     args = p.parse_args(argv)
     try:
@@ -228,14 +237,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
     if not args.sizes or any(not 1 <= s <= 5000 for s in args.sizes):
         p.error("--sizes must each be in 1..5000")
-    if not 1 <= args.rounds <= 20:
-        p.error("--rounds must be in 1..20")
-    if not 1 <= args.concurrency <= 64:
-        p.error("--concurrency must be in 1..64 (the old prober's limit)")
-    if not 0 < args.sample <= 1:
-        p.error("--sample must be in (0, 1]")
-    if not 1024 <= args.port_base <= 65535 - PORTS_PER_ADDRESS:
-        p.error(f"--port-base must be in 1024..{65535 - PORTS_PER_ADDRESS}")
     return args
 
 

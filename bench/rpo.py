@@ -37,6 +37,7 @@ from pydantic import BaseModel
 from temporalio.service import RPCError
 
 from bench import rto_fleet
+from bench.args import BOUNDED_LOAD, BenchParser
 from bench.rto_report import percentile
 from drctl.cli.replicate import replicate_id, start_replication
 from drctl.client.operations import start_operation
@@ -114,10 +115,10 @@ class Trial(BaseModel):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench/rpo.py", description=__doc__.split("\n")[0])
-    p.add_argument("--trials", type=int, default=3, help="Faults per replication interval (default 3).")
+    p = BenchParser(prog="bench/rpo.py", description=__doc__.split("\n")[0])
+    p.number("--trials", 3, "Faults per replication interval", ">= 1")
     p.add_argument("--intervals", default="2,5", help="Comma list of replication intervals, s (default 2,5).")
-    p.add_argument("--rate", type=float, default=10.0, help="Objects written per second (default 10).")
+    p.number("--rate", 10.0, "Objects written per second", "(0, 50]", why=BOUNDED_LOAD)
     p.add_argument(
         "--config", type=Path, default=None, help="Use this running dev stack instead of a private one."
     )
@@ -130,10 +131,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--intervals {args.intervals!r}: expected numbers like 2,5")
     if not args.intervals or any(i <= 0 for i in args.intervals):
         p.error("--intervals must be positive seconds")
-    if args.trials < 1:
-        p.error("--trials must be >= 1")
-    if not 0 < args.rate <= 50:
-        p.error("--rate must be in (0, 50]: the load must stay bounded on a shared machine")
     return args
 
 

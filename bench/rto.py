@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import random
 import shutil
 import sys
@@ -38,11 +37,11 @@ if __package__ in (None, ""):  # run as `python bench/rto.py`: make the repo roo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
 from activities.chaos import _load as run_load  # the drills' bounded open-loop generator
 from bench import rto_fleet
+from bench.args import BOUNDED_LOAD, BenchParser
 from bench.rto_report import (
     FASTPATH_KINDS,
     POLICIES,
@@ -68,11 +67,15 @@ from drctl.providers.auth import auth_headers
 from drctl.providers.traffic_factory import global_traffic
 
 TAIL_S = 2.0  # load kept running after the failover closes, to see whether errors really stopped
+# The bench's objective for "SLO restored": TTFT p99 within vLLM's 250 ms bucket edge. Its steady
+# TTFT (150 ms) sits in the (100, 250] ms bucket, where a histogram p99 interpolates to ~248 ms, so
+# the 200 ms default could never be shown met from the servers' histograms however healthy they are.
+BENCH_SLO_TTFT_P99_MS = 250.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench/rto.py", description=__doc__.split("\n")[0])
-    p.add_argument("--trials", type=int, default=3, help="Faults per policy and kind (default 3).")
+    p = BenchParser(prog="bench/rto.py", description=__doc__.split("\n")[0])
+    p.number("--trials", 3, "Faults per policy and kind", ">= 1")
     p.add_argument(
         "--kinds",
         default="down,degraded",
@@ -82,12 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--policies", default=",".join(POLICIES), help=f"Comma list of {', '.join(POLICIES)} (default: all)."
     )
     p.add_argument("--interval-s", type=float, default=10.0, help="Health check interval (default 10).")
-    p.add_argument(
-        "--threshold", type=int, default=3, help="Consecutive failed checks for UNHEALTHY (default 3)."
-    )
-    p.add_argument(
-        "--rps", type=float, default=20.0, help="User load through the global endpoint (default 20)."
-    )
+    p.number("--threshold", 3, "Consecutive failed checks for UNHEALTHY", ">= 1")
+    p.number("--rps", 20.0, "User load through the global endpoint", "(0, 100]", why=BOUNDED_LOAD)
     p.add_argument(
         "--base-ttft-ms",
         type=float,
@@ -117,11 +116,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             if unknown
             else "--policies: no policy given"
         )
-    for name, low in (("trials", 1), ("threshold", 1)):
-        if getattr(args, name) < low:
-            p.error(f"--{name} must be >= {low}")
-    if not 0 < args.rps <= 100:
-        p.error("--rps must be in (0, 100]: the load must stay bounded on a shared machine")
     return args
 
 
@@ -253,6 +247,10 @@ async def run_trial(
         trial.orchestration_s = _secs(closed, res.started_at)
         trial.rto_s = _secs(res.verified_at, t0)
         trial.workflow_rto_s = res.rto_s
+        # The workflow counts from its own fault_at (first failed probe); the bench from t0.
+        from_t0 = _secs(res.fault_at, t0)
+        if res.slo_restored_s is not None and from_t0 is not None:
+            trial.slo_restored_s = round(res.slo_restored_s + from_t0, 3)
         weights = await asyncio.to_thread(lambda: global_traffic(cfg).get_weights())
         tail = [s for s in samples if closed is not None and s.t > closed]
         trial.fully_moved = (
@@ -280,7 +278,7 @@ def _line(t: Trial) -> str:
     return (
         f"[{t.policy:<8} {t.kind:<6} #{t.trial}] offset {t.offset_s:.1f}s: failover {t.failover_status}, "
         f"first failed probe {f(t.first_failed_probe_s)}s, detect {f(t.detect_s)}s, "
-        f"orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, "
+        f"orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, SLO restored {f(t.slo_restored_s)}s, "
         f"error window {f(t.error_window_s)}s ({t.bad_requests}/{t.requests} bad), moved {t.fully_moved}"
         + (f", error: {t.error}" if t.error else "")
     )
@@ -311,6 +309,7 @@ def settings(cfg: FleetConfig, args: argparse.Namespace) -> dict[str, Any]:
         "base_ttft_ms": args.base_ttft_ms,
         "ttft_degraded_ms": h.ttft_degraded_ms,
         "rto_target_s": cfg.objectives.rto_target_s,
+        "slo": cfg.objectives.slo.model_dump(),
         "seed": args.seed,
     }
 
@@ -323,6 +322,11 @@ def render(st: dict[str, Any], trials: list[Trial]) -> str:
         f"(not baseline), load {st['rps']:g} rps, steady TTFT {st['base_ttft_ms']:g} ms, "
         f"bad request = error or > {st['ttft_degraded_ms']:g} ms; seconds as p50/p95"
     )
+    if slo := st.get("slo"):  # runs saved before the objective existed have none
+        head += (
+            f"\nSLO restored = TTFT p99 <= {slo['ttft_p99_ms']:g} ms and errors <= {slo['error_rate']:.1%} "
+            f"at us-east-1's replicas, held {slo['window_s']:g}s under the moved load"
+        )
     legend = "\n".join(f"  {p:<8} {POLICY_TEXT[p]}" for p in POLICIES if any(t.policy == p for t in trials))
     return head + "\n" + legend + "\n\n" + format_table(rows, st["rto_target_s"])
 
@@ -360,19 +364,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         return 0
-    # The worker runs in this process: keep its routine warnings (a cancelled monitor's last probe,
-    # the SDK core's late activity completions) out of the printed figures.
-    logging.getLogger("temporalio").setLevel(logging.ERROR)
-    Runtime.set_default(
-        Runtime(
-            telemetry=TelemetryConfig(
-                logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-            )
-        ),
-        error_if_already_set=False,
-    )
+    rto_fleet.quiet_temporal()
     cfg_path = rto_fleet.write_bench_config(args.interval_s, args.threshold)
     cfg = rto_fleet.load(cfg_path)
+    slo = cfg.objectives.slo.model_copy(update={"ttft_p99_ms": BENCH_SLO_TTFT_P99_MS})
+    cfg = cfg.model_copy(update={"objectives": cfg.objectives.model_copy(update={"slo": slo})})
     trials: list[Trial] = []
     interrupted = False
     try:

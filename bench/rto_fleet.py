@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import random
 import socket
 import tempfile
@@ -21,6 +22,7 @@ from typing import Any
 import httpx
 import yaml
 from temporalio.client import Client
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from bench.rto_report import Kind
 from drctl.client.connection import connect
@@ -254,3 +256,17 @@ async def running_worker(cfg: FleetConfig) -> AsyncIterator[Client]:
         stop.set()
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await asyncio.wait_for(worker, 30)
+
+
+def quiet_temporal() -> None:
+    """Errors only from the Temporal SDK and its core, for a bench that runs a worker in its own process:
+    its routine warnings (a cancelled monitor's last probe, late activity completions) are not figures."""
+    logging.getLogger("temporalio").setLevel(logging.ERROR)
+    Runtime.set_default(
+        Runtime(
+            telemetry=TelemetryConfig(
+                logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+            )
+        ),
+        error_if_already_set=False,
+    )

@@ -49,6 +49,11 @@ class Trial(BaseModel):
     workflow_rto_s: float | None = Field(
         None, description="The workflow's RTO (from its first failed probe)."
     )
+    slo_restored_s: float | None = Field(
+        None,
+        description="t0 → the target met objectives.slo under the moved load, held for its window "
+        "(the failover's slo_restored_s, moved to t0); None: not restored within the RTO target.",
+    )
     error_window_s: float | None = Field(None, description="First → last bad user request after t0.")
     bad_requests: int = 0
     requests: int = 0
@@ -111,6 +116,9 @@ class Row(BaseModel):
     rto_p50: float | None
     rto_p95: float | None
     rto_met: int = Field(description="Trials whose RTO was within the target.")
+    slo_p50: float | None = None
+    slo_p95: float | None = None
+    slo_met: int = Field(0, description="Trials whose objective was restored within the RTO target.")
     moved: int = Field(description="Trials that ended with traffic fully on the other region.")
 
 
@@ -127,7 +135,8 @@ def summarise(trials: Sequence[Trial], rto_target_s: float) -> list[Row]:
             group = [t for t in trials if t.policy == policy and t.kind == kind]
             if not group:
                 continue
-            d, o, w, r = (_stat(group, f) for f in ("detect_s", "orchestration_s", "error_window_s", "rto_s"))
+            fields = ("detect_s", "orchestration_s", "error_window_s", "rto_s", "slo_restored_s")
+            d, o, w, r, slo = (_stat(group, f) for f in fields)
             rows.append(
                 Row(
                     policy=policy,
@@ -143,6 +152,11 @@ def summarise(trials: Sequence[Trial], rto_target_s: float) -> list[Row]:
                     rto_p50=r[0],
                     rto_p95=r[1],
                     rto_met=sum(t.rto_s is not None and t.rto_s <= rto_target_s for t in group),
+                    slo_p50=slo[0],
+                    slo_p95=slo[1],
+                    slo_met=sum(
+                        t.slo_restored_s is not None and t.slo_restored_s <= rto_target_s for t in group
+                    ),
                     moved=sum(t.fully_moved for t in group),
                 )
             )
@@ -182,7 +196,11 @@ def _pair(p50: float | None, p95: float | None) -> str:
 
 
 def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
-    """Plain text: seconds as p50/p95; 'ok' counts succeeded failovers, 'met' RTOs within target."""
+    """Plain text: seconds as p50/p95; 'ok' counts succeeded failovers, 'met' RTOs within target.
+
+    "RTO s" is traffic served elsewhere; "SLO s" the objective restored there under the moved load
+    (held for objectives.slo.window_s), and 'slo' how many trials restored it within the target.
+    """
     head = [
         "policy",
         "kind",
@@ -193,6 +211,8 @@ def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
         "err window s",
         "RTO s",
         f"met<={rto_target_s:g}s",
+        "SLO s",
+        f"slo<={rto_target_s:g}s",
         "moved",
     ]
     body = [
@@ -206,6 +226,8 @@ def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
             _pair(r.window_p50, r.window_p95),
             _pair(r.rto_p50, r.rto_p95),
             f"{r.rto_met}/{r.trials}",
+            _pair(r.slo_p50, r.slo_p95),
+            f"{r.slo_met}/{r.trials}",
             f"{r.moved}/{r.trials}",
         ]
         for r in rows

@@ -10,7 +10,7 @@ import pytest
 
 from bench.rpo import Trial, format_table, loss, main, parse_args
 from drctl.devstack.stack import StackInfo
-from tests.support.argv import assert_refused
+from tests.support.argv import refusal_test
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -57,9 +57,7 @@ BAD_ARGUMENTS = [
 ]
 
 
-@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
-def test_bad_arguments_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert_refused(parse_args, argv, says, capsys)
+test_bad_arguments_exit_2 = refusal_test(parse_args, BAD_ARGUMENTS)
 
 
 @pytest.mark.slow

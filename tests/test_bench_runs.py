@@ -43,6 +43,9 @@ def test_rto_bench_one_down_trial_of_the_default_monitor(tmp_path: Path) -> None
     (trial,) = json.loads(out.read_text())["trials"]
     assert (trial["policy"], trial["kind"], trial["failover_status"]) == ("drctl", "down", "succeeded"), trial
     assert trial["detect_s"] is not None and trial["fully_moved"], trial
+    # Beside "served elsewhere": the objective restored on us-east-1 under the moved load, after it.
+    assert trial["slo_restored_s"] is not None and trial["slo_restored_s"] >= trial["rto_s"], trial
+    assert "SLO restored = TTFT p99 <= 250 ms" in done.stdout and "SLO s" in done.stdout
 
 
 def test_history_cost_bench_both_monitors_side_by_side() -> None:

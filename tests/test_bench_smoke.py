@@ -18,7 +18,7 @@ from bench.rto import fast_path_on, main, parse_args, policy_config, write_json
 from bench.rto_report import Trial, error_window, format_table, percentile, ratios, summarise
 from drctl.models.drill import LoadSample
 from drctl.models.fleet_spec import FleetSpec
-from tests.support.argv import assert_refused
+from tests.support.argv import refusal_test
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -46,11 +46,7 @@ BAD_ARGUMENTS = [
 ]
 
 
-@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
-def test_bad_arguments_exit_2_naming_the_problem(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert_refused(parse_args, argv, says, capsys)
+test_bad_arguments_exit_2_naming_the_problem = refusal_test(parse_args, BAD_ARGUMENTS)
 
 
 def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_their_one_setting() -> None:
@@ -126,8 +122,9 @@ def test_p50_interpolates_so_two_trials_are_not_just_the_faster_one() -> None:
 
 
 TRIALS = [
-    _trial("drctl", 1, detect=3.0, window=3.5, rto=5.0),
-    _trial("drctl", 2, detect=5.0, window=5.5, rto=7.0),
+    # Served elsewhere at 5 and 7 s; the objective held at 14 s (in time) and 42 s (too late).
+    _trial("drctl", 1, detect=3.0, window=3.5, rto=5.0).model_copy(update={"slo_restored_s": 14.0}),
+    _trial("drctl", 2, detect=5.0, window=5.5, rto=7.0).model_copy(update={"slo_restored_s": 42.0}),
     _trial("baseline", 1, detect=20.0, window=21.0, rto=22.0),
     _trial("baseline", 2, detect=28.0, window=33.0, rto=32.0, ok=False),
 ]
@@ -141,9 +138,12 @@ def test_table_and_ratio_from_trial_records() -> None:
     ]
     assert ratios(rows) == {"down": {"detection": 6.0, "error_window": 6.0, "rto": 4.5}}
     text = format_table(rows, rto_target_s=30).splitlines()
-    assert text[0].split() == "policy kind n ok detect s orchestr s err window s RTO s met<=30s moved".split()
-    assert text[2].split() == "drctl down 2 2 4.0/4.9 2.0/2.0 4.5/5.4 6.0/6.9 2/2 2/2".split()
-    assert text[3].split() == "baseline down 2 1 24.0/27.6 2.0/2.0 27.0/32.4 27.0/31.5 1/2 1/2".split()
+    head = "policy kind n ok detect s orchestr s err window s RTO s met<=30s SLO s slo<=30s moved"
+    assert text[0].split() == head.split()
+    assert text[2].split() == "drctl down 2 2 4.0/4.9 2.0/2.0 4.5/5.4 6.0/6.9 2/2 28.0/40.6 1/2 2/2".split()
+    assert (
+        text[3].split() == "baseline down 2 1 24.0/27.6 2.0/2.0 27.0/32.4 27.0/31.5 1/2 -/- 0/2 1/2".split()
+    )
     assert text[-2] == "ratio baseline/drctl (p50; >1 means drctl is faster):"
     assert text[-1].split() == ["down", "detection", "6.00x", "error", "window", "6.00x", "RTO", "4.50x"]
 

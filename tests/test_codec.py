@@ -29,10 +29,10 @@ from temporalio.api.common.v1 import Payload
 from drctl.client.codec import AesGcmCodec, CodecKeyError, parse_keys
 from drctl.client.connection import TemporalConfigError, connect_options
 from drctl.config.schema import load_config
-from drctl.models import search_attributes
 from tests.support.cli import drctl, run_cli
 from tests.support.config import fleet_config_data, short_tmp_dir
-from tests.support.ports import free_port
+from tests.support.ports import free_port, listening
+from tests.support.temporal import dev_server_command
 from tests.support.wait import wait_until
 
 BIN = Path(sys.executable).parent
@@ -123,36 +123,16 @@ def temporal_dev() -> Iterator[str]:
     log = short_tmp_dir("drctl-codec-") / "temporal.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [
-                str(BIN / "temporal"),
-                "server",
-                "start-dev",
-                "--ip",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--ui-port",
-                str(ui),
-                "--headless",
-                *search_attributes.cli_flags(),
-            ],
+            dev_server_command(port, ui),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
     try:
-        wait_until(lambda: _open(port), timeout_s=60, what="temporal dev server up")
+        wait_until(lambda: listening(port), timeout_s=60, what="temporal dev server up")
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(20)
-
-
-def _open(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        s.settimeout(0.3)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _raw_history(address: str, wid: str) -> str:
@@ -259,7 +239,7 @@ def test_planted_secrets_are_absent_from_raw_history_and_readable_through_the_co
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_until(lambda: _open(port), timeout_s=60, what="codec server up")
+        wait_until(lambda: listening(port), timeout_s=60, what="codec server up")
         url = f"http://127.0.0.1:{port}/decode"
         pre = httpx.options(
             url,

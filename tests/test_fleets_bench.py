@@ -8,10 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from bench.fleets_per_worker import cpu_seconds, mean_probe_s, parse_args, probe_counts, rss_mib
-from tests.support.argv import assert_refused
+from tests.support.argv import refusal_test
 from tests.support.ports import free_port_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,8 +70,4 @@ BAD_ARGUMENTS = [
 ]
 
 
-@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
-def test_bad_arguments_exit_2_naming_the_problem(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert_refused(parse_args, argv, says, capsys)
+test_bad_arguments_exit_2_naming_the_problem = refusal_test(parse_args, BAD_ARGUMENTS)

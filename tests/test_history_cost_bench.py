@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from bench.history_cost import main, measure, parse_args, render
-from tests.support.argv import assert_refused
+from tests.support.argv import refusal_test
 from tests.support.docs_text import page
 
 T0 = datetime(2026, 11, 30, 12, 0, 0)
@@ -29,11 +29,7 @@ BAD_ARGUMENTS = [
 ]
 
 
-@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
-def test_bad_arguments_exit_2_naming_the_problem(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert_refused(main, argv, says, capsys)
+test_bad_arguments_exit_2_naming_the_problem = refusal_test(main, BAD_ARGUMENTS)
 
 
 def test_events_and_bytes_per_region_hour_over_the_steady_window_and_the_whole_run() -> None:

@@ -23,6 +23,7 @@ from drctl.devstack import prometheus, stack
 from tests.support.cli import drctl
 from tests.support.config import write_fleet_config
 from tests.support.wait import wait_until
+from tests.support.workers import admin
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "drctl.json"
 pytestmark = pytest.mark.slow
@@ -72,10 +73,11 @@ def test_prometheus_has_drctl_region_state_and_vllm_ttft(observed: tuple[FleetCo
         interval_s=1,
         what="vLLM TTFT histogram in Prometheus",
     )
-    # Every replica of every region is a scrape target (file_sd written by the node agents).
-    assert {(s["metric"]["region"], s["metric"]["pod"]) for s in ttft} == {
-        (r.name, f"llm-stable-{i}") for r in cfg.regions for i in range(r.replicas)
-    }
+    # Every replica of every region is a scrape target (file_sd written by the node agents), by
+    # the name of its Pod.
+    pods = {(r.name, p["pod"]) for r in cfg.regions for p in admin(cfg, r.name, "/replicas")}
+    assert len(pods) == sum(r.replicas for r in cfg.regions)
+    assert {(s["metric"]["region"], s["metric"]["pod"]) for s in ttft} == pods
 
     def every_region_probed() -> dict[str, float] | None:
         found = {

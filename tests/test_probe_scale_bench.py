@@ -7,10 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from bench.probe_scale import format_table, parse_args, summarise
-from tests.support.argv import assert_refused
+from tests.support.argv import refusal_test
 from tests.support.ports import free_port_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,11 +39,7 @@ BAD_ARGUMENTS = [
 ]
 
 
-@pytest.mark.parametrize("argv, says", BAD_ARGUMENTS)
-def test_bad_arguments_exit_2_naming_the_problem(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert_refused(parse_args, argv, says, capsys)
+test_bad_arguments_exit_2_naming_the_problem = refusal_test(parse_args, BAD_ARGUMENTS)
 
 
 def test_summary_and_table_arithmetic() -> None:

@@ -12,7 +12,6 @@ import ipaddress
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,24 +23,15 @@ from cryptography.x509.oid import NameOID
 
 from drctl.client.connection import target, ui_link
 from drctl.config.schema import parse_config
-from drctl.models import search_attributes
 from tests.support.cli import run_cli
 from tests.support.config import short_tmp_dir
-from tests.support.ports import free_port
+from tests.support.ports import free_port, listening
+from tests.support.temporal import dev_server_command
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 BASE = (ROOT / "config" / "fleet.yaml").read_text()
-
-
-def _open(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        s.settimeout(0.3)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -123,19 +113,7 @@ backend temporal_frontend
     with (d / "temporal.log").open("w") as out:
         procs.append(
             subprocess.Popen(
-                [
-                    str(BIN / "temporal"),
-                    "server",
-                    "start-dev",
-                    "--ip",
-                    "127.0.0.1",
-                    "--port",
-                    str(dev),
-                    "--ui-port",
-                    str(free_port()),
-                    "--headless",
-                    *search_attributes.cli_flags(),
-                ],
+                dev_server_command(dev, free_port()),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -147,7 +125,7 @@ backend temporal_frontend
         )
     try:
         wait_until(
-            lambda: _open(dev) and _open(tls) and _open(mtls),
+            lambda: listening(dev) and listening(tls) and listening(mtls),
             timeout_s=60,
             what="dev server and TLS proxy up",
         )

@@ -68,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         RpoCheck,
         RpoCheckInput,
     )
+    from drctl.models.slo import SloWatchInput, SloWatchResult
     from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
     from drctl.models.watch import WatchInput, WatchResult
 
@@ -109,6 +110,8 @@ NO_RETRY = RetryPolicy(maximum_attempts=1)
 APPLY_RETRY = _backoff(0.5, 5, 8)
 # A propagation wait retries only when its worker died (heartbeat timeout); schedule_to_close bounds it.
 WAIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# The SLO watch reads servers for a bounded time; a lost worker is retried within the bound it was given.
+SLO_RETRY = _backoff(1, 5, 3)
 # Verify attempts are repeated by the workflow; this only replaces a lost attempt, until the deadline.
 # A bad token (AuthConfigError) is not retried.
 VERIFY_RETRY = RetryPolicy(
@@ -165,6 +168,7 @@ APPLY = _Policy(APPLY_RETRY)
 PROPAGATION = _Policy(WAIT_RETRY, WAIT_HEARTBEAT)
 VERIFY = _Policy(VERIFY_RETRY, _s(5), NO_QUEUE_WAIT)
 ONCE = _Policy(NO_RETRY)
+SLO_WATCH = _Policy(SLO_RETRY, _s(10))
 PLATFORM = _Policy(PLATFORM_RETRY)
 ROLLOUT = _Policy(PLATFORM_RETRY, WAIT_HEARTBEAT)
 VELERO = _Policy(PLATFORM_RETRY, VELERO_HEARTBEAT)
@@ -244,6 +248,20 @@ async def verify_global(inp: VerifyInput, *, queue: str, deadline_s: float, summ
         inp.timeout_s + 5,
         VERIFY,
         schedule_to_close_timeout=close,
+    )
+
+
+async def watch_slo(inp: SloWatchInput, *, queue: str, bound_s: float, summary: str) -> SloWatchResult:
+    """Until the target meets the objective, held; the operation never waits on it past `bound_s`."""
+    return await _call(
+        "watch_slo",
+        inp,
+        SloWatchResult,
+        summary,
+        queue,
+        bound_s,
+        SLO_WATCH,
+        schedule_to_close_timeout=_s(bound_s + 5),
     )
 
 

@@ -213,6 +213,9 @@ class ChaosDrill(Operation):
                 workflow_id=workflow.info().workflow_id,
                 load_rps=inp.load_rps,
                 timeout_s=inp.timeout_s,
+                # The failover judges "SLO restored" under the moved load, after its verification:
+                # keep the load up for the objective's window beyond the experiment's end.
+                load_tail_s=inp.spec.slo.window_s + 2 if plan.expect_failover else 0.0,
             ),
             grace_s=_ROLLBACK_GRACE_S,
             summary=f"chaos run {plan.name} on {plan.target_region}",

@@ -4,6 +4,7 @@ the report. `workflows.drill.ChaosDrill` calls these once the experiment has run
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -21,6 +22,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls
     from workflows.common import Phases
     from workflows.operation import cause_of
+    from workflows.slo import PHASE as SLO_PHASE
+
+
+# Before this patch a drill passed on traffic served elsewhere; with it, the objective must be restored too.
+SLO_PATCH = "drill-judges-slo-restored"
 
 
 async def store_report(report: DrillReport, give_up_after: timedelta = calls.REPORT_UPLOAD_WINDOW) -> None:
@@ -79,6 +85,18 @@ async def judge(phases: Phases, inp: DrillInput, out: ExperimentOutcome, report:
     report.verdict = Verdict.PASS if not report.reasons else Verdict.FAILED
 
 
+def _judge_slo(result: dict[str, Any], report: DrillReport) -> None:
+    """Served elsewhere is not enough: the target must meet the objective within the RTO target.
+
+    Anything but a measured "restored in time" fails the drill, with the failover's own line on it,
+    which names the metric (e.g. "SLO not restored within 30s: ttft_p99 412 ms > 200 ms at 39.0s").
+    """
+    report.slo_restored_s = result.get("slo_restored_s")
+    report.slo_evidence = result.get("slo_evidence")
+    if result.get("slo_met") is not True:
+        report.reasons.append(f"SLO {report.slo_evidence or 'not measured: the failover reported no figure'}")
+
+
 async def _observe_failover(
     phases: Phases, inp: DrillInput, out: ExperimentOutcome, report: DrillReport, wid: str
 ) -> None:
@@ -101,11 +119,16 @@ async def _observe_failover(
             f"failover {fo.status} {result.get('status') or ''}: {result.get('error') or fo.error or ''}".strip()
         )
         return
-    if (report.failover_done_after_s or 0) > inp.rto_target_s:
+    # Its wait for "SLO restored" (held for the objective's window) is judged below, by when the
+    # objective was restored, not by when the watch ended.
+    watching = sum(p.get("duration_s") or 0.0 for p in report.failover_phases if p.get("phase") == SLO_PHASE)
+    done_s = (report.failover_done_after_s or 0.0) - watching
+    if done_s > inp.rto_target_s:
         report.reasons.append(
-            f"failover finished {report.failover_done_after_s:.1f}s after the fault, "
-            f"over the {inp.rto_target_s:g}s RTO target"
+            f"failover finished {done_s:.1f}s after the fault, over the {inp.rto_target_s:g}s RTO target"
         )
+    if workflow.patched(SLO_PATCH):
+        _judge_slo(result, report)
     if report.measured_rto_s is None:
         report.reasons.append("the load never saw traffic fully served elsewhere after the fault")
     elif report.measured_rto_s > inp.rto_target_s:

@@ -13,6 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailoverInput, FailoverPlan, FailoverResult
     from workflows import global_weights
+    from workflows import slo as slo_watch
     from workflows.approval import ApprovalReminder
     from workflows.failover_phases import COMPENSATION_FAILED_PATCH, FailoverSteps
     from workflows.notify import Notifier
@@ -141,7 +142,7 @@ class Failover(Operation):
     async def _after_shift(
         self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult
     ) -> FailoverResult:
-        """Verify, measure the RTO, scale an emergency's target, record the propagation."""
+        """Verify, measure the RTO, scale an emergency's target, record the propagation, "SLO restored"."""
         spec = inp.spec
         steps = self.steps
         res.verify = await steps.verify(inp, plan, tq)
@@ -161,6 +162,11 @@ class Failover(Operation):
                 res.rto_upper_bound_s = round((res.verified_at - inp.last_good_at).total_seconds(), 3)
             res.rto_met = res.rto_s <= spec.rto_target_s
             self.phases.note("measured RTO", f"{res.rto_s} s (target {spec.rto_target_s:g} s)")
+        objective = None
+        if res.rto_s is not None and workflow.patched(slo_watch.PATCH):
+            # Served elsewhere is not yet done for users: the target must meet the objective too,
+            # read from now on, while an emergency's target scales and the change propagates.
+            objective = slo_watch.SloWatch(spec, inp.target, res.fault_at, tq)
         if inp.emergency:
             try:
                 res.target_replicas = await steps.scale(inp, plan, tq)
@@ -170,11 +176,16 @@ class Failover(Operation):
                 res.error = f"traffic shifted but scaling the target failed: {cause_of(exc)}"
         steps.note_shortfall(plan)
         await steps.await_propagation(res)
+        if objective is not None:
+            watch, res.slo_evidence = await objective.result(self.phases)
+            if watch is not None:
+                res.slo_met, res.slo_restored_s = watch.met, watch.restored_s
         if unverified:
             res.status, res.error = "unverified", "; ".join(e for e in (unverified, res.error) if e)
             return await self._end(res, True, f"traffic shifted to `{inp.target}`, unverified: {res.error}")
         res.status = "succeeded"
-        return await self._end(res, True, f"traffic on `{inp.target}`; RTO {res.rto_s} s")
+        slo = "" if res.slo_evidence is None else f"; SLO {res.slo_evidence}"
+        return await self._end(res, True, f"traffic on `{inp.target}`; RTO {res.rto_s} s{slo}")
 
     async def _end(self, res: FailoverResult, ok: bool, details: str) -> FailoverResult:
         res.phases = self.phases.timings

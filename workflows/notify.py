@@ -132,6 +132,7 @@ class Notifier:
     async def failover_ended(self, res: FailoverResult) -> None:
         # The event's fields are the result's, by the same names.
         fields = {"status", "source", "target", "error", "rto_s", "rto_target_s", "rto_met"}
+        fields |= {"slo_restored_s", "slo_met", "slo_evidence"}
         self.emit(ev.failover_ended(**self._base(), **res.model_dump(include=fields)))
         await self.flush()
 

@@ -16,26 +16,10 @@ It owns what they share:
   then waits for `workflow.all_handlers_finished`;
 - `cause_of(exc)`: the message of the error behind an activity or child failure.
 
-A toy operation, complete (an abort ends it with its own verdict, never as a task failure)::
-
-    @workflow.defn(name="Scale")
-    class Scale(Operation):
-        OPERATION, TITLE = "scale", "Scale"
-
-        @workflow.run
-        async def run(self, inp: ScaleInput) -> ScaleResult:
-            return await self.conclude(self._phases(inp), lambda res: res.error)
-
-        async def _phases(self, inp: ScaleInput) -> ScaleResult:
-            try:
-                await self.claim(inp.fleet)
-                self.phases.enter("scale", f"{inp.region} to {inp.replicas} replicas")
-                await self.abortable(calls.scale_deployment(inp, queue=inp.queue, summary="scale"))
-                await self.finish("succeeded", "scaled", ok=True)
-                return ScaleResult()
-            except Aborted:
-                await self.finish("aborted", f"aborted: {self.abort_reason}", ok=False)
-                return ScaleResult(error=f"aborted: {self.abort_reason}")
+A complete toy operation is `Toy` in tests/workflows/test_operation_base.py: a subclass sets
+`OPERATION` and `TITLE`, its `@workflow.run` returns `await self.conclude(self._phases(...), failure)`,
+and its phases catch `Aborted` to `finish` with their own verdict (an abort never fails the task).
+The test runs it against a real server, so the example cannot drift from the base.
 """
 
 from __future__ import annotations

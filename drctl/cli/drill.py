@@ -56,6 +56,8 @@ def render_report(r: DrillReport, link: str) -> None:
         markup=False,
         highlight=False,
     )
+    if r.slo_evidence and r.verdict.value == "PASS":  # otherwise it is among the reasons
+        common.console.print(f"  SLO {r.slo_evidence}", markup=False, highlight=False)
     for why in r.reasons:
         common.console.print(f"  - {why}", markup=False, highlight=False)
     common.console.print(f"UI: {link}", markup=False, highlight=False)

@@ -69,6 +69,8 @@ def _outcome_rows(t: Table, res: FailoverResult) -> None:
             "measured RTO",
             f"{res.rto_s:.2f} s (target {res.rto_target_s:g} s, {'met' if res.rto_met else 'MISSED'})",
         )
+    if res.slo_evidence is not None:
+        t.add_row("SLO restored", res.slo_evidence)  # "restored 7.2s after the fault: ..." or why not
     if res.verify:
         v = res.verify
         extra = f", {v.unattributed} without the `{v.region_header}` header" if v.unattributed else ""

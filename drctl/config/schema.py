@@ -138,9 +138,7 @@ class WorkloadAuth(_Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> WorkloadAuth:
-        if bool(self.token_env) == bool(self.token_file):
-            raise ValueError("set exactly one of token_env or token_file")
-        return self
+        return self._exactly_one("token_env", "token_file")
 
 
 class WorkloadConfig(_Model):
@@ -424,9 +422,7 @@ class CodecConfig(_Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> CodecConfig:
-        if bool(self.keys_env) == bool(self.keys_file):
-            raise ValueError("set exactly one of keys_env and keys_file")
-        return self
+        return self._exactly_one("keys_env", "keys_file")
 
 
 class TemporalConfig(_Model):

@@ -14,7 +14,7 @@ import math
 import re
 import types
 import typing
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
@@ -107,6 +107,12 @@ class StrictModel(BaseModel):
         if problems:
             raise ScalarProblems(problems)
         return data
+
+    def _exactly_one(self, *names: str) -> Self:
+        """For an "after" validator: one setting that may be given several ways, given one way."""
+        if sum(bool(getattr(self, n)) for n in names) != 1:
+            raise ValueError(f"set exactly one of {' or '.join(names)}")
+        return self
 
 
 _FIELDS: dict[type, list[tuple[str, str, set[type], set[type]]]] = {}

@@ -52,7 +52,7 @@ def deployment_status(
     dep: dict[str, Any], replicas: Sequence[ReplicaView], template_hash: str, memory: dict[str, Any]
 ) -> dict[str, Any]:
     """The status subresource of `dep` given its live replicas. `memory` persists between calls."""
-    name = dep["metadata"]["name"]
+    name = f"{dep['metadata']['name']}-{template_hash}"  # the conditions name the new ReplicaSet
     desired = int(dep["spec"].get("replicas", 1))
     alive = [r for r in replicas if r.state != "killed"]
     updated = [r for r in alive if r.template_hash == template_hash]

@@ -95,6 +95,20 @@ class FleetsimSettings:
         )  # fmt: skip
 
 
+# Overload, as vLLM behaves under it: requests past max_num_seqs wait in the scheduler's queue
+# (vllm:num_requests_waiting) with no bound and no timeout of the server's own: vLLM's SchedulerConfig
+# has no waiting-queue limit and its OpenAI server no request timeout. What ends a wait is the client
+# (or the gateway's `timeout server`) giving up: the server then aborts the request, taking it out of
+# the queue (vllm/entrypoints/utils.py `with_cancellation`, which races the handler against
+# `http.disconnect`). aiohttp does the same for every handler with handler_cancellation on.
+SERVER_OPTIONS: dict[str, Any] = {"handler_cancellation": True}
+
+
+def runner(settings: FleetsimSettings) -> web.AppRunner:
+    """An AppRunner of the fleetsim app with the server options `main` uses (for in-process servers)."""
+    return web.AppRunner(build_app(settings), **SERVER_OPTIONS)
+
+
 def _error(status: int, message: str, kind: str, param: str | None = None) -> web.Response:
     body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
     return web.json_response(body, status=status)
@@ -106,7 +120,9 @@ def build_app(settings: FleetsimSettings) -> web.Application:
     Long (about 150 lines) because its handlers are closures over one replica's engine stats,
     fault state and sequence slots, as vLLM's route handlers share one engine.
     """
-    stats = EngineStats(model=settings.model, max_num_seqs=settings.max_num_seqs)
+    stats = EngineStats(
+        model=settings.model, max_num_seqs=settings.max_num_seqs, max_model_len=MAX_TOKENS_CAP * 4
+    )
     faults = Faults(settings.error_rate)
     slots = asyncio.Semaphore(settings.max_num_seqs)  # vLLM's max_num_seqs: the rest wait in queue
     identity = {"X-Fleetsim-Region": settings.region, "X-Fleetsim-Track": settings.track,
@@ -160,7 +176,7 @@ def build_app(settings: FleetsimSettings) -> web.Application:
 
     async def models(_request: web.Request) -> web.Response:
         entry = {"id": settings.model, "object": "model", "created": int(time.time()), "owned_by": "fleetsim",
-                 "root": settings.model, "max_model_len": MAX_TOKENS_CAP * 4}  # fmt: skip
+                 "root": settings.model, "max_model_len": stats.max_model_len}  # fmt: skip
         return web.json_response({"object": "list", "data": [entry]})
 
     async def metrics(_request: web.Request) -> web.Response:
@@ -197,11 +213,13 @@ def build_app(settings: FleetsimSettings) -> web.Application:
             return _error(400, str(exc), "BadRequestError", exc.param)
         if body["model"] != settings.model:  # vLLM answers an unknown model with 404
             return _error(404, f"The model `{body['model']}` does not exist.", "NotFoundError", "model")
+        # TTFT is measured from arrival, so a request's queue wait is part of it, as in vLLM.
         stats.waiting += 1
         try:
-            await slots.acquire()
+            await slots.acquire()  # cancelled (aborted) when the client hangs up while it waits
         finally:
             stats.waiting -= 1
+        stats.queue_time.observe(loop.time() - arrival)
         stats.running += 1
         try:
             return await _emit(request, gen, loop, arrival)
@@ -298,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # run_app turns SIGTERM into a graceful stop; a short shutdown_timeout keeps rolling restarts quick.
         web.run_app(build_app(settings), host=args.host, port=args.port, shutdown_timeout=5.0,
-                    print=lambda _msg: print(banner, flush=True))  # fmt: skip
+                    print=lambda _msg: print(banner, flush=True), **SERVER_OPTIONS)  # fmt: skip
     except OSError as exc:
         print(f"fleetsim: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -8,6 +8,12 @@ server exposes one (FLEETSIM_VLLM_METRICS):
 - "v0", the V0 engine (vllm/engine/metrics.py): label model_name only, KV-cache fill as
   `vllm:gpu_cache_usage_perc`.
 Rendering is done by hand instead of through prometheus_client to keep replica start-up cheap.
+
+`vllm:cache_config_info` is vLLM's info gauge of its CacheConfig (loggers.py `log_metrics_info`,
+labels from `CacheConfig.metrics_info()`, vllm/config/cache.py). max_num_seqs is a SchedulerConfig
+field, so vLLM does not show it there, and neither does fleetsim: what a capacity model can read is
+num_gpu_blocks, block_size and kv_cache_max_concurrency (requests of max_model_len the KV cache
+holds at once), which fleetsim sizes so that its KV cache holds exactly max_num_seqs sequences.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ E2E_BUCKETS_S: tuple[float, ...] = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
     120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
+
+# vLLM's CacheConfig.DEFAULT_BLOCK_SIZE: tokens per KV-cache block.
+BLOCK_SIZE = 16
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SURFACES = ("v0", "v1")
@@ -58,6 +67,7 @@ class EngineStats:
 
     model: str
     max_num_seqs: int
+    max_model_len: int = 2048
     running: int = 0
     waiting: int = 0
     prompt_tokens: int = 0
@@ -65,6 +75,8 @@ class EngineStats:
     success_by_reason: dict[str, int] = field(default_factory=dict)
     ttft: Histogram = field(default_factory=Histogram)
     e2e: Histogram = field(default_factory=lambda: Histogram(edges=E2E_BUCKETS_S))
+    # vllm:request_queue_time_seconds: time in the WAITING phase (vLLM uses the e2e buckets for it).
+    queue_time: Histogram = field(default_factory=lambda: Histogram(edges=E2E_BUCKETS_S))
     # (handler, method, status class such as "5xx") -> count, as prometheus-fastapi-instrumentator
     # labels http_requests_total in vLLM's API server (status codes grouped by default).
     http_requests: dict[tuple[str, str, str], int] = field(default_factory=dict)
@@ -73,6 +85,26 @@ class EngineStats:
     def cache_usage(self) -> float:
         """KV-cache fill as vLLM reports it (0..1): here one slot per running sequence."""
         return min(1.0, self.running / self.max_num_seqs)
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        """KV-cache blocks: max_num_seqs sequences of max_model_len tokens."""
+        return self.max_num_seqs * -(-self.max_model_len // BLOCK_SIZE)
+
+    def cache_config_labels(self) -> dict[str, str]:
+        """The labels vLLM puts on vllm:cache_config_info (a subset of CacheConfig's fields)."""
+        blocks = self.num_gpu_blocks
+        return {
+            "block_size": str(BLOCK_SIZE),
+            "cache_dtype": "auto",
+            "enable_prefix_caching": "True",
+            "gpu_memory_utilization": "0.92",
+            "num_cpu_blocks": "0",
+            "num_gpu_blocks": str(blocks),
+            "num_gpu_blocks_override": "None",
+            "kv_cache_size_tokens": str(blocks * BLOCK_SIZE),
+            "kv_cache_max_concurrency": repr(float(blocks * BLOCK_SIZE / self.max_model_len)),
+        }
 
     def record_success(self, finish_reason: str) -> None:
         self.success_by_reason[finish_reason] = self.success_by_reason.get(finish_reason, 0) + 1
@@ -122,6 +154,7 @@ def render(stats: EngineStats, surface: str = "v1") -> str:
     for name, help_text, hist in (
         ("vllm:time_to_first_token_seconds", "Time to first token in seconds.", stats.ttft),
         ("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.", stats.e2e),
+        ("vllm:request_queue_time_seconds", "Time spent in WAITING phase for request.", stats.queue_time),
     ):
         buckets: list[tuple[str, str, float]] = []
         cumulative = 0
@@ -130,6 +163,13 @@ def render(stats: EngineStats, surface: str = "v1") -> str:
             buckets.append(("_bucket", f'le="{_fmt(edge)}"', cumulative))
         buckets += [("_sum", "", hist.total), ("_count", "", hist.count)]
         metric(name, "histogram", help_text, buckets)
+    # An info gauge: always 1, the facts are its labels. No model_name; V1 adds `engine` (loggers.py
+    # log_metrics_info sets metrics_info["engine"] per engine index), V0 has the config keys only.
+    cache_labels = stats.cache_config_labels() | ({"engine": "0"} if surface == "v1" else {})
+    info = ",".join(f'{k}="{_escape(v)}"' for k, v in cache_labels.items())
+    lines.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig")
+    lines.append("# TYPE vllm:cache_config_info gauge")
+    lines.append(f"vllm:cache_config_info{{{info}}} 1.0")
     # Not a vllm: metric, so without the model_name label, as the instrumentator renders it.
     lines.append("# HELP http_requests_total Total number of requests by method, status and handler.")
     lines.append("# TYPE http_requests_total counter")

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import random
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -36,6 +37,7 @@ from drctl.devstack.kube_resources import (
     api_version,
     check_version,
     field_validation_of,
+    grace_period_of,
     has_status,
     now,
     split_key,
@@ -167,7 +169,7 @@ class RegionCluster(kmock.KubernetesEmulator):
                     "message": exc.message,
                     "reason": exc.reason,
                     "code": exc.code,
-                    "details": {"name": name or "", "group": group, "kind": plural},
+                    "details": {"name": name or "", "group": group, "kind": plural, **(exc.details or {})},
                 },
             )
         # The API server's warning header: code 299, agent "-", the text quoted (RFC 7234 5.5).
@@ -192,7 +194,7 @@ class RegionCluster(kmock.KubernetesEmulator):
             obj = self.read_object(key, ns, name)
             return 200, self._scale_of(obj) if sub == "scale" else obj
         if method == "DELETE":
-            return 200, await self.delete_object(key, ns, name)
+            return 200, await self.delete_object(key, ns, name, grace_period_of(params, data))
         if method not in ("PUT", "PATCH") or data is None:
             raise ApiError(405, "MethodNotAllowed", f"{method} on {key} is not supported")
         if sub not in (None, "status", "scale") or (sub == "status" and not has_status(key)):
@@ -277,6 +279,11 @@ class RegionCluster(kmock.KubernetesEmulator):
         obj = self._objects[k] if k in self._objects else None
         return None if obj is None or obj.deleted else obj.raw
 
+    def find(self, key: str, ns: str | None, name: str) -> dict[str, Any] | None:
+        """A copy of the stored object, or None (for in-process controllers)."""
+        obj = self._current(key, ns, name)
+        return None if obj is None else copy.deepcopy(obj)
+
     def read_object(self, key: str, ns: str | None, name: str) -> dict[str, Any]:
         obj = self._current(key, ns, name)
         if obj is None:
@@ -312,7 +319,9 @@ class RegionCluster(kmock.KubernetesEmulator):
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
         if not name and meta.get("generateName"):
-            name = meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
+            # names.SimpleNameGenerator: five characters of util/rand's alphabet.
+            suffix = "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+            name = meta["name"] = f"{meta['generateName']}{suffix}"
         if not name:
             raise ApiError(422, "Invalid", "metadata.name: Required value: name or generateName is required")
         ns = (namespace or meta.get("namespace")) if RESOURCES[key][1] else None
@@ -374,11 +383,24 @@ class RegionCluster(kmock.KubernetesEmulator):
 
     # The API server answers a Service (or Pod) DELETE with the deleted object, not a Status, and
     # the kubernetes client deserialises it as such (delete_namespaced_service -> V1Service).
-    async def delete_object(self, key: str, ns: str | None, name: str) -> dict[str, Any]:
+    async def delete_object(
+        self, key: str, ns: str | None, name: str, grace_period_s: int | None = None
+    ) -> dict[str, Any]:
+        """Delete as the API server does: graceful for a Pod bound to a node, held by finalizers."""
         async with self._lock:
             old = self.read_object(key, ns, name)
-            if old["metadata"].get("finalizers"):
-                old["metadata"].setdefault("deletionTimestamp", now())
+            meta = old["metadata"]
+            grace = _pod_grace(old, grace_period_s) if key == "v1/pods" else 0
+            if grace > 0 and not meta.get("deletionTimestamp"):
+                # The kubelet stops the pod, then deletes it with grace 0 (nodeagent.py).
+                meta["deletionTimestamp"] = now(grace)
+                meta["deletionGracePeriodSeconds"] = grace
+                return await self._store(key, ns, name, old, "MODIFIED")
+            if grace > 0:
+                return old  # already terminating: a second graceful delete changes nothing
+            if meta.get("finalizers"):
+                meta.setdefault("deletionTimestamp", now())
+                meta["deletionGracePeriodSeconds"] = 0
                 return await self._store(key, ns, name, old, "MODIFIED")
             await self._drop(key, ns, name, old)
         group, _, plural = split_key(key)
@@ -420,7 +442,7 @@ class RegionCluster(kmock.KubernetesEmulator):
         if "namespace" in old["metadata"]:
             meta["namespace"] = old["metadata"]["namespace"]
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
-        (warnings if warnings is not None else []).extend(kube_schema.check(new, field_validation))
+        (warnings if warnings is not None else []).extend(kube_schema.check(new, field_validation, old))
         if plural == "services":
             others = [o for o in self.list_objects(key, ns) if o["metadata"]["name"] != name]
             allocate(new, others, old)
@@ -434,7 +456,13 @@ class RegionCluster(kmock.KubernetesEmulator):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         if new == old:
             return new  # a no-op write keeps the resourceVersion, as the API server's does
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        # The last finalizer gone from an object being deleted: it goes (a terminating pod waits
+        # for its kubelet instead: registry Store.ShouldDeleteDuringUpdate).
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not meta.get("deletionGracePeriodSeconds")
+        ):
             await self._drop(key, ns, name, new)
             return new
         return await self._store(key, ns, name, new, "MODIFIED")
@@ -467,6 +495,14 @@ class RegionCluster(kmock.KubernetesEmulator):
         meta = body["metadata"]
         found = self._current(key, meta.get("namespace"), meta["name"])
         return copy.deepcopy(found) if found is not None else await self.create_object(key, body)
+
+
+def _pod_grace(pod: dict[str, Any], asked: int | None) -> int:
+    """The grace period a Pod DELETE gets: 0 (at once) unless a node runs it and it has not ended."""
+    spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
+    if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+        return 0
+    return asked if asked is not None else int(spec.get("terminationGracePeriodSeconds", 30))
 
 
 @contextlib.asynccontextmanager

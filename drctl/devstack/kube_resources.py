@@ -18,6 +18,8 @@ RESOURCES: dict[str, tuple[str, bool]] = {  # "group/version/plural" -> (kind, n
     "v1/services": ("Service", True),
     "v1/configmaps": ("ConfigMap", True),
     "v1/endpoints": ("Endpoints", True),
+    "v1/pods": ("Pod", True),  # the node agent's replicas (drctl/devstack/pods.py)
+    "apps/v1/replicasets": ("ReplicaSet", True),
     "discovery.k8s.io/v1/endpointslices": ("EndpointSlice", True),  # the node agent publishes them
     "apps/v1/deployments": ("Deployment", True),
     "autoscaling/v2/horizontalpodautoscalers": ("HorizontalPodAutoscaler", True),
@@ -31,7 +33,14 @@ RESOURCES: dict[str, tuple[str, bool]] = {  # "group/version/plural" -> (kind, n
 # /status writes keep everything else, so a client replacing a Deployment never clobbers what the
 # node agent reported. Custom resources have one when their CRD says so (HTTPRoute does, Velero's
 # Backup and Restore do not).
-STATUS_SUBRESOURCE = {"deployments", "horizontalpodautoscalers", "services", "namespaces"}
+STATUS_SUBRESOURCE = {
+    "deployments",
+    "replicasets",
+    "pods",
+    "horizontalpodautoscalers",
+    "services",
+    "namespaces",
+}
 NAMESPACE_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?/?")
 VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 
@@ -45,13 +54,22 @@ def api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-def now() -> str:
-    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now(after_s: float = 0.0) -> str:
+    at = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(seconds=after_s)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 DELETE_RETURNS_OBJECT = {"services", "pods"}
 # metadata the server owns: a create drops the client's values, an update keeps the stored ones.
-SERVER_META = ("uid", "creationTimestamp", "generation", "resourceVersion", "deletionTimestamp", "selfLink")
+SERVER_META = (
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "resourceVersion",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+)
 
 
 def has_status(key: str) -> bool:
@@ -82,3 +100,16 @@ def check_version(key: str, name: str, body: dict[str, Any], current: dict[str, 
             f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
             "please apply your changes to the latest version and try again",
         )
+
+
+def grace_period_of(params: Any, body: Any) -> int | None:
+    """A DELETE's gracePeriodSeconds, from the query or the DeleteOptions body; None if not given."""
+    value = params.get("gracePeriodSeconds")
+    if value in (None, "") and isinstance(body, dict):
+        value = body.get("gracePeriodSeconds")
+    if value in (None, ""):
+        return None
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        raise ApiError(400, "BadRequest", f"gracePeriodSeconds must be an integer, not {value!r}") from None

@@ -10,11 +10,15 @@ from typing import Any
 
 
 class ApiError(Exception):
-    """A Kubernetes API error: served as a Status object with this code and reason."""
+    """A Kubernetes API error: served as a Status object with this code and reason.
 
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    `details` overrides the Status details the server fills in (an Invalid error's kind, group and
+    field causes, as errors.NewInvalid sets them).
+    """
+
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
+        self.code, self.reason, self.message, self.details = code, reason, message, details
 
 
 # Field labels each kind supports beside metadata.name and metadata.namespace (the API server's

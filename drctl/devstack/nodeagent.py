@@ -1,12 +1,20 @@
 """The node agent: turns tracked Deployments into fleetsim processes and reports their status.
 
 It plays kubelet, ReplicaSet, Deployment and HPA controllers at once, just enough for drctl:
-replicas named `<deployment>-<n>`, restarted when they die (unless a fault keeps them down),
-replaced surge-style when the pod template changes, registered in the region gateway's
-`backend track_<track>` once they pass /health, a Deployment status like the real controller's,
-and the EndpointSlices of the Services that select them (drctl/devstack/endpointslices.py).
+- each pod template gets a ReplicaSet and each replica a Pod, published through the API
+  (drctl/devstack/pods.py): `<deployment>-<pod-template-hash>-<5 characters>`, bound to this
+  agent's node;
+- a replica whose process dies is restarted in its pod, as the kubelet restarts a container
+  (unless a fault keeps it down);
+- a Pod deleted through the API is stopped and then removed, and a new Pod with a new name takes
+  its place, as the ReplicaSet controller replaces it; scaling the Deployment is what keeps
+  replicas away;
+- replicas are replaced surge-style when the pod template changes;
+- they are registered in the region gateway's `backend track_<track>` once they pass /health;
+- Deployment status is written like the real controller's, and the EndpointSlices of the
+  Services that select the pods are kept (drctl/devstack/endpointslices.py).
 
-At about 350 lines it is over the house limit: reconcile, start, stop, probe and register share
+At about 500 lines it is over the house limit: reconcile, start, stop, probe and register share
 one replica table and one event loop, and splitting them would pass that state around.
 """
 
@@ -15,24 +23,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import hashlib
 import json
 import os
 import signal
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
 
-from drctl.devstack import prometheus
+from drctl.devstack import pods, prometheus
 from drctl.devstack.deployment_status import deployment_status, hpa_target
 from drctl.devstack.endpointslices import SERVICES, PodEndpoint, publish
 from drctl.devstack.haproxy_conf import track_backend
 from drctl.devstack.kube import RegionCluster
+from drctl.devstack.label_selector import ApiError
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 
 DEPLOYMENTS, HPAS = "apps/v1/deployments", "autoscaling/v2/horizontalpodautoscalers"
@@ -59,15 +66,23 @@ class Replica:
     template_hash: str
     port: int
     proc: asyncio.subprocess.Process
+    env: dict[str, str] = field(default_factory=dict)  # the process environment, kept for restarts
     started_at: float = field(default_factory=time.monotonic)
-    state: str = "starting"  # starting | running | killed | frozen
+    created_at: float = field(default_factory=time.monotonic)
+    state: str = "starting"  # starting | running | crashed | killed | frozen
     ready: bool = False
     stay_down: bool = False
     registered_epoch: int = -1
     faults_applied: bool = False
     health_failures: int = 0
-    labels: dict[str, str] = field(default_factory=dict)  # the pod template's, for Service selectors
-    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    restarts: int = 0
+    labels: dict[str, str] = field(default_factory=dict)  # the pod's, for Service selectors
+    uid: str = ""  # the Pod object's
+    status_memory: dict[str, str] = field(default_factory=dict)  # transition times of its pod status
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -87,7 +102,7 @@ def die_with_parent() -> None:
 
 
 def _template_hash(dep: dict[str, Any]) -> str:
-    return hashlib.sha1(json.dumps(dep["spec"].get("template", {}), sort_keys=True).encode()).hexdigest()[:10]
+    return pods.template_hash(dep["spec"].get("template", {}))
 
 
 def _free_port() -> int:
@@ -104,6 +119,7 @@ class NodeAgent:
         self.replicas: dict[str, Replica] = {}  # by pod name
         self.terminating: dict[str, Replica] = {}  # stopped, until the process is gone (by pod name)
         self.inference_faults: dict[str, dict[str, Any]] = {}  # track or "*" -> fleetsim fault body
+        self.node = f"devstack-{region}"  # the Node every published Pod is bound to
         self._hold_until: dict[str, float] = {}  # pod -> earliest restart (crash-loop backoff)
         self._crashes: dict[str, int] = {}
         self._progress: dict[str, dict[str, Any]] = {}  # deployment -> conditions memory
@@ -129,11 +145,10 @@ class NodeAgent:
 
     async def reconcile(self) -> None:
         self._reap()
-        deployments = [
-            d
-            for d in self.cluster.list_objects(DEPLOYMENTS)
-            if TRACK_LABEL in (d["metadata"].get("labels") or {})
-        ]
+        self._follow_pod_deletions()
+        await self._restart_crashed()
+        every = self.cluster.list_objects(DEPLOYMENTS)
+        deployments = [d for d in every if TRACK_LABEL in (d["metadata"].get("labels") or {})]
         hpas = self.cluster.list_objects(HPAS)
         keys = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in deployments}
         for r in list(self.replicas.values()):
@@ -153,44 +168,67 @@ class NodeAgent:
                 continue
             await self._converge(dep)
         await self._register()
+        await self._publish_pod_status()
         # Endpoints before status: whoever sees readyReplicas go up finds the new pods in the slices.
         await self._publish_endpoints()
         for dep in deployments:
             await self._write_status(dep, hpas)
+        await pods.sync_replicasets(self.cluster, deployments, every, list(self.replicas.values()))
         self._write_state_file()
 
     def _reap(self) -> None:
         now = time.monotonic()
         for r in list(self.replicas.values()):
-            if r.proc.returncode is None:
+            if r.proc.returncode is None or r.state == "crashed":
                 continue
             if r.registered_epoch >= 0:
                 self._unregister_later(r)
             if r.stay_down:
                 r.state, r.ready = "killed", False
                 continue
-            del self.replicas[r.pod]
+            # The container died: the kubelet restarts it in the same pod, with crash-loop backoff.
+            r.state, r.ready = "crashed", False
             crashes = self._crashes.get(r.pod, 0) + 1 if now - r.started_at < _CRASH_WINDOW_S else 0
             self._crashes[r.pod] = crashes
             self._hold_until[r.pod] = now + min(10.0, 0.2 * 2 ** (crashes - 1)) if crashes > 1 else now
+
+    def _follow_pod_deletions(self) -> None:
+        """A pod deleted through the API (terminating, or gone if forced) is stopped, as the kubelet
+        stops it; _converge then replaces it with a new pod, as its ReplicaSet would."""
+        published = {
+            (p["metadata"]["namespace"], p["metadata"]["name"]): p
+            for p in self.cluster.list_objects(pods.PODS, field_selector=f"spec.nodeName={self.node}")
+        }
+        for r in list(self.replicas.values()):
+            found = published.get((r.namespace, r.pod))
+            if found is None or found["metadata"].get("deletionTimestamp"):
+                self._stop(r)
+
+    async def _restart_crashed(self) -> None:
+        now = time.monotonic()
+        for r in list(self.replicas.values()):
+            if r.state == "crashed" and self._hold_until.get(r.pod, 0.0) <= now:
+                r.proc = await self._start_process(r.pod, r.port, r.env)
+                r.restarts += 1
+                r.started_at, r.state, r.faults_applied, r.health_failures = now, "starting", False, 0
 
     async def _converge(self, dep: dict[str, Any]) -> None:
         ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
         desired, h = int(dep["spec"].get("replicas", 1)), _template_hash(dep)
         mine = sorted(
-            (r for r in self.replicas.values() if (r.namespace, r.deployment) == (ns, name)), key=_index
+            (r for r in self.replicas.values() if (r.namespace, r.deployment) == (ns, name)), key=_age
         )
         current = [r for r in mine if r.template_hash == h]
         old = [r for r in mine if r.template_hash != h]
         # Scale down: drop the newest and least ready first.
-        for r in sorted(current, key=lambda r: (r.ready, -_index(r)))[: max(0, len(current) - desired)]:
+        for r in sorted(current, key=lambda r: (r.ready, -r.created_at))[: max(0, len(current) - desired)]:
             self._stop(r)
         current = [r for r in current if r.pod in self.replicas]
         # Rolling update, maxSurge 1 / maxUnavailable 0: an old replica goes only once a new one is
         # ready to take its place (or the Deployment scaled to 0); stopping before spawning keeps
         # at most desired + 1 processes.
         ready_new = sum(1 for r in current if r.ready)
-        for r in sorted(old, key=lambda r: (r.ready, _index(r))):
+        for r in sorted(old, key=lambda r: (r.ready, r.created_at)):
             if ready_new + sum(1 for o in old if o.pod in self.replicas) <= desired and desired > 0:
                 break
             self._stop(r)
@@ -203,10 +241,11 @@ class NodeAgent:
 
     async def _spawn(self, dep: dict[str, Any], h: str) -> bool:
         ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
-        taken = {r.pod for r in self.replicas.values()}
-        pod = next(f"{name}-{n}" for n in range(len(taken) + 1) if f"{name}-{n}" not in taken)
-        if self._hold_until.get(pod, 0.0) > time.monotonic():
-            return False
+        rs = await self._replicaset(dep, h)
+        port = _free_port()
+        # The ReplicaSet controller creates the pod; the server names it from generateName.
+        created = await self.cluster.create_object(pods.PODS, pods.pod(rs, self.node, port), namespace=ns)
+        pod = created["metadata"]["name"]
         container = ((dep["spec"].get("template") or {}).get("spec") or {}).get("containers", [{}])[0]
         image = container.get("image", "")
         tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
@@ -218,11 +257,25 @@ class NodeAgent:
         env.update(
             FLEETSIM_REGION=self.region, FLEETSIM_TRACK=track, FLEETSIM_REPLICA=pod, FLEETSIM_VERSION=tag
         )
-        port = _free_port()
+        self.replicas[pod] = Replica(
+            pod=pod,
+            namespace=ns,
+            deployment=name,
+            track=track,
+            template_hash=h,
+            port=port,
+            proc=await self._start_process(pod, port, env),
+            env=env,
+            labels=dict(created["metadata"].get("labels") or {}),
+            uid=created["metadata"]["uid"],
+        )
+        return True
+
+    async def _start_process(self, pod: str, port: int, env: dict[str, str]) -> asyncio.subprocess.Process:
         log_dir = self.state_dir / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         with await asyncio.to_thread(open, log_dir / f"fleetsim-{self.region}-{pod}.log", "ab") as log:
-            proc = await asyncio.create_subprocess_exec(
+            return await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
                 "drctl.devstack.fleetsim",
@@ -236,18 +289,16 @@ class NodeAgent:
                 env=env,
                 preexec_fn=die_with_parent,
             )
-        labels = ((dep["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
-        self.replicas[pod] = Replica(
-            pod=pod,
-            namespace=ns,
-            deployment=name,
-            track=track,
-            template_hash=h,
-            port=port,
-            proc=proc,
-            labels=dict(labels),
-        )
-        return True
+
+    async def _replicaset(self, dep: dict[str, Any], h: str) -> dict[str, Any]:
+        """The ReplicaSet of `dep`'s template `h`, created (at the next revision) if missing."""
+        ns = dep["metadata"]["namespace"]
+        found = self.cluster.find(pods.REPLICASETS, ns, f"{dep['metadata']['name']}-{h}")
+        if found is not None:
+            return found
+        owned = [rs for rs in self.cluster.list_objects(pods.REPLICASETS, ns) if pods.owned_by(rs, dep)]
+        revision = max(pods.revisions(owned).values(), default=0) + 1
+        return await self.cluster.create_object(pods.REPLICASETS, pods.replicaset(dep, h, 0, revision))
 
     def _stop(self, r: Replica) -> None:
         self.replicas.pop(r.pod, None)
@@ -257,6 +308,10 @@ class NodeAgent:
         task.add_done_callback(self._stopping.discard)
 
     async def _terminate(self, r: Replica) -> None:
+        # The ReplicaSet controller deletes the pod (graceful: it stays, terminating, while the
+        # kubelet stops it), then the kubelet removes it once the process is gone.
+        with contextlib.suppress(ApiError):
+            await self.cluster.delete_object(pods.PODS, r.namespace, r.pod)
         if r.registered_epoch >= 0 and self.gateway.usable:
             with contextlib.suppress(HAProxyError):
                 await asyncio.to_thread(
@@ -272,6 +327,8 @@ class NodeAgent:
                 with contextlib.suppress(ProcessLookupError):
                     r.proc.kill()
                 await r.proc.wait()
+        with contextlib.suppress(ApiError):
+            await self.cluster.delete_object(pods.PODS, r.namespace, r.pod, grace_period_s=0)
         if self.terminating.get(r.pod) is r:
             del self.terminating[r.pod]
             self.cluster.changed.set()  # its endpoint goes from the slice on the next pass
@@ -375,6 +432,19 @@ class NodeAgent:
                         HPAS, ns, hpa["metadata"]["name"], {"status": hs}, subresource="status"
                     )
 
+    async def _publish_pod_status(self) -> None:
+        """The kubelet's part: each pod's status follows its process (phase, Ready, restarts)."""
+        for r in [*self.replicas.values(), *self.terminating.values()]:
+            current = self.cluster.find(pods.PODS, r.namespace, r.pod)
+            if current is None:
+                continue
+            status = pods.pod_status(r, current, r.status_memory)
+            if status != current.get("status"):
+                with contextlib.suppress(ApiError):  # deleted meanwhile
+                    await self.cluster.patch_object(
+                        pods.PODS, r.namespace, r.pod, {"status": status}, subresource="status"
+                    )
+
     async def _publish_endpoints(self) -> None:
         # As the kubelet reports it: a killed or frozen pod stays, not ready, until it is deleted;
         # a stopped one is terminating (serving while still ready) until its process is gone.
@@ -397,7 +467,7 @@ class NodeAgent:
         data = {
             "region": self.region,
             "gateway_pid": getattr(self.gateway, "pid", None),
-            "replicas": [r.describe() for r in sorted(self.replicas.values(), key=_index)],
+            "replicas": [r.describe() for r in sorted(self.replicas.values(), key=_age)],
         }
         path = self.state_dir / f"replicas-{self.region}.json"
         text = json.dumps(data, indent=1)
@@ -424,6 +494,5 @@ class NodeAgent:
             await self._session.close()
 
 
-def _index(r: Replica) -> int:
-    tail = r.pod.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+def _age(r: Replica) -> float:
+    return r.created_at

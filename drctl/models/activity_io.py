@@ -33,11 +33,16 @@ class SetWeightsInput(BaseModel):
     reason: str = ""
 
 
-class Capacity(BaseModel):
+class DeploymentCounts(BaseModel):
+    """A region's Deployment and its replica counts: what a capacity and a status both start with."""
+
     region: str
     deployment: str
     replicas: int
     ready_replicas: int
+
+
+class Capacity(DeploymentCounts):
     max_replicas: int
     hpa_min_replicas: int | None = None
     hpa_max_replicas: int | None = None
@@ -55,11 +60,7 @@ class WaitRolloutInput(BaseModel):
     deployment: str | None = None
 
 
-class DeploymentStatus(BaseModel):
-    region: str
-    deployment: str
-    replicas: int
-    ready_replicas: int
+class DeploymentStatus(DeploymentCounts):
     updated_replicas: int
     available_replicas: int
     rolled_out: bool

@@ -114,6 +114,11 @@ class ExperimentRunInput(BaseModel):
     load_rps: float
     timeout_s: float
     warmup_s: float = Field(1.0, description="Load before the experiment starts, to see the baseline.")
+    load_tail_s: float = Field(
+        0.0,
+        description="Load kept up after `chaos run` ends: the failover it caused judges SLO restored "
+        "under the moved load, which must outlast objectives.slo.window_s.",
+    )
 
 
 class ExperimentOutcome(BaseModel):
@@ -182,6 +187,14 @@ class DrillReport(BaseModel):
     failover: Observation | None = None
     failover_phases: list[dict[str, Any]] = Field(default_factory=list)
     failover_rto_s: float | None = Field(None, description="The failover workflow's own RTO figure.")
+    slo_restored_s: float | None = Field(
+        None,
+        description="Fault to the failover's target meeting objectives.slo under the moved load, held "
+        "for its window (the failover's slo_restored_s).",
+    )
+    slo_evidence: str | None = Field(
+        None, description="The failover's one line on it: the figures that held, or the metric that breached."
+    )
     data_loss_s: float | None = Field(
         None,
         description="Data-loss exposure the failover recorded: replication lag of the target at the fault, s.",

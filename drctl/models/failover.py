@@ -18,10 +18,8 @@ from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failov
     FailoverPlan,
     cap_weights,
     capacity_of,
-    needed_replicas,
     plan_failover,
     probe_passes,
-    serving_replicas,
     shift_weights,
     target_problem,
 )
@@ -100,6 +98,17 @@ class FailoverResult(BaseModel):
     rto_upper_bound_s: float | None = Field(None, description="From the last good probe, when known.")
     rto_target_s: float
     rto_met: bool | None = None
+    slo_restored_s: float | None = Field(
+        None,
+        description="fault_at to the target meeting objectives.slo (TTFT p99, error rate) under the moved "
+        "load, held for its window; None: not restored (or not measured), see slo_evidence.",
+    )
+    slo_met: bool | None = Field(
+        None, description="SLO restored within rto_target_s of the fault; None: not measured."
+    )
+    slo_evidence: str | None = Field(
+        None, description="One line: the figures that held, or what breached (e.g. ttft_p99 412 ms > 200 ms)."
+    )
     compensated: Literal["restored_weights", "left_on_target_source_dead", "compensation_failed"] | None = (
         Field(
             None,

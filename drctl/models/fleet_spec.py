@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from drctl.config.capacity import SloConfig
 from drctl.config.quorum import QuorumConfig
 from drctl.config.regions import RegionsByName
 from drctl.config.schema import FleetConfig
@@ -67,6 +68,8 @@ class FleetSpec(BaseModel, RegionsByName[RegionSpec]):
     quorum: QuorumConfig = Field(
         default_factory=lambda: QuorumConfig(mode="off"), description="health.quorum."
     )
+    # Defaulted: specs recorded before the objective existed replay (their failovers never measured it).
+    slo: SloConfig = Field(default_factory=SloConfig, description="objectives.slo.")
 
     @property
     def verify_deadline_s(self) -> float:

@@ -8,9 +8,8 @@ from drctl.config.schema import FleetConfig
 from drctl.models.analysis import AnalysisLimits, AnalysisResult, limits_from
 from drctl.models.backup import BackupInfo
 from drctl.models.fleet_spec import FleetSpec
-from drctl.models.gitops import GITOPS_DESCRIPTION, GitOpsManaged, gitops_field
 from drctl.models.rpo import ArtifactsResult
-from drctl.models.upgrade import Outcome
+from drctl.models.upgrade import ReleaseOutcome
 
 
 class MigrationRequest(BaseModel):
@@ -37,18 +36,13 @@ class MigrationStatus(BaseModel):
     analyses: list[AnalysisResult] = Field(default_factory=list)
 
 
-class MigrationResult(BaseModel):
+class MigrationResult(ReleaseOutcome):
     migration_id: str
     source: str
     target: str
-    outcome: Outcome
-    reason: str
-    failed_metric: str | None = None
-    backup: BackupInfo | None = None
     restore: BackupInfo | None = None
     weights: dict[str, int] = Field(default_factory=dict)
     decommissioned: bool = False
-    gitops_managed: list[GitOpsManaged] = Field(default_factory=gitops_field, description=GITOPS_DESCRIPTION)
     artifacts: ArtifactsResult | None = Field(
         None, description="Model artifacts copied and verified with rclone."
     )

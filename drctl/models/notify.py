@@ -120,6 +120,9 @@ def failover_ended(
     rto_s: float | None,
     rto_target_s: float,
     rto_met: bool | None,
+    slo_restored_s: float | None = None,
+    slo_met: bool | None = None,
+    slo_evidence: str | None = None,
 ) -> Event:
     details: dict[str, Detail] = {
         "status": status,
@@ -128,6 +131,9 @@ def failover_ended(
         "rto_s": rto_s,
         "rto_target_s": rto_target_s,
         "rto_met": rto_met,
+        "slo_restored_s": slo_restored_s,
+        "slo_met": slo_met,
+        "slo_evidence": slo_evidence,
         "error": error,
     }
     kind: NotifyEvent
@@ -135,7 +141,8 @@ def failover_ended(
     action: PagerDutyAction
     if status == "succeeded":
         rto = f"RTO {rto_s:g} s (target {rto_target_s:g} s)" if rto_s is not None else "RTO not measured"
-        kind, severity, action, summary = "failover.succeeded", "info", "resolve", f"succeeded: {rto}"
+        slo = f"; SLO {slo_evidence}" if slo_evidence else ""
+        kind, severity, action, summary = "failover.succeeded", "info", "resolve", f"succeeded: {rto}{slo}"
     else:
         # A failover that did not run (refused, aborted) leaves the fleet as it was; one that failed may not.
         severity = "critical" if status in ("failed", "unverified") else "error"

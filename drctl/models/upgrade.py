@@ -114,20 +114,25 @@ class RegionRelease(BaseModel):
     )
 
 
-class UpgradeResult(BaseModel):
-    upgrade_id: str
-    image: str
-    strategy: Strategy
+class ReleaseOutcome(BaseModel):
+    """What an upgrade and a migration both end with: the verdict, its reason, the backup taken first."""
+
     outcome: Outcome
     reason: str
     failed_metric: str | None = None
-    failed_region: str | None = None
     backup: BackupInfo | None = None
+    gitops_managed: list[GitOpsManaged] = Field(default_factory=gitops_field, description=GITOPS_DESCRIPTION)
+
+
+class UpgradeResult(ReleaseOutcome):
+    upgrade_id: str
+    image: str
+    strategy: Strategy
+    failed_region: str | None = None
     waves: list[RegionWave] = Field(default_factory=list)
     releases: list[RegionRelease] = Field(
         default_factory=list, description="Per region, in wave order: the release it ended on."
     )
-    gitops_managed: list[GitOpsManaged] = Field(default_factory=gitops_field, description=GITOPS_DESCRIPTION)
 
 
 class OperatorAction(BaseModel):

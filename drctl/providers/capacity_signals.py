@@ -28,7 +28,14 @@ from drctl.models.passive import SignalSnapshot
 from drctl.providers.kube_client import api_client_for
 from drctl.providers.prom import parse_series
 from drctl.providers.replicas import ReplicaEndpoint, ReplicaSource
-from drctl.providers.vllm_metrics import ReplicaTarget, read_each, read_page, replica_gauges, series_snapshot
+from drctl.providers.vllm_metrics import (
+    ReplicaTarget,
+    pooled_client,
+    read_each,
+    read_page,
+    replica_gauges,
+    series_snapshot,
+)
 
 REQUEST_TIMEOUT = (5.0, 10.0)  # (connect, read) of a Deployment read: a hung API server must not stall a tick
 
@@ -46,9 +53,7 @@ class CapacitySignalReader:
     ) -> None:
         self.cfg = cfg
         self._replicas = replicas
-        self._http = http or httpx.AsyncClient(
-            trust_env=False, limits=httpx.Limits(max_keepalive_connections=256)
-        )
+        self._http = http or pooled_client()
         self._clock = clock
         self._kube: dict[str, client.ApiClient] = {}
         self._lock = threading.Lock()  # Deployment reads run on threads, one per concurrent call

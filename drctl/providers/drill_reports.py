@@ -44,6 +44,7 @@ def render_markdown(r: DrillReport) -> str:
         f"- Fault injected: {'yes at ' + r.fault_at.isoformat() if r.fault_injected and r.fault_at else 'no'}",
         f"- Failover expected: {'yes' if r.expect_failover else 'no'}",
         f"- Measured RTO: {rto} (target {r.rto_target_s:g} s)",
+        *([f"- SLO: {r.slo_evidence}"] if r.slo_evidence else []),
         f"- User-visible error window: {r.error_window_s:.1f} s ({r.errors} of {r.requests} requests failed)",
         f"- Served by: {', '.join(f'{k} {v}' for k, v in sorted(r.served_by.items())) or 'nothing'}",
     ]

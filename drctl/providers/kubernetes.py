@@ -210,36 +210,14 @@ class KubernetesPlatform:
         A replace names the resourceVersion it read; on 409 (a controller wrote in between) it reads
         again and re-applies, up to CONFLICT_ATTEMPTS times.
         """
-        name = manifest["metadata"]["name"]
-        where = self._where("deployments", name)
-        try:
-            self.apps.create_namespaced_deployment(
-                self.namespace,
-                _raw(as_copy(manifest)),
-                field_validation=STRICT,
-                _request_timeout=self.request_timeout,
-            )
-        except ApiException as exc:
-            if exc.status != 409:
-                raise ProviderError(classify(exc, action=f"create {where}")) from exc
-
-            def replace() -> Any:
-                current = self._read(name)
-                body = _with_resource_version(
-                    manifest, current.metadata.resource_version if current.metadata else None
-                )
-                return self.apps.replace_namespaced_deployment(
-                    name,
-                    self.namespace,
-                    _raw(body),
-                    field_validation=STRICT,
-                    _request_timeout=self.request_timeout,
-                )
-
-            self._call(f"replace {where}", lambda: on_conflict(replace))
-        except urllib3.exceptions.HTTPError as exc:
-            raise ProviderError(classify(exc, action=f"create {where}")) from exc
-        return self.get_deployment(name)
+        self._create_or_replace(
+            "deployments",
+            manifest,
+            self.apps.create_namespaced_deployment,
+            self._read,
+            self.apps.replace_namespaced_deployment,
+        )
+        return self.get_deployment(manifest["metadata"]["name"])
 
     def delete_deployment(self, name: str) -> bool:
         """Delete the Deployment; False if it was already gone (deleting is idempotent)."""
@@ -258,10 +236,28 @@ class KubernetesPlatform:
 
     def apply_service(self, manifest: dict[str, Any]) -> None:
         """Create the Service, or replace it keeping what the cluster allocated (clusterIP, nodePorts)."""
+        self._create_or_replace(
+            "services",
+            manifest,
+            self.core.create_namespaced_service,
+            lambda name: self.core.read_namespaced_service(
+                name, self.namespace, _request_timeout=self.request_timeout
+            ),
+            self.core.replace_namespaced_service,
+        )
+
+    def _create_or_replace(
+        self,
+        plural: str,
+        manifest: dict[str, Any],
+        create: Callable[..., Any],
+        read: Callable[[str], Any],
+        replace: Callable[..., Any],
+    ) -> None:
         name = manifest["metadata"]["name"]
-        where = self._where("services", name)
+        where = self._where(plural, name)
         try:
-            self.core.create_namespaced_service(
+            create(
                 self.namespace,
                 _raw(as_copy(manifest)),
                 field_validation=STRICT,
@@ -274,15 +270,14 @@ class KubernetesPlatform:
         except urllib3.exceptions.HTTPError as exc:
             raise ProviderError(classify(exc, action=f"create {where}")) from exc
 
-        def replace() -> Any:
-            current = self.core.read_namespaced_service(
-                name, self.namespace, _request_timeout=self.request_timeout
-            )
-            # Unset allocations are kept by the server on a replace; the copy's own would be refused.
+        def again() -> Any:
+            current = read(name)
+            # Unset allocations (a Service's clusterIP, nodePorts) are kept by the server on a
+            # replace; the copy's own would be refused.
             body = _with_resource_version(
                 as_copy(manifest), current.metadata.resource_version if current.metadata else None
             )
-            return self.core.replace_namespaced_service(
+            return replace(
                 name,
                 self.namespace,
                 _raw(body),
@@ -290,7 +285,7 @@ class KubernetesPlatform:
                 _request_timeout=self.request_timeout,
             )
 
-        self._call(f"replace {where}", lambda: on_conflict(replace))
+        self._call(f"replace {where}", lambda: on_conflict(again))
 
 
 def _with_resource_version(manifest: dict[str, Any], resource_version: str | None) -> dict[str, Any]:

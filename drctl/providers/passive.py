@@ -21,7 +21,7 @@ from drctl.providers.gateway_stats import gateway_snapshots
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 from drctl.providers.prom_query import PrometheusQueryError, PrometheusSignals
 from drctl.providers.replicas import ReplicaEndpoint, ReplicaSource
-from drctl.providers.vllm_metrics import ReplicaTarget, read_replicas
+from drctl.providers.vllm_metrics import ReplicaTarget, pooled_client, read_replicas
 
 
 class PassiveReader:
@@ -42,11 +42,7 @@ class PassiveReader:
         self.window = SignalWindow(self.th)
         self.read_errors: dict[str, str] = {}
         self._replica_source = replicas
-        # One pooled client for every replica: reads reuse connections, and a dead server still
-        # fails its next read, so pooling hides nothing.
-        self._client = client or httpx.AsyncClient(
-            trust_env=False, limits=httpx.Limits(max_keepalive_connections=256)
-        )
+        self._client = client or pooled_client()
         self._clock = clock
         self._refresh_s = replicas_refresh_s
         self._listed: dict[str, tuple[float, list[ReplicaEndpoint]]] = {}

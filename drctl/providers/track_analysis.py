@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import httpx
 
@@ -35,19 +36,27 @@ def percentile(values: list[float], pct: float) -> float | None:
     return ordered[rank - 1]
 
 
+@dataclass(frozen=True)
+class Completions:
+    """How each synthetic request is made: the served model, its timeout, and the headers (the
+    bearer token of a server run with `--api-key`)."""
+
+    model: str
+    timeout_s: float
+    headers: dict[str, str] | None = None
+
+
 async def run_requests(
     urls: list[str],
-    model: str,
+    how: Completions,
     count: int,
     spread_s: float,
-    timeout_s: float,
     on_progress: Callable[[int], None] | None = None,
-    headers: dict[str, str] | None = None,
 ) -> list[float | None]:
     """`count` requests round-robin over `urls`, started evenly over `spread_s` seconds.
 
-    Bounded in count, concurrency and time: each request has `timeout_s`, and nothing starts after
-    spread_s. `headers` carries the bearer token of a server run with `--api-key`.
+    Bounded in count, concurrency and time: each request has `how.timeout_s`, and nothing starts
+    after spread_s.
     """
     if not urls or count <= 0:
         return []
@@ -55,13 +64,12 @@ async def run_requests(
     sem = asyncio.Semaphore(MAX_CONCURRENCY)
     gap = spread_s / count if spread_s > 0 else 0.0
     limits = httpx.Limits(max_connections=MAX_CONCURRENCY * 2, max_keepalive_connections=MAX_CONCURRENCY)
-    async with httpx.AsyncClient(timeout=timeout_s, limits=limits, headers=headers) as http:
+    async with httpx.AsyncClient(timeout=how.timeout_s, limits=limits, headers=how.headers) as http:
 
         async def fire(i: int) -> None:
             async with sem:
-                results.append(
-                    await time_to_first_token(http, urls[i % len(urls)], model, PROMPTS[i % len(PROMPTS)])
-                )
+                url, prompt = urls[i % len(urls)], PROMPTS[i % len(PROMPTS)]
+                results.append(await time_to_first_token(http, url, how.model, prompt))
             if on_progress:
                 on_progress(len(results))
 
@@ -88,16 +96,14 @@ def summarise(name: str, results: list[float | None]) -> TrackSample:
 async def measure_pair(
     candidate: tuple[str, list[str]],
     baseline: tuple[str, list[str]],
-    model: str,
+    how: Completions,
     window_s: float,
     per_track: int,
-    timeout_s: float,
     on_progress: Callable[[int], None] | None = None,
-    headers: dict[str, str] | None = None,
 ) -> tuple[TrackSample, TrackSample]:
     """Both tracks in the same window, so a shared slowdown (the node, the network) cancels out."""
     cand, base = await asyncio.gather(
-        run_requests(candidate[1], model, per_track, window_s, timeout_s, on_progress, headers),
-        run_requests(baseline[1], model, per_track, window_s, timeout_s, headers=headers),
+        run_requests(candidate[1], how, per_track, window_s, on_progress),
+        run_requests(baseline[1], how, per_track, window_s),
     )
     return summarise(candidate[0], cand), summarise(baseline[0], base)

@@ -118,6 +118,26 @@ class VeleroBackupProvider:
     def _get(self, plural: str, name: str) -> dict[str, Any]:
         return self._call(f"get {plural}/{name}", self.api.get_namespaced_custom_object, plural, name)
 
+    def _create(self, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return cast(
+                dict[str, Any],
+                self.api.create_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    self.settings.namespace,
+                    plural,
+                    body,
+                    field_validation=STRICT,
+                    _request_timeout=REQUEST_TIMEOUT,
+                ),
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise ProviderError(classify(exc, f"create {plural}/{name} in {self.region}")) from exc
+            # A retried activity finds the object its first attempt created: keep waiting on it.
+            return self._get(plural, name)
+
     # --- Backups -----------------------------------------------------------------------------
 
     def create_backup(self, req: BackupRequest) -> BackupInfo:
@@ -137,25 +157,7 @@ class VeleroBackupProvider:
         }
         if req.label_selector:
             body["spec"]["labelSelector"] = {"matchLabels": dict(req.label_selector)}
-        try:
-            obj = cast(
-                dict[str, Any],
-                self.api.create_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    self.settings.namespace,
-                    "backups",
-                    body,
-                    field_validation=STRICT,
-                    _request_timeout=REQUEST_TIMEOUT,
-                ),
-            )
-        except ApiException as exc:
-            if exc.status != 409:
-                raise ProviderError(classify(exc, f"create backups/{req.name} in {self.region}")) from exc
-            # A retried activity finds the Backup its first attempt created: keep waiting on it.
-            obj = self._get("backups", req.name)
-        return _info(obj, "Backup", self.region)
+        return _info(self._create("backups", req.name, body), "Backup", self.region)
 
     def describe_backup(self, name: str) -> BackupInfo:
         return _info(self._get("backups", name), "Backup", self.region)
@@ -199,24 +201,7 @@ class VeleroBackupProvider:
                 "existingResourcePolicy": req.existing_resource_policy,
             },
         }
-        try:
-            obj = cast(
-                dict[str, Any],
-                self.api.create_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    self.settings.namespace,
-                    "restores",
-                    body,
-                    field_validation=STRICT,
-                    _request_timeout=REQUEST_TIMEOUT,
-                ),
-            )
-        except ApiException as exc:
-            if exc.status != 409:
-                raise ProviderError(classify(exc, f"create restores/{req.name} in {self.region}")) from exc
-            obj = self._get("restores", req.name)
-        return _info(obj, "Restore", self.region)
+        return _info(self._create("restores", req.name, body), "Restore", self.region)
 
     def restore(
         self, req: RestoreRequest, on_progress: Callable[[BackupInfo], None] | None = None

@@ -62,13 +62,16 @@ WEIGHT = Gauge(
     ["fleet", "region"],
 )
 
+
+def rto_histogram(name: str, documentation: str) -> Histogram:
+    """A per-fleet RTO histogram, on the buckets the RTO alerts and the dashboard are written for."""
+    return Histogram(name, documentation, ["fleet"], buckets=RTO_BUCKETS)
+
+
 FAILOVERS = Counter("drctl_failovers_total", "Finished failovers by result.", ["fleet", "result"])
 FAILBACKS = Counter("drctl_failbacks_total", "Finished failbacks by result.", ["fleet", "result"])
-RTO = Histogram(
-    "drctl_failover_rto_seconds",
-    "Measured RTO of successful failovers: fault to verified traffic.",
-    ["fleet"],
-    buckets=RTO_BUCKETS,
+RTO = rto_histogram(
+    "drctl_failover_rto_seconds", "Measured RTO of successful failovers: fault to verified traffic."
 )
 LAST_RTO = Gauge(
     "drctl_failover_last_rto_seconds", "Measured RTO of the latest successful failover.", ["fleet"]
@@ -95,11 +98,8 @@ MONITOR_RUNNING = Gauge(
 )
 
 DRILLS = Counter("drctl_drills_total", "Finished chaos drills by verdict.", ["fleet", "verdict"])
-DRILL_RTO = Histogram(
-    "drctl_drill_rto_seconds",
-    "RTO measured by chaos drills from their own load samples.",
-    ["fleet"],
-    buckets=RTO_BUCKETS,
+DRILL_RTO = rto_histogram(
+    "drctl_drill_rto_seconds", "RTO measured by chaos drills from their own load samples."
 )
 LAST_PASSING_DRILL = Gauge(
     "drctl_last_passing_drill_timestamp_seconds", "When the latest passing drill finished.", ["fleet"]

@@ -22,6 +22,7 @@ from activities import platform as platform_activities
 from activities import reads as read_activities
 from activities import replicate as replicate_activities
 from activities import reports as reports_activities
+from activities import slo as slo_activities
 from activities import traffic as traffic_activities
 from activities import upgrade as upgrade_activities
 from activities import verify as verify_activities
@@ -67,6 +68,7 @@ def activities(cfg: FleetConfig) -> list[Callable[..., Any]]:
         *platform_activities.build(cfg),
         *operations_activities.build(cfg),
         *verify_activities.build(cfg),
+        *slo_activities.build(cfg),
         *backup_activities.build(cfg),
         *upgrade_activities.build(cfg),
         # With drill_faults' activities: a drill clears the faults it set.

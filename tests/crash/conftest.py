@@ -13,7 +13,7 @@ from drctl.config.schema import FleetConfig
 from drctl.devstack import stack
 from tests.crash.endstate import reset_release
 from tests.crash.harness import RegionWorkers
-from tests.support.config import port_pair, write_config
+from tests.support.config import port_pair, tuned, write_config
 from tests.support.devstack import restore_baseline
 from tests.support.workers import fast_config
 from tests.support.workers import terminate_fleet_workflows as _terminate_fleet_workflows
@@ -28,9 +28,7 @@ def crash_config(
     # The workers' HTTP ports are chosen now, not at session start: on a shared machine a port
     # free then may have been taken since (another stack's replica) by the time this module runs.
     assert cfg.devstack is not None
-    cfg = cfg.model_copy(
-        update={"devstack": cfg.devstack.model_copy(update={"worker_http_port": port_pair()})}
-    )
+    cfg = tuned(cfg, "devstack", worker_http_port=port_pair())
     return cfg, write_config(cfg, fleet_config_path.parent)
 
 

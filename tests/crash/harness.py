@@ -200,36 +200,55 @@ async def wait_scheduled(
     )
 
 
-async def wait_started(
-    handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1, timeout_s: float = 60.0
+async def _wait_pending(
+    handle: WorkflowHandle[Any, Any],
+    activity: str,
+    nth: int,
+    timeout_s: float,
+    done: Callable[[PendingActivityInfo], bool],
+    until: str,
+    gone: str,
 ) -> PendingActivityInfo:
-    """The n-th run of `activity` once a worker has started it; fails if it ended before it was seen."""
+    """The n-th run of `activity` once `done` holds for it (bounded; polls every 50 ms)."""
     wanted = await wait_scheduled(handle, activity, nth, timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         mine = [a for a in await pending(handle, activity) if a.activity_id == wanted]
-        assert mine, (
-            f"{activity} #{nth} ended before it was seen running: stall its dependency (KillPoint.stall)"
-        )
-        if mine[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+        assert mine, f"{activity} #{nth} ended before {gone}"
+        if done(mine[0]):
             return mine[0]
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{activity} #{nth} of {handle.id} not started by a worker within {timeout_s:g}s")
+    raise AssertionError(f"{activity} #{nth} of {handle.id} {until} within {timeout_s:g}s")
+
+
+async def wait_started(
+    handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1, timeout_s: float = 60.0
+) -> PendingActivityInfo:
+    """The n-th run of `activity` once a worker has started it; fails if it ended before it was seen."""
+    return await _wait_pending(
+        handle,
+        activity,
+        nth,
+        timeout_s,
+        lambda a: a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+        until="not started by a worker",
+        gone="it was seen running: stall its dependency (KillPoint.stall)",
+    )
 
 
 async def wait_heartbeat(
     handle: WorkflowHandle[Any, Any], activity: str, nth: int = 1, timeout_s: float = 60.0
 ) -> None:
     """Until the n-th run of `activity` has recorded a heartbeat (bounded; polls every 50 ms)."""
-    wanted = await wait_scheduled(handle, activity, nth, timeout_s)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        mine = [a for a in await pending(handle, activity) if a.activity_id == wanted]
-        assert mine, f"{activity} #{nth} ended before it heartbeated"
-        if mine[0].heartbeat_details.payloads:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{activity} #{nth} of {handle.id} did not heartbeat within {timeout_s:g}s")
+    await _wait_pending(
+        handle,
+        activity,
+        nth,
+        timeout_s,
+        lambda a: bool(a.heartbeat_details.payloads),
+        until="did not heartbeat",
+        gone="it heartbeated",
+    )
 
 
 async def run_kill_point(

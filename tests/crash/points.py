@@ -6,6 +6,7 @@ so the page lists exactly what the suite parametrizes.
 
 from __future__ import annotations
 
+from drctl.config.capacity import SloConfig
 from tests.crash.harness import KillPoint
 
 # The kill points the suite tries. A fast activity is caught in flight by stalling what it talks to
@@ -16,6 +17,11 @@ KILL_POINTS = [
     KillPoint("Failover", "scale target", "wait_rollout"),
     KillPoint("Failover", "set weights", "set_global_weights", stall="global", stall_after="wait_rollout"),
     KillPoint("Failover", "verify", "verify_global", tweak={"failover": {"verify_requests": 60}}),
+    # No user load in the suite, so the watch reports an idle target after one window: 10 s keeps it
+    # in flight long enough to be caught, and its retry still fits its bound (rto_target + window).
+    KillPoint(
+        "Failover", "SLO restored", "watch_slo", tweak={"objectives": {"slo": SloConfig(window_s=10.0)}}
+    ),
     # Emergency mode scales after the shift and its verification, which need no API server.
     KillPoint(
         "Failover (emergency)",

@@ -7,6 +7,7 @@ replicas each, only the stable track) and states the end state a correct run lea
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client as k8s
@@ -57,6 +58,18 @@ def _scale_stable(cfg: FleetConfig, region: str, n: int) -> None:
     apps.patch_namespaced_deployment_scale(name, r.kube.namespace, {"spec": {"replicas": n}})
 
 
+def _settled(cfg: FleetConfig, verdict: str, **differences: Any) -> EndState:
+    """The end state `verdict` with the fleet as configured (weights, replicas, release, stable only),
+    but for `differences`."""
+    fleet: dict[str, Any] = {
+        "weights": cfg.weights,
+        "tracks": {r: STABLE_ONLY for r in cfg.region_names},
+        "replicas": {r.name: r.replicas for r in cfg.regions},
+        "releases": {r: cfg.workload.image for r in cfg.region_names},
+    }
+    return EndState(verdict=verdict, **{**fleet, **differences})
+
+
 # --- Failover: us-west-1 60 / us-east-1 40 → all on us-east-1, pre-scaled to carry it ----------
 
 
@@ -72,12 +85,11 @@ def _failover(**mode: bool) -> Any:
 
 def _failed_over(cfg: FleetConfig) -> EndState:
     # us-east-1's 2 replicas + us-west-1's 2 that move with its share.
-    return EndState(
-        verdict="succeeded",
+    return _settled(
+        cfg,
+        "succeeded",
         weights={"us-west-1": 0, "us-east-1": 100},
-        tracks={r: STABLE_ONLY for r in cfg.region_names},
         replicas={"us-west-1": 2, "us-east-1": 4},
-        releases={r: cfg.workload.image for r in cfg.region_names},
     )
 
 
@@ -93,12 +105,10 @@ def _mend_target(cfg: FleetConfig) -> None:
 
 def _compensated(cfg: FleetConfig) -> EndState:
     # Weights back; us-east-1 keeps the replicas it was scaled to (compensation moves traffic only).
-    return EndState(
-        verdict="failed",
-        weights=cfg.weights,
-        tracks={r: STABLE_ONLY for r in cfg.region_names},
+    return _settled(
+        cfg,
+        "failed",
         replicas={"us-west-1": 2, "us-east-1": 4},
-        releases={r: cfg.workload.image for r in cfg.region_names},
         says="verification failed",
         fields={"compensated": "restored_weights"},
     )
@@ -127,13 +137,7 @@ async def _start_failback(client: Client, cfg: FleetConfig, kp: KillPoint) -> Wo
 
 
 def _failed_back(cfg: FleetConfig) -> EndState:
-    return EndState(
-        verdict="succeeded",
-        weights=cfg.weights,
-        tracks={r: STABLE_ONLY for r in cfg.region_names},
-        replicas={r.name: r.replicas for r in cfg.regions},
-        releases={r: cfg.workload.image for r in cfg.region_names},
-    )
+    return _settled(cfg, "succeeded")
 
 
 # --- Upgrade: a canary wave in us-west-1 only (us-east-1 stays as it was) ---------------------
@@ -165,23 +169,13 @@ def _upgrade(bad: bool, strategy: Strategy = Strategy.CANARY) -> Any:
 
 
 def _upgraded(cfg: FleetConfig) -> EndState:
-    return EndState(
-        verdict=Outcome.SUCCEEDED.value,
-        weights=cfg.weights,
-        tracks={r: STABLE_ONLY for r in cfg.region_names},
-        replicas={r.name: r.replicas for r in cfg.regions},
-        releases={"us-west-1": NEW_IMAGE, "us-east-1": cfg.workload.image},
+    return _settled(
+        cfg, Outcome.SUCCEEDED.value, releases={"us-west-1": NEW_IMAGE, "us-east-1": cfg.workload.image}
     )
 
 
 def _rolled_back(cfg: FleetConfig) -> EndState:
-    return EndState(
-        verdict=Outcome.ROLLED_BACK.value,
-        weights=cfg.weights,
-        tracks={r: STABLE_ONLY for r in cfg.region_names},
-        replicas={r.name: r.replicas for r in cfg.regions},
-        releases={r: cfg.workload.image for r in cfg.region_names},
-    )
+    return _settled(cfg, Outcome.ROLLED_BACK.value)
 
 
 # --- Migration: us-west-1's workload and traffic move to us-east-1 in two steps ---------------
@@ -205,27 +199,19 @@ def _migration(decommission: bool) -> Any:
     return start
 
 
-def _migrated(cfg: FleetConfig) -> EndState:
-    # The target carries its own 2 replicas plus the source's 2; the source is not decommissioned.
-    return EndState(
-        verdict=Outcome.SUCCEEDED.value,
-        weights={"us-west-1": 0, "us-east-1": 100},
-        tracks={r: STABLE_ONLY for r in cfg.region_names},
-        replicas={"us-west-1": 2, "us-east-1": 4},
-        releases={r: cfg.workload.image for r in cfg.region_names},
-    )
+def _migrated(decommission: bool) -> Callable[[FleetConfig], EndState]:
+    def expect(cfg: FleetConfig) -> EndState:
+        # The target carries its own 2 replicas plus the source's 2; `migrate --decommission` scales
+        # the source to zero once all its traffic has moved.
+        return _settled(
+            cfg,
+            Outcome.SUCCEEDED.value,
+            weights={"us-west-1": 0, "us-east-1": 100},
+            replicas={"us-west-1": 0 if decommission else 2, "us-east-1": 4},
+            fields={"decommissioned": decommission},
+        )
 
-
-def _decommissioned(cfg: FleetConfig) -> EndState:
-    # `migrate --decommission`: the source scaled to zero once all its traffic has moved.
-    return EndState(
-        verdict=Outcome.SUCCEEDED.value,
-        weights={"us-west-1": 0, "us-east-1": 100},
-        tracks={r: STABLE_ONLY for r in cfg.region_names},
-        replicas={"us-west-1": 0, "us-east-1": 4},
-        releases={r: cfg.workload.image for r in cfg.region_names},
-        fields={"decommissioned": True},
-    )
+    return expect
 
 
 # --- ChaosDrill: region-outage.json on us-west-1, with the monitor watching ---------------------
@@ -240,15 +226,7 @@ def _drilled(verdict: str, says: str | None = None) -> Any:
     def expect(cfg: FleetConfig) -> EndState:
         # Failed over and back: configured weights, us-east-1 scaled back, no fault left. After a
         # drill that did not finish, the monitor's own failback brings the fleet there.
-        return EndState(
-            verdict=verdict,
-            weights=cfg.weights,
-            tracks={r: STABLE_ONLY for r in cfg.region_names},
-            replicas={r.name: r.replicas for r in cfg.regions},
-            releases={r: cfg.workload.image for r in cfg.region_names},
-            settle_s=90.0,
-            says=says,
-        )
+        return _settled(cfg, verdict, settle_s=90.0, says=says)
 
     return expect
 
@@ -276,10 +254,10 @@ SCENARIOS: dict[str, Scenario] = {
         start=_upgrade(bad=False, strategy=Strategy.BLUE_GREEN), result_type=UpgradeResult, expect=_upgraded
     ),
     "Migration": Scenario(
-        start=_migration(decommission=False), result_type=MigrationResult, expect=_migrated
+        start=_migration(decommission=False), result_type=MigrationResult, expect=_migrated(False)
     ),
     "Migration (decommission)": Scenario(
-        start=_migration(decommission=True), result_type=MigrationResult, expect=_decommissioned
+        start=_migration(decommission=True), result_type=MigrationResult, expect=_migrated(True)
     ),
     "ChaosDrill": Scenario(
         start=_start_drill, result_type=DrillReport, expect=_drilled(Verdict.PASS.value), timeout_s=240.0

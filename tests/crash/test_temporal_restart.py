@@ -19,8 +19,8 @@ from tests.crash.endstate import EndState, assert_end_state
 from tests.crash.harness import RegionWorkers, wait_scheduled
 from tests.crash.scenarios import STABLE_ONLY
 from tests.support.wait import assert_eventually
-from tests.support.workers import admin
 from tests.support.workers import healthy_rounds as _healthy_rounds
+from tests.support.workers import kill_stable
 from tests.support.workers import monitor_handle as _monitor
 from tests.support.workers import monitor_status as _status
 
@@ -63,7 +63,7 @@ async def test_temporal_restart_mid_monitor_and_mid_failover(
 
     # Mid-failover: us-west-1 goes down, the monitor starts one failover, and the server restarts
     # once that failover is under way (its preflight has scheduled work; it then runs for seconds).
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    kill_stable(cfg, "us-west-1")
     # This outage's run, not an earlier failover/<fleet> that earlier tests closed.
     runs = await assert_eventually(
         lambda: _failovers_since(temporal_client, cfg, since),

@@ -18,7 +18,7 @@ import pytest_asyncio
 from aiohttp import web
 from openai.types.chat import ChatCompletionMessageParam
 
-from drctl.devstack.fleetsim import FleetsimSettings, SettingsError, build_app, main
+from drctl.devstack.fleetsim import FleetsimSettings, SettingsError, main, runner
 from drctl.devstack.fleetsim_openai import parse_request
 from tests.support.ports import free_port
 from tests.support.wait import assert_eventually, wait_until
@@ -35,11 +35,11 @@ _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)
 
 
 async def _serve(settings: FleetsimSettings) -> tuple[str, web.AppRunner]:
-    runner = web.AppRunner(build_app(settings))
-    await runner.setup()
+    app_runner = runner(settings)  # with the server options `main` uses (abort on client hang-up)
+    await app_runner.setup()
     port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return f"http://127.0.0.1:{port}", runner
+    await web.TCPSite(app_runner, "127.0.0.1", port).start()
+    return f"http://127.0.0.1:{port}", app_runner
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -391,8 +391,97 @@ async def test_one_vllm_metric_surface_at_a_time(surface: str) -> None:
     kv, gone = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")[:: 1 if surface == "v1" else -1]
     assert kv in names and gone not in names
     vllm = [dict(ls) for n, ls in samples if n.startswith("vllm:")]
-    assert all(ls["model_name"] == MODEL for ls in vllm)
+    assert all(ls["model_name"] == MODEL for ls in vllm if "num_gpu_blocks" not in ls)
     assert all(("engine" in ls) == (surface == "v1") for ls in vllm)
+    # vLLM's info gauge of its CacheConfig: no model_name, the figures are labels. max_num_seqs (16)
+    # sequences of max_model_len (2048) tokens fill the KV cache: 16 x 128 blocks of 16 tokens.
+    (info,) = [ls for n, ls in samples if n == "vllm:cache_config_info"]
+    assert "model_name" not in dict(info) and samples[("vllm:cache_config_info", info)] == 1
+    labels = dict(info)
+    assert (labels["block_size"], labels["num_gpu_blocks"], labels["kv_cache_size_tokens"]) == (
+        "16",
+        "2048",
+        "32768",
+    )
+    assert float(labels["kv_cache_max_concurrency"]) == 16
     engine = {"engine": "0"} if surface == "v1" else {}
     assert metric(samples, "vllm:request_success_total", finished_reason="length", **engine) == 1
     assert metric(samples, "vllm:time_to_first_token_seconds_count", **engine) == 1
+
+
+def _hist(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str) -> dict[str, float]:
+    """One histogram's cumulative buckets by `le`, plus `sum` and `count`."""
+    out = {dict(ls)["le"]: v for (n, ls), v in samples.items() if n == f"{name}_bucket"}
+    return out | {"sum": metric(samples, f"{name}_sum"), "count": metric(samples, f"{name}_count")}
+
+
+async def test_overload_ttft_grows_with_the_server_queue_and_its_histogram_records_it() -> None:
+    """Six requests at once on two sequence slots: the later ones wait, and their server-side TTFT
+    (vllm:time_to_first_token_seconds) includes that wait, as vLLM's does. Lower bounds only: a
+    loaded machine can make the server slower, never faster than its queue."""
+    url, app_runner = await _serve(FleetsimSettings(max_num_seqs=2, ttft_ms=20, itl_ms=20))
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=10, trust_env=False) as client:
+            body = {"model": MODEL, "prompt": "queue", "max_tokens": 5, "stream": True}
+
+            async def ttft_s() -> float:
+                started = time.monotonic()
+                async with client.stream("POST", "/v1/completions", json=body) as resp:
+                    assert resp.status_code == 200
+                    first = None
+                    async for line in resp.aiter_lines():
+                        if first is None and line.startswith("data: {"):
+                            first = time.monotonic() - started
+                assert first is not None
+                return first
+
+            seen = sorted(await asyncio.gather(*(ttft_s() for _ in range(6))))
+            samples = await scrape(client)
+    finally:
+        await app_runner.cleanup()
+    # Each request holds its slot for its TTFT and 4 more tokens: >= 100 ms. Pairs wait 0, 1 and 2 holds.
+    assert seen[2] >= 0.12 and seen[4] >= 0.22, seen
+    ttft = _hist(samples, "vllm:time_to_first_token_seconds")
+    assert ttft["count"] == 6 and ttft["0.1"] <= 2 and ttft["+Inf"] - ttft["0.1"] >= 4, ttft
+    assert ttft["sum"] >= 6 * 0.02 + 2 * 0.1 + 2 * 0.2
+    queued = _hist(samples, "vllm:request_queue_time_seconds")
+    assert queued["count"] == 6 and queued["sum"] >= 2 * 0.1 + 2 * 0.2, queued
+
+
+async def test_a_client_that_gives_up_is_aborted_from_the_queue() -> None:
+    """vLLM has no queue timeout of its own: the client's (or gateway's) timeout ends the wait, and
+    the server aborts the request, so it leaves vllm:num_requests_waiting and never runs."""
+    url, app_runner = await _serve(FleetsimSettings(max_num_seqs=1, ttft_ms=0, itl_ms=100))
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=10, trust_env=False) as client:
+            body = {"model": MODEL, "prompt": "hold", "max_tokens": 10}
+            holder = asyncio.create_task(client.post("/v1/completions", json=body))
+
+            async def gauges() -> tuple[float, float]:
+                samples = await scrape(client)
+                return tuple(metric(samples, f"vllm:num_requests_{k}") for k in ("running", "waiting"))  # type: ignore[return-value]
+
+            async def running_one() -> bool:
+                return await gauges() == (1, 0)
+
+            await assert_eventually(running_one, timeout_s=5, interval_s=0.02, what="one request running")
+            async with httpx.AsyncClient(base_url=url, timeout=0.3, trust_env=False) as impatient:
+                waiter = asyncio.create_task(impatient.post("/v1/completions", json=body))
+
+                async def one_waiting() -> bool:
+                    return await gauges() == (1, 1)
+
+                await assert_eventually(one_waiting, timeout_s=5, interval_s=0.02, what="one waiting")
+                with pytest.raises(httpx.ReadTimeout):
+                    await waiter
+
+            async def aborted() -> bool:
+                return await gauges() == (1, 0)
+
+            await assert_eventually(aborted, timeout_s=2, interval_s=0.02, what="the waiter aborted")
+            assert (await holder).status_code == 200
+            samples = await scrape(client)
+    finally:
+        await app_runner.cleanup()
+    assert metric(samples, "vllm:request_success_total", finished_reason="length") == 1
+    assert metric(samples, "vllm:time_to_first_token_seconds_count") == 1  # the aborted one never started

@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client as k8s
 
 from drctl.devstack.label_selector import parse_selector, selector_matches
-from tests.support.kubeapi import NS, call, deployment
+from tests.support.kubeapi import NS, call, deployment, http_route, routes
 
 
 async def test_discovery(api: k8s.ApiClient) -> None:
@@ -155,15 +155,10 @@ async def test_core_hpa_and_custom_objects(api: k8s.ApiClient) -> None:
         await call(custom.get_namespaced_custom_object, *args, "b1")
     assert exc.value.status == 404
 
-    route = {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "llm"},
-        "spec": {"rules": [{"backendRefs": [{"name": "llm-stable", "weight": 100}]}]},
-    }
-    rargs = ("gateway.networking.k8s.io", "v1", NS, "httproutes")
+    route = http_route("llm", [{"name": "llm-stable", "port": 80, "weight": 100}])
+    rargs = routes(NS)
     await call(custom.create_namespaced_custom_object, *rargs, route)
-    route["spec"]["rules"][0]["backendRefs"].append({"name": "llm-canary", "weight": 5})
+    route["spec"]["rules"][0]["backendRefs"].append({"name": "llm-canary", "port": 80, "weight": 5})
     current = await call(custom.get_namespaced_custom_object, *rargs, "llm")
     current["spec"] = route["spec"]
     replaced = await call(custom.replace_namespaced_custom_object, *rargs, "llm", current)
@@ -176,3 +171,38 @@ def test_selector_parsing() -> None:
     assert selector_matches(reqs, {"a": "1", "c": "y", "e": ""})
     assert not selector_matches(reqs, {"a": "1", "b": "2", "c": "y", "e": ""})
     assert not selector_matches(reqs, {"a": "1", "c": "y", "d": "", "e": ""})
+
+
+async def test_pod_deletion_is_graceful_only_for_a_pod_a_node_runs(api: k8s.ApiClient) -> None:
+    """As the API server's pod strategy: a bound, running pod is marked terminating (its kubelet
+    stops it and deletes it with grace 0); an unbound one, or a DELETE with grace 0, goes at once."""
+    core = k8s.CoreV1Api(api)
+    containers = [{"name": "server", "image": "vllm/vllm-openai:v1"}]
+    bound = {"metadata": {"name": "bound"}, "spec": {"nodeName": "node-a", "containers": containers,
+                                                     "terminationGracePeriodSeconds": 45}}  # fmt: skip
+    await call(core.create_namespaced_pod, NS, bound)
+    first = await call(core.delete_namespaced_pod, "bound", NS)
+    assert (
+        first.metadata.deletion_timestamp is not None and first.metadata.deletion_grace_period_seconds == 45
+    )
+    status = {"status": {"phase": "Running"}}
+    await call(
+        core.patch_namespaced_pod_status, "bound", NS, status, _content_type="application/merge-patch+json"
+    )
+    kept = await call(core.read_namespaced_pod, "bound", NS)  # a status write does not end it early
+    assert kept.metadata.deletion_timestamp == first.metadata.deletion_timestamp
+    await call(core.delete_namespaced_pod, "bound", NS, grace_period_seconds=0)
+    with pytest.raises(k8s.ApiException) as exc:
+        await call(core.read_namespaced_pod, "bound", NS)
+    assert exc.value.status == 404
+
+    await call(
+        core.create_namespaced_pod, NS, {"metadata": {"name": "loose"}, "spec": {"containers": containers}}
+    )
+    gone = await call(core.delete_namespaced_pod, "loose", NS)
+    assert gone.metadata.deletion_timestamp is None
+    assert [
+        p.metadata.name
+        for p in (await call(core.list_namespaced_pod, NS)).items
+        if p.metadata.name == "loose"
+    ] == []

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch
 
-from tests.support.kubeapi import call, deployment
+from tests.support.kubeapi import call, deployment, http_route, routes
 
 NS = "strict"
 MERGE = "application/merge-patch+json"
@@ -183,15 +183,9 @@ async def test_schema_types_and_required_fields(api: k8s.ApiClient) -> None:
         custom.create_namespaced_custom_object, GROUP, VERSION, NS, "backups", bad
     )
     assert code == 422 and "spec.ttl" in message
-    route = {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "r"},
-        "spec": {"rules": [{"backendRefs": [{"name": "s", "weight": 5, "wieght": 1}]}]},
-    }
-    rargs = ("gateway.networking.k8s.io", "v1", NS, "httproutes")
+    route = http_route("r", [{"name": "s", "weight": 5, "wieght": 1}])
     code, _, message = await _refused(
-        custom.create_namespaced_custom_object, *rargs, route, field_validation="Strict"
+        custom.create_namespaced_custom_object, *routes(NS), route, field_validation="Strict"
     )
     assert message == 'strict decoding error: unknown field "spec.rules[0].backendRefs[0].wieght"'
 

@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from drctl.devstack.haproxy_conf import region_socket
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from tests.support.config import short_tmp_dir, write_fleet_config
-from tests.support.regionproc import RegionProcess
+from tests.support.regionproc import RegionProcess, alive
 from tests.support.wait import wait_until
 
 REGION, DEPLOYMENT = "us-west-1", "llm-stable"
@@ -62,6 +62,19 @@ def running(region: RegionProcess) -> list[dict]:
     return [r for r in region.admin.get("/replicas").json() if r["state"] == "running"]
 
 
+def pods(apps: k8s.AppsV1Api, ns: str, deployment: str = DEPLOYMENT) -> list[k8s.V1Pod]:
+    """The Deployment's Pods (`<deployment>-<hash>-<x>`) as the API lists them, not terminating ones."""
+    found = k8s.CoreV1Api(apps.api_client).list_namespaced_pod(ns).items
+    mine = (
+        p for p in found if p.metadata.name.startswith(f"{deployment}-") and not p.metadata.deletion_timestamp
+    )
+    return sorted(mine, key=lambda p: p.metadata.name)
+
+
+def pod_names(apps: k8s.AppsV1Api, ns: str, deployment: str = DEPLOYMENT) -> list[str]:
+    return [p.metadata.name for p in pods(apps, ns, deployment)]
+
+
 def test_two_replicas_serve_through_the_gateway(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
     dep = apps.read_namespaced_deployment(DEPLOYMENT, ns)
     assert dep.status.observed_generation == dep.metadata.generation
@@ -79,21 +92,27 @@ def test_two_replicas_serve_through_the_gateway(region: RegionProcess, apps: k8s
         assert resp.headers["X-Fleetsim-Region"] == REGION
         assert resp.headers["X-Fleetsim-Version"] == "v0.6.3"
         served_by.add(resp.headers["X-Fleetsim-Replica"])
-    assert served_by == {f"{DEPLOYMENT}-0", f"{DEPLOYMENT}-1"}
+    assert served_by == set(pod_names(apps, ns))
     state = json.loads((region.cfg.state_dir() / f"replicas-{REGION}.json").read_text())
     assert sorted(r["pod"] for r in state["replicas"]) == sorted(served_by)
 
 
 def test_sigkilled_replica_is_replaced(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
     victim = running(region)[0]
+    before = {p.metadata.name: p for p in pods(apps, ns)}[victim["pod"]]
     os.kill(victim["pid"], signal.SIGKILL)
     wait_until(lambda: ready(apps, ns) < 2, timeout_s=10, what="the kill to be noticed")
 
     def replaced() -> bool:
-        pods = {r["pod"]: r for r in running(region)}
-        return len(pods) == 2 and pods[victim["pod"]]["pid"] != victim["pid"] and ready(apps, ns) == 2
+        live = {r["pod"]: r for r in running(region)}
+        return len(live) == 2 and live[victim["pod"]]["pid"] != victim["pid"] and ready(apps, ns) == 2
 
     wait_until(replaced, timeout_s=20, what="a new process for the killed pod and readyReplicas back to 2")
+    # The kubelet restarts a dead container in its pod: same Pod object, one restart more.
+    after = {p.metadata.name: p for p in pods(apps, ns)}[victim["pod"]]
+    assert after.metadata.uid == before.metadata.uid
+    restarts = after.status.container_statuses[0].restart_count
+    assert restarts == before.status.container_statuses[0].restart_count + 1
 
 
 def test_stay_down_kill_keeps_the_replica_down(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> None:
@@ -148,9 +167,7 @@ def test_scale_to_three(region: RegionProcess, apps: k8s.AppsV1Api, ns: str) -> 
         servers = [s.name for s in runtime.servers("track_stable") if s.operational]
         return sorted(servers) if len(servers) == 3 else []
 
-    assert wait_until(three_servers, timeout_s=10, what="3 servers in track_stable") == [
-        f"{DEPLOYMENT}-{n}" for n in range(3)
-    ]
+    assert wait_until(three_servers, timeout_s=10, what="3 servers in track_stable") == pod_names(apps, ns)
     assert apps.read_namespaced_deployment(DEPLOYMENT, ns).status.replicas == 3
 
 
@@ -215,7 +232,10 @@ def test_canary_deployment_joins_its_track_and_leaves_on_delete(
     apps.create_namespaced_deployment(ns, canary)
     runtime = HAProxyRuntime(region_socket(region.cfg, region.region_cfg))
     wait_until(
-        lambda: [s.name for s in runtime.servers("track_canary")] == ["llm-canary-0"],
+        lambda: (
+            len(pod_names(apps, ns, "llm-canary")) == 1
+            and [s.name for s in runtime.servers("track_canary")] == pod_names(apps, ns, "llm-canary")
+        ),
         timeout_s=20,
         what="the canary replica in track_canary",
     )
@@ -281,3 +301,73 @@ def test_endpoint_slices_follow_the_replicas(region: RegionProcess, apps: k8s.Ap
         )
     finally:
         hpa.patch_namespaced_horizontal_pod_autoscaler(DEPLOYMENT, ns, {"spec": {"minReplicas": 2}})
+
+
+def test_pods_are_published_and_a_deleted_pod_is_replaced(
+    region: RegionProcess, apps: k8s.AppsV1Api, ns: str
+) -> None:
+    """Deployment -> ReplicaSet -> Pod as the controllers build them; a Pod deleted through the API
+    stops its replica, and the ReplicaSet's replacement is a new Pod with a new name."""
+    core, disc = k8s.CoreV1Api(apps.api_client), k8s.DiscoveryV1Api(apps.api_client)
+    dep = apps.read_namespaced_deployment(DEPLOYMENT, ns)
+    (rs,) = [r for r in apps.list_namespaced_replica_set(ns).items if r.spec.replicas == 2]
+    assert rs.metadata.owner_references[0].to_dict() == {
+        "api_version": "apps/v1", "kind": "Deployment", "name": DEPLOYMENT, "uid": dep.metadata.uid,
+        "controller": True, "block_owner_deletion": True,
+    }  # fmt: skip
+    h = rs.metadata.labels["pod-template-hash"]
+    assert rs.metadata.name == f"{DEPLOYMENT}-{h}" and rs.spec.selector.match_labels["pod-template-hash"] == h
+    progressing = {c.type: c.message for c in dep.status.conditions}["Progressing"]
+    assert progressing == f'ReplicaSet "{rs.metadata.name}" has successfully progressed.'
+    wait_until(
+        lambda: apps.read_namespaced_replica_set(rs.metadata.name, ns).status.ready_replicas == 2,
+        timeout_s=5,
+        what="the ReplicaSet's status",
+    )
+    ports = {r["pod"]: r["port"] for r in running(region)}
+    listed = pods(apps, ns)
+    assert sorted(ports) == [p.metadata.name for p in listed]
+    for p in listed:
+        assert (
+            p.metadata.name.startswith(f"{rs.metadata.name}-")
+            and len(p.metadata.name) == len(rs.metadata.name) + 6
+        )
+        assert p.metadata.labels == {"app": "llm", "drctl.io/track": "stable", "pod-template-hash": h}
+        owner = p.metadata.owner_references[0]
+        assert (owner.kind, owner.name, owner.uid, owner.controller) == (
+            "ReplicaSet",
+            rs.metadata.name,
+            rs.metadata.uid,
+            True,
+        )
+        assert p.spec.node_name == f"devstack-{REGION}"
+        assert p.spec.containers[0].ports[0].container_port == ports[p.metadata.name]
+        assert (p.status.phase, p.status.pod_ip) == ("Running", "127.0.0.1")
+        assert {c.type: c.status for c in p.status.conditions}["Ready"] == "True"
+    # The fault injector's query (drctl/chaos/actions.py kill_replicas) finds them.
+    assert [
+        p.metadata.name
+        for p in core.list_namespaced_pod(ns, label_selector="app=llm,drctl.io/track=stable").items
+    ] == sorted(ports)
+
+    victim = listed[0].metadata.name
+    pid = {r["pod"]: r["pid"] for r in running(region)}[victim]
+    deleted = core.delete_namespaced_pod(victim, ns)
+    assert deleted.metadata.deletion_timestamp is not None  # graceful: the kubelet finishes it
+
+    def replaced() -> list[str]:
+        names = pod_names(apps, ns)
+        gone = victim not in {p.metadata.name for p in core.list_namespaced_pod(ns).items}
+        fresh = len(names) == 2 and victim not in names and ready(apps, ns) == 2
+        return names if gone and fresh and not alive(pid) else []
+
+    names = wait_until(replaced, timeout_s=20, what="the deleted pod gone and a new one ready")
+    assert {r["pod"] for r in running(region)} == set(names)
+    serving = {r["pod"]: (r["port"], True, False) for r in running(region)}
+    wait_until(lambda: endpoints(disc, ns) == serving, timeout_s=5, what="the slices to follow the pods")
+    uids = {p.metadata.name: p.metadata.uid for p in pods(apps, ns)}
+    slices = disc.list_namespaced_endpoint_slice(
+        ns, label_selector=f"kubernetes.io/service-name={DEPLOYMENT}"
+    )
+    refs = {ep.target_ref.name: ep.target_ref.uid for s in slices.items for ep in s.endpoints or []}
+    assert refs == uids  # each endpoint points at its Pod object

@@ -10,6 +10,7 @@ from activities.reports import ReportStore
 from drctl.config.schema import FleetConfig
 from drctl.providers import aws
 from drctl.providers.route53 import route53_client
+from tests.support.config import tuned
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def _access_key(client: object) -> str | None:
 
 
 def _without_endpoint(cfg: FleetConfig) -> FleetConfig:
-    return cfg.model_copy(update={"aws": cfg.aws.model_copy(update={"endpoint_url": None})})
+    return tuned(cfg, "aws", endpoint_url=None)
 
 
 def test_emulator_without_credentials_gets_dummy_keys_and_works(

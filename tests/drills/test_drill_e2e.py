@@ -10,12 +10,13 @@ import pytest
 from temporalio.client import Client, ScheduleActionStartWorkflow
 
 from drctl.client.identity import os_identity
+from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.drill import DrillReport, Verdict
 from tests.support.cli import drctl_async
 from tests.support.config import write_config
-from tests.support.drills import EXPERIMENTS, replica_states, run_drill, watched
-from tests.support.workers import StartWorkers, admin, weights
+from tests.support.drills import EXPERIMENTS, replica_states, run_drill, watched, watched_fleet
+from tests.support.workers import StartWorkers, admin, fast_config, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -49,8 +50,7 @@ async def test_drill_on_an_unhealthy_fleet_is_aborted_without_injecting(
 async def test_drill_whose_fault_action_fails_is_failed(
     start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     # A fault aimed at a track with no replicas: the platform hurts nothing, so the action fails.
     exp = json.loads((EXPERIMENTS / "region-outage.json").read_text())
     exp["method"][0]["provider"]["arguments"]["track"] = "canary"
@@ -70,8 +70,7 @@ async def test_drill_whose_fault_action_fails_is_failed(
 async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     start_workers: StartWorkers, temporal_client: Client, fleet_config_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     cfg_file = write_config(cfg, fleet_config_path.parent)
     code, out, err = await drctl_async(
         "drill",
@@ -95,6 +94,10 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     assert report.served_by.get("us-east-1", 0) > 0
     # The monitor's emergency failover records its data-loss exposure; the seeded replicas are in sync.
     assert (report.data_loss_s, report.data_loss_objects) == (0.0, 0), report
+    # Judged by the objective too: the target held it (window 2 s in the test fleet) under the load.
+    assert report.slo_restored_s is not None and report.slo_restored_s <= report.rto_target_s, report
+    assert (report.slo_evidence or "").startswith(f"restored {report.slo_restored_s:.1f}s after the fault")
+    assert "ttft_p99 <= " in (report.slo_evidence or "")
 
     code, out, err = await drctl_async("drill", "history", "-c", str(cfg_file), "--output", "json")
     assert code == 0, err
@@ -107,13 +110,34 @@ async def test_region_outage_drill_passes_within_rto_and_history_lists_it(
     code, out, _ = await drctl_async("drill", "report", report.id, "-c", str(cfg_file))
     assert code == 0 and "PASS" in out and "Measured RTO" in out
     assert "Data-loss exposure at failover: 0.0 s of replication lag, 0 object(s)" in out, out
+    assert f"- SLO: {report.slo_evidence}" in out, out
+
+
+async def test_a_drill_whose_objective_is_not_restored_fails_naming_ttft_p99(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    # Traffic moves and is served, but no replica answers its first token within 1 ms: the objective
+    # cannot be met, so the drill FAILs however fast the failover was. A 12 s RTO target keeps the
+    # failover's bounded wait for it (target + window) short.
+    base = fast_config(fleet_config)
+    slo = base.objectives.slo.model_copy(update={"ttft_p99_ms": 1.0})
+    objectives = base.objectives.model_copy(update={"slo": slo, "rto_target_s": 12.0})
+    cfg = await start_workers(cfg=base.model_copy(update={"objectives": objectives}))
+    await watched(temporal_client, cfg)
+    report = await run_drill(temporal_client, cfg, EXPERIMENTS / "region-outage.json")
+    assert report.verdict is Verdict.FAILED, report
+    assert report.failover and report.failover.status == "COMPLETED", report.failover
+    assert report.failover.result["status"] == "succeeded" and report.slo_restored_s is None
+    (why,) = [r for r in report.reasons if r.startswith("SLO ")]
+    assert why.startswith("SLO not restored within 12s: ttft_p99 ") and " ms > 1 ms at " in why, why
+    assert report.failback and report.failback.status == "COMPLETED"
+    assert weights(cfg) == cfg.weights
 
 
 async def test_replica_loss_drill_passes_without_failover(
     start_workers: StartWorkers, temporal_client: Client, tmp_path: Path
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     exp = json.loads((EXPERIMENTS / "replica-loss.json").read_text())
     exp["configuration"]["observe_s"] = 6  # long enough for several probe rounds at 2 s
     (tmp_path / "replica-loss.json").write_text(json.dumps(exp))

@@ -23,6 +23,7 @@ from tests.support.drills import (
     run_drill,
     start_drill,
     watched,
+    watched_fleet,
 )
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, admin, served_by, weights
@@ -61,8 +62,7 @@ async def test_region_degradation_drill_fails_over_within_rto(
 async def test_gateway_loss_drill_fails_over_within_rto(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    await watched(temporal_client, cfg)
+    cfg = await watched_fleet(start_workers, temporal_client)
     report = await run_drill(temporal_client, cfg, EXPERIMENTS / "gateway-loss.json")
     assert_passed_with_failover(report, cfg)
     # The users saw the gateway go: requests failed until the weights moved.

@@ -50,15 +50,24 @@ async def _kill_worker_and_chaos(worker: asyncio.subprocess.Process) -> None:
     await asyncio.wait_for(worker.wait(), 10)
 
 
-async def _killed_mid_drill(
-    temporal_client: Client, cfg_dir: Path, tmp_path: Path, fleet_config: FleetConfig
-) -> tuple[FleetConfig, WorkflowHandle[object, object]]:
+Killed = tuple[FleetConfig, WorkflowHandle[object, object]]
+
+
+@pytest.fixture
+async def killed_mid_drill(
+    start_workers: StartWorkers,  # after its fleet reset, which would clear the fault
+    temporal_client: Client,
+    fleet_config_path: Path,
+    fleet_config: FleetConfig,
+    tmp_path: Path,
+) -> Killed:
+    """A drill whose worker (and its `chaos run`) was killed with the outage injected and held."""
     cfg = fast_config(fleet_config)
     worker = await asyncio.create_subprocess_exec(
         str(DRCTL),
         "worker",
         "-c",
-        str(write_config(cfg, cfg_dir)),
+        str(write_config(cfg, fleet_config_path.parent)),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -73,13 +82,9 @@ async def _killed_mid_drill(
 
 
 async def test_the_drill_workflow_clears_its_fault_when_its_worker_dies(
-    start_workers: StartWorkers,
-    temporal_client: Client,
-    fleet_config_path: Path,
-    fleet_config: FleetConfig,
-    tmp_path: Path,
+    start_workers: StartWorkers, killed_mid_drill: Killed
 ) -> None:
-    cfg, handle = await _killed_mid_drill(temporal_client, fleet_config_path.parent, tmp_path, fleet_config)
+    cfg, handle = killed_mid_drill
     # The new worker's sweep leaves the fault alone: its drill still runs, and clears it itself.
     await start_workers(cfg=cfg)
     report = await asyncio.wait_for(result_of(handle, DrillReport), 150)
@@ -91,13 +96,9 @@ async def test_the_drill_workflow_clears_its_fault_when_its_worker_dies(
 
 
 async def test_a_starting_worker_sweeps_faults_whose_drill_is_gone(
-    start_workers: StartWorkers,
-    temporal_client: Client,
-    fleet_config_path: Path,
-    fleet_config: FleetConfig,
-    tmp_path: Path,
+    start_workers: StartWorkers, killed_mid_drill: Killed
 ) -> None:
-    cfg, handle = await _killed_mid_drill(temporal_client, fleet_config_path.parent, tmp_path, fleet_config)
+    cfg, handle = killed_mid_drill
     await handle.terminate("test: the drill is gone with its worker")
     assert (await asyncio.to_thread(admin, cfg, "us-west-1", "/faults"))["replicas"], "fault still held"
     await start_workers(cfg=cfg)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.config.schema import FleetConfig, NotificationsConfig
 from drctl.models.drill import Verdict
 from tests.support.drills import EXPERIMENTS, run_drill
-from tests.support.receiver import receiver
-from tests.support.wait import assert_eventually
+from tests.support.receiver import pagerduty_hook, receiver
 from tests.support.workers import StartWorkers, admin, fast_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -21,11 +20,8 @@ async def test_an_aborted_drill_triggers_a_pagerduty_incident(
     fleet_config: FleetConfig,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("DRCTL_TEST_PD_KEY", "drill-key")
     with receiver() as rec:
-        hook = WebhookConfig(
-            name="pager", format="pagerduty", url=rec.url, routing_key_env="DRCTL_TEST_PD_KEY"
-        )
+        hook = pagerduty_hook(monkeypatch, rec.url, "drill-key")
         base = fast_config(fleet_config)
         cfg = await start_workers(
             cfg=base.model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])})
@@ -36,10 +32,7 @@ async def test_an_aborted_drill_triggers_a_pagerduty_incident(
         report = await run_drill(temporal_client, cfg, EXPERIMENTS / "region-outage.json")
         assert report.verdict is Verdict.ABORTED, report
 
-        async def paged() -> bool:
-            return len(rec.bodies()) >= 1
-
-        await assert_eventually(paged, timeout_s=30, what="the PagerDuty event")
+        await rec.posted(what="the PagerDuty event")
     [body] = rec.bodies()
     assert body["routing_key"] == "drill-key" and body["event_action"] == "trigger"
     assert body["dedup_key"] == f"drctl/{cfg.name}/drill"

@@ -1,25 +1,27 @@
 """drills.fault_injector: kubernetes: the region outage scales the track Deployment to 0 through
-the Kubernetes API and the rollback restores it, against the dev stack's emulated cluster, whose
-node agent really stops and starts the replicas."""
+the Kubernetes API and the rollback restores it, and replica loss deletes a Pod that its ReplicaSet
+replaces, against the dev stack's emulated cluster, whose node agent really stops and starts the
+replicas."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from kubernetes import client as k8s
 from temporalio.client import Client
 
 from drctl.chaos import actions
 from drctl.chaos.validate import validate_experiment
 from drctl.config.schema import FleetConfig, load_config
 from drctl.models.drill import Verdict
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.devstack import apps_api
 from tests.support.drills import EXPERIMENTS, run_drill, watched
+from tests.support.regionproc import alive
 from tests.support.wait import wait_until
 from tests.support.workers import StartWorkers, admin, fast_config, weights
 
@@ -42,14 +44,6 @@ def _pids(cfg: FleetConfig, deployment: str) -> list[int]:
     return [r["pid"] for r in admin(cfg, REGION, "/replicas") if r["deployment"] == deployment]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _region_serves(cfg: FleetConfig) -> bool:
     body = {"model": cfg.workload.model, "prompt": "x", "max_tokens": 1}
     try:
@@ -67,7 +61,7 @@ def test_outage_scales_to_zero_and_rollback_restores(kube_cfg: FleetConfig) -> N
     name, ns = kube_cfg.workload.deployment_name("stable"), rc.kube.namespace
     apps = apps_api(rc.kube.api_url or "")
     before = _pids(kube_cfg, name)
-    assert len(before) == rc.replicas and all(_alive(p) for p in before)
+    assert len(before) == rc.replicas and all(alive(p) for p in before)
     # Every shipped outage experiment is valid with this injector; the devstack-only ones are not.
     assert validate_experiment(EXPERIMENTS / "region-outage.json", kube_cfg, REGION).target_region == REGION
 
@@ -79,7 +73,7 @@ def test_outage_scales_to_zero_and_rollback_restores(kube_cfg: FleetConfig) -> N
         assert dep.metadata.annotations[actions.RESTORE_ANNOTATION] == str(rc.replicas)
         # The node agent stops the replicas for real, and its HPA leaves a Deployment at 0 alone.
         wait_until(
-            lambda: _pids(kube_cfg, name) == [] and not any(_alive(p) for p in before),
+            lambda: _pids(kube_cfg, name) == [] and not any(alive(p) for p in before),
             timeout_s=20,
             what="replicas of a Deployment scaled to 0 stopped",
         )
@@ -100,6 +94,48 @@ def test_outage_scales_to_zero_and_rollback_restores(kube_cfg: FleetConfig) -> N
     assert actions.clear_faults(REGION, configuration=conf)["restored"] is None
 
 
+def test_replica_loss_deletes_a_pod_and_its_replicaset_replaces_it(kube_cfg: FleetConfig) -> None:
+    conf: dict[str, Any] = {"fleet_config": kube_cfg.source_path}
+    rc = kube_cfg.region(REGION)
+    name, ns = kube_cfg.workload.deployment_name("stable"), rc.kube.namespace
+    apps = apps_api(rc.kube.api_url or "")
+    core = k8s.CoreV1Api(apps.api_client)
+    selector = f"app={kube_cfg.workload.app},drctl.io/track=stable"
+
+    def live_pods() -> dict[str, Any]:
+        found = core.list_namespaced_pod(ns, label_selector=selector).items
+        return {p.metadata.name: p for p in found if not p.metadata.deletion_timestamp}
+
+    before = live_pods()
+    pids = {r["pod"]: r["pid"] for r in admin(kube_cfg, REGION, "/replicas") if r["deployment"] == name}
+    assert set(pids) == set(before) and len(before) == rc.replicas
+    # Replica loss is valid with this injector (region degradation and gateway loss are not).
+    assert validate_experiment(EXPERIMENTS / "replica-loss.json", kube_cfg, REGION).target_region == REGION
+
+    out = actions.kill_replicas(REGION, count=1, configuration=conf)
+    (victim,) = out["affected"]
+    assert out["fault"] == "replica-loss" and victim == sorted(before)[0]
+    wait_until(lambda: not alive(pids[victim]), timeout_s=10, what="the deleted pod's process to stop")
+
+    def replaced() -> dict[str, Any]:
+        now = live_pods()
+        ready = [
+            p
+            for p in now.values()
+            if {c.type: c.status for c in p.status.conditions or []}.get("Ready") == "True"
+        ]
+        status = apps.read_namespaced_deployment_status(name, ns).status
+        back = len(ready) == rc.replicas and victim not in now and status.ready_replicas == rc.replicas
+        return now if back else {}
+
+    after = wait_until(replaced, timeout_s=30, what="a new ready pod in place of the deleted one")
+    (new,) = set(after) - set(before)
+    assert new.startswith(victim.rsplit("-", 1)[0] + "-")  # same ReplicaSet, a new name
+    assert {r["pod"] for r in admin(kube_cfg, REGION, "/replicas") if r["deployment"] == name} == set(after)
+    wait_until(lambda: _region_serves(kube_cfg), timeout_s=10, what="the region serves")
+    assert admin(kube_cfg, REGION, "/faults")["replicas"] == []  # nothing was held down
+
+
 @pytest.mark.slow
 async def test_region_outage_drill_with_the_kubernetes_injector_passes(
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, fleet_config_path: Path
@@ -107,7 +143,7 @@ async def test_region_outage_drill_with_the_kubernetes_injector_passes(
     """The drill end to end with drills.fault_injector: kubernetes: its fault and its rollback are
     Deployment writes through the emulated Kubernetes API, and the failover it causes meets the RTO."""
     fast = fast_config(fleet_config)
-    fast = fast.model_copy(update={"drills": fast.drills.model_copy(update={"fault_injector": "kubernetes"})})
+    fast = tuned(fast, "drills", fault_injector="kubernetes")
     cfg = await start_workers(cfg=load_config(write_config(fast, fleet_config_path.parent)))
     rc = cfg.region(REGION)
     name, ns = cfg.workload.deployment_name("stable"), rc.kube.namespace

@@ -111,7 +111,10 @@ def test_canary_then_switch(cfg: FleetConfig, kube: tuple[Any, Any], route: None
     gw.set_track_weights("us-west-1", {"stable": 95, "canary": 5})
 
     obj = read_route(kube)
-    assert obj["spec"]["rules"][0]["backendRefs"] == [{"name": "admin", "port": 9000}]  # not a track rule
+    # Not a track rule: untouched, as the API server stored it (with the CRD's defaults filled in).
+    assert obj["spec"]["rules"][0]["backendRefs"] == [
+        {"name": "admin", "port": 9000, "group": "", "kind": "Service", "weight": 1}
+    ]
     assert obj["spec"]["rules"][1]["backendRefs"] == [
         {"group": "", "kind": "Service", "name": "llm-stable", "port": 8000, "weight": 95},
         {"group": "", "kind": "Service", "name": "llm-canary", "port": 8001, "weight": 5},

@@ -34,6 +34,19 @@ defaults
 """
 
 
+def _proxy(sock: str, frontend: str, port: int, backend: str, rest: str) -> str:
+    """An HAProxy config with a runtime socket and a round-robin frontend; `rest` goes on from its servers."""
+    return f"""
+global
+    stats socket {sock} mode 600 level admin
+{_DEFAULTS}
+frontend {frontend}
+    bind 127.0.0.1:{port}
+    default_backend {backend}
+backend {backend}
+    balance roundrobin{rest}"""
+
+
 def _backend_server(name: str) -> StubServer:
     reply = Reply(200, name.encode(), headers={"X-Served-By": name}, content_type=None)
     return StubServer(lambda _req: reply, port=free_port()).start()
@@ -47,27 +60,22 @@ class Stack:
         self.dead_port = free_port()  # nothing listens here: a server that fails its health check
         self.global_sock, self.gateway_sock = str(tmp / "global.sock"), str(tmp / "us-west-1.sock")
         p = self.port
-        global_cfg = f"""
-global
-    stats socket {self.global_sock} mode 600 level admin
-{_DEFAULTS}
-frontend fe_global
-    bind 127.0.0.1:{self.global_port}
-    default_backend global
-backend global
-    balance roundrobin
+        global_cfg = _proxy(
+            self.global_sock,
+            "fe_global",
+            self.global_port,
+            "global",
+            f"""
     server us-west-1 127.0.0.1:{self.gateway_port} weight 60
     server us-east-1 127.0.0.1:{p["east"]} weight 40
-"""
-        gateway_cfg = f"""
-global
-    stats socket {self.gateway_sock} mode 600 level admin
-{_DEFAULTS}
-frontend gateway
-    bind 127.0.0.1:{self.gateway_port}
-    default_backend region
-backend region
-    balance roundrobin
+""",
+        )
+        gateway_cfg = _proxy(
+            self.gateway_sock,
+            "gateway",
+            self.gateway_port,
+            "region",
+            f"""
     server stable 127.0.0.1:{p["stable"]} weight 100
     server canary 127.0.0.1:{p["canary"]} weight 0
 frontend pool
@@ -81,7 +89,8 @@ backend hashed
     balance source
     server a 127.0.0.1:{p["stable"]}
     server b 127.0.0.1:{p["canary"]}
-"""
+""",
+        )
         self.procs: list[subprocess.Popen[bytes]] = []
         for name, cfg in (("global", global_cfg), ("us-west-1", gateway_cfg)):
             path = tmp / f"{name}.cfg"

@@ -20,13 +20,14 @@ import pytest
 from aiohttp import web
 from kubernetes import client
 
-from drctl.config.schema import ConfigError, FleetConfig, RegionConfig, parse_config
+from drctl.config.schema import ConfigError, FleetConfig, RegionConfig
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.devstack.kube import RegionCluster
 from drctl.models.health import ProbeStatus, RegionProbe
 from drctl.providers import prom
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
+from tests.support.config import one_region_config
 from tests.support.http_stub import serve_app
 from tests.support.kubeapi import endpoint_slice
 from tests.support.loop_thread import LoopThread
@@ -81,20 +82,15 @@ async def clean(stack: Stack) -> AsyncIterator[Stack]:
 
 
 def _cfg(gateway_url: str, model: str = "fleetsim-tiny", kube_url: str = "http://127.0.0.1:1") -> FleetConfig:
-    return parse_config(f"""
-name: probe-test
-regions:
-  - name: us-west-1
-    weight: 60
-    gateway_url: {gateway_url}
-    kube: {{api_url: "{kube_url}", namespace: inference}}
+    return one_region_config(
+        "probe-test",
+        gateway_url,
+        f'{{api_url: "{kube_url}", namespace: inference}}',
+        f"""
 workload: {{model: {model}}}
 health: {{interval_s: 5, probe_timeout_s: {TIMEOUT_S}, ttft_degraded_ms: {TTFT_DEGRADED_MS}, completion_sample: 1}}
-traffic:
-  global_endpoint: http://127.0.0.1:1
-  global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}
-  regional: {{kind: gateway-api}}
-""")
+""",
+    )
 
 
 async def _probe(stack: Stack, gateway: str = "", **kw: Any) -> RegionProbe:

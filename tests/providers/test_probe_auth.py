@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,12 +18,13 @@ import pytest
 from aiohttp import web
 
 from drctl.chaos import probes
-from drctl.config.schema import FleetConfig, RegionConfig, parse_config
+from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.devstack.fleetsim import FleetsimSettings, build_app
 from drctl.models.health import ProbeStatus
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
-from drctl.providers.track_analysis import run_requests
+from drctl.providers.track_analysis import Completions, run_requests
+from tests.support.config import one_region_config
 from tests.support.http_stub import serve_app
 from tests.support.ports import free_port
 from tests.support.wait import assert_eventually
@@ -61,22 +61,16 @@ async def region() -> AsyncIterator[AuthedRegion]:
 
 
 def _cfg(region: AuthedRegion, auth: str, gateway_url: str = "") -> FleetConfig:
-    # Token files live in the test's tmp_path: the config allows that directory for secrets.
-    return parse_config(f"""
-name: auth-test
-secret_dirs: [{tempfile.gettempdir()}]
-regions:
-  - name: us-west-1
-    weight: 60
-    gateway_url: {gateway_url or region.urls["gateway"]}
-    kube: {{api_url: "http://127.0.0.1:1", namespace: inference}}
+    # Token files live in the test's tmp_path, under the temp dir the config allows for secrets.
+    return one_region_config(
+        "auth-test",
+        gateway_url or region.urls["gateway"],
+        '{api_url: "http://127.0.0.1:1", namespace: inference}',
+        f"""
 workload: {{model: fleetsim-tiny, {auth}}}
 health: {{interval_s: 5, probe_timeout_s: 1.5, completion_sample: 1}}
-traffic:
-  global_endpoint: http://127.0.0.1:1
-  global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}
-  regional: {{kind: gateway-api}}
-""")
+""",
+    )
 
 
 async def test_fleetsim_api_key_mode_guards_v1_like_vllm(region: AuthedRegion) -> None:
@@ -173,10 +167,9 @@ def test_fleetsim_reads_the_key_from_vllms_variable() -> None:
 
 async def test_warmup_and_analysis_traffic_carries_the_token(region: AuthedRegion) -> None:
     urls = [region.urls["r0"], region.urls["r1"]]
-    with_token = await run_requests(
-        urls, "fleetsim-tiny", 4, 0.0, 5.0, headers={"Authorization": f"Bearer {KEY}"}
-    )
-    anonymous = await run_requests(urls, "fleetsim-tiny", 4, 0.0, 5.0)
+    token = {"Authorization": f"Bearer {KEY}"}
+    with_token = await run_requests(urls, Completions("fleetsim-tiny", 5.0, token), 4, 0.0)
+    anonymous = await run_requests(urls, Completions("fleetsim-tiny", 5.0), 4, 0.0)
     assert all(t is not None for t in with_token) and anonymous == [None] * 4
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,11 +9,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from drctl.config.schema import FleetConfig, parse_config
+from drctl.config.schema import FleetConfig
 from drctl.devstack.endpointslices import SERVICE_NAME_LABEL, PodEndpoint, publish
 from drctl.devstack.kube import RegionCluster
 from drctl.providers import replicas as replicas_mod
 from drctl.providers.replicas import KubernetesReplicaSource
+from tests.support.config import one_region_config
 from tests.support.loop_thread import LoopThread
 
 NS = "inference"
@@ -22,20 +22,9 @@ NS = "inference"
 
 def _cfg(kube: str) -> FleetConfig:
     # kubeconfig files of these tests live under the temp dir: the config allows it for secrets.
-    return parse_config(f"""
-name: replicas-test
-secret_dirs: [{tempfile.gettempdir()}]
-regions:
-  - name: us-west-1
-    weight: 60
-    gateway_url: http://127.0.0.1:1
-    kube: {kube}
-workload: {{app: llm, model: fleetsim-tiny}}
-traffic:
-  global_endpoint: http://127.0.0.1:1
-  global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}
-  regional: {{kind: gateway-api}}
-""")
+    return one_region_config(
+        "replicas-test", "http://127.0.0.1:1", kube, "workload: {app: llm, model: fleetsim-tiny}"
+    )
 
 
 def _service(name: str, track: str) -> dict[str, Any]:

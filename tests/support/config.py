@@ -12,18 +12,20 @@ import json
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel
 
 from bench.rto_fleet import loopback_services
-from drctl.config.schema import FleetConfig, load_config
+from drctl.config.schema import FleetConfig, load_config, parse_config
 from drctl.models.activity_io import Capacity
 from drctl.models.failover import capacity_of
 from drctl.models.fleet_spec import FleetSpec, RegionSpec
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+M = TypeVar("M", bound=BaseModel)
 
 
 def short_tmp_dir(prefix: str = "drctl-") -> Path:
@@ -121,6 +123,31 @@ def write_fleet_config(
     path = directory / "fleet.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def tuned(model: M, section: str, **fields: Any) -> M:
+    """`model` (a config, or a section of one) with some fields of one of its sections changed,
+    e.g. `tuned(cfg, "failover", policy="manual")`."""
+    return model.model_copy(update={section: getattr(model, section).model_copy(update=fields)})
+
+
+def one_region_config(name: str, gateway_url: str, kube: str, sections: str) -> FleetConfig:
+    """A fleet of one region, us-west-1, for a provider test: its gateway and Kubernetes API are the
+    test's servers, the global and regional tiers (Route 53, Gateway API) are never called. `sections`
+    is YAML of the sections the test sets (workload, health); secrets may live under the temp dir."""
+    return parse_config(f"""
+name: {name}
+secret_dirs: [{tempfile.gettempdir()}]
+regions:
+  - name: us-west-1
+    weight: 60
+    gateway_url: {gateway_url}
+    kube: {kube}
+traffic:
+  global_endpoint: http://127.0.0.1:1
+  global: {{kind: route53, hosted_zone_id: Z1, record_name: api.example.com, targets: {{us-west-1: a}}}}
+  regional: {{kind: gateway-api}}
+{sections}""")
 
 
 def write_config(cfg: FleetConfig, directory: Path) -> Path:

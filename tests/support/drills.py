@@ -19,10 +19,17 @@ from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport
 from drctl.models.health import RegionState
 from tests.support.wait import assert_eventually
-from tests.support.workers import admin
+from tests.support.workers import StartWorkers, admin
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
+
+
+async def watched_fleet(start_workers: StartWorkers, client: Client) -> FleetConfig:
+    """Workers for the test fleet, watched by a monitor that sees every region HEALTHY."""
+    cfg = await start_workers()
+    await watched(client, cfg)
+    return cfg
 
 
 async def watched(client: Client, cfg: FleetConfig) -> None:

@@ -15,6 +15,26 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
+def routes(ns: str = NS) -> tuple[str, str, str, str]:
+    """CustomObjectsApi's (group, version, namespace, plural) for the HTTPRoutes of `ns`."""
+    return ("gateway.networking.k8s.io", "v1", ns, "httproutes")
+
+
+def http_route(
+    name: str, backend_refs: list[dict[str, Any]], *, parent: str | None = None, **rule: Any
+) -> dict[str, Any]:
+    """An HTTPRoute with one rule (`backend_refs` and any other fields of `rule`), attached to the
+    Gateway `parent` when one is named."""
+    spec: dict[str, Any] = {"parentRefs": [{"name": parent}]} if parent else {}
+    spec["rules"] = [{"backendRefs": backend_refs, **rule}]
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def deployment(
     name: str, track: str, replicas: int = 2, image: str = "vllm/vllm-openai:v1"
 ) -> dict[str, Any]:

@@ -78,3 +78,10 @@ def free_port_run(n: int, attempts: int = 20) -> int:
             for s in socks:
                 s.close()
     raise RuntimeError(f"no run of {n} free ports on 127.0.1.1 in {attempts} attempts")
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port` right now."""
+    with socket.socket() as s:
+        s.settimeout(0.3)
+        return s.connect_ex(("127.0.0.1", port)) == 0

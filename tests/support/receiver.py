@@ -14,8 +14,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
+from drctl.config.schema import WebhookConfig
 from tests.support.http_stub import Reply, Request, StubServer
 from tests.support.ports import free_port
+from tests.support.wait import assert_eventually
 
 
 @dataclass
@@ -38,6 +42,15 @@ class Receiver:
         with self.lock:
             return [p.body for p in self.posts if path is None or p.path == path]
 
+    async def posted(self, n: int = 1, timeout_s: float = 30.0, what: str = "") -> list[Any]:
+        """The bodies received, once there are at least `n` (bounded: fails after `timeout_s`)."""
+
+        async def enough() -> list[Any] | None:
+            got = self.bodies()
+            return got if len(got) >= n else None
+
+        return await assert_eventually(enough, timeout_s=timeout_s, what=what or f"{n} post(s)")
+
     def handle(self, req: Request) -> Reply:
         with self.lock:
             status, delay = self.script.pop(0) if self.script else (200, 0.0)
@@ -56,6 +69,12 @@ def receiver(script: list[tuple[int, float]] | None = None) -> Iterator[Receiver
     with StubServer(rec.handle, name="receiver") as server:
         rec.url = server.url
         yield rec
+
+
+def pagerduty_hook(monkeypatch: pytest.MonkeyPatch, url: str, routing_key: str) -> WebhookConfig:
+    """A PagerDuty webhook to `url`, its routing key in the environment as production keeps it."""
+    monkeypatch.setenv("DRCTL_TEST_PD_KEY", routing_key)
+    return WebhookConfig(name="pager", format="pagerduty", url=url, routing_key_env="DRCTL_TEST_PD_KEY")
 
 
 def closed_port_url() -> str:

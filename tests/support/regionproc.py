@@ -93,3 +93,12 @@ class RegionProcess:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def alive(pid: int) -> bool:
+    """Whether a process (a replica the region process runs, say) still exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

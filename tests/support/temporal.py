@@ -18,15 +18,34 @@ from typing import Any
 
 import pytest_asyncio
 from temporalio import workflow
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import RetryPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from drctl.models import search_attributes
+from tests.support.wait import assert_eventually
 
 TEMPORAL = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+
+
+def dev_server_command(port: int, ui_port: int) -> list[str]:
+    """`temporal server start-dev` in memory on 127.0.0.1:`port`, with drctl's search attributes: for a
+    test that needs the server as a process of its own (behind a proxy, or read by the Temporal CLI)."""
+    return [
+        TEMPORAL,
+        "server",
+        "start-dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--headless",
+        *search_attributes.cli_flags(),
+    ]
 
 
 async def start_local(search_attributes: Sequence[Any] = ()) -> WorkflowEnvironment:
@@ -82,3 +101,15 @@ async def execute_once(
         ):
             wid = f"{id_prefix}-{uuid.uuid4().hex[:8]}"
             return await client.execute_workflow(workflow_cls.run, arg, id=wid, task_queue=queue)
+
+
+async def closed_status(
+    handle: WorkflowHandle[Any, Any], timeout_s: float, what: str, interval_s: float = 0.2
+) -> WorkflowExecutionStatus:
+    """How the workflow behind `handle` closed, once it has (bounded: fails after `timeout_s`)."""
+
+    async def closed() -> WorkflowExecutionStatus | None:
+        status = (await handle.describe()).status
+        return status if status not in (None, WorkflowExecutionStatus.RUNNING) else None
+
+    return await assert_eventually(closed, timeout_s=timeout_s, interval_s=interval_s, what=what)

@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
-from drctl.models.upgrade import UpgradeResult, upgrade_request
+from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from drctl.worker.process import build_workers
 from tests.support.devstack import apps_api
@@ -118,3 +118,20 @@ async def run_upgrade(
     finally:
         if watcher:
             watcher.cancel()
+
+
+async def rolled_back_canary(
+    client: Client,
+    cfg: FleetConfig,
+    image: str,
+    region: str,
+    env: dict[str, str],
+    steps_percent: list[int],
+    watch: WeightWatch | None = None,
+) -> tuple[Any, UpgradeResult]:
+    """A canary wave of `image` in `region` whose replicas misbehave as `env` makes fleetsim, run to
+    its end: the request and the result, which must be ROLLED_BACK."""
+    req = upgrade_req(cfg, image, steps_percent=steps_percent, regions=[region], env=env)
+    res = await run_upgrade(client, cfg, req, watch)
+    assert res.outcome is Outcome.ROLLED_BACK, res
+    return req, res

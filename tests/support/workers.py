@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.client.monitor_view import live_status
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import FailbackInput, FailoverInput
+from drctl.models.failover import FailbackInput, FailoverInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
 from drctl.models.monitor import MonitorStatus
@@ -58,6 +58,10 @@ def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
             "health": cfg.health.model_copy(update=h),
             "failover": cfg.failover.model_copy(
                 update={"verify_requests": 10, "verify_timeout_s": 10.0, "rollout_timeout_s": 60.0}
+            ),
+            # A failover waits for "SLO restored" held this long (an idle target: this long, once).
+            "objectives": cfg.objectives.model_copy(
+                update={"slo": cfg.objectives.slo.model_copy(update={"window_s": 2.0})}
             ),
             "failback": cfg.failback.model_copy(
                 update={"stabilization_window_s": 3.0, "steps": 2, "step_interval_s": 1.0}
@@ -158,6 +162,16 @@ async def until_healthy(handle: WorkflowHandle[Any, Any]) -> None:
     )
 
 
+async def healthy_fleet(
+    start_workers: StartWorkers, client: Client
+) -> tuple[FleetConfig, WorkflowHandle[Any, Any]]:
+    """Workers for the test fleet, and its monitor once it sees every region HEALTHY."""
+    cfg = await start_workers()
+    mon = await monitor_handle(client, cfg)
+    await until_healthy(mon)
+    return cfg, mon
+
+
 async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
     """Regions serving n completions through the global endpoint (new connection each)."""
     counts: dict[str, int] = {}
@@ -215,3 +229,29 @@ def background_workers(cfg: FleetConfig) -> Iterator[None]:
         lt.loop.call_soon_threadsafe(stop.set)
         done.result(timeout=30)
         lt.close()
+
+
+def kill_stable(cfg: FleetConfig, region: str) -> Any:
+    """A region outage: the node agent kills `region`'s stable replicas and keeps them down."""
+    return admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+
+
+async def monitor_failed_over(
+    mon: WorkflowHandle[Any, Any], timeout_s: float, what: str, interval_s: float = 0.5
+) -> MonitorStatus:
+    """The monitor's status once it records a failover (bounded: fails after `timeout_s`)."""
+
+    async def failed_over() -> MonitorStatus | None:
+        st = await monitor_status(mon)
+        return st if st.failed_over else None
+
+    return await assert_eventually(failed_over, timeout_s=timeout_s, interval_s=interval_s, what=what)
+
+
+async def outage_failover(
+    client: Client, cfg: FleetConfig, mon: WorkflowHandle[Any, Any], what: str
+) -> FailoverResult:
+    """Kill us-west-1's stable replicas; the result of the failover the monitor starts for it."""
+    assert kill_stable(cfg, "us-west-1")["affected"]
+    await monitor_failed_over(mon, timeout_s=60, what=what)
+    return await client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult).result()

@@ -9,6 +9,7 @@ import pytest
 
 from drctl.chaos import boundary as b
 from drctl.config.schema import FleetConfig
+from tests.support.config import tuned
 
 
 def _violation(fn: Any, *args: Any, **kw: Any) -> str:
@@ -172,7 +173,7 @@ def test_dynamic_configuration_may_read_only_drctls_keys_and_the_fleets_allowed_
     # A name that looks like a drctl knob is not allowed by its looks: only the fleet config allows.
     knob = _exp(configuration={"rps": {"type": "env", "key": "DRCTL_RPS"}})
     assert "may not read environment variable 'DRCTL_RPS'" in _violation(b.check_boundary, knob, {}, cfg)
-    allowing = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_env": ["DRCTL_RPS"]})})
+    allowing = tuned(cfg, "drills", allowed_env=["DRCTL_RPS"])
     b.check_boundary(knob, {}, allowing, configuration_only=True)
     odd = _exp(configuration={"rps": {"type": "env", "key": "DRCTL_RPS", "path": "/etc/shadow"}})
     assert (
@@ -188,7 +189,7 @@ def test_env_names_are_drctls_own_pairs_or_the_fleets_allowed_env(cfg: FleetConf
     assert b._env_allowed("fleet_config", "DRCTL_CONFIG", cfg)
     assert not b._env_allowed("fleet_config", "DRCTL_GLOBAL_ENDPOINT", cfg)
     assert not b._env_allowed("rps", "DRCTL_RPS", cfg)
-    allowing = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_env": ["DRCTL_RPS"]})})
+    allowing = tuned(cfg, "drills", allowed_env=["DRCTL_RPS"])
     assert b._env_allowed("anything", "DRCTL_RPS", allowing)
     assert not b._env_allowed("rps", "drctl_rps", allowing)
     assert not b._env_allowed("rps", ["DRCTL_RPS"], allowing)

@@ -14,7 +14,7 @@ import yaml
 from drctl import chaos
 from drctl.chaos import actions, faults, probes
 from drctl.config.schema import FleetConfig, UnknownRegionError
-from tests.support.config import fleet_config_data
+from tests.support.config import fleet_config_data, tuned
 from tests.support.standin import Reply, StandIn, serve
 
 WEST, EAST = "us-west-1", "us-east-1"
@@ -86,12 +86,10 @@ def test_fleet_and_endpoint_come_from_the_configuration(conf: dict[str, Any], st
         == "region 'us-east-1' is not an allowed drill target (drills.allowed_targets: us-west-1)"
     )
     chaos.ensure_allowed(cfg, WEST)
-    two = cfg.model_copy(
-        update={"drills": cfg.drills.model_copy(update={"allowed_targets": [WEST, "eu-west-9"]})}
-    )
+    two = tuned(cfg, "drills", allowed_targets=[WEST, "eu-west-9"])
     with pytest.raises(chaos.TargetNotAllowed, match=r"\(drills.allowed_targets: us-west-1, eu-west-9\)$"):
         chaos.ensure_allowed(two, EAST)
-    nobody = cfg.model_copy(update={"drills": cfg.drills.model_copy(update={"allowed_targets": []})})
+    nobody = tuned(cfg, "drills", allowed_targets=[])
     with pytest.raises(chaos.TargetNotAllowed, match=r"\(drills.allowed_targets: none\)$"):
         chaos.ensure_allowed(nobody, WEST)
 

@@ -14,7 +14,6 @@ from kubernetes import client
 
 from drctl import chaos
 from drctl.chaos import actions, faults
-from drctl.devstack import kube_resources
 from drctl.devstack.kube import RegionCluster
 from tests.support.config import fleet_config_data
 from tests.support.loop_thread import LoopThread
@@ -25,15 +24,10 @@ WEST = "us-west-1"
 
 @pytest.fixture(scope="module")
 def api_url() -> Iterator[str]:
-    # The dev stack's cluster serves no Pods (its node agent runs processes); a real API server does,
-    # and replica loss deletes them, so this cluster adds the resource.
-    patch = pytest.MonkeyPatch()
-    patch.setitem(kube_resources.RESOURCES, "v1/pods", ("Pod", True))
     lt = LoopThread()
     _, url = lt.serve_cluster(RegionCluster)
     yield url
     lt.close()
-    patch.undo()
 
 
 @pytest.fixture(scope="module")

@@ -83,12 +83,25 @@ def test_a_succeeded_failover_resolves_with_its_rto() -> None:
             "rto_s": 12.5,
             "rto_target_s": 30.0,
             "rto_met": True,
+            "slo_restored_s": None,
+            "slo_met": None,
+            "slo_evidence": None,
             "error": None,
         },
         region="us-east-1",
     )
     unmeasured = failover_ended_event("prod", "wf/1", AT, source=None, rto_target_s=30.0)
     assert unmeasured.summary == "[prod] failover to us-east-1 succeeded: RTO not measured"
+    # Served elsewhere but still slow: the summary says so, naming the metric.
+    slow = failover_ended_event(
+        "prod", "wf/1", AT, rto_s=9.0, rto_target_s=30.0, rto_met=True, slo_met=False,
+        slo_evidence="not restored within 30s: ttft_p99 412 ms > 200 ms at 41.0s",
+    )  # fmt: skip
+    assert slow.summary == (
+        "[prod] failover to us-east-1 succeeded: RTO 9 s (target 30 s); "
+        "SLO not restored within 30s: ttft_p99 412 ms > 200 ms at 41.0s"
+    )
+    assert (slow.details["slo_met"], slow.severity) == (False, "info")
 
 
 def test_a_failover_that_did_not_succeed_pages_by_how_bad_it_is() -> None:
@@ -111,6 +124,9 @@ def test_a_failover_that_did_not_succeed_pages_by_how_bad_it_is() -> None:
             "rto_s": None,
             "rto_target_s": 30.0,
             "rto_met": False,
+            "slo_restored_s": None,
+            "slo_met": None,
+            "slo_evidence": None,
             "error": "verify failed",
         },
         region="us-east-1",

@@ -16,7 +16,7 @@ import yaml
 from drctl.chaos import validate as v
 from drctl.chaos.boundary import BoundaryViolation, canonical, digest
 from drctl.config.schema import FleetConfig, load_config
-from tests.support.config import fleet_config_data, shipped_experiment, write_drill_config
+from tests.support.config import fleet_config_data, shipped_experiment, tuned, write_drill_config
 
 Breaker = Callable[[dict[str, Any]], Any]
 
@@ -129,12 +129,6 @@ SHAPE_CASES: dict[str, tuple[Breaker, str]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(SHAPE_CASES))
-def test_each_shape_error_is_refused_with_its_message(case: str, cfg: FleetConfig, tmp_path: Path) -> None:
-    fn, message = SHAPE_CASES[case]
-    assert _refusal(_write(tmp_path, f"{case}.json", _broken(fn)), cfg) == message
-
-
 def test_probes_are_judged_by_what_they_call_not_their_type(cfg: FleetConfig, tmp_path: Path) -> None:
     # A probe function written as an action, and an HTTP GET of the fleet's own endpoint in the
     # rollbacks, hurt nothing: they pass, and the plan lists them as probes.
@@ -198,9 +192,15 @@ TARGET_CASES: dict[str, tuple[Breaker, str]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(TARGET_CASES))
-def test_each_fault_target_error_is_refused(case: str, cfg: FleetConfig, tmp_path: Path) -> None:
-    fn, message = TARGET_CASES[case]
+BROKEN = {**SHAPE_CASES, **TARGET_CASES}
+assert len(BROKEN) == len(SHAPE_CASES) + len(TARGET_CASES), "a case name is used twice"
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_each_shape_or_fault_target_error_is_refused_with_its_message(
+    case: str, cfg: FleetConfig, tmp_path: Path
+) -> None:
+    fn, message = BROKEN[case]
     assert _refusal(_write(tmp_path, f"{case}.json", _broken(fn)), cfg) == message
 
 
@@ -385,7 +385,7 @@ def test_a_valid_experiment_yields_the_plan_that_runs(cfg: FleetConfig, tmp_path
     ]
     assert plan.rollbacks == ["clear-target-region-faults"]
     # The fleet's RTO target replaces the experiment's default.
-    slow = cfg.model_copy(update={"objectives": cfg.objectives.model_copy(update={"rto_target_s": 45.0})})
+    slow = tuned(cfg, "objectives", rto_target_s=45.0)
     assert v.validate_experiment(path, slow).configuration["rto_target_s"] == 45.0
     # Without --target the experiment's own default stands; a config without a file path passes "".
     assert v.validate_experiment(path, cfg).target_region == "us-west-1"

@@ -209,36 +209,23 @@ async def test_restore_existing_resource_policy_none_keeps_update_overwrites(
     def annotations() -> dict[str, str]:
         return apps.read_namespaced_deployment("llm-stable", west.kube.namespace).metadata.annotations or {}
 
-    code, out, err = await cli(
-        "restore",
-        "--backup",
-        name,
-        "--region",
-        "us-west-1",
-        "--existing-resource-policy",
-        "none",
-        "-o",
-        "json",
-        "-c",
-        path,
-    )
-    assert code == 0 and json.loads(out)["phase"] == "Completed", (out, err)
-    assert annotations().get("drctl.test/after-backup") == name  # Velero's default: existing objects kept
-    code, out, err = await cli(
-        "restore",
-        "--backup",
-        name,
-        "--region",
-        "us-west-1",
-        "--existing-resource-policy",
-        "update",
-        "--yes",
-        "-o",
-        "json",
-        "-c",
-        path,
-    )
-    assert code == 0 and json.loads(out)["phase"] == "Completed", (out, err)
-    assert "drctl.test/after-backup" not in annotations()  # overwritten with the backed-up object
+    # Velero's default, none, keeps existing objects; update overwrites them with the backed-up ones.
+    for policy, kept in (("none", name), ("update", None)):
+        code, out, err = await cli(
+            "restore",
+            "--backup",
+            name,
+            "--region",
+            "us-west-1",
+            "--existing-resource-policy",
+            policy,
+            "--yes",  # update overwrites objects: asked first
+            "-o",
+            "json",
+            "-c",
+            path,
+        )
+        assert code == 0 and json.loads(out)["phase"] == "Completed", (policy, out, err)
+        assert annotations().get("drctl.test/after-backup") == kept, policy
     code, out, err = await cli("restore", "--backup", name, "--existing-resource-policy", "merge", "-c", path)
     assert code == 2 and "bad --existing-resource-policy 'merge'" in err, (out, err)

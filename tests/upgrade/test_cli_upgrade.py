@@ -17,7 +17,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.upgrade import Outcome, RegionRelease, Strategy, UpgradeResult
 from tests.support import cli
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.upgrade import fresh_queues, running_worker
 
 
@@ -55,9 +55,7 @@ async def test_backup_create_list_describe_and_restore(
 ) -> None:
     cfg = fresh_queues(fleet_config)
     # The restore below writes another namespace: one the fleet config allows a restore into.
-    cfg = cfg.model_copy(
-        update={"backup": cfg.backup.model_copy(update={"restore_namespaces": ["restored-copy"]})}
-    )
+    cfg = tuned(cfg, "backup", restore_namespaces=["restored-copy"])
     path = write_config(cfg, fleet_config_path.parent)
     name = f"cli-backup-{uuid.uuid4().hex[:6]}"
     async with running_worker(temporal_client, cfg):
@@ -116,9 +114,7 @@ async def test_backup_create_list_describe_and_restore(
         assert desc.typed_search_attributes.get(sa.OPERATION) == "restore"
     # A backup the policy rejects (unknown storage location: FailedValidation) exits 1 naming why.
     # The storage location is the worker's setting, so this worker runs the broken config.
-    lost = fresh_queues(
-        cfg.model_copy(update={"backup": cfg.backup.model_copy(update={"storage_location": "nowhere"})})
-    )
+    lost = fresh_queues(tuned(cfg, "backup", storage_location="nowhere"))
     async with running_worker(temporal_client, lost):
         failed = await asyncio.to_thread(
             drctl,

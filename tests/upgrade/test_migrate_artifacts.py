@@ -12,6 +12,7 @@ from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationResult, migration_request
 from drctl.models.upgrade import Outcome
+from tests.support.config import tuned
 from tests.support.moto import aws_client
 from tests.support.upgrade import fresh_queues, running_worker, start_migration
 
@@ -57,10 +58,8 @@ async def test_unreadable_artifacts_stop_the_migration_before_anything_changes(
 ) -> None:
     cfg = fresh_queues(fleet_config)
     (models, *rest) = cfg.data.buckets
-    broken = models.model_copy(
-        update={"source": models.source.model_copy(update={"bucket": "drctl-no-such-bucket"})}
-    )
-    cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"buckets": [broken, *rest]})})
+    broken = tuned(models, "source", bucket="drctl-no-such-bucket")
+    cfg = tuned(cfg, "data", buckets=[broken, *rest])
     res = await migrate(temporal_client, cfg)
     assert res.outcome is Outcome.FAILED and res.failed_step == "artifacts", res
     assert (

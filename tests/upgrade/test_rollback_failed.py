@@ -22,6 +22,7 @@ from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
 from drctl.providers.haproxy_runtime import HAProxyRuntime
+from tests.support.config import tuned
 from tests.support.devstack import apps_api
 from tests.support.fault_proxy import Fault, KubeFaultProxy, serve
 from tests.support.ports import free_port
@@ -33,10 +34,7 @@ REGION = "us-west-1"
 
 
 def _through_proxy(cfg: FleetConfig, url: str) -> FleetConfig:
-    regions = [
-        r.model_copy(update={"kube": r.kube.model_copy(update={"api_url": url})}) if r.name == REGION else r
-        for r in cfg.regions
-    ]
+    regions = [tuned(r, "kube", api_url=url) if r.name == REGION else r for r in cfg.regions]
     return cfg.model_copy(update={"regions": regions})
 
 

@@ -12,6 +12,7 @@ from temporalio.client import Client
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult
+from tests.support.config import tuned
 from tests.support.upgrade import (
     deployments,
     fresh_queues,
@@ -43,7 +44,7 @@ async def test_failed_backup_changes_nothing(
         "velero.io", "v1", fleet_config.backup.namespace, "backupstoragelocations", body
     )
     cfg = fresh_queues(fleet_config)
-    cfg = cfg.model_copy(update={"backup": cfg.backup.model_copy(update={"storage_location": "lost-bucket"})})
+    cfg = tuned(cfg, "backup", storage_location="lost-bucket")
     before = {r: (stable_container(cfg, r).image, sorted(deployments(cfg, r))) for r in cfg.region_names}
     req = upgrade_req(cfg, "vllm/vllm-openai:v1.0.0")
     async with running_worker(temporal_client, cfg):

@@ -18,6 +18,7 @@ from tests.support.upgrade import (
     WeightWatch,
     deployments,
     fresh_queues,
+    rolled_back_canary,
     run_upgrade,
     running_worker,
     stable_container,
@@ -27,6 +28,8 @@ from tests.support.upgrade import (
 )
 
 pytestmark = pytest.mark.devstack
+
+ERRORS = {"FLEETSIM_ERROR_RATE": "0.6"}  # fleetsim: 60 % of the canary's requests fail
 
 
 @pytest.fixture
@@ -78,16 +81,10 @@ async def test_bad_release_rolls_back_and_names_the_metric(
 ) -> None:
     cfg = upgrade_env
     before = stable_container(cfg, "us-west-1").image
-    req = upgrade_req(
-        cfg,
-        "vllm/vllm-openai:v0.8.0-bad",
-        steps_percent=[25, 50, 100],
-        regions=["us-west-1"],
-        env={"FLEETSIM_ERROR_RATE": "0.6"},
-    )
     watch = WeightWatch(cfg)
-    res = await run_upgrade(temporal_client, cfg, req, watch)
-    assert res.outcome is Outcome.ROLLED_BACK, res
+    _, res = await rolled_back_canary(
+        temporal_client, cfg, "vllm/vllm-openai:v0.8.0-bad", "us-west-1", ERRORS, [25, 50, 100], watch
+    )
     assert res.failed_metric == "error_rate" and "error rate" in res.reason
     assert res.failed_region == "us-west-1"
     assert [(r.region, r.image, r.state) for r in res.releases] == [("us-west-1", before, "rolled-back")]
@@ -100,15 +97,10 @@ async def test_bad_release_rolls_back_and_names_the_metric(
 
 async def test_slow_release_fails_on_ttft(upgrade_env: FleetConfig, temporal_client: Client) -> None:
     cfg = upgrade_env
-    req = upgrade_req(
-        cfg,
-        "vllm/vllm-openai:v0.8.1-slow",
-        steps_percent=[10, 100],
-        regions=["us-east-1"],
-        env={"FLEETSIM_TTFT_MS": "400"},
+    slow = {"FLEETSIM_TTFT_MS": "400"}
+    _, res = await rolled_back_canary(
+        temporal_client, cfg, "vllm/vllm-openai:v0.8.1-slow", "us-east-1", slow, [10, 100]
     )
-    res = await run_upgrade(temporal_client, cfg, req)
-    assert res.outcome is Outcome.ROLLED_BACK, res
     assert res.failed_metric in ("ttft_p99", "ttft_p50"), res
     assert "llm-canary" not in deployments(cfg, "us-east-1")
 

@@ -12,7 +12,13 @@ from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.phases import ApproveInput
 from drctl.models.upgrade import Outcome, UpgradeResult
 from tests.support.receiver import receiver
-from tests.support.upgrade import fresh_queues, run_upgrade, running_worker, start_upgrade, upgrade_req
+from tests.support.upgrade import (
+    fresh_queues,
+    rolled_back_canary,
+    running_worker,
+    start_upgrade,
+    upgrade_req,
+)
 from tests.support.wait import assert_eventually
 
 pytestmark = pytest.mark.devstack
@@ -27,20 +33,12 @@ async def test_a_rolled_back_upgrade_is_notified(
             update={"notifications": NotificationsConfig(webhooks=[hook])}
         )
         async with running_worker(temporal_client, cfg):
-            req = upgrade_req(
-                cfg,
-                "vllm/vllm-openai:v0.8.0-bad",
-                steps_percent=[25, 100],
-                regions=["us-west-1"],
-                env={"FLEETSIM_ERROR_RATE": "0.6"},
+            errors = {"FLEETSIM_ERROR_RATE": "0.6"}
+            req, _ = await rolled_back_canary(
+                temporal_client, cfg, "vllm/vllm-openai:v0.8.0-bad", "us-west-1", errors, [25, 100]
             )
-            res = await run_upgrade(temporal_client, cfg, req)
-            assert res.outcome is Outcome.ROLLED_BACK, res
 
-            async def notified() -> bool:
-                return len(rec.bodies()) >= 1
-
-            await assert_eventually(notified, timeout_s=30, what="the rollback notification")
+            await rec.posted(what="the rollback notification")
     [body] = rec.bodies()
     assert body["kind"] == "upgrade.rolled_back" and body["severity"] == "warning"
     assert body["details"]["failed_metric"] == "error_rate" and body["details"]["region"] == "us-west-1"

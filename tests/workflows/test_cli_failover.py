@@ -17,7 +17,8 @@ from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.failover import FailoverResult
 from tests.support.cli import DRCTL, cli, drctl
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
+from tests.support.temporal import closed_status
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, refused_cli_failover, replicas, weights
 
@@ -83,7 +84,7 @@ async def test_cli_second_failover_refused_naming_the_first(
     start_workers: StartWorkers, fleet_config_path: Path, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
-    gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
+    gated = tuned(cfg, "failover", require_approval=True)
     path = write_config(gated, fleet_config_path.parent)
     # The first failover waits at its approval gate; Ctrl-C stops the watching, not the failover.
     # Alice starts it (DRCTL_IDENTITY), so four eyes leave the approval to someone else.
@@ -225,14 +226,8 @@ async def test_cli_monitor_status_and_ops(
     assert stop.returncode == 0, stop.stderr
     # The exit code only says the cancel was sent: the workflow itself must end, cancelled.
     handle = temporal_client.get_workflow_handle(f"monitor/{cfg.name}")
-
-    async def closed() -> WorkflowExecutionStatus | None:
-        status = (await handle.describe()).status
-        return status if status != WorkflowExecutionStatus.RUNNING else None
-
-    assert await assert_eventually(closed, timeout_s=30, interval_s=0.2, what="monitor closed") == (
-        WorkflowExecutionStatus.CANCELED
-    )
+    closed = await closed_status(handle, timeout_s=30, what="monitor closed")
+    assert closed is WorkflowExecutionStatus.CANCELED
     # Who started the monitor (the CLI inherits this environment: user@host here), searchable in the UI.
     desc = await handle.describe()
     assert desc.typed_search_attributes.get(sa.INITIATOR) == identity(cfg)
@@ -244,9 +239,7 @@ async def test_cli_temporal_unreachable_names_the_address(
     from tests.support.ports import free_port
 
     addr = f"127.0.0.1:{free_port()}"
-    cfg = fleet_config.model_copy(
-        update={"temporal": fleet_config.temporal.model_copy(update={"address": addr})}
-    )
+    cfg = tuned(fleet_config, "temporal", address=addr)
     path = write_config(cfg, fleet_config_path.parent)
     proc = await asyncio.to_thread(drctl, "failover", "--to", "us-east-1", "--yes", "-c", str(path))
     assert proc.returncode == 3 and addr in proc.stderr and "Traceback" not in proc.stderr

@@ -15,11 +15,13 @@ from drctl.models.failover import FailbackInput, FailbackResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.kubernetes import MERGE, KubernetesPlatform
 from drctl.providers.traffic_factory import global_traffic
+from tests.support.config import tuned
 from tests.support.wait import assert_eventually
 from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,
+    kill_stable,
     replicas,
     served_by,
     start_failback,
@@ -65,7 +67,7 @@ async def test_failback_refuses_while_the_region_is_down(
 ) -> None:
     cfg = await start_workers()
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    kill_stable(cfg, "us-west-1")
     inp = FailbackInput(spec=FleetSpec.from_config(cfg), stabilization_window_s=0)
     handle = await start_operation(
         temporal_client, cfg, Failback.run, inp, operation="failback", workflow_id=f"failback/{cfg.name}"
@@ -81,11 +83,7 @@ async def test_failback_rolls_back_one_step_when_the_region_regresses(
     base = fast_config(fleet_config)
     # Four steps (0/100 → 15/85 → 30/70 → 45/55 → 60/40) with an interval long enough to break
     # us-west-1 while it holds step 1's share, before the post-step probe looks at it.
-    cfg = await start_workers(
-        cfg=base.model_copy(
-            update={"failback": base.failback.model_copy(update={"steps": 4, "step_interval_s": 4.0})}
-        )
-    )
+    cfg = await start_workers(cfg=tuned(base, "failback", steps=4, step_interval_s=4.0))
     global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
     seen: list[dict[str, int]] = []
     stop = asyncio.Event()

@@ -8,25 +8,29 @@ import time
 import pytest
 from temporalio.client import Client
 
+from activities.chaos import _load as user_load
 from drctl.client import operations
 from drctl.client.operations import FleetBusyError, running_operations, start_operation
 from drctl.client.outcome import finished, result_of
 from drctl.models import search_attributes as sa
+from drctl.models.drill import LoadSample
 from drctl.models.failover import FailoverInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
 from drctl.models.monitor import ALL_REGIONS_UNHEALTHY, MonitorStatus
+from drctl.providers.auth import auth_headers
 from drctl.providers.kubernetes import MERGE, KubernetesPlatform
 from tests.support.wait import assert_eventually, until
 from tests.support.workers import (
     StartWorkers,
     admin,
-    monitor_handle,
+    healthy_fleet,
+    kill_stable,
     monitor_status,
+    outage_failover,
     replicas,
     served_by,
     start_failover,
-    until_healthy,
     weights,
 )
 from workflows.failover import Failover
@@ -62,6 +66,37 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
     assert replicas(cfg, "us-east-1") == 4  # its 2 + us-west-1's 2, which carried the moved share
     assert [p.phase for p in res.phases][:5] == ["claim", "preflight", "scale", "shift", "verify"]
     assert res.rto_s is not None and res.verify is not None and res.verify.by_region == {"us-east-1": 10}
+    # No user load moved (only the verification's own requests, before the watch): nothing to judge
+    # the objective by, which is said after one window rather than waited out to the RTO target.
+    assert res.slo_met is None and res.slo_restored_s is None, res.slo_evidence
+    assert (res.slo_evidence or "").startswith("not measured: no request reached the target's replicas")
+    assert [p.phase for p in res.phases][-2:] == ["verify", "slo"]
+
+
+async def test_failover_under_load_reports_slo_restored_beside_the_rto(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    samples: list[LoadSample] = []
+    # The drills' bounded open-loop load through the global endpoint: the load that moves.
+    load = asyncio.create_task(
+        user_load(cfg, 10.0, time.monotonic() + 60, samples, auth_headers(cfg), cfg.health.probe_timeout_s)
+    )
+    try:
+        await asyncio.sleep(1)
+        res = await asyncio.wait_for((await start_failover(temporal_client, cfg)).result(), 90)
+    finally:
+        load.cancel()
+        await asyncio.gather(load, return_exceptions=True)
+    assert res.status == "succeeded", res.error
+    assert res.slo_met is True, res.slo_evidence
+    # Served elsewhere first, then the objective held (its window is 2 s in the test fleet).
+    assert res.rto_s is not None and res.slo_restored_s is not None
+    assert res.rto_s <= res.slo_restored_s <= res.rto_target_s, res
+    evidence = res.slo_evidence or ""
+    assert evidence.startswith(f"restored {res.slo_restored_s:.1f}s after the fault: ttft_p99 <= "), evidence
+    assert "(objective 200 ms)" in evidence and "held 2." in evidence, evidence
+    assert any(s.region == "us-east-1" for s in samples)
 
 
 async def test_second_failover_is_refused_naming_the_first(
@@ -126,23 +161,10 @@ async def _phase(handle: object, phase: str) -> bool:
 async def test_region_down_fails_over_automatically_then_fails_back(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
-    killed = admin(
-        cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
-    )
-    assert killed["affected"]
-
-    async def failed_over() -> MonitorStatus | None:
-        st = await monitor_status(mon)
-        return st if st.failed_over else None
-
-    await assert_eventually(failed_over, timeout_s=60, interval_s=0.5, what="automatic failover")
-    auto = temporal_client.get_workflow_handle(f"failover/{cfg.name}", result_type=FailoverResult)
-    res = await auto.result()
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
+    res = await outage_failover(temporal_client, cfg, mon, what="automatic failover")
     # An automatic failover records the monitor as its initiator.
-    desc = await auto.describe()
+    desc = await temporal_client.get_workflow_handle(f"failover/{cfg.name}").describe()
     monitor = f"drctl-monitor@monitor/{cfg.name}"
     assert desc.typed_search_attributes.get(sa.INITIATOR) == monitor
     assert await desc.static_summary() == f"automatic failover us-west-1 → us-east-1 by {monitor}"
@@ -162,9 +184,7 @@ async def test_region_down_fails_over_automatically_then_fails_back(
 async def test_flapping_replica_causes_no_failover(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
     start = (await monitor_status(mon)).probe_rounds
     seen: set[str] = set()
     failing: list[float] = []
@@ -208,11 +228,9 @@ async def test_flapping_replica_causes_no_failover(
 async def test_both_regions_down_never_zero_everywhere(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    mon = await monitor_handle(temporal_client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, temporal_client)
     for region in cfg.region_names:
-        admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        kill_stable(cfg, region)
     samples: list[dict[str, int]] = []
 
     async def alerted() -> bool:

@@ -22,14 +22,17 @@ from drctl.models.monitor import NO_FAILOVER_TARGET, REGION_UNRESOLVED, MonitorS
 from drctl.models.monitor_config import SpecUpdate
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.wait import assert_eventually, until
 from tests.support.workers import (
     StartWorkers,
     admin,
     fast_config,
+    healthy_fleet,
+    kill_stable,
     monitor_handle,
     monitor_status,
+    outage_failover,
     replicas,
     served_by,
     start_failover,
@@ -91,28 +94,14 @@ async def test_active_passive_fleet_fails_over_to_the_standby_and_the_monitor_fo
     )
     assert again.returncode == 0 and "follows this config already" in again.stdout, again.stdout
     # A config the running monitor cannot follow is refused with the reason, and changes nothing.
-    moved = ap.model_copy(update={"temporal": ap.temporal.model_copy(update={"task_queue": "elsewhere"})})
+    moved = tuned(ap, "temporal", task_queue="elsewhere")
     bad = await asyncio.to_thread(
         drctl, "monitor", "start", "-c", str(write_config(moved, fleet_config_path.parent))
     )
     assert bad.returncode == 2 and "task_queue" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     assert (await monitor_status(mon)).weights == {"us-west-1": 100, "us-east-1": 0}
 
-    killed = admin(
-        cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True}
-    )
-    assert killed["affected"]
-
-    async def failed_over() -> MonitorStatus | None:
-        s = await monitor_status(mon)
-        return s if s.failed_over else None
-
-    await assert_eventually(
-        failed_over, timeout_s=60, interval_s=0.5, what="automatic failover to the standby"
-    )
-    res = await temporal_client.get_workflow_handle(
-        f"failover/{cfg.name}", result_type=FailoverResult
-    ).result()
+    res = await outage_failover(temporal_client, cfg, mon, what="automatic failover to the standby")
     assert res.status == "succeeded", res.error
     assert res.source == "us-west-1" and res.target == "us-east-1" and res.plan is not None
     assert res.rto_s is not None and res.rto_s < cfg.objectives.rto_target_s, res
@@ -192,9 +181,7 @@ async def _with_unresolved_region(
 ) -> tuple[FleetConfig, Any, list[str]]:
     """A monitor that saw both regions healthy, then was told of eu-west-9, which no worker resolves
     (and, unless keep_east, told to forget us-east-1): (config, monitor handle, the changes it reported)."""
-    cfg = await start_workers()
-    mon = await monitor_handle(client, cfg)
-    await until_healthy(mon)
+    cfg, mon = await healthy_fleet(start_workers, client)
     spec = FleetSpec.from_config(cfg)
     extra = RegionSpec(name="eu-west-9", weight=40, replicas=2, max_replicas=8, queue="drctl-eu-west-9")
     kept = [r for r in spec.regions if keep_east or r.name != "us-east-1"]
@@ -233,7 +220,7 @@ async def test_an_unhealthy_region_whose_only_peer_is_unresolved_alerts_no_failo
     # The monitor watches us-west-1 and a region this worker cannot resolve: when us-west-1 fails
     # there is nowhere to send its traffic, and the alert says so instead of "every region unhealthy".
     cfg, mon, _ = await _with_unresolved_region(start_workers, temporal_client, keep_east=False)
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    kill_stable(cfg, "us-west-1")
 
     async def alerted() -> MonitorStatus | None:
         s = await monitor_status(mon)
@@ -256,7 +243,7 @@ async def test_monitor_failover_to_a_dead_worker_fails_fast_and_is_not_retried_a
     cfg = await start_workers(regions=["us-west-1"], quorum=QuorumConfig(mode="off"))
     mon = await monitor_handle(temporal_client, cfg)
     await until_healthy(mon)
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    kill_stable(cfg, "us-west-1")
     started = time.monotonic()
 
     async def failed() -> MonitorStatus | None:

@@ -8,9 +8,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.client.operations import search_attributes
@@ -23,10 +24,16 @@ from drctl.models.phases import OperationProgress
 from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.upgrade import start_upgrade, track_weights, upgrade_req
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, admin, refused_cli_failover, start_failback, weights
+from tests.support.workers import (
+    StartWorkers,
+    kill_stable,
+    refused_cli_failover,
+    start_failback,
+    weights,
+)
 from workflows.failback import Failback
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -79,7 +86,7 @@ async def test_twenty_concurrent_cli_failovers_one_runs_the_others_are_told_busy
     # winner's target as down and refuse it, freeing the fleet for a second winner.
     cfg = await start_workers(probe_timeout_s=5.0, interval_s=6.0)
     # The one that wins waits at its approval gate, so it is still running when the others arrive.
-    gated = cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"require_approval": True})})
+    gated = tuned(cfg, "failover", require_approval=True)
     path = write_config(gated, fleet_config_path.parent)
     procs = await asyncio.gather(
         *(
@@ -107,6 +114,26 @@ async def test_twenty_concurrent_cli_failovers_one_runs_the_others_are_told_busy
     assert weights(cfg) == cfg.weights
 
 
+def _off_its_weights(cfg: FleetConfig, weights: dict[str, int], stabilization_s: float) -> FleetConfig:
+    """Traffic moved off the configured weights, so a failback has work to do; and `cfg` with a
+    stabilisation window that keeps such a failback holding the fleet through the test."""
+    global_traffic(cfg).set_weights(weights)
+    return tuned(cfg, "failback", stabilization_window_s=stabilization_s)
+
+
+async def _raw_failback(
+    client: Client, cfg: FleetConfig, spec: FleetSpec, wid: str
+) -> WorkflowHandle[Any, Any]:
+    """A failback started on the server directly, past the client's lock check, as a racing client's is."""
+    return await client.start_workflow(
+        Failback.run,
+        FailbackInput(spec=spec),
+        id=wid,
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=search_attributes(cfg.name, "failback"),
+    )
+
+
 async def _holders_are(client: Client, cfg: FleetConfig, expected: list[str]) -> bool:
     return await _holders(client, cfg) == expected
 
@@ -114,24 +141,10 @@ async def _holders_are(client: Client, cfg: FleetConfig, expected: list[str]) ->
 async def test_racing_operations_past_the_client_check_get_one_holder_and_a_dead_holder_blocks_nobody(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
-    cfg = await start_workers()
-    cfg = cfg.model_copy(
-        update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 120.0})}
-    )
-    # Off the configured weights, so each failback has work to do and holds the fleet while it stabilises.
-    global_traffic(cfg).set_weights({"us-west-1": 0, "us-east-1": 100})
+    cfg = _off_its_weights(await start_workers(), {"us-west-1": 0, "us-east-1": 100}, stabilization_s=120.0)
     spec = FleetSpec.from_config(cfg)
     handles = await asyncio.gather(
-        *(
-            temporal_client.start_workflow(
-                Failback.run,
-                FailbackInput(spec=spec),
-                id=f"failback/{cfg.name}/race-{i}",
-                task_queue=cfg.temporal.task_queue,
-                search_attributes=search_attributes(cfg.name, "failback"),
-            )
-            for i in range(12)
-        )
+        *(_raw_failback(temporal_client, cfg, spec, f"failback/{cfg.name}/race-{i}") for i in range(12))
     )
 
     async def one_holder() -> str | None:
@@ -151,13 +164,7 @@ async def test_racing_operations_past_the_client_check_get_one_holder_and_a_dead
         assert done.busy and holder in (done.result.error or ""), done
     # The holder dies without releasing (terminated): the next operation is still granted.
     await temporal_client.get_workflow_handle(holder).terminate("simulated crash")
-    nxt = await temporal_client.start_workflow(
-        Failback.run,
-        FailbackInput(spec=spec),
-        id=f"failback/{cfg.name}/after-crash",
-        task_queue=cfg.temporal.task_queue,
-        search_attributes=search_attributes(cfg.name, "failback"),
-    )
+    nxt = await _raw_failback(temporal_client, cfg, spec, f"failback/{cfg.name}/after-crash")
     await assert_eventually(
         lambda: _holders_are(temporal_client, cfg, [nxt.id]),
         timeout_s=30,
@@ -222,24 +229,15 @@ async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
     from drctl.models.monitor import MonitorStatus
 
     cfg = await start_workers()
-    held = cfg.model_copy(
-        update={"failback": cfg.failback.model_copy(update={"stabilization_window_s": 300.0})}
-    )
     # A failback holds the fleet (it is stabilising us-west-1), so the monitor's failover is busy.
-    global_traffic(cfg).set_weights({"us-west-1": 30, "us-east-1": 70})
-    fb = await temporal_client.start_workflow(
-        Failback.run,
-        FailbackInput(spec=FleetSpec.from_config(held)),
-        id=f"failback/{cfg.name}",
-        task_queue=cfg.temporal.task_queue,
-        search_attributes=search_attributes(cfg.name, "failback"),
-    )
+    held = _off_its_weights(cfg, {"us-west-1": 30, "us-east-1": 70}, stabilization_s=300.0)
+    fb = await _raw_failback(temporal_client, cfg, FleetSpec.from_config(held), f"failback/{cfg.name}")
     await assert_eventually(
         lambda: _holders_are(temporal_client, cfg, [fb.id]), timeout_s=30, what="failback holds"
     )
     mon, started = await start_monitor(temporal_client, cfg)
     assert started
-    admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    kill_stable(cfg, "us-west-1")
 
     async def refused() -> MonitorStatus | None:
         st = await mon.query("status", result_type=MonitorStatus)

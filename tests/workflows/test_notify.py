@@ -20,10 +20,10 @@ from drctl.models.failover import FailoverResult
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from tests.support.builders import failover_ended_event
 from tests.support.cli import cli, drctl
-from tests.support.config import write_config
-from tests.support.receiver import Receiver, closed_port_url, receiver
+from tests.support.config import tuned, write_config
+from tests.support.receiver import Receiver, closed_port_url, pagerduty_hook, receiver
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, fast_config, start_failover, weights
+from tests.support.workers import StartWorkers, fast_config, kill_stable, start_failover, weights
 from workflows.notify import Notify
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -93,15 +93,12 @@ async def test_a_failover_notifies_started_and_succeeded(
     fleet_config: FleetConfig,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("DRCTL_TEST_PD_KEY", "test-routing-key")
     with receiver() as rec:
         cfg = await start_workers(
             cfg=with_hooks(
                 fast_config(fleet_config),
                 WebhookConfig(name="ops", url=rec.url + "/json"),
-                WebhookConfig(
-                    name="pager", format="pagerduty", url=rec.url + "/pd", routing_key_env="DRCTL_TEST_PD_KEY"
-                ),
+                pagerduty_hook(monkeypatch, rec.url + "/pd", "test-routing-key"),
             )
         )
         res, handle = await _failover(temporal_client, cfg)
@@ -155,7 +152,7 @@ async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
 
     with receiver() as rec:
         base = fast_config(fleet_config)
-        manual = base.model_copy(update={"failover": base.failover.model_copy(update={"policy": "manual"})})
+        manual = tuned(base, "failover", policy="manual")
         cfg = await start_workers(
             cfg=with_hooks(
                 manual,
@@ -169,7 +166,7 @@ async def test_all_regions_unhealthy_raises_then_resolves_the_alert(
         )
         await start_monitor(temporal_client, cfg)
         for region in cfg.region_names:
-            admin(cfg, region, "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+            kill_stable(cfg, region)
         await assert_eventually(
             lambda: _got(rec, "/slack", 1), timeout_s=60, interval_s=0.3, what="alert raised"
         )

@@ -20,6 +20,7 @@ from drctl.models import phases
 from drctl.models import search_attributes as sa
 from drctl.models.outcome import error_type, result_from
 from drctl.models.phases import AbortInput, OperationProgress
+from tests.support.config import tuned
 from tests.support.wait import assert_eventually
 from workflows.lock import FleetLock
 from workflows.operation import Aborted, Operation
@@ -62,9 +63,7 @@ async def test_toy_operation_gets_claim_progress_abort_and_finish_from_the_base(
     temporal_client: Client, fleet_config: FleetConfig
 ) -> None:
     queue = f"toy-{uuid.uuid4().hex[:8]}"
-    cfg = fleet_config.model_copy(
-        update={"temporal": fleet_config.temporal.model_copy(update={"task_queue": queue})}
-    )
+    cfg = tuned(fleet_config, "temporal", task_queue=queue)
     lock = OperationActivities(cfg)
     client = Client(
         temporal_client.service_client,

@@ -19,6 +19,7 @@ from tests.support.cli import drctl
 from tests.support.config import write_config
 from tests.support.devstack import apps_api
 from tests.support.moto import aws_client
+from tests.support.temporal import closed_status
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, weights
 
@@ -104,14 +105,8 @@ async def test_lag_refuses_a_normal_failover_until_replication_catches_up(
         assert stopped.returncode == 0, stopped.stderr
         # Exit 0 only says the signal was sent: the workflow must finish its runs and complete.
         handle = temporal_client.get_workflow_handle(f"replicate/{cfg.name}")
-
-        async def closed() -> WorkflowExecutionStatus | None:
-            status = (await handle.describe()).status
-            return status if status != WorkflowExecutionStatus.RUNNING else None
-
-        assert await assert_eventually(closed, timeout_s=60, interval_s=0.5, what="replication closed") == (
-            WorkflowExecutionStatus.COMPLETED
-        )
+        closed = await closed_status(handle, timeout_s=60, interval_s=0.5, what="replication closed")
+        assert closed is WorkflowExecutionStatus.COMPLETED
         assert last["mode"] == "sync"
     finally:
         client.put_object(Bucket=replica, Key=ADAPTER, Body=MODEL_FILES[ADAPTER])

@@ -9,9 +9,10 @@ endpoint sees traffic move only when resolvers would.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -25,10 +26,11 @@ from drctl.models.failover import FailbackInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.haproxy import HAProxyGlobalTraffic
 from drctl.providers.route53 import Route53GlobalTraffic
+from tests.support.config import tuned
 from tests.support.moto import aws_client
 from tests.support.route53_standin import Route53StandIn
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, admin, fast_config, served_by, start_failover
+from tests.support.workers import StartWorkers, fast_config, kill_stable, served_by, start_failover
 from workflows.failback import Failback
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -196,30 +198,33 @@ async def _changes(standin: Route53StandIn, n: int) -> bool:
     return standin.calls["ChangeResourceRecordSets"] >= n
 
 
+@contextlib.asynccontextmanager
 async def _shifted(
-    start_workers: StartWorkers,
-    client: Client,
-    fleet_config: FleetConfig,
-    zone: tuple[str, str],
-    standin: Route53StandIn,
-) -> tuple[FleetConfig, WorkflowHandle[Any, Any]]:
-    """A failover to us-east-1 through the stand-in (which never reports INSYNC), once its shift is applied."""
+    start_workers: StartWorkers, client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
+) -> AsyncIterator[tuple[Route53StandIn, FleetConfig, WorkflowHandle[Any, Any]]]:
+    """A failover to us-east-1 through a stand-in that never reports INSYNC, once its shift is applied."""
     name, zid = zone
-    cfg = await start_workers(
-        cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
-    )
-    handle = await start_failover(client, cfg)
-    await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
-    return cfg, handle
+    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
+        cfg = await start_workers(
+            cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
+        )
+        handle = await start_failover(client, cfg)
+        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        yield standin, cfg, handle
+
+
+def _record_weights(fleet_config: FleetConfig, zone: tuple[str, str]) -> dict[str, int]:
+    """The weights in the zone's records, read from moto past the stand-in."""
+    name, zid = zone
+    endpoint = fleet_config.aws.endpoint_url or ""
+    return Route53GlobalTraffic.from_config(with_route53(fleet_config, endpoint, zid, name, 60)).get_weights()
 
 
 async def test_failed_compensation_is_reported_with_the_weights_it_left(
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
 ) -> None:
     """Verification fails, then Route 53 refuses the restore (AccessDenied): the result says so, never a crash."""
-    name, zid = zone
-    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
-        cfg, handle = await _shifted(start_workers, temporal_client, fleet_config, zone, standin)
+    async with _shifted(start_workers, temporal_client, fleet_config, zone) as (standin, cfg, handle):
         standin.inject("ChangeResourceRecordSets", "AccessDenied")
         res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
     assert res.status == "failed" and res.compensated == "compensation_failed", res
@@ -228,10 +233,7 @@ async def test_failed_compensation_is_reported_with_the_weights_it_left(
     # Traffic is where the shift left it, and the result says exactly that.
     assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
     assert "weights left at us-west-1 0 / us-east-1 100" in res.error, res.error
-    records = Route53GlobalTraffic.from_config(
-        with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60)
-    )
-    assert records.get_weights() == {"us-west-1": 0, "us-east-1": 100}
+    assert _record_weights(fleet_config, zone) == {"us-west-1": 0, "us-east-1": 100}
     assert [p.phase for p in res.phases][-1] == "compensate"
     assert await activity_attempts(handle, "set_global_weights") == [1, 1]  # Forbidden is not retried
     # Failed in the UI with the whole result (read above), and the fleet released: the lock, held by
@@ -250,20 +252,15 @@ async def test_compensation_leaves_traffic_on_the_target_when_the_source_is_down
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
 ) -> None:
     """Verification fails, but moving traffic back to a dead source would make things worse: it stays."""
-    name, zid = zone
-    with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
-        cfg, handle = await _shifted(start_workers, temporal_client, fleet_config, zone, standin)
-        admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+    async with _shifted(start_workers, temporal_client, fleet_config, zone) as (standin, cfg, handle):
+        kill_stable(cfg, "us-west-1")
         res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
     assert res.status == "failed" and res.compensated == "left_on_target_source_dead", res
     assert res.weights_after == {"us-west-1": 0, "us-east-1": 100}
-    records = Route53GlobalTraffic.from_config(
-        with_route53(fleet_config, fleet_config.aws.endpoint_url or "", zid, name, 60)
-    )
-    assert records.get_weights() == {"us-west-1": 0, "us-east-1": 100}
+    assert _record_weights(fleet_config, zone) == {"us-west-1": 0, "us-east-1": 100}
     assert standin.calls["ChangeResourceRecordSets"] == 1  # no restore was even tried
 
 
 def _short_verify(cfg: FleetConfig) -> FleetConfig:
     """Verification that is meant to fail gives up after 3 s (+ the TTL) rather than 10."""
-    return cfg.model_copy(update={"failover": cfg.failover.model_copy(update={"verify_timeout_s": 3.0})})
+    return tuned(cfg, "failover", verify_timeout_s=3.0)

@@ -40,7 +40,7 @@ from drctl.providers.kube_objects import on_conflict
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.worker import registry
 from tests.support.cli import drctl
-from tests.support.config import write_config
+from tests.support.config import tuned, write_config
 from tests.support.devstack import apps_api
 from tests.support.wait import assert_eventually, wait_until
 from tests.support.workers import StartWorkers, fast_config, start_failover, weights
@@ -51,7 +51,7 @@ TOKEN_ENV = "DRCTL_TEST_FLEET_API_KEY"
 
 
 def _with(cfg: FleetConfig, **traffic: Any) -> FleetConfig:
-    return cfg.model_copy(update={"traffic": cfg.traffic.model_copy(update=traffic)})
+    return tuned(cfg, "traffic", **traffic)
 
 
 async def test_dev_stack_gateways_name_the_region(fleet_config: FleetConfig, reset_fleet: None) -> None:
@@ -92,7 +92,7 @@ async def test_lost_verify_attempt_is_retried_until_the_deadline(
     start_workers: StartWorkers, fleet_config: FleetConfig, temporal_client: Client
 ) -> None:
     base = fast_config(fleet_config)
-    cfg = base.model_copy(update={"failover": base.failover.model_copy(update={"verify_timeout_s": 40.0})})
+    cfg = tuned(base, "failover", verify_timeout_s=40.0)
     await start_workers(regions=[], cfg=cfg)  # workflows and the main queue only
     acts = registry.activities(cfg)
     real = next(a for a in acts if getattr(a, "__name__", "") == "verify_global")
@@ -196,9 +196,7 @@ def authed_fleet(
 
 
 def _authed(cfg: FleetConfig) -> FleetConfig:
-    return cfg.model_copy(
-        update={"workload": cfg.workload.model_copy(update={"auth": WorkloadAuth(token_env=TOKEN_ENV)})}
-    )
+    return tuned(cfg, "workload", auth=WorkloadAuth(token_env=TOKEN_ENV))
 
 
 async def _monitor(client: Client, cfg: FleetConfig) -> Any:
