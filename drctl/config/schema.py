@@ -554,6 +554,8 @@ NotifyEvent = Literal[
     "alert.resolved",
     "drill.verdict",
     "upgrade.rolled_back",
+    "rebalance.advised",
+    "rebalance.applied",
 ]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = typing.get_args(NotifyEvent)
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"

@@ -33,6 +33,7 @@ from workflows import lock as lock_workflows
 from workflows import migrate as migrate_workflows
 from workflows import monitor as monitor_workflows
 from workflows import notify as notify_workflows
+from workflows import rebalance as rebalance_workflows
 from workflows import replicate as replicate_workflows
 from workflows import upgrade as upgrade_workflows
 
@@ -50,6 +51,7 @@ def workflows() -> list[type]:
         *drill_workflows.WORKFLOWS,
         *replicate_workflows.WORKFLOWS,
         *notify_workflows.WORKFLOWS,
+        *rebalance_workflows.WORKFLOWS,
     ]
 
 
