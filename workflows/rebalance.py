@@ -18,6 +18,8 @@ or upgrade, and a failover preempts it (docs/lock.md):
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -127,7 +129,15 @@ class Rebalance(Operation):
         interval = spec.rebalance_limits.return_step_interval_s
         self.phases.enter(PHASE_ANALYSE, f"probing {', '.join(inp.gaining)} after {interval:g} s")
         if interval > 0:
-            await workflow.sleep(interval)
+            try:
+                # A failover preempting us must not wait out the analysis window.
+                await workflow.wait_condition(
+                    lambda: self.preempted is not None, timeout=timedelta(seconds=interval)
+                )
+            except TimeoutError:
+                pass
+        if self.preempted is not None:
+            return  # the failover owns the weights now: neither judged nor rolled back
         batch = await calls.probe_regions(
             ProbeRequest(regions=inp.gaining),
             probe_timeout_s=spec.probe_timeout_s,
@@ -135,7 +145,7 @@ class Rebalance(Operation):
         )
         res.analysis = [f"{p.region} {p.status.value}: {p.reason}" for p in batch.probes]
         failing = [p for p in batch.probes if not probe_passes(p, spec.fail_on_degraded)]
-        if not failing or self.preempted is not None:
+        if not failing:
             res.status = "succeeded"
             return
         why = "; ".join(f"{p.region} {p.status.value}: {p.reason}" for p in failing)
