@@ -130,6 +130,8 @@ def policy_config(cfg: FleetConfig, policy: Policy) -> FleetConfig:
     tier = cfg.traffic.global_tier.model_copy(update={"fast_path": policy == "fastpath"})
     watcher = policy in ("drctl", "fastpath")
     passive = cfg.health.passive.model_copy(update={"enabled": watcher})
+    # The first release neither rebalanced: a gray failure waited for the full failover.
+    failover = cfg.failover.model_copy(update={"rebalance": "automatic" if watcher else "off"})
     quorum = cfg.health.quorum.model_copy(update={"mode": "majority" if watcher else "off"})
     health = cfg.health.model_copy(
         update={
@@ -140,7 +142,11 @@ def policy_config(cfg: FleetConfig, policy: Policy) -> FleetConfig:
         }
     )
     return cfg.model_copy(
-        update={"health": health, "traffic": cfg.traffic.model_copy(update={"global_tier": tier})}
+        update={
+            "health": health,
+            "failover": failover,
+            "traffic": cfg.traffic.model_copy(update={"global_tier": tier}),
+        }
     )
 
 
@@ -212,6 +218,19 @@ async def _await_failover(
     return res, desc.close_time
 
 
+async def _first_move(cfg: FleetConfig, source: str, t0: datetime, timeout_s: float) -> float | None:
+    """Seconds from t0 until `source` first has less global weight than configured (every 50 ms, bounded)."""
+    configured = cfg.region(source).weight
+    deadline = time.monotonic() + timeout_s
+    traffic = global_traffic(cfg)
+    while time.monotonic() < deadline:
+        w = await asyncio.to_thread(traffic.get_weights)
+        if w.get(source, configured) < configured:
+            return round((datetime.now(UTC) - t0).total_seconds(), 3)
+        await asyncio.sleep(0.05)
+    return None
+
+
 async def run_trial(
     client: Client,
     cfg: FleetConfig,
@@ -244,7 +263,12 @@ async def run_trial(
         await asyncio.sleep(offset_s)  # fault phase against the probe schedule: uniform, not lucky
         t0 = trial.fault_at = datetime.now(UTC)
         await asyncio.to_thread(rto_fleet.inject, cfg, source, kind, args.base_ttft_ms)
-        res, closed = await _await_failover(client, cfg, t0, args.failover_timeout_s)
+        moved = asyncio.create_task(_first_move(cfg, source, t0, args.failover_timeout_s))
+        try:
+            res, closed = await _await_failover(client, cfg, t0, args.failover_timeout_s)
+            trial.first_move_s = await moved
+        finally:
+            moved.cancel()
         await asyncio.sleep(TAIL_S)
         trial.failover_status, trial.error = res.status, res.error
         trial.detect_s = _secs(res.started_at, t0)
@@ -279,6 +303,7 @@ def _line(t: Trial) -> str:
     f = _shown_s
     return (
         f"[{t.policy:<8} {t.kind:<6} #{t.trial}] offset {t.offset_s:.1f}s: failover {t.failover_status}, "
+        f"first move {f(t.first_move_s)}s, "
         f"first failed probe {f(t.first_failed_probe_s)}s, detect {f(t.detect_s)}s, "
         f"orchestration {f(t.orchestration_s)}s, RTO {f(t.rto_s)}s, "
         f"error window {f(t.error_window_s)}s ({t.bad_requests}/{t.requests} bad), moved {t.fully_moved}"
