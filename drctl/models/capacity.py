@@ -12,14 +12,13 @@ can say why traffic is where it is. docs/rebalancing.md explains the model.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
 from drctl.config.capacity import RebalanceLimits, SloConfig
-from drctl.models.share_moves import apportion
+from drctl.models import rebalance_rule
 
 if TYPE_CHECKING:
     from drctl.config.schema import FleetConfig
@@ -99,6 +98,11 @@ class RegionCapacity(BaseModel):
     ttft_p99_ms: float | None = None
     error_rate: float | None = None
     requests: float | None = None
+    ceiling: float | None = Field(
+        None,
+        description="Learned only: the slot ceiling per replica this reading showed (max_num_seqs, or "
+        "the running count while requests waited), for later readings and other regions.",
+    )
     problems: list[str] = Field(default_factory=list)
 
     def describe(self) -> str:
@@ -111,37 +115,51 @@ class RegionCapacity(BaseModel):
         )
 
 
-def _learned_per_replica(sig: RegionSignals, spec: CapacitySpec, ev: Evidence) -> float | None:
-    """Concurrent requests one replica serves within the objective, as far as its signals show.
+def _learned_per_replica(
+    sig: RegionSignals, spec: CapacitySpec, ev: Evidence, known_ceiling: float | None
+) -> tuple[float | None, float | None]:
+    """Concurrent requests one replica serves within the objective, as far as the signals show;
+    and the slot ceiling seen (what `known_ceiling` remembers for the next reading).
 
     - A replica runs at most max_num_seqs at once; the rest wait. So with requests waiting the
-      running count is the ceiling reached, and max_num_seqs (when told) is the ceiling itself.
-    - Without max_num_seqs and with nothing waiting the ceiling has not been reached: the
-      capacity is unknown (the running count is only a floor), so None.
-    - TTFT over the objective caps it further: the replicas are already past what they serve
-      within it at the current concurrency; scaled by objective / TTFT (queueing delay grows at
-      least in proportion to the excess load), it never rises above the running count.
+      running count per replica is the ceiling reached, and max_num_seqs (when told) is the
+      ceiling itself.
+    - Without either, nothing has reached the ceiling yet: `known_ceiling` (learned earlier, or in
+      another region of the same workload) stands in, else the capacity is unknown (the running
+      count is only a floor).
+    - TTFT over the objective caps it further: at the current concurrency the replicas are already
+      past what they serve within it. Scaled by objective / TTFT (queueing delay grows at least in
+      proportion to the excess load), it never rises above the running count.
     """
     n = sig.replicas_read if sig.replicas_read is not None else sig.ready_replicas
     if n <= 0:
-        return None
+        return None, None
     running_per = sig.running / n
     ev["running_per_replica"] = round(running_per, 3)
-    ceiling: float | None = None
+    seen: float | None = None
     if sig.max_num_seqs is not None:
-        ceiling = float(sig.max_num_seqs)
+        seen = float(sig.max_num_seqs)
+        ev["ceiling"] = "max_num_seqs"
     elif sig.waiting > 0 and sig.running > 0:
-        ceiling = running_per
+        seen = running_per
         ev["ceiling"] = "running while requests wait"
+    elif known_ceiling is not None:
+        ev["ceiling"] = "learned earlier or in another region"
+    ceiling = seen if seen is not None else known_ceiling
     if spec.ttft_p99_ms and sig.ttft_p99_ms and sig.ttft_p99_ms > spec.ttft_p99_ms and sig.running > 0:
         latency = running_per * spec.ttft_p99_ms / sig.ttft_p99_ms
         ev["latency_bound_per_replica"] = round(latency, 3)
         ceiling = latency if ceiling is None else min(ceiling, latency)
-    return ceiling
+    return ceiling, seen
 
 
-def region_capacity(sig: RegionSignals, spec: CapacitySpec) -> RegionCapacity:
+def region_capacity(
+    sig: RegionSignals, spec: CapacitySpec, *, known_ceiling: float | None = None
+) -> RegionCapacity:
     """The region's capacity, load and headroom.
+
+    `known_ceiling`: a learned replica's slot ceiling from an earlier reading or another region
+    (`RegionCapacity.ceiling`; see `fleet_capacities`), used while this reading shows none.
 
     Unit and per-replica capacity, in this order:
     - workload.max_rps_per_replica: rps; load is `load_rps` (unknown load: not `known`);
@@ -164,6 +182,7 @@ def region_capacity(sig: RegionSignals, spec: CapacitySpec) -> RegionCapacity:
     problems = list(sig.problems)
     unit: CapacityUnit
     per: float | None
+    ceiling: float | None = None
     if spec.max_rps_per_replica is not None:
         unit, source, per = "rps", "configured", spec.max_rps_per_replica
         load = sig.load_rps
@@ -174,8 +193,11 @@ def region_capacity(sig: RegionSignals, spec: CapacitySpec) -> RegionCapacity:
         if spec.max_concurrency_per_replica is not None:
             source, per = "configured", float(spec.max_concurrency_per_replica)
         else:
-            source, per = "learned", _learned_per_replica(sig, spec, ev)
-            if per is None and sig.ready_replicas > 0:
+            source = "learned"
+            per, ceiling = _learned_per_replica(sig, spec, ev, known_ceiling)
+            if sig.ready_replicas == 0:
+                per = per or 0.0  # no replica: no capacity, whatever one would serve
+            elif per is None:
                 problems.append(
                     "capacity not learned yet: no max_num_seqs from the servers and no queue to show a ceiling"
                 )
@@ -207,8 +229,32 @@ def region_capacity(sig: RegionSignals, spec: CapacitySpec) -> RegionCapacity:
         ttft_p99_ms=sig.ttft_p99_ms,
         error_rate=sig.error_rate,
         requests=sig.requests,
+        ceiling=ceiling,
         problems=problems,
     )
+
+
+def fleet_capacities(
+    signals: dict[str, RegionSignals], spec: CapacitySpec, remembered: dict[str, float] | None = None
+) -> dict[str, RegionCapacity]:
+    """Every region's capacity, sharing what one region's replicas showed of their slot ceiling.
+
+    Every region runs the same workload (one image, one model, the same server flags), so a
+    replica's max_num_seqs seen anywhere is everyone's. The smallest ceiling seen now, else the
+    region's `remembered` one (its last `ceiling`), stands in where a region shows none: a region
+    that has never queued can then take share. A latency bound is never shared: it is that region's.
+    """
+    first = {r: region_capacity(s, spec, known_ceiling=(remembered or {}).get(r)) for r, s in signals.items()}
+    seen = [c.ceiling for c in first.values() if c.ceiling is not None]
+    if not seen or spec.max_rps_per_replica or spec.max_concurrency_per_replica:
+        return first
+    shared = min(seen)
+    return {
+        r: c
+        if c.ceiling is not None
+        else region_capacity(signals[r], spec, known_ceiling=min(shared, (remembered or {}).get(r, shared)))
+        for r, c in first.items()
+    }
 
 
 # --- breaches, sustained for a window --------------------------------------------------------------
@@ -295,252 +341,6 @@ class RebalancePlan(BaseModel):
         }
 
 
-def _pct(units: float, total: int) -> str:
-    return f"{units * 100 / total:.0f}%"
-
-
-def _breach_fraction(cap: RegionCapacity, slo: SloConfig | None, limits: RebalanceLimits) -> float:
-    """The part of a breaching region's share to shed: how far its signal is over the objective.
-
-    TTFT 4x the objective sheds 3/4 of the share, an error rate 10x over sheds 9/10 (both then
-    capped by max_shift_pct). With no figure to scale by, one max_shift_pct step.
-    """
-    over = []
-    if slo and cap.ttft_p99_ms and cap.ttft_p99_ms > slo.ttft_p99_ms:
-        over.append(1 - slo.ttft_p99_ms / cap.ttft_p99_ms)
-    if slo and cap.error_rate and cap.error_rate > slo.error_rate:
-        over.append(1 - slo.error_rate / cap.error_rate)
-    return max(over) if over else limits.max_shift_pct / 100
-
-
-class _Rule:
-    """The inputs of one `plan_rebalance` call and the figures derived from them."""
-
-    def __init__(
-        self,
-        weights: dict[str, int],
-        configured: dict[str, int],
-        caps: dict[str, RegionCapacity],
-        healthy: set[str],
-        limits: RebalanceLimits,
-    ) -> None:
-        self.weights, self.caps, self.healthy, self.limits = weights, caps, healthy, limits
-        self.total = sum(weights.values())
-        conf_total = sum(configured.get(r, 0) for r in weights)
-        # Configured weights on the current total's scale (a failover may have rescaled the weights).
-        self.configured = {
-            r: configured.get(r, 0) * self.total / conf_total if conf_total else 0.0 for r in weights
-        }
-        self.max_units = max(1, math.floor(limits.max_shift_pct * self.total / 100 + 1e-9))
-        self.min_units = limits.min_step_pct * self.total / 100
-        fed = [c for r, c in caps.items() if c.known and c.load > 0 and weights.get(r, 0) > 0]
-        calm = [c for c in fed if c.headroom >= 0] or fed
-        # Load per weight point, for a region without its own (no share, or no traffic yet).
-        points = sum(weights[c.region] for c in calm)
-        self.ref_load = sum(c.load for c in calm) / points if points else None
-
-    def load_per_point(self, region: str) -> float | None:
-        """What one weight point brings to `region`, in its own unit: its own rate where it has one.
-
-        The region's own figure, because in concurrency units the same requests weigh more where
-        they last longer (Little's law): a point moved to a faster region adds less concurrency.
-        """
-        c, w = self.caps[region], self.weights.get(region, 0)
-        return c.load / w if w > 0 and c.load > 0 else self.ref_load
-
-    def room(self, region: str) -> float:
-        """Weight points `region` can take within its headroom."""
-        per = self.load_per_point(region)
-        return float(self.total) if per is None else self.caps[region].headroom / per
-
-
-def _excess(
-    rule: _Rule,
-    breaching: dict[str, list[str]],
-    shortfall: set[str] | None,
-    slo: SloConfig | None,
-    reasons: list[str],
-    held: list[str],
-) -> dict[str, float]:
-    """Weight points each region should shed: its capacity shortfall or its breach, whichever is more."""
-    out: dict[str, float] = {}
-    for r in sorted(rule.weights):
-        w, c = rule.weights[r], rule.caps.get(r)
-        if r not in rule.healthy or w <= 0 or c is None:
-            continue
-        frac = 0.0
-        if c.known and c.headroom < 0 and c.load > 0:
-            if shortfall is None or r in shortfall:
-                frac = 1 - c.usable / c.load
-                reasons.append(
-                    f"{r}: load {c.load:.3g} {c.unit} > usable {c.usable:.3g} ({c.ready_replicas} ready x "
-                    f"{c.per_replica:.3g} {c.source} x {rule.limits.target_utilisation:g}): "
-                    f"{frac:.0%} of its share is excess"
-                )
-            else:
-                held.append(f"{r}: short of capacity, not yet for {rule.limits.breach_window_s:g}s")
-        if r in breaching:
-            br = max(_breach_fraction(c, slo, rule.limits), rule.min_units / w)
-            reasons.append(
-                f"{r}: {'; '.join(breaching[r])} (sustained): shed {min(br, 1.0):.0%} of its share"
-            )
-            frac = max(frac, br)
-        units = min(float(w), w * frac)
-        if units >= rule.min_units or (r in breaching and units > 0):
-            out[r] = units
-        elif units > 0:
-            held.append(f"{r}: excess {_pct(units, rule.total)} < min_step_pct {rule.limits.min_step_pct}%")
-    return out
-
-
-def _targets(
-    rule: _Rule, sources: dict[str, float], breaching: dict[str, list[str]], held: list[str]
-) -> dict[str, float]:
-    """Weight points each other region can take within its headroom."""
-    out: dict[str, float] = {}
-    for r in sorted(rule.weights):
-        if r in sources:
-            continue
-        c = rule.caps.get(r)
-        if r not in rule.healthy:
-            held.append(f"{r}: not healthy, takes no share")
-        elif c is None or not c.known:
-            held.append(
-                f"{r}: capacity unknown, takes no share" + (f" ({'; '.join(c.problems)})" if c else "")
-            )
-        elif r in breaching:
-            held.append(f"{r}: breaches the objective, takes no share")
-        elif c.headroom <= 0:
-            held.append(f"{r} has no headroom (load {c.load:.3g} of {c.usable:.3g} {c.unit} usable)")
-        else:
-            out[r] = rule.room(r)
-    return out
-
-
-def _prescale(
-    rule: _Rule,
-    gains: dict[str, int],
-    targets: dict[str, float],
-    unplaced: float,
-    max_replicas: dict[str, int],
-) -> dict[str, int]:
-    """Replicas each scalable target needs to carry its gain and its part of what did not fit."""
-    extra_room: dict[str, float] = {}
-    for r in targets:
-        c, per = rule.caps[r], rule.load_per_point(r)
-        top = max_replicas.get(r, 0)
-        if per and c.per_replica > 0 and top > c.desired_replicas:
-            extra_room[r] = (top - c.ready_replicas) * c.per_replica * rule.limits.target_utilisation / per
-    room = sum(v for v in extra_room.values() if v > 0)
-    out: dict[str, int] = {}
-    for r, more in extra_room.items():
-        c, per = rule.caps[r], rule.load_per_point(r) or 0.0
-        extra = unplaced * max(more, 0.0) / room if room > 0 else 0.0
-        load = c.load + (gains.get(r, 0) + extra) * per
-        want = math.ceil(load / (c.per_replica * rule.limits.target_utilisation) - 1e-9)
-        want = min(max_replicas[r], want)
-        if want > c.desired_replicas:
-            out[r] = want
-    return out
-
-
-def _shed(
-    rule: _Rule,
-    sources: dict[str, float],
-    breaching: dict[str, list[str]],
-    max_replicas: dict[str, int],
-    plan: RebalancePlan,
-) -> None:
-    want = sum(sources.values())
-    if want > rule.max_units:
-        plan.held_back.append(
-            f"max_shift_pct {rule.limits.max_shift_pct}% caps this step at {_pct(rule.max_units, rule.total)} "
-            f"of the {_pct(want, rule.total)} excess"
-        )
-    budget = min(want, float(rule.max_units))
-    targets = _targets(rule, sources, breaching, plan.held_back)
-    room = sum(targets.values())
-    if not targets:
-        plan.held_back.append(f"no healthy region with headroom to take {_pct(budget, rule.total)}")
-        return
-    # Never past a target's headroom: each gets at most the whole points its headroom holds.
-    gains = apportion(
-        math.floor(min(budget, room) + 1e-9), targets, {r: math.floor(v + 1e-9) for r, v in targets.items()}
-    )
-    moved = sum(gains.values())
-    unplaced = budget - moved
-    if unplaced >= 0.5:
-        plan.held_back.append(
-            f"{_pct(unplaced, rule.total)} of the excess stays: the targets are at their headroom "
-            f"({', '.join(f'{r} {v:.1f} points' for r, v in targets.items())})"
-        )
-    plan.prescale = _prescale(rule, gains, targets, max(unplaced, 0.0), max_replicas)
-    for r, n in sorted(plan.prescale.items()):
-        plan.held_back.append(f"{r}: pre-scale to {n} replicas for the share that waits")
-    if moved == 0 or (moved < rule.min_units and moved < budget):
-        if moved:
-            plan.held_back.append(
-                f"a move of {_pct(moved, rule.total)} is below min_step_pct {rule.limits.min_step_pct}%"
-            )
-        return
-    losses = apportion(moved, sources, {r: math.ceil(v - 1e-9) for r, v in sources.items()})
-    after = dict(rule.weights)
-    for r, g in gains.items():
-        after[r] += g
-    for r, lost in losses.items():
-        after[r] -= lost
-    plan.action, plan.weights_after, plan.moved_pct = "shed", after, round(moved * 100 / rule.total)
-    plan.reasons.append(
-        "shed "
-        + ", ".join(f"{r} -{n}" for r, n in sorted(losses.items()))
-        + " to "
-        + ", ".join(f"{r} +{n}" for r, n in sorted(gains.items()))
-        + " (in proportion to headroom)"
-    )
-
-
-def _return(rule: _Rule, breaching: dict[str, list[str]], plan: RebalancePlan) -> None:
-    """Move share back toward the configured weights, as far as each region carries it with the margin."""
-    after = dict(rule.weights)
-    budget = rule.max_units
-    margin = 1 + rule.limits.hysteresis_pct / 100
-    for r in sorted(rule.weights):
-        short = rule.configured[r] - after[r]
-        c = rule.caps.get(r)
-        if short < 0.5 or r not in rule.healthy or c is None or not c.known or r in breaching or budget <= 0:
-            if short >= 0.5 and budget > 0:
-                plan.held_back.append(
-                    f"{r}: below its configured share, but not healthy, known and within the objective"
-                )
-            continue
-        per = rule.load_per_point(r)
-        carry = rule.configured[r] if per is None else min(rule.configured[r], c.usable / (per * margin))
-        step = min(math.floor(carry + 1e-9) - after[r], budget)
-        completes = after[r] + step >= math.floor(rule.configured[r] + 1e-9)
-        if step <= 0 or (step < rule.min_units and not completes):
-            plan.held_back.append(
-                f"{r}: {c.usable:.3g} {c.unit} usable carries {carry:.1f} points with the "
-                f"{rule.limits.hysteresis_pct}% margin; it stays at {after[r]} of {rule.configured[r]:.0f}"
-            )
-            continue
-        surplus = {g: after[g] - rule.configured[g] for g in after if after[g] - rule.configured[g] >= 1}
-        gives = apportion(step, surplus, {g: math.floor(v + 1e-9) for g, v in surplus.items()})
-        for g, n in gives.items():
-            after[g] -= n
-        got = sum(gives.values())
-        after[r] += got
-        budget -= got
-        if got:
-            plan.reasons.append(
-                f"{r}: capacity back ({c.usable:.3g} {c.unit} usable carries {carry:.1f} points with the "
-                f"{rule.limits.hysteresis_pct}% margin): {rule.weights[r]} -> {after[r]} of {rule.configured[r]:.0f}, "
-                f"from {', '.join(f'{g} -{n}' for g, n in sorted(gives.items()))}"
-            )
-    moved = sum(max(0, after[r] - w) for r, w in rule.weights.items())
-    if moved:
-        plan.action, plan.weights_after, plan.moved_pct = "return", after, round(moved * 100 / rule.total)
-
-
 def plan_rebalance(
     weights: dict[str, int],
     configured: dict[str, int],
@@ -577,17 +377,17 @@ def plan_rebalance(
         moved_pct=0,
         capacities={r: c for r, c in capacities.items() if r in weights},
     )
-    rule = _Rule(weights, configured, capacities, healthy, limits)
+    rule = rebalance_rule.Rule(weights, configured, capacities, healthy, limits)
     if rule.total <= 0:
         plan.reasons.append("no region has weight: nothing to rebalance (the failover owns this)")
         return plan
-    sources = _excess(rule, breaching, shortfall, slo, plan.reasons, plan.held_back)
+    sources = rebalance_rule.excess(rule, breaching, shortfall, slo, plan.reasons, plan.held_back)
     if sources:
-        _shed(rule, sources, breaching, max_replicas, plan)
+        rebalance_rule.shed(rule, sources, breaching, max_replicas, plan)
         if plan.action == "hold":
             plan.reasons.append("excess found, but nothing could move: see held_back")
         return plan
-    _return(rule, breaching, plan)
+    rebalance_rule.give_back(rule, breaching, plan)
     if plan.action == "hold" and not plan.reasons:
         plan.reasons.append("every region within its capacity and the objective")
     return plan
