@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.analysis import AnalysisRequest, AnalysisResult
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+    from drctl.models.capacity_sample import CapacityReadInput, CapacityReadResult
     from drctl.models.health import RegionProbe
     from drctl.models.lock import AliveInput, AliveResult, LockGrant, LockRequest
     from drctl.models.notify import DeliverInput, Delivery
@@ -270,6 +271,34 @@ def start_watch(inp: WatchInput, *, summary: str) -> workflow.ActivityHandle[Wat
         start_to_close_timeout=_s(inp.return_after_s + probe_attempt_s(inp.probe_timeout_s) * 2 + 30),
         heartbeat_timeout=WATCH_HEARTBEAT,
         retry_policy=WATCH_RETRY,
+    )
+
+
+def capacity_read_s(probe_timeout_s: float) -> float:
+    """start_to_close of one capacity reading: the EndpointSlice list and the Deployment reads (15 s
+    each at most, run side by side with the /metrics reads, each within the probe timeout)."""
+    return max(15.0, probe_timeout_s) * 2 + 5
+
+
+async def read_capacity_signals(
+    inp: CapacityReadInput,
+    *,
+    queue: str,
+    probe_timeout_s: float,
+    queue_wait_s: float = QUEUE_WAIT_S,
+    summary: str,
+) -> CapacityReadResult:
+    """A region's capacity reading on its own queue. A read, retried quickly (FAST); a caller that
+    reads every few seconds passes a queue_wait_s of about its tick, so a dead worker costs one tick."""
+    return await _call(
+        "read_capacity_signals",
+        inp,
+        CapacityReadResult,
+        summary,
+        queue,
+        capacity_read_s(probe_timeout_s),
+        FAST,
+        schedule_to_start_timeout=_s(queue_wait_s),
     )
 
 

@@ -82,7 +82,10 @@ def _unescape(value: str) -> str:
     return re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], value)
 
 
-def parse_series(text: str) -> list[tuple[str, dict[str, str], float]]:
+Series = list[tuple[str, dict[str, str], float]]  # (name, labels, value) per sample
+
+
+def parse_series(text: str) -> Series:
     """Every sample with its labels: (name, labels, value). NaN and unparsable lines are skipped.
 
     +Inf is kept here (a histogram's last `le` label is "+Inf", and a gauge may be infinite).

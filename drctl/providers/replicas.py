@@ -14,7 +14,7 @@ import threading
 from typing import Any, Protocol
 
 from kubernetes import client
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from drctl.config.schema import TRACKS, FleetConfig, RegionConfig
 from drctl.providers.kube_client import api_client_for
@@ -29,6 +29,9 @@ class ReplicaEndpoint(BaseModel):
     name: str
     url: str
     track: str | None = None
+    ready: bool = Field(
+        True, description="EndpointSlice conditions.ready (unset reads as ready, as the API says)."
+    )
 
 
 class ReplicaSource(Protocol):
@@ -80,7 +83,12 @@ class KubernetesReplicaSource:
                     # During a controller resync one endpoint may sit in two slices for a moment.
                     out.setdefault(
                         (name or addr, url),
-                        ReplicaEndpoint(name=name or addr, url=url, track=self.services[svc]),
+                        ReplicaEndpoint(
+                            name=name or addr,
+                            url=url,
+                            track=self.services[svc],
+                            ready=ep.conditions is None or ep.conditions.ready is not False,
+                        ),
                     )
         return list(out.values())
 

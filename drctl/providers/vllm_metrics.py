@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx
 
@@ -24,14 +25,17 @@ from drctl.models.passive import SignalSnapshot
 from drctl.providers.prom import (
     HTTP_REQUESTS,
     VLLM_E2E,
+    VLLM_RUNNING,
     VLLM_SUCCESS,
     VLLM_TTFT,
     VLLM_WAITING,
+    Series,
     histogram,
     parse_series,
     total,
 )
 
+T = TypeVar("T")
 GENERATION_HANDLERS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/responses"})
 
 
@@ -44,7 +48,11 @@ class ReplicaTarget:
 
 def replica_snapshot(text: str, *, region: str, source: str, taken_at: float) -> SignalSnapshot:
     """A snapshot from one /metrics page (Prometheus text format)."""
-    series = parse_series(text)
+    return series_snapshot(parse_series(text), region=region, source=source, taken_at=taken_at)
+
+
+def series_snapshot(series: Series, *, region: str, source: str, taken_at: float) -> SignalSnapshot:
+    """A snapshot from a /metrics page already parsed (`parse_series`)."""
     http = [
         (labels, v)
         for n, labels, v in series
@@ -76,10 +84,16 @@ async def read_replica(
     clock: Callable[[], float] = time.monotonic,
 ) -> SignalSnapshot:
     """Read one replica's /metrics; raises httpx.HTTPError (or TimeoutError) when it cannot be read."""
+    text = await read_page(client, target, timeout_s=timeout_s)
+    return replica_snapshot(text, region=target.region, source=target.name, taken_at=clock())
+
+
+async def read_page(client: httpx.AsyncClient, target: ReplicaTarget, *, timeout_s: float) -> str:
+    """One replica's /metrics text, within `timeout_s` from the request's start."""
     async with asyncio.timeout(timeout_s):
         resp = await client.get(f"{target.url.rstrip('/')}/metrics", timeout=timeout_s)
     resp.raise_for_status()
-    return replica_snapshot(resp.text, region=target.region, source=target.name, taken_at=clock())
+    return resp.text
 
 
 async def read_replicas(
@@ -95,18 +109,56 @@ async def read_replicas(
     A failed read is reported, never turned into a zero: the evaluator then counts that replica as
     missing once its last good read is older than max_age_s.
     """
+
+    async def one(t: ReplicaTarget) -> SignalSnapshot:
+        return await read_replica(client, t, timeout_s=timeout_s, clock=clock)
+
+    return await read_each(targets, one, timeout_s=timeout_s, concurrency=concurrency)
+
+
+async def read_each(
+    targets: list[ReplicaTarget],
+    read: Callable[[ReplicaTarget], Awaitable[T]],
+    *,
+    timeout_s: float,
+    concurrency: int = 64,
+) -> tuple[list[T], dict[str, str]]:
+    """`read` every target, at most `concurrency` at a time; the results, and why each failed one failed.
+
+    Each read's deadline starts when its request does (inside its slot), never while it queues.
+    """
     slots = asyncio.Semaphore(concurrency)
-    snaps: list[SignalSnapshot] = []
+    out: list[T] = []
     errors: dict[str, str] = {}
 
     async def one(t: ReplicaTarget) -> None:
         async with slots:
             try:
-                snaps.append(await read_replica(client, t, timeout_s=timeout_s, clock=clock))
+                out.append(await read(t))
             except TimeoutError:
                 errors[t.name] = f"/metrics did not answer within {timeout_s:g}s"
             except httpx.HTTPError as exc:
                 errors[t.name] = f"/metrics: {type(exc).__name__}: {exc}"
 
     await asyncio.gather(*(one(t) for t in targets))
-    return snaps, errors
+    return out, errors
+
+
+# vLLM exports no max_num_seqs (vllm/v1/metrics/loggers.py: cache_config_info carries the KV
+# cache's settings only). A server, or an exporter beside it, that adds a max_num_seqs label to a
+# *_config_info gauge is read; otherwise the capacity model learns the ceiling from the queue.
+CONFIG_INFO_SUFFIX = "_config_info"
+
+
+def replica_gauges(series: Series) -> tuple[float, float, int | None]:
+    """(running, waiting, max_num_seqs) of one /metrics page; absent gauges read 0, max_num_seqs None."""
+    seqs = []
+    for name, labels, _ in series:
+        if name.startswith("vllm:") and name.endswith(CONFIG_INFO_SUFFIX) and "max_num_seqs" in labels:
+            try:
+                seqs.append(int(labels["max_num_seqs"]))
+            except ValueError:
+                continue
+    running = total(series, VLLM_RUNNING) or 0.0
+    waiting = total(series, VLLM_WAITING) or 0.0
+    return running, waiting, min((n for n in seqs if n > 0), default=None)

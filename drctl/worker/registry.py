@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from activities import backup as backup_activities
+from activities import capacity as capacity_activities
 from activities import chaos as chaos_activities
 from activities import health as health_activities
 from activities import notify as notify_activities
@@ -60,6 +61,7 @@ def activities(cfg: FleetConfig) -> list[Callable[..., Any]]:
     return [
         *health_activities.build(cfg),
         *watch_activities.build(cfg),
+        *capacity_activities.build(cfg),
         *traffic_activities.build(cfg),
         *platform_activities.build(cfg),
         *operations_activities.build(cfg),
