@@ -1,4 +1,4 @@
-"""`drctl monitor start|stop|status`: the fleet's health monitor workflow (monitor/<fleet>)."""
+"""`drctl monitor start|stop|status|decisions`: the fleet's health monitor workflow (monitor/<fleet>)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.monitor import MonitorInput, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
+from drctl.models.monitor_decisions import DecisionsView
 
 app = typer.Typer(
     name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True
@@ -141,6 +142,53 @@ def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = 
         common.console.print(f"vote on {region} at {v.at:%H:%M:%S}: {v.summary()}")
         for vantage, view in v.views.items():
             common.console.print(f"  {vantage}: {view}")
+
+
+async def monitor_decisions(client: Client, cfg: FleetConfig) -> DecisionsView | None:
+    """The running monitor's decision log (its `decisions` query); None when no monitor runs."""
+    handle = client.get_workflow_handle(monitor_id(cfg))
+    try:
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            return None
+        return await handle.query("decisions", result_type=DecisionsView, rpc_timeout=timedelta(seconds=5))
+    except RPCError:
+        return None
+
+
+@app.command("decisions")
+def decisions(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
+    """Why traffic is where it is: the monitor's decisions with their evidence, oldest first."""
+    cfg = common.load(config)
+
+    async def go() -> DecisionsView | None:
+        return await monitor_decisions(await connect(cfg), cfg)
+
+    view = common.run_async(go)
+    if view is None:
+        raise common.UserError(
+            f"monitor {monitor_id(cfg)} is not running or does not answer; start it with `drctl monitor start`",
+            1,
+        )
+    if common.printed_json(output, view):
+        return
+    # One line per decision, not a table: the reasons are sentences, and a terminal column would fold them.
+    common.console.print(
+        f"decisions of fleet {view.fleet} (failover.rebalance: {view.rebalance}), oldest first"
+    )
+    for d in view.entries:
+        common.console.print(d.line(), markup=False, highlight=False, soft_wrap=True)
+    if view.dropped:
+        common.console.print(
+            f"{view.dropped} older entries dropped (the log keeps the last {len(view.entries)})"
+        )
+    if view.latest is not None:
+        common.console.print(
+            f"latest ({view.unchanged} unchanged since the last entry): {view.latest.line()}"
+        )
+        for region, ev in view.latest.evidence.items():
+            common.console.print(f"  {region}: " + ", ".join(f"{k} {v}" for k, v in ev.items()))
+    else:
+        common.console.print("no decision yet: the monitor decides on its next tick")
 
 
 def _probe_line(st: MonitorStatus) -> str:

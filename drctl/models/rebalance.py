@@ -1,14 +1,16 @@
 """The Rebalance operation's input and result: one step of a shed or a return of share, as planned
-by the monitor (`plan_rebalance` in drctl/models/capacity.py), applied by `workflows.rebalance`."""
+by the monitor (`plan_rebalance` in drctl/models/capacity.py), applied by `workflows.rebalance`; and
+what the monitor's rebalance ticks remember between them."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.config.capacity import SloConfig
+from drctl.models.capacity import BreachState
+from drctl.models.capacity_sample import CapacitySample
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.phases import PhaseTiming
 from drctl.models.traffic import GlobalChange
@@ -53,45 +55,40 @@ class RebalanceResult(BaseModel):
 class RebalanceMemory(BaseModel):
     """What the monitor's rebalance ticks carry across continue-as-new (in MonitorState)."""
 
-    samples: dict[str, Any] = Field(
+    samples: dict[str, CapacitySample] = Field(
         default_factory=dict,
         description="Region -> the previous cumulative sample its signals were read from.",
     )
-    breach_since: dict[str, datetime] = Field(
-        default_factory=dict, description="Region -> since when it breaches the objective, tick after tick."
+    breaches: BreachState = Field(
+        default_factory=BreachState, description="Since when each region breaches what, tick after tick."
     )
-    shed_since: datetime | None = Field(None, description="Since when the plan has asked for the same shed.")
+    ceilings: dict[str, float] = Field(
+        default_factory=dict, description="Region -> the learned per-replica slot ceiling last seen."
+    )
+    moved: dict[str, int] = Field(
+        default_factory=dict,
+        description="Region -> net weight the rebalance moved onto it (negative: shed off it): only this returns.",
+    )
+    last_set: dict[str, int] | None = Field(None, description="The weights the last applied step set.")
+    not_before: datetime | None = Field(None, description="After a failed step: no other step before this.")
     ticks: int = 0
     last_tick_at: datetime | None = None
 
-    def track_breaches(
-        self, now_breaching: dict[str, list[str]], at: datetime, window_s: float
-    ) -> dict[str, list[str]]:
-        """Record who breaches now; return those whose breach has lasted `window_s` (the rule's input).
+    def home(self, current: dict[str, int]) -> tuple[dict[str, int], str | None]:
+        """The weights the rebalance returns toward: the current ones less what it moved itself.
 
-        A region that stops breaching for one tick starts its window again: only a sustained breach sheds.
+        Weights that are not the ones its last step set were moved by someone else (a failover,
+        an operator): the rebalance then forgets its own moves and takes them as they are, so it
+        never undoes another operation. Returns (home, why it forgot, or None).
         """
-        self.breach_since = {r: self.breach_since.get(r, at) for r in now_breaching}
-        return {
-            r: why
-            for r, why in now_breaching.items()
-            if (at - self.breach_since[r]).total_seconds() >= window_s
-        }
+        if self.last_set is not None and current != self.last_set:
+            self.moved, self.last_set = {}, None
+            return dict(current), "the weights were changed by another operation: taken as they are"
+        return {r: w - self.moved.get(r, 0) for r, w in current.items()}, None
 
-    def shed_due(self, planned: bool, at: datetime, window_s: float) -> bool:
-        """A shed planned on capacity alone is applied once the plan has asked for it for `window_s`."""
-        if not planned:
-            self.shed_since = None
-            return False
-        self.shed_since = self.shed_since or at
-        return (at - self.shed_since).total_seconds() >= window_s
-
-
-def slo_breaches(ttft_p99_ms: float | None, error_rate: float | None, slo: SloConfig) -> list[str]:
-    """Why a region breaches the objective now (empty: within it, or no traffic to tell)."""
-    out = []
-    if ttft_p99_ms is not None and ttft_p99_ms > slo.ttft_p99_ms:
-        out.append(f"TTFT p99 {ttft_p99_ms:.0f} ms > objective {slo.ttft_p99_ms:g} ms")
-    if error_rate is not None and error_rate > slo.error_rate:
-        out.append(f"error rate {error_rate:.1%} > objective {slo.error_rate:.1%}")
-    return out
+    def applied(self, before: dict[str, int], after: dict[str, int]) -> None:
+        """Record a step the rebalance applied."""
+        for r in after:
+            self.moved[r] = self.moved.get(r, 0) + after[r] - before.get(r, 0)
+        self.moved = {r: d for r, d in self.moved.items() if d != 0}
+        self.last_set = dict(after)
