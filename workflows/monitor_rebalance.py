@@ -123,7 +123,7 @@ class MonitorRebalance:
         s = self.run.state
         mem = s.rebalance_memory
         now = workflow.now()
-        mem.ticks, mem.last_tick_at = mem.ticks + 1, now
+        mem.ticks += 1
         self.urgent = False
         held = self._held_by_others()
         if held is not None:
@@ -237,6 +237,7 @@ class MonitorRebalance:
             outcome="held",
             weights_before=plan.weights_before,
             weights_after=plan.weights_after,
+            moved_pct=plan.moved_pct,
             reasons=[*([forgot] if forgot else []), *plan.reasons],
             held_back=[*plan.held_back, *missing],
             evidence=_evidence(caps),
@@ -277,7 +278,7 @@ class MonitorRebalance:
             # A busy fleet or a failing step: retrying every tick would start a workflow each time.
             mem.not_before = workflow.now() + timedelta(seconds=max(30.0, 3 * spec.interval_s))
         if d.outcome == "applied":
-            for r in (r for r, w in d.weights_after.items() if w < d.weights_before.get(r, 0)):
+            for r in (r for r, delta in plan.moves.items() if delta < 0):
                 # The next step off this region needs a whole window of evidence under the new share.
                 mem.breaches = mem.breaches.restart(r, workflow.now())
 
@@ -345,7 +346,10 @@ class MonitorRebalance:
         log = self.run.state.decisions
         if log.latest is None:
             return []
-        lines = [f"\n**rebalance** ({self.run.state.spec.rebalance}): {log.latest.line()}"]
+        s = self.run.state
+        lines = [
+            f"\n**rebalance** ({s.spec.rebalance}, tick {s.rebalance_memory.ticks}): {log.latest.line()}"
+        ]
         ev = log.latest.evidence
         if ev:
             lines.append(

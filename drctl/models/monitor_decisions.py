@@ -29,6 +29,7 @@ class Decision(BaseModel):
     outcome: DecisionOutcome
     weights_before: dict[str, int] = Field(default_factory=dict)
     weights_after: dict[str, int] = Field(default_factory=dict)
+    moved_pct: int = Field(0, description="Share of the total weight the step moves, %.")
     reasons: list[str] = Field(default_factory=list, description="Why: the rule's own words.")
     held_back: list[str] = Field(
         default_factory=list, description="What was capped or skipped, and why (no headroom, min step...)."

@@ -72,7 +72,6 @@ class RebalanceMemory(BaseModel):
     last_set: dict[str, int] | None = Field(None, description="The weights the last applied step set.")
     not_before: datetime | None = Field(None, description="After a failed step: no other step before this.")
     ticks: int = 0
-    last_tick_at: datetime | None = None
 
     def home(self, current: dict[str, int]) -> tuple[dict[str, int], str | None]:
         """The weights the rebalance returns toward: the current ones less what it moved itself.

@@ -91,6 +91,7 @@ async def test_half_a_region_lost_sheds_its_excess_then_the_share_returns_in_ste
             return next((d for d in v.entries if d.action == "shed" and d.outcome == "applied"), None)
 
         step = await assert_eventually(shed_logged, timeout_s=20, what="the shed in the decision log")
+        assert step is not None
         assert step.evidence["us-west-1"]["ready_replicas"] == 1
         assert step.evidence["us-east-1"]["ready_replicas"] == 2
         assert step.thresholds["max_shift_pct"] == 10
@@ -121,6 +122,6 @@ async def test_half_a_region_lost_sheds_its_excess_then_the_share_returns_in_ste
     assert got["rebalance"] == "automatic"
     assert [e["action"] for e in got["entries"]].count("shed") >= 2
     code, out, err = await cli("monitor", "decisions", "-c", path)
-    assert (
-        code == 0 and "shed [automatic, applied] us-west-1 60/us-east-1 40 → us-west-1 50/us-east-1 50" in out
-    ), err
+    assert code == 0, err
+    first = r"shed \[automatic, applied\] us-west-1 60/us-east-1 40 → us-west-1 \d+/us-east-1 \d+: us-west-1: load"
+    assert re.search(first, out), out
