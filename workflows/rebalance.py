@@ -154,9 +154,8 @@ class Rebalance(Operation):
         res.status, res.error = "rolled_back", f"the return step regressed ({why}); rolled back"
 
     async def _end(self, res: RebalanceResult, ok: bool) -> RebalanceResult:
-        await self.finish(
-            res.status, f"{res.status}: {fmt_weights(res.weights_after)} {res.error or ''}", ok=ok
-        )
+        moved = f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}"
+        await self.finish(res.status, f"{res.action} {res.status}: {moved}; {res.error or 'no error'}", ok=ok)
         res.phases = list(self.phases.timings)
         return res
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.table import Table
@@ -56,19 +57,30 @@ async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> 
 
 
 async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
-    """The running monitor's status; None when no monitor runs.
+    """The running monitor's status (`drctl status` too); None when no monitor runs."""
+    # The live view: with the watcher, its heartbeat is fresher than the monitor's own state.
+    return await _if_running(client, cfg, lambda h: live_status(h, rpc_timeout=ASK_TIMEOUT))
+
+
+# Bounded: a running monitor whose workers are all gone cannot answer, and `drctl status` at 3 a.m.
+# must still print the rest of the fleet.
+ASK_TIMEOUT = timedelta(seconds=5)
+T = TypeVar("T")
+
+
+async def _if_running(
+    client: Client, cfg: FleetConfig, ask: Callable[[WorkflowHandle[Any, Any]], Awaitable[T]]
+) -> T | None:
+    """`ask` the fleet's monitor; None when it does not run or does not answer.
 
     A closed run still answers queries with its last state, so a stopped monitor would otherwise
-    show as running (in `drctl status` too): ask whether it runs first.
+    show as running: ask whether it runs first.
     """
     handle = client.get_workflow_handle(monitor_id(cfg))
     try:
         if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
             return None
-        # Bounded: a running monitor whose workers are all gone cannot answer, and `drctl status`
-        # at 3 a.m. must still print the rest of the fleet.
-        # The live view: with the watcher, its heartbeat is fresher than the monitor's own state.
-        return await live_status(handle, rpc_timeout=timedelta(seconds=5))
+        return await ask(handle)
     except RPCError:
         return None
 
@@ -146,13 +158,9 @@ def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = 
 
 async def monitor_decisions(client: Client, cfg: FleetConfig) -> DecisionsView | None:
     """The running monitor's decision log (its `decisions` query); None when no monitor runs."""
-    handle = client.get_workflow_handle(monitor_id(cfg))
-    try:
-        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
-            return None
-        return await handle.query("decisions", result_type=DecisionsView, rpc_timeout=timedelta(seconds=5))
-    except RPCError:
-        return None
+    return await _if_running(
+        client, cfg, lambda h: h.query("decisions", result_type=DecisionsView, rpc_timeout=ASK_TIMEOUT)
+    )
 
 
 @app.command("decisions")

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from tests.support.workers import served_key
+
 
 @dataclass
 class Load:
@@ -48,11 +50,7 @@ async def bounded_load(
                 async with client.stream("POST", url + "/v1/completions", json=body) as r:
                     async for _ in r.aiter_bytes():
                         pass
-                key = (
-                    r.headers.get("X-Fleetsim-Region", "?")
-                    if r.status_code == 200
-                    else f"HTTP {r.status_code}"
-                )
+                key = served_key(r)
             except httpx.HTTPError as exc:
                 key = type(exc).__name__
                 await asyncio.sleep(0.05)  # a refused connection must not spin
