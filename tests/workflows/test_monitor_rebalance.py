@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from drctl.config.schema import FleetConfig
+from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from drctl.models.monitor_decisions import Decision, DecisionsView
 from tests.support.cli import cli
 from tests.support.config import write_config
 from tests.support.load import bounded_load
+from tests.support.receiver import receiver
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, admin, fast_config, monitor_handle, until_healthy, weights
 
@@ -28,14 +29,14 @@ PER_REPLICA = 8  # workload.max_concurrency_per_replica: 2 replicas x 8 x 0.8 us
 STREAMS = 16  # us-west-1 carries ~9.6 of them at 60 %: fine on 2 replicas, over 6.4 usable on 1
 
 
-def rebalance_config(cfg: FleetConfig, **limits: Any) -> FleetConfig:
+def rebalance_config(cfg: FleetConfig, mode: str = "automatic", **limits: Any) -> FleetConfig:
     cfg = fast_config(cfg)
     lim = cfg.failover.rebalance_limits.model_copy(
         update={"breach_window_s": 2.0, "max_shift_pct": 10, "return_step_interval_s": 1.0, **limits}
     )
     return cfg.model_copy(
         update={
-            "failover": cfg.failover.model_copy(update={"rebalance": "automatic", "rebalance_limits": lim}),
+            "failover": cfg.failover.model_copy(update={"rebalance": mode, "rebalance_limits": lim}),
             "workload": cfg.workload.model_copy(update={"max_concurrency_per_replica": PER_REPLICA}),
         }
     )
@@ -125,3 +126,38 @@ async def test_half_a_region_lost_sheds_its_excess_then_the_share_returns_in_ste
     assert code == 0, err
     first = r"shed \[automatic, applied\] us-west-1 60/us-east-1 40 → us-west-1 \d+/us-east-1 \d+: us-west-1: load"
     assert re.search(first, out), out
+
+
+async def test_advise_records_and_notifies_but_moves_nothing(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    with receiver() as rec:
+        hook = WebhookConfig(
+            name="ops", url=rec.url + "/json", events=["rebalance.advised", "rebalance.applied"]
+        )
+        base = rebalance_config(fleet_config, mode="advise")
+        cfg = await start_workers(
+            cfg=base.model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])})
+        )
+        handle = await monitor_handle(temporal_client, cfg)
+        async with bounded_load(cfg.traffic.global_endpoint, cfg.workload.model, streams=STREAMS, max_s=120):
+            await until_healthy(handle)
+            admin(
+                cfg,
+                "us-west-1",
+                "/faults/replicas",
+                {"action": "kill", "track": "stable", "count": 1, "stay_down": True},
+            )
+
+            async def advised() -> list[Any]:
+                return [b for b in rec.bodies("/json") if b["kind"] == "rebalance.advised"]
+
+            [event, *_] = await assert_eventually(
+                advised, timeout_s=40, what="a rebalance.advised notification"
+            )
+            assert weights(cfg) == CONFIGURED  # advise moves nothing
+        assert event["region"] == "us-west-1" and "excess" in event["details"]["reasons"]
+        v = await _view(handle)
+        assert any(d.action == "shed" and d.outcome == "advised" for d in v.entries)
+        assert not any(d.outcome == "applied" for d in v.entries)
+        assert not [b for b in rec.bodies("/json") if b["kind"] == "rebalance.applied"]
