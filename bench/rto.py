@@ -56,7 +56,7 @@ from bench.rto_report import (
     ratios,
     summarise,
 )
-from drctl.cli.monitor import start_monitor
+from drctl.cli.monitor import monitor_decisions, start_monitor
 from drctl.client.monitor_view import live_status
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
@@ -218,6 +218,15 @@ async def _await_failover(
     return res, desc.close_time
 
 
+async def _decisions(client: Client, cfg: FleetConfig) -> list[str]:
+    """The monitor's decision log, one line each: why the share moved when it did (or why not)."""
+    with contextlib.suppress(RPCError):
+        view = await monitor_decisions(client, cfg)
+        if view is not None:
+            return [d.line() for d in view.entries]
+    return []
+
+
 async def _first_move(cfg: FleetConfig, source: str, t0: datetime, timeout_s: float) -> float | None:
     """Seconds from t0 until `source` first has less global weight than configured (every 50 ms, bounded)."""
     configured = cfg.region(source).weight
@@ -289,6 +298,7 @@ async def run_trial(
             load.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await load
+        trial.decisions = await _decisions(client, pcfg)
         await _stop_monitor(client, pcfg)
     trial.error_window_s, trial.bad_requests = error_window(samples, t0, cfg.health.ttft_degraded_ms)
     trial.requests = sum(s.t >= t0 for s in samples)

@@ -57,6 +57,9 @@ class Trial(BaseModel):
     bad_requests: int = 0
     requests: int = 0
     fully_moved: bool = False
+    decisions: list[str] = Field(
+        default_factory=list, description="The monitor's decision log at the end (`drctl monitor decisions`)."
+    )
     error: str | None = None
 
 

@@ -43,6 +43,7 @@ def test_rto_bench_one_down_trial_of_the_default_monitor(tmp_path: Path) -> None
     (trial,) = json.loads(out.read_text())["trials"]
     assert (trial["policy"], trial["kind"], trial["failover_status"]) == ("drctl", "down", "succeeded"), trial
     assert trial["detect_s"] is not None and trial["fully_moved"], trial
+    assert trial["first_move_s"] is not None and trial["first_move_s"] <= trial["rto_s"], trial
 
 
 def test_history_cost_bench_both_monitors_side_by_side() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,31 @@ async def test_advise_records_and_notifies_but_moves_nothing(
         assert any(d.action == "shed" and d.outcome == "advised" for d in v.entries)
         assert not any(d.outcome == "applied" for d in v.entries)
         assert not [b for b in rec.bodies("/json") if b["kind"] == "rebalance.applied"]
+
+
+async def test_a_region_whose_ttft_rises_x20_under_load_starts_losing_share_at_once(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    cfg = await start_workers(cfg=rebalance_config(fleet_config))
+    handle = await monitor_handle(temporal_client, cfg)
+    async with bounded_load(
+        cfg.traffic.global_endpoint, cfg.workload.model, streams=8, max_tokens=20, max_s=120
+    ):
+        await until_healthy(handle)
+        # fleetsim's TTFT is 30 ms: x20 is 600 ms, three times the 200 ms objective.
+        admin(cfg, "us-west-1", "/faults/inference", {"added_latency_ms": 570})
+        t0 = time.monotonic()
+
+        async def shed() -> bool:
+            return weights(cfg)["us-west-1"] < CONFIGURED["us-west-1"]
+
+        try:
+            await assert_eventually(shed, timeout_s=30, what="us-west-1 loses share")
+        finally:
+            print("\n".join(d.line() for d in (await _view(handle)).entries))
+        took = time.monotonic() - t0
+    v = await _view(handle)
+    step = next(d for d in v.entries if d.action == "shed")
+    assert any("TTFT p99" in r for r in step.reasons), step.line()
+    # A tick every interval_s (2 s here) and the breach window (2 s): never near a failover's wait.
+    assert took < 15, took
