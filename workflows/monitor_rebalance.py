@@ -204,17 +204,22 @@ class MonitorRebalance:
         mem.ceilings |= {r: c.ceiling for r, c in caps.items() if c.ceiling is not None}
         found = {r: breaches(c, spec.slo, min_requests=MIN_REQUESTS) for r, c in caps.items()}
         mem.breaches = _observed(mem.breaches, found, now)
-        # A SUSPECT region breaching now has two signals agreeing: the watcher's passive window (or a
-        # failed probe) already covered the time, so its breach counts from its first failure. Only a
+        # A SUSPECT region breaching now has two independent signals agreeing (the watcher's passive
+        # window, or a failed probe, and its replicas' own histograms): what the breach window guards
+        # against, one noisy reading, is answered, so the breach counts as sustained at once. Only a
         # partial, reversible shed acts on this; a failover still needs the probes and the quorum.
-        mem.breaches = _backdated(
-            mem.breaches,
-            {
-                r: t.first_failure_at
-                for r, t in s.trackers.items()
-                if t.state is RegionState.SUSPECT and found.get(r)
-            },
-        )
+        agreed = now - timedelta(seconds=limits.breach_window_s)
+        suspect = {r for r, t in s.trackers.items() if t.state is RegionState.SUSPECT and found.get(r)}
+        mem.breaches = _backdated(mem.breaches, dict.fromkeys(suspect, agreed))
+        # A TTFT p99 of X ms shows only once those requests got their first token: they had been
+        # waiting X ms, so the replicas were already that slow X ms ago, and the ttft breach began no
+        # later than then (a gray failure's TTFT x20 is itself most of its window).
+        waited = {
+            r: now - timedelta(milliseconds=c.ttft_p99_ms)
+            for r, c in caps.items()
+            if c.ttft_p99_ms is not None and "ttft" in found.get(r, {})
+        }
+        mem.breaches = _backdated(mem.breaches, waited, kinds={"ttft"})
         sustained = mem.breaches.sustained(limits.breach_window_s, now)
         home, forgot = mem.home(current)
         # A region at 0 that the rebalance did not empty was set so by a failover or an operator: not a target.
@@ -375,12 +380,15 @@ def _observed(state: BreachState, found: dict[str, dict[str, str]], now: datetim
     return kept
 
 
-def _backdated(state: BreachState, since: dict[str, datetime | None]) -> BreachState:
-    """`state` with each listed region's breaches counted from no later than the given moment."""
+def _backdated(state: BreachState, since: dict[str, datetime], kinds: set[str] | None = None) -> BreachState:
+    """`state` with each listed region's breaches (of `kinds`, default all) counted from no later
+    than the given moment."""
     out = state.model_copy(deep=True)
     for r, at in since.items():
-        if at is not None and r in out.since:
-            out.since[r] = {k: min(t, at) for k, t in out.since[r].items()}
+        if r in out.since:
+            out.since[r] = {
+                k: min(t, at) if kinds is None or k in kinds else t for k, t in out.since[r].items()
+            }
     return out
 
 
