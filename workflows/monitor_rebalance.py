@@ -132,16 +132,13 @@ class MonitorRebalance:
             )
             return
         serving = [n for n, t in s.trackers.items() if t.state in _SERVING and n not in s.unresolved]
+        # The weights and every region's signals at once: a gray failure's shed waits for the slowest only.
+        weights = asyncio.ensure_future(self._weights())
         reads = await asyncio.gather(*(self._read(r) for r in serving))
+        current, weights_error = await weights
         signals = {sig.region: sig for sig, _ in reads if sig is not None}
         missing = [why for sig, why in reads if sig is None and why]
-        try:
-            current = (
-                await calls.get_global_weights(summary="read global weights for the rebalance")
-            ).weights
-        except ActivityError as exc:
-            if isinstance(exc.cause, CancelledError):
-                raise
+        if current is None:
             self._record(
                 Decision(
                     at=now,
@@ -149,11 +146,20 @@ class MonitorRebalance:
                     mode=s.spec.rebalance,
                     outcome="held",
                     reasons=["global weights could not be read"],
-                    error=str(exc.cause or exc),
+                    error=weights_error,
                 )
             )
             return
         await self._decide(current, signals, missing)
+
+    async def _weights(self) -> tuple[dict[str, int] | None, str | None]:
+        try:
+            got = await calls.get_global_weights(summary="read global weights for the rebalance")
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise
+            return None, str(exc.cause or exc)
+        return got.weights, None
 
     def _held_by_others(self) -> str | None:
         s = self.run.state
