@@ -98,3 +98,16 @@ _.distribution  # PythonModule
 # http.server reads close_connection after a handler returns: a refused request's unread body must
 # not be parsed as the next request (drctl/client/codec_server.py).
 _.close_connection
+
+# The capacity model's face to the monitor (issue 20): the monitor's rebalance (workflows/monitor*.py,
+# built on branch rebalance) calls these and reads these settings; until it merges only tests do.
+# Remove each line once the monitor reaches the name.
+plan_rebalance
+fleet_capacities
+_.sustained  # BreachState
+_.moves  # RebalancePlan, for the decision log
+_.rebalance  # failover.rebalance
+_.return_step_interval_s  # failover.rebalance_limits
+# Serialized into the decision log and the workflow's details; operators read them.
+_.evidence  # RegionCapacity
+_.moved_pct  # RebalancePlan

@@ -1,9 +1,10 @@
 """A region's capacity, load and headroom, from its replicas' own signals: the capacity model.
 
 Pure (no I/O, no clock): drctl/providers/capacity_signals.py reads the signals into a
-`RegionSignals`; `region_capacity` turns them into a `RegionCapacity`; drctl/models/rebalance.py
-decides what share moves. Every figure a decision uses is kept in `evidence`, so the decision log
-can say why traffic is where it is. docs/rebalancing.md explains the model.
+`RegionSignals`; `region_capacity` turns them into a `RegionCapacity`; `BreachState` tells what has
+lasted a window; `plan_rebalance` decides what share moves (its arithmetic in rebalance_rule.py).
+Every figure a decision uses is kept in `evidence`, so the decision log can say why traffic is
+where it is. docs/rebalancing.md explains the model.
 
 - capacity = ready replicas x the capacity of one replica;
 - usable = capacity x target_utilisation (the rest is the margin a region keeps for bursts);
@@ -38,11 +39,21 @@ class RegionSignals(BaseModel):
     max_num_seqs: int | None = Field(
         None, ge=1, description="Per replica, where the server tells it (the smallest reported); else None."
     )
+    running_while_waiting: float | None = Field(
+        None,
+        ge=0,
+        description="The most requests one replica ran while requests waited on it (its slot ceiling "
+        "reached); None when no replica had a queue.",
+    )
     ttft_p99_ms: float | None = Field(
         None, description="TTFT p99 over the last window, from histogram deltas."
     )
     error_rate: float | None = Field(None, description="Failed share of the requests of the last window.")
-    load_rps: float | None = Field(None, description="Requests per second over the last window.")
+    load_rps: float | None = Field(
+        None,
+        description="Requests per second over the last window, over the ready replicas (scaled up from "
+        "those read at both ends of the window when some were not).",
+    )
     requests: float | None = Field(None, ge=0, description="Requests answered in the last window.")
     window_s: float = Field(ge=0, description="Seconds the window behind the rates and quantiles covers.")
     measured_at: datetime
@@ -115,42 +126,69 @@ class RegionCapacity(BaseModel):
         )
 
 
+def slot_ceiling(sig: RegionSignals) -> tuple[float | None, str]:
+    """The per-replica slot ceiling this reading shows, and how it shows it (None: it shows none).
+
+    A replica runs at most max_num_seqs requests at once and queues the rest, so max_num_seqs (when
+    told) is the ceiling, and a replica with requests waiting runs as many as its ceiling lets it.
+    Every such count is a lower bound of the true ceiling, never above it.
+    """
+    if sig.max_num_seqs is not None:
+        return float(sig.max_num_seqs), "max_num_seqs"
+    if sig.running_while_waiting:
+        return sig.running_while_waiting, "running while requests wait"
+    n = sig.replicas_read if sig.replicas_read is not None else sig.ready_replicas
+    if sig.waiting > 0 and sig.running > 0 and n > 0:  # sums only: the average replica
+        return sig.running / n, "running while requests wait (mean of the replicas)"
+    return None, ""
+
+
 def _learned_per_replica(
     sig: RegionSignals, spec: CapacitySpec, ev: Evidence, known_ceiling: float | None
 ) -> tuple[float | None, float | None]:
     """Concurrent requests one replica serves within the objective, as far as the signals show;
-    and the slot ceiling seen (what `known_ceiling` remembers for the next reading).
+    and the slot ceiling it rests on (what a caller remembers as `known_ceiling` for later readings).
 
-    - A replica runs at most max_num_seqs at once; the rest wait. So with requests waiting the
-      running count per replica is the ceiling reached, and max_num_seqs (when told) is the
-      ceiling itself.
-    - Without either, nothing has reached the ceiling yet: `known_ceiling` (learned earlier, or in
-      another region of the same workload) stands in, else the capacity is unknown (the running
-      count is only a floor).
+    - The slot ceiling: the highest of what this reading shows (`slot_ceiling`) and `known_ceiling`
+      (learned earlier, or in another region of the same workload). Each is a lower bound of the
+      true ceiling, so the highest is the closest. Without either, the capacity is unknown: a
+      running count without a queue is only a floor.
     - TTFT over the objective caps it further: at the current concurrency the replicas are already
       past what they serve within it. Scaled by objective / TTFT (queueing delay grows at least in
       proportion to the excess load), it never rises above the running count.
     """
     n = sig.replicas_read if sig.replicas_read is not None else sig.ready_replicas
     if n <= 0:
-        return None, None
+        return None, known_ceiling
     running_per = sig.running / n
     ev["running_per_replica"] = round(running_per, 3)
-    seen: float | None = None
-    if sig.max_num_seqs is not None:
-        seen = float(sig.max_num_seqs)
-        ev["ceiling"] = "max_num_seqs"
-    elif sig.waiting > 0 and sig.running > 0:
-        seen = running_per
-        ev["ceiling"] = "running while requests wait"
-    elif known_ceiling is not None:
-        ev["ceiling"] = "learned earlier or in another region"
-    ceiling = seen if seen is not None else known_ceiling
+    seen, how = slot_ceiling(sig)
+    ceiling = max((c for c in (seen, known_ceiling) if c is not None), default=None)
+    if ceiling is not None:
+        ev["slot_ceiling"] = round(ceiling, 3)
+        ev["ceiling"] = (
+            how if seen is not None and seen >= (known_ceiling or 0) else "learned earlier or elsewhere"
+        )
+    per = ceiling
     if spec.ttft_p99_ms and sig.ttft_p99_ms and sig.ttft_p99_ms > spec.ttft_p99_ms and sig.running > 0:
         latency = running_per * spec.ttft_p99_ms / sig.ttft_p99_ms
         ev["latency_bound_per_replica"] = round(latency, 3)
-        ceiling = latency if ceiling is None else min(ceiling, latency)
-    return ceiling, seen
+        per = latency if per is None else min(per, latency)
+    return per, ceiling
+
+
+def _concurrency_load(sig: RegionSignals, ev: Evidence, problems: list[str]) -> float | None:
+    """running + waiting over the ready replicas: scaled up from the replicas read when some were
+    not (a missed read must not look like room); unknown when none was."""
+    read = sig.replicas_read if sig.replicas_read is not None else sig.ready_replicas
+    load = sig.running + sig.waiting
+    if sig.ready_replicas == 0 or read >= sig.ready_replicas:
+        return load
+    if read == 0:
+        problems.append(f"no /metrics read from the {sig.ready_replicas} ready replicas: load unknown")
+        return None
+    ev["load_scaled_from"] = f"{read} of {sig.ready_replicas} ready replicas"
+    return load * sig.ready_replicas / read
 
 
 def region_capacity(
@@ -159,7 +197,7 @@ def region_capacity(
     """The region's capacity, load and headroom.
 
     `known_ceiling`: a learned replica's slot ceiling from an earlier reading or another region
-    (`RegionCapacity.ceiling`; see `fleet_capacities`), used while this reading shows none.
+    (`RegionCapacity.ceiling`; see `fleet_capacities`); the higher of it and what this reading shows counts.
 
     Unit and per-replica capacity, in this order:
     - workload.max_rps_per_replica: rps; load is `load_rps` (unknown load: not `known`);
@@ -189,7 +227,7 @@ def region_capacity(
         if load is None:
             problems.append("no request rate read: the rps capacity has no load to compare")
     else:
-        unit, load = "concurrency", sig.running + sig.waiting
+        unit, load = "concurrency", _concurrency_load(sig, ev, problems)
         if spec.max_concurrency_per_replica is not None:
             source, per = "configured", float(spec.max_concurrency_per_replica)
         else:
@@ -224,37 +262,34 @@ def region_capacity(
         source=source,
         evidence=ev,
         known=known,
-        ready_replicas=sig.ready_replicas,
-        desired_replicas=sig.desired_replicas,
-        ttft_p99_ms=sig.ttft_p99_ms,
-        error_rate=sig.error_rate,
-        requests=sig.requests,
         ceiling=ceiling,
         problems=problems,
+        **sig.model_dump(include=_COPIED),
     )
+
+
+# The signals a capacity carries as they were read, for the breach checks and the decision log.
+_COPIED = {"ready_replicas", "desired_replicas", "ttft_p99_ms", "error_rate", "requests"}
 
 
 def fleet_capacities(
     signals: dict[str, RegionSignals], spec: CapacitySpec, remembered: dict[str, float] | None = None
 ) -> dict[str, RegionCapacity]:
-    """Every region's capacity, sharing what one region's replicas showed of their slot ceiling.
+    """Every region's capacity, sharing what any region's replicas showed of their slot ceiling.
 
-    Every region runs the same workload (one image, one model, the same server flags), so a
-    replica's max_num_seqs seen anywhere is everyone's. The smallest ceiling seen now, else the
-    region's `remembered` one (its last `ceiling`), stands in where a region shows none: a region
-    that has never queued can then take share. A latency bound is never shared: it is that region's.
+    Every region runs the same workload (one image, one model, the same server flags), so a slot
+    ceiling seen anywhere is everyone's: the highest seen now, or the region's `remembered` one
+    (its last `ceiling`) if higher, stands in. A region that has never queued can then take share.
+    A latency bound is never shared: it is that region's. (A remembered ceiling outlives a change
+    of max_num_seqs: forget it when the servers' flags change.)
     """
-    first = {r: region_capacity(s, spec, known_ceiling=(remembered or {}).get(r)) for r, s in signals.items()}
-    seen = [c.ceiling for c in first.values() if c.ceiling is not None]
-    if not seen or spec.max_rps_per_replica or spec.max_concurrency_per_replica:
-        return first
-    shared = min(seen)
-    return {
-        r: c
-        if c.ceiling is not None
-        else region_capacity(signals[r], spec, known_ceiling=min(shared, (remembered or {}).get(r, shared)))
-        for r, c in first.items()
-    }
+    seen = [c for s in signals.values() if (c := slot_ceiling(s)[0]) is not None]
+    shared = max(seen, default=None)
+    out = {}
+    for r, s in signals.items():
+        known = [c for c in (shared, (remembered or {}).get(r)) if c is not None]
+        out[r] = region_capacity(s, spec, known_ceiling=max(known, default=None))
+    return out
 
 
 # --- breaches, sustained for a window --------------------------------------------------------------
@@ -356,7 +391,9 @@ def plan_rebalance(
     """One tick of the proportional rebalance (docs/rebalancing.md, "The capacity model").
 
     Args:
-        weights: the global weights now; configured: the fleet config's.
+        weights: the global weights now.
+        configured: where a return goes back to: the fleet config's weights, or whatever baseline the
+            caller holds (after a failover, the failback owns the way back, not this rule).
         capacities: `region_capacity` of each region read this tick.
         breaching: region -> SLO breach reasons sustained for breach_window_s (`BreachState.sustained`).
         healthy: regions this rule may move share off and onto. A region that is down is not in it:
@@ -377,7 +414,7 @@ def plan_rebalance(
         moved_pct=0,
         capacities={r: c for r, c in capacities.items() if r in weights},
     )
-    rule = rebalance_rule.Rule(weights, configured, capacities, healthy, limits)
+    rule = rebalance_rule.Rule(weights, configured, capacities, healthy, limits, slo)
     if rule.total <= 0:
         plan.reasons.append("no region has weight: nothing to rebalance (the failover owns this)")
         return plan

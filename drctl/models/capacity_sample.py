@@ -52,6 +52,16 @@ class CapacityReadResult(BaseModel):
     sample: CapacitySample
 
 
+def _rate(requests: float | None, span: float, read: int, ready: int, problems: list[str]) -> float | None:
+    """Requests per second over the ready replicas, from the `read` of them seen at both ends."""
+    if requests is None or span <= 0 or read == 0:
+        return None
+    if read < ready:
+        problems.append(f"request rate from {read} of {ready} ready replicas, scaled up")
+        return requests / span * ready / read
+    return requests / span
+
+
 def region_signals(
     region: str,
     reads: list[tuple[SignalSnapshot, ReplicaGauges]],
@@ -87,9 +97,12 @@ def region_signals(
         running=sum(g.running for _, g in reads),
         waiting=sum(g.waiting for _, g in reads),
         max_num_seqs=min(seqs) if seqs else None,
+        running_while_waiting=max(
+            (g.running for _, g in reads if g.waiting > 0 and g.running > 0), default=None
+        ),
         ttft_p99_ms=win.ttft_p99_ms if win else None,
         error_rate=win.error_rate if win else None,
-        load_rps=requests / span if requests is not None and span > 0 else None,
+        load_rps=_rate(requests, span, len(pairs), ready, problems),
         requests=requests,
         window_s=span if win else 0.0,
         measured_at=measured_at,

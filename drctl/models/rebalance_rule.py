@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from drctl.models.failover_plan import WEIGHT_CAP
 from drctl.models.share_moves import apportion
 
 if TYPE_CHECKING:
@@ -48,8 +49,9 @@ class Rule:
         caps: dict[str, RegionCapacity],
         healthy: set[str],
         limits: RebalanceLimits,
+        slo: SloConfig | None = None,
     ) -> None:
-        self.weights, self.caps, self.healthy, self.limits = weights, caps, healthy, limits
+        self.weights, self.caps, self.healthy, self.limits, self.slo = weights, caps, healthy, limits, slo
         self.total = sum(weights.values())
         conf_total = sum(configured.get(r, 0) for r in weights)
         # Configured weights on the current total's scale (a failover may have rescaled the weights).
@@ -74,11 +76,20 @@ class Rule:
         return c.load / w if w > 0 and c.load > LOAD_EPS else self.ref_load
 
     def room(self, region: str) -> float:
-        """Weight points `region` can take within its headroom (never more than the whole fleet's)."""
+        """Weight points `region` can take within its headroom, and within what one weighted record
+        holds (Route 53 takes at most 255)."""
         per = self.load_per_point(region)
-        if per is None or self.caps[region].headroom >= per * self.total:
-            return float(self.total)
+        most = float(min(self.total, WEIGHT_CAP - self.weights.get(region, 0)))
+        if per is None or self.caps[region].headroom >= per * most:
+            return max(most, 0.0)
         return self.caps[region].headroom / per
+
+    def over_objective(self, c: RegionCapacity) -> bool:
+        """Breaching the objective now, sustained or not: such a region takes no share."""
+        if self.slo is None:
+            return False
+        slow = c.ttft_p99_ms is not None and c.ttft_p99_ms > self.slo.ttft_p99_ms
+        return slow or (c.error_rate is not None and c.error_rate > self.slo.error_rate)
 
 
 def excess(
@@ -135,7 +146,7 @@ def targets(
             held.append(
                 f"{r}: capacity unknown, takes no share" + (f" ({'; '.join(c.problems)})" if c else "")
             )
-        elif r in breaching:
+        elif r in breaching or rule.over_objective(c):
             held.append(f"{r}: breaches the objective, takes no share")
         elif c.headroom <= 0:
             held.append(f"{r} has no headroom (load {c.load:.3g} of {c.usable:.3g} {c.unit} usable)")
@@ -235,14 +246,16 @@ def give_back(rule: Rule, breaching: dict[str, list[str]], plan: RebalancePlan) 
     for r in sorted(rule.weights):
         short = rule.configured[r] - after[r]
         c = rule.caps.get(r)
-        if short < 0.5 or r not in rule.healthy or c is None or not c.known or r in breaching or budget <= 0:
-            if short >= 0.5 and budget > 0:
-                plan.held_back.append(
-                    f"{r}: below its configured share, but not healthy, known and within the objective"
-                )
+        if short < 0.5 or budget <= 0:
+            continue
+        if c is None or r not in rule.healthy or not c.known or r in breaching or rule.over_objective(c):
+            plan.held_back.append(
+                f"{r}: below its configured share, but not healthy, known and within the objective"
+            )
             continue
         per = rule.load_per_point(r)
         carry = rule.configured[r] if per is None else min(rule.configured[r], c.usable / (per * margin))
+        carry = min(carry, float(WEIGHT_CAP))
         step = min(math.floor(carry + 1e-9) - after[r], budget)
         completes = after[r] + step >= math.floor(rule.configured[r] + 1e-9)
         if step <= 0 or (step < rule.min_units and not completes):

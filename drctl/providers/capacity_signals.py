@@ -68,7 +68,7 @@ class CapacitySignalReader:
             problems.append(f"listing replicas failed: {type(exc).__name__}: {exc}")
             endpoints = []
         ready = [e for e in endpoints if e.ready]
-        desired, reads = await asyncio.gather(
+        asked, reads = await asyncio.gather(
             self._desired(region, ready, problems), self._read_all(region, ready, problems)
         )
         now = self._clock()
@@ -77,7 +77,9 @@ class CapacitySignalReader:
             reads,
             previous,
             ready=len(ready),
-            desired=desired,
+            # Unread, the replicas asked for are taken as the ready ones: never fewer, which would
+            # make every target look as if it needed pre-scaling.
+            desired=len(ready) if asked is None else asked,
             taken_at=now,
             measured_at=datetime.fromtimestamp(now, UTC),
             max_window_s=max_window_s,
@@ -103,19 +105,19 @@ class CapacitySignalReader:
         problems += [f"replica {name} ({by_name[name]}) {why}" for name, why in sorted(errors.items())]
         return sorted(reads, key=lambda r: r[0].source)
 
-    async def _desired(self, region: str, ready: list[ReplicaEndpoint], problems: list[str]) -> int:
+    async def _desired(self, region: str, ready: list[ReplicaEndpoint], problems: list[str]) -> int | None:
         """spec.replicas summed over the Deployments of the serving tracks (stable when none serves)."""
         tracks = sorted({e.track or "stable" for e in ready} or {"stable"})
         names = [self.cfg.workload.deployment_name(t) for t in tracks]
         return await asyncio.to_thread(self._read_desired, region, names, problems)
 
-    def _read_desired(self, region: str, names: list[str], problems: list[str]) -> int:
+    def _read_desired(self, region: str, names: list[str], problems: list[str]) -> int | None:
         cfg = self.cfg.region(region)
         with self._lock:
             if region not in self._kube:
                 self._kube[region] = api_client_for(cfg.kube)
             apps = client.AppsV1Api(self._kube[region])
-        total = 0
+        total, unread = 0, False
         for name in names:
             try:
                 dep = apps.read_namespaced_deployment(
@@ -124,9 +126,11 @@ class CapacitySignalReader:
             except ApiException as exc:
                 if exc.status != 404:  # a track without a Deployment asks for nothing
                     problems.append(f"deployment {cfg.kube.namespace}/{name}: {exc.status} {exc.reason}")
+                    unread = True
                 continue
             except Exception as exc:  # noqa: BLE001 - urllib3 errors and timeouts: reported, counted as unknown
                 problems.append(f"deployment {cfg.kube.namespace}/{name}: {type(exc).__name__}: {exc}")
+                unread = True
                 continue
             total += dep.spec.replicas if dep.spec and dep.spec.replicas is not None else 1
-        return total
+        return None if unread else total

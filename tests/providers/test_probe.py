@@ -28,6 +28,7 @@ from drctl.providers import prom
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
 from tests.support.http_stub import serve_app
+from tests.support.kubeapi import endpoint_slice
 from tests.support.loop_thread import LoopThread
 from tests.support.ports import free_port
 from tests.support.wait import assert_eventually
@@ -266,13 +267,15 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
         for pod, ready in (("r0", True), ("r1", False)):
             api.create_namespaced_endpoint_slice(
                 "inference",
-                _slice(f"llm-stable-{pod}", "llm-stable", pod, int(clean.urls[pod].rsplit(":", 1)[1]), ready),
+                endpoint_slice(
+                    f"llm-stable-{pod}", "llm-stable", pod, int(clean.urls[pod].rsplit(":", 1)[1]), ready
+                ),
             )
         api.create_namespaced_endpoint_slice(
-            "inference", _slice("llm-stable-old", "llm-stable", "old", 1, False, terminating=True)
+            "inference", endpoint_slice("llm-stable-old", "llm-stable", "old", 1, False, terminating=True)
         )
         # A slice of some other Service is not a replica of the fleet.
-        api.create_namespaced_endpoint_slice("inference", _slice("other-x", "other", "x", 1, True))
+        api.create_namespaced_endpoint_slice("inference", endpoint_slice("other-x", "other", "x", 1, True))
         await clean.fault("r1", down=True)
         cfg = _cfg(clean.urls["gateway"], kube_url=kube_url)
         p = await InferenceProber(cfg).probe_region("us-west-1")
@@ -283,17 +286,6 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
         ("r1", clean.urls["r1"], ProbeStatus.DOWN),
     ]
     assert p.status == ProbeStatus.DEGRADED and p.reason == "1/2 replicas failing: r1 http_5xx"
-
-
-def _slice(name: str, service: str, pod: str, port: int, ready: bool, terminating: bool = False) -> Any:
-    return {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
-        "metadata": {"name": name, "namespace": "inference", "labels": {"kubernetes.io/service-name": service}},
-        "endpoints": [{"addresses": ["127.0.0.1"],
-                       "conditions": {"ready": ready and not terminating, "serving": ready, "terminating": terminating},
-                       "targetRef": {"kind": "Pod", "name": pod, "namespace": "inference"}}],
-        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
-    }  # fmt: skip
 
 
 async def test_malformed_gateway_url_is_refused_by_the_config_or_a_result(clean: Stack) -> None:

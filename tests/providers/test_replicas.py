@@ -104,6 +104,8 @@ async def test_track_service_slices_are_selected_and_paged(
         [(f"llm-stable-{i}", f"http://127.0.0.1:{5000 + i}", "stable") for i in range(7)]
         + [("llm-canary-0", "http://127.0.0.1:5200", "canary")]
     )
+    # Ready is the slice's own condition: what the capacity model counts as serving.
+    assert sorted(r.name for r in found if not r.ready) == ["llm-stable-3"]
     assert len(calls) == 3 and calls[0]["_continue"] is None and all(c["_continue"] for c in calls[1:])
     assert calls[0]["label_selector"] == f"{SERVICE_NAME_LABEL} in (llm-blue,llm-canary,llm-green,llm-stable)"
 

@@ -30,3 +30,18 @@ def deployment(
             },
         },
     }
+
+
+def endpoint_slice(
+    name: str, service: str, pod: str, port: int, ready: bool, terminating: bool = False
+) -> dict[str, Any]:
+    """One EndpointSlice of `service` with a single endpoint (`pod` on 127.0.0.1:`port`), its
+    conditions as the EndpointSlice controller sets them."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+        "metadata": {"name": name, "namespace": NS, "labels": {"kubernetes.io/service-name": service}},
+        "endpoints": [{"addresses": ["127.0.0.1"],
+                       "conditions": {"ready": ready and not terminating, "serving": ready, "terminating": terminating},
+                       "targetRef": {"kind": "Pod", "name": pod, "namespace": NS}}],
+        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+    }  # fmt: skip

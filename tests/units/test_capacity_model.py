@@ -69,11 +69,22 @@ def test_learned_from_max_num_seqs_when_the_server_tells_it() -> None:
 
 
 def test_learned_from_the_running_count_while_requests_wait() -> None:
-    # Two replicas read, 8 running between them and 5 waiting: each runs at most 4.
-    c = region_capacity(sig(ready=2, running=8, waiting=5, replicas_read=2), LEARNED)
-    assert (c.per_replica, c.capacity, c.load, c.ceiling) == (4, 8, 13, 4)
-    assert c.headroom == pytest.approx(8 * 0.8 - 13)
+    # Two replicas, 10 running between them and 5 waiting; the one with a queue ran 6.
+    c = region_capacity(
+        sig(ready=2, running=10, waiting=5, replicas_read=2, running_while_waiting=6), LEARNED
+    )
+    assert (c.per_replica, c.capacity, c.load, c.ceiling) == (6, 12, 15, 6)
+    assert c.headroom == pytest.approx(12 * 0.8 - 15)
     assert c.evidence["ceiling"] == "running while requests wait"
+    # With sums only (no per-replica figure), the average replica.
+    c = region_capacity(sig(ready=2, running=8, waiting=5, replicas_read=2), LEARNED)
+    assert (c.per_replica, c.ceiling) == (4, 4)
+    assert c.evidence["ceiling"] == "running while requests wait (mean of the replicas)"
+    # Each reading is a lower bound of the true ceiling: a higher one learned before still counts.
+    c = region_capacity(
+        sig(ready=2, running=10, waiting=5, running_while_waiting=6), LEARNED, known_ceiling=16
+    )
+    assert (c.per_replica, c.ceiling) == (16, 16) and c.evidence["ceiling"] == "learned earlier or elsewhere"
 
 
 def test_learned_capacity_is_unknown_until_a_ceiling_shows() -> None:
@@ -82,8 +93,8 @@ def test_learned_capacity_is_unknown_until_a_ceiling_shows() -> None:
     assert "capacity not learned yet" in c.problems[0]
     # A ceiling remembered from an earlier reading stands in.
     c = region_capacity(sig(ready=2, running=3), LEARNED, known_ceiling=4)
-    assert c.known and c.capacity == 8 and c.ceiling is None
-    assert c.evidence["ceiling"] == "learned earlier or in another region"
+    assert c.known and c.capacity == 8 and c.ceiling == 4
+    assert c.evidence["ceiling"] == "learned earlier or elsewhere"
 
 
 def test_ttft_over_the_objective_caps_a_learned_capacity_below_the_running_count() -> None:
@@ -101,9 +112,21 @@ def test_no_ready_replica_is_no_capacity_not_an_unknown() -> None:
     assert c.known and c.headroom == -4
 
 
-def test_every_metrics_read_failing_leaves_a_learned_capacity_unknown() -> None:
+def test_every_metrics_read_failing_leaves_the_capacity_unknown() -> None:
     c = region_capacity(sig(ready=2, replicas_read=0, problems=["replica a /metrics: timeout"]), LEARNED)
     assert not c.known and c.problems[0] == "replica a /metrics: timeout"
+    # Configured capacity too: a load never read is not an idle region with room to spare.
+    c = region_capacity(sig(ready=2, replicas_read=0), CapacitySpec(max_concurrency_per_replica=4))
+    assert not c.known and c.headroom == 0
+    assert c.problems == ["no /metrics read from the 2 ready replicas: load unknown"]
+
+
+def test_a_missed_read_scales_the_load_up_to_the_ready_replicas() -> None:
+    c = region_capacity(
+        sig(ready=3, running=4, waiting=1, replicas_read=2), CapacitySpec(max_concurrency_per_replica=4)
+    )
+    assert c.load == pytest.approx(7.5) and c.capacity == 12
+    assert c.evidence["load_scaled_from"] == "2 of 3 ready replicas"
 
 
 def test_a_ceiling_seen_in_one_region_is_shared_with_the_others() -> None:
@@ -111,9 +134,11 @@ def test_a_ceiling_seen_in_one_region_is_shared_with_the_others() -> None:
     east = sig("us-east-1", ready=2, running=3)  # never queued: would be unknown alone
     caps = fleet_capacities({"us-west-1": west, "us-east-1": east}, LEARNED)
     assert caps["us-east-1"].known and caps["us-east-1"].capacity == 8
-    # The region's own remembered ceiling counts only when it is lower (the conservative one).
+    # The highest known counts: what a region remembers, or what another shows now.
     caps = fleet_capacities({"us-west-1": west, "us-east-1": east}, LEARNED, remembered={"us-east-1": 3})
-    assert caps["us-east-1"].capacity == 6
+    assert caps["us-east-1"].capacity == 8
+    caps = fleet_capacities({"us-west-1": west, "us-east-1": east}, LEARNED, remembered={"us-east-1": 6})
+    assert caps["us-east-1"].capacity == 12 and caps["us-west-1"].capacity == 4
     # Configured capacity needs nothing learned.
     caps = fleet_capacities({"us-east-1": east}, CapacitySpec(max_concurrency_per_replica=5))
     assert caps["us-east-1"].capacity == 10
