@@ -41,6 +41,10 @@ class Trial(BaseModel):
     offset_s: float = Field(description="Random wait after the monitor's first round, before the fault.")
     fault_at: datetime = Field(description="Wall clock when the fault was injected (t0).")
     failover_status: str | None = Field(None, description="The Failover workflow's own result status.")
+    first_move_s: float | None = Field(
+        None,
+        description="t0 → the faulted region first lost global weight (a rebalance shed or the failover).",
+    )
     detect_s: float | None = Field(None, description="t0 → the Failover workflow started.")
     first_failed_probe_s: float | None = Field(None, description="t0 → the monitor's first failed probe.")
     shift_s: float | None = Field(None, description="Failover start → global weights shifted.")
@@ -58,6 +62,9 @@ class Trial(BaseModel):
     bad_requests: int = 0
     requests: int = 0
     fully_moved: bool = False
+    decisions: list[str] = Field(
+        default_factory=list, description="The monitor's decision log at the end (`drctl monitor decisions`)."
+    )
     error: str | None = None
 
 
@@ -107,6 +114,8 @@ class Row(BaseModel):
     kind: Kind
     trials: int
     succeeded: int
+    move_p50: float | None = None
+    move_p95: float | None = None
     detect_p50: float | None
     detect_p95: float | None
     orch_p50: float | None
@@ -135,14 +144,23 @@ def summarise(trials: Sequence[Trial], rto_target_s: float) -> list[Row]:
             group = [t for t in trials if t.policy == policy and t.kind == kind]
             if not group:
                 continue
-            fields = ("detect_s", "orchestration_s", "error_window_s", "rto_s", "slo_restored_s")
-            d, o, w, r, slo = (_stat(group, f) for f in fields)
+            fields = (
+                "detect_s",
+                "orchestration_s",
+                "error_window_s",
+                "rto_s",
+                "slo_restored_s",
+                "first_move_s",
+            )
+            d, o, w, r, slo, m = (_stat(group, f) for f in fields)
             rows.append(
                 Row(
                     policy=policy,
                     kind=kind,
                     trials=len(group),
                     succeeded=sum(t.failover_status == "succeeded" for t in group),
+                    move_p50=m[0],
+                    move_p95=m[1],
                     detect_p50=d[0],
                     detect_p95=d[1],
                     orch_p50=o[0],
@@ -206,6 +224,7 @@ def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
         "kind",
         "n",
         "ok",
+        "first move s",
         "detect s",
         "orchestr s",
         "err window s",
@@ -221,6 +240,7 @@ def format_table(rows: Sequence[Row], rto_target_s: float) -> str:
             r.kind,
             str(r.trials),
             str(r.succeeded),
+            _pair(r.move_p50, r.move_p95),
             _pair(r.detect_p50, r.detect_p95),
             _pair(r.orch_p50, r.orch_p95),
             _pair(r.window_p50, r.window_p95),

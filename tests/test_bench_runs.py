@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,8 @@ def test_rto_bench_one_down_trial_of_the_default_monitor(tmp_path: Path) -> None
     assert trial["detect_s"] is not None and trial["fully_moved"], trial
     # Beside "served elsewhere": the objective restored on us-east-1 under the moved load, after it.
     assert trial["slo_restored_s"] is not None and trial["slo_restored_s"] >= trial["rto_s"], trial
-    assert "SLO restored = TTFT p99 <= 250 ms" in done.stdout and "SLO s" in done.stdout
+    assert re.search(r"SLO restored = TTFT p99 <= \d+ ms", done.stdout) and "SLO s" in done.stdout
+    assert trial["first_move_s"] is not None and trial["first_move_s"] <= trial["rto_s"], trial
 
 
 def test_history_cost_bench_both_monitors_side_by_side() -> None:

@@ -63,7 +63,8 @@ def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_their_o
         assert not rounds.watcher and rounds.fast_confirm
         assert not base.watcher and not base.fast_confirm
         assert ours.quorum.mode == "majority" and rounds.quorum.mode == base.quorum.mode == "off"
-        settings = {"fast_confirm", "watcher", "quorum"}
+        assert ours.rebalance == "automatic" and rounds.rebalance == base.rebalance == "off"
+        settings = {"fast_confirm", "watcher", "quorum", "rebalance"}
         assert (
             ours.model_dump(exclude=settings)
             == rounds.model_dump(exclude=settings)
@@ -96,7 +97,9 @@ def test_error_window_counts_errors_and_slow_requests_after_the_fault_only() -> 
     assert error_window(samples[:2] + samples[-1:], T0, slo_ms=2000) == (0.0, 0)
 
 
-def _trial(policy: str, n: int, detect: float, window: float, rto: float, ok: bool = True) -> Trial:
+def _trial(
+    policy: str, n: int, detect: float, window: float, rto: float, ok: bool = True, move: float | None = None
+) -> Trial:
     return Trial(
         policy=policy,
         kind="down",
@@ -104,6 +107,7 @@ def _trial(policy: str, n: int, detect: float, window: float, rto: float, ok: bo
         offset_s=1.0,
         fault_at=T0,  # type: ignore[arg-type]
         failover_status="succeeded" if ok else "failed",
+        first_move_s=move,
         detect_s=detect,
         orchestration_s=2.0,
         error_window_s=window,
@@ -123,8 +127,8 @@ def test_p50_interpolates_so_two_trials_are_not_just_the_faster_one() -> None:
 
 TRIALS = [
     # Served elsewhere at 5 and 7 s; the objective held at 14 s (in time) and 42 s (too late).
-    _trial("drctl", 1, detect=3.0, window=3.5, rto=5.0).model_copy(update={"slo_restored_s": 14.0}),
-    _trial("drctl", 2, detect=5.0, window=5.5, rto=7.0).model_copy(update={"slo_restored_s": 42.0}),
+    _trial("drctl", 1, detect=3.0, window=3.5, rto=5.0, move=1.5).model_copy(update={"slo_restored_s": 14.0}),
+    _trial("drctl", 2, detect=5.0, window=5.5, rto=7.0, move=2.5).model_copy(update={"slo_restored_s": 42.0}),
     _trial("baseline", 1, detect=20.0, window=21.0, rto=22.0),
     _trial("baseline", 2, detect=28.0, window=33.0, rto=32.0, ok=False),
 ]
@@ -138,11 +142,17 @@ def test_table_and_ratio_from_trial_records() -> None:
     ]
     assert ratios(rows) == {"down": {"detection": 6.0, "error_window": 6.0, "rto": 4.5}}
     text = format_table(rows, rto_target_s=30).splitlines()
-    head = "policy kind n ok detect s orchestr s err window s RTO s met<=30s SLO s slo<=30s moved"
+    head = (
+        "policy kind n ok first move s detect s orchestr s err window s RTO s met<=30s SLO s slo<=30s moved"
+    )
     assert text[0].split() == head.split()
-    assert text[2].split() == "drctl down 2 2 4.0/4.9 2.0/2.0 4.5/5.4 6.0/6.9 2/2 28.0/40.6 1/2 2/2".split()
     assert (
-        text[3].split() == "baseline down 2 1 24.0/27.6 2.0/2.0 27.0/32.4 27.0/31.5 1/2 -/- 0/2 1/2".split()
+        text[2].split()
+        == "drctl down 2 2 2.0/2.5 4.0/4.9 2.0/2.0 4.5/5.4 6.0/6.9 2/2 28.0/40.6 1/2 2/2".split()
+    )
+    assert (
+        text[3].split()
+        == "baseline down 2 1 -/- 24.0/27.6 2.0/2.0 27.0/32.4 27.0/31.5 1/2 -/- 0/2 1/2".split()
     )
     assert text[-2] == "ratio baseline/drctl (p50; >1 means drctl is faster):"
     assert text[-1].split() == ["down", "detection", "6.00x", "error", "window", "6.00x", "RTO", "4.50x"]

@@ -15,6 +15,7 @@ TABLE = {
         "migrate": "preempts",
         "restore": "preempts",
         "drill": "beside",
+        "rebalance": "preempts",
     },
     "failback": {
         "failover": "busy",
@@ -23,6 +24,7 @@ TABLE = {
         "migrate": "busy",
         "restore": "busy",
         "drill": "beside",
+        "rebalance": "busy",
     },
     "upgrade": dict.fromkeys(MUTATING, "busy"),
     "migrate": dict.fromkeys(MUTATING, "busy"),
@@ -34,7 +36,10 @@ TABLE = {
         "migrate": "busy",
         "restore": "busy",
         "drill": "busy",
+        "rebalance": "beside",
     },
+    # A rebalance waits for every other traffic or maintenance operation; a failover preempts it.
+    "rebalance": {**dict.fromkeys(MUTATING, "busy"), "drill": "beside"},
 }
 
 
@@ -51,11 +56,15 @@ def test_precedence_table(requested: str, holding: str) -> None:
 
 
 def test_dr_first_no_maintenance_ever_blocks_a_failover() -> None:
-    assert not any(blocks(holder, "failover") for holder in ("upgrade", "migrate", "restore", "drill"))
+    assert not any(
+        blocks(holder, "failover") for holder in ("upgrade", "migrate", "restore", "drill", "rebalance")
+    )
 
 
 def test_readme_shows_the_same_table() -> None:
     from tests.support.docs_text import page
 
-    row = "| failover | busy | busy | **preempts** | **preempts** | **preempts** | runs beside |"
+    row = (
+        "| failover | busy | busy | **preempts** | **preempts** | **preempts** | runs beside | **preempts** |"
+    )
     assert row in page("docs/lock.md")

@@ -36,10 +36,12 @@ with workflow.unsafe.imports_passed_through():
         choose_target,
     )
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
+    from drctl.models.monitor_decisions import DecisionsView
     from drctl.models.quorum import NO_QUORUM
     from workflows import calls
     from workflows.monitor_actions import MonitorActions
     from workflows.monitor_quorum import MonitorQuorum
+    from workflows.monitor_rebalance import MonitorRebalance
     from workflows.monitor_run import MonitorRun
     from workflows.monitor_watch import MonitorWatch
     from workflows.notify import Notifier
@@ -67,12 +69,18 @@ class FleetMonitor:
         self.actions = MonitorActions(self.live)
         self.quorum = MonitorQuorum(self.live, self.actions.failover)
         self.watch = MonitorWatch(self.live, self.notes, self._decide, self._details, self.quorum.vote_due)
+        self.rebalance = MonitorRebalance(self.live, self.notes, self._details)
 
     # --- handlers ---------------------------------------------------------------------------------
 
     @workflow.query(name="status")
     def status(self) -> MonitorStatus:
         return MonitorStatus.of(self.live.state, self.live.active)
+
+    @workflow.query(name="decisions")
+    def decisions(self) -> DecisionsView:
+        """The fleet's decision log: why traffic is where it is (`drctl monitor decisions`)."""
+        return self.rebalance.view()
 
     @workflow.signal
     def pause(self) -> None:
@@ -117,6 +125,7 @@ class FleetMonitor:
         self.applied = apply_spec(run.state, run.pending_spec)
         self.notes.spec = run.state.spec  # webhooks follow the config too
         run.pending_spec = None
+        self.rebalance.poke()  # a changed rebalance mode or limit is applied at once
         workflow.logger.info("monitor follows the changed config: %s", "; ".join(self.applied) or "no change")
 
     # --- loop -------------------------------------------------------------------------------------
@@ -130,6 +139,8 @@ class FleetMonitor:
         while True:
             round_start = workflow.now()
             self._apply_pending()
+            if s.spec.rebalance != "off":
+                self.rebalance.ensure_started()  # behind patched(): see workflows/monitor_rebalance.py
             # Behind patched(): histories recorded before the watcher replay the loop below unchanged.
             watcher = s.spec.watcher and workflow.patched("monitor-watcher")
             if watcher:
@@ -146,6 +157,7 @@ class FleetMonitor:
                 s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()
             ) and run.child is None:
                 self._apply_pending()  # an update waiting for the next round must finish before continue-as-new
+                await self.rebalance.stop()  # its running step ends first; the ticks resume in the next run
                 await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
@@ -213,6 +225,7 @@ class FleetMonitor:
         self.notes.monitor_alert(s)
 
     def _decide(self) -> None:
+        self.rebalance.note_states()
         run, s, quorum = self.live, self.live.state, self.quorum
         states = [t.state for name, t in s.trackers.items() if name not in s.unresolved]
         no_quorum = quorum.forget_votes() if s.votes else None
@@ -289,6 +302,7 @@ class FleetMonitor:
                 f"| {t.last_status.value if t.last_status else '-'} {t.last_reason} |"
             )
         lines += self.quorum.lines()
+        lines += self.rebalance.lines()
         active = self.live.active
         if active:
             lines.append(f"\nfailover running: {active.source} → {active.target}")

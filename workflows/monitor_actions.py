@@ -18,15 +18,17 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
     from drctl.models.monitor import FailoverRecord
+    from drctl.models.monitor_decisions import Decision
     from drctl.models.outcome import result_from
+    from drctl.models.rebalance import RebalanceResult
     from workflows.monitor_run import MonitorRun
 
-R = TypeVar("R", FailoverResult, FailbackResult)
+R = TypeVar("R", FailoverResult, FailbackResult, RebalanceResult)
 # The monitor's children record it as their initiator (DrctlInitiator); older histories replay without.
 INITIATOR_PATCH = "monitor-child-initiator"
 
 
-async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: type[R]) -> R:
+async def child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: type[R]) -> R:
     """The child's result: returned when it succeeded, carried by its failure when it did not."""
     try:
         return await handle
@@ -37,8 +39,8 @@ async def _child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: typ
         return res
 
 
-def _attrs(
-    fleet: str, operation: str, source: str, target: str | None, initiator: str | None
+def child_attrs(
+    fleet: str, operation: str, source: str, target: str | None, initiator: str | None = None
 ) -> TypedSearchAttributes:
     pairs = [
         SearchAttributePair(sa.FLEET, fleet),
@@ -53,7 +55,7 @@ def _attrs(
     return TypedSearchAttributes(pairs)
 
 
-def _initiator() -> str | None:
+def initiator() -> str | None:
     """The identity an automatic operation records: this monitor (None on histories from before)."""
     return f"drctl-monitor@{workflow.info().workflow_id}" if workflow.patched(INITIATOR_PATCH) else None
 
@@ -70,7 +72,8 @@ class MonitorActions:
         wid = f"failover/{s.spec.fleet}"
         rec = FailoverRecord(workflow_id=wid, source=source, target=target, started_at=workflow.now())
         self.run.active = rec
-        by = _initiator()
+        by = initiator()
+        self._decided(rec, s.spec.weights, {}, None)
         try:
             handle = await workflow.start_child_workflow(
                 "Failover",
@@ -88,13 +91,14 @@ class MonitorActions:
                 task_queue=s.spec.task_queue,
                 result_type=FailoverResult,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=_attrs(s.spec.fleet, "failover", source, target, by),
+                search_attributes=child_attrs(s.spec.fleet, "failover", source, target, by),
                 memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": by or "monitor"},
                 static_summary=f"automatic failover {source} → {target}" + (f" by {by}" if by else ""),
             )
             rec.run_id = handle.first_execution_run_id
-            result = await _child_result(handle, FailoverResult)
+            result = await child_result(handle, FailoverResult)
             rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
+            self._decided(rec, result.weights_before, result.weights_after, result.error)
             if result.status in ("succeeded", "unverified"):
                 # Unverified still moved the traffic: it awaits failback like a verified failover
                 # (failing over again would only repeat the same unproven shift).
@@ -121,7 +125,7 @@ class MonitorActions:
     async def failback(self, rec: FailoverRecord) -> None:
         s = self.run.state
         wid = f"failback/{s.spec.fleet}"
-        by = _initiator()
+        by = initiator()
         try:
             handle = await workflow.start_child_workflow(
                 "Failback",
@@ -132,11 +136,11 @@ class MonitorActions:
                 task_queue=s.spec.task_queue,
                 result_type=FailbackResult,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=_attrs(s.spec.fleet, "failback", rec.target, rec.source, by),
+                search_attributes=child_attrs(s.spec.fleet, "failback", rec.target, rec.source, by),
                 memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": by or "monitor"},
                 static_summary=f"automatic failback to {rec.source}" + (f" by {by}" if by else ""),
             )
-            result = await _child_result(handle, FailbackResult)
+            result = await child_result(handle, FailbackResult)
             s.last_failback = f"{result.status} at {workflow.now().isoformat()}"
             if result.status in ("succeeded", "not_needed"):
                 s.failed_over = [r for r in s.failed_over if r.source != rec.source]
@@ -147,6 +151,38 @@ class MonitorActions:
             self.back_off(f"failback to {rec.source} did not run: {exc}")
         finally:
             self.run.child_done()
+
+    def _decided(
+        self,
+        rec: FailoverRecord,
+        before: dict[str, int],
+        after: dict[str, int],
+        error: str | None,
+    ) -> None:
+        """The failover in the fleet's decision log, with the quorum's views that allowed it."""
+        s = self.run.state
+        t = s.trackers[rec.source]
+        vote = s.votes.get(rec.source)
+        s.decisions.record(
+            Decision(
+                at=workflow.now(),
+                action="failover",
+                mode=s.policy,
+                outcome="started" if rec.status == "running" else ("applied" if not error else "failed"),
+                weights_before=before,
+                weights_after=after,
+                reasons=[f"{rec.source} {t.state.value}: {t.last_reason} → {rec.target} ({rec.status})"],
+                evidence={
+                    rec.source: {
+                        "consecutive_failures": t.consecutive_failures,
+                        "last_status": t.last_status.value if t.last_status else "-",
+                        "failing_fraction": t.last_failing_fraction,
+                    }
+                },
+                votes=dict(vote.views) if vote else {},
+                error=error,
+            )
+        )
 
     def back_off(self, why: str) -> None:
         s = self.run.state

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailoverInput, FailoverResult
     from drctl.models.fleet_spec import FleetSpec
     from drctl.models.monitor import MonitorState
+    from drctl.models.monitor_decisions import Decision
     from drctl.models.notify import DeliverInput, Delivery, Event, NotifyInput, NotifyResult
     from drctl.models.upgrade import Outcome, UpgradeResult
     from workflows import calls
@@ -141,6 +142,10 @@ class Notifier:
         for e in ev.alert_changed(**self._base(), before=self.alert, after=state.alert, regions=regions):
             self.emit(e)
         self.alert = state.alert
+
+    def rebalance(self, d: Decision) -> None:
+        """A rebalance step the monitor advised (`failover.rebalance: advise`) or applied."""
+        self.emit(ev.rebalance_decided(**self._base(), decision=d))
 
     async def drill_verdict(self, report: DrillReport) -> None:
         self.emit(

@@ -1,9 +1,10 @@
-"""`drctl monitor start|stop|status`: the fleet's health monitor workflow (monitor/<fleet>)."""
+"""`drctl monitor start|stop|status|decisions`: the fleet's health monitor workflow (monitor/<fleet>)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.table import Table
@@ -18,6 +19,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.monitor import MonitorInput, MonitorStatus
 from drctl.models.monitor_config import SpecUpdate
+from drctl.models.monitor_decisions import DecisionsView
 
 app = typer.Typer(
     name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True
@@ -55,19 +57,30 @@ async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> 
 
 
 async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
-    """The running monitor's status; None when no monitor runs.
+    """The running monitor's status (`drctl status` too); None when no monitor runs."""
+    # The live view: with the watcher, its heartbeat is fresher than the monitor's own state.
+    return await _if_running(client, cfg, lambda h: live_status(h, rpc_timeout=ASK_TIMEOUT))
+
+
+# Bounded: a running monitor whose workers are all gone cannot answer, and `drctl status` at 3 a.m.
+# must still print the rest of the fleet.
+ASK_TIMEOUT = timedelta(seconds=5)
+T = TypeVar("T")
+
+
+async def _if_running(
+    client: Client, cfg: FleetConfig, ask: Callable[[WorkflowHandle[Any, Any]], Awaitable[T]]
+) -> T | None:
+    """`ask` the fleet's monitor; None when it does not run or does not answer.
 
     A closed run still answers queries with its last state, so a stopped monitor would otherwise
-    show as running (in `drctl status` too): ask whether it runs first.
+    show as running: ask whether it runs first.
     """
     handle = client.get_workflow_handle(monitor_id(cfg))
     try:
         if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
             return None
-        # Bounded: a running monitor whose workers are all gone cannot answer, and `drctl status`
-        # at 3 a.m. must still print the rest of the fleet.
-        # The live view: with the watcher, its heartbeat is fresher than the monitor's own state.
-        return await live_status(handle, rpc_timeout=timedelta(seconds=5))
+        return await ask(handle)
     except RPCError:
         return None
 
@@ -141,6 +154,49 @@ def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = 
         common.console.print(f"vote on {region} at {v.at:%H:%M:%S}: {v.summary()}")
         for vantage, view in v.views.items():
             common.console.print(f"  {vantage}: {view}")
+
+
+async def monitor_decisions(client: Client, cfg: FleetConfig) -> DecisionsView | None:
+    """The running monitor's decision log (its `decisions` query); None when no monitor runs."""
+    return await _if_running(
+        client, cfg, lambda h: h.query("decisions", result_type=DecisionsView, rpc_timeout=ASK_TIMEOUT)
+    )
+
+
+@app.command("decisions")
+def decisions(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
+    """Why traffic is where it is: the monitor's decisions with their evidence, oldest first."""
+    cfg = common.load(config)
+
+    async def go() -> DecisionsView | None:
+        return await monitor_decisions(await connect(cfg), cfg)
+
+    view = common.run_async(go)
+    if view is None:
+        raise common.UserError(
+            f"monitor {monitor_id(cfg)} is not running or does not answer; start it with `drctl monitor start`",
+            1,
+        )
+    if common.printed_json(output, view):
+        return
+    # One line per decision, not a table: the reasons are sentences, and a terminal column would fold them.
+    common.console.print(
+        f"decisions of fleet {view.fleet} (failover.rebalance: {view.rebalance}), oldest first"
+    )
+    for d in view.entries:
+        common.console.print(d.line(), markup=False, highlight=False, soft_wrap=True)
+    if view.dropped:
+        common.console.print(
+            f"{view.dropped} older entries dropped (the log keeps the last {len(view.entries)})"
+        )
+    if view.latest is not None:
+        common.console.print(
+            f"latest ({view.unchanged} unchanged since the last entry): {view.latest.line()}"
+        )
+        for region, ev in view.latest.evidence.items():
+            common.console.print(f"  {region}: " + ", ".join(f"{k} {v}" for k, v in ev.items()))
+    else:
+        common.console.print("no decision yet: the monitor decides on its next tick")
 
 
 def _probe_line(st: MonitorStatus) -> str:

@@ -573,6 +573,8 @@ NotifyEvent = Literal[
     "drill.verdict",
     "upgrade.rolled_back",
     "approval.pending",
+    "rebalance.advised",
+    "rebalance.applied",
 ]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = typing.get_args(NotifyEvent)
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"

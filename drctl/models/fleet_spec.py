@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.config.capacity import SloConfig
+from drctl.config.capacity import RebalanceLimits, RebalanceMode, SloConfig
 from drctl.config.quorum import QuorumConfig
 from drctl.config.regions import RegionsByName
 from drctl.config.schema import FleetConfig
@@ -68,8 +68,13 @@ class FleetSpec(BaseModel, RegionsByName[RegionSpec]):
     quorum: QuorumConfig = Field(
         default_factory=lambda: QuorumConfig(mode="off"), description="health.quorum."
     )
-    # Defaulted: specs recorded before the objective existed replay (their failovers never measured it).
+    # Off when absent: specs recorded before rebalancing existed replay without capacity reads.
+    rebalance: RebalanceMode = Field("off", description="failover.rebalance.")
+    rebalance_limits: RebalanceLimits = Field(
+        default_factory=RebalanceLimits, description="failover.rebalance_limits."
+    )
     slo: SloConfig = Field(default_factory=SloConfig, description="objectives.slo.")
+    max_concurrency_per_replica: int | None = None
 
     @property
     def verify_deadline_s(self) -> float:

@@ -11,12 +11,19 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 # Operations that take the lock. A backup changes no workload, so it takes none and runs beside any.
-MUTATING = ("failover", "failback", "upgrade", "migrate", "drill", "restore")
+MUTATING = ("failover", "failback", "upgrade", "migrate", "drill", "restore", "rebalance")
 # Maintenance: planned work that yields to disaster recovery.
 MAINTENANCE = frozenset({"upgrade", "migrate", "restore"})
 
-# A drill exists to cause a failover (and the failback after it), so those run beside it.
-_COMPATIBLE = {frozenset({"drill", "failover"}), frozenset({"drill", "failback"})}
+# A drill exists to cause a failover (and the failback after it), so those run beside it; a drill of
+# a slow region causes a rebalance instead.
+_COMPATIBLE = {
+    frozenset({"drill", "failover"}),
+    frozenset({"drill", "failback"}),
+    frozenset({"drill", "rebalance"}),
+}
+# A rebalance is a partial, reversible traffic move: a failover outranks it as it outranks maintenance.
+_YIELDS_TO_FAILOVER = MAINTENANCE | {"rebalance"}
 
 # Update, signal and query names of the FleetLock workflow, and the signal a preempted holder gets.
 UPDATE_ACQUIRE = "acquire"
@@ -34,8 +41,9 @@ def compatible(a: str, b: str) -> bool:
 
 
 def preempts(requester: str, holder: str) -> bool:
-    """DR first: a failover is never refused because maintenance holds the fleet; it preempts it."""
-    return requester == "failover" and holder in MAINTENANCE
+    """DR first: a failover is never refused because maintenance or a rebalance holds the fleet; it
+    preempts them."""
+    return requester == "failover" and holder in _YIELDS_TO_FAILOVER
 
 
 def blocks(holder: str, requester: str) -> bool:

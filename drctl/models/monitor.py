@@ -13,7 +13,9 @@ from pydantic import BaseModel, Field
 
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
+from drctl.models.monitor_decisions import DecisionLog
 from drctl.models.quorum import QuorumVote
+from drctl.models.rebalance import RebalanceMemory
 
 # The monitor's alerts (MonitorState.alert), besides quorum's NO_QUORUM.
 ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
@@ -156,6 +158,13 @@ class MonitorState(BaseModel):
     )
     votes: dict[str, QuorumVote] = Field(
         default_factory=dict, description="The last quorum vote on each UNHEALTHY region (health.quorum)."
+    )
+    decisions: DecisionLog = Field(
+        default_factory=DecisionLog,
+        description="Why traffic is where it is: the fleet's bounded decision log.",
+    )
+    rebalance_memory: RebalanceMemory = Field(
+        default_factory=RebalanceMemory, description="The rebalance ticks' samples and breach windows."
     )
 
     @classmethod

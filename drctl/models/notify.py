@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from drctl.config.schema import NotifyEvent, WebhookConfig
+from drctl.models.monitor_decisions import Decision
 
 Severity = Literal["critical", "error", "warning", "info"]
 PagerDutyAction = Literal["trigger", "resolve"]
@@ -295,6 +296,32 @@ def upgrade_rolled_back(
             "region": region,
             "reason": reason,
             "failed_metric": metric,
+        },
+    )
+
+
+def rebalance_decided(fleet: str, wid: str, at: datetime, *, decision: Decision) -> Event:
+    """A rebalance step: advised (nothing moved, an operator decides) or applied by the monitor."""
+    d = decision
+    kind: NotifyEvent = "rebalance.advised" if d.outcome == "advised" else "rebalance.applied"
+    losing = [r for r, w in d.weights_after.items() if w < d.weights_before.get(r, 0)]
+    return Event(
+        kind=kind,
+        fleet=fleet,
+        # Informational: a partial, reversible move pages nobody (PagerDuty gets no action).
+        severity="warning" if d.outcome in ("advised", "failed") else "info",
+        dedup_key=dedup_key(fleet, "rebalance"),
+        summary=f"[{fleet}] {d.line()}"[:300],
+        workflow_id=wid,
+        region=losing[0] if losing else None,
+        at=at,
+        details={
+            "action": d.action,
+            "outcome": d.outcome,
+            "weights_before": " ".join(f"{r}={w}" for r, w in d.weights_before.items()),
+            "weights_after": " ".join(f"{r}={w}" for r, w in d.weights_after.items()),
+            "reasons": "; ".join(d.reasons)[:500],
+            "error": d.error,
         },
     )
 

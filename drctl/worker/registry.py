@@ -37,6 +37,7 @@ from workflows import migrate as migrate_workflows
 from workflows import monitor as monitor_workflows
 from workflows import notify as notify_workflows
 from workflows import reads as read_workflows
+from workflows import rebalance as rebalance_workflows
 from workflows import replicate as replicate_workflows
 from workflows import upgrade as upgrade_workflows
 
@@ -55,6 +56,7 @@ def workflows() -> list[type]:
         *replicate_workflows.WORKFLOWS,
         *notify_workflows.WORKFLOWS,
         *read_workflows.WORKFLOWS,
+        *rebalance_workflows.WORKFLOWS,
     ]
 
 

@@ -109,9 +109,12 @@ async def save(handle: WorkflowHandle[Any, Any], name: str) -> Path:
 
 async def record_monitor(client: Client, cfg: FleetConfig, suffix: str) -> None:
     wid = f"monitor/{cfg.name}"
+    # The round loop (not the watcher, whose one call would outlast the recording) with the config's
+    # rebalance ticks beside it: three rounds, then continue-as-new after the ticks stopped.
+    spec = FleetSpec.from_config(cfg).model_copy(update={"watcher": False})
     handle = await client.start_workflow(
         FleetMonitor.run,
-        MonitorInput(spec=FleetSpec.from_config(cfg), max_iterations=3),
+        MonitorInput(spec=spec, max_iterations=3),
         id=wid,
         task_queue=cfg.temporal.task_queue,
     )

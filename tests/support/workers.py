@@ -183,15 +183,16 @@ async def served_by(cfg: FleetConfig, n: int = 20) -> dict[str, int]:
                     cfg.traffic.global_endpoint + "/v1/completions",
                     json={"model": cfg.workload.model, "prompt": "x", "max_tokens": 1},
                 )
-                key = (
-                    r.headers.get("X-Fleetsim-Region", "?")
-                    if r.status_code == 200
-                    else f"HTTP {r.status_code}"
-                )
+                key = served_key(r)
             except httpx.HTTPError as exc:
                 key = type(exc).__name__
             counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def served_key(r: httpx.Response) -> str:
+    """The region that served a completion (fleetsim's header), or its HTTP status when it failed."""
+    return r.headers.get("X-Fleetsim-Region", "?") if r.status_code == 200 else f"HTTP {r.status_code}"
 
 
 async def refused_cli_failover(start_workers: StartWorkers, directory: Path) -> tuple[FleetConfig, Path, Any]:

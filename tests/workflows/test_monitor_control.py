@@ -102,6 +102,13 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     )
     st = await assert_eventually(lambda: _failed_over(status), timeout_s=60, what="the failover recorded")
     assert st.last_failover is not None and st.last_failover.source == "us-west-1"
+    # Why traffic is where it is: the failover in the decision log, with its reason and outcome.
+    code, out, err = await cli("monitor", "decisions", "-o", "json", "-c", path)
+    assert code == 0, err
+    failovers = [e for e in json.loads(out)["entries"] if e["action"] == "failover"]
+    assert [e["outcome"] for e in failovers] == ["started", "applied"], out
+    assert failovers[0]["reasons"][0].startswith("us-west-1 UNHEALTHY")
+    assert failovers[1]["weights_after"] == {"us-west-1": 0, "us-east-1": 100}
 
     code, out, err = await cli("monitor", "stop", "-c", path)
     assert code == 0, err
@@ -111,6 +118,8 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
 
     await assert_eventually(closed, timeout_s=30, interval_s=0.3, what="monitor closed as cancelled")
     code, _, err = await cli("monitor", "status", "-c", path)
+    assert code == 1 and "not running" in err
+    code, _, err = await cli("monitor", "decisions", "-c", path)
     assert code == 1 and "not running" in err
     # A closed run still answers queries; `drctl status` must not take that for a running monitor.
     # The fleet is failed over, so its weights differ from the config: status exits 1 and says so.

@@ -1,0 +1,93 @@
+"""The Rebalance operation's input and result: one step of a shed or a return of share, as planned
+by the monitor (`plan_rebalance` in drctl/models/capacity.py), applied by `workflows.rebalance`; and
+what the monitor's rebalance ticks remember between them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from drctl.models.capacity import BreachState
+from drctl.models.capacity_sample import CapacitySample
+from drctl.models.fleet_spec import FleetSpec
+from drctl.models.phases import PhaseTiming
+from drctl.models.traffic import GlobalChange
+
+RebalanceStatus = Literal["succeeded", "rolled_back", "stale", "preempted", "failed"]
+
+
+class RebalanceInput(BaseModel):
+    spec: FleetSpec
+    action: Literal["shed", "return"]
+    weights_before: dict[str, int] = Field(description="The weights the plan was made from.")
+    weights_after: dict[str, int] = Field(description="The weights this step sets.")
+    prescale: dict[str, int] = Field(
+        default_factory=dict, description="Region -> replicas wanted before the shift (HPA minReplicas too)."
+    )
+    reason: str = ""
+    initiator: str = "monitor"
+
+    @property
+    def gaining(self) -> list[str]:
+        """Regions this step gives share to, the most first."""
+        up = {r: w - self.weights_before.get(r, 0) for r, w in self.weights_after.items()}
+        return sorted((r for r, d in up.items() if d > 0), key=lambda r: (-up[r], r))
+
+
+class RebalanceResult(BaseModel):
+    status: RebalanceStatus
+    action: Literal["shed", "return"]
+    weights_before: dict[str, int] = Field(default_factory=dict, description="As read when the step began.")
+    weights_after: dict[str, int] = Field(default_factory=dict, description="In effect when it ended.")
+    scaled: dict[str, int] = Field(
+        default_factory=dict, description="Regions pre-scaled, to how many replicas."
+    )
+    changes: list[GlobalChange] = Field(default_factory=list, description="Every global weight change made.")
+    analysis: list[str] = Field(
+        default_factory=list, description="Return: what the probe after the step saw."
+    )
+    phases: list[PhaseTiming] = Field(default_factory=list)
+    error: str | None = None
+
+
+class RebalanceMemory(BaseModel):
+    """What the monitor's rebalance ticks carry across continue-as-new (in MonitorState)."""
+
+    samples: dict[str, CapacitySample] = Field(
+        default_factory=dict,
+        description="Region -> the previous cumulative sample its signals were read from.",
+    )
+    breaches: BreachState = Field(
+        default_factory=BreachState, description="Since when each region breaches what, tick after tick."
+    )
+    ceilings: dict[str, float] = Field(
+        default_factory=dict, description="Region -> the learned per-replica slot ceiling last seen."
+    )
+    moved: dict[str, int] = Field(
+        default_factory=dict,
+        description="Region -> net weight the rebalance moved onto it (negative: shed off it): only this returns.",
+    )
+    last_set: dict[str, int] | None = Field(None, description="The weights the last applied step set.")
+    not_before: datetime | None = Field(None, description="After a failed step: no other step before this.")
+    ticks: int = 0
+
+    def home(self, current: dict[str, int]) -> tuple[dict[str, int], str | None]:
+        """The weights the rebalance returns toward: the current ones less what it moved itself.
+
+        Weights that are not the ones its last step set were moved by someone else (a failover,
+        an operator): the rebalance then forgets its own moves and takes them as they are, so it
+        never undoes another operation. Returns (home, why it forgot, or None).
+        """
+        if self.last_set is not None and current != self.last_set:
+            self.moved, self.last_set = {}, None
+            return dict(current), "the weights were changed by another operation: taken as they are"
+        return {r: w - self.moved.get(r, 0) for r, w in current.items()}, None
+
+    def applied(self, before: dict[str, int], after: dict[str, int]) -> None:
+        """Record a step the rebalance applied."""
+        for r in after:
+            self.moved[r] = self.moved.get(r, 0) + after[r] - before.get(r, 0)
+        self.moved = {r: d for r, d in self.moved.items() if d != 0}
+        self.last_set = dict(after)

@@ -1,0 +1,192 @@
+"""The monitor's rebalance on the real dev stack, under bounded load: half of us-west-1's replicas lost
+sheds its excess share to us-east-1 in proportion, and the share returns in steps once they are back.
+Every decision shows in `drctl monitor decisions` with its evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.models.monitor_decisions import Decision, DecisionsView
+from tests.support.cli import cli
+from tests.support.config import write_config
+from tests.support.load import bounded_load
+from tests.support.receiver import receiver
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, admin, fast_config, monitor_handle, until_healthy, weights
+
+pytestmark = [pytest.mark.slow, pytest.mark.devstack]
+
+CONFIGURED = {"us-west-1": 60, "us-east-1": 40}
+PER_REPLICA = 8  # workload.max_concurrency_per_replica: 2 replicas x 8 x 0.8 usable = 12.8 a region
+STREAMS = 16  # us-west-1 carries ~9.6 of them at 60 %: fine on 2 replicas, over 6.4 usable on 1
+
+
+def rebalance_config(cfg: FleetConfig, mode: str = "automatic", **limits: Any) -> FleetConfig:
+    cfg = fast_config(cfg)
+    lim = cfg.failover.rebalance_limits.model_copy(
+        update={"breach_window_s": 2.0, "max_shift_pct": 10, "return_step_interval_s": 1.0, **limits}
+    )
+    return cfg.model_copy(
+        update={
+            "failover": cfg.failover.model_copy(update={"rebalance": mode, "rebalance_limits": lim}),
+            "workload": cfg.workload.model_copy(update={"max_concurrency_per_replica": PER_REPLICA}),
+        }
+    )
+
+
+async def _view(handle: WorkflowHandle[Any, Any]) -> DecisionsView:
+    return await handle.query("decisions", result_type=DecisionsView)
+
+
+async def test_half_a_region_lost_sheds_its_excess_then_the_share_returns_in_steps(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, tmp_path: Path
+) -> None:
+    cfg = await start_workers(cfg=rebalance_config(fleet_config))
+    handle = await monitor_handle(temporal_client, cfg)
+    async with bounded_load(
+        cfg.traffic.global_endpoint, cfg.workload.model, streams=STREAMS, max_s=240
+    ) as load:
+        await until_healthy(handle)
+
+        async def holding_with_evidence() -> bool:
+            v = await _view(handle)
+            return (
+                v.latest is not None
+                and v.latest.action == "hold"
+                and set(v.latest.evidence) == set(CONFIGURED)
+            )
+
+        await assert_eventually(holding_with_evidence, timeout_s=30, what="a hold with both regions' figures")
+        assert weights(cfg) == CONFIGURED  # within capacity: nothing moves
+
+        admin(
+            cfg,
+            "us-west-1",
+            "/faults/replicas",
+            {"action": "kill", "track": "stable", "count": 1, "stay_down": True},
+        )
+
+        async def settled() -> dict[str, int] | None:
+            # Shed in steps of at most max_shift_pct, each after a new breach window, until it holds.
+            v = await _view(handle)
+            w = weights(cfg)
+            done = v.latest is not None and v.latest.action == "hold" and w["us-west-1"] <= 45
+            return w if done else None
+
+        w = await assert_eventually(settled, timeout_s=60, what="us-west-1 sheds its excess and holds")
+        assert sum(w.values()) == 100
+        # In proportion: one of two replicas left carries 6.4 of the ~9.6 streams its 60 % brings, so
+        # about a third of its share moves. Never the whole share: it is no failover.
+        assert 30 <= w["us-west-1"] <= 45, w
+
+        async def shed_logged() -> Decision | None:
+            v = await _view(handle)
+            return next((d for d in v.entries if d.action == "shed" and d.outcome == "applied"), None)
+
+        step = await assert_eventually(shed_logged, timeout_s=20, what="the shed in the decision log")
+        assert step is not None
+        assert step.evidence["us-west-1"]["ready_replicas"] == 1
+        assert step.evidence["us-east-1"]["ready_replicas"] == 2
+        assert step.thresholds["max_shift_pct"] == 10
+
+        admin(cfg, "us-west-1", "/faults/clear")  # the lost replica comes back
+
+        async def returned() -> bool:
+            return weights(cfg) == CONFIGURED
+
+        await assert_eventually(returned, timeout_s=120, what="the share returns to 60/40")
+        assert load.done.get("us-west-1", 0) > 0 and load.done.get("us-east-1", 0) > 0
+
+    async def returns_logged() -> list[Decision]:
+        v = await _view(handle)
+        got = [d for d in v.entries if d.action == "return" and d.outcome == "applied"]
+        # In steps of at most max_shift_pct, the last one ending at the configured weights.
+        assert len(got) >= 2 and got[-1].weights_after == CONFIGURED, [d.line() for d in v.entries]
+        return got
+
+    returns = await assert_eventually(returns_logged, timeout_s=20, what="the return steps in the log")
+    assert all(abs(d.weights_after["us-west-1"] - d.weights_before["us-west-1"]) <= 10 for d in returns)
+
+    # `drctl monitor decisions -o json`, through Temporal only: the same log.
+    path = str(write_config(cfg, tmp_path))
+    code, out, err = await cli("monitor", "decisions", "-o", "json", "-c", path)
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["rebalance"] == "automatic"
+    assert [e["action"] for e in got["entries"]].count("shed") >= 2
+    code, out, err = await cli("monitor", "decisions", "-c", path)
+    assert code == 0, err
+    first = r"shed \[automatic, applied\] us-west-1 60/us-east-1 40 → us-west-1 \d+/us-east-1 \d+: us-west-1: load"
+    assert re.search(first, out), out
+
+
+async def test_advise_records_and_notifies_but_moves_nothing(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    with receiver() as rec:
+        hook = WebhookConfig(
+            name="ops", url=rec.url + "/json", events=["rebalance.advised", "rebalance.applied"]
+        )
+        base = rebalance_config(fleet_config, mode="advise")
+        cfg = await start_workers(
+            cfg=base.model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])})
+        )
+        handle = await monitor_handle(temporal_client, cfg)
+        async with bounded_load(cfg.traffic.global_endpoint, cfg.workload.model, streams=STREAMS, max_s=120):
+            await until_healthy(handle)
+            admin(
+                cfg,
+                "us-west-1",
+                "/faults/replicas",
+                {"action": "kill", "track": "stable", "count": 1, "stay_down": True},
+            )
+
+            async def advised() -> list[Any]:
+                return [b for b in rec.bodies("/json") if b["kind"] == "rebalance.advised"]
+
+            [event, *_] = await assert_eventually(
+                advised, timeout_s=40, what="a rebalance.advised notification"
+            )
+            assert weights(cfg) == CONFIGURED  # advise moves nothing
+        assert event["region"] == "us-west-1" and "excess" in event["details"]["reasons"]
+        v = await _view(handle)
+        assert any(d.action == "shed" and d.outcome == "advised" for d in v.entries)
+        assert not any(d.outcome == "applied" for d in v.entries)
+        assert not [b for b in rec.bodies("/json") if b["kind"] == "rebalance.applied"]
+
+
+async def test_a_region_whose_ttft_rises_x20_under_load_starts_losing_share_at_once(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig
+) -> None:
+    cfg = await start_workers(cfg=rebalance_config(fleet_config))
+    handle = await monitor_handle(temporal_client, cfg)
+    async with bounded_load(
+        cfg.traffic.global_endpoint, cfg.workload.model, streams=8, max_tokens=20, max_s=120
+    ):
+        await until_healthy(handle)
+        # fleetsim's TTFT is 30 ms: x20 is 600 ms, three times the 200 ms objective.
+        admin(cfg, "us-west-1", "/faults/inference", {"added_latency_ms": 570})
+        t0 = time.monotonic()
+
+        async def shed() -> bool:
+            return weights(cfg)["us-west-1"] < CONFIGURED["us-west-1"]
+
+        try:
+            await assert_eventually(shed, timeout_s=30, what="us-west-1 loses share")
+        finally:
+            print("\n".join(d.line() for d in (await _view(handle)).entries))
+        took = time.monotonic() - t0
+    v = await _view(handle)
+    step = next(d for d in v.entries if d.action == "shed")
+    assert any("TTFT p99" in r for r in step.reasons), step.line()
+    # A tick every interval_s (2 s here) and the breach window (2 s): never near a failover's wait.
+    assert took < 15, took

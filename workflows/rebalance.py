@@ -1,0 +1,163 @@
+"""Rebalance (`rebalance/<fleet>`): one step of a partial shed or return of share, planned by the monitor.
+
+The monitor (workflows/monitor_rebalance.py) plans each step from the regions' capacity and the
+objective; this operation applies it under the fleet lock, so it never races a failover, failback
+or upgrade, and a failover preempts it (docs/lock.md):
+1. claim the lock; a busy fleet ends the step as `failed` with the holder named, and the monitor
+   decides again on its next tick;
+2. read the global weights: if they are no longer the ones the step was planned from (an operator
+   or another operation moved them), nothing is changed (`stale`);
+3. pre-scale the regions gaining share where they can scale (Deployment replicas and HPA
+   minReplicas, the failover's own `scale_deployment`). The shift does not wait for the new
+   replicas: the plan places only what the ready replicas' headroom carries, and the added
+   replicas show as headroom on later ticks;
+4. shift the global weights (the failover's traffic activities) and wait until they are in effect;
+5. a return step is analysed as a failback step is: after `return_step_interval_s` the regions
+   gaining share are probed, and a regression rolls the step back (`rolled_back`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from drctl.models.activity_io import ProbeRequest, RegionRequest, ScaleInput
+    from drctl.models.failover import probe_passes
+    from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
+    from drctl.models.rebalance import RebalanceInput, RebalanceResult
+    from workflows import calls, global_weights
+    from workflows.common import fmt_weights
+    from workflows.operation import Operation, cause_of, no_worker
+
+PHASE_READ = "read-weights"
+PHASE_PRESCALE = "pre-scale"
+PHASE_ANALYSE = "analyse"
+
+
+@workflow.defn(name="Rebalance")
+class Rebalance(Operation):
+    OPERATION, TITLE = "rebalance", "Rebalance"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.preempted: str | None = None
+
+    def abort_refused(self) -> str | None:
+        # One step, seconds long; stopping half-way would leave it to nobody. The monitor's
+        # `failover.rebalance: off` (or `drctl monitor pause`) stops further steps.
+        return "a rebalance step cannot be aborted; set failover.rebalance to off to stop further steps"
+
+    @workflow.signal(name=SIGNAL_PREEMPT)
+    def preempt(self, notice: PreemptNotice) -> None:
+        self.preempted = notice.reason
+
+    @workflow.run
+    async def run(self, inp: RebalanceInput) -> RebalanceResult:
+        return await self.conclude(
+            self._run(inp),
+            lambda res: (
+                None if res.status in ("succeeded", "stale") else f"rebalance {res.status}: {res.error}"
+            ),
+        )
+
+    async def _run(self, inp: RebalanceInput) -> RebalanceResult:
+        spec = inp.spec
+        res = RebalanceResult(status="failed", action=inp.action)
+        self.phases.title = f"Rebalance of fleet `{spec.fleet}` ({inp.action}): {inp.reason}"
+        gaining = inp.gaining
+        tq = spec.region(gaining[0]).queue if gaining else spec.task_queue
+        try:
+            await self.claim(spec.fleet)
+            self.phases.enter(PHASE_READ, f"planned from {fmt_weights(inp.weights_before)}")
+            current = (await calls.get_global_weights()).weights
+            res.weights_before = res.weights_after = dict(current)
+            if current != inp.weights_before:
+                res.status = "stale"
+                res.error = (
+                    f"weights are {fmt_weights(current)}, not {fmt_weights(inp.weights_before)} as planned"
+                )
+                return await self._end(res, ok=True)
+            await self._prescale(inp, res)
+            if self.preempted is None:
+                await self._shift(inp, tq, inp.weights_after, f"rebalance {inp.action}: {inp.reason}", res)
+            if inp.action == "return" and self.preempted is None:
+                await self._analyse(inp, tq, res)
+            else:
+                res.status = "succeeded"
+            if self.preempted is not None:
+                res.status, res.error = "preempted", f"yielded: {self.preempted}"
+            return await self._end(res, ok=res.status == "succeeded")
+        except (ActivityError, ApplicationError) as exc:
+            res.error = no_worker(exc, tq) or cause_of(exc)
+            return await self._end(res, ok=False)
+
+    async def _prescale(self, inp: RebalanceInput, res: RebalanceResult) -> None:
+        want = {r: n for r, n in inp.prescale.items() if r in inp.gaining}
+        if not want:
+            return
+        self.phases.enter(PHASE_PRESCALE, ", ".join(f"{r} to {n}" for r, n in want.items()))
+        for region, n in want.items():
+            q = inp.spec.region(region).queue
+            cap = await calls.get_capacity(
+                RegionRequest(region=region), queue=q, summary=f"capacity of {region}"
+            )
+            if n <= cap.replicas:
+                continue  # already there (an HPA or an earlier step scaled it)
+            scaled = await calls.scale_deployment(
+                ScaleInput(region=region, replicas=n), queue=q, summary=f"pre-scale {region} to {n}"
+            )
+            res.scaled[region] = scaled.replicas
+
+    async def _shift(
+        self, inp: RebalanceInput, tq: str, weights: dict[str, int], reason: str, res: RebalanceResult
+    ) -> None:
+        self.phases.enter("shift", f"global weights {fmt_weights(weights)}")
+        # In effect everywhere before the step ends: the monitor's next plan, and a return step's
+        # analysis, must judge traffic that has moved.
+        change = await global_weights.apply_and_wait(
+            tq, weights, reason, f"rebalance: {fmt_weights(weights)}", inp.spec.global_propagation_timeout_s
+        )
+        res.changes.append(change)
+        res.weights_after = change.weights
+
+    async def _analyse(self, inp: RebalanceInput, tq: str, res: RebalanceResult) -> None:
+        """As a failback step: wait, probe the regions that regained share, roll back on a regression."""
+        spec = inp.spec
+        interval = spec.rebalance_limits.return_step_interval_s
+        self.phases.enter(PHASE_ANALYSE, f"probing {', '.join(inp.gaining)} after {interval:g} s")
+        if interval > 0:
+            try:
+                # A failover preempting us must not wait out the analysis window.
+                await workflow.wait_condition(
+                    lambda: self.preempted is not None, timeout=timedelta(seconds=interval)
+                )
+            except TimeoutError:
+                pass
+        if self.preempted is not None:
+            return  # the failover owns the weights now: neither judged nor rolled back
+        batch = await calls.probe_regions(
+            ProbeRequest(regions=inp.gaining),
+            probe_timeout_s=spec.probe_timeout_s,
+            summary=f"probe {', '.join(inp.gaining)}",
+        )
+        res.analysis = [f"{p.region} {p.status.value}: {p.reason}" for p in batch.probes]
+        failing = [p for p in batch.probes if not probe_passes(p, spec.fail_on_degraded)]
+        if not failing:
+            res.status = "succeeded"
+            return
+        why = "; ".join(f"{p.region} {p.status.value}: {p.reason}" for p in failing)
+        self.phases.note("regression", why)
+        await self._shift(inp, tq, inp.weights_before, f"rebalance return rolled back: {why}", res)
+        res.status, res.error = "rolled_back", f"the return step regressed ({why}); rolled back"
+
+    async def _end(self, res: RebalanceResult, ok: bool) -> RebalanceResult:
+        moved = f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}"
+        await self.finish(res.status, f"{res.action} {res.status}: {moved}; {res.error or 'no error'}", ok=ok)
+        res.phases = list(self.phases.timings)
+        return res
+
+
+WORKFLOWS = [Rebalance]
