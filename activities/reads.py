@@ -19,8 +19,15 @@ from activities.errors import app_error
 from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import RegionRequest
-from drctl.models.backup import BackupInfo, BackupList, BackupName, LastBackup, ScheduleList
-from drctl.models.reads import DrillHistory, DrillHistoryRequest, DrillReportRequest, DrillReportText, LagList
+from drctl.models.backup import BackupInfo, BackupList, BackupName, LastBackup, ScheduleInfo, ScheduleList
+from drctl.models.reads import (
+    DrillHistory,
+    DrillHistoryRequest,
+    DrillReportRequest,
+    DrillReportText,
+    LagList,
+    ScheduleWrite,
+)
 from drctl.models.release import Release
 from drctl.models.rpo import replica_pairs
 from drctl.providers.drill_reports import ReportStore
@@ -97,6 +104,24 @@ class ReadActivities:
         where = f"list drill reports in s3://{self.cfg.drills.history_bucket}"
         return _mapped(where, lambda: DrillHistory(reports=self.store.list(inp.fleet, inp.limit)))
 
+    # The one write beside the reads: a Velero Schedule is declarative configuration of the region's
+    # cluster (like `kubectl apply`), written by the region's own worker so the CLI needs only Temporal.
+    @activity.defn(name="create_schedule")
+    def create_schedule(self, inp: ScheduleWrite) -> ScheduleInfo:
+        ns = self.cfg.region(inp.region).kube.namespace
+        return _mapped(
+            f"create schedule {inp.name} in {inp.region}",
+            lambda: self._schedules(inp.region).create(inp.name, inp.schedule, inp.ttl, [ns], inp.labels),
+        )
+
+    @activity.defn(name="delete_schedule")
+    def delete_schedule(self, inp: ScheduleWrite) -> ScheduleWrite:
+        _mapped(
+            f"delete schedule {inp.name} in {inp.region}",
+            lambda: self._schedules(inp.region).delete(inp.name),
+        )
+        return inp
+
     @activity.defn(name="drill_report")
     def drill_report(self, inp: DrillReportRequest) -> DrillReportText:
         try:
@@ -115,6 +140,8 @@ def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
         acts.list_backups,
         acts.describe_backup,
         acts.list_schedules,
+        acts.create_schedule,
+        acts.delete_schedule,
         acts.last_backup,
         acts.read_release,
         acts.measure_lags,

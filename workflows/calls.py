@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         BackupRequest,
         LastBackup,
         RestoreRequest,
+        ScheduleInfo,
         ScheduleList,
     )
     from drctl.models.capacity_sample import CapacityReadInput, CapacityReadResult
@@ -58,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         DrillReportRequest,
         DrillReportText,
         LagList,
+        ScheduleWrite,
     )
     from drctl.models.release import Release
     from drctl.models.rpo import (
@@ -512,6 +514,17 @@ async def describe_backup(inp: BackupName, *, queue: str, wait_s: float) -> Back
 async def list_schedules(inp: RegionRequest, *, queue: str, wait_s: float) -> ScheduleList:
     summary = f"schedules in {inp.region}"
     return await _call("list_schedules", inp, ScheduleList, summary, queue, 30, FAST, **_wait(wait_s))
+
+
+async def create_schedule(inp: ScheduleWrite, *, queue: str, wait_s: float) -> ScheduleInfo:
+    # Once: a second attempt after a lost answer would find its own Schedule and report a conflict.
+    summary = f"create schedule {inp.name} in {inp.region}"
+    return await _call("create_schedule", inp, ScheduleInfo, summary, queue, 30, ONCE, **_wait(wait_s))
+
+
+async def delete_schedule(inp: ScheduleWrite, *, queue: str, wait_s: float) -> ScheduleWrite:
+    summary = f"delete schedule {inp.name} in {inp.region}"
+    return await _call("delete_schedule", inp, ScheduleWrite, summary, queue, 30, ONCE, **_wait(wait_s))
 
 
 async def last_backup(inp: RegionRequest, *, queue: str, wait_s: float) -> LastBackup:

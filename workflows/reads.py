@@ -40,7 +40,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.operation import no_worker as unserved
 
 
-def _failed(exc: BaseException, queue: str | None) -> ReadPart:
+def failed_part(exc: BaseException, queue: str | None) -> ReadPart:
+    """A part that failed: no worker on its queue, or the error its activity raised (kind: its type)."""
     if queue is not None and unserved(exc, queue):
         return ReadPart(error=no_worker(queue), kind=NO_WORKER, queue=queue)
     inner = innermost(exc)
@@ -132,7 +133,7 @@ class FleetRead:
         try:
             value = await job
         except (ActivityError, ApplicationError) as exc:
-            self.res.parts[key] = _failed(exc, queue)
+            self.res.parts[key] = failed_part(exc, queue)
             return
         self.res.parts[key] = ReadPart(
             value=value.model_dump(mode="json") if isinstance(value, BaseModel) else value, queue=queue

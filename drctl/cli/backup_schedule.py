@@ -1,24 +1,26 @@
 """`drctl backup schedule create|list|delete`: Velero Schedule objects in each region's cluster.
 
 A Schedule is declarative configuration that the region's Velero acts on (like `kubectl apply`),
-not an operation drctl runs, so the CLI writes it directly; the backups it produces are Velero's.
+not an operation drctl runs: no fleet lock. The CLI needs only Temporal: each region's worker writes
+its Schedule (the BackupScheduleChange workflow, workflows/schedules.py) and `list` reads through
+them too. The backups a Schedule produces are Velero's.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
-import urllib3.exceptions
+from pydantic import BaseModel
 from rich.table import Table
 
 from drctl.cli import common, complete, reads
 from drctl.config.schema import FleetConfig
-from drctl.models.backup import ScheduleList
-from drctl.providers.errors import ProviderError, classify
-from drctl.providers.velero_schedule import ScheduleInfo, VeleroSchedules, go_duration_ok
+from drctl.models.backup import ScheduleInfo, ScheduleList, go_duration_ok
+from drctl.models.reads import ReadResult, ScheduleWrite
 
+M = TypeVar("M", bound=BaseModel)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 app = typer.Typer(
     name="schedule",
@@ -36,18 +38,6 @@ RegionsOpt = Annotated[
 
 def _regions(cfg: FleetConfig, regions: list[str] | None) -> list[str]:
     return [cfg.region(r).name for r in regions] if regions else cfg.region_names
-
-
-# A region's API that refuses or does not answer raises urllib3's errors through the kubernetes
-# client; the provider error table names them (Unavailable) like every classified ProviderError.
-_WRITE_ERRORS = (ProviderError, urllib3.exceptions.HTTPError)
-
-
-def _provider_error(exc: Exception) -> common.UserError:
-    err = classify(exc)
-    return common.UserError(
-        err.message, exit_code=2 if err.kind in ("Conflict", "NotFound", "Invalid") else 1
-    )
 
 
 @app.command("create")
@@ -91,18 +81,34 @@ def create(
         ]
         common.print_plan(output, f"create schedule {name}, backups kept {ttl}", None, planned, rows)
         return
-    created = []
+    res = reads.change_schedules(
+        cfg, "create", name, regions, schedule=when, ttl=ttl, labels={"app": cfg.workload.app}
+    )
+    created = _written(res, regions, ScheduleInfo)
+    if not common.is_document(output):
+        for s in created:
+            common.console.print(f"schedule {s.name} created in {s.region}: {s.schedule}, backups kept {ttl}")
+    common.printed_json(output, created)
+
+
+def _written(res: ReadResult, regions: list[str], model: type[M]) -> list[M]:
+    """Each region's part; the regions written are said before the first failure is raised."""
+    done, failure = [], None
     for r in regions:
         try:
-            s = VeleroSchedules(cfg, r).create(
-                name, when, ttl, [cfg.region(r).kube.namespace], {"app": cfg.workload.app}
-            )
-        except _WRITE_ERRORS as exc:
-            raise _provider_error(exc) from None
-        created.append(s)
-        if not common.is_document(output):
-            common.console.print(f"schedule {s.name} created in {r}: {s.schedule}, backups kept {ttl}")
-    common.printed_json(output, created)
+            done.append(reads.value_of(res, f"schedule/{r}", model))
+        except common.UserError as exc:
+            failure = failure or common.UserError(f"{r}: {exc}", exc.exit_code)
+    if failure is not None:
+        if done:
+            common.err_console.print(f"written in {', '.join(r for r in regions if _ok(res, r))} only")
+        raise failure
+    return done
+
+
+def _ok(res: ReadResult, region: str) -> bool:
+    part = res.parts.get(f"schedule/{region}")
+    return part is not None and part.ok
 
 
 @app.command("list")
@@ -146,11 +152,9 @@ def delete(
     common.confirm(
         yes, f"Delete backup schedule {name!r} in {', '.join(regions)}?", f"delete schedule {name}"
     )
-    for r in regions:
-        try:
-            VeleroSchedules(cfg, r).delete(name)
-        except _WRITE_ERRORS as exc:
-            raise _provider_error(exc) from None
-        if not common.is_document(output):
+    res = reads.change_schedules(cfg, "delete", name, regions)
+    _written(res, regions, ScheduleWrite)
+    if not common.is_document(output):
+        for r in regions:
             common.console.print(f"schedule {name} deleted in {r}")
     common.printed_json(output, {"deleted": name, "regions": regions})

@@ -7,7 +7,8 @@ worker is exit 3 (nothing could be read), anything else exit 1.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -15,22 +16,31 @@ from drctl.cli.common import UserError, run_async
 from drctl.config.schema import FleetConfig
 from drctl.models.reads import NO_WORKER, ReadPart, ReadResult, ReadWhat
 
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
 M = TypeVar("M", bound=BaseModel)
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_STARTED = 1, 2, 3
 
 
-async def ask_async(cfg: FleetConfig, what: ReadWhat, **more: Any) -> ReadResult:
+async def _answered(cfg: FleetConfig, request: Callable[[Client], Awaitable[ReadResult]]) -> ReadResult:
     from drctl.client.connection import connect
-    from drctl.client.reads import NoWorkerError, ReadTimeout, read_fleet
+    from drctl.client.reads import NoWorkerError, ReadTimeout
 
     client = await connect(cfg)
     try:
-        return await read_fleet(client, cfg, what, **more)
+        return await request(client)
     except NoWorkerError as exc:
         raise UserError(str(exc), EXIT_NOT_STARTED) from None
     except ReadTimeout as exc:
         raise UserError(str(exc), EXIT_FAILED) from None
+
+
+async def ask_async(cfg: FleetConfig, what: ReadWhat, **more: Any) -> ReadResult:
+    from drctl.client.reads import read_fleet
+
+    return await _answered(cfg, lambda client: read_fleet(client, cfg, what, **more))
 
 
 def ask(cfg: FleetConfig, what: ReadWhat, **more: Any) -> ReadResult:
@@ -38,12 +48,24 @@ def ask(cfg: FleetConfig, what: ReadWhat, **more: Any) -> ReadResult:
     return run_async(lambda: ask_async(cfg, what, **more))
 
 
+def change_schedules(
+    cfg: FleetConfig, action: Literal["create", "delete"], name: str, regions: list[str], **more: Any
+) -> ReadResult:
+    """One BackupScheduleChange: `name` created or deleted in `regions` by their workers."""
+    from drctl.client.reads import change_schedules as change
+
+    return run_async(
+        lambda: _answered(cfg, lambda client: change(client, cfg, action, name, regions, **more))
+    )
+
+
 def part_error(part: ReadPart, missing: str | None = None) -> UserError:
     if part.kind == NO_WORKER:
         return UserError(part.error or "", EXIT_NOT_STARTED)
     if part.kind == "NotFound" and missing:
         return UserError(missing, EXIT_USAGE)
-    return UserError(part.error or "", EXIT_USAGE if part.kind in ("NotFound", "Invalid") else EXIT_FAILED)
+    usage = part.kind in ("NotFound", "Invalid", "Conflict")  # fix the name: it is not there, or taken
+    return UserError(part.error or "", EXIT_USAGE if usage else EXIT_FAILED)
 
 
 def value_of(res: ReadResult, key: str, model: type[M], missing: str | None = None) -> M:

@@ -12,7 +12,7 @@ import asyncio
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
 from drctl.config.schema import FleetConfig
-from drctl.models.reads import ReadInput, ReadResult, ReadWhat, no_worker
+from drctl.models.reads import ReadInput, ReadResult, ReadWhat, ScheduleChange, no_worker
 
 # A poller counts while it polled within this window. A live worker's long poll returns and is
 # renewed at least every minute; Temporal keeps a dead poller listed for minutes after its last poll.
@@ -82,6 +82,43 @@ async def _unpolled(client: Client, main: str, queues: list[str]) -> set[str]:
         await asyncio.sleep(SETTLE_POLL_S)
 
 
+async def _queues(client: Client, cfg: FleetConfig, regions: list[str] | None) -> tuple[list[str], list[str]]:
+    """The regions asked for and the queues among theirs nobody polls; NoWorkerError if the main one."""
+    main = cfg.temporal.task_queue
+    wanted = cfg.region_names if regions is None else regions
+    unseen = await _unpolled(client, main, sorted({cfg.region(r).queue for r in wanted}))
+    if main in unseen:
+        raise NoWorkerError(main)
+    return wanted, sorted(unseen)
+
+
+async def _execute(
+    client: Client, cfg: FleetConfig, workflow: str, inp: Any, kind: str, label: str, timeout_s: float
+) -> ReadResult:
+    """Run `workflow` (a FleetRead or a BackupScheduleChange) on the main queue, bounded by `timeout_s`."""
+    main = cfg.temporal.task_queue
+    try:
+        return await client.execute_workflow(
+            workflow,
+            inp,
+            id=f"{kind}/{cfg.name}/{uuid.uuid4().hex[:12]}",
+            task_queue=main,
+            result_type=ReadResult,
+            # What the Temporal UI's list shows for it: a read or a schedule change, not an operation.
+            static_summary=f"drctl {kind}: {label} of fleet {cfg.name}",
+            # Bounded on the server too: a request nobody finishes must not linger as a running workflow.
+            execution_timeout=timedelta(seconds=timeout_s),
+            run_timeout=timedelta(seconds=timeout_s),
+        )
+    except WorkflowFailureError as exc:
+        raise ReadTimeout(
+            f"the {kind} of {label} did not finish within {timeout_s:g} s ({exc.cause or exc}); "
+            f"are the workers on {main} stuck?"
+        ) from None
+    except RPCError as exc:
+        raise ReadTimeout(f"the {kind} of {label} failed in Temporal: {exc.message}") from None
+
+
 async def read_fleet(
     client: Client,
     cfg: FleetConfig,
@@ -92,39 +129,39 @@ async def read_fleet(
     **more: Any,
 ) -> ReadResult:
     """Run one FleetRead on the main queue and return its parts; `more` fills ReadInput (name, limit, ...)."""
-    main = cfg.temporal.task_queue
-    queues = {r.name: r.queue for r in cfg.regions}
-    wanted = cfg.region_names if regions is None else regions
-    asked = sorted({queues[r] for r in wanted})
-    unseen = await _unpolled(client, main, asked)
-    if main in unseen:
-        raise NoWorkerError(main)
+    wanted, unseen = await _queues(client, cfg, regions)
     inp = ReadInput(
         fleet=cfg.name,
         what=what,
-        queues=queues,
+        queues={r.name: r.queue for r in cfg.regions},
         regions=wanted,
-        no_worker=sorted(unseen),
+        no_worker=unseen,
         probe_timeout_s=cfg.health.probe_timeout_s,
         **more,
     )
-    try:
-        return await client.execute_workflow(
-            "FleetRead",
-            inp,
-            id=f"read/{cfg.name}/{uuid.uuid4().hex[:12]}",
-            task_queue=main,
-            result_type=ReadResult,
-            # What the Temporal UI's list shows for it: a read, not an operation.
-            static_summary=f"drctl read: {what} of fleet {cfg.name}",
-            # Bounded on the server too: a read nobody finishes must not linger as a running workflow.
-            execution_timeout=timedelta(seconds=timeout_s),
-            run_timeout=timedelta(seconds=timeout_s),
-        )
-    except WorkflowFailureError as exc:
-        raise ReadTimeout(
-            f"the read of {what} did not finish within {timeout_s:g} s ({exc.cause or exc}); "
-            f"are the workers on {main} stuck?"
-        ) from None
-    except RPCError as exc:
-        raise ReadTimeout(f"the read of {what} failed in Temporal: {exc.message}") from None
+    return await _execute(client, cfg, "FleetRead", inp, "read", what, timeout_s)
+
+
+async def change_schedules(
+    client: Client,
+    cfg: FleetConfig,
+    action: Literal["create", "delete"],
+    name: str,
+    regions: list[str],
+    *,
+    timeout_s: float = READ_TIMEOUT_S,
+    **more: Any,
+) -> ReadResult:
+    """Create or delete Velero Schedule `name` in `regions`, each by its region's worker; `more` fills
+    ScheduleChange (schedule, ttl, labels). One part per region, `schedule/<region>`."""
+    wanted, unseen = await _queues(client, cfg, regions)
+    inp = ScheduleChange(
+        fleet=cfg.name,
+        action=action,
+        name=name,
+        queues={r.name: r.queue for r in cfg.regions},
+        regions=wanted,
+        no_worker=unseen,
+        **more,
+    )
+    return await _execute(client, cfg, "BackupScheduleChange", inp, "schedule", f"{action} {name}", timeout_s)

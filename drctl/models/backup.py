@@ -5,6 +5,7 @@ Workflows import these through `imports_passed_through`, so this module stays fr
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -76,6 +77,14 @@ class BackupJobResult(BaseModel):
     ok: bool = Field(description="True when the object reached a phase the policy accepts.")
     reason: str
     info: BackupInfo | None = Field(None, description="The object as Velero last reported it.")
+
+
+_GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
+
+
+def go_duration_ok(text: str) -> bool:
+    """A duration Velero accepts in `@every` and `ttl`: e.g. 1h, 30m, 72h0m0s."""
+    return bool(text) and bool(_GO_DURATION.match(text))
 
 
 class ScheduleInfo(BaseModel):

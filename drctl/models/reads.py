@@ -48,6 +48,36 @@ class ReadInput(BaseModel):
     data: bool = Field(True, description="status: also the replication lag, releases and last backups.")
 
 
+class ScheduleChange(BaseModel):
+    """`drctl backup schedule create|delete`: one Velero Schedule written in each region by its worker.
+
+    A Schedule is declarative configuration (like `kubectl apply`), not an operation: no fleet lock,
+    no DrctlFleet/DrctlOperation search attributes. Each region is its own part, as in a read.
+    """
+
+    fleet: str
+    action: Literal["create", "delete"]
+    name: str
+    queues: dict[str, str] = Field(description="Region name -> that region's activity task queue.")
+    regions: list[str]
+    no_worker: list[str] = Field(default_factory=list, description="Queues the CLI saw no poller on.")
+    schedule: str = Field("", description="create: `@every 1h` or a 5-field cron expression.")
+    ttl: str = Field("720h", description="create: how long each backup is kept, a Go duration.")
+    labels: dict[str, str] = Field(default_factory=dict, description="create: the backups' label selector.")
+    queue_wait_s: float = Field(5.0, description="Schedule-to-start of each write.")
+
+
+class ScheduleWrite(BaseModel):
+    """One region's part of a ScheduleChange, as its worker's activity receives it."""
+
+    region: str
+    action: Literal["create", "delete"]
+    name: str
+    schedule: str = ""
+    ttl: str = "720h"
+    labels: dict[str, str] = {}
+
+
 class ReadPart(BaseModel):
     """One read's answer: `value` (plain JSON data), or `error` with its kind (NO_WORKER, NotFound, ...)."""
 

@@ -6,7 +6,6 @@ Backups carry the label `velero.io/schedule-name`, and their age is what cluster
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -20,12 +19,6 @@ from drctl.providers.kubernetes import REQUEST_TIMEOUT
 from drctl.providers.velero import GROUP, VERSION, VeleroBackupProvider
 
 SCHEDULE_LABEL = "velero.io/schedule-name"
-_GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
-
-
-def go_duration_ok(text: str) -> bool:
-    """A duration Velero accepts in `@every` and `ttl`: e.g. 1h, 30m, 72h0m0s."""
-    return bool(text) and bool(_GO_DURATION.match(text))
 
 
 def _info(obj: dict[str, Any], region: str) -> ScheduleInfo:

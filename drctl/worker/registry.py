@@ -39,6 +39,7 @@ from workflows import notify as notify_workflows
 from workflows import reads as read_workflows
 from workflows import rebalance as rebalance_workflows
 from workflows import replicate as replicate_workflows
+from workflows import schedules as schedule_workflows
 from workflows import upgrade as upgrade_workflows
 
 
@@ -56,6 +57,7 @@ def workflows() -> list[type]:
         *replicate_workflows.WORKFLOWS,
         *notify_workflows.WORKFLOWS,
         *read_workflows.WORKFLOWS,
+        *schedule_workflows.WORKFLOWS,
         *rebalance_workflows.WORKFLOWS,
     ]
 
