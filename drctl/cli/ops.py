@@ -230,11 +230,13 @@ def approve(
         ),
     ] = None,
     comment: Annotated[str, typer.Option(help="Why.")] = "",
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Approve an operation waiting at its approval gate (refused if it is not waiting, or if you started it)."""
     cfg = common.load(config)
     inp = ApproveInput(approver=_me(cfg, approver), comment=comment)
-    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, inp)))
+    answer = common.run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, inp))
+    _answered(output, workflow_id, "approve", answer, by=inp.approver)
 
 
 @app.command("reject")
@@ -242,13 +244,15 @@ def reject(
     workflow_id: Annotated[str, typer.Argument(help="Workflow id waiting at its approval gate.")],
     config: common.ConfigOpt = common.CONFIG,
     reason: Annotated[str, typer.Option(help="Why, recorded in the result and history.")] = "rejected",
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Refuse an operation waiting at its approval gate: it ends aborted, having changed nothing."""
     cfg = common.load(config)
     if not reason.strip():
         raise common.UserError("--reason: give a reason (it is recorded in the result)")
     inp = RejectInput(by=_me(cfg), reason=reason.strip())
-    common.console.print(common.run_async(lambda: _update(cfg, workflow_id, UPDATE_REJECT, inp)))
+    answer = common.run_async(lambda: _update(cfg, workflow_id, UPDATE_REJECT, inp))
+    _answered(output, workflow_id, "reject", answer, by=inp.by, reason=inp.reason)
 
 
 @app.command("abort")
@@ -256,12 +260,21 @@ def abort(
     workflow_id: Annotated[str, typer.Argument(help="Workflow id to abort.")],
     config: common.ConfigOpt = common.CONFIG,
     reason: Annotated[str, typer.Option(help="Why, recorded in the result.")] = "aborted by operator",
+    output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Ask an operation to stop at its next safe point (rejected once it is past no-return)."""
     cfg = common.load(config)
-    common.console.print(
-        common.run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason)))
-    )
+    answer = common.run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason)))
+    _answered(output, workflow_id, "abort", answer, reason=reason)
+
+
+def _answered(output: common.Output, workflow_id: str, update: str, answer: str, **asked: str) -> None:
+    """The workflow's answer to an accepted update: its line, or one document for scripts
+    ({"workflow_id", "update", "answer", and what was asked: by, reason})."""
+    if not common.printed_json(
+        output, {"workflow_id": workflow_id, "update": update, "answer": answer, **asked}
+    ):
+        common.console.print(answer)
 
 
 async def _update(cfg: FleetConfig, wid: str, name: str, arg: Any) -> str:

@@ -34,9 +34,6 @@ NO_OBJECT = {
     ("monitor", "stop"): "cancels it; one line",
     ("replicate", "start"): "starts the long-running replication; one line",
     ("replicate", "stop"): "cancels it; one line",
-    ("ops", "approve"): "prints the workflow's answer to the update",
-    ("ops", "abort"): "prints the workflow's answer to the update",
-    ("ops", "reject"): "prints the workflow's answer to the update",
 }
 # What a command does decides the options it must take:
 # M changes the fleet: --dry-run. C moves traffic, deletes or overwrites: asks first, or --yes.

@@ -152,9 +152,22 @@ async def test_cli_second_failover_refused_naming_the_first(
         assert "Traceback" not in own.stderr and len(own.stderr.strip().splitlines()) == 1, own.stderr
     # ... and Bob may.
     approve = await asyncio.to_thread(
-        drctl, "ops", "approve", f"failover/{cfg.name}", "--comment", "checked", "-c", str(path), env=bob
+        drctl,
+        "ops",
+        "approve",
+        f"failover/{cfg.name}",
+        "--comment",
+        "checked",
+        "-o",
+        "json",
+        "-c",
+        str(path),
+        env=bob,
     )
-    assert approve.returncode == 0 and "approved by bob@example.com" in approve.stdout, approve.stderr
+    assert approve.returncode == 0, approve.stderr
+    answer = json.loads(approve.stdout)
+    assert answer["update"] == "approve" and answer["by"] == "bob@example.com", answer
+    assert "approved by bob@example.com" in answer["answer"], answer
     # `ops watch` re-attaches and ends as `failover` would have.
     code, out, err = await asyncio.wait_for(
         cli("ops", "watch", f"failover/{cfg.name}", "-o", "json", "-c", str(path)), 90
