@@ -128,6 +128,15 @@ async def test_every_read_works_with_only_temporal_reachable(
     want = [s.model_dump(mode="json") for r in cfg.region_names for s in VeleroSchedules(cfg, r).list()]
     assert json.loads(out) == want
 
+    # Schedules are written by each region's worker (BackupScheduleChange), not by the CLI.
+    sched = f"nowhere-{uuid.uuid4().hex[:6]}"
+    code, out, err = await run("backup", "schedule", "create", "--every", "1h", "--name", sched, "-o", "json")
+    assert code == 0 and {s["region"] for s in json.loads(out)} == set(cfg.region_names), (out, err)
+    assert all(sched in [s.name for s in VeleroSchedules(cfg, r).list()] for r in cfg.region_names)
+    code, out, err = await run("backup", "schedule", "delete", sched, "--yes")
+    assert code == 0 and f"schedule {sched} deleted in us-east-1" in out, (out, err)
+    assert all(sched not in [s.name for s in VeleroSchedules(cfg, r).list()] for r in cfg.region_names)
+
     report = drill_report(
         id=f"drill/{cfg.name}/reads{uuid.uuid4().hex[:8]}", fleet=cfg.name, at=datetime.now(UTC)
     )
@@ -142,6 +151,14 @@ async def test_every_read_works_with_only_temporal_reachable(
     # The reads took no fleet lock and are no operations: `ops list --all` shows none of them.
     code, out, err = await run("ops", "list", "--all", "-o", "json")
     assert code == 0 and not [o for o in json.loads(out) if o["workflow_id"].startswith("read/")], out
+
+    # The 3 a.m. commands themselves: a failover and its failback, from where only Temporal answers.
+    code, out, err = await run("failover", "--to", "us-east-1", "--yes", "-o", "json")
+    assert code == 0 and json.loads(out)["result"]["status"] == "succeeded", (out, err)
+    assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
+    code, out, err = await run("failback", "--yes", "-o", "json")
+    assert code == 0 and json.loads(out)["result"]["status"] == "succeeded", (out, err)
+    assert weights(cfg) == cfg.weights
 
     # Replication is a workflow; its status a query: Temporal alone, from start to status.
     assert (await run("replicate", "start"))[0] == 0
