@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import re
 import subprocess
 import sys
@@ -56,8 +57,12 @@ def test_probe_counts_take_only_this_phase_s_fleets() -> None:
 
 
 def test_proc_readers_see_this_process() -> None:
+    # The kernel accounts CPU time in ticks, sampled: work until the reader sees it (bounded by 10 s
+    # of wall time; a reader stuck at one value fails), not a fixed amount that may fall in one tick.
     spent = cpu_seconds(os.getpid())
-    sum(i * i for i in range(300_000))
+    deadline = time.monotonic() + 10
+    while cpu_seconds(os.getpid()) <= spent and time.monotonic() < deadline:
+        sum(i * i for i in range(300_000))
     assert cpu_seconds(os.getpid()) > spent
     assert 10 < rss_mib(os.getpid()) < 10_000
 
