@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import time
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from bench.fleets_per_worker import cpu_seconds, mean_probe_s, parse_args, probe_counts, rss_mib
