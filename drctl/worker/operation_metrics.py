@@ -14,6 +14,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
@@ -75,7 +76,14 @@ async def read_schedules(client: Client, cfg: FleetConfig) -> None:
     async for entry in await client.list_schedules():
         if not entry.id.startswith(prefix):
             continue
-        desc = await client.get_schedule_handle(entry.id).describe()
+        try:
+            desc = await client.get_schedule_handle(entry.id).describe()
+        except RPCError as exc:
+            # The list is visibility, eventually consistent: a schedule deleted a moment ago may still
+            # be listed. It is gone, so it is no longer expected to run (its gauges go below).
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                continue
+            raise
         name = entry.id[len(prefix) :]
         seen.add(name)
         runs = [a.started_at for a in desc.info.recent_actions]
