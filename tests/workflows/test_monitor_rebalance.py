@@ -47,6 +47,15 @@ async def _view(handle: WorkflowHandle[Any, Any]) -> DecisionsView:
     return await handle.query("decisions", result_type=DecisionsView)
 
 
+async def _print_log(handle: WorkflowHandle[Any, Any]) -> None:
+    """The decision log with each decision's evidence: a failed wait shows why in the captured output."""
+    print(
+        "\n".join(
+            f"{d.line()} | {json.dumps(d.evidence, default=str)}" for d in (await _view(handle)).entries
+        )
+    )
+
+
 async def test_half_a_region_lost_sheds_its_excess_then_the_share_returns_in_steps(
     start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, tmp_path: Path
 ) -> None:
@@ -82,7 +91,10 @@ async def test_half_a_region_lost_sheds_its_excess_then_the_share_returns_in_ste
             done = v.latest is not None and v.latest.action == "hold" and w["us-west-1"] <= 45
             return w if done else None
 
-        w = await assert_eventually(settled, timeout_s=60, what="us-west-1 sheds its excess and holds")
+        try:
+            w = await assert_eventually(settled, timeout_s=60, what="us-west-1 sheds its excess and holds")
+        finally:
+            await _print_log(handle)
         assert sum(w.values()) == 100
         # In proportion: one of two replicas left carries 6.4 of the ~9.6 streams its 60 % brings, so
         # about a third of its share moves. Never the whole share: it is no failover.
@@ -183,7 +195,7 @@ async def test_a_region_whose_ttft_rises_x20_under_load_starts_losing_share_at_o
         try:
             await assert_eventually(shed, timeout_s=30, what="us-west-1 loses share")
         finally:
-            print("\n".join(d.line() for d in (await _view(handle)).entries))
+            await _print_log(handle)
         took = time.monotonic() - t0
     v = await _view(handle)
     step = next(d for d in v.entries if d.action == "shed")
