@@ -22,7 +22,6 @@ from tests.support.drills import (
     held_outage,
     run_drill,
     start_drill,
-    watched,
     watched_fleet,
 )
 from tests.support.wait import assert_eventually
@@ -51,9 +50,8 @@ async def test_region_degradation_drill_fails_over_within_rto(
 ) -> None:
     # health.fail_on_degraded is on by default, so a slow, half-failing region must fail over:
     # the experiment says so (expect_failover true) and the drill holds the fleet to it.
-    cfg = await start_workers()
+    cfg = await watched_fleet(start_workers, temporal_client)
     assert cfg.health.fail_on_degraded
-    await watched(temporal_client, cfg)
     report = await run_drill(temporal_client, cfg, EXPERIMENTS / "region-degradation.json")
     assert_passed_with_failover(report, cfg)
     assert report.failover and "us-west-1" in json.dumps(report.failover.result)

@@ -25,9 +25,17 @@ REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
 
 
+# A drill that expects a failover keeps its load up for objectives.slo.window_s + 2 s (2 s in the
+# test fleet) after `chaos run` ends, and judges that load: traffic the monitor's own failback
+# returned to the target inside that tail would count as "not served elsewhere". The monitor's
+# failback window must outlast the tail (with room for a slow `chaos run` exit on a loaded machine).
+DRILL_FAILBACK_WINDOW_S = 12.0
+
+
 async def watched_fleet(start_workers: StartWorkers, client: Client) -> FleetConfig:
-    """Workers for the test fleet, watched by a monitor that sees every region HEALTHY."""
-    cfg = await start_workers()
+    """Workers for the test fleet, watched by a monitor that sees every region HEALTHY and fails
+    back only after the drill's load has ended."""
+    cfg = await start_workers(failback_window_s=DRILL_FAILBACK_WINDOW_S)
     await watched(client, cfg)
     return cfg
 

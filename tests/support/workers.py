@@ -38,8 +38,9 @@ from workflows.failover import Failover
 StartWorkers = Callable[..., Awaitable[FleetConfig]]
 
 
-def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
-    """The test fleet with short probe intervals and windows, and fresh task queues."""
+def fast_config(cfg: FleetConfig, failback_window_s: float = 3.0, **health: Any) -> FleetConfig:
+    """The test fleet with short probe intervals and windows, and fresh task queues; the monitor
+    fails back once the source has been HEALTHY for `failback_window_s`."""
     tag = uuid.uuid4().hex[:8]
     h = {
         "interval_s": 2.0,
@@ -64,7 +65,7 @@ def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
                 update={"slo": cfg.objectives.slo.model_copy(update={"window_s": 2.0})}
             ),
             "failback": cfg.failback.model_copy(
-                update={"stabilization_window_s": 3.0, "steps": 2, "step_interval_s": 1.0}
+                update={"stabilization_window_s": failback_window_s, "steps": 2, "step_interval_s": 1.0}
             ),
         }
     )
@@ -74,13 +75,17 @@ def fast_config(cfg: FleetConfig, **health: Any) -> FleetConfig:
 async def start_workers(
     temporal_client: Client, fleet_config: FleetConfig, reset_fleet: None
 ) -> AsyncIterator[StartWorkers]:
-    """`await start_workers(regions=None, cfg=None, **health)` → the FleetConfig the workers serve."""
+    """`await start_workers(regions=None, cfg=None, failback_window_s=3.0, **health)` → the FleetConfig
+    the workers serve."""
     stops: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
     async def start(
-        regions: list[str] | None = None, cfg: FleetConfig | None = None, **health: Any
+        regions: list[str] | None = None,
+        cfg: FleetConfig | None = None,
+        failback_window_s: float = 3.0,
+        **health: Any,
     ) -> FleetConfig:
-        cfg = cfg or fast_config(fleet_config, **health)
+        cfg = cfg or fast_config(fleet_config, failback_window_s, **health)
         stop = asyncio.Event()
         task = asyncio.create_task(run_worker(cfg, regions, client=temporal_client, stop=stop))
         stops.append((stop, task))
