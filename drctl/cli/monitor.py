@@ -86,7 +86,7 @@ async def _if_running(
 
 
 @app.command("start")
-def start(config: common.ConfigOpt = common.CONFIG) -> None:
+def start(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Start watching every region; a running monitor is updated to follow this config."""
     cfg = common.load(config)
 
@@ -96,6 +96,9 @@ def start(config: common.ConfigOpt = common.CONFIG) -> None:
         return ui_link(cfg, handle.id), started, changes
 
     link, started, changes = common.run_async(go)
+    doc = {"workflow_id": monitor_id(cfg), "started": started, "changes": changes, "ui": link}
+    if common.printed_json(output, doc):
+        return
     if started:
         common.console.print(f"monitor started: {link}")
     elif changes:
@@ -109,11 +112,12 @@ def start(config: common.ConfigOpt = common.CONFIG) -> None:
 
 
 @app.command("stop")
-def stop(config: common.ConfigOpt = common.CONFIG) -> None:
+def stop(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Stop the monitor (a failover it started keeps running)."""
     cfg = common.load(config)
     stop_workflow(cfg, monitor_id(cfg), lambda handle: handle.cancel(), exit_code=2)
-    common.console.print(f"monitor {monitor_id(cfg)} stopping")
+    if not common.printed_json(output, {"workflow_id": monitor_id(cfg), "stopping": True}):
+        common.console.print(f"monitor {monitor_id(cfg)} stopping")
 
 
 @app.command("status")

@@ -65,7 +65,7 @@ app = typer.Typer(
 
 
 @app.command("start")
-def start(config: common.ConfigOpt = common.CONFIG) -> None:
+def start(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Start replicating every data.buckets[] entry on its interval (idempotent)."""
     cfg = common.load(config)
 
@@ -73,15 +73,19 @@ def start(config: common.ConfigOpt = common.CONFIG) -> None:
         return await start_replication(await connect(cfg), cfg)
 
     wid, started = common.run_async(go)
-    common.console.print(f"replication {'started' if started else 'already running'}: {ui_link(cfg, wid)}")
+    if not common.printed_json(output, {"workflow_id": wid, "started": started, "ui": ui_link(cfg, wid)}):
+        common.console.print(
+            f"replication {'started' if started else 'already running'}: {ui_link(cfg, wid)}"
+        )
 
 
 @app.command("stop")
-def stop(config: common.ConfigOpt = common.CONFIG) -> None:
+def stop(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Stop replicating after the runs in flight finish."""
     cfg = common.load(config)
     stop_workflow(cfg, replicate_id(cfg), lambda handle: handle.signal("stop"), exit_code=1)
-    common.console.print(f"replication {replicate_id(cfg)} stopping")
+    if not common.printed_json(output, {"workflow_id": replicate_id(cfg), "stopping": True}):
+        common.console.print(f"replication {replicate_id(cfg)} stopping")
 
 
 @app.command("status")

@@ -30,10 +30,6 @@ NO_OBJECT = {
     ("dev", "up"): "starts the dev stack's processes",
     ("dev", "down"): "stops them",
     ("config", "schema"): "prints the JSON Schema or its markdown page (--format)",
-    ("monitor", "start"): "starts or updates the long-running monitor; one line",
-    ("monitor", "stop"): "cancels it; one line",
-    ("replicate", "start"): "starts the long-running replication; one line",
-    ("replicate", "stop"): "cancels it; one line",
 }
 # What a command does decides the options it must take:
 # M changes the fleet: --dry-run. C moves traffic, deletes or overwrites: asks first, or --yes.

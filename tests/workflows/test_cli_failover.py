@@ -213,6 +213,12 @@ async def test_cli_monitor_status_and_ops(
     assert start.returncode == 0 and "monitor started" in start.stdout, start.stderr
     again = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(path))
     assert "already running" in again.stdout
+    doc = json.loads(
+        (await asyncio.to_thread(drctl, "monitor", "start", "-o", "json", "-c", str(path))).stdout
+    )
+    assert doc["workflow_id"] == f"monitor/{cfg.name}" and doc["started"] is False and doc["changes"] == [], (
+        doc
+    )
 
     async def monitor_rounds() -> dict | None:
         p = await asyncio.to_thread(drctl, "monitor", "status", "-o", "json", "-c", str(path))

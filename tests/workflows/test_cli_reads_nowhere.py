@@ -161,7 +161,8 @@ async def test_every_read_works_with_only_temporal_reachable(
     assert weights(cfg) == cfg.weights
 
     # Replication is a workflow; its status a query: Temporal alone, from start to status.
-    assert (await run("replicate", "start"))[0] == 0
+    code, out, err = await run("replicate", "start", "-o", "json")
+    assert code == 0 and json.loads(out)["started"] is True, (out, err)
 
     async def replicated() -> Run | None:
         got = await run("replicate", "status", "-o", "json")
