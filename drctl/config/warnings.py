@@ -34,4 +34,19 @@ def warnings(cfg: FleetConfig) -> list[ConfigProblem]:
                     ),
                 )
             )
+    # A drill judges its load until the objective has held for slo.window_s after the failover (plus
+    # 2 s): a monitor that fails back sooner moves traffic home inside that tail, and the drill then
+    # sees the source serving again and reports traffic never fully served elsewhere.
+    tail = cfg.objectives.slo.window_s + 2
+    if cfg.failback.stabilization_window_s < tail:
+        out.append(
+            ConfigProblem(
+                path="failback.stabilization_window_s",
+                message=(
+                    f"{cfg.failback.stabilization_window_s:g} s is shorter than objectives.slo.window_s "
+                    f"{cfg.objectives.slo.window_s:g} s + 2 s: the monitor may fail back while a drill still "
+                    f"judges its failover, and the drill fails; raise it to at least {tail:g} s"
+                ),
+            )
+        )
     return out
