@@ -93,22 +93,20 @@ def create(
 
 def _written(res: ReadResult, regions: list[str], model: type[M]) -> list[M]:
     """Each region's part; the regions written are said before the first failure is raised."""
-    done, failure = [], None
+    done: list[M] = []
+    written: list[str] = []
+    failure = None
     for r in regions:
         try:
             done.append(reads.value_of(res, f"schedule/{r}", model))
+            written.append(r)
         except common.UserError as exc:
             failure = failure or common.UserError(f"{r}: {exc}", exc.exit_code)
     if failure is not None:
-        if done:
-            common.err_console.print(f"written in {', '.join(r for r in regions if _ok(res, r))} only")
+        if written:
+            common.err_console.print(f"written in {', '.join(written)} only")
         raise failure
     return done
-
-
-def _ok(res: ReadResult, region: str) -> bool:
-    part = res.parts.get(f"schedule/{region}")
-    return part is not None and part.ok
 
 
 @app.command("list")
