@@ -239,13 +239,16 @@ def build_app(settings: FleetsimSettings) -> web.Application:
         tokens = gen.tokens()
         stream: web.StreamResponse | None = None
         try:
-            for i, token in enumerate(tokens):
+            if not gen.stream:  # nothing goes out before the end: wait for the first token, then the last
+                await asyncio.sleep(max(0.0, first_at - loop.time()))
+                stats.ttft.observe(loop.time() - arrival)
+                await asyncio.sleep(max(0.0, first_at + (len(tokens) - 1) * itl_s - loop.time()))
+                stats.generation_tokens += len(tokens)
+            for i, token in enumerate(tokens if gen.stream else ()):
                 await asyncio.sleep(max(0.0, first_at + i * itl_s - loop.time()))
                 if i == 0:
                     stats.ttft.observe(loop.time() - arrival)
                 stats.generation_tokens += 1
-                if not gen.stream:
-                    continue
                 if stream is None:  # headers go out with the first token, so header time is TTFT too
                     stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
                     await stream.prepare(request)

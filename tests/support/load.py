@@ -32,15 +32,21 @@ async def bounded_load(
     *,
     streams: int,
     max_tokens: int = 200,
+    stream: bool = True,
     max_s: float = 180.0,
     max_requests: int = 20_000,
 ) -> AsyncIterator[Load]:
-    """Run the load while the block runs (never longer than `max_s`, never more than `max_requests`)."""
+    """Run the load while the block runs (never longer than `max_s`, never more than `max_requests`).
+
+    `stream=False` holds each request in flight just as long for almost no client work (one response
+    per request, not one chunk per token): the in-flight count then stays at `streams` on a loaded
+    machine, where a CPU-starved streaming client falls behind.
+    """
     assert url.startswith("http://127.0.0.1"), "tests send traffic only to loopback"
     load = Load()
     deadline = time.monotonic() + max_s
     limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
-    body = {"model": model, "prompt": "x", "max_tokens": max_tokens, "stream": True}
+    body = {"model": model, "prompt": "x", "max_tokens": max_tokens, "stream": stream}
 
     async def one(client: httpx.AsyncClient) -> None:
         while (
