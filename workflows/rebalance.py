@@ -8,9 +8,10 @@ or upgrade, and a failover preempts it (docs/lock.md):
 2. read the global weights: if they are no longer the ones the step was planned from (an operator
    or another operation moved them), nothing is changed (`stale`);
 3. pre-scale the regions gaining share where they can scale (Deployment replicas and HPA
-   minReplicas, the failover's own `scale_deployment`). The shift does not wait for the new
-   replicas: the plan places only what the ready replicas' headroom carries, and the added
-   replicas show as headroom on later ticks;
+   minReplicas, the failover's own `scale_deployment`), beside step 4: the shift does not wait for
+   the new replicas, since the plan places only what the ready replicas' headroom carries, and the
+   added replicas show as headroom on later ticks. A failed pre-scale is named in the result
+   (`prescale_errors`) and leaves the shift standing;
 4. shift the global weights (the failover's traffic activities) and wait until they are in effect;
 5. a return step is analysed as a failback step is: after `return_step_interval_s` the regions
    gaining share are probed, and a regression rolls the step back (`rolled_back`).
@@ -18,6 +19,7 @@ or upgrade, and a failover preempts it (docs/lock.md):
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -26,6 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from drctl.models.activity_io import ProbeRequest, RegionRequest, ScaleInput
     from drctl.models.failover import probe_passes
+    from drctl.models.fleet_spec import FleetSpec
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.rebalance import RebalanceInput, RebalanceResult
     from workflows import calls, global_weights
@@ -80,9 +83,20 @@ class Rebalance(Operation):
                     f"weights are {fmt_weights(current)}, not {fmt_weights(inp.weights_before)} as planned"
                 )
                 return await self._end(res, ok=True)
-            await self._prescale(inp, res)
-            if self.preempted is None:
-                await self._shift(inp, tq, inp.weights_after, f"rebalance {inp.action}: {inp.reason}", res)
+            # Beside the shift, not before it: the shift is sized to the ready replicas' headroom, and
+            # new replicas take far longer to be ready than the shift takes, so waiting would only
+            # delay the shed by the scale's round trips.
+            want = {r: n for r, n in inp.prescale.items() if r in inp.gaining}
+            if want:
+                self.phases.enter(PHASE_PRESCALE, ", ".join(f"{r} to {n}" for r, n in want.items()))
+            prescale = asyncio.ensure_future(self._prescale(inp.spec, want, res))
+            try:
+                if self.preempted is None:
+                    await self._shift(
+                        inp, tq, inp.weights_after, f"rebalance {inp.action}: {inp.reason}", res
+                    )
+            finally:
+                await prescale  # what was scaled is in the result, whether the shift went through or not
             if inp.action == "return" and self.preempted is None:
                 await self._analyse(inp, tq, res)
             else:
@@ -94,21 +108,24 @@ class Rebalance(Operation):
             res.error = no_worker(exc, tq) or cause_of(exc)
             return await self._end(res, ok=False)
 
-    async def _prescale(self, inp: RebalanceInput, res: RebalanceResult) -> None:
-        want = {r: n for r, n in inp.prescale.items() if r in inp.gaining}
-        if not want:
-            return
-        self.phases.enter(PHASE_PRESCALE, ", ".join(f"{r} to {n}" for r, n in want.items()))
+    async def _prescale(self, spec: FleetSpec, want: dict[str, int], res: RebalanceResult) -> None:
         for region, n in want.items():
-            q = inp.spec.region(region).queue
-            cap = await calls.get_capacity(
-                RegionRequest(region=region), queue=q, summary=f"capacity of {region}"
-            )
-            if n <= cap.replicas:
-                continue  # already there (an HPA or an earlier step scaled it)
-            scaled = await calls.scale_deployment(
-                ScaleInput(region=region, replicas=n), queue=q, summary=f"pre-scale {region} to {n}"
-            )
+            q = spec.region(region).queue
+            try:
+                cap = await calls.get_capacity(
+                    RegionRequest(region=region), queue=q, summary=f"capacity of {region}"
+                )
+                if n <= cap.replicas:
+                    continue  # already there (an HPA or an earlier step scaled it)
+                scaled = await calls.scale_deployment(
+                    ScaleInput(region=region, replicas=n), queue=q, summary=f"pre-scale {region} to {n}"
+                )
+            except ActivityError as exc:
+                # The shift stands on the ready replicas alone: a failed pre-scale is said, not undone.
+                why = no_worker(exc, q) or cause_of(exc)
+                res.prescale_errors[region] = why
+                self.phases.note("pre-scale failed", f"{region}: {why}")
+                continue
             res.scaled[region] = scaled.replicas
 
     async def _shift(

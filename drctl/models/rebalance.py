@@ -44,6 +44,9 @@ class RebalanceResult(BaseModel):
     scaled: dict[str, int] = Field(
         default_factory=dict, description="Regions pre-scaled, to how many replicas."
     )
+    prescale_errors: dict[str, str] = Field(
+        default_factory=dict, description="Regions whose pre-scale failed, and why (the shift stands)."
+    )
     changes: list[GlobalChange] = Field(default_factory=list, description="Every global weight change made.")
     analysis: list[str] = Field(
         default_factory=list, description="Return: what the probe after the step saw."

@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from kubernetes import client
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.client.operations import start_operation
@@ -17,6 +18,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.failover import FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.rebalance import RebalanceInput, RebalanceResult
+from drctl.providers.kube_client import api_client_for
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, admin, replicas, start_failover, weights
@@ -58,6 +60,40 @@ async def test_a_shed_pre_scales_the_target_then_moves_only_the_planned_share(
     assert res.scaled == {"us-east-1": 3} and replicas(cfg, "us-east-1") == 3
     assert replicas(cfg, "us-west-1") == 2
     assert [p.phase for p in res.phases][:4] == ["claim", "read-weights", "pre-scale", "shift"]
+
+
+async def test_a_failed_pre_scale_is_named_and_the_shift_stands(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    east, name = cfg.region("us-east-1"), cfg.workload.deployment_name("stable")
+    with api_client_for(east.kube) as api:
+        apps = client.AppsV1Api(api)
+        # us-east-1's Deployment is gone (deleted by hand, say): its pre-scale cannot even read it.
+        kept = apps.read_namespaced_deployment(name, east.kube.namespace)
+        apps.delete_namespaced_deployment(name, east.kube.namespace)
+        try:
+            handle = await _start(
+                temporal_client,
+                cfg,
+                action="shed",
+                weights_before=CONFIGURED,
+                weights_after={"us-west-1": 50, "us-east-1": 50},
+                prescale={"us-east-1": 3},
+                reason="us-west-1 capacity short",
+            )
+            res = await asyncio.wait_for(result_of(handle, RebalanceResult), 60)
+        finally:
+            # Back as it was (the baseline reset scales Deployments; it does not create them).
+            kept.metadata = client.V1ObjectMeta(name=name, labels=kept.metadata.labels)
+            kept.status = None
+            apps.create_namespaced_deployment(east.kube.namespace, kept)
+    assert res.status == "succeeded", res.error
+    assert weights(cfg) == {"us-west-1": 50, "us-east-1": 50}
+    assert res.scaled == {}
+    assert (
+        "404" in res.prescale_errors["us-east-1"] or "not found" in res.prescale_errors["us-east-1"].lower()
+    )
 
 
 async def test_a_step_planned_from_weights_that_moved_since_changes_nothing(
