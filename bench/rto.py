@@ -261,6 +261,7 @@ async def run_trial(
     await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
     await rto_fleet.wait_probed_healthy(cfg, 60)
     await rto_fleet.wait_no_operations(client, cfg, 60)
+    await asyncio.sleep(rto_fleet.drain_s(cfg, args.base_ttft_ms))
     samples: list[LoadSample] = []
     load: asyncio.Task[None] | None = None
     t0 = datetime.now(UTC)

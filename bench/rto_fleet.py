@@ -214,6 +214,14 @@ async def wait_no_operations(client: Client, cfg: FleetConfig, timeout_s: float)
         await asyncio.sleep(0.5)
 
 
+def drain_s(cfg: FleetConfig, base_ttft_ms: float) -> float:
+    """After a reset: until the requests the last fault slowed have had their first token, and their
+    TTFT has left every passive window. Sooner, a fresh monitor sees the last trial's fault, and
+    the probe that clears it holds passive suspicion off into the next trial."""
+    passive = cfg.health.passive
+    return SLOW_FACTOR * base_ttft_ms / 1000 + passive.window_s + passive.interval_s
+
+
 def inject(cfg: FleetConfig, region: str, kind: Kind, base_ttft_ms: float) -> Any:
     """One fault in `region`: every stable replica killed (stays down), TTFT x20, or 50 % errors."""
     if kind == "down":

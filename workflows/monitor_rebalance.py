@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.capacity_sample import CapacityReadInput
     from drctl.models.health import RegionState
+    from drctl.models.monitor import RegionTracker
     from drctl.models.monitor_decisions import Decision, DecisionOutcome, DecisionsView
     from drctl.models.rebalance import RebalanceInput, RebalanceResult
     from workflows import calls
@@ -209,6 +210,11 @@ class MonitorRebalance:
         caps = fleet_capacities(signals, cap_spec, mem.ceilings)
         mem.ceilings |= {r: c.ceiling for r, c in caps.items() if c.ceiling is not None}
         found = {r: breaches(c, spec.slo, min_requests=MIN_REQUESTS) for r, c in caps.items()}
+        # A partial shed may act on passive evidence alone: the watcher's TTFT reading of a SUSPECT
+        # region (a stalled one shows there seconds before any slow first token reaches the histograms).
+        for r, why in passive_ttft_breaches(s.trackers, spec.slo.ttft_p99_ms).items():
+            if r in found and "ttft" not in found[r]:
+                found[r] = {**found[r], "ttft": why}
         mem.breaches = _observed(mem.breaches, found, now)
         # A SUSPECT region breaching now has two independent signals agreeing (the watcher's passive
         # window, or a failed probe, and its replicas' own histograms): what the breach window guards
@@ -398,6 +404,17 @@ def _backdated(state: BreachState, since: dict[str, datetime], kinds: set[str] |
                 k: min(t, at) if kinds is None or k in kinds else t for k, t in out.since[r].items()
             }
     return out
+
+
+def passive_ttft_breaches(trackers: dict[str, RegionTracker], objective_ms: float) -> dict[str, str]:
+    """Region -> a TTFT breach line, for the SUSPECT regions whose passive signals show TTFT over the objective."""
+    return {
+        r: f"{r} TTFT p99 >= {t.passive_ttft_ms:.0f} ms > objective {objective_ms:.0f} ms (passive signals)"
+        for r, t in trackers.items()
+        if t.state is RegionState.SUSPECT
+        and t.passive_ttft_ms is not None
+        and t.passive_ttft_ms > objective_ms
+    }
 
 
 def _evidence(caps: dict[str, RegionCapacity]) -> dict[str, dict[str, Any]]:

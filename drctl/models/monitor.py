@@ -42,6 +42,11 @@ class RegionTracker(BaseModel):
     last_ttft_ms: float | None = None
     last_failing_fraction: float = 0.0
     last_probed_at: datetime | None = None
+    passive_ttft_ms: float | None = Field(
+        None,
+        description="While SUSPECT on the passive signals' TTFT: the TTFT p99 they show at least "
+        "(PassiveVerdict.ttft_floor_ms). Cleared when the region leaves SUSPECT.",
+    )
 
     def observe(self, passed: bool, at: datetime, failure_threshold: int, recovery_threshold: int) -> bool:
         """Feed one check; returns True when the state changed."""
@@ -68,6 +73,8 @@ class RegionTracker(BaseModel):
                 self.state = RegionState.UNHEALTHY  # relapse: recovery must start over
             if self.state is RegionState.SUSPECT and self.consecutive_failures >= failure_threshold:
                 self.state = RegionState.UNHEALTHY
+        if self.state is not RegionState.SUSPECT:
+            self.passive_ttft_ms = None
         if self.state is not before:
             self.since = at
             return True

@@ -51,7 +51,20 @@ class SignalSnapshot(BaseModel):
         description="Gauge: HAProxy rtime, the mean time to response headers over its last 1024 requests.",
     )
     queue: float | None = Field(None, description="Gauge: HAProxy qcur, or vllm:num_requests_waiting.")
+    in_flight: float | None = Field(
+        None, description="Gauge: vllm:num_requests_running + num_requests_waiting (replicas only)."
+    )
     connect_errors_total: float | None = Field(None, description="HAProxy econ, cumulative (informational).")
+
+    def first_token_balance(self) -> float | None:
+        """In flight minus (first tokens - finished): the requests awaiting a first token, less every
+        request ever abandoned after its first token (vLLM counts first tokens and finished requests,
+        not who is waiting, and an abandoned request may never count as finished). None without the
+        figures; see `passive_window.stalled` for how the abandoned are taken out.
+        """
+        if self.in_flight is None or self.ttft is None or self.e2e is None:
+            return None
+        return self.in_flight - (self.ttft.count - self.e2e.count)
 
 
 class WindowStats(BaseModel):
@@ -70,6 +83,17 @@ class WindowStats(BaseModel):
     connect_errors: float | None = Field(
         None, description="Gateway: failed connections to its servers (econ)."
     )
+    stalled: float | None = Field(
+        None,
+        description="Replicas: requests that had no first token at one read and still none `stalled_for_s` "
+        "later. A lower bound on requests whose TTFT exceeds that, seen before any of them gets a "
+        "first token: a stalled region answers nothing, so its histograms and counters stay quiet.",
+    )
+    stalled_for_s: float | None = Field(
+        None, description="How long the `stalled` requests have waited at least."
+    )
+
+    first_tokens: float = Field(0.0, description="First tokens in the window (the TTFT histogram's count).")
 
     @property
     def error_rate(self) -> float | None:
@@ -103,6 +127,11 @@ class PassiveVerdict(BaseModel):
     reason: str = Field(description="Why, in one line: the breach, the traffic, or what is missing.")
     views: list[WindowStats] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list, description="Sources with no read newer than max_age_s.")
+    ttft_floor_ms: float | None = Field(
+        None,
+        description="SUSPECT on TTFT: the TTFT p99 the views show at least, from the histograms or the "
+        "stalled requests' wait (a partial shed may act on it alone).",
+    )
 
 
 RTIME_REQUESTS = 1024  # HAProxy's `rtime` is the mean over the last 1024 requests
@@ -120,6 +149,11 @@ def _breaches(view: WindowStats, th: PassiveThresholds) -> list[str]:
         )
     if view.ttft_p99_ms is not None and view.ttft_p99_ms > th.max_ttft_p99_ms:
         out.append(f"{view.kind} TTFT p99 {view.ttft_p99_ms:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
+    elif stalled_beyond(view, th.max_ttft_p99_ms):
+        out.append(
+            f"{view.kind} TTFT p99 >= {(view.stalled_for_s or 0) * 1000:.0f} ms > {th.max_ttft_p99_ms:.0f} ms: "
+            f"{view.stalled:g} requests without a first token for {view.stalled_for_s:.1f} s"
+        )
     # A mean never exceeds the p99 of the same requests, so a mean above the limit is a breach.
     # The reverse does not hold (a server may send headers before its first token), so the
     # gateway's mean can make a region SUSPECT but never vouches for it. HAProxy's rtime averages
@@ -129,6 +163,28 @@ def _breaches(view: WindowStats, th: PassiveThresholds) -> list[str]:
     if avg is not None and view.requests >= RTIME_REQUESTS and avg > th.max_ttft_p99_ms:
         out.append(f"{view.kind} mean response time {avg:.0f} ms > {th.max_ttft_p99_ms:.0f} ms")
     return out
+
+
+STALLED_MIN = 2  # one request stuck behind a huge prompt is not a stalled region
+
+
+def stalled_beyond(view: WindowStats, limit_ms: float) -> bool:
+    """Whether the stalled requests alone put the TTFT p99 above `limit_ms`: at least STALLED_MIN of
+    them, over 1 % of the window's first tokens and stalled requests, each waiting longer than that."""
+    if not view.stalled or view.stalled_for_s is None or view.stalled < STALLED_MIN:
+        return False
+    if view.stalled_for_s * 1000 < limit_ms:
+        return False
+    return view.stalled > 0.01 * (view.first_tokens + view.stalled)
+
+
+def ttft_floor_ms(view: WindowStats, th: PassiveThresholds) -> float | None:
+    """The TTFT p99 a view shows at least when it breaches on TTFT (`_breaches`); None otherwise."""
+    if view.ttft_p99_ms is not None and view.ttft_p99_ms > th.max_ttft_p99_ms:
+        return view.ttft_p99_ms
+    if stalled_beyond(view, th.max_ttft_p99_ms) and view.stalled_for_s is not None:
+        return view.stalled_for_s * 1000
+    return None
 
 
 def _summary(v: WindowStats) -> str:
@@ -152,10 +208,13 @@ def judge(region: str, views: list[WindowStats], missing: list[str], th: Passive
     if not views:
         listed = f" ({', '.join(missing)})" if missing else ""
         return verdict(PassiveSignal.MISSING, f"no passive signal newer than {th.max_age_s:g}s{listed}")
-    busy = [v for v in views if v.requests >= th.min_requests]
+    # Stalled requests are traffic too: a region that answers nothing has no completed requests.
+    busy = [v for v in views if v.requests + (v.stalled or 0) >= th.min_requests]
     breaches = [b for v in busy for b in _breaches(v, th)]
     if breaches:
-        return verdict(PassiveSignal.SUSPECT, "; ".join(breaches) + gone)
+        out = verdict(PassiveSignal.SUSPECT, "; ".join(breaches) + gone)
+        out.ttft_floor_ms = max((f for v in busy if (f := ttft_floor_ms(v, th)) is not None), default=None)
+        return out
     traffic = ", ".join(_summary(v) for v in views)
     if not busy:
         return verdict(

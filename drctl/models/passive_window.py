@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 from drctl.models.passive import (
     HistogramSnapshot,
@@ -111,10 +112,47 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
-def view(kind: SourceKind, series: Sequence[Sequence[SignalSnapshot]]) -> WindowStats:
-    """One view over several sources of the same kind, each a list of reads, oldest first."""
+def stalled(reads: Sequence[SignalSnapshot], after_s: float) -> tuple[float, float] | None:
+    """(requests, seconds): how many of one source's requests have waited at least that long for a
+    first token, from its reads oldest first; None when the reads cannot tell.
+
+    A lower bound. With W the requests awaiting a first token and X those ever abandoned after one
+    (never decreasing), each read's `first_token_balance` is W - X, and W >= 0; so X is at least
+    the largest -balance read so far, and balance + that is at most W. The requests awaiting a
+    first token at an earlier read, less the first tokens given since, still had none at the last
+    read (each first token went to at most one of them), and they are no more than are awaiting
+    one then. The earlier read is the latest at least `after_s` before the last.
+    """
+    last = reads[-1]
+    older = [i for i, r in enumerate(reads[:-1]) if last.taken_at - r.taken_at >= after_s]
+    if not older or last.ttft is None:
+        return None
+    i = older[-1]
+    first = reads[i]
+    balances = [r.first_token_balance() for r in reads]
+    if first.ttft is None or any(b is None for b in balances):
+        return None  # not a vLLM replica's figures
+    if any(b.ttft is None or a.ttft is None or b.ttft.count < a.ttft.count for a, b in pairwise(reads)):
+        return None  # it restarted in between: the counters began again
+    known = [b for b in balances if b is not None]
+
+    def awaiting(k: int) -> float:
+        return max(0.0, known[k] + max(0.0, *(-b for b in known[: k + 1])))
+
+    given = last.ttft.count - first.ttft.count
+    return min(awaiting(len(known) - 1), max(0.0, awaiting(i) - given)), last.taken_at - first.taken_at
+
+
+def view(
+    kind: SourceKind, series: Sequence[Sequence[SignalSnapshot]], stall_after_s: float | None = None
+) -> WindowStats:
+    """One view over several sources of the same kind, each a list of reads, oldest first.
+
+    With `stall_after_s`, also the requests that have waited that long for a first token (`stalled`).
+    """
     requests = errors = span = 0.0
     econ: float | None = None
+    stuck: list[tuple[float, float]] = []
     ttft, e2e = [], []
     rtimes, queues = [], []
     for reads in series:
@@ -131,6 +169,8 @@ def view(kind: SourceKind, series: Sequence[Sequence[SignalSnapshot]]) -> Window
             rtimes.append(reads[-1].response_time_avg_ms)
         if reads[-1].queue is not None:
             queues.append(reads[-1].queue)
+        if stall_after_s is not None and (got := stalled(reads, stall_after_s)) is not None:
+            stuck.append(got)
     t, e = merge_histograms(ttft), merge_histograms(e2e)
     return WindowStats(
         kind=kind,
@@ -144,6 +184,9 @@ def view(kind: SourceKind, series: Sequence[Sequence[SignalSnapshot]]) -> Window
         response_time_avg_ms=max(rtimes) if rtimes else None,
         queue=sum(queues) if queues else None,
         connect_errors=econ,
+        first_tokens=t.count if t else 0.0,
+        stalled=sum(n for n, _ in stuck) if stuck else None,
+        stalled_for_s=min(w for _, w in stuck) if stuck else None,
     )
 
 
@@ -185,5 +228,6 @@ class SignalWindow:
             if reads[first].taken_at < start - self.th.window_s:
                 first += 1
             fresh.setdefault(reads[-1].kind, []).append(list(reads)[first:])
-        views = [view(kind, series) for kind, series in sorted(fresh.items())]
+        limit_s = self.th.max_ttft_p99_ms / 1000
+        views = [view(kind, series, limit_s) for kind, series in sorted(fresh.items())]
         return judge(region, views, missing, self.th)

@@ -123,6 +123,7 @@ def feed_passive(
         return False
     t.state, t.since, t.first_failure_at = RegionState.SUSPECT, at, at
     t.last_reason = f"passive: {verdict.reason}"
+    t.passive_ttft_ms = verdict.ttft_floor_ms
     return True
 
 

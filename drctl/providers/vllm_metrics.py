@@ -72,7 +72,8 @@ def series_snapshot(series: Series, *, region: str, source: str, taken_at: float
         errors_total=errors,
         ttft=histogram(series, VLLM_TTFT),
         e2e=histogram(series, VLLM_E2E),
-        queue=total(series, VLLM_WAITING),
+        queue=(waiting := total(series, VLLM_WAITING)),
+        in_flight=None if (running := total(series, VLLM_RUNNING)) is None else running + (waiting or 0.0),
     )
 
 

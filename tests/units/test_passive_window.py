@@ -288,3 +288,58 @@ def test_a_read_from_before_a_gap_in_reading_is_no_baseline() -> None:
     (rv,) = v.views
     assert (rv.requests, rv.errors, rv.span_s) == (20, 20, 2), rv
     assert v.signal is PassiveSignal.SUSPECT, v.reason
+
+
+def flight(t: float, *, req: float, first: float, done: float, in_flight: float) -> SignalSnapshot:
+    """A replica read: `first` first tokens and `done` finished requests so far, `in_flight` now."""
+    fast = [0.05] * int(first)
+    return snap(t, req=req, ttft=hist(*fast), e2e=hist(*([0.5] * int(done))), in_flight=in_flight)
+
+
+def test_a_stalled_replica_is_suspect_before_any_slow_first_token_is_counted() -> None:
+    # 12 req/s; in flight, 1 awaits its first token and 4 are decoding. At t=2 the replica stalls:
+    # requests keep arriving, none gets a first token, the 4 finish. Its TTFT histogram shows nothing slow.
+    w = SignalWindow(TH)
+    for t in range(3):
+        w.add(flight(t, req=12 * t, first=12 * t + 4, done=12 * t, in_flight=5))
+    for t in range(3, 6):  # 12 more a second, all waiting
+        w.add(flight(t, req=28, first=28, done=28, in_flight=1 + 12 * (t - 2)))
+    v = w.verdict("us-west-1", now=5.1)
+    assert v.signal is PassiveSignal.SUSPECT, v.reason
+    [view] = v.views
+    # Awaiting at t=3: 13; none given a first token since, so all 13 waited the 2 s to t=5.
+    assert view.stalled == 13 and view.stalled_for_s == 2
+    assert "13 requests without a first token for 2.0 s" in v.reason
+    # No slow first token was counted: the histogram alone would say nothing.
+    assert view.ttft_p99_ms is not None and view.ttft_p99_ms < 2000
+
+
+def test_requests_abandoned_after_their_first_token_are_not_taken_for_stalled_ones() -> None:
+    # 40 requests were abandoned mid-stream long ago (first token counted, never finished): the balance
+    # is 40 low for good. A healthy replica must not read as stalled, and a real stall still shows.
+    w = SignalWindow(TH)
+    for t in range(6):
+        w.add(flight(t, req=100 + 12 * t, first=140 + 12 * t, done=100 + 12 * t, in_flight=5))
+    ok = w.verdict("us-west-1", now=5.1)
+    assert ok.signal is PassiveSignal.OK, ok.reason
+    assert ok.views[0].stalled == 0
+    w = SignalWindow(TH)
+    for t in range(3):
+        w.add(flight(t, req=100 + 12 * t, first=140 + 12 * t, done=100 + 12 * t, in_flight=0))
+    for t in range(3, 6):
+        w.add(flight(t, req=124, first=164, done=124, in_flight=12 * (t - 2)))
+    v = w.verdict("us-west-1", now=5.1)
+    assert v.signal is PassiveSignal.SUSPECT and v.views[0].stalled == 12, v.reason
+
+
+def test_a_long_decode_is_not_a_stall_and_a_restart_gives_no_stall_figure() -> None:
+    # 30 requests in flight, all decoding (each had its first token): nothing awaits one.
+    w = SignalWindow(TH)
+    for t in range(6):
+        w.add(flight(t, req=12 * t, first=12 * t + 30, done=12 * t, in_flight=30))
+    v = w.verdict("us-west-1", now=5.1)
+    assert v.signal is PassiveSignal.OK and v.views[0].stalled == 0, v.reason
+    w = SignalWindow(TH)
+    w.add(flight(0, req=500, first=500, done=490, in_flight=10))
+    w.add(flight(3, req=2, first=0, done=0, in_flight=20))  # restarted: counters began again
+    assert w.verdict("us-west-1", now=3.1).views[0].stalled is None
