@@ -72,8 +72,8 @@ start_worker
 restart_temporal
 _.set_weight
 
-# bench/: figures the benchmark scripts write into their JSON reports, and the frozen copy of the
-# old prober (bench/probe_baseline.py) kept as it was, for the comparison.
+# bench/: figures the benchmark scripts write into their JSON reports, and the old prober
+# (bench/probe_baseline.py) kept for the comparison.
 _.shift_s
 _.workflow_rto_s
 exposure_objects

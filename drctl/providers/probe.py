@@ -67,6 +67,10 @@ class InferenceProber:
         round_budget_s: how long a region's round may take (default 3 x probe_timeout_s).
     """
 
+    # A gateway whose errors come from the few replicas failing their own checks is HEALTHY, not
+    # DEGRADED (the old prober in bench/probe_baseline.py, from before this rule, turns it off).
+    excuse_failing_replicas = True
+
     def __init__(
         self,
         cfg: FleetConfig,
@@ -143,20 +147,10 @@ class InferenceProber:
         self, client: aiohttp.ClientSession, sem: asyncio.Semaphore, region: RegionConfig
     ) -> RegionProbe:
         started = time.monotonic()
-        source_error: str | None = None
-
-        async def listed() -> list[ReplicaEndpoint]:
-            nonlocal source_error
-            try:
-                return await asyncio.wait_for(self.replica_source.replicas(region), self.timeout_s)
-            except Exception as exc:  # the listing is evidence, not a verdict: judge from the gateway
-                source_error = f"replica list unavailable: {short(exc)}"
-                return []
-
         gw_task = asyncio.ensure_future(
             self._bounded("gateway", region.gateway_url, client, sem, self.gateway_completions)
         )
-        endpoints = await listed()
+        endpoints, source_error = await self._listed(region)
         round_no = self._rounds.get(region.name, 0)
         self._rounds[region.name] = round_no + 1
         sampled = rotating_sample([e.name for e in endpoints], self.health.completion_sample, round_no)
@@ -175,7 +169,24 @@ class InferenceProber:
             # Not reached within the round: unknown, which is neither healthy nor DOWN.
             unprobed = f"{len(tasks) - len(replicas)} replicas not probed within {self.round_budget_s:g}s"
             source_error = f"{source_error}; {unprobed}" if source_error else unprobed
-        gateway = await gw_task
+        return self._result(region, started, await gw_task, replicas, source_error)
+
+    async def _listed(self, region: RegionConfig) -> tuple[list[ReplicaEndpoint], str | None]:
+        """The region's replicas, or none and why the listing failed."""
+        try:
+            return await asyncio.wait_for(self.replica_source.replicas(region), self.timeout_s), None
+        except Exception as exc:  # the listing is evidence, not a verdict: judge from the gateway
+            return [], f"replica list unavailable: {short(exc)}"
+
+    def _result(
+        self,
+        region: RegionConfig,
+        started: float,
+        gateway: TargetProbe,
+        replicas: list[TargetProbe],
+        source_error: str | None,
+    ) -> RegionProbe:
+        """The region's verdict from its targets' probes; `started` is the round's monotonic start."""
         ttfts = [t.ttft_ms for t in [gateway, *replicas] if t.ttft_ms is not None]
         failing = [r for r in replicas if r.status != ProbeStatus.HEALTHY]
         fraction = len(failing) / len(replicas) if replicas else 0.0
@@ -219,7 +230,8 @@ class InferenceProber:
         note = f" ({source_error})" if source_error else ""
         if gateway.status == ProbeStatus.DEGRADED:
             if (
-                gateway.error_class not in (None, "slow")
+                self.excuse_failing_replicas
+                and gateway.error_class not in (None, "slow")
                 and failing
                 and fraction <= self.health.error_rate_degraded
             ):
@@ -283,6 +295,12 @@ class InferenceProber:
             ),
         )
         self._read_metrics(probe, metrics)
+        return self._classify(probe, models, ttfts)
+
+    def _classify(
+        self, probe: TargetProbe, models: Failed | None, ttfts: list[float | Failed]
+    ) -> TargetProbe:
+        """Judge a target that answered /health from its model list and its completions."""
         probe.models_ok = models is None
         slow = [r for r in ttfts if isinstance(r, Failed) and r.cls == "slow"]
         failures = [r for r in [models, *ttfts] if isinstance(r, Failed) and r.cls != "slow"]
