@@ -112,3 +112,7 @@ _.return_step_interval_s  # failover.rebalance_limits
 # Serialized into the decision log and the workflow's details; operators read them.
 _.evidence  # RegionCapacity
 _.moved_pct  # RebalancePlan
+
+# drctl/cli/operation.py: the signature and annotations Typer reads off a command with RunOptions.
+_.__signature__
+_.__annotations__
