@@ -25,9 +25,9 @@ from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.providers import probe as product
 from drctl.providers import prom
-from drctl.providers.auth import AuthConfigError, auth_headers
+from drctl.providers.probe import ProbeTarget
 from drctl.providers.probe_http import ErrorTable, Failed, call, check, first_data_chunk, model_listed, short
-from drctl.providers.replicas import ReplicaSource
+from drctl.providers.replicas import ReplicaEndpoint, ReplicaSource
 
 _HTTPX_ERRORS: ErrorTable = (
     (httpx.TimeoutException, "timeout"),
@@ -64,36 +64,24 @@ class InferenceProber(product.InferenceProber):
         """Upper bound of one probe_region call: listing the replicas, then every target in parallel."""
         return self.timeout_s + self.target_budget_s
 
-    async def probe_regions(self, regions: list[str]) -> list[RegionProbe]:
-        """Probe several regions at once, all sharing one concurrency bound."""
-        try:
-            headers = auth_headers(self.cfg)
-        except AuthConfigError as exc:
-            return [self._unprobed(self.cfg.region(r), str(exc)) for r in regions]
+    async def _round(self, regions: list[RegionConfig], headers: dict[str, str]) -> list[RegionProbe]:
         sem = asyncio.Semaphore(self.health.probe_concurrency)
         limits = httpx.Limits(max_connections=self.health.probe_concurrency * 2, max_keepalive_connections=0)
         # A fresh client per round: no pooled connection can hide that a server went away.
         async with httpx.AsyncClient(
             timeout=self.completion_timeout_s, limits=limits, headers=headers
         ) as client:
-            return list(
-                await asyncio.gather(*(self._old_region(client, sem, self.cfg.region(r)) for r in regions))
-            )
 
-    # --- one region ------------------------------------------------------------------------------
+            def probe(name: str, url: str, completions: int) -> Awaitable[TargetProbe]:
+                return self._old_bounded(name, url, client, sem, completions)
 
-    async def _old_region(
-        self, client: httpx.AsyncClient, sem: asyncio.Semaphore, region: RegionConfig
-    ) -> RegionProbe:
-        started = time.monotonic()
-        gw_task = asyncio.ensure_future(
-            self._old_bounded("gateway", region.gateway_url, client, sem, self.gateway_completions)
-        )
-        endpoints, source_error = await self._listed(region)
-        replicas = list(
-            await asyncio.gather(*(self._old_bounded(e.name, e.url, client, sem, 1) for e in endpoints))
-        )
-        return self._result(region, started, await gw_task, replicas, source_error)
+            return list(await asyncio.gather(*(self._region(probe, r) for r in regions)))
+
+    async def _replicas(
+        self, probe: ProbeTarget, region: RegionConfig, endpoints: list[ReplicaEndpoint], started: float
+    ) -> tuple[list[TargetProbe], str | None]:
+        """Every replica, each sent a completion, however long that takes."""
+        return list(await asyncio.gather(*(probe(e.name, e.url, 1) for e in endpoints))), None
 
     # --- one target ------------------------------------------------------------------------------
 
