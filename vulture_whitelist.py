@@ -72,8 +72,8 @@ start_worker
 restart_temporal
 _.set_weight
 
-# bench/: figures the benchmark scripts write into their JSON reports, and the frozen copy of the
-# old prober (bench/probe_baseline.py) kept as it was, for the comparison.
+# bench/: figures the benchmark scripts write into their JSON reports, and the old prober
+# (bench/probe_baseline.py) kept for the comparison.
 _.shift_s
 _.workflow_rto_s
 exposure_objects
@@ -112,3 +112,7 @@ _.return_step_interval_s  # failover.rebalance_limits
 # Serialized into the decision log and the workflow's details; operators read them.
 _.evidence  # RegionCapacity
 _.moved_pct  # RebalancePlan
+
+# drctl/cli/operation.py: the signature and annotations Typer reads off a command with RunOptions.
+_.__signature__
+_.__annotations__

@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.defined import activity_methods
 from activities.errors import app_error
 from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
@@ -82,5 +83,4 @@ class BackupActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = BackupActivities(cfg)
-    return [acts.create_backup, acts.restore_backup]
+    return activity_methods(BackupActivities(cfg))

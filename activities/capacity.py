@@ -9,6 +9,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.defined import activity_methods
 from activities.health import known_regions
 from drctl.config.schema import FleetConfig
 from drctl.models.capacity_sample import CapacityReadInput, CapacityReadResult
@@ -35,4 +36,4 @@ class CapacityActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    return [CapacityActivities(cfg).read_capacity_signals]
+    return activity_methods(CapacityActivities(cfg))

@@ -30,6 +30,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.defined import activity_methods
 from activities.reports import ReportStore
 from drctl.chaos.boundary import digest
 from drctl.chaos.journal import judge
@@ -381,5 +382,4 @@ async def _result(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
     from activities import drill_faults
 
-    acts = ChaosActivities(cfg)
-    return [acts.run_experiment, acts.observe, acts.monitor_check, *drill_faults.build(cfg)]
+    return [*activity_methods(ChaosActivities(cfg)), *drill_faults.build(cfg)]

@@ -18,6 +18,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.defined import activity_methods
 from drctl.chaos.faults import clear_region, owners
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import ClearFaultsInput, ClearFaultsResult
@@ -80,4 +81,4 @@ async def sweep_orphan_faults(client: Client, cfg: FleetConfig) -> list[str]:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    return [DrillFaultActivities(cfg).clear_faults]
+    return activity_methods(DrillFaultActivities(cfg))

@@ -8,6 +8,7 @@ from typing import Any
 
 from temporalio import activity
 
+from activities.defined import activity_methods
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import ProbeBatch, ProbeRequest, RegionRequest
 from drctl.models.health import RegionProbe
@@ -51,5 +52,4 @@ class HealthActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = HealthActivities(cfg)
-    return [acts.probe_regions, acts.probe_region]
+    return activity_methods(HealthActivities(cfg))

@@ -12,6 +12,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.defined import activity_methods
 from activities.errors import app_error
 from drctl.client.connection import ui_link
 from drctl.config.schema import FleetConfig
@@ -41,4 +42,4 @@ class NotifyActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    return [NotifyActivities(cfg).notify_webhook]
+    return activity_methods(NotifyActivities(cfg))

@@ -12,6 +12,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.defined import activity_methods
 from drctl.client.connection import ui_link
 from drctl.client.operations import describe_or_none, list_operations, visibility_query
 from drctl.config.schema import FleetConfig
@@ -113,5 +114,4 @@ class OperationActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = OperationActivities(cfg)
-    return [acts.acquire_fleet, acts.holders_closed]
+    return activity_methods(OperationActivities(cfg))

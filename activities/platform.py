@@ -13,6 +13,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.defined import activity_methods
 from activities.errors import app_error
 from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
@@ -95,5 +96,4 @@ class PlatformActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = PlatformActivities(cfg)
-    return [acts.get_capacity, acts.scale_deployment, acts.wait_rollout]
+    return activity_methods(PlatformActivities(cfg))

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.defined import activity_methods
 from activities.errors import app_error
 from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
@@ -135,16 +136,4 @@ class ReadActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = ReadActivities(cfg)
-    return [
-        acts.list_backups,
-        acts.describe_backup,
-        acts.list_schedules,
-        acts.create_schedule,
-        acts.delete_schedule,
-        acts.last_backup,
-        acts.read_release,
-        acts.measure_lags,
-        acts.drill_history,
-        acts.drill_report,
-    ]
+    return activity_methods(ReadActivities(cfg))

@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from activities.defined import activity_methods
 from activities.errors import app_error
 from drctl.config.schema import FleetConfig
 from drctl.models.release import compare
@@ -143,5 +144,4 @@ class ReplicateActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = ReplicateActivities(cfg)
-    return [acts.replicate_pair, acts.copy_artifacts, acts.check_rpo]
+    return activity_methods(ReplicateActivities(cfg))

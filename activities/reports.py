@@ -8,6 +8,7 @@ from typing import Any
 from botocore.config import Config as BotoConfig
 from temporalio import activity
 
+from activities.defined import activity_methods
 from activities.errors import app_error
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillReport, ReportKey
@@ -46,5 +47,4 @@ class ReportActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = ReportActivities(cfg)
-    return [acts.store_report]
+    return activity_methods(ReportActivities(cfg))

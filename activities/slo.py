@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from temporalio import activity
 
+from activities.defined import activity_methods
 from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.models.passive import SignalSnapshot
 from drctl.models.slo import (
@@ -115,4 +116,4 @@ class SloActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    return [SloActivities(cfg).watch_slo]
+    return activity_methods(SloActivities(cfg))

@@ -17,6 +17,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import CancelledError
 
+from activities.defined import activity_methods
 from activities.errors import app_error, refuse_all_zero
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import SetWeightsInput, Weights
@@ -107,5 +108,4 @@ class TrafficActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = TrafficActivities(cfg)
-    return [acts.get_global_weights, acts.set_global_weights, acts.wait_global_propagation]
+    return activity_methods(TrafficActivities(cfg))

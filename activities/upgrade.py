@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.defined import activity_methods
 from activities.errors import app_error, refuse_all_zero
 from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
@@ -167,13 +168,4 @@ class UpgradeActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    acts = UpgradeActivities(cfg)
-    return [
-        acts.deploy_track,
-        acts.remove_track,
-        acts.set_stable_release,
-        acts.get_stable_release,
-        acts.set_track_weights,
-        acts.warm_up,
-        acts.analyze_tracks,
-    ]
+    return activity_methods(UpgradeActivities(cfg))

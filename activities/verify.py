@@ -15,6 +15,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.defined import activity_methods
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import VerifyInput, VerifyResult
 from drctl.providers import completions
@@ -85,4 +86,4 @@ class VerifyActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    return [VerifyActivities(cfg).verify_global]
+    return activity_methods(VerifyActivities(cfg))

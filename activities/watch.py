@@ -23,6 +23,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.defined import activity_methods
 from activities.health import known_regions
 from drctl.config.schema import FleetConfig
 from drctl.models.health import ProbeStatus, RegionState
@@ -175,4 +176,4 @@ class WatchActivities:
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:
-    return [WatchActivities(cfg).watch_regions]
+    return activity_methods(WatchActivities(cfg))

@@ -10,8 +10,8 @@ target is healthy, so any target reported other than HEALTHY is a false DOWN. Re
 prober did not reach within its round budget (3 x probe_timeout_s) are counted apart: unknown.
 
 Each prober runs in its own process pinned to one core (os.sched_setaffinity); it reports wall
-time and CPU seconds (time.process_time) per round. The old prober is bench/probe_baseline.py,
-a copy of the prober before issue 12.
+time and CPU seconds (time.process_time) per round. The old prober is bench/probe_baseline.py:
+the prober's request machinery from before issue 12, over the product's verdicts.
 """
 
 from __future__ import annotations

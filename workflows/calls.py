@@ -13,7 +13,7 @@ QUEUE_WAIT_S for a worker (schedule-to-start); `NO_QUEUE_WAIT` marks the calls b
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
@@ -490,62 +490,45 @@ def start_drill_experiment(
 # polling <queue>" within seconds rather than QUEUE_WAIT_S; a lost attempt is retried like any read.
 
 
-def _wait(wait_s: float) -> dict[str, Any]:
-    return {"schedule_to_start_timeout": _s(wait_s)}
+class ReadCall(Protocol[A_in, R_out]):
+    def __call__(self, inp: A_in, *, queue: str | None = None, wait_s: float) -> Awaitable[R_out]: ...
 
 
-async def read_capacity(inp: RegionRequest, *, queue: str, wait_s: float) -> Capacity:
-    return await _call(
-        "get_capacity", inp, Capacity, f"capacity of {inp.region}", queue, 30, FAST, **_wait(wait_s)
-    )
+def _read(
+    name: str, arg: type[A], result: type[T], summary: Callable[[A], str], how: _Policy = FAST
+) -> ReadCall[A, T]:
+    """A read, 30 s an attempt, on `queue` (default: the workflow's own), waiting `wait_s` for a worker.
+
+    `arg` only types the stub's input; the activity checks it.
+    """
+
+    async def call(inp: A, *, queue: str | None = None, wait_s: float) -> T:
+        return await _call(
+            name, inp, result, summary(inp), queue, 30, how, schedule_to_start_timeout=_s(wait_s)
+        )
+
+    return call
 
 
-async def list_backups(inp: RegionRequest, *, queue: str, wait_s: float) -> BackupList:
-    return await _call(
-        "list_backups", inp, BackupList, f"backups in {inp.region}", queue, 30, FAST, **_wait(wait_s)
-    )
-
-
-async def describe_backup(inp: BackupName, *, queue: str, wait_s: float) -> BackupInfo:
-    summary = f"backup {inp.name} in {inp.region}"
-    return await _call("describe_backup", inp, BackupInfo, summary, queue, 30, FAST, **_wait(wait_s))
-
-
-async def list_schedules(inp: RegionRequest, *, queue: str, wait_s: float) -> ScheduleList:
-    summary = f"schedules in {inp.region}"
-    return await _call("list_schedules", inp, ScheduleList, summary, queue, 30, FAST, **_wait(wait_s))
-
-
-async def create_schedule(inp: ScheduleWrite, *, queue: str, wait_s: float) -> ScheduleInfo:
-    # Once: a second attempt after a lost answer would find its own Schedule and report a conflict.
-    summary = f"create schedule {inp.name} in {inp.region}"
-    return await _call("create_schedule", inp, ScheduleInfo, summary, queue, 30, ONCE, **_wait(wait_s))
-
-
-async def delete_schedule(inp: ScheduleWrite, *, queue: str, wait_s: float) -> ScheduleWrite:
-    summary = f"delete schedule {inp.name} in {inp.region}"
-    return await _call("delete_schedule", inp, ScheduleWrite, summary, queue, 30, ONCE, **_wait(wait_s))
-
-
-async def last_backup(inp: RegionRequest, *, queue: str, wait_s: float) -> LastBackup:
-    summary = f"last backup in {inp.region}"
-    return await _call("last_backup", inp, LastBackup, summary, queue, 30, FAST, **_wait(wait_s))
-
-
-async def read_release(inp: RegionRequest, *, queue: str, wait_s: float) -> Release:
-    summary = f"release of {inp.region}"
-    return await _call("read_release", inp, Release, summary, queue, 30, FAST, **_wait(wait_s))
+read_capacity = _read("get_capacity", RegionRequest, Capacity, lambda i: f"capacity of {i.region}")
+list_backups = _read("list_backups", RegionRequest, BackupList, lambda i: f"backups in {i.region}")
+describe_backup = _read("describe_backup", BackupName, BackupInfo, lambda i: f"backup {i.name} in {i.region}")
+list_schedules = _read("list_schedules", RegionRequest, ScheduleList, lambda i: f"schedules in {i.region}")
+# Once: a second attempt after a lost answer would find its own Schedule and report a conflict.
+create_schedule = _read(
+    "create_schedule", ScheduleWrite, ScheduleInfo, lambda i: f"create schedule {i.name} in {i.region}", ONCE
+)
+delete_schedule = _read(
+    "delete_schedule", ScheduleWrite, ScheduleWrite, lambda i: f"delete schedule {i.name} in {i.region}", ONCE
+)
+last_backup = _read("last_backup", RegionRequest, LastBackup, lambda i: f"last backup in {i.region}")
+read_release = _read("read_release", RegionRequest, Release, lambda i: f"release of {i.region}")
+drill_history = _read("drill_history", DrillHistoryRequest, DrillHistory, lambda i: "drill history")
+drill_report = _read("drill_report", DrillReportRequest, DrillReportText, lambda i: f"report of {i.drill_id}")
 
 
 async def measure_lags(*, wait_s: float) -> LagList:
     # rclone's own timeout is at most activities.reads.LAG_TIMEOUT_S; one try, a status read waits for nobody.
-    return await _call("measure_lags", None, LagList, "replication lag", None, 45, ONCE, **_wait(wait_s))
-
-
-async def drill_history(inp: DrillHistoryRequest, *, wait_s: float) -> DrillHistory:
-    return await _call("drill_history", inp, DrillHistory, "drill history", None, 30, FAST, **_wait(wait_s))
-
-
-async def drill_report(inp: DrillReportRequest, *, wait_s: float) -> DrillReportText:
-    summary = f"report of {inp.drill_id}"
-    return await _call("drill_report", inp, DrillReportText, summary, None, 30, FAST, **_wait(wait_s))
+    return await _call(
+        "measure_lags", None, LagList, "replication lag", None, 45, ONCE, schedule_to_start_timeout=_s(wait_s)
+    )

@@ -18,9 +18,10 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from drctl.cli import backup_schedule, common, complete, reads
-from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
+from drctl.cli.launch import Launched
+from drctl.cli.operation import RunOptions, run_options
 from drctl.client.connection import ui_link
-from drctl.client.operations import search_attributes, start_operation, summary
+from drctl.client.operations import search_attributes, summary
 from drctl.config.schema import FleetConfig
 from drctl.models.backup import (
     BackupInfo,
@@ -114,14 +115,13 @@ def _refuse_existing(cfg: FleetConfig, region: str, name: str) -> None:
 
 
 @backup_app.command("create")
+@run_options(yes=False)
 def create(
     name: Annotated[str | None, typer.Option("--name", help="Backup name (default: generated).")] = None,
     region: RegionOpt = None,
     config: common.ConfigOpt = common.CONFIG,
-    dry_run: common.DryRunOpt = False,
-    no_wait: NoWait = False,
-    timeout: Timeout = None,
-    output: common.OutputOpt = common.TABLE,
+    *,
+    run: RunOptions,
 ) -> None:
     """Back up the workload namespace of one region's cluster and wait for Velero to finish."""
     cfg = common.load(config)
@@ -134,8 +134,8 @@ def create(
     )
     job = BackupJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
     wid = f"backup/{cfg.name}/{req.name}"
-    if dry_run:
-        common.print_plan(output, f"backup {req.name} in {r}", wid, job, _backup_rows(req))
+    if run.dry_run:
+        common.print_plan(run.output, f"backup {req.name} in {r}", wid, job, _backup_rows(req))
         return
     _refuse_existing(cfg, r, req.name)
 
@@ -159,12 +159,7 @@ def create(
                 f"backup {req.name} is already being taken: {ui_link(cfg, wid)}", exit_code=1
             ) from None
 
-    conclude(
-        launch(cfg, "backup", start, BackupJobResult, no_wait=no_wait, output=output, timeout_s=timeout),
-        output,
-        render_job,
-        job_json,
-    )
+    run.launch(cfg, "backup", start, BackupJobResult, render_job, job_json)
 
 
 def _backup_rows(req: BackupRequest) -> list[tuple[str, str]]:
@@ -215,6 +210,7 @@ def describe(
 
 
 @app.command("restore")
+@run_options()
 def restore(
     backup: Annotated[
         str, typer.Option("--backup", help="Backup to restore (any region's: the bucket is shared).")
@@ -228,11 +224,8 @@ def restore(
         typer.Option("--existing-resource-policy", help="none or update (overwrites objects: asks first)."),
     ] = "none",
     config: common.ConfigOpt = common.CONFIG,
-    dry_run: common.DryRunOpt = False,
-    yes: common.YesOpt = False,
-    no_wait: NoWait = False,
-    timeout: Timeout = None,
-    output: common.OutputOpt = common.TABLE,
+    *,
+    run: RunOptions,
 ) -> None:
     """Restore a backup into one region's cluster and wait for Velero to finish."""
     cfg = common.load(config)
@@ -260,39 +253,33 @@ def restore(
     )  # type: ignore[arg-type]
     job = RestoreJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
     wid = f"restore/{cfg.name}/{req.name}"
-    if dry_run:
+    if run.dry_run:
         rows = [
             ("Velero Restore", f"{req.name} of backup {backup} in {r}'s cluster"),
             ("namespace mapping", ", ".join(f"{a} → {b}" for a, b in mapping.items()) or "-"),
             ("existing objects", "updated (overwritten)" if policy == "update" else "left as they are"),
         ]
-        common.print_plan(output, f"restore {backup} into {r}", wid, job, rows)
+        common.print_plan(run.output, f"restore {backup} into {r}", wid, job, rows)
         return
     if policy == "update":
         common.confirm(
-            yes,
+            run.yes,
             f"Restore {backup} into {r}, overwriting the objects that already exist there?",
             f"overwrite objects in {r}",
         )
     from workflows.backup import Restore
 
     # A restore overwrites workload objects: exclusive, like any mutating operation.
-    launched: Launched[BackupJobResult] = launch(
+    run.operate(
         cfg,
         "restore",
-        lambda client: start_operation(
-            client,
-            cfg,
-            Restore.run,
-            job,
-            operation="restore",
-            workflow_id=wid,
-            target=r,
-            memo={"backup": backup},
-        ),
+        Restore.run,
+        job,
         BackupJobResult,
-        no_wait=no_wait,
-        output=output,
-        timeout_s=timeout,
+        render_job,
+        operation="restore",
+        workflow_id=wid,
+        target=r,
+        memo={"backup": backup},
+        as_json=job_json,
     )
-    conclude(launched, output, render_job, job_json)

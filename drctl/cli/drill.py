@@ -12,8 +12,8 @@ from rich.table import Table
 
 from drctl.chaos.validate import validate_experiment
 from drctl.cli import common, complete, drill_schedule, reads
-from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch, result_only
-from drctl.client.operations import start_operation
+from drctl.cli.launch import result_only
+from drctl.cli.operation import RunOptions, run_options
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
 from drctl.models.reads import DrillHistory, DrillReportText
@@ -64,51 +64,43 @@ def render_report(r: DrillReport, link: str) -> None:
 
 
 @app.command("run")
+@run_options(
+    dry_run=Annotated[bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")]
+)
 def run_cmd(
     experiment: Annotated[Path, typer.Argument(help="Chaos Toolkit experiment (JSON or YAML).")],
     config: common.ConfigOpt = common.CONFIG,
     target: TargetOpt = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Validate and print the plan; inject nothing.")
-    ] = False,
-    yes: common.YesOpt = False,
-    no_wait: NoWait = False,
-    timeout: Timeout = None,
-    output: common.OutputOpt = common.TABLE,
+    *,
+    run: RunOptions,
 ) -> None:
     """Run a drill now. Exits 0 only on PASS; 2 for an invalid experiment."""
     cfg = common.load(config)
     plan = validate_experiment(experiment, cfg, target)
-    if dry_run:
-        if not common.printed_json(output, plan.model_dump(mode="json", exclude={"text"})):
+    if run.dry_run:
+        if not common.printed_json(run.output, plan.model_dump(mode="json", exclude={"text"})):
             _print_plan(cfg, plan)
         return
     # A drill injects a real fault into a region: it moves traffic, so it is confirmed like a failover.
     common.confirm(
-        yes,
+        run.yes,
         f"Inject {plan.name} into {plan.target_region} of fleet {cfg.name!r} (traffic will move)?",
         f"inject a fault into {plan.target_region}",
     )
     wid = f"drill/{cfg.name}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
     # A drill that did not PASS ends Failed; its report is in the failure's details.
-    launched: Launched[DrillReport] = launch(
+    run.operate(
         cfg,
         f"drill of {plan.name} against {plan.target_region}",
-        lambda client: start_operation(
-            client,
-            cfg,
-            "ChaosDrill",
-            DrillInput.from_config(cfg, plan),
-            operation="drill",
-            workflow_id=wid,
-            target=plan.target_region,
-        ),
+        "ChaosDrill",
+        DrillInput.from_config(cfg, plan),
         DrillReport,
-        no_wait=no_wait,
-        output=output,
-        timeout_s=timeout,
+        render_report,
+        operation="drill",
+        workflow_id=wid,
+        target=plan.target_region,
+        as_json=result_only,
     )
-    conclude(launched, output, render_report, result_only)
 
 
 @app.command("validate")
@@ -119,7 +111,7 @@ def validate_cmd(
     output: common.OutputOpt = common.Output.table,
 ) -> None:
     """Judge an experiment as the worker will; exit 2 naming the problem. Same as `run --dry-run`."""
-    run_cmd(experiment, config, target, dry_run=True, yes=False, no_wait=False, timeout=None, output=output)
+    run_cmd(experiment, config, target, dry_run=True, output=output)
 
 
 def _trend(reports: list[DrillReport]) -> dict[str, str]:

@@ -8,8 +8,7 @@ import typer
 from rich.table import Table
 
 from drctl.cli import common, complete, reads
-from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
-from drctl.client.operations import start_operation
+from drctl.cli.operation import RunOptions, run_options
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import (
     FailbackInput,
@@ -128,6 +127,7 @@ def render_failback(res: FailbackResult, link: str) -> None:
 
 
 @app.command("failover")
+@run_options()
 def failover(
     to: Annotated[
         str, typer.Option("--to", help="Region that takes the traffic.", autocompletion=complete.regions)
@@ -147,11 +147,8 @@ def failover(
             help="Override refusals: target health, capacity, replication lag over the RPO, model drift.",
         ),
     ] = False,
-    dry_run: common.DryRunOpt = False,
-    yes: common.YesOpt = False,
-    no_wait: NoWait = False,
-    timeout: Timeout = None,
-    output: common.OutputOpt = common.TABLE,
+    *,
+    run: RunOptions,
 ) -> None:
     """Move the fleet's traffic to one region, through the Failover workflow."""
     cfg = common.load(config)
@@ -163,35 +160,29 @@ def failover(
     inp = FailoverInput(
         spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force
     )
-    if dry_run:
-        _print_plan(dry_run_plan(cfg, inp), output)
+    if run.dry_run:
+        _print_plan(dry_run_plan(cfg, inp), run.output)
         return
-    common.confirm(yes, f"Move all traffic of fleet {cfg.name!r} to {to}?", "change traffic")
+    common.confirm(run.yes, f"Move all traffic of fleet {cfg.name!r} to {to}?", "change traffic")
     from workflows.failover import Failover
 
-    launched: Launched[FailoverResult] = launch(
+    run.operate(
         cfg,
         "failover",
-        lambda client: start_operation(
-            client,
-            cfg,
-            Failover.run,
-            inp,
-            operation="failover",
-            workflow_id=f"failover/{cfg.name}",
-            source=from_,
-            target=to,
-            memo={"initiator": "cli"},
-        ),
+        Failover.run,
+        inp,
         FailoverResult,
-        no_wait=no_wait,
-        output=output,
-        timeout_s=timeout,
+        render_failover,
+        operation="failover",
+        workflow_id=f"failover/{cfg.name}",
+        source=from_,
+        target=to,
+        memo={"initiator": "cli"},
     )
-    conclude(launched, output, render_failover)
 
 
 @app.command("failback")
+@run_options()
 def failback(
     config: common.ConfigOpt = common.CONFIG,
     region: Annotated[
@@ -202,18 +193,15 @@ def failback(
             autocompletion=complete.regions,
         ),
     ] = None,
-    dry_run: common.DryRunOpt = False,
-    yes: common.YesOpt = False,
-    no_wait: NoWait = False,
-    timeout: Timeout = None,
-    output: common.OutputOpt = common.TABLE,
+    *,
+    run: RunOptions,
 ) -> None:
     """Return traffic to the configured weights in steps, checking health at each step."""
     cfg = common.load(config)
     if region:
         cfg.region(region)
     inp = FailbackInput(spec=FleetSpec.from_config(cfg), region=region)
-    if dry_run:
+    if run.dry_run:
         spec = inp.spec
         rows = [
             ("to weights", fmt_weights(spec.weights)),
@@ -224,28 +212,21 @@ def failback(
             ),
             ("steps", f"{spec.failback_steps}, each probed; a regression rolls back one step and ends it"),
         ]
-        common.print_plan(output, f"failback of fleet {cfg.name}", f"failback/{cfg.name}", inp, rows)
+        common.print_plan(run.output, f"failback of fleet {cfg.name}", f"failback/{cfg.name}", inp, rows)
         return
     common.confirm(
-        yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?", "change traffic"
+        run.yes, f"Return fleet {cfg.name!r} to its configured weights {cfg.weights}?", "change traffic"
     )
     from workflows.failback import Failback
 
-    launched: Launched[FailbackResult] = launch(
+    run.operate(
         cfg,
         "failback",
-        lambda client: start_operation(
-            client,
-            cfg,
-            Failback.run,
-            inp,
-            operation="failback",
-            workflow_id=f"failback/{cfg.name}",
-            target=region,
-        ),
+        Failback.run,
+        inp,
         FailbackResult,
-        no_wait=no_wait,
-        output=output,
-        timeout_s=timeout,
+        render_failback,
+        operation="failback",
+        workflow_id=f"failback/{cfg.name}",
+        target=region,
     )
-    conclude(launched, output, render_failback)

@@ -7,15 +7,15 @@ from typing import Annotated
 import typer
 
 from drctl.cli import common, complete
-from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
+from drctl.cli.operation import RunOptions, run_options
 from drctl.cli.upgrade import new_id, parse_steps, plan_rows, render
-from drctl.client.operations import start_operation
 from drctl.models.migration import MigrationResult, migration_request
 
 app = typer.Typer()
 
 
 @app.command("migrate")
+@run_options()
 def migrate(
     from_: Annotated[
         str,
@@ -39,11 +39,8 @@ def migrate(
         bool, typer.Option("--decommission", help="Scale the source to zero at the end.")
     ] = False,
     config: common.ConfigOpt = common.CONFIG,
-    dry_run: common.DryRunOpt = False,
-    yes: common.YesOpt = False,
-    no_wait: NoWait = False,
-    timeout: Timeout = None,
-    output: common.OutputOpt = common.TABLE,
+    *,
+    run: RunOptions,
 ) -> None:
     """Move the workload from one region's cluster to another's, and its traffic after it."""
     cfg = common.load(config)
@@ -55,33 +52,26 @@ def migrate(
         cfg, new_id(), from_, to, target_namespace, parse_steps(steps) if steps else None, decommission
     )
     wid = f"migrate/{cfg.name}/{req.migration_id}"
-    if dry_run:
-        common.print_plan(output, f"migrate {from_} → {to}", wid, req, plan_rows(req))
+    if run.dry_run:
+        common.print_plan(run.output, f"migrate {from_} → {to}", wid, req, plan_rows(req))
         return
     if decommission:  # scales the source's workload to zero: as destructive as a delete
         common.confirm(
-            yes,
+            run.yes,
             f"Migrate fleet {cfg.name!r} from {from_} to {to} and scale {from_} to zero at the end?",
             f"decommission {from_}",
         )
     from workflows.migrate import Migration
 
-    launched: Launched[MigrationResult] = launch(
+    run.operate(
         cfg,
         "migrate",
-        lambda client: start_operation(
-            client,
-            cfg,
-            Migration.run,
-            req,
-            operation="migrate",
-            workflow_id=wid,
-            source=from_,
-            target=to,
-        ),
+        Migration.run,
+        req,
         MigrationResult,
-        no_wait=no_wait,
-        output=output,
-        timeout_s=timeout,
+        render,
+        operation="migrate",
+        workflow_id=wid,
+        source=from_,
+        target=to,
     )
-    conclude(launched, output, render)

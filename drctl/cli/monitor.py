@@ -120,19 +120,25 @@ def stop(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = co
         common.console.print(f"monitor {monitor_id(cfg)} stopping")
 
 
+def _from_monitor(
+    cfg: FleetConfig, read: Callable[[Client, FleetConfig], Awaitable[T | None]], missing: str
+) -> T:
+    """What `read` gets from the fleet's running monitor; exit 1 saying how to start one when it gets nothing."""
+
+    async def go() -> T | None:
+        return await read(await connect(cfg), cfg)
+
+    got = common.run_async(go)
+    if got is None:
+        raise common.UserError(f"monitor {monitor_id(cfg)} {missing}; start it with `drctl monitor start`", 1)
+    return got
+
+
 @app.command("status")
 def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """The monitor's view: per-region state, policy, alert."""
     cfg = common.load(config)
-
-    async def go() -> MonitorStatus | None:
-        return await monitor_status(await connect(cfg), cfg)
-
-    st = common.run_async(go)
-    if st is None:
-        raise common.UserError(
-            f"monitor {monitor_id(cfg)} is not running; start it with `drctl monitor start`", 1
-        )
+    st = _from_monitor(cfg, monitor_status, "is not running")
     if common.printed_json(output, st):
         return
     if st.alert:
@@ -171,16 +177,7 @@ async def monitor_decisions(client: Client, cfg: FleetConfig) -> DecisionsView |
 def decisions(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Why traffic is where it is: the monitor's decisions with their evidence, oldest first."""
     cfg = common.load(config)
-
-    async def go() -> DecisionsView | None:
-        return await monitor_decisions(await connect(cfg), cfg)
-
-    view = common.run_async(go)
-    if view is None:
-        raise common.UserError(
-            f"monitor {monitor_id(cfg)} is not running or does not answer; start it with `drctl monitor start`",
-            1,
-        )
+    view = _from_monitor(cfg, monitor_decisions, "is not running or does not answer")
     if common.printed_json(output, view):
         return
     # One line per decision, not a table: the reasons are sentences, and a terminal column would fold them.

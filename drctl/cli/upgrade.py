@@ -14,9 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from drctl.cli import common
-from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch
+from drctl.cli.operation import RunOptions, run_options
 from drctl.client.connection import connect, ui_link
-from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
 from drctl.models.migration import MigrationRequest, MigrationResult
 from drctl.models.upgrade import Strategy, UpgradeRequest, UpgradeResult, UpgradeStatus, upgrade_request
@@ -133,6 +132,7 @@ def _workflow_id(cfg: FleetConfig, kind: str, ident: str) -> str:
 
 
 @app.callback()
+@run_options()
 def upgrade(
     ctx: typer.Context,
     image: Annotated[str | None, typer.Option("--image", help="New image, with a tag or digest.")] = None,
@@ -147,11 +147,8 @@ def upgrade(
         list[str], typer.Option("--env", help="NAME=VALUE set on the serving container (repeatable).")
     ] = [],  # noqa: B006
     config: common.ConfigOpt = common.CONFIG,
-    dry_run: common.DryRunOpt = False,
-    yes: common.YesOpt = False,
-    no_wait: NoWait = False,
-    timeout: Timeout = None,
-    output: common.OutputOpt = common.TABLE,
+    *,
+    run: RunOptions,
 ) -> None:
     """Start an upgrade (`drctl upgrade --image IMG`), or manage one (subcommands)."""
     if ctx.invoked_subcommand:
@@ -168,34 +165,27 @@ def upgrade(
         raise common.UserError(f"--regions names a region twice: {regions}")
     req = upgrade_request(cfg, new_id(), image, strategy, waves, step_list, parse_env(env))
     wid = f"upgrade/{cfg.name}/{req.upgrade_id}"
-    if dry_run:
-        common.print_plan(output, f"upgrade to {image}", wid, req, plan_rows(req))
+    if run.dry_run:
+        common.print_plan(run.output, f"upgrade to {image}", wid, req, plan_rows(req))
         return
     common.confirm(
-        yes,
+        run.yes,
         f"Upgrade fleet {cfg.name!r} to {image} ({req.strategy}, regions {', '.join(req.regions)})?",
         "upgrade the fleet",
     )
     from workflows.upgrade import Upgrade
 
-    launched: Launched[UpgradeResult] = launch(
+    run.operate(
         cfg,
         "upgrade",
-        lambda client: start_operation(
-            client,
-            cfg,
-            Upgrade.run,
-            req,
-            operation="upgrade",
-            workflow_id=wid,
-            target=",".join(req.regions),
-        ),
+        Upgrade.run,
+        req,
         UpgradeResult,
-        no_wait=no_wait,
-        output=output,
-        timeout_s=timeout,
+        render,
+        operation="upgrade",
+        workflow_id=wid,
+        target=",".join(req.regions),
     )
-    conclude(launched, output, render)
 
 
 def _send(config: Path, upgrade_id: str, name: str, reason: str, output: common.Output) -> None:

@@ -27,6 +27,7 @@ import asyncio
 import math
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import aiohttp
@@ -39,6 +40,9 @@ from drctl.providers.probe_http import Failed, call, completion, get, short
 from drctl.providers.probe_http import metrics as read_metrics
 from drctl.providers.probe_http import models as read_models
 from drctl.providers.replicas import KubernetesReplicaSource, ReplicaEndpoint, ReplicaSource
+
+# Probes one target of a round: (name, url, completions) -> its probe, over the round's own client.
+ProbeTarget = Callable[[str, str, int], Awaitable[TargetProbe]]
 
 
 def rotating_sample(names: list[str], fraction: float, round_no: int) -> set[str]:
@@ -66,6 +70,10 @@ class InferenceProber:
             gateway that fails half its requests reads as DEGRADED rather than passing by luck.
         round_budget_s: how long a region's round may take (default 3 x probe_timeout_s).
     """
+
+    # A gateway whose errors come from the few replicas failing their own checks is HEALTHY, not
+    # DEGRADED (the old prober in bench/probe_baseline.py, from before this rule, turns it off).
+    excuse_failing_replicas = True
 
     def __init__(
         self,
@@ -106,6 +114,10 @@ class InferenceProber:
         except AuthConfigError as exc:
             # An unreadable token is drctl's own config error: it says nothing about the regions.
             return [self._unprobed(self.cfg.region(r), str(exc)) for r in regions]
+        return await self._round([self.cfg.region(r) for r in regions], headers)
+
+    async def _round(self, regions: list[RegionConfig], headers: dict[str, str]) -> list[RegionProbe]:
+        """One round over `regions`, in a session of its own."""
         sem = asyncio.Semaphore(self.health.probe_concurrency)
         # The semaphore bounds targets. The connector is sized for every request those targets can
         # have open at once (the gateway: models, metrics and its completions), so no request
@@ -120,9 +132,11 @@ class InferenceProber:
         async with aiohttp.ClientSession(
             connector=connector, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
         ) as client:
-            return list(
-                await asyncio.gather(*(self._region(client, sem, self.cfg.region(r)) for r in regions))
-            )
+
+            def probe(name: str, url: str, completions: int) -> Awaitable[TargetProbe]:
+                return self._bounded(name, url, client, sem, completions)
+
+            return list(await asyncio.gather(*(self._region(probe, r) for r in regions)))
 
     @staticmethod
     def _unprobed(region: RegionConfig, why: str) -> RegionProbe:
@@ -139,30 +153,25 @@ class InferenceProber:
 
     # --- one region ------------------------------------------------------------------------------
 
-    async def _region(
-        self, client: aiohttp.ClientSession, sem: asyncio.Semaphore, region: RegionConfig
-    ) -> RegionProbe:
+    async def _region(self, probe: ProbeTarget, region: RegionConfig) -> RegionProbe:
         started = time.monotonic()
-        source_error: str | None = None
+        gw_task = asyncio.ensure_future(probe("gateway", region.gateway_url, self.gateway_completions))
+        endpoints, source_error = await self._listed(region)
+        replicas, unprobed = await self._replicas(probe, region, endpoints, started)
+        if unprobed:
+            source_error = f"{source_error}; {unprobed}" if source_error else unprobed
+        return self._result(region, started, await gw_task, replicas, source_error)
 
-        async def listed() -> list[ReplicaEndpoint]:
-            nonlocal source_error
-            try:
-                return await asyncio.wait_for(self.replica_source.replicas(region), self.timeout_s)
-            except Exception as exc:  # the listing is evidence, not a verdict: judge from the gateway
-                source_error = f"replica list unavailable: {short(exc)}"
-                return []
-
-        gw_task = asyncio.ensure_future(
-            self._bounded("gateway", region.gateway_url, client, sem, self.gateway_completions)
-        )
-        endpoints = await listed()
+    async def _replicas(
+        self, probe: ProbeTarget, region: RegionConfig, endpoints: list[ReplicaEndpoint], started: float
+    ) -> tuple[list[TargetProbe], str | None]:
+        """The replicas' probes of this round (a rotating sample gets a completion), and how many the
+        round budget left unprobed, if any."""
         round_no = self._rounds.get(region.name, 0)
         self._rounds[region.name] = round_no + 1
         sampled = rotating_sample([e.name for e in endpoints], self.health.completion_sample, round_no)
         tasks = [
-            asyncio.ensure_future(self._bounded(e.name, e.url, client, sem, 1 if e.name in sampled else 0))
-            for e in endpoints
+            asyncio.ensure_future(probe(e.name, e.url, 1 if e.name in sampled else 0)) for e in endpoints
         ]
         left = started + self.round_budget_s - time.monotonic()
         if tasks:
@@ -173,9 +182,28 @@ class InferenceProber:
         replicas = [t.result() for t in tasks if not t.cancelled()]
         if len(replicas) < len(tasks):
             # Not reached within the round: unknown, which is neither healthy nor DOWN.
-            unprobed = f"{len(tasks) - len(replicas)} replicas not probed within {self.round_budget_s:g}s"
-            source_error = f"{source_error}; {unprobed}" if source_error else unprobed
-        gateway = await gw_task
+            return (
+                replicas,
+                f"{len(tasks) - len(replicas)} replicas not probed within {self.round_budget_s:g}s",
+            )
+        return replicas, None
+
+    async def _listed(self, region: RegionConfig) -> tuple[list[ReplicaEndpoint], str | None]:
+        """The region's replicas, or none and why the listing failed."""
+        try:
+            return await asyncio.wait_for(self.replica_source.replicas(region), self.timeout_s), None
+        except Exception as exc:  # the listing is evidence, not a verdict: judge from the gateway
+            return [], f"replica list unavailable: {short(exc)}"
+
+    def _result(
+        self,
+        region: RegionConfig,
+        started: float,
+        gateway: TargetProbe,
+        replicas: list[TargetProbe],
+        source_error: str | None,
+    ) -> RegionProbe:
+        """The region's verdict from its targets' probes; `started` is the round's monotonic start."""
         ttfts = [t.ttft_ms for t in [gateway, *replicas] if t.ttft_ms is not None]
         failing = [r for r in replicas if r.status != ProbeStatus.HEALTHY]
         fraction = len(failing) / len(replicas) if replicas else 0.0
@@ -219,7 +247,8 @@ class InferenceProber:
         note = f" ({source_error})" if source_error else ""
         if gateway.status == ProbeStatus.DEGRADED:
             if (
-                gateway.error_class not in (None, "slow")
+                self.excuse_failing_replicas
+                and gateway.error_class not in (None, "slow")
                 and failing
                 and fraction <= self.health.error_rate_degraded
             ):
@@ -283,6 +312,12 @@ class InferenceProber:
             ),
         )
         self._read_metrics(probe, metrics)
+        return self._classify(probe, models, ttfts)
+
+    def _classify(
+        self, probe: TargetProbe, models: Failed | None, ttfts: list[float | Failed]
+    ) -> TargetProbe:
+        """Judge a target that answered /health from its model list and its completions."""
         probe.models_ok = models is None
         slow = [r for r in ttfts if isinstance(r, Failed) and r.cls == "slow"]
         failures = [r for r in [models, *ttfts] if isinstance(r, Failed) and r.cls != "slow"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NamedTuple
 
 import aiohttp
@@ -33,22 +33,37 @@ def short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-async def call(timeout_s: float, fn: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
-    """Run one request under a hard deadline; map every failure."""
+# A client's exceptions and the error class each one is, first match wins. None: re-raised, so the
+# prober reports it as probe_error.
+ErrorTable = tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str | None], ...]
+
+AIOHTTP_ERRORS: ErrorTable = (
+    (aiohttp.InvalidURL, None),  # our config, not the target's health
+    ((aiohttp.ClientConnectionError, aiohttp.ClientPayloadError), "connect"),
+    (aiohttp.ClientError, "bad_response"),
+)
+
+
+async def call(
+    timeout_s: float, fn: Callable[[], Awaitable[Any]], errors: ErrorTable = AIOHTTP_ERRORS
+) -> tuple[Any, float]:
+    """Run one request under a hard deadline; map every failure through `errors`."""
     t0 = time.perf_counter()
     try:
         async with asyncio.timeout(timeout_s):
             result = await fn()
     except Failed:
         raise
-    except TimeoutError as exc:
-        raise Failed("timeout", f"no answer within {timeout_s:g}s") from exc
-    except aiohttp.InvalidURL:
-        raise  # our config, not the target's health: reported as probe_error
-    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-        raise Failed("connect", short(exc)) from exc
-    except aiohttp.ClientError as exc:
-        raise Failed("bad_response", short(exc)) from exc
+    except Exception as exc:
+        # TimeoutError first: aiohttp's own timeouts are TimeoutErrors as well as client errors.
+        cls = (
+            "timeout"
+            if isinstance(exc, TimeoutError)
+            else next((c for t, c in errors if isinstance(exc, t)), None)
+        )
+        if cls is None:
+            raise
+        raise Failed(cls, f"no answer within {timeout_s:g}s" if cls == "timeout" else short(exc)) from exc
     return result, (time.perf_counter() - t0) * 1000
 
 
@@ -74,9 +89,15 @@ async def get(client: aiohttp.ClientSession, url: str, keep: bool = False, stric
 async def models(client: aiohttp.ClientSession, base: str, timeout_s: float, model: str) -> Failed | None:
     try:
         resp, _ = await call(timeout_s, lambda: get(client, f"{base}/v1/models"))
-        ids = [m.get("id") for m in json.loads(resp.text).get("data", [])]
     except Failed as f:
         return f
+    return model_listed(resp.text, model)
+
+
+def model_listed(body: str, model: str) -> Failed | None:
+    """Why a /v1/models answer `body` does not list `model`, or None when it does."""
+    try:
+        ids = [m.get("id") for m in json.loads(body).get("data", [])]
     except (ValueError, AttributeError, TypeError) as exc:
         return Failed("bad_response", f"/v1/models is not an OpenAI model list: {short(exc)}")
     if model not in ids:
@@ -98,6 +119,24 @@ async def metrics(client: aiohttp.ClientSession, base: str, timeout_s: float) ->
     return prom.vllm_gauges(wanted)
 
 
+async def first_data_chunk(lines: AsyncIterator[str]) -> None:
+    """Read an SSE stream up to its first completion chunk; a malformed or missing one is Failed."""
+    async for line in lines:
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        try:
+            chunk = json.loads(payload)
+        except ValueError as exc:
+            raise Failed("bad_response", f"SSE chunk is not JSON: {payload[:80]!r}") from exc
+        if not isinstance(chunk, dict) or "choices" not in chunk:
+            raise Failed("bad_response", f"SSE chunk without choices: {payload[:80]!r}")
+        return
+    raise Failed("bad_response", "completion stream ended without a data chunk")
+
+
 async def completion(
     client: aiohttp.ClientSession, base: str, timeout_s: float, model: str, slow_after_s: float | None = None
 ) -> float | Failed:
@@ -114,21 +153,8 @@ async def completion(
             if resp.status >= 400:
                 await resp.read()
                 check(resp.status, resp.url.path)
-            async for raw in resp.content:
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(payload)
-                except ValueError as exc:
-                    raise Failed("bad_response", f"SSE chunk is not JSON: {payload[:80]!r}") from exc
-                if not isinstance(chunk, dict) or "choices" not in chunk:
-                    raise Failed("bad_response", f"SSE chunk without choices: {payload[:80]!r}")
-                return (time.perf_counter() - t0) * 1000
-        raise Failed("bad_response", "completion stream ended without a data chunk")
+            await first_data_chunk(raw.decode("utf-8", "replace").strip() async for raw in resp.content)
+            return (time.perf_counter() - t0) * 1000
 
     deadline = timeout_s if slow_after_s is None else min(timeout_s, slow_after_s)
     try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from drctl.config.schema import FleetConfig, NotificationsConfig
+from drctl.config.schema import FleetConfig
 from drctl.models.drill import Verdict
 from tests.support.drills import EXPERIMENTS, run_drill
-from tests.support.receiver import pagerduty_hook, receiver
+from tests.support.receiver import pagerduty_hook, receiver, with_hooks
 from tests.support.workers import StartWorkers, admin, fast_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
@@ -23,9 +23,7 @@ async def test_an_aborted_drill_triggers_a_pagerduty_incident(
     with receiver() as rec:
         hook = pagerduty_hook(monkeypatch, rec.url, "drill-key")
         base = fast_config(fleet_config)
-        cfg = await start_workers(
-            cfg=base.model_copy(update={"notifications": NotificationsConfig(webhooks=[hook])})
-        )
+        cfg = await start_workers(cfg=with_hooks(base, hook))
         admin(
             cfg, "us-east-1", "/faults/inference", {"error_rate": 1.0}
         )  # preflight refuses: nothing injected

@@ -8,6 +8,7 @@ from typing import Any
 
 from drctl.models import notify
 from drctl.models.drill import DrillReport, Verdict
+from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
 from drctl.models.rpo import LagReport, ReplicationRun, TransferStats
 
 
@@ -59,3 +60,16 @@ def replication_run(at: datetime, lag: LagReport, bucket: str = "m") -> Replicat
         bucket=bucket, source_region="w", replica_region="e", mode="copy", started_at=at, finished_at=at,
         ok=True, stats=TransferStats(), check_ok=True, lag=lag,
     )  # fmt: skip
+
+
+def region_probe(
+    status: ProbeStatus,
+    gateway: ProbeStatus | None = None,
+    *,
+    region: str = "e",
+    reason: str = "why",
+    **fields: Any,
+) -> RegionProbe:
+    """A probe of `region` that found it `status`, its gateway `gateway` (default: the same status)."""
+    gw = TargetProbe(target="gateway", url="http://g", status=gateway or status)
+    return RegionProbe(region=region, status=status, reason=reason, gateway=gw, **fields)

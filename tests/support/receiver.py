@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from drctl.config.schema import WebhookConfig
+from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
 from tests.support.http_stub import Reply, Request, StubServer
 from tests.support.ports import free_port
 from tests.support.wait import assert_eventually
@@ -75,6 +75,11 @@ def pagerduty_hook(monkeypatch: pytest.MonkeyPatch, url: str, routing_key: str) 
     """A PagerDuty webhook to `url`, its routing key in the environment as production keeps it."""
     monkeypatch.setenv("DRCTL_TEST_PD_KEY", routing_key)
     return WebhookConfig(name="pager", format="pagerduty", url=url, routing_key_env="DRCTL_TEST_PD_KEY")
+
+
+def with_hooks(cfg: FleetConfig, *hooks: WebhookConfig) -> FleetConfig:
+    """`cfg` notifying `hooks`, and nothing else."""
+    return cfg.model_copy(update={"notifications": NotificationsConfig(webhooks=list(hooks))})
 
 
 def closed_port_url() -> str:

@@ -33,14 +33,14 @@ def _activity_call(call: ast.Call) -> bool:
 
 
 def stubs(source: str, namespace: dict[str, Any]) -> dict[str, tuple[str, Signature]]:
-    """Per stub (a function, or a `_platform(...)` assignment): the activity type it calls, the
+    """Per stub (a function, or a `_platform(...)` or `_read(...)` assignment): the activity type it calls, the
     input type its parameter declares and the result type it asks for."""
     found: dict[str, tuple[str, Signature]] = {}
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             call = node.value
-            if isinstance(call.func, ast.Name) and call.func.id == "_platform":
-                name, arg, result = call.args
+            if isinstance(call.func, ast.Name) and call.func.id in ("_platform", "_read"):
+                name, arg, result, *_ = call.args
                 assert isinstance(name, ast.Constant) and isinstance(node.targets[0], ast.Name)
                 sig = ([_type(arg, namespace)], _type(result, namespace))
                 found[node.targets[0].id] = (name.value, sig)

@@ -3,34 +3,38 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from drctl.models.monitor_decisions import Decision, DecisionLog
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 
 
+def _decision(at_s: float, **fields: Any) -> Decision:
+    """A decision at T0 + `at_s`: a hold at a 60/40 split unless `fields` say otherwise."""
+    base: dict[str, Any] = {
+        "at": T0 + timedelta(seconds=at_s),
+        "action": "hold",
+        "mode": "automatic",
+        "outcome": "held",
+        "weights_before": {"a": 60, "b": 40},
+        "weights_after": {"a": 60, "b": 40},
+    }
+    return Decision(**{**base, **fields})
+
+
 def _hold(at_s: float, ttft: float = 120.0) -> Decision:
-    return Decision(
-        at=T0 + timedelta(seconds=at_s),
-        action="hold",
-        mode="automatic",
-        outcome="held",
-        weights_before={"a": 60, "b": 40},
-        weights_after={"a": 60, "b": 40},
+    return _decision(
+        at_s,
         reasons=[f"a within the objective (TTFT p99 {ttft:.0f} ms ≤ 200 ms)"],
         evidence={"a": {"ttft_p99_ms": ttft}},
     )
 
 
 def _shed(at_s: float, a: int) -> Decision:
-    return Decision(
-        at=T0 + timedelta(seconds=at_s),
-        action="shed",
-        mode="automatic",
-        outcome="applied",
-        weights_before={"a": 60, "b": 40},
-        weights_after={"a": a, "b": 100 - a},
-        reasons=["a capacity 20 rps < 36 rps its share needs"],
+    reasons = ["a capacity 20 rps < 36 rps its share needs"]
+    return _decision(
+        at_s, action="shed", outcome="applied", weights_after={"a": a, "b": 100 - a}, reasons=reasons
     )
 
 

@@ -22,8 +22,9 @@ from drctl.models.failover_plan import (
     shift_weights,
     target_problem,
 )
-from drctl.models.health import ProbeStatus, RegionProbe, RegionState, TargetProbe
+from drctl.models.health import ProbeStatus, RegionState
 from drctl.models.monitor import MonitorInput, MonitorState, RegionTracker, choose_target, pick_target
+from tests.support.builders import region_probe
 from tests.support.config import cap, spec
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -145,17 +146,15 @@ def test_plan_sources_and_refusals() -> None:
         and one.weights_after == {"w": 0, "c": 30, "e": 70}
         and one.target_share_after == 0.7
     )
-    same = plan_failover(
-        s,
-        {"w": 50, "e": 50},
-        "e",
-        "e",
-        cap("e", 2),
-        emergency=False,
-        force=False,
-        target_issue="target e is DOWN",
-    )
-    assert same.problems == ["source and target are the same region", "target e is DOWN"]
+    for emergency in (False, True):  # a dead target is refused in an emergency too
+        issue = target_problem(region_probe(ProbeStatus.DOWN), emergency, True)
+        same = plan_failover(
+            s, {"w": 50, "e": 50}, "e", "e", cap("e", 2), emergency=emergency, force=False, target_issue=issue
+        )
+        assert same.problems == [
+            "source and target are the same region",
+            "target e is DOWN: why (use --force to override)",
+        ]
     alone = plan_failover(s, {"e": 100, "w": 0}, "e", None, cap("e", 2), emergency=False, force=False)
     assert alone.source is None and alone.target_replicas_before == 2 and alone.max_replicas == 8
     thirds = plan_failover(s, {"w": 1, "c": 1, "e": 1}, "e", "w", cap("e", 2), emergency=False, force=False)
@@ -177,40 +176,29 @@ def test_capacity_takes_the_tighter_bound() -> None:
     assert capacity_of("e", "d", 2, 2, 8, 1, 20).max_replicas == 8
 
 
-def _probe(status: ProbeStatus, gateway: ProbeStatus = ProbeStatus.HEALTHY, region: str = "e") -> RegionProbe:
-    return RegionProbe(
-        region=region,
-        status=status,
-        reason="why",
-        gateway=TargetProbe(target="gateway", url="http://g", status=gateway),
-        failing_fraction=0.5,
-        ttft_p50_ms=12.0,
-    )
-
-
 def test_probe_passes_judges_the_region_and_its_gateway() -> None:
-    assert probe_passes(_probe(ProbeStatus.HEALTHY), fail_on_degraded=True)
-    assert not probe_passes(_probe(ProbeStatus.DOWN), fail_on_degraded=False)
-    assert not probe_passes(_probe(ProbeStatus.AUTH), fail_on_degraded=False)
+    assert probe_passes(region_probe(ProbeStatus.HEALTHY), fail_on_degraded=True)
+    assert not probe_passes(region_probe(ProbeStatus.DOWN), fail_on_degraded=False)
+    assert not probe_passes(region_probe(ProbeStatus.AUTH), fail_on_degraded=False)
     # A healthy gateway does not make a DOWN region pass.
-    assert not probe_passes(_probe(ProbeStatus.DOWN, ProbeStatus.HEALTHY), fail_on_degraded=True)
+    assert not probe_passes(region_probe(ProbeStatus.DOWN, ProbeStatus.HEALTHY), fail_on_degraded=True)
     # Degraded replicas behind a gateway that serves well: lost capacity, not an outage.
-    assert probe_passes(_probe(ProbeStatus.DEGRADED, ProbeStatus.HEALTHY), fail_on_degraded=True)
-    assert not probe_passes(_probe(ProbeStatus.DEGRADED, ProbeStatus.DEGRADED), fail_on_degraded=True)
-    assert probe_passes(_probe(ProbeStatus.DEGRADED, ProbeStatus.DEGRADED), fail_on_degraded=False)
+    assert probe_passes(region_probe(ProbeStatus.DEGRADED, ProbeStatus.HEALTHY), fail_on_degraded=True)
+    assert not probe_passes(region_probe(ProbeStatus.DEGRADED, ProbeStatus.DEGRADED), fail_on_degraded=True)
+    assert probe_passes(region_probe(ProbeStatus.DEGRADED, ProbeStatus.DEGRADED), fail_on_degraded=False)
 
 
 def test_target_problem_refuses_a_dead_target_even_in_an_emergency() -> None:
     assert target_problem(None, emergency=False, fail_on_degraded=True) is None
-    assert target_problem(_probe(ProbeStatus.DOWN), emergency=True, fail_on_degraded=False) == (
+    assert target_problem(region_probe(ProbeStatus.DOWN), emergency=True, fail_on_degraded=False) == (
         "target e is DOWN: why (use --force to override)"
     )
-    slow = _probe(ProbeStatus.DEGRADED, ProbeStatus.DEGRADED)
+    slow = region_probe(ProbeStatus.DEGRADED, ProbeStatus.DEGRADED)
     assert target_problem(slow, emergency=False, fail_on_degraded=True) == (
         "target e is DEGRADED: why (use --force to override)"
     )
     assert target_problem(slow, emergency=True, fail_on_degraded=True) is None
-    assert target_problem(_probe(ProbeStatus.HEALTHY), emergency=False, fail_on_degraded=True) is None
+    assert target_problem(region_probe(ProbeStatus.HEALTHY), emergency=False, fail_on_degraded=True) is None
 
 
 def test_failback_plan_steps_linearly_and_ends_exactly_configured() -> None:
@@ -268,7 +256,7 @@ def test_observe_with_thresholds_of_one() -> None:
 
 def test_record_probe_keeps_the_last_probe() -> None:
     t = RegionTracker(region="e")
-    t.record_probe(_probe(ProbeStatus.DEGRADED), T0)
+    t.record_probe(region_probe(ProbeStatus.DEGRADED, failing_fraction=0.5, ttft_p50_ms=12.0), T0)
     assert (t.last_status, t.last_reason, t.last_ttft_ms, t.last_failing_fraction, t.last_probed_at) == (
         ProbeStatus.DEGRADED,
         "why",

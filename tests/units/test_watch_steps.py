@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from drctl.models.health import ProbeStatus, RegionProbe, RegionState, TargetProbe
+from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.monitor import RegionTracker
 from drctl.models.passive import PassiveSignal, PassiveVerdict
 from drctl.models.watch import WatchInput, feed_passive, feed_probe, probe_period_s
+from tests.support.builders import region_probe
 from workflows.monitor_rebalance import passive_ttft_breaches
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -31,12 +32,7 @@ def _inp(**kw: object) -> WatchInput:
 
 
 def _probe(status: ProbeStatus) -> RegionProbe:
-    return RegionProbe(
-        region="a",
-        status=status,
-        reason=status.value,
-        gateway=TargetProbe(target="gateway", url="http://g", status=status),
-    )
+    return region_probe(status, region="a", reason=status.value)
 
 
 def _verdict(signal: PassiveSignal) -> PassiveVerdict:

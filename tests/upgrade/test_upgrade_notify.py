@@ -8,10 +8,10 @@ import pytest
 from temporalio.client import Client
 
 from drctl.client.outcome import result_of
-from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.config.schema import FleetConfig, WebhookConfig
 from drctl.models.phases import ApproveInput
 from drctl.models.upgrade import Outcome, UpgradeResult
-from tests.support.receiver import receiver
+from tests.support.receiver import receiver, with_hooks
 from tests.support.upgrade import (
     fresh_queues,
     rolled_back_canary,
@@ -29,9 +29,7 @@ async def test_a_rolled_back_upgrade_is_notified(
 ) -> None:
     with receiver() as rec:
         hook = WebhookConfig(name="ops", url=rec.url, events=["upgrade.rolled_back", "failover.started"])
-        cfg = fresh_queues(fleet_config).model_copy(
-            update={"notifications": NotificationsConfig(webhooks=[hook])}
-        )
+        cfg = with_hooks(fresh_queues(fleet_config), hook)
         async with running_worker(temporal_client, cfg):
             errors = {"FLEETSIM_ERROR_RATE": "0.6"}
             req, _ = await rolled_back_canary(
@@ -52,12 +50,7 @@ async def test_an_upgrade_waiting_between_regions_sends_the_approval_notice_and_
     with receiver() as rec:
         hook = WebhookConfig(name="approvers", url=rec.url, events=["approval.pending"])
         base = fresh_queues(fleet_config)
-        cfg = base.model_copy(
-            update={
-                "notifications": NotificationsConfig(webhooks=[hook]),
-                "failover": base.failover.model_copy(update=gate),
-            }
-        )
+        cfg = with_hooks(base.model_copy(update={"failover": base.failover.model_copy(update=gate)}), hook)
         async with running_worker(temporal_client, cfg):
             req = upgrade_req(cfg, "vllm/vllm-openai:v0.8.1", steps_percent=[100])
             req = req.model_copy(update={"approval_between_regions": True})

@@ -6,8 +6,7 @@ what either would decide from the same reads.
 
 from __future__ import annotations
 
-from drctl.models.failover import capacity_of, plan_failover, target_problem
-from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
+from drctl.models.failover import capacity_of, plan_failover
 from tests.support.config import cap, spec
 
 
@@ -91,28 +90,3 @@ def test_source_off_its_configured_weight_moves_replicas_in_proportion() -> None
 def test_hpa_max_is_the_tighter_bound() -> None:
     assert capacity_of("e", "d", 2, 2, 8, 1, 4).max_replicas == 4
     assert capacity_of("e", "d", 2, 2, 8, None, None).max_replicas == 8
-
-
-def _probe(status: ProbeStatus) -> RegionProbe:
-    return RegionProbe(
-        region="e", status=status, reason="r", gateway=TargetProbe(target="gateway", url="u", status=status)
-    )
-
-
-def test_target_health_refuses_dead_always_and_degraded_only_in_normal_mode() -> None:
-    assert target_problem(None, False, True) is None
-    assert "DOWN" in (target_problem(_probe(ProbeStatus.DOWN), True, True) or "")
-    assert target_problem(_probe(ProbeStatus.DEGRADED), True, True) is None
-    assert target_problem(_probe(ProbeStatus.DEGRADED), False, True) is not None
-    s = spec([("w", 60, 2), ("e", 40, 2)])
-    plan = plan_failover(
-        s,
-        {"w": 60, "e": 40},
-        "e",
-        "e",
-        cap("e", 2),
-        emergency=True,
-        force=False,
-        target_issue=target_problem(_probe(ProbeStatus.DOWN), True, True),
-    )
-    assert len(plan.problems) == 2 and "same region" in plan.problems[0]

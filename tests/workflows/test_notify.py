@@ -14,23 +14,19 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from drctl.client.outcome import result_of
-from drctl.config.schema import FleetConfig, NotificationsConfig, WebhookConfig
+from drctl.config.schema import FleetConfig, WebhookConfig
 from drctl.models import notify as ev
 from drctl.models.failover import FailoverResult
 from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec
 from tests.support.builders import failover_ended_event
 from tests.support.cli import cli, drctl
 from tests.support.config import tuned, write_config
-from tests.support.receiver import Receiver, closed_port_url, pagerduty_hook, receiver
+from tests.support.receiver import Receiver, closed_port_url, pagerduty_hook, receiver, with_hooks
 from tests.support.wait import assert_eventually
 from tests.support.workers import StartWorkers, fast_config, kill_stable, start_failover, weights
 from workflows.notify import Notify
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
-
-
-def with_hooks(cfg: FleetConfig, *hooks: WebhookConfig) -> FleetConfig:
-    return cfg.model_copy(update={"notifications": NotificationsConfig(webhooks=list(hooks))})
 
 
 def an_event(cfg: FleetConfig) -> ev.Event:

@@ -41,20 +41,32 @@ async def _start(client: Client, cfg: FleetConfig, **fields: Any) -> WorkflowHan
     )
 
 
+async def _step(
+    client: Client,
+    cfg: FleetConfig,
+    action: str,
+    before: dict[str, int],
+    after: dict[str, int],
+    **fields: Any,
+) -> RebalanceResult:
+    """Run one `action` step planned from `before` to `after` and wait for its result."""
+    handle = await _start(client, cfg, action=action, weights_before=before, weights_after=after, **fields)
+    return await asyncio.wait_for(result_of(handle, RebalanceResult), 60)
+
+
 async def test_a_shed_pre_scales_the_target_then_moves_only_the_planned_share(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
-    handle = await _start(
+    res = await _step(
         temporal_client,
         cfg,
-        action="shed",
-        weights_before=CONFIGURED,
-        weights_after={"us-west-1": 45, "us-east-1": 55},
+        "shed",
+        CONFIGURED,
+        {"us-west-1": 45, "us-east-1": 55},
         prescale={"us-east-1": 3, "us-west-1": 4},  # us-west-1 loses share: never scaled
         reason="us-west-1 capacity short",
     )
-    res = await asyncio.wait_for(result_of(handle, RebalanceResult), 60)
     assert res.status == "succeeded", res.error
     assert weights(cfg) == {"us-west-1": 45, "us-east-1": 55}
     assert res.scaled == {"us-east-1": 3} and replicas(cfg, "us-east-1") == 3
@@ -101,14 +113,7 @@ async def test_a_step_planned_from_weights_that_moved_since_changes_nothing(
 ) -> None:
     cfg = await start_workers()
     global_traffic(cfg).set_weights({"us-west-1": 50, "us-east-1": 50})  # an operator moved them
-    handle = await _start(
-        temporal_client,
-        cfg,
-        action="shed",
-        weights_before=CONFIGURED,
-        weights_after={"us-west-1": 40, "us-east-1": 60},
-    )
-    res = await asyncio.wait_for(result_of(handle, RebalanceResult), 60)
+    res = await _step(temporal_client, cfg, "shed", CONFIGURED, {"us-west-1": 40, "us-east-1": 60})
     assert res.status == "stale" and "not us-west-1 60 / us-east-1 40 as planned" in (res.error or "")
     assert weights(cfg) == {"us-west-1": 50, "us-east-1": 50}
 
@@ -120,14 +125,7 @@ async def test_a_return_step_that_regresses_is_rolled_back(
     shed = {"us-west-1": 30, "us-east-1": 70}
     global_traffic(cfg).set_weights(shed)
     admin(cfg, "us-west-1", "/faults/inference", {"down": True})
-    handle = await _start(
-        temporal_client,
-        cfg,
-        action="return",
-        weights_before=shed,
-        weights_after={"us-west-1": 45, "us-east-1": 55},
-    )
-    res = await asyncio.wait_for(result_of(handle, RebalanceResult), 60)
+    res = await _step(temporal_client, cfg, "return", shed, {"us-west-1": 45, "us-east-1": 55})
     assert res.status == "rolled_back" and "us-west-1" in (res.error or "")
     assert weights(cfg) == shed
     assert [c.weights for c in res.changes] == [{"us-west-1": 45, "us-east-1": 55}, shed]
