@@ -60,6 +60,14 @@ class KillPoint:
     # Stall only once `stall_after` has heartbeated: its reads of the stalled process are done
     # (an analysis lists the replicas from the API server, then only sends them requests).
     stall_after_beat: bool = False
+    # A process that holds the run just before the target while `stall` is put in place: SIGSTOPped
+    # once `stall_after` is scheduled, it keeps `gate_activity` #`gate_nth` hanging until `stall`
+    # is stopped too, then resumes it. For a target that follows a fast activity at once (the track
+    # weights back to stable, then the canary's removal), where stalling on a glimpse of the fast
+    # one in the history races it.
+    gate: str | None = None
+    gate_activity: str | None = None
+    gate_nth: int = 1
     # Kill at the n-th start of the activity (a weight step that is not the first).
     nth: int = 1
     # After the activity started, also wait for this before the kill: "fault injected" (the
@@ -267,7 +275,13 @@ async def run_kill_point(
         await wait_scheduled(handle, kp.stall_after, kp.stall_after_nth)
         if kp.stall_after_beat:
             await wait_heartbeat(handle, kp.stall_after, kp.stall_after_nth)
-    with stalled(cfg, kp.stall):
+    with contextlib.ExitStack() as stall:
+        if kp.gate and kp.gate_activity:
+            with stalled(cfg, kp.gate):
+                await wait_started(handle, kp.gate_activity, kp.gate_nth)  # hangs on the gate
+                stall.enter_context(stalled(cfg, kp.stall))
+        else:
+            stall.enter_context(stalled(cfg, kp.stall))
         held = await wait_started(handle, kp.activity, kp.nth)
         if kp.kill_when == "fault injected":
             await asyncio.to_thread(wait_until, lambda: faults_left(cfg), 60, 0.1, "the fault injected")

@@ -80,14 +80,17 @@ KILL_POINTS = [
     ),
     KillPoint("Upgrade", "analysis", "analyze_tracks"),
     KillPoint("Upgrade", "promote", "wait_rollout", nth=2),
-    # The track weights back to stable go to the gateway; removing the canary then needs the API server.
+    # The track weights back to stable go to the gateway; removing the canary then needs the API
+    # server at once. The gateway holds the weights while the API server is stopped.
     KillPoint(
         "Upgrade",
         "promote: remove canary",
         "remove_track",
         stall="kube:us-west-1",
-        stall_after="set_track_weights",
-        stall_after_nth=2,
+        stall_after="set_stable_release",
+        gate="gateway:us-west-1",
+        gate_activity="set_track_weights",
+        gate_nth=2,
     ),
     # The preview analysis sends its requests to the replicas directly, not through the gateway.
     KillPoint(

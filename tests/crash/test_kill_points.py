@@ -16,27 +16,7 @@ from tests.crash.scenarios import SCENARIOS
 pytestmark = [pytest.mark.slow, pytest.mark.devstack, pytest.mark.crash]
 
 
-# Known gap (closing note of stop 17): since the node agent publishes Pods and ReplicaSets, removing the
-# canary often finishes while us-west-1's API server process is SIGSTOPped, so this kill point cannot catch
-# remove_track in flight. Not yet explained; kept visible here rather than dropped from the table.
-_NOT_CAUGHT = {"Upgrade-promote:_remove_canary"}
-
-
-@pytest.mark.parametrize(
-    "kp",
-    [
-        pytest.param(
-            kp,
-            marks=pytest.mark.xfail(
-                reason="remove_track is not always stalled by the API server's SIGSTOP", strict=False
-            )
-            if kp.id in _NOT_CAUGHT
-            else (),
-        )
-        for kp in KILL_POINTS
-    ],
-    ids=lambda kp: kp.id,
-)
+@pytest.mark.parametrize("kp", KILL_POINTS, ids=lambda kp: kp.id)
 async def test_kill_point(
     kp: KillPoint, crash_fleet: FleetConfig, region_workers: RegionWorkers, temporal_client: Client
 ) -> None:
