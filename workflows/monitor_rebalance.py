@@ -299,6 +299,17 @@ class MonitorRebalance:
                 # The next step off this region needs a whole window of evidence under the new share.
                 mem.breaches = mem.breaches.restart(r, workflow.now())
 
+    def _scale_back(self, d: Decision) -> dict[str, int]:
+        """On the return step that gives back the last share moved: the pre-scaled regions' replicas."""
+        s = self.run.state
+        mem = s.rebalance_memory
+        if d.action != "return" or not mem.prescaled:
+            return {}
+        home, _ = mem.home(d.weights_before)
+        if d.weights_after != home:
+            return {}  # share still out: its targets still carry it
+        return {r.name: r.replicas for r in s.spec.regions if r.name in mem.prescaled}
+
     async def _apply(self, d: Decision, prescale: dict[str, int]) -> None:
         s = self.run.state
         spec = s.spec
@@ -308,6 +319,7 @@ class MonitorRebalance:
             weights_before=d.weights_before,
             weights_after=d.weights_after,
             prescale=prescale,
+            scale_back=self._scale_back(d),
             reason="; ".join(d.reasons)[:300],
         )
         outcome: DecisionOutcome = "failed"
@@ -326,12 +338,18 @@ class MonitorRebalance:
                 static_summary=f"rebalance {d.action}: {d.line()[:150]}",
             )
             res = await child_result(handle, RebalanceResult)
+            mem = s.rebalance_memory
+            # Pre-scaled until a scale-back went through (or found nothing to do).
+            back = set(inp.scale_back) - set(res.scale_back_errors) if res.status == "succeeded" else set()
+            mem.prescaled = sorted((set(mem.prescaled) | set(res.scaled)) - back)
             d.weights_after = res.weights_after or d.weights_after
             if res.status == "succeeded":
                 outcome = "applied"
             else:
                 d.error = f"{res.status}: {res.error}"
             d.held_back += res.analysis
+            d.held_back += [f"{r}: pre-scale failed: {e}" for r, e in sorted(res.prescale_errors.items())]
+            d.held_back += [f"{r}: scale-back failed: {e}" for r, e in sorted(res.scale_back_errors.items())]
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
             d.error = f"rebalance did not run: {exc}"
         d.outcome = outcome

@@ -14,7 +14,9 @@ or upgrade, and a failover preempts it (docs/lock.md):
    (`prescale_errors`) and leaves the shift standing;
 4. shift the global weights (the failover's traffic activities) and wait until they are in effect;
 5. a return step is analysed as a failback step is: after `return_step_interval_s` the regions
-   gaining share are probed, and a regression rolls the step back (`rolled_back`).
+   gaining share are probed, and a regression rolls the step back (`rolled_back`);
+6. the return step that gives back the last share moved scales the regions earlier steps
+   pre-scaled back to their configured replicas (`scale_back`, as a failback does).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
 PHASE_READ = "read-weights"
 PHASE_PRESCALE = "pre-scale"
 PHASE_ANALYSE = "analyse"
+PHASE_SCALE_BACK = "scale-back"
 
 
 @workflow.defn(name="Rebalance")
@@ -99,6 +102,8 @@ class Rebalance(Operation):
                 await prescale  # what was scaled is in the result, whether the shift went through or not
             if inp.action == "return" and self.preempted is None:
                 await self._analyse(inp, tq, res)
+                if res.status == "succeeded" and inp.scale_back and self.preempted is None:
+                    await self._scale_back(inp.spec, inp.scale_back, res)
             else:
                 res.status = "succeeded"
             if self.preempted is not None:
@@ -127,6 +132,28 @@ class Rebalance(Operation):
                 self.phases.note("pre-scale failed", f"{region}: {why}")
                 continue
             res.scaled[region] = scaled.replicas
+
+    async def _scale_back(self, spec: FleetSpec, want: dict[str, int], res: RebalanceResult) -> None:
+        """The last share is back: the regions earlier steps pre-scaled return to their replicas
+        (as a failback scales back). A failure is named, never undone: the weights are home."""
+        self.phases.enter(PHASE_SCALE_BACK, ", ".join(f"{r} to {n}" for r, n in want.items()))
+        for region, n in want.items():
+            q = spec.region(region).queue
+            try:
+                cap = await calls.get_capacity(
+                    RegionRequest(region=region), queue=q, summary=f"capacity of {region}"
+                )
+                if cap.replicas <= n:
+                    continue  # already there (an HPA or an operator scaled it down)
+                await calls.scale_deployment(
+                    ScaleInput(region=region, replicas=n), queue=q, summary=f"scale {region} back to {n}"
+                )
+            except ActivityError as exc:
+                why = no_worker(exc, q) or cause_of(exc)
+                res.scale_back_errors[region] = why
+                self.phases.note("scale-back failed", f"{region}: {why}")
+                continue
+            res.scaled_back[region] = n
 
     async def _shift(
         self, inp: RebalanceInput, tq: str, weights: dict[str, int], reason: str, res: RebalanceResult

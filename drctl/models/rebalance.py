@@ -26,6 +26,11 @@ class RebalanceInput(BaseModel):
     prescale: dict[str, int] = Field(
         default_factory=dict, description="Region -> replicas wanted before the shift (HPA minReplicas too)."
     )
+    scale_back: dict[str, int] = Field(
+        default_factory=dict,
+        description="The last return step: region -> the replicas it goes back to, for the regions earlier "
+        "steps pre-scaled (only if they still run more).",
+    )
     reason: str = ""
     initiator: str = "monitor"
 
@@ -43,6 +48,12 @@ class RebalanceResult(BaseModel):
     weights_after: dict[str, int] = Field(default_factory=dict, description="In effect when it ended.")
     scaled: dict[str, int] = Field(
         default_factory=dict, description="Regions pre-scaled, to how many replicas."
+    )
+    scaled_back: dict[str, int] = Field(
+        default_factory=dict, description="The last return step: regions scaled back, to how many replicas."
+    )
+    scale_back_errors: dict[str, str] = Field(
+        default_factory=dict, description="Regions whose scale-back failed, and why (still pre-scaled)."
     )
     prescale_errors: dict[str, str] = Field(
         default_factory=dict, description="Regions whose pre-scale failed, and why (the shift stands)."
@@ -73,6 +84,10 @@ class RebalanceMemory(BaseModel):
         description="Region -> net weight the rebalance moved onto it (negative: shed off it): only this returns.",
     )
     last_set: dict[str, int] | None = Field(None, description="The weights the last applied step set.")
+    prescaled: list[str] = Field(
+        default_factory=list,
+        description="Regions a shed pre-scaled: the step that returns the last moved share scales them back.",
+    )
     not_before: datetime | None = Field(None, description="After a failed step: no other step before this.")
     ticks: int = 0
 
@@ -84,7 +99,8 @@ class RebalanceMemory(BaseModel):
         never undoes another operation. Returns (home, why it forgot, or None).
         """
         if self.last_set is not None and current != self.last_set:
-            self.moved, self.last_set = {}, None
+            # Another operation owns the weights, and the replicas with them (a failback scales back).
+            self.moved, self.last_set, self.prescaled = {}, None, []
             return dict(current), "the weights were changed by another operation: taken as they are"
         return {r: w - self.moved.get(r, 0) for r, w in current.items()}, None
 

@@ -22,7 +22,15 @@ from tests.support.config import write_config
 from tests.support.load import Load, bounded_load
 from tests.support.receiver import receiver
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, admin, fast_config, monitor_handle, until_healthy, weights
+from tests.support.workers import (
+    StartWorkers,
+    admin,
+    fast_config,
+    monitor_handle,
+    replicas,
+    until_healthy,
+    weights,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -158,6 +166,8 @@ async def test_half_a_region_lost_sheds_its_excess_then_the_share_returns_in_ste
 
     returns = await assert_eventually(returns_logged, timeout_s=20, what="the return steps in the log")
     assert all(abs(d.weights_after["us-west-1"] - d.weights_before["us-west-1"]) <= 10 for d in returns)
+    # Whatever the sheds pre-scaled is back at the configured replicas once the last share returned.
+    assert replicas(cfg, "us-east-1") == cfg.region("us-east-1").replicas
 
     # `drctl monitor decisions -o json`, through Temporal only: the same log.
     path = str(write_config(cfg, tmp_path))

@@ -54,7 +54,7 @@ async def _step(
     return await asyncio.wait_for(result_of(handle, RebalanceResult), 60)
 
 
-async def test_a_shed_pre_scales_the_target_then_moves_only_the_planned_share(
+async def test_a_shed_pre_scales_the_target_and_the_last_return_scales_it_back(
     start_workers: StartWorkers, temporal_client: Client
 ) -> None:
     cfg = await start_workers()
@@ -72,6 +72,21 @@ async def test_a_shed_pre_scales_the_target_then_moves_only_the_planned_share(
     assert res.scaled == {"us-east-1": 3} and replicas(cfg, "us-east-1") == 3
     assert replicas(cfg, "us-west-1") == 2
     assert [p.phase for p in res.phases][:4] == ["claim", "read-weights", "pre-scale", "shift"]
+
+    # The return step that gives the last share back scales us-east-1 back to its configured 2.
+    back = await _step(
+        temporal_client,
+        cfg,
+        "return",
+        {"us-west-1": 45, "us-east-1": 55},
+        CONFIGURED,
+        scale_back={"us-east-1": 2, "us-west-1": 2},  # us-west-1 runs 2 already: left alone
+    )
+    assert back.status == "succeeded", back.error
+    assert weights(cfg) == CONFIGURED
+    assert back.scaled_back == {"us-east-1": 2} and not back.scale_back_errors
+    assert replicas(cfg, "us-east-1") == 2 and replicas(cfg, "us-west-1") == 2
+    assert [p.phase for p in back.phases][-2:] == ["analyse", "scale-back"]
 
 
 async def test_a_failed_pre_scale_is_named_and_the_shift_stands(
