@@ -52,10 +52,11 @@ from drctl.providers.traffic_factory import global_traffic
 from drctl.providers.vllm_metrics import ReplicaTarget, read_replicas
 
 BASE_TTFT_MS = 150.0  # as bench/rto.py: the objective is 4x this (600 ms)
-WARMUP_S = 15.0  # load before the fault, so the fault meets a fleet in its steady state
+WARMUP_S = 15.0  # load before the fault (at most half the window), so it meets a fleet in its steady state
 REQUEST_TIMEOUT_S = 30.0  # a user gives up after this; fleetsim then aborts the queued request
 MAX_IN_FLIGHT = 400  # a stuck endpoint must not grow the task set without bound
 SOURCE, TARGET = "us-west-1", "us-east-1"
+DRAIN_S = 300.0  # bound on the wait for the previous arm's queue to drain
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -207,9 +208,6 @@ async def run_arm(
     client: Client, cfg: FleetConfig, arm: Arm, args: argparse.Namespace, rps: float
 ) -> ArmRecord:
     """Reset, load, fault at t0, answer as the arm does, read for the window; always stops what it started."""
-    await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
-    await rto_fleet.wait_probed_healthy(cfg, 60)
-    await rto_fleet.wait_no_operations(client, cfg, 60)
     window_s = args.minutes * 60
     pcfg = policy_config(cfg, "drctl")  # the default monitor, rebalance automatic
     sent: list[tuple[float, float, bool, str | None]] = []
@@ -218,12 +216,18 @@ async def run_arm(
     load: asyncio.Task[None] | None = None
     t0 = time.monotonic()
     try:
+        await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
+        # The last arm's queue drains first: the gateway holds a request its user gave up on until
+        # its `timeout server` (120 s), so a replica can still be minutes of work behind.
+        await rto_fleet.wait_probed_healthy(cfg, DRAIN_S)
+        await rto_fleet.wait_no_operations(client, cfg, 60)
         if arm == "rebalance":
             await start_monitor(client, pcfg)
             await _monitor_ready(client, pcfg, 60)
         seed = None if args.seed is None else args.seed + ARMS.index(arm)
-        load = asyncio.create_task(open_loop(cfg, rps, time.monotonic() + WARMUP_S + window_s, sent, seed))
-        await asyncio.sleep(WARMUP_S)
+        warmup_s = min(WARMUP_S, window_s / 2)
+        load = asyncio.create_task(open_loop(cfg, rps, time.monotonic() + warmup_s + window_s, sent, seed))
+        await asyncio.sleep(warmup_s)
         t0 = time.monotonic()
         await asyncio.to_thread(
             rto_fleet._admin, cfg, SOURCE, "/faults/replicas",
