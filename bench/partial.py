@@ -155,6 +155,13 @@ async def open_loop(
             await asyncio.gather(*inflight, return_exceptions=True)
 
 
+async def _targets(cfg: FleetConfig, source: KubernetesReplicaSource) -> list[ReplicaTarget]:
+    found = await asyncio.gather(*(source.replicas(r) for r in cfg.regions))
+    return [
+        ReplicaTarget(r.name, e.name, e.url) for r, eps in zip(cfg.regions, found, strict=True) for e in eps
+    ]
+
+
 async def read_fleet(cfg: FleetConfig, t0: float, until: float, reads: list[Read]) -> None:
     """Every replica's /metrics and the global weights about once a second, from t0 to `until`."""
     source, listed, targets = KubernetesReplicaSource(cfg), float("-inf"), []
@@ -163,13 +170,7 @@ async def read_fleet(cfg: FleetConfig, t0: float, until: float, reads: list[Read
     async with httpx.AsyncClient(trust_env=False) as client:
         while (now := time.monotonic()) <= until:
             if now - listed >= 5.0:  # the platform owns the replica set: a scale-up adds some
-                found = await asyncio.gather(*(source.replicas(r) for r in cfg.regions))
-                targets = [
-                    ReplicaTarget(r.name, e.name, e.url)
-                    for r, eps in zip(cfg.regions, found, strict=True)
-                    for e in eps
-                ]
-                listed = now
+                targets, listed = await _targets(cfg, source), now
             t = time.monotonic() - t0
             (snaps, failed), w = await asyncio.gather(
                 read_replicas(client, targets, timeout_s=cfg.health.probe_timeout_s),
@@ -178,6 +179,22 @@ async def read_fleet(cfg: FleetConfig, t0: float, until: float, reads: list[Read
             weights = {r: w[r] for r in order if r in w}
             reads.append(Read(t_s=round(t, 3), snapshots=snaps, weights=weights, failed=failed))
             await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
+
+
+async def wait_drained(cfg: FleetConfig, timeout_s: float) -> None:
+    """Until no replica has a request waiting: the last arm's backlog is gone (probes sample too few
+    replicas to tell). The gateway holds a request its user gave up on until its `timeout server`
+    (120 s), so a replica can be minutes of work behind when an arm ends."""
+    source, deadline = KubernetesReplicaSource(cfg), time.monotonic() + timeout_s
+    async with httpx.AsyncClient(trust_env=False) as client:
+        while True:
+            snaps, _ = await read_replicas(client, await _targets(cfg, source), timeout_s=5)
+            waiting = {s.source: s.queue for s in snaps if s.queue}
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"replicas still have requests waiting after {timeout_s:g}s: {waiting}")
+            await asyncio.sleep(1.0)
 
 
 async def start_failover(client: Client, cfg: FleetConfig) -> Any:
@@ -217,9 +234,8 @@ async def run_arm(
     t0 = time.monotonic()
     try:
         await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
-        # The last arm's queue drains first: the gateway holds a request its user gave up on until
-        # its `timeout server` (120 s), so a replica can still be minutes of work behind.
-        await rto_fleet.wait_probed_healthy(cfg, DRAIN_S)
+        await wait_drained(cfg, DRAIN_S)
+        await rto_fleet.wait_probed_healthy(cfg, 60)
         await rto_fleet.wait_no_operations(client, cfg, 60)
         if arm == "rebalance":
             await start_monitor(client, pcfg)
