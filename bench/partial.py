@@ -277,7 +277,8 @@ async def run_all(cfg: FleetConfig, args: argparse.Namespace, rps: float, record
             records.append(rec)
             s = summarise(rec, SloObjective.from_config(cfg.objectives.slo))
             print(
-                f"[{arm}] {s.requests} requests, TTFT p99 {s.ttft_p99_ms} ms, restored "
+                f"[{arm}] {s.sent_rps:g} rps sent, {s.requests} requests answered or failed, "
+                f"TTFT p99 {s.ttft_p99_ms} ms, restored "
                 f"{s.restored_s if s.restored_s is not None else 'never'}"
                 + (f", failover {rec.failover}" if rec.failover else "")
                 + (f", error: {rec.error}" if rec.error else ""),

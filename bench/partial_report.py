@@ -63,6 +63,9 @@ class ArmSummary(BaseModel):
     arm: Arm
     requests: int
     errors: int
+    sent_rps: float = Field(
+        description="Requests the users sent in the window, per second: the offered load."
+    )
     ttft_p50_ms: float | None
     ttft_p99_ms: float | None
     region_p99_ms: dict[str, float | None]
@@ -135,6 +138,7 @@ def summarise(rec: ArmRecord, objective: SloObjective, source: str = "us-west-1"
         arm=rec.arm,
         requests=len(inside),
         errors=sum(not r.ok for r in inside),
+        sent_rps=round(sum(0 <= r.sent_s <= rec.window_s for r in rec.requests) / rec.window_s, 2),
         ttft_p50_ms=p50,
         ttft_p99_ms=p99,
         region_p99_ms={r: window_ttft(rec.reads, r)[1] for r in regions},

@@ -69,7 +69,7 @@ def _reads() -> list[Read]:
 def _requests() -> list[Request]:
     # 10 users' requests end in each second; 2 of the first second's fail (the killed replica's).
     return [
-        Request(sent_s=s - 2.7 + i / 10, done_s=s + i / 10, ok=not (s == 0 and i < 2), region="us-east-1")
+        Request(sent_s=s - 2.65 + i / 10, done_s=s + i / 10, ok=not (s == 0 and i < 2), region="us-east-1")
         for s in range(4)
         for i in range(10)
     ]
@@ -134,6 +134,7 @@ def test_intervals_carry_the_servers_p99_and_the_users_errors() -> None:
 def test_summary_restores_at_the_start_of_the_first_held_window() -> None:
     s = summarise(RECORD, OBJ)
     assert (s.requests, s.errors, s.error_rate) == (40, 2, 0.05)
+    assert s.sent_rps == 3.25  # 13 of the 40 were sent after the fault, in its 4 s
     assert (s.restored_s, s.within_pct) == (1.0, 75.0)
     assert (s.survivor_peak_waiting, s.source_peak_waiting) == (7, 9)
     assert "held 2.0s" in s.evidence
