@@ -66,3 +66,24 @@ def test_false_failover_bench_sees_no_failover(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["flaps"] >= 2 and [row[0] for row in data["watches"]] == ["drctl", "rounds", "baseline"]
     assert data["watches"][0][2] == "0", done.stdout  # drctl started no failover
+
+
+def test_partial_bench_runs_all_three_arms_side_by_side(tmp_path: Path) -> None:
+    out = tmp_path / "partial.json"
+    done = _run(
+        "bench/partial.py",
+        *"--minutes 0.1 --load-fraction 0.7 --arms none,failover,rebalance --seed 12 --json".split(),
+        str(out),
+    )
+    assert "Partial-failure benchmark: 1 of 2 us-west-1 replicas killed" in done.stdout
+    assert re.search(r"capacity 4 replicas x 16 concurrent .* load 0\.7 of it: [\d.]+ rps", done.stdout)
+    arms = {a["arm"]: a for a in json.loads(out.read_text())["arms"]}
+    assert list(arms) == ["none", "failover", "rebalance"]
+    for a in arms.values():
+        assert a["error"] is None and a["reads"] and a["requests"], a["error"]
+        # The fault: one of us-west-1's two replicas is gone for the whole window.
+        west = {s["source"] for s in a["reads"][-1]["snapshots"] if s["region"] == "us-west-1"}
+        assert len(west) == 1, west
+    assert arms["none"]["reads"][-1]["weights"] == {"us-west-1": 60, "us-east-1": 40}
+    assert arms["failover"]["failover"]["status"] == "succeeded", arms["failover"]["failover"]
+    assert arms["rebalance"]["decisions"], "the monitor logged no decision"
