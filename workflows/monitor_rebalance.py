@@ -276,7 +276,19 @@ class MonitorRebalance:
                 f"{r} breaching for {(now - began).total_seconds():.1f} s of the {limits.breach_window_s:g} s "
                 f"window: {'; '.join(kinds.values())}"
             )
-        if plan.action != "hold" and mem.not_before is not None and now < mem.not_before:
+        # A return waits until the region has carried its share for return_stable_s, every tick.
+        mem.return_since = (mem.return_since or now) if plan.action == "return" else None
+        since = mem.return_since
+        if since is not None and (now - since).total_seconds() < limits.return_stable_s:
+            d.action, d.outcome = "hold", "held"
+            due = since + timedelta(seconds=limits.return_stable_s)
+            d.reasons.append(
+                f"the return is due at {due:%H:%M:%S} if the region still carries it: "
+                f"{limits.return_stable_s:g} s stable from {since:%H:%M:%S}"
+            )
+        # A failed step holds the next for a while; a failed return never holds a shed.
+        blocked = plan.action == "return" or mem.not_before_shed
+        if d.action != "hold" and blocked and mem.not_before is not None and now < mem.not_before:
             d.action, d.outcome = "hold", "held"
             d.reasons.append(f"the last step failed: no other before {mem.not_before:%H:%M:%S}")
         if d.action == "hold":
@@ -294,6 +306,7 @@ class MonitorRebalance:
         else:
             # A busy fleet or a failing step: retrying every tick would start a workflow each time.
             mem.not_before = workflow.now() + timedelta(seconds=max(30.0, 3 * spec.interval_s))
+            mem.not_before_shed = d.action == "shed"
         if d.outcome == "applied":
             for r in (r for r, delta in plan.moves.items() if delta < 0):
                 # The next step off this region needs a whole window of evidence under the new share.

@@ -66,6 +66,14 @@ class RebalanceLimits(StrictModel):
     return_step_interval_s: float = Field(
         10.0, ge=0, le=3600, description="Pause and analysis time per step of the return, s."
     )
+    return_stable_s: float = Field(
+        30.0,
+        ge=0,
+        le=3600,
+        description="Shed share starts to return only once every reading for this long has said the "
+        "region carries it (with the hysteresis margin) and no region breached, s: a reading's noise "
+        "must not shed and return by turns.",
+    )
 
     @model_validator(mode="after")
     def _steps(self) -> RebalanceLimits:

@@ -89,6 +89,13 @@ class RebalanceMemory(BaseModel):
         description="Regions a shed pre-scaled: the step that returns the last moved share scales them back.",
     )
     not_before: datetime | None = Field(None, description="After a failed step: no other step before this.")
+    not_before_shed: bool = Field(
+        True,
+        description="Whether `not_before` holds sheds too (a failed shed), or only returns (a failed return).",
+    )
+    return_since: datetime | None = Field(
+        None, description="Since when every tick has planned a return (return_stable_s counts from here)."
+    )
     ticks: int = 0
 
     def home(self, current: dict[str, int]) -> tuple[dict[str, int], str | None]:

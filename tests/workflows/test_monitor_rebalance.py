@@ -61,7 +61,13 @@ def rebalance_config(
     cfg = fast_config(cfg)
     slo = cfg.objectives.slo.model_copy(update={"ttft_p99_ms": ttft_ms})
     lim = cfg.failover.rebalance_limits.model_copy(
-        update={"breach_window_s": 2.0, "max_shift_pct": 10, "return_step_interval_s": 1.0, **limits}
+        update={
+            "breach_window_s": 2.0,
+            "max_shift_pct": 10,
+            "return_step_interval_s": 1.0,
+            "return_stable_s": 3.0,
+            **limits,
+        }
     )
     return cfg.model_copy(
         update={
