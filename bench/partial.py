@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(0, 1]",
         why="the load must stay bounded on a shared machine",
     )
+    p.number(
+        "--spare-replicas",
+        0,
+        "Replicas each region may grow by (max_replicas - replicas); 0: no spare GPUs anywhere",
+        "[0, 8]",
+    )
     p.add_argument("--arms", default=",".join(ARMS), help=f"Comma list of {', '.join(ARMS)} (default: all).")
     p.add_argument("--seed", type=int, default=None, help="Seed of the users' arrival times.")
     p.add_argument("--json", type=Path, default=None, help="Write the raw figures here.")
@@ -78,11 +84,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def bench_config(cfg: FleetConfig) -> FleetConfig:
-    """The objective of bench/rto.py and a per-replica capacity equal to fleetsim's max_num_seqs."""
+def bench_config(cfg: FleetConfig, spare_replicas: int = 0) -> FleetConfig:
+    """The objective of bench/rto.py, a per-replica capacity equal to fleetsim's max_num_seqs, and
+    `spare_replicas` of room to scale in each region (the issue's case: the node is lost and no
+    spare exists, so neither a failover nor a rebalance can add replicas)."""
     seqs = FleetsimSettings().max_num_seqs
     workload = cfg.workload.model_copy(update={"max_concurrency_per_replica": seqs})
-    return with_objective(cfg.model_copy(update={"workload": workload}), BASE_TTFT_MS)
+    regions = [r.model_copy(update={"max_replicas": r.replicas + spare_replicas}) for r in cfg.regions]
+    return with_objective(cfg.model_copy(update={"workload": workload, "regions": regions}), BASE_TTFT_MS)
 
 
 def capacity(cfg: FleetConfig, fraction: float) -> dict[str, float]:
@@ -212,11 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rto_fleet.quiet_temporal()
     cfg_path = rto_fleet.write_bench_config(interval_s=10, threshold=3)
-    cfg = bench_config(rto_fleet.load(cfg_path))
+    cfg = bench_config(rto_fleet.load(cfg_path), args.spare_replicas)
     cap = capacity(cfg, args.load_fraction)
     print(
         f"capacity {cap['capacity_concurrency']:g} concurrent ({cap['capacity_rps']:g} rps); "
-        f"load {cap['load_rps']:g} rps (~{cap['load_concurrency']:g} concurrent)",
+        f"load {cap['load_rps']:g} rps (~{cap['load_concurrency']:g} concurrent); "
+        f"{args.spare_replicas} spare replicas a region",
         flush=True,
     )
     records: list[ArmRecord] = []

@@ -81,6 +81,7 @@ RECORD = ArmRecord(arm="rebalance", window_s=4, reads=_reads(), requests=_reques
 def test_defaults_and_arms_in_their_fixed_order() -> None:
     args = parse_args([])
     assert (args.minutes, args.load_fraction, args.seed, args.json) == (3.0, 0.7, None, None)
+    assert args.spare_replicas == 0
     assert args.arms == ["none", "failover", "rebalance"]
     assert parse_args(["--arms", "rebalance,none,none"]).arms == ["none", "rebalance"]
 
@@ -91,6 +92,7 @@ BAD_ARGUMENTS = [
     (["--minutes", "0"], "--minutes must be in (0, 30]"),
     (["--load-fraction", "1.5"], "--load-fraction must be in (0, 1]: the load must stay bounded"),
     (["--seed", "x"], "--seed: invalid int value: 'x'"),
+    (["--spare-replicas", "9"], "--spare-replicas must be in [0, 8]"),
 ]
 
 test_bad_arguments_exit_2_naming_the_problem = refusal_test(parse_args, BAD_ARGUMENTS)
@@ -101,6 +103,8 @@ def test_load_is_the_fraction_of_replicas_x_max_num_seqs_over_one_requests_servi
     try:
         cfg = bench_config(rto_fleet.load(path))
         assert cfg.workload.max_concurrency_per_replica == 16  # fleetsim's max_num_seqs
+        assert [r.max_replicas for r in cfg.regions] == [2, 2]  # no spare GPUs by default
+        assert [r.max_replicas for r in bench_config(rto_fleet.load(path), 2).regions] == [4, 4]
         assert cfg.objectives.slo.ttft_p99_ms == 600  # 4 x the 150 ms steady TTFT, as bench/rto.py
         cap = capacity(cfg, 0.7)
     finally:
