@@ -72,6 +72,26 @@ def test_every_dependency_waits_for_health_or_completion() -> None:
     assert "temporal-setup" in SERVICES["drctl-worker"]["depends_on"]
 
 
+def test_compose_runs_the_temporal_releases_the_tests_run() -> None:
+    """The server, its admin-tools (schema and attributes) and the UI: the versions in supported-versions.md."""
+    row = next(
+        line
+        for line in (ROOT / "docs" / "supported-versions.md").read_text().splitlines()
+        if line.startswith("| Temporal server |")
+    )
+    tested = re.search(r"Server \*\*([\d.]+)\*\*.*UI \*\*([\d.]+)\*\*", row)
+    assert tested, row
+    server, ui = tested.groups()
+    tags = {
+        image.split(":")[0]: image.split(":")[1]
+        for svc in SERVICES.values()
+        if (image := svc.get("image", "")).startswith("temporalio/")
+    }
+    assert tags == {"temporalio/server": server, "temporalio/admin-tools": server, "temporalio/ui": ui}
+    every_admin_tools = {s["image"] for s in SERVICES.values() if "admin-tools" in s.get("image", "")}
+    assert every_admin_tools == {f"temporalio/admin-tools:{server}"}
+
+
 def test_no_setup_step_swallows_its_failure() -> None:
     for script in (REGISTER, ROOT / "deploy" / "compose" / "setup-postgres-schema.sh"):
         text = script.read_text()
