@@ -12,7 +12,7 @@ COPY activities ./activities
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11.14-slim-bookworm
-# Every executable the product starts (drctl/providers/executables.py; tests/test_packaging.py
+# Every executable the product starts (drctl/providers/executables.py; tests/test_worker_image.py
 # checks this list): rclone moves model artifacts (replication, migration, the RPO check).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends rclone=1.60.1+dfsg-2+b5 ca-certificates \

@@ -17,6 +17,7 @@ import yaml
 
 from drctl.config.schema import load_config
 from drctl.models.search_attributes import ALL
+from tests.support.compose_files import env_files
 from tests.support.http_stub import Reply, Request, StubServer
 from tests.support.wait import wait_until
 
@@ -63,10 +64,9 @@ def test_volumes_resolve() -> None:
 
 
 def test_env_files_and_dockerfile_exist() -> None:
-    for name, svc in SERVICES.items():
-        env_files = svc.get("env_file", [])
-        for f in [env_files] if isinstance(env_files, str) else env_files:
-            assert (ROOT / f).is_file(), f"{name}: env_file {f} missing"
+    for f, required in env_files(SERVICES).items():
+        assert (ROOT / f).is_file() or not required, f"env_file {f} missing"
+    for svc in SERVICES.values():
         if "build" in svc:
             ctx = ROOT / svc["build"]["context"]
             assert (ctx / svc["build"]["dockerfile"]).is_file()

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from drctl.models.search_attributes import ALL
+from tests.support.compose_files import env_files
 from tests.support.ports import free_port
 from tests.support.wait import wait_until
 
@@ -29,6 +30,7 @@ SERVICES: dict = COMPOSE["services"]
 SCHEMA = json.loads((ROOT / "tests" / "data" / "compose-spec.json").read_text())
 TEMPORAL = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
 REGISTER = ROOT / "deploy" / "compose" / "register-search-attributes.sh"
+DOC = (ROOT / "docs" / "compose.md").read_text()
 
 
 def _one_shot(svc: dict) -> bool:
@@ -70,6 +72,26 @@ def test_every_dependency_waits_for_health_or_completion() -> None:
     assert "temporal-setup" in SERVICES["drctl-worker"]["depends_on"]
 
 
+def test_compose_runs_the_temporal_releases_the_tests_run() -> None:
+    """The server, its admin-tools (schema and attributes) and the UI: the versions in supported-versions.md."""
+    row = next(
+        line
+        for line in (ROOT / "docs" / "supported-versions.md").read_text().splitlines()
+        if line.startswith("| Temporal server |")
+    )
+    tested = re.search(r"Server \*\*([\d.]+)\*\*.*UI \*\*([\d.]+)\*\*", row)
+    assert tested, row
+    server, ui = tested.groups()
+    tags = {
+        image.split(":")[0]: image.split(":")[1]
+        for svc in SERVICES.values()
+        if (image := svc.get("image", "")).startswith("temporalio/")
+    }
+    assert tags == {"temporalio/server": server, "temporalio/admin-tools": server, "temporalio/ui": ui}
+    every_admin_tools = {s["image"] for s in SERVICES.values() if "admin-tools" in s.get("image", "")}
+    assert every_admin_tools == {f"temporalio/admin-tools:{server}"}
+
+
 def test_no_setup_step_swallows_its_failure() -> None:
     for script in (REGISTER, ROOT / "deploy" / "compose" / "setup-postgres-schema.sh"):
         text = script.read_text()
@@ -81,14 +103,34 @@ def test_no_setup_step_swallows_its_failure() -> None:
     assert "temporal:temporal temporal_visibility:visibility" in text
 
 
-def test_every_env_file_is_documented() -> None:
-    doc = (ROOT / "docs" / "compose.md").read_text()
-    files = {svc["env_file"] for svc in SERVICES.values() if "env_file" in svc}
-    assert files == {str(p.relative_to(ROOT)) for p in (ROOT / "deploy" / "compose").glob("*.env")}
-    for f in files:
-        assert f"`{f}`" in doc, f"{f} is not documented in docs/compose.md"
-        for var in re.findall(r"^([A-Z_]+)=", (ROOT / f).read_text(), re.M):
-            assert f"`{var}`" in doc, f"{f}: {var} is not documented"
+def _documented_vars() -> dict[str, set[str]]:
+    """docs/compose.md's env-file table: file -> the variables its row names."""
+    rows = re.findall(r"^\| `(deploy/compose/[\w.]+)`[^|]*\|[^|]*\|(.*)\|$", DOC, re.M)
+    return {f: set(re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)) for f, cell in rows}
+
+
+def test_every_env_file_is_documented_with_the_variables_it_sets() -> None:
+    files = env_files(SERVICES)
+    required = {f for f, req in files.items() if req}
+    assert required == {str(p.relative_to(ROOT)) for p in (ROOT / "deploy" / "compose").glob("*.env")}
+    documented = _documented_vars()
+    assert set(documented) == set(files), "docs/compose.md's env-file table and the services' env files"
+    for f in required:
+        sets = set(re.findall(r"^([A-Z][A-Z0-9_]+)=", (ROOT / f).read_text(), re.M))
+        # Both ways: a variable the file sets is documented, and the docs name no variable it lacks.
+        assert documented[f] == sets, (
+            f"{f}: sets {sorted(sets)}, docs/compose.md says {sorted(documented[f])}"
+        )
+
+
+def test_the_optional_env_file_is_never_committed() -> None:
+    optional = [f for f, req in env_files(SERVICES).items() if not req]
+    assert optional == ["deploy/compose/vllm.local.env"]
+    for f in optional:
+        assert not (ROOT / f).exists(), f"{f} holds secrets and must not be in the repository"
+        ignored = subprocess.run(["git", "check-ignore", "-q", f], cwd=ROOT, timeout=30)
+        assert ignored.returncode == 0, f"{f} is not git-ignored"
+    assert "HUGGING_FACE_HUB_TOKEN" in _documented_vars()[optional[0]]
 
 
 # --- the search-attribute registration, run against real dev servers ---------------------------

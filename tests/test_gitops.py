@@ -14,6 +14,7 @@ import yaml
 
 from drctl.config.schema import load_config
 from drctl.models.failover import FailoverResult
+from drctl.models.rebalance import RebalanceResult
 from drctl.models.upgrade import UpgradeResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,3 +161,14 @@ def test_the_failover_table_shows_each_gitops_managed_object() -> None:
         render_failover(res, "http://ui")
     text = " ".join(out.get().split())
     assert "GitOps-managed" in text and f"Deployment/{STABLE}" in text and "spec.replicas" in text
+
+
+def test_the_rebalance_paragraph_names_what_its_result_holds() -> None:
+    """docs/gitops.md sends a rebalance's reader to its `scaled`/`scaled_back` maps: they must exist,
+    and the day the result records `gitops_managed` the paragraph saying it does not must go."""
+    doc = " ".join((ROOT / "docs" / "gitops.md").read_text().split())
+    assert "a rebalance's pre-scale" in doc and "rebalance/<fleet>" in doc
+    for name in ("scaled", "scaled_back"):
+        assert f"`{name}`" in doc and name in RebalanceResult.model_fields, name
+    says_missing = "Its result does not carry `gitops_managed` yet" in doc
+    assert says_missing == ("gitops_managed" not in RebalanceResult.model_fields)

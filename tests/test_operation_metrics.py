@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.phases import OperationInfo, OperationProgress, PhaseTiming
-from drctl.models.rpo import LagReport
+from drctl.models.rpo import LagReport, ReplicaPair
 from drctl.telemetry import metrics
 from drctl.worker import operation_metrics
 from tests.support.temporal import start_local
@@ -161,8 +161,28 @@ def test_replication_lag_per_bucket_and_replica_and_the_monitor_alert() -> None:
     metrics.record_lag("lagtest", rep.model_copy(update={"lag_s": 12.5, "missing": 3}))
     assert _value("drctl_replication_lag_seconds", **labels) == 12.5
     assert _value("drctl_replication_objects_behind", **labels) == 3.0
-    metrics.record_lag("lagtest", rep.model_copy(update={"error": "source unreachable"}))
+    assert _value("drctl_replication_lag_measured_timestamp_seconds", **labels) == now.timestamp()
+    later = rep.model_copy(update={"error": "source unreachable", "measured_at": now + timedelta(minutes=1)})
+    metrics.record_lag("lagtest", later)
     assert _value("drctl_replication_lag_seconds", **labels) is None  # unknown is not an old figure
+    # ... and a failed measurement is no measurement: the staleness alert keeps counting from `now`.
+    assert _value("drctl_replication_lag_measured_timestamp_seconds", **labels) == now.timestamp()
+
+    # A worker start counts as the last measurement of every configured replica, never moving one back.
+    pair = ReplicaPair(
+        bucket="models",
+        source_region="us-west-1",
+        source_bucket="m-west",
+        replica_region="us-east-1",
+        replica_bucket="m-east",
+        interval_s=3600,
+    )
+    metrics.init_replicas("lagtest", [pair], now.timestamp() - 30)
+    assert _value("drctl_replication_lag_measured_timestamp_seconds", **labels) == now.timestamp()
+    assert _value("drctl_replication_interval_seconds", **labels) == 3600
+    fresh = {**labels, "fleet": "lagfresh"}
+    metrics.init_replicas("lagfresh", [pair], now.timestamp() - 30)
+    assert _value("drctl_replication_lag_measured_timestamp_seconds", **fresh) == now.timestamp() - 30
 
     metrics.record_monitor_alert("alerttest", "NO_QUORUM")
     assert _value("drctl_monitor_alert", fleet="alerttest", alert="NO_QUORUM") == 1.0

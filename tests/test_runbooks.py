@@ -10,10 +10,13 @@ import typer
 import yaml
 
 from drctl.cli.main import app
+from drctl.config.reference import SCHEMA_ID
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = yaml.safe_load((ROOT / "deploy" / "prometheus" / "drctl-rules.yaml").read_text())
 RUNBOOKS = (ROOT / "docs" / "runbooks.md").read_text()
+# The published docs: a notification's link must open in a browser, so it is absolute.
+RUNBOOK_BASE = "https://github.com/drctl/drctl/blob/main/docs/runbooks.md"
 
 
 def _alerts() -> list[dict]:
@@ -29,7 +32,7 @@ def test_every_alert_links_its_own_runbook_section() -> None:
     sections = _sections()
     for rule in _alerts():
         name = rule["alert"]
-        assert rule["annotations"].get("runbook_url") == f"docs/runbooks.md#{name.lower()}", name
+        assert rule["annotations"].get("runbook_url") == f"{RUNBOOK_BASE}#{name.lower()}", name
         assert name in sections, f"docs/runbooks.md has no section for {name}"
     assert set(sections) == {r["alert"] for r in _alerts()}, "a runbook for an alert that does not exist"
 
@@ -55,3 +58,15 @@ def test_every_drctl_command_in_the_runbooks_exists_with_its_options() -> None:
         for word in words[i:]:
             if word.startswith("-"):
                 assert word in known, f"{span}: {word} is not an option of drctl {' '.join(words[:i])}"
+
+
+def test_the_runbook_base_is_documented_and_the_notifications_link_it() -> None:
+    # The base is the same one the config schema's $id uses, and the runbooks page names it.
+    assert SCHEMA_ID.rsplit("/docs/", 1)[0] == RUNBOOK_BASE.rsplit("/docs/", 1)[0]
+    assert f"`{RUNBOOK_BASE}#<alert name in lower case>`" in " ".join(RUNBOOKS.split())
+    receivers = yaml.safe_load((ROOT / "deploy" / "alertmanager" / "alertmanager.yml").read_text())[
+        "receivers"
+    ]
+    for r in receivers:
+        configs = [c for key, cs in r.items() if key.endswith("_configs") for c in cs]
+        assert configs and all("Annotations.runbook_url" in yaml.safe_dump(c) for c in configs), r["name"]

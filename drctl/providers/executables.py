@@ -1,6 +1,6 @@
 """Every executable the product starts, in one registry.
 
-The worker image must carry each one: tests/test_packaging.py checks that every subprocess the
+The worker image must carry each one: tests/test_worker_image.py checks that every subprocess the
 product code starts takes its program from here, and that the Dockerfile installs every entry.
 A program found on the developer's PATH but missing from the image would otherwise fail only in
 production (rclone did: replication, migration and the failover's RPO check all ended `RcloneMissing`).

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import Counter, Gauge, Histogram
 
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
-from drctl.models.rpo import LagReport
+from drctl.models.rpo import LagReport, ReplicaPair
 
 # RTOs land between seconds and minutes; the edges bracket the 30 s default target closely.
 RTO_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600)
@@ -123,6 +123,16 @@ REPLICATION_LAG = Gauge(
 REPLICATION_BEHIND = Gauge(
     "drctl_replication_objects_behind", "Source objects a replica lacks or holds differently.", _REPLICA
 )
+# A lag that cannot be measured (Replicate stopped, source unreachable) drops its series above, so
+# the lag alert cannot fire on it: these two let DrctlReplicationLagUnmeasured notice the silence.
+REPLICATION_MEASURED = Gauge(
+    "drctl_replication_lag_measured_timestamp_seconds",
+    "When a replica's lag was last measured (Unix time); the worker's start until it first is.",
+    _REPLICA,
+)
+REPLICATION_INTERVAL = Gauge(
+    "drctl_replication_interval_seconds", "A replica's configured replication interval.", _REPLICA
+)
 RPO_TARGET = Gauge("drctl_rpo_target_seconds", "The fleet's configured RPO target.", ["fleet"])
 OPERATION_RESULT = Gauge(
     "drctl_operation_last_result_timestamp_seconds",
@@ -182,6 +192,18 @@ def init_fleet(
     RTO_TARGET.labels(fleet=fleet).set(rto_target_s)
     RPO_TARGET.labels(fleet=fleet).set(rpo_target_s)
     BACKUP_MAX_AGE.labels(fleet=fleet).set(backup_max_age_s)
+
+
+def init_replicas(fleet: str, pairs: Iterable[ReplicaPair], started_at: float) -> None:
+    """Every configured replica's interval, and its last measurement starting at the worker's start.
+
+    Not 0: after a restart of every worker, a pair replicated hourly would read as unmeasured for
+    decades until its next run. From the start, silence counts only once it is longer than allowed.
+    """
+    for p in pairs:
+        labels = (fleet, p.bucket, p.source_region, p.replica_region)
+        REPLICATION_INTERVAL.labels(*labels).set(p.interval_s)
+        set_if_newer(REPLICATION_MEASURED.labels(*labels), started_at)
 
 
 def one_hot(gauge: Gauge, labels: Mapping[str, str], key: str, values: Iterable[str], current: str) -> None:
@@ -256,6 +278,7 @@ def record_lag(fleet: str, report: LagReport) -> None:
         return
     REPLICATION_LAG.labels(*labels).set(report.lag_s)
     REPLICATION_BEHIND.labels(*labels).set(report.unreplicated)
+    set_if_newer(REPLICATION_MEASURED.labels(*labels), report.measured_at.timestamp())
 
 
 def record_monitor_alert(fleet: str, alert: str | None) -> None:

@@ -27,6 +27,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from drctl.client.operations import describe_or_none, list_operations, visibility_query
 from drctl.config.schema import FleetConfig
 from drctl.models.monitor import MonitorStatus
+from drctl.models.rpo import replica_pairs
 from drctl.providers.traffic_factory import global_traffic
 from drctl.providers.velero import VeleroBackupProvider
 from drctl.telemetry import metrics
@@ -65,6 +66,7 @@ class FleetReader:
             cfg.backup.max_age_s,
             cfg.objectives.rpo_target_s,
         )
+        metrics.init_replicas(cfg.name, replica_pairs(cfg), time.time())
 
     async def refresh(self) -> None:
         async with self._lock:  # concurrent scrapes share one read
