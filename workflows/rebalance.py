@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.activity_io import ProbeRequest, RegionRequest, ScaleInput
     from drctl.models.failover import probe_passes
     from drctl.models.fleet_spec import FleetSpec
+    from drctl.models.gitops import note_managed
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.rebalance import RebalanceInput, RebalanceResult
     from workflows import calls, global_weights
@@ -125,6 +126,7 @@ class Rebalance(Operation):
                 scaled = await calls.scale_deployment(
                     ScaleInput(region=region, replicas=n), queue=q, summary=f"pre-scale {region} to {n}"
                 )
+                note_managed(res.gitops_managed, region, scaled.deployment, scaled.gitops)
             except ActivityError as exc:
                 # The shift stands on the ready replicas alone: a failed pre-scale is said, not undone.
                 why = no_worker(exc, q) or cause_of(exc)
@@ -145,9 +147,10 @@ class Rebalance(Operation):
                 )
                 if cap.replicas <= n:
                     continue  # already there (an HPA or an operator scaled it down)
-                await calls.scale_deployment(
+                scaled = await calls.scale_deployment(
                     ScaleInput(region=region, replicas=n), queue=q, summary=f"scale {region} back to {n}"
                 )
+                note_managed(res.gitops_managed, region, scaled.deployment, scaled.gitops)
             except ActivityError as exc:
                 why = no_worker(exc, q) or cause_of(exc)
                 res.scale_back_errors[region] = why

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from drctl.models.capacity import BreachState
 from drctl.models.capacity_sample import CapacitySample
 from drctl.models.fleet_spec import FleetSpec
+from drctl.models.gitops import GITOPS_DESCRIPTION, GitOpsManaged, gitops_field
 from drctl.models.phases import PhaseTiming
 from drctl.models.traffic import GlobalChange
 
@@ -52,6 +53,7 @@ class RebalanceResult(BaseModel):
     scaled_back: dict[str, int] = Field(
         default_factory=dict, description="The last return step: regions scaled back, to how many replicas."
     )
+    gitops_managed: list[GitOpsManaged] = Field(default_factory=gitops_field, description=GITOPS_DESCRIPTION)
     scale_back_errors: dict[str, str] = Field(
         default_factory=dict, description="Regions whose scale-back failed, and why (still pre-scaled)."
     )
