@@ -169,7 +169,14 @@ def test_hostile_config_is_refused_everywhere(src: Path, world: dict[str, Any]) 
 
 def test_the_worker_bounds_a_plan_text_like_a_file(world: dict[str, Any]) -> None:
     """A plan handed through Temporal directly: deep nesting and duplicate keys in its JSON."""
-    for text in ("[" * 100_000 + "]" * 100_000, '{"title": "a", "title": "b"}', '{"a": NaN}'):
+    hostile = (
+        "[" * 100_000 + "]" * 100_000,
+        '{"title": "a", "title": "b"}',
+        '{"a": NaN}',
+        '{"title": "\\ud800"}',  # an escape that decodes to a lone surrogate
+        '{"configuration": {}, "tags": ["\ud800"]}',  # a lone surrogate in the str itself
+    )
+    for text in hostile:
         plan = ExperimentPlan(
             path="x",
             name="x",
@@ -198,6 +205,33 @@ def test_oversized_inputs_are_refused_unread(world: dict[str, Any]) -> None:
     big_exp.write_text(json.dumps({"title": "x" * (2 << 20)}))
     code, _, err = run_cli(["drill", "run", str(big_exp), "-c", str(world["config"])])
     assert code == 2 and "larger than the 1,048,576-byte limit" in err, err
+    _no_trace(world)
+
+
+@pytest.mark.parametrize(
+    "path, where",
+    [
+        (("title",), "at title"),
+        (("steady-state-hypothesis", "probes", 0, "name"), "at steady-state-hypothesis.probes[0].name"),
+        (("method", 0, "provider", "arguments", "\ud800"), "a key in method[0].provider.arguments"),
+    ],
+)
+def test_a_lone_surrogate_in_a_json_experiment_is_refused_naming_where(
+    path: tuple[Any, ...], where: str, world: dict[str, Any]
+) -> None:
+    """JSON writes "\\ud800" as an ASCII escape that json decodes to a str no encoder can print."""
+    doc = json.loads((REPO / "experiments" / "region-outage.json").read_text())
+    node = doc
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = "probe \udfff"
+    exp = world["work"] / "surrogate.json"
+    exp.write_text(json.dumps(doc))
+    assert "\\ud" in exp.read_text()
+    for verb in ("validate", "run"):
+        code, out, err = run_cli(["drill", verb, str(exp), "-c", str(world["config"])])
+        assert code == 2 and "Traceback" not in err + out, (code, err)
+        assert "not UTF-8 text" in err and where in err, err
     _no_trace(world)
 
 
