@@ -249,9 +249,15 @@ def load_yaml(data: bytes | str, limits: Limits, fast: bool = False) -> Any:
         raise DocumentError(f"a value YAML cannot construct: {type(exc).__name__}") from None
 
 
-def _json_depth(text: str, limits: Limits) -> None:
-    """Refuse nesting deeper than the limit before json (which recurses) sees the text."""
-    depth, in_string, escaped, line = 0, False, False, 1
+def _json_shape(text: str, limits: Limits) -> None:
+    """Refuse nesting deeper than the limit, or more values than the limit, before json (which
+    recurses, and builds every list) sees the text.
+
+    Each object or array is one value, and so is each member of an object and each item of an array
+    (a comma ends one; the last of a non-empty container ends at its bracket), so a 480,000-item
+    list is refused as a 480,000-key object is.
+    """
+    depth, values, in_string, escaped, line, last = 0, 0, False, False, 1, ""
     for ch in text:
         if ch == "\n":
             line += 1
@@ -262,25 +268,32 @@ def _json_depth(text: str, limits: Limits) -> None:
                 escaped = True
             elif ch == '"':
                 in_string = False
-        elif ch == '"':
+            continue
+        if ch == '"':
             in_string = True
         elif ch in "[{":
             depth += 1
+            values += 1
             if depth > limits.max_depth:
                 raise DocumentError(f"nested deeper than {limits.max_depth} levels", line)
         elif ch in "]}":
             depth -= 1
+            values += last not in "[{"  # the last item of a non-empty container
+        elif ch == ",":
+            values += 1
+        elif ch in " \t\r\n":
+            continue
+        if values > limits.max_nodes:
+            raise DocumentError(f"more than {limits.max_nodes:,} values", line)
+        last = ch
 
 
 def load_json(data: bytes | str, limits: Limits) -> Any:
     """Parse a JSON document within `limits`: no duplicate keys, NaN or huge numbers."""
     text = decode(data, limits)
-    _json_depth(text, limits)
-    count = 0
+    _json_shape(text, limits)
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal count
-        count += len(items) + 1
         out: dict[str, Any] = {}
         for k, v in items:
             if k in out:
@@ -302,8 +315,6 @@ def load_json(data: bytes | str, limits: Limits) -> Any:
         raise DocumentError(f"JSON syntax error at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise DocumentError(f"nested deeper than {limits.max_depth} levels") from None
-    if count > limits.max_nodes:
-        raise DocumentError(f"more than {limits.max_nodes:,} values")
     # Only a \\uD800-\\uDFFF escape can make one (the text itself is UTF-8): walk only then.
     where = _unencodable(doc) if _SURROGATE_ESCAPE.search(text) else None
     if where is not None:

@@ -235,6 +235,33 @@ def test_a_lone_surrogate_in_a_json_experiment_is_refused_naming_where(
     _no_trace(world)
 
 
+def test_a_long_json_list_counts_against_the_values_limit(world: dict[str, Any]) -> None:
+    """480,000 list items fit in 1 MiB of JSON: each is a value, as each key of an object is."""
+    doc = json.loads((REPO / "experiments" / "region-outage.json").read_text())
+    doc["tags"] = [1] * 480_000
+    exp = world["work"] / "long-list.json"
+    exp.write_text(json.dumps(doc, separators=(",", ":")))
+    assert exp.stat().st_size < EXPERIMENT_LIMITS.max_bytes
+    cpu = time.process_time()
+    code, out, err = run_cli(["drill", "run", str(exp), "-c", str(world["config"])])
+    assert time.process_time() - cpu < 1.0, "a refusal must be bounded in time"
+    assert code == 2 and "more than 50,000 values" in err and "Traceback" not in err + out, err
+    text = exp.read_text()
+    plan = ExperimentPlan(
+        path="x",
+        name="x",
+        title="t",
+        text=text,
+        sha256=digest(text),
+        target_region="us-west-1",
+        expect_failover=True,
+    )
+    inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
+    with pytest.raises(ExperimentInvalid, match="more than 50,000 values"):
+        ChaosActivities(world["cfg"])._prepare(inp)
+    _no_trace(world)
+
+
 def test_drill_validate_judges_as_the_worker_will(world: dict[str, Any]) -> None:
     code, out, err = run_cli(
         ["drill", "validate", str(REPO / "experiments" / "region-outage.json"), "-c", str(world["config"])]
