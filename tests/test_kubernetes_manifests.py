@@ -3,6 +3,7 @@ Kubernetes schema, and the worker's Roles grant exactly what the code calls."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,17 @@ def rendered(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]
 def fleet_of(objs: list[dict[str, Any]]) -> FleetConfig:
     cm = one(objs, "ConfigMap")
     return parse_config(cm["data"]["fleet.yaml"], file=f"ConfigMap {cm['metadata']['name']}")
+
+
+def test_the_tests_the_manifests_name_exist() -> None:
+    """A comment that says which test checks a rule must name a test that does."""
+    named = {
+        (path.relative_to(ROOT), ref)
+        for path in (ROOT / "deploy").rglob("*.yaml")
+        for ref in re.findall(r"tests/[\w/]+\.py", path.read_text())
+    }
+    assert named, "the manifests name the tests that check them"
+    assert [(str(p), ref) for p, ref in sorted(named) if not (ROOT / ref).is_file()] == []
 
 
 def test_there_is_an_overlay_per_region() -> None:
