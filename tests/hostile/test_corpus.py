@@ -112,6 +112,21 @@ def _no_trace(world: dict[str, Any]) -> None:
     assert _Trap.hits == 0, "a hostile experiment sent a request"
 
 
+def _worker_prepares(world: dict[str, Any], text: str, target: str = "us-west-1", path: str = "x") -> None:
+    """What the worker does with a plan handed to it through Temporal, just before `chaos run`."""
+    plan = ExperimentPlan(
+        path=path,
+        name=Path(path).stem,
+        title="t",
+        text=text,
+        sha256=digest(text),
+        target_region=target,
+        expect_failover=True,
+    )
+    inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
+    ChaosActivities(world["cfg"])._prepare(inp)
+
+
 def test_the_corpus_is_large_and_every_file_names_its_class() -> None:
     assert len(EXPERIMENTS) >= 60 and len(CONFIGS) >= 30
     for path in EXPERIMENTS + CONFIGS:
@@ -138,18 +153,8 @@ def test_hostile_experiment_is_refused_by_cli_and_worker(src: Path, world: dict[
         target = declared if isinstance(declared, str) else target
     except (DocumentError, TypeError, ValueError, AttributeError):
         text = path.read_bytes().decode(errors="replace")
-    plan = ExperimentPlan(
-        path=str(path),
-        name=src.stem,
-        title="t",
-        text=text,
-        sha256=digest(text),
-        target_region=target,
-        expect_failover=True,
-    )
-    inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
     with pytest.raises(ExperimentInvalid):
-        ChaosActivities(world["cfg"])._prepare(inp)
+        _worker_prepares(world, text, target, str(path))
     _no_trace(world)
 
 
@@ -177,18 +182,8 @@ def test_the_worker_bounds_a_plan_text_like_a_file(world: dict[str, Any]) -> Non
         '{"configuration": {}, "tags": ["\ud800"]}',  # a lone surrogate in the str itself
     )
     for text in hostile:
-        plan = ExperimentPlan(
-            path="x",
-            name="x",
-            title="t",
-            text=text,
-            sha256=digest(text),
-            target_region="us-west-1",
-            expect_failover=True,
-        )
-        inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
         with pytest.raises(ExperimentInvalid, match="not canonical JSON"):
-            ChaosActivities(world["cfg"])._prepare(inp)
+            _worker_prepares(world, text)
     _no_trace(world)
 
 
@@ -246,19 +241,8 @@ def test_a_long_json_list_counts_against_the_values_limit(world: dict[str, Any])
     code, out, err = run_cli(["drill", "run", str(exp), "-c", str(world["config"])])
     assert time.process_time() - cpu < 1.0, "a refusal must be bounded in time"
     assert code == 2 and "more than 50,000 values" in err and "Traceback" not in err + out, err
-    text = exp.read_text()
-    plan = ExperimentPlan(
-        path="x",
-        name="x",
-        title="t",
-        text=text,
-        sha256=digest(text),
-        target_region="us-west-1",
-        expect_failover=True,
-    )
-    inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
     with pytest.raises(ExperimentInvalid, match="more than 50,000 values"):
-        ChaosActivities(world["cfg"])._prepare(inp)
+        _worker_prepares(world, exp.read_text())
     _no_trace(world)
 
 
