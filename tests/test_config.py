@@ -179,3 +179,34 @@ def test_route53_ttl_longer_than_the_rto_budget_warns_but_is_valid(tmp_path: Pat
     # The shipped example keeps its TTL inside the budget: no warning.
     clean = drctl("config", "validate", str(ROOT / "config" / "fleet.example.yaml"))
     assert clean.returncode == 0 and "warning" not in clean.stdout
+
+
+@pytest.mark.parametrize(
+    ("address", "words"),
+    [
+        ("http://user:s3cr3t@evil.example:7233", "without a scheme"),
+        ("user:s3cr3t@evil.example:7233", "credentials do not belong in the address"),
+        ("evil.example:7233/ns", "without a path"),
+        ("evil.example", "the port is a number"),
+        ("2130706433:7233", "four decimal numbers"),
+    ],
+)
+def test_temporal_address_is_host_and_port_only(tmp_path: Path, address: str, words: str) -> None:
+    """temporal.address takes what TEMPORAL_ADDRESS takes; anything else is refused, never echoed."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(_mutate("  address: 127.0.0.1:7233", f"  address: {json.dumps(address)}"))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert [(p.path, words in p.message) for p in err.value.problems] == [("temporal.address", True)]
+    assert "s3cr3t" not in str(err.value) and "evil" not in str(err.value)
+
+
+def test_temporal_address_forms_the_temporal_cli_takes_are_valid(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    for address in ("temporal:7233", "prod.a1b2c.tmprl.cloud:7233", "[::1]:7233", "localhost:7233"):
+        path.write_text(_mutate("  address: 127.0.0.1:7233", f'  address: "{address}"'))
+        assert load_config(path).temporal.address == address
+    path.write_text(_mutate("  address: 127.0.0.1:7233", "  address: http://user:s3cr3t@evil.example:7233"))
+    result = drctl("config", "validate", str(path), "-o", "json")
+    assert result.returncode == 2 and "temporal.address" in result.stderr, result.stderr
+    assert "s3cr3t" not in result.stdout + result.stderr and "Traceback" not in result.stderr

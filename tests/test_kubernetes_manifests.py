@@ -3,6 +3,7 @@ Kubernetes schema, and the worker's Roles grant exactly what the code calls."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,17 @@ def rendered(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]
 def fleet_of(objs: list[dict[str, Any]]) -> FleetConfig:
     cm = one(objs, "ConfigMap")
     return parse_config(cm["data"]["fleet.yaml"], file=f"ConfigMap {cm['metadata']['name']}")
+
+
+def test_the_tests_the_manifests_name_exist() -> None:
+    """A comment that says which test checks a rule must name a test that does."""
+    named = {
+        (path.relative_to(ROOT), ref)
+        for path in (ROOT / "deploy").rglob("*.yaml")
+        for ref in re.findall(r"tests/[\w/]+\.py", path.read_text())
+    }
+    assert named, "the manifests name the tests that check them"
+    assert [(str(p), ref) for p, ref in sorted(named) if not (ROOT / ref).is_file()] == []
 
 
 def test_there_is_an_overlay_per_region() -> None:
@@ -238,14 +250,30 @@ def test_drill_rights_are_a_role_of_their_own_bound_only_where_drills_run(
 
 
 def test_network_policy_allows_only_what_the_worker_needs(rendered: tuple[str, list[dict[str, Any]]]) -> None:
-    _, objs = rendered
+    region, objs = rendered
     policy = one(objs, "NetworkPolicy")
     pod_labels = one(objs, "Deployment")["spec"]["template"]["metadata"]["labels"]
     spec = policy["spec"]
     assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
     assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    cfg = fleet_of(objs)
+    serving = cfg.workload.container_port  # the replicas' pod IPs, plain HTTP (providers/replicas.py)
     ports = {(p["protocol"], p["port"]) for rule in spec["egress"] for p in rule["ports"]}
-    assert ports == {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443), ("TCP", 7233)}
+    assert ports == {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443), ("TCP", 7233), ("TCP", serving)}
+    # The serving port only to this cluster's inference pods, selected as the drill actions select
+    # them (app=<workload.app>) in this region's namespace: never to any address.
+    to_pods = [
+        r for r in spec["egress"] if ("TCP", serving) in {(p["protocol"], p["port"]) for p in r["ports"]}
+    ]
+    assert len(to_pods) == 1 and len(to_pods[0]["ports"]) == 1
+    assert to_pods[0]["to"] == [
+        {
+            "namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": cfg.region(region).kube.namespace}
+            },
+            "podSelector": {"matchLabels": {"app": cfg.workload.app}},
+        }
+    ]
     for rule in spec["egress"]:
         for peer in rule["to"]:
             if "ipBlock" in peer:

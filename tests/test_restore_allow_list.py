@@ -58,3 +58,15 @@ def test_the_cli_refuses_a_restore_outside_the_allow_list(cfg_path: Path) -> Non
         ]
     )
     assert code == 2 and "kube-system is not a namespace a restore may write" in err, err
+
+
+def test_the_cli_dry_run_shows_which_namespaces_the_restore_writes(cfg_path: Path) -> None:
+    """Unmapped, only the allowed namespaces are restored in place; a mapping adds its source."""
+    code, out, err = run_cli(
+        ["restore", "--backup", "b1", "--region", "us-east-1", "-c", str(cfg_path), "--dry-run"]
+    )
+    assert code == 0, err
+    assert "inference → inference, inference-restored → inference-restored" in out, out
+    mapped = ["--namespace-mapping", "team-b:inference-restored"]
+    code, out, err = run_cli(["restore", "--backup", "b1", "-c", str(cfg_path), "--dry-run", *mapped])
+    assert code == 0 and "inference-restored → inference-restored, team-b → inference-restored" in out, out

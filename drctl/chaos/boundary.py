@@ -276,4 +276,5 @@ def canonical(exp: dict[str, Any], conf: dict[str, Any]) -> str:
 
 
 def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    # surrogatepass: a text with a lone surrogate (not UTF-8) gets a digest, then the loader refuses it.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

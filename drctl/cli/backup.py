@@ -31,6 +31,7 @@ from drctl.models.backup import (
     BackupRequest,
     RestoreJob,
     RestoreRequest,
+    restore_scope,
 )
 
 # `restore` is a top-level command beside the `backup` group: both live here and share the rendering.
@@ -257,6 +258,14 @@ def restore(
         rows = [
             ("Velero Restore", f"{req.name} of backup {backup} in {r}'s cluster"),
             ("namespace mapping", ", ".join(f"{a} → {b}" for a, b in mapping.items()) or "-"),
+            (
+                "namespaces restored",
+                ", ".join(
+                    f"{ns} → {mapping.get(ns, ns)}"
+                    for ns in restore_scope(mapping, cfg.restore_namespaces(r))
+                )
+                + " (any other namespace of the backup is left out)",
+            ),
             ("existing objects", "updated (overwritten)" if policy == "update" else "left as they are"),
         ]
         common.print_plan(run.output, f"restore {backup} into {r}", wid, job, rows)

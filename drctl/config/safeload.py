@@ -9,7 +9,9 @@ A document is refused, with the line where that is known, before it can cost mor
   readers of one file could see different values);
 - a scalar longer than `max_scalar` characters, or an integer of more than `_MAX_INT_DIGITS` digits
   (Python refuses to convert one of over 4,300 digits, with a ValueError from deep in the loader);
-- JSON's NaN and Infinity, which no drctl field means.
+- JSON's NaN and Infinity, which no drctl field means;
+- a key or value that is not UTF-8 text: a lone surrogate escape (`"\\ud800"` in JSON or double-quoted
+  YAML) decodes to a Python str that cannot be encoded, so printing or sending it would fail later.
 
 The composer here is iterative over PyYAML's event stream (the C parser when it is there), so neither
 depth nor size reaches a recursive function before the limits are checked.
@@ -52,6 +54,41 @@ class DocumentError(ValueError):
         return f"line {self.line}: {self.message}" if self.line else self.message
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _utf8(s: str) -> bool:
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_NOT_UTF8 = "a string that is not UTF-8 text (a lone surrogate such as \\ud800)"
+
+
+def _unencodable(doc: Any) -> str | None:
+    """Where in `doc` a key or string value that is not UTF-8 text is, or None."""
+    stack: list[tuple[Any, str]] = [(doc, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            if not _utf8(node):
+                return where or "(top level)"
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str) and not _utf8(key):
+                    return f"a key in {where or '(top level)'}"
+                name = str(key)[:40]
+                stack.append((value, f"{where}.{name}" if where else name))
+        elif isinstance(node, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(node))
+    return None
+
+
 def read_bounded(path: str | Path, limits: Limits) -> bytes:
     """At most `limits.max_bytes` of the file; refuse a larger one without reading all of it."""
     with open(path, "rb") as fh:
@@ -65,6 +102,10 @@ def decode(data: bytes | str, limits: Limits) -> str:
     if isinstance(data, str):
         if len(data) > limits.max_bytes:
             raise DocumentError(f"larger than the {limits.max_bytes:,}-byte limit")
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a str handed over in code, e.g. a plan's text
+            raise DocumentError("not UTF-8 text", data[: exc.start].count("\n") + 1) from None
         return data
     if len(data) > limits.max_bytes:
         raise DocumentError(f"larger than the {limits.max_bytes:,}-byte limit")
@@ -155,6 +196,8 @@ class _Composer:
             raise DocumentError(
                 f"a value longer than {self.limits.max_scalar:,} characters", _line(ev.start_mark)
             )
+        if not _utf8(ev.value):  # PyYAML's own parser turns "\\ud800" into a lone surrogate
+            raise DocumentError(_NOT_UTF8, _line(ev.start_mark))
         tag = ev.tag or self.resolver.resolve(yaml.ScalarNode, ev.value, ev.implicit)
         if (tag == _INT_TAG or tag is None) and _NUMBERISH.fullmatch(ev.value):
             raise DocumentError(f"a number of more than {_MAX_INT_DIGITS} digits", _line(ev.start_mark))
@@ -206,9 +249,15 @@ def load_yaml(data: bytes | str, limits: Limits, fast: bool = False) -> Any:
         raise DocumentError(f"a value YAML cannot construct: {type(exc).__name__}") from None
 
 
-def _json_depth(text: str, limits: Limits) -> None:
-    """Refuse nesting deeper than the limit before json (which recurses) sees the text."""
-    depth, in_string, escaped, line = 0, False, False, 1
+def _json_shape(text: str, limits: Limits) -> None:
+    """Refuse nesting deeper than the limit, or more values than the limit, before json (which
+    recurses, and builds every list) sees the text.
+
+    Each object or array is one value, and so is each member of an object and each item of an array
+    (a comma ends one; the last of a non-empty container ends at its bracket), so a 480,000-item
+    list is refused as a 480,000-key object is.
+    """
+    depth, values, in_string, escaped, line, last = 0, 0, False, False, 1, ""
     for ch in text:
         if ch == "\n":
             line += 1
@@ -219,25 +268,32 @@ def _json_depth(text: str, limits: Limits) -> None:
                 escaped = True
             elif ch == '"':
                 in_string = False
-        elif ch == '"':
+            continue
+        if ch == '"':
             in_string = True
         elif ch in "[{":
             depth += 1
+            values += 1
             if depth > limits.max_depth:
                 raise DocumentError(f"nested deeper than {limits.max_depth} levels", line)
         elif ch in "]}":
             depth -= 1
+            values += last not in "[{"  # the last item of a non-empty container
+        elif ch == ",":
+            values += 1
+        elif ch in " \t\r\n":
+            continue
+        if values > limits.max_nodes:
+            raise DocumentError(f"more than {limits.max_nodes:,} values", line)
+        last = ch
 
 
 def load_json(data: bytes | str, limits: Limits) -> Any:
     """Parse a JSON document within `limits`: no duplicate keys, NaN or huge numbers."""
     text = decode(data, limits)
-    _json_depth(text, limits)
-    count = 0
+    _json_shape(text, limits)
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal count
-        count += len(items) + 1
         out: dict[str, Any] = {}
         for k, v in items:
             if k in out:
@@ -259,6 +315,8 @@ def load_json(data: bytes | str, limits: Limits) -> Any:
         raise DocumentError(f"JSON syntax error at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise DocumentError(f"nested deeper than {limits.max_depth} levels") from None
-    if count > limits.max_nodes:
-        raise DocumentError(f"more than {limits.max_nodes:,} values")
+    # Only a \\uD800-\\uDFFF escape can make one (the text itself is UTF-8): walk only then.
+    where = _unencodable(doc) if _SURROGATE_ESCAPE.search(text) else None
+    if where is not None:
+        raise DocumentError(f"{_NOT_UTF8} at {where}")
     return doc

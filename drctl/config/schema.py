@@ -36,6 +36,7 @@ from drctl.config.safeload import DocumentError, Limits, load_yaml, read_bounded
 from drctl.config.strict import (
     DNS_LABEL,
     LABEL_VALUE,
+    HostPort,
     HttpUrl,
     KubeNamespace,
     KubeObjectName,
@@ -426,7 +427,10 @@ class CodecConfig(_Model):
 
 
 class TemporalConfig(_Model):
-    address: str = Field("127.0.0.1:7233", description="Temporal frontend host:port.")
+    address: HostPort = Field(
+        "127.0.0.1:7233",
+        description="Temporal frontend host:port, as TEMPORAL_ADDRESS takes it (no scheme, credentials or path).",
+    )
     namespace: TemporalNamespace = Field("default", description="Temporal namespace.")
     task_queue: TaskQueue = Field(
         "drctl", description="Task queue for workflows and region-neutral activities."

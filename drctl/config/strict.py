@@ -18,7 +18,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
-from drctl.config.urls import UrlRefused, check_http_url
+from drctl.config.urls import UrlRefused, check_host_port, check_http_url
 
 _NUMBER_LIMIT = 1e9
 _DAY_S = 86_400.0
@@ -142,6 +142,14 @@ def http_url(v: str | None) -> str | None:
     return v
 
 
+def host_port(v: str) -> str:
+    """A field validator body for a gRPC address (temporal.address): host:port only."""
+    try:
+        return check_host_port(v)
+    except UrlRefused as exc:
+        raise ValueError(str(exc)) from None
+
+
 def matches(pattern: re.Pattern[str], what: str, v: str | None) -> str | None:
     if v is not None and not pattern.fullmatch(v):
         raise ValueError(f"not a valid {what}: {v[:80]!r}")
@@ -154,6 +162,7 @@ def _named(pattern: re.Pattern[str], what: str) -> AfterValidator:
 
 # Field types: the rule travels with the type, so a new field of the kind cannot forget it.
 HttpUrl = Annotated[str, AfterValidator(http_url)]
+HostPort = Annotated[str, AfterValidator(host_port)]
 KubeNamespace = Annotated[str, _named(DNS_LABEL, "Kubernetes namespace (DNS-1123 label)")]
 KubeObjectName = Annotated[str, _named(DNS_SUBDOMAIN, "Kubernetes object name (DNS-1123 subdomain)")]
 TaskQueue = Annotated[str, _named(TASK_QUEUE_RE, "Temporal task queue name")]

@@ -139,6 +139,34 @@ def origin(url: httpx.URL) -> Origin:
     return Origin(url.scheme, url.host.lower(), url.port or (443 if url.scheme == "https" else 80))
 
 
+def check_host_port(raw: object) -> str:
+    """A gRPC address as the Temporal CLI's TEMPORAL_ADDRESS takes it: host:port, nothing else.
+
+    A scheme, userinfo or path has no meaning there, and a host two resolvers read differently is
+    refused by the rules of `_check_host`. The message never repeats the address.
+    """
+    example = "host:port, e.g. 127.0.0.1:7233 or <namespace>.<account>.tmprl.cloud:7233"
+    if not isinstance(raw, str):
+        raise UrlRefused(f"an address must be a string, not {type(raw).__name__}")
+    if len(raw) > 300 or not _PRINTABLE.fullmatch(raw):
+        raise UrlRefused(f"must be {example}, in printable ASCII (no spaces or controls)")
+    if "://" in raw:
+        raise UrlRefused(f"must be {example}, without a scheme")
+    if "@" in raw:
+        raise UrlRefused("credentials do not belong in the address: use temporal.api_key_env or temporal.tls")
+    if any(c in raw for c in "/?#\\%"):
+        raise UrlRefused(f"must be {example}, without a path, query or escapes")
+    if raw.startswith("["):
+        host, _, rest = raw.partition("]")
+        host, port = host + "]", rest.removeprefix(":") if rest.startswith(":") else ""
+    else:
+        host, _, port = raw.rpartition(":")
+    if not port.isdigit() or port[0] == "0" or not 0 < int(port) < 65536 or not host:
+        raise UrlRefused(f"must be {example}: the port is a number 1-65535")
+    _check_host(host.lower())
+    return raw
+
+
 def check_http_url(raw: object, *, allow_query: bool = True) -> str:
     """`raw` re-serialised by httpx, after the checks of parse_http_url."""
     return str(parse_http_url(raw, allow_query=allow_query))

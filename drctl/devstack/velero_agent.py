@@ -232,6 +232,10 @@ class VeleroAgent:
             )
             return
         mapping: dict[str, str] = spec.get("namespaceMapping") or {}
+        # As Velero: only the backup's objects in includedNamespaces (empty or "*": all of them).
+        included = set(spec.get("includedNamespaces") or ["*"])
+        if "*" not in included:
+            objects = [o for o in objects if o["metadata"].get("namespace") in included]
         policy = spec.get("existingResourcePolicy") or "none"
         restored = warnings = errors = 0
         for obj in objects:

@@ -6,6 +6,7 @@ Workflows import these through `imports_passed_through`, so this module stays fr
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -53,6 +54,16 @@ class RestoreRequest(BaseModel):
     existing_resource_policy: Literal["none", "update"] = Field(
         "update", description="spec.existingResourcePolicy: leave or update objects that already exist."
     )
+
+
+def restore_scope(mapping: Mapping[str, str], allowed: Iterable[str]) -> list[str]:
+    """The backup's namespaces a Restore includes (spec.includedNamespaces).
+
+    Velero restores every namespace of the backup when the list is empty, and an unmapped one under its
+    own name, so the list is never empty: each namespace the mapping maps (its target was checked
+    against the allow-list) and each allowed namespace it does not map away, restored in place.
+    """
+    return sorted(set(mapping) | {ns for ns in allowed if ns not in mapping})
 
 
 # --- The Backup and Restore workflows (`drctl backup create`, `drctl restore`) ---------------------

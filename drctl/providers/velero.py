@@ -22,6 +22,7 @@ from drctl.models.backup import (
     BackupInfo,
     BackupRequest,
     RestoreRequest,
+    restore_scope,
 )
 from drctl.providers.errors import ErrorClass, ProviderError, classify
 from drctl.providers.kube_objects import STRICT
@@ -82,7 +83,7 @@ def _info(obj: dict[str, Any], kind: str, region: str) -> BackupInfo:
         region=region,
         phase=status.get("phase", ""),
         backup_name=spec.get("backupName"),
-        namespaces=spec.get("includedNamespaces") or list((spec.get("namespaceMapping") or {}).values()),
+        namespaces=_namespaces(spec, kind),
         items=int(items or 0),
         errors=int(status.get("errors", 0) or 0),
         warnings=int(status.get("warnings", 0) or 0),
@@ -92,6 +93,15 @@ def _info(obj: dict[str, Any], kind: str, region: str) -> BackupInfo:
         expiration=status.get("expiration"),
         storage_location=spec.get("storageLocation"),
     )
+
+
+def _namespaces(spec: dict[str, Any], kind: str) -> list[str]:
+    """A backup's namespaces; a restore's are the ones it writes (mapped, or restored in place)."""
+    included = spec.get("includedNamespaces") or []
+    if kind == "Backup":
+        return list(included)
+    mapping = spec.get("namespaceMapping") or {}
+    return sorted({mapping.get(ns, ns) for ns in included}) or list(mapping.values())
 
 
 class VeleroBackupProvider:
@@ -197,6 +207,9 @@ class VeleroBackupProvider:
             "metadata": {"name": req.name, "namespace": self.settings.namespace},
             "spec": {
                 "backupName": req.backup_name,
+                # Without it Velero restores every namespace of the backup, each under its own name:
+                # only namespaces that land inside the allow-list are included.
+                "includedNamespaces": restore_scope(req.namespace_mapping, allowed),
                 "namespaceMapping": dict(req.namespace_mapping),
                 "existingResourcePolicy": req.existing_resource_policy,
             },

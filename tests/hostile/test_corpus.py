@@ -112,6 +112,21 @@ def _no_trace(world: dict[str, Any]) -> None:
     assert _Trap.hits == 0, "a hostile experiment sent a request"
 
 
+def _worker_prepares(world: dict[str, Any], text: str, target: str = "us-west-1", path: str = "x") -> None:
+    """What the worker does with a plan handed to it through Temporal, just before `chaos run`."""
+    plan = ExperimentPlan(
+        path=path,
+        name=Path(path).stem,
+        title="t",
+        text=text,
+        sha256=digest(text),
+        target_region=target,
+        expect_failover=True,
+    )
+    inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
+    ChaosActivities(world["cfg"])._prepare(inp)
+
+
 def test_the_corpus_is_large_and_every_file_names_its_class() -> None:
     assert len(EXPERIMENTS) >= 60 and len(CONFIGS) >= 30
     for path in EXPERIMENTS + CONFIGS:
@@ -138,18 +153,8 @@ def test_hostile_experiment_is_refused_by_cli_and_worker(src: Path, world: dict[
         target = declared if isinstance(declared, str) else target
     except (DocumentError, TypeError, ValueError, AttributeError):
         text = path.read_bytes().decode(errors="replace")
-    plan = ExperimentPlan(
-        path=str(path),
-        name=src.stem,
-        title="t",
-        text=text,
-        sha256=digest(text),
-        target_region=target,
-        expect_failover=True,
-    )
-    inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
     with pytest.raises(ExperimentInvalid):
-        ChaosActivities(world["cfg"])._prepare(inp)
+        _worker_prepares(world, text, target, str(path))
     _no_trace(world)
 
 
@@ -169,19 +174,16 @@ def test_hostile_config_is_refused_everywhere(src: Path, world: dict[str, Any]) 
 
 def test_the_worker_bounds_a_plan_text_like_a_file(world: dict[str, Any]) -> None:
     """A plan handed through Temporal directly: deep nesting and duplicate keys in its JSON."""
-    for text in ("[" * 100_000 + "]" * 100_000, '{"title": "a", "title": "b"}', '{"a": NaN}'):
-        plan = ExperimentPlan(
-            path="x",
-            name="x",
-            title="t",
-            text=text,
-            sha256=digest(text),
-            target_region="us-west-1",
-            expect_failover=True,
-        )
-        inp = ExperimentRunInput(plan=plan, workflow_id="drill/test/hostile", load_rps=1, timeout_s=5)
+    hostile = (
+        "[" * 100_000 + "]" * 100_000,
+        '{"title": "a", "title": "b"}',
+        '{"a": NaN}',
+        '{"title": "\\ud800"}',  # an escape that decodes to a lone surrogate
+        '{"configuration": {}, "tags": ["\ud800"]}',  # a lone surrogate in the str itself
+    )
+    for text in hostile:
         with pytest.raises(ExperimentInvalid, match="not canonical JSON"):
-            ChaosActivities(world["cfg"])._prepare(inp)
+            _worker_prepares(world, text)
     _no_trace(world)
 
 
@@ -198,6 +200,49 @@ def test_oversized_inputs_are_refused_unread(world: dict[str, Any]) -> None:
     big_exp.write_text(json.dumps({"title": "x" * (2 << 20)}))
     code, _, err = run_cli(["drill", "run", str(big_exp), "-c", str(world["config"])])
     assert code == 2 and "larger than the 1,048,576-byte limit" in err, err
+    _no_trace(world)
+
+
+@pytest.mark.parametrize(
+    "path, where",
+    [
+        (("title",), "at title"),
+        (("steady-state-hypothesis", "probes", 0, "name"), "at steady-state-hypothesis.probes[0].name"),
+        (("method", 0, "provider", "arguments", "\ud800"), "a key in method[0].provider.arguments"),
+    ],
+)
+def test_a_lone_surrogate_in_a_json_experiment_is_refused_naming_where(
+    path: tuple[Any, ...], where: str, world: dict[str, Any]
+) -> None:
+    """JSON writes "\\ud800" as an ASCII escape that json decodes to a str no encoder can print."""
+    doc = json.loads((REPO / "experiments" / "region-outage.json").read_text())
+    node = doc
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = "probe \udfff"
+    exp = world["work"] / "surrogate.json"
+    exp.write_text(json.dumps(doc))
+    assert "\\ud" in exp.read_text()
+    for verb in ("validate", "run"):
+        code, out, err = run_cli(["drill", verb, str(exp), "-c", str(world["config"])])
+        assert code == 2 and "Traceback" not in err + out, (code, err)
+        assert "not UTF-8 text" in err and where in err, err
+    _no_trace(world)
+
+
+def test_a_long_json_list_counts_against_the_values_limit(world: dict[str, Any]) -> None:
+    """480,000 list items fit in 1 MiB of JSON: each is a value, as each key of an object is."""
+    doc = json.loads((REPO / "experiments" / "region-outage.json").read_text())
+    doc["tags"] = [1] * 480_000
+    exp = world["work"] / "long-list.json"
+    exp.write_text(json.dumps(doc, separators=(",", ":")))
+    assert exp.stat().st_size < EXPERIMENT_LIMITS.max_bytes
+    cpu = time.process_time()
+    code, out, err = run_cli(["drill", "run", str(exp), "-c", str(world["config"])])
+    assert time.process_time() - cpu < 1.0, "a refusal must be bounded in time"
+    assert code == 2 and "more than 50,000 values" in err and "Traceback" not in err + out, err
+    with pytest.raises(ExperimentInvalid, match="more than 50,000 values"):
+        _worker_prepares(world, exp.read_text())
     _no_trace(world)
 
 

@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 
+from drctl.config.schema import FleetConfig
+from drctl.devstack.kube import ApiError
 from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
 from drctl.providers.velero import BackupFailed, VeleroBackupProvider, judge_phase
 from tests.support.backup_stack import BackupStack
@@ -108,7 +110,8 @@ async def test_existing_resource_policy_none_keeps_target_update_replaces(backup
     await _workload(backup_stack, "us-west-1", ns, "img:new")
     await _workload(backup_stack, "us-east-1", ns, "img:old")
     west = VeleroBackupProvider(backup_stack.cfg, "us-west-1")
-    east = VeleroBackupProvider(backup_stack.cfg, "us-east-1")
+    # Restored in place, without a mapping: the namespace must be one a restore may write.
+    east = VeleroBackupProvider(_allowing(backup_stack, ns), "us-east-1")
     name = f"b-{uuid.uuid4().hex[:8]}"
     await asyncio.to_thread(
         west.backup,
@@ -133,6 +136,53 @@ async def test_existing_resource_policy_none_keeps_target_update_replaces(backup
         ),
     )
     assert updated.items == 2 and image() == "img:new"
+
+
+def _allowing(stack: BackupStack, *namespaces: str) -> FleetConfig:
+    backup = stack.cfg.backup.model_copy(update={"restore_namespaces": list(namespaces)})
+    return stack.cfg.model_copy(update={"backup": backup})
+
+
+async def test_a_restore_without_mapping_writes_only_the_allowed_namespaces(
+    backup_stack: BackupStack,
+) -> None:
+    """Velero restores every namespace of a backup in place unless the Restore names them: drctl's
+    Restore includes only those that land inside the allow-list, whatever the backup holds."""
+    allowed, other = (f"app-{uuid.uuid4().hex[:6]}" for _ in range(2))
+    for ns in (allowed, other):
+        await _workload(backup_stack, "us-west-1", ns, "img:v1")
+    name = f"b-{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(
+        VeleroBackupProvider(backup_stack.cfg, "us-west-1").backup,
+        BackupRequest(
+            region="us-west-1", name=name, namespaces=[allowed, other], label_selector={"app": "llm"}
+        ),
+    )
+    east = VeleroBackupProvider(_allowing(backup_stack, allowed), "us-east-1")
+    restored = await asyncio.to_thread(
+        east.restore, RestoreRequest(region="us-east-1", name=f"r-{name}", backup_name=name)
+    )
+    cluster = backup_stack.clusters["us-east-1"]
+    assert restored.phase == "Completed" and restored.items == 2, restored
+    assert sorted(restored.namespaces) == sorted(["inference", allowed])
+    assert cluster.read_object("apps/v1/deployments", allowed, "llm-stable")
+    with pytest.raises(ApiError, match="not found"):
+        cluster.read_object("apps/v1/deployments", other, "llm-stable")
+    spec = cluster.read_object("velero.io/v1/restores", "velero", f"r-{name}")["spec"]
+    assert spec["includedNamespaces"] == sorted(["inference", allowed])
+    # Mapped, the other namespace may land in an allowed one: the mapping's source is included.
+    moved = f"{other}-moved"
+    east = VeleroBackupProvider(_allowing(backup_stack, moved), "us-east-1")
+    restored = await asyncio.to_thread(
+        east.restore,
+        RestoreRequest(
+            region="us-east-1", name=f"m-{name}", backup_name=name, namespace_mapping={other: moved}
+        ),
+    )
+    assert restored.items == 2 and sorted(restored.namespaces) == sorted(["inference", moved]), restored
+    assert cluster.read_object("apps/v1/deployments", moved, "llm-stable")
+    with pytest.raises(ApiError, match="not found"):
+        cluster.read_object("apps/v1/deployments", allowed + "-moved", "llm-stable")
 
 
 async def test_backup_to_missing_bucket_fails_with_reason(backup_stack: BackupStack) -> None:
