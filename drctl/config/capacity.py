@@ -61,7 +61,9 @@ class RebalanceLimits(StrictModel):
         0.8,
         gt=0,
         le=1,
-        description="A region is given at most this fraction of its capacity; the rest is headroom.",
+        description="A region is given at most this fraction of its capacity; the rest is headroom. When the "
+        "fleet as a whole carries more than that, every region is held to the same fraction of its own, "
+        "never more than all of it.",
     )
     return_step_interval_s: float = Field(
         10.0, ge=0, le=3600, description="Pause and analysis time per step of the return, s."

@@ -60,6 +60,15 @@ class Rule:
         }
         self.max_units = max(1, math.floor(limits.max_shift_pct * self.total / 100 + 1e-9))
         self.min_units = limits.min_step_pct * self.total / 100
+        # The fleet's load over its usable capacity, never below 1: when the regions together carry more
+        # than they can, each is held to the same share of its own usable capacity (level x usable),
+        # so share is never shed onto a region as loaded as the source, and two overloaded regions
+        # do not hand it back and forth.
+        pool = [c for r, c in caps.items() if c.known and r in healthy and r in weights]
+        usable = sum(c.usable for c in pool)
+        # Never above 1 / target_utilisation: no target is given more than its whole capacity.
+        most = 1 / limits.target_utilisation
+        self.level = min(most, max(1.0, sum(c.load for c in pool) / usable)) if usable > 0 else 1.0
         fed = [c for r, c in caps.items() if c.known and c.load > LOAD_EPS and weights.get(r, 0) > 0]
         calm = [c for c in fed if c.headroom >= 0] or fed
         # Load per weight point, for a region without its own (no share, or no traffic yet).
@@ -75,14 +84,20 @@ class Rule:
         c, w = self.caps[region], self.weights.get(region, 0)
         return c.load / w if w > 0 and c.load > LOAD_EPS else self.ref_load
 
+    def headroom(self, c: RegionCapacity) -> float:
+        """What `c` can still take at the fleet's level: its headroom, or, when the fleet is over its
+        usable capacity, its room below that same level."""
+        return c.usable * self.level - c.load
+
     def room(self, region: str) -> float:
         """Weight points `region` can take within its headroom, and within what one weighted record
         holds (Route 53 takes at most 255)."""
         per = self.load_per_point(region)
         most = float(min(self.total, WEIGHT_CAP - self.weights.get(region, 0)))
-        if per is None or self.caps[region].headroom >= per * most:
+        room = self.headroom(self.caps[region])
+        if per is None or room >= per * most:
             return max(most, 0.0)
-        return self.caps[region].headroom / per
+        return room / per
 
     def over_objective(self, c: RegionCapacity) -> bool:
         """Breaching the objective now, sustained or not: such a region takes no share."""
@@ -107,12 +122,17 @@ def excess(
         if r not in rule.healthy or w <= 0 or c is None:
             continue
         frac = 0.0
-        if c.known and c.headroom < 0 and c.load > 0:
+        if c.known and rule.headroom(c) < 0 and c.load > 0:
             if shortfall is None or r in shortfall:
-                frac = 1 - c.usable / c.load
+                frac = 1 - c.usable * rule.level / c.load
+                over = (
+                    f"; the fleet carries {rule.level:.2f} x its usable capacity, each region as much of its own"
+                    if rule.level > 1
+                    else ""
+                )
                 reasons.append(
                     f"{r}: load {c.load:.3g} {c.unit} > usable {c.usable:.3g} ({c.ready_replicas} ready x "
-                    f"{c.per_replica:.3g} {c.source} x {rule.limits.target_utilisation:g}): "
+                    f"{c.per_replica:.3g} {c.source} x {rule.limits.target_utilisation:g}){over}: "
                     f"{frac:.0%} of its share is excess"
                 )
             else:
@@ -148,8 +168,9 @@ def targets(
             )
         elif r in breaching or rule.over_objective(c):
             held.append(f"{r}: breaches the objective, takes no share")
-        elif c.headroom <= 0:
-            held.append(f"{r} has no headroom (load {c.load:.3g} of {c.usable:.3g} {c.unit} usable)")
+        elif rule.headroom(c) <= 0:
+            level = f" at the fleet's {rule.level:.2f} x" if rule.level > 1 else ""
+            held.append(f"{r} has no headroom (load {c.load:.3g} of {c.usable:.3g} {c.unit} usable{level})")
         else:
             out[r] = rule.room(r)
     return out

@@ -101,15 +101,38 @@ def test_two_regions_the_short_one_sheds_its_excess_only() -> None:
         {"us-west-1": cap("us-west-1", 1, 6), "us-east-1": cap("us-east-1", 2, 4)},
     )
     assert p.action == "shed"
-    # The excess is 1 - 3.2 / 6 = 47 % of 60 = 28 points; the target holds 24 of them.
-    assert p.weights_after == {"us-west-1": 36, "us-east-1": 64}
-    assert p.moved_pct == 24 and p.moves == {"us-west-1": -24, "us-east-1": 24}
+    # Together they carry 10 on 9.6 usable, 1.04 x: each region is held to 1.04 x its own usable, so
+    # the excess is 1 - 3.2 x 1.04 / 6 = 44 % of 60 = 26.7 points, and us-east-1 takes 26 of them.
+    assert p.weights_after == {"us-west-1": 34, "us-east-1": 66}
+    assert p.moved_pct == 26 and p.moves == {"us-west-1": -26, "us-east-1": 26}
     assert p.reasons[0].startswith(
-        "us-west-1: load 6 concurrency > usable 3.2 (1 ready x 4 configured x 0.8)"
+        "us-west-1: load 6 concurrency > usable 3.2 (1 ready x 4 configured x 0.8); the fleet carries 1.04 x"
     )
     assert any("excess stays: the targets are at their headroom" in h for h in p.held_back)
-    # The target ends at its usable capacity, not past it: 64 points x 0.1 = 6.4.
-    assert 64 * 0.1 <= p.capacities["us-east-1"].usable + 1e-9
+    # The target ends as loaded as the source, within its capacity: 66 x 0.1 = 6.6 of 8.
+    east, west = p.capacities["us-east-1"], p.capacities["us-west-1"]
+    assert 66 * 0.1 <= east.usable * 1.0417 + 1e-6 and 66 * 0.1 <= east.capacity
+    assert abs(66 * 0.1 / east.usable - 34 * 0.1 / west.usable) < 0.05
+
+
+def test_when_the_fleet_is_over_its_usable_capacity_the_overload_is_shared_and_not_handed_back() -> None:
+    # 1 + 2 replicas of 16 (38.4 usable, 48 slots) carry 44.8: 1.17 x. Shared alike, 1/3 : 2/3.
+    west, east = cap("us-west-1", 1, 14.9, per=16), cap("us-east-1", 2, 29.9, per=16)
+    p = plan({"us-west-1": 33, "us-east-1": 67}, {"us-west-1": west, "us-east-1": east})
+    assert p.action == "hold", p.reasons  # neither is more loaded than the other: nothing moves
+    # A reading later, us-east-1 has a little more: it does not hand share to the region that shed.
+    east = cap("us-east-1", 2, 31.0, per=16)
+    p = plan(
+        {"us-west-1": 33, "us-east-1": 67},
+        {"us-west-1": cap("us-west-1", 1, 14.9, per=16), "us-east-1": east},
+    )
+    assert p.moved_pct <= 5, p.reasons
+    # Past the fleet's whole capacity, no target is given more than its own: 1 / 0.8 x usable.
+    far = plan(
+        {"us-west-1": 60, "us-east-1": 40},
+        {"us-west-1": cap("us-west-1", 1, 60, per=16), "us-east-1": cap("us-east-1", 2, 30, per=16)},
+    )
+    assert far.weights_after["us-east-1"] - 40 <= 4, far.reasons  # 32 slots: 2 more requests at most
 
 
 def test_three_regions_share_the_excess_in_proportion_to_headroom() -> None:
@@ -196,7 +219,7 @@ def test_learned_capacity_sheds_like_configured_capacity() -> None:
         {"us-west-1": 60, "us-east-1": 40},
         {"us-west-1": cap("us-west-1", 1, 6), "us-east-1": cap("us-east-1", 2, 4)},
     )
-    assert learned_plan.weights_after == configured_plan.weights_after == {"us-west-1": 36, "us-east-1": 64}
+    assert learned_plan.weights_after == configured_plan.weights_after == {"us-west-1": 34, "us-east-1": 66}
 
 
 def test_an_excess_below_the_minimum_step_is_not_moved() -> None:
@@ -213,16 +236,17 @@ def test_max_shift_per_step_caps_the_move() -> None:
     caps = {"us-west-1": cap("us-west-1", 1, 40), "us-east-1": cap("us-east-1", 8, 1)}
     p = plan({"us-west-1": 80, "us-east-1": 20}, caps, limits=LIMITS.model_copy(update={"max_shift_pct": 25}))
     assert p.moved_pct == 25 and p.weights_after == {"us-west-1": 55, "us-east-1": 45}
-    assert p.held_back[0] == "max_shift_pct 25% caps this step at 25% of the 74% excess"
+    # 41 on 28.8 usable is past the fleet's whole capacity: held to 1 / 0.8 = 1.25 x, 1 - 4 / 40 = 90 %.
+    assert p.held_back[0] == "max_shift_pct 25% caps this step at 25% of the 72% excess"
 
 
 def test_what_does_not_fit_is_pre_scaled_where_the_target_can_scale() -> None:
     caps = {"us-west-1": cap("us-west-1", 1, 6), "us-east-1": cap("us-east-1", 2, 4)}
     p = plan({"us-west-1": 60, "us-east-1": 40}, caps, max_replicas={"us-west-1": 2, "us-east-1": 4})
-    # 28 points of excess, 24 fit now; carrying 68 points (6.8) at 3.2 a replica needs 3 replicas.
+    # 26.7 points of excess, 26 fit now; carrying 66.7 points (6.7) at 3.2 a replica needs 3 replicas.
     assert p.prescale == {"us-east-1": 3}
     assert "us-east-1: pre-scale to 3 replicas for the share that waits" in p.held_back
-    assert p.weights_after == {"us-west-1": 36, "us-east-1": 64}  # the move itself waits for nothing
+    assert p.weights_after == {"us-west-1": 34, "us-east-1": 66}  # the move itself waits for nothing
     # At its max_replicas a target is not pre-scaled.
     assert plan({"us-west-1": 60, "us-east-1": 40}, caps, max_replicas={"us-east-1": 2}).prescale == {}
 
@@ -386,8 +410,8 @@ def test_invariants_hold_for_any_fleet(
             assert conf_total and after[r] <= math.ceil(configured[r] * total / conf_total)
         if p.action == "shed" and d > 0:
             per = caps[r].load / weights[r] if weights[r] and caps[r].load else None
-            if per is not None:  # never past the target's headroom
-                assert d * per <= caps[r].headroom + 1e-6
+            if per is not None:  # never past the target's capacity (its headroom at the fleet's level)
+                assert d * per <= caps[r].capacity - caps[r].load + 1e-6
 
 
 @settings(max_examples=150, deadline=None)
