@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
 PATCH = "monitor-rebalance"
 ALL_WITHIN = "every region within its capacity and the objective"  # the rule's hold reason
 FAST_TICK_S = 1.0
+MAX_DRAIN_MS = 30_000.0  # the longest a step waits for the requests queued before it (restart)
 # An error rate over fewer requests than this says nothing (one failed request is not 100 %).
 MIN_REQUESTS = 10
 # Serving regions: SUSPECT is passive or first-probe evidence, not a confirmed outage, so it may shed.
@@ -272,6 +273,12 @@ class MonitorRebalance:
             d.reasons = [x for x in d.reasons if x != ALL_WITHIN]
         for r, kinds in timing.items():
             began = min(mem.breaches.since[r].values())
+            if began > now:
+                d.reasons.append(
+                    f"{r} breaching; its window starts at {began:%H:%M:%S}, once the requests queued before "
+                    f"the last step have had their first token: {'; '.join(kinds.values())}"
+                )
+                continue
             d.reasons.append(
                 f"{r} breaching for {(now - began).total_seconds():.1f} s of the {limits.breach_window_s:g} s "
                 f"window: {'; '.join(kinds.values())}"
@@ -285,6 +292,13 @@ class MonitorRebalance:
             d.reasons.append(
                 f"the return is due at {due:%H:%M:%S} if the region still carries it: "
                 f"{limits.return_stable_s:g} s stable from {since:%H:%M:%S}"
+            )
+        # Sheds step shed_step_interval_s apart: the last one's effect shows in the signals first.
+        if d.action == "shed" and mem.next_shed_at is not None and now < mem.next_shed_at:
+            d.action, d.outcome = "hold", "held"
+            d.reasons.append(
+                f"the next shed step is due at {mem.next_shed_at:%H:%M:%S} "
+                f"(shed_step_interval_s {limits.shed_step_interval_s:g})"
             )
         # A failed step holds the next for a while; a failed return never holds a shed.
         blocked = plan.action == "return" or mem.not_before_shed
@@ -303,14 +317,20 @@ class MonitorRebalance:
         if d.outcome == "applied":
             mem.applied(d.weights_before, d.weights_after)
             mem.not_before = None
+            if d.action == "shed":
+                mem.next_shed_at = workflow.now() + timedelta(seconds=limits.shed_step_interval_s)
         else:
             # A busy fleet or a failing step: retrying every tick would start a workflow each time.
             mem.not_before = workflow.now() + timedelta(seconds=max(30.0, 3 * spec.interval_s))
             mem.not_before_shed = d.action == "shed"
         if d.outcome == "applied":
             for r in (r for r, delta in plan.moves.items() if delta < 0):
-                # The next step off this region needs a whole window of evidence under the new share.
-                mem.breaches = mem.breaches.restart(r, workflow.now())
+                # The next step off this region needs a whole window of evidence under the new share,
+                # and its window starts only once the requests queued before the step have had their
+                # first token (about its TTFT p99 now): until then its TTFT and load still show them.
+                ttft = caps[r].ttft_p99_ms if r in caps else None
+                drain = timedelta(milliseconds=min(ttft or 0.0, MAX_DRAIN_MS))
+                mem.breaches = mem.breaches.restart(r, workflow.now() + drain)
 
     def _scale_back(self, d: Decision) -> dict[str, int]:
         """On the return step that gives back the last share moved: the pre-scaled regions' replicas."""

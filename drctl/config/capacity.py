@@ -68,6 +68,13 @@ class RebalanceLimits(StrictModel):
     return_step_interval_s: float = Field(
         10.0, ge=0, le=3600, description="Pause and analysis time per step of the return, s."
     )
+    shed_step_interval_s: float = Field(
+        5.0,
+        ge=0,
+        le=600,
+        description="After a shed step, the next shed waits this long, s: the moved requests, and those "
+        "queued before the step, must show in the regions' load and TTFT before the next is planned.",
+    )
     return_stable_s: float = Field(
         30.0,
         ge=0,

@@ -95,6 +95,7 @@ class RebalanceMemory(BaseModel):
         True,
         description="Whether `not_before` holds sheds too (a failed shed), or only returns (a failed return).",
     )
+    next_shed_at: datetime | None = Field(None, description="After a shed step: no other shed before this.")
     return_since: datetime | None = Field(
         None, description="Since when every tick has planned a return (return_stable_s counts from here)."
     )
