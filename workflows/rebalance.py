@@ -116,47 +116,50 @@ class Rebalance(Operation):
 
     async def _prescale(self, spec: FleetSpec, want: dict[str, int], res: RebalanceResult) -> None:
         for region, n in want.items():
-            q = spec.region(region).queue
-            try:
-                cap = await calls.get_capacity(
-                    RegionRequest(region=region), queue=q, summary=f"capacity of {region}"
-                )
-                if n <= cap.replicas:
-                    continue  # already there (an HPA or an earlier step scaled it)
-                scaled = await calls.scale_deployment(
-                    ScaleInput(region=region, replicas=n), queue=q, summary=f"pre-scale {region} to {n}"
-                )
-                note_managed(res.gitops_managed, region, scaled.deployment, scaled.gitops)
-            except ActivityError as exc:
-                # The shift stands on the ready replicas alone: a failed pre-scale is said, not undone.
-                why = no_worker(exc, q) or cause_of(exc)
+            # The shift stands on the ready replicas alone: a failed pre-scale is said, not undone.
+            got, why = await self._scale(
+                spec, region, n, res, up=True, what="pre-scale", summary=f"pre-scale {region} to {n}"
+            )
+            if why is not None:
                 res.prescale_errors[region] = why
-                self.phases.note("pre-scale failed", f"{region}: {why}")
-                continue
-            res.scaled[region] = scaled.replicas
+            elif got is not None:
+                res.scaled[region] = got
 
     async def _scale_back(self, spec: FleetSpec, want: dict[str, int], res: RebalanceResult) -> None:
         """The last share is back: the regions earlier steps pre-scaled return to their replicas
         (as a failback scales back). A failure is named, never undone: the weights are home."""
         self.phases.enter(PHASE_SCALE_BACK, ", ".join(f"{r} to {n}" for r, n in want.items()))
         for region, n in want.items():
-            q = spec.region(region).queue
-            try:
-                cap = await calls.get_capacity(
-                    RegionRequest(region=region), queue=q, summary=f"capacity of {region}"
-                )
-                if cap.replicas <= n:
-                    continue  # already there (an HPA or an operator scaled it down)
-                scaled = await calls.scale_deployment(
-                    ScaleInput(region=region, replicas=n), queue=q, summary=f"scale {region} back to {n}"
-                )
-                note_managed(res.gitops_managed, region, scaled.deployment, scaled.gitops)
-            except ActivityError as exc:
-                why = no_worker(exc, q) or cause_of(exc)
+            got, why = await self._scale(
+                spec, region, n, res, up=False, what="scale-back", summary=f"scale {region} back to {n}"
+            )
+            if why is not None:
                 res.scale_back_errors[region] = why
-                self.phases.note("scale-back failed", f"{region}: {why}")
-                continue
-            res.scaled_back[region] = n
+            elif got is not None:
+                res.scaled_back[region] = n
+
+    async def _scale(
+        self, spec: FleetSpec, region: str, n: int, res: RebalanceResult, *, up: bool, what: str, summary: str
+    ) -> tuple[int | None, str | None]:
+        """`region`'s serving Deployment to `n` replicas if it runs fewer (`up`) or more: (replicas set,
+        None), (None, None) when it is already there (an HPA, an operator or an earlier step), or
+        (None, why) when it failed."""
+        q = spec.region(region).queue
+        try:
+            cap = await calls.get_capacity(
+                RegionRequest(region=region), queue=q, summary=f"capacity of {region}"
+            )
+            if (n <= cap.replicas) if up else (cap.replicas <= n):
+                return None, None
+            scaled = await calls.scale_deployment(
+                ScaleInput(region=region, replicas=n), queue=q, summary=summary
+            )
+        except ActivityError as exc:
+            why = no_worker(exc, q) or cause_of(exc)
+            self.phases.note(f"{what} failed", f"{region}: {why}")
+            return None, why
+        note_managed(res.gitops_managed, region, scaled.deployment, scaled.gitops)
+        return scaled.replicas, None
 
     async def _shift(
         self, inp: RebalanceInput, tq: str, weights: dict[str, int], reason: str, res: RebalanceResult
