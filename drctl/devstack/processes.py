@@ -35,6 +35,41 @@ def port_bindable(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+def port_holder(port: int) -> str:
+    """Who listens on a loopback TCP port, as " (pid N: argv...)" for an error message, or "".
+
+    Read from /proc/net/tcp (the socket's inode) and /proc/*/fd (which process holds that inode);
+    processes of other users are not readable and give "".
+    """
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local_address is HEXIP:HEXPORT; state 0A is LISTEN; field 9 is the inode.
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return ""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = list((entry / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) in inodes:
+                    return f" (pid {entry.name}: {' '.join(cmdline(int(entry.name)))[:200]})"
+            except OSError:
+                continue
+    return ""
+
+
 def read_pid(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())

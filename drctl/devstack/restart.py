@@ -62,8 +62,9 @@ def _wait_ports_free(comp: Component, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not all(processes.port_bindable(p) for p in comp.ports.values()):
         if time.monotonic() > deadline:
+            holders = "".join(processes.port_holder(p) for p in comp.ports.values())
             raise StackError(
-                f"{comp.name}: ports {sorted(comp.ports.values())} still taken (is one running?)",
+                f"{comp.name}: ports {sorted(comp.ports.values())} still taken{holders or ' (is one running?)'}",
                 comp.name,
                 exit_code=2,
             )

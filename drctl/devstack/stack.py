@@ -251,7 +251,8 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
         for label, port in comp.ports.items():
             if not processes.port_bindable(port):
                 raise StackError(
-                    f"port {port} ({label}) is already in use by another process; "
+                    f"port {port} ({label}) is already in use by another process"
+                    f"{processes.port_holder(port)}; "
                     f"stop it or change the port in {config_path}",
                     component=comp.name,
                     exit_code=2,

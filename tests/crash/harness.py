@@ -37,7 +37,7 @@ from drctl.config.schema import FleetConfig
 from drctl.devstack import processes, restart
 from drctl.devstack.stack import StackError, state_dir
 from tests.crash.endstate import EndState, faults_left
-from tests.crash.lockstall import strand_lock
+from tests.crash.lockstall import Stranded, strand_lock
 from tests.support.wait import wait_until
 
 
@@ -110,9 +110,36 @@ class RegionWorkers:
                 await self.start(r)
 
     async def start(self, region: str) -> int:
-        self.pids[region] = await asyncio.to_thread(restart.start_worker, self.cfg, self.path, region)
+        """Start the region's worker, first stopping any worker of ours for it that we no longer track.
+
+        A start that failed after its spawn (a replacement not ready in time, or one whose test
+        failed while it was starting) leaves a live worker that holds the region's HTTP port, and
+        every later start would fail on it: one flaky kill point must not fail all that follow.
+        """
+        await asyncio.to_thread(self._stop_strays, region)
+        try:
+            self.pids[region] = await asyncio.to_thread(restart.start_worker, self.cfg, self.path, region)
+        except BaseException:
+            await asyncio.to_thread(self._stop_strays, region)
+            raise
         self.started.append(self.pids[region])
         return self.pids[region]
+
+    def _stop_strays(self, region: str) -> None:
+        tracked = self.pids.get(region)
+        strays = [
+            pid
+            for pid in processes.pids_mentioning(str(self.path.resolve()))
+            if pid != tracked and self._is_worker_for(pid, region)
+        ]
+        processes.terminate(strays, timeout_s=5.0)
+
+    @staticmethod
+    def _is_worker_for(pid: int, region: str) -> bool:
+        argv = processes.cmdline(pid)
+        return "worker" in argv and any(
+            a == "--region" and b == region for a, b in zip(argv, argv[1:], strict=False)
+        )
 
     def region_of(self, identity: str) -> str:
         pid = int(identity.split("@", 1)[0])
@@ -263,13 +290,31 @@ async def run_kill_point(
     client: Client, cfg: FleetConfig, workers: RegionWorkers, scenario: Scenario, kp: KillPoint
 ) -> Any:
     """Start, kill the holder of kp.activity in flight, replace it, and return the operation's result."""
-    from drctl.client.outcome import result_of
-
     await workers.ensure()
     await asyncio.to_thread(scenario.prepare, cfg)
     stranded = None
     if kp.stall and kp.stall.startswith("lock:"):
         stranded = await strand_lock(client, cfg, workers, kp.stall.split(":", 1)[1])
+    try:
+        return await _kill_and_wait(client, cfg, workers, scenario, kp, stranded)
+    finally:
+        # A failure while the lock's worker was being replaced must not leave that start running
+        # into the next test (it would race the next test's own start for the region's port).
+        if stranded is not None and not stranded.restarting.done():
+            with contextlib.suppress(Exception):
+                await stranded.restarting
+
+
+async def _kill_and_wait(
+    client: Client,
+    cfg: FleetConfig,
+    workers: RegionWorkers,
+    scenario: Scenario,
+    kp: KillPoint,
+    stranded: Stranded | None,
+) -> Any:
+    from drctl.client.outcome import result_of
+
     handle = await scenario.start(client, cfg, kp)
     if kp.stall and kp.stall_after:
         await wait_scheduled(handle, kp.stall_after, kp.stall_after_nth)
