@@ -155,13 +155,15 @@ class WatchActivities:
                 continue
             if probe.status is ProbeStatus.AUTH:
                 refused.append(probe.region)
-            before = t.state
+            before, was_saturated = t.state, t.saturated
             if feed_probe(t, probe, at, inp, confirm if probe.region in breaching else None):
                 changed.append(probe.region)
                 activity.logger.info("region %s is now %s (%s)", t.region, t.state.value, probe.reason)
                 if before is RegionState.SUSPECT and t.state is RegionState.HEALTHY:
                     # A probe cleared a suspicion: passive breaches wait one interval before the next.
                     p.quiet_until[t.region] = at + timedelta(seconds=inp.interval_s)
+            if t.saturated is not None and was_saturated is None:
+                activity.logger.info("region %s: %s; the rebalance sheds its excess", t.region, t.saturated)
         p.rounds += 1
         return refused
 

@@ -22,7 +22,6 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ProbeRequest
-    from drctl.models.failover import probe_passes
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor import (
         ALL_REGIONS_UNHEALTHY,
@@ -38,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
     from drctl.models.monitor_decisions import DecisionsView
     from drctl.models.quorum import NO_QUORUM
+    from drctl.models.saturation import judge_probe
     from workflows import calls
     from workflows.monitor_actions import MonitorActions
     from workflows.monitor_quorum import MonitorQuorum
@@ -47,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notify import Notifier
 
 WATCHING = "watching"
+# Behind patched(): a history recorded before it replays its saturated probes as failures.
+SATURATION_PATCH = "monitor-saturation"
 _ALERT_TEXT = {
     ALL_REGIONS_UNHEALTHY: "no region can take traffic; weights left unchanged",
     NO_FAILOVER_TARGET: "an unhealthy region has no healthy region to fail over to",
@@ -207,8 +209,12 @@ class FleetMonitor:
                 # to fail over from. Its state stays as it was; the alert below says why.
                 refused.append(probe.region)
                 continue
+            was_saturated = t.saturated
+            passed = judge_probe(t, probe, spec.fail_on_degraded, self._sheds_saturation())
+            if t.saturated is not None and was_saturated is None:
+                workflow.logger.info("region %s: %s; the rebalance sheds its excess", t.region, t.saturated)
             if t.observe(
-                probe_passes(probe, spec.fail_on_degraded),
+                passed,
                 now,
                 spec.failure_threshold,
                 spec.recovery_threshold,
@@ -223,6 +229,11 @@ class FleetMonitor:
                 ", ".join(refused),
             )
         self.notes.monitor_alert(s)
+
+    def _sheds_saturation(self) -> bool:
+        """A saturated region is the rebalance's to shed when it is automatic (behind a patch: a
+        history recorded before replays its saturated probes as failures)."""
+        return self.live.state.spec.rebalance == "automatic" and workflow.patched(SATURATION_PATCH)
 
     def _decide(self) -> None:
         self.rebalance.note_states()

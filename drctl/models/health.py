@@ -43,6 +43,9 @@ class TargetProbe(BaseModel):
     kv_cache_usage: float | None = Field(
         None, description="vllm:kv_cache_usage_perc, or V0's gpu_cache_usage_perc (0..1)."
     )
+    finished: float | None = Field(
+        None, description="vllm:request_success_total: requests finished since the server started."
+    )
 
 
 class RegionProbe(BaseModel):

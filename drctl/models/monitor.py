@@ -48,6 +48,15 @@ class RegionTracker(BaseModel):
         "(PassiveVerdict.ttft_floor_ms). Cleared when the region leaves SUSPECT.",
     )
 
+    last_finished: float | None = Field(
+        None, description="Requests the region's replicas had finished at the last probe (progress)."
+    )
+    saturated: str | None = Field(
+        None,
+        description="Set while the last probe failed only behind a full queue that still makes "
+        "progress (drctl/models/saturation.py): counted as passed, for the rebalance to shed.",
+    )
+
     def observe(self, passed: bool, at: datetime, failure_threshold: int, recovery_threshold: int) -> bool:
         """Feed one check; returns True when the state changed."""
         before = self.state

@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.models.failover import probe_passes
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.monitor import RegionTracker
 from drctl.models.passive import PassiveSignal, PassiveVerdict
+from drctl.models.saturation import judge_probe
 
 # The watcher's probe settings: the FleetSpec fields of the same names.
 PROBE_SETTINGS = (
@@ -60,6 +60,11 @@ class WatchInput(WatchCarry):
     recovery_threshold: int
     fail_on_degraded: bool
     probe_timeout_s: float
+    shed_saturation: bool = Field(
+        False,
+        description="The rebalance is automatic: a probe that failed only behind a full, progressing "
+        "queue counts as good (drctl/models/saturation.py).",
+    )
     return_after_s: float = Field(
         description="Return by then even with no transition: the monitor's checkpoint."
     )
@@ -69,7 +74,13 @@ class WatchInput(WatchCarry):
         """A call watching `spec`'s regions with its probe settings and checkpoint, resuming from
         `resume` (trackers, unresolved, refused, quiet_until)."""
         settings = {name: getattr(spec, name) for name in PROBE_SETTINGS}
-        return cls(regions=spec.region_names, return_after_s=spec.watcher_checkpoint_s, **settings, **resume)
+        return cls(
+            regions=spec.region_names,
+            return_after_s=spec.watcher_checkpoint_s,
+            shed_saturation=spec.rebalance == "automatic",
+            **settings,
+            **resume,
+        )
 
 
 class WatchCounts(WatchCarry):
@@ -105,7 +116,8 @@ def feed_probe(
     threshold = (
         inp.failure_threshold if breach_threshold is None else min(breach_threshold, inp.failure_threshold)
     )
-    return t.observe(probe_passes(probe, inp.fail_on_degraded), at, threshold, inp.recovery_threshold)
+    passed = judge_probe(t, probe, inp.fail_on_degraded, inp.shed_saturation)
+    return t.observe(passed, at, threshold, inp.recovery_threshold)
 
 
 def feed_passive(

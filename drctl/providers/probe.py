@@ -356,3 +356,4 @@ class InferenceProber:
             probe.queue_depth = metrics.get(prom.VLLM_WAITING)
             probe.running = metrics.get(prom.VLLM_RUNNING)
             probe.kv_cache_usage = metrics.get(prom.VLLM_KV_CACHE)
+            probe.finished = metrics.get(prom.VLLM_SUCCESS)

@@ -113,9 +113,9 @@ async def metrics(client: aiohttp.ClientSession, base: str, timeout_s: float) ->
         return None
     if resp.status != 200:
         return None
-    # Only the gauges are read here; skipping the histogram lines before the regex
-    # parse is most of the prober's CPU at thousands of replicas.
-    wanted = "\n".join(ln for ln in resp.text.splitlines() if ln.startswith(prom.VLLM_GAUGES))
+    # Only the gauges and one counter are read here; skipping the histogram lines before the
+    # regex parse is most of the prober's CPU at thousands of replicas.
+    wanted = "\n".join(ln for ln in resp.text.splitlines() if ln.startswith(prom.VLLM_PROBED))
     return prom.vllm_gauges(wanted)
 
 

@@ -53,16 +53,16 @@ VLLM_GAUGES = (VLLM_WAITING, VLLM_RUNNING, VLLM_KV_CACHE, VLLM_KV_CACHE_V0)
 
 
 def vllm_gauges(text: str) -> dict[str, float]:
-    """The probe's vLLM gauges from a /metrics page of either engine generation.
+    """The probe's vLLM gauges (and finished requests) from a /metrics page of either engine generation.
 
-    Queue and running are summed over engines (a data-parallel server has several); KV-cache usage
+    Queue, running and finished are summed over engines and labels (a data-parallel server has several); KV-cache usage
     is the fullest engine's, a fill and not a count, under VLLM_KV_CACHE whichever name it came as.
     """
     out: dict[str, float] = {}
     usage: dict[str, float] = {}
     for m, value in _samples(text):
         name = m.group(1)
-        if math.isinf(value) or name not in VLLM_GAUGES:
+        if math.isinf(value) or name not in VLLM_PROBED:
             continue
         if name in (VLLM_KV_CACHE, VLLM_KV_CACHE_V0):
             usage[name] = max(usage[name], value) if name in usage else value
@@ -128,6 +128,9 @@ def total(series: list[tuple[str, dict[str, str], float]], name: str, **match: s
 VLLM_TTFT = "vllm:time_to_first_token_seconds"
 VLLM_E2E = "vllm:e2e_request_latency_seconds"
 VLLM_SUCCESS = "vllm:request_success_total"
+# What a probe reads from /metrics: the gauges, and the finished-requests counter (progress: a
+# saturated server still finishes requests, a hung one does not).
+VLLM_PROBED = (*VLLM_GAUGES, VLLM_SUCCESS)
 # vLLM's API server counts every HTTP request through prometheus-fastapi-instrumentator:
 # http_requests_total{handler, method, status}, the status grouped as "2xx".."5xx".
 HTTP_REQUESTS = "http_requests_total"

@@ -1,0 +1,71 @@
+"""Saturated, not down: a region whose probes fail only because it is full of users' requests.
+
+A region that lost part of its capacity under load fills its replicas (vLLM's running at
+max_num_seqs) and queues the rest (`vllm:num_requests_waiting`). The monitor's probe completion
+then waits behind that queue and gets no first token in time, exactly as it would from a dead
+engine, and three such rounds would make the region UNHEALTHY: a full failover that moves the whole
+overload onto the target, which may not carry it either, and back again when it breaks.
+
+The probe can tell the two apart from what vLLM itself exports: a saturated server answers /health,
+has requests waiting, and keeps finishing requests (`vllm:request_success_total` grows between two
+probes); a hung or dead one does not. While the rebalance is automatic, such a probe is a capacity
+problem for the rebalance to shed (workflows/monitor_rebalance.py), not an outage: the monitor
+counts it as passed. Anything else (a refused connection, a 5xx, a missing model, no progress, no
+queue) keeps today's verdict, so a region that is down still gets the full failover.
+"""
+
+from __future__ import annotations
+
+from drctl.models.failover import probe_passes
+from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
+from drctl.models.monitor import RegionTracker
+
+# The failures a full queue causes: the completion's first token comes too late, or not at all.
+_QUEUE_FAILURES = ("slow", "timeout")
+
+
+def finished_total(probe: RegionProbe) -> float | None:
+    """Requests the region's replicas have finished, summed (None when no replica exports it)."""
+    counts = [r.finished for r in probe.replicas if r.finished is not None]
+    return sum(counts) if counts else None
+
+
+def saturation(probe: RegionProbe, finished_before: float | None) -> str | None:
+    """Why a failing probe is a saturated region rather than a down one, or None.
+
+    `finished_before` is `finished_total` of the region's previous probe: progress needs two reads.
+    """
+    if probe.status in (ProbeStatus.HEALTHY, ProbeStatus.AUTH):
+        return None
+    failing = [t for t in (probe.gateway, *probe.replicas) if t.status is not ProbeStatus.HEALTHY]
+    if not failing or any(not _queued_failure(t) for t in failing):
+        return None
+    measured = [r for r in probe.replicas if r.queue_depth is not None and r.running is not None]
+    waiting = sum(r.queue_depth or 0.0 for r in measured)
+    finished = finished_total(probe)
+    if not measured or waiting <= 0 or finished is None or finished_before is None:
+        return None
+    done = finished - finished_before
+    if done <= 0:  # no request finished since the last probe: hung, whatever its queue says
+        return None
+    running = sum(r.running or 0.0 for r in measured)
+    return (
+        f"saturated, not down: {waiting:g} requests waiting and {running:g} running on "
+        f"{len(measured)} replica(s), {done:g} finished since the last probe; the probe only waited "
+        "behind the queue"
+    )
+
+
+def _queued_failure(t: TargetProbe) -> bool:
+    """A target that answered /health and failed only for lack of a first token in time."""
+    return t.error_class in _QUEUE_FAILURES and t.latency_ms is not None
+
+
+def judge_probe(t: RegionTracker, probe: RegionProbe, fail_on_degraded: bool, shed_saturation: bool) -> bool:
+    """Whether the probe counts as a good check for the tracker's state machine (monitor round and
+    watcher alike). With `shed_saturation` (the rebalance is automatic) a probe that failed only
+    behind a full, progressing queue counts as good, and `t.saturated` says why."""
+    before, t.last_finished = t.last_finished, finished_total(probe)
+    passed = probe_passes(probe, fail_on_degraded)
+    t.saturated = None if passed or not shed_saturation else saturation(probe, before)
+    return passed or t.saturated is not None
