@@ -155,7 +155,8 @@ def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = 
             r.state.value,
             str(r.consecutive_failures),
             str(r.consecutive_successes),
-            f"{r.last_status.value if r.last_status else '-'} {r.last_reason}",
+            f"{r.last_status.value if r.last_status else '-'} {r.last_reason}"
+            + (f" ({r.saturated}: counted as passed)" if r.saturated else ""),
             f"{r.last_ttft_ms:.0f}" if r.last_ttft_ms is not None else "-",
         )
     common.console.print(t)
