@@ -6,9 +6,10 @@ then waits behind that queue and gets no first token in time, exactly as it woul
 engine, and three such rounds would make the region UNHEALTHY: a full failover that moves the whole
 overload onto the target, which may not carry it either, and back again when it breaks.
 
-The probe can tell the two apart from what vLLM itself exports: a saturated server answers /health,
-has requests waiting, and keeps finishing requests (`vllm:request_success_total` grows between two
-probes); a hung or dead one does not. While the rebalance is automatic, such a probe is a capacity
+The probe can tell the two apart from what vLLM itself exports: a saturated region's gateway
+answers and its serving replicas have requests waiting and keep finishing them
+(`vllm:request_success_total` grows between two probes); a hung or dead one does not. Replicas that
+are gone (the lost node) are the capacity it lost, not a reason to call the rest down. While the rebalance is automatic, such a probe is a capacity
 problem for the rebalance to shed (workflows/monitor_rebalance.py), not an outage: the monitor
 counts it as passed. Anything else (a refused connection, a 5xx, a missing model, no progress, no
 queue) keeps today's verdict, so a region that is down still gets the full failover.
@@ -37,22 +38,26 @@ def saturation(probe: RegionProbe, finished_before: float | None) -> str | None:
     """
     if probe.status in (ProbeStatus.HEALTHY, ProbeStatus.AUTH):
         return None
-    failing = [t for t in (probe.gateway, *probe.replicas) if t.status is not ProbeStatus.HEALTHY]
-    if not failing or any(not _queued_failure(t) for t in failing):
+    # What users meet: the gateway answers and fails, if at all, only for a late first token.
+    if probe.gateway.status is not ProbeStatus.HEALTHY and not _queued_failure(probe.gateway):
         return None
-    measured = [r for r in probe.replicas if r.queue_depth is not None and r.running is not None]
+    # Replicas that are gone (refused, 5xx) are the capacity the region lost; the ones still
+    # serving must be healthy or only late behind their queue.
+    serving = [r for r in probe.replicas if r.status is ProbeStatus.HEALTHY or _queued_failure(r)]
+    measured = [r for r in serving if r.queue_depth is not None and r.running is not None]
     waiting = sum(r.queue_depth or 0.0 for r in measured)
-    finished = finished_total(probe)
+    finished = finished_total(probe)  # every replica's: one that went away makes it fall (not judged)
     if not measured or waiting <= 0 or finished is None or finished_before is None:
         return None
     done = finished - finished_before
     if done <= 0:  # no request finished since the last probe: hung, whatever its queue says
         return None
     running = sum(r.running or 0.0 for r in measured)
+    gone = len(probe.replicas) - len(serving)
     return (
         f"saturated, not down: {waiting:g} requests waiting and {running:g} running on "
-        f"{len(measured)} replica(s), {done:g} finished since the last probe; the probe only waited "
-        "behind the queue"
+        f"{len(measured)} replica(s)" + (f" ({gone} gone)" if gone else "") + f", {done:g} finished "
+        "since the last probe; the probe only waited behind the queue"
     )
 
 

@@ -50,6 +50,24 @@ def test_a_full_queue_that_still_finishes_requests_is_saturated_with_its_figures
     assert saturation(_probe(finished=141.0, error_class="timeout"), 140.0) is not None
 
 
+def test_replicas_that_are_gone_are_lost_capacity_and_the_rest_can_still_be_saturated() -> None:
+    # The partial failure itself: one of two replicas lost (refused), the other full and finishing.
+    probe = _probe(finished=150.0)
+    probe.replicas.append(
+        TargetProbe(
+            target="llm-stable-1",
+            url="http://127.0.0.1/llm-stable-1",
+            status=ProbeStatus.DOWN,
+            error_class="connect",
+        )
+    )
+    why = saturation(probe, finished_before=140.0)
+    assert why is not None and "on 1 replica(s) (1 gone)" in why
+    # Every replica gone: nothing serves, whatever the gateway says.
+    probe.replicas = probe.replicas[1:]
+    assert saturation(probe, finished_before=0.0) is None
+
+
 @pytest.mark.parametrize(
     ("probe", "before", "why"),
     [
