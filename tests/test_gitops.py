@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import yaml
 
 from drctl.config.schema import load_config
 from drctl.models.failover import FailoverResult
+from drctl.models.gitops import GitOpsManaged
 from drctl.models.rebalance import RebalanceResult
 from drctl.models.upgrade import UpgradeResult
 
@@ -133,34 +135,66 @@ def test_the_documented_result_field_exists_on_both_results() -> None:
         assert kind in doc and (name is None or f"`{name}`" in doc)
 
 
-def test_the_failover_table_shows_each_gitops_managed_object() -> None:
-    from datetime import UTC, datetime
-
-    from drctl.cli import common
-    from drctl.cli.failover import render_failover
-    from drctl.models.gitops import GitOpsManaged
-
-    now = datetime.now(UTC)
-    res = FailoverResult(
+# Every operation whose result records gitops_managed, with the fields its result needs.
+_NOW = datetime.now(UTC)
+RESULTS: dict[str, dict[str, Any]] = {
+    "failover": dict(
         status="succeeded",
         source="us-west-1",
         target="us-east-1",
-        started_at=now,
-        fault_at=now,
+        started_at=_NOW,
+        fault_at=_NOW,
         rto_target_s=30,
-        gitops_managed=[
-            GitOpsManaged(
-                region="us-east-1",
-                name=STABLE,
-                field="spec.replicas",
-                tracking="app.kubernetes.io/instance=llm",
-            )
-        ],
-    )
+    ),
+    "failback": dict(status="succeeded"),
+    "upgrade": dict(outcome="SUCCEEDED", reason="ok", upgrade_id="u1", image="vllm:v2", strategy="canary"),
+    "migrate": dict(
+        outcome="SUCCEEDED", reason="ok", migration_id="m1", source="us-west-1", target="us-east-1"
+    ),
+    "rebalance": dict(status="succeeded", action="shed"),
+}
+HPA = GitOpsManaged(
+    region="us-east-1",
+    kind="HorizontalPodAutoscaler",
+    name=STABLE,
+    field="spec.minReplicas",
+    tracking="app.kubernetes.io/instance=llm",
+)
+
+
+def test_every_operation_that_records_gitops_managed_has_a_renderer_here() -> None:
+    from drctl.cli.ops import _RESULTS
+
+    recording = {op for op, (model, _, _) in _RESULTS.items() if "gitops_managed" in model.model_fields}
+    assert recording == set(RESULTS)
+
+
+@pytest.mark.parametrize("operation", sorted(RESULTS))
+def test_each_operation_shows_its_gitops_managed_objects_in_its_table_and_json(
+    operation: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import typer
+
+    from drctl.cli import common
+    from drctl.cli.launch import Launched, conclude
+    from drctl.cli.ops import _RESULTS
+    from drctl.client.outcome import Finished
+
+    model, render, as_json = _RESULTS[operation]
+    res = model.model_validate({**RESULTS[operation], "gitops_managed": [HPA.model_dump()]})
     with common.console.capture() as out:
-        render_failover(res, "http://ui")
-    text = " ".join(out.get().split())
-    assert "GitOps-managed" in text and f"Deployment/{STABLE}" in text and "spec.replicas" in text
+        render(res, "http://ui")
+    # A table wraps its cells: compare without spaces and cell borders.
+    text = re.sub(r"[\s│┃]+", "", out.get())
+    row = f"GitOps-managed us-east-1 HorizontalPodAutoscaler/{STABLE}: spec.minReplicas changed"
+    assert re.sub(r"\s+", "", row) in text and "(app.kubernetes.io/instance=llm)" in text
+    with pytest.raises(typer.Exit):
+        conclude(Launched(f"{operation}/x", "http://ui", Finished(res)), common.Output.json, render, as_json)
+    assert json.loads(capsys.readouterr().out)["result"]["gitops_managed"] == [HPA.model_dump()]
+    # An operation that changed nothing Argo CD tracks shows no such row.
+    with common.console.capture() as out:
+        render(model.model_validate(RESULTS[operation]), "http://ui")
+    assert "GitOps-managed" not in out.get()
 
 
 def test_the_rebalance_paragraph_names_what_its_result_holds() -> None:
