@@ -116,3 +116,7 @@ _.moved_pct  # RebalancePlan
 # drctl/cli/operation.py: the signature and annotations Typer reads off a command with RunOptions.
 _.__signature__
 _.__annotations__
+
+# drctl/models/gitops.py: the fields drctl writes per kind, which tests/test_gitops.py keeps
+# docs/gitops.md's table and the example Argo CD and Flux ignore entries equal to.
+OWNED

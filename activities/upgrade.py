@@ -26,6 +26,7 @@ from drctl.models.upgrade import (
     Release,
     TrackDeployRequest,
     TrackWeightsRequest,
+    TrackWeightsResult,
     WarmupRequest,
     WarmupResult,
 )
@@ -107,13 +108,18 @@ class UpgradeActivities:
     # --- track weights --------------------------------------------------------------------------
 
     @activity.defn(name="set_track_weights")
-    def set_track_weights(self, req: TrackWeightsRequest) -> TrackWeightsRequest:
-        """Apply track weights in one region and return what the tier reports afterwards."""
+    def set_track_weights(self, req: TrackWeightsRequest) -> TrackWeightsResult:
+        """Apply track weights in one region; return what the tier reports afterwards, and the
+        fields written on an object Argo CD tracks (the HTTPRoute), for the workflow to record."""
         refuse_all_zero(req.weights, f"track weight in {req.region}")
         activity.logger.info("track weights in %s: %s", req.region, req.weights)
         try:
-            self._tier().set_track_weights(req.region, req.weights)
-            return TrackWeightsRequest(region=req.region, weights=self._tier().get_track_weights(req.region))
+            managed = self._tier().set_track_weights(req.region, req.weights) or []
+            return TrackWeightsResult(
+                region=req.region,
+                weights=self._tier().get_track_weights(req.region),
+                gitops_managed=managed,
+            )
         except Exception as exc:
             raise app_error(exc, f"set track weights in {req.region} to {req.weights}") from exc
 

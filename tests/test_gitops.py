@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import yaml
 
 from drctl.config.schema import load_config
 from drctl.models.failover import FailoverResult
+from drctl.models.gitops import OWNED, GitOpsManaged
 from drctl.models.rebalance import RebalanceResult
 from drctl.models.upgrade import UpgradeResult
 
@@ -25,16 +27,23 @@ CFG = load_config(ROOT / "deploy" / "kubernetes" / "overlays" / "us-west-1" / "f
 STABLE = CFG.workload.deployment_name("stable")
 ROUTE = CFG.traffic.regional_tier.httproute  # type: ignore[union-attr]
 
-# What drctl writes at run time (docs/gitops.md's table): (group, kind, name or None, JSON Pointer).
-OWNED = [
-    ("apps", "Deployment", STABLE, "/spec/replicas"),
-    ("apps", "Deployment", STABLE, "/spec/template/spec/containers/0/image"),
-    ("apps", "Deployment", STABLE, "/spec/template/spec/containers/0/env"),
-    ("autoscaling", "HorizontalPodAutoscaler", None, "/spec/minReplicas"),
-    ("autoscaling", "HorizontalPodAutoscaler", None, "/spec/maxReplicas"),
-    ("gateway.networking.k8s.io", "HTTPRoute", ROUTE, "/spec/rules/*/backendRefs"),
-    ("gateway.networking.k8s.io", "HTTPRoute", ROUTE, "/spec/rules/*/filters"),
-]
+# The objects drctl writes at run time (drctl.models.gitops.OWNED has their fields): the API group,
+# and the name the examples give (the HPA is found by its target, whatever its name: none).
+GROUP = {
+    "Deployment": "apps",
+    "HorizontalPodAutoscaler": "autoscaling",
+    "HTTPRoute": "gateway.networking.k8s.io",
+}
+NAME = {"Deployment": STABLE, "HorizontalPodAutoscaler": None, "HTTPRoute": ROUTE}
+
+
+def pointer(field: str) -> str:
+    """A recorded field as a JSON Pointer: spec.rules[].backendRefs[].weight is
+    /spec/rules/*/backendRefs/*/weight, containers[0] is containers/0."""
+    return "/" + re.sub(r"\[(\d*)\]", lambda m: "." + (m.group(1) or "*"), field).replace(".", "/")
+
+
+OWNED_POINTERS = [(kind, pointer(f)) for kind, fields in OWNED.items() for f in fields]
 
 
 def _unknown_keys(doc: Any, schema: dict[str, Any], where: str = "") -> list[str]:
@@ -78,43 +87,83 @@ def test_the_schema_check_catches_a_typo() -> None:
     assert _unknown_keys(typo, crd) == ["/spec/ignoreDiferences"]
 
 
-def _pointer_matches(pattern: str, pointer: str) -> bool:
-    return re.fullmatch(pattern.replace("*", "[^/]+"), pointer) is not None
+def _covers(path: str, owned: str) -> bool:
+    """An ignore path covers an owned field when the field is it or below it (`*`: any one element)."""
+    return re.fullmatch(re.escape(path).replace(r"\*", "[^/]+") + "(/.*)?", owned) is not None
 
 
-def _argo_ignores(group: str, kind: str, name: str | None, pointer: str) -> bool:
+def _argo_paths(kind: str) -> list[str]:
+    """The example Application's ignored paths for `kind`, as pointers (jq `[]` is any element)."""
+    out: list[str] = []
     for entry in APP["spec"]["ignoreDifferences"]:
-        if (entry.get("group", ""), entry["kind"]) != (group, kind) or entry.get("name", name) != name:
-            continue
-        if pointer in entry.get("jsonPointers", []):
-            return True
-        # `.spec.rules[].backendRefs` is the jq form of /spec/rules/*/backendRefs.
-        jq = {
-            "/" + e.lstrip(".").replace("[]", "/*").replace(".", "/")
-            for e in entry.get("jqPathExpressions", [])
-        }
-        if any(_pointer_matches(p, pointer) or p == pointer for p in jq):
-            return True
-    return False
+        if entry["kind"] == kind:
+            assert (entry.get("group", ""), entry.get("name")) == (GROUP[kind], NAME[kind]), entry
+            out += entry.get("jsonPointers", [])
+            out += [_argo_path(e) for e in entry.get("jqPathExpressions", [])]
+    return out
 
 
-def _flux_ignores(group: str, kind: str, name: str | None, pointer: str) -> bool:
+def _flux_paths(kind: str) -> list[str]:
+    out: list[str] = []
     for rule in FLUX["spec"]["ignore"]:
         t = rule["target"]
-        if (t.get("group"), t["kind"]) != (group, kind) or t.get("name", name) != name:
-            continue
-        # A path ignores itself and everything below it.
-        if any(
-            pointer == p or pointer.startswith(p + "/") or _pointer_matches(pointer, p) for p in rule["paths"]
-        ):
-            return True
-    return False
+        if t["kind"] == kind:
+            assert (t.get("group"), t.get("name")) == (GROUP[kind], NAME[kind]), t
+            out += rule["paths"]
+    return out
 
 
-@pytest.mark.parametrize("owned", OWNED, ids=[f"{k}:{p}" for _, k, _, p in OWNED])
-def test_both_examples_ignore_every_field_drctl_owns(owned: tuple[str, str, str | None, str]) -> None:
-    assert _argo_ignores(*owned), f"argocd-application.yaml does not ignore {owned}"
-    assert _flux_ignores(*owned), f"flux-kustomization.yaml does not ignore {owned}"
+@pytest.mark.parametrize("owned", OWNED_POINTERS, ids=[f"{k}:{p}" for k, p in OWNED_POINTERS])
+def test_both_examples_ignore_every_field_drctl_owns(owned: tuple[str, str]) -> None:
+    kind, field = owned
+    assert any(_covers(p, field) for p in _argo_paths(kind)), (
+        f"argocd-application.yaml does not ignore {owned}"
+    )
+    assert any(_covers(p, field) for p in _flux_paths(kind)), (
+        f"flux-kustomization.yaml does not ignore {owned}"
+    )
+
+
+def test_the_examples_ignore_only_fields_drctl_writes() -> None:
+    """Equal, not only covering: an entry for a field drctl never writes would hide a real drift."""
+    kinds = {e["kind"] for e in APP["spec"]["ignoreDifferences"]} | {
+        r["target"]["kind"] for r in FLUX["spec"]["ignore"]
+    }
+    assert kinds == set(OWNED)
+    for kind in OWNED:
+        for path in _argo_paths(kind) + _flux_paths(kind):
+            assert any(_covers(path, p) for k, p in OWNED_POINTERS if k == kind), (kind, path)
+
+
+def _docs_table() -> list[list[str]]:
+    """The rows of docs/gitops.md's "What drctl owns" table, as cells with their backticks."""
+    section = (ROOT / "docs" / "gitops.md").read_text().split("## What drctl owns", 1)[1].split("\n## ", 1)[0]
+    table = section[section.index("\n|") :].split("\n\n", 1)[0]  # the first table only
+    lines = table.strip().splitlines()[2:]  # past the header and rule
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+
+
+def _code(cell: str) -> str:
+    found = re.findall(r"`([^`]+)`", cell)
+    assert len(found) == 1, cell
+    return found[0]
+
+
+def test_the_docs_table_lists_each_field_drctl_writes_with_the_examples_entries() -> None:
+    rows = _docs_table()
+    assert sorted((r[0].split()[0], _code(r[1])) for r in rows) == sorted(
+        (kind, f) for kind, fields in OWNED.items() for f in fields
+    )
+    for kind in OWNED:
+        argo = {_argo_path(_code(r[3])) for r in rows if r[0].split()[0] == kind}
+        flux = {_code(r[4]) for r in rows if r[0].split()[0] == kind}
+        assert argo == set(_argo_paths(kind)), kind
+        assert flux == set(_flux_paths(kind)), kind
+
+
+def _argo_path(entry: str) -> str:
+    """A docs cell's Argo CD entry (a jsonPointer, or a jq path) as _argo_paths gives it."""
+    return entry if entry.startswith("/") else "/" + entry.lstrip(".").replace("[]", "/*").replace(".", "/")
 
 
 def test_argo_cd_keeps_the_ignored_fields_on_sync_and_heals_the_rest() -> None:
@@ -129,38 +178,70 @@ def test_the_documented_result_field_exists_on_both_results() -> None:
     assert '"gitops_managed"' in doc
     for model in (FailoverResult, UpgradeResult):
         assert "gitops_managed" in model.model_fields
-    for _, kind, name, _ in OWNED:
+    for kind, name in NAME.items():
         assert kind in doc and (name is None or f"`{name}`" in doc)
 
 
-def test_the_failover_table_shows_each_gitops_managed_object() -> None:
-    from datetime import UTC, datetime
-
-    from drctl.cli import common
-    from drctl.cli.failover import render_failover
-    from drctl.models.gitops import GitOpsManaged
-
-    now = datetime.now(UTC)
-    res = FailoverResult(
+# Every operation whose result records gitops_managed, with the fields its result needs.
+_NOW = datetime.now(UTC)
+RESULTS: dict[str, dict[str, Any]] = {
+    "failover": dict(
         status="succeeded",
         source="us-west-1",
         target="us-east-1",
-        started_at=now,
-        fault_at=now,
+        started_at=_NOW,
+        fault_at=_NOW,
         rto_target_s=30,
-        gitops_managed=[
-            GitOpsManaged(
-                region="us-east-1",
-                name=STABLE,
-                field="spec.replicas",
-                tracking="app.kubernetes.io/instance=llm",
-            )
-        ],
-    )
+    ),
+    "failback": dict(status="succeeded"),
+    "upgrade": dict(outcome="SUCCEEDED", reason="ok", upgrade_id="u1", image="vllm:v2", strategy="canary"),
+    "migrate": dict(
+        outcome="SUCCEEDED", reason="ok", migration_id="m1", source="us-west-1", target="us-east-1"
+    ),
+    "rebalance": dict(status="succeeded", action="shed"),
+}
+HPA = GitOpsManaged(
+    region="us-east-1",
+    kind="HorizontalPodAutoscaler",
+    name=STABLE,
+    field="spec.minReplicas",
+    tracking="app.kubernetes.io/instance=llm",
+)
+
+
+def test_every_operation_that_records_gitops_managed_has_a_renderer_here() -> None:
+    from drctl.cli.ops import _RESULTS
+
+    recording = {op for op, (model, _, _) in _RESULTS.items() if "gitops_managed" in model.model_fields}
+    assert recording == set(RESULTS)
+
+
+@pytest.mark.parametrize("operation", sorted(RESULTS))
+def test_each_operation_shows_its_gitops_managed_objects_in_its_table_and_json(
+    operation: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import typer
+
+    from drctl.cli import common
+    from drctl.cli.launch import Launched, conclude
+    from drctl.cli.ops import _RESULTS
+    from drctl.client.outcome import Finished
+
+    model, render, as_json = _RESULTS[operation]
+    res = model.model_validate({**RESULTS[operation], "gitops_managed": [HPA.model_dump()]})
     with common.console.capture() as out:
-        render_failover(res, "http://ui")
-    text = " ".join(out.get().split())
-    assert "GitOps-managed" in text and f"Deployment/{STABLE}" in text and "spec.replicas" in text
+        render(res, "http://ui")
+    # A table wraps its cells: compare without spaces and cell borders.
+    text = re.sub(r"[\s│┃]+", "", out.get())
+    row = f"GitOps-managed us-east-1 HorizontalPodAutoscaler/{STABLE}: spec.minReplicas changed"
+    assert re.sub(r"\s+", "", row) in text and "(app.kubernetes.io/instance=llm)" in text
+    with pytest.raises(typer.Exit):
+        conclude(Launched(f"{operation}/x", "http://ui", Finished(res)), common.Output.json, render, as_json)
+    assert json.loads(capsys.readouterr().out)["result"]["gitops_managed"] == [HPA.model_dump()]
+    # An operation that changed nothing Argo CD tracks shows no such row.
+    with common.console.capture() as out:
+        render(model.model_validate(RESULTS[operation]), "http://ui")
+    assert "GitOps-managed" not in out.get()
 
 
 def test_the_rebalance_paragraph_names_what_its_result_holds() -> None:

@@ -363,7 +363,7 @@ deploy_track = _platform("deploy_track", up.TrackDeployRequest, up.RegionTrackRe
 remove_track = _platform("remove_track", up.RegionTrackRequest, bool)
 get_stable_release = _platform("get_stable_release", RegionRequest, up.Release)
 set_stable_release = _platform("set_stable_release", up.PromoteRequest, up.Release)
-set_track_weights = _platform("set_track_weights", up.TrackWeightsRequest, up.TrackWeightsRequest)
+set_track_weights = _platform("set_track_weights", up.TrackWeightsRequest, up.TrackWeightsResult)
 
 
 async def wait_rollout(inp: WaitRolloutInput, *, queue: str, summary: str) -> DeploymentStatus:

@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ProbeRequest, RegionRequest, ScaleInput
     from drctl.models.failover import FailbackInput, FailbackResult, failback_plan, probe_passes
-    from drctl.models.gitops import note_managed
+    from drctl.models.gitops import note_all
     from drctl.models.health import RegionProbe
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
@@ -181,7 +181,7 @@ class Failback(Operation):
                     summary=f"scale {r.name} back to {r.replicas}",
                 )
                 res.scaled_back[r.name] = r.replicas
-                note_managed(res.gitops_managed, r.name, scaled.deployment, scaled.gitops)
+                note_all(res.gitops_managed, scaled.scale_changes())
 
     async def _end(self, res: FailbackResult, ok: bool) -> FailbackResult:
         await self.finish(

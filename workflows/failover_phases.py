@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         plan_failover,
         target_problem,
     )
-    from drctl.models.gitops import GitOpsManaged, note_managed
+    from drctl.models.gitops import GitOpsManaged, note_all
     from drctl.models.health import ProbeStatus
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
@@ -82,7 +82,7 @@ class FailoverSteps:
             )
         )
         # Argo CD's self-heal puts spec.replicas back unless the Application ignores it.
-        note_managed(self.gitops_managed, inp.target, scaled.deployment, scaled.gitops)
+        note_all(self.gitops_managed, scaled.scale_changes())
         st = await self.op.abortable(
             calls.wait_rollout(
                 WaitRolloutInput(region=inp.target, timeout_s=inp.spec.rollout_timeout_s),

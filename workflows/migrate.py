@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.analysis import AnalysisRequest, TrackRef
     from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
     from drctl.models.failover import cap_weights
-    from drctl.models.gitops import note_managed
+    from drctl.models.gitops import note_all
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
     from drctl.models.upgrade import Outcome, WarmupRequest, failure
     from workflows import calls, global_weights
@@ -182,7 +182,7 @@ class Migration(Progressive):
                 summary=f"decommission {req.source}",
             )
             res.decommissioned = True
-            note_managed(res.gitops_managed, req.source, scaled.deployment, scaled.gitops)
+            note_all(res.gitops_managed, scaled.scale_changes())
 
     def _yielded(self, req: MigrationRequest, res: MigrationResult, weights: dict[str, int] | None) -> None:
         """Preempted by a failover: stop, and touch nothing the failover now relies on.
@@ -223,7 +223,7 @@ class Migration(Progressive):
             queue=queue,
             summary=f"scale {req.target} to {replicas}",
         )
-        note_managed(res.gitops_managed, req.target, scaled.deployment, scaled.gitops)
+        note_all(res.gitops_managed, scaled.scale_changes())
         await self.abortable(
             calls.wait_rollout(
                 WaitRolloutInput(region=req.target, timeout_s=req.spec.rollout_timeout_s, deployment=name),
@@ -274,7 +274,7 @@ class Migration(Progressive):
                     summary=f"scale {req.target} back to {n}",
                 )
                 res.rollback.append(f"{req.target} scaled back to {n} replicas")
-                note_managed(res.gitops_managed, req.target, scaled.deployment, scaled.gitops)
+                note_all(res.gitops_managed, scaled.scale_changes())
             except (ActivityError, ApplicationError) as exc:
                 res.outcome = Outcome.FAILED
                 res.rollback.append(f"FAILED to scale {req.target} back to {n} replicas: {cause_of(exc)}")

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.activity_io import ProbeRequest, RegionRequest, ScaleInput
     from drctl.models.failover import probe_passes
     from drctl.models.fleet_spec import FleetSpec
-    from drctl.models.gitops import note_managed
+    from drctl.models.gitops import note_all
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.rebalance import RebalanceInput, RebalanceResult
     from workflows import calls, global_weights
@@ -158,7 +158,7 @@ class Rebalance(Operation):
             why = no_worker(exc, q) or cause_of(exc)
             self.phases.note(f"{what} failed", f"{region}: {why}")
             return None, why
-        note_managed(res.gitops_managed, region, scaled.deployment, scaled.gitops)
+        note_all(res.gitops_managed, scaled.scale_changes())
         return scaled.replicas, None
 
     async def _shift(

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ScaleInput, WaitRolloutInput
     from drctl.models.analysis import AnalysisRequest, TrackRef
-    from drctl.models.gitops import GitOpsManaged, note_managed
+    from drctl.models.gitops import GitOpsManaged, changes, note_all
     from drctl.models.upgrade import (
         Outcome,
         PromoteRequest,
@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         Strategy,
         TrackDeployRequest,
         TrackWeightsRequest,
+        TrackWeightsResult,
         UpgradeRequest,
         UpgradeResult,
         UpgradeStatus,
@@ -111,25 +112,29 @@ class WaveSteps:
         wave.outcome, wave.reason = Outcome.SUCCEEDED, f"{req.release.image} stable in {region}"
 
     async def _weights(self, req: UpgradeRequest, region: str, weights: dict[str, int]) -> None:
-        await self.ctl.abortable(
+        got = await self.ctl.abortable(
             calls.set_track_weights(
                 TrackWeightsRequest(region=region, weights=weights),
                 queue=req.spec.region(region).queue,
                 summary=f"{region} track weights " + " / ".join(f"{k} {v}" for k, v in weights.items()),
             )
         )
+        # The HTTPRoute's weights, when Argo CD tracks it (self-heal would reset them mid-step).
+        note_all(self.gitops_managed, got.gitops_managed)
         self.phases.note(f"weights {region}", " / ".join(f"{k} {v}" for k, v in weights.items()))
 
     async def _ready(self, req: UpgradeRequest, region: str, track: str, replicas: int | None = None) -> None:
         name, queue = f"{req.app}-{track}", req.spec.region(region).queue
         if replicas is not None:
-            await self.ctl.abortable(
+            scaled = await self.ctl.abortable(
                 calls.scale_deployment(
                     ScaleInput(region=region, replicas=replicas, deployment=name),
                     queue=queue,
                     summary=f"scale {name} to {replicas}",
                 )
             )
+            # A candidate copy drops the marker, so this records only what Git also holds (an HPA on it).
+            note_all(self.gitops_managed, scaled.scale_changes())
         await self.ctl.abortable(
             calls.wait_rollout(
                 WaitRolloutInput(region=region, timeout_s=req.spec.rollout_timeout_s, deployment=name),
@@ -244,7 +249,7 @@ class WaveSteps:
             )
         )
         # Argo CD's self-heal puts the Git image back unless the Application ignores it.
-        note_managed(self.gitops_managed, region, f"{req.app}-stable", promoted.gitops, field="image")
+        self._note_release(region, f"{req.app}-stable", promoted)
         await self._ready(req, region, "stable")
         self.candidate_live = False
         await self._weights(req, region, {"stable": 100, track: 0})
@@ -263,6 +268,18 @@ class WaveSteps:
         wave.reason = f"{wave.reason}; rollback failed, left behind: {'; '.join(left)}"
         self.phases.note(f"rollback {region}", f"FAILED: {'; '.join(left)}")
         raise Stop(Outcome.ROLLBACK_FAILED, f"{region}: {wave.reason}")
+
+    def _note_release(self, region: str, name: str, release: Release) -> None:
+        """Record a rollout of stable to `release` (set_stable_release returns it with stable's marker)."""
+        note_all(
+            self.gitops_managed, changes(region, "Deployment", name, release.fields_written, release.gitops)
+        )
+
+    async def _noted_release(self, region: str, name: str, step: Awaitable[Release]) -> None:
+        self._note_release(region, name, await step)
+
+    async def _noted_weights(self, step: Awaitable[TrackWeightsResult]) -> None:
+        note_all(self.gitops_managed, (await step).gitops_managed)
 
     async def _undo(self, left: list[str], what: str, step: Awaitable[Any]) -> bool:
         """Run one rollback step; on failure, note what it leaves behind and go on with the rest.
@@ -291,10 +308,12 @@ class WaveSteps:
         shifted = await self._undo(
             left,
             f"traffic still reaches {candidate} ({req.release.image})",
-            calls.set_track_weights(
-                TrackWeightsRequest(region=region, weights={"stable": 100, track: 0}),
-                queue=queue,
-                summary=f"{region}: all traffic back to stable",
+            self._noted_weights(
+                calls.set_track_weights(
+                    TrackWeightsRequest(region=region, weights={"stable": 100, track: 0}),
+                    queue=queue,
+                    summary=f"{region}: all traffic back to stable",
+                )
             ),
         )
         old = self.before.get(region)
@@ -302,10 +321,14 @@ class WaveSteps:
             await self._undo(
                 left,
                 f"stable {req.app}-stable may still run {req.release.image}, not {old.image}",
-                calls.set_stable_release(
-                    PromoteRequest(region=region, release=old),
-                    queue=queue,
-                    summary=f"stable back to {old.image}",
+                self._noted_release(
+                    region,
+                    f"{req.app}-stable",
+                    calls.set_stable_release(
+                        PromoteRequest(region=region, release=old),
+                        queue=queue,
+                        summary=f"stable back to {old.image}",
+                    ),
                 ),
             )
         if not shifted:

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from drctl.cli import common, complete, reads
+from drctl.cli.gitops import gitops_rows
 from drctl.cli.operation import RunOptions, run_options
 from drctl.config.schema import FleetConfig
 from drctl.models.failover import (
@@ -80,9 +81,8 @@ def _outcome_rows(t: Table, res: FailoverResult) -> None:
         t.add_row(f"phase {p.phase}", f"{p.duration_s:.2f} s" if p.duration_s is not None else "…")
     if res.preempted:
         t.add_row("preempted (DR first)", ", ".join(res.preempted))
-    for g in res.gitops_managed:
-        # Argo CD's self-heal reverts this unless the Application ignores the field (docs/gitops.md).
-        t.add_row("GitOps-managed", f"{g.region} {g.kind}/{g.name}: {g.field} changed ({g.tracking})")
+    for row in gitops_rows(res.gitops_managed):
+        t.add_row(*row)
     if res.data_loss:
         d = res.data_loss
         lag = "unknown" if d.lag_s is None else f"{d.lag_s:.1f} s"
@@ -121,6 +121,8 @@ def render_failback(res: FailbackResult, link: str) -> None:
     )
     for c in res.changes:
         common.console.print(f"  global change {fmt_change(c)}")
+    for label, text in gitops_rows(res.gitops_managed):
+        common.console.print(f"  {label} {text}", markup=False, highlight=False)
     if res.error:
         common.console.print(f"error: {res.error}")
     common.console.print(f"UI: {link}")

@@ -25,6 +25,7 @@ from drctl.cli.launch import (
     result_only,
     watch,
 )
+from drctl.cli.rebalance import render_rebalance
 from drctl.client.connection import connect, ui_link
 from drctl.client.identity import IdentityError, checked
 from drctl.client.identity import identity as acting_identity
@@ -45,6 +46,7 @@ from drctl.models.phases import (
     OperationProgress,
     RejectInput,
 )
+from drctl.models.rebalance import RebalanceResult
 from drctl.models.upgrade import UpgradeResult
 
 app = typer.Typer(
@@ -67,6 +69,7 @@ _RESULTS: dict[
     "failback": (FailbackResult, failover.render_failback, None),
     "upgrade": (UpgradeResult, upgrade.render, None),
     "migrate": (MigrationResult, upgrade.render, None),
+    "rebalance": (RebalanceResult, render_rebalance, None),
     "drill": (DrillReport, drill.render_report, result_only),
     "restore": (BackupJobResult, backup.render_job, backup.job_json),
     "backup": (BackupJobResult, backup.render_job, backup.job_json),

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from drctl.cli import common
+from drctl.cli.gitops import gitops_rows
 from drctl.cli.operation import RunOptions, run_options
 from drctl.client.connection import connect, ui_link
 from drctl.config.schema import FleetConfig
@@ -96,6 +97,8 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = commo
         for step in res.rollback:
             t.add_row("rollback", step)
         t.add_row("global weights", str(res.weights))
+    for row in gitops_rows(res.gitops_managed):
+        t.add_row(*row)
     out.print(t)
     out.print(f"UI: {link}", markup=False, highlight=False)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from drctl.models.gitops import REPLICAS, GitOpsManaged, changes
 from drctl.models.health import RegionProbe
 
 
@@ -65,6 +66,16 @@ class DeploymentStatus(DeploymentCounts):
     available_replicas: int
     rolled_out: bool
     gitops: str | None = Field(None, description="Argo CD's tracking marker on the Deployment, if any.")
+    also_managed: list[GitOpsManaged] = Field(
+        default_factory=list,
+        description="A scale's writes on other objects Argo CD tracks: the HPA's bounds, with its marker.",
+    )
+
+    def scale_changes(self) -> list[GitOpsManaged]:
+        """What a scale to these replicas wrote on objects Argo CD tracks, for the result."""
+        return (
+            changes(self.region, "Deployment", self.deployment, [REPLICAS], self.gitops) + self.also_managed
+        )
 
 
 class VerifyInput(BaseModel):

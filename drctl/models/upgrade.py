@@ -14,7 +14,7 @@ from drctl.config.schema import FleetConfig
 from drctl.models.analysis import AnalysisLimits, AnalysisResult, limits_from
 from drctl.models.backup import BackupInfo
 from drctl.models.fleet_spec import FleetSpec
-from drctl.models.gitops import GITOPS_DESCRIPTION, GitOpsManaged, gitops_field
+from drctl.models.gitops import ENV, GITOPS_DESCRIPTION, IMAGE, GitOpsManaged, gitops_field
 
 
 class Release(BaseModel):
@@ -31,6 +31,11 @@ class Release(BaseModel):
     gitops: str | None = Field(
         None, description="Set by set_stable_release: Argo CD's tracking marker on the stable Deployment."
     )
+
+    @property
+    def fields_written(self) -> list[str]:
+        """The stable Deployment's fields a rollout to this release writes (see apply_release)."""
+        return [IMAGE, ENV] if self.env or self.value_from or self.replace_env else [IMAGE]
 
 
 class Strategy(StrEnum):
@@ -160,6 +165,15 @@ class TrackDeployRequest(BaseModel):
 class TrackWeightsRequest(BaseModel):
     region: str
     weights: dict[str, int]
+
+
+class TrackWeightsResult(TrackWeightsRequest):
+    """The weights the tier reports after the change, and what it wrote on an object Argo CD tracks."""
+
+    gitops_managed: list[GitOpsManaged] = Field(
+        default_factory=gitops_field,
+        description="The HTTPRoute's fields written, when it carries Argo CD's marker (empty for HAProxy).",
+    )
 
 
 class RegionTrackRequest(BaseModel):

@@ -7,6 +7,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from drctl.models.gitops import GitOpsManaged
+
 
 class AppliedWeights(BaseModel):
     """What the global tier said when it accepted a weight change."""
@@ -42,7 +44,9 @@ class RegionalTraffic(Protocol):
 
     def get_track_weights(self, region: str) -> dict[str, int]: ...
 
-    def set_track_weights(self, region: str, weights: dict[str, int]) -> None: ...
+    def set_track_weights(self, region: str, weights: dict[str, int]) -> list[GitOpsManaged] | None:
+        """Set the weights; the fields written on an object Argo CD tracks (None: the tier has no
+        such object, as HAProxy's runtime API has not)."""
 
 
 class DeploymentState(BaseModel):
@@ -58,6 +62,11 @@ class DeploymentState(BaseModel):
     hpa_min_replicas: int | None = None
     hpa_max_replicas: int | None = None
     gitops: str | None = Field(None, description="Argo CD's tracking marker on the Deployment, key=value.")
+    also_managed: list[GitOpsManaged] = Field(
+        default_factory=list,
+        description="A scale's writes on other objects Argo CD tracks (the HPA targeting the Deployment), "
+        "each with the marker read from the object written.",
+    )
 
     @property
     def rolled_out(self) -> bool:

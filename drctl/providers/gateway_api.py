@@ -19,6 +19,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from drctl.config.schema import TRACKS, FleetConfig, GatewayApiRegional
+from drctl.models.gitops import (
+    ROUTE_FILTERS,
+    ROUTE_REFS,
+    ROUTE_WEIGHTS,
+    GitOpsManaged,
+    argocd_tracking,
+    changes,
+)
 from drctl.providers.kube_objects import STRICT, on_conflict
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, api_client_for
 from drctl.providers.weights import validate_weights
@@ -95,11 +103,13 @@ class GatewayApiRegionalTraffic:
         self._check_region(region)
         return self._weights_of(self._read(region))
 
-    def set_track_weights(self, region: str, weights: dict[str, int]) -> None:
+    def set_track_weights(self, region: str, weights: dict[str, int]) -> list[GitOpsManaged]:
         """Set track weights in every rule that routes to track Services; others keep theirs.
 
         A track with no backendRef yet gets one, pointing at its Service's first port, when its
         weight is above 0; a track without a Service is refused rather than routed into a 500.
+        Returns the fields set, when the route carries Argo CD's marker (read from the route
+        written): the weights even when they were already so (a retried activity set them before).
         """
         self._check_region(region)
         validate_weights(weights, TRACKS, max_weight=GATEWAY_MAX_WEIGHT, what="track")
@@ -115,22 +125,44 @@ class GatewayApiRegionalTraffic:
             )
             return self._with_weights(region, route, weights)
 
-        self._update(region, change)
+        before, after = self._update(region, change)
+        fields = [ROUTE_WEIGHTS] if weights else []
+        if self._refs(before) != self._refs(after):
+            fields.append(ROUTE_REFS)  # a track's backendRef added
+        if self._filters(before) != self._filters(after):
+            fields.append(ROUTE_FILTERS)  # the region-header filter written
+        meta = after.get("metadata") or {}
+        tracking = argocd_tracking(meta.get("labels"), meta.get("annotations"))
+        return changes(region, "HTTPRoute", self.route, fields, tracking)
+
+    @staticmethod
+    def _rules(route: dict[str, Any]) -> list[dict[str, Any]]:
+        return list((route.get("spec") or {}).get("rules") or [])
+
+    def _refs(self, route: dict[str, Any]) -> list[list[str]]:
+        return [sorted(self._track_refs(r)) for r in self._rules(route)]
+
+    def _filters(self, route: dict[str, Any]) -> list[Any]:
+        return [r.get("filters") or [] for r in self._rules(route)]
 
     def ensure_region_header(self, region: str) -> bool:
         """Label the route's track rules with the region header; True when the route changed."""
         self._check_region(region)
-        return self._update(region, lambda route: self._with_weights(region, route, {}))
+        before, after = self._update(region, lambda route: self._with_weights(region, route, {}))
+        return before is not after
 
-    def _update(self, region: str, change: Any) -> bool:
-        """Read, change and PUT the route with the resourceVersion read, retrying on 409."""
+    def _update(self, region: str, change: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Read, change and PUT the route with the resourceVersion read, retrying on 409.
 
-        def write() -> bool:
+        Returns the route as read and as the server answered the PUT (the one read when nothing changed).
+        """
+
+        def write() -> tuple[dict[str, Any], dict[str, Any]]:
             route = self._read(region)
             new = change(route)
             if new == route:
-                return False
-            self.custom[region].replace_namespaced_custom_object(
+                return route, route
+            written = self.custom[region].replace_namespaced_custom_object(
                 GROUP,
                 VERSION,
                 self.namespaces[region],
@@ -140,7 +172,7 @@ class GatewayApiRegionalTraffic:
                 field_validation=STRICT,
                 _request_timeout=REQUEST_TIMEOUT,
             )
-            return True
+            return route, cast(dict[str, Any], written)
 
         return on_conflict(write)
 

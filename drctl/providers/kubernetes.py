@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from drctl.config.schema import RegionConfig
-from drctl.models.gitops import argocd_tracking
+from drctl.models.gitops import HPA_MAX, HPA_MIN, GitOpsManaged, argocd_tracking, changes
 from drctl.providers.base import DeploymentState
 from drctl.providers.errors import ProviderError, RolloutTimeout, classify
 from drctl.providers.kube_client import api_client_for
@@ -119,13 +119,14 @@ class KubernetesPlatform:
         if replicas < 0:
             raise ValueError(f"replicas must be >= 0, got {replicas}")
         hpa = self._hpa_for(name)
+        also: list[GitOpsManaged] = []
         if hpa is not None:
             # HPA minReplicas must be >= 1 (scale-to-zero is an alpha feature gate).
             spec: dict[str, int] = {"minReplicas": max(1, replicas)}
             if replicas > hpa.spec.max_replicas:
                 spec["maxReplicas"] = replicas
             hpa_name = hpa.metadata.name
-            self._call(
+            patched = self._call(
                 f"patch {self._where('horizontalpodautoscalers', hpa_name)}",
                 lambda: self.autoscaling.patch_namespaced_horizontal_pod_autoscaler(
                     hpa_name,
@@ -135,6 +136,16 @@ class KubernetesPlatform:
                     field_validation=STRICT,
                     _request_timeout=self.request_timeout,
                 ),
+            )
+            # The marker of the object as written (the server's answer), not of the one listed before.
+            meta = patched.metadata or client.V1ObjectMeta()
+            written = [HPA_MIN] + ([HPA_MAX] if "maxReplicas" in spec else [])
+            also = changes(
+                self.region,
+                "HorizontalPodAutoscaler",
+                hpa_name,
+                written,
+                argocd_tracking(meta.labels, meta.annotations),
             )
         self._call(
             f"patch {self._where('deployments/scale', name)}",
@@ -147,7 +158,7 @@ class KubernetesPlatform:
                 _request_timeout=self.request_timeout,
             ),
         )
-        return self.get_deployment(name)
+        return self.get_deployment(name).model_copy(update={"also_managed": also})
 
     @staticmethod
     def _missing(dep: Any, state: DeploymentState) -> str | None:

@@ -533,13 +533,13 @@ def test_monitor_spec_updates(tmp_path: Path) -> None:
 
 
 def test_a_change_is_noted_as_gitops_managed_only_when_the_object_carries_a_marker() -> None:
-    from drctl.models.gitops import argocd_tracking, note_managed
+    from drctl.models.gitops import argocd_tracking, changes, note_all
 
     noted: list = []
-    note_managed(noted, "us-east-1", "llm-stable", None)
+    note_all(noted, changes("us-east-1", "Deployment", "llm-stable", ["spec.replicas"], None))
     assert noted == []
     marker = argocd_tracking({"app.kubernetes.io/instance": "llm"}, None)
-    note_managed(noted, "us-east-1", "llm-stable", marker, field="image")
+    note_all(noted, changes("us-east-1", "Deployment", "llm-stable", ["spec.replicas"], marker))
     assert [(g.region, g.name, g.field, g.tracking) for g in noted] == [
-        ("us-east-1", "llm-stable", "image", "app.kubernetes.io/instance=llm")
+        ("us-east-1", "llm-stable", "spec.replicas", "app.kubernetes.io/instance=llm")
     ]

@@ -8,11 +8,15 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from kubernetes.client import CustomObjectsApi
 from temporalio.client import Client
 
 from drctl.client.outcome import result_of
-from drctl.config.schema import FleetConfig
+from drctl.config.schema import FleetConfig, GatewayApiRegional
+from drctl.models.gitops import OWNED, TRACKING_ANNOTATION
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult
+from drctl.providers.kube_client import api_client_for
+from drctl.providers.kube_objects import MERGE
 from tests.support.moto import aws_client
 from tests.support.upgrade import (
     WeightWatch,
@@ -155,3 +159,39 @@ async def test_later_region_rolls_back_earlier_wave_stays_upgraded(
     assert f"us-west-1 already promoted, still on {image} (mixed fleet)" in res.reason
     assert stable_container(cfg, "us-west-1").image == image
     assert stable_container(cfg, "us-east-1").image == before
+
+
+async def test_a_tracked_httproute_is_recorded_and_an_untracked_stable_is_not(
+    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None, request: pytest.FixtureRequest
+) -> None:
+    """The regional tier is the Gateway API here: the upgrade writes the dev stack's HTTPRoute `llm`
+    (Argo CD's), and stable (not Argo CD's) is re-imaged. Only the route is in the result."""
+    tier = GatewayApiRegional(kind="gateway-api", httproute="llm")
+    cfg = fresh_queues(fleet_config)
+    cfg = cfg.model_copy(update={"traffic": cfg.traffic.model_copy(update={"regional_tier": tier})})
+    r = cfg.region("us-west-1")
+    custom = CustomObjectsApi(api_client_for(r.kube))
+    where = ("gateway.networking.k8s.io", "v1", r.kube.namespace, "httproutes", "llm")
+    marker = f"llm-us-west-1:gateway.networking.k8s.io/HTTPRoute:{r.kube.namespace}/llm"
+
+    def annotate(value: str | None) -> None:
+        body = {"metadata": {"annotations": {TRACKING_ANNOTATION: value}}}
+        custom.patch_namespaced_custom_object(*where, body, _content_type=MERGE)
+
+    annotate(marker)
+    request.addfinalizer(lambda: annotate(None))
+    req = upgrade_req(cfg, f"vllm/vllm-openai:v0.7.{uuid.uuid4().int % 1000}", steps_percent=[100])
+    req = req.model_copy(update={"regions": ["us-west-1"]})
+    async with running_worker(temporal_client, cfg):
+        res = await run_upgrade(temporal_client, cfg, req)
+    assert res.outcome is Outcome.SUCCEEDED, res.reason
+    assert res.gitops_managed, "the tracked HTTPRoute's weights were written: the result must say so"
+    assert {(g.region, g.kind, g.name, g.tracking) for g in res.gitops_managed} == {
+        ("us-west-1", "HTTPRoute", "llm", f"{TRACKING_ANNOTATION}={marker}")
+    }
+    fields = [g.field for g in res.gitops_managed]
+    assert "spec.rules[].backendRefs[].weight" in fields and len(fields) == len(set(fields))
+    assert set(fields) <= set(OWNED["HTTPRoute"])
+    route = custom.get_namespaced_custom_object(*where)
+    weights = {ref["name"]: ref.get("weight", 1) for ref in route["spec"]["rules"][0]["backendRefs"]}
+    assert weights["llm-stable"] == 100 and weights["llm-canary"] == 0

@@ -43,22 +43,39 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
 ) -> None:
     # Static stability: only the main queue and us-east-1's queue have a worker.
     cfg = await start_workers(regions=["us-east-1"])
-    # The target's stable Deployment is also Argo CD's (docs/gitops.md): the result must say so.
+    # The target's stable Deployment and its HPA are also Argo CD's (docs/gitops.md): the result
+    # must say so, for each field the pre-scale wrote.
     east = KubernetesPlatform(cfg.region("us-east-1"))
     stable = cfg.workload.deployment_name("stable")
     tracking = {"argocd.argoproj.io/tracking-id": f"llm-us-east-1:apps/Deployment:{east.namespace}/{stable}"}
-    east.apps.patch_namespaced_deployment(
-        stable, east.namespace, {"metadata": {"annotations": tracking}}, _content_type=MERGE
+    hpa_id = {"argocd.argoproj.io/tracking-id": f"llm-us-east-1:autoscaling/HorizontalPodAutoscaler:{stable}"}
+    marked = {"metadata": {"annotations": tracking}}
+    east.apps.patch_namespaced_deployment(stable, east.namespace, marked, _content_type=MERGE)
+    hpa = {"metadata": {"annotations": hpa_id}}
+    east.autoscaling.patch_namespaced_horizontal_pod_autoscaler(
+        stable, east.namespace, hpa, _content_type=MERGE
     )
     untracked = {"metadata": {"annotations": {k: None for k in tracking}}}
-    request.addfinalizer(
-        lambda: east.apps.patch_namespaced_deployment(stable, east.namespace, untracked, _content_type=MERGE)
-    )
+
+    def unmark() -> None:
+        east.apps.patch_namespaced_deployment(stable, east.namespace, untracked, _content_type=MERGE)
+        east.autoscaling.patch_namespaced_horizontal_pod_autoscaler(
+            stable, east.namespace, untracked, _content_type=MERGE
+        )
+
+    request.addfinalizer(unmark)
+    hpa_max = east.get_deployment(stable).hpa_max_replicas or 0
     handle = await start_failover(temporal_client, cfg)
     res = await asyncio.wait_for(handle.result(), 90)
-    assert [(g.region, g.name, g.field) for g in res.gitops_managed] == [
-        ("us-east-1", stable, "spec.replicas")
-    ]
+    target = res.target_replicas or 0
+    assert [(g.region, g.kind, g.name, g.field) for g in res.gitops_managed] == [
+        ("us-east-1", "Deployment", stable, "spec.replicas"),
+        ("us-east-1", "HorizontalPodAutoscaler", stable, "spec.minReplicas"),
+    ] + [("us-east-1", "HorizontalPodAutoscaler", stable, "spec.maxReplicas")] * (target > hpa_max)
+    assert (
+        res.gitops_managed[1].tracking
+        == f"argocd.argoproj.io/tracking-id={hpa_id['argocd.argoproj.io/tracking-id']}"
+    )
     assert res.status == "succeeded", res.error
     assert res.source == "us-west-1"
     assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
