@@ -8,10 +8,11 @@ overload onto the target, which may not carry it either, and back again when it 
 
 The probe can tell the two apart from what vLLM itself exports: a saturated region's gateway
 answers and its serving replicas have requests waiting and keep finishing them
-(`vllm:request_success_total` grows between two probes); a hung or dead one does not. Replicas that
-are gone (the lost node) are the capacity it lost, not a reason to call the rest down. While the rebalance is automatic, such a probe is a capacity
-problem for the rebalance to shed (workflows/monitor_rebalance.py), not an outage: the monitor
-counts it as passed. Anything else (a refused connection, a 5xx, a missing model, no progress, no
+(`vllm:request_success_total` grows between two probes); a hung or dead one does not. Replicas
+that are gone (the lost node) are the capacity it lost, not a reason to call the rest down.
+
+While the rebalance is automatic, such a probe is a capacity problem for the rebalance to shed
+(workflows/monitor_rebalance.py), not an outage: the monitor counts it as passed. Anything else (a refused connection, a 5xx, a missing model, no progress, no
 queue) keeps today's verdict, so a region that is down still gets the full failover.
 """
 
