@@ -12,8 +12,9 @@ answers and its serving replicas have requests waiting and keep finishing them
 that are gone (the lost node) are the capacity it lost, not a reason to call the rest down.
 
 While the rebalance is automatic, such a probe is a capacity problem for the rebalance to shed
-(workflows/monitor_rebalance.py), not an outage: the monitor counts it as passed. Anything else (a refused connection, a 5xx, a missing model, no progress, no
-queue) keeps today's verdict, so a region that is down still gets the full failover.
+(workflows/monitor_rebalance.py), not an outage: the monitor counts it as passed. Anything else (a
+refused connection, a 5xx, a missing model, no progress, no queue) keeps today's verdict, so a
+region that is down still gets the full failover.
 """
 
 from __future__ import annotations
