@@ -64,8 +64,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.number(
         "--spare-replicas",
-        0,
-        "Replicas each region may grow by (max_replicas - replicas); 0: no spare GPUs anywhere",
+        2,
+        f"Replicas each region but {SOURCE} may grow by (max_replicas - replicas): the GPUs a "
+        f"survivor's HPA can still get; {SOURCE} has none (its node is lost and no spare exists); "
+        "0: no spare GPUs anywhere",
         "[0, 8]",
     )
     p.add_argument("--arms", default=",".join(ARMS), help=f"Comma list of {', '.join(ARMS)} (default: all).")
@@ -84,13 +86,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def bench_config(cfg: FleetConfig, spare_replicas: int = 0) -> FleetConfig:
+def bench_config(cfg: FleetConfig, spare_replicas: int = 2) -> FleetConfig:
     """The objective of bench/rto.py, a per-replica capacity equal to fleetsim's max_num_seqs, and
-    `spare_replicas` of room to scale in each region (the issue's case: the node is lost and no
-    spare exists, so neither a failover nor a rebalance can add replicas)."""
+    `spare_replicas` of room to scale in every region but SOURCE.
+
+    SOURCE loses a node and has no spare to replace it; the survivors' HPAs can still grow by
+    `spare_replicas` (the GPUs a failover or a rebalance pre-scales onto). With 0, no region can
+    add a replica, and the fleet left after the fault is over its usable capacity: no traffic
+    policy can restore the objective then (docs/measurements.md shows that case too).
+    """
     seqs = FleetsimSettings().max_num_seqs
     workload = cfg.workload.model_copy(update={"max_concurrency_per_replica": seqs})
-    regions = [r.model_copy(update={"max_replicas": r.replicas + spare_replicas}) for r in cfg.regions]
+    regions = [
+        r.model_copy(update={"max_replicas": r.replicas + (0 if r.name == SOURCE else spare_replicas)})
+        for r in cfg.regions
+    ]
     return with_objective(cfg.model_copy(update={"workload": workload, "regions": regions}), BASE_TTFT_MS)
 
 
@@ -226,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"capacity {cap['capacity_concurrency']:g} concurrent ({cap['capacity_rps']:g} rps); "
         f"load {cap['load_rps']:g} rps (~{cap['load_concurrency']:g} concurrent); "
-        f"{args.spare_replicas} spare replicas a region",
+        f"{args.spare_replicas} spare replicas in each region but {SOURCE}",
         flush=True,
     )
     records: list[ArmRecord] = []

@@ -72,7 +72,7 @@ def test_partial_bench_runs_all_three_arms_side_by_side(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
     done = _run(
         "bench/partial.py",
-        *"--minutes 0.1 --load-fraction 0.7 --arms none,failover,rebalance --seed 12 --spare-replicas 6 --json".split(),
+        *"--minutes 0.1 --load-fraction 0.7 --arms none,failover,rebalance --seed 12 --spare-replicas 2 --json".split(),
         str(out),
     )
     assert "Partial-failure benchmark: 1 of 2 us-west-1 replicas killed" in done.stdout
