@@ -210,7 +210,9 @@ class FleetMonitor:
                 refused.append(probe.region)
                 continue
             was_saturated = t.saturated
-            passed = judge_probe(t, probe, spec.fail_on_degraded, self._sheds_saturation())
+            passed = judge_probe(
+                t, probe, spec.fail_on_degraded, self._sheds_saturation(), spec.region(t.region).replicas
+            )
             if t.saturated is not None and was_saturated is None:
                 workflow.logger.info("region %s: %s; the rebalance sheds its excess", t.region, t.saturated)
             if t.observe(

@@ -6,7 +6,8 @@ then waits behind that queue and gets no first token in time, exactly as it woul
 engine, and three such rounds would make the region UNHEALTHY: a full failover that moves the whole
 overload onto the target, which may not carry it either, and back again when it breaks.
 
-The probe can tell the two apart from what vLLM itself exports: a saturated region's gateway
+The probe can tell the two apart from what vLLM itself exports: a saturated region has lost
+replicas, its gateway
 answers and its serving replicas have requests waiting and keep finishing them
 (`vllm:request_success_total` grows between two probes); a hung or dead one does not. Replicas
 that are gone (the lost node) are the capacity it lost, not a reason to call the rest down.
@@ -33,10 +34,17 @@ def finished_total(probe: RegionProbe) -> float | None:
     return sum(counts) if counts else None
 
 
-def saturation(probe: RegionProbe, finished_before: float | None) -> str | None:
+def saturation(
+    probe: RegionProbe, finished_before: float | None, expected_replicas: int | None = None
+) -> str | None:
     """Why a failing probe is a saturated region rather than a down one, or None.
 
     `finished_before` is `finished_total` of the region's previous probe: progress needs two reads.
+    `expected_replicas` is the region's configured replica count. Only a region that lost
+    capacity is judged saturated: some of its replicas are gone (refused, 5xx, or no longer listed
+    at all, as Kubernetes drops a lost node's pods from the EndpointSlices). A region with every
+    replica serving and a queue that still grows is slow, not short (a gray failure: TTFT ×20 fills
+    the slots just as load does), and its probe's verdict stands.
     """
     if probe.status in (ProbeStatus.HEALTHY, ProbeStatus.AUTH):
         return None
@@ -47,6 +55,11 @@ def saturation(probe: RegionProbe, finished_before: float | None) -> str | None:
     # serving must be healthy or only late behind their queue.
     serving = [r for r in probe.replicas if r.status is ProbeStatus.HEALTHY or _queued_failure(r)]
     measured = [r for r in serving if r.queue_depth is not None and r.running is not None]
+    gone = len(probe.replicas) - len(serving)
+    if expected_replicas is not None:
+        gone = max(gone, expected_replicas - len(serving))
+    if gone <= 0:  # nothing lost: a full queue on every replica is slowness, not lost capacity
+        return None
     waiting = sum(r.queue_depth or 0.0 for r in measured)
     finished = finished_total(probe)  # every replica's: one that went away makes it fall (not judged)
     if not measured or waiting <= 0 or finished is None or finished_before is None:
@@ -55,10 +68,9 @@ def saturation(probe: RegionProbe, finished_before: float | None) -> str | None:
     if done <= 0:  # no request finished since the last probe: hung, whatever its queue says
         return None
     running = sum(r.running or 0.0 for r in measured)
-    gone = len(probe.replicas) - len(serving)
     return (
         f"saturated, not down: {waiting:g} requests waiting and {running:g} running on "
-        f"{len(measured)} replica(s)" + (f" ({gone} gone)" if gone else "") + f", {done:g} finished "
+        f"{len(measured)} replica(s) ({gone} gone), {done:g} finished "
         "since the last probe; the probe only waited behind the queue"
     )
 
@@ -68,11 +80,17 @@ def _queued_failure(t: TargetProbe) -> bool:
     return t.error_class in _QUEUE_FAILURES and t.latency_ms is not None
 
 
-def judge_probe(t: RegionTracker, probe: RegionProbe, fail_on_degraded: bool, shed_saturation: bool) -> bool:
+def judge_probe(
+    t: RegionTracker,
+    probe: RegionProbe,
+    fail_on_degraded: bool,
+    shed_saturation: bool,
+    expected_replicas: int | None = None,
+) -> bool:
     """Whether the probe counts as a good check for the tracker's state machine (monitor round and
     watcher alike). With `shed_saturation` (the rebalance is automatic) a probe that failed only
     behind a full, progressing queue counts as good, and `t.saturated` says why."""
     before, t.last_finished = t.last_finished, finished_total(probe)
     passed = probe_passes(probe, fail_on_degraded)
-    t.saturated = None if passed or not shed_saturation else saturation(probe, before)
+    t.saturated = None if passed or not shed_saturation else saturation(probe, before, expected_replicas)
     return passed or t.saturated is not None

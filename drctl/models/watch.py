@@ -65,6 +65,9 @@ class WatchInput(WatchCarry):
         description="The rebalance is automatic: a probe that failed only behind a full, progressing "
         "queue counts as good (drctl/models/saturation.py).",
     )
+    expected_replicas: dict[str, int] = Field(
+        default_factory=dict, description="Per region: its configured replicas (saturation needs lost ones)."
+    )
     return_after_s: float = Field(
         description="Return by then even with no transition: the monitor's checkpoint."
     )
@@ -78,6 +81,7 @@ class WatchInput(WatchCarry):
             regions=spec.region_names,
             return_after_s=spec.watcher_checkpoint_s,
             shed_saturation=spec.rebalance == "automatic",
+            expected_replicas={r.name: r.replicas for r in spec.regions},
             **settings,
             **resume,
         )
@@ -116,7 +120,9 @@ def feed_probe(
     threshold = (
         inp.failure_threshold if breach_threshold is None else min(breach_threshold, inp.failure_threshold)
     )
-    passed = judge_probe(t, probe, inp.fail_on_degraded, inp.shed_saturation)
+    passed = judge_probe(
+        t, probe, inp.fail_on_degraded, inp.shed_saturation, inp.expected_replicas.get(t.region)
+    )
     return t.observe(passed, at, threshold, inp.recovery_threshold)
 
 

@@ -83,11 +83,13 @@ async def test_a_full_queue_that_keeps_finishing_reads_as_saturated_and_idle_pas
     replica = second.replicas[0]
     assert second.status is not ProbeStatus.HEALTHY, second
     assert replica.error_class in ("slow", "timeout") and (replica.queue_depth or 0) > 0, replica
-    why = saturation(second, finished_total(first))
+    # The region runs 2 replicas; the other one is gone (its node lost), this one is full.
+    why = saturation(second, finished_total(first), expected_replicas=2)
     assert why is not None and why.startswith("saturated, not down:"), (first, second)
-    assert saturation(second, finished_total(second)) is None  # no progress between the two: hung
+    assert saturation(second, finished_total(second), 2) is None  # no progress between the two: hung
+    assert saturation(second, finished_total(first), 1) is None  # nothing lost: slow, not short
     idle = await prober.probe_region("r1")
-    assert idle.status is ProbeStatus.HEALTHY and saturation(idle, finished_total(second)) is None
+    assert idle.status is ProbeStatus.HEALTHY and saturation(idle, finished_total(second), 2) is None
 
 
 async def test_a_server_that_is_gone_is_never_saturated() -> None:
@@ -97,4 +99,4 @@ async def test_a_server_that_is_gone_is_never_saturated() -> None:
     )
     probe = await prober.probe_region("r1")
     assert probe.status is ProbeStatus.DOWN and probe.replicas[0].error_class == "connect", probe
-    assert saturation(probe, 0.0) is None
+    assert saturation(probe, 0.0, expected_replicas=2) is None

@@ -42,12 +42,20 @@ def _probe(
 
 
 def test_a_full_queue_that_still_finishes_requests_is_saturated_with_its_figures() -> None:
-    why = saturation(_probe(finished=152.0), finished_before=140.0)
+    # The region runs 2 replicas and 1 is no longer listed (Kubernetes dropped the lost node's pod).
+    why = saturation(_probe(finished=152.0), finished_before=140.0, expected_replicas=2)
     assert why is not None
-    assert why.startswith("saturated, not down: 25 requests waiting and 16 running on 1 replica(s)")
+    assert why.startswith("saturated, not down: 25 requests waiting and 16 running on 1 replica(s) (1 gone)")
     assert "12 finished since the last probe" in why
     # Timeouts are what a full queue causes too (no first token at all within the probe's bound).
-    assert saturation(_probe(finished=141.0, error_class="timeout"), 140.0) is not None
+    assert saturation(_probe(finished=141.0, error_class="timeout"), 140.0, 2) is not None
+
+
+def test_a_full_queue_on_every_replica_is_slowness_not_lost_capacity() -> None:
+    # A gray failure (TTFT x20) fills the slots just as load does; nothing was lost, so the probe's
+    # verdict stands and a region that stays slow still fails over.
+    assert saturation(_probe(finished=152.0), 140.0, expected_replicas=1) is None
+    assert saturation(_probe(finished=152.0), 140.0) is None
 
 
 def test_replicas_that_are_gone_are_lost_capacity_and_the_rest_can_still_be_saturated() -> None:
@@ -62,7 +70,7 @@ def test_replicas_that_are_gone_are_lost_capacity_and_the_rest_can_still_be_satu
         )
     )
     why = saturation(probe, finished_before=140.0)
-    assert why is not None and "on 1 replica(s) (1 gone)" in why
+    assert why is not None and "on 1 replica(s) (1 gone)" in why  # gone though still listed
     # Every replica gone: nothing serves, whatever the gateway says.
     probe.replicas = probe.replicas[1:]
     assert saturation(probe, finished_before=0.0) is None
@@ -83,7 +91,7 @@ def test_replicas_that_are_gone_are_lost_capacity_and_the_rest_can_still_be_satu
     ],
 )
 def test_anything_else_is_not_saturated(probe: RegionProbe, before: float | None, why: str) -> None:
-    assert saturation(probe, before) is None, why
+    assert saturation(probe, before, expected_replicas=2) is None, why
 
 
 def test_finished_total_sums_the_replicas_that_export_it() -> None:
@@ -96,11 +104,11 @@ def test_finished_total_sums_the_replicas_that_export_it() -> None:
 
 def test_judge_counts_saturation_as_good_only_when_the_rebalance_sheds_it() -> None:
     t = RegionTracker(region="us-west-1")
-    assert not judge_probe(t, _probe(finished=100.0), True, shed_saturation=True)  # first reading
-    assert judge_probe(t, _probe(finished=110.0), True, shed_saturation=True) and t.saturated
+    assert not judge_probe(t, _probe(finished=100.0), True, True, expected_replicas=2)  # first reading
+    assert judge_probe(t, _probe(finished=110.0), True, True, expected_replicas=2) and t.saturated
     assert t.last_finished == 110.0
     off = RegionTracker(region="us-west-1", last_finished=100.0)
-    assert not judge_probe(off, _probe(finished=110.0), True, shed_saturation=False)
+    assert not judge_probe(off, _probe(finished=110.0), True, False, expected_replicas=2)
     assert off.saturated is None and off.last_finished == 110.0
 
 
@@ -116,6 +124,7 @@ def test_the_watcher_keeps_a_saturated_region_serving_and_fails_a_hung_one_over(
         fail_on_degraded=True,
         probe_timeout_s=2.0,
         return_after_s=600.0,
+        expected_replicas={"us-west-1": 2},
     )
     shed = WatchInput.model_validate({**base, "shed_saturation": True})
     t = RegionTracker(region="us-west-1")
