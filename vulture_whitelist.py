@@ -62,6 +62,13 @@ _.activity_info_on_message
 _.workflow_info_on_message
 _.retries
 
+# temporalio calls these on a payload converter and a worker interceptor (drctl/client/plaintext.py).
+_.encoding
+_.to_payload
+_.from_payload
+type_hint
+_.intercept_activity
+
 # The dev stack's admin API dispatches an action by name (`getattr(gateway, body.action)`).
 _.freeze
 _.thaw

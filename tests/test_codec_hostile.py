@@ -21,6 +21,7 @@ from temporalio.api.common.v1 import Payload
 
 from drctl.client.codec import AesGcmCodec, CodecKeyError, PlaintextRefused, parse_keys
 from drctl.client.codec_server import MAX_BODY, CodecServer
+from drctl.client.plaintext import PayloadRefused, codec_data_converter
 from tests.support.cli import run_cli
 from tests.support.config import fleet_config_data
 from tests.support.ports import free_port, listening
@@ -82,7 +83,16 @@ def _codec(namespace: str = "prod", allow_plaintext: bool = False) -> AesGcmCode
 def test_plaintext_is_refused_unless_a_migration_window_allows_it() -> None:
     plain = Payload(metadata={"encoding": b"json/plain"}, data=b'{"image": "x"}')
     with pytest.raises(PlaintextRefused, match="plaintext payload refused"):
-        asyncio.run(_codec().decode([plain]))
+        _codec().decrypt(plain)
+    # decode hands it on marked, without its bytes; converting the mark raises the non-retryable
+    # error that fails whatever it reached (tests/test_codec_plaintext.py, on a real server).
+    (mark,) = asyncio.run(_codec().decode([plain]))
+    assert mark.metadata["encoding"] == b"binary/drctl-refused" and mark.data == b""
+    converter = codec_data_converter(_codec())
+    with pytest.raises(PayloadRefused, match="plaintext payload refused") as err:
+        asyncio.run(converter.decode([plain]))
+    assert err.value.non_retryable and err.value.type == "PlaintextRefused"
+    assert "allow_plaintext" in str(err.value)
     assert asyncio.run(_codec(allow_plaintext=True).decode([plain])) == [plain]
 
 
@@ -146,13 +156,14 @@ def test_codec_server_decodes_for_the_authenticated_caller(server: tuple[int, Ae
     status, data = _post(port, body, Origin=UI, X_Namespace="default")
     assert status == 200 and base64.b64encode(b'"hello"') in data, data
     # The URL form of the protocol (`/{namespace}/decode`), and no namespace at all: the configured one.
-    for path, headers in (("/default/decode", {}), ("/decode", {})):
+    none: dict[str, str] = {}
+    for path, headers in (("/default/decode", none), ("/decode", none)):
         status, data = _post(port, body, path=path, **headers)
         assert status == 200 and base64.b64encode(b'"hello"') in data, (path, data)
     # Another namespace is refused before anything is decrypted, named in the header or the URL.
     for path, headers in (
         ("/decode", {"X_Namespace": "other"}),
-        ("/other/decode", {}),
+        ("/other/decode", none),
         ("/decode", {"X_Namespace": ""}),
     ):
         status, data = _post(port, body, path=path, **headers)
