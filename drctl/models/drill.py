@@ -12,13 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
 
-from drctl.config.schema import FleetConfig
+from drctl.config.schema import MAX_DRILL_RPS, FleetConfig
 from drctl.config.strict import BoundedScalars
 from drctl.models.fleet_spec import FleetSpec
 
 OPERATION = "drill"
-# The same ranges as drills.load_rps and the config's durations (drctl/config/strict.py).
-_MAX_RPS = 100.0
 
 
 class DrillInputInvalid(Exception):
@@ -85,7 +83,7 @@ class DrillInput(_CheckedInput):
         description="Scheduled drills: the run picks one of plan + these at random.",
     )
     rto_target_s: float = Field(gt=0, description="objectives.rto_target_s.")
-    load_rps: float = Field(gt=0, le=_MAX_RPS, description="drills.load_rps.")
+    load_rps: float = Field(gt=0, le=MAX_DRILL_RPS, description="drills.load_rps.")
     timeout_s: float = Field(gt=0, description="drills.timeout_s.")
     failback_timeout_s: float = Field(
         300.0, gt=0, description="Bound on waiting for the failback to finish (derived from failback)."
@@ -143,7 +141,7 @@ class JournalVerdict(BaseModel):
 class ExperimentRunInput(_CheckedInput):
     plan: ExperimentPlan
     workflow_id: str
-    load_rps: float = Field(gt=0, le=_MAX_RPS)
+    load_rps: float = Field(gt=0, le=MAX_DRILL_RPS)
     timeout_s: float = Field(gt=0)
     warmup_s: float = Field(
         1.0, ge=0, le=60, description="Load before the experiment starts, to see the baseline."
