@@ -14,6 +14,7 @@ traffic_share
 wait_for_traffic_moved
 wait_for_served
 region_state
+http_request  # what an experiment's http provider runs (boundary.as_run)
 
 # Result and state fields: serialized into workflow results, the Temporal UI, `--output json` and
 # drill reports. Users (and tests) read them; no product code needs to.

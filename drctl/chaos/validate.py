@@ -26,11 +26,11 @@ from typing import Any, TypeVar
 from drctl.chaos.boundary import (
     ACTIONS_MODULE,
     BoundaryViolation,
+    as_run,
     canonical,
     check_boundary,
     configuration_for,
     digest,
-    http_url,
     resolved,
     role,
     safe_name,
@@ -271,12 +271,15 @@ def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: Fl
 def _canonical_doc(
     exp: dict[str, Any], run_conf: dict[str, Any], check_conf: dict[str, Any], cfg: FleetConfig
 ) -> dict[str, Any]:
-    """What runs: drctl's configuration, and every HTTP url in the form that was checked."""
+    """What runs: drctl's configuration, and every HTTP probe as drctl's own (which never follows a
+    redirect) on its URL in the form that was checked (boundary.as_run)."""
     doc = copy.deepcopy(exp)
     for where, act in _activities(doc):
         provider = act.get("provider")
-        if isinstance(provider, dict) and provider.get("type") == "http":
-            provider["url"] = http_url(f"{where} '{act.get('name')}'", provider, check_conf, cfg)
+        if isinstance(provider, dict) and (
+            run := as_run(f"{where} '{act.get('name')}'", provider, check_conf, cfg)
+        ):
+            act["provider"] = run
     return {**doc, "configuration": run_conf}
 
 
