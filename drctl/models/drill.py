@@ -17,6 +17,7 @@ from drctl.config.strict import BoundedScalars
 from drctl.models.fleet_spec import FleetSpec
 
 OPERATION = "drill"
+MAX_ALTERNATIVES = 64  # experiments a drill schedule picks from, beyond its first
 
 
 class DrillInputInvalid(Exception):
@@ -79,7 +80,7 @@ class DrillInput(_CheckedInput):
     plan: ExperimentPlan
     alternatives: list[ExperimentPlan] = Field(
         default_factory=list,
-        max_length=64,
+        max_length=MAX_ALTERNATIVES,
         description="Scheduled drills: the run picks one of plan + these at random.",
     )
     rto_target_s: float = Field(gt=0, description="objectives.rto_target_s.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +20,15 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from drctl.config.schema import load_config
-from drctl.models.drill import DrillInput, DrillInputInvalid, ExperimentPlan, ExperimentRunInput
-from tests.support.config import write_fleet_config
+from drctl.models.drill import (
+    MAX_ALTERNATIVES,
+    DrillInput,
+    DrillInputInvalid,
+    ExperimentPlan,
+    ExperimentRunInput,
+)
+from tests.support.cli import run_cli
+from tests.support.config import drill_config, write_fleet_config
 from workflows.drill import ChaosDrill
 
 PLAN = ExperimentPlan.model_validate(
@@ -89,3 +97,11 @@ async def test_a_hostile_drill_started_through_temporal_fails_with_the_reason(
             history = [e async for e in handle.fetch_history_events()]
             assert not any(e.HasField("workflow_task_failed_event_attributes") for e in history)
             assert not any(e.HasField("activity_task_scheduled_event_attributes") for e in history)
+
+
+def test_a_schedule_of_more_experiments_than_a_drill_input_holds_is_refused(tmp_path: Path) -> None:
+    cfg = drill_config(tmp_path)
+    experiment = str(Path(__file__).resolve().parents[2] / "experiments" / "region-outage.json")
+    argv = ["drill", "schedule", "--cron", "0 3 * * MON", "-c", str(cfg)]
+    code, out, err = run_cli([*argv, *(["-e", experiment] * (MAX_ALTERNATIVES + 2))])
+    assert code == 2 and f"at most {MAX_ALTERNATIVES + 1} files" in err and "Traceback" not in out + err, err
