@@ -14,6 +14,7 @@ traffic_share
 wait_for_traffic_moved
 wait_for_served
 region_state
+http_request  # what an experiment's http provider runs (boundary.as_run)
 
 # Result and state fields: serialized into workflow results, the Temporal UI, `--output json` and
 # drill reports. Users (and tests) read them; no product code needs to.
@@ -61,6 +62,13 @@ _.workflow_type
 _.activity_info_on_message
 _.workflow_info_on_message
 _.retries
+
+# temporalio calls these on a payload converter and a worker interceptor (drctl/client/plaintext.py).
+_.encoding
+_.to_payload
+_.from_payload
+type_hint
+_.intercept_activity
 
 # The dev stack's admin API dispatches an action by name (`getattr(gateway, body.action)`).
 _.freeze

@@ -337,40 +337,83 @@ def test_a_worker_with_the_codec_runs_encrypted_workflows(temporal_dev: str, tmp
         assert plain and all(".searchAttributes.indexedFields.Drctl" in w for w in plain), plain
 
 
-def test_a_worker_with_the_codec_refuses_a_workflow_started_without_it(
+def _upgrade_without_keys(plain: Path) -> str:
+    """An upgrade started by a client without the codec (its input is plaintext): its workflow id."""
+    up = drctl(
+        "upgrade", "--image", "vllm/vllm-openai:v0.6.4", "--no-wait", "--yes", "-o", "json", "-c", str(plain),
+        env={},
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    return str(json.loads(up.stdout)["workflow_id"])
+
+
+def test_a_worker_with_the_codec_fails_a_workflow_started_without_it(
     temporal_dev: str, tmp_path: Path
 ) -> None:
     """Started by a client without the keys, the input is plaintext: the worker fails the workflow
-    task with the reason, and nothing runs (no activity is scheduled)."""
+    (closed, Failed, non-retryable, naming the setting that allows it), not its task over and over,
+    and nothing runs (no activity is scheduled)."""
     env = {"DRCTL_CODEC_KEYS": f"k1={K1}"}
     queue = f"codec-plain-{time.monotonic_ns()}"
     plain = _cfg_file(tmp_path, {"address": temporal_dev, "task_queue": queue})
     sealed = _cfg_file(
         tmp_path, {"address": temporal_dev, "codec": {"keys_env": "DRCTL_CODEC_KEYS"}, "task_queue": queue}
     )
-    up = drctl(
-        "upgrade",
-        "--image",
-        "vllm/vllm-openai:v0.6.4",
-        "--no-wait",
-        "--yes",
-        "-o",
-        "json",
-        "-c",
-        str(plain),
-        env={},
-    )
-    assert up.returncode == 0, up.stderr
-    wid = json.loads(up.stdout)["workflow_id"]
+    wid = _upgrade_without_keys(plain)
     with _worker_on(temporal_dev, sealed, env, wid):
 
-        def refused() -> bool:
+        def failed() -> dict[str, Any] | None:
             events = json.loads(_raw_history(temporal_dev, wid))["events"]
-            return any(
-                "plaintext payload refused" in json.dumps(e.get("workflowTaskFailedEventAttributes", {}))
-                for e in events
+            return next(
+                (
+                    e["workflowExecutionFailedEventAttributes"]
+                    for e in events
+                    if "workflowExecutionFailedEventAttributes" in e
+                ),
+                None,
             )
 
-        wait_until(refused, timeout_s=90, what="the worker refused the plaintext workflow")
+        closed = wait_until(
+            failed, timeout_s=90, what="the worker failed the plaintext workflow", interval_s=0.5
+        )
         events = json.loads(_raw_history(temporal_dev, wid))["events"]
         assert not any(e.get("eventType") == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" for e in events)
+        # One workflow task, failing the workflow: not a task failure retried.
+        assert not any("workflowTaskFailedEventAttributes" in e for e in events), events
+        failure = closed["failure"]
+        assert failure["applicationFailureInfo"] == {"type": "PlaintextRefused", "nonRetryable": True}, (
+            failure
+        )
+        assert "plaintext payload refused" in failure["message"]
+        assert "temporal.codec.allow_plaintext" in failure["message"]
+        assert K1 not in json.dumps(events)
+
+
+def test_allow_plaintext_lets_a_worker_run_a_workflow_started_without_the_keys(
+    temporal_dev: str, tmp_path: Path
+) -> None:
+    """The migration window: with temporal.codec.allow_plaintext the same workflow runs."""
+    env = {"DRCTL_CODEC_KEYS": f"k1={K1}"}
+    queue = f"codec-window-{time.monotonic_ns()}"
+    plain = _cfg_file(tmp_path, {"address": temporal_dev, "task_queue": queue})
+    window = _cfg_file(
+        tmp_path,
+        {
+            "address": temporal_dev,
+            "codec": {"keys_env": "DRCTL_CODEC_KEYS", "allow_plaintext": True},
+            "task_queue": queue,
+        },
+    )
+    wid = _upgrade_without_keys(plain)
+    with _worker_on(temporal_dev, window, env, wid):
+
+        def scheduled() -> bool:
+            events = json.loads(_raw_history(temporal_dev, wid))["events"]
+            return any(e.get("eventType") == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" for e in events)
+
+        wait_until(
+            scheduled,
+            timeout_s=90,
+            what="the worker ran the plaintext workflow in the window",
+            interval_s=0.5,
+        )

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +21,13 @@ from temporalio.api.common.v1 import Payload
 
 from drctl.client.codec import AesGcmCodec, CodecKeyError, PlaintextRefused, parse_keys
 from drctl.client.codec_server import MAX_BODY, CodecServer
+from drctl.client.plaintext import PayloadRefused, codec_data_converter
 from tests.support.cli import run_cli
 from tests.support.config import fleet_config_data
+from tests.support.ports import free_port, listening
+from tests.support.wait import wait_until
+
+BIN = Path(sys.executable).parent
 
 KEY = base64.b64encode(b"K" * 16 + b"e" * 16).decode()  # 32 bytes; its text must never be shown
 OTHER = base64.b64encode(b"o" * 32).decode()
@@ -75,7 +83,16 @@ def _codec(namespace: str = "prod", allow_plaintext: bool = False) -> AesGcmCode
 def test_plaintext_is_refused_unless_a_migration_window_allows_it() -> None:
     plain = Payload(metadata={"encoding": b"json/plain"}, data=b'{"image": "x"}')
     with pytest.raises(PlaintextRefused, match="plaintext payload refused"):
-        asyncio.run(_codec().decode([plain]))
+        _codec().decrypt(plain)
+    # decode hands it on marked, without its bytes; converting the mark raises the non-retryable
+    # error that fails whatever it reached (tests/test_codec_plaintext.py, on a real server).
+    (mark,) = asyncio.run(_codec().decode([plain]))
+    assert mark.metadata["encoding"] == b"binary/drctl-refused" and mark.data == b""
+    converter = codec_data_converter(_codec())
+    with pytest.raises(PayloadRefused, match="plaintext payload refused") as err:
+        asyncio.run(converter.decode([plain]))
+    assert err.value.non_retryable and err.value.type == "PlaintextRefused"
+    assert "allow_plaintext" in str(err.value)
     assert asyncio.run(_codec(allow_plaintext=True).decode([plain])) == [plain]
 
 
@@ -124,11 +141,12 @@ def _raw(port: int, head: str, body: bytes = b"") -> tuple[int, bytes]:
     return int(data.split(b" ", 2)[1]), data
 
 
-def _post(port: int, body: bytes, **headers: str) -> tuple[int, bytes]:
+def _post(port: int, body: bytes, path: str = "/decode", **headers: str) -> tuple[int, bytes]:
+    """POST `body`; a header given as "" is left out, except X-Namespace, which is sent empty."""
     base = {"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {TOKEN}", "Content-Length": str(len(body))}
     base.update({k.replace("_", "-"): v for k, v in headers.items()})
-    lines = "".join(f"{k}: {v}\n" for k, v in base.items() if v != "")
-    return _raw(port, f"POST /decode HTTP/1.1\n{lines}", body)
+    lines = "".join(f"{k}: {v}\n" for k, v in base.items() if v != "" or k == "X-Namespace")
+    return _raw(port, f"POST {path} HTTP/1.1\n{lines}", body)
 
 
 def test_codec_server_decodes_for_the_authenticated_caller(server: tuple[int, AesGcmCodec]) -> None:
@@ -137,9 +155,23 @@ def test_codec_server_decodes_for_the_authenticated_caller(server: tuple[int, Ae
     body = json.dumps({"payloads": [json_format.MessageToDict(sealed)]}).encode()
     status, data = _post(port, body, Origin=UI, X_Namespace="default")
     assert status == 200 and base64.b64encode(b'"hello"') in data, data
-    # The same ciphertext, decoded for another namespace, does not decrypt.
-    status, data = _post(port, body, X_Namespace="other")
-    assert status == 400 and b"another namespace" in data
+    # The URL form of the protocol (`/{namespace}/decode`), and no namespace at all: the configured one.
+    none: dict[str, str] = {}
+    for path, headers in (("/default/decode", none), ("/decode", none)):
+        status, data = _post(port, body, path=path, **headers)
+        assert status == 200 and base64.b64encode(b'"hello"') in data, (path, data)
+    # Another namespace is refused before anything is decrypted, named in the header or the URL.
+    for path, headers in (
+        ("/decode", {"X_Namespace": "other"}),
+        ("/other/decode", none),
+        ("/decode", {"X_Namespace": ""}),
+    ):
+        status, data = _post(port, body, path=path, **headers)
+        assert status == 403 and b"temporal.namespace" in data and b"other" not in data, (path, data)
+    status, data = _post(port, body, path="/default/decode", X_Namespace="other")
+    assert status == 400 and b"different namespaces" in data, data
+    for path in ("/a/b/decode", "/decode/x", "/decodex"):
+        assert _post(port, body, path=path)[0] == 404, path
 
 
 @pytest.mark.parametrize(
@@ -182,3 +214,36 @@ def test_codec_server_needs_auth_unless_told_otherwise_on_loopback(tmp_path: Pat
         mp.delenv("DRCTL_CODEC_TOKEN", raising=False)
         code, _, err = run_cli(["codec-server", "-c", str(cfg), "--token-env", "DRCTL_CODEC_TOKEN"])
         assert code == 2 and "DRCTL_CODEC_TOKEN is unset or empty" in err, err
+
+
+def test_the_cli_serves_the_fleet_configs_namespace_and_refuses_others(tmp_path: Path) -> None:
+    """`drctl codec-server` binds to temporal.namespace: a request naming no namespace is answered for
+    it (not for "default"), and ciphertext of another namespace is refused, not decrypted."""
+    data = fleet_config_data()
+    data["temporal"].update(namespace="prod", codec={"keys_env": "DRCTL_CODEC_KEYS"})
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    port = free_port()
+    server = subprocess.Popen(
+        [str(BIN / "drctl"), "codec-server", "-c", str(cfg), "--port", str(port), "--insecure-no-auth"],
+        env={**os.environ, "DRCTL_CODEC_KEYS": f"k1={KEY}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: listening(port), timeout_s=60, what="codec server up")
+        plain = Payload(metadata={"encoding": b"json/plain"}, data=b'"hello"')
+
+        def body(namespace: str) -> bytes:
+            sealed = _codec(namespace).encrypt(plain)
+            return json.dumps({"payloads": [json_format.MessageToDict(sealed)]}).encode()
+
+        status, answer = _post(port, body("prod"), Authorization="")
+        assert status == 200 and base64.b64encode(b'"hello"') in answer, answer
+        status, answer = _post(port, body("default"), Authorization="", X_Namespace="default")
+        assert status == 403, answer
+        status, answer = _post(port, body("default"), Authorization="")
+        assert status == 400 and b"another namespace" in answer, answer
+    finally:
+        server.terminate()
+        server.wait(20)

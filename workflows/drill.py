@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         OPERATION,
         ClearFaultsInput,
         DrillInput,
+        DrillInputInvalid,
         DrillReport,
         ExperimentOutcome,
         ExperimentRunInput,
@@ -44,7 +45,9 @@ _ROLLBACK_GRACE_S = 90.0
 _PREFLIGHT_ATTEMPTS = 3
 
 
-@workflow.defn(name="ChaosDrill")
+# An input outside what the fleet config could produce (a drill started directly through Temporal)
+# fails the workflow, with the field and its range, instead of its first task, retried forever.
+@workflow.defn(name="ChaosDrill", failure_exception_types=[DrillInputInvalid])
 class ChaosDrill(Operation):
     OPERATION, TITLE = OPERATION, "Chaos drill"
 

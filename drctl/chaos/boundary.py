@@ -25,7 +25,15 @@ from drctl.config.schema import FleetConfig
 from drctl.config.urls import Origin, UrlRefused, origin, parse_http_url
 
 ACTIONS_MODULE = "drctl.chaos.actions"
-ALLOWED_MODULES = (ACTIONS_MODULE, "drctl.chaos.probes")
+PROBES_MODULE = "drctl.chaos.probes"
+ALLOWED_MODULES = (ACTIONS_MODULE, PROBES_MODULE)
+# What an HTTP provider runs: chaoslib's own follows redirects and cannot be told not to (as_run).
+HTTP_PROBE = "http_request"
+# The keys chaoslib's http provider reads; it ignores any other (allow_redirects, follow_redirects),
+# so an experiment asking for one would not get what it says.
+_HTTP_KEYS = frozenset(
+    {"type", "url", "method", "headers", "timeout", "arguments", "verify_tls", "max_retries"}
+)
 # The actions that undo faults; every other action is a fault (see role()).
 ROLLBACK_FUNCS = frozenset({"clear_faults"})
 # What an allowed env entry reads as to the checks: its value is not known until `chaos run`.
@@ -143,13 +151,69 @@ def http_url(where: str, provider: dict[str, Any], conf: dict[str, Any], cfg: Fl
     return str(parsed)
 
 
+def _is_http_probe(provider: dict[str, Any]) -> bool:
+    return (
+        provider.get("type") == "python"
+        and provider.get("module") == PROBES_MODULE
+        and provider.get("func") == HTTP_PROBE
+    )
+
+
+def _http_view(provider: dict[str, Any]) -> dict[str, Any]:
+    """An http provider, or a python call of the HTTP probe, as the keys `http_url` checks."""
+    if provider.get("type") == "http":
+        return provider
+    args = provider.get("arguments") or {}
+    return {
+        "url": args.get("url"),
+        "method": args.get("method", "GET"),
+        "timeout": args.get("timeout", 5),
+        "max_retries": args.get("max_retries", 0),
+    }
+
+
+def as_run(
+    where: str, provider: dict[str, Any], conf: dict[str, Any], cfg: FleetConfig
+) -> dict[str, Any] | None:
+    """What runs for an HTTP provider or a call of the HTTP probe, or None for any other provider.
+
+    chaoslib's http provider (1.44) calls `requests.Session.request` without `allow_redirects`, whose
+    default is True, and reads no key that changes it: a fleet URL could answer 302 to a host the
+    check refuses, and the worker would follow. So an http provider runs as drctl's
+    `probes.http_request`, which never follows a redirect, on the checked and re-serialised URL.
+    """
+    if not (provider.get("type") == "http" or _is_http_probe(provider)):
+        return None
+    url = http_url(where, _http_view(provider), conf, cfg)
+    if provider.get("type") != "http":
+        return {**provider, "arguments": {**provider["arguments"], "url": url}}
+    args: dict[str, Any] = {
+        "url": url,
+        "method": str(provider.get("method", "GET")).upper(),
+        "timeout": provider.get("timeout", 5),
+        "max_retries": provider.get("max_retries", 0),
+    }
+    for key, name in (("headers", "headers"), ("arguments", "params")):
+        if provider.get(key) is not None:
+            args[name] = provider[key]
+    return {"type": "python", "module": PROBES_MODULE, "func": HTTP_PROBE, "arguments": args}
+
+
 def _check_provider(where: str, provider: Any, conf: dict[str, Any], cfg: FleetConfig) -> None:
     if not isinstance(provider, dict):
         raise BoundaryViolation(f"{where}: provider must be a mapping")
     kind = provider.get("type")
     if kind == "python":
         _check_python(where, provider)
+        if _is_http_probe(provider):
+            http_url(where, _http_view(provider), conf, cfg)
     elif kind == "http":
+        extra = sorted(str(k)[:40] for k in provider.keys() - _HTTP_KEYS)
+        if extra:
+            raise BoundaryViolation(
+                f"{where}: unknown HTTP provider key(s) {', '.join(map(repr, extra))}: Chaos Toolkit ignores "
+                "them, and a drill's HTTP probe never follows a redirect"
+            )
         http_url(where, provider, conf, cfg)
     else:
         raise BoundaryViolation(

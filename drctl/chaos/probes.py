@@ -136,6 +136,31 @@ def wait_for_served(
     )
 
 
+def http_request(
+    url: str,
+    method: str = "GET",
+    timeout: float = 5.0,
+    max_retries: int = 0,
+    headers: dict[str, str] | None = None,
+    params: Any = None,
+) -> dict[str, Any]:
+    """What an experiment's `http` provider runs (drctl/chaos/boundary.py rewrites it to this).
+
+    Chaos Toolkit's own http provider (chaoslib 1.44) sends every request through
+    `requests.Session.request` with its default `allow_redirects=True` and has no key to turn that
+    off, so a fleet URL the validator approved could redirect the worker to any host. This makes
+    the same request with httpx, which parsed and approved the URL, and never follows a redirect: a
+    3xx is the probe's answer. The result has chaoslib's shape, so tolerances read it the same way.
+    """
+    transport = httpx.HTTPTransport(retries=max_retries)
+    with httpx.Client(timeout=timeout, transport=transport, follow_redirects=False) as client:
+        resp = client.request(method, url, headers=headers, params=params)
+    body: Any = resp.text
+    if resp.headers.get("Content-Type") == "application/json" and body:
+        body = resp.json()
+    return {"status": resp.status_code, "headers": dict(resp.headers), "body": body}
+
+
 async def _query_monitor(configuration: dict[str, Any] | None) -> dict[str, Any]:
     from drctl.client.connection import connect
 

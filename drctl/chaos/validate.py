@@ -26,11 +26,11 @@ from typing import Any, TypeVar
 from drctl.chaos.boundary import (
     ACTIONS_MODULE,
     BoundaryViolation,
+    as_run,
     canonical,
     check_boundary,
     configuration_for,
     digest,
-    http_url,
     resolved,
     role,
     safe_name,
@@ -52,8 +52,10 @@ _TOP_LEVEL = {
     "method",
     "rollbacks",
 }
-# An experiment is a page of JSON: 1 MiB and 50,000 values are far beyond any real one.
-EXPERIMENT_LIMITS = Limits(max_bytes=1 << 20, max_depth=32, max_nodes=50_000, max_scalar=16_384)
+# An experiment is a page of JSON (the shipped ones are about 3 KB): 256 KiB and 50,000 values are far
+# beyond any real one, and keep the worst case a refusal can cost (a document just under every limit,
+# broken on its last line) to a small fraction of a second.
+EXPERIMENT_LIMITS = Limits(max_bytes=256 << 10, max_depth=32, max_nodes=50_000, max_scalar=16_384)
 # Faults the Kubernetes injector cannot produce (docs: scale to 0, delete pods only).
 _DEVSTACK_ONLY = {"degrade_region", "kill_gateway"}
 
@@ -75,7 +77,10 @@ def _parse(path: Path) -> tuple[Any, str]:
         raise ExperimentInvalid(str(path), str(exc)) from None
     yaml_file = path.suffix in (".yaml", ".yml")
     try:
-        doc = load_yaml(data, EXPERIMENT_LIMITS) if yaml_file else load_json(data, EXPERIMENT_LIMITS)
+        # libyaml's parser (fast): PyYAML's pure-Python scanner spends about 1 s of CPU on 1 MiB.
+        doc = (
+            load_yaml(data, EXPERIMENT_LIMITS, fast=True) if yaml_file else load_json(data, EXPERIMENT_LIMITS)
+        )
     except DocumentError as exc:
         where = f" at line {exc.line}" if exc.line else ""
         message = exc.message
@@ -271,12 +276,15 @@ def _check_targets(path: str, exp: dict[str, Any], conf: dict[str, Any], cfg: Fl
 def _canonical_doc(
     exp: dict[str, Any], run_conf: dict[str, Any], check_conf: dict[str, Any], cfg: FleetConfig
 ) -> dict[str, Any]:
-    """What runs: drctl's configuration, and every HTTP url in the form that was checked."""
+    """What runs: drctl's configuration, and every HTTP probe as drctl's own (which never follows a
+    redirect) on its URL in the form that was checked (boundary.as_run)."""
     doc = copy.deepcopy(exp)
     for where, act in _activities(doc):
         provider = act.get("provider")
-        if isinstance(provider, dict) and provider.get("type") == "http":
-            provider["url"] = http_url(f"{where} '{act.get('name')}'", provider, check_conf, cfg)
+        if isinstance(provider, dict) and (
+            run := as_run(f"{where} '{act.get('name')}'", provider, check_conf, cfg)
+        ):
+            act["provider"] = run
     return {**doc, "configuration": run_conf}
 
 

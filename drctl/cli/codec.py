@@ -63,13 +63,15 @@ def codec_server(
     """Decrypt and encrypt payloads for the Temporal UI's remote codec setting."""
     from drctl.client.codec import CodecKeyError, codec_for
     from drctl.client.codec_server import CodecServer
+    from drctl.client.connection import TemporalConfigError, target
 
     cfg = load(config)
     if cfg.temporal.codec is None:
         raise UserError("temporal.codec is not configured: there is nothing to decode")
     try:
-        codec = codec_for(cfg.temporal.codec)
-    except CodecKeyError as exc:
+        # The namespace the fleet's workers and CLI bind ciphertext to (config, then TEMPORAL_*).
+        codec = codec_for(cfg.temporal.codec, target(cfg).namespace)
+    except (CodecKeyError, TemporalConfigError) as exc:
         raise UserError(str(exc)) from None
     assert codec is not None
     token = None
@@ -88,7 +90,7 @@ def codec_server(
     origins = origin or [cfg.temporal.ui_url]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     err_console.print(
-        f"codec server on http://{host}:{port} for origins {', '.join(origins)}"
+        f"codec server on http://{host}:{port} for namespace {codec.namespace}, origins {', '.join(origins)}"
         + (" (bearer token required)" if token else ""),
         markup=False,
         highlight=False,

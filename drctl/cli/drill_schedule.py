@@ -52,7 +52,7 @@ from drctl.cli.common import (
 from drctl.client.connection import connect
 from drctl.client.operations import search_attributes
 from drctl.config.schema import FleetConfig
-from drctl.models.drill import DrillInput, drill_schedule_id
+from drctl.models.drill import MAX_ALTERNATIVES, DrillInput, drill_schedule_id
 
 app = typer.Typer(name="schedule", help="Weekly drills on Temporal Schedules.", invoke_without_command=True)
 
@@ -126,6 +126,8 @@ def schedule_cmd(
         )
     if not experiment:
         raise UserError("give at least one --experiment file")
+    if len(experiment) > MAX_ALTERNATIVES + 1:
+        raise UserError(f"--experiment: at most {MAX_ALTERNATIVES + 1} files, not {len(experiment)}")
     cfg = load(config)
     plans = [
         validate_experiment(p, cfg, target) for p in experiment

@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from drctl.client.plaintext import REASONS, marked
 from drctl.config.schema import CodecConfig
 
 ENCODING = b"binary/encrypted"
@@ -90,7 +91,12 @@ def load_keys(cfg: CodecConfig) -> list[tuple[str, bytes]]:
 
 
 class PlaintextRefused(ValueError):
-    """A payload arrived unencrypted where the codec requires ciphertext."""
+    """A payload arrived unencrypted (or without its namespace binding) where the codec requires
+    ciphertext; `reason` is the key of its message in drctl.client.plaintext.REASONS."""
+
+    def __init__(self, reason: bytes) -> None:
+        super().__init__(REASONS[reason])
+        self.reason = reason
 
 
 class AesGcmCodec(PayloadCodec):
@@ -122,11 +128,7 @@ class AesGcmCodec(PayloadCodec):
         if p.metadata.get("encoding") != ENCODING:
             if self.allow_plaintext:
                 return p  # written before the codec was on: readable during the migration window
-            raise PlaintextRefused(
-                "plaintext payload refused: this fleet encrypts every payload (temporal.codec), so start "
-                "workflows with drctl and the codec keys; temporal.codec.allow_plaintext admits plaintext "
-                "during a migration window"
-            )
+            raise PlaintextRefused(b"plaintext")
         key_id = p.metadata.get(KEY_ID, b"").decode(errors="replace")
         aes = self._keys.get(key_id)
         if aes is None:
@@ -135,9 +137,7 @@ class AesGcmCodec(PayloadCodec):
             )
         bound = p.metadata.get(BINDING) == b"namespace"
         if not bound and not self.allow_plaintext:
-            raise PlaintextRefused(
-                "payload encrypted without a namespace binding refused (allow_plaintext is off)"
-            )
+            raise PlaintextRefused(b"unbound")
         aad = self._aad(key_id, namespace) if bound else key_id.encode()
         try:
             plain = aes.decrypt(p.data[:_NONCE], p.data[_NONCE:], aad)
@@ -151,7 +151,15 @@ class AesGcmCodec(PayloadCodec):
         return [self.encrypt(p) for p in payloads]
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        return [self.decrypt(p) for p in payloads]
+        """Decrypt; a refused payload comes back marked, for the converter to fail what it reached
+        (raising here would fail only the workflow task, retried forever: drctl.client.plaintext)."""
+        return [self._open(p) for p in payloads]
+
+    def _open(self, p: Payload) -> Payload:
+        try:
+            return self.decrypt(p)
+        except PlaintextRefused as exc:
+            return marked(exc.reason)
 
 
 def codec_for(cfg: CodecConfig | None, namespace: str = "default") -> AesGcmCodec | None:

@@ -12,7 +12,13 @@ It decrypts history, so every request is checked before its body is read:
   under its own host name), and an Origin header, when sent, one of the allowed origins;
 - the body must have a Content-Length of at most 4 MiB: missing, malformed, negative or chunked
   bodies are refused.
-Payloads are decrypted for the namespace the UI names in X-Namespace (ciphertext is bound to it).
+
+Ciphertext is bound to its namespace, so each request names one: the UI and the Temporal CLI send
+`X-Namespace`, and the codec-server protocol (temporalio/samples-go codec-server/protocol.md) also
+allows a namespace in the URL (`/{namespace}/decode`), the form the CLI's `--codec-endpoint`
+templating produces. The protocol makes both optional, so a request that names none is answered
+for the fleet config's `temporal.namespace`; one naming any other namespace is refused (403), and
+one whose header and URL disagree is malformed (400). Nothing else is ever used silently.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 import logging
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
@@ -31,11 +38,22 @@ from drctl.client.codec import ENCODING, AesGcmCodec
 log = logging.getLogger("drctl.codec_server")
 MAX_BODY = 4 * 1024 * 1024  # the UI decodes one history page at a time
 _ALLOW_HEADERS = "Content-Type, X-Namespace, Authorization"
-_PATHS = ("/encode", "/decode")
+_OPS = ("encode", "decode")
+
+
+def route(path: str) -> tuple[str, str | None] | None:
+    """(operation, the namespace the URL names or None) for /encode, /decode, /{ns}/encode, /{ns}/decode."""
+    parts = path.split("?", 1)[0].split("/")
+    if len(parts) == 2 and parts[0] == "" and parts[1] in _OPS:
+        return parts[1], None
+    if len(parts) == 3 and parts[0] == "" and parts[2] in _OPS and parts[1]:
+        return parts[2], unquote(parts[1])
+    return None
 
 
 class CodecServer:
     def __init__(self, codec: AesGcmCodec, origins: list[str], token: str | None, hosts: list[str]) -> None:
+        """`codec.namespace` is the fleet config's Temporal namespace: the one namespace served."""
         self.codec, self.origins, self.token = codec, {o.rstrip("/") for o in origins}, token
         self.hosts = {h.lower() for h in hosts}
 
@@ -55,15 +73,30 @@ class CodecServer:
             return 401, "missing or wrong bearer token"
         return None
 
-    def transform(self, path: str, body: bytes, namespace: str | None) -> tuple[int, dict[str, Any]]:
-        """(status, JSON answer) for a POST to /encode or /decode."""
+    def namespace(self, headers: Any, in_path: str | None) -> str | tuple[int, str]:
+        """The namespace a request is answered for, or (status, why) when it is refused."""
+        given = headers.get_all("X-Namespace") or []
+        if len(given) > 1:
+            return 400, "send at most one X-Namespace header"
+        header = given[0] if given else None
+        if header is not None and in_path is not None and header != in_path:
+            return 400, "X-Namespace and the URL name different namespaces"
+        asked = header if header is not None else in_path
+        if asked is None:
+            return self.codec.namespace  # neither sent: the fleet config's namespace, per the protocol
+        if asked != self.codec.namespace:
+            # Not echoed: the header is the caller's text.
+            return 403, "this codec server serves only the fleet config's temporal.namespace"
+        return asked
+
+    def transform(self, op: str, body: bytes, ns: str) -> tuple[int, dict[str, Any]]:
+        """(status, JSON answer) for a POST to /encode or /decode, for namespace `ns`."""
         try:
             payloads = [json_format.ParseDict(p, Payload()) for p in json.loads(body)["payloads"]]
         except (ValueError, KeyError, TypeError, json_format.ParseError, RecursionError):
             return 400, {"message": 'expected {"payloads": [...]} of Temporal payloads'}
-        ns = namespace or self.codec.namespace
         try:
-            if path == "/encode":
+            if op == "encode":
                 out = [self.codec.encrypt(p, ns) for p in payloads]
             else:
                 # The UI shows histories written before the codec too: plaintext passes through here.
@@ -72,7 +105,7 @@ class CodecServer:
                     for p in payloads
                 ]
         except Exception as exc:  # noqa: BLE001 - a bad ciphertext or unknown key is the caller's to see
-            return 400, {"message": f"cannot {path.strip('/')}: {exc}"}
+            return 400, {"message": f"cannot {op}: {exc}"}
         return 200, {"payloads": [json_format.MessageToDict(p) for p in out]}
 
     def serve(self, host: str, port: int) -> ThreadingHTTPServer:
@@ -100,7 +133,7 @@ class CodecServer:
                 self.wfile.write(data)
 
             def do_OPTIONS(self) -> None:  # noqa: N802 - http.server's naming
-                if self.path not in _PATHS:
+                if route(self.path) is None:
                     return self._answer(404, {"message": "not found"})
                 refused = server.refusal(self.headers, needs_auth=False)
                 if refused:
@@ -114,23 +147,22 @@ class CodecServer:
                 )
 
             def do_POST(self) -> None:  # noqa: N802
-                if self.path not in _PATHS:
+                routed = route(self.path)
+                if routed is None:
                     return self._answer(404, {"message": "not found"})
-                refused = server.refusal(self.headers, needs_auth=True)
-                if refused:
+                ns = server.refusal(self.headers, needs_auth=True) or server.namespace(
+                    self.headers, routed[1]
+                )
+                if isinstance(ns, tuple):
                     self.close_connection = True
-                    return self._answer(refused[0], {"message": refused[1]})
+                    return self._answer(ns[0], {"message": ns[1]})
                 length = content_length(self.headers)
                 if isinstance(length, tuple):
                     self.close_connection = True  # the unread body must not be taken for a request
                     return self._answer(length[0], {"message": length[1]})
-                namespace = self.headers.get("X-Namespace")
-                status, body = server.transform(self.path, self.rfile.read(length), namespace)
+                status, body = server.transform(routed[0], self.rfile.read(length), ns)
                 if status != 200:
-                    # repr and cut: the namespace header is the caller's text; never the payloads.
-                    log.warning(
-                        "codec %s for namespace %r refused: %s", self.path, (namespace or "")[:64], status
-                    )
+                    log.warning("codec %s for namespace %r refused: %s", routed[0], ns[:64], status)
                 self._answer(status, body)
 
             def log_message(self, fmt: str, *args: Any) -> None:

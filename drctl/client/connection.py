@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from temporalio.runtime import Runtime
 from drctl.client.codec import CodecKeyError, codec_for
 from drctl.client.identity import IdentityError
 from drctl.client.identity import identity as acting_identity
+from drctl.client.plaintext import RefuseMarkedInput, codec_data_converter
 from drctl.config.schema import FleetConfig
 
 
@@ -137,14 +137,11 @@ def connect_options(
         codec = codec_for(cfg.temporal.codec, where.namespace)
     except CodecKeyError as exc:
         raise TemporalConfigError(str(exc)) from None
-    converter = (
-        dataclasses.replace(pydantic_data_converter, payload_codec=codec)
-        if codec
-        else pydantic_data_converter
-    )
     return {
         "namespace": where.namespace,
-        "data_converter": converter,
+        "data_converter": codec_data_converter(codec) if codec else pydantic_data_converter,
+        # Workers built from this client take it too: an activity whose input the codec refused fails.
+        "interceptors": [RefuseMarkedInput()] if codec else [],
         "tls": where.tls,
         "api_key": where.api_key,
         "rpc_metadata": where.rpc_metadata,

@@ -49,6 +49,7 @@ from drctl.config.strict import (
 
 TRACKS = ("stable", "canary", "blue", "green")
 # Where Kubernetes and Docker mount secrets, and drctl's own config directory.
+MAX_DRILL_RPS = 100  # drills.load_rps; the drill's workflow input holds it to the same range
 DEFAULT_SECRET_DIRS = ("/var/run/secrets", "/run/secrets", "/etc/drctl", "/etc/drctl-kube")
 # A fleet config is pages of YAML: 16 MiB and a million values hold 20,000 regions several times.
 CONFIG_LIMITS = Limits(max_bytes=16 << 20, max_depth=24, max_nodes=1_000_000, max_scalar=65_536)
@@ -534,7 +535,7 @@ class DrillConfig(_Model):
         description="How experiments inject faults: the dev stack's node agent, or the Kubernetes API.",
     )
     load_rps: float = Field(
-        5.0, gt=0, le=100, description="Bounded load through the global endpoint during a drill."
+        5.0, gt=0, le=MAX_DRILL_RPS, description="Bounded load through the global endpoint during a drill."
     )
     timeout_s: float = Field(300.0, gt=0, description="Deadline for one drill run, seconds.")
     allowed_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = Field(

@@ -23,8 +23,9 @@ from drctl.config.urls import UrlRefused, check_host_port, check_http_url
 _NUMBER_LIMIT = 1e9
 _DAY_S = 86_400.0
 _HOUR_S = 3_600.0
-# Ages that are legitimately longer than a day: a backup's age alert follows its schedule.
-_LONGER_S = {"max_age_s": 30 * _DAY_S}
+# Durations that are legitimately longer than a day: a backup's age alert follows its schedule; a
+# drill's failback deadline is derived from the failback settings (at most about 44 h).
+_LONGER_S = {"max_age_s": 30 * _DAY_S, "failback_timeout_s": 2 * _DAY_S}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
@@ -81,8 +82,9 @@ class ScalarProblems(ValueError):
         self.items = items
 
 
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+class BoundedScalars(BaseModel):
+    """The scalar rules above, without the config's strictness about keys and mutation: for the
+    workflow inputs built from the config (drctl/models), which Temporal clients can also send."""
 
     @model_validator(mode="before")
     @classmethod
@@ -107,6 +109,10 @@ class StrictModel(BaseModel):
         if problems:
             raise ScalarProblems(problems)
         return data
+
+
+class StrictModel(BoundedScalars):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     def _exactly_one(self, *names: str) -> Self:
         """For an "after" validator: one setting that may be given several ways, given one way."""

@@ -10,12 +10,39 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
 
-from drctl.config.schema import FleetConfig
+from drctl.config.schema import MAX_DRILL_RPS, FleetConfig
+from drctl.config.strict import BoundedScalars
 from drctl.models.fleet_spec import FleetSpec
 
 OPERATION = "drill"
+MAX_ALTERNATIVES = 64  # experiments a drill schedule picks from, beyond its first
+
+
+class DrillInputInvalid(Exception):
+    """A drill's workflow or experiment input outside what the fleet config could produce, e.g. one
+    started directly through Temporal. Not a ValueError, so pydantic hands it on as it is, and the
+    ChaosDrill workflow lists it in `failure_exception_types`: the workflow fails with this message
+    instead of failing its first task over and over while it decodes the input."""
+
+
+class _CheckedInput(BoundedScalars):
+    """A top-level drill input: every number bounded, and a refusal raised as DrillInputInvalid."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _refused(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                ": ".join(
+                    [*(str(p) for p in e["loc"][:1] if e["loc"]), e["msg"].removeprefix("Value error, ")]
+                )
+                for e in exc.errors()[:5]
+            )
+            raise DrillInputInvalid(f"{cls.__name__} refused: {problems}") from None
 
 
 def drill_schedule_id(fleet: str, name: str) -> str:
@@ -48,17 +75,21 @@ class ExperimentPlan(BaseModel):
     configuration: dict[str, Any] = Field(default_factory=dict, description="Resolved configuration.")
 
 
-class DrillInput(BaseModel):
+class DrillInput(_CheckedInput):
     spec: FleetSpec
     plan: ExperimentPlan
     alternatives: list[ExperimentPlan] = Field(
-        default_factory=list, description="Scheduled drills: the run picks one of plan + these at random."
+        default_factory=list,
+        max_length=MAX_ALTERNATIVES,
+        description="Scheduled drills: the run picks one of plan + these at random.",
     )
-    rto_target_s: float
-    load_rps: float
-    timeout_s: float
-    failback_timeout_s: float = Field(300.0, description="Bound on waiting for the failback to finish.")
-    initiator: str = "cli"
+    rto_target_s: float = Field(gt=0, description="objectives.rto_target_s.")
+    load_rps: float = Field(gt=0, le=MAX_DRILL_RPS, description="drills.load_rps.")
+    timeout_s: float = Field(gt=0, description="drills.timeout_s.")
+    failback_timeout_s: float = Field(
+        300.0, gt=0, description="Bound on waiting for the failback to finish (derived from failback)."
+    )
+    initiator: str = Field("cli", max_length=200)
 
     @classmethod
     def from_config(
@@ -108,14 +139,17 @@ class JournalVerdict(BaseModel):
         return not self.reasons
 
 
-class ExperimentRunInput(BaseModel):
+class ExperimentRunInput(_CheckedInput):
     plan: ExperimentPlan
     workflow_id: str
-    load_rps: float
-    timeout_s: float
-    warmup_s: float = Field(1.0, description="Load before the experiment starts, to see the baseline.")
+    load_rps: float = Field(gt=0, le=MAX_DRILL_RPS)
+    timeout_s: float = Field(gt=0)
+    warmup_s: float = Field(
+        1.0, ge=0, le=60, description="Load before the experiment starts, to see the baseline."
+    )
     load_tail_s: float = Field(
         0.0,
+        ge=0,
         description="Load kept up after `chaos run` ends: the failover it caused judges SLO restored "
         "under the moved load, which must outlast objectives.slo.window_s.",
     )

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from drctl.config.capacity import RebalanceLimits, RebalanceMode, SloConfig
 from drctl.config.quorum import QuorumConfig
 from drctl.config.regions import RegionsByName
 from drctl.config.schema import FleetConfig
+from drctl.config.strict import BoundedScalars
 from drctl.models.notify import WebhookSpec
 
 
-class RegionSpec(BaseModel):
+# Bounded like the config it snapshots (a number finite and within 1e9, a duration 0..24 h, an
+# interval 0..1 h): a spec sent straight through Temporal cannot break a timer either.
+class RegionSpec(BoundedScalars):
     name: str
     weight: int
     replicas: int
@@ -25,7 +28,7 @@ class RegionSpec(BaseModel):
     queue: str = Field(description="Task queue served by this region's worker.")
 
 
-class FleetSpec(BaseModel, RegionsByName[RegionSpec]):
+class FleetSpec(BoundedScalars, RegionsByName[RegionSpec]):
     """What a workflow needs to know about the fleet, snapshotted from the config at start."""
 
     fleet: str

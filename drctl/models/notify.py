@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from drctl.config.schema import NotifyEvent, WebhookConfig
+from drctl.config.strict import BoundedScalars
 from drctl.models.monitor_decisions import Decision
 
 Severity = Literal["critical", "error", "warning", "info"]
@@ -20,7 +21,7 @@ PagerDutyAction = Literal["trigger", "resolve"]
 Detail = str | int | float | bool | None
 
 
-class WebhookSpec(BaseModel):
+class WebhookSpec(BoundedScalars):
     """What a workflow may know about a webhook: never its URL or key."""
 
     name: str

@@ -295,10 +295,10 @@ def test_read_and_syntax_errors_name_the_line(cfg: FleetConfig, tmp_path: Path) 
         "JSON syntax error at line 2 column 14: Expecting value"
     )
     assert _refusal(_write(tmp_path, "bad.yaml", "title: x\nmethod: [unclosed\n  - {"), cfg) == (
-        "YAML syntax error at line 3: expected ',' or ']', but got '{'"
+        "YAML syntax error at line 3: did not find expected ',' or ']'"
     )
     assert _refusal(_write(tmp_path, "bad.yml", "a: b\n\tc: d\n"), cfg) == (
-        "YAML syntax error at line 2: found character '\\t' that cannot start any token"
+        "YAML syntax error at line 2: found a tab character that violates indentation"
     )
     assert _refusal(_write(tmp_path, "list.json", "[1, 2]"), cfg) == (
         "an experiment must be a mapping of keys (title, method, ...)"
@@ -311,7 +311,7 @@ def test_read_and_syntax_errors_name_the_line(cfg: FleetConfig, tmp_path: Path) 
 def test_documents_chaoslib_or_json_cannot_handle_are_refused(cfg: FleetConfig, tmp_path: Path) -> None:
     # A reader error has no line mark: the message says what, without a line.
     assert _refusal(_write(tmp_path, "ctl.yaml", "title: x\x07\n"), cfg) == (
-        "YAML syntax error: unacceptable character #x0007: special characters are not allowed\n"
+        "YAML syntax error: unacceptable character #x0007: control characters are not allowed\n"
         '  in "<unicode string>", position 8'
     )
     # A bare reference in the method is refused before chaoslib (which would crash on it) sees it.
