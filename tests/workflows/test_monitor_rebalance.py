@@ -118,21 +118,24 @@ async def test_most_of_a_region_lost_sheds_its_excess_then_the_share_returns_in_
             platform.scale(cfg.workload.deployment_name("stable"), n)  # the baseline reset scales back
         finally:
             platform.close()
+
+    async def all_ready() -> Any:
+        for region, n in sizes.items():
+            platform = KubernetesPlatform(cfg.region(region))
+            try:
+                d = platform.get_deployment(cfg.workload.deployment_name("stable"))
+            finally:
+                platform.close()
+            assert d.ready_replicas == n, (region, d)
+        return True
+
+    # Every replica serves before the monitor and the load start: a region still scaling up has
+    # less capacity than its share needs, and would shed.
+    await assert_eventually(all_ready, timeout_s=90, what="6 replicas ready in us-west-1, 4 in us-east-1")
+
     handle = await monitor_handle(temporal_client, cfg)
     async with _load(cfg, 240) as load:
         await until_healthy(handle)
-
-        async def all_ready() -> Any:
-            for region, n in sizes.items():
-                platform = KubernetesPlatform(cfg.region(region))
-                try:
-                    d = platform.get_deployment(cfg.workload.deployment_name("stable"))
-                finally:
-                    platform.close()
-                assert d.ready_replicas == n, (region, d)
-            return True
-
-        await assert_eventually(all_ready, timeout_s=90, what="6 replicas ready in us-west-1, 4 in us-east-1")
 
         async def holding_with_evidence() -> bool:
             v = await _view(handle)
