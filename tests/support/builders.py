@@ -9,7 +9,9 @@ from typing import Any
 from drctl.models import notify
 from drctl.models.drill import DrillReport, Verdict
 from drctl.models.health import ProbeStatus, RegionProbe, TargetProbe
+from drctl.models.monitor import RegionTracker
 from drctl.models.rpo import LagReport, ReplicationRun, TransferStats
+from drctl.models.watch import WatchInput
 
 
 def drill_report(at: datetime | None = None, **fields: Any) -> DrillReport:
@@ -73,3 +75,20 @@ def region_probe(
     """A probe of `region` that found it `status`, its gateway `gateway` (default: the same status)."""
     gw = TargetProbe(target="gateway", url="http://g", status=gateway or status)
     return RegionProbe(region=region, status=status, reason=reason, gateway=gw, **fields)
+
+
+def watch_input(**fields: Any) -> WatchInput:
+    """A watcher call on region "a" with the monitor's usual probe settings; `fields` override them."""
+    base: dict[str, Any] = dict(
+        regions=["a"],
+        trackers={"a": RegionTracker(region="a")},
+        interval_s=10.0,
+        fast_confirm=True,
+        fast_confirm_interval_s=1.0,
+        failure_threshold=3,
+        recovery_threshold=2,
+        fail_on_degraded=True,
+        probe_timeout_s=2.0,
+        return_after_s=600.0,
+    )
+    return WatchInput.model_validate({**base, **fields})

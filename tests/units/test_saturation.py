@@ -11,7 +11,8 @@ import pytest
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState, TargetProbe
 from drctl.models.monitor import RegionTracker
 from drctl.models.saturation import finished_total, judge_probe, saturation
-from drctl.models.watch import WatchInput, feed_probe
+from drctl.models.watch import feed_probe
+from tests.support.builders import watch_input
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 
@@ -113,20 +114,8 @@ def test_judge_counts_saturation_as_good_only_when_the_rebalance_sheds_it() -> N
 
 
 def test_the_watcher_keeps_a_saturated_region_serving_and_fails_a_hung_one_over() -> None:
-    base: dict[str, object] = dict(
-        regions=["us-west-1"],
-        trackers={},
-        interval_s=10.0,
-        fast_confirm=True,
-        fast_confirm_interval_s=1.0,
-        failure_threshold=3,
-        recovery_threshold=2,
-        fail_on_degraded=True,
-        probe_timeout_s=2.0,
-        return_after_s=600.0,
-        expected_replicas={"us-west-1": 2},
-    )
-    shed = WatchInput.model_validate({**base, "shed_saturation": True})
+    base: dict[str, object] = dict(regions=["us-west-1"], trackers={}, expected_replicas={"us-west-1": 2})
+    shed = watch_input(**base, shed_saturation=True)
     t = RegionTracker(region="us-west-1")
     for i in range(6):  # requests keep finishing behind the queue: never a failed check after the first
         feed_probe(t, _probe(finished=100.0 + 10 * i), T0 + timedelta(seconds=i), shed)
@@ -135,7 +124,7 @@ def test_the_watcher_keeps_a_saturated_region_serving_and_fails_a_hung_one_over(
     for i in range(3):  # the same queue, but nothing finishes: down
         feed_probe(hung, _probe(finished=100.0), T0 + timedelta(seconds=i), shed)
     assert hung.state is RegionState.UNHEALTHY and hung.saturated is None
-    plain = WatchInput.model_validate(base)  # rebalance off or advise: today's verdict
+    plain = watch_input(**base)  # rebalance off or advise: today's verdict
     off = RegionTracker(region="us-west-1")
     for i in range(3):
         feed_probe(off, _probe(finished=100.0 + 10 * i), T0 + timedelta(seconds=i), plain)

@@ -9,26 +9,14 @@ from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.monitor import RegionTracker
 from drctl.models.passive import PassiveSignal, PassiveVerdict
 from drctl.models.watch import WatchInput, feed_passive, feed_probe, probe_period_s
-from tests.support.builders import region_probe
+from tests.support.builders import region_probe, watch_input
 from workflows.monitor_rebalance import passive_ttft_breaches
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def _inp(**kw: object) -> WatchInput:
-    base: dict[str, object] = dict(
-        regions=["a"],
-        trackers={"a": RegionTracker(region="a")},
-        interval_s=10.0,
-        fast_confirm=True,
-        fast_confirm_interval_s=1.0,
-        failure_threshold=3,
-        recovery_threshold=2,
-        fail_on_degraded=True,
-        probe_timeout_s=2.0,
-        return_after_s=600.0,
-    )
-    return WatchInput.model_validate({**base, **kw})
+    return watch_input(**kw)
 
 
 def _probe(status: ProbeStatus) -> RegionProbe:
