@@ -47,16 +47,29 @@ class Gateway:
         self.partition_path = partition_acl(cfg, region)
         self.partitioned: list[str] = []  # source addresses whose connections are refused
         self._started_at = 0.0
+        # One start at a time. A restore and the supervisor's restart once raced: both spawned an
+        # HAProxy, the second failed on the abns@ track sockets the first held, and its exit left
+        # the runtime socket path dead, so the replicas never joined the one that served.
+        self._starting = asyncio.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
 
     @property
     def usable(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None and self.fault is None
+        return self.alive and self.fault is None
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None and self.proc.returncode is None else None
 
     async def start(self) -> None:
+        async with self._starting:
+            if not self.alive:
+                await self._spawn()
+
+    async def _spawn(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with await asyncio.to_thread(open, self.log_path, "ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
@@ -89,11 +102,12 @@ class Gateway:
         last_snapshot = 0.0
         while True:
             await asyncio.sleep(0.2)
-            if self.proc is not None and self.proc.returncode is not None and self.fault != "killed":
+            code = self.proc.returncode if self.proc is not None else None
+            if code is not None and self.fault != "killed" and not self._starting.locked():
                 # A crash loop (e.g. port taken) retries every few seconds rather than spinning.
                 if time.monotonic() - self._started_at > 2.0:
                     print(
-                        f"region gateway exited {self.proc.returncode}; restarting",
+                        f"region gateway exited {code}; restarting",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -126,8 +140,7 @@ class Gateway:
     async def restore(self) -> None:
         self._signal(signal.SIGCONT)
         self.fault = None
-        if self.proc is None or self.proc.returncode is not None:
-            await self.start()
+        await self.start()
 
     async def partition(self, sources: list[str]) -> None:
         """Refuse new connections from these source addresses; [] heals the partition.
