@@ -72,7 +72,8 @@ class InferenceProber(product.InferenceProber):
             timeout=self.completion_timeout_s, limits=limits, headers=headers
         ) as client:
 
-            def probe(name: str, url: str, completions: int) -> Awaitable[TargetProbe]:
+            def probe(name: str, url: str, completions: int, gateway: bool = False) -> Awaitable[TargetProbe]:
+                # The old prober judged a gateway's /health as any target's: a 5xx was DOWN.
                 return self._old_bounded(name, url, client, sem, completions)
 
             return list(await asyncio.gather(*(self._region(probe, r) for r in regions)))

@@ -27,8 +27,9 @@ import asyncio
 import math
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from datetime import UTC, datetime
+from typing import Protocol
 
 import aiohttp
 
@@ -41,8 +42,15 @@ from drctl.providers.probe_http import metrics as read_metrics
 from drctl.providers.probe_http import models as read_models
 from drctl.providers.replicas import KubernetesReplicaSource, ReplicaEndpoint, ReplicaSource
 
-# Probes one target of a round: (name, url, completions) -> its probe, over the round's own client.
-ProbeTarget = Callable[[str, str, int], Awaitable[TargetProbe]]
+GATEWAY = "gateway"  # the region gateway's target name in a RegionProbe
+
+
+class ProbeTarget(Protocol):
+    """Probes one target of a round, over the round's own client."""
+
+    def __call__(
+        self, name: str, url: str, completions: int, gateway: bool = False
+    ) -> Awaitable[TargetProbe]: ...
 
 
 def rotating_sample(names: list[str], fraction: float, round_no: int) -> set[str]:
@@ -133,15 +141,15 @@ class InferenceProber:
             connector=connector, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
         ) as client:
 
-            def probe(name: str, url: str, completions: int) -> Awaitable[TargetProbe]:
-                return self._bounded(name, url, client, sem, completions)
+            def probe(name: str, url: str, completions: int, gateway: bool = False) -> Awaitable[TargetProbe]:
+                return self._bounded(name, url, client, sem, completions, gateway)
 
             return list(await asyncio.gather(*(self._region(probe, r) for r in regions)))
 
     @staticmethod
     def _unprobed(region: RegionConfig, why: str) -> RegionProbe:
         gateway = TargetProbe(
-            target="gateway", url=region.gateway_url, status=ProbeStatus.AUTH, error_class="auth", error=why
+            target=GATEWAY, url=region.gateway_url, status=ProbeStatus.AUTH, error_class="auth", error=why
         )
         return RegionProbe(
             region=region.name,
@@ -155,7 +163,9 @@ class InferenceProber:
 
     async def _region(self, probe: ProbeTarget, region: RegionConfig) -> RegionProbe:
         started = time.monotonic()
-        gw_task = asyncio.ensure_future(probe("gateway", region.gateway_url, self.gateway_completions))
+        gw_task = asyncio.ensure_future(
+            probe(GATEWAY, region.gateway_url, self.gateway_completions, gateway=True)
+        )
         endpoints, source_error = await self._listed(region)
         replicas, unprobed = await self._replicas(probe, region, endpoints, started)
         if unprobed:
@@ -271,7 +281,13 @@ class InferenceProber:
     # --- one target ------------------------------------------------------------------------------
 
     async def _bounded(
-        self, name: str, url: str, client: aiohttp.ClientSession, sem: asyncio.Semaphore, completions: int
+        self,
+        name: str,
+        url: str,
+        client: aiohttp.ClientSession,
+        sem: asyncio.Semaphore,
+        completions: int,
+        gateway: bool,
     ) -> TargetProbe:
         base = url.rstrip("/")
         try:
@@ -279,24 +295,31 @@ class InferenceProber:
             # reused at once instead of idling while other targets queue. No deadline runs while
             # it waits for the slot; each request in _call has its own, started once it holds it.
             async with sem:
-                return await self._target(name, base, client, completions)
+                return await self._target(name, base, client, completions, gateway)
         except Exception as exc:  # noqa: BLE001 - a probe reports, it never raises (e.g. a malformed URL)
             return TargetProbe(
                 target=name, url=base, status=ProbeStatus.DOWN, error_class="probe_error", error=short(exc)
             )
 
     async def _target(
-        self, name: str, base: str, client: aiohttp.ClientSession, completions: int
+        self, name: str, base: str, client: aiohttp.ClientSession, completions: int, gateway: bool
     ) -> TargetProbe:
         probe = TargetProbe(target=name, url=base, status=ProbeStatus.HEALTHY)
+        health: Failed | None = None
         try:
-            _, probe.latency_ms = await call(self.timeout_s, lambda: get(client, f"{base}/health", keep=True))
+            _, latency_ms = await call(self.timeout_s, lambda: get(client, f"{base}/health", keep=True))
+            probe.latency_ms = round(latency_ms, 2)
         except Failed as f:
-            # Dead or refusing: nothing further would answer, and waiting on it would only stretch
-            # the probe of a dead region past its bound.
-            status = ProbeStatus.AUTH if f.cls == "auth" else ProbeStatus.DOWN
-            return probe.model_copy(update={"status": status, "error_class": f.cls, "error": str(f)})
-        probe.latency_ms = round(probe.latency_ms, 2)
+            if not (gateway and completions and f.cls == "http_5xx"):
+                # Dead or refusing: nothing further would answer, and waiting on it would only
+                # stretch the probe of a dead region past its bound.
+                status = ProbeStatus.AUTH if f.cls == "auth" else ProbeStatus.DOWN
+                return probe.model_copy(update={"status": status, "error_class": f.cls, "error": str(f)})
+            # A gateway that answers 5xx on /health passed the request to one replica, which
+            # failed it: one flapping replica of many does so until the gateway's checks drop it
+            # (CI saw two such 503s fail a region over). Its completions say whether the region
+            # serves; when none does, it is DOWN all the same.
+            health = f
         if completions == 0:
             # Not in this round's completion sample: /metrics is the whole check.
             self._read_metrics(probe, await read_metrics(client, base, self.timeout_s))
@@ -312,15 +335,20 @@ class InferenceProber:
             ),
         )
         self._read_metrics(probe, metrics)
-        return self._classify(probe, models, ttfts)
+        return self._classify(probe, models, ttfts, health)
 
     def _classify(
-        self, probe: TargetProbe, models: Failed | None, ttfts: list[float | Failed]
+        self,
+        probe: TargetProbe,
+        models: Failed | None,
+        ttfts: list[float | Failed],
+        health: Failed | None = None,
     ) -> TargetProbe:
-        """Judge a target that answered /health from its model list and its completions."""
+        """Judge a target that answered /health (a gateway: perhaps with a 5xx, `health`) from its
+        model list and its completions."""
         probe.models_ok = models is None
         slow = [r for r in ttfts if isinstance(r, Failed) and r.cls == "slow"]
-        failures = [r for r in [models, *ttfts] if isinstance(r, Failed) and r.cls != "slow"]
+        failures = [r for r in [health, models, *ttfts] if isinstance(r, Failed) and r.cls != "slow"]
         good = [t for t in ttfts if isinstance(t, float)]
         if good:
             probe.ttft_ms = round(statistics.median(good), 2)
@@ -337,7 +365,8 @@ class InferenceProber:
             probe.error = f"completion failed ({len(ttfts)}/{len(ttfts)}): {first}"
         elif failures:
             probe.status, probe.error_class = ProbeStatus.DEGRADED, failures[0].cls
-            probe.error = f"{len(failures)}/{len(ttfts) + 1} inference requests failed: {failures[0]}"
+            asked = len(ttfts) + 1 + (health is not None)
+            probe.error = f"{len(failures)}/{asked} inference requests failed: {failures[0]}"
         elif slow and statistics.median([*good, *(math.inf for _ in slow)]) > self.health.ttft_degraded_ms:
             # The median completion had no first token by the threshold: slow, known without waiting.
             probe.status, probe.error_class = ProbeStatus.DEGRADED, "slow"

@@ -13,7 +13,9 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -28,6 +30,7 @@ from drctl.providers import prom
 from drctl.providers.probe import InferenceProber
 from drctl.providers.replicas import ReplicaEndpoint
 from tests.support.config import one_region_config
+from tests.support.haproxy_binaries import debian
 from tests.support.http_stub import serve_app
 from tests.support.kubeapi import endpoint_slice
 from tests.support.loop_thread import LoopThread
@@ -311,3 +314,51 @@ def test_vllm_gauges_read_either_generation_and_every_engine() -> None:
     # A server between the two exports both names: the current one wins.
     both = 'vllm:gpu_cache_usage_perc{model_name="m"} 0.5\nvllm:kv_cache_usage_perc{model_name="m"} 0.6\n'
     assert prom.vllm_gauges(both) == {prom.VLLM_KV_CACHE: 0.6}
+
+
+async def test_gateway_health_503_from_one_replica_is_judged_by_its_completions(
+    clean: Stack, tmp_path: Path
+) -> None:
+    """A real HAProxy in front of the replicas hands its /health to r0, which is down (as a
+    round-robin gateway does about once per replica count, until its checks drop r0), and its
+    other requests to r1, which serves. That 503 is one replica's answer, not the region's: the
+    round is judged by the completions, and the region is DOWN only when none is answered."""
+    port = free_port()
+    r0, r1 = (urlsplit(clean.urls[n]).netloc for n in ("r0", "r1"))
+    (tmp_path / "gw.cfg").write_text(
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n"
+        f"frontend gw\n    bind 127.0.0.1:{port}\n"
+        "    use_backend health if { path /health }\n    default_backend serving\n"
+        f"backend health\n    server r0 {r0}\nbackend serving\n    server r1 {r1}\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        debian(), "-db", "-f", str(tmp_path / "gw.cfg"), stdout=asyncio.subprocess.DEVNULL
+    )
+    gateway = f"http://127.0.0.1:{port}"
+    try:
+        await assert_eventually(lambda: _listening(port), timeout_s=10, what="HAProxy listening")
+        await clean.fault("r0", down=True)
+        clean.list_replicas("r0", "r1", "r2", "r3")  # one replica of four failing: lost capacity
+        for _ in range(3):
+            p = await _probe(clean, gateway=gateway)
+            assert p.gateway.status == ProbeStatus.DEGRADED and p.gateway.error_class == "http_5xx"
+            assert p.gateway.error == "1/5 inference requests failed: HTTP 503 from /health", p.gateway
+            assert p.status == ProbeStatus.HEALTHY, p.reason
+            assert p.reason.startswith("gateway errors from 1/4 failing replicas (r0): "), p.reason
+
+        await clean.fault("r1", down=True)
+        p = await _probe(clean, gateway=gateway)
+        assert p.status == ProbeStatus.DOWN and p.reason.startswith(f"gateway {gateway}: http_5xx"), p.reason
+        assert "completion failed (3/3)" in p.reason
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+async def _listening(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    return True
