@@ -8,8 +8,9 @@ noticed by the heartbeat timeout.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
@@ -19,7 +20,7 @@ from temporalio.service import RPCError
 from activities.defined import activity_methods
 from activities.errors import app_error
 from drctl.config.schema import FleetConfig
-from drctl.models.release import compare
+from drctl.models.release import ParityReport, compare
 from drctl.models.rpo import (
     ArtifactsInput,
     ArtifactsResult,
@@ -100,19 +101,23 @@ class ReplicateActivities:
         Async so it can ask the Replicate workflow for its last runs; the blocking reads run in threads.
         """
         check = RpoCheck(target=inp.target, rpo_target_s=self.cfg.objectives.rpo_target_s)
-        if inp.parity and inp.sources:
-            reader = ReleaseReader(self.cfg)
-            rels = await asyncio.gather(
-                *(asyncio.to_thread(reader.read, r) for r in [inp.target, *inp.sources])
-            )
-            check.parity = [compare(src, rels[0]) for src in rels[1:]]
-        activity.heartbeat({"measuring": inp.target})
+        # One bound for the whole check, so it answers before its activity times out: the release
+        # reads and the lag measurement run at once, and the fallback query gets what is left.
+        deadline = time.monotonic() + inp.timeout_s
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         rclone = Rclone(self.cfg, timeout_s=inp.timeout_s)
         pairs = [p for p in replica_pairs(self.cfg) if p.replica_region == inp.target]
-        reports = list(await asyncio.gather(*(asyncio.to_thread(rclone.measure_lag, p) for p in pairs)))
+        lags = asyncio.gather(*(asyncio.to_thread(rclone.measure_lag, p, deadline) for p in pairs))
+        if inp.parity and inp.sources:
+            check.parity = await self._parity(inp, left())
+        activity.heartbeat({"measuring": inp.target})
+        reports = list(await lags)
         if any(r.error for r in reports):
             # A dead source region cannot be read; the last verified replication run bounds the loss.
-            last = await self._last_runs()
+            last = await self._last_runs(max(1.0, left()))
             now = datetime.now(UTC)
             reports = [
                 estimate_from_last_run(p, last[p.key], now, r.error) if r.error and p.key in last else r
@@ -131,15 +136,29 @@ class ReplicateActivities:
             check.lag_s = None
         return check
 
-    async def _last_runs(self) -> dict[str, ReplicationRun]:
+    async def _parity(self, inp: RpoCheckInput, within_s: float) -> list[ParityReport]:
+        """The target's release against each source's; a read that outlasts the bound is named."""
+        reader = ReleaseReader(self.cfg)
+        reads = asyncio.gather(*(asyncio.to_thread(reader.read, r) for r in [inp.target, *inp.sources]))
+        try:
+            rels = await asyncio.wait_for(reads, within_s)
+        except TimeoutError:
+            # The reads end on their own request timeouts; the check does not wait for them.
+            why = f"releases not read within {within_s:g} s"
+            return [ParityReport(source=s, target=inp.target, errors=[why]) for s in inp.sources]
+        return [compare(src, rels[0]) for src in rels[1:]]
+
+    async def _last_runs(self, within_s: float) -> dict[str, ReplicationRun]:
         try:
             st = (
                 await activity.client()
                 .get_workflow_handle(f"replicate/{self.cfg.name}")
-                .query("status", result_type=ReplicateStatus)
+                .query("status", result_type=ReplicateStatus, rpc_timeout=timedelta(seconds=within_s))
             )
         except (RPCError, WorkflowQueryFailedError, RuntimeError):
-            return {}  # replication not running: nothing to estimate from
+            # Replication not running, or its worker not answering within the bound: nothing to
+            # estimate from, so the lag stays unknown.
+            return {}
         return {ps.pair.key: ps.last_verified for ps in st.pairs if ps.last_verified is not None}
 
 

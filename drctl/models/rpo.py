@@ -140,7 +140,9 @@ class RpoCheckInput(BaseModel):
     parity: bool = Field(
         True, description="Compare releases too (emergency mode skips it: the source is failing)."
     )
-    timeout_s: float = Field(20.0, description="Bound on each rclone call of the check.")
+    timeout_s: float = Field(
+        20.0, description="Bound on the whole check: release reads, lag measurement, fallback query."
+    )
 
 
 class RpoCheck(BaseModel):

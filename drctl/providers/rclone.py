@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -191,8 +192,17 @@ class Rclone:
         return last
 
     def _run(
-        self, action: str, argv: list[str], remotes: dict[str, str], ok_codes: tuple[int, ...] = (0,)
+        self,
+        action: str,
+        argv: list[str],
+        remotes: dict[str, str],
+        ok_codes: tuple[int, ...] = (0,),
+        deadline: float | None = None,
     ) -> str:
+        """One rclone command, within `timeout_s` and before `deadline` (time.monotonic()), if given."""
+        timeout_s = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
+        if timeout_s <= 0:
+            raise RcloneError(action, -1, f"not started: the {self.timeout_s:g} s bound was spent")
         try:
             # Few, short retries: an unreachable store must answer "unknown" within the caller's bound.
             done = subprocess.run(
@@ -208,16 +218,16 @@ class Rclone:
                 ],
                 capture_output=True,
                 text=True,
-                timeout=self.timeout_s,
+                timeout=timeout_s,
                 env=self.env(remotes),
             )
         except subprocess.TimeoutExpired:
-            raise RcloneError(action, -1, f"no answer within {self.timeout_s:g} s") from None
+            raise RcloneError(action, -1, f"no answer within {timeout_s:g} s") from None
         if done.returncode not in ok_codes:
             raise RcloneError(action, done.returncode, _last_error(done.stderr.splitlines()))
         return done.stdout
 
-    def check(self, pair: ReplicaPair) -> tuple[set[str], set[str]]:
+    def check(self, pair: ReplicaPair, deadline: float | None = None) -> tuple[set[str], set[str]]:
         """`rclone check --one-way`: (paths missing in the replica, paths that differ)."""
         # Exit 1 means "differences found", which is an answer here, not a failure; an unreadable
         # bucket shows as "!" lines plus a non-zero error count and is raised below.
@@ -233,6 +243,7 @@ class Rclone:
             ],
             self._remotes(pair),
             ok_codes=(0, 1),
+            deadline=deadline,
         )
         missing, differ, errors = set(), set(), []
         # --combined marks: "+" only in the source (missing in the replica), "*" differs, "!" error,
@@ -251,17 +262,26 @@ class Rclone:
             )
         return missing, differ
 
-    def list_objects(self, region: str, bucket: str) -> list[SourceObject]:
+    def list_objects(self, region: str, bucket: str, deadline: float | None = None) -> list[SourceObject]:
         out = self._run(
-            f"list {region}/{bucket}", ["lsjson", "-R", "--files-only", f"src:{bucket}"], {"src": region}
+            f"list {region}/{bucket}",
+            ["lsjson", "-R", "--files-only", f"src:{bucket}"],
+            {"src": region},
+            deadline=deadline,
         )
         return [
             SourceObject(path=o["Path"], size=int(o["Size"]), mod_time=datetime.fromisoformat(o["ModTime"]))
             for o in json.loads(out or "[]")
         ]
 
-    def measure_lag(self, pair: ReplicaPair) -> LagReport:
-        """Lag of one replica: never raises, an unreachable bucket is reported in `error`."""
+    def measure_lag(self, pair: ReplicaPair, deadline: float | None = None) -> LagReport:
+        """Lag of one replica: never raises, an unreachable bucket is reported in `error`.
+
+        Its two rclone commands share one `timeout_s` between them (ending at `deadline`, a
+        time.monotonic() value, when given), so the measurement as a whole answers within it: the
+        failover's RPO check is bounded by it.
+        """
+        deadline = deadline if deadline is not None else time.monotonic() + self.timeout_s
         # The listing is the snapshot: objects written after it are not seen, so the lag is as of its start.
         listed_at = datetime.now(UTC)
         report = LagReport(
@@ -271,8 +291,8 @@ class Rclone:
             measured_at=listed_at,
         )
         try:
-            objects = self.list_objects(pair.source_region, pair.source_bucket)
-            missing, differ = self.check(pair)
+            objects = self.list_objects(pair.source_region, pair.source_bucket, deadline)
+            missing, differ = self.check(pair, deadline)
         except ProviderError as exc:
             report.error = str(exc)
             return report

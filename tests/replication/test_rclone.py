@@ -13,7 +13,10 @@ from drctl.devstack.moto_seed import MODEL_FILES
 from drctl.models.rpo import ReplicaPair, replica_pairs
 from drctl.providers.errors import ProviderError
 from drctl.providers.rclone import Rclone, RcloneError
+from tests.support.fault_proxy import Fault, KubeFaultProxy
+from tests.support.loop_thread import LoopThread
 from tests.support.moto import aws_client
+from tests.support.ports import free_port
 
 BASE = """
 name: t
@@ -153,3 +156,28 @@ def test_config_names_the_unknown_region(moto_url: str) -> None:
     )
     with pytest.raises(ConfigError, match=r"data.buckets\[0\].source.region \(eu-west-9\)"):
         parse_config(text)
+
+
+def test_a_measurement_answers_within_its_one_bound(moto_url: str, buckets: tuple[str, str]) -> None:
+    """The listing and the check share `timeout_s`: a replica bucket that never answers (S3 behind
+    a proxy that stalls its reads) ends the measurement at the bound, not a bound per command, so
+    the failover's RPO check answers before its activity times out."""
+    src, dst = buckets
+    loop, port = LoopThread(), free_port()
+    proxy = KubeFaultProxy(moto_url)
+    stalled = proxy.add(Fault("GET", f"/{dst}/?", status=0))
+    loop.serve_app(proxy.app(), port)
+    try:
+        cfg, bound = fleet(f"http://127.0.0.1:{port}", src, dst), 3.0
+        rc, pair = Rclone(cfg, timeout_s=bound), pair_of(cfg)
+        started = time.monotonic()
+        lag = rc.measure_lag(pair)
+        took = time.monotonic() - started
+        assert stalled.hits >= 1  # the listing passed; the check met the stall
+        assert lag.error and "no answer within" in lag.error and lag.lag_s is None, lag
+        assert took < bound + 1.5, took
+        # A bound already spent starts no rclone at all, and says so.
+        lag = rc.measure_lag(pair, deadline=time.monotonic())
+        assert lag.error and f"not started: the {bound:g} s bound was spent" in lag.error, lag
+    finally:
+        loop.close()
