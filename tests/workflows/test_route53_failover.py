@@ -178,7 +178,7 @@ async def test_failed_verification_compensates_and_records_both_changes(
     with Route53StandIn(fleet_config.aws.endpoint_url or "", pending_s=3600) as standin:
         cfg = await start_workers(cfg=with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
         handle = await start_failover(temporal_client, cfg)
-        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        await _shift_applied(standin, handle)
         standin.pending_s = 3  # the restore propagates in 3 s; the shift stays PENDING
         res = await asyncio.wait_for(result_of(handle, FailoverResult), 150)
     assert res.status == "failed" and res.error and "verification failed" in res.error
@@ -198,6 +198,21 @@ async def _changes(standin: Route53StandIn, n: int) -> bool:
     return standin.calls["ChangeResourceRecordSets"] >= n
 
 
+async def _shift_applied(standin: Route53StandIn, handle: WorkflowHandle[Any, Any]) -> None:
+    """Until the failover's shift reaches Route 53; a failover that ended first fails the test with
+    its own result (CI once saw one refused before any shift), not 90 s later with no cause."""
+
+    async def shifted() -> bool:
+        if await _changes(standin, 1):
+            return True
+        if (await handle.describe()).status is not WorkflowExecutionStatus.RUNNING:
+            res = await result_of(handle, FailoverResult)
+            raise RuntimeError(f"the failover ended before its shift: {res.status}: {res.error}")
+        return False
+
+    await assert_eventually(shifted, timeout_s=90, interval_s=0.2, what="the shift applied")
+
+
 @contextlib.asynccontextmanager
 async def _shifted(
     start_workers: StartWorkers, client: Client, fleet_config: FleetConfig, zone: tuple[str, str]
@@ -209,7 +224,7 @@ async def _shifted(
             cfg=_short_verify(with_route53(fast_config(fleet_config), standin.url, zid, name, 60))
         )
         handle = await start_failover(client, cfg)
-        await assert_eventually(lambda: _changes(standin, 1), timeout_s=90, what="the shift applied")
+        await _shift_applied(standin, handle)
         yield standin, cfg, handle
 
 
