@@ -14,7 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+
+# Each run brings up a stack of its own in a subprocess: the `make test-stacks` shard.
+pytestmark = pytest.mark.ownstack
 
 
 def _run(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from bench.fleets_per_worker import cpu_seconds, mean_probe_s, parse_args, probe_counts, rss_mib
 from tests.support.argv import refusal_test
 from tests.support.ports import free_port_run
@@ -16,6 +18,7 @@ from tests.support.ports import free_port_run
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.ownstack
 def test_tiny_run_prints_each_worker_and_the_marginal_cost_with_every_region_probed() -> None:
     cmd = [sys.executable, "bench/fleets_per_worker.py", "--fleets", "2", "--baseline", "1", "--minutes", "0.05",
            "--warmup-s", "2", "--replicas-per-region", "1", "--port-base", str(free_port_run(8))]  # fmt: skip

@@ -280,7 +280,7 @@ OTHER_COMMANDS = [
         r"\.venv/bin/pytest -q",
         "Makefile",
         r"\$\(BIN\)/pytest -q",
-        "`make test` and `make test-crash` run its two shards",
+        "`make test`, `make test-stacks` and `make test-crash` run its three shards",
     ),
 ]
 _BENCH = re.compile(r"(?:\.venv/bin/)?python bench/(\w+)\.py(.*)")

@@ -21,7 +21,11 @@ from tests.support.config import write_fleet_config
 from tests.support.haproxy_binaries import HAPROXY_32, NO_32
 from tests.support.wait import wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not HAPROXY_32.exists(), reason=NO_32)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.ownstack,
+    pytest.mark.skipif(not HAPROXY_32.exists(), reason=NO_32),
+]
 
 
 def _registered(sock: str, backend: str) -> int:

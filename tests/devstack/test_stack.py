@@ -187,6 +187,7 @@ async def _describe(cfg: FleetConfig, workflow_id: str):  # type: ignore[no-unty
     return await client.get_workflow_handle(workflow_id).describe()
 
 
+@pytest.mark.ownstack
 async def test_cli_up_down_history_and_port_conflict() -> None:
     # Its own stack on its own ports and state dir, with a non-default namespace.
     path = write_fleet_config(namespace="drctl-cli")
