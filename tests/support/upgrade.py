@@ -16,6 +16,7 @@ from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
+from drctl.providers.haproxy_replies import HAProxyError
 from drctl.providers.haproxy_runtime import HAProxyRuntime
 from drctl.worker.process import build_workers
 from tests.support.devstack import apps_api
@@ -46,6 +47,15 @@ async def running_worker(client: Client, cfg: FleetConfig) -> AsyncIterator[None
 def track_weights(cfg: FleetConfig, region: str) -> dict[str, int]:
     sock = cfg.region(region).gateway_runtime_socket or ""
     return HAProxyRuntime(sock).get_weights("region")
+
+
+def track_weight_is(cfg: FleetConfig, region: str, track: str, weight: int) -> bool:
+    """For polls: whether `track` holds `weight` now. A runtime socket that answers late (CI saw
+    one take over 2 s on a loaded machine) is "not yet", as a poll's other misses are."""
+    try:
+        return track_weights(cfg, region).get(track) == weight
+    except HAProxyError:
+        return False
 
 
 def deployments(cfg: FleetConfig, region: str) -> dict[str, Any]:

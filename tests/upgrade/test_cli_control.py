@@ -23,7 +23,14 @@ from drctl.models.upgrade import Outcome, UpgradeResult
 from tests.support.cli import cli
 from tests.support.config import write_config
 from tests.support.devstack import apps_api
-from tests.support.upgrade import deployments, fresh_queues, running_worker, stable_container, track_weights
+from tests.support.upgrade import (
+    deployments,
+    fresh_queues,
+    running_worker,
+    stable_container,
+    track_weight_is,
+    track_weights,
+)
 from tests.support.wait import assert_eventually
 from tests.support.workers import weights
 
@@ -112,7 +119,7 @@ async def test_canary_paused_resumed_and_promoted_from_the_cli(
     code, out, err = await cli("upgrade", "resume", uid, "-c", path)
     assert code == 0 and "resumed" in out, (out, err)
     await assert_eventually(
-        lambda: asyncio.to_thread(lambda: track_weights(cfg, "us-west-1").get("canary") == 50),
+        lambda: asyncio.to_thread(track_weight_is, cfg, "us-west-1", "canary", 50),
         timeout_s=60,
         interval_s=0.1,
         what="the 50 % step after resume",
@@ -146,7 +153,7 @@ async def test_blue_green_aborted_from_the_cli_keeps_blue(
     uid = wid.rsplit("/", 1)[1]
     # Green carries everything during the 30 s scale-down delay; blue (stable) still runs to flip back to.
     await assert_eventually(
-        lambda: asyncio.to_thread(lambda: track_weights(cfg, "us-east-1").get("green") == 100),
+        lambda: asyncio.to_thread(track_weight_is, cfg, "us-east-1", "green", 100),
         timeout_s=120,
         interval_s=0.1,
         what="the switch to green",

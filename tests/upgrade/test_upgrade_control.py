@@ -19,6 +19,7 @@ from tests.support.upgrade import (
     running_worker,
     stable_container,
     start_upgrade,
+    track_weight_is,
     track_weights,
     upgrade_req,
 )
@@ -67,7 +68,7 @@ async def test_abort_mid_canary_restores_stable(
     req = req.model_copy(update={"step_pause_s": 4.0})
     async with running_worker(temporal_client, cfg):
         handle = await start_upgrade(temporal_client, cfg, req)
-        await until(lambda: track_weights(cfg, "us-east-1")["canary"] == 25, "canary at 25 %")
+        await until(lambda: track_weight_is(cfg, "us-east-1", "canary", 25), "canary at 25 %")
         await handle.execute_update("abort", {"reason": "operator saw a problem", "by": "pytest"})
         res = await asyncio.wait_for(result_of(handle, UpgradeResult), timeout=60)
     assert res.outcome is Outcome.ABORTED and "operator saw a problem" in res.reason
@@ -85,7 +86,7 @@ async def test_worker_lost_mid_upgrade_resumes(
     req = req.model_copy(update={"step_pause_s": 2.0})
     async with running_worker(temporal_client, cfg):
         handle = await start_upgrade(temporal_client, cfg, req)
-        await until(lambda: track_weights(cfg, "us-west-1")["canary"] == 50, "canary at 50 %")
+        await until(lambda: track_weight_is(cfg, "us-west-1", "canary", 50), "canary at 50 %")
     # The worker is gone mid-analysis; a new one on the same queues picks the workflow up.
     async with running_worker(temporal_client, cfg):
         res = await asyncio.wait_for(handle.result(), timeout=120)

@@ -25,7 +25,7 @@ from drctl.models.upgrade import Outcome, UpgradeResult
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
 from tests.support.config import tuned, write_config
-from tests.support.upgrade import start_upgrade, track_weights, upgrade_req
+from tests.support.upgrade import start_upgrade, track_weight_is, track_weights, upgrade_req
 from tests.support.wait import assert_eventually
 from tests.support.workers import (
     StartWorkers,
@@ -199,7 +199,7 @@ async def test_failover_during_a_paused_canary_upgrade_succeeds_and_the_upgrade_
 
 
 async def _canary_at(cfg: FleetConfig) -> bool:
-    return await asyncio.to_thread(lambda: track_weights(cfg, "us-west-1").get("canary") == 25)
+    return await asyncio.to_thread(track_weight_is, cfg, "us-west-1", "canary", 25)
 
 
 async def _phase(handle: object, phase: str) -> bool:

@@ -186,7 +186,16 @@ async def test_most_of_a_region_lost_sheds_its_excess_then_the_share_returns_in_
 
         step = await assert_eventually(shed_logged, timeout_s=20, what="the shed in the decision log")
         assert step is not None
-        assert step.evidence["us-west-1"]["ready_replicas"] == 1
+        # The first shed may come while the 5 are still going (CI: one at 3 of 6); the log's latest
+        # figures show the one that is left.
+        west = step.evidence["us-west-1"]
+        assert west["ready_replicas"] < west["desired_replicas"] == 6, west
+
+        async def one_left_logged() -> bool:
+            v = await _view(handle)
+            return v.latest is not None and v.latest.evidence["us-west-1"]["ready_replicas"] == 1
+
+        await assert_eventually(one_left_logged, timeout_s=20, what="1 ready us-west-1 replica in the log")
         assert step.evidence["us-east-1"]["ready_replicas"] >= 4  # a pre-scale may have added more
         assert step.thresholds["max_shift_pct"] == 10
 
