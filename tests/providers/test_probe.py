@@ -34,7 +34,7 @@ from tests.support.haproxy_binaries import debian
 from tests.support.http_stub import serve_app
 from tests.support.kubeapi import endpoint_slice
 from tests.support.loop_thread import LoopThread
-from tests.support.ports import free_port
+from tests.support.ports import free_port, listening
 from tests.support.wait import assert_eventually
 
 TIMEOUT_S = 1.5  # generous: these machines are noisy, and a slow answer must not read as a timeout
@@ -336,7 +336,9 @@ async def test_gateway_health_503_from_one_replica_is_judged_by_its_completions(
     )
     gateway = f"http://127.0.0.1:{port}"
     try:
-        await assert_eventually(lambda: _listening(port), timeout_s=10, what="HAProxy listening")
+        await assert_eventually(
+            lambda: asyncio.to_thread(listening, port), timeout_s=10, what="HAProxy listening"
+        )
         await clean.fault("r0", down=True)
         clean.list_replicas("r0", "r1", "r2", "r3")  # one replica of four failing: lost capacity
         for _ in range(3):
@@ -353,12 +355,3 @@ async def test_gateway_health_503_from_one_replica_is_judged_by_its_completions(
     finally:
         proc.kill()
         await proc.wait()
-
-
-async def _listening(port: int) -> bool:
-    try:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    writer.close()
-    return True
