@@ -128,3 +128,6 @@ _.__annotations__
 # drctl/models/gitops.py: the fields drctl writes per kind, which tests/test_gitops.py keeps
 # docs/gitops.md's table and the example Argo CD and Flux ignore entries equal to.
 OWNED
+
+# drctl/client/codec_server.py: socketserver reads it when the server listens.
+_.request_queue_size

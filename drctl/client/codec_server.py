@@ -168,7 +168,13 @@ class CodecServer:
             def log_message(self, fmt: str, *args: Any) -> None:
                 log.debug(fmt, *args)
 
-        return ThreadingHTTPServer((host, port), Handler)
+        return _Server((host, port), Handler)
+
+
+class _Server(ThreadingHTTPServer):
+    # http.server's backlog is 5: a Temporal UI opening a namespace's histories sends a burst of
+    # decodes, and connects past the fifth wait for SYN retransmits. uvicorn's default depth.
+    request_queue_size = 2048
 
 
 def content_length(headers: Any) -> tuple[int, str] | int:

@@ -22,6 +22,14 @@ from aiohttp import web
 from tests.support.ports import free_port
 
 
+class _Server(ThreadingHTTPServer):
+    # http.server listens with a backlog of 5. A burst of connects (40 requests redispatched by a
+    # global HAProxy at once) while the serving thread waits for the GIL overflows it; the kernel
+    # drops the SYNs and the client's 2 s connect timeout passes before the 3 s retransmit. Real
+    # servers listen with a deep queue (uvicorn: 2048).
+    request_queue_size = 1024
+
+
 @dataclass
 class Request:
     method: str
@@ -70,7 +78,7 @@ class StubServer:
     ) -> None:
         self.handle = handle
         self.stop = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler(keep_alive))
+        self._server = _Server(("127.0.0.1", port), self._handler(keep_alive))
         self._server.daemon_threads = True
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
