@@ -25,8 +25,6 @@ from drctl.models.slo import (
     SloInterval,
     SloWatchInput,
     SloWatchResult,
-    idle,
-    idle_for_s,
     judge_slo,
     observe_until_s,
     slo_interval,
@@ -83,12 +81,15 @@ class SloActivities:
                     intervals.append(slo_interval(before, after, before_t, now))
                 before, before_t = after, now
                 verdict = judge_slo(intervals, inp.objective)
-                # An idle target (no user load moved) is reported after one window, not waited out.
-                if verdict.restored_s is not None or now >= stop_at or idle_for_s(intervals) >= window:
+                # A target with no load to judge by (none moved, or only drctl's own probes) is
+                # reported after one window, not waited out to the RTO target.
+                if verdict.restored_s is not None or now >= stop_at or not verdict.judged:
                     break
                 await asyncio.sleep(max(0.0, min(inp.interval_s, stop_at - now)))
         met = (
-            None if idle(intervals) else verdict.restored_s is not None and verdict.restored_s <= inp.within_s
+            None
+            if not verdict.judged
+            else verdict.restored_s is not None and verdict.restored_s <= inp.within_s
         )
         return SloWatchResult(
             region=inp.region,

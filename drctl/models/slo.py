@@ -93,6 +93,7 @@ class SloJudgement(BaseModel):
     restored_s: float | None = Field(None, description="Fault to the start of the held run, s.")
     held_s: float = Field(0.0, description="Traffic time the last run within the objective has held, s.")
     evidence: str = Field(description="One line: the held figures, or what breached last.")
+    judged: bool = Field(True, description="False: no traffic to judge by (models.slo.no_traffic).")
 
 
 def judge_slo(intervals: Sequence[SloInterval], obj: SloObjective) -> SloJudgement:
@@ -133,11 +134,18 @@ def judge_slo(intervals: Sequence[SloInterval], obj: SloObjective) -> SloJudgeme
     if last_breach is not None:
         iv, what = last_breach
         why = f"{'; '.join(what)} at {iv.end_s:.1f}s"
-    elif idle(intervals):
-        why = "no request reached the target's replicas"
+    elif (lull := no_traffic(intervals, obj.window_s)) is not None:
+        return SloJudgement(held_s=round(held, 3), evidence=lull, judged=False)
     else:
         why = f"within the objective for only {held:.1f}s of the {obj.window_s:g}s window"
     return SloJudgement(held_s=round(held, 3), evidence=why)
+
+
+# An objective is judged under load that keeps coming. drctl's own requests (the monitor's probes:
+# a 1-token completion per replica every few seconds, and the failover's verification) answer one
+# now and then, which holds no window and is no load: a window in which requests were answered in
+# less than this share of its time is "no traffic to judge", not "outside the objective".
+MIN_TRAFFIC_SHARE = 0.5
 
 
 def idle(intervals: Sequence[SloInterval]) -> bool:
@@ -145,11 +153,25 @@ def idle(intervals: Sequence[SloInterval]) -> bool:
     return not any(iv.requests > 0 for iv in intervals)
 
 
-def idle_for_s(intervals: Sequence[SloInterval]) -> float:
-    """How long the watch has seen no request at all (0 once one was answered)."""
-    if not intervals or not idle(intervals):
-        return 0.0
-    return intervals[-1].end_s - intervals[0].start_s
+def no_traffic(intervals: Sequence[SloInterval], window_s: float) -> str | None:
+    """Why the last window_s watched has no load to judge by, in one line; None when it has.
+
+    None too before a whole window was watched: the load may be on its way.
+    """
+    if not intervals or intervals[-1].end_s - intervals[0].start_s < window_s - 1e-9:
+        return None
+    if idle(intervals):
+        return "no request reached the target's replicas"
+    last = [iv for iv in intervals if iv.end_s > intervals[-1].end_s - window_s + 1e-9]
+    span = sum(iv.end_s - iv.start_s for iv in last)
+    busy = sum(iv.end_s - iv.start_s for iv in last if iv.requests > 0)
+    if busy >= MIN_TRAFFIC_SHARE * span:
+        return None
+    requests = sum(iv.requests for iv in last)
+    return (
+        f"requests answered in only {busy:.1f}s of the last {span:.1f}s ({requests:g}: a trickle such "
+        f"as drctl's own probes, not a load), none outside the objective"
+    )
 
 
 class SloWatchInput(BaseModel):
@@ -164,7 +186,8 @@ class SloWatchResult(BaseModel):
     region: str
     restored_s: float | None = Field(None, description="Fault to SLO restored, s; None: not seen.")
     met: bool | None = Field(
-        description="Restored within `within_s` of the fault; None: no traffic reached the target to judge by."
+        description="Restored within `within_s` of the fault; None: no traffic to judge (none, or too thin "
+        "to be a load: models.slo.no_traffic)."
     )
     evidence: str
     started_s: float = Field(0.0, description="Fault to the first read, s.")
@@ -181,7 +204,9 @@ class SloWatchResult(BaseModel):
         if self.met and self.restored_s is not None:
             return f"restored {self.restored_s:.1f}s after the fault: {self.evidence}"
         if self.met is None:
-            return f"not measured: {self.evidence} in {self.observed_s - self.started_s:.1f}s of watching"
+            return (
+                f"no traffic to judge: {self.evidence} in {self.observed_s - self.started_s:.1f}s of watching"
+            )
         if self.restored_s is not None:
             return f"not restored within {within_s:g}s: restored only {self.restored_s:.1f}s after the fault"
         return f"not restored within {within_s:g}s: {self.evidence}"

@@ -14,8 +14,8 @@ from drctl.models.slo import (
     SloWatchInput,
     SloWatchResult,
     idle,
-    idle_for_s,
     judge_slo,
+    no_traffic,
     observe_until_s,
     slo_interval,
 )
@@ -80,16 +80,41 @@ def test_restored_at_the_start_of_the_first_run_that_holds_the_window() -> None:
 
 def test_idle_intervals_neither_break_a_run_nor_count_towards_it() -> None:
     quiet = dict(requests=0, p99=None)
-    intervals = [iv(1, **quiet), iv(2), iv(3, **quiet), iv(4), iv(5, **quiet), iv(6, **quiet)]
+    intervals = [iv(1, **quiet), iv(2), iv(3, **quiet), iv(4)]
     got = judge_slo(intervals, OBJ)
     # 2 s of traffic (2..3 and 4..5) in a 3 s window: a lull must not pass for the objective holding.
-    assert got.restored_s is None and got.held_s == 2
+    assert got.restored_s is None and got.held_s == 2 and got.judged
     assert got.evidence == "within the objective for only 2.0s of the 3s window"
-    assert judge_slo([*intervals, iv(7)], OBJ).restored_s == 2
-    assert not idle(intervals) and idle_for_s(intervals) == 0
+    assert judge_slo([*intervals, iv(5)], OBJ).restored_s == 2
     silent = [iv(t, **quiet) for t in range(1, 6)]
-    assert idle(silent) and idle_for_s(silent) == 5
-    assert judge_slo(silent, OBJ).evidence == "no request reached the target's replicas"
+    assert idle(silent) and not idle(intervals)
+    got = judge_slo(silent, OBJ)
+    assert (got.evidence, got.judged) == ("no request reached the target's replicas", False)
+
+
+def test_a_trickle_of_requests_is_no_traffic_to_judge_not_outside_the_objective() -> None:
+    """An idle stack whose only requests are drctl's own probes: "no traffic to judge", said after
+    one window, never "within the objective for only 4.1s of the 10s window"."""
+    quiet = dict(requests=0, p99=None)
+    obj = SloObjective(ttft_p99_ms=200, error_rate=0.01, window_s=10)
+    # A probe answered every third second, each within the objective.
+    trickle = [iv(t, requests=1) if t % 3 == 0 else iv(t, **quiet) for t in range(1, 12)]
+    got = judge_slo(trickle, obj)
+    assert got.restored_s is None and not got.judged
+    assert got.evidence == (
+        "requests answered in only 3.0s of the last 10.0s (3: a trickle such as drctl's own probes, "
+        "not a load), none outside the objective"
+    )
+    # Before a whole window was watched nothing is concluded: the load may be on its way.
+    assert no_traffic(trickle[:5], 10) is None
+    # Load in at least half the window is judged: here it holds, so it is restored.
+    steady = [iv(t) if t % 2 else iv(t, **quiet) for t in range(1, 22)]
+    assert no_traffic(steady, 10) is None and judge_slo(steady, obj).restored_s == 1
+    # A breach is judged however thin the load: the verdict names it, it is not "no traffic".
+    slow = judge_slo([*trickle, iv(12, requests=1, p99=900)], obj)
+    assert slow.judged and slow.evidence == "ttft_p99 900 ms > 200 ms at 13.0s"
+    res = SloWatchResult(region="us-east-1", met=None, evidence=got.evidence, started_s=8, observed_s=19)
+    assert res.summary(30).startswith("no traffic to judge: requests answered in only 3.0s")
 
 
 def test_not_restored_names_the_metric_that_breached_last() -> None:
@@ -107,7 +132,10 @@ def test_not_restored_names_the_metric_that_breached_last() -> None:
         region="us-east-1", met=None, evidence="no request reached the target's replicas", started_s=8,
         observed_s=11.5,
     )  # fmt: skip
-    assert quiet.summary(30) == "not measured: no request reached the target's replicas in 3.5s of watching"
+    assert (
+        quiet.summary(30)
+        == "no traffic to judge: no request reached the target's replicas in 3.5s of watching"
+    )
 
 
 def test_objective_from_config_and_the_watch_bound() -> None:

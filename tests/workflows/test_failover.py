@@ -86,7 +86,9 @@ async def test_manual_failover_completes_without_the_source_regions_worker(
     # No user load moved (only the verification's own requests, before the watch): nothing to judge
     # the objective by, which is said after one window rather than waited out to the RTO target.
     assert res.slo_met is None and res.slo_restored_s is None, res.slo_evidence
-    assert (res.slo_evidence or "").startswith("not measured: no request reached the target's replicas")
+    assert (res.slo_evidence or "").startswith(
+        "no traffic to judge: no request reached the target's replicas"
+    )
     assert [p.phase for p in res.phases][-2:] == ["verify", "slo"]
 
 
