@@ -36,13 +36,14 @@ _OPEN_FLAGS = (
 class FileRefused(OSError):
     """A file that was not read: missing, not a regular file, too large or too slow.
 
-    An OSError, so callers that already report unreadable files report these the same way; the
-    message (also `strerror`) names what the file is for, its path and the limit that refused it.
+    An OSError, so callers that already report unreadable files report these the same way:
+    `strerror` is the reason alone (for a caller that names the file itself), and the message
+    names what the file is for, its path and the reason or limit that refused it.
     """
 
-    def __init__(self, message: str, code: int = errno.EINVAL) -> None:
-        super().__init__(code, message)
-        self.message = message
+    def __init__(self, what: str, path: str, reason: str, code: int = errno.EINVAL) -> None:
+        super().__init__(code, reason)
+        self.message = f"{what} {path}: {reason}"
 
     def __str__(self) -> str:
         return self.message
@@ -66,7 +67,7 @@ def _kind(mode: int) -> str:
 
 def _refuse_os(what: str, path: str, exc: OSError) -> FileRefused:
     reason = exc.strerror or type(exc).__name__
-    return FileRefused(f"{what} {path}: cannot read: {reason}", exc.errno or errno.EIO)
+    return FileRefused(what, path, reason, exc.errno or errno.EIO)
 
 
 def read_regular_file(
@@ -90,23 +91,23 @@ def read_regular_file(
     except OSError as exc:
         raise _refuse_os(what, shown, exc) from None
     if not stat.S_ISREG(before.st_mode):
-        raise FileRefused(f"{what} {shown}: {_kind(before.st_mode)}, not a regular file")
+        raise FileRefused(what, shown, f"{_kind(before.st_mode)}, not a regular file")
     deadline = time.monotonic() + timeout_s
     try:
         fd = os.open(real, _OPEN_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a symlink put in place after realpath
-            raise FileRefused(f"{what} {shown}: changed while being opened") from None
+            raise FileRefused(what, shown, "changed while being opened") from None
         raise _refuse_os(what, shown, exc) from None
     try:
         after = os.fstat(fd)
         if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-            raise FileRefused(f"{what} {shown}: changed while being opened ({_kind(after.st_mode)})")
+            raise FileRefused(what, shown, f"changed while being opened ({_kind(after.st_mode)})")
         chunks: list[bytes] = []
         got = 0
         while got <= max_bytes:
             if time.monotonic() > deadline:
-                raise FileRefused(f"{what} {shown}: not read within {timeout_s:g} s", errno.ETIMEDOUT)
+                raise FileRefused(what, shown, f"not read within {timeout_s:g} s", errno.ETIMEDOUT)
             chunk = os.read(fd, min(_CHUNK_BYTES, max_bytes + 1 - got))
             if not chunk:
                 break
@@ -119,7 +120,7 @@ def read_regular_file(
     finally:
         os.close(fd)
     if got > max_bytes:
-        raise FileRefused(f"{what} {shown}: larger than the {max_bytes:,}-byte limit", errno.EFBIG)
+        raise FileRefused(what, shown, f"larger than the {max_bytes:,}-byte limit", errno.EFBIG)
     return b"".join(chunks)
 
 
@@ -131,4 +132,4 @@ def read_regular_text(
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FileRefused(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+        raise FileRefused(what, str(path), f"not UTF-8 text (byte {exc.start})") from None

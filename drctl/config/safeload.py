@@ -19,6 +19,7 @@ depth nor size reaches a recursive function before the limits are checked.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from drctl.config.bounded_read import FileRefused, read_regular_file
 
 _MAX_INT_DIGITS = 40
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -89,13 +92,19 @@ def _unencodable(doc: Any) -> str | None:
     return None
 
 
-def read_bounded(path: str | Path, limits: Limits) -> bytes:
-    """At most `limits.max_bytes` of the file; refuse a larger one without reading all of it."""
-    with open(path, "rb") as fh:
-        data = fh.read(limits.max_bytes + 1)
-    if len(data) > limits.max_bytes:
-        raise DocumentError(f"larger than the {limits.max_bytes:,}-byte limit")
-    return data
+def read_bounded(path: str | Path, limits: Limits, what: str = "document") -> bytes:
+    """At most `limits.max_bytes` of a regular file (drctl.config.bounded_read): a FIFO, a device
+    or a directory is refused before it is opened, and a larger file without reading all of it.
+
+    Raises OSError (its `strerror` the reason) for a file that cannot be read or is not a regular
+    file, and DocumentError for one over the size limit.
+    """
+    try:
+        return read_regular_file(path, max_bytes=limits.max_bytes, what=what)
+    except FileRefused as exc:
+        if exc.errno == errno.EFBIG:
+            raise DocumentError(f"larger than the {limits.max_bytes:,}-byte limit") from None
+        raise
 
 
 def decode(data: bytes | str, limits: Limits) -> str:

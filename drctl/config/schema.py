@@ -148,6 +148,13 @@ class WorkloadConfig(_Model):
     model: str = Field("fleetsim-tiny", description="Served model name, as /v1/models reports it.")
     image: str = Field("vllm/vllm-openai:v0.6.3", description="Stable image of the inference server.")
     container_port: int = Field(8000, ge=1, le=65535, description="Container port of the inference server.")
+    model_load_s: float = Field(
+        0.0,
+        ge=0,
+        le=3600,
+        description="How long a replica takes to load its model before it serves (vLLM keeps its port closed "
+        "meanwhile), seconds; a rollout wait allows the Deployment's progressDeadlineSeconds plus this.",
+    )
     max_rps_per_replica: float | None = Field(
         None,
         gt=0,
@@ -939,7 +946,7 @@ def load_config(path: str | Path) -> FleetConfig:
     """Load a fleet config file. Raises ConfigError (never a traceback for user mistakes)."""
     p = Path(path)
     try:
-        data = read_bounded(p, CONFIG_LIMITS)
+        data = read_bounded(p, CONFIG_LIMITS, what="fleet config")
     except OSError as exc:
         raise ConfigError(
             str(p), [ConfigProblem(path="(file)", message=f"cannot read: {exc.strerror}")]

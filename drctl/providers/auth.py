@@ -11,7 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from drctl.config.bounded_read import read_regular_text
 from drctl.config.schema import FleetConfig, WorkloadAuth
+
+# A bearer token is a line; 64 KiB is far more than any, and bounds what a wrong path can cost.
+MAX_TOKEN_BYTES = 64 << 10
 
 
 class AuthConfigError(RuntimeError):
@@ -31,8 +35,8 @@ def bearer_token(auth: WorkloadAuth | None) -> str | None:
         return value
     path = Path(auth.token_file or "")
     try:
-        value = path.read_text().strip()
-    except OSError as exc:
+        value = read_regular_text(path, max_bytes=MAX_TOKEN_BYTES, what="workload.auth.token_file").strip()
+    except OSError as exc:  # FileRefused: not a regular file, too large, unreadable
         raise AuthConfigError(f"workload.auth.token_file: cannot read {path}: {exc.strerror}") from None
     if not value:
         raise AuthConfigError(f"workload.auth.token_file: {path} is empty")

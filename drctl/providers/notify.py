@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import httpx
 
+from drctl.config.bounded_read import read_regular_text
 from drctl.config.schema import PAGERDUTY_EVENTS_URL, WebhookConfig
 from drctl.models.notify import Event
+from drctl.providers.auth import MAX_TOKEN_BYTES
 from drctl.providers.errors import ErrorClass, ProviderError, classify
 
 # Slack refuses a section with more than 10 fields or a field over 2000 characters (invalid_blocks),
@@ -93,8 +94,8 @@ def _secret(
         return value
     if file:
         try:
-            value = Path(file).read_text().strip()
-        except OSError as exc:
+            value = read_regular_text(file, max_bytes=MAX_TOKEN_BYTES, what=what).strip()
+        except OSError as exc:  # FileRefused too: a FIFO or device is refused before it is opened
             raise _invalid(hook, f"{what}: cannot read {file}: {exc.strerror}") from None
         if not value:
             raise _invalid(hook, f"{what}: {file} is empty")
