@@ -56,8 +56,10 @@ demo: venv
 	$(BIN)/drctl failover -c $(CONFIG) --to us-east-1 --yes
 	$(BIN)/drctl status -c $(CONFIG)
 	@echo
+	@echo "The fleet is failed over to us-east-1 on purpose (drctl status exits 0 and says so)."
 	@echo "Temporal UI: http://127.0.0.1:8233  (workflows monitor/dev and failover/dev)"
-	@echo "Back to 60/40: $(BIN)/drctl failback -c $(CONFIG) --yes    Stop everything: make down"
+	@echo "Fail back to the configured weights: $(BIN)/drctl failback -c $(CONFIG) --yes"
+	@echo "Stop everything: make down"
 
 down: venv
 	$(BIN)/drctl dev down -c $(CONFIG)

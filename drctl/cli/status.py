@@ -1,5 +1,6 @@
 """`drctl status`: per region the monitor's state, fresh probe figures, global weight, replicas; the
-data picture; running operations. Exits 1 when the fleet is not as it should be (docs/status.md).
+data picture; running operations. Exits 0 when the fleet is as configured or failed over on purpose
+(drctl/cli/failed_over.py), 1 when it is not as it should be (docs/operations.md).
 
 Temporal is all the CLI talks to: the monitor and the operations come from Temporal itself, and the
 infrastructure is read by the workers (one FleetRead, drctl/client/reads.py). Each part is read
@@ -18,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from drctl.cli import common, data_status
+from drctl.cli.failed_over import failed_over
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import Capacity, ProbeBatch, Weights
 from drctl.models.reads import ReadResult
@@ -67,7 +69,10 @@ def _regions(cfg: FleetConfig, res: ReadResult, out: dict[str, Any]) -> None:
             out[label] = _part_error(res, key) or out.get("read_error") or "not read"
 
 
-async def collect(cfg: FleetConfig, timeout_s: float = READ_TIMEOUT_S) -> dict[str, Any]:
+async def collect(
+    cfg: FleetConfig, timeout_s: float = READ_TIMEOUT_S, fail_back: str = "drctl failback"
+) -> dict[str, Any]:
+    from drctl.cli.failed_over import last_traffic_operation
     from drctl.cli.monitor import monitor_status
     from drctl.client.connection import connect
     from drctl.client.operations import list_operations, visibility_query
@@ -78,10 +83,11 @@ async def collect(cfg: FleetConfig, timeout_s: float = READ_TIMEOUT_S) -> dict[s
         "fleet": cfg.name,
         "regions": {r.name: {"configured_weight": r.weight} for r in cfg.regions},
     }
-    mon, ops, read = await asyncio.gather(
+    mon, ops, read, last = await asyncio.gather(
         monitor_status(client, cfg),
         list_operations(client, cfg.name, visibility_query(cfg.name), cfg),
         read_fleet(client, cfg, "status", timeout_s=timeout_s),
+        last_traffic_operation(client, cfg),
         return_exceptions=True,
     )
     if isinstance(read, NoWorkerError | ReadTimeout):
@@ -107,8 +113,22 @@ async def collect(cfg: FleetConfig, timeout_s: float = READ_TIMEOUT_S) -> dict[s
                 mon.regions[name].state.value if mon and name in mon.regions else None
             )
         out["operations"] = [o.model_dump(mode="json") for o in ops]
+    if not isinstance(last, BaseException) and "weights_error" not in out and "read_error" not in out:
+        now = {n: r.get("weight") for n, r in out["regions"].items()}
+        if now != cfg.weights and (held := failed_over(now, last, fail_back)):
+            out["failed_over"] = held
     out["problems"] = problems(cfg, out)
+    out["state"] = state(out)
     return out
+
+
+def state(data: dict[str, Any]) -> str:
+    """One word for scripts (`-o json`): ok, failed-over (on purpose, exit 0), not-ok, unread."""
+    if "read_error" in data:
+        return "unread"
+    if data["problems"]:
+        return "not-ok"
+    return "failed-over" if "failed_over" in data else "ok"
 
 
 def problems(cfg: FleetConfig, data: dict[str, Any]) -> list[str]:
@@ -144,7 +164,7 @@ def _fleet_problems(cfg: FleetConfig, data: dict[str, Any]) -> list[str]:
         found.append(f"global weights unknown: {data['weights_error']}")
     else:
         now = {n: r.get("weight") for n, r in data["regions"].items()}
-        if now != cfg.weights:
+        if now != cfg.weights and "failed_over" not in data:
             found.append(f"global weights {_fmt(now)} differ from the config's {_fmt(cfg.weights)}")
     rpo = cfg.objectives.rpo_target_s
     for rep in data.get("replication") or []:
@@ -212,9 +232,20 @@ def renderables(cfg: FleetConfig, data: dict[str, Any]) -> list[RenderableType]:
     elif "operations" in data:
         out.append(Text("no running operations"))
     found = data.get("problems") or []
-    out.append(
-        Text("fleet OK" if not found else f"NOT OK ({len(found)}):", style="green" if not found else "red")
-    )
+    held = data.get("failed_over")
+    if held:
+        out.append(
+            Text(
+                f"FAILED OVER on purpose: all traffic on {held['target']} since {held['since'][:19]} "
+                f"({held['workflow_id']}, by {held['by']})",
+                style="bold yellow",
+            )
+        )
+        out.append(Text(f"  fail back to the configured weights: {held['fail_back']}"))
+    if found:
+        out.append(Text(f"NOT OK ({len(found)}):", style="red"))
+    else:
+        out.append(Text("fleet OK, failed over" if held else "fleet OK", style="green"))
     out += [Text(f"  - {p}") for p in found]
     return out
 
@@ -249,14 +280,16 @@ def status(
         from drctl.cli.status_watch import watch as watch_fleet
 
         raise typer.Exit(watch_fleet(cfg, timeout, interval))
-    data = common.run_async(lambda: collect(cfg, timeout))
+    hint = "drctl failback" + ("" if config == common.CONFIG else f" -c {config}")
+    data = common.run_async(lambda: collect(cfg, timeout, hint))
     if not common.printed_json(output, data):
         common.console.print(*renderables(cfg, data))
     raise typer.Exit(exit_code(data))
 
 
 def exit_code(data: dict[str, Any]) -> int:
-    """0 the fleet is as configured; 1 it is not (`problems` says why); 3 the workers could not read it."""
+    """0 the fleet is as configured, or failed over on purpose (its state says which); 1 it is not as
+    it should be (`problems` says why); 3 the workers could not read it."""
     if "read_error" in data:
         return EXIT_UNREAD
     return EXIT_UNHEALTHY if data["problems"] else EXIT_OK
