@@ -6,7 +6,6 @@ KubernetesPlatform per region, built on first use so a worker starts while a clu
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,9 +22,8 @@ from drctl.providers.base import DeploymentState, Platform
 from drctl.providers.errors import RolloutTimeout
 from drctl.providers.kubernetes import KubernetesPlatform
 
-# Slice of a rollout wait between heartbeats: the heartbeat must not depend on how often the
-# provider reports progress.
-_WAIT_SLICE_S = 3.0
+# Kept from an attempt's start-to-close for the verdict to reach the server as a failure, not a timeout.
+_WRAP_UP_S = 10.0
 
 
 def _status(region: str, d: DeploymentState) -> DeploymentStatus:
@@ -70,29 +68,42 @@ class PlatformActivities:
 
     @activity.defn(name="wait_rollout")
     def wait_rollout(self, inp: WaitRolloutInput) -> DeploymentStatus:
-        """Wait like `kubectl rollout status`, heartbeating the replica counts as they move."""
+        """Wait like `kubectl rollout status`, heartbeating the replica counts as they move.
+
+        One wait per attempt: the provider backs off between polls and heartbeats on each, and a
+        verdict (rolled out, the controller's ProgressDeadlineExceeded, our deadline) ends it.
+        The deadline is the Deployment's progressDeadlineSeconds plus the model's load time when
+        that is longer than `timeout_s`, cut to what this attempt's start-to-close leaves.
+        """
         name = self._deployment(inp.deployment)
         platform = self._platform(inp.region)
-        deadline = time.monotonic() + inp.timeout_s
+        info = activity.info()
+        budget_s = inp.timeout_s
+        if info.start_to_close_timeout is not None:
+            attempt_s = info.start_to_close_timeout.total_seconds()
+            budget_s = attempt_s - min(_WRAP_UP_S, attempt_s / 10)
 
         def progress(d: DeploymentState) -> None:
             activity.heartbeat(_status(inp.region, d).model_dump())
 
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                d = platform.wait_rollout(name, max(0.1, min(_WAIT_SLICE_S, left)), on_progress=progress)
-                return _status(inp.region, d)
-            except RolloutTimeout as exc:
-                progress(exc.state)
-                if time.monotonic() >= deadline:
-                    raise ApplicationError(
-                        f"{name} in {inp.region} not rolled out after {inp.timeout_s:g}s: {exc.missing}",
-                        type="RolloutTimeout",
-                        non_retryable=True,
-                    ) from exc
-            except Exception as exc:
-                raise app_error(exc, f"wait for rollout of {name} in {inp.region}") from exc
+        try:
+            d = platform.wait_rollout(
+                name,
+                min(inp.timeout_s, budget_s),
+                on_progress=progress,
+                load_allowance_s=self.cfg.workload.model_load_s,
+                max_timeout_s=budget_s,
+            )
+            return _status(inp.region, d)
+        except RolloutTimeout as exc:
+            progress(exc.state)
+            raise ApplicationError(
+                f"{name} in {inp.region} not rolled out after {exc.timeout_s:g}s: {exc.missing}",
+                type="RolloutTimeout",
+                non_retryable=True,
+            ) from exc
+        except Exception as exc:
+            raise app_error(exc, f"wait for rollout of {name} in {inp.region}") from exc
 
 
 def build(cfg: FleetConfig) -> list[Callable[..., Any]]:

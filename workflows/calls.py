@@ -150,6 +150,7 @@ QUEUE_WAIT_S = 30.0
 WAIT_HEARTBEAT = timedelta(seconds=10)
 WATCH_HEARTBEAT = timedelta(seconds=5)  # the watcher heartbeats every second
 VELERO_HEARTBEAT = timedelta(seconds=30)
+ROLLOUT_ATTEMPT_S = 3600.0  # a rollout wait's bound: progressDeadlineSeconds (600 by default) plus loads
 VELERO_S = 900.0  # Velero itself is the slow part; the heartbeat catches a lost worker long before
 # Main-queue calls served by the workers that run the workflow itself, each bounded by its own
 # schedule-to-close or attempts; and verify, bounded by its deadline (schedule_to_close).
@@ -369,7 +370,10 @@ set_track_weights = _platform("set_track_weights", up.TrackWeightsRequest, up.Tr
 async def wait_rollout(inp: WaitRolloutInput, *, queue: str, summary: str) -> DeploymentStatus:
     # Retried: a worker killed mid-wait is noticed by the heartbeat timeout and the wait resumes on
     # another worker. RolloutTimeout itself is non-retryable, so a real timeout still ends it.
-    return await _call("wait_rollout", inp, DeploymentStatus, summary, queue, inp.timeout_s + 30, ROLLOUT)
+    # An attempt may outlast timeout_s: the activity follows the Deployment's progressDeadlineSeconds
+    # (plus the model's load time), up to this bound less a wrap-up; the heartbeat catches a lost worker.
+    attempt_s = max(inp.timeout_s, ROLLOUT_ATTEMPT_S) + 30
+    return await _call("wait_rollout", inp, DeploymentStatus, summary, queue, attempt_s, ROLLOUT)
 
 
 async def create_backup(inp: BackupRequest, *, queue: str, summary: str) -> BackupInfo:

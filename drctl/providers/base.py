@@ -90,5 +90,12 @@ class Platform(Protocol):
         """Set spec.replicas and, where an HPA targets the Deployment, its minReplicas."""
 
     def wait_rollout(
-        self, name: str, timeout_s: float, on_progress: Callable[[DeploymentState], None] | None = None
-    ) -> DeploymentState: ...
+        self,
+        name: str,
+        timeout_s: float,
+        on_progress: Callable[[DeploymentState], None] | None = None,
+        load_allowance_s: float | None = None,
+        max_timeout_s: float | None = None,
+    ) -> DeploymentState:
+        """Wait as `kubectl rollout status` does; with `load_allowance_s`, up to the Deployment's
+        progressDeadlineSeconds plus that allowance if longer (never past `max_timeout_s`)."""

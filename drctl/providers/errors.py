@@ -44,6 +44,7 @@ class RolloutTimeout(ProviderError):
 
     def __init__(self, state: DeploymentState, timeout_s: float, missing: str) -> None:
         self.state = state
+        self.timeout_s = timeout_s
         self.missing = missing
         super().__init__(
             ErrorClass(
@@ -77,6 +78,9 @@ _AWS_CODES: dict[str, tuple[str, bool]] = {
     "ExpiredToken": ("Unauthorized", False),
     "ExpiredTokenException": ("Unauthorized", False),
     "SignatureDoesNotMatch": ("Unauthorized", False),
+    # S3's own codes for a temporary key sent without its session token, or with another one.
+    "InvalidAccessKeyId": ("Unauthorized", False),
+    "InvalidToken": ("Unauthorized", False),
     "NoSuchBucket": ("NotFound", False),
     "NoSuchKey": ("NotFound", False),
     "NoSuchHostedZone": ("NotFound", False),
@@ -94,6 +98,11 @@ _AWS_CODES: dict[str, tuple[str, bool]] = {
     "InternalError": ("ServerError", True),
     "ServiceUnavailable": ("ServerError", True),
 }
+
+
+def aws_code_class(code: str) -> tuple[str, bool] | None:
+    """(kind, retryable) of an AWS error code, for clients that only see it in text (rclone)."""
+    return _AWS_CODES.get(code)
 
 
 def _by_status(status: int | None) -> tuple[str, bool]:

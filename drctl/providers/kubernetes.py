@@ -7,6 +7,7 @@ the error table's verdict and the verb and resource that failed, so an activity 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -39,7 +40,7 @@ class KubernetesPlatform:
         self,
         region: RegionConfig,
         api_client: client.ApiClient | None = None,
-        poll_interval_s: float = 1.0,
+        poll_interval_s: float = 2.0,
         request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
     ) -> None:
         self.region = region.name
@@ -189,29 +190,51 @@ class KubernetesPlatform:
         name: str,
         timeout_s: float,
         on_progress: Callable[[DeploymentState], None] | None = None,
+        load_allowance_s: float | None = None,
+        max_timeout_s: float | None = None,
     ) -> DeploymentState:
-        """Poll until rolled out, like `kubectl rollout status`; raise RolloutTimeout otherwise.
+        """Poll until rolled out, by `kubectl rollout status`'s rules; raise RolloutTimeout otherwise.
 
+        kubernetes/kubectl pkg/polymorphichelpers/rollout_status.go (DeploymentStatusViewer.Status):
+        nothing is judged until status.observedGeneration >= metadata.generation, since until then
+        the status (its conditions included) is the controller's verdict on the previous spec; only
+        then does a Progressing condition with reason ProgressDeadlineExceeded mean failure.
+
+        Polls back off from `poll_interval_s / 16`, doubling, to `poll_interval_s`: a quick rollout
+        is seen at once, and a long one costs one GET per `poll_interval_s`, not a spin. With
+        `load_allowance_s`, the deadline is the Deployment's own progressDeadlineSeconds plus that
+        allowance (a model's load time) when that is longer than `timeout_s` (never past
+        `max_timeout_s`): the controller is the judge, and ours only a backstop behind it.
         on_progress is called on every poll (activities heartbeat from it), not only on change.
         """
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
         hpa = self._hpa_for(name)
+        pause_s = self.poll_interval_s / 16
+        why = ""
         while True:
             dep = self._read(name)
+            if load_allowance_s is not None:  # once: the deadline the spec had as the wait began
+                progress_s = _progress_deadline_s(dep)
+                if progress_s + load_allowance_s > timeout_s:
+                    timeout_s = min(progress_s + load_allowance_s, max_timeout_s or math.inf)
+                    why = f" (progressDeadlineSeconds {progress_s:g} + model load {load_allowance_s:g}s)"
+                load_allowance_s = None
             state = self._state(dep, hpa)
             if on_progress is not None:
                 on_progress(state)
             missing = self._missing(dep, state)
             if missing is None:
                 return state
-            # The controller itself gave up: waiting out our own deadline would only delay the verdict.
-            stuck = self._deadline_exceeded(dep)
+            # The controller itself gave up on this generation: waiting out our deadline would
+            # only delay the verdict. A verdict on an older generation is not about this rollout.
+            stuck = self._deadline_exceeded(dep) if state.observed_generation >= state.generation else None
             if stuck:
-                raise RolloutTimeout(state, timeout_s, f"{stuck}; {missing}")
-            remaining = deadline - time.monotonic()
+                raise RolloutTimeout(state, time.monotonic() - started, f"{stuck}; {missing}")
+            remaining = started + timeout_s - time.monotonic()
             if remaining <= 0:
-                raise RolloutTimeout(state, timeout_s, missing)
-            time.sleep(min(self.poll_interval_s, remaining))
+                raise RolloutTimeout(state, timeout_s, missing + why)
+            time.sleep(min(pause_s, remaining))
+            pause_s = min(pause_s * 2, self.poll_interval_s)
 
     # --- manifests (upgrade and migration work) --------------------------------------------------
 
@@ -297,6 +320,12 @@ class KubernetesPlatform:
             )
 
         self._call(f"replace {where}", lambda: on_conflict(again))
+
+
+def _progress_deadline_s(dep: Any) -> float:
+    """spec.progressDeadlineSeconds; the API server defaults it to 600 (apps/v1 SetDefaults_Deployment)."""
+    found = dep.spec.progress_deadline_seconds if dep.spec else None
+    return float(found) if found is not None else 600.0
 
 
 def _with_resource_version(manifest: dict[str, Any], resource_version: str | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Fixtures `cluster` (module-scoped, on a background loop: the official client is 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,8 @@ class RbacCluster(RegionCluster):
     """The emulated API server plus RBAC denials, answered as a real API server words them."""
 
     denied: set[tuple[str, str]] = attrs.field(factory=set)  # (verb, "deployments/scale")
+    # Requests served, by (verb, "deployments/scale"): what a test bounds a wait's cost with.
+    served: Counter[tuple[str, str]] = attrs.field(factory=Counter)
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         res = request.resource
@@ -35,6 +38,7 @@ class RbacCluster(RegionCluster):
             resource = res.plural + (f"/{request.subresource}" if request.subresource else "")
             method = request.method.value
             verb = _VERBS.get(method) or ("get" if request.name else "list")
+            self.served[verb, resource] += 1
             if (verb, resource) in self.denied:
                 message = (f'{resource.split("/")[0]}.{res.group or "core"} "{request.name}" is forbidden: User '
                            f'"system:serviceaccount:drctl:drctl" cannot {verb} resource "{resource}" in API group '
