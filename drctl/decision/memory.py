@@ -29,6 +29,9 @@ class RegionMemory(BaseModel):
         None, description="Why it is below its home weight: failback or return brings it back."
     )
     last_step_pct: int = Field(0, ge=0, le=100, description="Share its last failback or return step gave it.")
+    last_finished: float | None = Field(
+        None, description="Requests its replicas had finished at the last probe: progress needs two reads."
+    )
 
 
 class DecisionMemory(BaseModel):

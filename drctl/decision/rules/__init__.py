@@ -1,0 +1,1 @@
+"""The rules of the decision, one small module each, in priority order (docs/decisions.md)."""

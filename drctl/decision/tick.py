@@ -1,0 +1,90 @@
+"""What every rule reads (`Tick`) and what a rule that fires returns (`Outcome`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from drctl.decision.config import DecisionConfig
+from drctl.decision.decision import Action
+from drctl.decision.evidence import FleetEvidence, Verdict
+from drctl.decision.headroom import largest_remainder, spread, usable_points
+from drctl.decision.memory import DecisionMemory, RegionMemory
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One tick's judged state: the rules' only input."""
+
+    evidence: FleetEvidence
+    memory: DecisionMemory
+    config: DecisionConfig
+    now: datetime
+    verdicts: dict[str, Verdict]
+    regions: dict[str, RegionMemory]  # this tick's region memories (verdicts updated)
+    base: dict[str, int]  # the weights the rules start from (sum 100)
+    home: dict[str, int]  # configured weights, as shares summing to 100
+    readable: bool  # the weights in effect could be read
+
+    @property
+    def points(self) -> dict[str, float]:
+        """Region -> usable capacity in weight points, where known."""
+        return usable_points(self.evidence.regions, self.base, self.config)
+
+    def serving(self) -> list[str]:
+        """Regions with share that are not DOWN."""
+        return [r for r, w in self.base.items() if w > 0 and self.verdicts[r] is not Verdict.DOWN]
+
+    def receivers(self, exclude: set[str], *, stable: bool = True) -> list[str]:
+        """Regions that may be given share: HEALTHY; SATURATED too when every serving region
+        (those excluded aside) is SATURATED. With `stable`, not one whose weight fell within the
+        stability window (it would change direction)."""
+        candidates = [r for r in self.base if r not in exclude]
+        serving = [r for r in self.serving() if r not in exclude]
+        all_saturated = bool(serving) and all(self.verdicts[r] is Verdict.SATURATED for r in serving)
+        ok = {Verdict.HEALTHY, Verdict.SATURATED} if all_saturated else {Verdict.HEALTHY}
+        out = [r for r in candidates if self.verdicts[r] in ok]
+        if stable:
+            out = [r for r in out if not self.turning(r, +1)]
+        return sorted(out)
+
+    def turning(self, region: str, direction: int) -> bool:
+        """Whether moving `region` in `direction` would change its direction within the window."""
+        mem = self.regions[region]
+        if mem.last_direction in (0, direction) or mem.last_direction_change_at is None:
+            return False
+        window = timedelta(seconds=self.config.stability_window_s)
+        return self.now - mem.last_direction_change_at < window
+
+    def backing_off(self) -> bool:
+        """Whether a failed apply's back-off still holds non-safety moves."""
+        return self.memory.not_before is not None and self.now < self.memory.not_before
+
+    def move(self, amounts: dict[str, float], receivers: list[str]) -> dict[str, int]:
+        """The base weights with `amounts` taken off their regions and spread over `receivers`."""
+        floats = {r: float(w) for r, w in self.base.items()}
+        for r, a in amounts.items():
+            floats[r] -= a
+        spread_ = spread(sum(amounts.values()), floats, receivers, self.points, self.home)
+        return largest_remainder(spread_)
+
+
+@dataclass
+class Outcome:
+    """A rule that fired: the decision's action, target weights and words, and memory updates."""
+
+    rule: str
+    action: Action
+    weights: dict[str, int]
+    reasons: list[str]
+    urgent: bool = False
+    advisory: bool = False
+    superseded: list[str] = field(default_factory=list)
+    region_updates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fleet_updates: dict[str, Any] = field(default_factory=dict)
+
+
+def fmt(weights: dict[str, int]) -> str:
+    """Weights in one short line: 'a 60 / b 40'."""
+    return " / ".join(f"{r} {w}" for r, w in weights.items())
