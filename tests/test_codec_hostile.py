@@ -186,8 +186,10 @@ def test_codec_server_decodes_for_the_authenticated_caller(server: tuple[int, Ae
         ({"Content-Length": "-5"}, 400),
         ({"Content-Length": "12abc"}, 400),
         ({"Content-Length": "99999999999999999999"}, 400),
-        ({"Content-Length": ""}, 411),
-        ({"Transfer-Encoding": "chunked"}, 411),
+        ({"Content-Length": "\u00b2"}, 400),  # isdigit() is true of it, int() is not
+        ({"Content-Length": "1, 1"}, 400),
+        # Both framings at once is the request-smuggling shape: refused by the parser (RFC 9112 6.1).
+        ({"Transfer-Encoding": "chunked"}, 400),
     ],
     ids=lambda v: str(v)[:30],
 )
@@ -197,7 +199,58 @@ def test_codec_server_refuses_before_reading_the_body(
     port, _ = server
     got, data = _post(port, b'{"payloads": []}', **{k.replace("-", "_"): v for k, v in headers.items()})
     assert got == status, data
-    assert KEY.encode() not in data
+    assert KEY.encode() not in data and b"Traceback" not in data
+
+
+@pytest.mark.parametrize(
+    "headers, body",
+    [
+        ({"Content-Length": ""}, b""),  # no length and no body
+        (
+            {"Content-Length": "", "Transfer-Encoding": "chunked"},
+            b"10\r\n" + b'{"payloads": []}' + b"\r\n0\r\n\r\n",
+        ),
+    ],
+    ids=["no-length", "chunked"],
+)
+def test_codec_server_wants_a_content_length(
+    server: tuple[int, AesGcmCodec], headers: dict[str, str], body: bytes
+) -> None:
+    port, _ = server
+    got, data = _post(port, body, **{k.replace("-", "_"): v for k, v in headers.items()})
+    assert got == 411, data
+
+
+def test_codec_server_caps_connections_before_authentication() -> None:
+    """Connections past the cap are answered 503 at once, before any byte of theirs is read; the
+    ones held open still count until they close, and then the server serves again."""
+    port = free_port()
+    httpd = CodecServer(_codec("default"), [UI], TOKEN, [f"127.0.0.1:{port}"]).serve("127.0.0.1", port)
+    httpd.max_connections = 4
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(4)]
+        for s in held:
+            s.sendall(b"POST /decode HTTP/1.1\r\n")  # a request begun, never finished
+
+        def busy() -> bool:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                return s.recv(64).startswith(b"HTTP/1.1 503 ")  # answered without sending a byte
+
+        wait_until(busy, timeout_s=30, what="the fifth connection refused")
+        for s in held:
+            s.close()
+
+        def served() -> bool:
+            try:
+                return _post(port, b'{"payloads": []}')[0] == 200
+            except OSError:  # refused at the cap while the held ones are still being closed
+                return False
+
+        wait_until(served, timeout_s=30, what="served again once the held connections closed")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def test_codec_server_needs_auth_unless_told_otherwise_on_loopback(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 
 The UI (and `temporal workflow show --codec-endpoint`) POSTs `{"payloads": [...]}` (payloads in
 protobuf JSON form) to /decode or /encode, from the browser: so CORS answers the UI's origin only,
-including the preflight OPTIONS that names the `X-Namespace` header. The standard library's
-threading HTTP server is enough here, and keeps the worker image lean.
+including the preflight OPTIONS that names the `X-Namespace` header. It runs on aiohttp's server
+(drctl/client/codec_http.py), which parses HTTP strictly and caps connections before any request
+is read.
 
 It decrypts history, so every request is checked before its body is read:
 - a bearer token is required on /encode and /decode (the preflight never carries it); running
@@ -11,7 +12,7 @@ It decrypts history, so every request is checked before its body is read:
 - the Host header must be one of the allowed hosts (a DNS-rebinding page reaches a loopback server
   under its own host name), and an Origin header, when sent, one of the allowed origins;
 - the body must have a Content-Length of at most 4 MiB: missing, malformed, negative or chunked
-  bodies are refused.
+  bodies are refused (a malformed one, e.g. `Content-Length: ²`, is a 400 from the parser).
 
 Ciphertext is bound to its namespace, so each request names one: the UI and the Temporal CLI send
 `X-Namespace`, and the codec-server protocol (temporalio/samples-go codec-server/protocol.md) also
@@ -23,17 +24,20 @@ one whose header and URL disagree is malformed (400). Nothing else is ever used 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
+from aiohttp import web
 from google.protobuf import json_format
+from multidict import CIMultiDictProxy
 from temporalio.api.common.v1 import Payload
 
 from drctl.client.codec import ENCODING, AesGcmCodec
+from drctl.client.codec_http import CodecHTTPServer
 
 log = logging.getLogger("drctl.codec_server")
 MAX_BODY = 4 * 1024 * 1024  # the UI decodes one history page at a time
@@ -62,7 +66,7 @@ class CodecServer:
             return True  # only with --insecure-no-auth, on loopback (checked by the CLI)
         return hmac.compare_digest((header or "").encode(), f"Bearer {self.token}".encode())
 
-    def refusal(self, headers: Any, needs_auth: bool) -> tuple[int, str] | None:
+    def refusal(self, headers: CIMultiDictProxy[str], needs_auth: bool) -> tuple[int, str] | None:
         """Why a request is refused before its body is read, or None."""
         if (headers.get("Host") or "").lower() not in self.hosts:
             return 421, "Host is not one this codec server answers for"
@@ -73,9 +77,9 @@ class CodecServer:
             return 401, "missing or wrong bearer token"
         return None
 
-    def namespace(self, headers: Any, in_path: str | None) -> str | tuple[int, str]:
+    def namespace(self, headers: CIMultiDictProxy[str], in_path: str | None) -> str | tuple[int, str]:
         """The namespace a request is answered for, or (status, why) when it is refused."""
-        given = headers.get_all("X-Namespace") or []
+        given = headers.getall("X-Namespace", [])
         if len(given) > 1:
             return 400, "send at most one X-Namespace header"
         header = given[0] if given else None
@@ -108,80 +112,84 @@ class CodecServer:
             return 400, {"message": f"cannot {op}: {exc}"}
         return 200, {"payloads": [json_format.MessageToDict(p) for p in out]}
 
-    def serve(self, host: str, port: int) -> ThreadingHTTPServer:
-        server = self
+    async def handle(self, request: web.BaseRequest) -> web.Response:
+        """One request: refused before its body is read unless it is allowed, routed and sized."""
+        routed = route(request.path)
+        if routed is None:
+            return self._answer(request, 404, {"message": "not found"})
+        if request.method == "OPTIONS":
+            refused = self.refusal(request.headers, needs_auth=False)
+            if refused:
+                return self._answer(request, *refused_body(refused))
+            return self._answer(
+                request,
+                200,
+                None,
+                {
+                    "Access-Control-Allow-Methods": "POST, OPTIONS",
+                    "Access-Control-Allow-Headers": _ALLOW_HEADERS,
+                    "Access-Control-Max-Age": "600",
+                },
+            )
+        if request.method != "POST":
+            return self._answer(request, 405, {"message": "POST or OPTIONS only"}, {"Allow": "POST, OPTIONS"})
+        ns = self.refusal(request.headers, needs_auth=True) or self.namespace(request.headers, routed[1])
+        if isinstance(ns, tuple):
+            return self._answer(request, *refused_body(ns), close=True)
+        length = content_length(request.headers)
+        if isinstance(length, tuple):
+            # The unread body must not be taken for the next request: the connection closes.
+            return self._answer(request, *refused_body(length), close=True)
+        try:
+            body = await request.content.readexactly(length)
+        except asyncio.IncompleteReadError:
+            return self._answer(
+                request, 400, {"message": "the body is shorter than its Content-Length"}, close=True
+            )
+        status, answer = self.transform(routed[0], body, ns)
+        if status != 200:
+            log.warning("codec %s for namespace %r refused: %s", routed[0], ns[:64], status)
+        return self._answer(request, status, answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            timeout = 30  # a client that stops sending mid-request gives its thread back
+    def _answer(
+        self,
+        request: web.BaseRequest,
+        status: int,
+        body: dict[str, Any] | None,
+        headers: dict[str, str] | None = None,
+        *,
+        close: bool = False,
+    ) -> web.Response:
+        out = dict(headers or {})
+        origin = (request.headers.get("Origin") or "").rstrip("/")
+        if origin in self.origins:
+            out.update(
+                {
+                    "Access-Control-Allow-Origin": origin,
+                    "Access-Control-Allow-Credentials": "true",
+                    "Vary": "Origin",
+                }
+            )
+        data = json.dumps(body).encode() if body is not None else b""
+        resp = web.Response(status=status, body=data, headers=out, content_type="application/json")
+        if close:
+            resp.force_close()
+        return resp
 
-            def _cors(self) -> None:
-                origin = (self.headers.get("Origin") or "").rstrip("/")
-                if origin in server.origins:
-                    self.send_header("Access-Control-Allow-Origin", origin)
-                    self.send_header("Access-Control-Allow-Credentials", "true")
-                    self.send_header("Vary", "Origin")
-
-            def _answer(self, status: int, body: dict[str, Any] | None = None, **headers: str) -> None:
-                data = json.dumps(body).encode() if body is not None else b""
-                self.send_response(status)
-                self._cors()
-                for k, v in headers.items():
-                    self.send_header(k.replace("_", "-"), v)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_OPTIONS(self) -> None:  # noqa: N802 - http.server's naming
-                if route(self.path) is None:
-                    return self._answer(404, {"message": "not found"})
-                refused = server.refusal(self.headers, needs_auth=False)
-                if refused:
-                    return self._answer(refused[0], {"message": refused[1]})
-                self._answer(
-                    200,
-                    None,
-                    Access_Control_Allow_Methods="POST, OPTIONS",
-                    Access_Control_Allow_Headers=_ALLOW_HEADERS,
-                    Access_Control_Max_Age="600",
-                )
-
-            def do_POST(self) -> None:  # noqa: N802
-                routed = route(self.path)
-                if routed is None:
-                    return self._answer(404, {"message": "not found"})
-                ns = server.refusal(self.headers, needs_auth=True) or server.namespace(
-                    self.headers, routed[1]
-                )
-                if isinstance(ns, tuple):
-                    self.close_connection = True
-                    return self._answer(ns[0], {"message": ns[1]})
-                length = content_length(self.headers)
-                if isinstance(length, tuple):
-                    self.close_connection = True  # the unread body must not be taken for a request
-                    return self._answer(length[0], {"message": length[1]})
-                status, body = server.transform(routed[0], self.rfile.read(length), ns)
-                if status != 200:
-                    log.warning("codec %s for namespace %r refused: %s", routed[0], ns[:64], status)
-                self._answer(status, body)
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                log.debug(fmt, *args)
-
-        return _Server((host, port), Handler)
+    def serve(self, host: str, port: int) -> CodecHTTPServer:
+        """Listen on host:port now (a deep accept queue from the start); serve with `serve_forever`."""
+        return CodecHTTPServer(self.handle, host, port)
 
 
-class _Server(ThreadingHTTPServer):
-    # http.server's backlog is 5: a Temporal UI opening a namespace's histories sends a burst of
-    # decodes, and connects past the fifth wait for SYN retransmits. uvicorn's default depth.
-    request_queue_size = 2048
+def refused_body(refused: tuple[int, str]) -> tuple[int, dict[str, Any]]:
+    return refused[0], {"message": refused[1]}
 
 
-def content_length(headers: Any) -> tuple[int, str] | int:
+def content_length(headers: CIMultiDictProxy[str]) -> tuple[int, str] | int:
     """The body's length, or (status, why) for a body the server will not read."""
     if headers.get("Transfer-Encoding"):
         return 411, "chunked bodies are not accepted: send Content-Length"
-    raw = headers.get_all("Content-Length") or []
+    raw = headers.getall("Content-Length", [])
     if len(raw) != 1:
         return 411, "exactly one Content-Length is required"
     value = raw[0].strip()
