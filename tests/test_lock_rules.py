@@ -10,7 +10,7 @@ from drctl.models.lock import MUTATING, blocks, compatible, preempts
 TABLE = {
     "failover": {
         "failover": "busy",
-        "failback": "busy",
+        "failback": "preempts",
         "upgrade": "preempts",
         "migrate": "preempts",
         "restore": "preempts",
@@ -57,7 +57,8 @@ def test_precedence_table(requested: str, holding: str) -> None:
 
 def test_dr_first_no_maintenance_ever_blocks_a_failover() -> None:
     assert not any(
-        blocks(holder, "failover") for holder in ("upgrade", "migrate", "restore", "drill", "rebalance")
+        blocks(holder, "failover")
+        for holder in ("upgrade", "migrate", "restore", "drill", "rebalance", "failback")
     )
 
 
@@ -65,6 +66,7 @@ def test_readme_shows_the_same_table() -> None:
     from tests.support.docs_text import page
 
     row = (
-        "| failover | busy | busy | **preempts** | **preempts** | **preempts** | runs beside | **preempts** |"
+        "| failover | busy | **preempts** | **preempts** | **preempts** | **preempts** | runs beside "
+        "| **preempts** |"
     )
     assert row in page("docs/lock.md")

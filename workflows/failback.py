@@ -2,6 +2,8 @@
 
 Each step is checked with a real probe of the regions gaining traffic; a regression rolls back
 one step and ends the failback (the monitor tries again after another stabilisation window).
+A failover preempts a failback (docs/lock.md): the failback stops before its next weight change,
+leaves the weights to the failover and ends `preempted`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import FailbackInput, FailbackResult, failback_plan, probe_passes
     from drctl.models.gitops import note_all
     from drctl.models.health import RegionProbe
+    from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from workflows import calls, global_weights
     from workflows.common import fmt_weights
     from workflows.operation import Operation, cause_of
@@ -30,6 +33,24 @@ PHASE_SCALE_BACK = "scale-back"
 @workflow.defn(name="Failback")
 class Failback(Operation):
     OPERATION, TITLE = "failback", "Failback"
+
+    @workflow.init
+    def __init__(self, inp: FailbackInput) -> None:
+        super().__init__()
+        self.preempted: str | None = None
+
+    @workflow.signal(name=SIGNAL_PREEMPT)
+    def preempt(self, notice: PreemptNotice) -> None:
+        # A failover took the fleet: the weights are its own from now on.
+        self.preempted = notice.reason
+        self.phases.note("preempted", notice.reason)
+
+    def _yielded(self, res: FailbackResult) -> bool:
+        """Whether a failover preempted us; if so the result says so (checked before every weight change)."""
+        if self.preempted is None:
+            return False
+        res.status, res.error = "preempted", f"yielded: {self.preempted}"
+        return True
 
     def abort_refused(self) -> str | None:
         # Each step is probed and a regression rolls back by itself; stopping between steps would
@@ -72,10 +93,10 @@ class Failback(Operation):
                 await self._steps(inp, current, configured, gaining, res)
             else:
                 res.status = "not_needed"
-            if res.status in ("succeeded", "not_needed"):
+            if res.status in ("succeeded", "not_needed") and not self._yielded(res):
                 await self._scale_back(inp, res)
                 res.weights_after = res.weights_after or current
-            return await self._end(res, ok=res.status != "rolled_back")
+            return await self._end(res, ok=res.status not in ("rolled_back", "preempted"))
         except (ActivityError, ApplicationError) as exc:
             res.error = cause_of(exc)
             return await self._end(res, ok=False)
@@ -114,7 +135,7 @@ class Failback(Operation):
             seconds=window * 4 + spec.interval_s * 3 + calls.probe_attempt_s(spec.probe_timeout_s)
         )
         healthy_since = None
-        while workflow.now() < deadline:
+        while workflow.now() < deadline and self.preempted is None:
             probes = await self._probe(spec, regions)
             if all(probe_passes(p, spec.fail_on_degraded) for p in probes):
                 healthy_since = healthy_since or workflow.now()
@@ -122,7 +143,15 @@ class Failback(Operation):
                     return
             else:
                 healthy_since = None
-            await workflow.sleep(min(spec.interval_s, window))
+            try:
+                await workflow.wait_condition(
+                    lambda: self.preempted is not None,
+                    timeout=timedelta(seconds=min(spec.interval_s, window)),
+                )
+            except TimeoutError:
+                pass
+        if self.preempted is not None:
+            return
         raise ApplicationError(
             f"{', '.join(regions)} did not stay healthy for {window:g} s", type="NotStable"
         )
@@ -149,12 +178,22 @@ class Failback(Operation):
             res.weights_after = change.weights
 
         for i, step in enumerate(plan, 1):
+            if self._yielded(res):
+                return
             self.phases.enter(f"step-{i}-of-{len(plan)}", f"weights {fmt_weights(step)}")
             # Each step waits until it is in effect everywhere: the analysis below must judge traffic
             # that has moved, and the next change must not pile onto a PENDING one.
             await move(step, f"failback step {i}/{len(plan)}", f"failback step {i}: {fmt_weights(step)}")
             if spec.failback_step_interval_s > 0:
-                await workflow.sleep(spec.failback_step_interval_s)
+                try:
+                    await workflow.wait_condition(
+                        lambda: self.preempted is not None,
+                        timeout=timedelta(seconds=spec.failback_step_interval_s),
+                    )
+                except TimeoutError:
+                    pass
+            if self._yielded(res):
+                return  # the failover owns the weights now: no analysis, no rollback
             probes = await self._probe(spec, gaining) if gaining else []
             failing = [p for p in probes if not probe_passes(p, spec.fail_on_degraded)]
             if failing:

@@ -8,10 +8,19 @@ worker is never needed. The phases themselves are `workflows.failover_phases.Fai
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models.failover import FailoverInput, FailoverPlan, FailoverResult
+    from drctl.models.failover import (
+        QUERY_RELEASED,
+        SIGNAL_SUPERSEDE,
+        SIGNAL_VERIFIED,
+        FailoverInput,
+        FailoverPlan,
+        FailoverResult,
+        FailoverVerified,
+        SupersedeNotice,
+    )
     from workflows import global_weights
     from workflows import slo as slo_watch
     from workflows.approval import ApprovalReminder
@@ -23,6 +32,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.telemetry import record_outcome
 
 __all__ = ["COMPENSATION_FAILED_PATCH", "WORKFLOWS", "Failover"]
+
+# Done for the fleet at verification: the lock is given back and the parent monitor told before the
+# objective watch, which a newer failover may end early (`supersede`). Histories from before replay
+# with the lock held to the end.
+RELEASE_PATCH = "failover-release-at-verify"
 
 
 @workflow.defn(name="Failover")
@@ -39,6 +53,19 @@ class Failover(Operation):
         self.require_approval = (
             inp.require_approval if inp.require_approval is not None else inp.spec.require_approval
         )
+        self.superseded: SupersedeNotice | None = None
+        self.done_for_fleet = False
+
+    @workflow.query(name=QUERY_RELEASED)
+    def released(self) -> bool:
+        """Whether this failover is done for the fleet (traffic verified, lock given back)."""
+        return self.done_for_fleet
+
+    @workflow.signal(name=SIGNAL_SUPERSEDE)
+    def supersede(self, notice: SupersedeNotice) -> None:
+        # Honoured once traffic is verified: before that this failover still owns the fleet.
+        if self.superseded is None:
+            self.superseded = notice
 
     # --- handlers (progress, approve and abort: Operation) -------------------------------------------------
 
@@ -162,6 +189,8 @@ class Failover(Operation):
                 res.rto_upper_bound_s = round((res.verified_at - inp.last_good_at).total_seconds(), 3)
             res.rto_met = res.rto_s <= spec.rto_target_s
             self.phases.note("measured RTO", f"{res.rto_s} s (target {spec.rto_target_s:g} s)")
+        if workflow.patched(RELEASE_PATCH):
+            await self._done_for_fleet(inp, res)
         objective = None
         if res.rto_s is not None and workflow.patched(slo_watch.PATCH):
             # Served elsewhere is not yet done for users: the target must meet the objective too,
@@ -176,7 +205,7 @@ class Failover(Operation):
                 res.error = f"traffic shifted but scaling the target failed: {cause_of(exc)}"
         steps.note_shortfall(plan)
         await steps.await_propagation(res)
-        if objective is not None:
+        if objective is not None and not await self._superseded(objective, res):
             watch, res.slo_evidence = await objective.result(self.phases)
             if watch is not None:
                 res.slo_met, res.slo_restored_s = watch.met, watch.restored_s
@@ -186,6 +215,49 @@ class Failover(Operation):
         res.status = "succeeded"
         slo = "" if res.slo_evidence is None else f"; SLO {res.slo_evidence}"
         return await self._end(res, True, f"traffic on `{inp.target}`; RTO {res.rto_s} s{slo}")
+
+    async def _done_for_fleet(self, inp: FailoverInput, res: FailoverResult) -> None:
+        """Traffic is on the target: give the fleet's lock back and tell the monitor that started us, so
+        a region failing next is answered at once, not after the objective watch."""
+        res.released_at = workflow.now()
+        await self.release()
+        self.done_for_fleet = True
+        self.phases.note("done for the fleet", f"traffic on `{inp.target}`; the fleet's lock is given back")
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        info = workflow.info()
+        note = FailoverVerified(
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            source=res.source or "",
+            target=inp.target,
+            rto_s=res.rto_s,
+            weights_after=res.weights_after,
+        )
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id).signal(
+                SIGNAL_VERIFIED, note
+            )
+        except FailureError as exc:
+            # A monitor stopped meanwhile learns the outcome from our result, as before.
+            workflow.logger.info("could not tell %s the failover is verified: %s", parent.workflow_id, exc)
+
+    async def _superseded(self, objective: slo_watch.SloWatch, res: FailoverResult) -> bool:
+        """Wait for the objective watch unless a newer operation supersedes it; True when one did."""
+        if not workflow.patched(RELEASE_PATCH):
+            return False
+        await workflow.wait_condition(lambda: objective.task.done() or self.superseded is not None)
+        if objective.task.done() or self.superseded is None:
+            return False
+        objective.task.cancel()
+        by = self.superseded.by
+        res.superseded_by = by
+        res.slo_evidence = f"not judged: superseded by {by}" + (
+            f" ({self.superseded.reason})" if self.superseded.reason else ""
+        )
+        self.phases.note("superseded", res.slo_evidence)
+        return True
 
     async def _end(self, res: FailoverResult, ok: bool, details: str) -> FailoverResult:
         res.phases = self.phases.timings

@@ -22,6 +22,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ProbeRequest
+    from drctl.models.failover import SIGNAL_VERIFIED, FailoverVerified
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor import (
         ALL_REGIONS_UNHEALTHY,
@@ -83,6 +84,12 @@ class FleetMonitor:
     def decisions(self) -> DecisionsView:
         """The fleet's decision log: why traffic is where it is (`drctl monitor decisions`)."""
         return self.rebalance.view()
+
+    @workflow.signal(name=SIGNAL_VERIFIED)
+    def failover_verified(self, note: FailoverVerified) -> None:
+        """One of our failovers has traffic verified on its target: it is done for the fleet."""
+        self.live.verified[note.run_id] = note
+        self.live.poke = True
 
     @workflow.signal
     def pause(self) -> None:
@@ -156,8 +163,10 @@ class FleetMonitor:
             else:
                 self._render()
             if (
-                s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested()
-            ) and run.child is None:
+                (s.iteration >= s.max_iterations or workflow.info().is_continue_as_new_suggested())
+                and run.child is None
+                and run.watching is None
+            ):
                 self._apply_pending()  # an update waiting for the next round must finish before continue-as-new
                 await self.rebalance.stop()  # its running step ends first; the ticks resume in the next run
                 await self.notes.flush()
@@ -257,7 +266,9 @@ class FleetMonitor:
                 s.spec.fleet,
             )
             return
-        if s.policy != "automatic" or run.child is not None:
+        # A running failback does not hold decisions back: a region failing meanwhile is failed over at
+        # once, and the failover preempts the failback (docs/lock.md).
+        if s.policy != "automatic" or (run.child is not None and run.child_kind != "failback"):
             return
         quorum.early_votes()
         backing_off = s.next_failover_attempt_at is not None and workflow.now() < s.next_failover_attempt_at
@@ -275,19 +286,21 @@ class FleetMonitor:
                 if backing_off and target in s.avoid_targets:
                     return
                 if not quorum.on():
-                    run.child = asyncio.ensure_future(self.actions.failover(name, target))
+                    run.start_child("failover", asyncio.ensure_future(self.actions.failover(name, target)))
                 elif quorum.vote_waits(name):
                     continue  # no quorum on this one yet: another UNHEALTHY region may still have one
                 else:
-                    run.child = asyncio.ensure_future(quorum.vote_then_failover(name, target))
+                    run.start_child(
+                        "failover", asyncio.ensure_future(quorum.vote_then_failover(name, target))
+                    )
                 return
-        if backing_off:
+        if backing_off or run.child is not None:
             return
         window = timedelta(seconds=s.spec.stabilization_window_s)
         for rec in s.failed_over:
             t = s.trackers[rec.source]  # apply_spec drops records of removed regions
             if t.state is RegionState.HEALTHY and t.since is not None and workflow.now() - t.since >= window:
-                run.child = asyncio.ensure_future(self.actions.failback(rec))
+                run.start_child("failback", asyncio.ensure_future(self.actions.failback(rec)))
                 return
 
     def _render(self) -> None:

@@ -7,16 +7,24 @@ being stopped) must never cancel a failover half-way.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ChildWorkflowError, FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
-    from drctl.models.failover import FailbackInput, FailbackResult, FailoverInput, FailoverResult
+    from drctl.models.failover import (
+        SIGNAL_SUPERSEDE,
+        FailbackInput,
+        FailbackResult,
+        FailoverInput,
+        FailoverResult,
+        SupersedeNotice,
+    )
     from drctl.models.monitor import FailoverRecord
     from drctl.models.monitor_decisions import Decision
     from drctl.models.outcome import result_from
@@ -26,6 +34,21 @@ with workflow.unsafe.imports_passed_through():
 R = TypeVar("R", FailoverResult, FailbackResult, RebalanceResult)
 # The monitor's children record it as their initiator (DrctlInitiator); older histories replay without.
 INITIATOR_PATCH = "monitor-child-initiator"
+# A failover whose id is held by an earlier one that only watches its objective supersedes it.
+SUPERSEDE_PATCH = "monitor-failover-supersedes"
+SUPERSEDE_TRIES = 30
+SUPERSEDE_PAUSE_S = 1.0
+
+
+async def supersede(workflow_id: str, by: str, reason: str) -> None:
+    """Tell the failover running as `workflow_id` to end its objective watch; a failover that is not
+    verified yet keeps the notice and ends the watch as soon as it starts it. None running: nothing to do."""
+    try:
+        await workflow.get_external_workflow_handle(workflow_id).signal(
+            SIGNAL_SUPERSEDE, SupersedeNotice(by=by, reason=reason)
+        )
+    except FailureError as exc:
+        workflow.logger.info("supersede %s: %s", workflow_id, exc)
 
 
 async def child_result(handle: workflow.ChildWorkflowHandle[Any, R], model: type[R]) -> R:
@@ -74,36 +97,45 @@ class MonitorActions:
         self.run.active = rec
         by = initiator()
         self._decided(rec, s.spec.weights, {}, None)
+        inp = FailoverInput(
+            spec=s.spec,
+            target=target,
+            source=source,
+            emergency=True,
+            fault_at=t.first_failure_at,
+            last_good_at=t.last_good_at,
+            initiator=by or "monitor",
+            reason=f"{source} UNHEALTHY: {t.last_reason}",
+        )
         try:
-            handle = await workflow.start_child_workflow(
-                "Failover",
-                FailoverInput(
-                    spec=s.spec,
-                    target=target,
-                    source=source,
-                    emergency=True,
-                    fault_at=t.first_failure_at,
-                    last_good_at=t.last_good_at,
-                    initiator=by or "monitor",
-                    reason=f"{source} UNHEALTHY: {t.last_reason}",
-                ),
-                id=wid,
-                task_queue=s.spec.task_queue,
-                result_type=FailoverResult,
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=child_attrs(s.spec.fleet, "failover", source, target, by),
-                memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": by or "monitor"},
-                static_summary=f"automatic failover {source} → {target}" + (f" by {by}" if by else ""),
-            )
+            handle = await self._start_failover(wid, inp, by)
             rec.run_id = handle.first_execution_run_id
-            result = await child_result(handle, FailoverResult)
+            done = asyncio.ensure_future(child_result(handle, FailoverResult))
+            # Done for the fleet at verification (the failover's `failover_verified` signal): the next
+            # decision need not wait for its objective watch, which goes on as `run.watching`.
+            await workflow.wait_condition(lambda: done.done() or rec.run_id in self.run.verified)
+            if not done.done():
+                note = self.run.verified.pop(rec.run_id or "")
+                rec.status, rec.rto_s, rec.finished_at = "succeeded", note.rto_s, workflow.now()
+                self._moved(rec, target)
+                self._decided(rec, s.spec.weights, note.weights_after, None)
+                self._settle(rec, target)
+                self.run.watching = asyncio.current_task()
+                try:
+                    result = await done
+                    rec.status, rec.rto_s = result.status, result.rto_s
+                finally:
+                    self.run.watching = None
+                    self.run.poke = True
+                return
+            result = done.result()
+            self.run.verified.pop(rec.run_id or "", None)
             rec.status, rec.rto_s, rec.finished_at = result.status, result.rto_s, workflow.now()
             self._decided(rec, result.weights_before, result.weights_after, result.error)
             if result.status in ("succeeded", "unverified"):
                 # Unverified still moved the traffic: it awaits failback like a verified failover
                 # (failing over again would only repeat the same unproven shift).
-                s.failed_over.append(rec)
-                s.avoid_targets.pop(target, None)
+                self._moved(rec, target)
             else:
                 self.back_off(f"failover {result.status}: {result.error}")
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
@@ -113,14 +145,53 @@ class MonitorActions:
             )
             self.back_off(f"failover {source} → {target} did not run: {exc}")
         finally:
-            if rec.status not in ("succeeded", "unverified"):
-                # The next attempt goes to another healthy region first (this one's worker may be dead).
-                s.avoid_targets[target] = workflow.now() + timedelta(
-                    seconds=max(300.0, 10 * s.spec.interval_s)
+            if rec.finished_at is None or self.run.active is rec:
+                self._settle(rec, target)
+
+    def _moved(self, rec: FailoverRecord, target: str) -> None:
+        """Traffic left `rec.source` for `target`: it awaits failback. A record whose source is this
+        target is done: the failover itself gave that region its traffic back."""
+        s = self.run.state
+        s.failed_over = [r for r in s.failed_over if r.source != target]
+        s.failed_over.append(rec)
+        s.avoid_targets.pop(target, None)
+
+    def _settle(self, rec: FailoverRecord, target: str) -> None:
+        """The failover is done for the fleet (verified, or ended): the next decision may come."""
+        s = self.run.state
+        if rec.status not in ("succeeded", "unverified"):
+            # The next attempt goes to another healthy region first (this one's worker may be dead).
+            s.avoid_targets[target] = workflow.now() + timedelta(seconds=max(300.0, 10 * s.spec.interval_s))
+        s.last_failover = rec
+        self.run.active = None
+        self.run.child_done()
+
+    async def _start_failover(
+        self, wid: str, inp: FailoverInput, by: str | None
+    ) -> workflow.ChildWorkflowHandle[Any, FailoverResult]:
+        """Start the Failover child. An earlier failover still watching its objective holds the id: it
+        is told to stop (`supersede`), and the start is tried again, a bounded number of times."""
+        s = self.run.state
+        for attempt in range(SUPERSEDE_TRIES):
+            try:
+                return await workflow.start_child_workflow(
+                    "Failover",
+                    inp,
+                    id=wid,
+                    task_queue=s.spec.task_queue,
+                    result_type=FailoverResult,
+                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                    search_attributes=child_attrs(s.spec.fleet, "failover", inp.source or "", inp.target, by),
+                    memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": by or "monitor"},
+                    static_summary=f"automatic failover {inp.source} → {inp.target}"
+                    + (f" by {by}" if by else ""),
                 )
-            s.last_failover = rec
-            self.run.active = None
-            self.run.child_done()
+            except WorkflowAlreadyStartedError:
+                if attempt == SUPERSEDE_TRIES - 1 or not workflow.patched(SUPERSEDE_PATCH):
+                    raise
+                await supersede(wid, by or "monitor", f"failover {inp.source} → {inp.target} takes over")
+                await workflow.sleep(SUPERSEDE_PAUSE_S)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def failback(self, rec: FailoverRecord) -> None:
         s = self.run.state
@@ -144,6 +215,9 @@ class MonitorActions:
             s.last_failback = f"{result.status} at {workflow.now().isoformat()}"
             if result.status in ("succeeded", "not_needed"):
                 s.failed_over = [r for r in s.failed_over if r.source != rec.source]
+            elif result.status == "preempted":
+                # A failover took the fleet: it answers for the traffic now, and no back-off delays it.
+                workflow.logger.info("failback to %s yielded: %s", rec.source, result.error)
             else:
                 self.back_off(f"failback {result.status}: {result.error}")
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:

@@ -8,11 +8,12 @@ each piece reads and writes only what it is given. Only `state` crosses continue
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from drctl.models.failover import FailoverVerified
     from drctl.models.fleet_spec import FleetSpec
     from drctl.models.monitor import FailoverRecord, MonitorState
 
@@ -20,8 +21,15 @@ with workflow.unsafe.imports_passed_through():
 @dataclass
 class MonitorRun:
     state: MonitorState
-    # The running Failover, Failback or vote-then-failover task: one at a time.
+    # The running Failover, Failback or vote-then-failover task: one at a time, except that a failover
+    # may start while a failback runs (it preempts the failback: docs/lock.md).
     child: asyncio.Task[None] | None = None
+    child_kind: str | None = None
+    # A failover verified on its target that still watches its objective: done for the fleet (the
+    # next decision does not wait for it), awaited only before continue-as-new.
+    watching: asyncio.Task[None] | None = None
+    # `failover_verified` signals from the monitor's failovers, by run id.
+    verified: dict[str, FailoverVerified] = field(default_factory=dict)
     # The failover the running child started, shown by the `status` query.
     active: FailoverRecord | None = None
     # Set to wake the loop's wait at once (a signal, an update, a finished child).
@@ -29,7 +37,15 @@ class MonitorRun:
     # A config sent by `update_spec`, applied between rounds.
     pending_spec: FleetSpec | None = None
 
+    def start_child(self, kind: str, task: asyncio.Task[None]) -> None:
+        self.child, self.child_kind = task, kind
+
     def child_done(self) -> None:
-        """The child task ended: the next decision may start another, and should not wait a round."""
-        self.child = None
+        """The calling child task is done for the fleet: the next decision may start another, and
+        should not wait a round. A task that is no longer `child` (a failback a failover preempted)
+        clears nothing."""
+        me = asyncio.current_task()
+        if self.child is None or (me is not None and self.child is not me):
+            return
+        self.child, self.child_kind = None, None
         self.poke = True

@@ -7,10 +7,18 @@ takes first, so two clients racing past this check still end with one holder.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -18,6 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from drctl.client.connection import ui_link
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
+from drctl.models.failover import QUERY_RELEASED, SIGNAL_SUPERSEDE, SupersedeNotice
 from drctl.models.lock import MUTATING as MUTATING
 from drctl.models.lock import blocks
 from drctl.models.lock import compatible as compatible
@@ -136,31 +145,61 @@ async def start_operation(
     for op in await running_operations(client, cfg):
         if op.workflow_id != workflow_id and blocks(op.operation, operation):
             raise FleetBusyError(cfg.name, op)
+    for attempt in range(2):
+        try:
+            return await client.start_workflow(
+                workflow_run_fn,
+                arg,
+                id=workflow_id,
+                task_queue=task_queue or cfg.temporal.task_queue,
+                search_attributes=search_attributes(cfg.name, operation, source, target, initiator),
+                memo={
+                    "fleet": cfg.name,
+                    "operation": operation,
+                    "source": source,
+                    "target": target,
+                    **(memo or {}),
+                    "initiator": initiator,
+                },
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                static_summary=summary(operation, cfg.name, initiator, source, target),
+                static_details=f"**initiated by** {initiator}",
+            )
+        except WorkflowAlreadyStartedError:
+            # An earlier failover that is only watching its objective hands over to this one.
+            if operation == "failover" and attempt == 0 and await supersede(client, workflow_id, initiator):
+                continue
+            # Same workflow id already running (visibility lagged behind): name it all the same.
+            running = OperationInfo(
+                workflow_id=workflow_id,
+                operation=operation,
+                fleet=cfg.name,
+                ui_link=ui_link(cfg, workflow_id),
+            )
+            raise FleetBusyError(cfg.name, running) from None
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+# How long a new failover waits for an earlier one to hand over: it ends its objective watch at once.
+SUPERSEDE_WAIT_S = 30.0
+
+
+async def supersede(client: Client, workflow_id: str, by: str) -> bool:
+    """When the failover running as `workflow_id` is done for the fleet (verified, only watching its
+    objective), ask it to end the watch and wait (bounded) for it to close. True when it closed (or
+    was already gone), so the new one may start; False when it still owns the fleet."""
+    handle = client.get_workflow_handle(workflow_id)
     try:
-        return await client.start_workflow(
-            workflow_run_fn,
-            arg,
-            id=workflow_id,
-            task_queue=task_queue or cfg.temporal.task_queue,
-            search_attributes=search_attributes(cfg.name, operation, source, target, initiator),
-            memo={
-                "fleet": cfg.name,
-                "operation": operation,
-                "source": source,
-                "target": target,
-                **(memo or {}),
-                "initiator": initiator,
-            },
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            static_summary=summary(operation, cfg.name, initiator, source, target),
-            static_details=f"**initiated by** {initiator}",
-        )
-    except WorkflowAlreadyStartedError:
-        # Same workflow id already running (visibility lagged behind): name it all the same.
-        running = OperationInfo(
-            workflow_id=workflow_id,
-            operation=operation,
-            fleet=cfg.name,
-            ui_link=ui_link(cfg, workflow_id),
-        )
-        raise FleetBusyError(cfg.name, running) from None
+        if not await handle.query(QUERY_RELEASED, result_type=bool):
+            return False
+        await handle.signal(SIGNAL_SUPERSEDE, SupersedeNotice(by=by, reason="a new failover was requested"))
+        await asyncio.wait_for(handle.result(), SUPERSEDE_WAIT_S)
+    except TimeoutError:
+        return False
+    except WorkflowFailureError:
+        return True  # it ended failed: closed all the same
+    except WorkflowQueryFailedError:
+        return False  # a failover from before `released` existed: it holds the fleet to its end
+    except RPCError as exc:
+        return exc.status == RPCStatusCode.NOT_FOUND
+    return True

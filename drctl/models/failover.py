@@ -127,6 +127,40 @@ class FailoverResult(BaseModel):
     data_loss: DataLossExposure | None = Field(
         None, description="Replication lag accepted (emergency or --force)."
     )
+    released_at: datetime | None = Field(
+        None,
+        description="When the failover gave the fleet back: traffic verified on the target, so the next "
+        "decision need not wait for the objective watch.",
+    )
+    superseded_by: str | None = Field(
+        None, description="The operation that ended this failover's objective watch early."
+    )
+
+
+# Signals between failovers and the monitor that started one (docs/lock.md: done for the fleet at
+# verification). The failover tells its parent monitor it is verified; a newer failover (the
+# monitor's or an operator's) tells a failover that is only watching the objective to stop.
+SIGNAL_VERIFIED = "failover_verified"
+SIGNAL_SUPERSEDE = "supersede"
+QUERY_RELEASED = "released"
+
+
+class FailoverVerified(BaseModel):
+    """From a failover to the monitor that started it: traffic is verified on the target."""
+
+    workflow_id: str
+    run_id: str
+    source: str
+    target: str
+    rto_s: float | None = None
+    weights_after: dict[str, int] = Field(default_factory=dict)
+
+
+class SupersedeNotice(BaseModel):
+    """To a failover watching its objective: a newer operation takes over; end the watch now."""
+
+    by: str = Field(description="The newer operation's workflow id, or who asked.")
+    reason: str = ""
 
 
 # --- failback ----------------------------------------------------------------------------------
@@ -144,7 +178,7 @@ class FailbackInput(BaseModel):
 
 
 class FailbackResult(BaseModel):
-    status: Literal["succeeded", "rolled_back", "failed", "not_needed"]
+    status: Literal["succeeded", "rolled_back", "failed", "not_needed", "preempted"]
     weights_before: dict[str, int] = Field(default_factory=dict)
     weights_after: dict[str, int] = Field(default_factory=dict)
     steps_done: int = 0

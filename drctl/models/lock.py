@@ -23,7 +23,10 @@ _COMPATIBLE = {
     frozenset({"drill", "rebalance"}),
 }
 # A rebalance is a partial, reversible traffic move: a failover outranks it as it outranks maintenance.
-_YIELDS_TO_FAILOVER = MAINTENANCE | {"rebalance"}
+# So does a failback: it returns share to a region step by step, and a region failing meanwhile (the
+# one the failback takes share from, or the one it gives it to) is answered at once by a failover,
+# never after the failback has finished stepping onto it.
+_YIELDS_TO_FAILOVER = MAINTENANCE | {"rebalance", "failback"}
 
 # Update, signal and query names of the FleetLock workflow, and the signal a preempted holder gets.
 UPDATE_ACQUIRE = "acquire"
@@ -41,8 +44,8 @@ def compatible(a: str, b: str) -> bool:
 
 
 def preempts(requester: str, holder: str) -> bool:
-    """DR first: a failover is never refused because maintenance or a rebalance holds the fleet; it
-    preempts them."""
+    """DR first: a failover is never refused because maintenance, a rebalance or a failback holds the
+    fleet; it preempts them."""
     return requester == "failover" and holder in _YIELDS_TO_FAILOVER
 
 
@@ -87,7 +90,8 @@ class LockRelease(BaseModel):
 
 
 class PreemptNotice(BaseModel):
-    """Sent by the lock to a maintenance holder when a failover takes the fleet."""
+    """Sent by the lock to a holder that yields (maintenance, rebalance, failback) when a failover
+    takes the fleet."""
 
     by_workflow_id: str
     by_operation: str

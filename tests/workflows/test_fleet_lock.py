@@ -1,5 +1,6 @@
 """The fleet lock (`lock/<fleet>`) on the dev stack: one holder among racers, a dead holder blocks
-nobody, a failover preempts a paused canary upgrade, and a refused failover is Failed in Temporal."""
+nobody, a failover preempts a paused canary upgrade and a failback, a failover watching its objective
+holds nothing and is superseded, and a refused failover is Failed in Temporal."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from drctl.client.operations import search_attributes
 from drctl.client.outcome import finished, result_of
 from drctl.config.schema import FleetConfig
-from drctl.models.failover import FailbackInput, FailbackResult, FailoverResult
+from drctl.models.failover import (
+    QUERY_RELEASED,
+    FailbackInput,
+    FailbackResult,
+    FailoverInput,
+    FailoverResult,
+)
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.lock import QUERY_HOLDERS, LockState, lock_id
 from drctl.models.phases import OperationProgress
@@ -32,9 +39,11 @@ from tests.support.workers import (
     kill_stable,
     refused_cli_failover,
     start_failback,
+    start_failover,
     weights,
 )
 from workflows.failback import Failback
+from workflows.failover import Failover
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -229,25 +238,83 @@ async def test_monitor_reads_a_refused_child_failover_from_its_failure_details(
     from drctl.models.monitor import MonitorStatus
 
     cfg = await start_workers()
-    # A failback holds the fleet (it is stabilising us-west-1), so the monitor's failover is busy.
+    # Another failover holds the fleet at its approval gate, so the monitor's failover is busy.
+    held = await temporal_client.start_workflow(
+        Failover.run,
+        FailoverInput(spec=FleetSpec.from_config(cfg), target="us-east-1", require_approval=True),
+        id=f"failover/{cfg.name}-held",
+        task_queue=cfg.temporal.task_queue,
+        search_attributes=search_attributes(cfg.name, "failover"),
+    )
+    try:
+        await assert_eventually(
+            lambda: _holders_are(temporal_client, cfg, [held.id]), timeout_s=30, what="a failover holds"
+        )
+        mon, started = await start_monitor(temporal_client, cfg)
+        assert started
+        kill_stable(cfg, "us-west-1")
+
+        async def refused() -> MonitorStatus | None:
+            st = await mon.query("status", result_type=MonitorStatus)
+            return st if st.last_failover and st.last_failover.status != "running" else None
+
+        st = await assert_eventually(
+            refused, timeout_s=90, interval_s=0.5, what="the monitor's failover to end"
+        )
+        # The child ended Failed (FleetBusy); the monitor still read its result, not just "error".
+        assert st.last_failover is not None and st.last_failover.status == "refused", st.last_failover
+        desc = await temporal_client.get_workflow_handle(f"failover/{cfg.name}").describe()
+        assert desc.status == WorkflowExecutionStatus.FAILED
+    finally:
+        await held.execute_update("abort", {"reason": "test done"}, result_type=str)
+
+
+async def test_a_failover_preempts_a_failback_which_yields_without_touching_the_weights(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    # A failback holds the fleet, stabilising us-west-1 before its first step.
     held = _off_its_weights(cfg, {"us-west-1": 30, "us-east-1": 70}, stabilization_s=300.0)
     fb = await _raw_failback(temporal_client, cfg, FleetSpec.from_config(held), f"failback/{cfg.name}")
     await assert_eventually(
         lambda: _holders_are(temporal_client, cfg, [fb.id]), timeout_s=30, what="failback holds"
     )
-    mon, started = await start_monitor(temporal_client, cfg)
-    assert started
-    kill_stable(cfg, "us-west-1")
+    # A region failing meanwhile is answered at once: the failover is granted beside the failback.
+    fo = await start_failover(temporal_client, cfg)
+    res = await asyncio.wait_for(result_of(fo, FailoverResult), 90)
+    assert res.status == "succeeded", res.error
+    assert fb.id in res.preempted, res.preempted
+    done = await asyncio.wait_for(finished(fb, FailbackResult), 60)
+    assert done.failed and done.result.status == "preempted", done
+    assert "yielded" in (done.result.error or "") and f"failover/{cfg.name}" in (done.result.error or "")
+    assert done.result.changes == []  # it stopped before its first step: the weights are the failover's
+    assert weights(cfg) == {"us-west-1": 0, "us-east-1": 100}
 
-    async def refused() -> MonitorStatus | None:
-        st = await mon.query("status", result_type=MonitorStatus)
-        return st if st.last_failover and st.last_failover.status != "running" else None
 
-    st = await assert_eventually(refused, timeout_s=90, interval_s=0.5, what="the monitor's failover to end")
-    # The child ended Failed (FleetBusy); the monitor still read its result, not just "error".
-    assert st.last_failover is not None and st.last_failover.status == "refused", st.last_failover
-    desc = await temporal_client.get_workflow_handle(f"failover/{cfg.name}").describe()
-    assert desc.status == WorkflowExecutionStatus.FAILED
+async def test_a_failover_watching_its_objective_holds_nothing_and_a_new_one_supersedes_it(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    cfg = await start_workers()
+    # A long objective window: with no user load the watch says "no traffic to judge" only after it.
+    watching = tuned(cfg, "objectives", slo=cfg.objectives.slo.model_copy(update={"window_s": 120.0}))
+    first = await start_failover(temporal_client, watching)
+
+    async def released() -> bool:
+        return bool(await first.query(QUERY_RELEASED, result_type=bool))
+
+    await assert_eventually(released, timeout_s=60, what="the first failover verified, done for the fleet")
+    # Done for the fleet: the lock is back while it still watches.
+    assert await _holders(temporal_client, cfg) == []
+    assert (await first.describe()).status == WorkflowExecutionStatus.RUNNING
+    # An operator's failover (back to us-west-1) is not refused: it supersedes the watch.
+    second = await start_failover(temporal_client, cfg, target="us-west-1")
+    assert second.result_run_id != first.result_run_id
+    one = await asyncio.wait_for(result_of(first, FailoverResult), 30)
+    assert one.status == "succeeded" and one.released_at is not None, one
+    assert one.superseded_by and (one.slo_evidence or "").startswith("not judged: superseded by"), one
+    two = await asyncio.wait_for(result_of(second, FailoverResult), 90)
+    assert two.status == "succeeded", two.error
+    assert weights(cfg) == {"us-west-1": 100, "us-east-1": 0}
 
 
 async def test_a_lock_left_on_a_task_queue_nobody_serves_is_replaced(
