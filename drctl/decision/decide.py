@@ -8,6 +8,7 @@ the rules in priority order, the first that fires deciding (docs/decisions.md, R
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,19 +36,44 @@ def _restrict(weights: dict[str, int] | None, names: list[str]) -> dict[str, int
     return None if weights is None else {r: max(0, weights.get(r, 0)) for r in names}
 
 
-def _normalised(weights: dict[str, int], home: dict[str, int]) -> dict[str, int]:
-    """Weights summing to 100: scaled if they do not; the home weights if they are all zero."""
-    if sum(weights.values()) == 100:
+def _normalised(weights: dict[str, int], home: dict[str, int], healthy: list[str]) -> dict[str, int]:
+    """Weights summing to 100 (a hand edit may leave them off): over 100 scaled down; under it, the
+    missing share onto the HEALTHY regions (scaled if there are none); all zero: the home weights."""
+    total = sum(weights.values())
+    if total == 100:
         return dict(weights)
-    if sum(weights.values()) <= 0:
+    if total <= 0:
         return dict(home)
-    return largest_remainder({r: float(w) for r, w in weights.items()})
+    floats = {r: float(w) for r, w in weights.items()}
+    if total < 100 and healthy:
+        keys = (
+            {r: floats[r] for r in healthy}
+            if sum(floats[r] for r in healthy) > 0
+            else dict.fromkeys(healthy, 1.0)
+        )
+        for r, k in keys.items():
+            floats[r] += (100 - total) * k / sum(keys.values())
+    return largest_remainder(floats)
 
 
-def decide(
+@dataclass(frozen=True)
+class Prepared:
+    """The judged tick before any rule: the rules' `tick`, and what reconcile needs."""
+
+    tick: Tick
+    before: dict[str, int]  # the weights the decision starts from, as read (or applied, unreadable)
+    why: dict[str, str]  # region -> the reason for its verdict
+    in_effect: dict[str, int] | None
+    applied: dict[str, int] | None
+    drifted: bool  # the weights in effect differ from those applied (or do not sum to 100)
+    correct: bool  # ... and are corrected this tick (mode automatic, no back-off)
+
+
+def prepare(
     evidence: FleetEvidence, memory: DecisionMemory, config: DecisionConfig, now: datetime
-) -> tuple[Decision, DecisionMemory]:
-    """The decision for this tick and the memory for the next. Never mutates its inputs."""
+) -> Prepared:
+    """The verdicts, and the weights the rules start from: those in effect; those applied when the
+    tier cannot be read; what reconcile allows when they drifted and mode is automatic."""
     names = list(evidence.regions)
     home = largest_remainder({r: float(evidence.regions[r].home_weight) for r in names})
     if sum(home.values()) == 0:
@@ -59,47 +85,46 @@ def decide(
         verdicts[r], why[r], regions[r] = judge_region(evidence.regions[r], memory.region(r), config, now)
     in_effect = _restrict(evidence.weights_in_effect, names)
     applied = _restrict(evidence.weights_applied, names) or _restrict(memory.last_applied, names)
+    healthy = [r for r in names if verdicts[r] is Verdict.HEALTHY]
     before = in_effect if in_effect is not None else dict(applied or home)
-    tick = Tick(
-        evidence,
-        memory,
-        config,
-        now,
-        verdicts,
-        regions,
-        _normalised(before, home),
-        home,
-        in_effect is not None,
-    )
+    measured = _normalised(before, home, healthy)
+    tick = Tick(evidence, memory, config, now, verdicts, regions, measured, home, measured)
+    drifted = in_effect is not None and (reconcile.drift(in_effect, applied) or tick.base != in_effect)
+    correct = drifted and config.mode == "automatic" and not tick.backing_off()
+    if correct and applied is not None:
+        target = reconcile.allowed(tick, tick.base, _normalised(applied, home, healthy))
+        tick = Tick(evidence, memory, config, now, verdicts, regions, target, home, measured)
+    return Prepared(tick, before, why, in_effect, applied, drifted, correct)
+
+
+def decide(
+    evidence: FleetEvidence, memory: DecisionMemory, config: DecisionConfig, now: datetime
+) -> tuple[Decision, DecisionMemory]:
+    """The decision for this tick and the memory for the next. Never mutates its inputs."""
+    p = prepare(evidence, memory, config, now)
+    tick = p.tick
     notes: list[str] = []
     backoff = tick.backing_off()
-    drifted = in_effect is not None and (reconcile.drift(in_effect, applied) or tick.base != in_effect)
-    correct = drifted and config.mode == "automatic" and not backoff
-    target = (
-        reconcile.allowed(tick, tick.base, _normalised(applied, home)) if applied is not None else tick.base
-    )
-    if correct:
-        tick = Tick(evidence, memory, config, now, verdicts, regions, target, home, True)
-    if in_effect is None:
+    if p.in_effect is None:
         notes.append("hold: the weights in effect are unreadable; only safety moves (failover, retreat)")
     if backoff:
         notes.append(f"hold: back-off after a failed apply until {memory.not_before}; only safety moves")
-    rules = SAFETY_RULES if in_effect is None or backoff else SAFETY_RULES + BALANCE_RULES
+    rules = SAFETY_RULES if p.in_effect is None or backoff else SAFETY_RULES + BALANCE_RULES
     outcome = next((o for rule in rules if (o := rule(tick, notes)) is not None), None)
-    drift_words = reconcile.describe(in_effect, applied or tick.base) if in_effect is not None else ""
-    if outcome is None and drifted:
+    drift_words = reconcile.describe(p.in_effect or {}, p.applied or tick.base)
+    if outcome is None and p.drifted:
         outcome = Outcome(
             reconcile.RULE,
             "reconcile",
-            target,
-            [drift_words + ("; re-asserted" if correct else f"; {config.mode}: reported, not corrected")],
-            advisory=not correct,
+            dict(tick.base),
+            [drift_words + ("; re-asserted" if p.correct else f"; {config.mode}: reported, not corrected")],
+            advisory=not p.correct,
         )
     elif outcome is None:
         outcome = Outcome("hold", "hold", dict(tick.base), notes or ["hold: nothing to move"])
-    elif correct:
+    elif p.correct:
         outcome.reasons.insert(0, drift_words + "; re-asserted")
-    return _decision(tick, before, outcome, why), _remember(tick, outcome)
+    return _decision(tick, p.before, outcome, p.why), _remember(tick, outcome)
 
 
 def _decision(tick: Tick, before: dict[str, int], outcome: Outcome, why: dict[str, str]) -> Decision:

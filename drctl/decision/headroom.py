@@ -7,7 +7,7 @@ the points it can carry (`usable_points`). Replaces models/capacity.py's usable/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from drctl.decision.config import DecisionConfig
 from drctl.decision.evidence import RegionEvidence
@@ -24,12 +24,18 @@ def usable(region: RegionEvidence, config: DecisionConfig) -> float | None:
     return cap.ready * cap.per_replica * config.target_utilisation
 
 
-def load_per_point(regions: Mapping[str, RegionEvidence], weights: Mapping[str, int]) -> float | None:
-    """The load one weight point brings, from the regions whose load is read; None if none is."""
+def load_per_point(
+    regions: Mapping[str, RegionEvidence], weights: Mapping[str, int], serving: Collection[str]
+) -> float | None:
+    """The load one weight point brings, from the `serving` regions whose load is read (a dead
+    region's read load is not what its share offers); None if none is."""
     loads = [
         (r.capacity.load, weights.get(name, 0))
         for name, r in regions.items()
-        if r.capacity is not None and r.capacity.load is not None and weights.get(name, 0) > 0
+        if name in serving
+        and r.capacity is not None
+        and r.capacity.load is not None
+        and weights.get(name, 0) > 0
     ]
     total_weight = sum(w for _, w in loads)
     total_load = sum(load for load, _ in loads)
@@ -39,10 +45,13 @@ def load_per_point(regions: Mapping[str, RegionEvidence], weights: Mapping[str, 
 
 
 def usable_points(
-    regions: Mapping[str, RegionEvidence], weights: Mapping[str, int], config: DecisionConfig
+    regions: Mapping[str, RegionEvidence],
+    weights: Mapping[str, int],
+    config: DecisionConfig,
+    serving: Collection[str],
 ) -> dict[str, float]:
-    """Region -> the share it can carry within usable capacity, for the regions where it is known."""
-    per_point = load_per_point(regions, weights)
+    """Region -> the share it can carry within usable capacity, where known (`load_per_point`)."""
+    per_point = load_per_point(regions, weights, serving)
     if per_point is None:
         return {}
     out = {}

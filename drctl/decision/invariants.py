@@ -85,7 +85,8 @@ def within_capacity_while_headroom(
     evidence: FleetEvidence, decision: Decision, config: DecisionConfig
 ) -> list[Violation]:
     """No region given share beyond its usable capacity while another HEALTHY one has room."""
-    points = usable_points(evidence.regions, decision.weights_before, config)
+    answering = [r for r, v in decision.verdicts.items() if v not in (Verdict.DOWN, Verdict.UNKNOWN)]
+    points = usable_points(evidence.regions, decision.weights_before, config, answering)
     out = []
     for r in _gainers(decision):
         if r not in points or decision.weights_after[r] <= points[r] + ROUNDING_POINTS:

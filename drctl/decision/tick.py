@@ -12,6 +12,9 @@ from drctl.decision.evidence import FleetEvidence, Verdict
 from drctl.decision.headroom import largest_remainder, spread, usable_points
 from drctl.decision.memory import DecisionMemory, RegionMemory
 
+# Regions whose read load says nothing of the load their share offers.
+NOT_ANSWERING = frozenset({Verdict.DOWN, Verdict.UNKNOWN})
+
 
 @dataclass(frozen=True)
 class Tick:
@@ -25,12 +28,13 @@ class Tick:
     regions: dict[str, RegionMemory]  # this tick's region memories (verdicts updated)
     base: dict[str, int]  # the weights the rules start from (sum 100)
     home: dict[str, int]  # configured weights, as shares summing to 100
-    readable: bool  # the weights in effect could be read
+    measured: dict[str, int]  # the weights the loads were read under (those in effect, sum 100)
 
     @property
     def points(self) -> dict[str, float]:
         """Region -> usable capacity in weight points, where known."""
-        return usable_points(self.evidence.regions, self.base, self.config)
+        answering = [r for r, v in self.verdicts.items() if v not in NOT_ANSWERING]
+        return usable_points(self.evidence.regions, self.measured, self.config, answering)
 
     def serving(self) -> list[str]:
         """Regions with share that are not DOWN."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,9 +15,12 @@ from drctl.decision import (
     PassiveFacts,
     ProbeFacts,
     RegionEvidence,
+    RegionMemory,
     decide,
 )
-from drctl.decision.invariants import check_decision
+from drctl.decision.decide import prepare
+from drctl.decision.invariants import check_decision, check_trace
+from drctl.decision.tick import Tick
 
 T0 = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
 
@@ -80,3 +84,48 @@ def checked(
 def applied(evidence: FleetEvidence, weights: dict[str, int]) -> FleetEvidence:
     """The evidence after the caller applied `weights` (in effect and applied alike)."""
     return evidence.model_copy(update={"weights_in_effect": dict(weights), "weights_applied": dict(weights)})
+
+
+Step = tuple[FleetEvidence, Decision]
+
+
+def run(
+    config: DecisionConfig,
+    evidence_at: Callable[[int, dict[str, int]], FleetEvidence],
+    ticks: int,
+    weights: dict[str, int],
+    memory: DecisionMemory | None = None,
+) -> list[Step]:
+    """Tick `ticks` times, every `config.interval_s`: build the evidence from the weights in effect,
+    decide, check the per-decision invariants, apply what is not advisory. The trace invariants are
+    checked at the end."""
+    mem = memory or DecisionMemory()
+    steps: list[Step] = []
+    for i in range(ticks):
+        ev = evidence_at(i, dict(weights)).model_copy(update={"at": at(i * config.interval_s)})
+        decision, mem = checked(ev, mem, config, ev.at)
+        steps.append((ev, decision))
+        if not decision.advisory:
+            weights = dict(decision.weights_after)
+    assert check_trace(steps, config) == []
+    return steps
+
+
+def loaded(
+    name: str, home: int, weights: dict[str, int], total_load: float, ready: int = 2, **kw: Any
+) -> RegionEvidence:
+    """A region whose load follows its weight in effect (per-replica capacity 15, usable 12 each)."""
+    cap = capacity(ready=ready, load=total_load * weights[name] / 100, per_replica=15.0)
+    return region(name, home, **{"capacity": cap, **kw})
+
+
+def tick_of(
+    evidence: FleetEvidence, config: DecisionConfig, now: datetime, memory: DecisionMemory | None = None
+) -> Tick:
+    """The judged tick the rules see for `evidence`."""
+    return prepare(evidence, memory or DecisionMemory(), config, now).tick
+
+
+def remembered(**regions: dict[str, Any]) -> DecisionMemory:
+    """A memory with the given per-region fields."""
+    return DecisionMemory(regions={r: RegionMemory(**kw) for r, kw in regions.items()})
