@@ -19,9 +19,10 @@ import yaml
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
 
-from drctl.client.codec import AesGcmCodec, CodecKeyError, PlaintextRefused, parse_keys
+from drctl.client.codec import AesGcmCodec, CodecKeyError, PlaintextRefused, load_keys, parse_keys
 from drctl.client.codec_server import MAX_BODY, CodecServer
 from drctl.client.plaintext import PayloadRefused, codec_data_converter
+from drctl.config.schema import CodecConfig
 from tests.support.cli import run_cli
 from tests.support.config import fleet_config_data
 from tests.support.ports import free_port, listening
@@ -300,3 +301,31 @@ def test_the_cli_serves_the_fleet_configs_namespace_and_refuses_others(tmp_path:
     finally:
         server.terminate()
         server.wait(20)
+
+
+def test_the_codec_server_refuses_a_keys_file_or_tls_ca_that_never_ends(tmp_path: Path) -> None:
+    """A FIFO would block the read for good: refused at once, naming the setting, with exit 2, by
+    the one bounded reader (drctl/config/bounded_read.py)."""
+    odd = tmp_path / "pipe"
+    os.mkfifo(odd)
+    keys = tmp_path / "keys"
+    keys.write_text(f"k1={KEY}\n")
+    for setting, temporal in (
+        ("temporal.codec.keys_file", {"codec": {"keys_file": str(odd)}}),
+        (
+            "temporal.tls.server_root_ca_cert_path",
+            {"codec": {"keys_file": str(keys)}, "tls": {"server_root_ca_cert_path": str(odd)}},
+        ),
+    ):
+        data = fleet_config_data()
+        data["temporal"].update(temporal)
+        cfg = tmp_path / "fleet.yaml"
+        cfg.write_text(yaml.safe_dump(data))
+        code, _, err = run_cli(["codec-server", "-c", str(cfg), "--insecure-no-auth"])
+        assert code == 2 and setting in err and "not a regular file" in err, (setting, code, err)
+
+
+def test_a_keys_file_that_is_a_device_is_refused_not_read() -> None:
+    """/dev/zero never ends (the config's secret-path rule refuses it first; the reader holds anyway)."""
+    with pytest.raises(CodecKeyError, match="temporal.codec.keys_file /dev/zero: a character device"):
+        load_keys(CodecConfig(keys_file="/dev/zero"))

@@ -26,12 +26,14 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
 from drctl.client.plaintext import REASONS, marked
+from drctl.config.bounded_read import FileRefused, read_regular_text
 from drctl.config.schema import CodecConfig
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 BINDING = "encryption-binding"  # "namespace": the associated data names the namespace
 _NONCE = 12
+KEYS_FILE_MAX_BYTES = 64 * 1024  # hundreds of id=key lines; a key ring is never near it
 _KEY_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -82,11 +84,10 @@ def load_keys(cfg: CodecConfig) -> list[tuple[str, bytes]]:
         return parse_keys(text, f"environment variable {cfg.keys_env}")
     path = Path(cfg.keys_file or "")
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise CodecKeyError(f"temporal.codec.keys_file: cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise CodecKeyError(f"temporal.codec.keys_file: {path} is not UTF-8 text") from None
+        # The one bounded reader: a FIFO or /dev/zero named here is refused, not read forever.
+        text = read_regular_text(path, max_bytes=KEYS_FILE_MAX_BYTES, what="temporal.codec.keys_file")
+    except FileRefused as exc:  # names the setting, the path and why (missing, a FIFO, too large)
+        raise CodecKeyError(str(exc)) from None
     return parse_keys(text, str(path))
 
 

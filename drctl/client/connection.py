@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -18,6 +17,7 @@ from drctl.client.codec import CodecKeyError, codec_for
 from drctl.client.identity import IdentityError
 from drctl.client.identity import identity as acting_identity
 from drctl.client.plaintext import RefuseMarkedInput, codec_data_converter
+from drctl.config.bounded_read import FileRefused, read_regular_file
 from drctl.config.schema import FleetConfig
 
 
@@ -30,6 +30,9 @@ class TemporalUnreachable(RuntimeError):
         self.address = address
 
 
+TLS_FILE_MAX_BYTES = 1024 * 1024  # a CA bundle with every public root is about 200 KiB
+
+
 class TemporalConfigError(ValueError):
     """The temporal section asks for something the environment does not provide (exit 2)."""
 
@@ -38,9 +41,10 @@ def _read(path: str | None, what: str) -> bytes | None:
     if not path:
         return None
     try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise TemporalConfigError(f"temporal.tls.{what}: cannot read {path}: {exc.strerror}") from None
+        # The one bounded reader: a FIFO or /dev/zero named here is refused, not read forever.
+        return read_regular_file(path, max_bytes=TLS_FILE_MAX_BYTES, what=f"temporal.tls.{what}")
+    except FileRefused as exc:
+        raise TemporalConfigError(str(exc)) from None
 
 
 def _profile(env: Mapping[str, str] | None) -> ClientConfigProfile:
