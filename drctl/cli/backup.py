@@ -61,7 +61,7 @@ def _name(name: str | None, prefix: str) -> str:
 def _table(items: list[BackupInfo], title: str) -> Table:
     t = Table(title=title)
     for col in ("name", "phase", "items", "errors", "warnings", "started", "completed", "reason"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for b in items:
         t.add_row(
             b.name,

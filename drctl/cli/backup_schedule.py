@@ -9,6 +9,7 @@ them too. The backups a Schedule produces are Velero's.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Annotated, TypeVar
 
 import typer
@@ -16,8 +17,9 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from drctl.cli import common, complete, reads
+from drctl.cli.durations import delta, go_duration
 from drctl.config.schema import FleetConfig
-from drctl.models.backup import ScheduleInfo, ScheduleList, go_duration_ok
+from drctl.models.backup import ScheduleInfo, ScheduleList
 from drctl.models.reads import ReadResult, ScheduleWrite
 
 M = TypeVar("M", bound=BaseModel)
@@ -42,9 +44,22 @@ def _regions(cfg: FleetConfig, regions: list[str] | None) -> list[str]:
 
 @app.command("create")
 def create(
-    every: Annotated[str | None, typer.Option("--every", help="Interval, a Go duration: 1h, 30m.")] = None,
+    every: Annotated[
+        timedelta | None,
+        typer.Option(
+            "--every", parser=delta("--every"), metavar="DURATION", help="Interval: 1h, 30m, 1h30m."
+        ),
+    ] = None,
     cron: Annotated[str | None, typer.Option("--cron", help="Cron expression instead of --every.")] = None,
-    ttl: Annotated[str, typer.Option("--ttl", help="How long each backup is kept, a Go duration.")] = "720h",
+    ttl: Annotated[
+        timedelta,
+        typer.Option(
+            "--ttl",
+            parser=delta("--ttl"),
+            metavar="DURATION",
+            help="How long each backup is kept: 720h, 30m.",
+        ),
+    ] = timedelta(hours=720),
     name: Annotated[
         str | None, typer.Option("--name", help="Schedule name (default: every-<interval>).")
     ] = None,
@@ -57,21 +72,21 @@ def create(
     cfg = common.load(config)
     if bool(every) == bool(cron):
         raise common.UserError("give exactly one of --every (e.g. 1h) or --cron")
-    if every and not go_duration_ok(every):
-        raise common.UserError(f"--every {every!r}: not a duration like 1h, 30m or 1h30m")
-    if not go_duration_ok(ttl):
-        raise common.UserError(f"--ttl {ttl!r}: not a duration like 72h or 720h0m0s")
+    # Velero reads Go durations in whole seconds: both are written so (drctl.cli.durations).
+    every_go, ttl_go = (go_duration(every) if every else None), go_duration(ttl)
+    if every is not None and every.total_seconds() < 1:
+        raise common.UserError(f"--every {every_go}: at least 1s")
     if cron and len(cron.split()) != 5:
         raise common.UserError(f"--cron {cron!r}: expected 5 fields (minute hour day month weekday)")
-    name = name or (f"every-{every}" if every else "cron")
+    name = name or (f"every-{every_go}" if every_go else "cron")
     if not _NAME.match(name):
         raise common.UserError(f"bad name {name!r}: lowercase letters, digits and '-'")
     regions = _regions(cfg, region)
-    when = f"@every {every}" if every else str(cron)
+    when = f"@every {every_go}" if every_go else str(cron)
     if dry_run:
         planned = [
             ScheduleInfo(
-                name=name, region=r, schedule=when, ttl=ttl, namespaces=[cfg.region(r).kube.namespace]
+                name=name, region=r, schedule=when, ttl=ttl_go, namespaces=[cfg.region(r).kube.namespace]
             )
             for r in regions
         ]
@@ -79,15 +94,17 @@ def create(
             (p.region, f"Schedule {p.name}: {p.schedule}, namespaces {', '.join(p.namespaces)}")
             for p in planned
         ]
-        common.print_plan(output, f"create schedule {name}, backups kept {ttl}", None, planned, rows)
+        common.print_plan(output, f"create schedule {name}, backups kept {ttl_go}", None, planned, rows)
         return
     res = reads.change_schedules(
-        cfg, "create", name, regions, schedule=when, ttl=ttl, labels={"app": cfg.workload.app}
+        cfg, "create", name, regions, schedule=when, ttl=ttl_go, labels={"app": cfg.workload.app}
     )
     created = _written(res, regions, ScheduleInfo)
     if not common.is_document(output):
         for s in created:
-            common.console.print(f"schedule {s.name} created in {s.region}: {s.schedule}, backups kept {ttl}")
+            common.console.print(
+                f"schedule {s.name} created in {s.region}: {s.schedule}, backups kept {ttl_go}"
+            )
     common.printed_json(output, created)
 
 
@@ -124,7 +141,7 @@ def list_(
         return
     t = Table(title="Velero schedules")
     for col in ("region", "name", "schedule", "ttl", "phase", "last backup"):
-        t.add_column(col, no_wrap=True)
+        t.add_column(col, overflow="fold")
     for s in items:
         t.add_row(s.region, s.name, s.schedule, s.ttl or "", s.phase or "New", s.last_backup or "never")
     common.console.print(t)

@@ -19,8 +19,59 @@ from drctl.config.schema import FleetConfig, load_config
 
 T = TypeVar("T")
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped or redirected, rich would cut every table at 80 columns (its default without a terminal);
+# a script or grep needs the values whole, so without a terminal lines are as long as they are.
+PIPED_WIDTH = 10_000
+
+
+class SafeConsole(Console):
+    """A Console that shows no control, C1 or bidi character raw, whatever a command passes it.
+
+    Every string it renders goes through drctl.models.safe_text first (newlines kept: the command's
+    own lines), so a value from a file that a renderer forgot to escape still cannot repaint the
+    screen or write the clipboard. Rich markup in such values is escaped where they are interpolated
+    (`shown`), or printed with markup=False.
+    """
+
+    def __init__(self, stderr: bool = False) -> None:
+        stream = sys.stderr if stderr else sys.stdout
+        super().__init__(stderr=stderr, width=None if stream.isatty() else PIPED_WIDTH)
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        from drctl.models.safe_text import safe_text
+
+        return super().render_str(safe_text(text, keep_newlines=True), **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        from rich.text import Text
+
+        from drctl.models.safe_text import safe_text
+
+        # A Text built by a renderer skips render_str; one style over it all is rebuilt escaped.
+        fixed = [
+            Text(safe_text(o.plain, keep_newlines=True), style=o.style)
+            if isinstance(o, Text) and not o.spans and safe_text(o.plain, keep_newlines=True) != o.plain
+            else o
+            for o in objects
+        ]
+        super().print(*fixed, **kwargs)
+
+
+def shown(value: Any) -> str:
+    """A value from a file or a config, ready to interpolate into a rich markup string.
+
+    Control, C1 and bidi characters become visible escapes and rich markup (`[/]` in a URL) is
+    escaped, so it shows as written and can neither crash the renderer nor restyle the line.
+    """
+    from rich.markup import escape
+
+    from drctl.models.safe_text import safe_text
+
+    return escape(safe_text(value))
+
+
+console = SafeConsole()
+err_console = SafeConsole(stderr=True)
 
 DEFAULT_CONFIG = "config/fleet.yaml"
 
@@ -75,7 +126,13 @@ def print_json(data: Any, output: Output = Output.json) -> None:
     if output is Output.yaml:
         import yaml
 
-        text = yaml.safe_dump(json.loads(text), sort_keys=False, allow_unicode=True).rstrip("\n")
+        from drctl.models.safe_text import safe_text
+
+        # JSON writes every control and bidi character as \\uXXXX; YAML only its own non-printables,
+        # so a document holding any is written all-ASCII, escaped the same way.
+        raw = json.dumps(data, ensure_ascii=False, default=str)
+        readable = safe_text(raw, keep_newlines=True) == raw
+        text = yaml.safe_dump(json.loads(text), sort_keys=False, allow_unicode=readable).rstrip("\n")
     sys.stdout.write(text + "\n")
 
 

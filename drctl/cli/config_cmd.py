@@ -10,7 +10,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drctl.cli.common import DEFAULT_CONFIG, TABLE, OutputOpt, console, is_document, print_json
+from drctl.cli.common import (
+    DEFAULT_CONFIG,
+    TABLE,
+    OutputOpt,
+    console,
+    err_console,
+    is_document,
+    print_json,
+    shown,
+)
 from drctl.config.schema import load_config
 from drctl.config.warnings import warnings
 
@@ -43,9 +52,10 @@ def validate(
             output,
         )
         return
-    table = Table(title=f"{file}: fleet {cfg.name!r} is valid")
+    # Every value below came from the file: shown() escapes control characters and rich markup.
+    table = Table(title=f"{shown(file)}: fleet {shown(repr(cfg.name))} is valid")
     for col in ("region", "weight", "share", "replicas", "kubernetes", "gateway"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in cfg.regions:
         kube = r.kube.api_url or (
             f"context {r.kube.context}"
@@ -54,16 +64,24 @@ def validate(
             if r.kube.in_cluster
             else "in-cluster or current context"
         )
-        table.add_row(r.name, str(r.weight), f"{norm[r.name]:.0%}", str(r.replicas), kube, r.gateway_url)
+        table.add_row(
+            shown(r.name),
+            str(r.weight),
+            f"{norm[r.name]:.0%}",
+            str(r.replicas),
+            shown(kube),
+            shown(r.gateway_url),
+        )
     console.print(table)
     h, o = cfg.health, cfg.objectives
     console.print(
         f"health every {h.interval_s:g}s (timeout {h.probe_timeout_s:g}s, threshold {h.failure_threshold}); "
         f"RTO {o.rto_target_s:g}s, RPO {o.rpo_target_s:g}s; failover {cfg.failover.policy}; "
-        f"global tier {cfg.traffic.global_tier.kind}, regional tier {cfg.traffic.regional_tier.kind}"
+        f"global tier {cfg.traffic.global_tier.kind}, regional tier {cfg.traffic.regional_tier.kind}",
+        markup=False,
     )
     for w in warned:
-        console.print(f"[yellow]warning:[/yellow] {w.path}: {w.message}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/yellow] {shown(w.path)}: {shown(w.message)}", soft_wrap=True)
 
 
 class SchemaFormat(enum.StrEnum):
@@ -73,9 +91,14 @@ class SchemaFormat(enum.StrEnum):
 
 @app.command("schema")
 def schema(
-    fmt: Annotated[
-        SchemaFormat, typer.Option("--format", help="json: the JSON Schema; markdown: the reference page.")
+    output: Annotated[
+        SchemaFormat,
+        typer.Option("--output", "-o", help="json: the JSON Schema; markdown: the reference page."),
     ] = SchemaFormat.json,
+    fmt: Annotated[
+        SchemaFormat | None,
+        typer.Option("--format", hidden=True, help="Deprecated spelling of --output."),
+    ] = None,
 ) -> None:
     """Print the fleet config's JSON Schema (from the models), or the reference page made from it.
 
@@ -83,4 +106,7 @@ def schema(
     """
     from drctl.config import reference
 
-    sys.stdout.write(reference.schema_text() if fmt is SchemaFormat.json else reference.markdown())
+    chosen = fmt or output
+    if fmt is not None:
+        err_console.print("warning: --format is deprecated; use -o/--output", markup=False, highlight=False)
+    sys.stdout.write(reference.schema_text() if chosen is SchemaFormat.json else reference.markdown())

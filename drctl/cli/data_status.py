@@ -26,7 +26,7 @@ def lag_cell(lag_s: float | None, rpo_s: float) -> str:
 def _lag_table(reports: list[dict[str, Any]], rpo_s: float) -> list[RenderableType]:
     t = Table(title=f"replication lag (RPO target {rpo_s:g} s)")
     for col in ("bucket", "source", "replica", "lag", "behind", "objects"):
-        t.add_column(col, no_wrap=True)
+        t.add_column(col, overflow="fold")
     for r in reports:
         if "bucket" not in r:  # the measurement as a whole failed; its error is printed below
             continue
@@ -106,7 +106,7 @@ def renderables(data: dict[str, Any]) -> list[RenderableType]:
         return out
     t = Table(title="release parity")
     for col in ("region", "image", "model", "/v1/models", "env", "drift"):
-        t.add_column(col, no_wrap=True)
+        t.add_column(col, overflow="fold")
     notes = []
     for r in rels:
         if "region" not in r:

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from drctl.cli import common
+from drctl.cli.durations import seconds
 
 app = typer.Typer(
     name="dev",
@@ -33,7 +34,13 @@ def _needs_the_extra() -> None:
 def up_cmd(
     config: common.ConfigOpt = common.CONFIG,
     timeout_s: Annotated[
-        float, typer.Option("--timeout", help="Seconds to wait for the stack to serve.")
+        float,
+        typer.Option(
+            "--timeout",
+            parser=seconds("--timeout"),
+            metavar="DURATION",
+            help="How long to wait for the stack to serve (90, 90s, 3m).",
+        ),
     ] = 180.0,
     workers: Annotated[
         bool, typer.Option("--workers/--no-workers", help="Also run one drctl worker per region.")
@@ -53,8 +60,8 @@ def up_cmd(
             message += "\n(`drctl dev down` stops whatever did start)"
         raise common.UserError(message, exc.exit_code) from None
     table = Table(title=f"dev stack for fleet {cfg.name!r} is up")
-    table.add_column("what")
-    table.add_column("where")
+    table.add_column("what", overflow="fold")
+    table.add_column("where", overflow="fold")
     table.add_row("global endpoint (OpenAI API)", f"{info.global_endpoint}/v1")
     table.add_row("Temporal", info.temporal_address)
     table.add_row("Temporal UI", info.temporal_ui_url)
@@ -94,7 +101,7 @@ def status_cmd(config: common.ConfigOpt = common.CONFIG, output: common.OutputOp
         return
     table = Table(title=f"dev stack ({stack.state_dir(cfg)})")
     for col in ("component", "pid", "alive", "ports"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in rows:
         ports = ", ".join(
             f"{p['port']} {label} {'open' if p['open'] else 'closed'}" for label, p in r.ports.items()

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from drctl.chaos.validate import validate_experiment
@@ -165,7 +164,7 @@ def history_cmd(
         "trend",
         "id",
     ):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in reports:
         rto = f"{r.measured_rto_s:.1f}s" if r.measured_rto_s is not None else "-"
         table.add_row(
@@ -179,8 +178,7 @@ def history_cmd(
             trend.get(r.id, ""),
             r.id,
         )
-    # Piped output gets rich's 80 columns, which would cut drill ids a script or grep needs whole.
-    (common.console if common.console.is_terminal else Console(width=200)).print(table)
+    common.console.print(table)  # piped: never cut (common.console)
 
 
 @app.command("report")

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from temporalio.client import (
     Schedule,
@@ -49,6 +48,7 @@ from drctl.cli.common import (
     printed_json,
     run_async,
 )
+from drctl.cli.durations import delta, go_duration
 from drctl.client.connection import connect
 from drctl.client.operations import search_attributes
 from drctl.config.schema import FleetConfig
@@ -56,17 +56,7 @@ from drctl.models.drill import MAX_ALTERNATIVES, DrillInput, drill_schedule_id
 
 app = typer.Typer(name="schedule", help="Weekly drills on Temporal Schedules.", invoke_without_command=True)
 
-_JITTER = re.compile(r"^(\d+)([smhd])$")
 NameOpt = Annotated[str, typer.Option("--name", help="Schedule name; one fleet can have several.")]
-
-
-def _jitter(text: str | None) -> timedelta | None:
-    if not text:
-        return None
-    m = _JITTER.match(text.strip())
-    if not m:
-        raise UserError(f"--jitter {text!r}: use a number and a unit, e.g. 30m, 90s, 2h")
-    return timedelta(seconds=int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)])
 
 
 def schedule_id(cfg: FleetConfig, name: str) -> str:
@@ -104,7 +94,12 @@ def schedule_cmd(
     cron: Annotated[
         str | None, typer.Option("--cron", help='Cron expression, UTC, e.g. "0 3 * * MON".')
     ] = None,
-    jitter: Annotated[str | None, typer.Option("--jitter", help="Random delay per run, e.g. 30m.")] = None,
+    jitter: Annotated[
+        timedelta | None,
+        typer.Option(
+            "--jitter", parser=delta("--jitter"), metavar="DURATION", help="Random delay per run, e.g. 30m."
+        ),
+    ] = None,
     experiment: Annotated[
         list[Path] | None,
         typer.Option("--experiment", "-e", help="Experiment file; repeat to pick at random."),
@@ -115,6 +110,7 @@ def schedule_cmd(
     name: NameOpt = "weekly",
     config: ConfigOpt = CONFIG,
     dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
     output: OutputOpt = TABLE,
 ) -> None:
     """Create or replace a drill schedule (with --cron), or manage schedules with a subcommand."""
@@ -132,24 +128,32 @@ def schedule_cmd(
     plans = [
         validate_experiment(p, cfg, target) for p in experiment
     ]  # every file is validated before scheduling
-    spec = ScheduleSpec(cron_expressions=[_cron(cron)], jitter=_jitter(jitter))
+    spec = ScheduleSpec(cron_expressions=[_cron(cron)], jitter=jitter)
+    jitter_text = go_duration(jitter) if jitter else None
     sid = schedule_id(cfg, name)
     drill_input = DrillInput.from_config(cfg, plans[0], plans[1:])
     if dry_run:
         plan = {
             "schedule_id": sid,
             "cron": cron,
-            "jitter": jitter,
+            "jitter": jitter_text,
             "input": drill_input.model_dump(mode="json"),
         }
         rows = [
             ("schedule", f"{sid} (replaced if it exists)"),
-            ("cron (UTC)", cron + (f" ±{jitter}" if jitter else "")),
+            ("cron (UTC)", cron + (f" ±{jitter_text}" if jitter_text else "")),
             ("experiments", ", ".join(f"{p.name} → {p.target_region}" for p in plans)),
             ("overlap", "skip a run while a drill runs"),
         ]
         print_plan(output, f"drill schedule {sid}", f"drill/{cfg.name}/{name}", plan, rows)
         return
+    # A schedule injects real faults on its own from now on, and replaces one of the same name.
+    confirm(
+        yes,
+        f"Schedule drills ({', '.join(p.name for p in plans)}) on fleet {cfg.name!r} at {cron!r} UTC, "
+        f"replacing schedule {sid} if it exists?",
+        f"create or replace drill schedule {sid}",
+    )
     action = ScheduleActionStartWorkflow(
         "ChaosDrill",
         drill_input,
@@ -178,10 +182,12 @@ def schedule_cmd(
         return [t.isoformat() for t in desc.info.next_action_times[:3]]
 
     nxt = run_async(go)
-    if printed_json(output, {"schedule_id": sid, "cron": cron, "jitter": jitter, "next_runs": nxt}):
+    if printed_json(output, {"schedule_id": sid, "cron": cron, "jitter": jitter_text, "next_runs": nxt}):
         return
     console.print(
-        f"schedule {sid}: {cron}" + (f" ±{jitter}" if jitter else "") + f"; next runs {', '.join(nxt)}",
+        f"schedule {sid}: {cron}"
+        + (f" ±{jitter_text}" if jitter_text else "")
+        + f"; next runs {', '.join(nxt)}",
         markup=False,
         highlight=False,
     )
@@ -219,15 +225,14 @@ def list_cmd(config: ConfigOpt = CONFIG, output: OutputOpt = TABLE) -> None:
         return
     table = Table(title=f"Drill schedules of fleet {cfg.name}")
     for col in ("id", "schedule", "jitter", "state", "next runs"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in rows:
         next_runs = r["next_runs"]
         runs = "\n".join(str(t) for t in next_runs) if isinstance(next_runs, list) else ""
         table.add_row(
             str(r["id"]), str(r["cron"]), str(r["jitter"]), "paused" if r["paused"] else "active", runs
         )
-    # Piped output gets rich's 80 columns, which would cut the schedule ids scripts need whole.
-    (console if console.is_terminal else Console(width=200)).print(table)
+    console.print(table)  # piped: never cut (common.console)
 
 
 _FULL = {"minute": (0, 59), "hour": (0, 23), "day_of_month": (1, 31), "month": (1, 12), "day_of_week": (0, 6)}

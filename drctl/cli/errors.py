@@ -16,8 +16,12 @@ from temporalio.client import WorkflowFailureError
 from drctl.chaos.validate import ExperimentInvalid
 from drctl.cli.common import UserError, err_console
 from drctl.client.connection import TemporalConfigError, TemporalUnreachable
+from drctl.client.identity import IdentityError
 from drctl.client.operations import FleetBusyError
 from drctl.config.schema import ConfigError, UnknownRegionError
+from drctl.models.safe_text import safe_text
+
+SHOWN_PROBLEMS = 50  # as drctl.config.schema lists them; a config with more is the wrong file
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_STILL_RUNNING = 0, 1, 2, 3, 4
 
@@ -32,29 +36,37 @@ class StillRunning(Exception):
 
 
 def _text(exc: BaseException) -> str:
-    return str(exc)
+    return safe_text(exc)
 
 
 def _config(exc: BaseException) -> str:
-    """One line for one problem (what a command that only loads the config needs); the list for more."""
+    """One line for one problem (what a command that only loads the config needs); the list for more,
+    one line per problem: a value quoted in a message cannot add a line of its own."""
     assert isinstance(exc, ConfigError)
-    if len(exc.problems) == 1:
-        p = exc.problems[0]
-        return f"invalid config {exc.file}: {f'line {p.line}: ' if p.line else ''}{p.path}: {p.message}"
-    return f"invalid config {exc}"
+    lines = [
+        f"{f'line {p.line}: ' if p.line else ''}{safe_text(p.path)}: {safe_text(p.message)}"
+        for p in exc.problems
+    ]
+    if len(lines) == 1:
+        return f"invalid config {safe_text(exc.file)}: {lines[0]}"
+    shown = lines[:SHOWN_PROBLEMS]
+    more = [f"... and {len(lines) - len(shown)} more"] if len(lines) > len(shown) else []
+    head = f"invalid config {safe_text(exc.file)}: {len(lines)} problem(s)"
+    return "\n  - ".join([head, *shown]) + "".join(f"\n  {m}" for m in more)
 
 
 def _cause(exc: BaseException) -> str:
-    return f"the operation ended without a result: {getattr(exc, 'cause', None) or exc}"
+    return safe_text(f"the operation ended without a result: {getattr(exc, 'cause', None) or exc}")
 
 
 # First match wins (subclasses before their bases). A UserError carries its own exit code.
 ERRORS: tuple[tuple[type[BaseException], int, Callable[[BaseException], str]], ...] = (
     (UserError, EXIT_USAGE, _text),
     (TemporalConfigError, EXIT_USAGE, _text),
+    (IdentityError, EXIT_USAGE, _text),
     (ConfigError, EXIT_USAGE, _config),
     (UnknownRegionError, EXIT_USAGE, _text),
-    (ExperimentInvalid, EXIT_USAGE, lambda exc: f"invalid experiment {exc}"),
+    (ExperimentInvalid, EXIT_USAGE, lambda exc: f"invalid experiment {safe_text(exc)}"),
     (FleetBusyError, EXIT_NOT_STARTED, _text),
     (TemporalUnreachable, EXIT_NOT_STARTED, _text),
     (StillRunning, EXIT_STILL_RUNNING, _text),
@@ -69,19 +81,45 @@ _CLICK_ERRORS = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "Cli
 _CLICK_ABORT = typer.Abort
 
 
-def render_error(exc: BaseException) -> int:
-    """Print a known error on stderr (no traceback) and return its exit code; re-raise others: a bug."""
+def render_error(exc: BaseException, document: str | None = None) -> int:
+    """Print a known error on stderr (no traceback) and return its exit code; re-raise others: a bug.
+
+    With `document` ("json" or "yaml": the command's -o) the same error is also one object on
+    stdout, `{"error": {"message", "exit_code", "type"}}`, so a script reading stdout reads why.
+    """
+    code, message, usage = _known(exc)
+    err_console.print(f"{usage}{message}", markup=False, highlight=False, soft_wrap=True)
+    if document is not None:
+        from drctl.cli.common import Output, print_json
+
+        print_json(error_document(exc, code, message), Output(document))
+    return code
+
+
+def error_document(exc: BaseException, code: int, message: str) -> dict[str, object]:
+    """The error as data: a config's problems each with its field path and line."""
+    body: dict[str, object] = {
+        "message": message.removeprefix("error: ").removeprefix("Error: "),
+        "exit_code": code,
+        "type": type(exc).__name__,
+    }
+    if isinstance(exc, ConfigError):
+        body["file"] = safe_text(exc.file)
+        body["problems"] = [p.model_dump(exclude_none=True) for p in exc.problems]
+    return {"error": body}
+
+
+def _known(exc: BaseException) -> tuple[int, str, str]:
+    """(exit code, the message, a usage hint before it) of a known error; re-raises others: a bug."""
     if isinstance(exc, KeyboardInterrupt):
-        err_console.print("interrupted")
-        return 130
+        return 130, "interrupted", ""
     if isinstance(exc, _CLICK_ABORT):  # a declined confirmation
-        err_console.print("aborted")
-        return EXIT_FAILED
-    if isinstance(exc, _CLICK_ERRORS):
-        exc.show()  # type: ignore[attr-defined]  # usage line and what was wrong
-        return int(exc.exit_code)  # type: ignore[attr-defined]  # 2 for usage errors
+        return EXIT_FAILED, "aborted", ""
+    if isinstance(exc, _CLICK_ERRORS):  # a bad command line: click's usage line, hint and message
+        ctx = getattr(exc, "ctx", None)
+        usage = f"{ctx.get_usage()}\nTry '{ctx.command_path} -h' for help.\n\n" if ctx is not None else ""
+        return int(exc.exit_code), f"Error: {safe_text(exc.format_message())}", usage  # type: ignore[attr-defined]
     for kind, code, message in ERRORS:
         if isinstance(exc, kind):
-            err_console.print(f"error: {message(exc)}", markup=False, highlight=False, soft_wrap=True)
-            return exc.exit_code if isinstance(exc, UserError) else code
+            return (exc.exit_code if isinstance(exc, UserError) else code), f"error: {message(exc)}", ""
     raise exc

@@ -91,8 +91,8 @@ def _outcome_rows(t: Table, res: FailoverResult) -> None:
 
 def render_failover(res: FailoverResult, link: str) -> None:
     t = Table(title=f"failover {res.source or '?'} → {res.target}: {res.status}")
-    t.add_column("")
-    t.add_column("")
+    t.add_column("", overflow="fold")
+    t.add_column("", overflow="fold")
     t.add_row(
         "weights",
         f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after or res.weights_before)}",

@@ -31,6 +31,7 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
+from drctl.cli.durations import seconds
 from drctl.cli.errors import EXIT_FAILED, EXIT_NOT_STARTED, EXIT_OK, StillRunning
 from drctl.client.connection import connect, ui_link
 from drctl.client.outcome import Finished, M, finished
@@ -50,9 +51,10 @@ Timeout = Annotated[
     float | None,
     typer.Option(
         "--timeout",
-        min=0,
-        metavar="SECONDS",
-        help="Stop waiting after SECONDS and exit 4; the operation keeps running (`drctl ops watch ID`).",
+        parser=seconds("--timeout"),
+        metavar="DURATION",
+        help="Stop waiting after DURATION (90, 90s, 5m, 1h30m) and exit 4; the operation keeps running "
+        "(`drctl ops watch ID`).",
     ),
 ]
 
@@ -121,8 +123,8 @@ def exit_code(done: Finished[Any]) -> int:
 
 def progress_table(wid: str, p: OperationProgress | None, status: str) -> Table:
     t = Table(title=f"{wid}: {status}" + (f", phase {p.phase}" if p else ""), expand=False)
-    t.add_column("phase")
-    t.add_column("seconds", justify="right")
+    t.add_column("phase", overflow="fold")
+    t.add_column("seconds", justify="right", overflow="fold")
     for ph in p.phases if p else []:
         t.add_row(ph.phase, "…" if ph.duration_s is None else f"{ph.duration_s:.2f}")
     if p and p.awaiting_approval:

@@ -119,9 +119,13 @@ class LazyGroup(TyperGroup):
             self._listing = False
 
 
+# `-h` is help on every command, as `--help` is (click offers only --help unless told).
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
 app = typer.Typer(
     name="drctl",
     cls=LazyGroup,
+    context_settings=HELP_OPTIONS,
     help=HELP,
     epilog=EPILOG,
     no_args_is_help=True,
@@ -147,8 +151,27 @@ def _root(
     """Disaster recovery and migration for multi-region LLM inference fleets, on Temporal."""
 
 
+def document_output(args: list[str]) -> str | None:
+    """ "json" or "yaml" when the command line asks for a document (-o/--output), else None."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in ("-o", "--output") and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith("--output="):
+            found = arg.removeprefix("--output=")
+        elif arg.startswith("-o") and len(arg) > 2 and not arg.startswith("--"):
+            found = arg[2:]
+    return found if found in ("json", "yaml") else None
+
+
 def invoke(args: list[str] | None = None) -> int:
-    """Run one command line and return its exit code; every error is rendered here, never raised."""
+    """Run one command line and return its exit code; every error is rendered here, never raised.
+
+    With -o json|yaml a failure is also one error object on stdout (errors.render_error).
+    """
+    document = document_output(sys.argv[1:] if args is None else args)
     try:
         # Without standalone mode click returns typer.Exit's code instead of raising it.
         returned = app(args=args, prog_name="drctl", standalone_mode=False)
@@ -158,7 +181,7 @@ def invoke(args: list[str] | None = None) -> int:
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place errors are rendered
         from drctl.cli.errors import render_error  # imports the Temporal client: only on an error
 
-        return render_error(exc)
+        return render_error(exc, document)
 
 
 def run() -> None:

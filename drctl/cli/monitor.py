@@ -112,9 +112,18 @@ def start(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = c
 
 
 @app.command("stop")
-def stop(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
-    """Stop the monitor (a failover it started keeps running)."""
+def stop(
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
+    yes: common.YesOpt = False,
+) -> None:
+    """Stop the monitor: automatic failover is off until `monitor start` (a failover it started keeps running)."""
     cfg = common.load(config)
+    common.confirm(
+        yes,
+        f"Stop the monitor of fleet {cfg.name!r}? Automatic failover is off until `drctl monitor start`.",
+        "stop the monitor (automatic failover would be off)",
+    )
     stop_workflow(cfg, monitor_id(cfg), lambda handle: handle.cancel(), exit_code=2)
     if not common.printed_json(output, {"workflow_id": monitor_id(cfg), "stopping": True}):
         common.console.print(f"monitor {monitor_id(cfg)} stopping")
@@ -148,7 +157,7 @@ def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = 
     common.console.print(_probe_line(st))
     t = Table(title=f"monitor {cfg.name}: policy {st.policy}{' (paused)' if st.paused else ''}")
     for col in ("region", "state", "fails", "oks", "last probe", "ttft p50 ms"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for r in st.regions.values():
         t.add_row(
             r.region,

@@ -115,7 +115,7 @@ def list_cmd(
         return
     t = Table(title=f"fleet {cfg.name}: operations")
     for col in ("workflow id", "operation", "status", "phase", "source", "target", "started", "by", "UI"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for o in found:
         t.add_row(
             o.workflow_id,

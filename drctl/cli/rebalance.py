@@ -12,8 +12,8 @@ from workflows.common import fmt_weights
 
 def render_rebalance(res: RebalanceResult, link: str) -> None:
     t = Table(title=f"rebalance ({res.action}): {res.status}")
-    t.add_column("")
-    t.add_column("")
+    t.add_column("", overflow="fold")
+    t.add_column("", overflow="fold")
     t.add_row("weights", f"{fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}")
     for what, counts in (("pre-scaled", res.scaled), ("scaled back", res.scaled_back)):
         for region, n in counts.items():

@@ -115,7 +115,7 @@ def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = 
         "check",
         "lag",
     ):
-        t.add_column(col, no_wrap=True)
+        t.add_column(col, overflow="fold")
     for ps in st.pairs:
         r = ps.last
         t.add_row(

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from drctl.cli import common, data_status
+from drctl.cli.durations import seconds
 from drctl.cli.failed_over import failed_over
 from drctl.config.schema import FleetConfig
 from drctl.models.activity_io import Capacity, ProbeBatch, Weights
@@ -190,7 +191,7 @@ def renderables(cfg: FleetConfig, data: dict[str, Any]) -> list[RenderableType]:
         + (f" (monitor: {mon.get('policy')})" if mon.get("running") else " (monitor not running)")
     )
     for col in ("region", "state", "probe", "TTFT p50", "weight", "config", "replicas"):
-        t.add_column(col, no_wrap=True)
+        t.add_column(col, overflow="fold")
     reasons = []
     for name, r in data["regions"].items():
         p = r.get("probe") or {}
@@ -266,9 +267,20 @@ def status(
         ),
     ] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds: the read's bound, or how long --watch watches.")
+        float,
+        typer.Option(
+            "--timeout",
+            parser=seconds("--timeout"),
+            metavar="DURATION",
+            help="The read's bound, or how long --watch watches (90, 90s, 5m, 1h30m).",
+        ),
     ] = READ_TIMEOUT_S,
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between --watch refreshes.")] = 5.0,
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval", parser=seconds("--interval"), metavar="DURATION", help="Between --watch refreshes."
+        ),
+    ] = 5.0,
 ) -> None:
     """The fleet now: region states, probe figures, global weights, replicas, running operations."""
     cfg = common.load(config)

@@ -75,8 +75,8 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 def render(res: UpgradeResult | MigrationResult, link: str, out: Console = common.console) -> None:
     """The result table: outcome, reason, backup, each wave, and what every region now runs."""
     t = Table(title=f"{type(res).__name__.removesuffix('Result').lower()}: {res.outcome.value}")
-    t.add_column("")
-    t.add_column("")
+    t.add_column("", overflow="fold")
+    t.add_column("", overflow="fold")
     t.add_row("reason", res.reason)
     if res.failed_metric:
         t.add_row("failed metric", res.failed_metric)
@@ -191,17 +191,37 @@ def upgrade(
     )
 
 
-def _send(config: Path, upgrade_id: str, name: str, reason: str, output: common.Output) -> None:
-    """Send one control update (promote, abort, pause, resume) to a running upgrade; print its answer."""
+# The control updates that change the fleet: promote moves all traffic to the new release, abort
+# rolls it back. Pause and resume only hold or release the next step, and are not asked.
+CONFIRMED = {
+    "promote": (
+        "Promote {wid} now: all traffic to the new release, skipping the remaining analysis?",
+        "promote",
+    ),
+    "abort": ("Abort {wid} and roll it back to the stable release?", "abort"),
+}
+
+
+def _send(config: Path, upgrade_id: str, name: str, reason: str, output: common.Output, yes: bool) -> None:
+    """Send one control update (promote, abort, pause, resume) to a running upgrade; print its answer.
+
+    The update records who sent it (drctl.client.identity), as every operation records its initiator.
+    """
+    from drctl.client.identity import identity
+
     cfg = common.load(config)
     wid = _workflow_id(cfg, "upgrade", upgrade_id)
+    by = identity(cfg)
+    if name in CONFIRMED:
+        question, verb = CONFIRMED[name]
+        common.confirm(yes, question.format(wid=wid), f"{verb} {wid}")
 
     async def go() -> Any:
         from temporalio.client import WorkflowUpdateFailedError
 
         handle = (await connect(cfg)).get_workflow_handle(wid)
         try:
-            return await handle.execute_update(name, {"reason": reason, "by": "cli"})
+            return await handle.execute_update(name, {"reason": reason, "by": by})
         except WorkflowUpdateFailedError as exc:
             raise common.UserError(f"{name} refused: {exc.cause}", exit_code=1) from None
         except Exception as exc:  # noqa: BLE001 - RPC errors: unknown id, finished workflow
@@ -226,8 +246,9 @@ def _control_command(name: str) -> Any:
         reason: Reason = f"{name} from the CLI",
         config: common.ConfigOpt = common.CONFIG,
         output: common.OutputOpt = common.TABLE,
+        yes: common.YesOpt = False,
     ) -> None:
-        _send(config, upgrade_id, name, reason, output)
+        _send(config, upgrade_id, name, reason, output, yes)
 
     command.__doc__ = f"{name.capitalize()} a running upgrade."
     return command

@@ -5,7 +5,6 @@ Workflows import these through `imports_passed_through`, so this module stays fr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -88,14 +87,6 @@ class BackupJobResult(BaseModel):
     ok: bool = Field(description="True when the object reached a phase the policy accepts.")
     reason: str
     info: BackupInfo | None = Field(None, description="The object as Velero last reported it.")
-
-
-_GO_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
-
-
-def go_duration_ok(text: str) -> bool:
-    """A duration Velero accepts in `@every` and `ttl`: e.g. 1h, 30m, 72h0m0s."""
-    return bool(text) and bool(_GO_DURATION.match(text))
 
 
 class ScheduleInfo(BaseModel):

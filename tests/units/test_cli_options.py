@@ -29,7 +29,7 @@ NO_OBJECT = {
     ("codec-server",): "runs the codec server",
     ("dev", "up"): "starts the dev stack's processes",
     ("dev", "down"): "stops them",
-    ("config", "schema"): "prints the JSON Schema or its markdown page (--format)",
+    ("config", "schema"): "prints the JSON Schema or its markdown page (-o json|markdown)",
 }
 # What a command does decides the options it must take:
 # M changes the fleet: --dry-run. C moves traffic, deletes or overwrites: asks first, or --yes.
@@ -45,8 +45,11 @@ KINDS = {
     ("notify", "test"): "W",
     ("backup", "schedule", "create"): "M",
     ("backup", "schedule", "delete"): "MC",
-    ("drill", "schedule"): "M",
+    ("drill", "schedule"): "MC",  # replaces a schedule of the same name; starts production faults
     ("drill", "schedule", "delete"): "MC",
+    ("upgrade", "promote"): "C",  # all traffic to the new release
+    ("upgrade", "abort"): "C",  # rolls the release back
+    ("monitor", "stop"): "C",  # turns automatic failover off
     ("drill", "schedule", "trigger"): "MC",
 }
 MUTATING, CONFIRMED, WAITS = ({p for p, k in KINDS.items() if kind in k} for kind in "MCW")
@@ -113,6 +116,11 @@ def no_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
         (["drill", "schedule", "delete"], "delete drill schedule"),
         (["drill", "schedule", "trigger"], "run a drill of schedule"),
         (["failback"], "change traffic"),
+        (["failover", "--to", "us-east-1"], "change traffic"),
+        (["drill", "schedule", "--cron", "0 3 * * MON", "-e", EXPERIMENT], "create or replace drill schedule"),
+        (["upgrade", "promote", "u1"], "promote upgrade/test/u1"),
+        (["upgrade", "abort", "u1"], "abort upgrade/test/u1"),
+        (["monitor", "stop"], "stop the monitor (automatic failover would be off)"),
     ],
 )
 def test_without_a_terminal_and_without_yes_it_refuses_in_one_line(

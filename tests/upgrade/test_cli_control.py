@@ -124,8 +124,9 @@ async def test_canary_paused_resumed_and_promoted_from_the_cli(
         interval_s=0.1,
         what="the 50 % step after resume",
     )
-    code, out, err = await cli("upgrade", "promote", uid, "-c", path)
-    assert code == 0 and "promoting us-west-1 now" in out, (out, err)
+    code, out, err = await cli("upgrade", "promote", uid, "--yes", "-c", path)
+    # The update records the operator's identity (DRCTL_IDENTITY, else user@host), not "cli".
+    assert code == 0 and "promoting us-west-1 now (by " in out and "(by cli)" not in out, (out, err)
     res = await asyncio.wait_for(result_of(temporal_client.get_workflow_handle(wid), UpgradeResult), 120)
     assert res.outcome is Outcome.SUCCEEDED, res
     assert stable_container(cfg, "us-west-1").image == image != old
@@ -158,7 +159,9 @@ async def test_blue_green_aborted_from_the_cli_keeps_blue(
         interval_s=0.1,
         what="the switch to green",
     )
-    code, out, err = await cli("upgrade", "abort", uid, "--reason", "operator saw a problem", "-c", path)
+    code, out, err = await cli(
+        "upgrade", "abort", uid, "--reason", "operator saw a problem", "--yes", "-c", path
+    )
     assert code == 0 and "abort requested" in out, (out, err)
     res = await asyncio.wait_for(result_of(temporal_client.get_workflow_handle(wid), UpgradeResult), 120)
     assert res.outcome is Outcome.ABORTED, res

@@ -241,7 +241,7 @@ async def test_cli_monitor_status_and_ops(
 
     ops = await asyncio.to_thread(drctl, "ops", "list", "-o", "json", "-c", str(path))
     assert ops.returncode == 0 and json.loads(ops.stdout) == []
-    stop = await asyncio.to_thread(drctl, "monitor", "stop", "-c", str(path))
+    stop = await asyncio.to_thread(drctl, "monitor", "stop", "--yes", "-c", str(path))
     assert stop.returncode == 0, stop.stderr
     # The exit code only says the cancel was sent: the workflow itself must end, cancelled.
     handle = temporal_client.get_workflow_handle(f"monitor/{cfg.name}")

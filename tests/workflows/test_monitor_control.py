@@ -110,7 +110,7 @@ async def test_manual_monitor_moves_nothing_until_set_policy_automatic_and_pause
     assert failovers[0]["reasons"][0].startswith("us-west-1 UNHEALTHY")
     assert failovers[1]["weights_after"] == {"us-west-1": 0, "us-east-1": 100}
 
-    code, out, err = await cli("monitor", "stop", "-c", path)
+    code, out, err = await cli("monitor", "stop", "--yes", "-c", path)
     assert code == 0, err
 
     async def closed() -> bool:
