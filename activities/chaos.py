@@ -33,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.defined import activity_methods
 from activities.reports import ReportStore
 from drctl.chaos.boundary import digest
+from drctl.chaos.budget import ROLLBACK_GRACE_S
 from drctl.chaos.journal import judge
 from drctl.chaos.runenv import chaos_env
 from drctl.chaos.validate import EXPERIMENT_LIMITS, ExperimentInvalid, validate_experiment
@@ -54,7 +55,6 @@ from drctl.providers import completions, executables
 from drctl.providers.auth import AuthConfigError, auth_headers
 
 _HEARTBEAT_S = 2.0
-_ROLLBACK_GRACE_S = 60.0  # how long a cancelled experiment may spend in its rollbacks
 _MAX_SAMPLES = 20_000
 
 
@@ -230,7 +230,8 @@ class ChaosActivities:
         """SIGTERM (chaoslib interrupts and runs the rollbacks), then SIGKILL after a grace period."""
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
-        give_up = time.monotonic() + _ROLLBACK_GRACE_S
+        # Validation keeps every experiment's rollbacks inside this grace, with a margin (budget.py).
+        give_up = time.monotonic() + ROLLBACK_GRACE_S
         while proc.returncode is None and time.monotonic() < give_up:
             # Keep heartbeating: rollbacks may outlast the heartbeat timeout, which would otherwise
             # fail the activity while the fault is still being undone.

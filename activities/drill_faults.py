@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.defined import activity_methods
-from drctl.chaos.faults import clear_region, owners
+from drctl.chaos.faults import clear_region, owners, still_injected
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import ClearFaultsInput, ClearFaultsResult
 
@@ -33,12 +33,29 @@ class DrillFaultActivities:
 
     @activity.defn(name="drill_clear_faults")
     def clear_faults(self, inp: ClearFaultsInput) -> ClearFaultsResult:
-        """Undo the drill's faults in its target region (idempotent: clearing nothing is fine)."""
+        """Undo the drill's faults in its target region, then read the region back (idempotent).
+
+        `cleared` is True only when the read-back finds nothing held; what it still finds is named in
+        `still_injected`, so the drill can end Failed saying what is left.
+        """
         if inp.region not in self.cfg.drills.allowed_targets:
             return ClearFaultsResult(region=inp.region, cleared=False, detail="not an allowed drill target")
         out = clear_region(self.cfg, inp.region)
-        activity.logger.info("drill %s: faults in %s cleared (%s)", inp.workflow_id, inp.region, inp.reason)
-        return ClearFaultsResult(region=inp.region, cleared=True, detail=str(out.get("restored") or ""))
+        left = still_injected(self.cfg, inp.region)
+        if left:
+            activity.logger.warning(
+                "drill %s: %s still holds %s after the clear", inp.workflow_id, inp.region, "; ".join(left)
+            )
+        else:
+            activity.logger.info(
+                "drill %s: faults in %s cleared (%s)", inp.workflow_id, inp.region, inp.reason
+            )
+        return ClearFaultsResult(
+            region=inp.region,
+            cleared=not left,
+            detail=str(out.get("restored") or ""),
+            still_injected=left,
+        )
 
 
 async def _running(client: Client, workflow_id: str) -> bool:

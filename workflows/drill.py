@@ -6,6 +6,10 @@ claim → preflight (fleet healthy, monitor watching, weights as configured) →
 A drill never blocks a failover or failback (they are what it measures), and it never injects
 twice: the experiment activity has no retries.
 
+However the experiment ends (completed, interrupted, killed, timed out), the workflow then clears
+every fault in the target itself and reads the region back; a fault still held fails the drill,
+named in its reasons, and notifies.
+
 Stopping a drill: `drctl ops abort drill/...` (the `abort` update, with a reason) or a Temporal
 workflow cancel. Either one cancels the experiment activity, which interrupts `chaos run` so its
 rollbacks play, and returns the interrupted journal; the report is ABORTED with the reason and
@@ -43,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
 # How long the experiment may take beyond its own timeout to play its rollbacks after a cancel.
 _ROLLBACK_GRACE_S = 90.0
 _PREFLIGHT_ATTEMPTS = 3
+# With it, the workflow clears its target after every experiment, not only one whose activity failed.
+ALWAYS_CLEARS_PATCH = "drill-always-clears"
 
 
 # An input outside what the fleet config could produce (a drill started directly through Temporal)
@@ -56,6 +62,8 @@ class ChaosDrill(Operation):
         self.experiment_done = False
         self._experiment: workflow.ActivityHandle[ExperimentOutcome] | None = None
         self._experiment_ok = False
+        self._cleaned = False  # the workflow's own clear ran (ALWAYS_CLEARS_PATCH)
+        self._left: list[str] = []  # what the target still held when read back after that clear
 
     def on_abort(self) -> str:
         # Cancelling the experiment interrupts `chaos run`, whose rollbacks play before it returns.
@@ -121,7 +129,7 @@ class ChaosDrill(Operation):
             if self.abort_reason:
                 report.reasons = [f"aborted before any fault: {self.abort_reason}"]
                 return await self._finish(report)
-            outcome = await self._experiment_run(inp)
+            outcome = await self._experiment_then_clear(inp, report)
             if outcome.cancelled:
                 mark_stopped(report, outcome, self.abort_reason or "workflow cancel")
                 await self._clear_faults(inp, report, f"abort: {self.abort_reason or 'workflow cancel'}")
@@ -145,8 +153,54 @@ class ChaosDrill(Operation):
                 await self._clear_faults(inp, report, f"the experiment did not finish: {cause_of(exc)}")
         return await self._finish(report)
 
+    async def _experiment_then_clear(self, inp: DrillInput, report: DrillReport) -> ExperimentOutcome:
+        """The experiment, then the drill's own clear of its target however the experiment ended.
+
+        The experiment's rollbacks are the experiment's to get right (a long pause, a slow probe or a
+        SIGTERM at the deadline can keep them from running), so the workflow never relies on them:
+        completed, interrupted, killed or timed out, it clears the target and reads it back.
+        """
+        if not workflow.patched(ALWAYS_CLEARS_PATCH):
+            return await self._experiment_run(inp)
+        try:
+            outcome = await self._experiment_run(inp)
+        except asyncio.CancelledError:
+            await self._clean_up(inp, report, "cancelled while the experiment ran", say_cleared=True)
+            raise
+        except (ActivityError, ApplicationError) as exc:
+            why = f"the experiment did not finish: {cause_of(exc)}"
+            await self._clean_up(inp, report, why, say_cleared=True)
+            raise
+        how = "interrupted" if outcome.cancelled else str(outcome.journal.get("status") or "ended")
+        await self._clean_up(inp, report, f"the experiment ended ({how})", say_cleared=outcome.cancelled)
+        return outcome
+
+    async def _clean_up(
+        self, inp: DrillInput, report: DrillReport, reason: str, *, say_cleared: bool
+    ) -> None:
+        """Clear the target and read it back; what is still held fails the drill (see _finish)."""
+        self._cleaned = True
+        region = inp.plan.target_region
+        try:
+            res = await calls.drill_clear_faults(
+                ClearFaultsInput(region=region, workflow_id=workflow.info().workflow_id, reason=reason),
+                summary=f"clear drill faults in {region} and read it back",
+            )
+        except ActivityError as exc:
+            self._left = [f"unknown (the clear failed: {cause_of(exc)})"]
+            report.reasons.append(f"faults in {region} NOT cleared after {reason}: {cause_of(exc)}")
+            return
+        if not res.cleared:
+            self._left = res.still_injected or [res.detail or "unknown"]
+            report.reasons.append(
+                f"clean-up failed: {region} still holds {'; '.join(self._left)} after {reason}"
+            )
+        elif say_cleared:
+            # A completed run says nothing here: a reason would fail a passing drill.
+            report.reasons.append(f"drill faults in {region} cleared by the workflow ({reason})")
+
     async def _clear_faults(self, inp: DrillInput, report: DrillReport, reason: str) -> None:
-        if not workflow.patched("drill-clear-faults"):
+        if self._cleaned or not workflow.patched("drill-clear-faults"):
             return
         region = inp.plan.target_region
         try:
@@ -233,6 +287,9 @@ class ChaosDrill(Operation):
             self.experiment_done = True
 
     async def _finish(self, report: DrillReport) -> DrillReport:
+        if self._left:
+            # Whatever the experiment proved, a fault left behind is a failed drill (and a page).
+            report.verdict = Verdict.FAILED
         report.finished_at = workflow.now()
         await self.finish(
             report.verdict.value,

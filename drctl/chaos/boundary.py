@@ -159,7 +159,7 @@ def _is_http_probe(provider: dict[str, Any]) -> bool:
     )
 
 
-def _http_view(provider: dict[str, Any]) -> dict[str, Any]:
+def http_view(provider: dict[str, Any]) -> dict[str, Any]:
     """An http provider, or a python call of the HTTP probe, as the keys `http_url` checks."""
     if provider.get("type") == "http":
         return provider
@@ -184,7 +184,7 @@ def as_run(
     """
     if not (provider.get("type") == "http" or _is_http_probe(provider)):
         return None
-    url = http_url(where, _http_view(provider), conf, cfg)
+    url = http_url(where, http_view(provider), conf, cfg)
     if provider.get("type") != "http":
         return {**provider, "arguments": {**provider["arguments"], "url": url}}
     args: dict[str, Any] = {
@@ -206,7 +206,7 @@ def _check_provider(where: str, provider: Any, conf: dict[str, Any], cfg: FleetC
     if kind == "python":
         _check_python(where, provider)
         if _is_http_probe(provider):
-            http_url(where, _http_view(provider), conf, cfg)
+            http_url(where, http_view(provider), conf, cfg)
     elif kind == "http":
         extra = sorted(str(k)[:40] for k in provider.keys() - _HTTP_KEYS)
         if extra:
@@ -278,14 +278,20 @@ def configuration_for(
     return run, check
 
 
-def _activity_positions(exp: dict[str, Any]) -> set[int]:
+def _activity_positions(exp: dict[str, Any]) -> dict[str, int]:
+    """Where an activity may stand: its path and the object there. By path as well as object: a YAML
+    alias makes one object stand in two places, and only one of them may be an activity's."""
     hypo = exp.get("steady-state-hypothesis")
     probes = hypo.get("probes") if isinstance(hypo, dict) else None
-    found = [*(probes if isinstance(probes, list) else [])]
-    for key in ("method", "rollbacks"):
-        section = exp.get(key)
-        found += section if isinstance(section, list) else []
-    return {id(a) for a in found if isinstance(a, dict)}
+    sections = [("steady-state-hypothesis.probes", probes)]
+    sections += [(key, exp.get(key)) for key in ("method", "rollbacks")]
+    return {
+        f"{where}[{i}]": id(a)
+        for where, acts in sections
+        if isinstance(acts, list)
+        for i, a in enumerate(acts)
+        if isinstance(a, dict)
+    }
 
 
 def check_boundary(
@@ -312,14 +318,14 @@ def check_boundary(
                 )
         if "provider" in node:
             _check_provider(f"{where} '{node.get('name')}'", node["provider"], conf, cfg)
-            if id(node) not in positions:
+            if positions.get(where) != id(node):
                 raise BoundaryViolation(
                     f"{where}: a provider is allowed only in an activity of the steady-state hypothesis, "
                     "method or rollbacks (not in a tolerance, configuration or extension)"
                 )
         if node.get("type") == "process":
             raise BoundaryViolation(f"{where}: process providers are never allowed in a drill")
-        if "ref" in node and id(node) in positions:
+        if "ref" in node and positions.get(where) == id(node):
             raise BoundaryViolation(f"{where}: activity references are not allowed; write the activity out")
 
 

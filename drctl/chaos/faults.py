@@ -72,6 +72,35 @@ def owners(cfg: FleetConfig, region: str) -> set[str]:
     return {(d.metadata.annotations or {}).get(OWNER_ANNOTATION, "") for d in held if d is not None}
 
 
+def _held_devstack(body: Any) -> list[str]:
+    """What the admin API's GET /faults says is still injected, one line per fault."""
+    body = body if isinstance(body, dict) else {}
+    held = [
+        f"replica {r.get('pod')} ({r.get('state')}{', kept down' if r.get('stay_down') else ''})"
+        for r in body.get("replicas") or []
+        if isinstance(r, dict)
+    ]
+    if body.get("gateway"):
+        held.append(f"gateway {body['gateway']}")
+    held += [f"inference fault on {track}" for track in sorted(body.get("inference") or {})]
+    held += [f"partition from {src}" for src in body.get("partitioned") or []]
+    return held
+
+
+def still_injected(cfg: FleetConfig, region: str) -> list[str]:
+    """Every drill fault `region` holds now, read back through the API that injects them ([] if clear)."""
+    rc = cfg.region(region)
+    if cfg.drills.fault_injector == "devstack":
+        return _held_devstack(admin(rc, "/faults", method="GET"))
+    apps = apps_api(rc)
+    held = [_held_deployment(cfg, rc, t, apps) for t in TRACKS]
+    return [
+        f"deployment {d.metadata.name} scaled to 0 (restore to {d.metadata.annotations[RESTORE_ANNOTATION]})"
+        for d in held
+        if d is not None
+    ]
+
+
 def clear_region(cfg: FleetConfig, region: str, tracks: tuple[str, ...] = TRACKS) -> dict[str, Any]:
     """Undo every drill fault in the region: restart, thaw, restore the gateway, restore replicas."""
     rc = cfg.region(region)

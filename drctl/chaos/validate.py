@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from drctl.chaos.activity_checks import CallRefused, check_calls
 from drctl.chaos.boundary import (
     ACTIONS_MODULE,
     BoundaryViolation,
@@ -35,6 +36,7 @@ from drctl.chaos.boundary import (
     role,
     safe_name,
 )
+from drctl.chaos.document import DocumentRefused, check_document, check_yaml_references
 from drctl.config.safeload import DocumentError, Limits, load_json, load_yaml, read_bounded
 from drctl.config.schema import TRACKS, FleetConfig
 from drctl.models.drill import ExperimentPlan
@@ -89,7 +91,15 @@ def _parse(path: Path) -> tuple[Any, str]:
         elif where:
             message = f"{message}{where}"
         raise ExperimentInvalid(str(path), message) from None
-    return doc, data.decode()
+    text = data.decode()
+    try:
+        # The same rules for YAML and JSON, and so for the worker, which is handed JSON.
+        check_document(doc)
+        if yaml_file:
+            check_yaml_references(text)
+    except DocumentRefused as exc:
+        raise ExperimentInvalid(str(path), str(exc)) from None
+    return doc, text
 
 
 def _activities(exp: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -293,7 +303,7 @@ def _guarded(path: str, step: str, fn: Callable[[], T]) -> T:
     AttributeError, which must reach the user as a refusal naming the step, not as a traceback."""
     try:
         return fn()
-    except (ExperimentInvalid, BoundaryViolation):
+    except (ExperimentInvalid, BoundaryViolation, CallRefused):
         raise
     except Exception as exc:  # noqa: BLE001 - see above
         raise ExperimentInvalid(path, f"{step}: malformed experiment ({type(exc).__name__}: {exc})") from None
@@ -344,6 +354,10 @@ def validate_experiment(path: str | Path, cfg: FleetConfig, target: str | None =
     _check_imports(name, exp)
     _guarded(name, "Chaos Toolkit validation", lambda: _chaoslib_valid(name, {**exp, "configuration": conf}))
     _guarded(name, "fault targets", lambda: _check_targets(name, exp, conf, cfg))
+    try:
+        _guarded(name, "activity arguments", lambda: check_calls(exp, conf, cfg))
+    except CallRefused as exc:
+        raise ExperimentInvalid(name, str(exc)) from None
     if target_region not in cfg.drills.allowed_targets:
         raise ExperimentInvalid(name, f"target_region {target_region!r} is not an allowed drill target")
     method = exp["method"]

@@ -329,3 +329,6 @@ class ClearFaultsResult(BaseModel):
     region: str
     cleared: bool
     detail: str = ""
+    still_injected: list[str] = Field(
+        default_factory=list, description="Faults the region still holds when read back after the clear."
+    )

@@ -239,6 +239,7 @@ def test_the_refusal_lists_every_allowed_target(tmp_path: Path) -> None:
         name="eu-west-1", weight=0, gateway_url="http://127.0.0.1:1", devstack_admin_url="http://127.0.0.1:1"
     )
     third["gateway_runtime_socket"] = "s/haproxy/eu-west-1.sock"
+    third["kube"] = {"api_url": "http://127.0.0.1:2"}  # a region of its own: no two share an API
     data["regions"].append(third)
     data["drills"] = {"allowed_targets": ["us-east-1", "eu-west-1"], "fault_injector": "devstack"}
     path = tmp_path / "three.yaml"
