@@ -172,7 +172,7 @@ def test_route53_ttl_longer_than_the_rto_budget_warns_but_is_valid(tmp_path: Pat
     out = " ".join(result.stdout.split())
     assert "is valid" in out
     assert "warning: traffic.global.ttl_s: TTL 60 s exceeds the RTO budget" in out
-    assert "rto_target_s 30 s minus detection ~12 s" in out and "leaves 18 s" in out
+    assert "rto_target_s 30 s minus detection ~19 s" in out and "leaves 11 s" in out
     as_json = drctl("config", "validate", str(path), "--output", "json")
     assert as_json.returncode == 0
     assert [w["path"] for w in json.loads(as_json.stdout)["warnings"]] == ["traffic.global.ttl_s"]

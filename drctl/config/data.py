@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from drctl.config.strict import HttpUrl, StrictModel
+from drctl.config.strict import EnvVarName, HttpUrl, StrictModel, Token
 
 BUCKET_NAME = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 
@@ -24,18 +24,23 @@ class S3Endpoint(_Model):
         None,
         description="S3-compatible endpoint URL; default aws.endpoint_url, or AWS S3 when that is unset.",
     )
-    provider: str = Field(
+    provider: Token = Field(
         "Other", description="rclone's S3 provider name: AWS, Minio, Ceph, Other (any S3-compatible store)."
     )
-    s3_region: str | None = Field(
+    s3_region: Token | None = Field(
         None, description="The store's own region; default the fleet region's name."
     )
-    access_key_id_env: str | None = Field(
+    access_key_id_env: EnvVarName | None = Field(
         None, description="Environment variable holding the access key id; default boto3's credential chain."
     )
-    secret_access_key_env: str | None = Field(
+    secret_access_key_env: EnvVarName | None = Field(
         None,
         description="Environment variable holding the secret access key; default boto3's credential chain.",
+    )
+    session_token_env: EnvVarName | None = Field(
+        None,
+        description="Environment variable holding the session token of temporary keys named by "
+        "access_key_id_env (S3 refuses those keys without it); unset for long-term keys.",
     )
 
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
-from drctl.config.urls import UrlRefused, check_host_port, check_http_url
+from drctl.config.urls import UrlRefused, check_host, check_host_port, check_http_url
 
 _NUMBER_LIMIT = 1e9
 _DAY_S = 86_400.0
@@ -33,6 +33,14 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 # workflow ids, metrics labels and shell lines, so they stay printable and short.
 TASK_QUEUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,199}$")
 TEMPORAL_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$")
+# POSIX's portable environment variable names (uppercase, digits, underscore), bounded.
+ENV_VAR_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
+# Names that reach logs, shells and API calls (kube contexts, set identifiers, model names, images):
+# printable ASCII without spaces, quotes, markup brackets or shell metacharacters.
+TOKEN_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:/@+=-]{0,252}$")
+AWS_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$")
+# Free text a person reads (an identity): any printable character, no controls, C1 or bidi overrides.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 
 
 def _scalar_kinds(annotation: Any) -> set[type]:
@@ -156,6 +164,22 @@ def host_port(v: str) -> str:
         raise ValueError(str(exc)) from None
 
 
+def host_name(v: str | None) -> str | None:
+    """A field validator body for a bare host: a DNS name (ASCII or punycode) or an IP literal."""
+    if v is None:
+        return None
+    try:
+        return check_host(v)
+    except UrlRefused as exc:
+        raise ValueError(str(exc)) from None
+
+
+def printable(v: str | None) -> str | None:
+    if v is not None and _UNPRINTABLE.search(v):
+        raise ValueError("control, zero-width or bidi characters are not allowed")
+    return v
+
+
 def matches(pattern: re.Pattern[str], what: str, v: str | None) -> str | None:
     if v is not None and not pattern.fullmatch(v):
         raise ValueError(f"not a valid {what}: {v[:80]!r}")
@@ -173,3 +197,8 @@ KubeNamespace = Annotated[str, _named(DNS_LABEL, "Kubernetes namespace (DNS-1123
 KubeObjectName = Annotated[str, _named(DNS_SUBDOMAIN, "Kubernetes object name (DNS-1123 subdomain)")]
 TaskQueue = Annotated[str, _named(TASK_QUEUE_RE, "Temporal task queue name")]
 TemporalNamespace = Annotated[str, _named(TEMPORAL_NAMESPACE_RE, "Temporal namespace name")]
+EnvVarName = Annotated[str, _named(ENV_VAR_RE, "environment variable name (A-Z, 0-9, _; not a digit first)")]
+HostName = Annotated[str, AfterValidator(host_name)]
+Token = Annotated[str, _named(TOKEN_RE, "name (letters, digits and . _ : / @ + = -)")]
+AwsRegion = Annotated[str, _named(AWS_REGION_RE, "AWS region name (e.g. us-east-1)")]
+PrintableText = Annotated[str, AfterValidator(printable)]

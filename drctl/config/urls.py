@@ -11,11 +11,13 @@ Messages never repeat the URL: it may hold a credential.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
+import idna
 
 MAX_URL = 2048
 _PRINTABLE = re.compile(r"[\x21-\x7e]+")
@@ -120,23 +122,60 @@ def parse_http_url(raw: object, *, allow_query: bool = True) -> httpx.URL:
     return url
 
 
+def ascii_host(host: str) -> str:
+    """A host in its one comparable form: lowercase ASCII, an internationalised name in punycode.
+
+    httpx decodes `xn--` labels for `URL.host` (IDNA 2008) while urllib and urllib3 keep them, and
+    the two IDNA standards decode some labels differently (a final sigma), so hosts are compared
+    encoded, never decoded.
+    """
+    host = host.strip("[]").rstrip(".")
+    if host.isascii():
+        return host.lower()
+    try:
+        return idna.encode(host, uts46=True).decode("ascii").lower()
+    except idna.IDNAError:
+        return host.lower()
+
+
 def _same_host_everywhere(url: httpx.URL) -> None:
     """The serialised form must name one host for httpx, urllib and urllib3 (which `requests`,
     and so Chaos Toolkit's own http provider, uses): the proof that the checks above were enough."""
     text = str(url)
-    hosts = {url.host.lower().strip("[]"), (urlsplit(text).hostname or "").lower()}
+    hosts = {ascii_host(url.raw_host.decode("ascii")), ascii_host(urlsplit(text).hostname or "")}
     try:
         from urllib3.util import parse_url
     except ImportError:  # pragma: no cover - urllib3 comes with requests and botocore
         pass
     else:
-        hosts.add((parse_url(text).host or "").lower().strip("[]"))
+        hosts.add(ascii_host(parse_url(text).host or ""))
     if len(hosts) != 1:
         raise UrlRefused("HTTP libraries read this URL's host differently")
 
 
 def origin(url: httpx.URL) -> Origin:
-    return Origin(url.scheme, url.host.lower(), url.port or (443 if url.scheme == "https" else 80))
+    return Origin(
+        url.scheme,
+        ascii_host(url.raw_host.decode("ascii")),
+        url.port or (443 if url.scheme == "https" else 80),
+    )
+
+
+def check_host(raw: object) -> str:
+    """A bare host (a bind address, a TLS server name): a DNS name (ASCII, punycode for an
+    international one) or an IP literal, IPv6 without brackets. The message never repeats it."""
+    if not isinstance(raw, str):
+        raise UrlRefused(f"a host must be a string, not {type(raw).__name__}")
+    if len(raw) > 253 or not _PRINTABLE.fullmatch(raw):
+        raise UrlRefused("a host must be printable ASCII: no spaces, control or non-ASCII characters")
+    if ":" in raw:
+        try:
+            ipaddress.IPv6Address(raw)
+        except ValueError:
+            raise UrlRefused("a host must be a DNS name or an IP address (IPv6 without brackets)") from None
+        return raw
+    _check_host(raw.lower())
+    return raw
 
 
 def check_host_port(raw: object) -> str:
