@@ -38,9 +38,15 @@ class SafeConsole(Console):
         super().__init__(stderr=stderr, width=None if stream.isatty() else PIPED_WIDTH)
 
     def render_str(self, text: str, **kwargs: Any) -> Any:
+        from rich.errors import MarkupError
+
         from drctl.models.safe_text import safe_text
 
-        return super().render_str(safe_text(text, keep_newlines=True), **kwargs)
+        text = safe_text(text, keep_newlines=True)
+        try:
+            return super().render_str(text, **kwargs)
+        except MarkupError:  # a value with `[/]` that no renderer escaped: shown as written, not a crash
+            return super().render_str(text, **(kwargs | {"markup": False}))
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         from rich.text import Text
@@ -183,10 +189,12 @@ def print_plan(
     a dry run shows is what the workflow would be given. `workflow_id` is None for a command that
     writes declarative objects (a Velero Schedule), not a workflow; `plan` is then those objects.
     """
+    from drctl.models.safe_text import safe_text
+
     body = [plain(p) for p in plan] if isinstance(plan, list) else plain(plan)
     doc = {"dry_run": True, "workflow_id": workflow_id, "plan": body}
     if printed_json(output, doc):
         return
     console.print(f"[bold]dry run[/] (nothing started, nothing changed): {title}")
     for key, value in rows:
-        console.print(f"  {key:<20} {value}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"  {key:<20} {safe_text(value)}", markup=False, highlight=False, soft_wrap=True)

@@ -16,6 +16,7 @@ from drctl.cli.operation import RunOptions, run_options
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
 from drctl.models.reads import DrillHistory, DrillReportText
+from drctl.models.safe_text import safe_text
 
 app = typer.Typer(name="drill", help="Chaos drills that measure the real RTO.", no_args_is_help=True)
 app.add_typer(drill_schedule.app)
@@ -42,7 +43,7 @@ def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
         ("allowed targets", ", ".join(cfg.drills.allowed_targets)),
     ]
     for k, v in rows:
-        common.console.print(f"  {k:<20} {v}", markup=False, highlight=False)
+        common.console.print(f"  {k:<20} {safe_text(v)}", markup=False, highlight=False)
 
 
 def render_report(r: DrillReport, link: str) -> None:
@@ -58,7 +59,7 @@ def render_report(r: DrillReport, link: str) -> None:
     if r.slo_evidence and r.verdict.value == "PASS":  # otherwise it is among the reasons
         common.console.print(f"  SLO {r.slo_evidence}", markup=False, highlight=False)
     for why in r.reasons:
-        common.console.print(f"  - {why}", markup=False, highlight=False)
+        common.console.print(f"  - {safe_text(why)}", markup=False, highlight=False)
     common.console.print(f"UI: {link}", markup=False, highlight=False)
 
 
@@ -169,8 +170,8 @@ def history_cmd(
         rto = f"{r.measured_rto_s:.1f}s" if r.measured_rto_s is not None else "-"
         table.add_row(
             r.started_at.strftime("%Y-%m-%d %H:%M"),
-            r.experiment,
-            r.target_region,
+            common.shown(r.experiment),
+            common.shown(r.target_region),
             r.verdict.value,
             f"{rto} / {r.rto_target_s:g}s",
             f"{r.error_window_s:.1f}s",
