@@ -32,6 +32,7 @@ from drctl.models.upgrade import (
 )
 from drctl.providers.auth import AuthConfigError, auth_headers
 from drctl.providers.base import RegionalTraffic
+from drctl.providers.gateway_api import GatewayApiRegionalTraffic
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.replicas import KubernetesReplicaSource
 from drctl.providers.track_analysis import Completions, measure_pair, run_requests
@@ -84,7 +85,16 @@ class UpgradeActivities:
 
     @activity.defn(name="remove_track")
     def remove_track(self, req: RegionTrackRequest) -> bool:
+        """Delete the track's Deployment and Service, once no route refers to the Service.
+
+        On the Gateway API tier the route loses the track's backendRef first, and the wait for its
+        controller to program that comes before the delete: a route left pointing at a deleted
+        Service is refused by its controller (ResolvedRefs False) and its share gets 5xx.
+        """
         try:
+            tier = self._tier()
+            if isinstance(tier, GatewayApiRegionalTraffic):
+                tier.release_track(req.region, req.track)
             return self._workload(req.region).remove_track(req.track)
         except Exception as exc:
             raise app_error(exc, f"remove {req.track} in {req.region}") from exc

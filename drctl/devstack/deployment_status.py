@@ -60,6 +60,13 @@ def deployment_status(
     ready_updated = [r for r in updated if r.ready]
     available = len(ready) >= desired - _max_unavailable(dep, desired)
     complete = len(updated) == desired and len(ready_updated) == desired and len(alive) == desired
+    # The deadline counts from the last progress, as the controller's does (deploymentutil's
+    # DeploymentTimedOut measures from the Progressing condition's lastUpdateTime, which a new
+    # spec, a new updated replica or a newly available one moves).
+    progress = (int(dep["metadata"].get("generation", 1)), len(updated), len(ready_updated), len(ready))
+    if memory.get("progress") != progress:
+        memory["progress"] = progress
+        memory.pop("progress_started", None)
     if complete:
         memory.pop("progress_started", None)
         progressing = ("True", "NewReplicaSetAvailable", f'ReplicaSet "{name}" has successfully progressed.')

@@ -114,8 +114,20 @@ def _free_port() -> int:
 
 
 class NodeAgent:
-    def __init__(self, cluster: RegionCluster, region: str, gateway: GatewayHandle, state_dir: Path) -> None:
+    def __init__(
+        self,
+        cluster: RegionCluster,
+        region: str,
+        gateway: GatewayHandle,
+        state_dir: Path,
+        observe_delay_s: float = 0.0,
+    ) -> None:
         self.cluster, self.region, self.gateway, self.state_dir = cluster, region, gateway, state_dir
+        # The Deployment controller acts on a new spec this long after it changed (a real one
+        # syncs from its informer's queue, later still under load): until then neither its pods
+        # nor its status move, and status.observedGeneration lags metadata.generation.
+        self.observe_delay_s = observe_delay_s
+        self._generation_seen: dict[str, tuple[int, float]] = {}  # deployment -> (generation, when)
         self.replicas: dict[str, Replica] = {}  # by pod name
         self.terminating: dict[str, Replica] = {}  # stopped, until the process is gone (by pod name)
         self.inference_faults: dict[str, dict[str, Any]] = {}  # track or "*" -> fleetsim fault body
@@ -155,6 +167,7 @@ class NodeAgent:
             if (r.namespace, r.deployment) not in keys:
                 self._stop(r)
         await self._check_health()
+        deployments = [d for d in deployments if self._observed(d)]
         for dep in deployments:
             target = hpa_target(dep, hpas)
             if target is not None and target != dep["spec"].get("replicas", 1):
@@ -175,6 +188,17 @@ class NodeAgent:
             await self._write_status(dep, hpas)
         await pods.sync_replicasets(self.cluster, deployments, every, list(self.replicas.values()))
         self._write_state_file()
+
+    def _observed(self, dep: dict[str, Any]) -> bool:
+        """Whether the controller has seen `dep`'s current generation (observe_delay_s after it)."""
+        meta = dep["metadata"]
+        key, generation = f"{meta['namespace']}/{meta['name']}", int(meta.get("generation", 1))
+        if int((dep.get("status") or {}).get("observedGeneration", 0)) >= generation:
+            return True
+        seen = self._generation_seen.get(key)
+        if seen is None or seen[0] != generation:
+            seen = self._generation_seen[key] = (generation, time.monotonic())
+        return time.monotonic() - seen[1] >= self.observe_delay_s
 
     def _reap(self) -> None:
         now = time.monotonic()

@@ -15,8 +15,16 @@ import sys
 import time
 from pathlib import Path
 
-from drctl.config.schema import TRACKS, ConfigError, FleetConfig, load_config
+from drctl.config.schema import (
+    TRACKS,
+    ConfigError,
+    DevStackConfig,
+    FleetConfig,
+    GatewayApiRegional,
+    load_config,
+)
 from drctl.devstack.admin import RegionAdmin, start_admin
+from drctl.devstack.gateway_controller import ROUTES, GatewayController, gateway_name, haproxy_program
 from drctl.devstack.haproxy_conf import (
     haproxy_dir,
     host_port,
@@ -225,20 +233,18 @@ async def seed(cluster: RegionCluster, cfg: FleetConfig, region: str) -> None:
             },
         },
     )
+    # The route refers to stable only: a backendRef to a track's Service that does not exist is an
+    # error its controller reports (ResolvedRefs False); drctl adds a track's ref when it deploys it.
+    # Attached to the region's Gateway only when the regional tier is the Gateway API: then the
+    # gateway controller programs the region gateway from it; detached, nothing acts on it.
+    gateway_tier = isinstance(cfg.traffic.regional_tier, GatewayApiRegional)
     await cluster.ensure(
-        "gateway.networking.k8s.io/v1/httproutes",
+        ROUTES,
         {
             "metadata": {"name": app, "namespace": ns, "labels": {"app": app}},
             "spec": {
-                "parentRefs": [{"name": f"{region}-gateway"}],
-                "rules": [
-                    {
-                        "backendRefs": [
-                            {"name": w.deployment_name(t), "port": 80, "weight": 100 if t == "stable" else 0}
-                            for t in TRACKS
-                        ]
-                    }
-                ],
+                **({"parentRefs": [{"name": gateway_name(region)}]} if gateway_tier else {}),
+                "rules": [{"backendRefs": [{"name": name, "port": 80, "weight": 100}]}],
             },
         },
     )
@@ -278,7 +284,17 @@ async def run_region(cfg: FleetConfig, region: str) -> None:
     async with serve_cluster(kube_host, kube_port) as cluster:
         await seed(cluster, cfg, region)
         gateway = Gateway(cfg, region)
-        agent = NodeAgent(cluster, region, gateway, state)
+        dev = cfg.devstack or DevStackConfig()
+        agent = NodeAgent(cluster, region, gateway, state, observe_delay_s=dev.deployment_sync_delay_s)
+
+        routes = GatewayController(
+            cluster,
+            gateway_name(region),
+            dev.route_sync_delay_s,
+            data_plane=(r.kube.namespace, cfg.workload.app),
+            program=haproxy_program(gateway, gateway.backend),
+            track_of={cfg.workload.deployment_name(t): t for t in TRACKS},
+        )
         runner = None
         try:
             await gateway.start()
@@ -286,6 +302,7 @@ async def run_region(cfg: FleetConfig, region: str) -> None:
             tasks = [
                 asyncio.create_task(agent.run()),
                 asyncio.create_task(gateway.supervise()),
+                asyncio.create_task(routes.run()),
                 asyncio.create_task(run_velero_agent(cfg, region)),
             ]
             print(

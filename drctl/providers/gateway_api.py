@@ -13,6 +13,7 @@ that served it, which is what failover verification reads.
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any, cast
 
 from kubernetes import client
@@ -27,14 +28,19 @@ from drctl.models.gitops import (
     argocd_tracking,
     changes,
 )
+from drctl.providers import route_status
 from drctl.providers.kube_objects import STRICT, on_conflict
 from drctl.providers.kubernetes import REQUEST_TIMEOUT, api_client_for
+from drctl.providers.route_status import RouteNotProgrammed
 from drctl.providers.weights import validate_weights
 
 GROUP, VERSION, PLURAL = "gateway.networking.k8s.io", "v1", "httproutes"
 # Gateway API: backendRef weight is 0..1,000,000; an omitted weight means 1.
 GATEWAY_MAX_WEIGHT = 1_000_000
 _DEFAULT_WEIGHT = 1
+# How long a weight change waits for the route's controller to accept it: inside the activity's
+# 30 s per attempt, and far above a healthy controller's seconds.
+ACCEPT_TIMEOUT_S = 20.0
 
 
 class GatewayApiRegionalTraffic:
@@ -47,6 +53,7 @@ class GatewayApiRegionalTraffic:
         route: str,
         app: str,
         region_header: str = "x-drctl-region",
+        accept_timeout_s: float = ACCEPT_TIMEOUT_S,
     ) -> None:
         self.custom = {r: client.CustomObjectsApi(c) for r, c in api_clients.items()}
         self.core = {r: client.CoreV1Api(c) for r, c in api_clients.items()}
@@ -54,6 +61,7 @@ class GatewayApiRegionalTraffic:
         self.route = route
         self.app = app
         self.region_header = region_header
+        self.accept_timeout_s = accept_timeout_s
         self._track_of = {f"{app}-{t}": t for t in TRACKS}
 
     @classmethod
@@ -126,6 +134,9 @@ class GatewayApiRegionalTraffic:
             return self._with_weights(region, route, weights)
 
         before, after = self._update(region, change)
+        # Written is not applied: the controller programs the data plane later (even when nothing
+        # changed here: a retried activity's first attempt may have written it a moment ago).
+        self._await_programmed(region, after, weights)
         fields = [ROUTE_WEIGHTS] if weights else []
         if self._refs(before) != self._refs(after):
             fields.append(ROUTE_REFS)  # a track's backendRef added
@@ -144,6 +155,77 @@ class GatewayApiRegionalTraffic:
 
     def _filters(self, route: dict[str, Any]) -> list[Any]:
         return [r.get("filters") or [] for r in self._rules(route)]
+
+    def _await_programmed(self, region: str, written: dict[str, Any], weights: dict[str, int]) -> None:
+        """Wait, bounded, until every parent Gateway accepted the generation written.
+
+        Polls back off from 50 ms to 0.5 s. Raises RouteNotProgrammed naming the route and its
+        conditions: retryable when the controller is only late, not when it refused the route or
+        a weighted track's Service is missing (its share of requests would get 5xx).
+        """
+        generation = int((written.get("metadata") or {}).get("generation") or 0)
+        where = f"{self.namespaces[region]}/{self.route} in {region}"
+        deadline, pause_s, route = time.monotonic() + self.accept_timeout_s, 0.05, written
+        while True:
+            why = route_status.pending(route, generation)
+            if route_status.refused(route, generation):
+                raise RouteNotProgrammed(where, generation, route_status.conditions_text(route), False)
+            if why is None:
+                break
+            if time.monotonic() >= deadline:
+                detail = f"{why} after {self.accept_timeout_s:g}s; {route_status.conditions_text(route)}"
+                raise RouteNotProgrammed(where, generation, detail, True)
+            time.sleep(min(pause_s, max(0.0, deadline - time.monotonic())))
+            pause_s = min(pause_s * 2, 0.5)
+            route = self._read(region)
+        if route_status.unresolved(route, generation):
+            lost = [t for t, w in weights.items() if w > 0 and not self._service_exists(region, t)]
+            if lost:
+                detail = f"tracks {', '.join(lost)} have weight but no Service; {route_status.conditions_text(route)}"
+                raise RouteNotProgrammed(where, generation, detail, False)
+
+    def _service_exists(self, region: str, track: str) -> bool:
+        try:
+            self.core[region].read_namespaced_service(
+                f"{self.app}-{track}", self.namespaces[region], _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def release_track(self, region: str, track: str) -> None:
+        """Drop the track's backendRefs from the route and wait until that is programmed, so its
+        Service can go; refuse while the track still has weight or another route refers to it."""
+        self._check_region(region)
+        service = f"{self.app}-{track}"
+
+        def drop(route: dict[str, Any]) -> dict[str, Any]:
+            new = copy.deepcopy(route)
+            for rule in self._rules(new):
+                ref = self._track_refs(rule).get(track)
+                if ref is None:
+                    continue
+                if int(ref.get("weight", _DEFAULT_WEIGHT)) > 0:
+                    raise ValueError(
+                        f"track {track!r} still has weight {ref.get('weight', _DEFAULT_WEIGHT)} in HTTPRoute "
+                        f"{self.namespaces[region]}/{self.route} in {region}; shift its traffic away first"
+                    )
+                rule["backendRefs"] = [r for r in rule["backendRefs"] if r is not ref]
+            return new
+
+        _, after = self._update(region, drop)
+        self._await_programmed(region, after, {})
+        others = self.custom[region].list_namespaced_custom_object(
+            GROUP, VERSION, self.namespaces[region], PLURAL, _request_timeout=REQUEST_TIMEOUT
+        )
+        users = route_status.routes_to(cast(dict[str, Any], others).get("items") or [], service)
+        if users:
+            raise ValueError(
+                f"Service {self.namespaces[region]}/{service} in {region} is still a backend of "
+                f"HTTPRoute(s) {', '.join(users)}; not removing track {track!r}"
+            )
 
     def ensure_region_header(self, region: str) -> bool:
         """Label the route's track rules with the region header; True when the route changed."""

@@ -14,12 +14,15 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from drctl.config.schema import FleetConfig, parse_config
+from drctl.devstack.gateway_controller import GatewayController
 from drctl.devstack.kube import serve_cluster
 from drctl.providers.gateway_api import GROUP, PLURAL, VERSION, GatewayApiRegionalTraffic
 from drctl.providers.kubernetes import api_client_for
 from drctl.providers.traffic_factory import regional_traffic
+from tests.support.kubeapi import accepted_at, running
 from tests.support.loop_thread import LoopThread
 from tests.support.ports import free_port
+from tests.support.wait import wait_until
 
 NS = "inference"
 
@@ -28,7 +31,9 @@ NS = "inference"
 def cfg() -> Iterator[FleetConfig]:
     lt = LoopThread()
     port = free_port()
-    lt.enter(serve_cluster("127.0.0.1", port))
+    cluster = lt.enter(serve_cluster("127.0.0.1", port))
+    # The route's controller: it accepts each change a moment later, as a real one would.
+    lt.enter(running(GatewayController(cluster, "gateway", program_delay_s=0.1)))
     api = f"http://127.0.0.1:{port}"
     yield parse_config(
         f"""
@@ -212,7 +217,10 @@ def test_ensure_region_header_extends_an_existing_modifier_once(
         "remove": ["server"],
     }
     assert gw.get_track_weights("us-west-1") == {"stable": 100}  # weights untouched
-    # Already labelled: nothing is written (no new resourceVersion, no watch event for the gateway).
+    # Already labelled: nothing is written (no new resourceVersion, no watch event for the gateway),
+    # once the controller has reported on the change (its status write moves the resourceVersion).
+    wait_until(lambda: accepted_at(read_route(kube)), timeout_s=10, what="the route's status")
+    after = read_route(kube)
     assert gw.ensure_region_header("us-west-1") is False
     assert read_route(kube)["metadata"]["resourceVersion"] == after["metadata"]["resourceVersion"]
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -13,6 +14,31 @@ NS = "inference"
 async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     # The server runs on this event loop; the blocking client must run beside it.
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def running(controller: Any) -> AsyncIterator[Any]:
+    """Run an in-process controller (its `run()` loop) on this loop until the context exits."""
+    task = asyncio.create_task(controller.run())
+    try:
+        yield controller
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def accepted_at(route: dict[str, Any]) -> bool:
+    """Whether every parent's Accepted condition is True at the route's current generation."""
+    parents = (route.get("status") or {}).get("parents") or []
+    generation = route["metadata"]["generation"]
+    return bool(parents) and all(
+        any(
+            c["type"] == "Accepted" and c["status"] == "True" and c.get("observedGeneration") == generation
+            for c in p.get("conditions") or []
+        )
+        for p in parents
+    )
 
 
 def routes(ns: str = NS) -> tuple[str, str, str, str]:
