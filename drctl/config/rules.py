@@ -46,12 +46,12 @@ def url_key(raw: str) -> str:
     return f"{url.scheme}://{host}:{port}{path}"
 
 
-def _clashes(items: Iterable[tuple[str, object]], what: str) -> Iterator[Problem]:
+def _clashes(items: Iterable[tuple[str, object]], what: str, hint: str = "") -> Iterator[Problem]:
     """(path, key) pairs: one problem for each path whose key an earlier path already has."""
     first: dict[object, str] = {}
     for path, key in items:
         if key in first:
-            yield path, f"same {what} as {first[key]}"
+            yield path, f"same {what} as {first[key]}{hint}"
         else:
             first[key] = path
 
@@ -78,11 +78,12 @@ def region_clashes(cfg: FleetConfig) -> list[Problem]:
     )
     out += _clashes(
         ((f"regions[{i}].route53_set_identifier", r.set_identifier) for i, r in regions),
-        "Route 53 set identifier (default: the region name)",
+        "Route 53 set identifier",
+        " (a region's default is its name)",
     )
     queues = [("temporal.task_queue", cfg.temporal.task_queue)]
     queues += [(f"regions[{i}].task_queue", r.queue) for i, r in regions]
-    out += _clashes(queues, "task queue (default: drctl-<region>)")
+    out += _clashes(queues, "task queue", " (a region's default is drctl-<region>)")
     return out
 
 

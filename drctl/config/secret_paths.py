@@ -34,11 +34,9 @@ SYSTEM_DIRS = frozenset(
         "/run",
         "/sbin",
         "/srv",
-        "/tmp",
         "/usr",
         "/var",
         "/var/run",
-        "/var/tmp",
     }
 )
 # Refused with everything under them: not files, but views of the running system.
