@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -65,3 +66,40 @@ def test_amtool_accepts_the_example_config_and_routes_by_severity() -> None:
 
     assert route("alertname=DrctlFailoverFailed", "severity=critical", "fleet=prod") == "drctl-pager"
     assert route("alertname=DrctlNoPassingDrill", "severity=warning", "fleet=prod") == "drctl-slack"
+
+
+PROMETHEUS_ALERTING = ROOT / "deploy" / "prometheus" / "prometheus-alerting.yaml"
+LOCAL_ALERTS = {"DrctlWorkerMetricsAbsent", "DrctlWorkerTemporalDisconnected"}
+
+
+def _alerts() -> list[dict[str, Any]]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r]
+
+
+def test_every_alert_says_whether_it_is_fleet_wide_or_about_the_local_workers() -> None:
+    """Fleet-scoped alerts aggregate away the worker (every region's Prometheus computes the same
+    one); local ones keep the worker's labels. The scope decides the cross-region deduplication."""
+    for rule in _alerts():
+        scope = rule["labels"].get("scope")
+        assert scope == ("local" if rule["alert"] in LOCAL_ALERTS else "fleet"), rule["alert"]
+        expr = " ".join(rule["expr"].split())
+        if scope == "fleet":
+            assert " by (" in expr and "instance" not in expr and "pod" not in expr, rule["alert"]
+
+
+def test_each_regions_prometheus_drops_its_label_from_fleet_alerts() -> None:
+    """So every region sends the identical fleet alert and Alertmanager pages once, not per region."""
+    done = _run(_tool("promtool"), "check", "config", str(PROMETHEUS_ALERTING))
+    assert done.returncode == 0, done.stdout + done.stderr
+    cfg = yaml.safe_load(PROMETHEUS_ALERTING.read_text())
+    (region_label,) = cfg["global"]["external_labels"]
+    (relabel,) = cfg["alerting"]["alert_relabel_configs"]
+    assert relabel == {
+        "source_labels": ["scope"],
+        "regex": "fleet",
+        "target_label": region_label,
+        "replacement": "",
+    }
+    # Alertmanager groups by fleet as well, so even an unrelabelled copy joins the same notification.
+    route = yaml.safe_load(ALERTMANAGER.read_text())["route"]
+    assert "fleet" in route["group_by"] and region_label not in route["group_by"]

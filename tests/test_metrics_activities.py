@@ -59,7 +59,7 @@ async def test_probe_records_status_ttft_failing_fraction_and_duration(
         )
         assert p.ttft_p50_ms is not None
         assert _value("drctl_region_ttft_p50_seconds", **labels) == pytest.approx(p.ttft_p50_ms / 1000)
-        assert _value("drctl_region_failing_fraction", **labels) == p.failing_fraction
+        assert _value("drctl_region_failing_ratio", **labels) == p.failing_fraction
         assert _value("drctl_probe_duration_seconds_count", **labels) == 1
         assert _value("drctl_probes_total", **labels, status=p.status.value) == 1
 

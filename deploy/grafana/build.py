@@ -72,7 +72,7 @@ def panels() -> list[dict[str, Any]]:
                    f"(rate(vllm:time_to_first_token_seconds_bucket{{{F}}}[$__rate_interval])))", "{{region}} served p99", "B"),
         ], 12, 6, unit="s", description="drctl's probe (median over replicas) and vLLM's own TTFT histogram."),
         panel("Replicas failing", "timeseries",
-              [target(f"max by (region) (drctl_region_failing_fraction{{{F}}})", "{{region}}")], 0, 14,
+              [target(f"max by (region) (drctl_region_failing_ratio{{{F}}})", "{{region}}")], 0, 14,
               unit="percentunit", defaults={"min": 0, "max": 1}),
         panel("Probe duration p90", "timeseries", [target(
             f"histogram_quantile(0.9, sum by (region, le) (rate(drctl_probe_duration_seconds_bucket{{{F}}}[$__rate_interval])))",

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import platform
+from importlib import metadata
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
@@ -40,9 +43,10 @@ TTFT_P50 = Gauge(
     "Median time to first token over the latest probe's replicas.",
     ["fleet", "region"],
 )
-FAILING_FRACTION = Gauge(
-    "drctl_region_failing_fraction",
-    "Fraction of a region's replicas not HEALTHY at the latest probe.",
+# `_ratio`, not `_fraction`: the Prometheus naming convention for a 0..1 share.
+FAILING_RATIO = Gauge(
+    "drctl_region_failing_ratio",
+    "Share (0..1) of a region's replicas not HEALTHY at the latest probe.",
     ["fleet", "region"],
 )
 PROBE_TIME = Gauge(
@@ -160,6 +164,15 @@ MONITOR_ALERT = Gauge(
     "The monitor's standing alert (e.g. NO_QUORUM): 1 while it stands.",
     ("fleet", "alert"),
 )
+WORKER_TEMPORAL_DISCONNECTED = Gauge(
+    "drctl_worker_temporal_disconnected_seconds",
+    "How long this worker has been unable to reach Temporal (0 while connected).",
+)
+BUILD_INFO = Gauge(
+    "drctl_build_info",
+    "Always 1; the labels say which drctl build this worker runs (Prometheus's *_build_info convention).",
+    ("version", "python_version", "temporalio_version"),
+)
 SEARCH_ATTRIBUTES_MISSING = Gauge(
     "drctl_search_attributes_missing",
     "Search attributes drctl upserts that the worker's Temporal namespace lacks (or types wrongly).",
@@ -171,6 +184,20 @@ SEARCH_ATTRIBUTES_MISSING = Gauge(
 FAILOVER_RESULTS = ("succeeded", "failed", "refused", "aborted", "unverified")
 FAILBACK_RESULTS = ("succeeded", "rolled_back", "failed", "not_needed")
 DRILL_VERDICTS = ("PASS", "FAILED", "ABORTED")
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+BUILD_INFO.labels(
+    version=_version("drctl"),
+    python_version=platform.python_version(),
+    temporalio_version=_version("temporalio"),
+).set(1)
 
 
 def init_fleet(
@@ -216,7 +243,7 @@ def record_probe(fleet: str, probe: RegionProbe, finished_at: float) -> None:
     labels = {"fleet": fleet, "region": probe.region}
     one_hot(PROBE_STATUS, labels, "status", [s.value for s in ProbeStatus], probe.status.value)
     PROBES.labels(**labels, status=probe.status.value).inc()
-    FAILING_FRACTION.labels(**labels).set(probe.failing_fraction)
+    FAILING_RATIO.labels(**labels).set(probe.failing_fraction)
     PROBE_DURATION.labels(**labels).observe(probe.duration_ms / 1000)
     PROBE_TIME.labels(**labels).set(finished_at)
     if probe.ttft_p50_ms is not None:

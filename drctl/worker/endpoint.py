@@ -12,8 +12,12 @@
   every series of the target stale (the probes' and failovers' figures too, not only the reader's).
   The read goes on in the background and the next scrape serves it.
 
-Served by a minimal HTTP/1.1 responder on asyncio streams (GET only, one request per connection):
-three fixed paths do not justify a web framework in the worker image.
+While the worker waits for Temporal (drctl/worker/link.py), /readyz says so with 503 and /metrics
+serves what needs no read, with drctl_worker_temporal_disconnected_seconds growing.
+
+Served by aiohttp's low-level server (already the prober's client library): it parses HTTP
+strictly, answers a malformed request 400, bounds the request line and headers, and listens with a
+deep accept queue so a burst of scrapes and probes is queued, not dropped.
 """
 
 from __future__ import annotations
@@ -26,26 +30,24 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
+from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
+from drctl.client.codec_http import one_line_log
 from drctl.client.namespace import register_hint, search_attribute_problems
 from drctl.config.schema import FleetConfig
 from drctl.telemetry import metrics
 from drctl.worker.fleet_metrics import FleetReader
+from drctl.worker.link import TemporalLink
 
 log = logging.getLogger("drctl.worker")
 
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    503: "Service Unavailable",
-}
-_MAX_HEAD = 16 * 1024  # request line and headers; a probe or scrape sends a few hundred bytes
+_MAX_LINE = 8 * 1024  # request line and each header; a probe or scrape sends a few hundred bytes
+_BACKLOG = 2048
+_IDLE_TIMEOUT_S = 15.0  # Prometheus keeps its connection between scrapes; a longer idle one is closed
 # Well inside the shortest scrape timeout we expect (the dev stack's 2 s; Prometheus's default is 10 s).
 READ_BUDGET_S = 1.0
 SDK_METRICS_TIMEOUT_S = 0.5
@@ -90,18 +92,29 @@ class WorkerHTTP:
     def __init__(
         self,
         cfg: FleetConfig | Sequence[FleetConfig],
-        client: Client,
+        client: Client | None,
         workers: Callable[[], Sequence[Worker]],
         sdk_metrics_url: str | None = None,
+        link: TemporalLink | None = None,
     ) -> None:
-        self.client = client
+        """`client` None: not connected yet (`link` says since when); `attach` it once connected."""
+        self.fleets = _fleets(cfg)
         self.workers = workers
         self.sdk_metrics_url = sdk_metrics_url
-        # One reader per fleet this worker serves: every fleet's figures come from the one scrape.
-        self.readers = [FleetReader(c, client) for c in _fleets(cfg)]
+        self.link = link
+        self.client: Client | None = None
+        self.readers: list[FleetReader] = []
+        if client is not None:
+            self.attach(client)
         self._http: httpx.AsyncClient | None = None
         self._reading: asyncio.Future[list[None]] | None = None
         self._attributes_ok = False
+
+    def attach(self, client: Client) -> None:
+        """Connected: readiness and the scrape-time reads use `client` from now on."""
+        self.client = client
+        # One reader per fleet this worker serves: every fleet's figures come from the one scrape.
+        self.readers = [FleetReader(c, client) for c in self.fleets]
 
     async def route(self, method: str, path: str) -> Response:
         path = path.split("?", 1)[0]
@@ -116,17 +129,30 @@ class WorkerHTTP:
         return Response(200, b"ok\n")
 
     async def readyz(self) -> Response:
+        client = self.client
+        if client is None:
+            link = self.link
+            why = (
+                f"Temporal at {link.address} unreachable for {link.disconnected_s():.0f}s: {link.error}"
+                if link
+                else "not connected to Temporal"
+            )
+            return Response(503, f"not ready: {why}\n".encode())
         workers = self.workers()
         stopped = [w.task_queue for w in workers if not w.is_running]
         if not workers or stopped:
             return Response(503, f"not ready: workers not running on {stopped or 'any queue'}\n".encode())
         try:
-            ok = await asyncio.wait_for(self.client.service_client.check_health(), 3.0)
+            ok = await asyncio.wait_for(client.service_client.check_health(), 3.0)
         except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
+            self._link_down(f"health check failed: {exc or type(exc).__name__}")
             why = f"not ready: Temporal health check failed: {exc or type(exc).__name__}\n"
             return Response(503, why.encode())
         if not ok:
+            self._link_down("health check: not serving")
             return Response(503, b"not ready: Temporal reports not serving\n")
+        if self.link is not None:
+            self.link.up()
         lacking = await self.search_attributes()
         if lacking:
             return Response(503, f"not ready: {lacking}\n".encode())
@@ -140,10 +166,13 @@ class WorkerHTTP:
         """
         if self._attributes_ok:
             return None
-        ns = self.client.namespace
+        client = self.client
+        if client is None:
+            return "not connected to Temporal"
+        ns = client.namespace
         try:
             # wait_for as well: the RPC's own timeout does not cover connecting to a hung frontend.
-            problems = await asyncio.wait_for(search_attribute_problems(self.client), 3.0)
+            problems = await asyncio.wait_for(search_attribute_problems(client), 3.0)
         except Exception as exc:  # noqa: BLE001 - unknown is "not ready", with the reason
             return f"cannot list the search attributes of namespace {ns}: {exc or type(exc).__name__}"
         metrics.SEARCH_ATTRIBUTES_MISSING.labels(namespace=ns).set(len(problems))
@@ -155,8 +184,16 @@ class WorkerHTTP:
         self._attributes_ok = True
         return None
 
+    def _link_down(self, why: str) -> None:
+        # Readiness probes every few seconds notice a Temporal lost after start, for the gauge.
+        if self.link is not None:
+            self.link.down(why)
+
     async def metrics(self) -> Response:
-        await self._refresh_within(READ_BUDGET_S)
+        if self.link is not None:
+            metrics.WORKER_TEMPORAL_DISCONNECTED.set(self.link.disconnected_s())
+        if self.client is not None:
+            await self._refresh_within(READ_BUDGET_S)
         body = generate_latest(REGISTRY)
         if self.sdk_metrics_url:
             body += await self._sdk_metrics()
@@ -191,29 +228,10 @@ class WorkerHTTP:
             log.warning("Temporal SDK metrics unavailable: %s", exc or type(exc).__name__)
             return b""
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One request per connection (`Connection: close`), bounded in size and time."""
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
-            method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
-            resp = await self.route(method, target)
-            payload = b"" if method == "HEAD" else resp.body
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
-            resp, payload = Response(400, b"bad request\n"), b"bad request\n"
-        except ConnectionError:
-            return
-        try:
-            writer.write(
-                f"HTTP/1.1 {resp.status} {_REASONS.get(resp.status, '')}\r\n"
-                f"Content-Type: {resp.content_type}\r\nContent-Length: {len(resp.body)}\r\n"
-                "Connection: close\r\n\r\n".encode()
-                + payload
-            )
-            await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
+    async def handle(self, request: web.BaseRequest) -> web.Response:
+        """aiohttp's handler: the route's answer; a HEAD gets its headers without the body."""
+        resp = await self.route(request.method, request.path)
+        return web.Response(status=resp.status, body=resp.body, headers={"Content-Type": resp.content_type})
 
     async def close(self) -> None:
         if self._reading is not None and not self._reading.done():
@@ -225,10 +243,11 @@ class WorkerHTTP:
 @asynccontextmanager
 async def serve(
     cfg: FleetConfig | Sequence[FleetConfig],
-    client: Client,
+    client: Client | None,
     workers: Callable[[], Sequence[Worker]],
     port: int,
     sdk_metrics_url: str | None = None,
+    link: TemporalLink | None = None,
 ) -> AsyncIterator[WorkerHTTP | None]:
     """Serve the endpoint on (the first fleet's) worker.http_host:port for the duration; port 0 serves nothing."""
     if not port:
@@ -236,10 +255,23 @@ async def serve(
         return
     fleets = _fleets(cfg)
     cfg = fleets[0]
-    http = WorkerHTTP(fleets, client, workers, sdk_metrics_url)
+    http = WorkerHTTP(fleets, client, workers, sdk_metrics_url, link)
+    server = web.Server(
+        http.handle,
+        keepalive_timeout=_IDLE_TIMEOUT_S,
+        max_line_size=_MAX_LINE,
+        max_field_size=_MAX_LINE,
+        max_headers=64,
+        access_log=None,
+        logger=one_line_log("drctl.worker.http"),
+    )
+    runner = web.ServerRunner(server, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.worker.http_host, port, backlog=_BACKLOG, shutdown_timeout=5.0)
     try:
-        server = await asyncio.start_server(http.handle, cfg.worker.http_host, port, limit=_MAX_HEAD)
+        await site.start()
     except OSError as exc:
+        await runner.cleanup()
         raise EndpointError(
             f"the worker's HTTP endpoint cannot listen on {cfg.worker.http_host}:{port}: {exc.strerror or exc}; "
             "choose another worker.http_port (or --http-port; 0 disables the endpoint)"
@@ -248,8 +280,7 @@ async def serve(
     try:
         yield http
     finally:
-        server.close()
-        await server.wait_closed()
+        await runner.cleanup()
         await http.close()
 
 

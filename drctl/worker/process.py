@@ -24,6 +24,7 @@ from drctl.config.schema import FleetConfig, GatewayApiRegional
 from drctl.worker import registry
 from drctl.worker.endpoint import sdk_metrics_runtime, serve
 from drctl.worker.fleets import check_fleets, queues_of
+from drctl.worker.link import TemporalLink, connect_with_backoff
 
 log = logging.getLogger("drctl.worker")
 
@@ -84,6 +85,8 @@ async def run_worker(
     one HTTP endpoint; each fleet its own queues, checked by worker_fleets.check_fleets). The first
     fleet's `worker` and `temporal` settings are the process's. `regions` applies to every fleet.
     `http_port` overrides cfg.worker.http_port (0: no HTTP endpoint).
+    Without `client`, Temporal is awaited with backoff (drctl/worker/link.py), not given up on: only
+    a configuration error (TemporalConfigError, EndpointError) ends the worker before `stop`.
     """
     cfgs = [cfg] if isinstance(cfg, FleetConfig) else list(cfg)
     check_fleets(cfgs, regions, main=main)
@@ -93,7 +96,6 @@ async def run_worker(
     runtime, sdk_url = (
         sdk_metrics_runtime() if client is None and port and first.worker.sdk_metrics else (None, None)
     )
-    client = client or await connect(first, runtime, identity=worker_identity())
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -101,12 +103,41 @@ async def run_worker(
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread (tests run it in a task)
             pass
+    link = TemporalLink(target(first).address)  # a bad temporal section raises here: exit 2
+    workers: list[Worker] = []
+    # The HTTP endpoint binds first (a taken port fails before anything else) and stays up while
+    # Temporal is awaited and through shutdown, so /readyz reports both and metrics can be scraped.
+    async with serve(cfgs, client, lambda: workers, port, sdk_url, link) as http:
+        if client is None:
+            identity = worker_identity()
+            client = await connect_with_backoff(
+                lambda: connect(first, runtime, identity=identity), link, stop
+            )
+            if client is None:
+                log.info("stopped before Temporal at %s could be reached", link.address)
+                return
+            if http is not None:
+                http.attach(client)
+        link.up()
+        await _serve_queues(client, cfgs, regions, main, stop, workers)
+
+
+async def _serve_queues(
+    client: Client,
+    cfgs: list[FleetConfig],
+    regions: list[str] | None,
+    main: bool,
+    stop: asyncio.Event,
+    workers: list[Worker],
+) -> None:
+    """Poll every fleet's queues until `stop`, then drain; `workers` is filled for /readyz."""
+    first = cfgs[0]
     for c in cfgs:
         await _prepare(client, c, regions, main=main)
     # Every fleet's sync activities share this pool; the watcher and the probes are async, so a
     # long-lived watcher per fleet holds no thread of it and the pool need not grow with the fleets.
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="drctl-activity") as executor:
-        workers = [w for c in cfgs for w in build_workers(client, c, regions, executor, main=main)]
+        workers[:] = [w for c in cfgs for w in build_workers(client, c, regions, executor, main=main)]
         for c in cfgs:
             log.info(
                 "drctl worker for fleet %r serving task queues %s on %s",
@@ -114,16 +145,13 @@ async def run_worker(
                 queues_of(c, regions, main=main),
                 target(c).address,
             )
-        # The HTTP endpoint binds first (a taken port fails before any poller starts) and stays up
-        # through shutdown, so /readyz reports the drain and the last metrics can be scraped.
-        async with serve(cfgs, client, lambda: workers, port, sdk_url):
-            runs = [asyncio.create_task(w.run()) for w in workers]
-            stopper = asyncio.create_task(stop.wait())
-            done, _ = await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
-            if stop.is_set():
-                log.info("stopping: running activities have %gs to finish", first.worker.graceful_shutdown_s)
-            # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
-            await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+        runs = [asyncio.create_task(w.run()) for w in workers]
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait([*runs, stopper], return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            log.info("stopping: running activities have %gs to finish", first.worker.graceful_shutdown_s)
+        # Shutdown lets running activities finish (up to graceful timeout) so no work is lost twice.
+        await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
         log.info("drctl worker stopped")
         stopper.cancel()
         for t in runs:
