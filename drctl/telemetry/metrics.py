@@ -11,9 +11,8 @@ Names follow the Prometheus conventions: base units in the name (`_seconds`), co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 import platform
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 
 from prometheus_client import Counter, Gauge, Histogram
