@@ -79,10 +79,15 @@ def shown(value: Any) -> str:
 console = SafeConsole()
 err_console = SafeConsole(stderr=True)
 
-DEFAULT_CONFIG = "config/fleet.yaml"
-
 ConfigOpt = Annotated[
-    Path, typer.Option("--config", "-c", help="Fleet config file.", envvar="DRCTL_CONFIG", show_default=True)
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Fleet config file. Without it: --fleet NAME, DRCTL_CONFIG, DRCTL_FLEET, the current "
+        "context, then ~/.config/drctl/fleet.yaml (drctl config get-contexts).",
+        show_default=False,
+    ),
 ]
 
 
@@ -100,8 +105,9 @@ DryRunOpt = Annotated[
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
-# The defaults every command gives its --config and --output, stated once.
-CONFIG = Path(DEFAULT_CONFIG)
+# The defaults every command gives its --config and --output, stated once. No --config: the fleet
+# is found by drctl.cli.contexts.resolve (--fleet, env, context, default).
+CONFIG: Path | None = None
 TABLE = Output.table
 
 
@@ -117,8 +123,35 @@ def fail(message: str, exit_code: int = 2) -> NoReturn:
     raise UserError(message, exit_code)
 
 
-def load(path: Path) -> FleetConfig:
-    return load_config(path)
+def config_path(flag: Path | None) -> Path:
+    """The fleet config file a command uses: -c, else --fleet, env, context, default (contexts.py)."""
+    return _resolved(flag).path
+
+
+def _resolved(flag: Path | None) -> Any:
+    from drctl.cli import selection
+    from drctl.cli.contexts import CHECKOUT_DEFAULT, config_dir, resolve
+
+    found = resolve(flag, selection.fleet_flag)
+    if found.source == "default" and not found.path.exists():
+        raise UserError(
+            f"no fleet config: pass -c FILE or --fleet NAME, set DRCTL_CONFIG or DRCTL_FLEET, choose a "
+            f"context (drctl config use-context NAME), or write {config_dir() / 'fleet.yaml'} "
+            f"({CHECKOUT_DEFAULT} is used in a drctl checkout)"
+        )
+    return found
+
+
+def load(flag: Path | None) -> FleetConfig:
+    """The fleet config (config_path), with the context's Temporal address and namespace over its own."""
+    found = _resolved(flag)
+    cfg = load_config(found.path)
+    ctx = found.context
+    if ctx is not None and (ctx.temporal_address or ctx.temporal_namespace):
+        over = {"address": ctx.temporal_address, "namespace": ctx.temporal_namespace}
+        temporal = cfg.temporal.model_copy(update={k: v for k, v in over.items() if v})
+        cfg = cfg.model_copy(update={"temporal": temporal})
+    return cfg
 
 
 def run_async(fn: Callable[[], Awaitable[T]]) -> T:

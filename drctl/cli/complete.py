@@ -7,20 +7,22 @@ raises: a config that does not load or a Temporal that does not answer completes
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from drctl.cli.common import DEFAULT_CONFIG
-
 TEMPORAL_BUDGET_S = 1.0
 
 
 def _config_path(ctx: Any) -> Path:
+    """The file the command would load: -c, else --fleet, env, context, default (contexts.resolve)."""
+    from drctl.cli.contexts import resolve
+
     given = (ctx.params or {}).get("config") if ctx is not None else None
-    return Path(given or os.environ.get("DRCTL_CONFIG") or DEFAULT_CONFIG)
+    root = ctx.find_root() if ctx is not None else None
+    fleet = (root.params or {}).get("fleet") if root is not None else None
+    return resolve(Path(given) if given else None, fleet).path
 
 
 def regions(ctx: Any, incomplete: str) -> list[str]:

@@ -11,9 +11,10 @@ import typer
 from rich.table import Table
 
 from drctl.cli.common import (
-    DEFAULT_CONFIG,
     TABLE,
     OutputOpt,
+    UserError,
+    config_path,
     console,
     err_console,
     is_document,
@@ -28,9 +29,12 @@ app = typer.Typer(name="config", help="Fleet configuration.", no_args_is_help=Tr
 
 @app.command("validate")
 def validate(
-    file: Annotated[Path, typer.Argument(help="Fleet config file.", envvar="DRCTL_CONFIG")] = Path(
-        DEFAULT_CONFIG
-    ),
+    file: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Fleet config file (default: the one -c would find: DRCTL_CONFIG, context, ...)."
+        ),
+    ] = None,
     output: OutputOpt = TABLE,
 ) -> None:
     """Validate a fleet config; list every problem with its field path (exit 2 when invalid).
@@ -38,6 +42,7 @@ def validate(
     Warnings (valid settings that defeat an objective, e.g. a Route 53 TTL longer than the RTO
     leaves) are printed too, but do not change the exit code.
     """
+    file = config_path(file)
     cfg = load_config(file)
     norm = cfg.normalised_weights()
     warned = warnings(cfg)
@@ -110,3 +115,84 @@ def schema(
     if fmt is not None:
         err_console.print("warning: --format is deprecated; use -o/--output", markup=False, highlight=False)
     sys.stdout.write(reference.schema_text() if chosen is SchemaFormat.json else reference.markdown())
+
+
+# Fleets by name (drctl/cli/contexts.py): kubectl's `config get-contexts` / `use-context` / `set-context`.
+ContextName = Annotated[str, typer.Argument(help="Context name, e.g. prod.")]
+
+
+@app.command("get-contexts")
+def get_contexts(output: OutputOpt = TABLE) -> None:
+    """List the fleets by name, the current one marked, and which config this command line would use."""
+    from drctl.cli.contexts import contexts_file, read
+
+    path = contexts_file()
+    current, found = read(path)
+    using: str | None = None
+    why = ""
+    try:
+        using = str(config_path(None))
+    except UserError as exc:
+        why = str(exc)
+    rows = [
+        {
+            "name": c.name,
+            "current": c.name == current,
+            "config": str(c.config),
+            "temporal_address": c.temporal_address,
+            "temporal_namespace": c.temporal_namespace,
+        }
+        for c in found.values()
+    ]
+    if is_document(output):
+        print_json(
+            {"file": str(path), "current_context": current, "contexts": rows, "config_in_use": using}, output
+        )
+        return
+    table = Table(title=f"contexts in {shown(path)}")
+    for col in ("current", "name", "config", "temporal"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        temporal = " ".join(str(v) for v in (r["temporal_address"], r["temporal_namespace"]) if v) or "-"
+        table.add_row("*" if r["current"] else "", shown(r["name"]), shown(r["config"]), shown(temporal))
+    console.print(table)
+    console.print(f"config in use here: {using}" if using else f"no config in use here: {why}", markup=False)
+
+
+@app.command("use-context")
+def use_context(name: ContextName) -> None:
+    """Make NAME the current context: commands without -c or --fleet use its fleet."""
+    from drctl.cli.contexts import contexts_file, read, write
+
+    path = contexts_file()
+    _, found = read(path)
+    if name not in found:
+        known = ", ".join(sorted(found)) or "none: add one with `drctl config set-context NAME --config FILE`"
+        raise UserError(f"no context {name!r} in {path} (known: {known})")
+    write(path, name, found)
+    console.print(f"current context: {name} ({found[name].config})", markup=False)
+
+
+@app.command("set-context")
+def set_context(
+    name: ContextName,
+    file: Annotated[Path, typer.Option("--config", "-c", help="The fleet's config file (stored absolute).")],
+    temporal_address: Annotated[
+        str | None, typer.Option("--temporal-address", help="host:port, over the fleet config's.")
+    ] = None,
+    temporal_namespace: Annotated[
+        str | None, typer.Option("--temporal-namespace", help="Namespace, over the fleet config's.")
+    ] = None,
+    use: Annotated[bool, typer.Option("--use", help="Also make it the current context.")] = False,
+) -> None:
+    """Add or replace the context NAME: a name for a fleet config file (and its Temporal)."""
+    from drctl.cli.contexts import NAME, Context, contexts_file, read, write
+
+    if not NAME.match(name):
+        raise UserError(f"context name {name!r}: letters, digits, '.', '_' and '-' (at most 63)")
+    load_config(file)  # a context names a config that loads: refused here, not at 3 a.m.
+    path = contexts_file()
+    current, found = read(path)
+    found[name] = Context(name, file.expanduser().resolve(), temporal_address, temporal_namespace)
+    write(path, name if use else current, found)
+    console.print(f"context {name}: {found[name].config}" + (" (current)" if use else ""), markup=False)

@@ -52,7 +52,7 @@ def up_cmd(
     cfg = common.load(config)
     try:
         with common.console.status("starting the dev stack and waiting until every component serves..."):
-            info = stack.up(cfg, config, timeout_s=timeout_s, workers=workers)
+            info = stack.up(cfg, common.config_path(config), timeout_s=timeout_s, workers=workers)
     except stack.StackError as exc:
         message = str(exc)
         if exc.log:
@@ -89,7 +89,7 @@ def status_cmd(config: common.ConfigOpt = common.CONFIG, output: common.OutputOp
     from drctl.devstack import prometheus, stack
 
     cfg = common.load(config)
-    rows = stack.status(cfg, config)
+    rows = stack.status(cfg, common.config_path(config))
     if common.printed_json(
         output,
         {

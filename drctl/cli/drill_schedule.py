@@ -273,7 +273,7 @@ _SCHEDULE_OPS: dict[str, tuple[str, Callable[[ScheduleHandle], Awaitable[None]]]
 }
 
 
-def _handle_op(config: Path, name: str, op: str, output: Output) -> None:
+def _handle_op(config: Path | None, name: str, op: str, output: Output) -> None:
     cfg = load(config)
     sid = schedule_id(cfg, name)
 

@@ -56,6 +56,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 HELP = "Disaster recovery and migration for multi-region LLM inference fleets, on Temporal."
 EPILOG = (
+    "Which fleet: -c FILE or --fleet NAME, else DRCTL_CONFIG or DRCTL_FLEET, else the current context "
+    "(drctl config use-context), else ~/.config/drctl/fleet.yaml. "
     "Exit codes, the same for every command: 0 succeeded; 1 ran and did not succeed (the result says "
     "why); 2 usage or validation error, or a confirmation refused without a terminal (pass --yes); 3 "
     "nothing started: the fleet is busy, or Temporal is unreachable; 4 still running: --timeout passed, "
@@ -147,8 +149,19 @@ def _root(
             "--version", callback=_print_version, is_eager=True, help="Print drctl's version and exit."
         ),
     ] = None,
+    fleet: Annotated[
+        str | None,
+        typer.Option(
+            "--fleet",
+            help="The fleet by context name (drctl config get-contexts); overrides DRCTL_CONFIG, "
+            "DRCTL_FLEET and the current context. Same as DRCTL_FLEET=NAME.",
+        ),
+    ] = None,
 ) -> None:
     """Disaster recovery and migration for multi-region LLM inference fleets, on Temporal."""
+    from drctl.cli import selection
+
+    selection.fleet_flag = fleet
 
 
 def document_output(args: list[str]) -> str | None:

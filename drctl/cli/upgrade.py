@@ -202,7 +202,9 @@ CONFIRMED = {
 }
 
 
-def _send(config: Path, upgrade_id: str, name: str, reason: str, output: common.Output, yes: bool) -> None:
+def _send(
+    config: Path | None, upgrade_id: str, name: str, reason: str, output: common.Output, yes: bool
+) -> None:
     """Send one control update (promote, abort, pause, resume) to a running upgrade; print its answer.
 
     The update records who sent it (drctl.client.identity), as every operation records its initiator.

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from drctl.cli.common import DEFAULT_CONFIG, UserError, load, run_async
+from drctl.cli.common import UserError, config_path, load, run_async
 
 
 class LogFormatOpt(str, enum.Enum):
@@ -27,7 +27,8 @@ def worker(
             "--config",
             "-c",
             envvar="DRCTL_CONFIG",
-            help=f"Fleet config file (repeatable: one worker serves every fleet named; default {DEFAULT_CONFIG}; "
+            help="Fleet config file (repeatable: one worker serves every fleet named; default as every command "
+            "finds it: --fleet, DRCTL_FLEET, the current context, ~/.config/drctl/fleet.yaml; "
             "DRCTL_CONFIG may list several, separated by ':').",
         ),
     ] = None,
@@ -81,7 +82,7 @@ def worker(
     from drctl.worker.process import run_worker
 
     try:
-        files = config_files(config or ([] if config_dir else [Path(DEFAULT_CONFIG)]), config_dir or [])
+        files = config_files(config or ([] if config_dir else [config_path(None)]), config_dir or [])
     except FleetsError as exc:
         raise UserError(str(exc)) from None
     cfgs = [load(f) for f in files]
