@@ -19,8 +19,8 @@ import asyncio
 import json
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,8 @@ class AdminAPI:
                     self.held, self.owners = [], set()
                 return Reply(200, {"cleared": True})
             if req.method == "GET" and path == "/faults":
-                held = {"replicas": self.held, "gateway": None, "inference": {}, "partitioned": []}
-                return Reply(200, {**held, "owners": sorted(self.owners)})
+                state: dict[str, Any] = {"replicas": self.held, "gateway": None, "inference": {}}
+                return Reply(200, {**state, "partitioned": [], "owners": sorted(self.owners)})
         if path.endswith("/v1/completions"):
             return Reply(200, {"choices": [{"text": "x"}]}, {"x-drctl-region": "us-east-1"})
         return Reply(404, {"error": path})
@@ -191,7 +191,9 @@ async def test_the_workflow_clears_a_fault_whose_rollback_the_deadline_cut_off(
     async with _worker(temporal_env.client, cfg):
         with pytest.raises(WorkflowFailureError) as failed:  # a drill without a failover: not PASS
             await asyncio.wait_for(handle.result(), 150)
-    report = DrillReport.model_validate(failed.value.cause.details[0])  # type: ignore[union-attr]
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError), cause
+    report = DrillReport.model_validate(cause.details[0])
     # The experiment activity returned normally: the old workflow would have cleared nothing.
     results = await _activity_results(handle)
     assert "drill_run_experiment:completed" in results, results
