@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from drctl.providers import sse
+
 PATH = "/v1/completions"
 
 
@@ -90,11 +92,11 @@ async def time_to_first_token(client: httpx.AsyncClient, base: str, model: str, 
                 await resp.aread()
                 return None
             ttft: float | None = None
-            async for line in resp.aiter_lines():
-                if ttft is None and line.startswith("data:") and line.strip() != "data: [DONE]":
-                    ttft = (time.monotonic() - start) * 1000
-                if line.strip() == "data: [DONE]":
+            async for data in sse.data_events(resp.aiter_lines()):
+                if sse.is_done(data):
                     return ttft
+                if ttft is None:
+                    ttft = (time.monotonic() - start) * 1000
             return None
     except httpx.HTTPError:
         return None

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any, NamedTuple
 
 import aiohttp
 
-from drctl.providers import prom
+from drctl.providers import prom, sse
 
 _CLOSE = {"Connection": "close"}
 
@@ -119,13 +119,10 @@ async def metrics(client: aiohttp.ClientSession, base: str, timeout_s: float) ->
     return prom.vllm_gauges(wanted)
 
 
-async def first_data_chunk(lines: AsyncIterator[str]) -> None:
+async def first_data_chunk(lines: AsyncIterable[str]) -> None:
     """Read an SSE stream up to its first completion chunk; a malformed or missing one is Failed."""
-    async for line in lines:
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
+    async for payload in sse.data_events(lines):
+        if sse.is_done(payload):
             break
         try:
             chunk = json.loads(payload)
@@ -153,7 +150,7 @@ async def completion(
             if resp.status >= 400:
                 await resp.read()
                 check(resp.status, resp.url.path)
-            await first_data_chunk(raw.decode("utf-8", "replace").strip() async for raw in resp.content)
+            await first_data_chunk(sse.aiohttp_lines(resp.content))
             return (time.perf_counter() - t0) * 1000
 
     deadline = timeout_s if slow_after_s is None else min(timeout_s, slow_after_s)
