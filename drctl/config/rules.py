@@ -17,10 +17,11 @@ with a dict keyed by what must be unique, so judging 100,000 regions or webhooks
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from drctl.config.urls import UrlRefused, parse_http_url
+from drctl.config.urls import UrlRefused, ascii_host, parse_http_url
 
 if TYPE_CHECKING:
     from drctl.config.schema import FleetConfig, KubeConfig
@@ -40,7 +41,9 @@ def url_key(raw: str) -> str:
         url = parse_http_url(raw)
     except UrlRefused:
         return raw  # already refused at its own field; compared as written
-    host = url.raw_host.decode("ascii").lower()
+    host = ascii_host(url.raw_host.decode("ascii"))
+    if ":" in host:  # an IPv6 address has many spellings: ::1 is 0:0::1
+        host = f"[{ipaddress.IPv6Address(host).compressed}]"
     port = url.port or (443 if url.scheme == "https" else 80)
     path = url.raw_path.decode("ascii").split("?", 1)[0].rstrip("/") or "/"
     return f"{url.scheme}://{host}:{port}{path}"
