@@ -14,7 +14,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_config_scale_bench_prints_each_kind_and_size_beside_the_baseline() -> None:
-    cmd = [sys.executable, "bench/config_scale.py", "--sizes", "30,20", "--quadratic-max", "20"]
+    cmd = [
+        sys.executable,
+        "bench/config_scale.py",
+        "--sizes",
+        "30,20",
+        "--quadratic-max",
+        "20",
+    ]  # as docs/measurements.md
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
