@@ -2,8 +2,9 @@
 
 The route (`traffic.regional.httproute`, in the region's namespace) points at the track Services
 `<app>-<track>`. A weight change is one PUT of the whole route carrying the resourceVersion read
-just before, so the new weights land together or not at all. kubernetes exceptions propagate;
-the activities layer maps them.
+just before, so the new weights land together or not at all. A write is applied only once the
+route's controller accepted it: every parent in `status.parents` reports Accepted at the
+generation written (route_status.py). kubernetes exceptions propagate; the activities layer maps them.
 
 Every rule drctl manages also carries a `ResponseHeaderModifier` filter that sets
 `traffic.region_header` to the region's name: the gateway then labels each answer with the region

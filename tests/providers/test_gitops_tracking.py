@@ -157,7 +157,7 @@ def route(platform: KubernetesPlatform) -> Iterator[Callable[[dict[str, str]], N
         core.create_namespaced_service(NS, svc)
 
     def make(labels: dict[str, str], annotations: dict[str, str] | None = None) -> None:
-        body = http_route("llm", [{"name": "llm-stable", "port": 8000, "weight": 100}])
+        body = http_route("llm", [{"name": "llm-stable", "port": 8000, "weight": 100}], parent="gateway")
         body["metadata"] |= {"labels": labels, "annotations": annotations or {}}
         custom.create_namespaced_custom_object(*routes(NS), body)
 

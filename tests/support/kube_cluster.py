@@ -16,8 +16,10 @@ import pytest
 from kmock._internal import rendering
 
 from drctl.config.schema import KubeConfig, RegionConfig
+from drctl.devstack.gateway_controller import GatewayController
 from drctl.devstack.kube import RegionCluster
 from drctl.providers.kubernetes import KubernetesPlatform
+from tests.support.kubeapi import running
 from tests.support.loop_thread import LoopThread
 
 NS = "inference"
@@ -52,7 +54,10 @@ class RbacCluster(RegionCluster):
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[RbacCluster, str]]:
     lt = LoopThread()
-    yield lt.serve_cluster(RbacCluster)
+    served = lt.serve_cluster(RbacCluster)
+    # Routes attached to Gateway `gateway` are programmed (status.parents) as a controller would.
+    lt.enter(running(GatewayController(served[0], "gateway", program_delay_s=0.05)))
+    yield served
     lt.close()
 
 

@@ -5,21 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from kubernetes.client import CustomObjectsApi
 from temporalio.client import Client, WorkflowHandle
 
 from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
-from drctl.config.schema import FleetConfig
+from drctl.config.schema import FleetConfig, GatewayApiRegional
+from drctl.devstack.gateway_controller import gateway_name
 from drctl.models.upgrade import Outcome, UpgradeResult, upgrade_request
 from drctl.providers.haproxy_replies import HAProxyError
 from drctl.providers.haproxy_runtime import HAProxyRuntime
+from drctl.providers.kube_client import api_client_for
+from drctl.providers.kube_objects import MERGE
 from drctl.worker.process import build_workers
 from tests.support.devstack import apps_api
+from tests.support.kubeapi import accepted_at
+from tests.support.wait import wait_until
 from workflows.migrate import Migration
 from workflows.upgrade import Upgrade
 
@@ -42,6 +48,41 @@ async def running_worker(client: Client, cfg: FleetConfig) -> AsyncIterator[None
         finally:
             await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _route_api(cfg: FleetConfig, region: str) -> tuple[Any, tuple[str, str, str, str, str]]:
+    r = cfg.region(region)
+    where = ("gateway.networking.k8s.io", "v1", r.kube.namespace, "httproutes", cfg.workload.app)
+    return CustomObjectsApi(api_client_for(r.kube)), where
+
+
+def _patch_routes(cfg: FleetConfig, spec: Callable[[str], dict[str, Any]], accepted: bool) -> None:
+    """Merge-patch each region's route spec (`spec(region)`); with `accepted`, wait for its controller."""
+    for region in cfg.region_names:
+        custom, where = _route_api(cfg, region)
+        custom.patch_namespaced_custom_object(*where, {"spec": spec(region)}, _content_type=MERGE)
+    for region in cfg.region_names if accepted else []:
+        custom, where = _route_api(cfg, region)
+        wait_until(
+            lambda custom=custom, where=where: accepted_at(custom.get_namespaced_custom_object(*where)),
+            timeout_s=20,
+            what=f"the HTTPRoute of {region} accepted by its controller",
+        )
+
+
+@contextmanager
+def through_routes(cfg: FleetConfig) -> Iterator[FleetConfig]:
+    """`cfg` on the Gateway API regional tier: each region's HTTPRoute attached to the region's
+    Gateway, so the dev stack's gateway controller programs the region gateway from it. Afterwards
+    the route is back to stable only (programmed), then detached: HAProxy's tier owns it again."""
+    _patch_routes(cfg, lambda region: {"parentRefs": [{"name": gateway_name(region)}]}, accepted=True)
+    tier = GatewayApiRegional(kind="gateway-api", httproute=cfg.workload.app)
+    try:
+        yield cfg.model_copy(update={"traffic": cfg.traffic.model_copy(update={"regional_tier": tier})})
+    finally:
+        stable = {"name": cfg.workload.deployment_name("stable"), "port": 80, "weight": 100}
+        _patch_routes(cfg, lambda _: {"rules": [{"backendRefs": [stable]}]}, accepted=True)
+        _patch_routes(cfg, lambda _: {"parentRefs": None}, accepted=False)
 
 
 def track_weights(cfg: FleetConfig, region: str) -> dict[str, int]:

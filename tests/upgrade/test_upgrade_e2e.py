@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
@@ -12,11 +13,12 @@ from kubernetes.client import CustomObjectsApi
 from temporalio.client import Client
 
 from drctl.client.outcome import result_of
-from drctl.config.schema import FleetConfig, GatewayApiRegional
+from drctl.config.schema import FleetConfig
 from drctl.models.gitops import OWNED, TRACKING_ANNOTATION
 from drctl.models.upgrade import Outcome, Strategy, UpgradeResult
 from drctl.providers.kube_client import api_client_for
 from drctl.providers.kube_objects import MERGE
+from tests.support.kubeapi import accepted_at
 from tests.support.moto import aws_client
 from tests.support.upgrade import (
     WeightWatch,
@@ -27,6 +29,7 @@ from tests.support.upgrade import (
     running_worker,
     stable_container,
     start_upgrade,
+    through_routes,
     track_weights,
     upgrade_req,
 )
@@ -45,10 +48,24 @@ async def upgrade_env(
         yield cfg
 
 
+@pytest.fixture(params=["haproxy", "gateway-api"])
+async def tiered_env(
+    request: pytest.FixtureRequest, fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
+) -> AsyncIterator[FleetConfig]:
+    """The regional tier as HAProxy's runtime API, or as HTTPRoutes the dev stack's Gateway API
+    controller programs (late, with status): the same upgrade must hold on both."""
+    cfg = fresh_queues(fleet_config)
+    with contextlib.ExitStack() as stack:
+        if request.param == "gateway-api":
+            cfg = stack.enter_context(through_routes(cfg))
+        async with running_worker(temporal_client, cfg):
+            yield cfg
+
+
 async def test_good_canary_becomes_stable_region_by_region(
-    upgrade_env: FleetConfig, temporal_client: Client
+    tiered_env: FleetConfig, temporal_client: Client
 ) -> None:
-    cfg = upgrade_env
+    cfg = tiered_env
     image = f"vllm/vllm-openai:v0.7.{uuid.uuid4().int % 1000}"
     req = upgrade_req(cfg, image, steps_percent=[50, 100])
     watch = WeightWatch(cfg)
@@ -110,9 +127,9 @@ async def test_slow_release_fails_on_ttft(upgrade_env: FleetConfig, temporal_cli
 
 
 async def test_blue_green_switches_and_abort_is_instant(
-    upgrade_env: FleetConfig, temporal_client: Client
+    tiered_env: FleetConfig, temporal_client: Client
 ) -> None:
-    cfg = upgrade_env
+    cfg = tiered_env
     before = stable_container(cfg, "us-west-1").image
     req = upgrade_req(cfg, "vllm/vllm-openai:v0.9.0", strategy=Strategy.BLUE_GREEN, regions=["us-west-1"])
     req = req.model_copy(update={"scale_down_delay_s": 120.0})
@@ -166,9 +183,9 @@ async def test_a_tracked_httproute_is_recorded_and_an_untracked_stable_is_not(
 ) -> None:
     """The regional tier is the Gateway API here: the upgrade writes the dev stack's HTTPRoute `llm`
     (Argo CD's), and stable (not Argo CD's) is re-imaged. Only the route is in the result."""
-    tier = GatewayApiRegional(kind="gateway-api", httproute="llm")
-    cfg = fresh_queues(fleet_config)
-    cfg = cfg.model_copy(update={"traffic": cfg.traffic.model_copy(update={"regional_tier": tier})})
+    stack = contextlib.ExitStack()
+    request.addfinalizer(stack.close)
+    cfg = stack.enter_context(through_routes(fresh_queues(fleet_config)))
     r = cfg.region("us-west-1")
     custom = CustomObjectsApi(api_client_for(r.kube))
     where = ("gateway.networking.k8s.io", "v1", r.kube.namespace, "httproutes", "llm")
@@ -194,4 +211,6 @@ async def test_a_tracked_httproute_is_recorded_and_an_untracked_stable_is_not(
     assert set(fields) <= set(OWNED["HTTPRoute"])
     route = custom.get_namespaced_custom_object(*where)
     weights = {ref["name"]: ref.get("weight", 1) for ref in route["spec"]["rules"][0]["backendRefs"]}
-    assert weights["llm-stable"] == 100 and weights["llm-canary"] == 0
+    # The canary's reference went with it (before its Service did), and the controller accepted that.
+    assert weights == {"llm-stable": 100}
+    assert accepted_at(route), route.get("status")
