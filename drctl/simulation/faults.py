@@ -22,7 +22,7 @@ class Fault:
     """One fault. `region` is None for fleet-wide faults (tier_restart, surge, partition).
 
     Params by kind: slow `factor`; errors `p`; capacity_loss and loading `replicas` (how many);
-    flapping `down_s`/`up_s` (one replica's cycle); partition `vantage`; tier_restart `down_s`;
+    flapping `replicas`, `down_s`, `up_s` (their cycle); partition `vantage`; tier_restart `down_s`;
     surge `load_rps` (the new offered load).
     """
 
@@ -97,7 +97,8 @@ def end(world: World, fault: Fault, base_load_rps: float) -> None:
             r.error_p = 0.0
     elif fault.kind == "flapping":
         assert region is not None
-        region.replicas[0].state = "serving"
+        for r in region.replicas:
+            r.error_p = 0.0
     elif fault.kind == "partition":
         world.partitioned.discard(str(fault.params["vantage"]))
     elif fault.kind == "surge":
@@ -105,11 +106,15 @@ def end(world: World, fault: Fault, base_load_rps: float) -> None:
 
 
 def flap(world: World, fault: Fault) -> None:
-    """A flapping replica crash-loops: down for `down_s`, serving for `up_s`, from the fault's start."""
+    """Flapping replicas crash-loop: failing for `down_s`, serving for `up_s`, from the fault's start.
+
+    A crash-looping replica stays in the endpoints until its readiness probe catches up, so while it
+    is failing it answers what it is sent with errors rather than leaving the pool."""
     assert fault.region is not None
     down_s, up_s = _num(fault, "down_s"), _num(fault, "up_s")
-    phase = (world.now_s - fault.start_s) % (down_s + up_s)
-    world.regions[fault.region].replicas[0].state = "down" if phase < down_s else "serving"
+    failing = (world.now_s - fault.start_s) % (down_s + up_s) < down_s
+    for replica in world.regions[fault.region].replicas[: int(_num(fault, "replicas"))]:
+        replica.error_p = 1.0 if failing else 0.0
 
 
 def advance(world: World, faults: list[Fault], now_s: float, base_load_rps: float) -> None:

@@ -89,15 +89,15 @@ class Observer:
                     late.append(replica.name)
             else:
                 ok += 1
-        # The gateway's own completion lands on one ready replica, as a user's request would.
-        gateway_ok = bool(ready) and self.rng.random() >= _error_share(region)
-        errors = sorted({"503" if not ready else "500"} if not gateway_ok or failing else set())
+        gateway_ok, gateway_ttft, errors = self._gateway(region)
+        errors |= {"timeout"} if late else set()
+        errors |= {"500"} if len(late) < len(failing) else set()
         return ProbeFacts(
             answered=True,
             completions_ok=ok + gateway_ok,
             completions_tried=len(ready) + 1,
-            errors=errors,
-            ttft_ms=self._noisy(region.ttft_ms) if gateway_ok else None,
+            errors=sorted(errors),
+            ttft_ms=gateway_ttft,
             replicas_failing=failing,
             replicas_late_only=late,
             queue_waiting=region.queue,
@@ -105,15 +105,33 @@ class Observer:
             at=now,
         )
 
+    def _gateway(self, region: Region) -> tuple[bool, float | None, set[str]]:
+        """The gateway's own completion, which lands on a ready replica as a user's request does: a
+        500 as often as users meet a replica error, too late as often as a full queue refuses them
+        (or when the queue alone makes the first token miss the probe's deadline)."""
+        if not region.ready:
+            return False, None, {"503"}
+        offered = region.offered_rps
+        errored = (region.failed_rps - region.refused_rps) / offered if offered > 0 else _error_share(region)
+        refused = region.refused_rps / offered if offered > 0 else 0.0
+        ttft = self._noisy(region.ttft_ms)
+        draw = self.rng.random()
+        if draw < errored:
+            return False, None, {"500"}
+        if draw < errored + refused or ttft > self.settings.probe_late_ms:
+            return False, None, {"timeout"}
+        return True, ttft, set()
+
     def _votes(self, world: World, region: Region) -> dict[str, Vote]:
         votes: dict[str, Vote] = {}
         for vantage in world.vantages:
             if self.rng.random() < self.settings.vote_unknown_p:
                 votes[vantage] = "unknown"
-            elif vantage in world.partitioned or not region.can_serve:
+            elif vantage in world.partitioned:
                 votes[vantage] = "down"
             else:
-                votes[vantage] = "up" if self.rng.random() >= _error_share(region) else "down"
+                # A vantage point sends the probe's own completion through the gateway.
+                votes[vantage] = "up" if region.gateway_up and self._gateway(region)[0] else "down"
         return votes
 
     def _region(self, world: World, region: Region, now: datetime) -> RegionEvidence:

@@ -144,10 +144,17 @@ def generate(seed: int, family: str) -> Scenario:
         faults.append(Fault("errors", at, _maybe_end(rng, at), victim, {"p": p}))
     elif family == "capacity_loss":
         size = next(r.replicas for r in fleet if r.name == victim)
-        lose = rng.randint(1, size - 1)
+        # Mostly all but one replica: enough lost that the survivor is over its usable capacity.
+        lose = size - 1 if rng.random() < 0.7 else rng.randint(1, size - 1)
         faults.append(Fault("capacity_loss", at, _maybe_end(rng, at), victim, {"replicas": lose}))
     elif family == "flapping":
-        cycle = {"down_s": float(rng.randint(3, 15)), "up_s": float(rng.randint(3, 20))}
+        size = next(r.replicas for r in fleet if r.name == victim)
+        # One replica crash-looping, or (a third of the worlds) the whole region going up and down.
+        cycle = {
+            "replicas": size if rng.random() < 0.33 else 1,
+            "down_s": float(rng.randint(3, 15)),
+            "up_s": float(rng.randint(3, 20)),
+        }
         faults.append(Fault("flapping", at, _maybe_end(rng, at), victim, cycle))
     elif family == "loading":
         size = next(r.replicas for r in fleet if r.name == victim)

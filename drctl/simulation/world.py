@@ -50,6 +50,7 @@ class Region:
     # The last step's figures, read by the observation.
     offered_rps: float = 0.0
     failed_rps: float = 0.0
+    refused_rps: float = 0.0  # of failed_rps, refused by a full queue (the rest: replica errors)
     served_rps: float = 0.0
     ttft_ms: float = 0.0
     finished_total: float = 0.0
@@ -82,10 +83,12 @@ class Region:
             if r.state == "loading" and now_s >= r.ready_at_s:
                 r.state = "serving"
         self.offered_rps = offered_rps
-        capacity = self.capacity_rps
+        ready = self.ready
+        capacity = len(ready) * self.per_replica_rps if self.gateway_up else 0.0
         if capacity <= 0:
             # Gateway down or nothing ready: every request fails (503 or refused), the queue is lost.
             self.queue, self.served_rps, self.failed_rps, self.ttft_ms = 0.0, 0.0, offered_rps, 0.0
+            self.refused_rps = offered_rps
             return
         demand = self.queue + offered_rps * dt_s
         served = min(demand, capacity * dt_s)
@@ -93,11 +96,11 @@ class Region:
         limit = capacity * MAX_QUEUE_S
         refused = max(0.0, backlog - limit)
         self.queue = backlog - refused
-        ready = self.ready
         # Requests spread evenly over ready replicas; an erroring one fails its share with its p.
         error_share = sum(r.error_p for r in ready) / len(ready)
         self.served_rps = served / dt_s * (1 - error_share)
-        self.failed_rps = refused / dt_s + served / dt_s * error_share
+        self.refused_rps = refused / dt_s
+        self.failed_rps = self.refused_rps + served / dt_s * error_share
         self.finished_total += served
         utilisation = min(offered_rps / capacity, 1.0)
         slow = sum(r.ttft_factor for r in ready) / len(ready)

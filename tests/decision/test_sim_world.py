@@ -112,14 +112,16 @@ def test_slow_erroring_and_lost_replicas_do_what_they_say() -> None:
     assert lossy.regions["a"].capacity_rps == 10.0 and len(lossy.regions["a"].ready) == 1
 
 
-def test_a_flapping_replica_goes_down_and_up_on_its_cycle() -> None:
-    world = _world()
-    fault_list = [Fault("flapping", 0, None, "a", {"down_s": 3.0, "up_s": 2.0})]
-    seen = []
+def test_a_flapping_replica_fails_what_it_is_sent_on_its_cycle_and_serves_between() -> None:
+    world = _world(load_rps=10.0)
+    fault_list = [Fault("flapping", 0, None, "a", {"replicas": 1, "down_s": 3.0, "up_s": 2.0})]
+    failing = []
     for _ in range(10):
         _steps(world, 1, fault_list)
-        seen.append(world.regions["a"].replicas[0].state)
-    assert seen.count("down") == 6 and seen.count("serving") == 4
+        failing.append(world.regions["a"].failed_rps > 0)
+    # One of a's two replicas fails its half of a's share on 3 seconds of every 5.
+    assert failing == [True, True, True, False, False] * 2
+    assert world.failed_total == pytest.approx(6 * 6.0 * 0.5)
 
 
 def test_the_observation_sees_a_partitioned_vantage_vote_down_and_is_repeatable_from_its_seed() -> None:
