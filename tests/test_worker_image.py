@@ -20,6 +20,7 @@ from drctl.providers import executables
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
+WORKER_IMAGE_DOC = (ROOT / "docs" / "worker-image.md").read_text()
 LOCK = ROOT / "requirements" / "worker.lock"
 PRODUCT = ("drctl", "activities", "workflows")
 # Calls that start a program: (module, function) as the code spells them.
@@ -163,13 +164,37 @@ def test_the_lock_satisfies_pyproject() -> None:
 
 def test_the_image_installs_from_the_lock_on_a_pinned_base() -> None:
     bases = re.findall(r"^FROM (\S+)", DOCKERFILE, re.M)
+    assert bases and len(set(bases)) == 1, f"build and runtime stages on different bases: {bases}"
     for base in bases:
-        assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base), f"base image not pinned: {base}"
+        # A tag names the release; the digest fixes the bytes (a tag is re-pushed with Debian updates).
+        assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", base), (
+            f"base image not pinned by digest: {base}"
+        )
+        assert base.split("@")[1] in WORKER_IMAGE_DOC, "docs/worker-image.md does not name the digest"
     assert "COPY requirements/worker.lock " in DOCKERFILE
     assert re.search(r"pip install [^\n]*--require-hashes --no-deps -r /tmp/worker.lock", DOCKERFILE)
     # drctl's own wheel adds no package the lock did not pin.
     assert re.search(r"pip install --no-cache-dir --no-deps /wheels/\*\.whl", DOCKERFILE)
-    assert "pip wheel --no-cache-dir --no-deps" in DOCKERFILE
+    assert "pip wheel --no-cache-dir --no-deps --no-build-isolation" in DOCKERFILE
+
+
+def test_every_build_time_package_is_pinned_with_hashes() -> None:
+    """The wheel is built with the locked setuptools, not whatever an isolated build would fetch."""
+    from packaging.requirements import Requirement
+
+    assert "COPY requirements/build.lock /tmp/build.lock" in DOCKERFILE
+    assert re.search(r"pip install [^\n]*--require-hashes --no-deps -r /tmp/build.lock", DOCKERFILE)
+    lock = (ROOT / "requirements" / "build.lock").read_text()
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", lock, re.M))
+    backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    for req in map(Requirement, backend):
+        assert _norm(req.name) in {_norm(n) for n in pins}, f"build requirement {req} not locked"
+        assert req.specifier.contains(pins[req.name]), f"{req} but build.lock has {pins[req.name]}"
+    for block in lock.split("==")[1:]:
+        assert "--hash=sha256:" in block, "unhashed build package"
+    # Every pip install in the image reads a lock with hashes, or installs the wheel built here.
+    for line in re.findall(r"pip install [^\n]*", DOCKERFILE):
+        assert "--require-hashes" in line or "/wheels/" in line, line
 
 
 @pytest.mark.lockinstall
@@ -208,3 +233,24 @@ def test_the_documented_regeneration_command_is_the_one_that_made_the_lock() -> 
     assert header, "the lock has no pip-compile header"
     doc = (ROOT / "docs" / "worker-image.md").read_text()
     assert f".venv/bin/{header.group(1)}" in doc
+
+
+def test_the_build_lock_regeneration_command_is_documented() -> None:
+    header = re.search(r"^#    (pip-compile .+)$", (ROOT / "requirements" / "build.lock").read_text(), re.M)
+    assert header, "build.lock has no pip-compile header"
+    assert f".venv/bin/{header.group(1)}" in WORKER_IMAGE_DOC
+
+
+def test_the_published_image_is_the_one_every_overlay_names() -> None:
+    """docs/worker-image.md's `docker buildx build --tag` is what the overlays run, at drctl's version."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    (pushed,) = re.findall(r"docker buildx build [^\n]*--tag (\S+) --push", WORKER_IMAGE_DOC)
+    assert pushed == f"ghcr.io/drctl/drctl:{version}", pushed
+    overlays = sorted((ROOT / "deploy" / "kubernetes" / "overlays").glob("*/kustomization.yaml"))
+    assert overlays
+    for path in overlays:
+        import yaml
+
+        (image,) = [i for i in yaml.safe_load(path.read_text())["images"] if i["name"] == "drctl"]
+        assert f"{image['newName']}:{image['newTag']}" == pushed, path
+    assert f"docker buildx imagetools inspect {pushed}" in WORKER_IMAGE_DOC
