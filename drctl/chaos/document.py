@@ -65,7 +65,8 @@ def check_yaml_references(text: str) -> None:
                 "activity and value out where it is used"
             )
         if isinstance(ev, yaml.ScalarEvent) and (
-            ev.tag == _MERGE_TAG or (ev.value == "<<" and ev.style is None and ev.tag is None)
+            # Plain style is None from PyYAML's parser and "" from libyaml's.
+            ev.tag == _MERGE_TAG or (ev.value == "<<" and not ev.style and ev.tag is None)
         ):
             raise DocumentRefused(
                 f"line {line}: YAML merge key << is not allowed in an experiment: write the keys out"
