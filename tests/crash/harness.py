@@ -36,6 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from drctl.config.schema import FleetConfig
 from drctl.devstack import processes, restart
 from drctl.devstack.stack import StackError, state_dir
+from tests.crash import rollback
 from tests.crash.endstate import EndState, faults_left
 from tests.crash.lockstall import Stranded, strand_lock
 from tests.support.wait import wait_until
@@ -71,7 +72,8 @@ class KillPoint:
     # Kill at the n-th start of the activity (a weight step that is not the first).
     nth: int = 1
     # After the activity started, also wait for this before the kill: "fault injected" (the
-    # region's admin API holds a fault), so a drill dies with its fault in place.
+    # region's admin API holds a fault), so a drill dies with its fault in place; "rollback running"
+    # (its `chaos run` has begun the rollbacks, the fault still held), so it dies mid-rollback.
     kill_when: str | None = None
     # Input overrides the scenario applies (short bake times, more verify requests, ...).
     tweak: dict[str, Any] = field(default_factory=dict)
@@ -328,9 +330,14 @@ async def _kill_and_wait(
         else:
             stall.enter_context(stalled(cfg, kp.stall))
         held = await wait_started(handle, kp.activity, kp.nth)
+        holder = int(held.last_worker_identity.split("@")[0])
+        chaos: list[int] = []
         if kp.kill_when == "fault injected":
             await asyncio.to_thread(wait_until, lambda: faults_left(cfg), 60, 0.1, "the fault injected")
-        holder = int(held.last_worker_identity.split("@")[0])
+        elif kp.kill_when == "rollback running":
+            what = "the rollbacks playing with the fault still held"
+            await asyncio.to_thread(wait_until, lambda: rollback.rolling_back(holder, cfg), 180, 0.1, what)
+            chaos = rollback.chaos_of(holder)  # its own session: the worker's group does not hold it
         if stranded is not None and holder not in workers.pids.values():
             # Held by the replacement of the lock's worker, still starting up. Kill it now: waiting
             # for its readiness can outlast the sticky-queue window that holds the lock's answer.
@@ -341,6 +348,7 @@ async def _kill_and_wait(
         else:
             region = workers.region_of(held.last_worker_identity)
             workers.kill(region)
+            rollback.kill_chaos(chaos)
     # Still pending with the same attempt: the kill hit the attempt in flight, not after it ended.
     after = {(a.activity_id, a.attempt) for a in await pending(handle, kp.activity)}
     assert (held.activity_id, held.attempt) in after, f"{kp.activity} finished before its worker was killed"

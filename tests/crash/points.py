@@ -140,6 +140,12 @@ KILL_POINTS = [
         "drill_run_experiment",
         kill_when="fault injected",
     ),
+    KillPoint(
+        "ChaosDrill (killed mid-rollback)",
+        "during the rollback",
+        "drill_run_experiment",
+        kill_when="rollback running",
+    ),
     KillPoint("ChaosDrill", "after the fault (failback)", "drill_observe", nth=2),
 ]
 
@@ -162,7 +168,9 @@ _STALLED = {
 
 def killed_what(kp: KillPoint) -> str:
     what = f"the worker holding `{kp.activity}`" + (f" (run {kp.nth})" if kp.nth > 1 else "")
-    if kp.kill_when:
+    if kp.kill_when == "rollback running":
+        what += " while its `chaos run` plays the rollbacks (paused before the clear), with it"
+    elif kp.kill_when:
         what += f" once the {kp.kill_when.split()[0]} is in place, with its `chaos run`"
     if kp.stall and kp.stall.startswith("lock:"):
         what += (

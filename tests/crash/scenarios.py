@@ -6,8 +6,11 @@ replicas each, only the stable track) and states the end state a correct run lea
 
 from __future__ import annotations
 
+import json
+import tempfile
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
@@ -23,6 +26,7 @@ from drctl.models.upgrade import Outcome, Strategy, UpgradeResult, upgrade_reque
 from drctl.providers.traffic_factory import global_traffic
 from tests.crash.endstate import EndState
 from tests.crash.harness import KillPoint, Scenario
+from tests.crash.rollback import ROLLBACK_PAUSE_S
 from tests.support.devstack import apps_api
 from tests.support.drills import EXPERIMENTS, start_drill, watched
 from tests.support.upgrade import start_migration, start_upgrade
@@ -222,6 +226,18 @@ async def _start_drill(client: Client, cfg: FleetConfig, kp: KillPoint) -> Workf
     return await start_drill(client, tweaked(cfg, kp), EXPERIMENTS / "region-outage.json")
 
 
+async def _start_drill_paused_rollback(
+    client: Client, cfg: FleetConfig, kp: KillPoint
+) -> WorkflowHandle[Any, Any]:
+    """The region outage whose rollback pauses before its clear, so a kill can land in the rollback."""
+    await watched(client, cfg)
+    exp = json.loads((EXPERIMENTS / "region-outage.json").read_text())
+    exp["rollbacks"][0]["pauses"] = {"before": ROLLBACK_PAUSE_S}
+    path = Path(tempfile.mkdtemp(prefix="drctl-crash-")) / "region-outage-paused-rollback.json"
+    path.write_text(json.dumps(exp))
+    return await start_drill(client, tweaked(cfg, kp), path)
+
+
 def _drilled(verdict: str, says: str | None = None) -> Any:
     def expect(cfg: FleetConfig) -> EndState:
         # Failed over and back: configured weights, us-east-1 scaled back, no fault left. After a
@@ -268,6 +284,14 @@ SCENARIOS: dict[str, Scenario] = {
         start=_start_drill,
         result_type=DrillReport,
         timeout_s=240.0,
+        expect=_drilled(Verdict.ABORTED.value, says="drill faults in us-west-1 cleared by the workflow"),
+    ),
+    # Killed (with its `chaos run`) while the rollback is paused before its clear: nothing of the
+    # experiment undoes the fault, so the workflow's own clear must, and the region reads back clear.
+    "ChaosDrill (killed mid-rollback)": Scenario(
+        start=_start_drill_paused_rollback,
+        result_type=DrillReport,
+        timeout_s=300.0,
         expect=_drilled(Verdict.ABORTED.value, says="drill faults in us-west-1 cleared by the workflow"),
     ),
 }
