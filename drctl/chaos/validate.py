@@ -72,7 +72,7 @@ class ExperimentInvalid(ValueError):
 
 def _parse(path: Path) -> tuple[Any, str]:
     try:
-        data = read_bounded(path, EXPERIMENT_LIMITS)
+        data = read_bounded(path, EXPERIMENT_LIMITS, what="experiment")  # drctl.config.bounded_read
     except OSError as exc:
         raise ExperimentInvalid(str(path), f"cannot read: {exc.strerror}") from None
     except DocumentError as exc:
