@@ -210,9 +210,9 @@ HPA = GitOpsManaged(
 
 
 def test_every_operation_that_records_gitops_managed_has_a_renderer_here() -> None:
-    from drctl.cli.ops import _RESULTS
+    from drctl.cli.ops import _results
 
-    recording = {op for op, (model, _, _) in _RESULTS.items() if "gitops_managed" in model.model_fields}
+    recording = {op for op, (model, _, _) in _results().items() if "gitops_managed" in model.model_fields}
     assert recording == set(RESULTS)
 
 
@@ -224,10 +224,10 @@ def test_each_operation_shows_its_gitops_managed_objects_in_its_table_and_json(
 
     from drctl.cli import common
     from drctl.cli.launch import Launched, conclude
-    from drctl.cli.ops import _RESULTS
+    from drctl.cli.ops import _results
     from drctl.client.outcome import Finished
 
-    model, render, as_json = _RESULTS[operation]
+    model, render, as_json = _results()[operation]
     res = model.model_validate({**RESULTS[operation], "gitops_managed": [HPA.model_dump()]})
     with common.console.capture() as out:
         render(res, "http://ui")

@@ -3,19 +3,22 @@ and the options every command spells the same way (--output, --dry-run, --yes)."
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import BaseModel
 from rich.console import Console
 
-from drctl.config.schema import FleetConfig, load_config
+from drctl.cli.durations import seconds  # typer's help renders with rich: no extra cost for -h
+
+# Imported where a command runs, not here: every command module imports this one, and help and Tab
+# completion must not pay for pydantic's models (docs/operations.md, bench/cli_latency.py).
+if TYPE_CHECKING:
+    from drctl.config.schema import FleetConfig
 
 T = TypeVar("T")
 
@@ -104,6 +107,25 @@ DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Print what the workflow would do; start nothing, change nothing.")
 ]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+NoWait = Annotated[
+    bool,
+    typer.Option(
+        "--no-wait",
+        help="Start and return; follow it with `drctl ops watch ID`, `drctl ops show ID` or in the UI.",
+    ),
+]
+
+Timeout = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        parser=seconds("--timeout"),
+        metavar="DURATION",
+        help="Stop waiting after DURATION (90, 90s, 5m, 1h30m) and exit 4; the operation keeps running "
+        "(`drctl ops watch ID`).",
+    ),
+]
+
 
 # The defaults every command gives its --config and --output, stated once. No --config: the fleet
 # is found by drctl.cli.contexts.resolve (--fleet, env, context, default).
@@ -144,6 +166,8 @@ def _resolved(flag: Path | None) -> Any:
 
 def load(flag: Path | None) -> FleetConfig:
     """The fleet config (config_path), with the context's Temporal address and namespace over its own."""
+    from drctl.config.schema import load_config
+
     found = _resolved(flag)
     cfg = load_config(found.path)
     ctx = found.context
@@ -155,6 +179,8 @@ def load(flag: Path | None) -> FleetConfig:
 
 
 def run_async(fn: Callable[[], Awaitable[T]]) -> T:
+    import asyncio
+
     return asyncio.run(fn())  # type: ignore[arg-type]
 
 
@@ -181,6 +207,8 @@ def is_document(output: Output) -> bool:
 
 
 def plain(value: Any) -> Any:
+    from pydantic import BaseModel
+
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 

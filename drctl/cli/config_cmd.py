@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -21,8 +21,15 @@ from drctl.cli.common import (
     print_json,
     shown,
 )
-from drctl.config.schema import load_config
-from drctl.config.warnings import warnings
+
+# The config's models load when a command runs, not for -h or Tab completion.
+
+
+def load_config(path: Path) -> Any:
+    from drctl.config.schema import load_config as load
+
+    return load(path)
+
 
 app = typer.Typer(name="config", help="Fleet configuration.", no_args_is_help=True)
 
@@ -43,6 +50,8 @@ def validate(
     leaves) are printed too, but do not change the exit code.
     """
     file = config_path(file)
+    from drctl.config.warnings import warnings
+
     cfg = load_config(file)
     norm = cfg.normalised_weights()
     warned = warnings(cfg)
@@ -160,7 +169,7 @@ def get_contexts(output: OutputOpt = TABLE) -> None:
 
 
 @app.command("use-context")
-def use_context(name: ContextName) -> None:
+def use_context(name: ContextName, output: OutputOpt = TABLE) -> None:
     """Make NAME the current context: commands without -c or --fleet use its fleet."""
     from drctl.cli.contexts import contexts_file, read, write
 
@@ -170,7 +179,10 @@ def use_context(name: ContextName) -> None:
         known = ", ".join(sorted(found)) or "none: add one with `drctl config set-context NAME --config FILE`"
         raise UserError(f"no context {name!r} in {path} (known: {known})")
     write(path, name, found)
-    console.print(f"current context: {name} ({found[name].config})", markup=False)
+    if not is_document(output):
+        console.print(f"current context: {name} ({found[name].config})", markup=False)
+    else:
+        print_json({"file": str(path), "current_context": name, "config": str(found[name].config)}, output)
 
 
 @app.command("set-context")
@@ -184,6 +196,7 @@ def set_context(
         str | None, typer.Option("--temporal-namespace", help="Namespace, over the fleet config's.")
     ] = None,
     use: Annotated[bool, typer.Option("--use", help="Also make it the current context.")] = False,
+    output: OutputOpt = TABLE,
 ) -> None:
     """Add or replace the context NAME: a name for a fleet config file (and its Temporal)."""
     from drctl.cli.contexts import NAME, Context, contexts_file, read, write
@@ -195,4 +208,11 @@ def set_context(
     current, found = read(path)
     found[name] = Context(name, file.expanduser().resolve(), temporal_address, temporal_namespace)
     write(path, name if use else current, found)
-    console.print(f"context {name}: {found[name].config}" + (" (current)" if use else ""), markup=False)
+    c = found[name]
+    if is_document(output):
+        doc = {"name": name, "config": str(c.config), "current": use or current == name}
+        print_json(
+            doc | {"temporal_address": temporal_address, "temporal_namespace": temporal_namespace}, output
+        )
+        return
+    console.print(f"context {name}: {c.config}" + (" (current)" if use else ""), markup=False)

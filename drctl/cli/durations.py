@@ -13,7 +13,6 @@ import math
 from datetime import timedelta
 from typing import Any
 
-from drctl.cli.common import UserError
 
 EXAMPLES = "e.g. 90, 90s, 5m or 1h30m"
 
@@ -21,6 +20,8 @@ EXAMPLES = "e.g. 90, 90s, 5m or 1h30m"
 def parse_duration(text: str, option: str = "duration", *, allow_zero: bool = False) -> timedelta:
     """`text` as a timedelta: a Go duration (`1h30m`, `90s`, `500ms`) or a bare number of seconds."""
     import durationpy  # small, but only a command that takes a duration pays for it
+
+    from drctl.cli.common import UserError
 
     value = text.strip()
     try:

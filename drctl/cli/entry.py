@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 
 def package_version() -> str:
+    # importlib.metadata (and the zipfile, csv and email modules it loads) only when asked.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("drctl")
     except PackageNotFoundError:  # run from a source tree that was never installed

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from drctl.cli import common, complete, reads
-from drctl.cli.gitops import gitops_rows
+from drctl.cli import common, complete
 from drctl.cli.operation import RunOptions, run_options
-from drctl.config.schema import FleetConfig
-from drctl.models.failover import (
-    FailbackInput,
-    FailbackResult,
-    FailoverInput,
-    FailoverPlan,
-    FailoverResult,
-)
-from drctl.models.fleet_spec import FleetSpec
-from drctl.models.traffic import GlobalChange
-from workflows.common import fmt_weights
+
+# The models, the workflows and the Temporal client load when the command runs: -h and Tab
+# completion read only the signatures below (bench/cli_latency.py).
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from drctl.config.schema import FleetConfig
+    from drctl.models.failover import FailbackResult, FailoverInput, FailoverPlan, FailoverResult
+    from drctl.models.traffic import GlobalChange
+
+
+def fmt_weights(weights: dict[str, Any]) -> str:
+    from workflows.common import fmt_weights as fmt
+
+    return fmt(weights)
 
 app = typer.Typer()
 
@@ -31,6 +33,9 @@ def dry_run_plan(cfg: FleetConfig, inp: FailoverInput) -> FailoverPlan:
     FleetRead runs the Failover's preflight reads on the target's queue and its planner
     (`workflows.failover_phases.plan_preflight`), so the plan cannot drift from the real one.
     """
+    from drctl.cli import reads
+    from drctl.models.failover import FailoverPlan
+
     res = reads.ask(cfg, "failover_plan", regions=[inp.target], failover=inp)
     return reads.value_of(res, f"plan/{inp.target}", FailoverPlan)
 
@@ -64,6 +69,8 @@ def fmt_change(c: GlobalChange) -> str:
 
 def _outcome_rows(t: Table, res: FailoverResult) -> None:
     """What the failover measured and left behind: RTO, verification, changes, phases, data loss."""
+    from drctl.cli.gitops import gitops_rows
+
     if res.rto_s is not None:
         t.add_row(
             "measured RTO",
@@ -90,6 +97,8 @@ def _outcome_rows(t: Table, res: FailoverResult) -> None:
 
 
 def render_failover(res: FailoverResult, link: str) -> None:
+    from rich.table import Table
+
     t = Table(title=f"failover {res.source or '?'} → {res.target}: {res.status}")
     t.add_column("", overflow="fold")
     t.add_column("", overflow="fold")
@@ -115,6 +124,8 @@ def render_failover(res: FailoverResult, link: str) -> None:
 
 
 def render_failback(res: FailbackResult, link: str) -> None:
+    from drctl.cli.gitops import gitops_rows
+
     common.console.print(
         f"failback {res.status}: {fmt_weights(res.weights_before)} → {fmt_weights(res.weights_after)}; "
         f"steps {res.steps_done}/{res.steps_planned}; scaled back {res.scaled_back or '-'}"
@@ -153,6 +164,9 @@ def failover(
     run: RunOptions,
 ) -> None:
     """Move the fleet's traffic to one region, through the Failover workflow."""
+    from drctl.models.failover import FailoverInput, FailoverResult
+    from drctl.models.fleet_spec import FleetSpec
+
     cfg = common.load(config)
     cfg.region(to)
     if from_:
@@ -199,6 +213,9 @@ def failback(
     run: RunOptions,
 ) -> None:
     """Return traffic to the configured weights in steps, checking health at each step."""
+    from drctl.models.failover import FailbackInput, FailbackResult
+    from drctl.models.fleet_spec import FleetSpec
+
     cfg = common.load(config)
     if region:
         cfg.region(region)

@@ -31,32 +31,12 @@ from drctl.cli.common import (
     print_json,
     run_async,
 )
-from drctl.cli.durations import seconds
 from drctl.cli.errors import EXIT_FAILED, EXIT_NOT_STARTED, EXIT_OK, StillRunning
 from drctl.client.connection import connect, ui_link
 from drctl.client.outcome import Finished, M, finished
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.phases import QUERY_PROGRESS, OperationProgress
-
-NoWait = Annotated[
-    bool,
-    typer.Option(
-        "--no-wait",
-        help="Start and return; follow it with `drctl ops watch ID`, `drctl ops show ID` or in the UI.",
-    ),
-]
-
-Timeout = Annotated[
-    float | None,
-    typer.Option(
-        "--timeout",
-        parser=seconds("--timeout"),
-        metavar="DURATION",
-        help="Stop waiting after DURATION (90, 90s, 5m, 1h30m) and exit 4; the operation keeps running "
-        "(`drctl ops watch ID`).",
-    ),
-]
 
 Starter = Callable[[Client], Awaitable[WorkflowHandle[Any, Any]]]
 

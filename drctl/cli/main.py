@@ -70,7 +70,7 @@ def module_command(name: str) -> Any:
     module = importlib.import_module(f"drctl.cli.{COMMANDS[name][0]}")
     # A module holds one Typer app: a named group (`ops`, `drill`, ...) or top-level commands. Added
     # to a group of its own, it is built exactly as an eager top level would build it.
-    holder = typer.Typer()
+    holder = typer.Typer(rich_markup_mode=None, context_settings=HELP_OPTIONS)
     holder.add_typer(module.app)
     return typer.main.get_group(holder).commands[name]
 
@@ -128,6 +128,9 @@ app = typer.Typer(
     name="drctl",
     cls=LazyGroup,
     context_settings=HELP_OPTIONS,
+    # Plain help, as the Temporal CLI's: rich's help formatter costs a quarter of a second to import,
+    # more than everything else `drctl CMD -h` needs (bench/cli_latency.py).
+    rich_markup_mode=None,
     help=HELP,
     epilog=EPILOG,
     no_args_is_help=True,

@@ -6,16 +6,17 @@ URLs and keys: a test from a laptop that lacks the secrets still proves the prod
 
 from __future__ import annotations
 
-import getpass
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from drctl.cli import common
-from drctl.cli.launch import Launched, NoWait, Timeout, conclude, launch, result_only
-from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec, ping_event
+
+if TYPE_CHECKING:  # loaded when the command runs, not for -h or Tab completion
+    from drctl.cli.launch import Launched
+    from drctl.models.notify import NotifyResult
 
 # A test should answer in seconds, not wait out a production retry budget.
 _TEST_RETRY_FOR_S = 20.0
@@ -33,11 +34,15 @@ def test_cmd(
         typer.Option("--webhook", "-w", help="Webhook name (repeatable); default every configured webhook."),
     ] = None,
     config: common.ConfigOpt = common.CONFIG,
-    no_wait: NoWait = False,
-    timeout: Timeout = None,
+    no_wait: common.NoWait = False,
+    timeout: common.Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Send a test event to webhooks through the worker; exit 1 if any was not delivered."""
+    from drctl.cli.launch import conclude, launch, result_only
+    from drctl.client.identity import identity
+    from drctl.models.notify import NotifyInput, NotifyResult, WebhookSpec, ping_event
+
     cfg = common.load(config)
     hooks = cfg.notifications.webhooks
     if not hooks:
@@ -52,7 +57,7 @@ def test_cmd(
         for w in chosen
     ]
     wid = f"notify/{cfg.name}/notify.test/{uuid.uuid4().hex[:12]}"
-    event = ping_event(cfg.name, wid, datetime.now(UTC), by=f"{getpass.getuser()} via drctl notify test")
+    event = ping_event(cfg.name, wid, datetime.now(UTC), by=f"{identity(cfg)} via drctl notify test")
 
     inp = NotifyInput(event=event, webhooks=specs)
     # A webhook that did not take the event ends the workflow Failed, its result in the details.

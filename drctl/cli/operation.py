@@ -12,13 +12,18 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
-from drctl.cli.common import TABLE, DryRunOpt, Output, OutputOpt, YesOpt
-from drctl.cli.launch import Launched, NoWait, Starter, Timeout, conclude, launch
-from drctl.client.operations import start_operation
-from drctl.client.outcome import M
-from drctl.config.schema import FleetConfig
+from drctl.cli.common import TABLE, DryRunOpt, NoWait, Output, OutputOpt, Timeout, YesOpt
+
+# The Temporal client and the models load when an operation runs, not for -h or Tab completion.
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from drctl.cli.launch import Launched, Starter
+    from drctl.config.schema import FleetConfig
+
+M = TypeVar("M", bound="BaseModel")  # drctl.client.outcome.M, without importing pydantic here
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class RunOptions:
         as_json: Callable[[Launched[M]], Any] | None = None,
     ) -> None:
         """Start with `start(client)`, then watch and render the result (nothing more with --no-wait)."""
+        from drctl.cli.launch import conclude, launch
+
         launched = launch(
             cfg, what, start, result_type, no_wait=self.no_wait, output=self.output, timeout_s=self.timeout
         )
@@ -63,6 +70,8 @@ class RunOptions:
         as_json: Callable[[Launched[M]], Any] | None = None,
     ) -> None:
         """`launch` a mutating operation: workflow `run_fn(arg)`, started under the fleet's claim."""
+
+        from drctl.client.operations import start_operation
 
         def start(client: Any) -> Any:
             return start_operation(

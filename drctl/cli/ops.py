@@ -6,48 +6,20 @@ Who started each one (DrctlInitiator) is listed and shown; `-` for one started b
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
-from rich.table import Table
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
-from temporalio.service import RPCError
 
-from drctl.cli import backup, common, complete, drill, failover, upgrade
-from drctl.cli.launch import (
-    Launched,
-    Timeout,
-    conclude,
-    progress_table,
-    query_progress,
-    reattach_hint,
-    result_only,
-    watch,
-)
-from drctl.cli.rebalance import render_rebalance
-from drctl.client.connection import connect, ui_link
-from drctl.client.identity import IdentityError, checked
-from drctl.client.identity import identity as acting_identity
-from drctl.client.operations import list_operations, visibility_query
-from drctl.config.schema import FleetConfig
-from drctl.models import search_attributes as sa
-from drctl.models.backup import BackupJobResult
-from drctl.models.drill import DrillReport
-from drctl.models.failover import FailbackResult, FailoverResult
-from drctl.models.migration import MigrationResult
-from drctl.models.outcome import details_from
-from drctl.models.phases import (
-    UPDATE_ABORT,
-    UPDATE_APPROVE,
-    UPDATE_REJECT,
-    AbortInput,
-    ApproveInput,
-    OperationProgress,
-    RejectInput,
-)
-from drctl.models.rebalance import RebalanceResult
-from drctl.models.upgrade import UpgradeResult
+from drctl.cli import common, complete
+
+# The Temporal client, the models and the other commands' renderers load when a command runs, not
+# for -h or Tab completion (bench/cli_latency.py).
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from temporalio.client import Client, WorkflowHandle
+
+    from drctl.cli.launch import Launched
+    from drctl.config.schema import FleetConfig
 
 app = typer.Typer(
     name="ops",
@@ -59,27 +31,41 @@ WorkflowId = Annotated[
     str, typer.Argument(help="Workflow id, e.g. failover/dev.", autocompletion=complete.operation_ids)
 ]
 
+
 # Per operation (the DrctlOperation search attribute): its result model and how the command that
 # starts it renders that result (table, and JSON where it differs from the default), so `ops watch`
 # ends exactly as the start command would have.
-_RESULTS: dict[
+def _results() -> dict[
     str, tuple[type[BaseModel], Callable[[Any, str], None], Callable[[Launched[Any]], Any] | None]
-] = {
-    "failover": (FailoverResult, failover.render_failover, None),
-    "failback": (FailbackResult, failover.render_failback, None),
-    "upgrade": (UpgradeResult, upgrade.render, None),
-    "migrate": (MigrationResult, upgrade.render, None),
-    "rebalance": (RebalanceResult, render_rebalance, None),
-    "drill": (DrillReport, drill.render_report, result_only),
-    "restore": (BackupJobResult, backup.render_job, backup.job_json),
-    "backup": (BackupJobResult, backup.render_job, backup.job_json),
-}
+]:
+    from drctl.cli import backup, drill, failover, upgrade
+    from drctl.cli.launch import result_only
+    from drctl.cli.rebalance import render_rebalance
+    from drctl.models.backup import BackupJobResult
+    from drctl.models.drill import DrillReport
+    from drctl.models.failover import FailbackResult, FailoverResult
+    from drctl.models.migration import MigrationResult
+    from drctl.models.rebalance import RebalanceResult
+    from drctl.models.upgrade import UpgradeResult
+
+    return {
+        "failover": (FailoverResult, failover.render_failover, None),
+        "failback": (FailbackResult, failover.render_failback, None),
+        "upgrade": (UpgradeResult, upgrade.render, None),
+        "migrate": (MigrationResult, upgrade.render, None),
+        "rebalance": (RebalanceResult, render_rebalance, None),
+        "drill": (DrillReport, drill.render_report, result_only),
+        "restore": (BackupJobResult, backup.render_job, backup.job_json),
+        "backup": (BackupJobResult, backup.render_job, backup.job_json),
+    }
 
 
 NOT_RECORDED = "-"  # an operation started before drctl recorded who started it
 
 
 async def _handle(client: Client, cfg: FleetConfig, wid: str) -> WorkflowHandle[Any, Any]:
+    from temporalio.service import RPCError
+
     handle = client.get_workflow_handle(wid)
     try:
         await handle.describe()
@@ -99,6 +85,11 @@ def list_cmd(
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Operations on this fleet: running ones by default."""
+    from rich.table import Table
+
+    from drctl.client.connection import connect
+    from drctl.client.operations import list_operations, visibility_query
+
     cfg = common.load(config)
     query = visibility_query(cfg.name)
     if all_:
@@ -132,6 +123,13 @@ def list_cmd(
 
 
 async def _show(cfg: FleetConfig, workflow_id: str) -> dict[str, Any]:
+    from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+
+    from drctl.cli.launch import query_progress
+    from drctl.client.connection import connect, ui_link
+    from drctl.models import search_attributes as sa
+    from drctl.models.outcome import details_from
+
     handle = await _handle(await connect(cfg), cfg, workflow_id)
     desc = await handle.describe()
     prog = await query_progress(handle)
@@ -163,6 +161,9 @@ def show(
     workflow_id: WorkflowId, config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE
 ) -> None:
     """One operation: status, phase timings, and its result when finished."""
+    from drctl.cli.launch import progress_table
+    from drctl.models.phases import OperationProgress
+
     cfg = common.load(config)
     info = common.run_async(lambda: _show(cfg, workflow_id))
     if common.printed_json(output, info):
@@ -182,39 +183,47 @@ def show(
 def watch_cmd(
     workflow_id: WorkflowId,
     config: common.ConfigOpt = common.CONFIG,
-    timeout: Timeout = None,
+    timeout: common.Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Follow an operation until it ends (after Ctrl-C or --no-wait); exit with its exit code.
 
     A finished operation is not waited for: its result and exit code are shown at once.
     """
+    from drctl.cli.launch import Launched, conclude, reattach_hint, watch
+    from drctl.client.connection import connect, ui_link
+    from drctl.models import search_attributes as sa
+
     cfg = common.load(config)
+    results = _results()
 
     async def go() -> tuple[str, Launched[Any]]:
         client = await connect(cfg)
         desc = await (await _handle(client, cfg, workflow_id)).describe()
         operation = desc.typed_search_attributes.get(sa.OPERATION) or ""
-        if operation not in _RESULTS:
+        if operation not in results:
             raise common.UserError(
                 f"{workflow_id} is a {operation or 'non-drctl'} workflow, not an operation drctl "
-                f"can watch ({', '.join(_RESULTS)}); see `drctl ops show {workflow_id}`"
+                f"can watch ({', '.join(results)}); see `drctl ops show {workflow_id}`"
             )
         # This run, not a later one started under the same id while we watch.
         run = client.get_workflow_handle(workflow_id, run_id=desc.run_id)
         link = ui_link(cfg, workflow_id, desc.run_id)
         shown = not common.is_document(output)
-        done = await watch(run, _RESULTS[operation][0], show=shown, timeout_s=timeout, link=link)
+        done = await watch(run, results[operation][0], show=shown, timeout_s=timeout, link=link)
         return operation, Launched(workflow_id, link, done)
 
     with reattach_hint([workflow_id]):
         operation, launched = common.run_async(go)
-    _, render, as_json = _RESULTS[operation]
+    _, render, as_json = results[operation]
     conclude(launched, output, render, as_json)
 
 
 def _me(cfg: FleetConfig, given: str | None = None) -> str:
     """Who is acting: `given` (an option), else DRCTL_IDENTITY, temporal.identity or user@host."""
+    from drctl.client.identity import IdentityError, checked
+    from drctl.client.identity import identity as acting_identity
+
     try:
         return checked(given, "--approver") if given is not None else acting_identity(cfg)
     except IdentityError as exc:
@@ -236,6 +245,8 @@ def approve(
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Approve an operation waiting at its approval gate (refused if it is not waiting, or if you started it)."""
+    from drctl.models.phases import UPDATE_APPROVE, ApproveInput
+
     cfg = common.load(config)
     inp = ApproveInput(approver=_me(cfg, approver), comment=comment)
     answer = common.run_async(lambda: _update(cfg, workflow_id, UPDATE_APPROVE, inp))
@@ -250,6 +261,8 @@ def reject(
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Refuse an operation waiting at its approval gate: it ends aborted, having changed nothing."""
+    from drctl.models.phases import UPDATE_REJECT, RejectInput
+
     cfg = common.load(config)
     if not reason.strip():
         raise common.UserError("--reason: give a reason (it is recorded in the result)")
@@ -266,6 +279,8 @@ def abort(
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Ask an operation to stop at its next safe point (rejected once it is past no-return)."""
+    from drctl.models.phases import UPDATE_ABORT, AbortInput
+
     cfg = common.load(config)
     answer = common.run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason)))
     _answered(output, workflow_id, "abort", answer, reason=reason)
@@ -282,6 +297,9 @@ def _answered(output: common.Output, workflow_id: str, update: str, answer: str,
 
 async def _update(cfg: FleetConfig, wid: str, name: str, arg: Any) -> str:
     from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    from drctl.client.connection import connect
 
     handle = await _handle(await connect(cfg), cfg, wid)
     try:

@@ -10,20 +10,22 @@ the rest of the fleet is shown.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from drctl.cli import common, data_status
+from drctl.cli import common
 from drctl.cli.durations import seconds
 from drctl.cli.failed_over import failed_over
-from drctl.config.schema import FleetConfig
-from drctl.models.activity_io import Capacity, ProbeBatch, Weights
-from drctl.models.reads import ReadResult
+
+# The models and the Temporal client load when the command runs, not for -h or Tab completion.
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from drctl.config.schema import FleetConfig
+    from drctl.models.reads import ReadResult
 
 EXIT_OK, EXIT_UNHEALTHY, EXIT_UNREAD = 0, 1, 3
 # A read that is refreshed (`--watch`) gets at most this long each time.
@@ -40,6 +42,8 @@ def _part_error(res: ReadResult, key: str) -> str | None:
 
 
 def _regions(cfg: FleetConfig, res: ReadResult, out: dict[str, Any]) -> None:
+    from drctl.models.activity_io import Capacity, ProbeBatch, Weights
+
     weights = res.value("weights")
     batch = ProbeBatch.model_validate(res.value("probes")) if res.value("probes") is not None else None
     probes = {p.region: p for p in batch.probes} if batch else {}
@@ -73,6 +77,9 @@ def _regions(cfg: FleetConfig, res: ReadResult, out: dict[str, Any]) -> None:
 async def collect(
     cfg: FleetConfig, timeout_s: float = READ_TIMEOUT_S, fail_back: str = "drctl failback"
 ) -> dict[str, Any]:
+    import asyncio
+
+    from drctl.cli import data_status
     from drctl.cli.failed_over import last_traffic_operation
     from drctl.cli.monitor import monitor_status
     from drctl.client.connection import connect
@@ -93,6 +100,8 @@ async def collect(
     )
     if isinstance(read, NoWorkerError | ReadTimeout):
         out["read_error"] = str(read)
+        from drctl.models.reads import ReadResult
+
         read = ReadResult()
     elif isinstance(read, BaseException):
         raise read
@@ -182,6 +191,8 @@ def _fmt(w: dict[str, Any]) -> str:
 
 
 def renderables(cfg: FleetConfig, data: dict[str, Any]) -> list[RenderableType]:
+    from drctl.cli import data_status
+
     out: list[RenderableType] = []
     mon = data.get("monitor") or {}
     if mon.get("alert"):
