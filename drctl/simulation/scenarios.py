@@ -167,6 +167,12 @@ def generate(seed: int, family: str) -> Scenario:
             faults.append(Fault("down", at, back, victim))
             faults.append(Fault("down", back + rng.randint(0, 15), None, big))
             lost = [victim]  # A is back, so each fault alone must be survivable
+        elif rng.random() < 0.33:
+            # The three-region case: A loses replicas and sheds, then B dies; B's share
+            # must not all land on A, which has fewer replicas left than the others.
+            size = next(r.replicas for r in fleet if r.name == victim)
+            faults.append(Fault("capacity_loss", at, None, victim, {"replicas": max(1, size // 2)}))
+            faults.append(Fault("down", at + rng.randint(20, 60), _maybe_end(rng, at + 90), big))
         else:
             faults.append(Fault("down", at, _maybe_end(rng, at + 30), victim))
             faults.append(Fault("down", at + rng.randint(3, 30), _maybe_end(rng, at + 60), big))

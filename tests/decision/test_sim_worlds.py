@@ -15,6 +15,7 @@ from functools import cache
 
 import pytest
 
+from drctl.decision.evidence import Verdict
 from drctl.simulation.report import Metrics
 from drctl.simulation.run import RunResult, decision_config, run
 from drctl.simulation.scenarios import FAMILIES, generate
@@ -66,13 +67,13 @@ def test_the_families_are_what_they_say() -> None:
     assert min(_metrics(_core(s, "saturated")).user_error_share for s in SEEDS) > 0
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_a_partitioned_vantage_alone_moves_nothing(seed: int) -> None:
-    result = _core(seed, "partition")
-    if any(f.kind == "down" for f in result.scenario.faults):
-        pytest.skip("this world also has a real outage")
-    m = _metrics(result)
-    assert m.moves == 0 and m.user_error_share == 0, result.scenario.describe()
+def test_a_partitioned_vantage_alone_moves_nothing() -> None:
+    alone = [_core(s, "partition") for s in SEEDS]
+    alone = [r for r in alone if not any(f.kind == "down" for f in r.scenario.faults)]
+    assert len(alone) >= len(SEEDS) // 4
+    for result in alone:
+        m = _metrics(result)
+        assert m.moves == 0 and m.user_error_share == 0, result.scenario.describe()
 
 
 @pytest.mark.parametrize("family", ["capacity_loss", "saturated"])
@@ -83,6 +84,45 @@ def test_a_region_that_still_serves_is_never_failed_over(family: str) -> None:
     # All saturated: no region can take another's excess, so nothing moves at all.
     if family == "saturated":
         assert all(_metrics(_core(s, family)).moves == 0 for s in SEEDS)
+
+
+# Found by these worlds, reported to the decision core (issue 26), not yet fixed in it: the verdict
+# counts a full queue as SATURATED only where replicas were lost (desired - ready - loading > 0), so a
+# region over its capacity with every replica ready, or with the lost ones still loading, is DOWN.
+_OVERLOAD_IS_DOWN = (
+    "decision core: a region over capacity whose replicas are all ready (or loading) is judged DOWN, "
+    "not SATURATED (verdict._saturated needs lost replicas; the contract also allows load over usable "
+    "capacity)"
+)
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        "capacity_loss",
+        pytest.param(
+            "loading",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=_OVERLOAD_IS_DOWN + ": loading seeds 7, 8, 12, 29, 31 fail the region over",
+            ),
+        ),
+        pytest.param(
+            "saturated",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=_OVERLOAD_IS_DOWN + ": every saturated seed has every region DOWN, and its urgent "
+                "flag keeps the tick at 2 s for the whole overload",
+            ),
+        ),
+    ],
+)
+def test_a_region_that_still_serves_is_never_judged_down(family: str) -> None:
+    """No region dies in these families (see above): a verdict of DOWN is a false outage."""
+    judged_down = [
+        s for s in SEEDS if any(Verdict.DOWN in t.decision.verdicts.values() for t in _core(s, family).ticks)
+    ]
+    assert judged_down == [], f"{family}: DOWN in seeds {judged_down}"
 
 
 @pytest.mark.parametrize("family", FAMILIES)
