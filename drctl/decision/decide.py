@@ -38,10 +38,16 @@ def _restrict(weights: dict[str, int] | None, names: list[str]) -> dict[str, int
 
 def _normalised(weights: dict[str, int], home: dict[str, int], healthy: list[str]) -> dict[str, int]:
     """Weights summing to 100 (a hand edit may leave them off): over 100 scaled down; under it, the
-    missing share onto the HEALTHY regions (scaled if there are none); all zero: the home weights."""
+    missing share onto the HEALTHY regions (scaled if there are none); all zero: the home weights
+    of the HEALTHY regions (of all, if none is)."""
     total = sum(weights.values())
     if total == 100:
         return dict(weights)
+    if total <= 0 and healthy:
+        keys = {r: float(home[r]) if r in healthy else 0.0 for r in weights}
+        if sum(keys.values()) <= 0:
+            keys = {r: float(r in healthy) for r in weights}
+        return largest_remainder(keys)
     if total <= 0:
         return dict(home)
     floats = {r: float(w) for r, w in weights.items()}

@@ -12,6 +12,8 @@ from collections.abc import Collection, Mapping
 from drctl.decision.config import DecisionConfig
 from drctl.decision.evidence import RegionEvidence
 
+# Less load than this says nothing of what a point weighs (an idle fleet): capacity unknown.
+MIN_LOAD = 1e-6
 # The stopping rule of the level search (`level_fill`): far below a point's rounding.
 _LEVEL_STEPS = 200
 
@@ -39,7 +41,7 @@ def load_per_point(
     ]
     total_weight = sum(w for _, w in loads)
     total_load = sum(load for load, _ in loads)
-    if total_weight <= 0 or total_load <= 0:
+    if total_weight <= 0 or total_load < MIN_LOAD:
         return None
     return total_load / total_weight
 

@@ -39,13 +39,23 @@ def _serving(decision: Decision) -> list[str]:
 
 
 def _gainers(decision: Decision) -> list[str]:
-    return [r for r, w in decision.weights_after.items() if w > decision.weights_before.get(r, 0)]
+    """Regions whose share of the traffic grows. Weights are relative: when those before do not
+    sum to 100 they are compared as shares, and less than a point more is the rounding."""
+    before = decision.weights_before
+    total = sum(before.values())
+    if total in (0, 100):
+        return [r for r, w in decision.weights_after.items() if w > before.get(r, 0)]
+    return [r for r, w in decision.weights_after.items() if w - before.get(r, 0) * 100 / total >= 1]
 
 
 def no_share_onto_unsafe(
     evidence: FleetEvidence, decision: Decision, config: DecisionConfig
 ) -> list[Violation]:
-    """Share goes only onto HEALTHY regions, or SATURATED ones when every serving one is SATURATED."""
+    """Share goes only onto HEALTHY regions, or SATURATED ones when every serving one is SATURATED.
+
+    Weights that were all zero (nothing served) with no HEALTHY region leave no safe choice: exempt."""
+    if sum(decision.weights_before.values()) == 0 and Verdict.HEALTHY not in decision.verdicts.values():
+        return []
     serving = [r for r in _serving(decision) if r not in _losers(decision)] or _serving(decision)
     fleet_full = bool(serving) and all(decision.verdicts[r] is Verdict.SATURATED for r in serving)
     out = []

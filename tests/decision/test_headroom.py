@@ -40,6 +40,10 @@ def test_load_per_point_from_the_regions_with_load_and_weight() -> None:
     assert load_per_point(regions, {"a": 0, "b": 0, "c": 100, "d": 0}, every) is None
     idle = {"a": region("a", 50, capacity=capacity(load=0.0))}
     assert load_per_point(idle, {"a": 100}, {"a"}) is None
+    tiny = {"a": region("a", 50, capacity=capacity(load=0.9e-6))}
+    assert load_per_point(tiny, {"a": 100}, {"a"}) is None
+    least = {"a": region("a", 50, capacity=capacity(load=1e-6))}
+    assert load_per_point(least, {"a": 100}, {"a"}) == pytest.approx(1e-8)
 
 
 def test_usable_points() -> None:

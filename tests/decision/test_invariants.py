@@ -138,7 +138,7 @@ def test_within_capacity_while_headroom(
 
 
 def test_check_decision_runs_every_per_decision_check() -> None:
-    d = decision({"a": 25, "b": 45, "c": 20}, {"a": 42, "b": 38, "c": 21}, {"a": H, "b": H, "c": G})
+    d = decision({"a": 25, "b": 50, "c": 25}, {"a": 42, "b": 38, "c": 26}, {"a": H, "b": H, "c": G})
     assert sorted(set(names(check_decision(capacity_world(), d, CFG)))) == [
         "no_share_onto_unsafe",
         "weights_sum_100",
@@ -245,3 +245,28 @@ def test_check_trace_runs_every_check() -> None:
     found = set(names(check_trace([*late, bad_sum], CFG)))
     assert found == {"weights_sum_100", "down_drained_within_rto"}
     assert check_trace([], CFG) == []
+
+
+def test_from_all_zero_weights() -> None:
+    zero = {"a": 0, "b": 0, "c": 0}
+    onto_unknown = decision(zero, {"a": 50, "b": 30, "c": 20}, {"a": U, "b": U, "c": U})
+    assert no_share_onto_unsafe(EV, onto_unknown, CFG) == []
+    past_healthy = decision(zero, {"a": 50, "b": 30, "c": 20}, {"a": U, "b": U, "c": H})
+    assert names(no_share_onto_unsafe(EV, past_healthy, CFG)) == ["no_share_onto_unsafe"] * 2
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "flagged"),
+    [
+        ({"a": 0, "b": 1, "c": 0}, {"a": 0, "b": 100, "c": 0}, []),
+        ({"a": 1, "b": 2, "c": 0}, {"a": 33, "b": 67, "c": 0}, []),
+        ({"a": 2, "b": 1, "c": 0}, {"a": 66, "b": 34, "c": 0}, []),
+        ({"a": 2, "b": 1, "c": 0}, {"a": 65, "b": 35, "c": 0}, ["b"]),
+        ({"a": 50, "b": 40, "c": 0}, {"a": 45, "b": 55, "c": 0}, ["b"]),
+    ],
+)
+def test_weights_not_summing_to_100_compare_as_shares(
+    before: dict[str, int], after: dict[str, int], flagged: list[str]
+) -> None:
+    d = decision(before, after, {"a": H, "b": U, "c": H})
+    assert [v.detail.split()[0] for v in no_share_onto_unsafe(EV, d, CFG)] == flagged

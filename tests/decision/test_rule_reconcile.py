@@ -125,3 +125,21 @@ def test_drift_during_backoff_is_reported_not_corrected() -> None:
     mem = note_apply_failed(remembered(), at(0), 30)
     d, _ = checked(two({"a": 50, "b": 50}, {"a": 60, "b": 40}), mem, CFG, at(10))
     assert (d.action, d.advisory, d.weights_after) == ("reconcile", True, {"a": 50, "b": 50})
+
+
+def test_all_zero_weights_go_to_the_healthy_regions() -> None:
+    ev = fleet([region("a", 60, probe=dead()), region("b", 40)], {"a": 0, "b": 0}, weights_applied=None)
+    d, _ = checked(ev, remembered(), CFG, at(0))
+    assert d.weights_after == {"a": 0, "b": 100}
+    unknown = fleet(
+        [region("a", 60, probe=None), region("b", 40, probe=None)], {"a": 0, "b": 0}, weights_applied=None
+    )
+    d, _ = checked(unknown, remembered(), CFG, at(0))
+    assert d.weights_after == {"a": 60, "b": 40}
+    zero_home = fleet(
+        [region("a", 0), region("b", 0), region("c", 100, probe=dead())],
+        {"a": 0, "b": 0, "c": 0},
+        weights_applied=None,
+    )
+    d, _ = checked(zero_home, remembered(), CFG, at(0))
+    assert d.weights_after == {"a": 50, "b": 50, "c": 0}
