@@ -12,6 +12,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.failover import (
+        MEMO_RELEASED,
         QUERY_RELEASED,
         SIGNAL_SUPERSEDE,
         SIGNAL_VERIFIED,
@@ -222,6 +223,8 @@ class Failover(Operation):
         res.released_at = workflow.now()
         await self.release()
         self.done_for_fleet = True
+        # In the memo too: a new failover's client reads it with `describe`, which needs no worker.
+        workflow.upsert_memo({MEMO_RELEASED: True})
         self.phases.note("done for the fleet", f"traffic on `{inp.target}`; the fleet's lock is given back")
         parent = workflow.info().parent
         if parent is None:

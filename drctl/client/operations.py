@@ -15,9 +15,9 @@ from temporalio.client import (
     Client,
     WorkflowExecution,
     WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowQueryFailedError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -26,7 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from drctl.client.connection import ui_link
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
-from drctl.models.failover import QUERY_RELEASED, SIGNAL_SUPERSEDE, SupersedeNotice
+from drctl.models.failover import MEMO_RELEASED, SIGNAL_SUPERSEDE, SupersedeNotice
 from drctl.models.lock import MUTATING as MUTATING
 from drctl.models.lock import blocks
 from drctl.models.lock import compatible as compatible
@@ -190,7 +190,11 @@ async def supersede(client: Client, workflow_id: str, by: str) -> bool:
     was already gone), so the new one may start; False when it still owns the fleet."""
     handle = client.get_workflow_handle(workflow_id)
     try:
-        if not await handle.query(QUERY_RELEASED, result_type=bool):
+        # The memo, not a query: Temporal answers it without a worker (a dead one would hang a query).
+        desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            return True
+        if not await desc.memo_value(MEMO_RELEASED, False):
             return False
         await handle.signal(SIGNAL_SUPERSEDE, SupersedeNotice(by=by, reason="a new failover was requested"))
         await asyncio.wait_for(handle.result(), SUPERSEDE_WAIT_S)
@@ -198,8 +202,6 @@ async def supersede(client: Client, workflow_id: str, by: str) -> bool:
         return False
     except WorkflowFailureError:
         return True  # it ended failed: closed all the same
-    except WorkflowQueryFailedError:
-        return False  # a failover from before `released` existed: it holds the fleet to its end
     except RPCError as exc:
         return exc.status == RPCStatusCode.NOT_FOUND
     return True

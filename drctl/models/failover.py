@@ -143,6 +143,7 @@ class FailoverResult(BaseModel):
 SIGNAL_VERIFIED = "failover_verified"
 SIGNAL_SUPERSEDE = "supersede"
 QUERY_RELEASED = "released"
+MEMO_RELEASED = "released"
 
 
 class FailoverVerified(BaseModel):
