@@ -7,6 +7,7 @@ The emulated API server runs no controller here: the tests write Deployment stat
 from __future__ import annotations
 
 import dataclasses
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -102,3 +103,31 @@ def test_a_wait_activity_neither_spins_nor_honours_a_stale_verdict(
     # 2 s of polls backing off from 1/8 s to 2 s: 1/8, 3/8, 7/8, 15/8 and the deadline.
     assert 2 <= gets <= 8, f"{gets} GETs in one 2 s wait"
     assert lists == 1, f"{lists} HPA lists in one wait"
+
+
+def test_a_rollout_slower_than_timeout_s_but_inside_its_progress_deadline_succeeds(
+    cluster: tuple[RbacCluster, str], platform: KubernetesPlatform
+) -> None:
+    """A model that loads for longer than failover.rollout_timeout_s is no failure while the
+    controller still sees progress: the wait follows progressDeadlineSeconds, not a fixed 120 s."""
+    _, url = cluster
+    platform.delete_deployment("llm-canary")
+    manifest = deployment_manifest("llm-canary", 2)
+    manifest["spec"]["progressDeadlineSeconds"] = 60
+    state = platform.apply_deployment(manifest)
+    cfg = one_region_config("roll", "http://127.0.0.1:1", f"{{api_url: '{url}', namespace: {NS}}}", "")
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, start_to_close_timeout=timedelta(seconds=60))
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(
+            env.run,
+            PlatformActivities(cfg).wait_rollout,
+            WaitRolloutInput(region="us-west-1", timeout_s=0.2, deployment="llm-canary"),
+        )
+        wait_until(fut.running, timeout_s=5, what="the wait to start")
+        time.sleep(1.0)  # well past timeout_s: the replicas are still loading
+        assert not fut.done(), fut.exception() if fut.done() else None
+        _status(platform, "llm-canary", observedGeneration=state.generation, replicas=2, updatedReplicas=2,
+                readyReplicas=2, availableReplicas=2)  # fmt: skip
+        done = fut.result(timeout=20)
+    assert done.rolled_out
