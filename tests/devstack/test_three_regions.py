@@ -1,0 +1,106 @@
+"""The shipped three-region fleet (config/fleet.three-regions.yaml) on a dev stack of its own: `drctl
+dev up` serves all three regions, a failover moves every region's share to the one it names, and a
+failback returns 50/30/20 in steps. The same file, moved onto free loopback ports."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from drctl.config.schema import load_config
+from drctl.devstack import stack
+from drctl.providers.traffic_factory import global_traffic
+from tests.support.cli import drctl
+from tests.support.config import REPO, short_tmp_dir
+from tests.support.ports import free_port
+
+SHIPPED = REPO / "config" / "fleet.three-regions.yaml"
+# The shipped file's fixed ports (dev stack defaults), each moved to a free one.
+_PORT = re.compile(r"(?<=127\.0\.0\.1:)\d+")
+
+
+def _free_run(n: int) -> int:
+    """A free loopback port P with P..P+n-1 all free (the dev stack's workers take one each)."""
+    for _ in range(100):
+        base = free_port()
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {n} consecutive free loopback ports")
+
+
+def _moved(value: Any, ports: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _moved(v, ports) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_moved(v, ports) for v in value]
+    if isinstance(value, str):
+        value = _PORT.sub(lambda m: ports.setdefault(m.group(0), str(free_port())), value)
+        return value.replace("../.drctl/dev3/", "s/").replace("../.drctl/dev3", "s")
+    return value
+
+
+def relocated_three_regions() -> Path:
+    """The shipped three-region config on free ports, its state under a short /tmp dir."""
+    data = yaml.safe_load(SHIPPED.read_text())
+    data = _moved(data, {})
+    dev = data["devstack"]
+    dev.update(
+        stats_port=free_port(),
+        prometheus_port=free_port(),
+        worker_http_port=_free_run(len(data["regions"])),
+    )
+    # Quick failback steps: the test shows the steps' weights, not a production stabilisation window.
+    data["failback"] = {"stabilization_window_s": 1, "steps": 2, "step_interval_s": 1}
+    data["worker"] = {**data.get("worker", {}), "graceful_shutdown_s": 2}
+    directory = short_tmp_dir()
+    path = directory / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.ownstack
+async def test_the_three_region_fleet_fails_over_to_one_region_and_back_to_50_30_20() -> None:
+    path = relocated_three_regions()
+    cfg = load_config(path)
+    assert [(r.name, r.weight) for r in cfg.regions] == [
+        ("us-west-1", 50),
+        ("us-east-1", 30),
+        ("eu-west-1", 20),
+    ]
+    try:
+        up = await asyncio.to_thread(drctl, "dev", "up", "-c", str(path), timeout_s=300)
+        assert up.returncode == 0, up.stdout + up.stderr
+        tier = global_traffic(cfg)
+        assert tier.get_weights() == {"us-west-1": 50, "us-east-1": 30, "eu-west-1": 20}
+
+        over = await asyncio.to_thread(
+            drctl, "failover", "--to", "eu-west-1", "--yes", "-c", str(path), timeout_s=240
+        )
+        assert over.returncode == 0, over.stdout + over.stderr
+        assert tier.get_weights() == {"us-west-1": 0, "us-east-1": 0, "eu-west-1": 100}
+
+        back = await asyncio.to_thread(drctl, "failback", "--yes", "-c", str(path), timeout_s=240)
+        assert back.returncode == 0, back.stdout + back.stderr
+        assert tier.get_weights() == {"us-west-1": 50, "us-east-1": 30, "eu-west-1": 20}
+    finally:
+        down = await asyncio.to_thread(drctl, "dev", "down", "-c", str(path), timeout_s=120)
+        stack.down(cfg)
+        shutil.rmtree(path.parent, ignore_errors=True)
+        assert down.returncode == 0, down.stderr
