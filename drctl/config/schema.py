@@ -359,7 +359,11 @@ class HAProxyGlobal(_Model):
 
 class Route53Global(_Model):
     kind: Literal["route53"] = Field(..., description="Global tier provider kind.")
-    hosted_zone_id: Token = Field(..., description="Route 53 hosted zone ID (or the zone name, looked up).")
+    hosted_zone_id: str = Field(
+        ...,
+        description="Route 53 hosted zone ID, bare or as /hostedzone/<id> (or the zone name, looked up).",
+        pattern=r"^(/hostedzone/)?[A-Za-z0-9][A-Za-z0-9.-]{0,253}\.?$",
+    )
     record_name: str = Field(
         ...,
         description="Weighted record name, e.g. api.example.com.",
