@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from drctl.devstack.deployment_status import deployment_status
 from drctl.devstack.kube import RegionCluster, serve_cluster
 from drctl.devstack.nodeagent import DEPLOYMENTS, TRACK_LABEL, NodeAgent
 from drctl.providers.haproxy_runtime import HAProxyRuntime
@@ -52,8 +53,8 @@ def _deployment(image: str) -> dict[str, Any]:
 async def test_a_new_generation_is_observed_after_the_delay_and_old_conditions_stay_until_then(
     cluster: RegionCluster, tmp_path: Path
 ) -> None:
-    agent = NodeAgent(cluster, "us-west-1", NoGateway(HAProxyRuntime(str(tmp_path / "none.sock"))), tmp_path,
-                      observe_delay_s=3600.0)  # fmt: skip
+    agent = NodeAgent(cluster, "us-west-1", NoGateway(HAProxyRuntime(str(tmp_path / "none.sock"))), tmp_path)
+    agent.observe_delay_s = 3600.0  # the controller is slow to see the change
     await cluster.create_object(DEPLOYMENTS, _deployment("vllm/vllm-openai:v1"))
     # The controller's verdict on generation 1: it timed out.
     await cluster.patch_object(DEPLOYMENTS, NS, "llm-green", {"status": {"observedGeneration": 1,
@@ -79,3 +80,29 @@ async def test_a_new_generation_is_observed_after_the_delay_and_old_conditions_s
     progressing = next(c for c in dep["status"]["conditions"] if c["type"] == "Progressing")
     assert progressing["reason"] == "NewReplicaSetAvailable"  # 0 of 0 replicas: complete at once
     await agent.shutdown()
+
+
+@dataclass
+class Replica:
+    template_hash: str
+    state: str = "running"
+    ready: bool = False
+
+
+def test_the_progress_deadline_counts_from_the_last_progress_not_from_an_older_rollout() -> None:
+    dep = _deployment("vllm/vllm-openai:v1")
+    dep["metadata"]["generation"] = 1
+    dep["spec"].update(replicas=2, progressDeadlineSeconds=60)
+    memory: dict[str, Any] = {}
+
+    def progressing(replicas: list[Replica]) -> str:
+        status = deployment_status(dep, replicas, "h1", memory)
+        return next(c["reason"] for c in status["conditions"] if c["type"] == "Progressing")
+
+    assert progressing([Replica("h1")]) == "ReplicaSetUpdated"
+    memory["progress_started"] -= 61  # a minute without progress: the controller gives up
+    assert progressing([Replica("h1")]) == "ProgressDeadlineExceeded"
+    dep["metadata"]["generation"] = 2  # a new spec: a new rollout, a new deadline
+    assert progressing([Replica("h1")]) == "ReplicaSetUpdated"
+    memory["progress_started"] -= 61
+    assert progressing([Replica("h1"), Replica("h1", ready=True)]) == "ReplicaSetUpdated"  # progress
