@@ -18,8 +18,23 @@ def _bench(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_latency_bench_prints_each_command_beside_the_temporal_baseline() -> None:
     done = _bench("--runs", "2")
     assert done.returncode == 0, done.stderr
-    rows = [" ".join(ln.split()[0:2]) for ln in done.stdout.splitlines()[1:-1]]
-    assert rows == ["temporal --version", "drctl --version", "drctl --help", "drctl ops"]
+    rows = [ln.rsplit(None, 3)[0].strip() for ln in done.stdout.splitlines()[1:-1]]
+    assert rows == [
+        "temporal --version (baseline)",
+        "drctl --version",
+        "temporal --help (baseline)",
+        "drctl --help",
+        "temporal workflow list -h (baseline)",
+        "drctl failover -h",
+        "drctl status -h",
+        "drctl ops --help",
+        "drctl config validate -h",
+        "temporal <TAB> workflow l (baseline)",
+        "drctl <TAB> failover --to us-",
+        "drctl <TAB> ops w",
+    ], done.stdout
+    # Each row's three figures are seconds.
+    assert all(float(x) >= 0 for ln in done.stdout.splitlines()[1:-1] for x in ln.split()[-3:])
 
 
 def test_cli_latency_bench_refuses_a_run_count_out_of_range() -> None:

@@ -6,11 +6,8 @@ raises: a config that does not load or a Temporal that does not answer completes
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 TEMPORAL_BUDGET_S = 1.0
 
@@ -27,6 +24,8 @@ def _config_path(ctx: Any) -> Path:
 
 def regions(ctx: Any, incomplete: str) -> list[str]:
     """Region names of the fleet named by -c / DRCTL_CONFIG, read without validating the whole file."""
+    import yaml  # here, not at import: every command module imports this one, and -h needs no YAML
+
     try:
         data = yaml.safe_load(_config_path(ctx).read_text(encoding="utf-8"))
         names = [str(r["name"]) for r in data["regions"]]
@@ -52,6 +51,8 @@ async def _operation_ids(path: Path, incomplete: str) -> list[str]:
 
 def operation_ids(ctx: Any, incomplete: str) -> list[str]:
     """IDs of the fleet's recent workflows (newest first), asked of Temporal within one second."""
+    import asyncio
+
     try:
         return asyncio.run(asyncio.wait_for(_operation_ids(_config_path(ctx), incomplete), TEMPORAL_BUDGET_S))
     except Exception:  # noqa: BLE001 - a completion completes nothing rather than fail the shell
