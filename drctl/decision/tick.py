@@ -65,6 +65,14 @@ class Tick:
         """Whether a failed apply's back-off still holds non-safety moves."""
         return self.memory.not_before is not None and self.now < self.memory.not_before
 
+    def how(self, amount: float, receivers: list[str]) -> str:
+        """How `spread` places `amount` over `receivers`, in words for the reasons."""
+        points = self.points
+        if not all(r in points for r in receivers):
+            return "by home weight, within known capacity"
+        room = sum(max(0.0, points[r] - self.base[r]) for r in receivers)
+        return "by headroom" if amount <= room else f"past their headroom ({room:.0f}), evenly by capacity"
+
     def move(self, amounts: dict[str, float], receivers: list[str]) -> dict[str, int]:
         """The base weights with `amounts` taken off their regions and spread over `receivers`."""
         floats = {r: float(w) for r, w in self.base.items()}

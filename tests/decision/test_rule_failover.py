@@ -71,6 +71,7 @@ def test_not_beyond_capacity_while_another_has_room() -> None:
     assert out is not None
     assert out.weights != {"us-west-1": 72, "us-east-1": 0, "eu-west-1": 28}
     assert out.weights == {"us-west-1": 34, "us-east-1": 0, "eu-west-1": 66}
+    assert "share to eu-west-1 past their headroom (12), evenly by capacity: " in out.reasons[0]
 
 
 def test_without_figures_by_home_weight() -> None:
@@ -79,6 +80,7 @@ def test_without_figures_by_home_weight() -> None:
     assert out is not None
     # 40 points by home weights 50:20.
     assert out.weights == {"us-west-1": 69, "us-east-1": 0, "eu-west-1": 31}
+    assert "eu-west-1, us-west-1 by home weight, within known capacity: " in out.reasons[0]
 
 
 def test_never_onto_a_region_that_is_not_healthy() -> None:

@@ -24,7 +24,8 @@ def failover(tick: Tick, notes: list[str]) -> Outcome | None:
     weights = tick.move({r: float(tick.base[r]) for r in down}, receivers)
     manual = tick.config.policy == "manual"
     reasons = [
-        f"failover: {names} DOWN; share to {', '.join(receivers)} by headroom: {fmt(weights)}"
+        f"failover: {names} DOWN; share to {', '.join(receivers)} "
+        f"{tick.how(sum(tick.base[r] for r in down), receivers)}: {fmt(weights)}"
         + (" (policy manual: advised, not applied)" if manual else "")
     ]
     superseded: list[str] = [op.kind for op in tick.evidence.operations if op.kind in SUPERSEDES]
