@@ -120,7 +120,7 @@ def secret_roles(cfg: FleetConfig) -> list[tuple[str, str, str]]:
         if env:
             rows.append((path, role, f"environment variable {env}"))
         if file:
-            rows.append((path, role, f"file {file}"))
+            rows.append((path, role, f"file {file!r}"))  # a path is free text: shown escaped
 
     auth = cfg.workload.auth
     if auth:

@@ -142,7 +142,7 @@ def test_one_file_fills_one_secret_role(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as refused:
         load_config(path)
     [problem] = refused.value.problems
-    assert problem.path == "temporal.codec" and f"file {tmp_path / 'secret'}" in problem.message
+    assert problem.path == "temporal.codec" and f"file '{tmp_path / 'secret'}'" in problem.message
 
 
 def test_two_webhooks_may_share_a_routing_key() -> None:
