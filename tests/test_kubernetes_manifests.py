@@ -220,13 +220,50 @@ def test_named_objects_are_limited_by_resource_names(rendered: tuple[str, list[d
         for resource in rule["resources"]:
             if resource not in expected:
                 continue
-            # A create names no existing object: Kubernetes cannot limit it by name.
-            if set(rule["verbs"]) == {"create"}:
+            # A create names no existing object, and a list returns many: neither can be limited by name.
+            if set(rule["verbs"]) <= {"create", "list"}:
                 assert "resourceNames" not in rule
                 continue
             assert sorted(rule.get("resourceNames", [])) == sorted(expected[resource]), rule
             seen.add(resource)
     assert seen == set(expected)
+
+
+# Verbs Kubernetes can limit by resourceNames (list, watch, create and deletecollection it cannot).
+NAMEABLE = {"get", "update", "patch", "delete"}
+# Objects whose names drctl cannot know when the Role is written, and why; each is limited by kind,
+# verb and namespace instead, with the reason written beside the rule.
+UNNAMEABLE = {
+    ("velero.io", "backups"): "named at run time",
+    ("velero.io", "restores"): "named at run time",
+    ("velero.io", "schedules"): "named at run time",
+    ("autoscaling", "horizontalpodautoscalers"): "name is the platform's choice",
+    ("", "pods"): "Pod names are the platform's",
+}
+
+
+def test_every_verb_that_takes_names_is_limited_or_says_why(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """resourceNames on every rule with a verb that allows them; a nameable verb never shares a rule
+    with list or create (the names would not apply to them, or would be dropped to fit them)."""
+    _, objs = rendered
+    for rule in _rules(objs):
+        verbs = set(rule["verbs"])
+        if not verbs & NAMEABLE:
+            assert "resourceNames" not in rule, rule
+            continue
+        assert verbs <= NAMEABLE, f"a verb that takes names shares a rule with one that cannot: {rule}"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                base = resource.split("/")[0]
+                if (group, base) in UNNAMEABLE:
+                    assert "resourceNames" not in rule
+                    continue
+                assert rule.get("resourceNames"), f"{group}/{resource} {sorted(verbs)} is not limited by name"
+    sources = "".join(p.read_text() for p in (ROOT / "deploy" / "kubernetes").rglob("rbac-*.yaml"))
+    for why in set(UNNAMEABLE.values()):
+        assert why in sources, f"the Role does not say why: {why}"
 
 
 def test_drill_rights_are_a_role_of_their_own_bound_only_where_drills_run(
@@ -279,6 +316,10 @@ def test_network_policy_allows_only_what_the_worker_needs(rendered: tuple[str, l
             if "ipBlock" in peer:
                 assert "169.254.169.254/32" in peer["ipBlock"].get("except", [])
     assert [p["port"] for r in spec["ingress"] for p in r["ports"]] == [METRICS_PORT]
+    # Only the monitoring namespace's Prometheus reaches it (the kubelet's probes come from the node).
+    assert [r["from"] for r in spec["ingress"]] == [
+        [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    ]
 
 
 def test_the_production_overlays_enable_the_payload_codec(rendered: tuple[str, list[dict[str, Any]]]) -> None:
