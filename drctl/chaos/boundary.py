@@ -112,12 +112,24 @@ def _check_python(where: str, provider: dict[str, Any]) -> None:
             )
 
 
+def _mentions_env(value: Any) -> bool:
+    """Whether ENV_SENTINEL is in any string of `value`. Not by searching its JSON text: json writes
+    the sentinel's NUL bytes as \\u0000, so that search never found it."""
+    if isinstance(value, str):
+        return ENV_SENTINEL in value
+    if isinstance(value, dict):
+        return any(_mentions_env(k) or _mentions_env(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_mentions_env(v) for v in value)
+    return False
+
+
 def resolved(where: str, value: Any, conf: dict[str, Any]) -> Any:
     """`value` after chaoslib's `${...}` substitution, refusing one that depends on the run's env."""
     from chaoslib import substitute
 
     out = substitute(value, conf, {})
-    if ENV_SENTINEL in json.dumps(out, default=str):
+    if _mentions_env(out):
         raise BoundaryViolation(
             f"{where}: a checked value may not come from an environment variable (it is not known "
             "until the run); write the value, or use ${target_region}"

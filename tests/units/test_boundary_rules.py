@@ -284,3 +284,176 @@ def test_chaos_run_gets_only_basics_and_names_the_fleet_config_names(cfg: FleetC
     )
     env = chaos_env(named, environ)
     assert {k for k in env if k in environ} == {"PATH", "HOME", "LANG", "DRCTL_KNOB", "VLLM_TOKEN"}
+
+
+def _http_exp(cfg: FleetConfig, **provider: Any) -> dict[str, Any]:
+    return _exp(
+        method=[{"name": "h", "provider": {"type": "http", "url": cfg.traffic.global_endpoint, **provider}}]
+    )
+
+
+def test_an_http_probes_retries_timeout_tls_and_method_at_their_edges(cfg: FleetConfig) -> None:
+    for ok in (
+        {"max_retries": 0},
+        {"max_retries": 3},
+        {"timeout": 60},
+        {"timeout": 0.001},
+        {"method": "head"},
+        {"method": "GET"},
+        {"verify_tls": True},
+    ):
+        b.check_boundary(_http_exp(cfg, **ok), {}, cfg)
+    for bad, why in [
+        ({"max_retries": 4}, "max_retries must be an integer 0..3"),
+        ({"max_retries": -1}, "max_retries must be an integer 0..3"),
+        ({"max_retries": True}, "max_retries must be an integer 0..3"),
+        ({"max_retries": 1.0}, "max_retries must be an integer 0..3"),
+        ({"timeout": 0}, "timeout must be a number of seconds in (0, 60]"),
+        ({"timeout": 60.01}, "timeout must be a number of seconds in (0, 60]"),
+        ({"timeout": True}, "timeout must be a number of seconds in (0, 60]"),
+        ({"timeout": [1, 2]}, "timeout must be a number of seconds in (0, 60]"),
+        ({"verify_tls": False}, "an HTTP probe may not turn off TLS verification"),
+        ({"verify_tls": "yes"}, "an HTTP probe may not turn off TLS verification"),
+        ({"method": "x" * 30}, f"an HTTP probe may only GET or HEAD, not {'X' * 20!r}"),
+    ]:
+        assert _violation(b.check_boundary, _http_exp(cfg, **bad), {}, cfg) == f"method[0] 'h': {why}", bad
+    extra = _http_exp(cfg, allow_redirects=False, follow_redirects=False)
+    assert _violation(b.check_boundary, extra, {}, cfg) == (
+        "method[0] 'h': unknown HTTP provider key(s) 'allow_redirects', 'follow_redirects': Chaos Toolkit "
+        "ignores them, and a drill's HTTP probe never follows a redirect"
+    )
+
+
+def test_a_python_call_of_the_http_probe_is_judged_as_an_http_provider(cfg: FleetConfig) -> None:
+    url = cfg.traffic.global_endpoint
+    call = _py("drctl.chaos.probes", "http_request", url=url)
+    b.check_boundary(_exp(method=[{"name": "p", "provider": call}]), {}, cfg)
+    assert b.http_view(call) == {"url": url, "method": "GET", "timeout": 5, "max_retries": 0}
+    loud = _py("drctl.chaos.probes", "http_request", url=url, method="DELETE", timeout=9, max_retries=2)
+    assert b.http_view(loud) == {"url": url, "method": "DELETE", "timeout": 9, "max_retries": 2}
+    assert _violation(b.check_boundary, _exp(method=[{"name": "p", "provider": loud}]), {}, cfg) == (
+        "method[0] 'p': an HTTP probe may only GET or HEAD, not 'DELETE'"
+    )
+    away = _py("drctl.chaos.probes", "http_request", url="http://127.0.0.1:1/")
+    assert "is not the fleet's global endpoint" in _violation(
+        b.check_boundary, _exp(method=[{"name": "p", "provider": away}]), {}, cfg
+    )
+    # Other probes' arguments are not URLs: never judged as one.
+    assert b.http_view({"type": "http", "url": "u"}) == {"type": "http", "url": "u"}
+    assert b.http_view({"type": "python"}) == {"url": None, "method": "GET", "timeout": 5, "max_retries": 0}
+
+
+def test_what_runs_for_an_http_provider_is_drctls_probe_on_the_checked_url(cfg: FleetConfig) -> None:
+    url = cfg.traffic.global_endpoint
+    http = {"type": "http", "url": f"{url}/health", "method": "head", "timeout": 3, "max_retries": 1}
+    assert b.as_run("w", http, {}, cfg) == {
+        "type": "python",
+        "module": "drctl.chaos.probes",
+        "func": "http_request",
+        "arguments": {"url": f"{url}/health", "method": "HEAD", "timeout": 3, "max_retries": 1},
+    }
+    full = {"type": "http", "url": url, "headers": {"A": "1"}, "arguments": {"q": "2"}}
+    assert b.as_run("w", full, {}, cfg)["arguments"] == {  # type: ignore[index]
+        "url": url,
+        "method": "GET",
+        "timeout": 5,
+        "max_retries": 0,
+        "headers": {"A": "1"},
+        "params": {"q": "2"},
+    }
+    call = _py("drctl.chaos.probes", "http_request", url="${global_endpoint}/x", timeout=2)
+    assert b.as_run("w", call, {"global_endpoint": url}, cfg) == {
+        **call,
+        "arguments": {"url": f"{url}/x", "timeout": 2},
+    }
+    assert b.as_run("w", _py(), {}, cfg) is None
+    assert b.as_run("w", _py("drctl.chaos.probes", "traffic_share"), {}, cfg) is None
+
+
+def test_a_checked_value_never_comes_from_the_environment() -> None:
+    assert b.resolved("w", {"a": "${x}", "b": 2}, {"x": "us-west-1"}) == {"a": "us-west-1", "b": 2}
+    assert b.resolved("w", "${n}", {"n": 30.5}) == 30.5
+    assert _violation(b.resolved, "w", {"a": "${x}"}, {"x": b.ENV_SENTINEL}) == (
+        "w: a checked value may not come from an environment variable (it is not known until the run); "
+        "write the value, or use ${target_region}"
+    )
+
+
+def test_the_configuration_that_runs_and_the_one_the_checks_read(cfg: FleetConfig) -> None:
+    allowing = tuned(cfg, "drills", allowed_env=["DRCTL_KNOB"])
+    exp = _exp(
+        configuration={
+            "target_region": {"type": "env", "key": "DRCTL_DRILL_TARGET", "default": "us-east-1"},
+            "rto_target_s": {"type": "env", "key": "DRCTL_RTO_TARGET_S", "default": "30"},
+            "knob": {"type": "env", "key": "DRCTL_KNOB", "default": "1", "env_var_type": "int"},
+            "plain": [1],
+        }
+    )
+    run, check = b.configuration_for(exp, {"rto_target_s": 45.0, "fleet_config": "/f.yaml"}, allowing)
+    assert run == {
+        "target_region": "us-east-1",
+        "knob": {"default": "1", "env_var_type": "int", "key": "DRCTL_KNOB", "type": "env"},
+        "plain": [1],
+        "rto_target_s": 45.0,
+        "fleet_config": "/f.yaml",
+    }
+    assert check == {
+        "target_region": "us-east-1",
+        "knob": b.ENV_SENTINEL,
+        "plain": [1],
+        "rto_target_s": 45.0,
+        "fleet_config": "/f.yaml",
+    }
+    assert list(run["knob"]) == ["default", "env_var_type", "key", "type"]  # sorted: one canonical text
+    assert _violation(b.configuration_for, _exp(configuration=["x"]), {}, cfg) == (
+        "configuration must be a mapping"
+    )
+    for key in ("", "a b", "x" * 101, "-x", "a/b"):
+        assert _violation(b.configuration_for, _exp(configuration={key: 1}), {}, cfg) == (
+            f"configuration key {key[:40]!r} is not a plain name"
+        )
+    assert b.configuration_for(_exp(configuration=None), {}, cfg) == ({}, {})
+
+
+def test_an_activity_stands_only_at_its_own_path_as_its_own_object(cfg: FleetConfig) -> None:
+    fault = {"type": "action", "name": "f", "provider": _py(func="kill_gateway", region="us-west-1")}
+    # One object in two places (what a YAML alias makes): the method may hold it, a tolerance may not.
+    hypo = {
+        "probes": [
+            {"name": "p", "provider": _py("drctl.chaos.probes", "wait_for_served"), "tolerance": fault}
+        ]
+    }
+    shared = _exp(method=[fault], **{"steady-state-hypothesis": hypo})
+    assert _violation(b.check_boundary, shared, {}, cfg).startswith(
+        "steady-state-hypothesis.probes[0].tolerance: a provider is allowed only in an activity"
+    )
+    # A key spelled like an activity's path is not one.
+    forged = {"title": "t", "configuration": {}, "method[0]": fault}
+    assert _violation(b.check_boundary, forged, {}, cfg).startswith(
+        "method[0]: a provider is allowed only in an activity"
+    )
+    b.check_boundary(_exp(method=[fault], rollbacks=[fault]), {}, cfg)
+    assert b._activity_positions(
+        {"steady-state-hypothesis": {"probes": [fault, "x"]}, "method": "m", "rollbacks": [1, fault]}
+    ) == {"steady-state-hypothesis.probes[0]": id(fault), "rollbacks[1]": id(fault)}
+    assert b._activity_positions({"steady-state-hypothesis": "h"}) == {}
+
+
+def test_a_function_name_that_is_not_plain_is_quoted(cfg: FleetConfig) -> None:
+    odd = {"type": "python", "module": "drctl.chaos.actions", "func": "x\x1b[2J"}
+    assert _violation(b.check_boundary, _exp(method=[{"name": "a", "provider": odd}]), {}, cfg) == (
+        "method[0] 'a': drctl.chaos.actions.'x\\x1b[2J' is not one of drctl's drill functions"
+    )
+    number = {"type": "python", "module": "drctl.chaos.actions", "func": 7}
+    assert _violation(b.check_boundary, _exp(method=[{"name": "a", "provider": number}]), {}, cfg) == (
+        "method[0] 'a': drctl.chaos.actions.7 is not one of drctl's drill functions"
+    )
+    assert b.role({"type": "http", "module": "drctl.chaos.actions", "func": "kill_gateway"}) == "probe"
+    assert b.role({"module": "drctl.chaos.actions", "func": "clear_faults"}) == "probe"
+
+
+def test_the_env_sentinel_is_found_wherever_it_sits() -> None:
+    s = b.ENV_SENTINEL
+    assert not b._mentions_env({"a": [1, "x", {"b": None}], "c": 2.5})
+    for value in (s, f"http://{s}/x", [1, s], (s,), {"k": s}, {s: 1}, {"a": [{"b": f"x{s}"}]}):
+        assert b._mentions_env(value), value
