@@ -129,5 +129,8 @@ _.__annotations__
 # docs/gitops.md's table and the example Argo CD and Flux ignore entries equal to.
 OWNED
 
-# drctl/client/codec_server.py: socketserver reads it when the server listens.
-_.request_queue_size
+# drctl/client/codec_http.py: asyncio calls a protocol's eof_received; logging reads a record's
+# levelno; the CLI and tests read server_address (http.server's name for it).
+_.eof_received
+_.levelno
+_.server_address
