@@ -7,12 +7,16 @@ what is checked is when weights are programmed, and the status the route then ca
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from drctl.config.schema import load_config
 from drctl.devstack.gateway_controller import ROUTES, GatewayController, haproxy_weights
 from drctl.devstack.kube import RegionCluster, serve_cluster
+from drctl.devstack.region import seed
+from tests.support.config import write_fleet_config
 from tests.support.ports import free_port
 
 NS = "inference"
@@ -100,3 +104,20 @@ def test_gateway_api_weights_are_scaled_to_haproxy_keeping_proportions() -> None
     route = _route([{"name": "llm-stable", "weight": 999_000}, {"name": "llm-canary", "weight": 1_000}])
     assert haproxy_weights(route, TRACK_OF) == {"stable": 256, "canary": 1}
     assert haproxy_weights(_route([{"name": "llm-canary"}]), TRACK_OF) == {"stable": 0, "canary": 1}
+
+
+@pytest.mark.parametrize(
+    ("kind", "parents"), [("gateway-api", [{"name": "us-west-1-gateway"}]), ("haproxy", None)]
+)
+async def test_the_seeded_route_is_attached_only_when_the_regional_tier_is_the_gateway_api(
+    tmp_path: Path, kind: str, parents: list[dict[str, str]] | None
+) -> None:
+    """On the gateway-api tier the controller drives the region gateway from the route; on the
+    HAProxy tier the route is detached, so nothing fights drctl's runtime weights."""
+    regional = {"kind": "gateway-api", "httproute": "llm"} if kind == "gateway-api" else {"kind": "haproxy"}
+    cfg = load_config(write_fleet_config(tmp_path, {"traffic": {"regional": regional}}))
+    async with serve_cluster("127.0.0.1", free_port()) as cluster:
+        await seed(cluster, cfg, "us-west-1")
+        route = cluster.read_object(ROUTES, cfg.region("us-west-1").kube.namespace, "llm")
+    assert ([{"name": p["name"]} for p in route["spec"].get("parentRefs") or []] or None) == parents
+    assert [r["name"] for r in route["spec"]["rules"][0]["backendRefs"]] == ["llm-stable"]
