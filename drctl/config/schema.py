@@ -357,6 +357,43 @@ class HAProxyGlobal(_Model):
     )
 
 
+class Route53HealthCheck(_Model):
+    """The health check drctl creates and owns for each region record (drctl/providers/route53_health.py)."""
+
+    enabled: bool = Field(
+        True,
+        description="Create one Route 53 health check per region record and attach it on every UPSERT, so "
+        "DNS leaves out a dead region even while drctl or the Route 53 API cannot act (data-plane "
+        "recovery). drctl's weights still decide while it runs.",
+    )
+    protocol: Literal["HTTP", "HTTPS"] = Field("HTTPS", description="How Route 53 checks the region gateway.")
+    port: int | None = Field(
+        None, ge=1, le=65535, description="Port checked; default 443 for HTTPS and 80 for HTTP."
+    )
+    path: str = Field(
+        "/health",
+        description="Path on the region gateway that answers 2xx only while a ready replica serves "
+        "(docs/production.md, 'Data-plane health checks').",
+        pattern=r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,254}$",
+    )
+    request_interval_s: Literal[10, 30] = Field(
+        10, description="Seconds between checks from each Route 53 checker (10 is the fast interval)."
+    )
+    failure_threshold: int = Field(
+        3, ge=1, le=10, description="Consecutive failed checks before Route 53 counts the region unhealthy."
+    )
+    targets: dict[str, Token] = Field(
+        default_factory=dict,
+        description="Host name or IP address checked per region; default the region's record value "
+        "(traffic.global.targets).",
+    )
+
+    @property
+    def detect_s(self) -> int:
+        """Checks x interval: how long Route 53's checkers take to see a dead region (before DNS TTL)."""
+        return self.request_interval_s * self.failure_threshold
+
+
 class Route53Global(_Model):
     kind: Literal["route53"] = Field(..., description="Global tier provider kind.")
     hosted_zone_id: str = Field(
@@ -387,6 +424,10 @@ class Route53Global(_Model):
     )
     targets: dict[str, Token] = Field(
         ..., description="Record value per region: the region's load balancer name or address."
+    )
+    health_check: Route53HealthCheck = Field(
+        default_factory=Route53HealthCheck,
+        description="The Route 53 health check drctl owns per region record.",
     )
 
 
@@ -773,6 +814,11 @@ class FleetConfig(_Model, RegionsByName[RegionConfig]):
             missing = [n for n in names if n not in g.targets]
             if missing:
                 raise ValueError(f"traffic.global.targets has no record value for: {', '.join(missing)}")
+            stray = sorted(set(g.health_check.targets) - set(names))
+            if stray:
+                raise ValueError(
+                    f"traffic.global.health_check.targets names unknown regions: {', '.join(stray)}"
+                )
         if isinstance(self.traffic.regional_tier, HAProxyRegional):
             missing = [r.name for r in self.regions if not r.gateway_runtime_socket]
             if missing:
