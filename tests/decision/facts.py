@@ -129,3 +129,20 @@ def tick_of(
 def remembered(**regions: dict[str, Any]) -> DecisionMemory:
     """A memory with the given per-region fields."""
     return DecisionMemory(regions={r: RegionMemory(**kw) for r, kw in regions.items()})
+
+
+W3 = {"us-west-1": 50, "us-east-1": 30, "eu-west-1": 20}
+
+
+def three_regions(i: int, w: dict[str, int]) -> FleetEvidence:
+    """The issue's three-region case under 40 streams: us-west-1 loses one of its two replicas at
+    tick 1, us-east-1 dies at tick 4."""
+    east = {"probe": dead()} if i >= 4 else {}
+    return fleet(
+        [
+            loaded("us-west-1", 50, w, 40, ready=1 if i >= 1 else 2),
+            loaded("us-east-1", 30, w, 40, **east),
+            loaded("eu-west-1", 20, w, 40),
+        ],
+        w,
+    )

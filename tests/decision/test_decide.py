@@ -7,28 +7,29 @@ from typing import Any
 import pytest
 
 from drctl.decision import DecisionConfig, DecisionMemory, FleetEvidence, Verdict, decide, note_apply_failed
-from tests.decision.facts import at, checked, dead, fleet, loaded, passive, probe, region, remembered, run
+from tests.decision.facts import (
+    W3,
+    at,
+    checked,
+    dead,
+    fleet,
+    loaded,
+    passive,
+    probe,
+    region,
+    remembered,
+    run,
+    three_regions,
+)
 
 CFG = DecisionConfig(interval_s=10, failure_threshold=3, recovery_threshold=3, return_stable_s=30)
-W3 = {"us-west-1": 50, "us-east-1": 30, "eu-west-1": 20}
 
 
 def test_three_regions_a_lost_replica_then_a_dead_region() -> None:
     """The issue's case: 50/30/20 with two replicas each under 40 streams; us-west-1 loses one of its
     two replicas, then us-east-1 dies. Its share must not all go to the region with one replica."""
 
-    def world(i: int, w: dict[str, int]) -> FleetEvidence:
-        east = {"probe": dead()} if i >= 4 else {}
-        return fleet(
-            [
-                loaded("us-west-1", 50, w, 40, ready=1 if i >= 1 else 2),
-                loaded("us-east-1", 30, w, 40, **east),
-                loaded("eu-west-1", 20, w, 40),
-            ],
-            w,
-        )
-
-    steps = run(CFG, world, 8, dict(W3))
+    steps = run(CFG, three_regions, 8, dict(W3))
     actions = [d.action for _, d in steps]
     assert actions[:3] == ["hold", "hold", "shed"]  # the breach window (2 s) passes by the next tick
     # 0.4 load a point; us-west-1 keeps 30 points (12 usable), 20 shed by headroom 30:40.
