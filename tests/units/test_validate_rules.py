@@ -470,3 +470,88 @@ def test_activities_lists_every_section_in_order() -> None:
         "a": 1,
     }
     assert v._drctl_extension({"extensions": None}) == {}
+
+
+def test_pauses_are_numbers_from_zero_to_the_drill_timeout(cfg: FleetConfig, tmp_path: Path) -> None:
+    short = tuned(cfg, "drills", timeout_s=250)
+
+    def paused(pauses: Any, where: str = "method") -> Path:
+        exp = shipped_experiment()
+        exp[where][0]["pauses"] = pauses
+        return _write(tmp_path, "paused.json", exp)
+
+    for ok in ({"before": 0}, {"after": 0.5}, {"before": 1, "after": 2}, {}):
+        v.validate_experiment(paused(ok), short)
+    v.validate_experiment(paused({"before": 30}, "rollbacks"), short)
+    for bad in ({"before": -0.01}, {"before": 250.01}, {"before": True}, {"before": None}):
+        assert _refusal(paused(bad), short) == (
+            "method 'kill-all-target-region-replicas': pause before must be 0..250 seconds (drills.timeout_s)"
+        ), bad
+    # Pauses that are not a mapping are chaoslib's to refuse, as a refusal rather than a crash.
+    assert _refusal(paused(5), short) == (
+        "Chaos Toolkit validation: malformed experiment (AttributeError: 'int' object has no attribute 'get')"
+    )
+    # Within the drill's timeout, but not within the time budget: named by the budget instead.
+    assert _refusal(paused({"after": 250}), short).startswith(
+        "method[0].pauses.after: the experiment may take 422s"
+    )
+
+
+def test_the_document_rules_apply_to_json_and_yaml_alike(cfg: FleetConfig, tmp_path: Path) -> None:
+    long_title = shipped_experiment()
+    long_title["title"] = "t" * 16_385
+    assert _refusal(_write(tmp_path, "long.json", long_title), cfg) == (
+        "title: a value longer than 16,384 characters (16,385)"
+    )
+    long_title["title"] = "t" * 16_384
+    assert v.validate_experiment(_write(tmp_path, "edge.json", long_title), cfg).title == "t" * 200
+    huge = shipped_experiment()
+    huge["tags"] = [2**53 + 1]
+    assert (
+        _refusal(_write(tmp_path, "huge.json", huge), cfg) == "tags[0]: an integer beyond ±2^53 (16 digits)"
+    )
+    text = yaml.safe_dump(shipped_experiment()) + "x-a: &a 1\nx-b: *a\n"
+    assert _refusal(_write(tmp_path, "alias.yaml", text), cfg).startswith(
+        f"line {text.count(chr(10))}: YAML alias *a is not allowed in an experiment"
+    )
+    on_yes = yaml.safe_dump(shipped_experiment()) + "on: 1\n"
+    assert _refusal(_write(tmp_path, "on.yaml", on_yes), cfg).startswith("(top level): key True is not text")
+    dup = "title: a\ntitle: b\n"
+    assert _refusal(_write(tmp_path, "dup.yaml", dup), cfg) == (
+        "duplicate key 'title' (first at line 1, again at line 2) at line 2"
+    )
+
+
+def test_unknown_top_level_keys_are_named_sorted_and_short(cfg: FleetConfig, tmp_path: Path) -> None:
+    exp = shipped_experiment()
+    exp["runtime"] = {"rollbacks": {"strategy": "never"}}
+    exp["z" * 60] = 1
+    assert _refusal(_write(tmp_path, "top.json", exp), cfg) == (
+        f"top-level key(s) not allowed in a drill: runtime, {'z' * 40} (drctl sets the run's strategy)"
+    )
+    for key in ("version", "tags", "contributions"):
+        ok = shipped_experiment()
+        ok[key] = ok.get(key) or ({"reliability": "high"} if key == "contributions" else ["x"])
+        v.validate_experiment(_write(tmp_path, "ok.json", ok), cfg)
+
+
+def test_the_declared_target_is_the_env_entrys_default_or_the_plain_value(cfg: FleetConfig) -> None:
+    assert (
+        v._declared_target({"configuration": {"target_region": {"type": "env", "default": "e"}}}, None) == "e"
+    )
+    assert v._declared_target({"configuration": {"target_region": "w"}}, None) == "w"
+    assert v._declared_target({"configuration": {"target_region": "w"}}, "given") == "given"
+    assert v._default("kill_replicas", "count") == 1 and v._default("clear_faults", "track") == "stable"
+    assert (
+        v._default("kill_region_replicas", "region") is None and v._default("kill_gateway", "track") is None
+    )
+
+
+def test_argument_types_are_refused_through_the_validation(cfg: FleetConfig, tmp_path: Path) -> None:
+    exp = shipped_experiment("replica-loss")
+    exp["method"][0]["provider"]["arguments"]["count"] = 1.5
+    assert _refusal(_write(tmp_path, "typed.json", exp), cfg) == (
+        "method[0].provider.arguments.count: must be an integer, not 1.5"
+    )
+    exp["method"][0]["provider"]["arguments"]["count"] = 2
+    v.validate_experiment(_write(tmp_path, "typed.json", exp), cfg)
