@@ -13,7 +13,6 @@ import math
 from datetime import timedelta
 from typing import Any
 
-
 EXAMPLES = "e.g. 90, 90s, 5m or 1h30m"
 
 

@@ -24,6 +24,7 @@ def fmt_weights(weights: dict[str, Any]) -> str:
 
     return fmt(weights)
 
+
 app = typer.Typer()
 
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Generic
+from typing import Any, Generic
 
 import typer
 from rich.live import Live

@@ -9,7 +9,6 @@ import typer
 from drctl.cli import common, complete
 from drctl.cli.operation import RunOptions, run_options
 from drctl.cli.upgrade import new_id, parse_steps, plan_rows, render
-from drctl.models.migration import MigrationResult, migration_request
 
 app = typer.Typer()
 
@@ -43,6 +42,8 @@ def migrate(
     run: RunOptions,
 ) -> None:
     """Move the workload from one region's cluster to another's, and its traffic after it."""
+    from drctl.models.migration import MigrationResult, migration_request
+
     cfg = common.load(config)
     cfg.region(from_)
     cfg.region(to)

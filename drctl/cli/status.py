@@ -306,7 +306,7 @@ def status(
     hint = "drctl failback" + ("" if config == common.CONFIG else f" -c {config}")
     data = common.run_async(lambda: collect(cfg, timeout, hint))
     if not common.printed_json(output, data):
-        common.console.print(*renderables(cfg, data))
+        common.console.print(*renderables(cfg, data), sep="\n")  # one line each, however wide
     raise typer.Exit(exit_code(data))
 
 

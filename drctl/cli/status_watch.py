@@ -48,7 +48,7 @@ def watch(cfg: FleetConfig, timeout_s: float, interval_s: float) -> int:
                     Group(*renderables(cfg, data), Text(time.strftime("updated %H:%M:%S"))), refresh=True
                 )
             elif _facts(data) != last:
-                common.console.print(Text(time.strftime("--- %H:%M:%S")), *renderables(cfg, data))
+                common.console.print(Text(time.strftime("--- %H:%M:%S")), *renderables(cfg, data), sep="\n")
                 last = _facts(data)
             # The next refresh must have time to read (MIN_READ_S) before the deadline.
             if time.monotonic() + interval_s + MIN_READ_S >= deadline:

@@ -6,20 +6,36 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from drctl.cli import common
-from drctl.cli.gitops import gitops_rows
 from drctl.cli.operation import RunOptions, run_options
-from drctl.client.connection import connect, ui_link
-from drctl.config.schema import FleetConfig
-from drctl.models.migration import MigrationRequest, MigrationResult
-from drctl.models.upgrade import Strategy, UpgradeRequest, UpgradeResult, UpgradeStatus, upgrade_request
+
+# The models and the Temporal client load when a command runs, not for -h or Tab completion.
+if TYPE_CHECKING:
+    from drctl.config.schema import FleetConfig
+    from drctl.models.migration import MigrationRequest, MigrationResult
+    from drctl.models.upgrade import UpgradeRequest, UpgradeResult
+
+
+class StrategyChoice(StrEnum):
+    """--strategy's choices: drctl.models.upgrade.Strategy's values (tests/units/test_cli_options.py)."""
+
+    CANARY = "canary"
+    BLUE_GREEN = "blue-green"
+
+
+def ui_link(cfg: FleetConfig, wid: str) -> str:
+    from drctl.client.connection import ui_link as link
+
+    return link(cfg, wid)
+
 
 app = typer.Typer(
     name="upgrade",
@@ -74,6 +90,9 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 
 def render(res: UpgradeResult | MigrationResult, link: str, out: Console = common.console) -> None:
     """The result table: outcome, reason, backup, each wave, and what every region now runs."""
+    from drctl.cli.gitops import gitops_rows
+    from drctl.models.migration import MigrationResult
+
     t = Table(title=f"{type(res).__name__.removesuffix('Result').lower()}: {res.outcome.value}")
     t.add_column("", overflow="fold")
     t.add_column("", overflow="fold")
@@ -105,6 +124,8 @@ def render(res: UpgradeResult | MigrationResult, link: str, out: Console = commo
 
 def plan_rows(req: UpgradeRequest | MigrationRequest) -> list[tuple[str, str]]:
     """The gist of an upgrade's or a migration's input, for a --dry-run table."""
+    from drctl.models.migration import MigrationRequest
+
     a = req.limits
     common_rows = [
         ("backup first", ", ".join(f"{r} {ns}" for r, ns in getattr(req, "namespaces", {}).items())),
@@ -139,7 +160,9 @@ def _workflow_id(cfg: FleetConfig, kind: str, ident: str) -> str:
 def upgrade(
     ctx: typer.Context,
     image: Annotated[str | None, typer.Option("--image", help="New image, with a tag or digest.")] = None,
-    strategy: Annotated[Strategy, typer.Option("--strategy", help="canary or blue-green.")] = Strategy.CANARY,
+    strategy: Annotated[
+        StrategyChoice, typer.Option("--strategy", help="canary or blue-green.")
+    ] = StrategyChoice.CANARY,
     steps: Annotated[
         str | None, typer.Option("--steps", help="Canary weights, e.g. 5,25,50,100 (default from config).")
     ] = None,
@@ -156,6 +179,8 @@ def upgrade(
     """Start an upgrade (`drctl upgrade --image IMG`), or manage one (subcommands)."""
     if ctx.invoked_subcommand:
         return
+    from drctl.models.upgrade import Strategy, UpgradeResult, upgrade_request
+
     if not image:
         raise common.UserError("--image is required, e.g. drctl upgrade --image vllm/vllm-openai:v0.6.4")
     cfg = common.load(config)
@@ -166,7 +191,7 @@ def upgrade(
         cfg.region(r)  # unknown region: exit 2 listing the known ones
     if waves is not None and len(set(waves)) != len(waves):
         raise common.UserError(f"--regions names a region twice: {regions}")
-    req = upgrade_request(cfg, new_id(), image, strategy, waves, step_list, parse_env(env))
+    req = upgrade_request(cfg, new_id(), image, Strategy(strategy.value), waves, step_list, parse_env(env))
     wid = f"upgrade/{cfg.name}/{req.upgrade_id}"
     if run.dry_run:
         common.print_plan(run.output, f"upgrade to {image}", wid, req, plan_rows(req))
@@ -221,6 +246,8 @@ def _send(
     async def go() -> Any:
         from temporalio.client import WorkflowUpdateFailedError
 
+        from drctl.client.connection import connect
+
         handle = (await connect(cfg)).get_workflow_handle(wid)
         try:
             return await handle.execute_update(name, {"reason": reason, "by": by})
@@ -271,7 +298,11 @@ def status(
     cfg = common.load(config)
     wid = _workflow_id(cfg, "upgrade", upgrade_id)
 
+    from drctl.models.upgrade import UpgradeStatus
+
     async def go() -> UpgradeStatus:
+        from drctl.client.connection import connect
+
         handle = (await connect(cfg)).get_workflow_handle(wid)
         try:
             return await handle.query("status", result_type=UpgradeStatus)

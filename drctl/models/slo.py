@@ -205,7 +205,7 @@ class SloWatchResult(BaseModel):
             return f"restored {self.restored_s:.1f}s after the fault: {self.evidence}"
         if self.met is None:
             return (
-                f"no traffic to judge: {self.evidence} in {self.observed_s - self.started_s:.1f}s of watching"
+                f"no traffic to judge in {self.observed_s - self.started_s:.1f}s of watching: {self.evidence}"
             )
         if self.restored_s is not None:
             return f"not restored within {within_s:g}s: restored only {self.restored_s:.1f}s after the fault"

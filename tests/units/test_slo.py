@@ -114,7 +114,9 @@ def test_a_trickle_of_requests_is_no_traffic_to_judge_not_outside_the_objective(
     slow = judge_slo([*trickle, iv(12, requests=1, p99=900)], obj)
     assert slow.judged and slow.evidence == "ttft_p99 900 ms > 200 ms at 13.0s"
     res = SloWatchResult(region="us-east-1", met=None, evidence=got.evidence, started_s=8, observed_s=19)
-    assert res.summary(30).startswith("no traffic to judge: requests answered in only 3.0s")
+    assert res.summary(30).startswith(
+        "no traffic to judge in 11.0s of watching: requests answered in only 3.0s"
+    )
 
 
 def test_not_restored_names_the_metric_that_breached_last() -> None:
@@ -134,7 +136,7 @@ def test_not_restored_names_the_metric_that_breached_last() -> None:
     )  # fmt: skip
     assert (
         quiet.summary(30)
-        == "no traffic to judge: no request reached the target's replicas in 3.5s of watching"
+        == "no traffic to judge in 3.5s of watching: no request reached the target's replicas"
     )
 
 
