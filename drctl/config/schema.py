@@ -308,7 +308,13 @@ class FailoverConfig(_Model):
     verify_timeout_s: float = Field(
         15.0, gt=0, description="Deadline for the post-shift verification, seconds."
     )
-    rollout_timeout_s: float = Field(120.0, gt=0, description="Deadline for a pre-scale rollout, seconds.")
+    rollout_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Least time a rollout wait (pre-scale, upgrade, migration) allows, seconds; it allows the "
+        "Deployment's progressDeadlineSeconds plus workload.model_load_s when that is longer, and the "
+        "controller's ProgressDeadlineExceeded ends it sooner.",
+    )
     rebalance: RebalanceMode = Field(
         "automatic",
         description="A region short of capacity or breaching the objective sheds only its excess share to the "
