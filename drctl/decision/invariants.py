@@ -132,10 +132,11 @@ def retreat_within_one_tick(steps: list[Step], config: DecisionConfig) -> list[V
     or below its share before that step, unless no other region could take it."""
     out = []
     for (_, prev), (ev, now) in zip(steps, steps[1:], strict=False):
-        if prev.advisory or prev.action not in ("failback", "return"):
+        # A step only advised was never applied; a next decision only advised cannot move anything.
+        if prev.advisory or now.advisory or prev.action not in ("failback", "return"):
             continue
         for r in _gainers(prev):
-            if now.verdicts[r] is Verdict.HEALTHY or now.verdicts[r] is Verdict.DOWN and now.advisory:
+            if now.verdicts[r] is Verdict.HEALTHY:
                 continue
             others = [o for o, v in now.verdicts.items() if o != r and v is Verdict.HEALTHY]
             if others and now.weights_after[r] > prev.weights_before[r]:

@@ -124,3 +124,11 @@ def test_level_fill_lifts_the_low_ones_to_one_level() -> None:
 )
 def test_largest_remainder(shares: dict[str, float], want: dict[str, int]) -> None:
     assert largest_remainder(shares) == want
+
+
+def test_a_region_with_no_weight_says_nothing_of_a_point() -> None:
+    regions = {
+        "a": region("a", 50, capacity=capacity(load=30.0)),
+        "b": region("b", 50, capacity=capacity(load=10.0)),
+    }
+    assert load_per_point(regions, {"a": 60, "b": 0}, {"a", "b"}) == 0.5

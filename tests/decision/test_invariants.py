@@ -270,3 +270,19 @@ def test_weights_not_summing_to_100_compare_as_shares(
 ) -> None:
     d = decision(before, after, {"a": H, "b": U, "c": H})
     assert [v.detail.split()[0] for v in no_share_onto_unsafe(EV, d, CFG)] == flagged
+
+
+def test_retreat_is_not_asked_of_an_advised_decision() -> None:
+    stepped = step(0, {"a": 0, "b": 100}, {"a": 34, "b": 66}, {"a": H, "b": H}, **FAILBACK)
+    advised = step(
+        10,
+        {"a": 34, "b": 66},
+        {"a": 34, "b": 66},
+        {"a": D, "b": H},
+        action="failover",
+        rule="failover",
+        advisory=True,
+    )
+    assert retreat_within_one_tick([stepped, advised], CFG) == []
+    applied = step(10, {"a": 34, "b": 66}, {"a": 34, "b": 66}, {"a": D, "b": H}, action="hold", rule="hold")
+    assert names(retreat_within_one_tick([stepped, applied], CFG)) == ["retreat_within_one_tick"]

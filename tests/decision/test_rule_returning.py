@@ -130,3 +130,30 @@ def test_three_regions_take_from_those_above_home_by_excess() -> None:
     assert out is not None
     # 34 back from b (30 over home) and c (20 over): 3:2.
     assert out.weights == {"a": 34, "b": 40, "c": 26}
+
+
+def test_a_donor_in_its_window_gives_nothing_and_the_others_only_their_excess() -> None:
+    ev = fleet(
+        [region("a", 50, capacity=capacity(per_replica=None)), region("b", 30), region("c", 20)],
+        {"a": 0, "b": 70, "c": 30},
+    )
+    mem = remembered(a=stable(), b={"last_direction": 1, "last_direction_change_at": at(10), "since": at(0)})
+    out = returning(tick_of(ev, CFG, at(30), mem), [])
+    assert out is not None
+    assert out.weights == {"a": 10, "b": 70, "c": 20}
+    assert out.region_updates["a"]["last_step_pct"] == 10
+
+
+def test_two_regions_return_at_once() -> None:
+    ev = fleet(
+        [
+            region("a", 40, capacity=capacity(per_replica=None)),
+            region("b", 40, capacity=capacity(per_replica=None)),
+            region("c", 20),
+        ],
+        {"a": 30, "b": 20, "c": 50},
+    )
+    out = returning(tick_of(ev, CFG, at(30), remembered(a=stable(by="shed"), b=stable(by="shed"))), [])
+    assert out is not None
+    # Deficits 10 and 20 (steps 10 and 20), c's excess 30 covers both.
+    assert (out.action, out.weights) == ("return", {"a": 40, "b": 40, "c": 20})

@@ -136,3 +136,24 @@ def test_unknown_excess_is_not_shed() -> None:
 def test_spacing_is_measured_from_now() -> None:
     out = shed(tick_of(world(), CFG, at(13), breached()), [])
     assert out is not None and out.fleet_updates["next_shed_at"] == at(13) + timedelta(seconds=20)
+
+
+def test_loading_replicas_are_not_lost_share() -> None:
+    from drctl.decision.rules.shed import _excess
+
+    regions = [
+        region(
+            "a",
+            60,
+            capacity=capacity(ready=1, loading=1, desired=3, per_replica=None, load=30.0),
+            probe=probe(queue_waiting=4.0),
+            passive=passive(ttft_p99_ms=900.0),
+        ),
+        region("b", 40, capacity=capacity(per_replica=None, load=10.0)),
+    ]
+    tick = tick_of(fleet(regions, {"a": 60, "b": 40}), CFG, at(10), remembered(a={"breach_since": at(0)}))
+    assert _excess(tick, "a") == pytest.approx(20.0)  # 1 of 3 lost, 1 loading: a third of 60
+    out = shed(tick, [])
+    assert out is not None and out.weights == {"a": 40, "b": 60}
+    bare = tick_of(fleet([region("a", 60, capacity=None), regions[1]], {"a": 60, "b": 40}), CFG, at(10))
+    assert _excess(bare, "a") is None

@@ -164,3 +164,10 @@ def test_scenarios_are_a_pure_function_of_seed_and_family(family: str) -> None:
     assert sizes == {2, 3, 4, 5}
     with pytest.raises(ValueError, match="unknown scenario family 'meteor'"):
         generate(1, "meteor")
+
+
+def test_users_ttft_is_the_slowest_region_that_serves_more_than_one_percent_of_them() -> None:
+    world = _world(load_rps=10.0, weights={"a": 90, "b": 10})
+    _steps(world, 2, [Fault("slow", 0, None, "b", {"factor": 20.0})])
+    assert world.user_ttft_ms() == pytest.approx(world.regions["b"].ttft_ms)
+    assert world.regions["b"].ttft_ms > 10 * world.regions["a"].ttft_ms

@@ -257,3 +257,16 @@ def test_reasons_name_the_count() -> None:
     assert reason.endswith("passed 1/2")
     _, reason, _ = judge_region(region("a", 50, probe=None), mem, CFG, at(50))
     assert reason == "no probe this tick; stays RECOVERING"
+
+
+@pytest.mark.parametrize(
+    ("kw", "condition"),
+    [
+        ({"probe": probe(completions_tried=0, completions_ok=0)}, Verdict.HEALTHY),
+        ({"capacity": None}, Verdict.HEALTHY),
+        ({"capacity": None, "probe": probe(replicas_failing=["r1"], completions_ok=1)}, Verdict.DEGRADED),
+    ],
+)
+def test_observe_without_completions_or_capacity(kw: dict[str, Any], condition: Verdict) -> None:
+    seen = observe(region("a", 50, **kw), None, CFG)
+    assert seen.condition is condition

@@ -51,6 +51,7 @@ def returning(tick: Tick, notes: list[str]) -> Outcome | None:
     donors = {r: e for r, e in donors.items() if not tick.turning(r, -1)}
     if not steps or not donors:
         return None
+    # A donor within its stability window gives nothing: the others give at most their excess.
     total = min(sum(steps.values()), sum(donors.values()))
     floats = {r: float(w) for r, w in tick.base.items()}
     given = sum(steps.values())
