@@ -18,6 +18,7 @@ with a dict keyed by what must be unique, so judging 100,000 regions or webhooks
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -66,7 +67,8 @@ def _kube_key(kube: KubeConfig) -> tuple[str, ...]:
     if kube.in_cluster:
         return ("in-cluster",)
     # A context of one kubeconfig; no context is the kubeconfig's current one.
-    return ("kubeconfig", kube.kubeconfig_path or "", kube.context or "")
+    where = os.path.realpath(kube.kubeconfig_path) if kube.kubeconfig_path else ""
+    return ("kubeconfig", where, kube.context or "")
 
 
 def region_clashes(cfg: FleetConfig) -> list[Problem]:
@@ -120,7 +122,8 @@ def secret_roles(cfg: FleetConfig) -> list[tuple[str, str, str]]:
         if env:
             rows.append((path, role, f"environment variable {env}"))
         if file:
-            rows.append((path, role, f"file {file!r}"))  # a path is free text: shown escaped
+            # One file however it is spelled (a symlink, `..`); a path is free text: shown escaped.
+            rows.append((path, role, f"file {os.path.realpath(file)!r}"))
 
     auth = cfg.workload.auth
     if auth:

@@ -11,7 +11,6 @@ Self-contained sections (passive signals, the data tier's buckets) live in their
 
 from __future__ import annotations
 
-import os
 import typing
 from collections import Counter
 from pathlib import Path
@@ -872,8 +871,9 @@ class FleetConfig(_Model, RegionsByName[RegionConfig]):
         if not files:
             return []
         roots = secret_roots(self.secret_dirs, self.source_path)
-        base = config_dir(self.source_path) if self.source_path else os.getcwd()
-        return [where for where, path in files if not inside(os.path.join(base, path), roots)]
+        # load_config made every path absolute against the config's real directory; one still
+        # relative (a config parsed from text) is read from the working directory, so judged there.
+        return [where for where, path in files if not inside(path, roots)]
 
     # --- helpers used everywhere ----------------------------------------------------------------
 
