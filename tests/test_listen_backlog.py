@@ -1,4 +1,5 @@
-"""The HTTP servers on the standard library listen with a deep accept queue.
+"""drctl's HTTP servers (the test stub, the codec server, the worker's endpoint) listen with a deep
+accept queue.
 
 http.server listens with a backlog of 5: past it the kernel drops a burst's SYNs, and a client
 whose connect timeout is shorter than the 3 s SYN retransmit fails although the server is up
@@ -8,13 +9,20 @@ the GIL, and two of them got 503). Connects here are made before the server acce
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import shutil
 import socket
 
 from drctl.client.codec import AesGcmCodec, parse_keys
 from drctl.client.codec_server import CodecServer
+from drctl.config.schema import load_config
+from drctl.worker.endpoint import serve
+from drctl.worker.link import TemporalLink
+from tests.support.config import write_fleet_config
 from tests.support.http_stub import Reply, StubServer
+from tests.support.ports import free_port
 
 BURST = 64
 
@@ -50,3 +58,20 @@ def test_the_codec_server_queues_a_burst_before_it_accepts() -> None:
         assert _burst_connects(httpd.server_address[1]) == BURST
     finally:
         httpd.server_close()
+
+
+def test_the_worker_endpoint_queues_a_burst_before_it_accepts() -> None:
+    path = write_fleet_config()
+    try:
+        cfg = load_config(path)
+        cfg = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"http_host": "127.0.0.1"})})
+        port = free_port()
+
+        async def burst() -> int:
+            async with serve(cfg, None, lambda: [], port, link=TemporalLink("127.0.0.1:1")):
+                # Called on the event loop itself: nothing accepts while the burst connects.
+                return _burst_connects(port)
+
+        assert asyncio.run(burst()) == BURST
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
