@@ -48,13 +48,15 @@ def _over_usable(region: RegionEvidence, config: DecisionConfig) -> bool:
     return cap is not None and room is not None and cap.load is not None and cap.load > room
 
 
-def _saturated(region: RegionEvidence, last_finished: float | None) -> str | None:
+def _saturated(region: RegionEvidence, last_finished: float | None, config: DecisionConfig) -> str | None:
     """Why a probe that got no completion is a full region, not a dead one; None if it is not.
 
-    Replaces drctl/models/saturation.py::saturation: capacity was lost, the serving replicas fail
-    only for a late first token, requests wait and the replicas keep finishing them."""
+    Replaces drctl/models/saturation.py::saturation: capacity was lost or the load is over usable
+    capacity (loading replicas are coming, not lost), the serving replicas fail only for a late
+    first token, requests wait and the replicas keep finishing them. With neither, a full queue is
+    a gray failure (TTFT x20 fills the slots as load does) and the failure stands."""
     probe = region.probe
-    if probe is None or _lost_capacity(region) <= 0:
+    if probe is None or (_lost_capacity(region) <= 0 and not _over_usable(region, config)):
         return None
     if set(probe.replicas_failing) - set(probe.replicas_late_only):
         return None
@@ -67,7 +69,7 @@ def _saturated(region: RegionEvidence, last_finished: float | None) -> str | Non
         return None
     return (
         f"saturated, not down: {probe.queue_waiting:g} waiting, {done:g} finished since the last "
-        f"probe, {_lost_capacity(region)} replica(s) lost"
+        f"probe, {_lost_capacity(region)} replica(s) lost, load over usable: {_over_usable(region, config)}"
     )
 
 
@@ -101,7 +103,7 @@ def observe(region: RegionEvidence, last_finished: float | None, config: Decisio
     if cap is not None and cap.ready == 0:
         return Observation("fail", Verdict.DOWN, f"no ready replica ({cap.loading} loading)")
     if probe.completions_tried > 0 and probe.completions_ok == 0:
-        why = _saturated(region, last_finished)
+        why = _saturated(region, last_finished, config)
         if why is not None:
             return Observation("pass", Verdict.SATURATED, why)
         errors = ", ".join(probe.errors) or "no answer"

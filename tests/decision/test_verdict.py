@@ -165,6 +165,27 @@ OBSERVATIONS: list[tuple[str, dict[str, Any], float | None, str, Verdict]] = [
         "fail",
         Verdict.DOWN,
     ),
+    (
+        "nothing lost but load over usable: saturated",
+        {"probe": late(), "capacity": capacity(load=16.5)},
+        100.0,
+        "pass",
+        Verdict.SATURATED,
+    ),
+    (
+        "nothing lost, load at usable: down",
+        {"probe": late(), "capacity": capacity(load=16.0)},
+        100.0,
+        "fail",
+        Verdict.DOWN,
+    ),
+    (
+        "replicas loading, the ready ones over usable: saturated",
+        {"probe": late(), "capacity": capacity(ready=1, loading=1, load=9.0)},
+        100.0,
+        "pass",
+        Verdict.SATURATED,
+    ),
 ]
 
 
