@@ -2,7 +2,8 @@
 
 Remotes are defined through rclone's environment configuration (RCLONE_CONFIG_<REMOTE>_<KEY>), so
 no config file is written and credentials stay in the subprocess environment: they come from the
-environment variables an endpoint names, or boto3's credential chain, never from workflow input.
+environment variables an endpoint names, or boto3's credential chain (session token included, as
+temporary keys need it), never from workflow input. Exit codes and log reading: rclone_errors.
 """
 
 from __future__ import annotations
@@ -15,42 +16,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import boto3
+
 from drctl.config.schema import FleetConfig
 from drctl.models.rpo import LagReport, ReplicaPair, SourceObject, TransferStats, compute_lag
-from drctl.providers import executables
-from drctl.providers.aws import EMULATOR_KEYS
+from drctl.providers import aws, executables
 from drctl.providers.errors import ErrorClass, ProviderError
+from drctl.providers.rclone_errors import TIMED_OUT, RcloneError, last_error, unanswered
 
-# rclone exit codes (docs: "Exit Code"): which ones a retry can heal.
-_EXIT: dict[int, tuple[str, bool]] = {
-    1: ("RcloneUsage", False),
-    3: ("NotFound", False),  # directory (bucket) not found
-    4: ("NotFound", False),
-    5: ("Unavailable", True),  # temporary error
-    7: ("RcloneFatal", False),  # e.g. bad credentials, access denied
-}
-
-
-class RcloneError(ProviderError):
-    def __init__(self, action: str, code: int, detail: str) -> None:
-        kind, retryable = _EXIT.get(code, ("RcloneFailed", True))
-        super().__init__(
-            ErrorClass(kind=kind, retryable=retryable, message=f"{action}: rclone exit {code}: {detail}")
-        )
-        self.code = code
-
-
-def _last_error(lines: list[str]) -> str:
-    for line in reversed(lines):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            if line.strip():
-                return line.strip()[:300]
-            continue
-        if isinstance(entry, dict) and entry.get("level") in ("error", "critical"):
-            return str(entry.get("msg", "")).strip()[:300]
-    return "no error message"
+__all__ = ["Rclone", "RcloneError", "parse_stats"]
 
 
 def parse_stats(line: str) -> TransferStats | None:
@@ -76,33 +50,36 @@ class Rclone:
     def __init__(self, cfg: FleetConfig, timeout_s: float | None = None) -> None:
         self.cfg = cfg
         self.timeout_s = timeout_s or cfg.data.check_timeout_s
+        self._session: boto3.Session | None = None
 
     # --- environment ------------------------------------------------------------------------------
 
-    def _credentials(self, region: str) -> tuple[str, str] | None:
+    def _credentials(self, region: str) -> aws.Keys | None:
         ep = self.cfg.data.endpoint(region)
         if ep.access_key_id_env and ep.secret_access_key_env:
-            key, secret = os.environ.get(ep.access_key_id_env), os.environ.get(ep.secret_access_key_env)
-            if not key or not secret:
+            names = [ep.access_key_id_env, ep.secret_access_key_env, *filter(None, [ep.session_token_env])]
+            unset = [n for n in names if not os.environ.get(n)]
+            if unset:
                 raise ProviderError(
                     ErrorClass(
                         kind="Unauthorized",
                         retryable=False,
-                        message=f"data.endpoints.{region}: {ep.access_key_id_env} "
-                        f"or {ep.secret_access_key_env} is not set",
+                        message=f"data.endpoints.{region}: {' and '.join(unset)} not set",
                     )
                 )
-            return key, secret
-        import boto3
-
-        creds = boto3.Session().get_credentials()
-        if creds is not None:
-            frozen = creds.get_frozen_credentials()
-            return frozen.access_key, frozen.secret_key
-        if self._endpoint_url(region):
+            token = os.environ[ep.session_token_env] if ep.session_token_env else None
+            return aws.Keys(os.environ[ep.access_key_id_env], os.environ[ep.secret_access_key_env], token)
+        # One session per Rclone: botocore refreshes its temporary keys (web identity) in place,
+        # instead of a new AssumeRoleWithWebIdentity for every rclone command.
+        if self._session is None:
+            self._session = boto3.Session()
+        keys = aws.resolved_keys(self._session)
+        if keys is None and self._endpoint_url(region):
             # A keyless emulator (moto) still needs a signature; same rule as drctl.providers.aws.
-            return EMULATOR_KEYS["aws_access_key_id"], EMULATOR_KEYS["aws_secret_access_key"]
-        return None
+            return aws.Keys(
+                aws.EMULATOR_KEYS["aws_access_key_id"], aws.EMULATOR_KEYS["aws_secret_access_key"], None
+            )
+        return keys
 
     def _endpoint_url(self, region: str) -> str | None:
         return self.cfg.data.endpoint(region).endpoint_url or self.cfg.aws.endpoint_url
@@ -122,11 +99,17 @@ class Rclone:
                 if url.startswith("http://"):
                     # rclone loads AWS_CA_BUNDLE even for plain HTTP and fails (LoadCustomCABundleError).
                     env.pop("AWS_CA_BUNDLE", None)
-            creds = self._credentials(region)
-            if creds:
-                env[prefix + "ACCESS_KEY_ID"], env[prefix + "SECRET_ACCESS_KEY"] = creds
+            keys = self._credentials(region)
+            if keys:
+                env[prefix + "ACCESS_KEY_ID"], env[prefix + "SECRET_ACCESS_KEY"] = (
+                    keys.access_key,
+                    keys.secret_key,
+                )
+                if keys.token:
+                    env[prefix + "SESSION_TOKEN"] = keys.token
                 env[prefix + "ENV_AUTH"] = "false"
             else:
+                # rclone's own chain (the Go SDK's: environment, shared files, web identity, roles).
                 env[prefix + "ENV_AUTH"] = "true"
         return env
 
@@ -183,10 +166,10 @@ class Rclone:
                 proc.kill()
                 proc.wait()
         if code != 0:
-            detail = _last_error(lines) if code > 0 else f"killed after {self.timeout_s:g} s"
+            detail = last_error(lines) if code > 0 else f"killed after {self.timeout_s:g} s"
             raise RcloneError(
                 f"{pair.mode} {pair.source_bucket} → {pair.replica_region}/{pair.replica_bucket}",
-                code,
+                code if code > 0 else TIMED_OUT,
                 detail,
             )
         return last
@@ -198,17 +181,18 @@ class Rclone:
         remotes: dict[str, str],
         ok_codes: tuple[int, ...] = (0,),
         deadline: float | None = None,
-    ) -> str:
+    ) -> subprocess.CompletedProcess[str]:
         """One rclone command, within `timeout_s` and before `deadline` (time.monotonic()), if given."""
         timeout_s = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
         if timeout_s <= 0:
-            raise RcloneError(action, -1, f"not started: the {self.timeout_s:g} s bound was spent")
+            raise RcloneError(action, TIMED_OUT, f"not started: the {self.timeout_s:g} s bound was spent")
         try:
             # Few, short retries: an unreachable store must answer "unknown" within the caller's bound.
             done = subprocess.run(
                 [
                     executables.path(executables.RCLONE),
                     *argv,
+                    "--use-json-log",
                     "--contimeout",
                     "3s",
                     "--low-level-retries",
@@ -222,17 +206,20 @@ class Rclone:
                 env=self.env(remotes),
             )
         except subprocess.TimeoutExpired:
-            raise RcloneError(action, -1, f"no answer within {timeout_s:g} s") from None
+            raise RcloneError(action, TIMED_OUT, f"no answer within {timeout_s:g} s") from None
         if done.returncode not in ok_codes:
-            raise RcloneError(action, done.returncode, _last_error(done.stderr.splitlines()))
-        return done.stdout
+            raise RcloneError(action, done.returncode, last_error(done.stderr.splitlines()))
+        return done
 
     def check(self, pair: ReplicaPair, deadline: float | None = None) -> tuple[set[str], set[str]]:
-        """`rclone check --one-way`: (paths missing in the replica, paths that differ)."""
-        # Exit 1 means "differences found", which is an answer here, not a failure; an unreadable
-        # bucket shows as "!" lines plus a non-zero error count and is raised below.
-        out = self._run(
-            f"check {pair.key}",
+        """`rclone check --one-way`: (paths missing in the replica, paths that differ).
+
+        Raises RcloneError when the check could not compare everything, as when the replica
+        cannot be listed: rclone then exits 1 too, the code it gives for differences found.
+        """
+        action = f"check {pair.key}"
+        done = self._run(
+            action,
             [
                 "check",
                 f"src:{pair.source_bucket}",
@@ -248,7 +235,7 @@ class Rclone:
         missing, differ, errors = set(), set(), []
         # --combined marks: "+" only in the source (missing in the replica), "*" differs, "!" error,
         # "=" identical, "-" only in the replica (not lag; --one-way mostly omits it).
-        for line in out.splitlines():
+        for line in done.stdout.splitlines():
             mark, _, path = line.partition(" ")
             if mark == "+":
                 missing.add(path)
@@ -256,22 +243,31 @@ class Rclone:
                 differ.add(path)
             elif mark == "!":
                 errors.append(path)
+        if done.returncode == 1:
+            why = unanswered(done.stderr.splitlines(), len(missing) + len(differ) + len(errors))
+            if why is not None:
+                raise RcloneError(action, 1, why)
         if errors:
-            raise RcloneError(
-                f"check {pair.key}", 1, f"{len(errors)} object(s) could not be compared: {errors[0]}"
-            )
+            raise RcloneError(action, 1, f"{len(errors)} object(s) could not be compared: {errors[0]}")
         return missing, differ
 
     def list_objects(self, region: str, bucket: str, deadline: float | None = None) -> list[SourceObject]:
-        out = self._run(
+        """Every object with the time the store received it (S3 LastModified), from one listing.
+
+        --use-server-modtime: without it rclone reads each object's original file mtime (S3
+        metadata X-Amz-Meta-Mtime, a HEAD per object), so a week-old file uploaded a second ago
+        would read as a week of lag, and a large bucket would cost a request per object
+        (--no-mimetype: the MIME type, unused here, costs the same HEAD).
+        """
+        done = self._run(
             f"list {region}/{bucket}",
-            ["lsjson", "-R", "--files-only", f"src:{bucket}"],
+            ["lsjson", "-R", "--files-only", "--use-server-modtime", "--no-mimetype", f"src:{bucket}"],
             {"src": region},
             deadline=deadline,
         )
         return [
             SourceObject(path=o["Path"], size=int(o["Size"]), mod_time=datetime.fromisoformat(o["ModTime"]))
-            for o in json.loads(out or "[]")
+            for o in json.loads(done.stdout or "[]")
         ]
 
     def measure_lag(self, pair: ReplicaPair, deadline: float | None = None) -> LagReport:

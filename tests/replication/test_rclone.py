@@ -17,26 +17,7 @@ from tests.support.fault_proxy import Fault, KubeFaultProxy
 from tests.support.loop_thread import LoopThread
 from tests.support.moto import aws_client
 from tests.support.ports import free_port
-
-BASE = """
-name: t
-regions:
-  - {{name: us-west-1, weight: 60, gateway_url: "http://127.0.0.1:1", kube: {{api_url: "http://127.0.0.1:2"}}}}
-  - {{name: us-east-1, weight: 40, gateway_url: "http://127.0.0.1:3", kube: {{api_url: "http://127.0.0.1:4"}}}}
-traffic: {{global_endpoint: "http://127.0.0.1:5", global: {{kind: haproxy, runtime_socket: /tmp/x.sock}},
-          regional: {{kind: gateway-api}}}}
-aws: {{region: us-east-1, endpoint_url: "{url}"}}
-data:
-{data}
-"""
-
-
-def fleet(url: str, src: str, dst: str, mode: str = "copy", extra: str = "") -> FleetConfig:
-    data = (
-        f"  buckets:\n    - {{name: models, mode: {mode}, source: {{region: us-west-1, bucket: {src}}},\n"
-        f"       replicas: [{{region: us-east-1, bucket: {dst}}}]}}\n{extra}"
-    )
-    return parse_config(BASE.format(url=url, data=data))
+from tests.support.replication import BASE, fleet
 
 
 def s3(url: str) -> Any:
@@ -179,5 +160,102 @@ def test_a_measurement_answers_within_its_one_bound(moto_url: str, buckets: tupl
         # A bound already spent starts no rclone at all, and says so.
         lag = rc.measure_lag(pair, deadline=time.monotonic())
         assert lag.error and f"not started: the {bound:g} s bound was spent" in lag.error, lag
+    finally:
+        loop.close()
+
+
+def s3_error(code: str) -> str:
+    """An S3 error body as S3 sends it."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{code} (injected)</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>"
+    )
+
+
+def test_an_unreadable_replica_is_an_unknown_lag_not_in_sync(moto_url: str, buckets: tuple[str, str]) -> None:
+    """rclone check against a replica answering 403 exits 1 with no --combined line, the code it
+    also gives for differences found: that is no answer, and the lag is unknown with S3's reason."""
+    src, dst = buckets
+    loop, port = LoopThread(), free_port()
+    proxy = KubeFaultProxy(moto_url)
+    denied = proxy.add(Fault("GET", f"/{dst}/?", status=403, body=s3_error("AccessDenied")))
+    loop.serve_app(proxy.app(), port)
+    try:
+        cfg = fleet(f"http://127.0.0.1:{port}", src, dst)
+        rc, pair = Rclone(cfg), pair_of(cfg)
+        Rclone(fleet(moto_url, src, dst)).transfer(pair)  # in sync, as far as anyone can read
+        lag = rc.measure_lag(pair)
+        assert denied.hits >= 1
+        assert lag.lag_s is None and lag.error and "AccessDenied" in lag.error, lag
+        # A copy into it: a 403 is not healed by a retry.
+        with pytest.raises(RcloneError) as info:
+            rc.transfer(pair)
+        assert (info.value.error.kind, info.value.error.retryable) == ("Forbidden", False), info.value
+    finally:
+        loop.close()
+
+
+def test_a_throttled_replica_is_retryable(moto_url: str, buckets: tuple[str, str]) -> None:
+    """rclone exits 1 (uncategorised) for a 503 SlowDown too: a retry heals it, so it must not be
+    the permanent failure a usage error is."""
+    src, dst = buckets
+    loop, port = LoopThread(), free_port()
+    proxy = KubeFaultProxy(moto_url)
+    proxy.add(Fault("GET", f"/{dst}/?", status=503, body=s3_error("SlowDown")))
+    loop.serve_app(proxy.app(), port)
+    try:
+        cfg = fleet(f"http://127.0.0.1:{port}", src, dst)
+        with pytest.raises(RcloneError) as info:
+            Rclone(cfg).list_objects("us-east-1", dst)
+        assert info.value.code == 1 and info.value.error.retryable, info.value
+        assert info.value.error.kind == "RateLimited"
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "retryable"),
+    [
+        (1, "RcloneError", True),  # uncategorised, no S3 code in the message
+        (2, "RcloneUsage", False),
+        (3, "NotFound", False),
+        (4, "NotFound", False),
+        (5, "Unavailable", True),
+        (6, "RcloneNoRetry", False),
+        (7, "RcloneFatal", False),
+        (8, "TransferLimit", True),
+        (9, "NoFilesTransferred", False),
+        (-1, "Timeout", True),
+    ],
+)
+def test_exit_codes_follow_rclones_table(code: int, kind: str, retryable: bool) -> None:
+    err = RcloneError("copy a → b", code, "something failed").error
+    assert (err.kind, err.retryable) == (kind, retryable)
+    assert f"rclone exit {code}" in err.message
+
+
+def test_lag_counts_from_the_upload_not_the_files_mtime(moto_url: str, buckets: tuple[str, str]) -> None:
+    """A week-old model file (rclone and `aws s3 cp` keep its mtime in X-Amz-Meta-Mtime) uploaded a
+    moment ago is a moment of lag; and the listing reads no object one by one."""
+    src, dst = buckets
+    loop, port = LoopThread(), free_port()
+    proxy = KubeFaultProxy(moto_url)
+    heads = proxy.add(Fault("HEAD", ".*", times=0))  # counts, never fails
+    loop.serve_app(proxy.app(), port)
+    try:
+        cfg = fleet(moto_url, src, dst)
+        pair = pair_of(cfg)
+        Rclone(cfg).transfer(pair)
+        week_ago = time.time() - 7 * 86400
+        s3(moto_url).put_object(
+            Bucket=src, Key="weights/old.safetensors", Body=b"w" * 64, Metadata={"mtime": f"{week_ago:.9f}"}
+        )
+        lag = Rclone(cfg).measure_lag(pair)
+        assert lag.missing == 1 and lag.oldest_unreplicated == "weights/old.safetensors", lag
+        assert lag.lag_s is not None and lag.lag_s < 3600, lag  # a week would be 604800
+        # The same measurement through a proxy that counts HEADs: one listing, no request per object.
+        counted = Rclone(fleet(f"http://127.0.0.1:{port}", src, dst)).measure_lag(pair)
+        assert counted.missing == 1 and counted.source_objects == len(MODEL_FILES) + 1, counted
+        assert heads.hits == 0
     finally:
         loop.close()
