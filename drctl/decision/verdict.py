@@ -51,12 +51,15 @@ def _over_usable(region: RegionEvidence, config: DecisionConfig) -> bool:
 def _saturated(region: RegionEvidence, last_finished: float | None, config: DecisionConfig) -> str | None:
     """Why a probe that got no completion is a full region, not a dead one; None if it is not.
 
-    Replaces drctl/models/saturation.py::saturation: capacity was lost or the load is over usable
-    capacity (loading replicas are coming, not lost), the serving replicas fail only for a late
-    first token, requests wait and the replicas keep finishing them. With neither, a full queue is
-    a gray failure (TTFT x20 fills the slots as load does) and the failure stands."""
+    Replaces drctl/models/saturation.py::saturation: fewer replicas serve than desired (lost, or
+    still loading: capacity coming, never failing) or the load is over usable capacity, the serving
+    replicas fail only for a late first token, requests wait and the replicas keep finishing them.
+    With neither, a full queue is a gray failure (TTFT x20 fills the slots as load does) and the
+    failure stands."""
     probe = region.probe
-    if probe is None or (_lost_capacity(region) <= 0 and not _over_usable(region, config)):
+    cap = region.capacity
+    short = cap is not None and cap.ready < cap.desired
+    if probe is None or not (short or _over_usable(region, config)):
         return None
     if set(probe.replicas_failing) - set(probe.replicas_late_only):
         return None
@@ -69,7 +72,7 @@ def _saturated(region: RegionEvidence, last_finished: float | None, config: Deci
         return None
     return (
         f"saturated, not down: {probe.queue_waiting:g} waiting, {done:g} finished since the last "
-        f"probe, {_lost_capacity(region)} replica(s) lost, load over usable: {_over_usable(region, config)}"
+        f"probe, short of replicas: {short}, load over usable: {_over_usable(region, config)}"
     )
 
 
