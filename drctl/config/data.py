@@ -7,13 +7,16 @@ in the file: an endpoint names the environment variables that hold them, read by
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from drctl.config.strict import EnvVarName, HttpUrl, StrictModel, Token
 
 BUCKET_NAME = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+REGION_NAME = r"^[a-z0-9][a-z0-9-]{1,40}$"
+# A name that must be one of the fleet's regions: patterned too, so an unknown one prints plainly.
+RegionName = Annotated[str, Field(pattern=REGION_NAME)]
 
 
 _Model = StrictModel
@@ -45,7 +48,7 @@ class S3Endpoint(_Model):
 
 
 class BucketLocation(_Model):
-    region: str = Field(..., description="Fleet region whose endpoint serves this bucket.")
+    region: RegionName = Field(..., description="Fleet region whose endpoint serves this bucket.")
     bucket: str = Field(..., pattern=BUCKET_NAME, description="Bucket name.")
 
 

@@ -6,7 +6,7 @@ documented in docs/configuration.md (Passive signals).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -28,7 +28,7 @@ class PrometheusSignals(_Model):
     selector: str = Field(
         "",
         description="Extra label matchers for every series, e.g. 'job=\"vllm\"' (no braces).",
-        pattern=r"^[^{}]*$",
+        pattern=r"^[^{}\x00-\x1f\x7f]*$",
     )
     timeout_s: float = Field(2.0, gt=0, le=30, description="Timeout of one query, seconds.")
 
@@ -70,7 +70,7 @@ class PassiveConfig(_Model):
     max_age_s: float = Field(
         3.0, gt=0, le=600, description="A read older than this counts as missing, never as healthy, s."
     )
-    backends: list[str] | None = Field(
+    backends: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]] | None = Field(
         None, description="Gateway backends read with `show stat`; default the regional tier's backend."
     )
     prometheus: PrometheusSignals | None = Field(None, description="Where source 'prometheus' queries.")

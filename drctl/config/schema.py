@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from drctl.config.capacity import RebalanceLimits, RebalanceMode, SloConfig
-from drctl.config.data import DataConfig
+from drctl.config.data import BUCKET_NAME, REGION_NAME, DataConfig, RegionName
 from drctl.config.passive import PassiveConfig
 from drctl.config.quorum import QuorumConfig
 from drctl.config.regions import RegionsByName
@@ -98,7 +98,7 @@ class KubeConfig(_Model):
 
 
 class RegionConfig(_Model):
-    name: str = Field(..., description="Region name, e.g. us-west-1.", pattern=r"^[a-z0-9][a-z0-9-]{1,40}$")
+    name: str = Field(..., description="Region name, e.g. us-west-1.", pattern=REGION_NAME)
     weight: int = Field(..., ge=0, le=256, description="Configured global traffic weight (relative).")
     replicas: int = Field(2, ge=0, le=64, description="Replicas of the stable Deployment at steady state.")
     max_replicas: int = Field(
@@ -541,7 +541,9 @@ class VeleroConfig(_Model):
         "velero", description="Namespace of Velero's Backup and Restore objects."
     )
     storage_location: KubeObjectName = Field("default", description="BackupStorageLocation name.")
-    bucket: str = Field("drctl-backups", description="Object store bucket behind the storage location.")
+    bucket: str = Field(
+        "drctl-backups", description="Object store bucket behind the storage location.", pattern=BUCKET_NAME
+    )
     ttl: str = Field(
         "720h0m0s",
         description="Backup TTL, in Velero's duration format.",
@@ -601,10 +603,12 @@ class UpgradeConfig(_Model):
 
 
 class DrillConfig(_Model):
-    allowed_targets: list[str] = Field(
+    allowed_targets: list[RegionName] = Field(
         default_factory=list, description="Regions a drill may inject faults into; empty allows none."
     )
-    history_bucket: str = Field("drctl-drills", description="S3 bucket for drill reports.")
+    history_bucket: str = Field(
+        "drctl-drills", description="S3 bucket for drill reports.", pattern=BUCKET_NAME
+    )
     fault_injector: Literal["devstack", "kubernetes"] = Field(
         "kubernetes",
         description="How experiments inject faults: the dev stack's node agent, or the Kubernetes API.",
