@@ -134,3 +134,7 @@ OWNED
 _.eof_received
 _.levelno
 _.server_address
+
+# The decision core's settings from a fleet's spec: the monitor's wiring to drctl.decision (issue 26,
+# the step after the core) calls it; tests/decision/test_config.py runs it now.
+_.from_spec  # DecisionConfig
