@@ -110,6 +110,14 @@ def test_the_policy_grants_every_call_and_nothing_else() -> None:
     assert not granted - needed, f"granted but never called: {sorted(granted - needed)}"
 
 
+HEALTH_CHECK_ACTIONS = {
+    "route53:ChangeTagsForResource",
+    "route53:DeleteHealthCheck",
+    "route53:ListTagsForResources",
+    "route53:UpdateHealthCheck",
+}
+
+
 def test_every_resource_is_one_the_fleet_config_names() -> None:
     cfgs = [FleetConfig.model_validate(yaml.safe_load(p.read_text())) for p in OVERLAYS]
     zones = {f"arn:aws:route53:::hostedzone/{c.traffic.global_tier.hosted_zone_id}" for c in cfgs}  # type: ignore[union-attr]
@@ -131,6 +139,13 @@ def test_every_resource_is_one_the_fleet_config_names() -> None:
                 assert resource in zones, resource
             elif resource.startswith("arn:aws:route53:::change/"):
                 assert actions == ["route53:GetChange"] and resource == "arn:aws:route53:::change/*"
+            elif resource.startswith("arn:aws:route53:::healthcheck/"):
+                # The health checks drctl owns (tagged with the fleet): Route 53 has no tag conditions.
+                assert resource == "arn:aws:route53:::healthcheck/*", resource
+                assert set(actions) <= HEALTH_CHECK_ACTIONS, actions
+            elif resource == "*":
+                # Route 53 takes no resource for these two (API reference: CreateHealthCheck, ListHealthChecks).
+                assert set(actions) <= {"route53:CreateHealthCheck", "route53:ListHealthChecks"}, actions
             elif resource.startswith("arn:aws:s3:::") and "/" in resource.removeprefix("arn:aws:s3:::"):
                 assert resource in allowed_objects, resource
             elif resource.startswith("arn:aws:s3:::"):

@@ -13,6 +13,7 @@ unchanged; the activities layer maps them (drctl/providers/errors.py).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -22,9 +23,11 @@ from botocore.config import Config
 from drctl.config.schema import FleetConfig, Route53Global
 from drctl.providers import aws
 from drctl.providers.base import AppliedWeights
+from drctl.providers.route53_health import HealthChecks, HealthCheckSpec
 from drctl.providers.weights import validate_weights
 
 ROUTE53_MAX_WEIGHT = 255
+log = logging.getLogger(__name__)
 
 
 def _fqdn(name: str) -> str:
@@ -50,11 +53,14 @@ class Route53GlobalTraffic:
         set_identifiers: dict[str, str] | None = None,
         insync_timeout_s: float = 120.0,
         insync_poll_s: float = 2.0,
+        health_checks: HealthChecks | None = None,
     ) -> None:
         """Args:
         zone: hosted zone ID (`Z...` or `/hostedzone/Z...`), or a zone name (contains a dot) to look up.
         targets: record value per region.
         set_identifiers: SetIdentifier per region; default the region name.
+        health_checks: the health checks drctl owns, attached to every record it writes (None: the
+            records keep whatever health check they have).
         """
         self.client = client
         self.zone = zone
@@ -66,20 +72,25 @@ class Route53GlobalTraffic:
         self.insync_timeout_s = insync_timeout_s
         self.insync_poll_s = insync_poll_s
         self._zone_id: str | None = None
+        self.health_checks = health_checks
+        # What the last apply found changed outside drctl (health checks, records' health check ids).
+        self.drift: list[str] = []
 
     @classmethod
     def from_config(cls, cfg: FleetConfig, client: Any | None = None) -> Route53GlobalTraffic:
         tier = cfg.traffic.global_tier
         if not isinstance(tier, Route53Global):
             raise ValueError(f"traffic.global.kind is {tier.kind!r}, not 'route53'")
+        client = client or route53_client(cfg)
         return cls(
-            client or route53_client(cfg),
+            client,
             tier.hosted_zone_id,
             tier.record_name,
             tier.record_type,
             tier.ttl_s,
             {r: tier.targets[r] for r in cfg.region_names},
             {r.name: r.set_identifier for r in cfg.regions},
+            health_checks=owned_health_checks(cfg, client) if tier.health_check.enabled else None,
         )
 
     @property
@@ -187,14 +198,30 @@ class Route53GlobalTraffic:
                 weights, self.regions, max_weight=ROUTE53_MAX_WEIGHT, what="region", current=current
             )
         ttl = self._group_ttl(existing)
-        changes = [
-            {"Action": "UPSERT", "ResourceRecordSet": self._record(region, weight, existing, ttl)}
-            for region, weight in weights.items()
-        ]
+        records = {region: self._record(region, weight, existing, ttl) for region, weight in weights.items()}
+        ensured = self.health_checks.ensure() if self.health_checks is not None else None
+        self.drift = list(ensured.drift) if ensured else []
+        if ensured is not None:
+            for region, rrs in records.items():
+                mine = ensured.ids.get(region)
+                theirs = rrs.get("HealthCheckId")
+                if theirs and theirs != mine and theirs not in ensured.stale:
+                    self.drift.append(
+                        f"{region}: record {self.set_identifiers[region]} named health check {theirs}, "
+                        f"not drctl's; drctl attaches its own ({mine})"
+                    )
+                if mine:
+                    rrs["HealthCheckId"] = mine
+        for line in self.drift:
+            log.warning("Route 53 drift: %s", line)
+        changes = [{"Action": "UPSERT", "ResourceRecordSet": rrs} for rrs in records.values()]
         info = self.client.change_resource_record_sets(
             HostedZoneId=self.zone_id(),
             ChangeBatch={"Comment": f"drctl: region weights {weights}"[:256], "Changes": changes},
         )["ChangeInfo"]
+        if ensured is not None and ensured.stale:
+            # No record names them now (the UPSERT above re-pointed every record of ours).
+            self.health_checks.delete(ensured.stale)  # type: ignore[union-attr]
         return AppliedWeights(
             change_id=info["Id"], propagated=info["Status"] == "INSYNC", status=info["Status"]
         )
@@ -218,3 +245,23 @@ class Route53GlobalTraffic:
                     f"Route 53 change {applied.change_id} still PENDING after {self.insync_timeout_s:g}s"
                 )
             time.sleep(self.insync_poll_s)
+
+
+def owned_health_checks(cfg: FleetConfig, client: Any) -> HealthChecks:
+    """The fleet's Route 53 health checks, one per region, as traffic.global.health_check sets them."""
+    tier = cfg.traffic.global_tier
+    assert isinstance(tier, Route53Global)
+    hc = tier.health_check
+    port = hc.port or (443 if hc.protocol == "HTTPS" else 80)
+    specs = {
+        r: HealthCheckSpec(
+            target=hc.targets.get(r, tier.targets[r]),
+            port=port,
+            protocol=hc.protocol,
+            path=hc.path,
+            request_interval_s=hc.request_interval_s,
+            failure_threshold=hc.failure_threshold,
+        )
+        for r in cfg.region_names
+    }
+    return HealthChecks(client, cfg.name, specs)

@@ -22,16 +22,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.traffic import TrafficActivities
-from drctl.config.schema import FleetConfig, parse_config
 from drctl.models.activity_io import SetWeightsInput
 from drctl.models.traffic import PropagationInput
 from drctl.providers.errors import classify
 from drctl.providers.route53 import Route53GlobalTraffic
 from drctl.providers.traffic_factory import global_traffic
+from tests.support.route53_config import TARGETS, fleet
 from tests.support.route53_standin import Route53StandIn
 from tests.support.wait import wait_until
-
-TARGETS = {"us-west-1": "west.lb.example.net", "us-east-1": "east.lb.example.net"}
 
 
 @pytest.fixture(autouse=True)
@@ -39,29 +37,6 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # moto accepts any credentials, but botocore refuses to sign without some.
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-
-
-def fleet(moto_url: str, zone: str, domain: str = "example.com") -> FleetConfig:
-    """A fleet whose global tier is Route 53 zone `zone` (an ID or a name), record api.<domain>."""
-    return parse_config(
-        f"""
-name: r53
-regions:
-  - {{name: us-west-1, weight: 60, gateway_url: "http://127.0.0.1:1", kube: {{api_url: "http://127.0.0.1:2"}}}}
-  - {{name: us-east-1, weight: 40, gateway_url: "http://127.0.0.1:3", kube: {{api_url: "http://127.0.0.1:4"}},
-      route53_set_identifier: use1}}
-traffic:
-  global_endpoint: http://api.{domain}
-  global:
-    kind: route53
-    hosted_zone_id: "{zone}"
-    record_name: api.{domain}
-    ttl_s: 15
-    targets: {json.dumps(TARGETS)}
-  regional: {{kind: gateway-api}}
-aws: {{region: us-east-1, endpoint_url: "{moto_url}"}}
-"""
-    )
 
 
 @pytest.fixture
@@ -309,7 +284,8 @@ def _health_check(moto_url: str, host: str) -> str:
 
 
 def test_weight_change_keeps_health_check_alias_and_ttl(moto_url: str, zone: tuple[str, str]) -> None:
-    """UPSERT replaces the whole record set: everything but Weight must come back as it was."""
+    """UPSERT replaces the whole record set: everything but Weight must come back as it was (with
+    traffic.global.health_check off, the records' own health checks are the operator's)."""
     name, zid = zone
     west_hc, east_hc = (
         _health_check(moto_url, TARGETS["us-west-1"]),
@@ -346,7 +322,7 @@ def test_weight_change_keeps_health_check_alias_and_ttl(moto_url: str, zone: tup
         ],
     )
     before = _rrsets(moto_url, zid, name)
-    r53 = Route53GlobalTraffic.from_config(fleet(moto_url, zid, name))
+    r53 = Route53GlobalTraffic.from_config(fleet(moto_url, zid, name, health_checks=False))
     r53.set_weights({"us-west-1": 0, "us-east-1": 255})
     after = _rrsets(moto_url, zid, name)
     assert r53.get_weights() == {"us-west-1": 0, "us-east-1": 255}
