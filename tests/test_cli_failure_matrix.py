@@ -31,6 +31,10 @@ LEFT_OUT = {
     ("codec-server",): "serves until stopped",
     ("eks-token",): "reads no config and no Temporal: AWS credentials only",
     ("config", "schema"): "reads no config and no Temporal",
+    # The user's contexts file, not a fleet's config or Temporal: tests/units/test_cli_contexts.py.
+    ("config", "get-contexts"): "reads the contexts file only",
+    ("config", "use-context"): "writes the contexts file only",
+    ("config", "set-context"): "writes the contexts file, after loading the config it names",
 }
 
 # The minimal arguments of every other command (the config is added as -c).

@@ -9,30 +9,35 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from drctl.cli import backup_schedule, common, complete, reads
-from drctl.cli.launch import Launched
+from drctl.cli.lazy import Lazy
 from drctl.cli.operation import RunOptions, run_options
-from drctl.client.connection import ui_link
-from drctl.client.operations import search_attributes, summary
-from drctl.config.schema import FleetConfig
-from drctl.models.backup import (
-    BackupInfo,
-    BackupJob,
-    BackupJobResult,
-    BackupList,
-    BackupRequest,
-    RestoreJob,
-    RestoreRequest,
-    restore_scope,
-)
+
+# Loaded where a command runs, not for -h or Tab completion (drctl/cli/lazy.py).
+if TYPE_CHECKING:
+    import temporalio.client as _temporalio_client
+    import temporalio.common as _temporalio_common
+    import temporalio.exceptions as _temporalio_exceptions
+
+    import drctl.cli.launch as _cli_launch
+    import drctl.client.connection as _client_connection
+    import drctl.client.operations as _client_operations
+    import drctl.config.schema as _config_schema
+    import drctl.models.backup as _models_backup
+else:
+    _temporalio_client = Lazy("temporalio.client")
+    _temporalio_common = Lazy("temporalio.common")
+    _temporalio_exceptions = Lazy("temporalio.exceptions")
+    _cli_launch = Lazy("drctl.cli.launch")
+    _client_connection = Lazy("drctl.client.connection")
+    _client_operations = Lazy("drctl.client.operations")
+    _config_schema = Lazy("drctl.config.schema")
+    _models_backup = Lazy("drctl.models.backup")
 
 # `restore` is a top-level command beside the `backup` group: both live here and share the rendering.
 app = typer.Typer()
@@ -58,7 +63,7 @@ def _name(name: str | None, prefix: str) -> str:
     return name
 
 
-def _table(items: list[BackupInfo], title: str) -> Table:
+def _table(items: list[_models_backup.BackupInfo], title: str) -> Table:
     t = Table(title=title)
     for col in ("name", "phase", "items", "errors", "warnings", "started", "completed", "reason"):
         t.add_column(col, overflow="fold")
@@ -76,7 +81,7 @@ def _table(items: list[BackupInfo], title: str) -> Table:
     return t
 
 
-def render_job(res: BackupJobResult, link: str) -> None:
+def render_job(res: _models_backup.BackupJobResult, link: str) -> None:
     """The Backup or Restore object; a policy rejection is named on stderr (the exit code is 1)."""
     if res.info is not None:
         common.console.print(_table([res.info], f"{res.kind.lower()} in {res.region}"))
@@ -92,7 +97,7 @@ def render_job(res: BackupJobResult, link: str) -> None:
     common.console.print(f"UI: {link}", markup=False, highlight=False)
 
 
-def job_json(launched: Launched[BackupJobResult]) -> dict[str, Any]:
+def job_json(launched: _cli_launch.Launched[_models_backup.BackupJobResult]) -> dict[str, Any]:
     """The object with its workflow id and link; when rejected, the reason beside the object."""
     assert launched.done is not None
     res = launched.done.result
@@ -101,11 +106,11 @@ def job_json(launched: Launched[BackupJobResult]) -> dict[str, Any]:
     return {**(info or {}), **where} if res.ok else {"error": res.reason, "object": info, **where}
 
 
-def _region(cfg: FleetConfig, region: str | None) -> str:
+def _region(cfg: _config_schema.FleetConfig, region: str | None) -> str:
     return cfg.region(region).name if region else cfg.region_names[0]
 
 
-def _refuse_existing(cfg: FleetConfig, region: str, name: str) -> None:
+def _refuse_existing(cfg: _config_schema.FleetConfig, region: str, name: str) -> None:
     """Velero names are unique: re-using one would silently report the old backup as this one."""
     part = reads.ask(cfg, "backup", regions=[region], name=name).parts[f"backup/{region}"]
     if part.kind == "NotFound":
@@ -127,20 +132,20 @@ def create(
     """Back up the workload namespace of one region's cluster and wait for Velero to finish."""
     cfg = common.load(config)
     r = _region(cfg, region)
-    req = BackupRequest(
+    req = _models_backup.BackupRequest(
         region=r,
         name=_name(name, "manual"),
         namespaces=[cfg.region(r).kube.namespace],
         label_selector={"app": cfg.workload.app},
     )
-    job = BackupJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
+    job = _models_backup.BackupJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
     wid = f"backup/{cfg.name}/{req.name}"
     if run.dry_run:
         common.print_plan(run.output, f"backup {req.name} in {r}", wid, job, _backup_rows(req))
         return
     _refuse_existing(cfg, r, req.name)
 
-    async def start(client: Client) -> WorkflowHandle[Any, Any]:
+    async def start(client: _temporalio_client.Client) -> _temporalio_client.WorkflowHandle[Any, Any]:
         from workflows.backup import Backup
 
         try:
@@ -150,20 +155,23 @@ def create(
                 job,
                 id=wid,
                 task_queue=cfg.temporal.task_queue,
-                search_attributes=search_attributes(cfg.name, "backup", target=r, initiator=client.identity),
+                search_attributes=_client_operations.search_attributes(
+                    cfg.name, "backup", target=r, initiator=client.identity
+                ),
                 memo={"fleet": cfg.name, "operation": "backup", "target": r, "initiator": client.identity},
-                static_summary=summary("backup", cfg.name, client.identity, None, r),
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                static_summary=_client_operations.summary("backup", cfg.name, client.identity, None, r),
+                id_conflict_policy=_temporalio_common.WorkflowIDConflictPolicy.FAIL,
             )
-        except WorkflowAlreadyStartedError:
+        except _temporalio_exceptions.WorkflowAlreadyStartedError:
             raise common.UserError(
-                f"backup {req.name} is already being taken: {ui_link(cfg, wid)}", exit_code=1
+                f"backup {req.name} is already being taken: {_client_connection.ui_link(cfg, wid)}",
+                exit_code=1,
             ) from None
 
-    run.launch(cfg, "backup", start, BackupJobResult, render_job, job_json)
+    run.launch(cfg, "backup", start, _models_backup.BackupJobResult, render_job, job_json)
 
 
-def _backup_rows(req: BackupRequest) -> list[tuple[str, str]]:
+def _backup_rows(req: _models_backup.BackupRequest) -> list[tuple[str, str]]:
     selector = ", ".join(f"{k}={v}" for k, v in req.label_selector.items())
     return [
         ("Velero Backup", f"{req.name} in {req.region}'s cluster"),
@@ -173,7 +181,7 @@ def _backup_rows(req: BackupRequest) -> list[tuple[str, str]]:
     ]
 
 
-def _print(output: common.Output, items: list[BackupInfo], data: Any, title: str) -> None:
+def _print(output: common.Output, items: list[_models_backup.BackupInfo], data: Any, title: str) -> None:
     if not common.printed_json(output, data):
         common.console.print(_table(items, title))
 
@@ -187,7 +195,9 @@ def list_cmd(
     """Backups known to one region's Velero, newest first."""
     cfg = common.load(config)
     r = _region(cfg, region)
-    items = reads.value_of(reads.ask(cfg, "backups", regions=[r]), f"backups/{r}", BackupList).items
+    items = reads.value_of(
+        reads.ask(cfg, "backups", regions=[r]), f"backups/{r}", _models_backup.BackupList
+    ).items
     _print(output, items, [b.model_dump(mode="json") for b in items], f"backups in {r}")
 
 
@@ -204,7 +214,7 @@ def describe(
     info = reads.value_of(
         reads.ask(cfg, "backup", regions=[r], name=name),
         f"backup/{r}",
-        BackupInfo,
+        _models_backup.BackupInfo,
         f"no backup {name!r} in {r}; see `drctl backup list --region {r}`",
     )
     _print(output, [info], info.model_dump(mode="json"), f"backup {name} in {r}")
@@ -245,14 +255,14 @@ def restore(
             f"--namespace-mapping: {', '.join(outside)} is not a namespace a restore may write; allowed: "
             f"{', '.join(cfg.restore_namespaces(r))} (kube.namespace and backup.restore_namespaces)"
         )
-    req = RestoreRequest(
+    req = _models_backup.RestoreRequest(
         region=r,
         name=_name(None, f"restore-{backup}"[:40]),
         backup_name=backup,
         namespace_mapping=mapping,
         existing_resource_policy=policy,
     )  # type: ignore[arg-type]
-    job = RestoreJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
+    job = _models_backup.RestoreJob(fleet=cfg.name, queue=cfg.region(r).queue, request=req)
     wid = f"restore/{cfg.name}/{req.name}"
     if run.dry_run:
         rows = [
@@ -262,7 +272,7 @@ def restore(
                 "namespaces restored",
                 ", ".join(
                     f"{ns} → {mapping.get(ns, ns)}"
-                    for ns in restore_scope(mapping, cfg.restore_namespaces(r))
+                    for ns in _models_backup.restore_scope(mapping, cfg.restore_namespaces(r))
                 )
                 + " (any other namespace of the backup is left out)",
             ),
@@ -284,7 +294,7 @@ def restore(
         "restore",
         Restore.run,
         job,
-        BackupJobResult,
+        _models_backup.BackupJobResult,
         render_job,
         operation="restore",
         workflow_id=wid,

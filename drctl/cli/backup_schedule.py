@@ -10,19 +10,29 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from pydantic import BaseModel
 from rich.table import Table
 
 from drctl.cli import common, complete, reads
 from drctl.cli.durations import delta, go_duration
-from drctl.config.schema import FleetConfig
-from drctl.models.backup import ScheduleInfo, ScheduleList
-from drctl.models.reads import ReadResult, ScheduleWrite
+from drctl.cli.lazy import Lazy
 
-M = TypeVar("M", bound=BaseModel)
+# Loaded where a command runs, not for -h or Tab completion (drctl/cli/lazy.py).
+if TYPE_CHECKING:
+    import pydantic as _pydantic
+
+    import drctl.config.schema as _config_schema
+    import drctl.models.backup as _models_backup
+    import drctl.models.reads as _models_reads
+else:
+    _pydantic = Lazy("pydantic")
+    _config_schema = Lazy("drctl.config.schema")
+    _models_backup = Lazy("drctl.models.backup")
+    _models_reads = Lazy("drctl.models.reads")
+
+M = TypeVar("M", bound="_pydantic.BaseModel")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 app = typer.Typer(
     name="schedule",
@@ -38,7 +48,7 @@ RegionsOpt = Annotated[
 ]
 
 
-def _regions(cfg: FleetConfig, regions: list[str] | None) -> list[str]:
+def _regions(cfg: _config_schema.FleetConfig, regions: list[str] | None) -> list[str]:
     return [cfg.region(r).name for r in regions] if regions else cfg.region_names
 
 
@@ -85,7 +95,7 @@ def create(
     when = f"@every {every_go}" if every_go else str(cron)
     if dry_run:
         planned = [
-            ScheduleInfo(
+            _models_backup.ScheduleInfo(
                 name=name, region=r, schedule=when, ttl=ttl_go, namespaces=[cfg.region(r).kube.namespace]
             )
             for r in regions
@@ -99,7 +109,7 @@ def create(
     res = reads.change_schedules(
         cfg, "create", name, regions, schedule=when, ttl=ttl_go, labels={"app": cfg.workload.app}
     )
-    created = _written(res, regions, ScheduleInfo)
+    created = _written(res, regions, _models_backup.ScheduleInfo)
     if not common.is_document(output):
         for s in created:
             common.console.print(
@@ -108,7 +118,7 @@ def create(
     common.printed_json(output, created)
 
 
-def _written(res: ReadResult, regions: list[str], model: type[M]) -> list[M]:
+def _written(res: _models_reads.ReadResult, regions: list[str], model: type[M]) -> list[M]:
     """Each region's part; the regions written are said before the first failure is raised."""
     done: list[M] = []
     written: list[str] = []
@@ -136,7 +146,9 @@ def list_(
     cfg = common.load(config)
     regions = _regions(cfg, region)
     res = reads.ask(cfg, "schedules", regions=regions)
-    items = [s for r in regions for s in reads.value_of(res, f"schedules/{r}", ScheduleList).items]
+    items = [
+        s for r in regions for s in reads.value_of(res, f"schedules/{r}", _models_backup.ScheduleList).items
+    ]
     if common.printed_json(output, items):
         return
     t = Table(title="Velero schedules")
@@ -168,7 +180,7 @@ def delete(
         yes, f"Delete backup schedule {name!r} in {', '.join(regions)}?", f"delete schedule {name}"
     )
     res = reads.change_schedules(cfg, "delete", name, regions)
-    _written(res, regions, ScheduleWrite)
+    _written(res, regions, _models_reads.ScheduleWrite)
     if not common.is_document(output):
         for r in regions:
             common.console.print(f"schedule {name} deleted in {r}")

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from drctl.chaos.validate import validate_experiment
 from drctl.cli import common, complete, drill_schedule, reads
-from drctl.cli.launch import result_only
+from drctl.cli.lazy import Lazy
 from drctl.cli.operation import RunOptions, run_options
-from drctl.config.schema import FleetConfig
-from drctl.models.drill import DrillInput, DrillReport, ExperimentPlan
-from drctl.models.reads import DrillHistory, DrillReportText
 from drctl.models.safe_text import safe_text
+
+# Loaded where a command runs, not for -h or Tab completion (drctl/cli/lazy.py).
+if TYPE_CHECKING:
+    import drctl.chaos.validate as _chaos_validate
+    import drctl.cli.launch as _cli_launch
+    import drctl.config.schema as _config_schema
+    import drctl.models.drill as _models_drill
+    import drctl.models.reads as _models_reads
+else:
+    _chaos_validate = Lazy("drctl.chaos.validate")
+    _cli_launch = Lazy("drctl.cli.launch")
+    _config_schema = Lazy("drctl.config.schema")
+    _models_drill = Lazy("drctl.models.drill")
+    _models_reads = Lazy("drctl.models.reads")
 
 app = typer.Typer(name="drill", help="Chaos drills that measure the real RTO.", no_args_is_help=True)
 app.add_typer(drill_schedule.app)
@@ -26,7 +36,7 @@ TargetOpt = Annotated[
 ]
 
 
-def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
+def _print_plan(cfg: _config_schema.FleetConfig, plan: _models_drill.ExperimentPlan) -> None:
     common.console.print(
         f"[bold]Drill plan[/bold] (dry run: nothing is injected) for fleet [cyan]{cfg.name}[/cyan]"
     )
@@ -46,7 +56,7 @@ def _print_plan(cfg: FleetConfig, plan: ExperimentPlan) -> None:
         common.console.print(f"  {k:<20} {safe_text(v)}", markup=False, highlight=False)
 
 
-def render_report(r: DrillReport, link: str) -> None:
+def render_report(r: _models_drill.DrillReport, link: str) -> None:
     color = {"PASS": "green", "FAILED": "red", "ABORTED": "yellow"}[r.verdict.value]
     common.console.print(f"[bold {color}]{r.verdict.value}[/bold {color}] {r.id}")
     rto = f"{r.measured_rto_s:.1f} s" if r.measured_rto_s is not None else "n/a"
@@ -76,7 +86,7 @@ def run_cmd(
 ) -> None:
     """Run a drill now. Exits 0 only on PASS; 2 for an invalid experiment."""
     cfg = common.load(config)
-    plan = validate_experiment(experiment, cfg, target)
+    plan = _chaos_validate.validate_experiment(experiment, cfg, target)
     if run.dry_run:
         if not common.printed_json(run.output, plan.model_dump(mode="json", exclude={"text"})):
             _print_plan(cfg, plan)
@@ -93,13 +103,13 @@ def run_cmd(
         cfg,
         f"drill of {plan.name} against {plan.target_region}",
         "ChaosDrill",
-        DrillInput.from_config(cfg, plan),
-        DrillReport,
+        _models_drill.DrillInput.from_config(cfg, plan),
+        _models_drill.DrillReport,
         render_report,
         operation="drill",
         workflow_id=wid,
         target=plan.target_region,
-        as_json=result_only,
+        as_json=_cli_launch.result_only,
     )
 
 
@@ -114,7 +124,7 @@ def validate_cmd(
     run_cmd(experiment, config, target, dry_run=True, output=output)
 
 
-def _trend(reports: list[DrillReport]) -> dict[str, str]:
+def _trend(reports: list[_models_drill.DrillReport]) -> dict[str, str]:
     """Per report id: its RTO against the previous drill of the same experiment."""
     out: dict[str, str] = {}
     last: dict[str, float] = {}
@@ -132,7 +142,7 @@ def _trend(reports: list[DrillReport]) -> dict[str, str]:
     return out
 
 
-def _loss(r: DrillReport) -> str:
+def _loss(r: _models_drill.DrillReport) -> str:
     if r.data_loss_objects is None:
         return "-"
     return (
@@ -149,7 +159,7 @@ def history_cmd(
     """Past drills: date, experiment, verdict, measured RTO against target, trend."""
     cfg = common.load(config)
     res = reads.ask(cfg, "drill_history", regions=[], limit=limit)
-    reports = reads.value_of(res, "drill_history", DrillHistory).reports
+    reports = reads.value_of(res, "drill_history", _models_reads.DrillHistory).reports
     if common.printed_json(output, [r.model_dump(mode="json", exclude={"journal"}) for r in reports]):
         return
     trend = _trend(reports)
@@ -194,7 +204,7 @@ def report_cmd(
     cfg = common.load(config)
     res = reads.ask(cfg, "drill_report", regions=[], name=drill_id)
     got = reads.value_of(
-        res, "drill_report", DrillReportText, f"no report for {drill_id} in the drill history"
+        res, "drill_report", _models_reads.DrillReportText, f"no report for {drill_id} in the drill history"
     )
     if common.is_document(output):
         common.print_json(got.report.model_dump(mode="json"), output)

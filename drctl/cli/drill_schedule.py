@@ -11,25 +11,11 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
-from temporalio.client import (
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleAlreadyRunningError,
-    ScheduleHandle,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleRange,
-    ScheduleSpec,
-    ScheduleState,
-    ScheduleUpdate,
-)
-from temporalio.service import RPCError, RPCStatusCode
 
-from drctl.chaos.validate import validate_experiment
 from drctl.cli.common import (
     CONFIG,
     TABLE,
@@ -49,18 +35,34 @@ from drctl.cli.common import (
     run_async,
 )
 from drctl.cli.durations import delta, go_duration
-from drctl.client.connection import connect
-from drctl.client.operations import search_attributes
-from drctl.config.schema import FleetConfig
-from drctl.models.drill import MAX_ALTERNATIVES, DrillInput, drill_schedule_id
+from drctl.cli.lazy import Lazy
+
+# Loaded where a command runs, not for -h or Tab completion (drctl/cli/lazy.py).
+if TYPE_CHECKING:
+    import temporalio.client as _temporalio_client
+    import temporalio.service as _temporalio_service
+
+    import drctl.chaos.validate as _chaos_validate
+    import drctl.client.connection as _client_connection
+    import drctl.client.operations as _client_operations
+    import drctl.config.schema as _config_schema
+    import drctl.models.drill as _models_drill
+else:
+    _temporalio_client = Lazy("temporalio.client")
+    _temporalio_service = Lazy("temporalio.service")
+    _chaos_validate = Lazy("drctl.chaos.validate")
+    _client_connection = Lazy("drctl.client.connection")
+    _client_operations = Lazy("drctl.client.operations")
+    _config_schema = Lazy("drctl.config.schema")
+    _models_drill = Lazy("drctl.models.drill")
 
 app = typer.Typer(name="schedule", help="Weekly drills on Temporal Schedules.", invoke_without_command=True)
 
 NameOpt = Annotated[str, typer.Option("--name", help="Schedule name; one fleet can have several.")]
 
 
-def schedule_id(cfg: FleetConfig, name: str) -> str:
-    return drill_schedule_id(cfg.name, name)
+def schedule_id(cfg: _config_schema.FleetConfig, name: str) -> str:
+    return _models_drill.drill_schedule_id(cfg.name, name)
 
 
 _CRON_NAMES = r"\b(JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC|SUN|MON|TUE|WED|THU|FRI|SAT)\b"
@@ -122,16 +124,18 @@ def schedule_cmd(
         )
     if not experiment:
         raise UserError("give at least one --experiment file")
-    if len(experiment) > MAX_ALTERNATIVES + 1:
-        raise UserError(f"--experiment: at most {MAX_ALTERNATIVES + 1} files, not {len(experiment)}")
+    if len(experiment) > _models_drill.MAX_ALTERNATIVES + 1:
+        raise UserError(
+            f"--experiment: at most {_models_drill.MAX_ALTERNATIVES + 1} files, not {len(experiment)}"
+        )
     cfg = load(config)
     plans = [
-        validate_experiment(p, cfg, target) for p in experiment
+        _chaos_validate.validate_experiment(p, cfg, target) for p in experiment
     ]  # every file is validated before scheduling
-    spec = ScheduleSpec(cron_expressions=[_cron(cron)], jitter=jitter)
+    spec = _temporalio_client.ScheduleSpec(cron_expressions=[_cron(cron)], jitter=jitter)
     jitter_text = go_duration(jitter) if jitter else None
     sid = schedule_id(cfg, name)
-    drill_input = DrillInput.from_config(cfg, plans[0], plans[1:])
+    drill_input = _models_drill.DrillInput.from_config(cfg, plans[0], plans[1:])
     if dry_run:
         plan = {
             "schedule_id": sid,
@@ -154,30 +158,30 @@ def schedule_cmd(
         f"replacing schedule {sid} if it exists?",
         f"create or replace drill schedule {sid}",
     )
-    action = ScheduleActionStartWorkflow(
+    action = _temporalio_client.ScheduleActionStartWorkflow(
         "ChaosDrill",
         drill_input,
         id=f"drill/{cfg.name}/{name}",
         task_queue=cfg.temporal.task_queue,
     )
-    schedule = Schedule(
+    schedule = _temporalio_client.Schedule(
         action=action,
         spec=spec,
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-        state=ScheduleState(note=f"drills: {', '.join(p.name for p in plans)}"),
+        policy=_temporalio_client.SchedulePolicy(overlap=_temporalio_client.ScheduleOverlapPolicy.SKIP),
+        state=_temporalio_client.ScheduleState(note=f"drills: {', '.join(p.name for p in plans)}"),
     )
 
     async def go() -> list[str]:
-        client = await connect(cfg)
+        client = await _client_connection.connect(cfg)
         # Each drill it starts records who created the schedule (Temporal records no starter for them).
         by = f"schedule {sid} by {client.identity}"
-        action.typed_search_attributes = search_attributes(cfg.name, "drill", initiator=by)
+        action.typed_search_attributes = _client_operations.search_attributes(cfg.name, "drill", initiator=by)
         action.memo = {"fleet": cfg.name, "operation": "drill", "initiator": by}
         try:
             handle = await client.create_schedule(sid, schedule)
-        except ScheduleAlreadyRunningError:
+        except _temporalio_client.ScheduleAlreadyRunningError:
             handle = client.get_schedule_handle(sid)
-            await handle.update(lambda _: ScheduleUpdate(schedule=schedule))
+            await handle.update(lambda _: _temporalio_client.ScheduleUpdate(schedule=schedule))
         desc = await handle.describe()
         return [t.isoformat() for t in desc.info.next_action_times[:3]]
 
@@ -200,7 +204,7 @@ def list_cmd(config: ConfigOpt = CONFIG, output: OutputOpt = TABLE) -> None:
     prefix = schedule_id(cfg, "")
 
     async def go() -> list[dict[str, object]]:
-        client = await connect(cfg)
+        client = await _client_connection.connect(cfg)
         rows: list[dict[str, object]] = []
         async for entry in await client.list_schedules():
             if not entry.id.startswith(prefix):
@@ -239,10 +243,10 @@ _FULL = {"minute": (0, 59), "hour": (0, 23), "day_of_month": (1, 31), "month": (
 _DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
 
 
-def _calendar_text(spec: ScheduleSpec) -> str:
+def _calendar_text(spec: _temporalio_client.ScheduleSpec) -> str:
     """The server stores a cron expression as calendar specs; render them back as cron fields."""
 
-    def field(name: str, ranges: Sequence[ScheduleRange]) -> str:
+    def field(name: str, ranges: Sequence[_temporalio_client.ScheduleRange]) -> str:
         lo, hi = _FULL[name]
         if not ranges or (
             len(ranges) == 1
@@ -262,13 +266,13 @@ def _calendar_text(spec: ScheduleSpec) -> str:
 
 
 # Each schedule subcommand: its help, and what it does to the schedule.
-_SCHEDULE_OPS: dict[str, tuple[str, Callable[[ScheduleHandle], Awaitable[None]]]] = {
+_SCHEDULE_OPS: dict[str, tuple[str, Callable[[_temporalio_client.ScheduleHandle], Awaitable[None]]]] = {
     "pause": ("Pause a drill schedule.", lambda h: h.pause(note="paused with drctl")),
     "resume": ("Resume a paused drill schedule.", lambda h: h.unpause(note="resumed with drctl")),
     "delete": ("Delete a drill schedule.", lambda h: h.delete()),
     "trigger": (
         "Run a scheduled drill now (skipped if one is already running).",
-        lambda h: h.trigger(overlap=ScheduleOverlapPolicy.SKIP),
+        lambda h: h.trigger(overlap=_temporalio_client.ScheduleOverlapPolicy.SKIP),
     ),
 }
 
@@ -278,11 +282,11 @@ def _handle_op(config: Path | None, name: str, op: str, output: Output) -> None:
     sid = schedule_id(cfg, name)
 
     async def go() -> None:
-        handle = (await connect(cfg)).get_schedule_handle(sid)
+        handle = (await _client_connection.connect(cfg)).get_schedule_handle(sid)
         try:
             await _SCHEDULE_OPS[op][1](handle)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
+        except _temporalio_service.RPCError as exc:
+            if exc.status == _temporalio_service.RPCStatusCode.NOT_FOUND:
                 raise UserError(f"no drill schedule {sid} (see `drctl drill schedule list`)") from None
             raise
 

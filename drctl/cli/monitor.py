@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.table import Table
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 from drctl.cli import common
-from drctl.cli.launch import start_unless_running, stop_workflow
-from drctl.client.connection import connect, ui_link
-from drctl.client.monitor_view import live_status
-from drctl.config.schema import FleetConfig
-from drctl.models.fleet_spec import FleetSpec
-from drctl.models.monitor import MonitorInput, MonitorStatus
-from drctl.models.monitor_config import SpecUpdate
-from drctl.models.monitor_decisions import DecisionsView
+
+# The Temporal client and the models load where a command runs, not for -h or Tab completion.
+if TYPE_CHECKING:
+    from temporalio.client import Client, WorkflowHandle
+
+    from drctl.config.schema import FleetConfig
+    from drctl.models.monitor import MonitorStatus
+    from drctl.models.monitor_decisions import DecisionsView
 
 app = typer.Typer(
     name="monitor", help="The fleet's health monitor workflow (monitor/<fleet>).", no_args_is_help=True
@@ -32,6 +29,9 @@ def monitor_id(cfg: FleetConfig) -> str:
 
 async def start_monitor(client: Client, cfg: FleetConfig) -> tuple[WorkflowHandle[Any, Any], bool]:
     """Start the fleet's monitor unless it runs; returns (handle, started)."""
+    from drctl.cli.launch import start_unless_running
+    from drctl.models.fleet_spec import FleetSpec
+    from drctl.models.monitor import MonitorInput
     from workflows.monitor import FleetMonitor
 
     arg = MonitorInput(spec=FleetSpec.from_config(cfg))
@@ -45,6 +45,11 @@ async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> 
 
     Applied by the monitor between probe rounds; regions in both configs keep their state.
     """
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from drctl.models.fleet_spec import FleetSpec
+    from drctl.models.monitor_config import SpecUpdate
+
     try:
         return await handle.execute_update(
             "update_spec", SpecUpdate(spec=FleetSpec.from_config(cfg)), result_type=list[str]
@@ -58,6 +63,8 @@ async def update_monitor(handle: WorkflowHandle[Any, Any], cfg: FleetConfig) -> 
 
 async def monitor_status(client: Client, cfg: FleetConfig) -> MonitorStatus | None:
     """The running monitor's status (`drctl status` too); None when no monitor runs."""
+    from drctl.client.monitor_view import live_status
+
     # The live view: with the watcher, its heartbeat is fresher than the monitor's own state.
     return await _if_running(client, cfg, lambda h: live_status(h, rpc_timeout=ASK_TIMEOUT))
 
@@ -76,6 +83,9 @@ async def _if_running(
     A closed run still answers queries with its last state, so a stopped monitor would otherwise
     show as running: ask whether it runs first.
     """
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
     handle = client.get_workflow_handle(monitor_id(cfg))
     try:
         if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
@@ -88,6 +98,8 @@ async def _if_running(
 @app.command("start")
 def start(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Start watching every region; a running monitor is updated to follow this config."""
+    from drctl.client.connection import connect, ui_link
+
     cfg = common.load(config)
 
     async def go() -> tuple[str, bool, list[str]]:
@@ -124,6 +136,8 @@ def stop(
         f"Stop the monitor of fleet {cfg.name!r}? Automatic failover is off until `drctl monitor start`.",
         "stop the monitor (automatic failover would be off)",
     )
+    from drctl.cli.launch import stop_workflow
+
     stop_workflow(cfg, monitor_id(cfg), lambda handle: handle.cancel(), exit_code=2)
     if not common.printed_json(output, {"workflow_id": monitor_id(cfg), "stopping": True}):
         common.console.print(f"monitor {monitor_id(cfg)} stopping")
@@ -133,6 +147,7 @@ def _from_monitor(
     cfg: FleetConfig, read: Callable[[Client, FleetConfig], Awaitable[T | None]], missing: str
 ) -> T:
     """What `read` gets from the fleet's running monitor; exit 1 saying how to start one when it gets nothing."""
+    from drctl.client.connection import connect
 
     async def go() -> T | None:
         return await read(await connect(cfg), cfg)
@@ -146,6 +161,8 @@ def _from_monitor(
 @app.command("status")
 def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """The monitor's view: per-region state, policy, alert."""
+    from rich.table import Table
+
     cfg = common.load(config)
     st = _from_monitor(cfg, monitor_status, "is not running")
     if common.printed_json(output, st):
@@ -178,6 +195,8 @@ def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = 
 
 async def monitor_decisions(client: Client, cfg: FleetConfig) -> DecisionsView | None:
     """The running monitor's decision log (its `decisions` query); None when no monitor runs."""
+    from drctl.models.monitor_decisions import DecisionsView
+
     return await _if_running(
         client, cfg, lambda h: h.query("decisions", result_type=DecisionsView, rpc_timeout=ASK_TIMEOUT)
     )

@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel
-
 from drctl.cli.common import UserError, run_async
-from drctl.config.schema import FleetConfig
-from drctl.models.reads import NO_WORKER, ReadPart, ReadResult, ReadWhat
 
+# The models load when a read is made, not for -h or Tab completion of the commands that import this.
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from temporalio.client import Client
 
-M = TypeVar("M", bound=BaseModel)
+    from drctl.config.schema import FleetConfig
+    from drctl.models.reads import ReadPart, ReadResult, ReadWhat
+
+M = TypeVar("M", bound="BaseModel")
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_STARTED = 1, 2, 3
 
@@ -60,6 +61,8 @@ def change_schedules(
 
 
 def part_error(part: ReadPart, missing: str | None = None) -> UserError:
+    from drctl.models.reads import NO_WORKER
+
     if part.kind == NO_WORKER:
         return UserError(part.error or "", EXIT_NOT_STARTED)
     if part.kind == "NotFound" and missing:

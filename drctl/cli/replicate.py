@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
-from temporalio.client import Client
-from temporalio.service import RPCError
 
 from drctl.cli import common
-from drctl.cli.data_status import lag_cell
-from drctl.cli.launch import start_unless_running, stop_workflow
-from drctl.client.connection import connect, ui_link
-from drctl.config.schema import FleetConfig
-from drctl.models.rpo import ReplicateInput, ReplicateStatus, replica_pairs
+
+# The Temporal client and the models load where a command runs, not for -h or Tab completion.
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from drctl.config.schema import FleetConfig
+    from drctl.models.rpo import ReplicateInput, ReplicateStatus
+
+
+def ui_link(cfg: FleetConfig, wid: str) -> str:
+    from drctl.client.connection import ui_link as link
+
+    return link(cfg, wid)
 
 
 def replicate_id(cfg: FleetConfig) -> str:
@@ -20,6 +27,8 @@ def replicate_id(cfg: FleetConfig) -> str:
 
 
 def replicate_input(cfg: FleetConfig) -> ReplicateInput:
+    from drctl.models.rpo import ReplicateInput, replica_pairs
+
     return ReplicateInput(
         fleet=cfg.name,
         task_queue=cfg.temporal.task_queue,
@@ -32,6 +41,7 @@ def replicate_input(cfg: FleetConfig) -> ReplicateInput:
 
 async def start_replication(client: Client, cfg: FleetConfig) -> tuple[str, bool]:
     """Start replicate/<fleet> unless it runs; returns (workflow id, started)."""
+    from drctl.cli.launch import start_unless_running
     from workflows.replicate import Replicate
 
     if not cfg.data.buckets:
@@ -49,6 +59,10 @@ async def start_replication(client: Client, cfg: FleetConfig) -> tuple[str, bool
 
 
 async def replication_status(client: Client, cfg: FleetConfig) -> ReplicateStatus | None:
+    from temporalio.service import RPCError
+
+    from drctl.models.rpo import ReplicateStatus
+
     try:
         return await client.get_workflow_handle(replicate_id(cfg)).query(
             "status", result_type=ReplicateStatus
@@ -70,6 +84,8 @@ def start(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = c
     cfg = common.load(config)
 
     async def go() -> tuple[str, bool]:
+        from drctl.client.connection import connect
+
         return await start_replication(await connect(cfg), cfg)
 
     wid, started = common.run_async(go)
@@ -82,6 +98,8 @@ def start(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = c
 @app.command("stop")
 def stop(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Stop replicating after the runs in flight finish."""
+    from drctl.cli.launch import stop_workflow
+
     cfg = common.load(config)
     stop_workflow(cfg, replicate_id(cfg), lambda handle: handle.signal("stop"), exit_code=1)
     if not common.printed_json(output, {"workflow_id": replicate_id(cfg), "stopping": True}):
@@ -91,6 +109,10 @@ def stop(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = co
 @app.command("status")
 def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
     """Last run of every replica: transfers, bytes, check, lag against the RPO."""
+    from rich.table import Table
+
+    from drctl.cli.data_status import lag_cell
+
     cfg = common.load(config)
     st = common.run_async(lambda: _status(cfg))
     if st is None:
@@ -135,4 +157,6 @@ def status(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = 
 
 
 async def _status(cfg: FleetConfig) -> ReplicateStatus | None:
+    from drctl.client.connection import connect
+
     return await replication_status(await connect(cfg), cfg)
