@@ -274,6 +274,22 @@ CASES = [
         ("regions.0.route53_set_identifier", "a\nb"),
     ),
     _c("tls-domain-text", NAMES, "temporal.tls.domain", ("temporal.tls", {"domain": "a b"})),
+    _c(
+        "allowed-target-escape",
+        NAMES,
+        "drills.allowed_targets[0]",
+        ("drills.allowed_targets", ["us-west-1\x1b[2J"]),
+    ),
+    _c("history-bucket-text", NAMES, "drills.history_bucket", ("drills.history_bucket", "my bucket")),
+    _c(
+        "prometheus-selector-newline",
+        NAMES,
+        "health.passive.prometheus.selector",
+        (
+            "health.passive",
+            {"source": "prometheus", "prometheus": {"url": "http://127.0.0.1:9090", "selector": 'job="a"\n'}},
+        ),
+    ),
     # 8: legitimate configs accepted
     _c("valid-punycode-gateway", HOSTS, None, ("regions.0.gateway_url", PUNY)),
     _c("valid-punycode-sigma", HOSTS, None, ("regions.0.gateway_url", "http://xn--nxasmq6b.com:8080")),
