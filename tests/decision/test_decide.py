@@ -202,3 +202,40 @@ def test_home_weights_all_zero_share_equally() -> None:
     ev = fleet([region("a", 0), region("b", 0)], {"a": 0, "b": 0}, weights_applied=None)
     d, _ = checked(ev, remembered(), CFG, at(0))
     assert d.weights_after == {"a": 50, "b": 50}
+
+
+def test_a_shed_region_gets_its_share_back_only_after_the_stability_window() -> None:
+    """us-west-1 loses a replica for one tick: the shed goes at once, the return waits out the
+    window (30 s from the turn) even though return_stable_s alone would allow it sooner."""
+    cfg = CFG.model_copy(update={"return_stable_s": 0.0, "stability_window_s": 30.0, "breach_window_s": 0.0})
+
+    def world(i: int, w: dict[str, int]) -> FleetEvidence:
+        return fleet(
+            [loaded("us-west-1", 60, w, 30, ready=1 if i == 1 else 2), loaded("us-east-1", 40, w, 30)], w
+        )
+
+    steps = run(cfg, world, 8, {"us-west-1": 60, "us-east-1": 40})
+    rules = [d.rule for _, d in steps]
+    assert rules[1] == "shed"
+    returned = rules.index("return")
+    assert returned == 4  # the shed at 10 s, the turn back at 40 s: not at 20 s or 30 s
+    assert any("within the stability window" in r for _, d in steps[2:4] for r in d.reasons)
+
+
+def test_five_regions_a_dead_one_goes_to_every_survivor_by_headroom() -> None:
+    w = {"r1": 20, "r2": 20, "r3": 20, "r4": 20, "r5": 20}
+    ready = {"r1": 2, "r2": 2, "r3": 3, "r4": 4, "r5": 1}
+
+    def world(i: int, weights: dict[str, int]) -> FleetEvidence:
+        regions = [
+            loaded(r, 20, weights, 50, ready=ready[r], **({"probe": dead()} if r == "r1" and i >= 1 else {}))
+            for r in w
+        ]
+        return fleet(regions, weights)
+
+    steps = run(CFG, world, 4, dict(w))
+    d = steps[3][1]
+    assert d.action == "failover"
+    # 0.5 load a point: usable 12 a replica is 24 points; rooms r2 28, r3 52, r4 76, r5 4 (of 160):
+    # 20 points give 3.5, 6.5, 9.5 and 0.5; the halves round to the larger shares first.
+    assert d.weights_after == {"r1": 0, "r2": 23, "r3": 27, "r4": 30, "r5": 20}
