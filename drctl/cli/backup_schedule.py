@@ -21,18 +21,17 @@ from drctl.cli.lazy import Lazy
 
 # Loaded where a command runs, not for -h or Tab completion (drctl/cli/lazy.py).
 if TYPE_CHECKING:
-    import pydantic as _pydantic
+    from pydantic import BaseModel
 
     import drctl.config.schema as _config_schema
     import drctl.models.backup as _models_backup
     import drctl.models.reads as _models_reads
 else:
-    _pydantic = Lazy("pydantic")
     _config_schema = Lazy("drctl.config.schema")
     _models_backup = Lazy("drctl.models.backup")
     _models_reads = Lazy("drctl.models.reads")
 
-M = TypeVar("M", bound="_pydantic.BaseModel")
+M = TypeVar("M", bound="BaseModel")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 app = typer.Typer(
     name="schedule",
