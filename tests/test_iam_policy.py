@@ -28,16 +28,6 @@ OVERLAYS = sorted((ROOT / "deploy" / "kubernetes" / "overlays").glob("*/fleet.ya
 SERVICES = ("route53", "s3", "eks", "sts", "ec2", "iam")
 # An S3 operation whose IAM action has another name (the AWS Service Authorization Reference).
 S3_ACTION = {"ListObjectsV2": "ListBucket", "ListObjects": "ListBucket", "HeadObject": "GetObject"}
-# Route 53 actions on existing health checks (resource type healthcheck), and those that take no
-# resource at all.
-HEALTH_CHECK_ACTIONS = {
-    "route53:GetHealthCheck",
-    "route53:UpdateHealthCheck",
-    "route53:DeleteHealthCheck",
-    "route53:ChangeTagsForResource",
-    "route53:ListTagsForResources",
-}
-NO_RESOURCE_LEVEL = {"route53:CreateHealthCheck", "route53:ListHealthChecks", "route53:ListHostedZonesByName"}
 # Client methods every service has: not API calls.
 GENERIC = {"get_paginator", "get_waiter", "can_paginate", "close", "generate_presigned_url"}
 
@@ -149,14 +139,6 @@ def test_every_resource_is_one_the_fleet_config_names() -> None:
                 assert resource in zones, resource
             elif resource.startswith("arn:aws:route53:::change/"):
                 assert actions == ["route53:GetChange"] and resource == "arn:aws:route53:::change/*"
-            elif resource.startswith("arn:aws:route53:::healthcheck/"):
-                # Health checks have generated IDs and Route 53 offers no tag condition on them: all of
-                # them, for the actions on existing checks only (which ones are drctl's: its tags).
-                assert resource == "arn:aws:route53:::healthcheck/*"
-                assert set(actions) <= HEALTH_CHECK_ACTIONS, actions
-            elif resource == "*":
-                # Only actions Route 53 cannot limit to a resource (Service Authorization Reference).
-                assert set(actions) <= NO_RESOURCE_LEVEL, actions
             elif resource.startswith("arn:aws:route53:::healthcheck/"):
                 # The health checks drctl owns (tagged with the fleet): Route 53 has no tag conditions.
                 assert resource == "arn:aws:route53:::healthcheck/*", resource
