@@ -1,7 +1,8 @@
 """The drill classes of the second hostile corpus (tests/hostile/chaos_cases.py), through both paths.
 
-Each generated case goes through `drctl drill validate` (in-process) and through the worker's own
-check before `chaos run` (ChaosActivities._prepare), and both must give the case's verdict: exit 0
+Each generated case goes through `drctl drill validate` and `drctl drill run --dry-run` (in-process)
+and through the worker's own check before `chaos run` (ChaosActivities._prepare), and all must give
+the case's verdict: exit 0
 and a plan, or exit 2 naming the field; and the worker accepting, or refusing with ExperimentInvalid.
 An accepted case is handed to the worker twice: as the plan the CLI made, and as its own document
 (what a drill started directly through Temporal could carry). Nothing reaches the admin API.
@@ -103,6 +104,8 @@ def test_cli_and_worker_give_the_same_verdict(case: Case, world: dict[str, Any])
     path = _written(world, case)
     code, out, err = run_cli(["drill", "validate", str(path), "-c", str(world["config"])])
     assert "Traceback" not in out + err
+    dry = run_cli(["drill", "run", str(path), "--dry-run", "-c", str(world["config"])])
+    assert dry[0] == code and (case.expect is not None or "nothing is injected" in dry[1]), dry
     data = path.read_bytes()
     doc = json.loads(data) if case.suffix == ".json" else load_yaml(data, EXPERIMENT_LIMITS)
     raw = json.dumps(doc, allow_nan=False)
