@@ -2,8 +2,8 @@
 
 Each generated case goes through `drctl drill validate` and `drctl drill run --dry-run` (in-process)
 and through the worker's own check before `chaos run` (ChaosActivities._prepare), and all must give
-the case's verdict: exit 0
-and a plan, or exit 2 naming the field; and the worker accepting, or refusing with ExperimentInvalid.
+the case's verdict: exit 0 and a plan, or exit 2 naming the field; and the worker accepting, or
+refusing with ExperimentInvalid.
 An accepted case is handed to the worker twice: as the plan the CLI made, and as its own document
 (what a drill started directly through Temporal could carry). Nothing reaches the admin API.
 """
