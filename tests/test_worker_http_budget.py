@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
 from temporalio.client import Client
 
 from drctl.config.schema import load_config
-from drctl.worker.endpoint import READ_BUDGET_S, WorkerHTTP
+from drctl.worker.endpoint import WorkerHTTP
 from tests.support.config import write_fleet_config
 
 
@@ -31,19 +30,16 @@ def wedged_frontend() -> Iterator[str]:
         yield f"127.0.0.1:{s.getsockname()[1]}"
 
 
-async def test_scrape_answers_within_budget_when_temporal_hangs(wedged_frontend: str) -> None:
+async def test_a_scrape_does_not_wait_for_a_hung_temporal_read(wedged_frontend: str) -> None:
     path = write_fleet_config()
     try:
         cfg = load_config(path)
         client = await Client.connect(wedged_frontend, lazy=True)
         http = WorkerHTTP(cfg, client, lambda: [])
         try:
-            for _ in range(
-                2
-            ):  # the second scrape finds the first read still running and does not stack another
-                started = time.monotonic()
+            first = None
+            for _ in range(2):
                 resp = await http.route("GET", "/metrics")
-                took = time.monotonic() - started
                 assert resp.status == 200
                 # Figures that need no read are served: counters at 0, the configured objectives.
                 assert (
@@ -51,11 +47,16 @@ async def test_scrape_answers_within_budget_when_temporal_hangs(wedged_frontend:
                     in resp.text
                 )
                 assert f'drctl_failovers_total{{fleet="{cfg.name}",result="failed"}} 0.0' in resp.text
-                # Inside the dev stack's 2 s scrape timeout (Prometheus's default is 10 s).
-                assert took < READ_BUDGET_S + 0.9, took
+                reading = http._reading  # noqa: SLF001 - the background read this test is about
+                assert reading is not None
+                if first is None:
+                    # Answered while the hung read still runs: the scrape did not wait for it.
+                    assert not reading.done()
+                    first = reading
+                else:
+                    # The second scrape finds that read still running and does not stack another.
+                    assert reading is first or first.done()
             # The hung read is bounded by the reader's own timeout and then ends, logged, not leaked.
-            reading = http._reading  # noqa: SLF001 - the background read this test is about
-            assert reading is not None
             await asyncio.wait_for(asyncio.shield(reading), 10)
         finally:
             await http.close()
