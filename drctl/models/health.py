@@ -54,7 +54,14 @@ class RegionProbe(BaseModel):
     reason: str = Field("", description="Why the status is what it is, in one line.")
     gateway: TargetProbe
     replicas: list[TargetProbe] = Field(default_factory=list)
-    failing_fraction: float = Field(0.0, description="Fraction of replicas not HEALTHY.")
+    failing_fraction: float = Field(
+        0.0, description="Fraction of ready replicas not HEALTHY (loading ones apart)."
+    )
+    loading: list[str] = Field(
+        default_factory=list,
+        description="Replicas their EndpointSlice lists as not ready (loading weights): capacity coming, "
+        "not probed and never counted failing.",
+    )
     ttft_p50_ms: float | None = None
     probed_at: str = Field("", description="ISO timestamp when the probe finished.")
     duration_ms: float = 0.0

@@ -167,10 +167,14 @@ class InferenceProber:
             probe(GATEWAY, region.gateway_url, self.gateway_completions, gateway=True)
         )
         endpoints, source_error = await self._listed(region)
-        replicas, unprobed = await self._replicas(probe, region, endpoints, started)
+        # Not ready in its EndpointSlice: a pod still loading its model (vLLM keeps its port closed
+        # for minutes meanwhile). Capacity coming, not a failing replica: reported apart, unprobed.
+        loading = sorted(e.name for e in endpoints if not e.ready)
+        ready = [e for e in endpoints if e.ready]
+        replicas, unprobed = await self._replicas(probe, region, ready, started)
         if unprobed:
             source_error = f"{source_error}; {unprobed}" if source_error else unprobed
-        return self._result(region, started, await gw_task, replicas, source_error)
+        return self._result(region, started, await gw_task, replicas, source_error, loading)
 
     async def _replicas(
         self, probe: ProbeTarget, region: RegionConfig, endpoints: list[ReplicaEndpoint], started: float
@@ -212,12 +216,17 @@ class InferenceProber:
         gateway: TargetProbe,
         replicas: list[TargetProbe],
         source_error: str | None,
+        loading: list[str] | None = None,
     ) -> RegionProbe:
-        """The region's verdict from its targets' probes; `started` is the round's monotonic start."""
+        """The region's verdict from its ready replicas' probes and its gateway's; `loading` names the
+        replicas not ready yet; `started` is the round's monotonic start."""
+        loading = loading or []
         ttfts = [t.ttft_ms for t in [gateway, *replicas] if t.ttft_ms is not None]
         failing = [r for r in replicas if r.status != ProbeStatus.HEALTHY]
         fraction = len(failing) / len(replicas) if replicas else 0.0
         status, reason = self._judge(gateway, replicas, failing, fraction, source_error)
+        if loading:
+            reason = f"{reason}; {len(loading)} loading ({', '.join(loading[:5])}{', ...' if len(loading) > 5 else ''})"
         return RegionProbe(
             region=region.name,
             status=status,
@@ -225,6 +234,7 @@ class InferenceProber:
             gateway=gateway,
             replicas=replicas,
             failing_fraction=round(fraction, 4),
+            loading=loading,
             ttft_p50_ms=round(statistics.median(ttfts), 2) if ttfts else None,
             probed_at=datetime.now(UTC).isoformat(),
             duration_ms=round((time.monotonic() - started) * 1000, 2),

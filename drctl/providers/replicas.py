@@ -44,7 +44,8 @@ class KubernetesReplicaSource:
     """EndpointSlices of the track Services, read with the region's own API client.
 
     The prober must run where pod IPs are routable (a worker inside the cluster or its VPC).
-    Not-ready endpoints are included: a pod the Service dropped is a replica that is failing.
+    Not-ready endpoints are included with ready=False: mostly a pod still loading its model (vLLM
+    keeps its port closed for minutes meanwhile), capacity coming that the prober reports apart.
     Terminating ones are not: a pod being scaled down or replaced is meant to stop serving.
     """
 

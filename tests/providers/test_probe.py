@@ -257,8 +257,8 @@ async def test_metrics_parser_reads_fleetsim(clean: Stack) -> None:
 
 
 async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
-    """The default replica source: the EndpointSlices of the track Services, not-ready ones included,
-    terminating ones not (a pod being scaled away is not a failing replica)."""
+    """The default replica source: the EndpointSlices of the track Services, not-ready ones as
+    loading, terminating ones not at all (a pod being scaled away is not a failing replica)."""
     lt = LoopThread()
     try:
         _, kube_url = lt.serve_cluster(RegionCluster)
@@ -280,11 +280,14 @@ async def test_replicas_from_kubernetes_endpoint_slices(clean: Stack) -> None:
         p = await InferenceProber(cfg).probe_region("us-west-1")
     finally:
         lt.close()
+    # r1 is not ready in its slice: a pod still loading (issue 27), reported apart and not probed.
     assert [(r.target, r.url, r.status) for r in p.replicas] == [
-        ("r0", clean.urls["r0"], ProbeStatus.HEALTHY),
-        ("r1", clean.urls["r1"], ProbeStatus.DOWN),
+        ("r0", clean.urls["r0"], ProbeStatus.HEALTHY)
     ]
-    assert p.status == ProbeStatus.DEGRADED and p.reason == "1/2 replicas failing: r1 http_5xx"
+    assert p.loading == ["r1"] and p.failing_fraction == 0
+    assert p.status == ProbeStatus.HEALTHY and p.reason.endswith("1/1 replicas healthy; 1 loading (r1)"), (
+        p.reason
+    )
 
 
 async def test_malformed_gateway_url_is_refused_by_the_config_or_a_result(clean: Stack) -> None:
