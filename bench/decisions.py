@@ -10,7 +10,8 @@ It prints one table: per family and policy, time to safe (no weight in effect on
 cannot serve), time to the objective after the first fault, user error share and moves, as
 median/worst (errors and moves: mean/worst), measured against the simulated world's truth
 (drctl/simulation/report.py). Simulated time, so it takes seconds of CPU and prints instead of
-asserting; a world where the core breaks an invariant is listed with its replay command.
+asserting; a world where the core breaks an invariant or crashes is listed with its replay command
+(and the exit status is 1).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.process_time()
     rows: list[FamilyRow] = []
     violations: list[str] = []
+    crashes: list[str] = []
     for family in families:
         runs: dict[str, list[Metrics]] = {p: [] for p in POLICIES}
         for seed in range(first, first + seeds):
@@ -70,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     first_line, replay = str(exc).splitlines()[:2]
                     violations.append(f"{first_line}  {replay}")
                     continue
+                except Exception as exc:  # a crash of the policy is a finding to print, not the end
+                    notes = " ".join(getattr(exc, "__notes__", []))
+                    crashes.append(f"{type(exc).__name__}: {exc}; {notes}")
+                    continue
                 assert result.metrics is not None
                 runs[policy].append(result.metrics)
         rows += [summarise(family, policy, runs[policy]) for policy in POLICIES if runs[policy]]
@@ -79,14 +85,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(format_table(rows))
     print(
-        "safe: longest stretch with weight on a region that cannot serve; objective: from the first "
-        "fault until users' errors and TTFT p99 stay within the objective; never: not by the end"
+        "safe: longest stretch with weight on a region that cannot serve (unsafe at end: still so when "
+        "the run stops); objective: from the first fault until users' errors and TTFT p99 stay within "
+        "it (never: not by the end)"
     )
     print(f"invariant violations by the core: {len(violations)}")
     for line in violations:
         print(f"  {line}")
+    print(f"policy crashes: {len(crashes)}")
+    for line in crashes:
+        print(f"  {line}")
     print(f"CPU {time.process_time() - started:.1f} s")
-    return 1 if violations else 0
+    return 1 if violations or crashes else 0
 
 
 if __name__ == "__main__":

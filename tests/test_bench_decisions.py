@@ -44,7 +44,7 @@ def test_the_bench_prints_each_family_for_both_policies_with_its_figures() -> No
     for row in rows:
         # The errors column is a mean/max of percentages; moves a mean/max count.
         assert row[-2].endswith("%") and "%/" in row[-2] and "/" in row[-1], row
-    assert "invariant violations by the core: 0" in done.stdout
+    assert "invariant violations by the core: 0" in done.stdout and "policy crashes: 0" in done.stdout
 
 
 def test_defaults() -> None:

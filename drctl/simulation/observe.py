@@ -4,6 +4,9 @@ The observer sees each world step (`record`) to keep the window figures a real r
 (requests and failures since the last tick, the worst TTFT in it), and turns the world at a tick
 into the core's evidence (`evidence`): the probe's facts, the passive signals, the capacity
 reader's facts and each vantage point's vote. It reports facts only; it judges nothing.
+
+Not modelled: a stalled region (requests in flight, none finishing), so `PassiveFacts.stalled` is
+always False; a vantage point's own view differs from the probe's only by noise and partition.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Figures of one simulated run, measured against the world's truth rather than any policy's verdicts.
 
 - time to safe: the longest stretch during which a region that could not serve at all kept weight in
-  effect while another region could serve (0: never unsafe; None: no region died; `never_safe`:
-  still unsafe at the end);
+  effect while another region could serve, a stretch still running at the end included (0: never
+  unsafe; None: no region died; `never_safe`: still unsafe at the end, whether a region was never
+  drained or a flapping one is in a down spell when the run stops);
 - time to the objective: from the first fault to the start of the stretch, lasting to the end,
   in which users' errors and TTFT p99 are within the objective (None: broken at the end);
 - user error share: failed user requests / offered, over the whole run;
@@ -74,13 +75,13 @@ def measure(
     )
 
 
-def _fmt_s(values: list[float | None], never: int) -> str:
-    """Median and worst of the measured seconds, and how many runs never got there."""
+def _fmt_s(values: list[float | None], never: int, label: str) -> str:
+    """Median and worst of the measured seconds, and how many runs `label` (e.g. never got there)."""
     got = sorted(v for v in values if v is not None)
     if not got and not never:
         return "n/a"
     text = f"{statistics.median(got):.0f}/{got[-1]:.0f}" if got else "-"
-    return text + (f" ({never} never)" if never else "")
+    return text + (f" ({never} {label})" if never else "")
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class FamilyRow:
 
 def summarise(family: str, policy: str, metrics: Sequence[Metrics]) -> FamilyRow:
     """One family's runs with one policy, as the bench prints them."""
-    safe = [m.safe_s for m in metrics if m.safe_s is not None and not m.never_safe]
+    safe = [m.safe_s for m in metrics if m.safe_s is not None]
     never_safe = sum(m.never_safe for m in metrics)
     objective: list[float | None] = [m.objective_s for m in metrics if m.objective_s is not None]
     never_objective = sum(m.objective_s is None for m in metrics)
@@ -106,8 +107,8 @@ def summarise(family: str, policy: str, metrics: Sequence[Metrics]) -> FamilyRow
         family=family,
         policy=policy,
         runs=len(metrics),
-        safe=_fmt_s(list(safe), never_safe),
-        objective=_fmt_s(objective, never_objective),
+        safe=_fmt_s(list(safe), never_safe, "unsafe at end"),
+        objective=_fmt_s(objective, never_objective, "never"),
         errors=f"{statistics.mean(shares) * 100:.2f}%/{max(shares) * 100:.2f}%",
         moves=f"{statistics.mean(moves):.1f}/{max(moves)}",
     )

@@ -138,7 +138,11 @@ def run(scenario: Scenario, policy: str | Policy = "core") -> RunResult:
             continue
         now = at(world.now_s)
         evidence = observer.evidence(world, applied, operations)
-        decision = policy.decide(evidence, now)
+        try:
+            decision = policy.decide(evidence, now)
+        except Exception as exc:
+            exc.add_note(f"at t={world.now_s:g}s: {_replay(scenario, policy_name)}")
+            raise
         written = False
         # Only an ordered move is written: a hold leaves the tier as it is, drifted or not.
         if decision.moves and not decision.advisory:
@@ -150,7 +154,9 @@ def run(scenario: Scenario, policy: str | Policy = "core") -> RunResult:
         kind = _OPERATION.get(decision.action)
         if kind is not None and written:
             # One operation in flight at a time, as the monitor runs them; a hold ends it.
-            operations = [Operation(kind=kind, started_at=now)]
+            change = {r: w - decision.weights_before.get(r, 0) for r, w in decision.weights_after.items()}
+            source, target = min(change, key=lambda r: change[r]), max(change, key=lambda r: change[r])
+            operations = [Operation(kind=kind, source=source, target=target, started_at=now)]
         elif decision.action == "hold":
             operations = []
         share = tick_failed / tick_offered if tick_offered > 0 else 0.0

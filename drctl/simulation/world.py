@@ -4,7 +4,8 @@ Everything here is plain state advanced by `World.step(dt_s)`; nothing reads a c
 The load unit is requests per second (rps): a replica serves `per_replica_rps`, a region's offered
 load is the fleet's load times its share of the weights in effect. Where a region cannot serve what
 it is offered, the requests fail: the world is never lenient, so a policy that leaves weight on a
-dead region pays for it in `failed`.
+dead region pays for it in `failed`. A slow replica keeps its capacity and only answers later (its
+TTFT times its factor); a queue is shared by the region's ready replicas.
 """
 
 from __future__ import annotations
@@ -179,11 +180,11 @@ class World:
         self.failed_total += sum(r.failed_rps for r in self.regions.values()) * dt_s
 
     def user_ttft_ms(self) -> float:
-        """The load-weighted TTFT users saw in the last step (failed requests excluded)."""
+        """The TTFT of the slowest region serving more than 1 % of users in the last step: what a
+        fleet-wide p99 sees (failed requests excluded)."""
         served = sum(r.served_rps for r in self.regions.values())
-        if served <= 0:
-            return 0.0
-        return sum(r.ttft_ms * r.served_rps for r in self.regions.values()) / served
+        seen = [r.ttft_ms for r in self.regions.values() if served > 0 and r.served_rps > served * 0.01]
+        return max(seen, default=0.0)
 
     def step_error_share(self) -> float:
         offered = sum(r.offered_rps for r in self.regions.values())
