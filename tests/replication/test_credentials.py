@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from botocore.exceptions import ClientError
@@ -18,6 +19,7 @@ from botocore.exceptions import ClientError
 from drctl.devstack.moto_seed import MODEL_FILES
 from drctl.models.rpo import replica_pairs
 from drctl.providers import aws
+from drctl.providers.eks_token import presigned_url
 from drctl.providers.errors import classify
 from drctl.providers.rclone import Rclone
 from drctl.providers.route53 import route53_client
@@ -210,3 +212,14 @@ def test_a_dropped_token_is_an_unknown_lag_with_the_reason(
     lag = Rclone(cfg).measure_lag(pair)
     assert lag.lag_s is None and lag.error and "InvalidAccessKeyId" in lag.error, lag
     assert any("InvalidAccessKeyId" in r for r in auth.refused[refused:])
+
+
+def test_the_eks_token_carries_the_session_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubeconfig exec plugin's presigned GetCallerIdentity: EKS checks it with STS, which
+    refuses temporary keys without their token, so the URL must carry it (no request is sent)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ASIAEXAMPLETEMPORARY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "the-session-token")
+    query = parse_qs(urlsplit(presigned_url("prod-west", "us-west-1")).query)
+    assert query["X-Amz-Security-Token"] == ["the-session-token"]
+    assert query["X-Amz-Credential"][0].startswith("ASIAEXAMPLETEMPORARY/")
