@@ -206,6 +206,16 @@ class Failover(Operation):
                 res.error = f"traffic shifted but scaling the target failed: {cause_of(exc)}"
         steps.note_shortfall(plan)
         await steps.await_propagation(res)
+        if res.verified_at is not None and spec.global_ttl_s > 0:
+            # DNS: resolvers that cached the old answer keep it up to the TTL after the change is in
+            # effect everywhere; that, not the first resolver, is when every client has moved.
+            everywhere = max(res.verified_at, res.propagated_at or res.verified_at)
+            res.rto_clients_bound_s = round(
+                (everywhere - res.fault_at).total_seconds() + spec.global_ttl_s, 3
+            )
+            self.phases.note(
+                "clients converged by", f"{res.rto_clients_bound_s} s (+ TTL {spec.global_ttl_s:g} s)"
+            )
         if objective is not None and not await self._superseded(objective, res):
             watch, res.slo_evidence = await objective.result(self.phases)
             if watch is not None:

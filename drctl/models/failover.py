@@ -96,6 +96,13 @@ class FailoverResult(BaseModel):
     verified_at: datetime | None = None
     rto_s: float | None = Field(None, description="fault_at to verified traffic fully served elsewhere.")
     rto_upper_bound_s: float | None = Field(None, description="From the last good probe, when known.")
+    rto_clients_bound_s: float | None = Field(
+        None,
+        description="DNS global tier (Route 53): fault to the moment every client has the new answer at the "
+        "latest: the change in effect everywhere (verified and INSYNC), plus the record's TTL, which a "
+        "resolver that cached the old answer just before may keep serving. rto_s is the first resolver "
+        "seeing the change; rto_met, the SLO watch and the drill verdict judge rto_s (docs/failover.md).",
+    )
     rto_target_s: float
     rto_met: bool | None = None
     slo_restored_s: float | None = Field(

@@ -23,11 +23,17 @@ from botocore.config import Config
 from drctl.config.schema import FleetConfig, Route53Global
 from drctl.providers import aws
 from drctl.providers.base import AppliedWeights
-from drctl.providers.route53_health import HealthChecks, HealthCheckSpec
+from drctl.providers.route53_health import Ensured, HealthChecks, HealthCheckSpec
 from drctl.providers.weights import validate_weights
 
 ROUTE53_MAX_WEIGHT = 255
 log = logging.getLogger(__name__)
+# Health checks ensured recently, per (fleet, zone), in this worker process: a weight change (the
+# failover's shift) then only attaches their ids, and pays for the listing and any creation only
+# when nothing ensured them in this long. Reads of the weights (the monitor's ticks, status) ensure
+# them too, so the shift path is normally warm.
+HEALTH_CHECKS_FRESH_S = 300.0
+_ensured: dict[tuple[str, str], tuple[float, Ensured]] = {}
 
 
 def _fqdn(name: str) -> str:
@@ -73,7 +79,7 @@ class Route53GlobalTraffic:
         self.insync_poll_s = insync_poll_s
         self._zone_id: str | None = None
         self.health_checks = health_checks
-        # What the last apply found changed outside drctl (health checks, records' health check ids).
+        # What the last read or apply found changed outside drctl (health checks, records' ids).
         self.drift: list[str] = []
 
     @classmethod
@@ -141,8 +147,35 @@ class Route53GlobalTraffic:
             )
 
     def get_weights(self) -> dict[str, int]:
-        """Weight of each region that has a weighted record; regions without one are left out."""
+        """Weight of each region that has a weighted record; regions without one are left out.
+
+        Keeps the fleet's health checks ensured on the way (best effort: a read never fails on them)."""
+        self._health_checks(must=False)
         return self._weights_of(self._records())
+
+    def _health_checks(self, must: bool) -> Ensured | None:
+        """The fleet's health checks, ensured at most every HEALTH_CHECKS_FRESH_S in this process.
+
+        Never an obstacle to moving traffic: an error here is logged and the records keep the health
+        checks they have (`must` only says whether a stale cache is worth a new listing now)."""
+        if self.health_checks is None:
+            return None
+        key = (self.health_checks.fleet, self.zone)
+        now = time.monotonic()
+        cached = _ensured.get(key)
+        self.drift = []
+        if cached is not None and now - cached[0] < HEALTH_CHECKS_FRESH_S:
+            return cached[1]
+        try:
+            ensured = self.health_checks.ensure()
+        except Exception as exc:  # noqa: BLE001 - any AWS or network error: traffic moves regardless
+            log.warning("Route 53 health checks of fleet %s not ensured: %s", key[0], exc)
+            return cached[1] if cached is not None and must else None
+        self.drift = list(ensured.drift)
+        for line in ensured.drift:
+            log.warning("Route 53 drift: %s", line)
+        _ensured[key] = (now, ensured)
+        return ensured
 
     def _weights_of(self, records: Iterable[dict[str, Any]]) -> dict[str, int]:
         by_id = {sid: region for region, sid in self.set_identifiers.items()}
@@ -199,29 +232,32 @@ class Route53GlobalTraffic:
             )
         ttl = self._group_ttl(existing)
         records = {region: self._record(region, weight, existing, ttl) for region, weight in weights.items()}
-        ensured = self.health_checks.ensure() if self.health_checks is not None else None
-        self.drift = list(ensured.drift) if ensured else []
+        ensured = self._health_checks(must=True)
         if ensured is not None:
             for region, rrs in records.items():
                 mine = ensured.ids.get(region)
                 theirs = rrs.get("HealthCheckId")
                 if theirs and theirs != mine and theirs not in ensured.stale:
-                    self.drift.append(
+                    line = (
                         f"{region}: record {self.set_identifiers[region]} named health check {theirs}, "
                         f"not drctl's; drctl attaches its own ({mine})"
                     )
+                    log.warning("Route 53 drift: %s", line)
+                    self.drift.append(line)
                 if mine:
                     rrs["HealthCheckId"] = mine
-        for line in self.drift:
-            log.warning("Route 53 drift: %s", line)
         changes = [{"Action": "UPSERT", "ResourceRecordSet": rrs} for rrs in records.values()]
         info = self.client.change_resource_record_sets(
             HostedZoneId=self.zone_id(),
             ChangeBatch={"Comment": f"drctl: region weights {weights}"[:256], "Changes": changes},
         )["ChangeInfo"]
-        if ensured is not None and ensured.stale:
+        if ensured is not None and ensured.stale and set(weights) == set(self.regions):
             # No record names them now (the UPSERT above re-pointed every record of ours).
-            self.health_checks.delete(ensured.stale)  # type: ignore[union-attr]
+            try:
+                self.health_checks.delete(ensured.stale)  # type: ignore[union-attr]
+                ensured.stale = []
+            except Exception as exc:  # noqa: BLE001 - tagged stale: the next ensure deletes them
+                log.warning("Route 53: stale health checks %s not deleted yet: %s", ensured.stale, exc)
         return AppliedWeights(
             change_id=info["Id"], propagated=info["Status"] == "INSYNC", status=info["Status"]
         )

@@ -15,15 +15,20 @@ import boto3
 import pytest
 
 from drctl.config.schema import FleetConfig
+from drctl.providers import route53
 from drctl.providers.route53 import Route53GlobalTraffic
 from drctl.providers.route53_health import TAG_FLEET, TAG_REGION, TAG_SPEC
 from tests.support.route53_config import TARGETS, fleet
+from tests.support.route53_standin import Route53StandIn
 
 
 @pytest.fixture(autouse=True)
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    # Every call ensures afresh (a worker does so every HEALTH_CHECKS_FRESH_S): these tests change
+    # the checks between calls and look at what the next one does.
+    monkeypatch.setattr(route53, "HEALTH_CHECKS_FRESH_S", 0.0)
 
 
 @pytest.fixture
@@ -189,3 +194,31 @@ def test_another_fleets_checks_are_left_alone_and_many_checks_are_read_in_batche
     Route53GlobalTraffic.from_config(_named(base, mine)).set_weights({"us-west-1": 60, "us-east-1": 40})
     assert set(_ours(moto_url, mine)) == {"us-west-1", "us-east-1"}
     assert {i: _ours(moto_url, f"{other}{i}") for i in range(6)} == theirs
+
+
+def test_the_shift_path_reuses_what_was_ensured_and_an_aws_error_never_blocks_it(
+    moto_url: str, zone: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, zid = zone
+    fleet_name = f"f{uuid.uuid4().hex[:6]}"
+    cfg = _named(fleet(moto_url, zid, name), fleet_name)
+    monkeypatch.setattr(route53, "HEALTH_CHECKS_FRESH_S", 300.0)
+    # A read (the monitor's tick, status) ensures them; the shift then lists nothing.
+    assert Route53GlobalTraffic.from_config(cfg).get_weights() == {}
+    ours = _ours(moto_url, fleet_name)
+    shift = Route53GlobalTraffic.from_config(cfg)
+    calls: list[str] = []
+    shift.client.meta.events.register("before-call.route53", lambda model, **_: calls.append(model.name))
+    shift.set_weights({"us-west-1": 0, "us-east-1": 100})
+    assert "ListHealthChecks" not in calls and "CreateHealthCheck" not in calls, calls
+    assert _records(moto_url, zid)["us-west-1"]["HealthCheckId"] == ours["us-west-1"]["Id"]
+    # Health checks that cannot be listed (an IAM policy without them, an outage) never stop a shift.
+    monkeypatch.setattr(route53, "HEALTH_CHECKS_FRESH_S", 0.0)
+    with Route53StandIn(moto_url, pending_s=0) as standin:
+        standin.inject("GET /2013-04-01/healthcheck", "AccessDenied", "AccessDenied")
+        r53 = Route53GlobalTraffic.from_config(
+            _named(fleet(standin.url, zid, name), f"b{uuid.uuid4().hex[:6]}")
+        )
+        r53.set_weights({"us-west-1": 60, "us-east-1": 40})
+        assert standin.calls["GET /2013-04-01/healthcheck"] == 1
+        assert r53.get_weights() == {"us-west-1": 60, "us-east-1": 40}

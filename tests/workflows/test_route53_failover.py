@@ -121,6 +121,10 @@ async def test_failover_and_failback_while_route53_answers_pending(
         # Verified while Route 53 still said PENDING; the INSYNC came later and was recorded.
         assert res.weights_applied_at < res.verified_at < res.propagated_at
         assert (res.propagated_at - res.weights_applied_at).total_seconds() >= PENDING_S - 3
+        # DNS honesty: clients have all moved only a TTL after the change is in effect everywhere.
+        assert res.rto_s is not None and res.rto_clients_bound_s == round(
+            (res.propagated_at - res.fault_at).total_seconds() + TTL_S, 3
+        )
         assert [c.propagation for c in res.changes] == ["insync"]
         assert "propagate" in [p.phase for p in res.phases]
         # No retry storm: one change batch, one attempt, GetChange every ~2 s.
