@@ -222,6 +222,21 @@ def test_codec_server_wants_a_content_length(
     assert got == 411, data
 
 
+def test_a_request_never_finished_loses_its_connection() -> None:
+    """A client sending its head slowly (slowloris) is closed at the idle timeout, slot given back."""
+    port = free_port()
+    httpd = CodecServer(_codec("default"), [UI], TOKEN, [f"127.0.0.1:{port}"]).serve("127.0.0.1", port)
+    httpd.idle_timeout_s = 1.0
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"POST /decode HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            assert s.recv(64) == b""  # closed by the server, nothing answered
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def test_codec_server_caps_connections_before_authentication() -> None:
     """Connections past the cap are answered 503 at once, before any byte of theirs is read; the
     ones held open still count until they close, and then the server serves again."""

@@ -8,7 +8,8 @@ its parser, never a traceback) and bounds the request line and headers. On top o
 - at most `MAX_CONNECTIONS` connections are served at once, counted when they are accepted, before
   any byte is read or any token checked: one more gets a 503 and is closed at once, so a flood of
   unauthenticated connections costs a file descriptor each for an instant, not a handler each;
-- an idle connection is closed after `IDLE_TIMEOUT_S`.
+- a connection that has not completed a request within `IDLE_TIMEOUT_S` of opening (or of its
+  last answer) is closed, so a client sending its headers a byte at a time does not keep its slot.
 
 The interface is http.server's (`server_address`, `serve_forever`, `shutdown`, `server_close`), so
 the CLI runs it in the foreground and tests run it on a thread.
@@ -98,9 +99,11 @@ class CodecHTTPServer:
         host: str,
         port: int,
         max_connections: int = MAX_CONNECTIONS,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         self._handle = handler
         self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
         self._sock = socket.create_server((host, port), backlog=BACKLOG)
         self.server_address: tuple[str, int] = self._sock.getsockname()[:2]
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -122,7 +125,7 @@ class CodecHTTPServer:
         self.server = _CappedServer(
             self._handle,
             self.max_connections,
-            keepalive_timeout=IDLE_TIMEOUT_S,
+            keepalive_timeout=self.idle_timeout_s,
             max_line_size=8190,
             max_field_size=8190,
             max_headers=64,

@@ -41,6 +41,7 @@ from drctl.client.codec_http import CodecHTTPServer
 
 log = logging.getLogger("drctl.codec_server")
 MAX_BODY = 4 * 1024 * 1024  # the UI decodes one history page at a time
+BODY_TIMEOUT_S = 30.0
 _ALLOW_HEADERS = "Content-Type, X-Namespace, Authorization"
 _OPS = ("encode", "decode")
 
@@ -141,11 +142,15 @@ class CodecServer:
             # The unread body must not be taken for the next request: the connection closes.
             return self._answer(request, *refused_body(length), close=True)
         try:
-            body = await request.content.readexactly(length)
+            async with asyncio.timeout(BODY_TIMEOUT_S):  # a caller that stops sending gives its slot back
+                body = await request.content.readexactly(length)
         except asyncio.IncompleteReadError:
             return self._answer(
                 request, 400, {"message": "the body is shorter than its Content-Length"}, close=True
             )
+        except TimeoutError:
+            why = f"body not received within {BODY_TIMEOUT_S:g}s"
+            return self._answer(request, 408, {"message": why}, close=True)
         status, answer = self.transform(routed[0], body, ns)
         if status != 200:
             log.warning("codec %s for namespace %r refused: %s", routed[0], ns[:64], status)
