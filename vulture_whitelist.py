@@ -26,6 +26,8 @@ _.last_failing_fraction  # RegionTracker
 _.last_probed_at
 _.weights_applied_at  # FailoverResult
 _.rto_upper_bound_s
+_.released_at  # FailoverResult: when it gave the fleet back (done for the fleet)
+_.superseded_by  # FailoverResult: the operation that ended its objective watch
 _.held_s  # SloJudgement (its evidence line says the same in words)
 _.active_failover  # MonitorState
 _.last_failover  # MonitorState, copied into MonitorStatus by name (MonitorStatus.of)
