@@ -352,14 +352,43 @@ class HAProxyGlobal(_Model):
         "global", description="Backend whose servers are the region gateways (named by region)."
     )
     fast_path: bool = Field(
-        False,
-        description="Data-plane fast path (off by default): the global tier retries a request whose connect failed, "
+        True,
+        description="Data-plane fast path (on by default): the global tier retries a request whose connect failed, "
         "whose response was empty, or that got a 503, once on another region (HAProxy `retry-on conn-failure "
         "empty-response 503`, `option redispatch 1`), so a hard-down region costs users about no errors while "
-        "drctl moves traffic and capacity. Only requests that fit in one HAProxy buffer (tune.bufsize) are "
-        "retried, and a generation cut off by an empty response runs again on the other region. `drctl dev up` "
-        "renders it; a production global HAProxy needs the same lines (deploy/compose/haproxy-global.cfg).",
+        "drctl moves traffic and capacity, or while drctl, Temporal or the workers are down with it. Only "
+        "requests that fit in one HAProxy buffer (tune.bufsize) are retried, and a generation cut off by an "
+        "empty response runs again on the other region. `drctl dev up` renders it; a production global "
+        "HAProxy needs the same lines (deploy/compose/haproxy-global.cfg). Set false to measure drctl alone.",
     )
+    health_checks: bool = Field(
+        True,
+        description="Check each region gateway's inference health endpoint (GET /drctl/ready: 200 only while a "
+        "weighted track has a ready replica) from the global backend, so a region that fails check_fall checks "
+        "in a row leaves the rotation within check_interval_s x check_fall, with no drctl, Temporal or worker "
+        "acting (docs/failover.md, 'Data-plane fast path'). drctl's weights still decide while it runs. Set "
+        "false to measure drctl alone.",
+    )
+    check_interval_s: float = Field(
+        2.0,
+        gt=0,
+        le=60,
+        description="Seconds between two health checks of a region gateway (HAProxy `inter`).",
+    )
+    check_fall: int = Field(
+        3, ge=1, le=100, description="Consecutive failed checks before a region leaves the rotation (`fall`)."
+    )
+    check_rise: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="Consecutive passed checks before a region rejoins the rotation (`rise`).",
+    )
+
+    @property
+    def detect_s(self) -> float:
+        """Interval x fall: how long the global tier takes to take a dead region out by itself."""
+        return self.check_interval_s * self.check_fall
 
 
 class Route53HealthCheck(_Model):
