@@ -150,3 +150,14 @@ def test_a_refusal_is_one_line_whatever_the_value_holds(config: str) -> None:
     code, out, err = run_cli(["failover", "--to", f"x{OSC52}\nerror: none; failover succeeded", "-c", config])
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "\\x1b]52" in err and "\\nerror: none" in err and "\x1b" not in err
+
+
+def test_config_schema_takes_o_and_keeps_format_as_a_deprecated_alias() -> None:
+    code, as_json, err = run_cli(["config", "schema", "-o", "json"])
+    assert code == 0 and json.loads(as_json)["title"], err
+    code, markdown, err = run_cli(["config", "schema", "-o", "markdown"])
+    assert code == 0 and markdown.lstrip().startswith("#") and err == "", err
+    code, old, err = run_cli(["config", "schema", "--format", "markdown"])
+    assert code == 0 and old == markdown and "--format is deprecated; use -o/--output" in err
+    code, out, err = run_cli(["config", "schema", "-h"])
+    assert code == 0 and "--format" not in out and "-o, --output" in out
