@@ -194,7 +194,6 @@ def failover(
         workflow_id=f"failover/{cfg.name}",
         source=from_,
         target=to,
-        memo={"initiator": "cli"},
     )
 
 
