@@ -123,7 +123,14 @@ def decide(
             reconcile.RULE,
             "reconcile",
             dict(tick.base),
-            [drift_words + ("; re-asserted" if p.correct else f"; {config.mode}: reported, not corrected")],
+            [
+                drift_words
+                + (
+                    "; re-asserted"
+                    if p.correct
+                    else f"; {'back-off' if backoff else config.mode}: reported, not corrected"
+                )
+            ],
             advisory=not p.correct,
         )
     elif outcome is None:

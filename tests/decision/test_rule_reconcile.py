@@ -125,6 +125,9 @@ def test_drift_during_backoff_is_reported_not_corrected() -> None:
     mem = note_apply_failed(remembered(), at(0), 30)
     d, _ = checked(two({"a": 50, "b": 50}, {"a": 60, "b": 40}), mem, CFG, at(10))
     assert (d.action, d.advisory, d.weights_after) == ("reconcile", True, {"a": 50, "b": 50})
+    assert d.reasons == [
+        "reconcile: in effect a 50 / b 50 differs from applied a 60 / b 40; back-off: reported, not corrected"
+    ]
 
 
 def test_all_zero_weights_go_to_the_healthy_regions() -> None:
