@@ -26,12 +26,15 @@ from drctl.config.schema import (
 from drctl.devstack.admin import RegionAdmin, start_admin
 from drctl.devstack.gateway_controller import ROUTES, GatewayController, gateway_name, haproxy_program
 from drctl.devstack.haproxy_conf import (
+    fresh_state_file,
     haproxy_dir,
     host_port,
     partition_acl,
     region_backend,
     region_socket,
     render_region,
+    save_state,
+    state_file,
 )
 from drctl.devstack.kube import RegionCluster, serve_cluster
 from drctl.devstack.nodeagent import DEPLOYMENTS, HPAS, TRACK_LABEL, NodeAgent, die_with_parent
@@ -51,7 +54,7 @@ class Gateway:
         self.proc: asyncio.subprocess.Process | None = None
         self.epoch = 0
         self.fault: str | None = None  # None | "killed" | "frozen"
-        self._weights: dict[str, int] | None = None  # last seen track weights, kept across restarts
+        self.state_path = state_file(cfg, region)  # `show servers state`, read back on a restart
         self.partition_path = partition_acl(cfg, region)
         self.partitioned: list[str] = []  # source addresses whose connections are refused
         self._started_at = 0.0
@@ -99,11 +102,8 @@ class Gateway:
                 break
             except HAProxyError:
                 await asyncio.sleep(0.05)
-        if self._weights:
-            # A real gateway restart would lose runtime weights; the product set them on purpose,
-            # so they come back as a server-state file would bring them back.
-            with contextlib.suppress(HAProxyError):
-                await asyncio.to_thread(self.runtime.set_weights, self.backend, self._weights)
+        # The track weights drctl set come back from the server-state file HAProxy loaded, as they
+        # do for a production gateway; nothing here sets them again.
         self.epoch += 1
 
     async def supervise(self) -> None:
@@ -121,9 +121,16 @@ class Gateway:
                     )
                     await self.start()
             elif self.usable and time.monotonic() - last_snapshot > 1.0:
+                # What a production gateway's reload does before it restarts, done every second here
+                # because the dev stack's faults kill the gateway without warning.
                 last_snapshot = time.monotonic()
-                with contextlib.suppress(HAProxyError):
-                    self._weights = await asyncio.to_thread(self.runtime.get_weights, self.backend)
+                await self.save_state()
+
+    async def save_state(self) -> None:
+        """Write the region backend's `show servers state` to the gateway's server-state file."""
+        with contextlib.suppress(HAProxyError, OSError):
+            state = await asyncio.to_thread(self.runtime.command, f"show servers state {self.backend}")
+            await asyncio.to_thread(save_state, state, self.state_path)
 
     def _signal(self, sig: signal.Signals) -> None:
         if self.proc is not None and self.proc.returncode is None:
@@ -275,6 +282,7 @@ async def run_region(cfg: FleetConfig, region: str) -> None:
     haproxy_dir(cfg).mkdir(parents=True, exist_ok=True)
     (haproxy_dir(cfg) / f"{region}.cfg").write_text(render_region(cfg, region))
     partition_acl(cfg, region).write_text("")  # no partition at start; HAProxy needs the file to exist
+    fresh_state_file(state_file(cfg, region))  # a region starts from the config's track weights
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 from drctl.config.schema import FleetConfig
 from drctl.devstack import haproxy_conf, processes, prometheus, readiness
 from drctl.devstack.stack import Component, StackError, _pid_path, _read_record, components, state_dir
+from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 
 
 def _component(cfg: FleetConfig, config_path: Path, name: str) -> Component:
@@ -101,14 +103,28 @@ def restart_temporal(cfg: FleetConfig, config_path: Path, timeout_s: float = 60.
 def restart_global_gateway(cfg: FleetConfig, config_path: Path, timeout_s: float = 30.0) -> int:
     """Re-render haproxy/global.cfg from `cfg` and restart the global HAProxy on it; return its pid.
 
-    For switching the global tier's options (e.g. traffic.global.fast_path) on a running stack.
-    The runtime weights go with the old process: the new one starts at the configured weights.
+    For switching the global tier's options (e.g. traffic.global.fast_path) on a running stack,
+    or an operator's restart mid-failover. The runtime weights survive it as they survive a
+    production reload (HAProxy's management guide, "server-state-file"): the old process's
+    `show servers state` is written to the state file first, and the new one loads it. An old
+    process that does not answer leaves the last state file as it is.
     """
     comp = _component(cfg, config_path, "haproxy-global")
     s = state_dir(cfg)
-    (s / "haproxy" / "global.cfg").write_text(haproxy_conf.render_global(cfg))
     old = processes.read_pid(_pid_path(s, comp.name))
-    if old is not None and processes.is_ours(old, comp.argv):
+    alive = old is not None and processes.is_ours(old, comp.argv)
+    if alive:
+        runtime = HAProxyRuntime(haproxy_conf.global_socket(cfg))
+        try:
+            state = runtime.command(f"show servers state {haproxy_conf.global_backend(cfg)}")
+        except HAProxyError as exc:
+            print(
+                f"haproxy-global: no server state saved ({exc}); it restarts on the last one", file=sys.stderr
+            )
+        else:
+            haproxy_conf.save_state(state, haproxy_conf.state_file(cfg, "global"))
+    (s / "haproxy" / "global.cfg").write_text(haproxy_conf.render_global(cfg))
+    if alive and old is not None:
         processes.terminate([old])
     _wait_ports_free(comp, timeout_s)
     pid = _spawn(cfg, comp)

@@ -276,9 +276,11 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
             if comp.name in keep:
                 continue
             if comp.name == "haproxy-global":
-                from drctl.devstack.haproxy_conf import render_global
+                from drctl.devstack.haproxy_conf import fresh_state_file, render_global, state_file
 
                 (s / "haproxy" / "global.cfg").write_text(render_global(cfg))
+                # A stack starts from the config's weights; a restart keeps them (restart.py).
+                fresh_state_file(state_file(cfg, "global"))
             if comp.name == "prometheus":
                 served = {r.name: prometheus.worker_port(cfg, r.name) for r in cfg.regions if workers}
                 prometheus.write_config(cfg, s, served)
