@@ -9,9 +9,11 @@ in health settings:
   gateways' counters, every second), a breach makes a region SUSPECT and a probe confirms it, and
   the other region's worker votes before the failover (health.quorum; the bench's one worker
   process serves every queue, so the vote costs its real round trip but shares the network path).
-- fastpath: drctl with the global tier's data-plane fast path on (`traffic.global.fast_path`: the
-  global HAProxy retries a refused, empty or 503 request on the other region); the bench restarts
-  the global HAProxy on its re-rendered config. Run for the down fault only (see FASTPATH_KINDS).
+- fastpath: drctl with the global tier's data plane as shipped: the fast path
+  (`traffic.global.fast_path`: the global HAProxy retries a refused, empty or 503 request on the
+  other region) and the gateways' health checks (`traffic.global.health_checks`); the bench
+  restarts the global HAProxy on its re-rendered config. Run for the down fault only (see
+  FASTPATH_KINDS). Every other policy turns both off, so it measures drctl alone.
 - rounds: the first release's monitor: one probe round per interval, fast confirm, no passive
   signals, no vantage quorum.
 - baseline: interval × threshold: rounds without fast confirm.
@@ -119,8 +121,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def policy_config(cfg: FleetConfig, policy: Policy) -> FleetConfig:
-    """The fleet config under one policy (module docstring): only health settings and the fast path differ."""
-    tier = cfg.traffic.global_tier.model_copy(update={"fast_path": policy == "fastpath"})
+    """The fleet config under one policy (module docstring): only health settings and the data plane differ.
+
+    Both are on by default; every policy but fastpath turns them off explicitly, so drctl's own
+    detection and shift are what it measures.
+    """
+    data_plane = policy == "fastpath"
+    tier = cfg.traffic.global_tier.model_copy(update={"fast_path": data_plane, "health_checks": data_plane})
     watcher = policy in ("drctl", "fastpath")
     passive = cfg.health.passive.model_copy(update={"enabled": watcher})
     # The first release neither rebalanced: a gray failure waited for the full failover.
@@ -155,6 +162,15 @@ def with_objective(cfg: FleetConfig, base_ttft_ms: float) -> FleetConfig:
 
 def fast_path_on(cfg: FleetConfig) -> bool:
     return bool(getattr(cfg.traffic.global_tier, "fast_path", False))
+
+
+def health_checks_on(cfg: FleetConfig) -> bool:
+    return bool(getattr(cfg.traffic.global_tier, "health_checks", False))
+
+
+def data_plane(cfg: FleetConfig) -> tuple[bool, bool]:
+    """What the global HAProxy's rendered config depends on: (fast path, health checks)."""
+    return fast_path_on(cfg), health_checks_on(cfg)
 
 
 def _secs(a: datetime | None, b: datetime | None) -> float | None:
@@ -255,9 +271,9 @@ async def run_trial(
     """Reset, watch, inject at t0, wait for the failover, measure; always stops the monitor."""
     pcfg = policy_config(cfg, policy)
     source = cfg.regions[0].name
-    if fast_path_on(pcfg) != args.global_fast_path:  # the global HAProxy's config follows the policy
+    if data_plane(pcfg) != args.global_data_plane:  # the global HAProxy's config follows the policy
         await asyncio.to_thread(restart_global_gateway, pcfg, args.config_path)
-        args.global_fast_path = fast_path_on(pcfg)
+        args.global_data_plane = data_plane(pcfg)
     await asyncio.to_thread(rto_fleet.reset_fleet, cfg)
     await rto_fleet.wait_probed_healthy(cfg, 60)
     await rto_fleet.wait_no_operations(client, cfg, 60)
@@ -420,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"bringing the dev stack up (config {cfg_path}) ...", flush=True)
         rto_fleet.stack_up(cfg, cfg_path, args.base_ttft_ms)
-        args.config_path, args.global_fast_path = cfg_path, fast_path_on(cfg)
+        args.config_path, args.global_data_plane = cfg_path, data_plane(cfg)
         asyncio.run(run_all(cfg, args, trials))
     except (KeyboardInterrupt, rto_fleet.WorkerStopped) as exc:
         interrupted = True

@@ -19,8 +19,10 @@ Policy = Literal["drctl", "fastpath", "rounds", "baseline"]
 Kind = Literal["down", "slow", "errors"]
 POLICIES: tuple[Policy, ...] = ("drctl", "fastpath", "rounds", "baseline")
 POLICY_TEXT: dict[Policy, str] = {
-    "drctl": "the default monitor: watcher, passive signals, fast confirm, vantage quorum",
-    "fastpath": "drctl with the global tier's data-plane fast path (traffic.global.fast_path)",
+    "drctl": "the default monitor: watcher, passive signals, fast confirm, vantage quorum; "
+    "global data plane off (drctl alone)",
+    "fastpath": "drctl with the global tier's data plane as shipped: fast path and gateway health checks "
+    "(traffic.global.fast_path, health_checks)",
     "rounds": "the first release's monitor: one probe round per interval, fast confirm, no quorum",
     "baseline": "interval x threshold: probe rounds without fast confirm",
 }

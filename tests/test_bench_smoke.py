@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench import rto_fleet
-from bench.rto import fast_path_on, main, parse_args, policy_config, write_json
+from bench.rto import fast_path_on, health_checks_on, main, parse_args, policy_config, write_json
 from bench.rto_report import Trial, error_window, format_table, percentile, ratios, summarise
 from drctl.models.drill import LoadSample
 from drctl.models.fleet_spec import FleetSpec
@@ -75,10 +75,12 @@ def test_bench_config_is_the_reference_fleet_and_policies_differ_only_in_their_o
             policy_config(cfg, "drctl").health.passive.enabled
             and not policy_config(cfg, "rounds").health.passive.enabled
         )
+        # The data plane is on by default; every policy but fastpath measures drctl alone.
+        assert fast_path_on(cfg) and health_checks_on(cfg)
         fast = policy_config(cfg, "fastpath")
-        assert fast_path_on(fast) and not any(
-            fast_path_on(policy_config(cfg, p)) for p in ("drctl", "rounds", "baseline")
-        )
+        assert fast_path_on(fast) and health_checks_on(fast)
+        for p in ("drctl", "rounds", "baseline"):
+            assert not fast_path_on(policy_config(cfg, p)) and not health_checks_on(policy_config(cfg, p)), p
         assert FleetSpec.from_config(fast) == ours
     finally:
         shutil.rmtree(path.parent)
