@@ -5,8 +5,9 @@ the labels and the TTFT histogram buckets follow vLLM. Two surfaces, one at a ti
 server exposes one (FLEETSIM_VLLM_METRICS):
 - "v1", vLLM today (vllm/v1/metrics/loggers.py): labels model_name and engine, KV-cache fill as
   `vllm:kv_cache_usage_perc`;
-- "v0", the V0 engine (vllm/engine/metrics.py): label model_name only, KV-cache fill as
-  `vllm:gpu_cache_usage_perc`.
+- "v0", the V0 engine (vllm/engine/metrics.py) as vLLM v0.6.3 exports it: label model_name only,
+  KV-cache fill as `vllm:gpu_cache_usage_perc`, and no `http_requests_total` (its API server had no
+  HTTP instrumentator; vLLM PR 15657 added one in 2025), so errors are not counted anywhere.
 Rendering is done by hand instead of through prometheus_client to keep replica start-up cheap.
 
 `vllm:cache_config_info` is vLLM's info gauge of its CacheConfig (loggers.py `log_metrics_info`,
@@ -170,6 +171,10 @@ def render(stats: EngineStats, surface: str = "v1") -> str:
     lines.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig")
     lines.append("# TYPE vllm:cache_config_info gauge")
     lines.append(f"vllm:cache_config_info{{{info}}} 1.0")
+    if surface == "v0":
+        # vLLM v0.6.3 (the V0 engine's last surface drctl names) has no HTTP instrumentator: the
+        # request counter came with vLLM PR 15657 (2025), so failures show nowhere on this surface.
+        return "\n".join(lines) + "\n"
     # Not a vllm: metric, so without the model_name label, as the instrumentator renders it.
     lines.append("# HELP http_requests_total Total number of requests by method, status and handler.")
     lines.append("# TYPE http_requests_total counter")

@@ -43,7 +43,10 @@ class SignalSnapshot(BaseModel):
     region: str
     taken_at: float = Field(description="When it was read, seconds on the reader's monotonic clock.")
     requests_total: float = Field(description="Requests answered, cumulative.")
-    errors_total: float = Field(description="Requests answered with a 5xx (or never answered), cumulative.")
+    errors_total: float | None = Field(
+        description="Requests answered with a 5xx (or never answered), cumulative; None: the source has no "
+        "error counter (vLLM releases before http_requests_total), so its errors are unknown, never 0."
+    )
     ttft: HistogramSnapshot | None = Field(None, description="vllm:time_to_first_token_seconds.")
     e2e: HistogramSnapshot | None = Field(None, description="vllm:e2e_request_latency_seconds.")
     response_time_avg_ms: float | None = Field(
@@ -74,7 +77,9 @@ class WindowStats(BaseModel):
     span_s: float = Field(description="Seconds the window actually covers.")
     sources: int = Field(description="Sources that contributed.")
     requests: float
-    errors: float
+    errors: float | None = Field(
+        description="Of which failed; None: a source had no error counter (unknown)."
+    )
     ttft_p50_ms: float | None = None
     ttft_p99_ms: float | None = None
     e2e_p99_ms: float | None = None
@@ -97,6 +102,8 @@ class WindowStats(BaseModel):
 
     @property
     def error_rate(self) -> float | None:
+        if self.errors is None:
+            return None
         return self.errors / self.requests if self.requests > 0 else None
 
 

@@ -150,14 +150,23 @@ def view(
 
     With `stall_after_s`, also the requests that have waited that long for a first token (`stalled`).
     """
-    requests = errors = span = 0.0
+    requests = span = 0.0
+    errors: float | None = 0.0
     econ: float | None = None
     stuck: list[tuple[float, float]] = []
     ttft, e2e = [], []
     rtimes, queues = [], []
     for reads in series:
         requests += counter_increase([r.requests_total for r in reads])
-        errors += counter_increase([r.errors_total for r in reads])
+        counts = [r.errors_total for r in reads]
+        # One source without an error counter makes the view's errors unknown: a sum that left its
+        # failures out would read as a lower error rate than the region has.
+        if errors is not None:
+            errors = (
+                None
+                if any(c is None for c in counts)
+                else errors + counter_increase([c or 0.0 for c in counts])
+            )
         span = max(span, reads[-1].taken_at - reads[0].taken_at)
         if all(r.connect_errors_total is not None for r in reads):
             econ = (econ or 0.0) + counter_increase([r.connect_errors_total or 0.0 for r in reads])

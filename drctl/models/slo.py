@@ -42,12 +42,16 @@ class SloInterval(BaseModel):
     start_s: float
     end_s: float
     requests: float = Field(description="Requests answered in the interval, all replicas.")
-    errors: float = Field(description="Of which 5xx.")
+    errors: float | None = Field(
+        description="Of which 5xx; None: a replica's metrics have no error counter (unknown, never 0)."
+    )
     ttft_p99_ms: float | None = Field(None, description="Server-side TTFT p99; None: no first token.")
     replicas: int = Field(0, description="Replicas read at both ends.")
 
     @property
     def error_rate(self) -> float | None:
+        if self.errors is None:
+            return None
         return self.errors / self.requests if self.requests > 0 else None
 
     def breaches(self, obj: SloObjective) -> list[str]:
@@ -69,12 +73,15 @@ def slo_interval(
     A counter lower than before is a restarted replica, whose new count is all increase.
     """
     both = sorted(before.keys() & after.keys())
-    requests = errors = 0.0
+    requests = 0.0
+    errors: float | None = 0.0
     ttfts = []
     for name in both:
         a, b = before[name], after[name]
         requests += counter_increase([a.requests_total, b.requests_total])
-        errors += counter_increase([a.errors_total, b.errors_total])
+        if errors is not None:
+            pair = (a.errors_total, b.errors_total)
+            errors = None if None in pair else errors + counter_increase([c or 0.0 for c in pair])
         if a.ttft and b.ttft and (h := histogram_increase([a.ttft, b.ttft])):
             ttfts.append(h)
     merged = merge_histograms(ttfts)
@@ -106,12 +113,19 @@ def judge_slo(intervals: Sequence[SloInterval], obj: SloObjective) -> SloJudgeme
     held = requests = errors = 0.0
     worst: float | None = None
     last_breach: tuple[SloInterval, list[str]] | None = None
+    unknown: SloInterval | None = None
     for iv in intervals:
         if breaches := iv.breaches(obj):
             start, held, requests, errors, worst = None, 0.0, 0.0, 0.0, None
             last_breach = (iv, breaches)
             continue
         if iv.requests <= 0:
+            continue
+        if iv.errors is None:
+            # Errors unknown (no error counter on this vLLM's metrics): the objective cannot be
+            # shown to hold, so the run breaks, as a breach would, without claiming one.
+            start, held, requests, errors, worst = None, 0.0, 0.0, 0.0, None
+            unknown = iv
             continue
         if start is None:
             start = iv.start_s
@@ -134,6 +148,11 @@ def judge_slo(intervals: Sequence[SloInterval], obj: SloObjective) -> SloJudgeme
     if last_breach is not None:
         iv, what = last_breach
         why = f"{'; '.join(what)} at {iv.end_s:.1f}s"
+    elif unknown is not None:
+        why = (
+            f"error rate unknown at {unknown.end_s:.1f}s: the replicas' metrics have no error counter "
+            "(http_requests_total; vLLM before 2025 exports none), so the objective cannot be shown to hold"
+        )
     elif (lull := no_traffic(intervals, obj.window_s)) is not None:
         return SloJudgement(held_s=round(held, 3), evidence=lull, judged=False)
     else:

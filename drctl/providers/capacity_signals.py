@@ -30,6 +30,7 @@ from drctl.providers.prom import parse_series
 from drctl.providers.replicas import ReplicaEndpoint, ReplicaSource
 from drctl.providers.vllm_metrics import (
     ReplicaTarget,
+    counts_http,
     pooled_client,
     read_each,
     read_page,
@@ -97,9 +98,12 @@ class CapacitySignalReader:
         timeout_s = self.cfg.health.probe_timeout_s
 
         async def one(t: ReplicaTarget) -> tuple[SignalSnapshot, ReplicaGauges]:
-            series = parse_series(await read_page(self._http, t, timeout_s=timeout_s))
+            text = await read_page(self._http, t, timeout_s=timeout_s)
+            series = parse_series(text)
             running, waiting, seqs = replica_gauges(series)
-            snap = series_snapshot(series, region=region, source=t.name, taken_at=self._clock())
+            snap = series_snapshot(
+                series, region=region, source=t.name, taken_at=self._clock(), http=counts_http(text)
+            )
             return snap, ReplicaGauges(name=t.name, running=running, waiting=waiting, max_num_seqs=seqs)
 
         targets = [ReplicaTarget(region, e.name, e.url) for e in ready]

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from drctl.models.passive import PassiveThresholds, PassiveVerdict, WindowStats, judge
-from drctl.providers.prom import HTTP_REQUESTS, VLLM_E2E, VLLM_RUNNING, VLLM_TTFT
+from drctl.providers.prom import HTTP_REQUESTS, VLLM_E2E, VLLM_RUNNING, VLLM_SUCCESS, VLLM_TTFT
 from drctl.providers.vllm_metrics import GENERATION_HANDLERS
 
 
@@ -47,6 +47,8 @@ def region_queries(window_s: float, label: str, selector: str = "") -> dict[str,
     return {
         "requests": f"sum by ({label}) (increase({HTTP_REQUESTS}{http}{w}))",
         "errors": f"sum by ({label}) (increase({HTTP_REQUESTS}{http_5xx}{w}))",
+        # Requests where no http_requests_total is exported (vLLM before 2025): the successes.
+        "successes": f"sum by ({label}) (increase({VLLM_SUCCESS}{sel}{w}))",
         "ttft_p50": q(0.5, VLLM_TTFT),
         "ttft_p99": q(0.99, VLLM_TTFT),
         "e2e_p99": q(0.99, VLLM_E2E),
@@ -138,12 +140,16 @@ class PrometheusSignals:
                 v = f[key].get(region)
                 return None if v is None else v * 1000.0
 
+            counted = r in f["requests"]
             view = WindowStats(
                 kind="prometheus",
                 span_s=th.window_s,
                 sources=int(f["replicas"].get(r, 0)),
-                requests=f["requests"].get(r, 0.0),
-                errors=f["errors"].get(r, 0.0),
+                # No 5xx series beside a request series is no 5xx; with no request series the replicas
+                # export no http_requests_total (vLLM before 2025): the successes are the requests
+                # known, and errors are unknown, never 0.
+                requests=f["requests"][r] if counted else f["successes"].get(r, 0.0),
+                errors=f["errors"].get(r, 0.0) if counted else None,
                 ttft_p50_ms=ms("ttft_p50"),
                 ttft_p99_ms=ms("ttft_p99"),
                 e2e_p99_ms=ms("e2e_p99"),

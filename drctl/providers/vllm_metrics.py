@@ -4,8 +4,9 @@ Counts come from `http_requests_total{handler,method,status}`, which vLLM's API 
 through prometheus-fastapi-instrumentator with its defaults (vllm/entrypoints/serve/instrumentator/
 metrics.py: status grouped as "2xx".."5xx"), over the generation handlers only (a probe of
 /v1/models is not user traffic). A server without that counter still exposes
-`vllm:request_success_total`; requests are then the successes and errors are unknown (counted 0),
-so such a replica can breach on TTFT but never on errors. `/metrics` needs no API key in vLLM.
+`vllm:request_success_total`; requests are then the successes and errors are unknown (None, never
+0): the SLO watch then cannot call the objective met, and the passive signals judge errors from the
+gateway's counters alone. `/metrics` needs no API key in vLLM.
 
 Reads run concurrently on one pooled client: each replica's deadline starts when its request
 starts, not while it waits for a free slot, so a long queue never looks like a slow replica.
@@ -14,6 +15,7 @@ starts, not while it waits for a free slot, so a long queue never looks like a s
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from drctl.providers.prom import (
 )
 
 T = TypeVar("T")
+_HTTP_DECLARED = re.compile(rf"^# TYPE {HTTP_REQUESTS} counter", re.MULTILINE)
 GENERATION_HANDLERS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/responses"})
 
 
@@ -46,23 +49,37 @@ class ReplicaTarget:
     url: str  # base URL; /metrics is appended
 
 
+def counts_http(text: str) -> bool:
+    """The page declares http_requests_total. A counter with labels has no sample before its first
+    request, but prometheus_client writes its `# TYPE` line from the start: declared and empty is 0
+    requests, undeclared is a server that counts none (errors unknown)."""
+    return _HTTP_DECLARED.search(text) is not None
+
+
 def replica_snapshot(text: str, *, region: str, source: str, taken_at: float) -> SignalSnapshot:
     """A snapshot from one /metrics page (Prometheus text format)."""
-    return series_snapshot(parse_series(text), region=region, source=source, taken_at=taken_at)
+    series = parse_series(text)
+    return series_snapshot(series, region=region, source=source, taken_at=taken_at, http=counts_http(text))
 
 
-def series_snapshot(series: Series, *, region: str, source: str, taken_at: float) -> SignalSnapshot:
-    """A snapshot from a /metrics page already parsed (`parse_series`)."""
-    http = [
+def series_snapshot(
+    series: Series, *, region: str, source: str, taken_at: float, http: bool = False
+) -> SignalSnapshot:
+    """A snapshot from a /metrics page already parsed (`parse_series`); `http`: the page declares
+    http_requests_total (`counts_http`), so no sample of it means no request yet."""
+    rows = [
         (labels, v)
         for n, labels, v in series
         if n == HTTP_REQUESTS and labels.get("handler") in GENERATION_HANDLERS
     ]
-    if http:
-        requests = sum(v for _, v in http)
-        errors = sum(v for labels, v in http if labels.get("status", "").startswith("5"))
+    errors: float | None
+    if rows or http:
+        requests = sum(v for _, v in rows)
+        errors = sum(v for labels, v in rows if labels.get("status", "").startswith("5"))
     else:
-        requests, errors = total(series, VLLM_SUCCESS) or 0.0, 0.0
+        # No http_requests_total (vLLM before PR 15657, v0.6.3 among them): the successes are what is
+        # known to have been answered, and the failures are unknown; 0 would hide every 5xx.
+        requests, errors = total(series, VLLM_SUCCESS) or 0.0, None
     return SignalSnapshot(
         source=source,
         kind="replica",

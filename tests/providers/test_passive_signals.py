@@ -330,3 +330,31 @@ def test_dashboard_vllm_queries_answer_for_both_surfaces(env: Env) -> None:
             wait_until(
                 lambda e=expr: answered(e), timeout_s=15, interval_s=0.25, what=f"both surfaces in {expr}"
             )
+
+
+def test_v0_replica_errors_are_unknown_never_zero(env: Env) -> None:
+    """us-west-1's replica shows vLLM v0.6.3's surface: no http_requests_total, so the failed half
+    of its answers shows nowhere. Its errors read as unknown (None), never as 0, and the replica
+    view has no error rate rather than 0% (issue 27 item 9)."""
+    targets = [ReplicaTarget("us-west-1", "west-0", env.west)]
+
+    async def read() -> list:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            return (await read_replicas(client, targets, timeout_s=2.0))[0]
+
+    window = SignalWindow(TH)
+    (first,) = asyncio.run(read())
+    window.add(first)
+    fault(env.west, error_rate=0.5)
+    try:
+        with httpx.Client(timeout=5, trust_env=False) as c:
+            codes = complete(c, env.west, 30)
+    finally:
+        fault(env.west)
+    assert 500 in codes and 200 in codes, codes
+    (now,) = asyncio.run(read())
+    assert first.errors_total is None and now.errors_total is None
+    assert now.requests_total - first.requests_total == codes.count(200)  # the successes: all it knows
+    window.add(now)
+    (view,) = window.verdict("us-west-1", now=now.taken_at).views
+    assert view.kind == "replica" and view.errors is None and view.error_rate is None, view
