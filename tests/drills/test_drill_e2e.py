@@ -166,6 +166,7 @@ async def test_schedule_lists_weekly_next_runs(temporal_client: Client, fleet_co
         str(EXPERIMENTS / "gateway-loss.json"),
         "-c",
         cfg_path,
+        "--yes",  # creating a schedule asks first; a test has no terminal to answer it
     )
     assert code == 0, err
     try:

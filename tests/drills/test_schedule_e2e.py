@@ -47,6 +47,7 @@ async def test_resume_and_trigger_run_a_scheduled_drill(
         str(EXPERIMENTS / "region-outage.json"),
         "-c",
         cfg_path,
+        "--yes",  # creating a schedule asks first; a test has no terminal to answer it
     )
     assert code == 0, err
     try:
