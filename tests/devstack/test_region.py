@@ -7,13 +7,14 @@ import os
 import shutil
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from kubernetes import client as k8s
 
-from drctl.devstack.haproxy_conf import region_socket
-from drctl.providers.haproxy_runtime import HAProxyRuntime
+from drctl.devstack.haproxy_conf import READY_PATH, region_socket, state_file
+from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 from tests.support.config import short_tmp_dir, write_fleet_config
 from tests.support.regionproc import RegionProcess, alive
 from tests.support.wait import wait_until
@@ -239,6 +240,8 @@ def test_canary_deployment_joins_its_track_and_leaves_on_delete(
         timeout_s=20,
         what="the canary replica in track_canary",
     )
+    # The canary track server is up once its check sees a ready replica behind it (within a second).
+    wait_until(lambda: track_up(runtime, "canary"), timeout_s=10, what="the canary track server up")
     runtime.set_weight("region", "canary", 100)
     runtime.set_weight("region", "stable", 0)
     try:
@@ -253,6 +256,88 @@ def test_canary_deployment_joins_its_track_and_leaves_on_delete(
         what="the canary replica to stop",
     )
     wait_until(lambda: runtime.servers("track_canary") == [], timeout_s=10, what="track_canary to empty")
+
+
+def track_up(runtime: HAProxyRuntime, track: str) -> bool:
+    return {s.name: s.operational for s in runtime.servers("region")}[track]
+
+
+def test_ready_endpoint_answers_200_only_while_a_weighted_track_has_a_ready_replica(
+    region: RegionProcess,
+) -> None:
+    """GET /drctl/ready, what the global tier checks: answered by the gateway itself (no replica
+    sees the check), 503 with no replica left, and 503 when the only weighted track is empty."""
+    assert region.gateway.get(READY_PATH).status_code == 200
+    runtime = HAProxyRuntime(region_socket(region.cfg, region.region_cfg))
+    # Canary has no replica, so its track server is down within a check (another test may have
+    # just emptied it).
+    wait_until(lambda: not track_up(runtime, "canary"), timeout_s=10, what="the canary track down")
+    runtime.set_weight("region", "canary", 100)
+    runtime.set_weight("region", "stable", 0)
+    try:
+        assert region.gateway.get(READY_PATH).status_code == 503
+    finally:
+        runtime.set_weight("region", "stable", 100)
+        runtime.set_weight("region", "canary", 0)
+    assert region.gateway.get(READY_PATH).status_code == 200
+    region.admin.post(
+        "/faults/replicas", json={"action": "kill", "track": "stable", "count": 2, "stay_down": True}
+    ).raise_for_status()
+    wait_until(
+        lambda: region.gateway.get(READY_PATH).status_code == 503, timeout_s=15, what="/drctl/ready 503"
+    )
+    region.admin.post("/faults/clear").raise_for_status()
+    wait_until(
+        lambda: region.gateway.get(READY_PATH).status_code == 200, timeout_s=20, what="/drctl/ready 200"
+    )
+
+
+def test_a_weighted_track_with_no_ready_replica_leaves_the_region_backend(region: RegionProcess) -> None:
+    """The regional tier's own check: stable 50 / canary 50 with no canary replica serves every
+    request from stable (before, the canary's half got 503 from its empty track backend)."""
+    runtime = HAProxyRuntime(region_socket(region.cfg, region.region_cfg))
+    runtime.set_weights("region", {"stable": 50, "canary": 50})
+    try:
+        wait_until(lambda: not track_up(runtime, "canary"), timeout_s=10, what="the canary track down")
+        answers = [region.gateway.get("/v1/models") for _ in range(10)]
+        assert [(r.status_code, r.headers.get("X-Fleetsim-Track")) for r in answers] == [(200, "stable")] * 10
+    finally:
+        runtime.set_weights("region", {"stable": 100, "canary": 0})
+
+
+def test_a_restarted_gateway_loads_the_track_weights_from_its_state_file(region: RegionProcess) -> None:
+    """The gateway keeps no weights of its own: a killed and restored gateway comes back with the
+    weights in its server-state file (the state it dumped), not with any it re-applies."""
+    runtime = HAProxyRuntime(region_socket(region.cfg, region.region_cfg))
+    state = state_file(region.cfg, REGION)
+    runtime.set_weights("region", {"stable": 70, "canary": 30})
+    try:
+        wait_until(lambda: _dumped(state).get("canary") == 30, 10, what="the gateway's state dump")
+        assert region.admin.post("/faults/gateway", json={"action": "kill"}).status_code == 200
+        # What the restarted HAProxy loads decides: change it, as an operator's dump might differ.
+        rows = [ln.split(" ") for ln in state.read_text().splitlines()]
+        for cols in rows[2:]:
+            if cols[3] == "canary":
+                cols[7] = "20"  # srv_uweight
+        state.write_text("\n".join(" ".join(c) for c in rows) + "\n")
+        region.admin.post("/faults/gateway", json={"action": "restore"}).raise_for_status()
+
+        def weights() -> dict[str, int]:
+            try:
+                return runtime.get_weights("region")
+            except HAProxyError:
+                return {}
+
+        wait_until(lambda: weights().get("canary") == 20, timeout_s=15, what="canary 20 from the state file")
+        assert weights()["stable"] == 70
+    finally:
+        runtime.set_weights("region", {"stable": 100, "canary": 0})
+
+
+def _dumped(path: Path) -> dict[str, int]:
+    """srv_name -> srv_uweight in a `show servers state` dump."""
+    rows = [ln.split(" ") for ln in path.read_text().splitlines() if ln and not ln.startswith(("1", "#"))]
+    return {cols[3]: int(cols[7]) for cols in rows if len(cols) > 7}
 
 
 def endpoints(api: k8s.DiscoveryV1Api, ns: str) -> dict[str, tuple[int, bool, bool]]:
