@@ -34,12 +34,10 @@ def regions(ctx: Any, incomplete: str) -> list[str]:
     return [n for n in names if n.startswith(incomplete)]
 
 
-async def _operation_ids(path: Path, incomplete: str) -> list[str]:
+async def _operation_ids(cfg: Any, incomplete: str) -> list[str]:
     from drctl.client.connection import connect
-    from drctl.config.schema import load_config
     from drctl.models import search_attributes as sa
 
-    cfg = load_config(path)
     client = await connect(cfg)
     query = f"{sa.FLEET.name} = '{cfg.name}'"
     ids: list[str] = []
@@ -54,6 +52,12 @@ def operation_ids(ctx: Any, incomplete: str) -> list[str]:
     import asyncio
 
     try:
-        return asyncio.run(asyncio.wait_for(_operation_ids(_config_path(ctx), incomplete), TEMPORAL_BUDGET_S))
+        # The config and the Temporal client load first: the budget bounds Temporal's answer, not
+        # this process's imports (which a loaded machine can take a second over).
+        from drctl.client import connection  # noqa: F401 - imported here, outside the budget
+        from drctl.config.schema import load_config
+
+        cfg = load_config(_config_path(ctx))
+        return asyncio.run(asyncio.wait_for(_operation_ids(cfg, incomplete), TEMPORAL_BUDGET_S))
     except Exception:  # noqa: BLE001 - a completion completes nothing rather than fail the shell
         return []
