@@ -582,6 +582,14 @@ class VeleroConfig(_Model):
         300.0, gt=0, description="Deadline for a Backup or Restore to reach a terminal phase."
     )
     partially_failed_ok: bool = Field(False, description="Treat PartiallyFailed as success.")
+    sync_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        le=86400,
+        description="How long a restore waits for the target cluster's Velero to list a backup taken in "
+        "another cluster (Velero imports those through backup sync, every --backup-sync-period): "
+        "2 x the period the clusters run; the default suits Velero's default of 1 min, s.",
+    )
     restore_namespaces: list[KubeNamespace] = Field(
         default_factory=list,
         max_length=256,
@@ -791,6 +799,14 @@ class DevStackConfig(_Model):
         le=60,
         description="How long the emulated Gateway API controller takes to program an HTTPRoute change "
         "and report it in status.parents, seconds.",
+    )
+    velero_backup_sync_s: float = Field(
+        2.0,
+        gt=0,
+        le=3600,
+        description="How often each cluster's Velero stand-in imports backups taken by other clusters "
+        "from the bucket (Velero's --backup-sync-period, 1 min upstream); until then a restore of such "
+        "a backup ends FailedValidation, seconds.",
     )
 
 
