@@ -18,13 +18,13 @@ from activities.defined import activity_methods
 from activities.errors import app_error
 from activities.per_region import PerRegion
 from drctl.config.schema import FleetConfig
-from drctl.models.backup import PARTIALLY_FAILED, BackupInfo, BackupRequest, RestoreRequest
-from drctl.providers.velero import BackupFailed, BackupTimeout, VeleroBackupProvider
+from drctl.models.backup import PARTIALLY_FAILED, BackupInfo, BackupName, BackupRequest, RestoreRequest
+from drctl.providers.velero import BackupFailed, BackupNotSynced, BackupTimeout, VeleroBackupProvider
 from drctl.telemetry import metrics
 
 
 def _app_error(exc: BaseException, action: str) -> ApplicationError:
-    if isinstance(exc, (BackupFailed, BackupTimeout)):
+    if isinstance(exc, (BackupFailed, BackupTimeout, BackupNotSynced)):
         # The workflow reads the object's last state from the details to report it.
         return ApplicationError(
             str(exc), exc.info.model_dump(mode="json"), type=exc.error.kind, non_retryable=True
@@ -72,6 +72,16 @@ class BackupActivities:
             )
         metrics.record_backup(self.cfg.name, req.region, True, _completed(info))
         return info
+
+    @activity.defn(name="wait_backup_synced")
+    def wait_backup_synced(self, req: BackupName) -> BackupInfo:
+        """Wait, bounded by backup.sync_timeout_s, until the region's Velero lists the backup: one taken
+        in another cluster appears there only after backup sync, and a restore before that fails."""
+        activity.logger.info("waiting for %s to sync backup %s", req.region, req.name)
+        try:
+            return self._provider(req.region).wait_known(req.name, on_progress=_heartbeat)
+        except Exception as exc:
+            raise _app_error(exc, f"wait for backup {req.name} in {req.region}") from exc
 
     @activity.defn(name="restore_backup")
     def restore_backup(self, req: RestoreRequest) -> BackupInfo:

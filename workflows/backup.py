@@ -3,23 +3,28 @@ run durably on the region's own task queue so `drctl backup create` and `drctl r
 Temporal UI and survive a CLI that goes away.
 
 A backup changes no workload, so it runs beside any operation. A restore overwrites workload
-objects, so it claims the fleet like every other mutating operation.
+objects, so it claims the fleet like every other mutating operation. It first waits (phase `sync`)
+until the region's Velero lists the backup: one taken in another cluster appears there only after
+Velero's backup sync, and a Restore created before that fails validation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
-    from drctl.models.backup import BackupInfo, BackupJob, BackupJobResult, RestoreJob
+    from drctl.models.backup import BackupInfo, BackupJob, BackupJobResult, BackupName, RestoreJob
     from drctl.models.lock import SIGNAL_PREEMPT, PreemptNotice
     from drctl.models.outcome import failed
     from workflows import calls
     from workflows.operation import Operation, cause_of, innermost
+
+# Restores recorded before the sync wait existed replay without it.
+RESTORE_WAIT_SYNC = "restore-wait-backup-sync"
 
 
 def _last_state(exc: BaseException) -> BackupInfo | None:
@@ -38,12 +43,21 @@ class _Velero(Operation):
         return f"a {self.OPERATION} cannot be aborted: Velero runs it to the end"
 
     async def _velero(
-        self, call: Awaitable[BackupInfo], name: str, region: str, summary: str
+        self,
+        call: Callable[[], Awaitable[BackupInfo]],
+        name: str,
+        region: str,
+        summary: str,
+        sync: tuple[str, Callable[[], Awaitable[BackupInfo]]] | None = None,
     ) -> BackupJobResult:
+        """Run `call` in the operation's phase, after `sync` (its phase details and the wait) if given."""
         kind = self.TITLE
-        self.phases.enter(self.OPERATION, summary)
         try:
-            info = await call
+            if sync is not None:
+                self.phases.enter("sync", sync[0])
+                await sync[1]()
+            self.phases.enter(self.OPERATION, summary)
+            info = await call()
         except (ActivityError, ApplicationError) as exc:
             res = BackupJobResult(
                 kind=kind,
@@ -84,7 +98,7 @@ class Backup(_Velero):
         workflow.upsert_search_attributes([sa.TARGET_REGION.value_set(req.region)])
         summary = f"backup {req.name} in {req.region}"
         res = await self._velero(
-            calls.create_backup(req, queue=job.queue, summary=summary), req.name, req.region, summary
+            lambda: calls.create_backup(req, queue=job.queue, summary=summary), req.name, req.region, summary
         )
         if not res.ok:
             raise failed(f"backup {req.name} failed: {res.reason}", res)
@@ -120,9 +134,22 @@ class Restore(_Velero):
             await self.finish("FAILED", f"FAILED: {res.reason}", ok=False)
             raise failed(f"restore {req.name} refused: {res.reason}", res, busy=self.busy) from None
         summary = f"restore {req.backup_name} into {req.region} as {req.name}"
+        sync = None
+        if workflow.patched(RESTORE_WAIT_SYNC):
+            waiting = f"waiting for {req.region} to sync backup {req.backup_name}"
+            sync = (
+                waiting,
+                lambda: calls.wait_backup_synced(
+                    BackupName(region=req.region, name=req.backup_name), queue=job.queue, summary=waiting
+                ),
+            )
         try:
             res = await self._velero(
-                calls.restore_backup(req, queue=job.queue, summary=summary), req.name, req.region, summary
+                lambda: calls.restore_backup(req, queue=job.queue, summary=summary),
+                req.name,
+                req.region,
+                summary,
+                sync,
             )
         finally:
             await self.release()

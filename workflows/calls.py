@@ -381,6 +381,11 @@ async def create_backup(inp: BackupRequest, *, queue: str, summary: str) -> Back
     return await _call("create_backup", inp, BackupInfo, summary, queue, VELERO_S, VELERO)
 
 
+async def wait_backup_synced(inp: BackupName, *, queue: str, summary: str) -> BackupInfo:
+    # Bounded by backup.sync_timeout_s inside the activity; VELERO_S only catches a lost worker.
+    return await _call("wait_backup_synced", inp, BackupInfo, summary, queue, VELERO_S, VELERO)
+
+
 async def restore_backup(inp: RestoreRequest, *, queue: str, summary: str) -> BackupInfo:
     return await _call("restore_backup", inp, BackupInfo, summary, queue, VELERO_S, VELERO)
 

@@ -1,6 +1,7 @@
-"""Migration: claim → back up the source → back up the target (the rollback point) → restore the
-source's backup into the target with namespace mapping → scale, wait ready, warm up → shift global
-traffic in steps with analysis (target vs source, same window) → optionally decommission the source.
+"""Migration: claim → back up the source → back up the target (the rollback point) → wait until the
+target's Velero lists the source's backup (backup sync) → restore it into the target with namespace
+mapping → scale, wait ready, warm up → shift global traffic in steps with analysis (target vs source,
+same window) → optionally decommission the source.
 
 Any failure or abort before the end puts the global weights back and restores the target's own
 backup, so the target cluster returns to what it was.
@@ -16,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import RegionRequest, ScaleInput, WaitRolloutInput
     from drctl.models.analysis import AnalysisRequest, TrackRef
-    from drctl.models.backup import BackupInfo, BackupRequest, RestoreRequest
+    from drctl.models.backup import BackupInfo, BackupName, BackupRequest, RestoreRequest
     from drctl.models.failover import cap_weights
     from drctl.models.gitops import note_all
     from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus
@@ -27,6 +28,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.progressive import Progressive, Stop
     from workflows.rpo import MIGRATE_PATCH as MIGRATE_ARTIFACTS
     from workflows.rpo import migrate_artifacts
+
+# Migrations recorded before the sync wait existed replay without it.
+WAIT_SYNC = "migrate-wait-backup-sync"
 
 
 def step_weights(before: dict[str, int], source: str, target: str, pct: int) -> dict[str, int]:
@@ -149,6 +153,16 @@ class Migration(Progressive):
         except (ActivityError, ApplicationError) as exc:
             raise Stop(Outcome.BACKUP_FAILED, f"backup failed, nothing changed: {cause_of(exc)}") from exc
         self.rollback_point = f"{name}-rollback"
+        if workflow.patched(WAIT_SYNC):
+            # The target's Velero knows a backup taken in the source's cluster only once its backup
+            # sync has imported it; a Restore created before that ends FailedValidation.
+            waiting = f"waiting for {req.target} to sync backup {name}"
+            self.phases.enter("sync", waiting)
+            await self.abortable(
+                calls.wait_backup_synced(
+                    BackupName(region=req.target, name=name), queue=self._q(req, req.target), summary=waiting
+                )
+            )
         self.phases.enter("restore", f"restore into `{req.target}` as `{req.target_namespace}`")
         mapping = {req.namespace: req.target_namespace} if req.namespace != req.target_namespace else {}
         res.restore = self.state.restore = await self._restore(req, name, name, mapping)

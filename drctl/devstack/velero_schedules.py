@@ -1,7 +1,8 @@
 """The dev-stack Velero's Schedule controller: a Backup from each Schedule's template when it is due.
 
 As Velero does: `@every <duration>` or a 5-field cron; a Schedule without a last backup is due at
-once; Backups are named `<schedule>-<YYYYMMDDhhmmss>` and labelled `velero.io/schedule-name`;
+once; Backups are named `<schedule>-<YYYYMMDDhhmmss>`, carry the Schedule's labels (or its template's)
+and are labelled `velero.io/schedule-name`;
 `status.phase` is Enabled (or FailedValidation with the reason) and `status.lastBackup` is set.
 """
 
@@ -62,15 +63,21 @@ async def reconcile_schedules(api: _Api) -> None:
             if status.get("phase") != "Enabled":
                 await api._req("PATCH", f"{base}/schedules/{name}", {"status": {"phase": "Enabled"}})
             continue
+        template = dict(spec.get("template") or {})
+        # As Velero's BackupBuilder.FromSchedule: the template's metadata labels if it has any, else
+        # the Schedule's own labels, plus the schedule's name; the template becomes the spec.
+        labels = (
+            (template.get("metadata") or {}).get("labels") or sch["metadata"].get("labels") or {}
+        ).copy()
         backup = {
             "apiVersion": "velero.io/v1",
             "kind": "Backup",
             "metadata": {
                 "name": f"{name}-{now:%Y%m%d%H%M%S}",
                 "namespace": api.ns,
-                "labels": {SCHEDULE_LABEL: name},
+                "labels": {**labels, SCHEDULE_LABEL: name},
             },
-            "spec": dict(spec.get("template") or {}),
+            "spec": template,
         }
         await api._req("POST", f"{base}/backups", backup)
         await api._req(

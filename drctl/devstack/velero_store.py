@@ -62,9 +62,23 @@ class BackupStore:
             Body=json.dumps(backup, indent=2).encode(),
         )
 
-    def download(self, backup_name: str) -> list[dict[str, Any]]:
+    def list_backups(self, bucket: str) -> list[str]:
+        """Names of the backups in the bucket: each `backups/<name>/` prefix (Velero's ListBackups)."""
+        names: list[str] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix="backups/", Delimiter="/"
+        ):
+            names += [p["Prefix"].split("/")[1] for p in page.get("CommonPrefixes") or []]
+        return names
+
+    def metadata(self, bucket: str, name: str) -> dict[str, Any]:
+        """The Backup object as its cluster wrote it (velero-backup.json)."""
+        body = self.s3.get_object(Bucket=bucket, Key=f"backups/{name}/velero-backup.json")["Body"].read()
+        return dict(json.loads(body))
+
+    def download(self, bucket: str, backup_name: str) -> list[dict[str, Any]]:
         key = f"backups/{backup_name}/{backup_name}.tar.gz"
-        body = self.s3.get_object(Bucket=self.cfg.backup.bucket, Key=key)["Body"].read()
+        body = self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
         out: list[dict[str, Any]] = []
         with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
             for member in tar.getmembers():

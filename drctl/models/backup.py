@@ -14,6 +14,14 @@ BACKUP_OK = "Completed"
 BACKUP_FAILED_PHASES = ("Failed", "FailedValidation")
 PARTIALLY_FAILED = "PartiallyFailed"
 TERMINAL_PHASES = (BACKUP_OK, PARTIALLY_FAILED, *BACKUP_FAILED_PHASES)
+# Labels Velero puts on Backups: a Schedule's name on each backup it takes, and the storage location's
+# name on each backup it takes or imports through backup sync (which keeps every other label).
+SCHEDULE_LABEL = "velero.io/schedule-name"
+STORAGE_LOCATION_LABEL = "velero.io/storage-location"
+# drctl's own: the region whose cluster took the backup. Velero copies a Schedule's labels onto its
+# Backups and sync keeps them, so it still says where a backup came from once a shared bucket has
+# imported it into every cluster.
+REGION_LABEL = "drctl.io/region"
 
 
 class BackupRequest(BaseModel):
@@ -42,7 +50,11 @@ class BackupInfo(BaseModel):
     started: str | None = None
     completed: str | None = None
     expiration: str | None = None
-    storage_location: str | None = None
+    storage_location: str | None = Field(None, description="spec.storageLocation.")
+    schedule_name: str | None = Field(None, description=f"Backups: the {SCHEDULE_LABEL} label.")
+    origin_region: str | None = Field(
+        None, description=f"Backups: the {REGION_LABEL} label, the region whose cluster took it."
+    )
 
 
 class RestoreRequest(BaseModel):

@@ -2,6 +2,11 @@
 
 drctl never talks to the object store itself: it asks the region's Velero for a Backup or a
 Restore and waits for a terminal phase, judged by one explicit policy (`judge_phase`).
+
+Velero's restore controller looks a Restore's Backup up in its own cluster and fails validation when
+it is not there; a backup taken by another cluster appears only once backup sync has imported it
+(every `--backup-sync-period`, 1 min by default). So a restore first waits, bounded by
+`backup.sync_timeout_s`, until this cluster lists the backup (`wait_known`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from drctl.models.backup import (
     BACKUP_FAILED_PHASES,
     BACKUP_OK,
     PARTIALLY_FAILED,
+    REGION_LABEL,
+    SCHEDULE_LABEL,
     TERMINAL_PHASES,
     BackupInfo,
     BackupRequest,
@@ -40,6 +47,20 @@ class BackupFailed(ProviderError):
     def __init__(self, info: BackupInfo, why: str) -> None:
         self.info = info
         super().__init__(ErrorClass(kind=f"{info.kind}Failed", retryable=False, message=why))
+
+
+class BackupNotSynced(ProviderError):
+    """The target cluster's Velero did not list the backup in time: a restore would fail validation.
+    Not retryable here: the wait already covered the sync periods the config allows for."""
+
+    def __init__(self, info: BackupInfo, timeout_s: float) -> None:
+        self.info = info
+        seen = f"still {info.phase or 'New'} there" if info.phase != "absent" else "not listed there"
+        msg = (
+            f"backup {info.name} not known to {info.region}'s Velero after waiting {timeout_s:g}s for "
+            f"backup sync ({seen}); raise backup.sync_timeout_s to 2 x the cluster's --backup-sync-period"
+        )
+        super().__init__(ErrorClass(kind="BackupNotSynced", retryable=False, message=msg))
 
 
 class BackupTimeout(ProviderError):
@@ -72,6 +93,7 @@ def api_client_for(cfg: FleetConfig, region: str) -> k8s.ApiClient:
 def _info(obj: dict[str, Any], kind: str, region: str) -> BackupInfo:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
+    labels = (obj.get("metadata") or {}).get("labels") or {}
     progress = status.get("progress") or {}
     items = progress.get("itemsBackedUp" if kind == "Backup" else "itemsRestored", 0)
     reason = status.get("failureReason")
@@ -92,6 +114,8 @@ def _info(obj: dict[str, Any], kind: str, region: str) -> BackupInfo:
         completed=status.get("completionTimestamp"),
         expiration=status.get("expiration"),
         storage_location=spec.get("storageLocation"),
+        schedule_name=labels.get(SCHEDULE_LABEL),
+        origin_region=labels.get(REGION_LABEL),
     )
 
 
@@ -157,7 +181,7 @@ class VeleroBackupProvider:
             "metadata": {
                 "name": req.name,
                 "namespace": self.settings.namespace,
-                "labels": {"app.kubernetes.io/managed-by": "drctl"},
+                "labels": {"app.kubernetes.io/managed-by": "drctl", REGION_LABEL: self.region},
             },
             "spec": {
                 "includedNamespaces": req.namespaces,
@@ -216,9 +240,35 @@ class VeleroBackupProvider:
         }
         return _info(self._create("restores", req.name, body), "Restore", self.region)
 
+    def wait_known(self, name: str, on_progress: Callable[[BackupInfo], None] | None = None) -> BackupInfo:
+        """Wait, up to backup.sync_timeout_s, until this cluster lists backup `name` Completed or
+        PartiallyFailed (Velero restores both); raises BackupNotSynced after that, BackupFailed if
+        the backup failed."""
+        timeout = self.settings.sync_timeout_s
+        deadline = time.monotonic() + timeout
+        delay = 0.2
+        while True:
+            try:
+                info = self.describe_backup(name)
+            except ProviderError as exc:
+                if exc.error.kind != "NotFound":
+                    raise
+                info = BackupInfo(name=name, region=self.region, phase="absent")
+            if on_progress:
+                on_progress(info)
+            if info.phase in BACKUP_FAILED_PHASES:
+                raise BackupFailed(info, judge_phase(info, False) or info.phase)
+            if info.phase in (BACKUP_OK, PARTIALLY_FAILED):
+                return info
+            if time.monotonic() >= deadline:
+                raise BackupNotSynced(info, timeout)
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 1.5, 5.0)
+
     def restore(
         self, req: RestoreRequest, on_progress: Callable[[BackupInfo], None] | None = None
     ) -> BackupInfo:
+        self.wait_known(req.backup_name, on_progress)
         self.create_restore(req)
         return self._wait("restores", "Restore", req.name, on_progress)
 

@@ -2,6 +2,12 @@
 
 A Schedule makes the region's Velero take a Backup on a cron or `@every <duration>` schedule; its
 Backups carry the label `velero.io/schedule-name`, and their age is what cluster-state RPO is.
+
+With a shared bucket, backup sync imports every region's backups into every cluster, under the same
+storage location name and with their labels kept. So the RPO counts a backup only when it carries
+this region's `drctl.io/region` label (Velero copies a Schedule's labels onto its Backups), a
+schedule's name, and this cluster's storage location: another region's fresh backup never hides a
+broken schedule here.
 """
 
 from __future__ import annotations
@@ -12,13 +18,11 @@ from typing import Any, cast
 from kubernetes.client.exceptions import ApiException
 
 from drctl.config.schema import FleetConfig
-from drctl.models.backup import LastBackup, ScheduleInfo
+from drctl.models.backup import REGION_LABEL, BackupInfo, LastBackup, ScheduleInfo
 from drctl.providers.errors import ErrorClass, ProviderError, classify
 from drctl.providers.kube_objects import STRICT
 from drctl.providers.kubernetes import REQUEST_TIMEOUT
 from drctl.providers.velero import GROUP, VERSION, VeleroBackupProvider
-
-SCHEDULE_LABEL = "velero.io/schedule-name"
 
 
 def _info(obj: dict[str, Any], region: str) -> ScheduleInfo:
@@ -52,7 +56,8 @@ class VeleroSchedules:
             "metadata": {
                 "name": name,
                 "namespace": self.ns,
-                "labels": {"app.kubernetes.io/managed-by": "drctl"},
+                # Copied by Velero onto each Backup the schedule takes (FromSchedule).
+                "labels": {"app.kubernetes.io/managed-by": "drctl", REGION_LABEL: self.region},
             },
             "spec": {
                 "schedule": schedule,
@@ -102,10 +107,22 @@ class VeleroSchedules:
         except ApiException as exc:
             raise ProviderError(classify(exc, f"delete schedules/{name} in {self.region}")) from exc
 
+    def _own(self, b: BackupInfo) -> bool:
+        """Taken by this region's schedules into this cluster's storage location (not imported)."""
+        return (
+            b.schedule_name is not None
+            and b.origin_region == self.region
+            and (b.storage_location or self.cfg.backup.storage_location) == self.cfg.backup.storage_location
+        )
+
     def last_successful(self) -> LastBackup:
-        """The newest Completed backup of the region and its age; never raises."""
+        """The newest Completed scheduled backup of the region itself and its age; never raises."""
         try:
-            done = [b for b in self.velero.list_backups() if b.phase == "Completed" and b.completed]
+            done = [
+                b
+                for b in self.velero.list_backups()
+                if b.phase == "Completed" and b.completed and self._own(b)
+            ]
         except ProviderError as exc:
             return LastBackup(region=self.region, error=str(exc))
         if not done:

@@ -1,11 +1,13 @@
 """The backup stack: moto S3 and two emulated clusters, each with its Velero agent (registered as the
-`backup_stack` fixture by tests/upgrade/conftest.py)."""
+`backup_stack` fixture by tests/upgrade/conftest.py). As real Velero, each agent sees a backup taken in
+the other cluster only after its backup sync imported it (`devstack.velero_backup_sync_s`)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -23,9 +25,10 @@ class BackupStack:
     cfg: FleetConfig
     clusters: dict[str, RegionCluster]
     s3: object
+    agents: dict[str, VeleroAgent] = field(default_factory=dict)
 
 
-def _config(moto_port: int, kube_ports: dict[str, int]) -> FleetConfig:
+def _config(moto_port: int, kube_ports: dict[str, int], sync_s: float) -> FleetConfig:
     regions = "\n".join(
         f"""  - name: {r}
     weight: {60 if i == 0 else 40}
@@ -42,7 +45,8 @@ traffic:
   global: {{kind: haproxy, runtime_socket: /nonexistent.sock}}
   regional: {{kind: gateway-api}}
 aws: {{region: us-east-1, endpoint_url: "http://127.0.0.1:{moto_port}"}}
-backup: {{timeout_s: 10}}
+backup: {{timeout_s: 10, sync_timeout_s: 10}}
+devstack: {{velero_backup_sync_s: {sync_s}}}
 """
     return parse_config(text)
 
@@ -60,11 +64,12 @@ async def _seed(cluster: RegionCluster, cfg: FleetConfig, region: str) -> None:
     )
 
 
-@pytest.fixture(scope="session")
-async def backup_stack() -> AsyncIterator[BackupStack]:
+@asynccontextmanager
+async def backup_clusters(sync_s: float = 0.3) -> AsyncIterator[BackupStack]:
+    """A fresh stack whose agents run backup sync every `sync_s` seconds."""
     with moto_server() as moto_url:
         ports = {r: free_port() for r in REGIONS}
-        cfg = _config(port_of(moto_url), ports)
+        cfg = _config(port_of(moto_url), ports, sync_s)
         s3 = aws_client("s3", cfg.aws.endpoint_url)
         s3.create_bucket(Bucket=cfg.backup.bucket)
         async with (
@@ -74,8 +79,17 @@ async def backup_stack() -> AsyncIterator[BackupStack]:
             clusters = {REGIONS[0]: west, REGIONS[1]: east}
             for region, cluster in clusters.items():
                 await _seed(cluster, cfg, region)
-            agents = [asyncio.create_task(VeleroAgent(cfg, r, poll_s=0.05).run()) for r in REGIONS]
-            yield BackupStack(cfg=cfg, clusters=clusters, s3=s3)
-            for task in agents:
-                task.cancel()
-            await asyncio.gather(*agents, return_exceptions=True)
+            agents = {r: VeleroAgent(cfg, r, poll_s=0.05) for r in REGIONS}
+            tasks = [asyncio.create_task(a.run()) for a in agents.values()]
+            try:
+                yield BackupStack(cfg=cfg, clusters=clusters, s3=s3, agents=agents)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.fixture(scope="session")
+async def backup_stack() -> AsyncIterator[BackupStack]:
+    async with backup_clusters() as stack:
+        yield stack
