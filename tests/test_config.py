@@ -101,7 +101,7 @@ BROKEN = [
     ("not-a-mapping", "- just\n- a list\n", "(top level)", "mapping"),
     (
         "capacity-half",
-        _mutate("  image: vllm/vllm-openai:v0.6.3", "  image: vllm/vllm-openai:v0.6.3\n  peak_rps: 100"),
+        _mutate("  image: vllm/vllm-openai:v0.33.0", "  image: vllm/vllm-openai:v0.6.3\n  peak_rps: 100"),
         "workload",
         "max_rps_per_replica and peak_rps together",
     ),

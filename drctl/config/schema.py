@@ -154,7 +154,7 @@ class WorkloadAuth(_Model):
 class WorkloadConfig(_Model):
     app: str = Field("llm", description="App label and Deployment name prefix: <app>-<track>.")
     model: Token = Field("fleetsim-tiny", description="Served model name, as /v1/models reports it.")
-    image: Token = Field("vllm/vllm-openai:v0.6.3", description="Stable image of the inference server.")
+    image: Token = Field("vllm/vllm-openai:v0.33.0", description="Stable image of the inference server.")
     container_port: int = Field(8000, ge=1, le=65535, description="Container port of the inference server.")
     model_load_s: float = Field(
         0.0,
@@ -785,6 +785,14 @@ class DevStackConfig(_Model):
         ge=1,
         le=65535,
         description="HTTP port of the first dev-stack worker; each further region's worker takes the next one.",
+    )
+    model_load_s: float = Field(
+        2.0,
+        ge=0,
+        le=3600,
+        description="How long each dev-stack replica (fleetsim) loads its model with its port closed, as vLLM "
+        "does, seconds; a container's FLEETSIM_LOAD_S overrides it. Real loads take minutes: a few "
+        "seconds keep the suite quick while every start still passes through not-ready.",
     )
     deployment_sync_delay_s: float = Field(
         0.3,

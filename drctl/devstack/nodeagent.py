@@ -121,8 +121,12 @@ class NodeAgent:
         gateway: GatewayHandle,
         state_dir: Path,
         observe_delay_s: float = 0.0,
+        model_load_s: float = 0.0,
     ) -> None:
         self.cluster, self.region, self.gateway, self.state_dir = cluster, region, gateway, state_dir
+        # Each replica keeps its port closed this long, as vLLM does while it loads weights: its pod
+        # is not ready and its endpoint not ready meanwhile (a container's FLEETSIM_LOAD_S wins).
+        self.model_load_s = model_load_s
         # The Deployment controller acts on a new spec this long after it changed (a real one
         # syncs from its informer's queue, later still under load): until then neither its pods
         # nor its status move, and status.observedGeneration lags metadata.generation.
@@ -276,6 +280,7 @@ class NodeAgent:
         track = dep["metadata"]["labels"][TRACK_LABEL]
         env = {
             **os.environ,
+            "FLEETSIM_LOAD_S": f"{self.model_load_s:g}",
             **{e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e},
         }
         env.update(

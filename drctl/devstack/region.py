@@ -293,7 +293,14 @@ async def run_region(cfg: FleetConfig, region: str) -> None:
         await seed(cluster, cfg, region)
         gateway = Gateway(cfg, region)
         dev = cfg.devstack or DevStackConfig()
-        agent = NodeAgent(cluster, region, gateway, state, observe_delay_s=dev.deployment_sync_delay_s)
+        agent = NodeAgent(
+            cluster,
+            region,
+            gateway,
+            state,
+            observe_delay_s=dev.deployment_sync_delay_s,
+            model_load_s=dev.model_load_s,
+        )
 
         routes = GatewayController(
             cluster,
