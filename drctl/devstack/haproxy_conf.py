@@ -57,15 +57,15 @@ def state_file(cfg: FleetConfig, name: str) -> Path:
     return haproxy_dir(cfg) / f"{name}.state"
 
 
-def save_state(runtime_command: str, path: Path) -> None:
-    """Write `show servers state` (what the runtime API answered, `runtime_command`) to `path`.
+def save_state(reply: str, path: Path) -> None:
+    """Write `reply`, what the runtime API answered to `show servers state`, to `path`.
 
     HAProxy's documented reload procedure: dump the state, then start the new process, which
     reads it through `load-server-state-from-file`. Written to a temporary name and renamed, so a
     process starting meanwhile never reads half a file.
     """
     tmp = path.with_suffix(".state.tmp")
-    tmp.write_text(runtime_command if runtime_command.endswith("\n") else runtime_command + "\n")
+    tmp.write_text(reply if reply.endswith("\n") else reply + "\n")
     tmp.replace(path)
 
 
