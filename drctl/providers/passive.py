@@ -114,7 +114,9 @@ class PassiveReader:
         return fresh
 
     async def _read_replicas(self, region: RegionConfig) -> None:
-        targets = [ReplicaTarget(region.name, e.name, e.url) for e in await self._replicas(region)]
+        # A replica not ready yet is loading its model with its port closed: nothing to read, no error.
+        ready = [e for e in await self._replicas(region) if e.ready]
+        targets = [ReplicaTarget(region.name, e.name, e.url) for e in ready]
         snaps, errors = await read_replicas(
             self._client,
             targets,

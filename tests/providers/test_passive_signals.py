@@ -358,3 +358,21 @@ def test_v0_replica_errors_are_unknown_never_zero(env: Env) -> None:
     window.add(now)
     (view,) = window.verdict("us-west-1", now=now.taken_at).views
     assert view.kind == "replica" and view.errors is None and view.error_rate is None, view
+
+
+def test_passive_reader_skips_replicas_still_loading(env: Env) -> None:
+    """A replica its EndpointSlice lists as not ready is loading its model with its port closed
+    (as vLLM): it has no metrics to read yet, and that is no read error (issue 27 item 6)."""
+    loading = ReplicaEndpoint(name="east-new", url=f"http://127.0.0.1:{free_port()}", ready=False)
+    listing = _Listing({"us-east-1": [ReplicaEndpoint(name="east-0", url=env.east), loading]})
+
+    async def run() -> None:
+        reader = PassiveReader(_fleet(env), listing, replicas_refresh_s=0)
+        try:
+            await reader.read()
+            assert "us-east-1/east-new" not in reader.read_errors, reader.read_errors
+            assert "us-east-1/east-0" not in reader.read_errors, reader.read_errors
+        finally:
+            await reader.aclose()
+
+    asyncio.run(run())
