@@ -117,7 +117,10 @@ def no_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
         (["drill", "schedule", "trigger"], "run a drill of schedule"),
         (["failback"], "change traffic"),
         (["failover", "--to", "us-east-1"], "change traffic"),
-        (["drill", "schedule", "--cron", "0 3 * * MON", "-e", EXPERIMENT], "create or replace drill schedule"),
+        (
+            ["drill", "schedule", "--cron", "0 3 * * MON", "-e", EXPERIMENT],
+            "create or replace drill schedule",
+        ),
         (["upgrade", "promote", "u1"], "promote upgrade/test/u1"),
         (["upgrade", "abort", "u1"], "abort upgrade/test/u1"),
         (["monitor", "stop"], "stop the monitor (automatic failover would be off)"),
