@@ -18,10 +18,11 @@ pytestmark = [pytest.mark.devstack]
 
 
 def scheduled(cfg: FleetConfig, region: str, schedule: str) -> list[str]:
+    # The region's own: backup sync also imports the other region's (same schedule name, shared bucket).
     return [
         b.name
         for b in VeleroBackupProvider(cfg, region).list_backups()
-        if b.name.startswith(f"{schedule}-") and b.phase == "Completed"
+        if b.name.startswith(f"{schedule}-") and b.phase == "Completed" and b.origin_region == region
     ]
 
 

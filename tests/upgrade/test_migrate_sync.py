@@ -1,6 +1,7 @@
-"""The Migration workflow against two clusters whose Velero imports the other's backups only through
-backup sync: it waits for the target to list the source's backup (phase `sync`), and a target that
-never does ends the wait with an error naming the backup, the cluster and the wait, then rolls back.
+"""The Migration and Restore workflows against two clusters whose Velero imports the other's backups
+only through backup sync: each waits for the target to list the backup (phase `sync`), and a target
+that never does ends the wait with an error naming the backup, the cluster and the wait; the
+migration then rolls back.
 
 Real product workers on a Temporal dev server of the module's own; the clusters are the backup
 stack's, whose agents sync once at start and then only when a test runs a pass.
@@ -16,14 +17,18 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.testing import WorkflowEnvironment
 
+from drctl.client.operations import start_operation
 from drctl.client.outcome import result_of
 from drctl.config.schema import FleetConfig
 from drctl.devstack.velero_sync import sync_backups
+from drctl.models.backup import BackupJobResult, BackupRequest, RestoreJob, RestoreRequest
 from drctl.models.migration import MigrationRequest, MigrationResult, MigrationStatus, migration_request
 from drctl.models.upgrade import Outcome
+from drctl.providers.velero import VeleroBackupProvider
 from tests.support.backup_stack import BackupStack, backup_clusters
 from tests.support.upgrade import fresh_queues, running_worker, start_migration
 from tests.support.wait import assert_eventually
+from workflows.backup import Restore
 
 WEST, EAST = "us-west-1", "us-east-1"
 
@@ -80,3 +85,37 @@ async def test_a_target_that_never_syncs_ends_the_wait_and_rolls_back(
     assert f"backup {name} not known to {EAST}'s Velero after waiting 1s for backup sync" in res.reason, res
     assert res.restore is None
     assert res.rollback[-1].startswith(f"{EAST} restored from its own backup {name}-rollback"), res.rollback
+
+
+async def test_drctl_restore_waits_in_phase_sync_for_a_backup_taken_elsewhere(
+    slow_sync: BackupStack, temporal_env: WorkflowEnvironment
+) -> None:
+    cfg, _ = _request(slow_sync, sync_timeout_s=60)
+    name = f"b-{uuid.uuid4().hex[:8]}"
+    taken = await asyncio.to_thread(
+        VeleroBackupProvider(cfg, WEST).backup,
+        BackupRequest(region=WEST, name=name, namespaces=["inference"]),
+    )
+    assert taken.phase == "Completed", taken
+    req = RestoreRequest(region=EAST, name=f"r-{name}", backup_name=name, namespace_mapping={})
+    async with running_worker(temporal_env.client, cfg):
+        handle = await start_operation(
+            temporal_env.client,
+            cfg,
+            Restore.run,
+            RestoreJob(fleet=cfg.name, queue=cfg.region(EAST).queue, request=req),
+            operation="restore",
+            workflow_id=f"restore/{cfg.name}/{req.name}",
+            target=EAST,
+        )
+
+        async def waiting() -> str:
+            meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+            assert f"waiting for {EAST} to sync backup {name}" in meta.current_details, meta.current_details
+            return meta.current_details
+
+        await assert_eventually(waiting, timeout_s=60, what="the restore waits for backup sync")
+        agent = slow_sync.agents[EAST]
+        await sync_backups(agent, agent.store, slow_sync.cfg.backup.bucket)
+        res = await asyncio.wait_for(result_of(handle, BackupJobResult), timeout=60)
+    assert res.ok and res.info is not None and res.info.phase == "Completed", res
