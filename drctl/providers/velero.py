@@ -210,7 +210,7 @@ class VeleroBackupProvider:
 
     # --- Restores ----------------------------------------------------------------------------
 
-    def create_restore(self, req: RestoreRequest) -> BackupInfo:
+    def _allowed(self, req: RestoreRequest) -> list[str]:
         # Checked here, in the worker that calls Velero, whoever started the restore: Velero's own
         # rights are cluster-wide, so the allow-list is drctl's to keep (docs/security.md).
         allowed = self.cfg.restore_namespaces(self.region)
@@ -225,6 +225,10 @@ class VeleroBackupProvider:
                     "(the region's kube.namespace and backup.restore_namespaces)",
                 )
             )
+        return allowed
+
+    def create_restore(self, req: RestoreRequest) -> BackupInfo:
+        allowed = self._allowed(req)
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "Restore",
@@ -268,6 +272,7 @@ class VeleroBackupProvider:
     def restore(
         self, req: RestoreRequest, on_progress: Callable[[BackupInfo], None] | None = None
     ) -> BackupInfo:
+        self._allowed(req)  # a refused restore is refused at once, not after the wait
         self.wait_known(req.backup_name, on_progress)
         self.create_restore(req)
         return self._wait("restores", "Restore", req.name, on_progress)

@@ -147,3 +147,16 @@ async def test_cluster_rpo_counts_only_the_regions_own_scheduled_backups(slow_sy
 
     stale = await asyncio.to_thread(west.last_successful)
     assert stale.name is None and stale.age_s is None and stale.error is None, stale
+
+
+async def test_a_restore_outside_the_allow_list_is_refused_before_any_wait(slow_sync: BackupStack) -> None:
+    cfg = _cfg(slow_sync, sync_timeout_s=30)
+    east = VeleroBackupProvider(cfg, EAST)
+    name = f"never-{uuid.uuid4().hex[:8]}"
+    req = RestoreRequest(
+        region=EAST, name=f"r-{name}", backup_name=name, namespace_mapping={"inference": "kube-system"}
+    )
+    with pytest.raises(ProviderError) as err:
+        await asyncio.to_thread(east.restore, req)
+    # Forbidden, not BackupNotSynced: the allow-list is judged first.
+    assert err.value.error.kind == "Forbidden" and "kube-system" in str(err.value), err.value
