@@ -157,3 +157,12 @@ def test_two_regions_return_at_once() -> None:
     assert out is not None
     # Deficits 10 and 20 (steps 10 and 20), c's excess 30 covers both.
     assert (out.action, out.weights) == ("return", {"a": 40, "b": 40, "c": 20})
+
+
+@pytest.mark.parametrize(("step_pct", "fires"), [(5, True), (4, False)])
+def test_a_step_at_the_minimum_is_made(step_pct: int, fires: bool) -> None:
+    cfg = CFG.model_copy(update={"return_step_pct": step_pct})
+    out = returning(tick_of(two(), cfg, at(30), remembered(a=stable())), [])
+    assert (out is not None) is fires
+    if out is not None:
+        assert out.weights == {"a": 5, "b": 95}

@@ -298,3 +298,11 @@ def test_reasons_name_the_count() -> None:
 def test_observe_without_completions_or_capacity(kw: dict[str, Any], condition: Verdict) -> None:
     seen = observe(region("a", 50, **kw), None, CFG)
     assert seen.condition is condition
+
+
+def test_quorum_words_count_every_view() -> None:
+    votes: dict[str, Any] = {"m": "down", "b": "up", "c": "unknown", "d": "up"}
+    assert quorum_confirms(region("a", 50, votes=votes), 2) == (
+        False,
+        "1 of 4 vantage points see it down (2 up), quorum 2",
+    )
