@@ -32,7 +32,9 @@ READY_PATH = "/drctl/ready"
 TRACK_READY_PATH = "/drctl/track-ready"
 # Track server checks stay inside one HAProxy and only read nbsrv, already filtered by the
 # replicas' own fall/rise: check every second and follow at once, so they add no detection delay.
-_TRACK_CHECK = "check inter 1s fall 1 rise 1"
+# A down track is checked every 250 ms, so a track whose first replica just joined takes traffic
+# at once when drctl weights it (an upgrade's first step), not up to a second later.
+_TRACK_CHECK = "check inter 1s downinter 250ms fall 1 rise 1"
 
 
 def host_port(url: str) -> tuple[str, int]:
