@@ -34,7 +34,8 @@ def api_url() -> Iterator[str]:
 def conf(api_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     data = fleet_config_data()
     for r in data["regions"]:
-        r["kube"] = {"api_url": api_url, "namespace": NS}
+        # One emulated API; the other region in a namespace of its own (no two regions may share both).
+        r["kube"] = {"api_url": api_url, "namespace": NS if r["name"] == WEST else f"{NS}-{r['name']}"}
     data["drills"] = {"allowed_targets": [WEST], "fault_injector": "kubernetes"}
     path = tmp_path_factory.mktemp("kube") / "fleet-kube.yaml"
     path.write_text(yaml.safe_dump(data))
