@@ -128,12 +128,20 @@ def check_decision(evidence: FleetEvidence, decision: Decision, config: Decision
 
 
 def retreat_within_one_tick(steps: list[Step], config: DecisionConfig) -> list[Violation]:
-    """A region that gained in a failback or return and is not HEALTHY at the next tick is back at
-    or below its share before that step, unless no other region could take it."""
+    """A region that gained in a failback or return step (not a retreat, which undoes one) and is not
+    HEALTHY at the next tick is back at or below its share before that step, unless no other region
+    could take it."""
     out = []
     for (_, prev), (ev, now) in zip(steps, steps[1:], strict=False):
         # A step only advised was never applied; a next decision only advised cannot move anything.
-        if prev.advisory or now.advisory or prev.action not in ("failback", "return"):
+        # A retreat is itself the reversal: the shares it gives back are those held before the step,
+        # not a step onto a region, so only forward failback and return steps are held to it.
+        if (
+            prev.advisory
+            or now.advisory
+            or prev.action not in ("failback", "return")
+            or prev.rule == "retreat"
+        ):
             continue
         for r in _gainers(prev):
             if now.verdicts[r] is Verdict.HEALTHY:

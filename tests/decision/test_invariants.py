@@ -172,6 +172,17 @@ def test_retreat_within_one_tick() -> None:
     assert retreat_within_one_tick([advised, kept], CFG) == []
     shed = step(0, {"a": 0, "b": 100}, {"a": 34, "b": 66}, {"a": H, "b": H})
     assert retreat_within_one_tick([shed, kept], CFG) == []
+    # A retreat is the reversal, not a step: b, given its share back by it, may fail next without blame
+    # here (the failover rule answers a DOWN region); a forward return step onto b would be held to it.
+    retreated = step(
+        10, {"a": 34, "b": 66}, {"a": 0, "b": 100}, {"a": G, "b": H}, action="return", rule="retreat"
+    )
+    b_fails = step(20, {"a": 0, "b": 100}, {"a": 0, "b": 100}, {"a": H, "b": G}, action="hold", rule="hold")
+    assert retreat_within_one_tick([retreated, b_fails], CFG) == []
+    stepped_b = step(
+        10, {"a": 34, "b": 66}, {"a": 0, "b": 100}, {"a": H, "b": H}, action="return", rule="return"
+    )
+    assert names(retreat_within_one_tick([stepped_b, b_fails], CFG)) == ["retreat_within_one_tick"]
 
 
 def down_for(seconds: list[float], weight_a: int, **kw: Any) -> list[Any]:

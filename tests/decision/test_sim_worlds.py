@@ -125,22 +125,11 @@ def test_a_restarted_global_tier_is_reconciled_while_the_baseline_leaves_the_con
 # Worlds past the fixed seeds where a wider sweep (bench/decisions.py --first-seed 1000) found the
 # core at fault, kept so that the fix is seen. Reported to the decision core (issue 26); strict, so a
 # fix turns them into failures that ask for the marker to go.
-_RETREAT_IS_A_RETURN = (
-    "decision core: a retreat is a decision with action 'return' (rule 'retreat'), so "
-    "retreat_within_one_tick holds the regions that got their share back in the retreat to the "
-    "return rule, and a missed probe on one of them at the next tick is a violation"
-)
 FOUND = [
-    pytest.param(
-        "down",
-        1198,
-        marks=pytest.mark.xfail(strict=True, raises=InvariantViolated, reason=_RETREAT_IS_A_RETURN),
-    ),
-    pytest.param(
-        "capacity_loss",
-        1335,
-        marks=pytest.mark.xfail(strict=True, raises=InvariantViolated, reason=_RETREAT_IS_A_RETURN),
-    ),
+    # retreat_within_one_tick held a retreat (rule 'retreat', action 'return') to the return rule, so a
+    # missed probe on a region given its share back was a violation; the invariant judges steps only.
+    pytest.param("down", 1198),
+    pytest.param("capacity_loss", 1335),
     pytest.param(
         "tier_restart",
         1170,
