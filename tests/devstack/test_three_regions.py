@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +18,11 @@ from drctl.devstack import stack
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
 from tests.support.config import REPO, short_tmp_dir
-from tests.support.ports import free_port
+from tests.support.ports import free_port, free_port_run
 
 SHIPPED = REPO / "config" / "fleet.three-regions.yaml"
 # The shipped file's fixed ports (dev stack defaults), each moved to a free one.
 _PORT = re.compile(r"(?<=127\.0\.0\.1:)\d+")
-
-
-def _free_run(n: int) -> int:
-    """A free loopback port P with P..P+n-1 all free (the dev stack's workers take one each)."""
-    for _ in range(100):
-        base = free_port()
-        socks: list[socket.socket] = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {n} consecutive free loopback ports")
 
 
 def _moved(value: Any, ports: dict[str, str]) -> Any:
@@ -64,7 +44,7 @@ def relocated_three_regions() -> Path:
     dev.update(
         stats_port=free_port(),
         prometheus_port=free_port(),
-        worker_http_port=_free_run(len(data["regions"])),
+        worker_http_port=free_port_run(len(data["regions"]), host="127.0.0.1"),
     )
     # Quick failback steps: the test shows the steps' weights, not a production stabilisation window.
     data["failback"] = {"stabilization_window_s": 1, "steps": 2, "step_interval_s": 1}

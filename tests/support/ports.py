@@ -56,8 +56,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def free_port_run(n: int, attempts: int = 20) -> int:
-    """A first port P with P..P+n-1 all free on 127.0.1.1 (the bench's first target address)."""
+def free_port_run(n: int, attempts: int = 20, host: str = "127.0.1.1") -> int:
+    """A first port P with P..P+n-1 all free on `host` (default the bench's first target address)."""
     ports = _port_slice()
     if len(ports) < 2 * n:
         ports = range(10000, 32768)
@@ -70,14 +70,14 @@ def free_port_run(n: int, attempts: int = 20) -> int:
             for port in range(base, base + n):
                 s = socket.socket()
                 socks.append(s)
-                s.bind(("127.0.1.1", port))
+                s.bind((host, port))
             return base
         except OSError:
             continue
         finally:
             for s in socks:
                 s.close()
-    raise RuntimeError(f"no run of {n} free ports on 127.0.1.1 in {attempts} attempts")
+    raise RuntimeError(f"no run of {n} free ports on {host} in {attempts} attempts")
 
 
 def listening(port: int) -> bool:
