@@ -257,9 +257,14 @@ def render_region(cfg: FleetConfig, region: str) -> str:
             f"backend {track_backend(t)}",
             "    balance roundrobin",
             # Replicas join at runtime (`add server ... check`), probed like a readiness probe;
-            # a request that hits a replica killed a moment ago is retried on another one.
+            # a request that hits a replica killed a moment ago (refused, or closed with no
+            # answer, as a replica stopped by a scale-down mid-request) is retried on another
+            # one; without `empty-response` the gateway answered that request 502. The retry
+            # replays the request, so the body is buffered first.
             "    option httpchk GET /health",
             "    retries 1",
             "    option redispatch 1",
+            "    retry-on conn-failure empty-response",
+            "    option http-buffer-request",
         ]
     return "\n".join(lines) + "\n"
