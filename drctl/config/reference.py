@@ -93,7 +93,7 @@ def markdown() -> str:
     lines = [
         "# Fleet config reference",
         "",
-        "Generated from the pydantic models by `drctl config schema --format markdown`; do not edit by hand",
+        "Generated from the pydantic models by `drctl config schema -o markdown`; do not edit by hand",
         "(tests/units/test_config_reference.py fails when it differs). The same schema as JSON, for editors:",
         "[fleet-config.schema.json](fleet-config.schema.json). Every example config's first line names it:",
         "",

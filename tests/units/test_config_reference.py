@@ -26,7 +26,7 @@ def test_committed_schema_is_what_the_models_generate() -> None:
 def test_committed_reference_page_is_what_the_schema_generates() -> None:
     committed = (ROOT / "docs" / "config-reference.md").read_text()
     assert committed == reference.markdown(), (
-        "regenerate: drctl config schema --format markdown > docs/config-reference.md"
+        "regenerate: drctl config schema -o markdown > docs/config-reference.md"
     )
 
 
