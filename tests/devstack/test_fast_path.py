@@ -54,7 +54,7 @@ def _global(fast_path: bool, west_url: str, east_url: str) -> Iterator[str]:
     """A global HAProxy from the dev stack's own renderer, fast path on or off and no health
     checks (the fast path alone); yields its endpoint URL."""
     path = write_fleet_config(
-        overrides={"traffic": {"global": {"fast_path": fast_path, "health_checks": False}}}
+        overrides={"traffic": {"global": {"fast_path": fast_path, "health_checks": False}}}, data_plane=True
     )
     cfg = load_config(path)
     regions = [
@@ -98,7 +98,7 @@ def _tier(cfg: FleetConfig, **fields: object) -> FleetConfig:
 
 
 def test_fast_path_and_health_checks_are_on_by_default_and_can_be_turned_off() -> None:
-    path = write_fleet_config()
+    path = write_fleet_config(data_plane=True)
     try:
         cfg = load_config(path)
         text = render_global(cfg)
@@ -135,7 +135,7 @@ def test_a_broken_region_costs_users_errors_without_the_fast_path_and_none_with_
 def test_compose_global_config_ships_the_same_lines() -> None:
     """deploy/compose/haproxy-global.cfg has the fast path, the checks and the state file on, line
     for line as the dev stack renders them with the defaults."""
-    path = write_fleet_config()
+    path = write_fleet_config(data_plane=True)
     try:
         rendered = [ln.strip() for ln in render_global(load_config(path)).splitlines()]
     finally:
@@ -172,7 +172,7 @@ def test_the_global_gateway_restarts_on_its_re_rendered_config_and_keeps_the_shi
     survive both restarts through the server-state file; before, each restart went back to the
     configured 60/40. (Its own state dir, not the session stack, whose recorded pids other tests
     compare.)"""
-    path = write_fleet_config()
+    path = write_fleet_config(data_plane=True)
     on = load_config(path)
     off = _tier(on, fast_path=False)
     shifted = {"us-west-1": 0, "us-east-1": 100}
@@ -214,7 +214,9 @@ def test_a_region_whose_replicas_die_leaves_the_rotation_by_the_checks_alone() -
     replicas are back, it rejoins after rise checks. (Before, the global tier had no checks: the
     dead region's share failed until drctl moved the weights.)"""
     directory = short_tmp_dir()
-    path = write_fleet_config(directory, overrides={"traffic": {"global": {"fast_path": False}}})
+    path = write_fleet_config(
+        directory, overrides={"traffic": {"global": {"fast_path": False}}}, data_plane=True
+    )
     cfg = load_config(path)
     tier = cfg.traffic.global_tier
     assert isinstance(tier, HAProxyGlobal) and tier.health_checks

@@ -37,7 +37,9 @@ from tests.support.wait import wait_until
 def _rendered() -> dict[str, str]:
     out = {}
     for fast_path in (False, True):
-        cfg = load_config(write_fleet_config(overrides={"traffic": {"global": {"fast_path": fast_path}}}))
+        cfg = load_config(
+            write_fleet_config(overrides={"traffic": {"global": {"fast_path": fast_path}}}, data_plane=True)
+        )
         haproxy_dir(cfg).mkdir(parents=True, exist_ok=True)
         fresh_state_file(state_file(cfg, "global"))  # what `drctl dev up` writes before start
         out[f"devstack global{' fast_path' if fast_path else ''}"] = render_global(cfg)
@@ -108,7 +110,7 @@ def test_runtime_weights_survive_a_restart_through_the_server_state_file(which: 
     (Before, no config named a state file and a restarted HAProxy came back at its configured weights.)"""
     run_dir = short_tmp_dir("drctl-state-")
     try:
-        cfg = load_config(write_fleet_config(run_dir))
+        cfg = load_config(write_fleet_config(run_dir, data_plane=True))
         haproxy_dir(cfg).mkdir(parents=True, exist_ok=True)
         if which.startswith("devstack"):
             name = which.split()[1]

@@ -56,7 +56,7 @@ def port_pair() -> int:
     raise RuntimeError("no two consecutive free loopback ports")
 
 
-def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
+def fleet_config_data(namespace: str = "default", data_plane: bool = False) -> dict[str, Any]:
     temporal, ui, moto, glob, stats, prom, *region_ports = _ports(12)
     worker_http = port_pair()
     regions = []
@@ -73,11 +73,19 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
                 "kube": {"api_url": f"http://127.0.0.1:{kube}"},
             }
         )
+    services = loopback_services(temporal, ui, moto, glob, namespace=namespace)
+    # The session stack's global tier does only what drctl tells it (no health checks, no retry on
+    # another region), so the suite sees drctl's own failover, compensation and drill behaviour, and
+    # the Route 53 tests' emulated DNS answers as DNS does. The data plane's own defaults (both on)
+    # are tested by tests/devstack/test_fast_path.py and test_haproxy_configs.py.
+    # `data_plane=True` keeps the product's defaults, for those tests.
+    if not data_plane:
+        services["traffic"]["global"].update(fast_path=False, health_checks=False)
     return {
         "name": "test",
         "regions": regions,
         "workload": {"app": "llm", "model": "fleetsim-tiny", "image": "vllm/vllm-openai:v0.6.3"},
-        **loopback_services(temporal, ui, moto, glob, namespace=namespace),
+        **services,
         "drills": {"allowed_targets": ["us-west-1", "us-east-1"], "fault_injector": "devstack"},
         "data": {
             "buckets": [
@@ -111,7 +119,10 @@ def fleet_config_data(namespace: str = "default") -> dict[str, Any]:
 
 
 def write_fleet_config(
-    directory: Path | None = None, overrides: dict[str, Any] | None = None, namespace: str = "default"
+    directory: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    namespace: str = "default",
+    data_plane: bool = False,
 ) -> Path:
     """Write fleet.yaml into `directory` (a fresh short /tmp dir by default) and return its path.
 
@@ -119,7 +130,7 @@ def write_fleet_config(
     Relative paths in it resolve against the file's directory, like any fleet config.
     """
     directory = directory or short_tmp_dir()
-    data = _merge(fleet_config_data(namespace), overrides or {})
+    data = _merge(fleet_config_data(namespace, data_plane), overrides or {})
     path = directory / "fleet.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
