@@ -106,6 +106,9 @@ def fleet_config_data(namespace: str = "default", data_plane: bool = False) -> d
             ]
         },
         "devstack": {
+            # Replicas answer at once in the session stack; the load time is its own tests' subject
+            # (tests/devstack/test_model_loading.py, tests/upgrade/test_slow_load.py set it).
+            "model_load_s": 0,
             "state_dir": "s",
             "stats_port": stats,
             "prometheus_port": prom,
