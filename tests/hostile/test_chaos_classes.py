@@ -14,7 +14,7 @@ import json
 import shutil
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,24 +30,13 @@ from drctl.models.drill import ExperimentPlan, ExperimentRunInput
 from tests.hostile.chaos_cases import GLOBAL, Case, cases
 from tests.support.cli import run_cli
 from tests.support.config import fleet_config_data, short_tmp_dir
+from tests.support.trap import counting_handler
 
 CASES = cases()
 
 
-class _Trap(BaseHTTPRequestHandler):
-    hits = 0
-
-    def _any(self) -> None:
-        type(self).hits += 1
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    do_GET = do_POST = do_PUT = do_DELETE = _any
-
-    def log_message(self, *args: Any) -> None:
-        pass
+# Counts every request: the admin API a fault would call, and the host an exfiltration aims at.
+_Trap = counting_handler()
 
 
 @pytest.fixture(scope="module")

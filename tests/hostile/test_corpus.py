@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from drctl.config.schema import ConfigError, load_config
 from drctl.models.drill import ExperimentPlan, ExperimentRunInput
 from tests.support.cli import run_cli
 from tests.support.config import fleet_config_data, short_tmp_dir
+from tests.support.trap import counting_handler
 
 HERE = Path(__file__).parent
 EXPERIMENTS = sorted((HERE / "experiments").glob("*.yaml"))
@@ -39,22 +40,8 @@ REPO = HERE.parents[1]
 SECRET = "s3cr3t-HOSTILE"  # the credential the URL configs carry: never printed
 
 
-class _Trap(BaseHTTPRequestHandler):
-    """Counts every request: the admin API a fault would call, and the host an exfiltration aims at."""
-
-    hits = 0
-
-    def _any(self) -> None:
-        type(self).hits += 1
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    do_GET = do_POST = do_PUT = do_DELETE = _any
-
-    def log_message(self, *args: Any) -> None:
-        pass
+# Counts every request: the admin API a fault would call, and the host an exfiltration aims at.
+_Trap = counting_handler()
 
 
 @pytest.fixture(scope="module")
