@@ -104,8 +104,6 @@ class Ensured:
     """What `HealthChecks.ensure` found and did."""
 
     ids: dict[str, str] = field(default_factory=dict)
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)
 
@@ -182,7 +180,6 @@ class HealthChecks:
             mine = [(h, t) for h, t in mine if TAG_STALE not in t]
             if not mine:
                 out.ids[region] = self._create(region, spec)
-                out.created.append(region)
                 continue
             (hc, tags), extra = mine[0], mine[1:]
             out.stale += [h["Id"] for h, _ in extra]
@@ -210,7 +207,6 @@ class HealthChecks:
                 self._update(hc, want)
                 self._tag(hc["Id"], region, spec.digest())
                 out.ids[region] = hc["Id"]
-            out.updated.append(region)
         return out
 
     def _update(self, hc: dict[str, Any], want: dict[str, Any]) -> None:
