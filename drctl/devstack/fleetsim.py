@@ -318,7 +318,8 @@ def main(argv: list[str] | None = None) -> None:
         time.sleep(settings.load_s)
     try:
         # run_app turns SIGTERM into a graceful stop; a short shutdown_timeout keeps rolling restarts quick.
-        web.run_app(build_app(settings), host=args.host, port=args.port, shutdown_timeout=5.0,
+        # SO_REUSEPORT: the node agent holds the port for the pod's life (nodeagent.reserve_port).
+        web.run_app(build_app(settings), host=args.host, port=args.port, shutdown_timeout=5.0, reuse_port=True,
                     print=lambda _msg: print(banner, flush=True), **SERVER_OPTIONS)  # fmt: skip
     except OSError as exc:
         print(f"fleetsim: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)

@@ -5,7 +5,8 @@ It plays kubelet, ReplicaSet, Deployment and HPA controllers at once, just enoug
   (drctl/devstack/pods.py): `<deployment>-<pod-template-hash>-<5 characters>`, bound to this
   agent's node;
 - a replica whose process dies is restarted in its pod, as the kubelet restarts a container
-  (unless a fault keeps it down);
+  (unless a fault keeps it down), on the same port: the agent holds each pod's port for the pod's
+  life (`reserve_port`), as a pod keeps its IP across container restarts;
 - a Pod deleted through the API is stopped and then removed, and a new Pod with a new name takes
   its place, as the ReplicaSet controller replaces it; scaling the Deployment is what keeps
   replicas away;
@@ -26,6 +27,7 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -79,6 +81,7 @@ class Replica:
     labels: dict[str, str] = field(default_factory=dict)  # the pod's, for Service selectors
     uid: str = ""  # the Pod object's
     status_memory: dict[str, str] = field(default_factory=dict)  # transition times of its pod status
+    reservation: socket.socket | None = None  # holds `port` until the pod is gone (reserve_port)
 
     @property
     def pid(self) -> int | None:
@@ -105,12 +108,25 @@ def _template_hash(dep: dict[str, Any]) -> str:
     return pods.template_hash(dep["spec"].get("template", {}))
 
 
-def _free_port() -> int:
-    import socket
+def reserve_port() -> socket.socket:
+    """A loopback port held for one pod's life: bound, never listening, so connections to it are
+    refused while no process of the pod listens (starting, loading, crashed), as a pod's address
+    refuses them.
 
-    with socket.socket() as s:
+    Bound before SO_REUSEPORT is set, so no bind to port 0 (another pod's reservation, any other
+    process) and no outgoing connection's source port can land on it; set afterwards, so the pod's
+    fleetsim, which binds with SO_REUSEPORT, can listen on it. Picking a free port and closing it
+    instead leaves it free until the process binds (a model load later): under load another
+    replica was handed the same port, and one of the two crash-looped for good.
+    """
+    s = socket.socket()
+    try:
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 class NodeAgent:
@@ -270,9 +286,14 @@ class NodeAgent:
     async def _spawn(self, dep: dict[str, Any], h: str) -> bool:
         ns, name = dep["metadata"]["namespace"], dep["metadata"]["name"]
         rs = await self._replicaset(dep, h)
-        port = _free_port()
+        reservation = reserve_port()
+        port = int(reservation.getsockname()[1])
         # The ReplicaSet controller creates the pod; the server names it from generateName.
-        created = await self.cluster.create_object(pods.PODS, pods.pod(rs, self.node, port), namespace=ns)
+        try:
+            created = await self.cluster.create_object(pods.PODS, pods.pod(rs, self.node, port), namespace=ns)
+        except BaseException:
+            reservation.close()
+            raise
         pod = created["metadata"]["name"]
         container = ((dep["spec"].get("template") or {}).get("spec") or {}).get("containers", [{}])[0]
         image = container.get("image", "")
@@ -297,6 +318,7 @@ class NodeAgent:
             env=env,
             labels=dict(created["metadata"].get("labels") or {}),
             uid=created["metadata"]["uid"],
+            reservation=reservation,
         )
         return True
 
@@ -356,6 +378,7 @@ class NodeAgent:
                 with contextlib.suppress(ProcessLookupError):
                     r.proc.kill()
                 await r.proc.wait()
+        _release(r)
         with contextlib.suppress(ApiError):
             await self.cluster.delete_object(pods.PODS, r.namespace, r.pod, grace_period_s=0)
         if self.terminating.get(r.pod) is r:
@@ -516,11 +539,19 @@ class NodeAgent:
                 r.proc.kill()  # the gateway goes down with us, so no need to deregister
         for r in list(self.replicas.values()):
             await r.proc.wait()
+            _release(r)
         self.replicas.clear()
         for task in list(self._stopping):
             task.cancel()
         if self._session is not None:
             await self._session.close()
+
+
+def _release(r: Replica) -> None:
+    """The pod is gone: its port may go to another."""
+    if r.reservation is not None:
+        r.reservation.close()
+        r.reservation = None
 
 
 def _age(r: Replica) -> float:
