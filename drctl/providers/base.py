@@ -55,6 +55,9 @@ class DeploymentState(BaseModel):
     generation: int = 0
     observed_generation: int = 0
     replicas: int = Field(0, description="spec.replicas")
+    status_replicas: int = Field(
+        0, description="status.replicas: pods of every ReplicaSet, old ones pending termination included"
+    )
     updated_replicas: int = 0
     ready_replicas: int = 0
     available_replicas: int = 0
@@ -70,10 +73,11 @@ class DeploymentState(BaseModel):
 
     @property
     def rolled_out(self) -> bool:
-        """The condition `kubectl rollout status` waits for."""
+        """The condition `kubectl rollout status` waits for, old replicas gone included."""
         return (
             self.observed_generation >= self.generation
             and self.updated_replicas >= self.replicas
+            and self.status_replicas <= self.updated_replicas
             and self.available_replicas >= self.replicas
             and self.ready_replicas >= self.replicas
         )

@@ -97,6 +97,7 @@ class KubernetesPlatform:
             generation=dep.metadata.generation or 0,
             observed_generation=(status.observed_generation if status else None) or 0,
             replicas=dep.spec.replicas if dep.spec.replicas is not None else 1,
+            status_replicas=(status.replicas if status else None) or 0,
             updated_replicas=(status.updated_replicas if status else None) or 0,
             ready_replicas=(status.ready_replicas if status else None) or 0,
             available_replicas=(status.available_replicas if status else None) or 0,
@@ -162,16 +163,15 @@ class KubernetesPlatform:
         return self.get_deployment(name).model_copy(update={"also_managed": also})
 
     @staticmethod
-    def _missing(dep: Any, state: DeploymentState) -> str | None:
+    def _missing(state: DeploymentState) -> str | None:
         """What `kubectl rollout status` would still wait for; None when rolled out."""
         gaps = []
         if state.observed_generation < state.generation:
             gaps.append(f"observedGeneration {state.observed_generation} < generation {state.generation}")
         if state.updated_replicas < state.replicas:
             gaps.append(f"updatedReplicas {state.updated_replicas}/{state.replicas}")
-        total = (dep.status.replicas if dep.status else None) or 0
-        if total > state.updated_replicas:
-            gaps.append(f"{total - state.updated_replicas} old replicas pending termination")
+        if state.status_replicas > state.updated_replicas:
+            gaps.append(f"{state.status_replicas - state.updated_replicas} old replicas pending termination")
         if state.available_replicas < state.replicas:
             gaps.append(f"availableReplicas {state.available_replicas}/{state.replicas}")
         if state.ready_replicas < state.replicas:
@@ -222,7 +222,7 @@ class KubernetesPlatform:
             state = self._state(dep, hpa)
             if on_progress is not None:
                 on_progress(state)
-            missing = self._missing(dep, state)
+            missing = self._missing(state)
             if missing is None:
                 return state
             # The controller itself gave up on this generation: waiting out our deadline would
