@@ -137,11 +137,20 @@ async def test_results_approvals_and_schedules(env: WorkflowEnvironment, fleet_c
             state=ScheduleState(paused=True),
         ),
     )
-    try:
+    labels = {"fleet": cfg.name, "schedule": "weekly"}
+
+    async def schedule_read() -> bool:
+        # Schedules are listed from visibility, which is eventually consistent: a schedule created a
+        # moment ago may not be listed yet (the metrics loop reads again on its next pass).
         await operation_metrics.read_schedules(client, cfg)
-        labels = {"fleet": cfg.name, "schedule": "weekly"}
         created = _value("drctl_drill_schedule_last_action_timestamp_seconds", **labels)
         assert created is not None and abs(created - datetime.now(UTC).timestamp()) < 120  # never ran
+        return True
+
+    try:
+        await assert_eventually(
+            schedule_read, timeout_s=20, interval_s=0.5, what="the schedule in visibility"
+        )
         assert _value("drctl_drill_schedule_paused", **labels) == 1.0
     finally:
         await handle.delete()
