@@ -63,7 +63,7 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("ops", "show"): ["failover/nope"],
     ("ops", "watch"): ["failover/nope", *WAIT],
     ("ops", "approve"): ["failover/nope"],
-    ("ops", "abort"): ["failover/nope"],
+    ("ops", "abort"): ["failover/nope", "--yes"],
     ("ops", "reject"): ["failover/nope"],
     ("drill", "run"): [EXP, "--yes", *WAIT],
     ("drill", "validate"): [EXP],
@@ -80,7 +80,7 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("status",): [],
     ("migrate",): ["--from", "us-west-1", "--to", "us-east-1", *WAIT],
     ("replicate", "start"): [],
-    ("replicate", "stop"): [],
+    ("replicate", "stop"): ["--yes"],
     ("replicate", "status"): [],
 }
 

@@ -277,11 +277,19 @@ def abort(
     config: common.ConfigOpt = common.CONFIG,
     reason: Annotated[str, typer.Option(help="Why, recorded in the result.")] = "aborted by operator",
     output: common.OutputOpt = common.TABLE,
+    yes: common.YesOpt = False,
 ) -> None:
     """Ask an operation to stop at its next safe point (rejected once it is past no-return)."""
     from drctl.models.phases import UPDATE_ABORT, AbortInput
 
     cfg = common.load(config)
+    # An abort ends a failover before its shift, rolls an upgrade back, stops a drill: it changes
+    # what the fleet will do, so it is confirmed as `upgrade abort` is.
+    common.confirm(
+        yes,
+        f"Abort {workflow_id} at its next safe point? What it has not done yet will not be done.",
+        f"abort {workflow_id}",
+    )
     answer = common.run_async(lambda: _update(cfg, workflow_id, UPDATE_ABORT, AbortInput(reason=reason)))
     _answered(output, workflow_id, "abort", answer, reason=reason)
 

@@ -96,11 +96,22 @@ def start(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = c
 
 
 @app.command("stop")
-def stop(config: common.ConfigOpt = common.CONFIG, output: common.OutputOpt = common.TABLE) -> None:
-    """Stop replicating after the runs in flight finish."""
+def stop(
+    config: common.ConfigOpt = common.CONFIG,
+    output: common.OutputOpt = common.TABLE,
+    yes: common.YesOpt = False,
+) -> None:
+    """Stop replicating after the runs in flight finish: replicas fall behind until `replicate start`."""
     from drctl.cli.launch import stop_workflow
 
     cfg = common.load(config)
+    # Replication is the RPO's protection: stopping it turns protection off, as `monitor stop` does.
+    common.confirm(
+        yes,
+        f"Stop replication of fleet {cfg.name!r}? Replicas fall behind (the RPO is unprotected) "
+        "until `drctl replicate start`.",
+        "stop replication (replicas would fall behind)",
+    )
     stop_workflow(cfg, replicate_id(cfg), lambda handle: handle.signal("stop"), exit_code=1)
     if not common.printed_json(output, {"workflow_id": replicate_id(cfg), "stopping": True}):
         common.console.print(f"replication {replicate_id(cfg)} stopping")

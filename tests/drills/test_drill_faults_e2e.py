@@ -106,6 +106,6 @@ async def test_stopping_a_running_drill_rolls_back_and_reports_aborted(
     if how == "ops-abort":
         # A finished drill has nothing left to abort: a clear refusal, not a traceback.
         code, _, err = await drctl_async(
-            "ops", "abort", handle.id, "-c", str(write_config(cfg, fleet_config_path.parent))
+            "ops", "abort", handle.id, "--yes", "-c", str(write_config(cfg, fleet_config_path.parent))
         )
         assert code != 0 and "Traceback" not in err and handle.id in err, err

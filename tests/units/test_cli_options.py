@@ -50,6 +50,8 @@ KINDS = {
     ("upgrade", "promote"): "C",  # all traffic to the new release
     ("upgrade", "abort"): "C",  # rolls the release back
     ("monitor", "stop"): "C",  # turns automatic failover off
+    ("replicate", "stop"): "C",  # turns the RPO's protection off
+    ("ops", "abort"): "C",  # a failover not made, an upgrade rolled back, a drill stopped
     ("drill", "schedule", "trigger"): "MC",
 }
 MUTATING, CONFIRMED, WAITS = ({p for p, k in KINDS.items() if kind in k} for kind in "MCW")
@@ -124,6 +126,8 @@ def no_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
         (["upgrade", "promote", "u1"], "promote upgrade/test/u1"),
         (["upgrade", "abort", "u1"], "abort upgrade/test/u1"),
         (["monitor", "stop"], "stop the monitor (automatic failover would be off)"),
+        (["replicate", "stop"], "stop replication (replicas would fall behind)"),
+        (["ops", "abort", "failover/test"], "abort failover/test"),
     ],
 )
 def test_without_a_terminal_and_without_yes_it_refuses_in_one_line(
@@ -133,6 +137,32 @@ def test_without_a_terminal_and_without_yes_it_refuses_in_one_line(
     assert code == 2, (out, err)
     assert err.startswith(f"error: refusing to {what}") and "pass --yes" in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
+
+
+class _Terminal(io.StringIO):
+    """A stdin a person types `answer` into."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    "argv", [["replicate", "stop"], ["ops", "abort", "failover/test"], ["monitor", "stop"]]
+)
+def test_at_a_terminal_it_asks_and_a_no_changes_nothing(
+    argv: list[str], config: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Declined: exit 1 "aborted" before Temporal is dialled. Answered yes, or with --yes, the command
+    goes on to Temporal, a closed port here: exit 3, so the question is all that stood before it."""
+    monkeypatch.setattr("sys.stdin", _Terminal("n\n"))
+    code, out, err = run_cli([*argv, "-c", config])
+    assert code == 1 and "[y/N]" in out and err.strip() == "aborted", (out, err)
+    monkeypatch.setattr("sys.stdin", _Terminal("y\n"))
+    code, out, err = run_cli([*argv, "-c", config])
+    assert code == 3 and "cannot reach Temporal" in err, (out, err)
+    monkeypatch.setattr("sys.stdin", _Terminal(""))  # nobody answers: --yes must not ask
+    code, out, err = run_cli([*argv, "--yes", "-c", config])
+    assert code == 3 and "[y/N]" not in out and "cannot reach Temporal" in err, (out, err)
 
 
 def _doc(argv: list[str], output: str) -> dict[str, object]:

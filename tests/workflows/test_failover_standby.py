@@ -166,6 +166,7 @@ async def test_abort_during_preflight_ends_the_failover(
         handle.id,
         "--reason",
         "wrong region",
+        "--yes",
         "-c",
         str(write_config(cfg, fleet_config_path.parent)),
     )

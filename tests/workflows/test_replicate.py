@@ -101,7 +101,7 @@ async def test_lag_refuses_a_normal_failover_until_replication_catches_up(
         assert "models" in table.stdout and "ok" in table.stdout, table.stdout
         proc = await asyncio.to_thread(drctl, "status", "-o", "json", "-c", str(path))
         assert models_lag(proc.stdout)["lag_s"] == 0.0
-        stopped = await asyncio.to_thread(drctl, "replicate", "stop", "-c", str(path))
+        stopped = await asyncio.to_thread(drctl, "replicate", "stop", "--yes", "-c", str(path))
         assert stopped.returncode == 0, stopped.stderr
         # Exit 0 only says the signal was sent: the workflow must finish its runs and complete.
         handle = temporal_client.get_workflow_handle(f"replicate/{cfg.name}")
