@@ -22,6 +22,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import ProbeRequest
+    from drctl.models.breakglass import SIGNAL_IMPORTED, ImportInput, adopted
     from drctl.models.failover import SIGNAL_VERIFIED, FailoverVerified
     from drctl.models.health import ProbeStatus, RegionState
     from drctl.models.monitor import (
@@ -90,6 +91,13 @@ class FleetMonitor:
         """One of our failovers has traffic verified on its target: it is done for the fleet."""
         self.live.verified[note.run_id] = note
         self.live.poke = True
+
+    @workflow.signal(name=SIGNAL_IMPORTED)
+    def operation_imported(self, inp: ImportInput) -> None:
+        """A break-glass failover moved the weights without Temporal (`drctl failover-import`): the
+        monitor adopts them as they are (it never re-asserts weights; the rebalance takes weights
+        it did not set as its new home) and keeps the audit record in its decision log."""
+        self.live.state.decisions.record(adopted(inp, workflow.now()))
 
     @workflow.signal
     def pause(self) -> None:

@@ -161,6 +161,15 @@ def failover(
             help="Override refusals: target health, capacity, replication lag over the RPO, model drift.",
         ),
     ] = False,
+    break_glass: Annotated[
+        bool,
+        typer.Option(
+            "--break-glass",
+            help="Temporal is unreachable: run preflight and shift in this process, from a host that "
+            "reaches the global tier, and leave an audit record to import later (refused while Temporal "
+            "answers, unless --force).",
+        ),
+    ] = False,
     *,
     run: RunOptions,
 ) -> None:
@@ -174,6 +183,13 @@ def failover(
         cfg.region(from_)
         if from_ == to:
             raise common.UserError(f"--from and --to are both {to}")
+    if break_glass:
+        from drctl.cli.breakglass import break_glass as run_break_glass
+
+        run_break_glass(
+            cfg, config, to, from_, emergency=emergency, force=force, yes=run.yes, dry_run=run.dry_run
+        )
+        return
     inp = FailoverInput(
         spec=FleetSpec.from_config(cfg), target=to, source=from_, emergency=emergency, force=force
     )

@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "failover",
         "Return traffic to the configured weights in steps, checking health at each step.",
     ),
+    "failover-import": (
+        "breakglass",
+        "Import a break-glass failover's audit record as a completed operation (ImportedOperation).",
+    ),
     "monitor": ("monitor", "The fleet's health monitor workflow (monitor/<fleet>)."),
     "ops": ("ops", "Running and recent operations (failover, failback, upgrade, migrate, drill)."),
     "upgrade": (

@@ -294,6 +294,14 @@ class FailoverConfig(_Model):
         "automatic", description="Fail over automatically on UNHEALTHY."
     )
     require_approval: bool = Field(False, description="Wait for `drctl ops approve` before shifting traffic.")
+    audit_bucket: str | None = Field(
+        None,
+        description="S3 bucket (aws section's account or endpoint) that keeps the audit record of every "
+        "break-glass failover (`drctl failover --break-glass`), under `breakglass/<fleet>/<UTC time>.json`; "
+        "default: drills.history_bucket, the bucket drctl already keeps the fleet's records in. Give it "
+        "a bucket replicated out of every region, so the record outlives the region lost.",
+        pattern=BUCKET_NAME,
+    )
     approval_timeout_s: float = Field(900.0, gt=0, description="How long an approval gate waits, seconds.")
     approval_reminder_s: float | None = Field(
         None,

@@ -32,6 +32,7 @@ from workflows import backup as backup_workflows
 from workflows import drill as drill_workflows
 from workflows import failback as failback_workflows
 from workflows import failover as failover_workflows
+from workflows import imported as imported_workflows
 from workflows import lock as lock_workflows
 from workflows import migrate as migrate_workflows
 from workflows import monitor as monitor_workflows
@@ -50,6 +51,7 @@ def workflows() -> list[type]:
         *monitor_workflows.WORKFLOWS,
         *failover_workflows.WORKFLOWS,
         *failback_workflows.WORKFLOWS,
+        *imported_workflows.WORKFLOWS,
         *upgrade_workflows.WORKFLOWS,
         *migrate_workflows.WORKFLOWS,
         *backup_workflows.WORKFLOWS,

@@ -1,0 +1,85 @@
+"""The audit record of a break-glass failover, and what imports it once Temporal is back.
+
+`drctl failover --break-glass` moves traffic without Temporal (drctl/worker/breakglass.py); this
+record is all the evidence it leaves: written to the fleet's audit bucket and printed on stdout.
+`drctl failover-import` hands it to the `ImportedOperation` workflow (workflows/imported.py), so
+the move appears in `drctl ops list`, in the Temporal UI and in the monitor's decision log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from drctl.models.activity_io import Capacity
+from drctl.models.failover_plan import FailoverPlan
+from drctl.models.health import RegionProbe
+from drctl.models.monitor_decisions import Decision
+
+# The monitor's signal: an operation moved the weights without it (workflows/monitor.py).
+SIGNAL_IMPORTED = "operation_imported"
+
+
+class BreakGlassRecord(BaseModel):
+    """Who moved traffic where without Temporal, when, from which host, and on what evidence."""
+
+    kind: Literal["drctl.breakglass.failover/v1"] = "drctl.breakglass.failover/v1"
+    id: str = Field(
+        description="`<fleet>/<UTC timestamp>`: the object key's tail and the import's workflow id."
+    )
+    fleet: str
+    who: str = Field(description="The operator identity (drctl.client.identity).")
+    host: str = Field(description="The host the command ran on (e.g. the surviving region's worker pod).")
+    started_at: datetime
+    finished_at: datetime
+    source: str | None = Field(description="Region(s) drained, comma-separated.")
+    target: str
+    forced: bool = Field(description="--force: refusals (Temporal reachable, target health) overridden.")
+    status: Literal["succeeded", "refused", "failed"]
+    error: str | None = None
+    temporal: str = Field(description="The reachability check's evidence, e.g. the refused address.")
+    probe: RegionProbe | None = Field(None, description="The target's inference-aware probe.")
+    capacity: Capacity | None = Field(None, description="The target's Deployment, as read.")
+    plan: FailoverPlan | None = Field(None, description="The Failover's own plan, from the reads above.")
+    weights_before: dict[str, int] = Field(default_factory=dict, description="Global weights as read.")
+    weights_after: dict[str, int] = Field(default_factory=dict, description="Global weights read back after.")
+    change_id: str | None = Field(None, description="The global tier's change id (Route 53), if any.")
+    change_status: str | None = Field(None, description="INSYNC, PENDING, or the tier's own word.")
+
+    @property
+    def workflow_id(self) -> str:
+        return f"imported/{self.id}"
+
+
+class ImportInput(BaseModel):
+    record: BreakGlassRecord
+    uri: str = Field(description="Where the record was read from: s3://bucket/key or a file path.")
+    imported_by: str
+
+
+class ImportResult(BaseModel):
+    status: Literal["imported"] = "imported"
+    uri: str
+    monitor_told: bool = Field(description="Whether a running monitor recorded it in its decision log.")
+    note: str = ""
+
+
+def adopted(inp: ImportInput, now: datetime) -> Decision:
+    """The monitor's decision-log entry for an imported break-glass move: adopted as it is, not undone."""
+    rec = inp.record
+    return Decision(
+        at=now,
+        action="failover",
+        mode="break-glass",
+        outcome="recorded",
+        weights_before=dict(rec.weights_before),
+        weights_after=dict(rec.weights_after),
+        reasons=[
+            f"adopted: break-glass failover {rec.source or '?'} → {rec.target} ({rec.status}) by {rec.who} "
+            f"from {rec.host} at {rec.finished_at:%Y-%m-%d %H:%M:%S} UTC, without Temporal ({rec.temporal}); "
+            f"weights taken as they are, not undone; audit record {inp.uri}, imported by {inp.imported_by}"
+        ],
+        error=rec.error,
+    )
