@@ -32,6 +32,7 @@ from bench.rto import _await_failover, _monitor_ready, _stop_monitor
 from drctl.cli.monitor import start_monitor
 from drctl.config.schema import FleetConfig
 from drctl.models.drill import LoadSample
+from drctl.providers.auth import auth_headers
 from drctl.providers.traffic_factory import global_traffic
 
 RPS = 20.0
@@ -66,9 +67,8 @@ async def run_trial(cfg: FleetConfig) -> dict[str, Any]:
         await start_monitor(client, cfg)
         try:
             await _monitor_ready(client, cfg, 60)
-            url = cfg.traffic.global_endpoint.rstrip("/") + "/v1/completions"
             load = asyncio.create_task(
-                run_load(url, cfg.workload.model, RPS, time.monotonic() + 120, samples, 10.0)
+                run_load(cfg, RPS, time.monotonic() + 120, samples, auth_headers(cfg), 10.0)
             )
             sampler = asyncio.create_task(_sample_weights(cfg, weights))
             try:
@@ -124,7 +124,7 @@ def plot(data: dict[str, Any], out: Path) -> None:
     top.set_ylabel("global weight")
     top.legend(loc="center right")
     # Error rate and served-by share per bin, from the load's own samples.
-    load = [(_secs(s["t"], t0), s) for s in data["load"]]
+    load = [((datetime.fromisoformat(s["t"]) - t0).total_seconds(), s) for s in data["load"]]
     bins: dict[int, list[dict[str, Any]]] = {}
     for t, s in load:
         bins.setdefault(math.floor(t / BIN_S), []).append(s)  # bins aligned on the fault: [0, 0.5) ...

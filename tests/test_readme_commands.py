@@ -271,6 +271,12 @@ OTHER_COMMANDS = [
         "runs the generator with --check (the same output, compared instead of written)",
     ),
     (
+        r"\.venv/bin/python docs/pictures/build\.py( --check)?",
+        "tests/test_docs_pictures.py",
+        r'\[sys\.executable, str\(BUILD\), "--check"\]',
+        "runs the build with --check (every picture drawn again or its inputs hashed, and compared)",
+    ),
+    (
         r"\.venv/bin/pip-compile --allow-unsafe --generate-hashes .*requirements/build\.lock.*",
         "tests/test_worker_image.py",
         r"build\.lock",
