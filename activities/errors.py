@@ -6,7 +6,12 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
+from drctl.models.safe_text import safe_text
 from drctl.providers.errors import classify
+
+# A failure's message quotes what a server, a Kubernetes object or a file said; the Temporal UI shows
+# it, history keeps it and workflows quote it in their own reasons: one escaped line, bounded.
+FAILURE_CHARS = 4000
 
 
 def app_error(exc: BaseException, action: str | None = None) -> ApplicationError:
@@ -15,7 +20,10 @@ def app_error(exc: BaseException, action: str | None = None) -> ApplicationError
     # The server said when to come back (429 Retry-After): that overrides the policy's next interval.
     delay = timedelta(seconds=err.retry_after_s) if err.retryable and err.retry_after_s else None
     return ApplicationError(
-        err.message, type=err.kind, non_retryable=not err.retryable, next_retry_delay=delay
+        safe_text(err.message, limit=FAILURE_CHARS),
+        type=err.kind,
+        non_retryable=not err.retryable,
+        next_retry_delay=delay,
     )
 
 

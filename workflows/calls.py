@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
         RpoCheck,
         RpoCheckInput,
     )
+    from drctl.models.safe_text import SUMMARY_CHARS, safe_text
     from drctl.models.slo import SloWatchInput, SloWatchResult
     from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
     from drctl.models.watch import WatchInput, WatchResult
@@ -187,6 +188,11 @@ CLEAR = _Policy(CLEAR_RETRY, queue_wait_s=NO_QUEUE_WAIT)
 REPORT_UPLOAD = _Policy(REPORT_UPLOAD_RETRY, queue_wait_s=NO_QUEUE_WAIT)
 
 
+def shown_summary(summary: str) -> str:
+    """An activity or child workflow summary as the UI may show it: escaped, one line, bounded."""
+    return safe_text(summary, limit=SUMMARY_CHARS)
+
+
 async def _call(
     name: str,
     arg: Any,
@@ -205,7 +211,7 @@ async def _call(
         name,
         args=[] if arg is None else [arg],
         result_type=result,
-        summary=summary,
+        summary=shown_summary(summary),
         task_queue=queue,
         start_to_close_timeout=_s(seconds),
         retry_policy=how.retry,
@@ -304,7 +310,7 @@ def start_watch(inp: WatchInput, *, summary: str) -> workflow.ActivityHandle[Wat
         "watch_regions",
         inp,
         result_type=WatchResult,
-        summary=summary,
+        summary=shown_summary(summary),
         start_to_close_timeout=_s(inp.return_after_s + probe_attempt_s(inp.probe_timeout_s) * 2 + 30),
         heartbeat_timeout=WATCH_HEARTBEAT,
         retry_policy=WATCH_RETRY,
@@ -485,7 +491,7 @@ def start_drill_experiment(
         "drill_run_experiment",
         inp,
         result_type=dr.ExperimentOutcome,
-        summary=summary,
+        summary=shown_summary(summary),
         start_to_close_timeout=_s(inp.timeout_s + grace_s + 30),
         heartbeat_timeout=_s(20),
         # Never retried: a second attempt would inject the fault a second time.

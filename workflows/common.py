@@ -11,6 +11,10 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.phases import OperationProgress, PhaseTiming
+    from drctl.models.safe_text import safe_markdown
+
+# One value's share of the Temporal UI's details: a reason longer than this is cut, and says so.
+DETAIL_CHARS = 1000
 
 
 class Phases:
@@ -55,12 +59,17 @@ class Phases:
             last.duration_s = round((now - last.started_at).total_seconds(), 3)
 
     def _render(self) -> None:
-        lines = [f"## {self.title}", f"**Phase:** `{self.phase}`"]
+        # The UI renders markdown; titles, details and facts quote reasons from servers and names
+        # from configs, so each is one escaped, bounded line that cannot link, embed or break the table.
+        lines = [f"## {safe_markdown(self.title, limit=DETAIL_CHARS)}", f"**Phase:** `{self.phase}`"]
         if self.details:
-            lines.append(f"\n{self.details}")
+            lines.append(f"\n{safe_markdown(self.details, limit=DETAIL_CHARS)}")
         if self.facts:
             lines.append("\n| | |\n|---|---|")
-            lines += [f"| {k} | {v} |" for k, v in self.facts.items()]
+            lines += [
+                f"| {safe_markdown(k, limit=DETAIL_CHARS)} | {safe_markdown(v, limit=DETAIL_CHARS)} |"
+                for k, v in self.facts.items()
+            ]
         if self.timings:
             lines.append("\n| phase | seconds |\n|---|---|")
             lines += [

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         preempts,
     )
     from drctl.models.phases import FLEET_BUSY
+    from drctl.models.safe_text import safe_markdown
     from workflows import calls
 
 
@@ -157,7 +158,8 @@ class FleetLock:
             "|---|---|---|---|",
         ]
         lines += [
-            f"| {h.workflow_id} | {h.operation} | {h.since.isoformat() if h.since else ''} | {h.yielding_to or ''} |"
+            f"| {safe_markdown(h.workflow_id)} | {safe_markdown(h.operation)} "
+            f"| {h.since.isoformat() if h.since else ''} | {safe_markdown(h.yielding_to or '')} |"
             for h in self.holders
         ]
         workflow.set_current_details("\n".join(lines))

@@ -39,8 +39,10 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.monitor_config import SpecUpdate, apply_spec, spec_problems
     from drctl.models.monitor_decisions import DecisionsView
     from drctl.models.quorum import NO_QUORUM
+    from drctl.models.safe_text import safe_markdown
     from drctl.models.saturation import judge_probe
     from workflows import calls
+    from workflows.common import DETAIL_CHARS
     from workflows.monitor_actions import MonitorActions
     from workflows.monitor_quorum import MonitorQuorum
     from workflows.monitor_rebalance import MonitorRebalance
@@ -328,12 +330,14 @@ class FleetMonitor:
         ]
         if s.alert:
             lines.insert(1, f"# 🚨 {s.alert}: {_ALERT_TEXT.get(s.alert, '')}")
-            lines += [f"- {why}" for why in s.unresolved.values()]
+            lines += [f"- {safe_markdown(why, limit=DETAIL_CHARS)}" for why in s.unresolved.values()]
         lines.append("\n| region | state | fails | oks | last probe |\n|---|---|---|---|---|")
         for t in s.trackers.values():
+            # The reason quotes what the region's server answered.
+            reason = safe_markdown(t.last_reason, limit=DETAIL_CHARS)
             lines.append(
                 f"| {t.region} | {t.state.value} | {t.consecutive_failures} | {t.consecutive_successes} "
-                f"| {t.last_status.value if t.last_status else '-'} {t.last_reason} |"
+                f"| {t.last_status.value if t.last_status else '-'} {reason} |"
             )
         lines += self.quorum.lines()
         lines += self.rebalance.lines()

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.monitor_decisions import Decision
     from drctl.models.outcome import result_from
     from drctl.models.rebalance import RebalanceResult
+    from workflows import calls
     from workflows.monitor_run import MonitorRun
 
 R = TypeVar("R", FailoverResult, FailbackResult, RebalanceResult)
@@ -183,8 +184,9 @@ class MonitorActions:
                     parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                     search_attributes=child_attrs(s.spec.fleet, "failover", inp.source or "", inp.target, by),
                     memo={"fleet": s.spec.fleet, "operation": "failover", "initiator": by or "monitor"},
-                    static_summary=f"automatic failover {inp.source} → {inp.target}"
-                    + (f" by {by}" if by else ""),
+                    static_summary=calls.shown_summary(
+                        f"automatic failover {inp.source} → {inp.target}" + (f" by {by}" if by else "")
+                    ),
                 )
             except WorkflowAlreadyStartedError:
                 if attempt == SUPERSEDE_TRIES - 1 or not workflow.patched(SUPERSEDE_PATCH):
@@ -209,7 +211,9 @@ class MonitorActions:
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 search_attributes=child_attrs(s.spec.fleet, "failback", rec.target, rec.source, by),
                 memo={"fleet": s.spec.fleet, "operation": "failback", "initiator": by or "monitor"},
-                static_summary=f"automatic failback to {rec.source}" + (f" by {by}" if by else ""),
+                static_summary=calls.shown_summary(
+                    f"automatic failback to {rec.source}" + (f" by {by}" if by else "")
+                ),
             )
             result = await child_result(handle, FailbackResult)
             s.last_failback = f"{result.status} at {workflow.now().isoformat()}"

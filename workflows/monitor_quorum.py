@@ -22,7 +22,9 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.fleet_spec import RegionSpec
     from drctl.models.health import RegionState
     from drctl.models.quorum import MAIN, NO_QUORUM, QuorumVote, decide, view_of
+    from drctl.models.safe_text import safe_markdown
     from workflows import calls
+    from workflows.common import DETAIL_CHARS
     from workflows.monitor_run import MonitorRun
 
 PATCH = "monitor-quorum"
@@ -156,6 +158,10 @@ class MonitorQuorum:
             return []
         lines = ["\n| vote on | at | result | views |\n|---|---|---|---|"]
         for region, v in s.votes.items():
+            # A view quotes the probe's reason, which a region's server wrote.
             views = "; ".join(f"{k}: {x}" for k, x in v.views.items())
-            lines.append(f"| {region} | {v.at:%H:%M:%S} | {v.summary()} | {views} |")
+            lines.append(
+                f"| {region} | {v.at:%H:%M:%S} | {safe_markdown(v.summary())} "
+                f"| {safe_markdown(views, limit=DETAIL_CHARS)} |"
+            )
         return lines

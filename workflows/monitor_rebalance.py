@@ -49,7 +49,9 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.monitor import RegionTracker
     from drctl.models.monitor_decisions import Decision, DecisionOutcome, DecisionsView
     from drctl.models.rebalance import RebalanceInput, RebalanceResult
+    from drctl.models.safe_text import safe_markdown
     from workflows import calls
+    from workflows.common import DETAIL_CHARS
     from workflows.monitor_actions import child_attrs, child_result, initiator
     from workflows.monitor_run import MonitorRun
     from workflows.notify import Notifier
@@ -368,7 +370,7 @@ class MonitorRebalance:
                     spec.fleet, "rebalance", "", (inp.gaining or [""])[0], initiator()
                 ),
                 memo={"fleet": spec.fleet, "operation": "rebalance", "initiator": "monitor"},
-                static_summary=f"rebalance {d.action}: {d.line()[:150]}",
+                static_summary=calls.shown_summary(f"rebalance {d.action}: {d.line()[:150]}"),
             )
             res = await child_result(handle, RebalanceResult)
             mem = s.rebalance_memory
@@ -418,7 +420,8 @@ class MonitorRebalance:
             return []
         s = self.run.state
         lines = [
-            f"\n**rebalance** ({s.spec.rebalance}, tick {s.rebalance_memory.ticks}): {log.latest.line()}"
+            f"\n**rebalance** ({s.spec.rebalance}, tick {s.rebalance_memory.ticks}): "
+            + safe_markdown(log.latest.line(), limit=DETAIL_CHARS)
         ]
         ev = log.latest.evidence
         if ev:

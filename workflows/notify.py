@@ -100,7 +100,7 @@ class Notifier:
                 task_queue=self.spec.task_queue,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 execution_timeout=timedelta(seconds=max(w.retry_for_s for w in inp.webhooks) + 60),
-                static_summary=e.summary[:200],
+                static_summary=calls.shown_summary(e.summary),
             )
         except WorkflowAlreadyStartedError as exc:
             workflow.logger.warning("notification %s not sent: %s", e.kind, exc)

@@ -17,7 +17,9 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from drctl.models import search_attributes as sa
     from drctl.models.rpo import PairState, ReplicateInput, ReplicateState, ReplicateStatus
+    from drctl.models.safe_text import safe_markdown
     from workflows import calls
+    from workflows.common import DETAIL_CHARS
     from workflows.operation import cause_of
 
 SIGNAL_STOP = "stop"
@@ -119,7 +121,7 @@ class Replicate:
             lines.append(
                 f"| {r.bucket} | {r.replica_region} | {lag}{over} | {r.lag.unreplicated} | "
                 f"{r.finished_at:%H:%M:%S} | {r.stats.transfers} | {r.stats.bytes} | "
-                f"{'ok' if r.check_ok else (r.error or 'differs')} |"
+                f"{'ok' if r.check_ok else safe_markdown(r.error or 'differs', limit=DETAIL_CHARS)} |"
             )
         workflow.set_current_details("\n".join(lines))
 

@@ -37,6 +37,7 @@ from drctl.client.outcome import Finished, M, finished
 from drctl.config.schema import FleetConfig
 from drctl.models import search_attributes as sa
 from drctl.models.phases import QUERY_PROGRESS, OperationProgress
+from drctl.models.safe_text import SUMMARY_CHARS, safe_text
 
 Starter = Callable[[Client], Awaitable[WorkflowHandle[Any, Any]]]
 
@@ -76,7 +77,9 @@ async def start_unless_running(
         task_queue=cfg.temporal.task_queue,
         search_attributes=attrs,
         memo={"fleet": cfg.name, "initiator": client.identity},
-        static_summary=f"{operation} of fleet {cfg.name}, started by {client.identity}",
+        static_summary=safe_text(
+            f"{operation} of fleet {cfg.name}, started by {client.identity}", limit=SUMMARY_CHARS
+        ),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
     return handle, True

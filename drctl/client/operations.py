@@ -31,6 +31,7 @@ from drctl.models.lock import MUTATING as MUTATING
 from drctl.models.lock import blocks
 from drctl.models.lock import compatible as compatible
 from drctl.models.phases import PHASE_PENDING, OperationInfo
+from drctl.models.safe_text import SUMMARY_CHARS, safe_markdown, safe_text
 
 
 class FleetBusyError(RuntimeError):
@@ -118,7 +119,8 @@ def search_attributes(
 def summary(operation: str, fleet: str, initiator: str, source: str | None, target: str | None) -> str:
     """The one line the Temporal UI shows for an operation: what, where, by whom."""
     route = " → ".join(r for r in (source, target) if r)
-    return f"{operation} of fleet {fleet}" + (f" ({route})" if route else "") + f" by {initiator}"
+    line = f"{operation} of fleet {fleet}" + (f" ({route})" if route else "") + f" by {initiator}"
+    return safe_text(line, limit=SUMMARY_CHARS)  # the initiator is whatever the caller says it is
 
 
 async def start_operation(
@@ -163,7 +165,7 @@ async def start_operation(
                 },
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 static_summary=summary(operation, cfg.name, initiator, source, target),
-                static_details=f"**initiated by** {initiator}",
+                static_details=f"**initiated by** {safe_markdown(initiator, limit=SUMMARY_CHARS)}",
             )
         except WorkflowAlreadyStartedError:
             # An earlier failover that is only watching its objective hands over to this one.

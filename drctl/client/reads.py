@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 
 from drctl.config.schema import FleetConfig
 from drctl.models.reads import ReadInput, ReadResult, ReadWhat, ScheduleChange, no_worker
+from drctl.models.safe_text import SUMMARY_CHARS, safe_text
 
 # A poller counts while it polled within this window. A live worker's long poll returns and is
 # renewed at least every minute; Temporal keeps a dead poller listed for minutes after its last poll.
@@ -105,7 +106,7 @@ async def _execute(
             task_queue=main,
             result_type=ReadResult,
             # What the Temporal UI's list shows for it: a read or a schedule change, not an operation.
-            static_summary=f"drctl {kind}: {label} of fleet {cfg.name}",
+            static_summary=safe_text(f"drctl {kind}: {label} of fleet {cfg.name}", limit=SUMMARY_CHARS),
             # Bounded on the server too: a request nobody finishes must not linger as a running workflow.
             execution_timeout=timedelta(seconds=timeout_s),
             run_timeout=timedelta(seconds=timeout_s),

@@ -17,7 +17,8 @@ import httpx
 
 from drctl.config.bounded_read import read_regular_text
 from drctl.config.schema import PAGERDUTY_EVENTS_URL, WebhookConfig
-from drctl.models.notify import Event
+from drctl.models.notify import Detail, Event
+from drctl.models.safe_text import safe_slack, safe_text
 from drctl.providers.auth import MAX_TOKEN_BYTES
 from drctl.providers.errors import ErrorClass, ProviderError, classify
 
@@ -26,6 +27,10 @@ from drctl.providers.errors import ErrorClass, ProviderError, classify
 _SLACK_FIELDS = 10
 _SLACK_FIELD_CHARS = 1900
 _SLACK_TEXT_CHARS = 2900
+# A summary or detail quotes reasons a server wrote and names a config holds: each is escaped and cut
+# to this before any receiver sees it, whatever the format (drctl/models/safe_text.py).
+_TEXT_CHARS = 2000
+_KEY_CHARS = 100
 _EMOJI = {
     "critical": ":rotating_light:",
     "error": ":x:",
@@ -34,25 +39,48 @@ _EMOJI = {
 }
 
 
+def _detail(value: Detail) -> Detail:
+    return safe_text(value, limit=_TEXT_CHARS) if isinstance(value, str) else value
+
+
+def shown(event: Event) -> Event:
+    """`event` with its free text escaped, one line each, and bounded: what a receiver may see."""
+    return event.model_copy(
+        update={
+            "summary": safe_text(event.summary, limit=_TEXT_CHARS),
+            "region": None if event.region is None else safe_text(event.region, limit=_KEY_CHARS),
+            "details": {safe_text(k, limit=_KEY_CHARS): _detail(v) for k, v in event.details.items()},
+        }
+    )
+
+
 def render_json(event: Event, link: str | None) -> dict[str, Any]:
-    return {"version": 1, "source": "drctl", **event.model_dump(mode="json"), "link": link}
+    return {"version": 1, "source": "drctl", **shown(event).model_dump(mode="json"), "link": link}
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    # verbatim: Slack links no URL, channel name or mention it finds in the text by itself.
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
 def render_slack(event: Event, link: str | None) -> dict[str, Any]:
-    """An incoming-webhook message: `text` is the notification fallback, `blocks` the rich view."""
-    text = f"{_EMOJI[event.severity]} {event.summary}"[:_SLACK_TEXT_CHARS]
+    """An incoming-webhook message: `text` is the notification fallback, `blocks` the rich view.
+
+    Every value is Slack-escaped (no `<...>` link or mention, no broadcast) before the message's own
+    markup is put around it."""
+    text = f"{_EMOJI[event.severity]} {safe_slack(event.summary, limit=_SLACK_TEXT_CHARS - 30)}"
     fields = [
-        {"type": "mrkdwn", "text": f"*{k}*\n{v}"[:_SLACK_FIELD_CHARS]}
+        _mrkdwn(f"*{safe_slack(k, limit=_KEY_CHARS)}*\n{safe_slack(v, limit=_SLACK_FIELD_CHARS - 110)}")
         for k, v in event.details.items()
         if v not in (None, "")
     ]
-    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": _mrkdwn(text)}]
     if fields:
         blocks.append({"type": "section", "fields": fields[:_SLACK_FIELDS]})
-    context = f"`{event.kind}` · fleet `{event.fleet}` · {event.at.isoformat()}"
+    context = f"`{safe_slack(event.kind)}` · fleet `{safe_slack(event.fleet)}` · {event.at.isoformat()}"
     if link:
-        context += f" · <{link}|{event.workflow_id}>"
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
+        context += f" · <{link}|{safe_slack(event.workflow_id)}>"
+    blocks.append({"type": "context", "elements": [_mrkdwn(context)]})
     return {"text": text, "blocks": blocks}
 
 
@@ -60,6 +88,7 @@ def render_pagerduty(event: Event, link: str | None, routing_key: str) -> dict[s
     """An Events API v2 trigger or resolve; the dedup_key ties a resolve to its trigger."""
     if event.action is None:
         raise ValueError(f"event {event.kind} is not a PagerDuty incident event")
+    event = shown(event)
     body: dict[str, Any] = {
         "routing_key": routing_key,
         "event_action": event.action,

@@ -19,10 +19,15 @@ from temporalio import activity, workflow
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
 
 from drctl.config.schema import FleetConfig
+from drctl.models.safe_text import safe_text
 
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 CONTEXT_FIELDS = ("fleet", "region", "operation", "workflow_id")
+# A log line quotes reasons servers wrote, Kubernetes messages, S3 keys and config values: its
+# message is escaped to one line (no ESC, C1, bidi or forged newline) and cut to this.
+MESSAGE_CHARS = 8000
+TRACEBACK_CHARS = 32000
 
 
 def operation_of(workflow_id: str | None) -> str | None:
@@ -76,6 +81,30 @@ class ContextFilter(logging.Filter):
         return True
 
 
+def shown_message(record: logging.LogRecord) -> str:
+    """The record's message as a reader may see it: escaped, one line, bounded."""
+    return safe_text(record.getMessage(), limit=MESSAGE_CHARS)
+
+
+def shown_exception(text: str) -> str:
+    # A traceback keeps its own lines; the exception message inside it is still escaped.
+    return safe_text(text, keep_newlines=True, limit=TRACEBACK_CHARS)
+
+
+class TextFormatter(logging.Formatter):
+    """TEXT_FORMAT, with the message and any traceback escaped (the one escaper, safe_text)."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = shown_message(record)
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+        return shown_exception(super().formatException(ei))
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line; context fields are always present so queries need no defaults."""
 
@@ -85,7 +114,8 @@ class JsonFormatter(logging.Formatter):
             "ts": ts.replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            # json.dumps escapes control bytes for the pipe, not for whoever prints the field later.
+            "message": shown_message(record),
         }
         for key in CONTEXT_FIELDS:
             out[key] = getattr(record, key, None)
@@ -93,7 +123,7 @@ class JsonFormatter(logging.Formatter):
             if getattr(record, key, None):
                 out[key] = getattr(record, key)
         if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
+            out["exception"] = shown_exception(self.formatException(record.exc_info))
         return json.dumps(out, default=str)
 
 
@@ -123,7 +153,7 @@ def setup(
             Runtime(telemetry=TelemetryConfig(logging=core_logging())), error_if_already_set=False
         )
     else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
