@@ -2,7 +2,8 @@
 
 `drills.fault_injector` picks the path:
 - `devstack`: the region admin API of the dev stack (docs/devstack.md), which kills, freezes or
-  slows the real inference-server and HAProxy processes it runs;
+  slows the real inference-server and HAProxy processes it runs, and stops drctl's own control
+  plane (the Temporal server, a region's worker) until the rollback starts it again;
 - `kubernetes`: the region's Kubernetes API: scale the track Deployment to 0 (its replica count is
   kept in an annotation so a rollback in another process restores it) and delete pods.
 
@@ -35,6 +36,8 @@ __all__ = [
     "kill_gateway",
     "kill_region_replicas",
     "kill_replicas",
+    "stop_temporal",
+    "stop_worker",
 ]
 
 
@@ -168,3 +171,30 @@ def clear_faults(
     """Rollback: undo every fault in the region (restart, thaw, restore the gateway, restore replicas)."""
     cfg, _ = _target(configuration, region)
     return clear_region(cfg, region, (track,))
+
+
+def _stop_control_plane(
+    region: str, component: str, fault: str, configuration: dict[str, Any] | None
+) -> dict[str, Any]:
+    cfg, rc = _target(configuration, region)
+    if _owner(configuration):
+        # The worker writes drill_id for a drill it runs: that drill's own workflow, activity and
+        # worker would stop under it, and nothing would be left to run the rollback.
+        raise FaultNotInjected(
+            f"{fault}: a drill run by Temporal cannot stop its own control plane; run this experiment "
+            "with `chaos run` (docs/operations.md, control-plane drills)"
+        )
+    if cfg.drills.fault_injector != "devstack":
+        raise _unsupported(cfg, fault.replace("-", "_"))
+    out = _admin(rc, "/faults/control-plane", {"action": "stop", "component": component}, configuration)
+    return _injected(region, fault, list(out.get("affected") or []))
+
+
+def stop_temporal(region: str, configuration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Control-plane loss: the Temporal server `region` hosts stops, and stays down until `clear_faults`."""
+    return _stop_control_plane(region, "temporal", "stop-temporal", configuration)
+
+
+def stop_worker(region: str, configuration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Control-plane loss: `region`'s own drctl worker stops, and stays down until `clear_faults`."""
+    return _stop_control_plane(region, "worker", "stop-worker", configuration)

@@ -21,6 +21,8 @@ RESTORE_ANNOTATION = "drctl.io/drill-restore-replicas"
 OWNER_ANNOTATION = "drctl.io/drill-workflow-id"
 TRACKS = ("stable", "canary")
 _ADMIN_TIMEOUT_S = 10.0
+# A clear waits for a stopped Temporal server and worker to serve again (each bounded at 60 s there).
+CLEAR_TIMEOUT_S = 150.0
 
 
 class FaultNotInjected(Exception):
@@ -31,11 +33,17 @@ def now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def admin(region: RegionConfig, path: str, body: dict[str, Any] | None = None, method: str = "POST") -> Any:
+def admin(
+    region: RegionConfig,
+    path: str,
+    body: dict[str, Any] | None = None,
+    method: str = "POST",
+    timeout_s: float = _ADMIN_TIMEOUT_S,
+) -> Any:
     if not region.devstack_admin_url:
         raise FaultNotInjected(f"region {region.name} has no devstack_admin_url in the fleet config")
     url = region.devstack_admin_url.rstrip("/") + path
-    resp = httpx.request(method, url, json=body if method == "POST" else None, timeout=_ADMIN_TIMEOUT_S)
+    resp = httpx.request(method, url, json=body if method == "POST" else None, timeout=timeout_s)
     resp.raise_for_status()
     return resp.json() if resp.content else {}
 
@@ -84,6 +92,7 @@ def _held_devstack(body: Any) -> list[str]:
         held.append(f"gateway {body['gateway']}")
     held += [f"inference fault on {track}" for track in sorted(body.get("inference") or {})]
     held += [f"partition from {src}" for src in body.get("partitioned") or []]
+    held += [f"control plane: {c} stopped" for c in body.get("control_plane") or []]
     return held
 
 
@@ -105,8 +114,9 @@ def clear_region(cfg: FleetConfig, region: str, tracks: tuple[str, ...] = TRACKS
     """Undo every drill fault in the region: restart, thaw, restore the gateway, restore replicas."""
     rc = cfg.region(region)
     if cfg.drills.fault_injector == "devstack":
-        admin(rc, "/faults/clear")
-        return {"cleared": True, "region": region, "at": now()}
+        out = admin(rc, "/faults/clear", timeout_s=CLEAR_TIMEOUT_S)
+        restarted = out.get("restarted") if isinstance(out, dict) else None
+        return {"cleared": True, "region": region, "restarted": restarted or None, "at": now()}
     apps = apps_api(rc)
     restored: list[str] = []
     for track in tracks:

@@ -59,7 +59,7 @@ _TOP_LEVEL = {
 # broken on its last line) to a small fraction of a second.
 EXPERIMENT_LIMITS = Limits(max_bytes=256 << 10, max_depth=32, max_nodes=50_000, max_scalar=16_384)
 # Faults the Kubernetes injector cannot produce (docs: scale to 0, delete pods only).
-_DEVSTACK_ONLY = {"degrade_region", "kill_gateway"}
+_DEVSTACK_ONLY = {"degrade_region", "kill_gateway", "stop_temporal", "stop_worker"}
 
 
 class ExperimentInvalid(ValueError):

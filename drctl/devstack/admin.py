@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, ValidationError
 
+from drctl.devstack.control_plane import ControlPlane
 from drctl.devstack.nodeagent import NodeAgent, Replica
 
 
@@ -56,6 +57,13 @@ class PartitionFault(_Body):
     sources: list[IPvAnyAddress] = Field(max_length=16)
 
 
+class ControlPlaneFault(_Body):
+    # The dev stack's Temporal server, or this region's own worker, stopped until /faults/clear:
+    # the region took drctl's control plane down with it (drctl/devstack/control_plane.py).
+    action: Literal["stop"]
+    component: Literal["temporal", "worker"]
+
+
 class InferenceFault(_Body):
     track: str | None = None
     down: bool | None = None
@@ -65,8 +73,10 @@ class InferenceFault(_Body):
 
 
 class RegionAdmin:
-    def __init__(self, agent: NodeAgent, gateway: GatewayFaults) -> None:
-        self.agent, self.gateway = agent, gateway
+    def __init__(
+        self, agent: NodeAgent, gateway: GatewayFaults, control_plane: ControlPlane | None = None
+    ) -> None:
+        self.agent, self.gateway, self.control_plane = agent, gateway, control_plane
         self.owners: set[str] = set()
 
     def _own(self, body: _Body) -> None:
@@ -81,6 +91,7 @@ class RegionAdmin:
         app.router.add_post("/faults/gateway", self.fault_gateway)
         app.router.add_post("/faults/inference", self.fault_inference)
         app.router.add_post("/faults/partition", self.fault_partition)
+        app.router.add_post("/faults/control-plane", self.fault_control_plane)
         app.router.add_post("/faults/clear", self.clear)
         return app
 
@@ -101,6 +112,7 @@ class RegionAdmin:
                 "gateway": self.gateway.fault,
                 "inference": self.agent.inference_faults,
                 "partitioned": self.gateway.partitioned,
+                "control_plane": list(self.control_plane.stopped) if self.control_plane else [],
                 "owners": sorted(self.owners),
             }
         )
@@ -139,6 +151,13 @@ class RegionAdmin:
         await self.gateway.partition([str(a) for a in body.sources])
         return web.json_response({"partitioned": self.gateway.partitioned})
 
+    async def fault_control_plane(self, request: web.Request) -> web.Response:
+        body = ControlPlaneFault.model_validate(await request.json())
+        if self.control_plane is None:
+            return web.json_response({"error": "this region runs no control plane to stop"}, status=409)
+        self._own(body)
+        return web.json_response({"affected": await self.control_plane.stop(body.component)})
+
     async def fault_inference(self, request: web.Request) -> web.Response:
         body = InferenceFault.model_validate(await request.json())
         self._own(body)
@@ -164,8 +183,11 @@ class RegionAdmin:
         await asyncio.gather(*(_fleetsim_fault(r, "DELETE", None) for r in live))
         await self.gateway.restore()
         await self.gateway.partition([])
+        # Last, and waited for: the fleet serves again before its control plane is back, as after
+        # a real region loss, and the caller sees the clear done only once Temporal and the worker are.
+        restarted = await self.control_plane.restore() if self.control_plane else []
         self.owners.clear()
-        return web.json_response({"cleared": True})
+        return web.json_response({"cleared": True, "restarted": restarted})
 
 
 def _signal_replica(r: Replica, action: str, stay_down: bool) -> None:

@@ -24,6 +24,7 @@ from drctl.config.schema import (
     load_config,
 )
 from drctl.devstack.admin import RegionAdmin, start_admin
+from drctl.devstack.control_plane import ControlPlane
 from drctl.devstack.gateway_controller import ROUTES, GatewayController, gateway_name, haproxy_program
 from drctl.devstack.haproxy_conf import (
     fresh_state_file,
@@ -313,7 +314,9 @@ async def run_region(cfg: FleetConfig, region: str) -> None:
         runner = None
         try:
             await gateway.start()
-            runner = await start_admin(RegionAdmin(agent, gateway), admin_host, admin_port)
+            # The region hosts drctl's control plane too: its admin API can stop Temporal and its worker.
+            control = ControlPlane(cfg, Path(cfg.source_path), region) if cfg.source_path else None
+            runner = await start_admin(RegionAdmin(agent, gateway, control), admin_host, admin_port)
             tasks = [
                 asyncio.create_task(agent.run()),
                 asyncio.create_task(gateway.supervise()),
