@@ -93,6 +93,14 @@ def test_every_picture_shown_exists_under_its_own_title() -> None:
     assert not wrong, wrong
 
 
+def test_the_temporal_ui_screenshots_are_recorded_from_their_script() -> None:
+    """docs/pictures/temporal_ui.py shoots them (Chromium and a dev stack: not run here); the
+    manifest says so, and --check above compares its hash."""
+    manifest = json.loads((ROOT / "docs" / "pictures" / "manifest.json").read_text())
+    for name in ("pictures/temporal-ui.png", "pictures/temporal-ui-failover.png"):
+        assert list(manifest[name]["inputs"]) == ["docs/pictures/temporal_ui.py"], manifest[name]
+
+
 def test_every_picture_is_generated_and_shown() -> None:
     build = _build()
     manifest = json.loads(build.MANIFEST.read_text())
