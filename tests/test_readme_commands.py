@@ -265,10 +265,23 @@ OTHER_COMMANDS = [
         "starts a region process so",
     ),
     (
+        r"python -m drctl\.devstack\.s3_auth_proxy --host \S+ --port \S+ --issued-file \S+",
+        "drctl/devstack/stack.py",
+        r'"drctl\.devstack\.s3_auth_proxy",\s+"--host",',
+        "is the dev stack's moto component, which every test on the session stack starts (stack.up)",
+    ),
+    (
         r"\.venv/bin/python deploy/kubernetes/components/kube-prometheus-stack/build\.py( --check)?",
         "tests/test_kube_prometheus_stack.py",
         r'\[sys\.executable, str\(BUILD\), "--check"\]',
         "runs the generator with --check (the same output, compared instead of written)",
+    ),
+    (
+        r"\.venv/bin/python docs/pictures/temporal_ui\.py",
+        "tests/test_docs_pictures.py",
+        r"docs/pictures/temporal_ui\.py",
+        "needs Chromium and a dev stack of its own for minutes: the test checks the screenshots' "
+        "manifest entries name the script, and the build's --check compares its hash",
     ),
     (
         r"\.venv/bin/python docs/pictures/temporal_ui\.py",
@@ -300,6 +313,13 @@ OTHER_COMMANDS = [
         "tests/test_worker_image.py",
         r"pip-compile",
         "checks the lock's header is this command; a run resolves against the index for minutes, so no test runs it",
+    ),
+    (
+        r"DRCTL_CONFIG=\S+ DRCTL_DRILL_TARGET=[\w-]+ \.venv/bin/chaos run --rollback-strategy always "
+        r"experiments/control-plane-loss\.json",
+        "tests/drills/test_control_plane_drill.py",
+        r'"--rollback-strategy", "always", str\(EXPERIMENT\)',
+        "runs the experiment with the real `chaos run` on a dev stack of its own, target and config from the env",
     ),
     (
         r"\.venv/bin/pytest -q",
