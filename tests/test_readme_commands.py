@@ -284,13 +284,6 @@ OTHER_COMMANDS = [
         "manifest entries name the script, and the build's --check compares its hash",
     ),
     (
-        r"\.venv/bin/python docs/pictures/temporal_ui\.py",
-        "tests/test_docs_pictures.py",
-        r"docs/pictures/temporal_ui\.py",
-        "needs Chromium and a dev stack of its own for minutes: the test checks the screenshots' "
-        "manifest entries name the script, and the build's --check compares its hash",
-    ),
-    (
         r"\.venv/bin/python docs/pictures/build\.py( --check)?",
         "tests/test_docs_pictures.py",
         r'\[sys\.executable, str\(BUILD\), "--check"\]',
