@@ -7,9 +7,14 @@ import functools
 import re
 import shlex
 import subprocess
+import typing
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from drctl.config.schema import FleetConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "supported-versions.md"
@@ -54,3 +59,75 @@ def test_each_rows_commands_print_its_versions_in_bold(row: list[str]) -> None:
     assert versions, "a row with a command bolds the versions it prints"
     missing = [v for v in versions if v not in said]
     assert not missing, f"{commands} do not print {missing}:\n{said}"
+
+
+# --- "Time and credentials, per stand-in" ---------------------------------------------------------
+
+STANDINS = {
+    "Deployment controller", "Gateway API controller", "Velero agent", "fleetsim", "S3, STS and Route 53",
+    "Route 53 change propagation",
+}  # fmt: skip
+
+
+def _standin_rows() -> list[list[str]]:
+    """The five-column rows of the section: stand-in, time, credentials, settings, tests."""
+    text = DOC.read_text().split("## Time and credentials, per stand-in", 1)[1]
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 5 and cells[0] not in ("Stand-in", "---"):
+            rows.append(cells)
+    return rows
+
+
+def _models(annotation: object) -> list[type[BaseModel]]:
+    """The config models an annotation holds (a model, or the members of a union or list of them)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for a in typing.get_args(annotation) for m in _models(a)]
+
+
+def _field(path: str) -> FieldInfo:
+    """The config field a dotted YAML path names (`traffic.global.ttl_s`), through unions."""
+    models: list[type[BaseModel]] = [FleetConfig]
+    found: FieldInfo | None = None
+    for part in path.split("."):
+        found = next((f for m in models for n, f in m.model_fields.items() if part in (n, f.alias)), None)
+        assert found is not None, f"{path}: no config field {part!r}"
+        models = _models(found.annotation)
+    assert found is not None
+    return found
+
+
+def test_every_stand_in_says_what_it_does_in_time_and_credentials() -> None:
+    rows = _standin_rows()
+    assert {next(s for s in STANDINS if r[0].startswith(s)) for r in rows} == STANDINS
+    assert all(r[1] and r[2] for r in rows)
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r[0].split(" (")[0]) for r in _standin_rows()])
+def test_each_stand_in_rows_defaults_settings_files_and_tests_are_real(row: list[str]) -> None:
+    _standin, time, credentials, settings, tests = row
+    said = " ".join(row)
+    # A default the row states is the config's default.
+    for path, value in re.findall(r"`([a-z_]+\.[a-z_.]+)` \(default ([\d.]+) s", f"{time} {credentials}"):
+        assert _field(path).default == float(value), f"{path}: the config's default is not {value}"
+    for name in re.findall(r"`([^`]+)`", settings):
+        if name.isupper():  # an environment variable: the stand-in reads it
+            assert name in "".join(p.read_text() for p in (ROOT / "drctl" / "devstack").glob("*.py")), name
+        else:
+            _field(name)
+    for path in re.findall(r"`((?:drctl|tests)/[\w/]+\.py)`", said):
+        assert (ROOT / path).is_file(), path
+    assert re.findall(r"`(tests/[\w/]+\.py)`", tests), "each row names the tests that keep it true"
+
+
+def test_the_dev_stacks_aws_endpoint_is_the_signature_checker() -> None:
+    """The S3 row says the stack's AWS endpoint demands session tokens: its moto component is the checker."""
+    from drctl.config.schema import load_config
+    from drctl.devstack import stack
+
+    path = ROOT / "config" / "fleet.yaml"
+    comps = {c.name: c for c in stack.components(load_config(path), path, workers=True)}
+    assert "drctl.devstack.s3_auth_proxy" in comps["moto"].argv
+    assert "`drctl/devstack/s3_auth_proxy.py`" in next(r for r in _standin_rows() if r[0].startswith("S3"))[0]

@@ -15,7 +15,15 @@ from pathlib import Path
 
 from drctl.config.schema import FleetConfig
 from drctl.devstack import haproxy_conf, processes, prometheus, readiness
-from drctl.devstack.stack import Component, StackError, _pid_path, _read_record, components, state_dir
+from drctl.devstack.stack import (
+    Component,
+    StackError,
+    _pid_path,
+    _read_record,
+    components,
+    state_dir,
+    worker_env,
+)
 from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 
 
@@ -29,7 +37,10 @@ def _component(cfg: FleetConfig, config_path: Path, name: str) -> Component:
 def _spawn(cfg: FleetConfig, comp: Component) -> int:
     s = state_dir(cfg)
     pid = processes.spawn(
-        comp.argv, s / "logs" / f"{comp.name}.log", _pid_path(s, comp.name), {**os.environ, **comp.env}
+        comp.argv,
+        s / "logs" / f"{comp.name}.log",
+        _pid_path(s, comp.name),
+        {**os.environ, **comp.env, **worker_env(cfg, comp)},
     )
     record = _read_record(s)
     record["components"][comp.name] = {"pid": pid, "argv": comp.argv, "ports": comp.ports}

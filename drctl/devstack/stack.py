@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel
 
 from drctl.config.schema import FleetConfig
-from drctl.devstack import moto_seed, processes, prometheus, readiness
+from drctl.devstack import moto_seed, processes, prometheus, readiness, worker_credentials
 from drctl.models import search_attributes
 
 
@@ -132,8 +132,22 @@ def components(cfg: FleetConfig, config_path: Path, workers: bool = False) -> li
     if not cfg.aws.endpoint_url:
         raise StackError("aws.endpoint_url must point at the dev stack's moto server", exit_code=2)
     moto_port = _port(cfg.aws.endpoint_url, "aws.endpoint_url")
+    # moto behind a SigV4 checker that refuses temporary keys without their token, as AWS does
+    # (s3_auth_proxy.py); the workers hold such keys (worker_credentials.py).
     moto = Component(
-        "moto", [_tool("moto_server"), "-H", "127.0.0.1", "-p", str(moto_port)], {"moto (AWS)": moto_port}
+        "moto",
+        [
+            sys.executable,
+            "-m",
+            "drctl.devstack.s3_auth_proxy",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(moto_port),
+            "--issued-file",
+            str(s / "aws-issued-keys.json"),
+        ],
+        {"moto (AWS)": moto_port},
     )
     stats_port = cfg.devstack.stats_port if cfg.devstack else 8404
     haproxy = Component(
@@ -207,6 +221,11 @@ def components(cfg: FleetConfig, config_path: Path, workers: bool = False) -> li
         {"Prometheus": prometheus.port(cfg)},
     )
     return [temporal, moto, *regions, haproxy, prom, *drctl_workers]
+
+
+def worker_env(cfg: FleetConfig, comp: Component) -> dict[str, str]:
+    """A worker's temporary AWS keys from moto's STS (none for other components); fresh per start."""
+    return worker_credentials.worker_env(cfg, comp.name) if comp.name.startswith("worker-") else {}
 
 
 def _pid_path(s: Path, name: str) -> Path:
@@ -284,7 +303,7 @@ def up(cfg: FleetConfig, config_path: Path, timeout_s: float = 180.0, workers: b
             if comp.name == "prometheus":
                 served = {r.name: prometheus.worker_port(cfg, r.name) for r in cfg.regions if workers}
                 prometheus.write_config(cfg, s, served)
-            env = {**os.environ, **comp.env}
+            env = {**os.environ, **comp.env, **worker_env(cfg, comp)}
             pid = processes.spawn(comp.argv, s / "logs" / f"{comp.name}.log", _pid_path(s, comp.name), env)
             record["components"][comp.name] = {"pid": pid, "argv": comp.argv, "ports": comp.ports}
             started.append(comp.name)
@@ -421,6 +440,7 @@ def down(cfg: FleetConfig) -> list[str]:
         *s.glob("haproxy/*.sock"),
         *s.glob("replicas-*.json"),
         s / "stack.json",
+        s / "aws-issued-keys.json",  # the workers' temporary keys die with them
         *prometheus.targets_dir(s).glob("fleetsim-*.json"),
     ]:
         f.unlink(missing_ok=True)

@@ -1,8 +1,9 @@
 """Temporary credentials as production has them: every AWS path drctl starts carries the session token.
 
 The shipped overlays run workers with IRSA (web identity), whose keys S3 refuses without their token.
-moto takes any keys, so these tests put tests.support.s3_auth_proxy in front of it: it records the
-keys moto's STS issues and refuses a temporary key without its token, as AWS does.
+moto takes any keys, so these tests put drctl.devstack.s3_auth_proxy (the dev stack's AWS endpoint)
+in front of it: it records the keys moto's STS issues and refuses a temporary key without its
+token, as AWS does.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from drctl.devstack.moto_seed import MODEL_FILES
+from drctl.devstack.s3_auth_proxy import AuthProxy
 from drctl.models.rpo import replica_pairs
 from drctl.providers import aws
 from drctl.providers.eks_token import presigned_url
@@ -27,7 +29,6 @@ from tests.support.loop_thread import LoopThread
 from tests.support.moto import aws_client
 from tests.support.ports import free_port
 from tests.support.replication import fleet
-from tests.support.s3_auth_proxy import AuthProxy
 
 # Every variable of boto3's chain that could hand it other keys than the ones a test sets.
 _CHAIN = (

@@ -8,6 +8,7 @@ tasks, and a test can choose which region workers exist (static-stability tests 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from temporalio.client import Client, WorkflowHandle
 from drctl.client.monitor_view import live_status
 from drctl.client.operations import start_operation
 from drctl.config.schema import FleetConfig
+from drctl.devstack import worker_credentials
 from drctl.models.failover import FailbackInput, FailoverInput, FailoverResult
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.health import RegionState
@@ -91,12 +93,31 @@ async def start_workers(
         stops.append((stop, task))
         return cfg
 
-    yield start
-    for stop, _task in stops:
-        stop.set()
-    for _stop, task in stops:
-        await asyncio.wait_for(task, 30)
+    with temporary_keys(fleet_config):
+        yield start
+        for stop, _task in stops:
+            stop.set()
+        for _stop, task in stops:
+            await asyncio.wait_for(task, 30)
     await terminate_fleet_workflows(temporal_client, fleet_config)
+
+
+@contextmanager
+def temporary_keys(cfg: FleetConfig) -> Iterator[None]:
+    """While in-process workers run, boto3's chain in this process yields temporary keys from the
+    dev stack's STS, as `drctl dev up`'s workers and production workers hold: the stack's SigV4
+    checker then refuses any drctl path that drops the session token (403 InvalidAccessKeyId)."""
+    fresh = worker_credentials.worker_env(cfg, f"drctl-test-{uuid.uuid4().hex[:8]}")
+    saved = {k: os.environ.get(k) for k in fresh}
+    os.environ.update(fresh)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 async def terminate_fleet_workflows(client: Client, cfg: FleetConfig) -> None:
@@ -226,15 +247,16 @@ def admin(cfg: FleetConfig, region: str, path: str, body: dict[str, Any] | None 
 def background_workers(cfg: FleetConfig) -> Iterator[None]:
     """drctl's workers for `cfg` (every region) on a thread of their own, for a synchronous test
     whose CLI reads go through them."""
-    lt = LoopThread()
-    stop = asyncio.Event()
-    done = asyncio.run_coroutine_threadsafe(run_worker(cfg, stop=stop), lt.loop)
-    try:
-        yield
-    finally:
-        lt.loop.call_soon_threadsafe(stop.set)
-        done.result(timeout=30)
-        lt.close()
+    with temporary_keys(cfg):
+        lt = LoopThread()
+        stop = asyncio.Event()
+        done = asyncio.run_coroutine_threadsafe(run_worker(cfg, stop=stop), lt.loop)
+        try:
+            yield
+        finally:
+            lt.loop.call_soon_threadsafe(stop.set)
+            done.result(timeout=30)
+            lt.close()
 
 
 def kill_stable(cfg: FleetConfig, region: str) -> Any:

@@ -1,11 +1,15 @@
-"""A loopback SigV4 checker in front of moto: temporary keys are refused without their session token.
+"""The dev stack's AWS endpoint: moto behind a SigV4 checker that refuses temporary keys without their token.
 
 moto accepts any request with any keys, so a client that drops the session token of temporary
-credentials (IRSA, an assumed role) passes against moto and fails against AWS with 403. This proxy
-forwards everything to moto and remembers every credential set moto's STS issues through it
-(AssumeRole, AssumeRoleWithWebIdentity, GetSessionToken). A request signed with one of those keys
-must then carry its token (`X-Amz-Security-Token`, signed) and a valid SigV4 signature, or it gets
-the answer AWS gives (S3's error list in botocore's s3 model, the `Error` shape):
+credentials (IRSA, an assumed role) passes against moto and fails against AWS with 403. The dev
+stack's "moto" component is this module (`python -m drctl.devstack.s3_auth_proxy --port P`): moto
+runs in-process on an ephemeral loopback port, and the checker serves `aws.endpoint_url`. The
+stack's workers hold temporary keys from moto's STS (worker_credentials.py).
+
+The checker forwards everything to moto and remembers every credential set moto's STS issues
+through it (AssumeRole, AssumeRoleWithWebIdentity, GetSessionToken). A request signed with one of
+those keys must then carry its token (`X-Amz-Security-Token`, signed) and a valid SigV4 signature,
+or it gets the answer AWS gives (S3's error list in botocore's s3 model, the `Error` shape):
 - a temporary key (`ASIA...`) without its token, or one this STS never issued: 403
   `InvalidAccessKeyId` ("does not exist in our records");
 - a token that is not the one issued with the key: 400 `InvalidToken`;
@@ -16,10 +20,14 @@ Long-term keys (anything else) pass through unchecked, as moto takes them.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
 import re
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
 import aiohttp
@@ -54,6 +62,7 @@ class Issued:
 class AuthProxy:
     upstream: str
     issued: dict[str, Issued] = field(default_factory=dict)
+    issued_file: Path | None = None  # where issued keys are kept across restarts (the dev stack's)
     refused: list[str] = field(default_factory=list, init=False)  # "METHOD path: Code", one per refusal
     accepted: int = field(default=0, init=False)  # requests signed with an issued key that passed
     _session: aiohttp.ClientSession | None = field(default=None, init=False)
@@ -98,6 +107,23 @@ class AuthProxy:
         creds = {el.tag.rsplit("}", 1)[-1]: el.text or "" for el in ET.fromstring(reply).iter()}
         if creds.get("AccessKeyId") and creds.get("SessionToken"):
             self.issued[creds["AccessKeyId"]] = Issued(creds["SecretAccessKey"], creds["SessionToken"])
+            if self.issued_file is not None:
+                self._save(self.issued_file)
+
+    def _save(self, path: Path) -> None:
+        data = {k: {"secret": v.secret, "token": v.token} for k, v in self.issued.items()}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.chmod(0o600)
+        tmp.replace(path)
+
+    def load(self, path: Path) -> None:
+        """Keys issued before a restart stay valid, as IAM keeps them while moto's memory does not."""
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        self.issued.update({k: Issued(v["secret"], v["token"]) for k, v in data.items()})
 
     def _check(self, request: web.Request, body: bytes) -> web.Response | None:
         auth = request.headers.get("Authorization", "")
@@ -147,6 +173,8 @@ class AuthProxy:
         self, request: web.Request, service: str, status: int, code: str, message: str
     ) -> web.Response:
         self.refused.append(f"{request.method} {request.path}: {code}")
+        # Loudly, in the component's log: a path that dropped its token shows here by name.
+        print(f"refused {request.method} {request.path} ({service}): {status} {code}", flush=True)
         rid = uuid.uuid4().hex[:16].upper()
         if service == "s3":
             text = (
@@ -176,3 +204,37 @@ def _action(request: web.Request, body: bytes) -> str:
     """The query-protocol Action of a request (STS's), from its form body or query string."""
     form = parse_qs(body.decode("utf-8", "replace")) if body and b"Action=" in body else {}
     return (form.get("Action") or [request.query.get("Action", "")])[0]
+
+
+async def _serve(host: str, port: int, issued_file: Path | None) -> None:
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+
+    # moto on a port of its own that nothing else is told about: every client goes through the checker.
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    moto_host, moto_port = moto.get_host_and_port()
+    proxy = AuthProxy(f"http://{moto_host}:{moto_port}", issued_file=issued_file)
+    if issued_file is not None:
+        proxy.load(issued_file)
+    runner = web.AppRunner(proxy.app(), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    print(f"SigV4 checker on {host}:{port}, moto on {moto_host}:{moto_port}", flush=True)
+    try:
+        await asyncio.Event().wait()  # until SIGTERM ends the process
+    finally:
+        await runner.cleanup()
+        moto.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--issued-file", type=Path, help="keep issued temporary keys here across restarts")
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(args.host, args.port, args.issued_file))
+
+
+if __name__ == "__main__":
+    main()
