@@ -9,12 +9,14 @@ tree, so a new command fails here until it is given its arguments.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from drctl.models.breakglass import BreakGlassRecord
 from tests.support.cli import cli, commands, run_cli
 from tests.support.config import short_tmp_dir, write_fleet_config
 from tests.support.ports import free_port
@@ -82,6 +84,7 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("replicate", "start"): [],
     ("replicate", "stop"): ["--yes"],
     ("replicate", "status"): [],
+    ("failover-import",): ["RECORD", *WAIT],  # RECORD: a break-glass record of the config's fleet
 }
 
 DOCUMENTED = {0, 1, 2, 3, 4}
@@ -90,7 +93,38 @@ DOCUMENTED = {0, 1, 2, 3, 4}
 def _argv(path: tuple[str, ...], config: str) -> list[str]:
     if path == ("config", "validate"):
         return ["config", "validate", config]
-    return [*path, *ARGS[path], "-c", config]
+    args = [_record(config) if a == "RECORD" else a for a in ARGS[path]]
+    return [*path, *args, "-c", config]
+
+
+def _record(config: str) -> str:
+    """A break-glass audit record of the fleet `config` names (or of fleet test, for a broken
+    config), saved beside it as `drctl failover --break-glass` prints it."""
+    import yaml
+
+    try:
+        fleet = yaml.safe_load(Path(config).read_text())["name"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        fleet = "test"
+    now = datetime.now(UTC)
+    rec = BreakGlassRecord(
+        id=f"{fleet}/{now:%Y%m%dT%H%M%S%fZ}",
+        fleet=fleet,
+        who="matrix@test",
+        host="localhost",
+        started_at=now,
+        finished_at=now,
+        source="us-west-1",
+        target="us-east-1",
+        forced=True,
+        status="succeeded",
+        temporal="127.0.0.1:1 refused",
+        weights_before={"us-west-1": 60, "us-east-1": 40},
+        weights_after={"us-west-1": 0, "us-east-1": 100},
+    )
+    path = short_tmp_dir("drctl-record-") / "record.json"
+    path.write_text(rec.model_dump_json())
+    return str(path)
 
 
 def _config(temporal: str | None = None, name: str = "test") -> str:

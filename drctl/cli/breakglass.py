@@ -138,6 +138,7 @@ def failover_import(
         str, typer.Argument(help="The audit record: s3://<bucket>/<key>, or a file holding its JSON.")
     ],
     config: common.ConfigOpt = common.CONFIG,
+    timeout: common.Timeout = None,
     output: common.OutputOpt = common.TABLE,
 ) -> None:
     """Import a break-glass failover's audit record as a completed operation (ImportedOperation)."""
@@ -151,7 +152,8 @@ def failover_import(
         raise common.UserError(str(exc)) from None
     except Exception as exc:  # S3 refused or failed: nothing imported
         raise common.UserError(f"{record}: could not read the record: {exc}", 1) from None
-    res, link, again = common.run_async(lambda: _import(cfg, rec, record, identity(cfg)))
+    wait_s = IMPORT_WAIT_S if timeout is None else timeout
+    res, link, again = common.run_async(lambda: _import(cfg, rec, record, identity(cfg), wait_s))
     if common.printed_json(output, {"result": res.model_dump(mode="json"), "ui_link": link, "again": again}):
         return
     if again:
@@ -168,7 +170,7 @@ def failover_import(
 
 
 async def _import(
-    cfg: FleetConfig, rec: BreakGlassRecord, uri: str, who: str
+    cfg: FleetConfig, rec: BreakGlassRecord, uri: str, who: str, wait_s: float
 ) -> tuple[ImportResult, str, bool]:
     """Start ImportedOperation once per record (a second import finds the first) and wait for it."""
     import asyncio
@@ -200,10 +202,10 @@ async def _import(
     except WorkflowAlreadyStartedError:
         handle, again = client.get_workflow_handle_for(ImportedOperation.run, rec.workflow_id), True
     try:
-        res = await asyncio.wait_for(handle.result(), IMPORT_WAIT_S)
+        res = await asyncio.wait_for(handle.result(), wait_s)
     except TimeoutError:
         raise common.UserError(
-            f"{rec.workflow_id} started but no worker ran it within {IMPORT_WAIT_S:g} s (are the workers "
+            f"{rec.workflow_id} started but no worker ran it within {wait_s:g} s (are the workers "
             f"up on {cfg.temporal.task_queue}?); it completes when one does: {ui_link(cfg, rec.workflow_id)}",
             4,
         ) from None
