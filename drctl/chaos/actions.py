@@ -28,6 +28,9 @@ from drctl.chaos.faults import now as _now
 from drctl.config.schema import FleetConfig, RegionConfig
 from drctl.providers.kube_objects import MERGE, STRICT
 
+# Stopping a process takes up to a few seconds (SIGTERM, then SIGKILL) on a loaded machine.
+CONTROL_PLANE_TIMEOUT_S = 30.0
+
 __all__ = [
     "RESTORE_ANNOTATION",
     "FaultNotInjected",
@@ -186,7 +189,8 @@ def _stop_control_plane(
         )
     if cfg.drills.fault_injector != "devstack":
         raise _unsupported(cfg, fault.replace("-", "_"))
-    out = _admin(rc, "/faults/control-plane", {"action": "stop", "component": component}, configuration)
+    body = {"action": "stop", "component": component, "owner": _owner(configuration)}
+    out = admin(rc, "/faults/control-plane", body, timeout_s=CONTROL_PLANE_TIMEOUT_S)
     return _injected(region, fault, list(out.get("affected") or []))
 
 

@@ -3,7 +3,7 @@ bring them back.
 
 A region that dies may take drctl's own control plane with it: the Temporal cluster it hosts and
 the worker that polls its queue. The region admin API (POST /faults/control-plane) stops the stack's
-recorded process as a crash would (SIGTERM, then SIGKILL), and /faults/clear starts it again the
+recorded process as a crash would (SIGTERM, then SIGKILL after 2 s), and /faults/clear starts it again the
 way an operator or Kubernetes would (restart.py: the same argv, Temporal on the same db file, so
 running workflows survive), waiting until it serves. Only processes `drctl dev up` recorded are
 touched; a stack started without workers has no worker to stop, and nothing is hurt.
@@ -22,6 +22,7 @@ from drctl.devstack.stack import _pid_path, _read_record, state_dir
 Component = Literal["temporal", "worker"]
 # Temporal first on the way back: a worker is ready only once it polls.
 _ORDER = {"temporal": 0, "worker": 1}
+KILL_AFTER_S = 2.0
 
 
 class ControlPlane:
@@ -47,7 +48,9 @@ class ControlPlane:
         pid = self._pid(component)
         if pid is None:
             return []
-        await asyncio.to_thread(processes.terminate, [pid])
+        # A region that dies does not wait for a graceful shutdown: SIGKILL if SIGTERM has not ended it
+        # within KILL_AFTER_S (a worker drains its activities for worker.graceful_shutdown_s otherwise).
+        await asyncio.to_thread(processes.terminate, [pid], KILL_AFTER_S)
         if component not in self.stopped:
             self.stopped.append(component)
         return [f"{self._name(component)} (pid {pid})"]
