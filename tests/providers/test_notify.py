@@ -47,7 +47,9 @@ async def test_slack_format_has_text_and_blocks() -> None:
     assert body["text"].startswith(":rotating_light: [demo] failover to us-east-1 failed")
     kinds = [b["type"] for b in body["blocks"]]
     assert kinds == ["section", "section", "context"]
-    assert {"type": "mrkdwn", "text": "*error*\nverification failed", "verbatim": True} in body["blocks"][1]["fields"]
+    assert {"type": "mrkdwn", "text": "*error*\nverification failed", "verbatim": True} in body["blocks"][1][
+        "fields"
+    ]
     assert LINK in body["blocks"][2]["elements"][0]["text"]
 
 
