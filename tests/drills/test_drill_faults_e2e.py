@@ -86,6 +86,7 @@ async def test_stopping_a_running_drill_rolls_back_and_reports_aborted(
             handle.id,
             "--reason",
             "drill window closed",
+            "--yes",
             "-c",
             str(write_config(cfg, fleet_config_path.parent)),
         )

@@ -78,6 +78,7 @@ NO_FAULTS: dict[str, Any] = {
     "gateway": None,
     "inference": {},
     "partitioned": [],
+    "control_plane": [],
     "owners": [],
 }
 
