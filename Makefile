@@ -8,7 +8,7 @@ STAMP := $(VENV)/.drctl-installed
 CONFIG ?= config/fleet.yaml
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: deps venv test test-stacks test-crash demo down lint mutate
+.PHONY: deps venv test test-e2e test-stacks test-crash demo down lint mutate
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # System packages from Debian: the tools in .ci/debian-tools (the one list, which .ci/run installs
@@ -33,15 +33,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[devstack,test,dev]'
 	touch $(STAMP)
 
-# Three shards, each inside the 20-minute budget on 2 cores; CI runs all three. The tests that
-# bring up a private dev stack of their own (the benches' smoke runs, the HAProxy 3.2 stack,
-# `drctl dev up/down`) are one (~4 min); the crash suite (worker SIGKILLs, Temporal restarts:
-# ~17 min, mostly Temporal's retry timeouts) is another.
+# Four shards, each inside the 20-minute budget on 2 cores; CI runs them all, and together they run
+# every test once (tests/conftest.py marks them). `test`: lint, then the tests on no dev stack.
+# `test-e2e`: the workflows' tests on the session dev stack, two lanes, one stack per worker.
+# `test-stacks`: the other session-stack tests (two lanes) and the tests that bring up a private dev
+# stack of their own (bench smoke runs, the HAProxy 3.2 stack, `drctl dev up/down`). `test-crash`:
+# worker SIGKILLs and Temporal restarts (~17 min, mostly Temporal's retry timeouts).
 test: lint
-	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not crash and not ownstack"
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not crash and not ownstack and not devstack and not flows"
+
+test-e2e: venv
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "flows and not crash"
 
 test-stacks: venv
-	$(BIN)/pytest -q -n 2 -m ownstack
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "(ownstack or devstack) and not flows and not crash"
 
 test-crash: venv
 	$(BIN)/pytest -q -m crash

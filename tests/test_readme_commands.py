@@ -318,7 +318,7 @@ OTHER_COMMANDS = [
         r"\.venv/bin/pytest -q",
         "Makefile",
         r"\$\(BIN\)/pytest -q",
-        "`make test`, `make test-stacks` and `make test-crash` run its three shards",
+        "`make test`, `make test-e2e`, `make test-stacks` and `make test-crash` run its four shards",
     ),
 ]
 _BENCH = re.compile(r"(?:\.venv/bin/)?python bench/(\w+)\.py(.*)")
