@@ -149,7 +149,8 @@ def _set_api_key(cfg: FleetConfig, key: str | None) -> None:
         on_conflict(put)  # the node agent writes status meanwhile: a 409 reads again
 
 
-def _anonymous_status(cfg: FleetConfig) -> set[int]:
+def _anonymous_status(cfg: FleetConfig, seen: list[str] | None = None) -> set[int]:
+    """The codes the stable replicas answer; `seen` gets each replica's pod, state and code."""
     codes, name = set(), cfg.workload.deployment_name("stable")
     for r in cfg.regions:
         # Only the stable Deployment gets the key: a replica of another track, or of another
@@ -163,9 +164,12 @@ def _anonymous_status(cfg: FleetConfig) -> set[int]:
             ):
                 continue
             try:
-                codes.add(httpx.get(f"http://127.0.0.1:{rep['port']}/v1/models", timeout=5).status_code)
+                code = httpx.get(f"http://127.0.0.1:{rep['port']}/v1/models", timeout=5).status_code
             except httpx.HTTPError:
-                codes.add(-1)  # a replica of the rolling update still starting or already stopping
+                code = -1  # a replica of the rolling update still starting or already stopping
+            codes.add(code)
+            if seen is not None:
+                seen.append(f"{r.name}/{rep['pod']} {rep['state']} port {rep['port']}: {code}")
     return codes
 
 
@@ -209,8 +213,11 @@ async def _monitor(client: Client, cfg: FleetConfig) -> Any:
 
 def _settled(cfg: FleetConfig, codes: set[int]) -> bool:
     """Every replica answers anonymous requests with `codes` and the rollout is done; else says what it saw."""
-    seen, rolled = _anonymous_status(cfg), _rolled(cfg)
-    assert seen == codes and rolled, f"anonymous /v1/models answered {sorted(seen)}, rolled out: {rolled}"
+    seen: list[str] = []
+    got, rolled = _anonymous_status(cfg, seen), _rolled(cfg)
+    assert got == codes and rolled, (
+        f"anonymous /v1/models answered {sorted(got)}, rolled out: {rolled}: {seen}"
+    )
     return True
 
 
