@@ -36,6 +36,18 @@ if str(ROOT) not in sys.path:  # run as a script: make the repo importable
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.json"
 TIMELINE_NAME = "failover.png"  # manifest keys are paths under docs/
+# What the Temporal UI screenshots show (docs/pictures/temporal_ui.py): the script, and the code
+# behind what is on screen (the workflows run, their phases, summaries and search attributes).
+# A change to any of them makes the screenshots stale until the script is run again.
+SCREENSHOTS = ("pictures/temporal-ui.png", "pictures/temporal-ui-failover.png")
+SCREENSHOT_INPUTS = [
+    "docs/pictures/temporal_ui.py",
+    "drctl/client/operations.py",
+    "drctl/models/search_attributes.py",
+    "workflows/failover.py",
+    "workflows/failover_phases.py",
+    "workflows/migrate.py",
+]
 TIMELINE = ROOT / "docs" / TIMELINE_NAME
 TIMELINE_TITLE = "A failover's weights and error rate over time"
 TIMELINE_INPUTS = ["bench/samples/failover.json", "bench/plot_failover.py"]
@@ -338,6 +350,9 @@ def stale() -> list[str]:
     timeline = entries.get(TIMELINE_NAME, {})
     if sorted(timeline.get("inputs", {})) != sorted(TIMELINE_INPUTS):  # type: ignore[call-overload]
         found.append(TIMELINE_NAME)
+    for name in SCREENSHOTS:
+        if sorted(entries.get(name, {}).get("inputs", {})) != sorted(SCREENSHOT_INPUTS):  # type: ignore[call-overload]
+            found.append(name)
     for name, entry in entries.items():
         picture = ROOT / "docs" / name
         inputs = sorted(entry.get("inputs", {}))  # type: ignore[call-overload]

@@ -23,7 +23,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from build import MANIFEST, recorded  # noqa: E402
+from build import MANIFEST, SCREENSHOT_INPUTS, recorded  # noqa: E402
 
 from bench.rto_fleet import write_bench_config  # noqa: E402 - after the path setup above
 
@@ -80,7 +80,7 @@ def main() -> int:
         drctl("dev", "down", cfg=cfg)
     entries = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
     for name, title in SHOTS.items():
-        entries[name] = recorded(title, ROOT / "docs" / name, ["docs/pictures/temporal_ui.py"])
+        entries[name] = recorded(title, ROOT / "docs" / name, SCREENSHOT_INPUTS)
     MANIFEST.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
     print(f"wrote {', '.join(SHOTS)} in docs/")
     return 0
