@@ -77,7 +77,7 @@ def test_shell_completion_completes_commands_and_prints_its_script(monkeypatch: 
     monkeypatch.setenv("COMP_WORDS", "drctl fail")
     monkeypatch.setenv("COMP_CWORD", "1")
     code, out, _ = run_cli([])
-    assert code == 0 and sorted(out.split()) == ["failback", "failover"]
+    assert code == 0 and sorted(out.split()) == ["failback", "failover", "failover-import"]
     monkeypatch.delenv("_DRCTL_COMPLETE")
     done = _from_bash("--show-completion", home=None)
     assert done.returncode == 0 and "_drctl_completion" in done.stdout, done
