@@ -74,13 +74,22 @@ class DeploymentState(BaseModel):
     @property
     def rolled_out(self) -> bool:
         """The condition `kubectl rollout status` waits for, old replicas gone included."""
-        return (
-            self.observed_generation >= self.generation
-            and self.updated_replicas >= self.replicas
-            and self.status_replicas <= self.updated_replicas
-            and self.available_replicas >= self.replicas
-            and self.ready_replicas >= self.replicas
-        )
+        return self.missing() is None
+
+    def missing(self) -> str | None:
+        """What `kubectl rollout status` would still wait for (rollout_status.go); None when rolled out."""
+        gaps = []
+        if self.observed_generation < self.generation:
+            gaps.append(f"observedGeneration {self.observed_generation} < generation {self.generation}")
+        if self.updated_replicas < self.replicas:
+            gaps.append(f"updatedReplicas {self.updated_replicas}/{self.replicas}")
+        if self.status_replicas > self.updated_replicas:
+            gaps.append(f"{self.status_replicas - self.updated_replicas} old replicas pending termination")
+        if self.available_replicas < self.replicas:
+            gaps.append(f"availableReplicas {self.available_replicas}/{self.replicas}")
+        if self.ready_replicas < self.replicas:
+            gaps.append(f"readyReplicas {self.ready_replicas}/{self.replicas}")
+        return "; ".join(gaps) or None
 
 
 class Platform(Protocol):

@@ -163,22 +163,6 @@ class KubernetesPlatform:
         return self.get_deployment(name).model_copy(update={"also_managed": also})
 
     @staticmethod
-    def _missing(state: DeploymentState) -> str | None:
-        """What `kubectl rollout status` would still wait for; None when rolled out."""
-        gaps = []
-        if state.observed_generation < state.generation:
-            gaps.append(f"observedGeneration {state.observed_generation} < generation {state.generation}")
-        if state.updated_replicas < state.replicas:
-            gaps.append(f"updatedReplicas {state.updated_replicas}/{state.replicas}")
-        if state.status_replicas > state.updated_replicas:
-            gaps.append(f"{state.status_replicas - state.updated_replicas} old replicas pending termination")
-        if state.available_replicas < state.replicas:
-            gaps.append(f"availableReplicas {state.available_replicas}/{state.replicas}")
-        if state.ready_replicas < state.replicas:
-            gaps.append(f"readyReplicas {state.ready_replicas}/{state.replicas}")
-        return "; ".join(gaps) or None
-
-    @staticmethod
     def _deadline_exceeded(dep: Any) -> str | None:
         for cond in (dep.status.conditions if dep.status else None) or []:
             if cond.type == "Progressing" and cond.reason == "ProgressDeadlineExceeded":
@@ -222,7 +206,7 @@ class KubernetesPlatform:
             state = self._state(dep, hpa)
             if on_progress is not None:
                 on_progress(state)
-            missing = self._missing(state)
+            missing = state.missing()
             if missing is None:
                 return state
             # The controller itself gave up on this generation: waiting out our deadline would
