@@ -47,6 +47,7 @@ from drctl.providers.haproxy_runtime import HAProxyError, HAProxyRuntime
 DEPLOYMENTS, HPAS = "apps/v1/deployments", "autoscaling/v2/horizontalpodautoscalers"
 TRACK_LABEL = "drctl.io/track"
 _CRASH_WINDOW_S = 10.0  # a replica dying sooner than this after start is restarted with backoff
+TERMINATION_GRACE_S = 5.0  # in-flight requests of a stopped replica finish within this, as in a pod's grace
 
 
 class GatewayHandle(Protocol):
@@ -364,9 +365,15 @@ class NodeAgent:
         with contextlib.suppress(ApiError):
             await self.cluster.delete_object(pods.PODS, r.namespace, r.pod)
         if r.registered_epoch >= 0 and self.gateway.usable:
+            # As a gateway does when the endpoint goes: no new request, and the ones in flight
+            # finish within the pod's grace before the kubelet signals the process.
             with contextlib.suppress(HAProxyError):
                 await asyncio.to_thread(
-                    self.gateway.runtime.del_server, track_backend(r.track), r.pod, missing_ok=True
+                    self.gateway.runtime.del_server,
+                    track_backend(r.track),
+                    r.pod,
+                    grace_s=TERMINATION_GRACE_S,
+                    missing_ok=True,
                 )
         if r.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):

@@ -228,24 +228,41 @@ class HAProxyRuntime:
         )
 
     def del_server(
-        self, backend: str, server: str, *, timeout_s: float = 5.0, missing_ok: bool = False
+        self,
+        backend: str,
+        server: str,
+        *,
+        grace_s: float = 0.0,
+        timeout_s: float = 5.0,
+        missing_ok: bool = False,
     ) -> None:
-        """Drain a server out of service, kill its sessions, and delete it once no connection is left."""
+        """Take a server out of service and delete it once no connection is left.
+
+        In maintenance it takes no new request; the streams it is serving may finish for up to
+        `grace_s` (a pod's termination grace, with its endpoint gone). What is left then is cut.
+        """
         try:
-            self.commands(
-                [f"set server {backend}/{server} state maint", f"shutdown sessions server {backend}/{server}"]
-            )
+            self.command(f"set server {backend}/{server} state maint")
         except HAProxyError as exc:
             if missing_ok and "No such server" in (exc.reply or ""):
                 return
             raise
-        deadline = time.monotonic() + timeout_s
+        if self._try_del(backend, server, time.monotonic() + grace_s):
+            return
+        self.command(f"shutdown sessions server {backend}/{server}")
+        if not self._try_del(backend, server, time.monotonic() + timeout_s):
+            # Killed sessions and idle connections are released asynchronously; one last word.
+            self.command(f"del server {backend}/{server}")
+
+    def _try_del(self, backend: str, server: str, deadline: float) -> bool:
+        """`del server` until it is done (True) or `deadline` passes while it stays busy (False)."""
         while True:
             try:
                 self.command(f"del server {backend}/{server}")
-                return
+                return True
             except HAProxyError as exc:
-                # Killed sessions and idle connections are released asynchronously.
-                if not _DEL_BUSY.search(exc.reply or "") or time.monotonic() > deadline:
+                if not _DEL_BUSY.search(exc.reply or ""):
                     raise
+            if time.monotonic() > deadline:
+                return False
             time.sleep(0.05)

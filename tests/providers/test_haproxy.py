@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,8 +56,11 @@ def _backend_server(name: str) -> StubServer:
 class Stack:
     def __init__(self, tmp: Path, haproxy: str) -> None:
         self.backends = {n: _backend_server(n) for n in ("stable", "canary", "east")}
+        slow = Reply(200, b"slow", headers={"X-Served-By": "slow"}, content_type=None, delay_s=1.0)
+        self.backends["slow"] = StubServer(lambda _req: slow, port=free_port()).start()
         self.port = {n: s.port for n, s in self.backends.items()}
         self.global_port, self.gateway_port, self.pool_port = free_port(), free_port(), free_port()
+        self.drain_port = free_port()
         self.dead_port = free_port()  # nothing listens here: a server that fails its health check
         self.global_sock, self.gateway_sock = str(tmp / "global.sock"), str(tmp / "us-west-1.sock")
         p = self.port
@@ -85,6 +89,11 @@ backend track_stable
     balance roundrobin
     option httpchk GET /health
     server seed 127.0.0.1:{p["stable"]}
+frontend drain
+    bind 127.0.0.1:{self.drain_port}
+    default_backend track_drain
+backend track_drain
+    balance roundrobin
 backend hashed
     balance source
     server a 127.0.0.1:{p["stable"]}
@@ -272,6 +281,45 @@ def test_commands_batch_returns_each_reply_and_names_refusals(stack: Stack) -> N
     assert rt.get_weights("global")["us-west-1"] == 8  # HAProxy has no transactions: earlier ones stick
     with pytest.raises(ValueError, match="single runtime API command"):
         rt.commands(["set weight global/us-west-1 1; set weight global/us-east-1 1"])
+
+
+@pytest.mark.parametrize(("grace_s", "answers"), [(3.0, {200}), (0.0, {-1, 502})])
+def test_del_server_lets_requests_in_flight_finish_within_the_grace(
+    stack: Stack, grace_s: float, answers: set[int]
+) -> None:
+    rt = stack.gateway_rt
+    rt.add_server("track_drain", "slow-1", "127.0.0.1", stack.port["slow"])
+    got: list[int] = []
+
+    def one() -> None:
+        with httpx.Client(timeout=5.0) as client:
+            try:
+                got.append(client.get(f"http://127.0.0.1:{stack.drain_port}/").status_code)
+            except httpx.HTTPError:
+                got.append(-1)  # cut: HAProxy closed the client's connection
+
+    request = threading.Thread(target=one)
+    request.start()
+    wait_until(
+        lambda: any(s.name == "slow-1" for s in rt.servers("track_drain")) and _in_flight(rt, "slow-1") == 1,
+        timeout_s=3,
+        what="the request reaches the slow server",
+    )
+    rt.del_server("track_drain", "slow-1", grace_s=grace_s)
+    request.join(timeout=5)
+    assert len(got) == 1 and got[0] in answers  # served in full, or cut when there is no grace
+    assert rt.servers("track_drain") == []
+
+
+def _in_flight(rt: HAProxyRuntime, server: str) -> int:
+    """The server's current sessions (scur) from `show stat`."""
+    lines = rt.command("show stat").splitlines()
+    header = lines[0].lstrip("# ").split(",")
+    for line in lines[1:]:
+        row = dict(zip(header, line.split(","), strict=False))
+        if row.get("svname") == server:
+            return int(row["scur"] or 0)
+    return 0
 
 
 def test_exact_errors(stack: Stack, tmp_path: Path) -> None:
