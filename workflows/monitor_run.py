@@ -44,7 +44,10 @@ class MonitorRun:
         """The calling child task is done for the fleet: the next decision may start another, and
         should not wait a round. A task that is no longer `child` (a failback a failover preempted)
         clears nothing."""
-        me = asyncio.current_task()
+        try:
+            me = asyncio.current_task()
+        except RuntimeError:
+            return  # the run is being evicted from the worker's cache (its tasks closed): state goes too
         if self.child is None or (me is not None and self.child is not me):
             return
         self.child, self.child_kind = None, None
