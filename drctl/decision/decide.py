@@ -187,7 +187,11 @@ def _remember(tick: Tick, outcome: Outcome) -> DecisionMemory:
             if direction != 0 and direction != mem.last_direction:
                 update.update(last_direction=direction, last_direction_change_at=tick.now)
         regions[r] = mem.model_copy(update=update)
-    fleet = {} if outcome.advisory else {"last_applied": dict(outcome.weights), **outcome.fleet_updates}
+    fleet: dict[str, Any] = (
+        {} if outcome.advisory else {"last_applied": dict(outcome.weights), **outcome.fleet_updates}
+    )
+    if tick.evidence.loads_steady:
+        fleet["load_per_point"] = tick.read_per_point
     return tick.memory.model_copy(
         update={"regions": regions, "decisions": tick.memory.decisions + 1, **fleet}
     )

@@ -113,4 +113,10 @@ class FleetEvidence(_Facts):
     weights_applied: dict[str, int] | None = Field(
         None, description="Weights drctl last wrote; None: never written (home weights stand)."
     )
+    loads_steady: bool = Field(
+        True,
+        description="The weights in effect stayed the same through the window the capacity loads were "
+        "read over. False when they changed within it (a write landing, a tier restart): those loads mix "
+        "two weightings and say nothing of the load one weight point brings.",
+    )
     operations: list[Operation] = Field(default_factory=list, description="Operations in flight.")

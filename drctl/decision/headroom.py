@@ -53,7 +53,13 @@ def usable_points(
     serving: Collection[str],
 ) -> dict[str, float]:
     """Region -> the share it can carry within usable capacity, where known (`load_per_point`)."""
-    per_point = load_per_point(regions, weights, serving)
+    return points_at(regions, load_per_point(regions, weights, serving), config)
+
+
+def points_at(
+    regions: Mapping[str, RegionEvidence], per_point: float | None, config: DecisionConfig
+) -> dict[str, float]:
+    """Region -> the share it can carry within usable capacity when a point brings `per_point`."""
     if per_point is None:
         return {}
     out = {}

@@ -94,7 +94,12 @@ def weights_sum_100(evidence: FleetEvidence, decision: Decision, config: Decisio
 def within_capacity_while_headroom(
     evidence: FleetEvidence, decision: Decision, config: DecisionConfig
 ) -> list[Violation]:
-    """No region given share beyond its usable capacity while another HEALTHY one has room."""
+    """No region given share beyond its usable capacity while another HEALTHY one has room.
+
+    Judged on steady loads only: loads read while the weights changed mix two weightings, and the
+    capacity in points they give is not a fact to hold a decision to."""
+    if not evidence.loads_steady:
+        return []
     answering = [r for r, v in decision.verdicts.items() if v not in (Verdict.DOWN, Verdict.UNKNOWN)]
     points = usable_points(evidence.regions, decision.weights_before, config, answering)
     out = []

@@ -43,6 +43,12 @@ class DecisionMemory(BaseModel):
     last_applied: dict[str, int] | None = Field(None, description="The weights of the last decision.")
     next_shed_at: datetime | None = Field(None, description="No shed step before this.")
     not_before: datetime | None = Field(None, description="Back-off after a failed apply: only safety moves.")
+    load_per_point: float | None = Field(
+        None,
+        ge=0,
+        description="The load one weight point brought at the last tick whose loads were read under "
+        "steady weights: what capacity in points is figured from while the loads are not steady.",
+    )
     decisions: int = Field(0, ge=0, description="Decisions made.")
 
     def region(self, name: str) -> RegionMemory:

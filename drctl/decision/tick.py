@@ -9,7 +9,7 @@ from typing import Any
 from drctl.decision.config import DecisionConfig
 from drctl.decision.decision import Action
 from drctl.decision.evidence import FleetEvidence, Verdict
-from drctl.decision.headroom import largest_remainder, spread, usable_points
+from drctl.decision.headroom import largest_remainder, load_per_point, points_at, spread
 from drctl.decision.memory import DecisionMemory, RegionMemory
 
 # Regions whose read load says nothing of the load their share offers.
@@ -31,10 +31,25 @@ class Tick:
     measured: dict[str, int]  # the weights the loads were read under (those in effect, sum 100)
 
     @property
+    def read_per_point(self) -> float | None:
+        """The load one weight point brings, from this tick's loads; None when unknown or when the
+        loads were read while the weights changed (they mix two weightings)."""
+        if not self.evidence.loads_steady:
+            return None
+        answering = [r for r, v in self.verdicts.items() if v not in NOT_ANSWERING]
+        return load_per_point(self.evidence.regions, self.measured, answering)
+
+    @property
+    def per_point(self) -> float | None:
+        """This tick's load per point; while the loads are not steady, the last steady tick's."""
+        if self.evidence.loads_steady:
+            return self.read_per_point
+        return self.memory.load_per_point
+
+    @property
     def points(self) -> dict[str, float]:
         """Region -> usable capacity in weight points, where known."""
-        answering = [r for r, v in self.verdicts.items() if v not in NOT_ANSWERING]
-        return usable_points(self.evidence.regions, self.measured, self.config, answering)
+        return points_at(self.evidence.regions, self.per_point, self.config)
 
     def serving(self) -> list[str]:
         """Regions with share that are not DOWN."""

@@ -61,9 +61,13 @@ class Observer:
     rng: random.Random
     settings: ObserveSettings = field(default_factory=ObserveSettings)
     windows: dict[str, _Window] = field(default_factory=dict)
+    # The weights in effect at each step of the window; more than one: the loads mix weightings.
+    window_weights: list[dict[str, int]] = field(default_factory=list)
 
     def record(self, world: World, dt_s: float) -> None:
         """Add the world's last step to the window of each region."""
+        if world.tier.in_effect not in self.window_weights:
+            self.window_weights.append(dict(world.tier.in_effect))
         for name, region in world.regions.items():
             w = self.windows.setdefault(name, _Window())
             w.offered += region.offered_rps * dt_s
@@ -172,12 +176,14 @@ class Observer:
         """The evidence at the world's current time; the windows start again."""
         now = at(world.now_s)
         regions = {name: self._region(world, region, now) for name, region in world.regions.items()}
-        self.windows = {}
+        steady = len(self.window_weights) <= 1
+        self.windows, self.window_weights = {}, []
         return FleetEvidence(
             at=now,
             regions=regions,
             weights_in_effect=world.tier.read(world.now_s),
             weights_applied=weights_applied,
+            loads_steady=steady,
             operations=operations,
         )
 

@@ -239,3 +239,15 @@ def test_five_regions_a_dead_one_goes_to_every_survivor_by_headroom() -> None:
     # 0.5 load a point: usable 12 a replica is 24 points; rooms r2 28, r3 52, r4 76, r5 4 (of 160):
     # 20 points give 3.5, 6.5, 9.5 and 0.5; the halves round to the larger shares first.
     assert d.weights_after == {"r1": 0, "r2": 23, "r3": 27, "r4": 30, "r5": 20}
+
+
+def test_the_load_per_point_is_remembered_from_steady_loads_only() -> None:
+    w = {"a": 50, "b": 50}
+    steady = fleet([loaded("a", 50, w, 40), loaded("b", 50, w, 40)], w)
+    _, mem = decide(steady, DecisionMemory(), CFG, at(10))
+    assert mem.load_per_point == pytest.approx(0.4)
+    # Loads read while the weights changed: the steady figure is kept, not replaced by theirs.
+    doubled = fleet([loaded("a", 50, w, 80), loaded("b", 50, w, 80)], w, loads_steady=False)
+    d, again = decide(doubled, mem, CFG, at(20))
+    assert again.load_per_point == pytest.approx(0.4)
+    assert d.evidence["a"]["usable_points"] == pytest.approx(60.0)

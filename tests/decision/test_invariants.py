@@ -297,3 +297,12 @@ def test_retreat_is_not_asked_of_an_advised_decision() -> None:
     assert retreat_within_one_tick([stepped, advised], CFG) == []
     applied = step(10, {"a": 34, "b": 66}, {"a": 34, "b": 66}, {"a": D, "b": H}, action="hold", rule="hold")
     assert names(retreat_within_one_tick([stepped, applied], CFG)) == ["retreat_within_one_tick"]
+
+
+def test_capacity_is_not_judged_on_loads_read_while_the_weights_changed() -> None:
+    d = decision({"a": 25, "b": 45, "c": 30}, {"a": 32, "b": 38, "c": 30}, {"a": H, "b": H, "c": H})
+    mixed = capacity_world().model_copy(update={"loads_steady": False})
+    assert names(within_capacity_while_headroom(capacity_world(), d, CFG)) == [
+        "within_capacity_while_headroom"
+    ]
+    assert within_capacity_while_headroom(mixed, d, CFG) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drctl.decision import DecisionConfig, Verdict
+from drctl.decision import DecisionConfig, DecisionMemory, Verdict
 from tests.decision.facts import at, capacity, dead, fleet, loaded, region, remembered, tick_of
 
 CFG = DecisionConfig(interval_s=10, stability_window_s=30)
@@ -63,3 +63,17 @@ def test_how(amount: int, words: str) -> None:
     w = {"a": 20, "b": 40, "c": 40}
     ev = fleet([loaded("a", 20, w, 40), loaded("b", 40, w, 40), loaded("c", 40, w, 40)], w)
     assert tick_of(ev, CFG, at(0)).how(amount, ["b", "c"]) == words
+
+
+def test_loads_read_while_the_weights_changed_give_no_points_of_their_own() -> None:
+    # 0.4 load a point (40 over weights 50/50): a's two replicas, usable 24, carry 60 points.
+    w = {"a": 50, "b": 50}
+    steady = fleet([loaded("a", 50, w, 40), loaded("b", 50, w, 40)], w)
+    assert tick_of(steady, CFG, at(10)).points == {"a": 60.0, "b": 60.0}
+    # The same loads read across a change (a tier restart, a write landing) mix two weightings:
+    # the last steady tick's load per point stands in, and with none remembered nothing is known.
+    mixed = steady.model_copy(update={"loads_steady": False})
+    assert tick_of(mixed, CFG, at(10)).points == {}
+    mem = DecisionMemory(load_per_point=0.3)
+    assert tick_of(mixed, CFG, at(10), mem).points == {"a": 80.0, "b": 80.0}
+    assert tick_of(steady, CFG, at(10), mem).points == {"a": 60.0, "b": 60.0}
