@@ -214,6 +214,8 @@ def test_named_objects_are_limited_by_resource_names(rendered: tuple[str, list[d
         "deployments/scale": tracks,
         "services": tracks,
         "httproutes": [httproute],
+        # HPAs named as the Deployment they target (the Role says how to name another).
+        "horizontalpodautoscalers": tracks,
     }
     seen = set()
     for rule in _rules(objs):
@@ -237,7 +239,6 @@ UNNAMEABLE = {
     ("velero.io", "backups"): "named at run time",
     ("velero.io", "restores"): "named at run time",
     ("velero.io", "schedules"): "named at run time",
-    ("autoscaling", "horizontalpodautoscalers"): "name is the platform's choice",
     ("", "pods"): "Pod names are the platform's",
 }
 
