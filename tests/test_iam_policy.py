@@ -78,7 +78,8 @@ def code_calls() -> dict[str, list[str]]:
 def _boto_receiver(receiver: ast.expr) -> bool:
     # Method names such as `get_object` or `list_objects` are common (drctl's own rclone wrapper has
     # one): only a call on a boto3 client (`self.s3`, `self.client`, `route53_client(...)`) counts.
-    return re.search(r"\b(s3|route53|client|route53_client\(.*\))$", ast.unparse(receiver)) is not None
+    # A client made in the expression (`aws.client(cfg, "s3").put_object(...)`) counts as well.
+    return re.search(r"\b(s3|route53|client|(route53_)?client\(.*\))$", ast.unparse(receiver)) is not None
 
 
 def _statements() -> list[dict[str, Any]]:
@@ -121,12 +122,19 @@ HEALTH_CHECK_ACTIONS = {
 def test_every_resource_is_one_the_fleet_config_names() -> None:
     cfgs = [FleetConfig.model_validate(yaml.safe_load(p.read_text())) for p in OVERLAYS]
     zones = {f"arn:aws:route53:::hostedzone/{c.traffic.global_tier.hosted_zone_id}" for c in cfgs}  # type: ignore[union-attr]
-    buckets = {c.drills.history_bucket for c in cfgs} | {
-        loc.bucket for c in cfgs for b in c.data.buckets for loc in (b.source, *b.replicas)
-    }
+    buckets = (
+        {c.drills.history_bucket for c in cfgs}
+        | {c.failover.audit_bucket or c.drills.history_bucket for c in cfgs}
+        | {loc.bucket for c in cfgs for b in c.data.buckets for loc in (b.source, *b.replicas)}
+    )
     fleets = {c.name for c in cfgs}
     src = (ROOT / "drctl" / "providers" / "drill_reports.py").read_text()
     object_prefixes = set(re.findall(r'f"(\w+)/\{fleet\}/', src))
+    # The break-glass audit record: <audit bucket>/breakglass/<fleet>/<time>.json (rec.id is fleet/time).
+    breakglass = (ROOT / "drctl" / "worker" / "breakglass.py").read_text()
+    (audit_prefix,) = re.findall(r'^KEY_PREFIX = "(\w+)"', breakglass, re.M)
+    assert 'f"{KEY_PREFIX}/{rec.id}.json"' in breakglass and 'id=f"{cfg.name}/' in breakglass
+    object_prefixes.add(audit_prefix)
     list_prefixes = set(re.findall(r'Prefix=f"(\w+)/\{fleet\}/"', src))
     assert object_prefixes and list_prefixes
     allowed_objects = {
@@ -155,6 +163,14 @@ def test_every_resource_is_one_the_fleet_config_names() -> None:
                 assert set(prefixes) == {f"{p}/{f}/*" for p in list_prefixes for f in fleets}
             else:
                 raise AssertionError(f"a resource the fleet config does not name: {resource}")
+    # ... and every prefix the code writes and reads, of each fleet, is granted (the break-glass
+    # record is written from a worker pod, with this role, while Temporal is down).
+    granted = {r for s in _statements() for r in _as_list(s["Resource"])}
+    for c in cfgs:
+        audit = c.failover.audit_bucket or c.drills.history_bucket
+        for prefix in object_prefixes:
+            bucket = audit if prefix == audit_prefix else c.drills.history_bucket
+            assert f"arn:aws:s3:::{bucket}/{prefix}/{c.name}/*" in granted, (prefix, c.name)
     # Only the one record of the fleet, only UPSERTs, only its type.
     (change,) = [s for s in _statements() if "route53:ChangeResourceRecordSets" in _as_list(s["Action"])]
     cond = change["Condition"]["ForAllValues:StringEquals"]
