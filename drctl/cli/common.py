@@ -63,7 +63,23 @@ class SafeConsole(Console):
             else o
             for o in objects
         ]
-        super().print(*fixed, **kwargs)
+        super().print(*(_folded(o) for o in fixed), **kwargs)
+
+
+def _folded(obj: Any) -> Any:
+    """A table whose cells fold instead of ending in an ellipsis: at a narrow terminal a long value
+    (an image reference, a URL) wraps onto more lines, whole, and is never cut."""
+    from rich.console import Group
+    from rich.table import Table
+
+    if isinstance(obj, Group):
+        for inner in obj.renderables:
+            _folded(inner)
+    elif isinstance(obj, Table):
+        for column in obj.columns:
+            if column.overflow == "ellipsis":
+                column.overflow = "fold"
+    return obj
 
 
 def shown(value: Any) -> str:
