@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.chaos import _load as user_load
 from drctl.client import operations
 from drctl.client.operations import FleetBusyError, running_operations, start_operation
 from drctl.client.outcome import finished, result_of
+from drctl.config.schema import FleetConfig
+from drctl.devstack import processes, stack
+from drctl.devstack.restart import restart_global_gateway
 from drctl.models import search_attributes as sa
 from drctl.models.drill import LoadSample
 from drctl.models.failover import FailoverInput, FailoverResult
@@ -118,6 +122,28 @@ async def test_failover_under_load_reports_slo_restored_beside_the_rto(
     assert evidence.startswith(f"restored {res.slo_restored_s:.1f}s after the fault: ttft_p99 <= "), evidence
     assert "(objective 200 ms)" in evidence and "held 2." in evidence, evidence
     assert any(s.region == "us-east-1" for s in samples)
+
+
+async def test_a_global_tier_restarted_mid_failover_keeps_the_shifted_weights(
+    start_workers: StartWorkers, temporal_client: Client, fleet_config: FleetConfig, fleet_config_path: Path
+) -> None:
+    """The global HAProxy restarts while a Failover runs, once its shift is in effect (the Failover
+    is verifying through it, which it retries while the tier is away). The restarted process loads
+    the shifted weights from its server-state file; drctl writes nothing to put them back, and the
+    failover ends succeeded with the traffic where it moved it."""
+    cfg = await start_workers()
+    shifted = {"us-west-1": 0, "us-east-1": 100}
+    handle = await start_failover(temporal_client, cfg)
+    await until(lambda: weights(cfg) == shifted, "the failover's shift in effect", timeout_s=60)
+    before = processes.read_pid(stack.state_dir(fleet_config) / "pids" / "haproxy-global.pid")
+    assert (await handle.describe()).status is WorkflowExecutionStatus.RUNNING  # mid-failover
+    after = await asyncio.to_thread(restart_global_gateway, fleet_config, fleet_config_path)
+    assert after != before and processes.pid_alive(after)
+    assert weights(cfg) == shifted  # read from the new process, before the failover ends
+    res = await asyncio.wait_for(handle.result(), 90)
+    assert res.status == "succeeded", res.error
+    assert weights(cfg) == shifted
+    assert await served_by(cfg) == {"us-east-1": 20}
 
 
 async def test_second_failover_is_refused_naming_the_first(
