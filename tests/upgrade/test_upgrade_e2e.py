@@ -39,15 +39,6 @@ pytestmark = pytest.mark.devstack
 ERRORS = {"FLEETSIM_ERROR_RATE": "0.6"}  # fleetsim: 60 % of the canary's requests fail
 
 
-@pytest.fixture
-async def upgrade_env(
-    fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
-) -> AsyncIterator[FleetConfig]:
-    cfg = fresh_queues(fleet_config)
-    async with running_worker(temporal_client, cfg):
-        yield cfg
-
-
 @pytest.fixture(params=["haproxy", "gateway-api"])
 async def tiered_env(
     request: pytest.FixtureRequest, fleet_config: FleetConfig, temporal_client: Client, reset_fleet: None
@@ -98,9 +89,9 @@ async def test_good_canary_becomes_stable_region_by_region(
 
 
 async def test_bad_release_rolls_back_and_names_the_metric(
-    upgrade_env: FleetConfig, temporal_client: Client
+    tiered_env: FleetConfig, temporal_client: Client
 ) -> None:
-    cfg = upgrade_env
+    cfg = tiered_env
     before = stable_container(cfg, "us-west-1").image
     watch = WeightWatch(cfg)
     _, res = await rolled_back_canary(
@@ -116,8 +107,8 @@ async def test_bad_release_rolls_back_and_names_the_metric(
     assert stable_container(cfg, "us-west-1").image == before
 
 
-async def test_slow_release_fails_on_ttft(upgrade_env: FleetConfig, temporal_client: Client) -> None:
-    cfg = upgrade_env
+async def test_slow_release_fails_on_ttft(tiered_env: FleetConfig, temporal_client: Client) -> None:
+    cfg = tiered_env
     slow = {"FLEETSIM_TTFT_MS": "400"}
     _, res = await rolled_back_canary(
         temporal_client, cfg, "vllm/vllm-openai:v0.8.1-slow", "us-east-1", slow, [10, 100]
@@ -156,9 +147,9 @@ async def test_blue_green_switches_and_abort_is_instant(
 
 
 async def test_later_region_rolls_back_earlier_wave_stays_upgraded(
-    upgrade_env: FleetConfig, temporal_client: Client
+    tiered_env: FleetConfig, temporal_client: Client
 ) -> None:
-    cfg = upgrade_env
+    cfg = tiered_env
     before = stable_container(cfg, "us-east-1").image
     image = f"vllm/vllm-openai:v0.10.{uuid.uuid4().int % 1000}"
     # Only us-east-1's canary misbehaves (the fault is re-applied to replicas started later).
