@@ -5,10 +5,8 @@ failback returns 50/30/20 in steps. The same file, moved onto free loopback port
 from __future__ import annotations
 
 import asyncio
-import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,42 +15,23 @@ from drctl.config.schema import load_config
 from drctl.devstack import stack
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
-from tests.support.config import REPO, short_tmp_dir
-from tests.support.ports import free_port, free_port_run
+from tests.support.config import REPO
+from tests.support.shipped import relocated
 
 SHIPPED = REPO / "config" / "fleet.three-regions.yaml"
-# The shipped file's fixed ports (dev stack defaults), each moved to a free one.
-_PORT = re.compile(r"(?<=127\.0\.0\.1:)\d+")
-
-
-def _moved(value: Any, ports: dict[str, str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _moved(v, ports) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_moved(v, ports) for v in value]
-    if isinstance(value, str):
-        value = _PORT.sub(lambda m: ports.setdefault(m.group(0), str(free_port())), value)
-        return value.replace("../.drctl/dev3/", "s/").replace("../.drctl/dev3", "s")
-    return value
 
 
 def relocated_three_regions() -> Path:
     """The shipped three-region config on free ports, its state under a short /tmp dir."""
     data = yaml.safe_load(SHIPPED.read_text())
-    data = _moved(data, {})
-    dev = data["devstack"]
-    dev.update(
-        stats_port=free_port(),
-        prometheus_port=free_port(),
-        worker_http_port=free_port_run(len(data["regions"]), host="127.0.0.1"),
+    return relocated(
+        SHIPPED,
+        {
+            # Quick failback steps: the test shows the steps' weights, not a production window.
+            "failback": {"stabilization_window_s": 1, "steps": 2, "step_interval_s": 1},
+            "worker": {**data.get("worker", {}), "graceful_shutdown_s": 2},
+        },
     )
-    # Quick failback steps: the test shows the steps' weights, not a production stabilisation window.
-    data["failback"] = {"stabilization_window_s": 1, "steps": 2, "step_interval_s": 1}
-    data["worker"] = {**data.get("worker", {}), "graceful_shutdown_s": 2}
-    directory = short_tmp_dir()
-    path = directory / "fleet.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 @pytest.mark.ownstack
