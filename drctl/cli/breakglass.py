@@ -179,8 +179,9 @@ async def _import(
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from drctl.client.connection import connect, ui_link
-    from drctl.client.operations import search_attributes, summary
+    from drctl.client.operations import memo_of, search_attributes, summary
     from drctl.models.breakglass import ImportInput
+    from drctl.models.safe_text import SUMMARY_CHARS, safe_markdown
     from workflows.imported import ImportedOperation
 
     client = await connect(cfg)
@@ -192,12 +193,16 @@ async def _import(
             id=rec.workflow_id,
             task_queue=cfg.temporal.task_queue,
             search_attributes=search_attributes(cfg.name, "failover", rec.source, rec.target, rec.who),
-            memo={"fleet": cfg.name, "operation": "failover", "imported": uri, "initiator": rec.who},
+            memo=memo_of(cfg.name, "failover", rec.who, extra={"imported": uri}),
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             static_summary=summary(
                 "imported break-glass failover", cfg.name, rec.who, rec.source, rec.target
             ),
-            static_details=f"**break-glass by** {rec.who} from {rec.host}; **imported by** {who} from {uri}",
+            static_details=(
+                f"**break-glass by** {safe_markdown(rec.who, limit=SUMMARY_CHARS)} from "
+                f"{safe_markdown(rec.host, limit=SUMMARY_CHARS)}; **imported by** "
+                f"{safe_markdown(who, limit=SUMMARY_CHARS)} from {safe_markdown(uri, limit=SUMMARY_CHARS)}"
+            ),
         )
     except WorkflowAlreadyStartedError:
         handle, again = client.get_workflow_handle_for(ImportedOperation.run, rec.workflow_id), True

@@ -108,12 +108,28 @@ def search_attributes(
         SearchAttributePair(sa.PHASE, PHASE_PENDING),
     ]
     if initiator:
-        pairs.append(SearchAttributePair(sa.INITIATOR, initiator))
+        # Whatever the caller says it is (a record file's `who`): listed in the UI, so escaped.
+        pairs.append(SearchAttributePair(sa.INITIATOR, safe_text(initiator, limit=SUMMARY_CHARS)))
     if source:
         pairs.append(SearchAttributePair(sa.SOURCE_REGION, source))
     if target:
         pairs.append(SearchAttributePair(sa.TARGET_REGION, target))
     return TypedSearchAttributes(pairs)
+
+
+def memo_of(
+    fleet: str,
+    operation: str,
+    initiator: str,
+    source: str | None = None,
+    target: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An operation's memo, which the Temporal UI shows as it is: every text in it escaped and
+    bounded (an initiator, a backup name or a record's URI is whatever the caller gave)."""
+    memo = {"fleet": fleet, "operation": operation, "source": source, "target": target, **(extra or {})}
+    memo["initiator"] = initiator
+    return {k: safe_text(v, limit=SUMMARY_CHARS) if isinstance(v, str) else v for k, v in memo.items()}
 
 
 def summary(operation: str, fleet: str, initiator: str, source: str | None, target: str | None) -> str:
@@ -155,14 +171,7 @@ async def start_operation(
                 id=workflow_id,
                 task_queue=task_queue or cfg.temporal.task_queue,
                 search_attributes=search_attributes(cfg.name, operation, source, target, initiator),
-                memo={
-                    "fleet": cfg.name,
-                    "operation": operation,
-                    "source": source,
-                    "target": target,
-                    **(memo or {}),
-                    "initiator": initiator,
-                },
+                memo=memo_of(cfg.name, operation, initiator, source, target, memo),
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 static_summary=summary(operation, cfg.name, initiator, source, target),
                 static_details=f"**initiated by** {safe_markdown(initiator, limit=SUMMARY_CHARS)}",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from drctl.models.activity_io import Capacity
 from drctl.models.failover_plan import FailoverPlan
@@ -20,6 +20,8 @@ from drctl.models.monitor_decisions import Decision
 
 # The monitor's signal: an operation moved the weights without it (workflows/monitor.py).
 SIGNAL_IMPORTED = "operation_imported"
+# An identity, a host name or a region list: drctl.client.identity allows 200 characters.
+MAX_NAME_CHARS = 255
 
 
 class BreakGlassRecord(BaseModel):
@@ -47,6 +49,19 @@ class BreakGlassRecord(BaseModel):
     weights_after: dict[str, int] = Field(default_factory=dict, description="Global weights read back after.")
     change_id: str | None = Field(None, description="The global tier's change id (Route 53), if any.")
     change_status: str | None = Field(None, description="INSYNC, PENDING, or the tier's own word.")
+
+    @field_validator("id", "fleet", "who", "host", "target", "source")
+    @classmethod
+    def _one_printable_line(cls, v: str | None) -> str | None:
+        """The names a record carries go to a workflow id, search attributes and the UI: a record
+        file is input like any other, so each is one printable line of bounded length."""
+        if v is None:
+            return v
+        if not v or len(v) > MAX_NAME_CHARS:
+            raise ValueError(f"must be 1 to {MAX_NAME_CHARS} characters")
+        if not v.isprintable():
+            raise ValueError("must hold no control, bidi or other unprintable character")
+        return v
 
     @property
     def workflow_id(self) -> str:
