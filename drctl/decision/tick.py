@@ -32,19 +32,15 @@ class Tick:
 
     @property
     def read_per_point(self) -> float | None:
-        """The load one weight point brings, from this tick's loads; None when unknown or when the
-        loads were read while the weights changed (they mix two weightings)."""
-        if not self.evidence.loads_steady:
-            return None
+        """The load one weight point brings, from this tick's loads (None when unknown). Only a fact
+        when the loads are steady: read while the weights changed, they mix two weightings."""
         answering = [r for r, v in self.verdicts.items() if v not in NOT_ANSWERING]
         return load_per_point(self.evidence.regions, self.measured, answering)
 
     @property
     def per_point(self) -> float | None:
         """This tick's load per point; while the loads are not steady, the last steady tick's."""
-        if self.evidence.loads_steady:
-            return self.read_per_point
-        return self.memory.load_per_point
+        return self.read_per_point if self.evidence.loads_steady else self.memory.load_per_point
 
     @property
     def points(self) -> dict[str, float]:
