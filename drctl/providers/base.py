@@ -38,6 +38,11 @@ class GlobalTraffic(Protocol):
     def set_weights(self, weights: dict[str, int]) -> None:
         """apply_weights, then block until propagated (for scripts and the dev stack, not workflows)."""
 
+    def data_plane_out(self) -> dict[str, str]:
+        """Regions the tier's own health checks have taken out of rotation, and why: what moves users
+        while drctl cannot (HAProxy's server checks, Route 53's health checks). Empty: none, or the
+        tier has no checks."""
+
 
 class RegionalTraffic(Protocol):
     """Regional tier: track weights inside one region (stable/canary/blue/green)."""

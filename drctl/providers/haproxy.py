@@ -61,6 +61,17 @@ class HAProxyGlobalTraffic:
     def is_propagated(self, change_id: str) -> bool:
         return True
 
+    def data_plane_out(self) -> dict[str, str]:
+        """Regions whose server in the global backend is not running: its health checks failed
+        (fall count reached) or it is in maintenance. A weight of 0 is drctl's, not the data plane's."""
+        out: dict[str, str] = {}
+        for srv in self.runtime.servers(self.backend):
+            if srv.name not in self.regions or srv.operational:
+                continue
+            why = "in maintenance" if srv.admin_maint else f"health checks {srv.check_result}"
+            out[srv.name] = f"{why} (global backend {self.backend!r}, server {srv.name!r} not running)"
+        return out
+
 
 class HAProxyRegionalTraffic:
     """Regional tier: servers stable/canary/blue/green in each region gateway's track backend."""

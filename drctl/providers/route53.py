@@ -23,7 +23,7 @@ from botocore.config import Config
 from drctl.config.schema import FleetConfig, Route53Global
 from drctl.providers import aws
 from drctl.providers.base import AppliedWeights
-from drctl.providers.route53_health import Ensured, HealthChecks, HealthCheckSpec
+from drctl.providers.route53_health import Ensured, HealthChecks, HealthCheckSpec, judge_observations
 from drctl.providers.weights import validate_weights
 
 ROUTE53_MAX_WEIGHT = 255
@@ -281,6 +281,22 @@ class Route53GlobalTraffic:
                     f"Route 53 change {applied.change_id} still PENDING after {self.insync_timeout_s:g}s"
                 )
             time.sleep(self.insync_poll_s)
+
+    def data_plane_out(self) -> dict[str, str]:
+        """Regions whose drctl-owned health check Route 53 judges unhealthy: its records then stop
+        being answered whatever their weight (GetHealthCheckStatus, one call per region)."""
+        if self.health_checks is None:
+            return {}
+        out: dict[str, str] = {}
+        for region, mine in self.health_checks.owned().items():
+            if region not in self.targets or not mine:
+                continue
+            hc_id = mine[0][0]["Id"]
+            status = self.client.get_health_check_status(HealthCheckId=hc_id)
+            healthy, why = judge_observations(status.get("HealthCheckObservations", []))
+            if not healthy:
+                out[region] = f"Route 53 health check {hc_id}: {why}"
+        return out
 
 
 def owned_health_checks(cfg: FleetConfig, client: Any) -> HealthChecks:

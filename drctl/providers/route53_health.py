@@ -234,3 +234,21 @@ def _differences(actual: dict[str, Any], want: dict[str, Any]) -> str:
     a, w = settings(actual), settings(want)
     diffs = [f"{k} {a[k]!r} (drctl: {w[k]!r})" for k in _KEYS if a[k] != w[k]]
     return ", ".join(diffs) or "its drctl:spec tag"
+
+
+# Route 53 judges an endpoint healthy when more than this share of its checkers report it healthy
+# (Route 53 Developer Guide, "How Amazon Route 53 determines whether a health check is healthy").
+HEALTHY_CHECKER_SHARE = 0.18
+
+
+def judge_observations(observations: list[dict[str, Any]]) -> tuple[bool, str]:
+    """(healthy, why) from GetHealthCheckStatus's HealthCheckObservations, as Route 53 judges them.
+    No observation yet (a new check) is healthy: Route 53 starts a check healthy."""
+    if not observations:
+        return True, "no checker has reported yet"
+    reports = [str((o.get("StatusReport") or {}).get("Status", "")) for o in observations]
+    ok = sum(1 for r in reports if r.startswith("Success"))
+    share = ok / len(reports)
+    failed = next((r for r in reports if not r.startswith("Success")), "")
+    why = f"{ok} of {len(reports)} checkers report healthy" + (f"; e.g. {failed[:200]}" if failed else "")
+    return share > HEALTHY_CHECKER_SHARE, why

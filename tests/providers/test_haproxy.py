@@ -361,3 +361,25 @@ def test_dynamic_servers_with_health_checks(stack: Stack) -> None:
     with pytest.raises(HAProxyError, match="No such server"):
         rt.del_server("track_stable", "llm-stable-1")
     rt.del_server("track_stable", "llm-stable-1", missing_ok=True)
+
+
+def test_data_plane_out_names_regions_whose_server_failed_its_checks_or_is_in_maintenance(
+    stack: Stack,
+) -> None:
+    """What the tier watch reads: a region's server that HAProxy's own checks took down, as real
+    HAProxy 3.2 reports it; a weight of 0 is drctl's, never 'out'."""
+    rt = stack.gateway_rt
+    rt.add_server("track_stable", "us-west-1", "127.0.0.1", stack.dead_port, inter_ms=100, fall=1)
+    rt.add_server("track_stable", "us-east-1", "127.0.0.1", stack.port["canary"], inter_ms=100, fall=1)
+    tier = HAProxyGlobalTraffic(rt, "track_stable", ["us-west-1", "us-east-1"])
+    try:
+        wait_until(lambda: set(tier.data_plane_out()) == {"us-west-1"}, timeout_s=10, what="check fails")
+        assert "health checks failed" in tier.data_plane_out()["us-west-1"]
+        rt.set_weight("track_stable", "us-east-1", 0)
+        assert set(tier.data_plane_out()) == {"us-west-1"}
+        rt.command("set server track_stable/us-east-1 state maint")
+        out = tier.data_plane_out()
+        assert set(out) == {"us-west-1", "us-east-1"} and out["us-east-1"].startswith("in maintenance")
+    finally:
+        rt.del_server("track_stable", "us-west-1", missing_ok=True)
+        rt.del_server("track_stable", "us-east-1", missing_ok=True)

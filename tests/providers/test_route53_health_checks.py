@@ -222,3 +222,17 @@ def test_the_shift_path_reuses_what_was_ensured_and_an_aws_error_never_blocks_it
         r53.set_weights({"us-west-1": 60, "us-east-1": 40})
         assert standin.calls["GET /2013-04-01/healthcheck"] == 1
         assert r53.get_weights() == {"us-west-1": 60, "us-east-1": 40}
+
+
+def test_data_plane_out_asks_route53_for_each_owned_check_s_status(
+    moto_url: str, zone: tuple[str, str]
+) -> None:
+    """GetHealthCheckStatus per region's owned check, as the API defines it (moto's checkers always
+    report success, so no region is out; the judgement itself is tests/units/test_tier_watch.py's)."""
+    name, zid = zone
+    fleet_name = f"f{uuid.uuid4().hex[:6]}"
+    r53 = Route53GlobalTraffic.from_config(_named(fleet(moto_url, zid, name), fleet_name))
+    assert r53.data_plane_out() == {}  # no check created yet: nothing to ask
+    r53.set_weights({"us-west-1": 60, "us-east-1": 40})
+    assert set(_ours(moto_url, fleet_name)) == {"us-west-1", "us-east-1"}
+    assert r53.data_plane_out() == {}
