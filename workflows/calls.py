@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.safe_text import SUMMARY_CHARS, safe_text
     from drctl.models.slo import SloWatchInput, SloWatchResult
+    from drctl.models.tier_watch import TierWatchInput, TierWatchResult
     from drctl.models.traffic import PropagationInput, PropagationResult, WeightsApplied
     from drctl.models.watch import WatchInput, WatchResult
 
@@ -313,6 +314,24 @@ def start_watch(inp: WatchInput, *, summary: str) -> workflow.ActivityHandle[Wat
         summary=shown_summary(summary),
         start_to_close_timeout=_s(inp.return_after_s + probe_attempt_s(inp.probe_timeout_s) * 2 + 30),
         heartbeat_timeout=WATCH_HEARTBEAT,
+        retry_policy=WATCH_RETRY,
+    )
+
+
+# The tier watch heartbeats every second between reads; one read of a throttled Route 53 may take
+# longer, so a lost worker is noticed within this.
+TIER_WATCH_HEARTBEAT = timedelta(seconds=30)
+
+
+def start_tier_watch(inp: TierWatchInput, *, summary: str) -> workflow.ActivityHandle[TierWatchResult]:
+    """Started, not awaited: the monitor cancels it before continue-as-new."""
+    return workflow.start_activity(
+        "watch_global_tier",
+        inp,
+        result_type=TierWatchResult,
+        summary=shown_summary(summary),
+        start_to_close_timeout=_s(inp.return_after_s + inp.interval_s + 120),
+        heartbeat_timeout=TIER_WATCH_HEARTBEAT,
         retry_policy=WATCH_RETRY,
     )
 

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.monitor_quorum import MonitorQuorum
     from workflows.monitor_rebalance import MonitorRebalance
     from workflows.monitor_run import MonitorRun
+    from workflows.monitor_tier import MonitorTier
     from workflows.monitor_watch import MonitorWatch
     from workflows.notify import Notifier
 
@@ -76,6 +77,7 @@ class FleetMonitor:
         self.quorum = MonitorQuorum(self.live, self.actions.failover)
         self.watch = MonitorWatch(self.live, self.notes, self._decide, self._details, self.quorum.vote_due)
         self.rebalance = MonitorRebalance(self.live, self.notes, self._details)
+        self.tier = MonitorTier(self.live, self.notes, self._details, self._busy)
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -160,6 +162,7 @@ class FleetMonitor:
             self._apply_pending()
             if s.spec.rebalance != "off":
                 self.rebalance.ensure_started()  # behind patched(): see workflows/monitor_rebalance.py
+            self.tier.ensure_started()  # behind patched(): see workflows/monitor_tier.py
             # Behind patched(): histories recorded before the watcher replay the loop below unchanged.
             watcher = s.spec.watcher and workflow.patched("monitor-watcher")
             if watcher:
@@ -179,6 +182,7 @@ class FleetMonitor:
             ):
                 self._apply_pending()  # an update waiting for the next round must finish before continue-as-new
                 await self.rebalance.stop()  # its running step ends first; the ticks resume in the next run
+                await self.tier.stop()
                 await self.notes.flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(MonitorInput(spec=s.spec, max_iterations=s.max_iterations, state=s))
@@ -312,6 +316,12 @@ class FleetMonitor:
             if t.state is RegionState.HEALTHY and t.since is not None and workflow.now() - t.since >= window:
                 run.start_child("failback", asyncio.ensure_future(self.actions.failback(rec)))
                 return
+
+    def _busy(self) -> bool:
+        """One of this monitor's own moves is under way: a failover or failback child, a failover
+        still watching its objective, or a rebalance step."""
+        run = self.live
+        return run.child is not None or run.watching is not None or self.rebalance.stepping
 
     def _render(self) -> None:
         s = self.live.state

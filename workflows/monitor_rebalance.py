@@ -78,6 +78,7 @@ class MonitorRebalance:
     wake: bool = False
     urgent: bool = False  # tick fast: a breach or a pending shed is being timed
     suspects: frozenset[str] = frozenset()  # SUSPECT regions as last noted
+    stepping: bool = False  # a Rebalance child (a step that moves weights) is running
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -358,6 +359,7 @@ class MonitorRebalance:
             reason="; ".join(d.reasons)[:300],
         )
         outcome: DecisionOutcome = "failed"
+        self.stepping = True
         try:
             handle = await workflow.start_child_workflow(
                 "Rebalance",
@@ -387,6 +389,8 @@ class MonitorRebalance:
             d.held_back += [f"{r}: scale-back failed: {e}" for r, e in sorted(res.scale_back_errors.items())]
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
             d.error = f"rebalance did not run: {exc}"
+        finally:
+            self.stepping = False
         d.outcome = outcome
         self.urgent = outcome == "applied"  # the next step is planned from fresh signals at once
         if self._record(d):

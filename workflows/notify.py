@@ -147,6 +147,10 @@ class Notifier:
         """A rebalance step the monitor advised (`failover.rebalance: advise`) or applied."""
         self.emit(ev.rebalance_decided(**self._base(), decision=d))
 
+    def tier_changed(self, d: Decision) -> None:
+        """The tier watch saw weights drctl did not set, or the data plane take a region out or back."""
+        self.emit(ev.tier_changed(**self._base(), decision=d))
+
     async def drill_verdict(self, report: DrillReport) -> None:
         self.emit(
             ev.drill_verdict(

@@ -711,6 +711,7 @@ NotifyEvent = Literal[
     "approval.pending",
     "rebalance.advised",
     "rebalance.applied",
+    "tier.changed",
 ]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = typing.get_args(NotifyEvent)
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"

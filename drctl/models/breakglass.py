@@ -67,6 +67,25 @@ class BreakGlassRecord(BaseModel):
     def workflow_id(self) -> str:
         return f"imported/{self.id}"
 
+    def problem_for(self, fleet: str, regions: list[str]) -> str | None:
+        """Why this record is not one of `fleet` (with `regions`); None when it is."""
+        if self.fleet != fleet:
+            return f"the record is of fleet {self.fleet!r}, the config of {fleet!r}"
+        named = [self.target, *(self.source or "").split(",")] if self.source else [self.target]
+        unknown = [r for r in named if r not in regions]
+        if unknown:
+            return f"the record names regions fleet {fleet!r} does not have: {unknown}"
+        if not self.id.startswith(f"{self.fleet}/"):
+            return f"the record's id {self.id!r} is not of fleet {self.fleet!r}"
+        return None
+
+    def line(self) -> str:
+        """Who moved what, from where and when: one line for the decision log."""
+        return (
+            f"break-glass failover {self.source or '?'} → {self.target} ({self.status}) by {self.who} "
+            f"from {self.host} at {self.finished_at:%Y-%m-%d %H:%M:%S} UTC, without Temporal ({self.temporal})"
+        )
+
 
 class ImportInput(BaseModel):
     record: BreakGlassRecord
@@ -92,8 +111,7 @@ def adopted(inp: ImportInput, now: datetime) -> Decision:
         weights_before=dict(rec.weights_before),
         weights_after=dict(rec.weights_after),
         reasons=[
-            f"adopted: break-glass failover {rec.source or '?'} → {rec.target} ({rec.status}) by {rec.who} "
-            f"from {rec.host} at {rec.finished_at:%Y-%m-%d %H:%M:%S} UTC, without Temporal ({rec.temporal}); "
+            f"adopted: {rec.line()}; "
             f"weights taken as they are, not undone; audit record {inp.uri}, imported by {inp.imported_by}"
         ],
         error=rec.error,

@@ -16,6 +16,7 @@ from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.monitor_decisions import DecisionLog
 from drctl.models.quorum import QuorumVote
 from drctl.models.rebalance import RebalanceMemory
+from drctl.models.tier_watch import TierSeen
 
 # The monitor's alerts (MonitorState.alert), besides quorum's NO_QUORUM.
 ALL_REGIONS_UNHEALTHY = "ALL_REGIONS_UNHEALTHY"
@@ -181,6 +182,9 @@ class MonitorState(BaseModel):
     )
     rebalance_memory: RebalanceMemory = Field(
         default_factory=RebalanceMemory, description="The rebalance ticks' samples and breach windows."
+    )
+    tier_seen: TierSeen | None = Field(
+        None, description="The global tier as the tier watch last read it (workflows/monitor_tier.py)."
     )
 
     @classmethod

@@ -327,6 +327,30 @@ def rebalance_decided(fleet: str, wid: str, at: datetime, *, decision: Decision)
     )
 
 
+def tier_changed(fleet: str, wid: str, at: datetime, *, decision: Decision) -> Event:
+    """The monitor's tier watch saw what drctl did not do: weights set outside it (a hand edit, a
+    break-glass failover) or a region the data plane took out of rotation (or put back)."""
+    d = decision
+    return Event(
+        kind="tier.changed",
+        fleet=fleet,
+        # Not an incident by itself: the data plane acting, or an operator, is what moves users.
+        severity="warning",
+        dedup_key=dedup_key(fleet, "tier"),
+        summary=f"[{fleet}] {d.line()}"[:300],
+        workflow_id=wid,
+        at=at,
+        details={
+            "action": d.action,
+            "mode": d.mode,
+            "weights_before": " ".join(f"{r}={w}" for r, w in d.weights_before.items()),
+            "weights_after": " ".join(f"{r}={w}" for r, w in d.weights_after.items()),
+            "reasons": "; ".join(d.reasons + d.held_back)[:500],
+            "error": d.error,
+        },
+    )
+
+
 def ping_event(fleet: str, wid: str, at: datetime, *, by: str) -> Event:
     """`drctl notify test`: proves the worker's URLs and keys work. PagerDuty opens an info incident."""
     return Event(

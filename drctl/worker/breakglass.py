@@ -165,12 +165,7 @@ def load(cfg: FleetConfig, uri: str) -> BreakGlassRecord:
         rec = BreakGlassRecord.model_validate(json.loads(body))
     except ValueError as exc:
         raise ValueError(f"{uri}: not a break-glass record: {exc}") from None
-    if rec.fleet != cfg.name:
-        raise ValueError(f"{uri}: the record is of fleet {rec.fleet!r}, the config of {cfg.name!r}")
-    named = [rec.target, *(rec.source or "").split(",")] if rec.source else [rec.target]
-    unknown = [r for r in named if r not in cfg.region_names]
-    if unknown:
-        raise ValueError(f"{uri}: the record names regions fleet {cfg.name!r} does not have: {unknown}")
-    if not rec.id.startswith(f"{rec.fleet}/"):
-        raise ValueError(f"{uri}: the record's id {rec.id!r} is not of fleet {rec.fleet!r}")
+    problem = rec.problem_for(cfg.name, cfg.region_names)
+    if problem:
+        raise ValueError(f"{uri}: {problem}")
     return rec

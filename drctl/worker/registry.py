@@ -23,6 +23,7 @@ from activities import reads as read_activities
 from activities import replicate as replicate_activities
 from activities import reports as reports_activities
 from activities import slo as slo_activities
+from activities import tier_watch as tier_watch_activities
 from activities import traffic as traffic_activities
 from activities import upgrade as upgrade_activities
 from activities import verify as verify_activities
@@ -71,6 +72,7 @@ def activities(cfg: FleetConfig) -> list[Callable[..., Any]]:
         *watch_activities.build(cfg),
         *capacity_activities.build(cfg),
         *traffic_activities.build(cfg),
+        *tier_watch_activities.build(cfg),
         *platform_activities.build(cfg),
         *operations_activities.build(cfg),
         *verify_activities.build(cfg),

@@ -6,6 +6,7 @@ global tier (the dev stack's HAProxy), the target's cluster and moto's S3 stay r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -15,15 +16,19 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from drctl.client.identity import identity
-from drctl.config.schema import FleetConfig
+from drctl.config.schema import FleetConfig, HAProxyGlobal
 from drctl.devstack import stack
 from drctl.models import search_attributes as sa
+from drctl.models.monitor import MonitorStatus
 from drctl.models.monitor_decisions import DecisionsView
 from drctl.providers import aws
+from drctl.providers.haproxy_runtime import HAProxyRuntime
+from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import cli
 from tests.support.config import tuned, write_config
 from tests.support.ports import free_port
-from tests.support.workers import StartWorkers, monitor_handle, weights
+from tests.support.wait import assert_eventually
+from tests.support.workers import StartWorkers, fast_config, monitor_handle, until_healthy, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -153,3 +158,78 @@ async def test_failover_import_of_a_bad_record_names_it_and_exits_2(
     assert code == 2 and f"{missing}: no such file" in err, out + err
     code, out, err = await cli("failover-import", "s3://only-a-bucket", "-c", str(fleet_config_path))
     assert code == 2 and "expected s3://<bucket>/<key>" in err, out + err
+
+
+async def _tier_watch_has_its_baseline(mon: Any) -> None:
+    """The monitor's tier watch read the tier once (its baseline) and watches again."""
+
+    async def calls() -> int:
+        n = 0
+        async for e in mon.fetch_history_events():
+            if e.HasField("activity_task_scheduled_event_attributes"):
+                n += e.activity_task_scheduled_event_attributes.activity_type.name == "watch_global_tier"
+        assert n >= 2, n
+        return n
+
+    await assert_eventually(calls, timeout_s=30, interval_s=0.5, what="the tier watch's second call")
+
+
+async def _logged(mon: Any, mode: str, words: str) -> Any:
+    async def found() -> Any:
+        view = await mon.query("decisions", result_type=DecisionsView)
+        hits = [
+            d for d in view.entries if d.mode == mode and any(words in r for r in d.reasons + d.held_back)
+        ]
+        assert hits, [d.line() for d in view.entries]
+        return hits[-1]
+
+    return await assert_eventually(found, timeout_s=30, interval_s=0.5, what=f"{mode}: {words}")
+
+
+async def test_the_monitor_notices_weights_it_did_not_set_and_regions_the_data_plane_took_out(
+    start_workers: StartWorkers, fleet_config: FleetConfig, fleet_config_path: Path, temporal_client: Client
+) -> None:
+    """Issue 29 item 3 with the rebalance off: nothing but the tier watch reads the global tier."""
+    cfg = await start_workers(cfg=tuned(fast_config(fleet_config), "failover", rebalance="off"))
+    mon = await monitor_handle(temporal_client, cfg)
+    await until_healthy(mon)
+    await _tier_watch_has_its_baseline(mon)
+
+    # A hand edit: recorded as set outside drctl, and kept as it is.
+    edited = {"us-west-1": 30, "us-east-1": 70}
+    global_traffic(cfg).set_weights(edited)
+    d = await _logged(mon, "tier-watch", "set outside drctl (no drctl operation and no break-glass record)")
+    assert d.weights_before == cfg.weights and d.weights_after == edited
+    assert weights(cfg) == edited
+
+    # The data plane takes us-west-1 out of rotation, then puts it back: both recorded.
+    tier = cfg.traffic.global_tier
+    assert isinstance(tier, HAProxyGlobal)
+    rt = HAProxyRuntime(tier.runtime_socket)
+    rt.command(f"set server {tier.backend}/us-west-1 state maint")
+    try:
+        d = await _logged(
+            mon, "tier-watch", "us-west-1 taken out of rotation by the data plane: in maintenance"
+        )
+        assert d.held_back and d.held_back[0].startswith("us-west-1 out: in maintenance")
+    finally:
+        rt.command(f"set server {tier.backend}/us-west-1 state ready")
+    await _logged(mon, "tier-watch", "us-west-1 back in rotation")
+
+    # A break-glass failover with no import: the tier watch finds its audit record and adopts the
+    # move: recorded with the record, never undone (the monitor fails back only its own failovers).
+    _, dead_path, _ = _unreachable(cfg, fleet_config_path.parent)
+    code, out, err = await cli(
+        "failover", "--to", "us-east-1", "--break-glass", "--yes", "-c", str(dead_path)
+    )
+    assert code == 0, out + err
+    uri_match = re.search(r"^audit record stored: (s3://\S+)$", out, re.M)
+    assert uri_match, out
+    uri = uri_match.group(1)
+    d = await _logged(mon, "break-glass", f"audit record {uri}")
+    assert d.action == "failover" and d.weights_before == edited and d.weights_after == MOVED
+    assert any("break-glass failover us-west-1 → us-east-1 (succeeded)" in r for r in d.reasons), d.reasons
+    st = await mon.query("status", result_type=MonitorStatus)
+    assert st.failed_over == [] and st.active_failover is None
+    await asyncio.sleep(3 * cfg.health.interval_s)
+    assert weights(cfg) == MOVED
