@@ -20,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.defined import activity_methods
+from drctl.client.imports import WORKFLOW, start_import
 from drctl.config.schema import FleetConfig
 from drctl.models.breakglass import BreakGlassRecord
 from drctl.models.lock import MUTATING
@@ -35,7 +36,8 @@ BREAKGLASS_PREFIX = "breakglass"
 RECORDS_READ = 5
 RECORD_BYTES = 4 * 1024 * 1024
 CLOSE_MARGIN_S = 5.0
-IMPORTED = "ImportedOperation"  # workflows/imported.py
+IMPORTED = WORKFLOW  # workflows/imported.py
+IMPORTED_BY = "drctl monitor (tier watch)"
 
 
 def _now() -> datetime:
@@ -103,7 +105,9 @@ class TierWatchActivities:
                 activity.logger.warning("break-glass records of fleet %s not read: %s", inp.fleet, exc)
                 found = None
             if found is not None:
-                out.breakglass, out.breakglass_line = found
+                rec, out.breakglass = found
+                out.breakglass_line = rec.line()
+                out.imported = await self._import(rec, out.breakglass)
         activity.logger.info(
             "global tier changed: %s → %s; drctl operations: %s; break-glass record: %s",
             expected.weights,
@@ -131,7 +135,17 @@ class TierWatchActivities:
             ids.append(ex.id)
         return sorted(set(ids))
 
-    def _breakglass(self, weights: dict[str, int]) -> tuple[str, str] | None:
+    async def _import(self, rec: BreakGlassRecord, uri: str) -> str | None:
+        """Import the record as `drctl failover-import` would (once per record): the move shows in
+        `drctl ops list` and the Temporal UI. Not awaited: the import tells the monitor itself."""
+        try:
+            _, again = await start_import(activity.client(), self.cfg, rec, uri, IMPORTED_BY)
+        except Exception as exc:  # noqa: BLE001 - the record is still named; the operator can import it
+            activity.logger.warning("break-glass record %s not imported: %s", uri, exc)
+            return None
+        return f"{rec.workflow_id} (imported before)" if again else rec.workflow_id
+
+    def _breakglass(self, weights: dict[str, int]) -> tuple[BreakGlassRecord, str] | None:
         """The newest succeeded break-glass record of this fleet whose weights read back are `weights`."""
         bucket = self.cfg.failover.audit_bucket or self.cfg.drills.history_bucket
         s3 = aws.client(self.cfg, "s3")
@@ -153,7 +167,7 @@ class TierWatchActivities:
             except ValueError:
                 continue
             if rec.problem_for(self.cfg.name, self.cfg.region_names) is None and rec.weights_after == weights:
-                return f"s3://{bucket}/{key}", rec.line()
+                return rec, f"s3://{bucket}/{key}"
         return None
 
 

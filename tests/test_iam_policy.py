@@ -114,6 +114,7 @@ def test_the_policy_grants_every_call_and_nothing_else() -> None:
 HEALTH_CHECK_ACTIONS = {
     "route53:ChangeTagsForResource",
     "route53:DeleteHealthCheck",
+    "route53:GetHealthCheckStatus",
     "route53:ListTagsForResources",
     "route53:UpdateHealthCheck",
 }
@@ -136,6 +137,11 @@ def test_every_resource_is_one_the_fleet_config_names() -> None:
     assert 'f"{KEY_PREFIX}/{rec.id}.json"' in breakglass and 'id=f"{cfg.name}/' in breakglass
     object_prefixes.add(audit_prefix)
     list_prefixes = set(re.findall(r'Prefix=f"(\w+)/\{fleet\}/"', src))
+    # The tier watch lists the fleet's break-glass records (activities/tier_watch.py).
+    watch = (ROOT / "activities" / "tier_watch.py").read_text()
+    assert re.findall(r'^BREAKGLASS_PREFIX = "(\w+)"', watch, re.M) == [audit_prefix]
+    assert 'prefix = f"{BREAKGLASS_PREFIX}/{self.cfg.name}/"' in watch
+    list_prefixes.add(audit_prefix)
     assert object_prefixes and list_prefixes
     allowed_objects = {
         f"arn:aws:s3:::{b}/{p}/{f}/*" for b in buckets for p in object_prefixes for f in fleets

@@ -122,6 +122,7 @@ class MonitorTier:
             reasons.append(
                 f"set outside drctl ({who}): adopted as they are, not undone"
                 + (f"; audit record {res.breakglass}" if res.breakglass else "")
+                + (f"; imported as {res.imported}" if res.imported else "")
             )
         d = Decision(
             at=now,

@@ -74,7 +74,12 @@ def break_glass(
     say(f"  global weights: {_fmt(plan.weights_before)} → {_fmt(plan.weights_after)}", markup=False)
     say(
         f"  {to} replicas: {plan.target_replicas_before} of {plan.target_replicas_needed} needed "
-        f"({plan.sizing}); break-glass does not scale them",
+        f"({plan.sizing})"
+        + (
+            f"; scaled to {plan.target_replicas_planned} before the shift, not waited for"
+            if plan.target_replicas_planned > plan.target_replicas_before
+            else ""
+        ),
         markup=False,
         highlight=False,
     )
@@ -88,6 +93,9 @@ def break_glass(
         f"BREAK GLASS: move all traffic of fleet {cfg.name!r} to {to} without Temporal?",
         "change traffic",
     )
+    bg.scale(cfg, rec)
+    if rec.scale_error:
+        say(f"  scale-up failed, shifting anyway: {rec.scale_error}", markup=False, highlight=False)
     try:
         bg.shift(cfg, rec)
     except Exception as exc:  # the tier may have taken part of it: recorded as failed, with what is read
@@ -96,10 +104,23 @@ def break_glass(
             rec.weights_after = bg.read_weights(cfg)
         except Exception as again:
             rec.error += f"; weights after could not be read: {again}"
+    if rec.status == "succeeded":
+        try:
+            bg.verify(cfg, rec)
+        except Exception as exc:  # e.g. the auth config unreadable: the move stands, unverified
+            rec.status, rec.error = "unverified", f"verification could not run: {exc}"
+        v = rec.verify
+        if v is not None:
+            say(
+                f"  verified: {v.ok}/{v.total} ok through the global endpoint, by region {v.by_region}",
+                markup=False,
+            )
     from datetime import UTC, datetime
 
     rec.finished_at = datetime.now(UTC)
     _record(cfg, config, rec)
+    if rec.status == "unverified":
+        raise common.UserError(f"break-glass failover moved traffic but is unverified: {rec.error}", 1)
     if rec.status != "succeeded":
         raise common.UserError(f"break-glass failover failed: {rec.error}", 1)
 
@@ -175,37 +196,10 @@ async def _import(
     """Start ImportedOperation once per record (a second import finds the first) and wait for it."""
     import asyncio
 
-    from temporalio.common import WorkflowIDReusePolicy
-    from temporalio.exceptions import WorkflowAlreadyStartedError
-
     from drctl.client.connection import connect, ui_link
-    from drctl.client.operations import memo_of, search_attributes, summary
-    from drctl.models.breakglass import ImportInput
-    from drctl.models.safe_text import SUMMARY_CHARS, safe_markdown
-    from workflows.imported import ImportedOperation
+    from drctl.client.imports import start_import
 
-    client = await connect(cfg)
-    again = False
-    try:
-        handle = await client.start_workflow(
-            ImportedOperation.run,
-            ImportInput(record=rec, uri=uri, imported_by=who),
-            id=rec.workflow_id,
-            task_queue=cfg.temporal.task_queue,
-            search_attributes=search_attributes(cfg.name, "failover", rec.source, rec.target, rec.who),
-            memo=memo_of(cfg.name, "failover", rec.who, extra={"imported": uri}),
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            static_summary=summary(
-                "imported break-glass failover", cfg.name, rec.who, rec.source, rec.target
-            ),
-            static_details=(
-                f"**break-glass by** {safe_markdown(rec.who, limit=SUMMARY_CHARS)} from "
-                f"{safe_markdown(rec.host, limit=SUMMARY_CHARS)}; **imported by** "
-                f"{safe_markdown(who, limit=SUMMARY_CHARS)} from {safe_markdown(uri, limit=SUMMARY_CHARS)}"
-            ),
-        )
-    except WorkflowAlreadyStartedError:
-        handle, again = client.get_workflow_handle_for(ImportedOperation.run, rec.workflow_id), True
+    handle, again = await start_import(await connect(cfg), cfg, rec, uri, who)
     try:
         res = await asyncio.wait_for(handle.result(), wait_s)
     except TimeoutError:

@@ -51,6 +51,9 @@ class TierWatchResult(BaseModel):
         None, description="The audit record of the break-glass failover that set these weights (s3:// URI)."
     )
     breakglass_line: str | None = Field(None, description="Who, from where and when, from that record.")
+    imported: str | None = Field(
+        None, description="The ImportedOperation the watch started for that record (workflow id)."
+    )
     reads: int = Field(0, description="Reads the watch made.")
 
 
