@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from drctl.models.activity_io import Capacity
+from drctl.models.activity_io import Capacity, VerifyResult
 from drctl.models.failover_plan import FailoverPlan
 from drctl.models.health import RegionProbe
 from drctl.models.monitor_decisions import Decision
@@ -39,7 +39,10 @@ class BreakGlassRecord(BaseModel):
     source: str | None = Field(description="Region(s) drained, comma-separated.")
     target: str
     forced: bool = Field(description="--force: refusals (Temporal reachable, target health) overridden.")
-    status: Literal["succeeded", "refused", "failed"]
+    status: Literal["succeeded", "unverified", "refused", "failed"] = Field(
+        description="succeeded: moved and verified through the global endpoint; unverified: moved, "
+        "but the target did not answer every verification request within the deadline."
+    )
     error: str | None = None
     temporal: str = Field(description="The reachability check's evidence, e.g. the refused address.")
     probe: RegionProbe | None = Field(None, description="The target's inference-aware probe.")
@@ -49,6 +52,14 @@ class BreakGlassRecord(BaseModel):
     weights_after: dict[str, int] = Field(default_factory=dict, description="Global weights read back after.")
     change_id: str | None = Field(None, description="The global tier's change id (Route 53), if any.")
     change_status: str | None = Field(None, description="INSYNC, PENDING, or the tier's own word.")
+    scaled_to: int | None = Field(
+        None,
+        description="Replicas the target was scaled to before the shift (not waited for); None: not scaled.",
+    )
+    scale_error: str | None = Field(None, description="Why the target's scale-up failed (the shift went on).")
+    verify: VerifyResult | None = Field(
+        None, description="The last verification through the global endpoint."
+    )
 
     @field_validator("id", "fleet", "who", "host", "target", "source")
     @classmethod

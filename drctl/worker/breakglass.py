@@ -3,11 +3,12 @@
 For the hour Temporal (or the region hosting it) is gone: run from a host that reaches the global
 tier, e.g. the surviving region's worker pod. It uses what the Failover's activities use, and only
 that: the global tier's provider (read, apply, read back), the inference prober on the target, the
-target's Deployment for capacity, and the pure planner `plan_failover`, so the plan is the one the
-workflow would have made. It does not scale the target (the Failover's pre-scale waits minutes on a
-rollout; a break-glass move is an emergency one) and does not verify through the global endpoint;
-the record says what the plan needed. Lives in the worker layer because, like the worker, it runs
-infrastructure in-process; the CLI reaches it through one allowed import (pyproject.toml).
+target's Deployment for capacity and scale, the pure planner `plan_failover`, so the plan is the one
+the workflow would have made, and the verification through the global endpoint. Like an emergency
+failover it scales the target without waiting for the rollout (a break-glass move is an emergency
+one); the record says what was scaled and what the verification saw. Lives in the worker layer
+because, like the worker, it runs infrastructure in-process; the CLI reaches it through one allowed
+import (pyproject.toml).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from drctl.client.connection import TemporalUnreachable, connect, target
 from drctl.config.schema import FleetConfig
-from drctl.models.activity_io import Capacity
+from drctl.models.activity_io import Capacity, VerifyInput
 from drctl.models.breakglass import BreakGlassRecord
 from drctl.models.failover import capacity_of, plan_failover, target_problem
 from drctl.models.fleet_spec import FleetSpec
@@ -28,9 +30,11 @@ from drctl.providers import aws
 from drctl.providers.kubernetes import KubernetesPlatform
 from drctl.providers.probe import InferenceProber
 from drctl.providers.traffic_factory import global_traffic
+from drctl.providers.verify import verify_global
 
 # Long enough for a TLS handshake to a distant region, short enough for an operator at 3 a.m.
 REACH_TIMEOUT_S = 5.0
+VERIFY_PAUSE_S = 0.5  # between verification attempts, as the Failover's
 KEY_PREFIX = "breakglass"
 _MAX_RECORD_BYTES = 4 * 1024 * 1024
 
@@ -118,6 +122,46 @@ def preflight(cfg: FleetConfig, rec: BreakGlassRecord, source: str | None, emerg
 
 def read_weights(cfg: FleetConfig) -> dict[str, int]:
     return global_traffic(cfg).get_weights()
+
+
+def scale(cfg: FleetConfig, rec: BreakGlassRecord) -> None:
+    """The Failover's pre-scale of the target to the plan's replicas, without its wait: an emergency
+    move never waits for capacity (docs/failover.md); the replicas come while traffic moves. A
+    failure is recorded and the shift goes on."""
+    plan = rec.plan
+    assert plan is not None  # preflight ran
+    n = plan.target_replicas_planned
+    if n <= plan.target_replicas_before:
+        return
+    try:
+        KubernetesPlatform(cfg.region(rec.target)).scale(cfg.workload.deployment_name("stable"), n)
+    except Exception as exc:  # noqa: BLE001 - any API error: recorded, traffic still moves
+        rec.scale_error = f"scale {rec.target} to {n} replicas: {exc}"[:1000]
+        return
+    rec.scaled_to = n
+
+
+def verify(cfg: FleetConfig, rec: BreakGlassRecord) -> None:
+    """The Failover's verification: completions through the global endpoint until every one is
+    answered and none by a drained region, within `verify_timeout_s` plus the global tier's TTL."""
+    spec = FleetSpec.from_config(cfg)
+    sources = [s for s in (rec.source or "").split(",") if s]
+    deadline = time.monotonic() + spec.verify_deadline_s
+    while True:
+        left = deadline - time.monotonic()
+        inp = VerifyInput(requests=spec.verify_requests, timeout_s=max(1.0, min(left, 10.0)))
+        rec.verify = asyncio.run(verify_global(cfg, inp))
+        v = rec.verify
+        if v.ok == v.total and v.served_by(sources) == 0 and v.unattributed in (0, v.ok):
+            return
+        if time.monotonic() + VERIFY_PAUSE_S >= deadline:
+            rec.status = "unverified"
+            rec.error = (
+                f"not verified within {spec.verify_deadline_s:g} s: {v.ok}/{v.total} ok, by region "
+                f"{v.by_region}" + (f", errors e.g. {v.error_samples[0]}" if v.error_samples else "")
+            )
+            return
+        time.sleep(VERIFY_PAUSE_S)
 
 
 def shift(cfg: FleetConfig, rec: BreakGlassRecord) -> None:

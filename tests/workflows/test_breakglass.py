@@ -28,7 +28,7 @@ from tests.support.cli import cli
 from tests.support.config import tuned, write_config
 from tests.support.ports import free_port
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, fast_config, monitor_handle, until_healthy, weights
+from tests.support.workers import StartWorkers, fast_config, monitor_handle, replicas, until_healthy, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -73,6 +73,16 @@ async def test_break_glass_moves_weights_records_and_is_imported_once_temporal_i
     assert f"cannot reach Temporal at 127.0.0.1:{port}" in stored["temporal"]
     assert stored["probe"]["region"] == "us-east-1" and stored["probe"]["status"] == "HEALTHY"
     assert stored["plan"]["weights_after"] == MOVED
+    # The Failover's steps: the target scaled to the plan (not waited for), then verified through
+    # the global endpoint: every answer from us-east-1.
+    plan = stored["plan"]
+    if plan["target_replicas_planned"] > plan["target_replicas_before"]:
+        assert stored["scaled_to"] == plan["target_replicas_planned"] == replicas(cfg, "us-east-1")
+    else:
+        assert stored["scaled_to"] is None
+    v = stored["verify"]
+    assert v["ok"] == v["total"] == cfg.failover.verify_requests and v["by_region"] == {"us-east-1": v["ok"]}
+    assert "verified: " in out
 
     # Temporal is back (the live config): the import records it; the monitor adopts it.
     live = write_config(cfg, fleet_config_path.parent)
@@ -229,6 +239,14 @@ async def test_the_monitor_notices_weights_it_did_not_set_and_regions_the_data_p
     d = await _logged(mon, "break-glass", f"audit record {uri}")
     assert d.action == "failover" and d.weights_before == edited and d.weights_after == MOVED
     assert any("break-glass failover us-west-1 → us-east-1 (succeeded)" in r for r in d.reasons), d.reasons
+    stored = _printed_record(out)
+    wid = f"imported/{stored['id']}"
+    assert any(f"imported as {wid}" in r for r in d.reasons), d.reasons
+    # The watch imported the record itself: a completed, imported operation, as failover-import makes.
+    desc = await temporal_client.get_workflow_handle(wid).describe()
+    assert desc.typed_search_attributes.get(sa.VERDICT) == "imported"
+    code, listed, err = await cli("ops", "list", "--all", "-c", str(fleet_config_path), "-o", "json")
+    assert code == 0 and any(o["workflow_id"] == wid for o in json.loads(listed)), listed + err
     st = await mon.query("status", result_type=MonitorStatus)
     assert st.failed_over == [] and st.active_failover is None
     await asyncio.sleep(3 * cfg.health.interval_s)
