@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
 from activities.defined import activity_methods
@@ -35,7 +36,9 @@ BREAKGLASS_PREFIX = "breakglass"
 # Bounds on the audit lookup: the newest records only, each read to a size cap.
 RECORDS_READ = 5
 RECORD_BYTES = 4 * 1024 * 1024
-CLOSE_MARGIN_S = 5.0
+# Operations closed this long before the read before are still candidates (clocks of hosts differ).
+CLOSE_MARGIN_S = 1.0
+MARGIN = timedelta(seconds=CLOSE_MARGIN_S)
 IMPORTED = WORKFLOW  # workflows/imported.py
 IMPORTED_BY = "drctl monitor (tier watch)"
 
@@ -118,11 +121,12 @@ class TierWatchActivities:
         return out
 
     async def _operations(self, fleet: str, since: datetime | None) -> list[str]:
-        """Workflow ids of the fleet's mutating operations running, or closed since `since`."""
+        """Workflow ids of the fleet's mutating operations that may have moved the weights since
+        `since`: running now, or closed after it. Visibility finds the candidates; each one's own
+        description (read from its history, not from the lagging visibility store) decides."""
         ops = ", ".join(f"'{o}'" for o in MUTATING)
         closed = ""
         if since is not None:
-            # A few seconds more: the clocks of this host and the Temporal server's may differ a little.
             after = (since - timedelta(seconds=CLOSE_MARGIN_S)).strftime("%Y-%m-%dT%H:%M:%SZ")
             closed = f" OR CloseTime > '{after}'"
         # An imported break-glass move is recorded, not made, by its workflow: it never moves weights.
@@ -130,10 +134,15 @@ class TierWatchActivities:
             f"DrctlFleet = '{fleet}' AND DrctlOperation IN ({ops}) AND WorkflowType != '{IMPORTED}' "
             f"AND (ExecutionStatus = 'Running'{closed})"
         )
-        ids: list[str] = []
-        async for ex in activity.client().list_workflows(query, limit=20):
-            ids.append(ex.id)
-        return sorted(set(ids))
+        client = activity.client()
+        ids: set[str] = set()
+        async for ex in client.list_workflows(query, limit=20):
+            desc = await client.get_workflow_handle(ex.id, run_id=ex.run_id).describe()
+            if desc.status == WorkflowExecutionStatus.RUNNING:
+                ids.add(ex.id)
+            elif since is None or (desc.close_time is not None and desc.close_time >= since - MARGIN):
+                ids.add(ex.id)
+        return sorted(ids)
 
     async def _import(self, rec: BreakGlassRecord, uri: str) -> str | None:
         """Import the record as `drctl failover-import` would (once per record): the move shows in

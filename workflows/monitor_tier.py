@@ -5,9 +5,14 @@ histories recorded before it replay unchanged. It keeps one `watch_global_tier` 
 (activities/tier_watch.py), which returns only on a change, and for each change:
 - a drctl operation's own move (the monitor's child, a rebalance step, or any mutating operation of
   the fleet the watch found running or just closed) is taken as the new baseline, silently;
-- weights no operation set are recorded in the decision log, with the break-glass audit record when
-  one set them, and adopted: never re-asserted, and no failback of the regions they drained (the
-  monitor fails back only what its own failovers drained, docs/failover.md);
+- weights a break-glass failover set (its audit record found) are recorded with the record, imported,
+  and adopted: never re-asserted, and no failback of the regions they drained (the monitor fails
+  back only what its own failovers drained, docs/failover.md);
+- other weights no operation set are drift. Drift that gives share to a region drctl had drained (a
+  global tier restarted with its config weights, a hand edit undoing a failover) is put back to the
+  weights last seen, through a Rebalance child (action reconcile: the fleet lock), when the monitor
+  moves traffic by itself (policy automatic, rebalance automatic): a drained region comes back only
+  through failback. Drift that only takes share away (an operator's hand drain) is adopted;
 - a region the data plane took out of rotation (or put back), or the tier becoming unreadable, is
   recorded and notified.
 """
@@ -20,10 +25,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import (
+    ActivityError,
+    CancelledError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.monitor_decisions import Decision
+    from drctl.models.rebalance import RebalanceInput, RebalanceResult
     from drctl.models.tier_watch import (
         RETURN_AFTER_S,
         TierSeen,
@@ -32,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         describe,
     )
     from workflows import calls
+    from workflows.monitor_actions import child_attrs, child_result, initiator
     from workflows.monitor_run import MonitorRun
     from workflows.notify import Notifier
 
@@ -94,16 +106,22 @@ class MonitorTier:
                     continue
                 finally:
                     self.handle = None
-                if res.changed:
-                    self.noticed(s.tier_seen, res, ours=was_busy or self.busy())
+                before = s.tier_seen
                 s.tier_seen = res.seen
+                if res.changed and not await self.noticed(before, res, ours=was_busy or self.busy()):
+                    # The drift is still there and not corrected: watch from before it, after a pause,
+                    # so the next watch returns it again and the correction is tried again.
+                    s.tier_seen = before
+                    await workflow.sleep(timedelta(seconds=RETRY_S))
         finally:
             self.task = None
 
-    def noticed(self, before: TierSeen | None, res: TierWatchResult, ours: bool) -> None:
-        """Record what the watch found, adopting weights as they are; the first reading is the baseline only."""
+    async def noticed(self, before: TierSeen | None, res: TierWatchResult, ours: bool) -> bool:
+        """Record what the watch found; weights set outside drctl with no break-glass record are put
+        back when the monitor is automatic (policy and rebalance), else adopted as they are. The
+        first reading is the baseline only. False: a correction was due and failed."""
         if before is None:
-            return
+            return True
         s, now, seen = self.run.state, workflow.now(), res.seen
         weights_moved = (
             before.weights is not None and seen.weights is not None and before.weights != seen.weights
@@ -114,28 +132,101 @@ class MonitorTier:
             # drctl's own move: the operation records it; only what the data plane did is news.
             lines = [x for x in lines if not x.startswith("weights in effect")]
         if not lines:
-            return
+            return True
         reasons = list(lines)
         stranger = weights_moved and not ours and not by
-        if stranger:
-            who = res.breakglass_line or "no drctl operation and no break-glass record"
+        # Share given back outside drctl to a region drctl had drained (a global tier restarted with its
+        # config weights, a hand edit undoing a failover): a region comes back only through failback,
+        # with analysis at each step. Share taken away by hand is an operator's emergency move: kept.
+        refilled = sorted(
+            r for r, w in (seen.weights or {}).items() if w > 0 and (before.weights or {}).get(r, 0) == 0
+        )
+        correct = stranger and not res.breakglass and bool(refilled) and self._corrects()
+        if stranger and res.breakglass:
             reasons.append(
-                f"set outside drctl ({who}): adopted as they are, not undone"
-                + (f"; audit record {res.breakglass}" if res.breakglass else "")
-                + (f"; imported as {res.imported}" if res.imported else "")
+                f"set outside drctl ({res.breakglass_line}): adopted as they are, not undone; audit record "
+                f"{res.breakglass}" + (f"; imported as {res.imported}" if res.imported else "")
             )
+        elif stranger:
+            if correct:
+                why = (
+                    f"they give share to {', '.join(refilled)}, which drctl had drained: put back to the "
+                    "weights drctl last saw (a drained region comes back only through failback)"
+                )
+            elif refilled:
+                why = f"they give share to {', '.join(refilled)}, which drctl had drained, but {self._why_kept()}: kept"
+            else:
+                why = "they only take share away, as an operator's emergency move would: adopted as they are"
+            reasons.append(f"set outside drctl (no drctl operation and no break-glass record); {why}")
         d = Decision(
             at=now,
-            action="failover" if res.breakglass else "hold",
+            action="failover" if res.breakglass else ("reconcile" if correct else "hold"),
             mode="break-glass" if res.breakglass else MODE,
             outcome="recorded",
-            weights_before=dict(before.weights or {}) if stranger else dict(seen.weights or {}),
-            weights_after=dict(seen.weights or {}),
+            # Adopted: from the weights before to those set; corrected: from the drift to those put back.
+            weights_before=dict(before.weights or {})
+            if stranger and not correct
+            else dict(seen.weights or {}),
+            weights_after=dict(before.weights or {}) if correct else dict(seen.weights or {}),
             reasons=reasons,
             held_back=[f"{r} out: {why}" for r, why in sorted(seen.out.items())],
             error=seen.error,
         )
+        ok = True
+        if correct:
+            assert before.weights is not None and seen.weights is not None  # weights_moved
+            ok = await self._correct(d, seen.weights, before.weights)
+            if ok:
+                s.tier_seen = seen.model_copy(update={"weights": dict(d.weights_after)})
         s.decisions.record(d)
         workflow.logger.info("tier watch: %s", d.line())
         self.notes.tier_changed(d)
         self.details()
+        return ok
+
+    def _corrects(self) -> bool:
+        """Drift is put back only by a monitor that moves traffic by itself: policy automatic, not
+        paused, rebalance automatic (advise notifies, off records)."""
+        s = self.run.state
+        return s.policy == "automatic" and not s.paused and s.spec.rebalance == "automatic"
+
+    def _why_kept(self) -> str:
+        s = self.run.state
+        if s.policy != "automatic" or s.paused:
+            return f"the monitor is {'paused' if s.paused else 'manual'}"
+        return f"failover.rebalance is {s.spec.rebalance}"
+
+    async def _correct(self, d: Decision, drifted: dict[str, int], want: dict[str, int]) -> bool:
+        """Put `want` back through a Rebalance child (the fleet lock; stale if the weights moved again)."""
+        spec = self.run.state.spec
+        inp = RebalanceInput(
+            spec=spec,
+            action="reconcile",
+            weights_before=dict(drifted),
+            weights_after=dict(want),
+            reason="weights set outside drctl put back",
+        )
+        try:
+            handle = await workflow.start_child_workflow(
+                "Rebalance",
+                inp,
+                id=f"rebalance/{spec.fleet}",
+                task_queue=spec.task_queue,
+                result_type=RebalanceResult,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                search_attributes=child_attrs(
+                    spec.fleet, "rebalance", "", (inp.gaining or [""])[0], initiator()
+                ),
+                memo={"fleet": spec.fleet, "operation": "rebalance", "initiator": "monitor"},
+                static_summary=calls.shown_summary("reconcile: weights set outside drctl put back"),
+            )
+            res = await child_result(handle, RebalanceResult)
+        except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
+            d.outcome, d.error = "failed", f"reconcile did not run: {exc}"
+            return False
+        d.weights_after = res.weights_after or d.weights_after
+        if res.status == "succeeded":
+            d.outcome = "applied"
+            return True
+        d.outcome, d.error = "failed", f"reconcile {res.status}: {res.error}"
+        return res.status == "stale"  # moved again meanwhile: the next watch returns what is there now

@@ -96,6 +96,8 @@ def break_glass(
     bg.scale(cfg, rec)
     if rec.scale_error:
         say(f"  scale-up failed, shifting anyway: {rec.scale_error}", markup=False, highlight=False)
+    elif rec.scaled_to is not None:
+        say(f"  {to} scaled to {rec.scaled_to} replicas; not waited for", markup=False)
     try:
         bg.shift(cfg, rec)
     except Exception as exc:  # the tier may have taken part of it: recorded as failed, with what is read

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 Figure = float | int | str
-DecisionAction = Literal["shed", "return", "hold", "failover", "failback"]
+DecisionAction = Literal["shed", "return", "hold", "failover", "failback", "reconcile"]
 DecisionOutcome = Literal["applied", "advised", "recorded", "held", "failed", "started"]
 
 

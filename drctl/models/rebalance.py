@@ -21,7 +21,8 @@ RebalanceStatus = Literal["succeeded", "rolled_back", "stale", "preempted", "fai
 
 class RebalanceInput(BaseModel):
     spec: FleetSpec
-    action: Literal["shed", "return"]
+    # reconcile: the monitor's tier watch puts back weights set outside drctl (workflows/monitor_tier.py).
+    action: Literal["shed", "return", "reconcile"]
     weights_before: dict[str, int] = Field(description="The weights the plan was made from.")
     weights_after: dict[str, int] = Field(description="The weights this step sets.")
     prescale: dict[str, int] = Field(
@@ -44,7 +45,7 @@ class RebalanceInput(BaseModel):
 
 class RebalanceResult(BaseModel):
     status: RebalanceStatus
-    action: Literal["shed", "return"]
+    action: Literal["shed", "return", "reconcile"]
     weights_before: dict[str, int] = Field(default_factory=dict, description="As read when the step began.")
     weights_after: dict[str, int] = Field(default_factory=dict, description="In effect when it ended.")
     scaled: dict[str, int] = Field(

@@ -28,7 +28,15 @@ from tests.support.cli import cli
 from tests.support.config import tuned, write_config
 from tests.support.ports import free_port
 from tests.support.wait import assert_eventually
-from tests.support.workers import StartWorkers, fast_config, monitor_handle, replicas, until_healthy, weights
+from tests.support.workers import (
+    StartWorkers,
+    fast_config,
+    monitor_handle,
+    replicas,
+    start_failover,
+    until_healthy,
+    weights,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.devstack]
 
@@ -170,18 +178,20 @@ async def test_failover_import_of_a_bad_record_names_it_and_exits_2(
     assert code == 2 and "expected s3://<bucket>/<key>" in err, out + err
 
 
-async def _tier_watch_has_its_baseline(mon: Any) -> None:
-    """The monitor's tier watch read the tier once (its baseline) and watches again."""
+async def _tier_watch_has_its_baseline(mon: Any, at_least: int = 2) -> int:
+    """The monitor's tier watch has returned (its baseline, or what it saw since) and watches again:
+    `at_least` calls started. Their number."""
 
     async def calls() -> int:
         n = 0
         async for e in mon.fetch_history_events():
             if e.HasField("activity_task_scheduled_event_attributes"):
                 n += e.activity_task_scheduled_event_attributes.activity_type.name == "watch_global_tier"
-        assert n >= 2, n
+        assert n >= at_least, n
         return n
 
-    await assert_eventually(calls, timeout_s=30, interval_s=0.5, what="the tier watch's second call")
+    n: int = await assert_eventually(calls, timeout_s=60, interval_s=0.5, what=f"tier watch call {at_least}")
+    return n
 
 
 async def _logged(mon: Any, mode: str, words: str) -> Any:
@@ -251,3 +261,36 @@ async def test_the_monitor_notices_weights_it_did_not_set_and_regions_the_data_p
     assert st.failed_over == [] and st.active_failover is None
     await asyncio.sleep(3 * cfg.health.interval_s)
     assert weights(cfg) == MOVED
+
+
+async def test_share_given_back_outside_drctl_to_a_drained_region_is_put_back_by_an_automatic_monitor(
+    start_workers: StartWorkers, fleet_config: FleetConfig, temporal_client: Client
+) -> None:
+    """Issue 26 item 5 with issue 29's rule, the monitor automatic. A hand drain (share only taken
+    away) is adopted. Then an operator fails over to us-east-1, and the global tier comes back with its
+    config weights (as a restart without its state file would), giving us-west-1 share again: the
+    monitor puts the failover's weights back, through a Rebalance child (action reconcile) holding the
+    fleet lock, for a drained region returns only through failback."""
+    cfg = await start_workers(cfg=tuned(fast_config(fleet_config), "failover", rebalance="automatic"))
+    mon = await monitor_handle(temporal_client, cfg)
+    await until_healthy(mon)
+    calls = await _tier_watch_has_its_baseline(mon)
+    by_hand = {"us-west-1": 80, "us-east-1": 20}
+    global_traffic(cfg).set_weights(by_hand)
+    d = await _logged(mon, "tier-watch", "they only take share away")
+    assert d.action == "hold" and d.weights_after == by_hand
+    calls = await _tier_watch_has_its_baseline(mon, calls + 1)
+
+    res = await asyncio.wait_for((await start_failover(temporal_client, cfg)).result(), 90)
+    assert res.status == "succeeded" and weights(cfg) == MOVED, res.error
+    # The failover's move is drctl's: the watch takes it as its baseline, silently, and reads on; an
+    # operation closed before the watch's last read cannot have made a change seen after it.
+    await _tier_watch_has_its_baseline(mon, calls + 1)
+    await asyncio.sleep(2 * cfg.health.interval_s)
+    global_traffic(cfg).set_weights(cfg.weights)  # the config's weights, as a restarted tier loads them
+    d = await _logged(mon, "tier-watch", "which drctl had drained: put back to the weights drctl last saw")
+    assert d.action == "reconcile" and d.outcome == "applied", d.line()
+    assert d.weights_before == cfg.weights and d.weights_after == MOVED
+    assert weights(cfg) == MOVED
+    desc = await temporal_client.get_workflow_handle(f"rebalance/{cfg.name}").describe()
+    assert desc.status == WorkflowExecutionStatus.COMPLETED
