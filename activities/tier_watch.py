@@ -40,7 +40,6 @@ RECORD_BYTES = 4 * 1024 * 1024
 CLOSE_MARGIN_S = 1.0
 MARGIN = timedelta(seconds=CLOSE_MARGIN_S)
 IMPORTED = WORKFLOW  # workflows/imported.py
-IMPORTED_BY = "drctl monitor (tier watch)"
 
 
 def _now() -> datetime:
@@ -148,7 +147,9 @@ class TierWatchActivities:
         """Import the record as `drctl failover-import` would (once per record): the move shows in
         `drctl ops list` and the Temporal UI. Not awaited: the import tells the monitor itself."""
         try:
-            _, again = await start_import(activity.client(), self.cfg, rec, uri, IMPORTED_BY)
+            # Who imported it, as the monitor's automatic operations name it (DrctlInitiator).
+            who = f"drctl-monitor@monitor/{self.cfg.name} (tier watch)"
+            _, again = await start_import(activity.client(), self.cfg, rec, uri, who)
         except Exception as exc:  # noqa: BLE001 - the record is still named; the operator can import it
             activity.logger.warning("break-glass record %s not imported: %s", uri, exc)
             return None
