@@ -284,14 +284,17 @@ class Route53GlobalTraffic:
 
     def data_plane_out(self) -> dict[str, str]:
         """Regions whose drctl-owned health check Route 53 judges unhealthy: its records then stop
-        being answered whatever their weight (GetHealthCheckStatus, one call per region)."""
-        if self.health_checks is None:
+        being answered whatever their weight. One GetHealthCheckStatus per region; the check ids come
+        from the ensured set this process keeps for HEALTH_CHECKS_FRESH_S (as every read and write
+        uses), so a watch reading every few seconds lists no health checks and stays far under Route
+        53's five requests a second per account."""
+        ensured = self._health_checks(must=False)
+        if ensured is None:
             return {}
         out: dict[str, str] = {}
-        for region, mine in self.health_checks.owned().items():
-            if region not in self.targets or not mine:
+        for region, hc_id in ensured.ids.items():
+            if region not in self.targets:
                 continue
-            hc_id = mine[0][0]["Id"]
             status = self.client.get_health_check_status(HealthCheckId=hc_id)
             healthy, why = judge_observations(status.get("HealthCheckObservations", []))
             if not healthy:

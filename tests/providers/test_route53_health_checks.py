@@ -232,7 +232,16 @@ def test_data_plane_out_asks_route53_for_each_owned_check_s_status(
     name, zid = zone
     fleet_name = f"f{uuid.uuid4().hex[:6]}"
     r53 = Route53GlobalTraffic.from_config(_named(fleet(moto_url, zid, name), fleet_name))
-    assert r53.data_plane_out() == {}  # no check created yet: nothing to ask
-    r53.set_weights({"us-west-1": 60, "us-east-1": 40})
-    assert set(_ours(moto_url, fleet_name)) == {"us-west-1", "us-east-1"}
+    asked: list[str] = []
+    status = r53.client.get_health_check_status
+
+    def counted(**kwargs: Any) -> Any:
+        asked.append(kwargs["HealthCheckId"])
+        return status(**kwargs)
+
+    r53.client.get_health_check_status = counted
+    # The checks are ensured on the way, as every read does; then one status call per region's check.
     assert r53.data_plane_out() == {}
+    ours = _ours(moto_url, fleet_name)
+    assert set(ours) == {"us-west-1", "us-east-1"}
+    assert sorted(asked) == sorted(h["Id"] for h in ours.values())
