@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -84,6 +85,20 @@ def apps_api(api_url: str) -> k8s.AppsV1Api:
     return k8s.AppsV1Api(k8s.ApiClient(conf))
 
 
+def _drop_load_override(apps: Any, name: str, ns: str) -> None:
+    """A test's upgrade may leave FLEETSIM_LOAD_S in the stable template (a blue-green makes the new
+    track stable, env and all): every later replica of that region would load that long. Drop it, so
+    the region's replicas load in the dev stack's own model_load_s again."""
+    dep = apps.read_namespaced_deployment(name, ns)
+    changed = False
+    for c in dep.spec.template.spec.containers:
+        kept = [e for e in c.env or [] if e.name != "FLEETSIM_LOAD_S"]
+        if len(kept) != len(c.env or []):
+            c.env, changed = kept, True
+    if changed:
+        apps.replace_namespaced_deployment(name, ns, dep)
+
+
 def restore_baseline(cfg: FleetConfig, timeout_s: float = 60.0) -> None:
     """Return the dev-stack fleet to its configured state and wait until every region serves."""
     for r in cfg.regions:
@@ -109,6 +124,7 @@ def restore_baseline(cfg: FleetConfig, timeout_s: float = 60.0) -> None:
             f"{app}-stable", ns, {"spec": {"minReplicas": r.replicas}}
         )
         apps.patch_namespaced_deployment_scale(f"{app}-stable", ns, {"spec": {"replicas": r.replicas}})
+        _drop_load_override(apps, f"{app}-stable", ns)
         for d in apps.list_namespaced_deployment(ns).items:
             if d.metadata.name.startswith(f"{app}-") and d.metadata.name != f"{app}-stable":
                 apps.delete_namespaced_deployment(d.metadata.name, ns)
