@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.monitor import FailoverRecord
     from drctl.models.monitor_decisions import Decision
     from drctl.models.outcome import result_from
-    from drctl.models.rebalance import RebalanceResult
+    from drctl.models.rebalance import RebalanceInput, RebalanceResult
     from workflows import calls
     from workflows.monitor_run import MonitorRun
 
@@ -82,6 +82,24 @@ def child_attrs(
 def initiator() -> str | None:
     """The identity an automatic operation records: this monitor (None on histories from before)."""
     return f"drctl-monitor@{workflow.info().workflow_id}" if workflow.patched(INITIATOR_PATCH) else None
+
+
+async def run_rebalance(inp: RebalanceInput, summary: str) -> RebalanceResult:
+    """The monitor's Rebalance child (`rebalance/<fleet>`, ABANDON), awaited: its result, from its
+    failure details when it failed. Raises WorkflowAlreadyStartedError or ChildWorkflowError."""
+    spec = inp.spec
+    handle = await workflow.start_child_workflow(
+        "Rebalance",
+        inp,
+        id=f"rebalance/{spec.fleet}",
+        task_queue=spec.task_queue,
+        result_type=RebalanceResult,
+        parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+        search_attributes=child_attrs(spec.fleet, "rebalance", "", (inp.gaining or [""])[0], initiator()),
+        memo={"fleet": spec.fleet, "operation": "rebalance", "initiator": "monitor"},
+        static_summary=calls.shown_summary(summary),
+    )
+    return await child_result(handle, RebalanceResult)
 
 
 class MonitorActions:

@@ -48,11 +48,11 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.health import RegionState
     from drctl.models.monitor import RegionTracker
     from drctl.models.monitor_decisions import Decision, DecisionOutcome, DecisionsView
-    from drctl.models.rebalance import RebalanceInput, RebalanceResult
+    from drctl.models.rebalance import RebalanceInput
     from drctl.models.safe_text import safe_markdown
     from workflows import calls
     from workflows.common import DETAIL_CHARS
-    from workflows.monitor_actions import child_attrs, child_result, initiator
+    from workflows.monitor_actions import run_rebalance
     from workflows.monitor_run import MonitorRun
     from workflows.notify import Notifier
 
@@ -361,20 +361,7 @@ class MonitorRebalance:
         outcome: DecisionOutcome = "failed"
         self.stepping = True
         try:
-            handle = await workflow.start_child_workflow(
-                "Rebalance",
-                inp,
-                id=f"rebalance/{spec.fleet}",
-                task_queue=spec.task_queue,
-                result_type=RebalanceResult,
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=child_attrs(
-                    spec.fleet, "rebalance", "", (inp.gaining or [""])[0], initiator()
-                ),
-                memo={"fleet": spec.fleet, "operation": "rebalance", "initiator": "monitor"},
-                static_summary=calls.shown_summary(f"rebalance {d.action}: {d.line()[:150]}"),
-            )
-            res = await child_result(handle, RebalanceResult)
+            res = await run_rebalance(inp, f"rebalance {d.action}: {d.line()[:150]}")
             mem = s.rebalance_memory
             # Pre-scaled until a scale-back went through (or found nothing to do).
             back = set(inp.scale_back) - set(res.scale_back_errors) if res.status == "succeeded" else set()

@@ -34,7 +34,7 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from drctl.models.monitor_decisions import Decision
-    from drctl.models.rebalance import RebalanceInput, RebalanceResult
+    from drctl.models.rebalance import RebalanceInput
     from drctl.models.tier_watch import (
         RETURN_AFTER_S,
         TierSeen,
@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         describe,
     )
     from workflows import calls
-    from workflows.monitor_actions import child_attrs, child_result, initiator
+    from workflows.monitor_actions import run_rebalance
     from workflows.monitor_run import MonitorRun
     from workflows.notify import Notifier
 
@@ -207,20 +207,7 @@ class MonitorTier:
             reason="weights set outside drctl put back",
         )
         try:
-            handle = await workflow.start_child_workflow(
-                "Rebalance",
-                inp,
-                id=f"rebalance/{spec.fleet}",
-                task_queue=spec.task_queue,
-                result_type=RebalanceResult,
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=child_attrs(
-                    spec.fleet, "rebalance", "", (inp.gaining or [""])[0], initiator()
-                ),
-                memo={"fleet": spec.fleet, "operation": "rebalance", "initiator": "monitor"},
-                static_summary=calls.shown_summary("reconcile: weights set outside drctl put back"),
-            )
-            res = await child_result(handle, RebalanceResult)
+            res = await run_rebalance(inp, "reconcile: weights set outside drctl put back")
         except (WorkflowAlreadyStartedError, ChildWorkflowError) as exc:
             d.outcome, d.error = "failed", f"reconcile did not run: {exc}"
             return False
