@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ScheduleList,
     )
     from drctl.models.capacity_sample import CapacityReadInput, CapacityReadResult
+    from drctl.models.capacity_watch import CapacityWatchInput, CapacityWatchResult
     from drctl.models.health import RegionProbe
     from drctl.models.lock import AliveInput, AliveResult, LockGrant, LockRequest
     from drctl.models.notify import DeliverInput, Delivery
@@ -333,6 +334,25 @@ def start_tier_watch(inp: TierWatchInput, *, summary: str) -> workflow.ActivityH
         start_to_close_timeout=_s(inp.return_after_s + inp.interval_s + 120),
         heartbeat_timeout=TIER_WATCH_HEARTBEAT,
         retry_policy=WATCH_RETRY,
+    )
+
+
+def start_capacity_watch(
+    inp: CapacityWatchInput, *, queue: str, probe_timeout_s: float, summary: str
+) -> workflow.ActivityHandle[CapacityWatchResult]:
+    """The rebalance's quiet wait on a region's queue; started, not awaited. Called once: when it
+    fails (a lost worker, a dead queue), the rebalance goes back to its ticks, which read themselves."""
+    return workflow.start_activity(
+        "watch_capacity",
+        inp,
+        result_type=CapacityWatchResult,
+        summary=shown_summary(summary),
+        task_queue=queue,
+        # A region whose worker does not take it within a tick: the ticks read it (and say so).
+        schedule_to_start_timeout=_s(inp.interval_s),
+        start_to_close_timeout=_s(inp.return_after_s + inp.interval_s + capacity_read_s(probe_timeout_s)),
+        heartbeat_timeout=WATCH_HEARTBEAT,
+        retry_policy=NO_RETRY,
     )
 
 

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         plan_rebalance,
     )
     from drctl.models.capacity_sample import CapacityReadInput
+    from drctl.models.capacity_watch import CapacityWatchInput, CapacityWatchResult
     from drctl.models.health import RegionState
     from drctl.models.monitor import RegionTracker
     from drctl.models.monitor_decisions import Decision, DecisionOutcome, DecisionsView
@@ -57,6 +58,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notify import Notifier
 
 PATCH = "monitor-rebalance"
+# At rest, the ticks wait in `watch_capacity` activities instead (drctl/models/capacity_watch.py).
+QUIET_PATCH = "monitor-rebalance-quiet"
+# A rest ends with one ordinary tick at least this often, as the tier watch returns hourly: the
+# decision log's "held because" is at most this old; nothing else at rest needs the tick.
+REST_CHECKPOINT_S = 3600.0
 ALL_WITHIN = "every region within its capacity and the objective"  # the rule's hold reason
 FAST_TICK_S = 1.0
 MAX_DRAIN_MS = 30_000.0  # the longest a step waits for the requests queued before it (restart)
@@ -79,6 +85,8 @@ class MonitorRebalance:
     urgent: bool = False  # tick fast: a breach or a pending shed is being timed
     suspects: frozenset[str] = frozenset()  # SUSPECT regions as last noted
     stepping: bool = False  # a Rebalance child (a step that moves weights) is running
+    # The last tick found nothing to do or to time: the capacities it read (None: not at rest).
+    at_rest: dict[str, RegionCapacity] | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -111,6 +119,9 @@ class MonitorRebalance:
             while not self.stopping and self.run.state.spec.rebalance != "off":
                 if not self.run.state.paused:
                     await self.tick()
+                if self.at_rest and not self.stopping and workflow.patched(QUIET_PATCH):
+                    await self._rest(self.at_rest)
+                    continue
                 period = FAST_TICK_S if self.urgent or self.suspects else self.run.state.spec.interval_s
                 self.wake = False
                 try:
@@ -130,6 +141,7 @@ class MonitorRebalance:
         now = workflow.now()
         mem.ticks += 1
         self.urgent = False
+        self.at_rest = None
         held = self._held_by_others()
         if held is not None:
             self._record(
@@ -156,6 +168,54 @@ class MonitorRebalance:
             )
             return
         await self._decide(current, signals, missing)
+
+    async def _rest(self, caps: dict[str, RegionCapacity]) -> None:
+        """At rest: one `watch_capacity` per region read, until one returns (a transition or its
+        checkpoint), the monitor pokes (a region's state, a spec change, the tier watch) or stops."""
+        s = self.run.state
+        spec, mem = s.spec, s.rebalance_memory
+        cap_spec = _capacity_spec(spec)
+        ceiling = max(mem.ceilings.values(), default=None)
+        handles: dict[str, workflow.ActivityHandle[CapacityWatchResult]] = {}
+        for r, c in caps.items():
+            inp = CapacityWatchInput(
+                region=r,
+                previous=mem.samples.get(r),
+                max_window_s=max(60.0, 3 * spec.interval_s),
+                interval_s=spec.interval_s,
+                return_after_s=REST_CHECKPOINT_S,
+                spec=cap_spec,
+                slo=spec.slo,
+                min_requests=MIN_REQUESTS,
+                ceiling=ceiling,
+                ready_replicas=c.ready_replicas,
+                desired_replicas=c.desired_replicas,
+                known=c.known,
+            )
+            handles[r] = calls.start_capacity_watch(
+                inp, queue=spec.region(r).queue, probe_timeout_s=spec.probe_timeout_s, summary=f"{r} at rest"
+            )
+        self.wake = False
+        try:
+            await workflow.wait_condition(
+                lambda: self.wake or self.stopping or any(h.done() for h in handles.values()),
+                timeout=timedelta(seconds=REST_CHECKPOINT_S + spec.interval_s + 60),
+            )
+        except TimeoutError:
+            pass
+        finally:
+            # Only cancelled here: awaiting in a finally would fail while the worker evicts the run.
+            for h in handles.values():
+                if not h.done():
+                    h.cancel()
+        results = await asyncio.gather(*handles.values(), return_exceptions=True)
+        for r, res in zip(handles, results, strict=True):
+            if isinstance(res, CapacityWatchResult):
+                if res.baseline is not None:
+                    # The next tick's window starts where the watch's last one did: it still shows the breach.
+                    mem.samples[r] = res.baseline
+                if res.why:
+                    workflow.logger.info("rebalance wakes: %s", "; ".join(res.why))
 
     async def _weights(self) -> tuple[dict[str, int] | None, str | None]:
         try:
@@ -205,13 +265,7 @@ class MonitorRebalance:
     ) -> None:
         s = self.run.state
         spec, limits, mem, now = s.spec, s.spec.rebalance_limits, s.rebalance_memory, workflow.now()
-        cap_spec = CapacitySpec(
-            max_rps_per_replica=spec.max_rps_per_replica,
-            max_concurrency_per_replica=spec.max_concurrency_per_replica,
-            target_utilisation=limits.target_utilisation,
-            ttft_p99_ms=spec.slo.ttft_p99_ms,
-        )
-        caps = fleet_capacities(signals, cap_spec, mem.ceilings)
+        caps = fleet_capacities(signals, _capacity_spec(spec), mem.ceilings)
         mem.ceilings |= {r: c.ceiling for r, c in caps.items() if c.ceiling is not None}
         found = {r: breaches(c, spec.slo, min_requests=MIN_REQUESTS) for r, c in caps.items()}
         # A partial shed may act on passive evidence alone: the watcher's TTFT reading of a SUSPECT
@@ -310,6 +364,8 @@ class MonitorRebalance:
             d.reasons.append(f"the last step failed: no other before {mem.not_before:%H:%M:%S}")
         if d.action == "hold":
             self._record(d)
+            if d.reasons == [ALL_WITHIN] and not missing and not self.urgent and not self.suspects:
+                self.at_rest = caps
             return
         if spec.rebalance == "advise":
             d.outcome = "advised"
@@ -425,6 +481,15 @@ class MonitorRebalance:
                     f"| {e.get('ttft_p99_ms', '-')} | {e.get('error_rate', '-')} |"
                 )
         return lines
+
+
+def _capacity_spec(spec: Any) -> CapacitySpec:
+    return CapacitySpec(
+        max_rps_per_replica=spec.max_rps_per_replica,
+        max_concurrency_per_replica=spec.max_concurrency_per_replica,
+        target_utilisation=spec.rebalance_limits.target_utilisation,
+        ttft_p99_ms=spec.slo.ttft_p99_ms,
+    )
 
 
 def _observed(state: BreachState, found: dict[str, dict[str, str]], now: datetime) -> BreachState:
