@@ -17,6 +17,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from drctl.decision.headroom import place
     from drctl.models import phases
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import (
@@ -257,5 +258,18 @@ async def plan_preflight(inp: FailoverInput, tq: str) -> tuple[FailoverPlan, dic
         emergency=inp.emergency,
         force=inp.force,
         target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded),
+        after=placed(inp, weights),
     )
     return plan, weights, cap
+
+
+def placed(inp: FailoverInput, weights: dict[str, int]) -> dict[str, int] | None:
+    """The weights after a monitor's failover: the source's share over its receivers, placed by the
+    decision core's one placement (the `failover` rule's), from the weights in effect now. None for
+    an operator's failover (all onto the target) or when the source has no share to place."""
+    receivers = sorted(set(inp.receivers) - {inp.source})
+    if not receivers or inp.source is None or weights.get(inp.source, 0) <= 0 or inp.target not in receivers:
+        return None
+    return place(
+        weights, {inp.source: float(weights[inp.source])}, receivers, inp.capacity_points, inp.spec.weights
+    )

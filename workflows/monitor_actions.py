@@ -25,7 +25,8 @@ with workflow.unsafe.imports_passed_through():
         FailoverResult,
         SupersedeNotice,
     )
-    from drctl.models.monitor import FailoverRecord
+    from drctl.models.health import RegionState
+    from drctl.models.monitor import FailoverRecord, MonitorState
     from drctl.models.monitor_decisions import Decision
     from drctl.models.outcome import result_from
     from drctl.models.rebalance import RebalanceInput, RebalanceResult
@@ -102,6 +103,22 @@ async def run_rebalance(inp: RebalanceInput, summary: str) -> RebalanceResult:
     return await child_result(handle, RebalanceResult)
 
 
+def receivers_for(s: MonitorState, source: str, target: str) -> list[str]:
+    """The regions a monitor's failover spreads `source`'s share over: every HEALTHY region the
+    worker resolves and no recent failover failed on (the decision core's receivers; never one
+    SUSPECT, RECOVERING or down), the chosen target among them. Only the target when it is the one
+    region left (a RECOVERING target, chosen because nothing else can serve)."""
+    healthy = {
+        r
+        for r, t in s.trackers.items()
+        if r != source
+        and t.state is RegionState.HEALTHY
+        and r not in s.unresolved
+        and (r not in s.avoid_targets or r == target)
+    }
+    return sorted(healthy | {target}) if target in healthy else [target]
+
+
 class MonitorActions:
     """The monitor's children; each one clears `run.child` when it ends."""
 
@@ -125,6 +142,8 @@ class MonitorActions:
             last_good_at=t.last_good_at,
             initiator=by or "monitor",
             reason=f"{source} UNHEALTHY: {t.last_reason}",
+            receivers=receivers_for(s, source, target),
+            capacity_points=dict(s.rebalance_memory.points),
         )
         try:
             handle = await self._start_failover(wid, inp, by)

@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.health import RegionState
     from drctl.models.monitor import RegionTracker
     from drctl.models.monitor_decisions import Decision, DecisionOutcome, DecisionsView
-    from drctl.models.rebalance import RebalanceInput
+    from drctl.models.rebalance import RebalanceInput, weight_points
     from drctl.models.safe_text import safe_markdown
     from workflows import calls
     from workflows.common import DETAIL_CHARS
@@ -266,6 +266,7 @@ class MonitorRebalance:
         s = self.run.state
         spec, limits, mem, now = s.spec, s.spec.rebalance_limits, s.rebalance_memory, workflow.now()
         caps = fleet_capacities(signals, _capacity_spec(spec), mem.ceilings)
+        mem.points = weight_points(caps, current)
         mem.ceilings |= {r: c.ceiling for r, c in caps.items() if c.ceiling is not None}
         found = {r: breaches(c, spec.slo, min_requests=MIN_REQUESTS) for r, c in caps.items()}
         # A partial shed may act on passive evidence alone: the watcher's TTFT reading of a SUSPECT

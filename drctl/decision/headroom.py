@@ -102,6 +102,22 @@ def spread(
     return {**out, **_capped_fill(amount, base, keys, capacity)}
 
 
+def place(
+    base: Mapping[str, int],
+    amounts: Mapping[str, float],
+    receivers: list[str],
+    capacity: Mapping[str, float],
+    home: Mapping[str, int],
+) -> dict[str, int]:
+    """The weights `base` with `amounts` taken off their regions and spread over `receivers`
+    (`spread`), as integers summing to 100 (`largest_remainder`). Every rule that moves share, and
+    the Failover workflow placing a failed region's share, place it with this."""
+    floats = {r: float(w) for r, w in base.items()}
+    for r, a in amounts.items():
+        floats[r] -= a
+    return largest_remainder(spread(sum(amounts.values()), floats, receivers, capacity, home))
+
+
 def level_fill(
     total: float, base: Mapping[str, float], receivers: list[str], capacity: Mapping[str, float]
 ) -> dict[str, float]:

@@ -9,7 +9,7 @@ from typing import Any
 from drctl.decision.config import DecisionConfig
 from drctl.decision.decision import Action
 from drctl.decision.evidence import FleetEvidence, Verdict
-from drctl.decision.headroom import largest_remainder, load_per_point, points_at, spread
+from drctl.decision.headroom import load_per_point, place, points_at
 from drctl.decision.memory import DecisionMemory, RegionMemory
 
 # Regions whose read load says nothing of the load their share offers.
@@ -86,11 +86,7 @@ class Tick:
 
     def move(self, amounts: dict[str, float], receivers: list[str]) -> dict[str, int]:
         """The base weights with `amounts` taken off their regions and spread over `receivers`."""
-        floats = {r: float(w) for r, w in self.base.items()}
-        for r, a in amounts.items():
-            floats[r] -= a
-        spread_ = spread(sum(amounts.values()), floats, receivers, self.points, self.home)
-        return largest_remainder(spread_)
+        return place(self.base, amounts, receivers, self.points, self.home)
 
 
 @dataclass

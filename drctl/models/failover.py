@@ -67,6 +67,16 @@ class FailoverInput(BaseModel):
     last_good_at: datetime | None = Field(None, description="Last good probe before the fault, if known.")
     initiator: str = "cli"
     reason: str = ""
+    receivers: list[str] = Field(
+        default_factory=list,
+        description="The monitor's failover: the source's share is spread over these regions as the decision "
+        "core places it (drctl/decision/headroom.py `place`: by headroom where `capacity_points` knows every "
+        "receiver, else by configured weight, none past its known capacity). The target is one of them and "
+        "runs the steps. Empty: the whole share goes to the target (an operator's --to).",
+    )
+    capacity_points: dict[str, float] = Field(
+        default_factory=dict, description="Region -> the weight points its usable capacity carries."
+    )
 
 
 class FailoverResult(BaseModel):

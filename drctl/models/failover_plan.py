@@ -125,17 +125,22 @@ def plan_failover(
     emergency: bool,
     force: bool,
     target_issue: str | None = None,
+    after: dict[str, int] | None = None,
 ) -> FailoverPlan:
     """The whole failover plan from what preflight read; the workflow and `--dry-run` both use it.
 
     Capacity never refuses an emergency failover: it shifts, scales as far as max_replicas allows,
     and the plan's `shortfall` reports the replicas it could not get. A normal failover refuses a
     target that cannot reach the replicas it needs, unless forced.
+
+    `after`: the weights after, placed by the caller (the monitor's spread over several receivers,
+    workflows/failover_phases.py); default: every source's share onto the target.
     """
     sources = [source] if source else [r for r, w in weights.items() if r != target and w > 0]
-    after = dict(weights)
-    for s in sources:
-        after = shift_weights(after, s, target)
+    if after is None:
+        after = dict(weights)
+        for s in sources:
+            after = shift_weights(after, s, target)
     problems: list[str] = []
     if source == target:
         problems.append("source and target are the same region")

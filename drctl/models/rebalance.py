@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from drctl.models.capacity import BreachState
+from drctl.models.capacity import BreachState, RegionCapacity
 from drctl.models.capacity_sample import CapacitySample
 from drctl.models.fleet_spec import FleetSpec
 from drctl.models.gitops import GITOPS_DESCRIPTION, GitOpsManaged, gitops_field
@@ -101,6 +101,12 @@ class RebalanceMemory(BaseModel):
         None, description="Since when every tick has planned a return (return_stable_s counts from here)."
     )
     ticks: int = 0
+    points: dict[str, float] = Field(
+        default_factory=dict,
+        description="Region -> the share (weight points) it can carry within its usable capacity, at the "
+        "last tick that read the load (`weight_points`): where the monitor's failover places a failed "
+        "region's share. Empty while no load is read.",
+    )
 
     def home(self, current: dict[str, int]) -> tuple[dict[str, int], str | None]:
         """The weights the rebalance returns toward: the current ones less what it moved itself.
@@ -121,3 +127,20 @@ class RebalanceMemory(BaseModel):
             self.moved[r] = self.moved.get(r, 0) + after[r] - before.get(r, 0)
         self.moved = {r: d for r, d in self.moved.items() if d != 0}
         self.last_set = dict(after)
+
+
+# Less load than this says nothing of what a weight point weighs (an idle fleet).
+MIN_LOAD = 1e-6
+
+
+def weight_points(caps: dict[str, RegionCapacity], weights: dict[str, int]) -> dict[str, float]:
+    """Region -> the weight points its usable capacity carries, for every region whose capacity is
+    known. A point brings the load the known regions carry over their weights in effect; with no
+    load read there (an idle fleet, or no region known with share), no figure: empty."""
+    known = {r: c for r, c in caps.items() if c.known}
+    weight = sum(weights.get(r, 0) for r in known)
+    load = sum(c.load for r, c in known.items() if weights.get(r, 0) > 0)
+    if weight <= 0 or load < MIN_LOAD:
+        return {}
+    per_point = load / weight
+    return {r: c.usable / per_point for r, c in known.items()}

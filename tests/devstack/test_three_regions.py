@@ -1,6 +1,8 @@
 """The shipped three-region fleet (config/fleet.three-regions.yaml) on a dev stack of its own: `drctl
 dev up` serves all three regions, a failover moves every region's share to the one it names, and a
-failback returns 50/30/20 in steps. The same file, moved onto free loopback ports."""
+failback returns 50/30/20 in steps. Then the monitor: a region dies and its share goes to both
+survivors (the decision core's placement, issue 26), not whole to one; cleared, it comes back to
+50/30/20. The same file, moved onto free loopback ports."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
 from tests.support.config import REPO
 from tests.support.shipped import relocated
+from tests.support.wait import until
+from tests.support.workers import admin
 
 SHIPPED = REPO / "config" / "fleet.three-regions.yaml"
 
@@ -35,7 +39,7 @@ def relocated_three_regions() -> Path:
 
 
 @pytest.mark.ownstack
-async def test_the_three_region_fleet_fails_over_to_one_region_and_back_to_50_30_20() -> None:
+async def test_the_three_region_fleet_fails_over_and_back_by_hand_and_by_the_monitor() -> None:
     path = relocated_three_regions()
     cfg = load_config(path)
     assert [(r.name, r.weight) for r in cfg.regions] == [
@@ -58,6 +62,27 @@ async def test_the_three_region_fleet_fails_over_to_one_region_and_back_to_50_30
         back = await asyncio.to_thread(drctl, "failback", "--yes", "-c", str(path), timeout_s=240)
         assert back.returncode == 0, back.stdout + back.stderr
         assert tier.get_weights() == {"us-west-1": 50, "us-east-1": 30, "eu-west-1": 20}
+
+        # The monitor: us-east-1 dies; its 30 points go to both survivors, none to the dead region.
+        mon = await asyncio.to_thread(drctl, "monitor", "start", "-c", str(path), timeout_s=60)
+        assert mon.returncode == 0, mon.stdout + mon.stderr
+        admin(cfg, "us-east-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        await until(
+            lambda: tier.get_weights()["us-east-1"] == 0,
+            timeout_s=120,
+            interval_s=0.5,
+            what="us-east-1 drained",
+        )
+        after = tier.get_weights()
+        assert sum(after.values()) == 100, after
+        assert after["us-west-1"] > 50 and after["eu-west-1"] > 20, f"spread over both survivors: {after}"
+        admin(cfg, "us-east-1", "/faults/clear")
+        await until(
+            lambda: tier.get_weights() == {"us-west-1": 50, "us-east-1": 30, "eu-west-1": 20},
+            timeout_s=180,
+            interval_s=0.5,
+            what="the monitor's failback to 50/30/20",
+        )
     finally:
         down = await asyncio.to_thread(drctl, "dev", "down", "-c", str(path), timeout_s=120)
         stack.down(cfg)
