@@ -83,6 +83,36 @@ async def test_the_three_region_fleet_fails_over_and_back_by_hand_and_by_the_mon
             interval_s=0.5,
             what="the monitor's failback to 50/30/20",
         )
+
+        # A cascade: us-west-1 dies, and once its failback has begun, eu-west-1 dies too. Every point
+        # ends on us-east-1, the one region left, and stays off both dead regions.
+        admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        await until(
+            lambda: tier.get_weights()["us-west-1"] == 0,
+            timeout_s=120,
+            interval_s=0.5,
+            what="us-west-1 drained",
+        )
+        spread = tier.get_weights()
+        assert spread["us-east-1"] > 30 and spread["eu-west-1"] > 20, f"spread over both survivors: {spread}"
+        admin(cfg, "us-west-1", "/faults/clear")
+        await until(
+            lambda: tier.get_weights()["us-west-1"] > 0,
+            timeout_s=180,
+            interval_s=0.2,
+            what="us-west-1's failback",
+        )
+        admin(cfg, "eu-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "stay_down": True})
+        await until(
+            lambda: tier.get_weights()["eu-west-1"] == 0,
+            timeout_s=120,
+            interval_s=0.3,
+            what="eu-west-1 drained",
+        )
+        for _ in range(20):  # held for 10 s: no failback step puts share back on eu-west-1
+            assert tier.get_weights()["eu-west-1"] == 0, tier.get_weights()
+            await asyncio.sleep(0.5)
+        print(f"monitor failover spread {spread}; after the cascade {tier.get_weights()}")
     finally:
         down = await asyncio.to_thread(drctl, "dev", "down", "-c", str(path), timeout_s=120)
         stack.down(cfg)
