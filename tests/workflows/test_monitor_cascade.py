@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import httpx
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from drctl.config.schema import FleetConfig
+from drctl.models.monitor_decisions import DecisionsView
 from tests.support.wait import until
 from tests.support.workers import StartWorkers, admin, monitor_handle, monitor_status, weights
 
@@ -82,3 +84,35 @@ async def test_a_second_fault_during_the_failback_is_failed_over_at_once_and_hel
     assert [r.source for r in st.failed_over] == ["us-east-1"], st.failed_over
     admin(cfg, "us-east-1", "/faults/clear")
     await until(lambda: weights(cfg) == cfg.weights, timeout_s=120, interval_s=0.5, what="failback to 60/40")
+
+
+async def test_a_flapping_replica_is_lost_capacity_not_a_down_region(
+    start_workers: StartWorkers, temporal_client: Client
+) -> None:
+    """One of us-west-1's two replicas crash-loops for 30 s: killed as soon as both serve again, it
+    restarts each time, so one replica always serves. The region is never failed over, and no share
+    moves while the fleet is within its capacity."""
+    cfg = await start_workers(watcher=True)
+    mon = await monitor_handle(temporal_client, cfg)
+    kills = 0
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        states = [r["state"] for r in admin(cfg, "us-west-1", "/replicas") if r["track"] == "stable"]
+        if states.count("running") >= 2:
+            admin(cfg, "us-west-1", "/faults/replicas", {"action": "kill", "track": "stable", "count": 1})
+            kills += 1
+        await asyncio.sleep(0.5)
+        assert weights(cfg) == cfg.weights, (weights(cfg), await _why(mon))
+    await asyncio.sleep(6)  # a failover in the making would have started by now
+    st = await monitor_status(mon)
+    assert kills >= 3 and not st.failed_over and weights(cfg) == cfg.weights, (kills, await _why(mon))
+    ok, by = await asyncio.to_thread(_answered, cfg, 20)
+    assert ok == 20, (ok, by)
+
+
+async def _why(mon: WorkflowHandle[Any, Any]) -> str:
+    """The monitor's regions and decision log, for a failed assertion."""
+    st = await monitor_status(mon)
+    view = await mon.query("decisions", result_type=DecisionsView)
+    regions = "; ".join(f"{r}: {t.state.value} ({t.last_reason})" for r, t in st.regions.items())
+    return regions + "\n" + "\n".join(d.line() for d in view.entries)
