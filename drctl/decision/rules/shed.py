@@ -52,6 +52,8 @@ def shed(tick: Tick, notes: list[str]) -> Outcome | None:
         serving
         and all(tick.verdicts[r] is Verdict.SATURATED for r in serving)
         and set(serving) <= set(points)
+        # A HEALTHY region without share (emptied, not yet back) is headroom: not fleet-wide.
+        and not any(v is Verdict.HEALTHY for v in tick.verdicts.values())
     ):
         # Fleet-wide overload: no one has headroom; even out the fraction each carries.
         total = float(sum(tick.base[r] for r in serving))
