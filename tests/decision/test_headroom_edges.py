@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from drctl.decision.headroom import level_fill, spread
+from drctl.decision.headroom import largest_remainder, level_fill, load_per_point, spread
+from tests.decision.facts import capacity, region
 
 
 def test_level_fill_leaves_a_receiver_above_the_level_at_its_base() -> None:
@@ -92,3 +93,20 @@ def test_capped_spread_a_region_near_its_capacity_still_fills_it() -> None:
         19.0, {"a": 0.0, "b": 0.0, "c": 0.0}, ["a", "b", "c"], {"a": 10.0, "b": 3.0}, {"a": 1, "b": 1, "c": 0}
     )
     assert got == pytest.approx({"a": 10.0, "b": 3.0, "c": 6.0})
+
+
+def test_load_per_point_ignores_a_serving_region_without_a_weight() -> None:
+    regions = {
+        "a": region("a", 50, capacity=capacity(load=20.0)),
+        "d": region("d", 0, capacity=capacity(load=10.0)),
+    }
+    assert load_per_point(regions, {"a": 40}, {"a", "d"}) == 0.5
+
+
+def test_load_per_point_from_a_single_point() -> None:
+    regions = {"a": region("a", 50, capacity=capacity(load=0.5)), "b": region("b", 50, capacity=None)}
+    assert load_per_point(regions, {"a": 1, "b": 99}, {"a", "b"}) == 0.5
+
+
+def test_largest_remainder_of_shares_under_one_in_all() -> None:
+    assert largest_remainder({"a": 0.5, "b": 0.25, "c": 0.25}) == {"a": 50, "b": 25, "c": 25}

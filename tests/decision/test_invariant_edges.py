@@ -136,3 +136,20 @@ def test_within_capacity_finding_lists_every_region_with_room() -> None:
     d = decision({"a": 25, "b": 45, "c": 30}, {"a": 40, "b": 30, "c": 30}, {"a": H, "b": H, "c": H})
     [found] = within_capacity_while_headroom(capacity_world(), d, CFG)
     assert found.detail == "a given 40 over its usable 30.0 points while b, c had room"
+
+
+def test_a_region_missing_before_that_gains_one_point_gained() -> None:
+    d = decision({"a": 50, "b": 50}, {"a": 50, "b": 49, "c": 1}, {"a": H, "b": H, "c": Verdict.UNKNOWN})
+    assert [v.detail for v in no_share_onto_unsafe(EV, d, CFG)] == ["c is UNKNOWN and went 0 -> 1"]
+
+
+def test_weights_not_summing_to_100_a_missing_region_gains_from_zero() -> None:
+    # Before sums to 90: a and b keep their shares (66 of 60/90, 33 of 30/90); c gains its 1 from 0.
+    d = decision({"a": 60, "b": 30}, {"a": 66, "b": 33, "c": 1}, {"a": H, "b": H, "c": G})
+    assert [v.detail for v in no_share_onto_unsafe(EV, d, CFG)] == ["c is DEGRADED and went 0 -> 1"]
+
+
+def test_weights_not_summing_to_100_one_point_over_the_share_is_a_gain() -> None:
+    # Before sums to 90: a's 45 is a share of 50; 51 after is exactly one point more.
+    d = decision({"a": 45, "b": 45}, {"a": 51, "b": 49}, {"a": G, "b": H})
+    assert [v.detail for v in no_share_onto_unsafe(EV, d, CFG)] == ["a is DEGRADED and went 45 -> 51"]

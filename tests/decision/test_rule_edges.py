@@ -3,7 +3,7 @@ and failover's exact outcomes (docs/decisions.md, Rules)."""
 
 from __future__ import annotations
 
-from drctl.decision import DecisionConfig, Verdict, decide
+from drctl.decision import DecisionConfig, DecisionMemory, Verdict, decide
 from drctl.decision.rules import reconcile
 from drctl.decision.rules.failover import failover
 from drctl.decision.rules.retreat import retreat
@@ -270,3 +270,48 @@ def test_return_with_the_only_donor_in_its_window_and_another_region_at_home() -
     ev = fleet([region("a", 40), region("b", 30), region("c", 30)], {"a": 30, "b": 30, "c": 40})
     mem = remembered(a={"emptied_by": "failover", "since": at(0)}, c=ROSE)
     assert returning(tick_of(ev, CFG, at(30), mem), []) is None
+
+
+def test_shed_two_donors_to_two_receivers_in_words() -> None:
+    # 1.1 load a point (110 in all): a and b carry 40 each on one replica (27.3 points usable).
+    ev = _loads(a=(40, 1, 20.0), b=(40, 1, 20.0), c=(10, 2, 2.0), d=(10, 2, 2.0))
+    out = shed(tick_of(ev, SHED_CFG, at(10), _breached("a", "b")), [])
+    assert out is not None
+    assert out.weights == {"a": 27, "b": 27, "c": 23, "d": 23}
+    assert out.reasons == [
+        "shed: a, b over usable capacity for 10 s; 25.5 points to c, d: a 27 / b 27 / c 23 / d 23"
+    ]
+
+
+def test_shed_no_more_than_the_receivers_headroom() -> None:
+    # 0.8 load a point: a carries 60 of its 15 usable points (45 over); b and c have 10 of room each.
+    ev = _loads(a=(60, 1, 60.0), b=(20, 2, 10.0), c=(20, 2, 10.0))
+    out = shed(tick_of(ev, SHED_CFG, at(10), _breached("a")), [])
+    assert out is not None
+    assert out.weights == {"a": 40, "b": 30, "c": 30}
+    assert out.reasons == ["shed: a over usable capacity for 10 s; 20.0 points to b, c: a 40 / b 30 / c 30"]
+
+
+def test_a_hand_edit_put_back_and_a_failback_step_on_top_in_one_tick() -> None:
+    ev = fleet([region("a", 60), region("b", 40)], {"a": 30, "b": 70}, weights_applied={"a": 34, "b": 66})
+    mem = remembered(a={"emptied_by": "failover", "since": at(0)})
+    decision, _ = decide(ev, mem, CFG, at(30))
+    assert (decision.rule, decision.weights_before, decision.weights_after) == (
+        "failback",
+        {"a": 30, "b": 70},
+        {"a": 60, "b": 40},
+    )
+    assert (
+        decision.reasons[0]
+        == "reconcile: in effect a 30 / b 70 differs from applied a 34 / b 66; re-asserted"
+    )
+
+
+def test_applied_weights_all_zero_are_the_home_weights_of_the_healthy_regions() -> None:
+    # a is UNKNOWN: the applied weights, all zero, stand for b's home alone, and a may not get more
+    # than it has in effect.
+    ev = fleet(
+        [region("a", 60, probe=None), region("b", 40)], {"a": 60, "b": 40}, weights_applied={"a": 0, "b": 0}
+    )
+    decision, _ = decide(ev, DecisionMemory(), CFG, at(30))
+    assert (decision.rule, decision.weights_after) == ("reconcile", {"a": 0, "b": 100})
