@@ -72,3 +72,7 @@ def test_normalised_under_100_the_missing_share_goes_to_the_healthy_by_their_wei
 
 def test_normalised_under_100_healthy_regions_without_share_take_it_evenly() -> None:
     assert _normalised({"a": 50, "b": 0, "c": 0}, H3, ["b", "c"]) == {"a": 50, "b": 25, "c": 25}
+
+
+def test_normalised_exactly_the_missing_share_goes_to_the_healthy() -> None:
+    assert _normalised({"a": 10, "b": 0, "c": 70}, H3, ["a"]) == {"a": 30, "b": 0, "c": 70}

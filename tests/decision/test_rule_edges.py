@@ -45,6 +45,7 @@ def test_allowed_with_nothing_freed_keeps_the_applied_weights() -> None:
     # a (UNKNOWN) has no more applied than in effect: nothing is capped, nothing moves.
     assert allowed({"a": 60, "b": 20, "c": 20}, {"a": 50, "b": 25, "c": 25}) == {"a": 50, "b": 25, "c": 25}
     assert allowed({"a": 60, "b": 40, "c": 0}, {"a": 50, "b": 50, "c": 0}) == {"a": 50, "b": 50, "c": 0}
+    assert allowed({"a": 60, "b": 20, "c": 20}, {"a": 52, "b": 1, "c": 47}) == {"a": 52, "b": 1, "c": 47}
 
 
 def test_allowed_a_receiver_within_its_stability_window_still_takes_the_freed_share() -> None:
