@@ -9,7 +9,7 @@ from drctl.decision.rules.failover import failover
 from drctl.decision.rules.retreat import retreat
 from drctl.decision.rules.returning import returning
 from drctl.decision.rules.shed import _excess, shed
-from tests.decision.facts import T0, at, capacity, dead, fleet, region, remembered, tick_of
+from tests.decision.facts import T0, at, capacity, dead, fleet, loaded, region, remembered, tick_of
 from tests.decision.test_rule_shed import CFG as SHED_CFG
 from tests.decision.test_rule_shed import world as shed_world
 
@@ -124,7 +124,8 @@ def test_shed_moves_every_breaching_regions_excess_down_to_one_point() -> None:
     assert sorted(out.region_updates) == ["a", "b"]
 
 
-def test_shed_a_breaching_region_at_its_capacity_has_nothing_to_shed() -> None:
+def test_shed_a_region_exactly_at_its_usable_capacity_has_nothing_to_shed() -> None:
+    # b carries exactly its 60 usable points: not over, so its remembered breach ends and it gives nothing.
     ev = shed_world(weights={"a": 40, "b": 60, "c": 0})
     out = shed(tick_of(ev, SHED_CFG, at(10), _breached("a", "b")), [])
     assert out is not None
@@ -316,3 +317,20 @@ def test_applied_weights_all_zero_are_the_home_weights_of_the_healthy_regions() 
     )
     decision, _ = decide(ev, DecisionMemory(), CFG, at(30))
     assert (decision.rule, decision.weights_after) == ("reconcile", {"a": 0, "b": 100})
+
+
+def test_fleet_wide_overload_two_donors_give_down_to_the_level() -> None:
+    # Everyone SATURATED (2 load a point): usable 12 / 24 / 36 are 6 / 12 / 18 points, 36 in all.
+    # The level is 100 / 36: a 16.7, b 33.3, c 50; a gives 23.3 and b 6.7, c takes both.
+    w = {"a": 40, "b": 40, "c": 20}
+    ev = fleet(
+        [
+            loaded("a", 40, w, 200, ready=1),
+            loaded("b", 40, w, 200, ready=2),
+            loaded("c", 20, w, 200, ready=3),
+        ],
+        w,
+    )
+    out = shed(tick_of(ev, SHED_CFG, at(10), _breached("a", "b", "c")), [])
+    assert out is not None
+    assert out.weights == {"a": 17, "b": 33, "c": 50}
