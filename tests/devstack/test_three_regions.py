@@ -33,6 +33,8 @@ def relocated_three_regions() -> Path:
         {
             # Quick failback steps: the test shows the steps' weights, not a production window.
             "failback": {"stabilization_window_s": 1, "steps": 2, "step_interval_s": 1},
+            # Probes every 3 s, not 10: the monitor's failovers and failbacks in a third of the time.
+            "health": {**data.get("health", {}), "interval_s": 3},
             "worker": {**data.get("worker", {}), "graceful_shutdown_s": 2},
         },
     )
