@@ -124,7 +124,7 @@ class Failover(Operation):
             rto_target_s=spec.rto_target_s,
         )
         mode = "emergency" if inp.emergency else "normal"
-        spread = sorted(set(inp.receivers) - {inp.source}) if inp.target in inp.receivers else []
+        spread = inp.spread_over()
         onto = ", ".join(f"`{r}`" for r in spread) if len(spread) > 1 else f"`{inp.target}`"
         self.phases.title = f"Failover of fleet `{spec.fleet}` to {onto} ({mode})"
         tq = spec.region(inp.target).queue

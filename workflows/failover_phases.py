@@ -267,8 +267,8 @@ def placed(inp: FailoverInput, weights: dict[str, int]) -> dict[str, int] | None
     """The weights after a monitor's failover: the source's share over its receivers, placed by the
     decision core's one placement (the `failover` rule's), from the weights in effect now. None for
     an operator's failover (all onto the target) or when the source has no share to place."""
-    receivers = sorted(set(inp.receivers) - {inp.source})
-    if not receivers or inp.source is None or weights.get(inp.source, 0) <= 0 or inp.target not in receivers:
+    receivers = inp.spread_over()
+    if not receivers or inp.source is None or weights.get(inp.source, 0) <= 0:
         return None
     return place(
         weights, {inp.source: float(weights[inp.source])}, receivers, inp.capacity_points, inp.spec.weights

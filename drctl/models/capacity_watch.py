@@ -20,8 +20,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from drctl.config.capacity import SloConfig
-from drctl.models.capacity import CapacitySpec, RegionCapacity, RegionSignals, breaches, region_capacity
-from drctl.models.capacity_sample import CapacityReadResult, CapacitySample
+from drctl.models.capacity import CapacitySpec, RegionSignals, breaches, region_capacity
+from drctl.models.capacity_sample import CapacitySample
 
 
 class CapacityWatchInput(BaseModel):
@@ -50,16 +50,11 @@ class CapacityWatchResult(BaseModel):
         description="The start of the last reading's window: the next tick reads from here, so its "
         "window spans a whole interval and still holds what the watch saw.",
     )
-    last: CapacityReadResult | None = None
-
-
-def capacity_of(inp: CapacityWatchInput, sig: RegionSignals) -> RegionCapacity:
-    return region_capacity(sig, inp.spec, known_ceiling=inp.ceiling)
 
 
 def transition(inp: CapacityWatchInput, sig: RegionSignals) -> list[str]:
     """What the rebalance must see in this reading, one line each; empty: still at rest."""
-    cap = capacity_of(inp, sig)
+    cap = region_capacity(sig, inp.spec, known_ceiling=inp.ceiling)
     out = list(breaches(cap, inp.slo, min_requests=inp.min_requests).values())
     if (sig.ready_replicas, sig.desired_replicas) != (inp.ready_replicas, inp.desired_replicas):
         out.append(

@@ -78,6 +78,13 @@ class FailoverInput(BaseModel):
         default_factory=dict, description="Region -> the weight points its usable capacity carries."
     )
 
+    def spread_over(self) -> list[str]:
+        """The regions the source's share is spread over: the receivers less the source, when the
+        target is one of them; empty: the whole share goes to the target."""
+        if self.target not in self.receivers or self.target == self.source:
+            return []
+        return sorted(set(self.receivers) - {self.source})
+
 
 class FailoverResult(BaseModel):
     status: Literal["succeeded", "unverified", "failed", "refused", "aborted"] = Field(
