@@ -75,7 +75,6 @@ class CapacityActivities:
                     why=why,
                     reads=reads,
                     baseline=previous,
-                    last=out,
                 )
             previous = out.sample
             # Sleep in heartbeat-sized steps: a cancel or a lost worker is seen within a second.
