@@ -1,5 +1,5 @@
 """The monitor's capacity- and SLO-aware traffic: a tick that reads every serving region's capacity
-signals, plans with `plan_rebalance`, records the decision with its evidence, and applies it.
+signals, asks the pure `decide_rebalance` for the decision, records it with its evidence, and applies it.
 
 Runs beside the probe loop (or the watcher) as one more task of the FleetMonitor, behind
 `workflow.patched("monitor-rebalance")` and only while `failover.rebalance` is not `off`, so
@@ -7,8 +7,10 @@ histories recorded before it replay unchanged. Each tick:
 - reads `read_capacity_signals` on each serving region's own queue, in parallel and bounded: a
   region whose worker does not answer is evidence ("no answer from ..."), never a crash, and gets no
   share moved to or from it;
-- turns the signals into capacities (drctl/models/capacity.py), tracks SLO breaches so only a
-  breach sustained for `breach_window_s` sheds, and asks `plan_rebalance` for the next step;
+- passes the signals, the weights and the SUSPECT regions to `decide_rebalance`
+  (drctl/models/rebalance_decision.py): the capacities, the breach windows, `plan_rebalance` and
+  every rule that holds a step back by time are there, each with its unit test; this file judges
+  nothing;
 - `automatic`: applies a shed or return step as a `Rebalance` child (workflows/rebalance.py: the
   fleet lock, pre-scale, the global weights, analysis of a return step); `advise`: records it and
   notifies the webhooks, moving nothing;
@@ -23,8 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -35,21 +36,20 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from drctl.models.capacity import (
-        BreachState,
-        CapacitySpec,
-        RegionCapacity,
-        RegionSignals,
-        breaches,
-        fleet_capacities,
-        plan_rebalance,
-    )
+    from drctl.models.capacity import RegionCapacity, RegionSignals
     from drctl.models.capacity_sample import CapacityReadInput
     from drctl.models.capacity_watch import CapacityWatchInput, CapacityWatchResult
     from drctl.models.health import RegionState
-    from drctl.models.monitor import RegionTracker
     from drctl.models.monitor_decisions import Decision, DecisionOutcome, DecisionsView
-    from drctl.models.rebalance import RebalanceInput, weight_points
+    from drctl.models.rebalance import RebalanceInput
+    from drctl.models.rebalance_decision import (
+        MIN_REQUESTS,
+        RebalanceTick,
+        after_step,
+        capacity_spec,
+        decide_rebalance,
+        suspects_of,
+    )
     from drctl.models.safe_text import safe_markdown
     from workflows import calls
     from workflows.common import DETAIL_CHARS
@@ -63,11 +63,7 @@ QUIET_PATCH = "monitor-rebalance-quiet"
 # A rest ends with one ordinary tick at least this often, as the tier watch returns hourly: the
 # decision log's "held because" is at most this old; nothing else at rest needs the tick.
 REST_CHECKPOINT_S = 3600.0
-ALL_WITHIN = "every region within its capacity and the objective"  # the rule's hold reason
 FAST_TICK_S = 1.0
-MAX_DRAIN_MS = 30_000.0  # the longest a step waits for the requests queued before it (restart)
-# An error rate over fewer requests than this says nothing (one failed request is not 100 %).
-MIN_REQUESTS = 10
 # Serving regions: SUSPECT is passive or first-probe evidence, not a confirmed outage, so it may shed.
 _SERVING = (RegionState.HEALTHY, RegionState.SUSPECT)
 
@@ -174,7 +170,7 @@ class MonitorRebalance:
         checkpoint), the monitor pokes (a region's state, a spec change, the tier watch) or stops."""
         s = self.run.state
         spec, mem = s.spec, s.rebalance_memory
-        cap_spec = _capacity_spec(spec)
+        cap_spec = capacity_spec(spec)
         ceiling = max(mem.ceilings.values(), default=None)
         handles: dict[str, workflow.ActivityHandle[CapacityWatchResult]] = {}
         for r, c in caps.items():
@@ -263,134 +259,34 @@ class MonitorRebalance:
     async def _decide(
         self, current: dict[str, int], signals: dict[str, RegionSignals], missing: list[str]
     ) -> None:
+        """Ask `decide_rebalance` (pure, drctl/models/rebalance_decision.py), record, apply."""
         s = self.run.state
-        spec, limits, mem, now = s.spec, s.spec.rebalance_limits, s.rebalance_memory, workflow.now()
-        caps = fleet_capacities(signals, _capacity_spec(spec), mem.ceilings)
-        mem.points = weight_points(caps, current)
-        mem.ceilings |= {r: c.ceiling for r, c in caps.items() if c.ceiling is not None}
-        found = {r: breaches(c, spec.slo, min_requests=MIN_REQUESTS) for r, c in caps.items()}
-        # A partial shed may act on passive evidence alone: the watcher's TTFT reading of a SUSPECT
-        # region (a stalled one shows there seconds before any slow first token reaches the histograms).
-        for r, why in passive_ttft_breaches(s.trackers, spec.slo.ttft_p99_ms).items():
-            if r in found and "ttft" not in found[r]:
-                found[r] = {**found[r], "ttft": why}
-        mem.breaches = _observed(mem.breaches, found, now)
-        # A SUSPECT region breaching now has two independent signals agreeing (the watcher's passive
-        # window, or a failed probe, and its replicas' own histograms): what the breach window guards
-        # against, one noisy reading, is answered, so the breach counts as sustained at once. Only a
-        # partial, reversible shed acts on this; a failover still needs the probes and the quorum.
-        agreed = now - timedelta(seconds=limits.breach_window_s)
-        suspect = {r for r, t in s.trackers.items() if t.state is RegionState.SUSPECT and found.get(r)}
-        mem.breaches = _backdated(mem.breaches, dict.fromkeys(suspect, agreed))
-        # A TTFT p99 of X ms shows only once those requests got their first token: they had been
-        # waiting X ms, so the replicas were already that slow X ms ago, and the ttft breach began no
-        # later than then (a gray failure's TTFT x20 is itself most of its window).
-        waited = {
-            r: now - timedelta(milliseconds=c.ttft_p99_ms)
-            for r, c in caps.items()
-            if c.ttft_p99_ms is not None and "ttft" in found.get(r, {})
-        }
-        mem.breaches = _backdated(mem.breaches, waited, kinds={"ttft"})
-        sustained = mem.breaches.sustained(limits.breach_window_s, now)
-        home, forgot = mem.home(current)
-        # A region at 0 that the rebalance did not empty was set so by a failover or an operator: not a target.
-        movable = {r for r in caps if home.get(r, 0) > 0 or current.get(r, 0) > 0}
-        plan = plan_rebalance(
-            current,
-            home,
-            caps,
-            sustained.breaching,
-            movable,
-            limits,
-            {r.name: r.max_replicas for r in spec.regions},
-            slo=spec.slo,
-            shortfall=sustained.shortfall,
-        )
-        d = Decision(
-            at=now,
-            action=plan.action,
-            mode=spec.rebalance,
-            outcome="held",
-            weights_before=plan.weights_before,
-            weights_after=plan.weights_after,
-            moved_pct=plan.moved_pct,
-            reasons=[*([forgot] if forgot else []), *plan.reasons],
-            held_back=[*plan.held_back, *missing],
-            evidence=_evidence(caps),
-            thresholds=_thresholds(s.spec),
+        spec = s.spec
+        tick = RebalanceTick(
+            current=current,
+            signals=signals,
+            suspects=suspects_of(s.trackers),
+            missing=missing,
             votes={r: v.summary() for r, v in s.votes.items()},
         )
-        # Breaching now but not yet for the whole window: tick fast, so the shed comes when it is due.
-        timing = {
-            r: kinds
-            for r, kinds in found.items()
-            if kinds and r not in sustained.breaching and r not in sustained.shortfall
-        }
-        self.urgent = bool(timing)
-        if timing:
-            d.reasons = [x for x in d.reasons if x != ALL_WITHIN]
-        for r, kinds in timing.items():
-            began = min(mem.breaches.since[r].values())
-            if began > now:
-                d.reasons.append(
-                    f"{r} breaching; its window starts at {began:%H:%M:%S}, once the requests queued before "
-                    f"the last step have had their first token: {'; '.join(kinds.values())}"
-                )
-                continue
-            d.reasons.append(
-                f"{r} breaching for {(now - began).total_seconds():.1f} s of the {limits.breach_window_s:g} s "
-                f"window: {'; '.join(kinds.values())}"
-            )
-        # A return waits until the region has carried its share for return_stable_s, every tick.
-        mem.return_since = (mem.return_since or now) if plan.action == "return" else None
-        since = mem.return_since
-        if since is not None and (now - since).total_seconds() < limits.return_stable_s:
-            d.action, d.outcome = "hold", "held"
-            due = since + timedelta(seconds=limits.return_stable_s)
-            d.reasons.append(
-                f"the return is due at {due:%H:%M:%S} if the region still carries it: "
-                f"{limits.return_stable_s:g} s stable from {since:%H:%M:%S}"
-            )
-        # Sheds step shed_step_interval_s apart: the last one's effect shows in the signals first.
-        if d.action == "shed" and mem.next_shed_at is not None and now < mem.next_shed_at:
-            d.action, d.outcome = "hold", "held"
-            d.reasons.append(
-                f"the next shed step is due at {mem.next_shed_at:%H:%M:%S} "
-                f"(shed_step_interval_s {limits.shed_step_interval_s:g})"
-            )
-        # A failed step holds the next for a while; a failed return never holds a shed.
-        blocked = plan.action == "return" or mem.not_before_shed
-        if d.action != "hold" and blocked and mem.not_before is not None and now < mem.not_before:
-            d.action, d.outcome = "hold", "held"
-            d.reasons.append(f"the last step failed: no other before {mem.not_before:%H:%M:%S}")
+        verdict = decide_rebalance(tick, s.rebalance_memory, spec, workflow.now())
+        s.rebalance_memory = verdict.memory
+        d = verdict.decision
+        self.urgent = verdict.urgent
         if d.action == "hold":
             self._record(d)
-            if d.reasons == [ALL_WITHIN] and not missing and not self.urgent and not self.suspects:
-                self.at_rest = caps
+            if verdict.at_rest:
+                self.at_rest = verdict.caps
             return
         if spec.rebalance == "advise":
             d.outcome = "advised"
             if self._record(d):
                 self.notes.rebalance(d)
             return
-        await self._apply(d, plan.prescale)
-        if d.outcome == "applied":
-            mem.applied(d.weights_before, d.weights_after)
-            mem.not_before = None
-            if d.action == "shed":
-                mem.next_shed_at = workflow.now() + timedelta(seconds=limits.shed_step_interval_s)
-        else:
-            # A busy fleet or a failing step: retrying every tick would start a workflow each time.
-            mem.not_before = workflow.now() + timedelta(seconds=max(30.0, 3 * spec.interval_s))
-            mem.not_before_shed = d.action == "shed"
-        if d.outcome == "applied":
-            for r in (r for r, delta in plan.moves.items() if delta < 0):
-                # The next step off this region needs a whole window of evidence under the new share,
-                # and its window starts only once the requests queued before the step have had their
-                # first token (about its TTFT p99 now): until then its TTFT and load still show them.
-                ttft = caps[r].ttft_p99_ms if r in caps else None
-                drain = timedelta(milliseconds=min(ttft or 0.0, MAX_DRAIN_MS))
-                mem.breaches = mem.breaches.restart(r, workflow.now() + drain)
+        await self._apply(d, verdict.plan.prescale)
+        s.rebalance_memory = after_step(
+            s.rebalance_memory, d, verdict.plan, verdict.caps, spec, workflow.now()
+        )
 
     def _scale_back(self, d: Decision) -> dict[str, int]:
         """On the return step that gives back the last share moved: the pre-scaled regions' replicas."""
@@ -482,71 +378,3 @@ class MonitorRebalance:
                     f"| {e.get('ttft_p99_ms', '-')} | {e.get('error_rate', '-')} |"
                 )
         return lines
-
-
-def _capacity_spec(spec: Any) -> CapacitySpec:
-    return CapacitySpec(
-        max_rps_per_replica=spec.max_rps_per_replica,
-        max_concurrency_per_replica=spec.max_concurrency_per_replica,
-        target_utilisation=spec.rebalance_limits.target_utilisation,
-        ttft_p99_ms=spec.slo.ttft_p99_ms,
-    )
-
-
-def _observed(state: BreachState, found: dict[str, dict[str, str]], now: datetime) -> BreachState:
-    """The breach windows after this tick's readings; a region not read this tick loses its window
-    (its breach must be seen again, reading after reading, before it sheds)."""
-    kept = BreachState(
-        since={r: k for r, k in state.since.items() if r in found},
-        reasons={r: k for r, k in state.reasons.items() if r in found},
-    )
-    for r, kinds in found.items():
-        kept = kept.observe(r, kinds, now)
-    return kept
-
-
-def _backdated(state: BreachState, since: dict[str, datetime], kinds: set[str] | None = None) -> BreachState:
-    """`state` with each listed region's breaches (of `kinds`, default all) counted from no later
-    than the given moment."""
-    out = state.model_copy(deep=True)
-    for r, at in since.items():
-        if r in out.since:
-            out.since[r] = {
-                k: min(t, at) if kinds is None or k in kinds else t for k, t in out.since[r].items()
-            }
-    return out
-
-
-def passive_ttft_breaches(trackers: dict[str, RegionTracker], objective_ms: float) -> dict[str, str]:
-    """Region -> a TTFT breach line, for the SUSPECT regions whose passive signals show TTFT over the objective."""
-    return {
-        r: f"{r} TTFT p99 >= {t.passive_ttft_ms:.0f} ms > objective {objective_ms:.0f} ms (passive signals)"
-        for r, t in trackers.items()
-        if t.state is RegionState.SUSPECT
-        and t.passive_ttft_ms is not None
-        and t.passive_ttft_ms > objective_ms
-    }
-
-
-def _evidence(caps: dict[str, RegionCapacity]) -> dict[str, dict[str, Any]]:
-    """Per region: every figure the capacity model used (it names them), how, and what it could not read."""
-    out: dict[str, dict[str, Any]] = {}
-    for r, c in caps.items():
-        e: dict[str, Any] = {**c.evidence, "unit": c.unit, "source": c.source, "known": str(c.known)}
-        if c.problems:
-            e["problems"] = "; ".join(c.problems)[:300]
-        out[r] = e
-    return out
-
-
-def _thresholds(spec: Any) -> dict[str, Any]:
-    lim = spec.rebalance_limits
-    return {
-        "slo_ttft_p99_ms": spec.slo.ttft_p99_ms,
-        "slo_error_rate": spec.slo.error_rate,
-        "breach_window_s": lim.breach_window_s,
-        "min_step_pct": lim.min_step_pct,
-        "max_shift_pct": lim.max_shift_pct,
-        "hysteresis_pct": lim.hysteresis_pct,
-        "target_utilisation": lim.target_utilisation,
-    }

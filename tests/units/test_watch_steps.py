@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from drctl.models.health import ProbeStatus, RegionProbe, RegionState
 from drctl.models.monitor import RegionTracker
 from drctl.models.passive import PassiveSignal, PassiveVerdict
+from drctl.models.rebalance_decision import passive_ttft_breaches, suspects_of
 from drctl.models.watch import WatchInput, feed_passive, feed_probe, probe_period_s
 from tests.support.builders import region_probe, watch_input
-from workflows.monitor_rebalance import passive_ttft_breaches
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -61,15 +61,17 @@ def test_a_passive_ttft_breach_carries_its_floor_while_suspect_and_a_rebalance_m
     )
     assert feed_passive(t, slow, T0, None) and t.passive_ttft_ms == 2000.0
     other = RegionTracker(region="b", state=RegionState.SUSPECT)  # SUSPECT by a failed probe: no floor
-    lines = passive_ttft_breaches({"a": t, "b": other}, objective_ms=600.0)
+    lines = passive_ttft_breaches(suspects_of({"a": t, "b": other}), objective_ms=600.0)
     assert lines == {"a": "a TTFT p99 >= 2000 ms > objective 600 ms (passive signals)"}
-    assert passive_ttft_breaches({"a": t}, objective_ms=2500.0) == {}  # within a looser objective
+    assert (
+        passive_ttft_breaches(suspects_of({"a": t}), objective_ms=2500.0) == {}
+    )  # within a looser objective
     # A failed probe keeps it SUSPECT with its floor; a passing one clears both.
     feed_probe(t, _probe(ProbeStatus.DOWN), T0, _inp())
     assert t.state is RegionState.SUSPECT and t.passive_ttft_ms == 2000.0
     feed_probe(t, _probe(ProbeStatus.HEALTHY), T0, _inp())
     assert t.state is RegionState.HEALTHY and t.passive_ttft_ms is None
-    assert passive_ttft_breaches({"a": t}, objective_ms=600.0) == {}
+    assert passive_ttft_breaches(suspects_of({"a": t}), objective_ms=600.0) == {}
 
 
 def test_passive_breach_waits_out_the_quiet_time_a_clearing_probe_set() -> None:
