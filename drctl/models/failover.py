@@ -16,10 +16,13 @@ from drctl.models.activity_io import VerifyResult
 from drctl.models.failover_plan import (  # noqa: F401  (re-exported: the failover models' one import path)
     WEIGHT_CAP,
     FailoverPlan,
+    ReceiverReplicas,
     cap_weights,
     capacity_of,
     plan_failover,
+    plan_receivers,
     probe_passes,
+    receivers_to_size,
     shift_weights,
     target_problem,
 )
@@ -86,6 +89,19 @@ class FailoverInput(BaseModel):
         return sorted(set(self.receivers) - {self.source})
 
 
+class ReceiverScaled(BaseModel):
+    """What scaling one receiver of a spread failover came to (not the target: target_replicas)."""
+
+    replicas: int | None = Field(
+        None,
+        description="Replicas it carries its new share on: scaled to, or already had (plan.receivers_replicas "
+        "says which); None: not known, see error.",
+    )
+    error: str | None = Field(
+        None, description="Why not: its capacity read or scale failed. Recorded; the failover goes on."
+    )
+
+
 class FailoverResult(BaseModel):
     status: Literal["succeeded", "unverified", "failed", "refused", "aborted"] = Field(
         description="unverified: traffic shifted and served, but no answer named the serving region."
@@ -96,6 +112,11 @@ class FailoverResult(BaseModel):
     weights_before: dict[str, int] = Field(default_factory=dict)
     weights_after: dict[str, int] = Field(default_factory=dict)
     target_replicas: int | None = None
+    receivers_scaled: dict[str, ReceiverScaled] = Field(
+        default_factory=dict,
+        description="A spread failover: each other receiver scaled for its new share (plan.receivers_replicas), "
+        "by region, with any error.",
+    )
     gitops_managed: list[GitOpsManaged] = Field(default_factory=gitops_field, description=GITOPS_DESCRIPTION)
     verify: VerifyResult | None = None
     phases: list[PhaseTiming] = Field(default_factory=list)

@@ -1,4 +1,5 @@
-"""The failover plan: weights after the shift, the target's health and the replicas it needs.
+"""The failover plan: weights after the shift, the target's health and the replicas it (and, in a
+spread, every other receiver whose share rises) needs.
 
 Pure and free of Temporal, so the Failover workflow, `drctl failover --dry-run` and the unit tests
 compute the same plan from the same reads.
@@ -68,7 +69,13 @@ def serving_replicas(spec: FleetSpec, region: str, weights: dict[str, int]) -> f
 
 
 def needed_replicas(
-    spec: FleetSpec, weights: dict[str, int], after: dict[str, int], target: str, target_replicas: int
+    spec: FleetSpec,
+    weights: dict[str, int],
+    after: dict[str, int],
+    target: str,
+    target_replicas: int,
+    *,
+    part: float = 1.0,
 ) -> tuple[int, str]:
     """Replicas the target needs for the share it carries after the shift, and how that was sized.
 
@@ -77,7 +84,9 @@ def needed_replicas(
        ceil(peak_rps × target's share after the shift / max_rps_per_replica).
     2. Otherwise the replicas that serve the traffic today move with it: the target keeps the
        replicas that carry its own share (none at weight 0), plus, for each source, the source's
-       serving replicas (`serving_replicas`) times the fraction of its weight that moves.
+       serving replicas (`serving_replicas`) times the fraction of its weight that moves, times
+       `part`: the fraction of the moved weight this region receives (1 when it takes it all, as
+       an operator's target does; `receiver_part` when a spread shares it out).
     A target that will carry traffic needs at least one replica. Each failover sizes only its own
     target for its own share: with three regions, moving 50 of 50/30/20 onto the 20 region sizes
     that region for 70 %, not for the whole fleet.
@@ -96,12 +105,67 @@ def needed_replicas(
         lost = w - after.get(region, 0)
         if region == target or lost <= 0:
             continue
-        r = serving_replicas(spec, region, weights) * lost / w
+        r = serving_replicas(spec, region, weights) * lost / w * part
         moved += r
         parts.append(f"{r:g} from {region}")
     return max(floor, math.ceil(own + moved - 1e-9)), " + ".join(
         parts
     ) + f", for {share_after:.0%} of traffic"
+
+
+def rising(weights: dict[str, int], after: dict[str, int]) -> list[str]:
+    """The regions whose weight rises from `weights` to `after`, sorted."""
+    return sorted(r for r, w in after.items() if w > weights.get(r, 0))
+
+
+def receivers_to_size(
+    weights: dict[str, int], after: dict[str, int], target: str, receivers: list[str]
+) -> list[str]:
+    """The receivers of a spread, other than the target, whose weight rises: each is scaled for its
+    new share. Empty for an operator's failover (no receivers): only the target is sized."""
+    return [r for r in rising(weights, after) if r != target and r in receivers]
+
+
+def receiver_part(weights: dict[str, int], after: dict[str, int], region: str) -> float:
+    """The fraction of the moved weight `region` receives: its rise over every region's rise (0 when
+    its weight does not rise; 1 when nothing rises, so nothing is shared out)."""
+    gains = {r: after[r] - weights.get(r, 0) for r in rising(weights, after)}
+    total = sum(gains.values())
+    return gains.get(region, 0) / total if total > 0 else 1.0
+
+
+def plan_receivers(
+    spec: FleetSpec,
+    weights: dict[str, int],
+    after: dict[str, int],
+    target: str,
+    caps: dict[str, Capacity],
+) -> dict[str, ReceiverReplicas]:
+    """The replicas each receiver other than the target needs for the share it gains in a spread.
+
+    Only a receiver whose weight rises is sized, by the target's rule (`needed_replicas`) for its
+    part of the moved weight, and capped by its own max_replicas; it never scales down. A receiver
+    without a capacity reading in `caps` is left out (nothing known to size it from). A shortfall
+    is reported, never a refusal: the receiver takes only part of the share.
+    """
+    out: dict[str, ReceiverReplicas] = {}
+    for region in rising(weights, after):
+        cap = caps.get(region)
+        if region == target or cap is None:
+            continue
+        part = receiver_part(weights, after, region)
+        needed, sizing = needed_replicas(spec, weights, after, region, cap.replicas, part=part)
+        planned = max(cap.replicas, min(needed, cap.max_replicas))
+        out[region] = ReceiverReplicas(
+            before=cap.replicas,
+            needed=needed,
+            planned=planned,
+            max_replicas=cap.max_replicas,
+            share_after=round(_share(after, region), 4),
+            sizing=sizing,
+            shortfall=max(0, needed - planned),
+        )
+    return out
 
 
 def target_problem(probe: RegionProbe | None, emergency: bool, fail_on_degraded: bool) -> str | None:
@@ -126,6 +190,7 @@ def plan_failover(
     force: bool,
     target_issue: str | None = None,
     after: dict[str, int] | None = None,
+    spread: bool = False,
 ) -> FailoverPlan:
     """The whole failover plan from what preflight read; the workflow and `--dry-run` both use it.
 
@@ -135,6 +200,11 @@ def plan_failover(
 
     `after`: the weights after, placed by the caller (the monitor's spread over several receivers,
     workflows/failover_phases.py); default: every source's share onto the target.
+
+    `spread`: other receivers take part of the moved weight, and are sized for it themselves
+    (`plan_receivers`, once the workflow has read their capacity), so the target is sized for its
+    own part only (`receiver_part`). False: the target is sized for all the moved weight (an
+    operator's failover, and a spread recorded before receivers were scaled).
     """
     sources = [source] if source else [r for r, w in weights.items() if r != target and w > 0]
     if after is None:
@@ -146,7 +216,8 @@ def plan_failover(
         problems.append("source and target are the same region")
     if target_issue:
         problems.append(target_issue)
-    needed, sizing = needed_replicas(spec, weights, after, target, cap.replicas)
+    part = receiver_part(weights, after, target) if spread else 1.0
+    needed, sizing = needed_replicas(spec, weights, after, target, cap.replicas, part=part)
     planned = max(cap.replicas, min(needed, cap.max_replicas))
     ok = cap.max_replicas >= needed
     if not ok and not emergency and not force:
@@ -206,6 +277,18 @@ def probe_passes(probe: RegionProbe, fail_on_degraded: bool) -> bool:
     return True
 
 
+class ReceiverReplicas(BaseModel):
+    """One receiver's replicas in a spread failover (the target's are FailoverPlan.target_replicas_*)."""
+
+    before: int
+    needed: int
+    planned: int = Field(description="What it is scaled to: the need, capped by max_replicas, never down.")
+    max_replicas: int
+    share_after: float = Field(0.0, description="Fraction of the fleet's traffic it carries after.")
+    sizing: str = Field("", description="How `needed` was computed (see needed_replicas).")
+    shortfall: int = Field(0, description="Replicas needed beyond max_replicas: reported, never a refusal.")
+
+
 class FailoverPlan(BaseModel):
     source: str | None
     target: str
@@ -223,3 +306,9 @@ class FailoverPlan(BaseModel):
     )
     sizing: str = Field("", description="How target_replicas_needed was computed (see needed_replicas).")
     shortfall: int = Field(0, description="Replicas needed beyond what the target can scale to.")
+    receivers_replicas: dict[str, ReceiverReplicas] = Field(
+        default_factory=dict,
+        description="A spread failover: every other receiver whose weight rises, by region, and the "
+        "replicas planned for its new share (plan_receivers), filled in as the failover reads its "
+        "capacity. Empty: only the target is scaled.",
+    )
