@@ -147,7 +147,7 @@ class Failover(Operation):
             if res.approved_by is None:
                 res.approved_by = self.approved_by
             if not inp.emergency:
-                res.target_replicas = await steps.scale(inp, plan, tq)
+                res.target_replicas = await steps.scale(inp, plan, tq, res)
                 res.gitops_managed = list(steps.gitops_managed)
             self.check_abort()
             await steps.shift(inp, plan, tq, res)
@@ -172,7 +172,7 @@ class Failover(Operation):
     async def _after_shift(
         self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult
     ) -> FailoverResult:
-        """Verify, measure the RTO, scale an emergency's target, record the propagation, "SLO restored"."""
+        """Verify, measure the RTO, scale an emergency's receivers, record the propagation, "SLO restored"."""
         spec = inp.spec
         steps = self.steps
         res.verify = await steps.verify(inp, plan, tq)
@@ -201,7 +201,7 @@ class Failover(Operation):
             objective = slo_watch.SloWatch(spec, inp.target, res.fault_at, tq)
         if inp.emergency:
             try:
-                res.target_replicas = await steps.scale(inp, plan, tq)
+                res.target_replicas = await steps.scale(inp, plan, tq, res)
                 res.gitops_managed = list(steps.gitops_managed)
             except (ActivityError, ApplicationError) as exc:
                 # Traffic is already served by the target; a lagging scale-up is reported, not undone.

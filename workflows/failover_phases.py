@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from drctl.models.gitops import GitOpsManaged, note_all
     from drctl.models.health import ProbeStatus
     from workflows import calls, global_weights
+    from workflows import failover_receivers as receivers
     from workflows.common import fmt_weights
     from workflows.operation import Operation, cause_of
 
@@ -72,11 +73,32 @@ class FailoverSteps:
         )
         return plan
 
-    async def scale(self, inp: FailoverInput, plan: FailoverPlan, tq: str) -> int:
+    async def scale(self, inp: FailoverInput, plan: FailoverPlan, tq: str, res: FailoverResult) -> int:
+        """Scale the target for its share, and in a spread every other receiver whose weight rises,
+        side by side (workflows/failover_receivers.py); the target's replicas."""
+        others = receivers.to_size(inp, plan.weights_before, plan.weights_after)
+        if not others:
+            return await self._scale_target(inp, plan, tq)
+        grows = plan.target_replicas_planned > plan.target_replicas_before
+        target = f"`{inp.target}` to {plan.target_replicas_planned} replicas, " if grows else ""
+        self.phases.enter(
+            phases.PHASE_SCALE,
+            f"scaling {target}{', '.join(f'`{r}`' for r in others)} for their new share",
+        )
+        replicas, others_done = await asyncio.gather(
+            self._scale_target(inp, plan, tq, enter=False),
+            receivers.scale_receivers(self.op, inp, plan, res, self.gitops_managed, others),
+            return_exceptions=True,
+        )
+        receivers.raise_first([replicas, others_done])
+        return cast(int, replicas)
+
+    async def _scale_target(self, inp: FailoverInput, plan: FailoverPlan, tq: str, enter: bool = True) -> int:
         if plan.target_replicas_planned <= plan.target_replicas_before:
             return plan.target_replicas_before
         n = plan.target_replicas_planned
-        self.phases.enter(phases.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
+        if enter:
+            self.phases.enter(phases.PHASE_SCALE, f"scaling `{inp.target}` to {n} replicas")
         scaled = await self.op.abortable(
             calls.scale_deployment(
                 ScaleInput(region=inp.target, replicas=n), queue=tq, summary=f"scale {inp.target} to {n}"
@@ -227,6 +249,13 @@ class FailoverSteps:
                 f"{plan.target} needs {plan.target_replicas_needed} replicas "
                 f"({plan.sizing}); max_replicas {plan.max_replicas}",
             )
+        for r, need in plan.receivers_replicas.items():
+            if need.shortfall:
+                # Never a refusal: the receiver takes part of the share, on as many as it can have.
+                self.phases.note(
+                    f"capacity shortfall {r}",
+                    f"{r} needs {need.needed} replicas ({need.sizing}); max_replicas {need.max_replicas}",
+                )
 
 
 async def _none() -> None:
@@ -249,6 +278,7 @@ async def plan_preflight(inp: FailoverInput, tq: str) -> tuple[FailoverPlan, dic
         RegionRequest(region=inp.target), queue=tq, summary=f"capacity of {inp.target}"
     )
     probe, cap = await asyncio.gather(probe_task or _none(), cap_task)
+    after = placed(inp, weights)
     plan = plan_failover(
         spec,
         weights,
@@ -258,7 +288,9 @@ async def plan_preflight(inp: FailoverInput, tq: str) -> tuple[FailoverPlan, dic
         emergency=inp.emergency,
         force=inp.force,
         target_issue=target_problem(probe, inp.emergency, spec.fail_on_degraded),
-        after=placed(inp, weights),
+        after=after,
+        # Other receivers take part of the share and are scaled for it: the target is sized for its own part.
+        spread=after is not None and bool(receivers.to_size(inp, weights, after)),
     )
     return plan, weights, cap
 

@@ -109,6 +109,10 @@ def render_failover(res: FailoverResult, link: str) -> None:
     )
     if res.target_replicas is not None:
         t.add_row(f"{res.target} replicas", str(res.target_replicas))
+    for region, scaled in res.receivers_scaled.items():  # a spread's other receivers
+        t.add_row(
+            f"{region} replicas", f"not scaled: {scaled.error}" if scaled.error else str(scaled.replicas)
+        )
     if res.plan is not None and res.plan.shortfall:
         t.add_row(
             "capacity shortfall",
