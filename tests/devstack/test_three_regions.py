@@ -1,8 +1,8 @@
 """The shipped three-region fleet (config/fleet.three-regions.yaml) on a dev stack of its own: `drctl
 dev up` serves all three regions, a failover moves every region's share to the one it names, and a
 failback returns 50/30/20 in steps. Then the monitor: a region dies and its share goes to both
-survivors (the decision core's placement, issue 26), not whole to one; cleared, it comes back to
-50/30/20. The same file, moved onto free loopback ports."""
+survivors (the decision core's placement, issue 26), not whole to one, and both are scaled for
+their part; cleared, it comes back to 50/30/20. The same file, moved onto free loopback ports."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ import yaml
 
 from drctl.config.schema import load_config
 from drctl.devstack import stack
+from drctl.models.failover_plan import needed_replicas, receiver_part
+from drctl.models.fleet_spec import FleetSpec
 from drctl.providers.traffic_factory import global_traffic
 from tests.support.cli import drctl
 from tests.support.config import REPO
 from tests.support.shipped import relocated
 from tests.support.wait import until
-from tests.support.workers import admin
+from tests.support.workers import admin, replicas
 
 SHIPPED = REPO / "config" / "fleet.three-regions.yaml"
 
@@ -78,6 +80,21 @@ async def test_the_three_region_fleet_fails_over_and_back_by_hand_and_by_the_mon
         after = tier.get_weights()
         assert sum(after.values()) == 100, after
         assert after["us-west-1"] > 50 and after["eu-west-1"] > 20, f"spread over both survivors: {after}"
+        # Both receivers are scaled for their part of us-east-1's share (the emergency scales after the
+        # shift): each keeps its 2 replicas and takes its part of the 2 that served us-east-1.
+        configured = {"us-west-1": 50, "us-east-1": 30, "eu-west-1": 20}
+        fleet = FleetSpec.from_config(cfg)
+        needed = {
+            r: needed_replicas(fleet, configured, after, r, 2, part=receiver_part(configured, after, r))[0]
+            for r in ("us-west-1", "eu-west-1")
+        }
+        assert min(needed.values()) > 2, needed
+        await until(
+            lambda: {r: replicas(cfg, r) for r in needed} == needed,
+            timeout_s=60,
+            interval_s=0.5,
+            what=f"both receivers scaled to {needed}",
+        )
         admin(cfg, "us-east-1", "/faults/clear")
         await until(
             lambda: tier.get_weights() == {"us-west-1": 50, "us-east-1": 30, "eu-west-1": 20},
@@ -114,7 +131,10 @@ async def test_the_three_region_fleet_fails_over_and_back_by_hand_and_by_the_mon
         for _ in range(20):  # held for 10 s: no failback step puts share back on eu-west-1
             assert tier.get_weights()["eu-west-1"] == 0, tier.get_weights()
             await asyncio.sleep(0.5)
-        print(f"monitor failover spread {spread}; after the cascade {tier.get_weights()}")
+        print(
+            f"monitor failover spread {after}, receivers scaled to {needed}; then {spread}; "
+            f"after the cascade {tier.get_weights()}"
+        )
     finally:
         down = await asyncio.to_thread(drctl, "dev", "down", "-c", str(path), timeout_s=120)
         stack.down(cfg)
