@@ -99,6 +99,15 @@ class Rule:
             return max(most, 0.0)
         return room / per
 
+    def unproven(self, region: str) -> bool:
+        """Below its configured share (shed earlier) with no TTFT reading: too little traffic shows
+        nothing of the objective, and a fault that only shows under load (a slow region) would take
+        the share and shed it again. Such a region gets share back only by a return, which waits for
+        return_stable_s (drctl/models/rebalance_decision.py)."""
+        c = self.caps[region]
+        shed = self.weights.get(region, 0) + 0.5 < self.configured.get(region, 0.0)
+        return self.slo is not None and shed and c.ttft_p99_ms is None
+
     def over_objective(self, c: RegionCapacity) -> bool:
         """Breaching the objective now, sustained or not: such a region takes no share."""
         if self.slo is None:
@@ -168,6 +177,11 @@ def targets(
             )
         elif r in breaching or rule.over_objective(c):
             held.append(f"{r}: breaches the objective, takes no share")
+        elif rule.unproven(r):
+            held.append(
+                f"{r}: shed earlier and carries too little traffic to show the objective met: "
+                "its share comes back only by a return"
+            )
         elif rule.headroom(c) <= 0:
             level = f" at the fleet's {rule.level:.2f} x" if rule.level > 1 else ""
             held.append(f"{r} has no headroom (load {c.load:.3g} of {c.usable:.3g} {c.unit} usable{level})")
@@ -275,7 +289,13 @@ def give_back(rule: Rule, breaching: dict[str, list[str]], plan: RebalancePlan) 
             )
             continue
         per = rule.load_per_point(r)
-        carry = rule.configured[r] if per is None else min(rule.configured[r], c.usable / (per * margin))
+        # No usable capacity carries nothing, even while the fleet is too idle to weigh a point.
+        if c.usable <= 0:
+            carry = 0.0
+        elif per is None:
+            carry = rule.configured[r]
+        else:
+            carry = min(rule.configured[r], c.usable / (per * margin))
         carry = min(carry, float(WEIGHT_CAP))
         step = min(math.floor(carry + 1e-9) - after[r], budget)
         completes = after[r] + step >= math.floor(rule.configured[r] + 1e-9)

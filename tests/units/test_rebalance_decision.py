@@ -267,3 +267,34 @@ def test_backdated_moves_only_earlier_and_only_the_kinds_named() -> None:
     assert out.since["a"] == {"ttft": earlier, "errors": T0} and "z" not in out.since
     assert backdated(state, {"a": T0 + timedelta(seconds=3)}).since["a"] == state.since["a"]
     assert state.since["a"]["ttft"] == T0  # the input is not changed
+
+
+def test_a_region_with_no_usable_capacity_gets_no_share_back_however_idle_the_fleet() -> None:
+    # b lost its replicas and was shed to 0; the fleet is too idle to weigh a point (no load): the
+    # return must still not give share to capacity 0.
+    mem = RebalanceMemory(moved={"a": 40, "b": -40}, last_set={"a": 100, "b": 0})
+    idle = {"a": _sig("a", running=0, ttft=None), "b": _sig("b", running=0, ready=0, ttft=None)}
+    v = decide_rebalance(_tick(idle, {"a": 100, "b": 0}), mem, SPEC, T0)
+    assert v.decision.weights_after == {"a": 100, "b": 0}
+    assert any("b:" in h and "carries 0.0 points" in h for h in v.decision.held_back)
+
+
+def test_a_region_shed_for_slowness_takes_no_shed_share_until_its_traffic_shows_it_recovered() -> None:
+    three = make_spec([("a", 40, 2), ("b", 30, 2), ("c", 30, 2)]).model_copy(
+        update={
+            "rebalance": "automatic",
+            "max_concurrency_per_replica": 4,
+            "rebalance_limits": SPEC.rebalance_limits,
+        }
+    )
+    # c was shed to 0 for a slow TTFT: at 0 it carries nothing, so nothing shows whether it is still slow.
+    mem = RebalanceMemory(moved={"a": 30, "c": -30}, last_set={"a": 70, "b": 30, "c": 0})
+    sig = {"a": _sig("a", running=1), "b": _sig("b", ttft=3000), "c": _sig("c", running=0, ttft=None)}
+    v = decide_rebalance(_tick(sig, {"a": 70, "b": 30, "c": 0}), mem, three, T0)
+    assert v.decision.action == "shed"
+    assert v.decision.weights_after["c"] == 0 and v.decision.weights_after["a"] > 70
+    assert any("c: shed earlier and carries too little traffic" in h for h in v.decision.held_back)
+    # Once its own traffic shows a TTFT within the objective, it takes share as any region does.
+    sig["c"] = _sig("c", running=0.5)
+    v = decide_rebalance(_tick(sig, {"a": 70, "b": 30, "c": 0}), mem, three, T0)
+    assert v.decision.weights_after["c"] > 0
