@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -83,6 +83,7 @@ class MonitorRebalance:
     stepping: bool = False  # a Rebalance child (a step that moves weights) is running
     # The last tick found nothing to do or to time: the capacities it read (None: not at rest).
     at_rest: dict[str, RegionCapacity] | None = None
+    due: datetime | None = None  # a step the last tick held back by time is due then
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -119,6 +120,9 @@ class MonitorRebalance:
                     await self._rest(self.at_rest)
                     continue
                 period = FAST_TICK_S if self.urgent or self.suspects else self.run.state.spec.interval_s
+                if self.due is not None:
+                    # A step held back by time is due then: tick then, not a whole interval after it.
+                    period = min(period, max(FAST_TICK_S, (self.due - workflow.now()).total_seconds()))
                 self.wake = False
                 try:
                     await workflow.wait_condition(
@@ -138,6 +142,7 @@ class MonitorRebalance:
         mem.ticks += 1
         self.urgent = False
         self.at_rest = None
+        self.due = None
         held = self._held_by_others()
         if held is not None:
             self._record(
@@ -272,7 +277,7 @@ class MonitorRebalance:
         verdict = decide_rebalance(tick, s.rebalance_memory, spec, workflow.now())
         s.rebalance_memory = verdict.memory
         d = verdict.decision
-        self.urgent = verdict.urgent
+        self.urgent, self.due = verdict.urgent, verdict.due
         if d.action == "hold":
             self._record(d)
             if verdict.at_rest:

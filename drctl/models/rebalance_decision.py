@@ -59,6 +59,9 @@ class RebalanceVerdict:
     urgent: bool  # a breach is being timed: tick fast, so the shed comes when it is due
     at_rest: bool  # nothing to move or to time: the ticks may rest until a transition
     memory: RebalanceMemory
+    # A step held back by time becomes due then (the shed spacing, the return's stability, the
+    # back-off): the next tick comes no later, not a whole interval after it.
+    due: datetime | None = None
 
 
 def capacity_spec(spec: FleetSpec) -> CapacitySpec:
@@ -151,21 +154,26 @@ def decide_rebalance(
             f"{r} breaching for {(now - began).total_seconds():.1f} s of the {limits.breach_window_s:g} s "
             f"window: {'; '.join(kinds.values())}"
         )
-    _gate(d, plan, mem, spec, now)
+    due = _gate(d, plan, mem, spec, now)
     at_rest = d.action == "hold" and d.reasons == [ALL_WITHIN] and not tick.missing and not timing
     at_rest = at_rest and not tick.suspects
-    return RebalanceVerdict(d, plan, caps, bool(timing), at_rest, mem)
+    return RebalanceVerdict(d, plan, caps, bool(timing), at_rest, mem, due)
 
 
-def _gate(d: Decision, plan: RebalancePlan, mem: RebalanceMemory, spec: FleetSpec, now: datetime) -> None:
-    """The plan's step held back by time: return stability, shed spacing, the failed-step back-off."""
+def _gate(
+    d: Decision, plan: RebalancePlan, mem: RebalanceMemory, spec: FleetSpec, now: datetime
+) -> datetime | None:
+    """The plan's step held back by time: return stability, shed spacing, the failed-step back-off.
+    Returns when the last of the holds that apply ends (None: the step is not held back by time)."""
     limits = spec.rebalance_limits
+    holds: list[datetime] = []
     # A return waits until the region has carried its share for return_stable_s, every tick.
     mem.return_since = (mem.return_since or now) if plan.action == "return" else None
     since = mem.return_since
     if since is not None and (now - since).total_seconds() < limits.return_stable_s:
         d.action, d.outcome = "hold", "held"
         due = since + timedelta(seconds=limits.return_stable_s)
+        holds.append(due)
         d.reasons.append(
             f"the return is due at {due:%H:%M:%S} if the region still carries it: "
             f"{limits.return_stable_s:g} s stable from {since:%H:%M:%S}"
@@ -173,15 +181,19 @@ def _gate(d: Decision, plan: RebalancePlan, mem: RebalanceMemory, spec: FleetSpe
     # Sheds step shed_step_interval_s apart: the last one's effect shows in the signals first.
     if d.action == "shed" and mem.next_shed_at is not None and now < mem.next_shed_at:
         d.action, d.outcome = "hold", "held"
+        holds.append(mem.next_shed_at)
         d.reasons.append(
             f"the next shed step is due at {mem.next_shed_at:%H:%M:%S} "
             f"(shed_step_interval_s {limits.shed_step_interval_s:g})"
         )
     # A failed step holds the next for a while; a failed return never holds a shed.
     blocked = plan.action == "return" or mem.not_before_shed
-    if d.action != "hold" and blocked and mem.not_before is not None and now < mem.not_before:
-        d.action, d.outcome = "hold", "held"
-        d.reasons.append(f"the last step failed: no other before {mem.not_before:%H:%M:%S}")
+    if plan.action != "hold" and blocked and mem.not_before is not None and now < mem.not_before:
+        if d.action != "hold":
+            d.action, d.outcome = "hold", "held"
+            d.reasons.append(f"the last step failed: no other before {mem.not_before:%H:%M:%S}")
+        holds.append(mem.not_before)
+    return max(holds, default=None)
 
 
 def after_step(

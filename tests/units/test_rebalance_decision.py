@@ -161,6 +161,8 @@ def test_sheds_are_spaced_by_shed_step_interval() -> None:
     v = decide_rebalance(_tick(_slow_a(3000), after), mem, SPEC, T0 + timedelta(seconds=4))
     assert v.decision.action == "hold" and v.urgent is False
     assert any("next shed step is due" in r for r in v.decision.reasons)
+    # Not timing a breach, yet the held shed is due at the spacing's end: the next tick comes then.
+    assert v.due == T0 + timedelta(seconds=5)
     v = decide_rebalance(_tick(_slow_a(3000), after), mem, SPEC, T0 + timedelta(seconds=5))
     assert v.decision.action == "shed"
 
@@ -196,7 +198,9 @@ def test_a_return_waits_until_the_region_carried_its_share_for_return_stable_s()
         actions.append(v.decision.action)
         if at == 10:
             assert any("the return is due at 12:00:40" in r for r in v.decision.reasons)
+            assert v.due == T0 + timedelta(seconds=40)
     assert actions == ["hold", "hold", "hold", "return"]
+    assert v.due is None  # the return went: nothing held
     # A tick that does not plan a return starts the count again.
     v = decide_rebalance(_tick(_slow_a(900), current), mem, SPEC, T0 + timedelta(seconds=41))
     assert v.memory.return_since is None
@@ -210,6 +214,7 @@ def test_a_failed_shed_backs_off_every_step_and_a_failed_return_only_returns() -
     held = decide_rebalance(_tick(_slow_a(3000)), mem, SPEC, T0 + timedelta(seconds=10))
     assert held.decision.action == "hold"
     assert any("the last step failed" in r for r in held.decision.reasons)
+    assert held.due == T0 + timedelta(seconds=30)
     assert (
         decide_rebalance(_tick(_slow_a(3000)), mem, SPEC, T0 + timedelta(seconds=30)).decision.action
         == "shed"
@@ -298,3 +303,17 @@ def test_a_region_shed_for_slowness_takes_no_shed_share_until_its_traffic_shows_
     sig["c"] = _sig("c", running=0.5)
     v = decide_rebalance(_tick(sig, {"a": 70, "b": 30, "c": 0}), mem, three, T0)
     assert v.decision.weights_after["c"] > 0
+
+
+def test_a_step_held_by_several_holds_is_due_when_the_last_ends() -> None:
+    shed = _run([(0, _tick(_slow_a(3000)))])[0]
+    mem = after_step(shed.memory, shed.decision, shed.plan, shed.caps, SPEC, T0)
+    current = shed.decision.weights_after
+    # A failed return at 10 s backs returns off to 40 s; the return's own stability ends at 50 s.
+    mem = mem.model_copy(
+        update={"next_shed_at": None, "not_before": T0 + timedelta(seconds=40), "not_before_shed": False}
+    )
+    v = decide_rebalance(_tick(_calm(), current), mem, SPEC, T0 + timedelta(seconds=20))
+    assert v.decision.action == "hold" and v.due == T0 + timedelta(seconds=50)
+    # A calm fleet at home: nothing held, nothing due.
+    assert decide_rebalance(_tick(_calm()), RebalanceMemory(), SPEC, T0).due is None

@@ -1,7 +1,7 @@
 """The rebalance the monitor runs (`decide_rebalance`), in generated worlds: 2 to 4 regions whose
 replicas carry the share the weights give them, with capacity loss, slow and failing regions, run
 tick by tick in simulated time. After every decision: the weights keep their total, no share goes
-onto a region that breaches (over its capacity only when every serving region is), is not read or
+onto a region that breaches (over its capacity only when the whole fleet is), is not read or
 has no known capacity, none onto a region past its usable
 capacity while another has room, and the memory given is never changed. Over a trace under a
 steady fault: no region's weight changes direction more than once per `return_stable_s`, a return
@@ -9,6 +9,7 @@ that meets a failing region and is shed again at once (a retreat) aside."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -133,8 +134,9 @@ def _run(world: World, ticks: int = 40) -> Trace:
         found = {r: breaches(c, spec.slo, min_requests=MIN_REQUESTS) for r, c in v.caps.items()}
         for r in _gainers(before, after):
             assert r in signals, f"{r} gained share unread: {d.line()}"
-            # Over its usable capacity only to even out an overload every serving region shares.
-            fleet_full = all("capacity" in found[o] for o in v.caps if before.get(o, 0) > 0)
+            # Over its usable capacity only to even out an overload the whole fleet shares.
+            known = [c for c in v.caps.values() if c.known]
+            fleet_full = sum(c.load for c in known) > sum(c.usable for c in known)
             allowed = set() if not fleet_full else {"capacity"}
             assert set(found[r]) <= allowed, f"{r} gained share while breaching {found[r]}: {d.line()}"
             assert v.caps[r].known, f"{r} gained share with its capacity unknown: {d.line()}"
@@ -198,7 +200,13 @@ def _direction_changes(trace: Trace, region: str) -> list[datetime]:
     return turns
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The same examples every run (CI must not find a new world by chance); HYPOTHESIS_RANDOM=1 explores.
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=os.environ.get("HYPOTHESIS_RANDOM") != "1",
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(worlds())
 def test_every_decision_keeps_the_promises_and_no_region_flaps(world: World) -> None:
     trace = _run(world)
