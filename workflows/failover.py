@@ -176,6 +176,7 @@ class Failover(Operation):
         spec = inp.spec
         steps = self.steps
         res.verify = await steps.verify(inp, plan, tq)
+        res.changes += steps.reasserted
         unverified = ""
         if res.verify.unattributed:
             # Served, but nothing proves by whom: no RTO is claimed, and the result says why.

@@ -14,10 +14,11 @@ from datetime import timedelta
 from typing import Any, cast
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from drctl.decision.headroom import place
+    from drctl.decision.rules.reconcile import drift
     from drctl.models import phases
     from drctl.models import search_attributes as sa
     from drctl.models.activity_io import (
@@ -37,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from drctl.models.gitops import GitOpsManaged, note_all
     from drctl.models.health import ProbeStatus
+    from drctl.models.traffic import GlobalChange
     from workflows import calls, global_weights
     from workflows import failover_receivers as receivers
     from workflows.common import fmt_weights
@@ -44,6 +46,11 @@ with workflow.unsafe.imports_passed_through():
 
 # Before this patch a failed compensation escaped the workflow as a raw activity error, without the result.
 COMPENSATION_FAILED_PATCH = "failover-compensation-failure-reported"
+# Before this patch a global tier that lost the shift's weights while verification ran (restarted
+# with its config weights, or edited by hand) was only waited out until the verify deadline.
+VERIFY_REASSERT_PATCH = "failover-verify-reasserts"
+MAX_REASSERTS = 3  # a tier that keeps losing them is not fought for ever: verification then fails
+REASSERT_READ_EVERY_S = 2.0  # while verification fails, the weights in effect are read this often
 
 
 class FailoverSteps:
@@ -58,6 +65,9 @@ class FailoverSteps:
         self.propagation: asyncio.Task[Any] | None = None
         # Objects drctl changed that Argo CD also tracks, for the result (docs/gitops.md).
         self.gitops_managed: list[GitOpsManaged] = []
+        # The weights the shift put in effect, and the changes that put them back during verification.
+        self.applied: dict[str, int] | None = None
+        self.reasserted: list[GlobalChange] = []
 
     async def preflight(self, inp: FailoverInput, tq: str) -> FailoverPlan:
         self.phases.enter(phases.PHASE_PREFLIGHT, "reading weights, target health and capacity")
@@ -123,7 +133,7 @@ class FailoverSteps:
             tq, plan.weights_after, f"failover to {inp.target}", f"shift traffic to {inp.target}"
         )
         res.changes.append(change)
-        res.weights_after = change.weights
+        res.weights_after = self.applied = change.weights
         res.shifted_at = res.weights_applied_at = change.applied_at
         res.propagated_at = change.propagated_at
         # Verification starts now, while the tier propagates: clients follow DNS as it spreads, and
@@ -165,6 +175,7 @@ class FailoverSteps:
         last: VerifyResult | None = None
         served = False
         attempt = 0
+        read_at = None
         while workflow.now() < deadline:
             attempt += 1
             left = max(1.0, (deadline - workflow.now()).total_seconds())
@@ -184,12 +195,48 @@ class FailoverSteps:
                     + (f", {last.unattributed} unattributed" if last.unattributed else ""),
                 )
                 return last
+            due = read_at is None or (workflow.now() - read_at).total_seconds() >= REASSERT_READ_EVERY_S
+            if not served and due and self.applied is not None and len(self.reasserted) < MAX_REASSERTS:
+                if workflow.patched(VERIFY_REASSERT_PATCH):
+                    read_at = workflow.now()
+                    if await self._reassert(tq):
+                        # The re-applied weights need their own propagation window.
+                        deadline = max(deadline, workflow.now() + timedelta(seconds=spec.verify_deadline_s))
+                        continue
             await workflow.sleep(0.5)
         if last is not None and served:
             return last
         raise ApplicationError(
             f"verification failed before {spec.verify_deadline_s:g}s: {last}", type="VerifyFailed"
         )
+
+    async def _reassert(self, tq: str) -> bool:
+        """Verification failed: the weights in effect, read; when they are not those the shift put
+        in effect (the tier restarted with its config weights, or a hand edit), applied again, as
+        the failover owns the weights until it is done. Whether they were re-applied."""
+        applied = self.applied or {}
+        try:
+            got = await calls.get_global_weights(queue=tq, summary="read global weights: verification failed")
+        except ActivityError as exc:
+            if isinstance(exc.cause, CancelledError):
+                raise
+            return False  # unreadable: verification goes on as before
+        in_effect = {r: got.weights.get(r, 0) for r in applied}
+        if not drift(in_effect, applied):
+            return False
+        change = await global_weights.apply(
+            tq,
+            applied,
+            "failover: the global tier had lost the shift's weights; re-applied",
+            "re-apply the failover's weights",
+        )
+        self.reasserted.append(change)
+        self.phases.note(
+            f"re-applied {len(self.reasserted)}",
+            f"the global tier had {fmt_weights(got.weights)}, not the shift's {fmt_weights(applied)} "
+            "(restarted with its config weights, or edited by hand): applied again",
+        )
+        return True
 
     async def compensate(self, inp: FailoverInput, res: FailoverResult, tq: str) -> None:
         self.phases.enter(

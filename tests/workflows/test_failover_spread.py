@@ -150,9 +150,11 @@ def _spec(run: str) -> FleetSpec:
     return base.model_copy(update={"fleet": f"t-{run}", "task_queue": f"q-{run}", "regions": regions})
 
 
-async def _failover(client: Client, fleet: Fleet, **over: Any) -> tuple[FailoverResult, WorkflowHistory]:
+async def _failover(
+    client: Client, fleet: Fleet, spec_over: dict[str, Any] | None = None, **over: Any
+) -> tuple[FailoverResult, WorkflowHistory]:
     run = uuid.uuid4().hex[:8]
-    s = _spec(run)
+    s = _spec(run).model_copy(update=spec_over or {})
     inp = FailoverInput(spec=s, target="us-west-1", source="us-east-1", **over)
     acts = fleet.activities()
     workers = [Worker(client, task_queue=s.task_queue, workflows=[Failover], activities=acts)] + [
@@ -180,7 +182,7 @@ def _markers(history: WorkflowHistory) -> list[str]:
     ]
 
 
-SPREAD = {"receivers": ["us-west-1", "eu-west-1"]}
+SPREAD: dict[str, Any] = {"receivers": ["us-west-1", "eu-west-1"]}
 
 
 @pytest.mark.parametrize("emergency", [True, False])
