@@ -376,6 +376,9 @@ class RebalancePlan(BaseModel):
         }
 
 
+ALL_WITHIN = "every region within its capacity and the objective"  # the rule's plain hold reason
+
+
 def plan_rebalance(
     weights: dict[str, int],
     configured: dict[str, int],
@@ -426,5 +429,5 @@ def plan_rebalance(
         return plan
     rebalance_rule.give_back(rule, breaching, plan)
     if plan.action == "hold" and not plan.reasons:
-        plan.reasons.append("every region within its capacity and the objective")
+        plan.reasons.append(ALL_WITHIN)
     return plan

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from drctl.models.capacity import (
+    ALL_WITHIN,
     BreachState,
     CapacitySpec,
     RebalancePlan,
@@ -31,7 +32,6 @@ from drctl.models.health import RegionState
 from drctl.models.monitor_decisions import Decision
 from drctl.models.rebalance import RebalanceMemory, weight_points
 
-ALL_WITHIN = "every region within its capacity and the objective"  # the rule's hold reason
 MAX_DRAIN_MS = 30_000.0  # the longest a step waits for the requests queued before it (restart)
 # An error rate over fewer requests than this says nothing (one failed request is not 100 %).
 MIN_REQUESTS = 10
